@@ -1,0 +1,64 @@
+"""One exception tree for the whole project.
+
+Every message names the offending value and says what to do next.
+"""
+from __future__ import annotations
+
+
+class FleetError(Exception):
+    """Raised for any error fleet reports to an operator (base class)."""
+
+
+class ConfigError(FleetError):
+    """Raised when an environment variable or setting has a bad value."""
+
+
+class ManifestError(FleetError):
+    """Raised when a manifest is invalid; carries every problem found."""
+
+    def __init__(self, problems: list["Problem"]):
+        self.problems = problems
+        lines = [str(p) for p in problems]
+        super().__init__(f"{len(problems)} problem(s) in manifest:\n" + "\n".join(lines))
+
+
+class Problem:
+    """One validation problem: where it is, what is wrong, how to fix it."""
+
+    __slots__ = ("file", "line", "field", "message", "fix")
+
+    def __init__(self, file: str, line: int | None, field: str, message: str, fix: str = ""):
+        self.file, self.line, self.field, self.message, self.fix = file, line, field, message, fix
+
+    def __str__(self) -> str:
+        where = f"{self.file}:{self.line}" if self.line else self.file
+        fix = f"; fix: {self.fix}" if self.fix else ""
+        return f"{where}: {self.field}: {self.message}{fix}"
+
+    def as_dict(self) -> dict:
+        return {"file": self.file, "line": self.line, "field": self.field,
+                "message": self.message, "fix": self.fix}
+
+
+class RoutingError(FleetError):
+    """Raised when a host may not consume a queue it was asked to (worker -Q)."""
+
+
+class CapabilityError(FleetError):
+    """Raised when FLEET_CAPABILITY cannot be read or has bad keys."""
+
+
+class StoreError(FleetError):
+    """Raised when the artifact store cannot be reached or refuses an operation."""
+
+
+class DigestMismatch(StoreError):
+    """Raised when stored bytes do not hash to the digest we computed."""
+
+
+class TrainingFailed(FleetError):
+    """Raised when a trainer or command exits non-zero or times out."""
+
+
+class JobNotFound(FleetError):
+    """Raised when an operator names a job that has no record in Redis."""

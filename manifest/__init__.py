@@ -1,0 +1,1 @@
+"""Manifest: TOML of tiers, host policies and jobs, validated before anything is published."""

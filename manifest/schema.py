@@ -1,0 +1,120 @@
+"""Typed, frozen specs that a validated manifest becomes.
+
+Nothing here does I/O; ``manifest.loader`` builds these from TOML.
+"""
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+from fleet.constants import DEFAULT_PRIORITY, PREFER_CUDA_GRACE_S
+
+
+@dataclass(frozen=True)
+class Needs:
+    """What a job needs from a host (or what a tier guarantees as a floor)."""
+
+    require_cuda: bool = False
+    min_vram_gib: float = 0.0
+    min_ram_gib: float = 0.0
+    min_cores: int = 0
+
+
+@dataclass(frozen=True)
+class TierSpec:
+    """A capability tier: its queue has exactly this name."""
+
+    name: str
+    floor: Needs
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"name": self.name, **asdict(self.floor)}
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> "TierSpec":
+        return cls(d["name"], Needs(d.get("require_cuda", False), float(d.get("min_vram_gib", 0)),
+                                    float(d.get("min_ram_gib", 0)), int(d.get("min_cores", 0))))
+
+
+@dataclass(frozen=True)
+class HostPolicy:
+    """Per-host policy from ``[hosts.NAME]``; declared capability keys cap detection."""
+
+    name: str
+    tiers: tuple[str, ...] | None = None          # None: every tier it qualifies for
+    allow_models: tuple[str, ...] | None = None   # None: every model
+    deny_models: tuple[str, ...] = ()
+    declared: dict[str, Any] = field(default_factory=dict)  # FLEET_CAPABILITY keys
+
+    def allows_model(self, model: str | None) -> bool:
+        if model is None:
+            return True
+        if model in self.deny_models:
+            return False
+        return self.allow_models is None or model in self.allow_models
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"name": self.name, "tiers": self.tiers and list(self.tiers),
+                "allow_models": self.allow_models and list(self.allow_models),
+                "deny_models": list(self.deny_models), "declared": self.declared}
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> "HostPolicy":
+        tup = lambda v: None if v is None else tuple(v)  # noqa: E731
+        return cls(d["name"], tup(d.get("tiers")), tup(d.get("allow_models")),
+                   tuple(d.get("deny_models") or ()), dict(d.get("declared") or {}))
+
+
+@dataclass(frozen=True)
+class JobSpec:
+    """One training job, fully expanded (a sweep yields one JobSpec per point)."""
+
+    name: str
+    job_id: str
+    model: str | None = None
+    command: tuple[str, ...] | None = None
+    artifacts: tuple[str, ...] = ()
+    data: str | None = None
+    hyper: dict[str, Any] = field(default_factory=dict)
+    seed: int = 0
+    priority: int = DEFAULT_PRIORITY
+    needs: Needs = Needs()
+    prefer_cuda: bool = False
+    prefer_cuda_grace_s: float = PREFER_CUDA_GRACE_S
+    allowed_hosts: tuple[str, ...] = ()
+    denied_hosts: tuple[str, ...] = ()
+    timeout_s: float | None = None
+    max_attempts: int | None = None
+    line: int | None = None  # where the job starts in its manifest, for messages
+
+    @property
+    def kind(self) -> str:
+        """The store folder for its artifacts: the model, or 'command'."""
+        return self.model or "command"
+
+    def to_dict(self) -> dict[str, Any]:
+        d = asdict(self)
+        d["command"] = list(self.command) if self.command else None
+        d["artifacts"] = list(self.artifacts)
+        d["allowed_hosts"] = list(self.allowed_hosts)
+        d["denied_hosts"] = list(self.denied_hosts)
+        return d
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> "JobSpec":
+        d = dict(d)
+        d["needs"] = Needs(**d.get("needs", {}))
+        d["command"] = tuple(d["command"]) if d.get("command") else None
+        for k in ("artifacts", "allowed_hosts", "denied_hosts"):
+            d[k] = tuple(d.get(k) or ())
+        return cls(**d)
+
+
+@dataclass(frozen=True)
+class Manifest:
+    """A validated manifest: its tiers (most demanding first), host policies and jobs."""
+
+    path: str
+    tiers: tuple[TierSpec, ...]
+    hosts: dict[str, HostPolicy]
+    jobs: tuple[JobSpec, ...]

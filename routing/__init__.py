@@ -1,0 +1,1 @@
+"""Capability detection (I/O, in ``detect``) and pure routing decisions (``tiers``)."""

@@ -1,0 +1,134 @@
+"""What a host has: a frozen value object, plus pure ways to combine and override it."""
+from __future__ import annotations
+
+import json
+import os
+from dataclasses import asdict, dataclass, field, replace
+from typing import Any
+
+from fleet.errors import CapabilityError
+
+OVERRIDE_KEYS = ("hostname", "cpu_cores", "ram_total_gib", "ram_available_gib", "cuda_devices")
+
+
+@dataclass(frozen=True)
+class CudaDevice:
+    """One CUDA device as NVML (or an override) reports it."""
+
+    index: int
+    name: str
+    vram_total_gib: float
+    vram_free_gib: float
+    compute_capability: str | None = None
+    uuid: str | None = None
+
+
+@dataclass(frozen=True)
+class Capability:
+    """A host's detected (or overridden) resources and versions."""
+
+    hostname: str
+    cpu_cores: int
+    ram_total_gib: float
+    ram_available_gib: float
+    cuda_devices: tuple[CudaDevice, ...] = ()
+    driver_version: str | None = None
+    versions: dict[str, str] = field(default_factory=dict)
+    git_commit: str | None = None
+    overridden: tuple[str, ...] = ()  # keys replaced by FLEET_CAPABILITY / FLEET_HOSTNAME
+
+    @property
+    def max_vram_gib(self) -> float:
+        return max((d.vram_total_gib for d in self.cuda_devices), default=0.0)
+
+    def to_dict(self) -> dict[str, Any]:
+        d = asdict(self)
+        d["cuda_devices"] = [asdict(x) for x in self.cuda_devices]
+        d["overridden"] = list(self.overridden)
+        return d
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> "Capability":
+        d = dict(d)
+        d["cuda_devices"] = tuple(CudaDevice(**x) for x in d.get("cuda_devices", ()))
+        d["overridden"] = tuple(d.get("overridden", ()))
+        return cls(**d)
+
+
+def parse_override(raw: str) -> dict[str, Any]:
+    """Read FLEET_CAPABILITY: inline JSON, or a path to a JSON file."""
+    text = raw.strip()
+    source = "FLEET_CAPABILITY"
+    if not text.startswith("{"):
+        source = f"FLEET_CAPABILITY file {text}"
+        try:
+            with open(text, encoding="utf-8") as f:
+                text = f.read()
+        except OSError as e:
+            raise CapabilityError(f"{source}: cannot read ({e.strerror}); "
+                                  "set it to inline JSON or a readable JSON file") from e
+    try:
+        data = json.loads(text)
+    except json.JSONDecodeError as e:
+        raise CapabilityError(f"{source}: not valid JSON ({e})") from e
+    if not isinstance(data, dict):
+        raise CapabilityError(f"{source}: must be a JSON object with keys {', '.join(OVERRIDE_KEYS)}")
+    unknown = sorted(set(data) - set(OVERRIDE_KEYS))
+    if unknown:
+        raise CapabilityError(f"{source}: unknown key(s) {unknown}; known keys: {', '.join(OVERRIDE_KEYS)}")
+    return data
+
+
+def apply_override(cap: Capability, override: dict[str, Any]) -> Capability:
+    """Replace detected values with the keys given; keys left out keep detected values."""
+    changes: dict[str, Any] = {}
+    for key, value in override.items():
+        if key == "cuda_devices":
+            devices = []
+            for i, dev in enumerate(value):
+                try:
+                    total = float(dev["vram_total_gib"])
+                    devices.append(CudaDevice(
+                        index=i, name=str(dev.get("name", f"simulated-{i}")), vram_total_gib=total,
+                        vram_free_gib=float(dev.get("vram_free_gib", total)),
+                        compute_capability=dev.get("compute_capability"), uuid=dev.get("uuid")))
+                except (KeyError, TypeError, ValueError) as e:
+                    raise CapabilityError(
+                        f"FLEET_CAPABILITY: cuda_devices[{i}] needs a number vram_total_gib ({e})") from e
+            changes[key] = tuple(devices)
+        elif key == "hostname":
+            changes[key] = str(value)
+        elif key == "cpu_cores":
+            changes[key] = int(value)
+        else:
+            changes[key] = float(value)
+    overridden = tuple(sorted(set(cap.overridden) | set(changes)))
+    return replace(cap, **changes, overridden=overridden)
+
+
+def restrict(cap: Capability, declared: dict[str, Any]) -> Capability:
+    """Combine detected and declared capability: the more restrictive value wins."""
+    if not declared:
+        return cap
+    changes: dict[str, Any] = {}
+    for key in ("cpu_cores", "ram_total_gib", "ram_available_gib"):
+        if key in declared:
+            changes[key] = type(getattr(cap, key))(min(getattr(cap, key), declared[key]))
+    if "cuda_devices" in declared:
+        limits = declared["cuda_devices"]
+        devices = []
+        for dev, lim in zip(cap.cuda_devices, limits):  # a declared list shorter than detected hides devices
+            total = min(dev.vram_total_gib, float(lim.get("vram_total_gib", dev.vram_total_gib)))
+            devices.append(replace(dev, vram_total_gib=total, vram_free_gib=min(dev.vram_free_gib, total)))
+        changes["cuda_devices"] = tuple(devices)
+    return replace(cap, **changes)
+
+
+def from_environment(cap: Capability, env: dict[str, str] | None = None) -> Capability:
+    """Apply FLEET_CAPABILITY then FLEET_HOSTNAME from the environment."""
+    env = os.environ if env is None else env
+    if env.get("FLEET_CAPABILITY"):
+        cap = apply_override(cap, parse_override(env["FLEET_CAPABILITY"]))
+    if env.get("FLEET_HOSTNAME"):
+        cap = apply_override(cap, {"hostname": env["FLEET_HOSTNAME"]})
+    return cap
