@@ -63,6 +63,7 @@ class Route:
     fallback_tier: str | None = None
     fallback_queue: str | None = None
     constraint: "Constraint | None" = None
+    fallback_constraint: "Constraint | None" = None
 
 
 @dataclass(frozen=True)
@@ -90,10 +91,15 @@ class Constraint:
         return hashlib.sha256(json.dumps(self.to_dict(), sort_keys=True).encode()).hexdigest()[:10]
 
 
-def constraint_for(job: JobSpec, hosts: dict[str, HostPolicy]) -> Constraint | None:
-    """The job's host constraint, folding in host policies that refuse its model."""
+def constraint_for(job: JobSpec, hosts: dict[str, HostPolicy], tier: str | None = None) -> Constraint | None:
+    """The job's host constraint, folding in host policies that refuse its model.
+
+    A host whose policy does not serve ``tier`` never sees the tier's queues, so its
+    model policy does not need a constraint queue there.
+    """
     denied = set(job.denied_hosts)
-    denied.update(name for name, pol in hosts.items() if not pol.allows_model(job.model))
+    denied.update(name for name, pol in hosts.items() if not pol.allows_model(job.kind)
+                  and (tier is None or pol.tiers is None or tier in pol.tiers))
     allowed = frozenset(job.allowed_hosts) if job.allowed_hosts else None
     if allowed is None and not denied:
         return None
@@ -110,14 +116,16 @@ def route(job: JobSpec, tiers: Iterable[TierSpec], hosts: dict[str, HostPolicy])
     base = tier_for(job.needs, tiers)
     if base is None:
         return None
-    constraint = constraint_for(job, hosts)
     if job.prefer_cuda and not job.needs.require_cuda:
         cuda_needs = Needs(True, job.needs.min_vram_gib, job.needs.min_ram_gib, job.needs.min_cores)
         preferred = tier_for(cuda_needs, tiers)
         if preferred is not None and preferred.name != base.name:
-            return Route(preferred.name, queue_name(preferred.name, constraint),
-                         base.name, queue_name(base.name, constraint), constraint)
-    return Route(base.name, queue_name(base.name, constraint), constraint=constraint)
+            c = constraint_for(job, hosts, preferred.name)
+            fc = constraint_for(job, hosts, base.name)
+            return Route(preferred.name, queue_name(preferred.name, c),
+                         base.name, queue_name(base.name, fc), c, fc)
+    c = constraint_for(job, hosts, base.name)
+    return Route(base.name, queue_name(base.name, c), constraint=c)
 
 
 def qualifies(cap: Capability, floor: Needs) -> str | None:

@@ -1,0 +1,198 @@
+"""Pack files into one reproducible `bundle.tar.zst`, hashing in the same pass.
+
+Everything streams: each member is hashed while tarfile reads it, and the
+compressed bytes are hashed as they go to disk, so a bundle is read once and
+written once. Tar metadata is normalised, so equal files give equal bytes.
+"""
+from __future__ import annotations
+
+import hashlib
+import io
+import json
+import os
+import stat
+import tarfile
+import tempfile
+from dataclasses import dataclass, field
+from pathlib import Path, PurePosixPath
+
+import zstandard
+
+from fleet.constants import META_NAME, ZSTD_LEVEL
+from fleet.errors import DigestMismatch, StoreError
+
+CHUNK_BYTES = 1 << 20          # read/write unit for files, tar and zstd
+ZSTD_OUT_BYTES = 1 << 20       # compressed chunk handed to the hashing writer
+
+
+@dataclass(frozen=True)
+class BundleResult:
+    """A finished bundle: where it is, its digest and size, and each member's digest."""
+
+    path: Path
+    sha256: str
+    size: int
+    files: dict[str, str] = field(default_factory=dict)
+
+
+class _HashingReader:
+    """File wrapper whose reads update a sha256 (tarfile reads members through it)."""
+
+    def __init__(self, raw):
+        self.raw, self.hash, self.size = raw, hashlib.sha256(), 0
+
+    def read(self, n: int = -1) -> bytes:
+        data = self.raw.read(n)
+        self.hash.update(data)
+        self.size += len(data)
+        return data
+
+
+class _HashingWriter:
+    """Writer that hashes every byte on its way to the underlying file."""
+
+    def __init__(self, raw):
+        self.raw, self.hash, self.size = raw, hashlib.sha256(), 0
+
+    def write(self, data) -> int:
+        self.hash.update(data)
+        self.size += len(data)
+        return self.raw.write(data)
+
+    def flush(self) -> None:
+        self.raw.flush()
+
+
+def collect(root: Path, globs: list[str]) -> list[tuple[str, Path]]:
+    """Files under `root` matching any glob, as sorted unique (arcname, path) pairs.
+
+    An empty glob list means every file under `root`.
+    """
+    root = Path(root)
+    found: dict[str, Path] = {}
+    for pattern in globs or ["**/*"]:
+        for path in root.glob(pattern):
+            if path.is_file():
+                found[path.relative_to(root).as_posix()] = path
+    return sorted(found.items())
+
+
+def _tarinfo(arcname: str, st: os.stat_result) -> tarfile.TarInfo:
+    # Only content, size, mode and mtime reach the archive: owners and
+    # sub-second times differ between hosts and would break reproducibility.
+    info = tarfile.TarInfo(arcname)
+    info.size, info.mtime, info.mode = st.st_size, int(st.st_mtime), stat.S_IMODE(st.st_mode)
+    info.uid = info.gid = 0
+    info.uname = info.gname = ""
+    return info
+
+
+def _add_meta(tar: tarfile.TarFile, meta: dict, mtime: int) -> None:
+    data = json.dumps(meta, indent=2, sort_keys=True).encode() + b"\n"
+    info = tarfile.TarInfo(META_NAME)
+    info.size, info.mtime, info.mode = len(data), mtime, 0o644
+    tar.addfile(info, io.BytesIO(data))
+
+
+def _write_tar(out, files: list[tuple[str, Path]], meta: dict) -> dict[str, dict]:
+    """Write the tar stream to `out`; return {arcname: {"sha256", "size"}}."""
+    entries: dict[str, dict] = {}
+    newest = 0
+    with tarfile.open(fileobj=out, mode="w|", bufsize=CHUNK_BYTES,
+                      format=tarfile.PAX_FORMAT) as tar:
+        tar.copybufsize = CHUNK_BYTES
+        for arcname, path in files:
+            # Buffered, so a short read from a network filesystem is retried
+            # rather than taken by tarfile for a truncated file.
+            with open(path, "rb") as raw:
+                info = _tarinfo(arcname, os.fstat(raw.fileno()))
+                reader = _HashingReader(raw)
+                tar.addfile(info, reader)
+            entries[arcname] = {"sha256": reader.hash.hexdigest(), "size": reader.size}
+            newest = max(newest, info.mtime)
+        _add_meta(tar, {**meta, "files": entries}, newest)
+    return entries
+
+
+def bundle(files: list[tuple[str, Path]], meta: dict, dest: Path, *,
+           level: int = ZSTD_LEVEL, threads: int = -1) -> BundleResult:
+    """Write `files` plus a `meta.json` as a zstd tar at `dest`, atomically.
+
+    `threads=-1` compresses on every core. The returned sha256 is of the
+    compressed bytes exactly as written.
+    """
+    dest = Path(dest)
+    if META_NAME in {name for name, _ in files}:
+        raise StoreError(f"{META_NAME!r} is reserved for the bundle's metadata; rename that file")
+    cctx = zstandard.ZstdCompressor(level=level, threads=threads, write_checksum=True,
+                                    write_content_size=False)
+    fd, tmp = tempfile.mkstemp(prefix=f".{dest.name}.", suffix=".tmp", dir=dest.parent)
+    try:
+        with open(fd, "wb", buffering=0) as raw:
+            out = _HashingWriter(raw)
+            with cctx.stream_writer(out, write_size=ZSTD_OUT_BYTES, closefd=False) as zw:
+                entries = _write_tar(zw, files, meta)
+        os.replace(tmp, dest)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+    return BundleResult(dest, out.hash.hexdigest(), out.size,
+                        {name: e["sha256"] for name, e in entries.items()})
+
+
+def _open_tar(bundle_path: Path):
+    raw = open(bundle_path, "rb")
+    stream = zstandard.ZstdDecompressor().stream_reader(raw, read_size=CHUNK_BYTES, closefd=True)
+    return tarfile.open(fileobj=stream, mode="r|", bufsize=CHUNK_BYTES), stream
+
+
+def read_meta(bundle_path: Path) -> dict:
+    """The `meta.json` stored inside a bundle."""
+    tar, stream = _open_tar(bundle_path)
+    with stream, tar:
+        for member in tar:
+            if member.name == META_NAME:
+                return json.load(tar.extractfile(member))
+    raise StoreError(f"{bundle_path}: no {META_NAME} inside; was it written by artifacts.bundle?")
+
+
+def _safe_target(dest_dir: Path, name: str) -> Path:
+    parts = PurePosixPath(name).parts
+    if name.startswith("/") or PurePosixPath(name).is_absolute() or ".." in parts:
+        raise StoreError(f"bundle member {name!r}: absolute or '..' paths are refused")
+    return dest_dir.joinpath(*parts)
+
+
+def extract(bundle_path: Path, dest_dir: Path) -> list[Path]:
+    """Unpack regular files of a bundle under `dest_dir`; refuse paths that escape it."""
+    dest_dir = Path(dest_dir)
+    written: list[Path] = []
+    tar, stream = _open_tar(bundle_path)
+    with stream, tar:
+        for member in tar:
+            target = _safe_target(dest_dir, member.name)
+            if not member.isfile():
+                raise StoreError(f"bundle member {member.name!r}: only regular files are allowed")
+            target.parent.mkdir(parents=True, exist_ok=True)
+            with open(target, "wb") as out:
+                src = tar.extractfile(member)
+                while chunk := src.read(CHUNK_BYTES):
+                    out.write(chunk)
+            os.chmod(target, member.mode & 0o777)
+            os.utime(target, (member.mtime, member.mtime))
+            written.append(target)
+    return written
+
+
+def sha256_file(path: Path) -> str:
+    """Hex sha256 of a file's bytes."""
+    with open(path, "rb") as f:
+        return hashlib.file_digest(f, "sha256").hexdigest()
+
+
+def verify_bundle(path: Path, sha256: str) -> None:
+    """Raise DigestMismatch unless the file at `path` hashes to `sha256`."""
+    actual = sha256_file(path)
+    if actual != sha256:
+        raise DigestMismatch(f"{path}: expected sha256 {sha256}, found {actual}; "
+                             "the file is corrupt or was changed after bundling")

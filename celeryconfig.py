@@ -1,0 +1,77 @@
+"""Celery settings for fleet, read from the environment once.
+
+Flat and free of side effects; a bad value raises ConfigError naming the variable.
+"""
+import os
+from urllib.parse import urlparse
+
+from fleet.constants import DEFAULT_BROKER_URL, LEASE_TTL_S, VISIBILITY_TIMEOUT_S
+from fleet.errors import ConfigError
+
+
+def _url(var, default):
+    value = os.environ.get(var) or default
+    if urlparse(value).scheme not in ("redis", "rediss", "redis+socket", "unix"):
+        raise ConfigError(f"{var}={value.split('@')[-1]!r}: expected a redis:// URL, "
+                          "e.g. redis://127.0.0.1:6379/0")
+    return value
+
+
+def _seconds(var, default):
+    raw = os.environ.get(var)
+    if raw is None or raw == "":
+        return default
+    try:
+        value = float(raw)
+    except ValueError:
+        raise ConfigError(f"{var}={raw!r}: expected a number of seconds") from None
+    if value <= 0:
+        raise ConfigError(f"{var}={raw!r}: must be > 0")
+    return value
+
+
+broker_url = _url("FLEET_BROKER_URL", DEFAULT_BROKER_URL)
+result_backend = _url("FLEET_RESULT_BACKEND", broker_url)
+
+# JSON only: a pickled message is refused before any code of ours sees it.
+task_serializer = "json"
+result_serializer = "json"
+accept_content = ["json"]
+result_accept_content = ["json"]
+event_serializer = "json"
+
+# One job at a time per slot, acknowledged only when it ended. If a worker is lost,
+# the job's lease expires and the reaper requeues it: ack and let the lease decide.
+task_acks_late = True
+worker_prefetch_multiplier = 1
+task_reject_on_worker_lost = False
+task_acks_on_failure_or_timeout = True
+# Jobs run as subprocesses: the pool only waits on them, so threads are enough and the
+# worker never forks a parent that might have touched CUDA.
+worker_pool = "threads"
+worker_hijack_root_logger = False
+
+# Redis redelivers an unacked message after visibility_timeout; set it above the longest
+# job so it stays a backstop (leases and the reaper are the mechanism). kombu reads it
+# from the broker and the result backend transport options.
+fleet_lease_ttl_s = _seconds("FLEET_LEASE_TTL_S", LEASE_TTL_S)
+visibility_timeout = _seconds("FLEET_VISIBILITY_TIMEOUT_S", VISIBILITY_TIMEOUT_S)
+broker_transport_options = {
+    "visibility_timeout": visibility_timeout,
+    "queue_order_strategy": "priority",   # most demanding tier first
+    "priority_steps": list(range(10)),
+}
+result_backend_transport_options = {"visibility_timeout": visibility_timeout}
+broker_connection_retry_on_startup = True
+broker_connection_max_retries = None
+
+# Flower and `fleet` watch these.
+worker_send_task_events = True
+task_send_sent_event = True
+task_track_started = True
+result_extended = True
+result_expires = 30 * 24 * 3600
+
+task_create_missing_queues = True
+task_default_queue = "cpu"
+task_routes = ("tasks.router.route_task",)

@@ -1,0 +1,34 @@
+-- A delivery asks to run a job. Exactly one delivery wins; the rest are dropped.
+-- KEYS: job_key, lease_key, running_set, fallback_zset, jobs_index
+-- ARGV: job_id, worker, token, ttl_ms, now, spec_json, default_max_attempts, queue
+local state = redis.call('HGET', KEYS[1], 'state')
+if not state then
+  -- a message sent without `fleet publish` (e.g. apply_async): adopt it
+  redis.call('HSET', KEYS[1], 'job_id', ARGV[1], 'state', 'queued', 'spec', ARGV[6],
+             'created_at', ARGV[5], 'queued_at', ARGV[5], 'attempts', 0, 'queue', ARGV[8])
+  redis.call('ZADD', KEYS[5], ARGV[5], ARGV[1])
+  state = 'queued'
+end
+if state == 'running' then
+  if redis.call('EXISTS', KEYS[2]) == 1 then
+    return {'drop', 'running on ' .. (redis.call('HGET', KEYS[1], 'worker') or '?')}
+  end
+elseif state ~= 'queued' then
+  return {'drop', state}
+end
+local max = tonumber(redis.call('HGET', KEYS[1], 'max_attempts') or ARGV[7])
+local attempts = tonumber(redis.call('HGET', KEYS[1], 'attempts') or '0')
+if attempts >= max then
+  redis.call('HSET', KEYS[1], 'state', 'failed', 'finished_at', ARGV[5],
+             'last_error', 'gave up after ' .. attempts .. ' attempt(s) whose worker was lost')
+  redis.call('SREM', KEYS[3], ARGV[1])
+  return {'drop', 'failed'}
+end
+attempts = redis.call('HINCRBY', KEYS[1], 'attempts', 1)
+redis.call('HSET', KEYS[1], 'state', 'running', 'worker', ARGV[2], 'token', ARGV[3],
+           'started_at', ARGV[5], 'heartbeat_at', ARGV[5], 'queue', ARGV[8])
+redis.call('HDEL', KEYS[1], 'last_error', 'finished_at')
+redis.call('SET', KEYS[2], ARGV[3], 'PX', ARGV[4])
+redis.call('SADD', KEYS[3], ARGV[1])
+redis.call('ZREM', KEYS[4], ARGV[1])
+return {'run', tostring(attempts)}

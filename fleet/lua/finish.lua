@@ -1,0 +1,24 @@
+-- End a run: succeeded, failed, or back to the queue (retry / release on shutdown).
+-- KEYS: job_key, lease_key, running_set
+-- ARGV: token, new_state, now, count_attempt ('1' or '0'), then field/value pairs
+if redis.call('HGET', KEYS[1], 'token') ~= ARGV[1] then return 'stale' end
+local state = redis.call('HGET', KEYS[1], 'state')
+if state ~= 'running' then return 'stale' end
+for i = 5, #ARGV, 2 do redis.call('HSET', KEYS[1], ARGV[i], ARGV[i + 1]) end
+redis.call('DEL', KEYS[2])
+redis.call('SREM', KEYS[3], redis.call('HGET', KEYS[1], 'job_id'))
+redis.call('HDEL', KEYS[1], 'token')
+if ARGV[2] == 'queued' then
+  if ARGV[4] == '0' then redis.call('HINCRBY', KEYS[1], 'attempts', -1) end
+  local n = redis.call('HINCRBY', KEYS[1], 'pushes', 1)
+  local msg = redis.call('HGET', KEYS[1], 'msg')
+  local id = redis.call('HGET', KEYS[1], 'job_id')
+  redis.call('HSET', KEYS[1], 'state', 'queued', 'queued_at', ARGV[3])
+  redis.call('HDEL', KEYS[1], 'worker', 'gpu')
+  if msg then
+    redis.call('RPUSH', redis.call('HGET', KEYS[1], 'cur_key'), (string.gsub(msg, '@@FLEET%-TAG@@', id .. '.' .. n)))
+  end
+else
+  redis.call('HSET', KEYS[1], 'state', ARGV[2], 'finished_at', ARGV[3])
+end
+return 'ok'

@@ -1,0 +1,24 @@
+-- Create a job's record and push its message in one atomic step.
+-- KEYS: job_key, jobs_index, names_index, fallback_zset
+-- ARGV: job_id, name, now, force, list_key, msg, fallback_at, then field/value pairs
+local state = redis.call('HGET', KEYS[1], 'state')
+if state == 'running' then return {'skip', state} end
+if state and ARGV[4] ~= '1' then
+  redis.call('HSET', KEYS[1], 'name', ARGV[2])
+  return {'skip', state}
+end
+for i = 8, #ARGV, 2 do redis.call('HSET', KEYS[1], ARGV[i], ARGV[i + 1]) end
+redis.call('HSET', KEYS[1], 'state', 'queued', 'queued_at', ARGV[3], 'cur_key', ARGV[5], 'msg', ARGV[6])
+redis.call('HDEL', KEYS[1], 'worker', 'token', 'gpu', 'started_at', 'finished_at', 'last_error',
+           'artifact', 'result', 'heartbeat_at')
+if not state then
+  redis.call('HSET', KEYS[1], 'created_at', ARGV[3], 'attempts', 0)
+  redis.call('ZADD', KEYS[2], ARGV[3], ARGV[1])
+else
+  redis.call('HSET', KEYS[1], 'attempts', 0)
+end
+redis.call('HSET', KEYS[3], ARGV[2], ARGV[1])
+local n = redis.call('HINCRBY', KEYS[1], 'pushes', 1)
+redis.call('LPUSH', ARGV[5], (string.gsub(ARGV[6], '@@FLEET%-TAG@@', ARGV[1] .. '.' .. n)))
+if ARGV[7] ~= '' then redis.call('ZADD', KEYS[4], ARGV[7], ARGV[1]) end
+return {'publish', state or ''}

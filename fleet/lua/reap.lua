@@ -1,0 +1,42 @@
+-- Return jobs whose lease expired to their queue (or fail them after max attempts),
+-- and move prefer_cuda jobs whose grace ended to their CPU fallback queue.
+-- KEYS: running_set, fallback_zset   ARGV: now, default_max_attempts, job_prefix, lease_prefix
+local out = {}
+for _, id in ipairs(redis.call('SMEMBERS', KEYS[1])) do
+  local jk = ARGV[3] .. id
+  if redis.call('EXISTS', ARGV[4] .. id) == 0 then
+    redis.call('SREM', KEYS[1], id)
+    if redis.call('HGET', jk, 'state') == 'running' then
+      local attempts = tonumber(redis.call('HGET', jk, 'attempts') or '0')
+      local max = tonumber(redis.call('HGET', jk, 'max_attempts') or ARGV[2])
+      local who = redis.call('HGET', jk, 'worker') or '?'
+      redis.call('HDEL', jk, 'token')
+      if attempts >= max then
+        redis.call('HSET', jk, 'state', 'failed', 'finished_at', ARGV[1], 'last_error',
+          'lease expired on ' .. who .. '; gave up after ' .. attempts .. ' attempt(s) (max_attempts=' .. max .. ')')
+        table.insert(out, id .. ' failed')
+      else
+        redis.call('HSET', jk, 'state', 'queued', 'queued_at', ARGV[1],
+                   'last_error', 'lease expired on ' .. who .. ' (attempt ' .. attempts .. ')')
+        redis.call('HDEL', jk, 'worker', 'gpu')
+        local n = redis.call('HINCRBY', jk, 'pushes', 1)
+        redis.call('RPUSH', redis.call('HGET', jk, 'cur_key'),
+                   (string.gsub(redis.call('HGET', jk, 'msg'), '@@FLEET%-TAG@@', id .. '.' .. n)))
+        table.insert(out, id .. ' requeued')
+      end
+    end
+  end
+end
+for _, id in ipairs(redis.call('ZRANGEBYSCORE', KEYS[2], '-inf', ARGV[1])) do
+  redis.call('ZREM', KEYS[2], id)
+  local jk = ARGV[3] .. id
+  local fb = redis.call('HGET', jk, 'fb_key')
+  if fb and redis.call('HGET', jk, 'state') == 'queued' then
+    local n = redis.call('HINCRBY', jk, 'pushes', 1)
+    local msg = redis.call('HGET', jk, 'fb_msg')
+    redis.call('HSET', jk, 'cur_key', fb, 'msg', msg, 'queue', redis.call('HGET', jk, 'fallback_queue'))
+    redis.call('LPUSH', fb, (string.gsub(msg, '@@FLEET%-TAG@@', id .. '.' .. n)))
+    table.insert(out, id .. ' fell back')
+  end
+end
+return out

@@ -1,0 +1,124 @@
+"""`fleet publish`: turn a validated manifest into queued jobs, idempotently.
+
+``plan`` is pure (manifest + current states -> what to do and why); ``publish`` does the
+I/O: one pipelined pass of Lua scripts that create each record with its message.
+"""
+from __future__ import annotations
+
+import json
+import time
+from dataclasses import dataclass
+
+import redis
+from celery import Celery
+
+from fleet import constants as C
+from fleet.messages import MessageFactory
+from fleet.records import JobState, PublishItem, Records
+from manifest.schema import JobSpec, Manifest
+from routing import tiers as routing
+
+
+@dataclass(frozen=True)
+class PlanRow:
+    job: JobSpec
+    queue: str
+    fallback_queue: str | None
+    action: str        # publish | skip
+    why: str
+
+    def to_dict(self) -> dict:
+        return {"job_id": self.job.job_id, "name": self.job.name, "queue": self.queue,
+                "action": self.action, "why": self.why, "fallback_queue": self.fallback_queue}
+
+
+def _why_skip(state: JobState) -> str:
+    if state is JobState.SUCCEEDED:
+        return "already succeeded (use --force NAME to run it again)"
+    if state in (JobState.FAILED, JobState.CANCELLED):
+        return f"{state.value} earlier (use --force NAME or `fleet requeue` to run it again)"
+    return f"already {state.value}"
+
+
+def plan(manifest: Manifest, states: dict[str, JobState | None], force: frozenset[str] = frozenset()) -> list[PlanRow]:
+    """What publishing would do for each job, and why."""
+    rows = []
+    for job in manifest.jobs:
+        r = routing.route(job, manifest.tiers, manifest.hosts)
+        assert r is not None, "the loader rejects jobs no tier guarantees"
+        state = states.get(job.job_id)
+        forced = job.name in force or job.job_id in force
+        if state is None:
+            action, why = "publish", "new job"
+        elif state is JobState.RUNNING:
+            action, why = "skip", "running now (cancel it first to re-run)"
+        elif forced:
+            action, why = "publish", f"--force (was {state.value})"
+        else:
+            action, why = "skip", _why_skip(state)
+        if action == "publish" and r.fallback_queue:
+            why += f"; falls back to {r.fallback_queue} after {job.prefer_cuda_grace_s:g}s"
+        rows.append(PlanRow(job, r.queue, r.fallback_queue, action, why))
+    return rows
+
+
+def constraint_queues(manifest: Manifest) -> dict[str, str]:
+    """Constraint queue name -> JSON {tier, constraint}, for workers to subscribe by."""
+    out = {}
+    for job in manifest.jobs:
+        r = routing.route(job, manifest.tiers, manifest.hosts)
+        for tier, queue, c in ((r.tier, r.queue, r.constraint),
+                               (r.fallback_tier, r.fallback_queue, r.fallback_constraint)):
+            if c is not None:
+                out[queue] = json.dumps({"tier": tier, "constraint": c.to_dict()})
+    return out
+
+
+def config_fields(manifest: Manifest) -> dict[str, str]:
+    """What workers read to pick their queues: the tiers and host policies."""
+    return {"tiers": json.dumps([t.to_dict() for t in manifest.tiers]),
+            "hosts": json.dumps({n: h.to_dict() for n, h in manifest.hosts.items()}),
+            "manifest": manifest.path, "published_at": str(time.time())}
+
+
+def publish(app: Celery, client: redis.Redis, manifest: Manifest, *, force: frozenset[str] = frozenset(),
+            dry_run: bool = False) -> list[PlanRow]:
+    """Publish every job that needs it; returns the rows with what actually happened."""
+    records = Records(client)
+    rows = plan(manifest, records.states(j.job_id for j in manifest.jobs), force)
+    if dry_run:
+        return rows
+    todo = [r for r in rows if r.action == "publish"]
+    client.hset(C.CONFIG_KEY, mapping=config_fields(manifest))
+    cq = constraint_queues(manifest)
+    if cq:
+        client.hset(C.CQUEUES_KEY, mapping=cq)
+    with app.connection_for_write() as conn:
+        factory = MessageFactory(app, conn.default_channel)
+        items = [_item(factory, row) for row in todo]
+        forced = frozenset(r.job.job_id for r in todo if r.why.startswith("--force"))
+        results = records.publish(items, force=forced)
+    by_id = {it.job_id: res for it, res in zip(items, results)}
+    out = []
+    for row in rows:
+        res = by_id.get(row.job.job_id)
+        if res is not None and res[0] == "skip":  # lost a race with another publisher
+            row = PlanRow(row.job, row.queue, row.fallback_queue, "skip", _why_skip(JobState(res[1])))
+        out.append(row)
+    return out
+
+
+def _item(factory: MessageFactory, row: PlanRow) -> PublishItem:
+    job = row.job
+    fields = {"job_id": job.job_id, "name": job.name, "queue": row.queue,
+              "spec": json.dumps(job.to_dict()), "priority": str(job.priority)}
+    if job.max_attempts is not None:
+        fields["max_attempts"] = str(job.max_attempts)
+    fallback_at = None
+    if row.fallback_queue:
+        fields.update(fallback_queue=row.fallback_queue,
+                      fb_key=factory.list_key(row.fallback_queue, job.priority),
+                      fb_msg=factory.message(job, row.fallback_queue))
+        fallback_at = time.time() + job.prefer_cuda_grace_s
+    return PublishItem(job.job_id, job.name, factory.list_key(row.queue, job.priority),
+                       factory.message(job, row.queue), fields, fallback_at)

@@ -1,0 +1,220 @@
+"""Durable per-job records in Redis, and the atomic transitions between states.
+
+Every transition is one Lua script, so two workers racing for one job (a Redis
+redelivery, a duplicate publish, the prefer_cuda copy) see exactly one winner.
+The record keeps the job's message too, so whoever requeues it (the reaper, a retry,
+a worker shutting down, an operator) pushes the very same task again.
+"""
+from __future__ import annotations
+
+import json
+import time
+from dataclasses import dataclass
+from enum import Enum
+from importlib import resources
+from typing import Any, Iterable
+
+import redis
+
+from fleet import constants as C
+from fleet.errors import JobNotFound
+
+
+class JobState(str, Enum):
+    QUEUED = "queued"
+    RUNNING = "running"
+    SUCCEEDED = "succeeded"
+    FAILED = "failed"
+    CANCELLED = "cancelled"
+
+    @property
+    def terminal(self) -> bool:
+        return self in (JobState.SUCCEEDED, JobState.FAILED, JobState.CANCELLED)
+
+
+@dataclass(frozen=True)
+class PublishItem:
+    """One job ready to publish: its record fields and its queued message."""
+
+    job_id: str
+    name: str
+    list_key: str
+    message: str                      # JSON with the delivery-tag placeholder
+    fields: dict[str, str]
+    fallback_at: float | None = None  # prefer_cuda: when to copy it to fb_key
+
+
+@dataclass(frozen=True)
+class Claim:
+    run: bool
+    reason: str        # why it was dropped, or the attempt number when run
+    attempts: int = 0
+
+
+@dataclass(frozen=True)
+class JobRecord:
+    job_id: str
+    name: str
+    state: JobState
+    queue: str
+    attempts: int
+    worker: str | None
+    gpu: str | None
+    created_at: float | None
+    started_at: float | None
+    finished_at: float | None
+    last_error: str | None
+    artifact: dict | None
+    progress: dict | None
+    spec: dict
+
+    @classmethod
+    def from_hash(cls, h: dict[str, str]) -> "JobRecord":
+        num = lambda k: float(h[k]) if h.get(k) else None  # noqa: E731
+        load = lambda k: json.loads(h[k]) if h.get(k) else None  # noqa: E731
+        return cls(h.get("job_id", ""), h.get("name", ""), JobState(h.get("state", "queued")),
+                   h.get("queue", ""), int(h.get("attempts", 0)), h.get("worker"), h.get("gpu"),
+                   num("created_at"), num("started_at"), num("finished_at"), h.get("last_error"),
+                   load("artifact"), load("progress"), load("spec") or {})
+
+    def to_dict(self) -> dict[str, Any]:
+        d = self.__dict__.copy()
+        d["state"] = self.state.value
+        return d
+
+
+def _script(name: str) -> str:
+    return resources.files("fleet").joinpath(f"lua/{name}.lua").read_text()
+
+
+def _flat(fields: dict[str, Any]) -> list[str]:
+    out: list[str] = []
+    for k, v in fields.items():
+        out += [k, v if isinstance(v, str) else json.dumps(v)]
+    return out
+
+
+def _s(v: Any) -> str:
+    return v.decode() if isinstance(v, bytes) else str(v)
+
+
+class Records:
+    """Job records on one Redis connection (``decode_responses`` is not required)."""
+
+    def __init__(self, client: redis.Redis, *, lease_ttl_s: float = C.LEASE_TTL_S,
+                 max_attempts: int = C.DEFAULT_MAX_ATTEMPTS):
+        self.r = client
+        self.lease_ttl_ms = int(lease_ttl_s * 1000)
+        self.max_attempts = max_attempts
+        self._publish = client.register_script(_script("publish"))
+        self._claim = client.register_script(_script("claim"))
+        self._heartbeat = client.register_script(_script("heartbeat"))
+        self._finish = client.register_script(_script("finish"))
+        self._reap = client.register_script(_script("reap"))
+        self._cancel = client.register_script(_script("cancel"))
+
+    # --- publishing ---------------------------------------------------------
+    def states(self, job_ids: Iterable[str]) -> dict[str, JobState | None]:
+        """Current state of each job (None: never published), in one round trip."""
+        ids = list(job_ids)
+        pipe = self.r.pipeline(transaction=False)
+        for jid in ids:
+            pipe.hget(C.JOB_KEY + jid, "state")
+        return {jid: JobState(_s(s)) if s else None for jid, s in zip(ids, pipe.execute())}
+
+    def publish(self, items: list[PublishItem], force: set[str] = frozenset(),
+                batch: int = 1000) -> list[tuple[str, str]]:
+        """Create records and push messages atomically per job; returns (action, prior state)."""
+        now = str(time.time())
+        out: list[tuple[str, str]] = []
+        for start in range(0, len(items), batch):
+            pipe = self.r.pipeline(transaction=False)
+            for it in items[start:start + batch]:
+                self._publish(
+                    keys=[C.JOB_KEY + it.job_id, C.JOBS_INDEX, C.NAMES_INDEX, C.FALLBACK_ZSET],
+                    args=[it.job_id, it.name, now, "1" if it.job_id in force else "0", it.list_key,
+                          it.message, "" if it.fallback_at is None else str(it.fallback_at),
+                          *_flat(it.fields)],
+                    client=pipe)
+            out += [(_s(a), _s(b)) for a, b in pipe.execute()]
+        return out
+
+    # --- a worker's side ----------------------------------------------------
+    def claim(self, job_id: str, worker: str, token: str, spec: dict, queue: str) -> Claim:
+        action, detail = self._claim(
+            keys=[C.JOB_KEY + job_id, C.LEASE_KEY + job_id, C.RUNNING_SET, C.FALLBACK_ZSET, C.JOBS_INDEX],
+            args=[job_id, worker, token, self.lease_ttl_ms, time.time(), json.dumps(spec),
+                  self.max_attempts, queue])
+        action, detail = _s(action), _s(detail)
+        return Claim(action == "run", detail, int(detail) if action == "run" else 0)
+
+    def heartbeat(self, job_id: str, token: str, **fields: Any) -> str:
+        """Renew the lease; returns 'ok' or why the run must stop ('cancelled', 'lost', ...)."""
+        pipe = self.r.pipeline(transaction=False)
+        self._heartbeat(keys=[C.JOB_KEY + job_id, C.LEASE_KEY + job_id],
+                        args=[token, self.lease_ttl_ms, time.time()], client=pipe)
+        if fields:
+            pipe.hset(C.JOB_KEY + job_id, mapping=dict(zip(*[iter(_flat(fields))] * 2)))
+        return _s(pipe.execute()[0])
+
+    def finish(self, job_id: str, token: str, state: JobState, *, count_attempt: bool = True,
+               **fields: Any) -> bool:
+        """End a run owned by ``token``; False if the run no longer owns the job."""
+        res = self._finish(keys=[C.JOB_KEY + job_id, C.LEASE_KEY + job_id, C.RUNNING_SET],
+                           args=[token, state.value, time.time(), "1" if count_attempt else "0",
+                                 *_flat(fields)])
+        return _s(res) == "ok"
+
+    def reap(self) -> list[str]:
+        """Requeue or fail jobs whose lease expired; apply prefer_cuda fallbacks."""
+        res = self._reap(keys=[C.RUNNING_SET, C.FALLBACK_ZSET],
+                         args=[time.time(), self.max_attempts, C.JOB_KEY, C.LEASE_KEY])
+        return [_s(x) for x in res]
+
+    # --- operators ------------------------------------------------------------
+    def resolve(self, name_or_id: str) -> str:
+        """A job ID from a full ID, a unique ID prefix (>= 6 chars) or a job name."""
+        if self.r.exists(C.JOB_KEY + name_or_id):
+            return name_or_id
+        jid = self.r.hget(C.NAMES_INDEX, name_or_id)
+        if jid:
+            return _s(jid)
+        if len(name_or_id) >= 6:
+            hits = [_s(k)[len(C.JOB_KEY):] for k in self.r.scan_iter(C.JOB_KEY + name_or_id + "*", count=1000)]
+            if len(hits) == 1:
+                return hits[0]
+        raise JobNotFound(f"no job named or with ID {name_or_id!r}; see `fleet status` for names and IDs")
+
+    def get(self, job_id: str) -> JobRecord:
+        h = self.r.hgetall(C.JOB_KEY + job_id)
+        if not h:
+            raise JobNotFound(f"no record for job {job_id}")
+        return JobRecord.from_hash({_s(k): _s(v) for k, v in h.items()})
+
+    def all(self, limit: int | None = None) -> list[JobRecord]:
+        ids = [_s(x) for x in self.r.zrange(C.JOBS_INDEX, 0, -1 if limit is None else limit - 1)]
+        pipe = self.r.pipeline(transaction=False)
+        for jid in ids:
+            pipe.hgetall(C.JOB_KEY + jid)
+        return [JobRecord.from_hash({_s(k): _s(v) for k, v in h.items()}) for h in pipe.execute() if h]
+
+    def cancel(self, job_id: str) -> str:
+        """Cancel a queued or running job; returns the state it was in."""
+        res = _s(self._cancel(keys=[C.JOB_KEY + job_id, C.LEASE_KEY + job_id, C.RUNNING_SET,
+                                    C.FALLBACK_ZSET], args=[job_id, time.time()]))
+        if res == "missing":
+            raise JobNotFound(f"no record for job {job_id}")
+        return res
+
+    def requeue(self, job_id: str) -> str:
+        """Run a finished job again (same ID, attempts reset); returns its prior state."""
+        rec = self.r.hmget(C.JOB_KEY + job_id, "state", "name", "cur_key", "msg")
+        state, name, cur_key, msg = [None if v is None else _s(v) for v in rec]
+        if state is None:
+            raise JobNotFound(f"no record for job {job_id}")
+        if not JobState(state).terminal:
+            return state
+        if msg is None:
+            raise JobNotFound(f"job {job_id} was not published by fleet; publish its manifest again")
+        action, prior = self.publish([PublishItem(job_id, name or job_id, cur_key, msg, {})], force={job_id})[0]
+        return prior

@@ -1,0 +1,31 @@
+"""Stable job IDs: sha256 of a job's canonical content.
+
+The ID covers what changes the result (trainer or command, data, hyper, seed, resource
+needs) and nothing that only changes scheduling (name, priority, hosts, timeouts), so
+editing a priority or renaming a job keeps its ID and its history.
+"""
+from __future__ import annotations
+
+import hashlib
+import json
+from typing import Any
+
+from manifest.schema import Needs
+
+ID_VERSION = 1  # bump if the canonical form ever changes
+
+
+def canonical(*, model: str | None, command: list[str] | None, artifacts: list[str],
+              data: str | None, hyper: dict[str, Any], seed: int, needs: Needs) -> bytes:
+    doc = {
+        "v": ID_VERSION, "model": model, "command": command,
+        "artifacts": sorted(artifacts) if command else [],
+        "data": data, "hyper": hyper, "seed": seed,
+        "needs": {"require_cuda": needs.require_cuda, "min_vram_gib": float(needs.min_vram_gib),
+                  "min_ram_gib": float(needs.min_ram_gib), "min_cores": int(needs.min_cores)},
+    }
+    return json.dumps(doc, sort_keys=True, separators=(",", ":"), ensure_ascii=False).encode()
+
+
+def job_id(**content: Any) -> str:
+    return hashlib.sha256(canonical(**content)).hexdigest()

@@ -1,0 +1,178 @@
+"""Run one delivered job, exactly once: claim, run, bundle, upload, record.
+
+Thin glue over plain modules: ``fleet.records`` decides who runs, ``tasks.runner`` runs
+the process group, ``artifacts`` bundles and stores. Failures map to one of: drop the
+duplicate, release back to the queue (shutdown), retry (max_attempts), or fail.
+"""
+from __future__ import annotations
+
+import json
+import logging
+import os
+import shutil
+import sys
+import tempfile
+import time
+import uuid
+from datetime import datetime, timezone
+from pathlib import Path
+
+from artifacts import bundle as bundler
+from artifacts.data import fetch
+from artifacts.store import open_store
+from fleet.constants import TAIL_LINES
+from fleet.errors import StoreError, TrainingFailed
+from fleet.records import JobState
+from manifest.schema import JobSpec
+from tasks import runner
+from tasks.lease import LeaseKeeper
+from tasks.worker import HostContext, context
+
+log = logging.getLogger("fleet.execution")
+SECRET_ENV = ("AWS_SECRET_ACCESS_KEY", "AWS_SESSION_TOKEN", "FLEET_BROKER_URL", "FLEET_RESULT_BACKEND")
+UPLOAD_BACKOFF_S = (1, 2, 5, 10, 30, 60)
+
+
+def _iso(t: float) -> str:
+    return datetime.fromtimestamp(t, timezone.utc).isoformat()
+
+
+def _wants_gpu(job: JobSpec, queue: str, ctx: HostContext) -> bool:
+    tier = next((t for t in ctx.config.tiers if queue == t.name or queue.startswith(t.name + ".")), None)
+    return bool(ctx.capability.cuda_devices) and (job.needs.require_cuda or
+                                                  (job.prefer_cuda and tier is not None and tier.floor.require_cuda))
+
+
+def _argv_env(job: JobSpec, workdir: Path, data_path: Path | None, gpu_id: str | None) -> tuple[list[str], dict]:
+    out_dir = workdir / "out"
+    out_dir.mkdir(parents=True, exist_ok=True)
+    spec_path = workdir / "job.json"
+    spec_path.write_text(json.dumps(job.to_dict(), indent=2))
+    env = {k: v for k, v in os.environ.items() if k not in SECRET_ENV}
+    env.update(FLEET_JOB_ID=job.job_id, FLEET_JOB_NAME=job.name, FLEET_JOB_SPEC=str(spec_path),
+               FLEET_OUTPUT_DIR=str(out_dir), FLEET_HYPER=json.dumps(job.hyper), FLEET_SEED=str(job.seed),
+               FLEET_DATA_PATH=str(data_path or ""), FLEET_DEVICE="cuda" if gpu_id else "cpu",
+               CUDA_VISIBLE_DEVICES=gpu_id or "", PYTHONUNBUFFERED="1")
+    argv = list(job.command) if job.command else [sys.executable, "-m", "trainers.run"]
+    return argv, env
+
+
+def _progress_meta(job: JobSpec, ctx: HostContext, snap: dict) -> dict:
+    return {"job_id": job.job_id, "name": job.name, "worker": ctx.hostname, **snap}
+
+
+def execute(task, job: JobSpec) -> dict:
+    ctx = context()
+    queue = (task.request.delivery_info or {}).get("routing_key") or ""
+    token = uuid.uuid4().hex
+    claim = ctx.records.claim(job.job_id, ctx.hostname, token, job.to_dict(), queue)
+    if not claim.run:
+        log.info("dropping delivery of %s (%s): %s", job.name, job.job_id[:12], claim.reason)
+        return {"job_id": job.job_id, "name": job.name, "dropped": claim.reason}
+    gpu = None
+    workdir = Path(tempfile.mkdtemp(prefix=f"job-{job.job_id[:12]}-", dir=ctx.work_root))
+    try:
+        with LeaseKeeper(ctx.records, job.job_id, token) as lease:
+            if _wants_gpu(job, queue, ctx):
+                gpu = ctx.gpus.acquire(job.needs.min_vram_gib, ctx.shutdown)
+                if gpu is None:
+                    return _release(ctx, job, token, "shutdown before a GPU was free")
+                lease.report(gpu=f"{gpu.index}:{gpu.name}")
+            return _run(task, ctx, job, token, claim.attempts, lease, workdir, gpu)
+    finally:
+        if gpu is not None:
+            ctx.gpus.release(gpu)
+        shutil.rmtree(workdir, ignore_errors=True)
+
+
+def _release(ctx: HostContext, job: JobSpec, token: str, why: str) -> dict:
+    ctx.records.finish(job.job_id, token, JobState.QUEUED, count_attempt=False, last_error=f"released: {why}")
+    log.warning("released %s back to its queue: %s", job.name, why)
+    return {"job_id": job.job_id, "name": job.name, "released": why}
+
+
+def _run(task, ctx, job, token, attempts, lease, workdir: Path, gpu) -> dict:
+    started = time.time()
+    data_path = fetch(job.data, ctx.work_root / "data-cache") if job.data else None
+    argv, env = _argv_env(job, workdir, data_path, ctx.gpus.visible_id(gpu) if gpu else None)
+    log_path = workdir / "fleet-log.txt"
+    with open(log_path, "w", encoding="utf-8") as log_file:
+        def on_tick(progress: runner.Progress) -> str | None:
+            snap = progress.snapshot()
+            lease.report(progress=snap)
+            task.update_state(state="PROGRESS", meta=_progress_meta(job, ctx, snap))
+            return lease.reason
+
+        outcome = runner.run(argv, env=env, cwd=str(workdir), timeout_s=job.timeout_s, on_tick=on_tick,
+                             stop=ctx.shutdown, log=lambda line: log_file.write(line + "\n"))
+    if outcome.stopped == "shutdown":
+        return _release(ctx, job, token, "worker shutting down")
+    if outcome.stopped in ("cancelled", "lost", "queued", "failed", "succeeded"):
+        log.warning("stopped %s: %s", job.name, outcome.stopped)
+        return {"job_id": job.job_id, "name": job.name, "stopped": outcome.stopped}
+    if outcome.stopped == "timeout" or outcome.returncode != 0:
+        return _failed(ctx, job, token, attempts, outcome)
+    return _store(task, ctx, job, token, attempts, lease, workdir, gpu, started, outcome)
+
+
+def _failed(ctx, job, token, attempts, outcome) -> dict:
+    why = (f"timed out after {job.timeout_s:g}s" if outcome.stopped == "timeout"
+           else f"exited with status {outcome.returncode}")
+    tail = "\n".join(outcome.tail[-TAIL_LINES:])
+    message = f"job {job.name} ({job.job_id[:12]}) {why}; last output:\n{tail}"
+    retry = job.max_attempts is not None and attempts < job.max_attempts
+    ctx.records.finish(job.job_id, token, JobState.QUEUED if retry else JobState.FAILED,
+                       last_error=message[-4000:])
+    raise TrainingFailed(message + ("\n(retrying: attempt %d of %d)" % (attempts, job.max_attempts) if retry else ""))
+
+
+def _files(job: JobSpec, workdir: Path) -> list[tuple[str, Path]]:
+    if job.command:
+        files = bundler.collect(workdir, list(job.artifacts) or ["out/**/*"])
+    else:
+        files = bundler.collect(workdir / "out", [])
+    return files + [("fleet-log.txt", workdir / "fleet-log.txt")]
+
+
+def _store(task, ctx, job, token, attempts, lease, workdir, gpu, started, outcome) -> dict:
+    ended = time.time()
+    metrics = dict(outcome.metrics)
+    metrics_file = workdir / "out" / "metrics.json"
+    if metrics_file.exists():
+        metrics.update(json.loads(metrics_file.read_text()))
+    meta = {"job": job.to_dict(), "job_id": job.job_id, "name": job.name, "worker": ctx.hostname,
+            "capability": ctx.capability.to_dict(), "versions": ctx.capability.versions,
+            "gpu": None if gpu is None else {"index": gpu.index, "name": gpu.name},
+            "started_at": _iso(started), "ended_at": _iso(ended), "elapsed_s": round(outcome.elapsed_s, 3),
+            "attempt": attempts, "metrics": metrics}
+    pending = ctx.work_root / "pending" / job.job_id
+    pending.mkdir(parents=True, exist_ok=True)
+    result = bundler.bundle(_files(job, workdir), meta, pending / "bundle.tar.zst")
+    (pending / "meta.json").write_text(json.dumps({**meta, "sha256": result.sha256, "size": result.size}))
+    stored = _upload(ctx, job, lease, result, meta)
+    shutil.rmtree(pending, ignore_errors=True)
+    artifact = {"uri": stored.uri, "sha256": stored.sha256, "size": stored.size}
+    if not ctx.records.finish(job.job_id, token, JobState.SUCCEEDED, artifact=artifact,
+                              result={"metrics": metrics}, last_error=""):
+        log.warning("job %s was taken over while uploading; its artifact is stored anyway", job.name)
+    return {"job_id": job.job_id, "name": job.name, "artifact_uri": stored.uri, "sha256": stored.sha256,
+            "size": stored.size, "metrics": metrics, "worker": ctx.hostname, "attempt": attempts}
+
+
+def _upload(ctx, job, lease, result, meta):
+    """Upload with backoff; training is never repeated because the store was down."""
+    store = open_store()
+    for i in range(10 ** 6):
+        try:
+            return store.put_bundle(job.kind, result.path, result.sha256, {**meta, "sha256": result.sha256,
+                                                                           "size": result.size})
+        except StoreError as e:
+            if lease.reason:
+                raise TrainingFailed(f"gave up uploading {job.name}: {lease.reason}") from e
+            wait = UPLOAD_BACKOFF_S[min(i, len(UPLOAD_BACKOFF_S) - 1)]
+            log.warning("store unavailable for %s (%s); bundle kept at %s, retrying in %ss",
+                        job.name, e, result.path, wait)
+            if ctx.shutdown.wait(wait):
+                raise TrainingFailed(f"worker stopped before {job.name} could be uploaded; "
+                                     f"bundle kept at {result.path}") from e
+    raise AssertionError("unreachable")

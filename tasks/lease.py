@@ -1,0 +1,46 @@
+"""Keep a running job's lease alive from a background thread, and notice cancel or loss."""
+from __future__ import annotations
+
+import logging
+import threading
+
+import redis
+
+from fleet.constants import HEARTBEAT_EVERY_S
+from fleet.records import Records
+
+log = logging.getLogger("fleet.lease")
+
+
+class LeaseKeeper:
+    """Heartbeats every ``every_s``; ``reason`` becomes why the run must stop, if it must."""
+
+    def __init__(self, records: Records, job_id: str, token: str, every_s: float = HEARTBEAT_EVERY_S):
+        self.records, self.job_id, self.token, self.every_s = records, job_id, token, every_s
+        self.reason: str | None = None
+        self._fields: dict = {}
+        self._done = threading.Event()
+        self._thread = threading.Thread(target=self._loop, name=f"lease-{job_id[:8]}", daemon=True)
+
+    def __enter__(self) -> "LeaseKeeper":
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self._done.set()
+        self._thread.join(5)
+
+    def report(self, **fields) -> None:
+        """Fields (e.g. progress) written to the record with the next heartbeat."""
+        self._fields.update(fields)
+
+    def _loop(self) -> None:
+        while not self._done.wait(self.every_s):
+            fields, self._fields = self._fields, {}
+            try:
+                answer = self.records.heartbeat(self.job_id, self.token, **fields)
+            except redis.RedisError as e:  # a broker blip: the lease TTL covers it
+                log.warning("heartbeat for %s failed (%s); retrying", self.job_id[:12], e)
+                continue
+            if answer != "ok":
+                self.reason = answer

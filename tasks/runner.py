@@ -1,0 +1,100 @@
+"""Run one job's process: its own process group, streamed output, stop on request.
+
+The runner knows nothing of Celery or Redis: it calls ``on_tick`` about once a second
+with what it has seen, and stops the group when ``on_tick`` returns a reason, when the
+time limit passes, or when ``stop`` is set.
+"""
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import threading
+import time
+from collections import deque
+from dataclasses import dataclass, field
+from typing import Callable
+
+from fleet.constants import TAIL_LINES
+
+METRIC_PREFIX = "FLEET_METRIC "
+KILL_GRACE_S = 4.0
+
+
+@dataclass
+class RunOutcome:
+    returncode: int | None
+    stopped: str | None            # why we stopped it: timeout, cancelled, shutdown, lost...
+    elapsed_s: float
+    tail: list[str]
+    metrics: dict = field(default_factory=dict)
+
+
+@dataclass
+class Progress:
+    started: float
+    tail: deque
+    metrics: dict
+
+    def snapshot(self) -> dict:
+        return {"elapsed_s": round(time.monotonic() - self.started, 1),
+                "tail": list(self.tail)[-10:], "metrics": dict(self.metrics)}
+
+
+def _reader(stream, progress: Progress, log: Callable[[str], None] | None) -> None:
+    for raw in iter(stream.readline, b""):
+        line = raw.decode("utf-8", "replace").rstrip("\n")
+        if line.startswith(METRIC_PREFIX):
+            try:
+                progress.metrics.update(json.loads(line[len(METRIC_PREFIX):]))
+            except (json.JSONDecodeError, TypeError):
+                pass
+        progress.tail.append(line)
+        if log:
+            log(line)
+    stream.close()
+
+
+def _stop_group(proc: subprocess.Popen) -> None:
+    """SIGTERM the group, then SIGKILL whatever is left after a grace period."""
+    for sig, wait in ((signal.SIGTERM, KILL_GRACE_S), (signal.SIGKILL, 2.0)):
+        try:
+            os.killpg(proc.pid, sig)
+        except ProcessLookupError:
+            return
+        try:
+            proc.wait(wait)
+            # the supervisor may be gone while a stubborn grandchild lingers
+            os.killpg(proc.pid, signal.SIGKILL)
+        except ProcessLookupError:
+            return
+        except subprocess.TimeoutExpired:
+            continue
+
+
+def run(argv: list[str], *, env: dict[str, str], cwd: str, timeout_s: float | None,
+        on_tick: Callable[[Progress], str | None], stop: threading.Event,
+        tick_s: float = 1.0, log: Callable[[str], None] | None = None) -> RunOutcome:
+    started = time.monotonic()
+    progress = Progress(started, deque(maxlen=TAIL_LINES), {})
+    proc = subprocess.Popen([sys.executable, "-m", "tasks.supervisor", "--", *argv], env=env, cwd=cwd,
+                            stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                            start_new_session=True)
+    reader = threading.Thread(target=_reader, args=(proc.stdout, progress, log), daemon=True)
+    reader.start()
+    stopped = None
+    while proc.poll() is None:
+        if stop.wait(tick_s):
+            stopped = "shutdown"
+        elif timeout_s is not None and time.monotonic() - started > timeout_s:
+            stopped = "timeout"
+        else:
+            stopped = on_tick(progress)
+        if stopped:
+            _stop_group(proc)
+            break
+    proc.wait()
+    reader.join(5)
+    return RunOutcome(proc.returncode, stopped, time.monotonic() - started, list(progress.tail), progress.metrics)

@@ -1,0 +1,65 @@
+"""Leader of a job's process group: ``python -m tasks.supervisor -- ARGV...``.
+
+It runs the job in its own session, and takes the whole group down when asked
+(SIGTERM) or when its worker dies, even by SIGKILL (Linux parent-death signal),
+so no trainer or grandchild outlives the worker that started it.
+"""
+from __future__ import annotations
+
+import ctypes
+import os
+import signal
+import subprocess
+import sys
+import time
+
+PR_SET_PDEATHSIG = 1
+GRACE_S = 3.0
+
+
+def _die_with_parent() -> None:
+    try:
+        ctypes.CDLL("libc.so.6", use_errno=True).prctl(PR_SET_PDEATHSIG, signal.SIGTERM)
+    except OSError:
+        pass  # not Linux: the worker still kills the group itself
+
+
+def _kill_group(signum, frame) -> None:
+    signal.signal(signal.SIGTERM, signal.SIG_IGN)
+    pgid = os.getpgrp()
+    try:
+        os.killpg(pgid, signal.SIGTERM)
+    except ProcessLookupError:
+        pass
+    deadline = time.monotonic() + GRACE_S
+    while time.monotonic() < deadline and _child is not None and _child.poll() is None:
+        time.sleep(0.05)
+    os.killpg(pgid, signal.SIGKILL)  # takes this process too: nothing of the job survives
+
+
+_child: subprocess.Popen | None = None
+
+
+def main(argv: list[str]) -> int:
+    global _child
+    if argv and argv[0] == "--":
+        argv = argv[1:]
+    parent = os.getppid()
+    _die_with_parent()
+    signal.signal(signal.SIGTERM, _kill_group)
+    if os.getppid() != parent:  # the worker died before we armed the signal
+        _kill_group(None, None)
+    try:
+        _child = subprocess.Popen(argv)
+    except OSError as e:
+        print(f"fleet: cannot start {argv[0]!r}: {e.strerror}", file=sys.stderr, flush=True)
+        return 127
+    while True:
+        try:
+            return _child.wait()
+        except InterruptedError:
+            continue
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

@@ -1,0 +1,149 @@
+"""Worker start-up: detect the host, pick its queues, and run the reaper in the background.
+
+Hooked to Celery's signals so the plain ``celery -A tasks worker`` does it all:
+with no ``-Q`` it consumes exactly the queues this host qualifies for, most demanding
+first; with ``-Q`` naming a queue it does not qualify for, it refuses to start.
+"""
+from __future__ import annotations
+
+import logging
+import os
+import threading
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import redis
+from celery import signals
+
+from fleet import constants as C
+from fleet.cluster import ClusterConfig, read_config
+from fleet.records import Records
+from routing.capability import Capability
+from routing.detect import detect
+from tasks.gpus import GpuSlots
+
+log = logging.getLogger("fleet.worker")
+
+
+@dataclass
+class HostContext:
+    """Everything a running worker knows about itself; built once at start."""
+
+    app: object
+    capability: Capability
+    config: ClusterConfig
+    queues: list[str]
+    redis: redis.Redis
+    records: Records
+    gpus: GpuSlots
+    work_root: Path
+    nodename: str = ""
+    shutdown: threading.Event = field(default_factory=threading.Event)
+
+    @property
+    def hostname(self) -> str:
+        return self.capability.hostname
+
+
+_ctx: HostContext | None = None
+
+
+def context() -> HostContext:
+    """The worker's context; built lazily if a task runs outside the signal path."""
+    global _ctx
+    if _ctx is None:
+        from tasks import app
+        _ctx = build_context(app)
+    return _ctx
+
+
+def redis_client(app) -> redis.Redis:
+    return redis.Redis.from_url(app.conf.broker_url, socket_timeout=10, socket_connect_timeout=5,
+                                health_check_interval=30, retry_on_timeout=True)
+
+
+def build_context(app) -> HostContext:
+    cap = detect()
+    client = redis_client(app)
+    try:
+        config = read_config(client)
+    except redis.RedisError as e:
+        log.warning("cannot read the published config from Redis (%s); using the default tiers", e)
+        config = ClusterConfig()
+    cap = config.effective(cap)
+    work_root = Path(os.environ.get("FLEET_WORK_DIR", Path.home() / ".cache" / "fleet")).expanduser()
+    work_root.mkdir(parents=True, exist_ok=True)
+    records = Records(client, lease_ttl_s=app.conf.fleet_lease_ttl_s)
+    return HostContext(app, cap, config, config.queues(cap), client, records,
+                       GpuSlots(cap.cuda_devices), work_root)
+
+
+@signals.celeryd_init.connect
+def choose_queues(sender=None, instance=None, conf=None, options=None, **kw):
+    """Before the consumer starts: subscribe to exactly the queues this host qualifies for."""
+    global _ctx
+    app = instance.app
+    _ctx = ctx = build_context(app)
+    ctx.nodename = sender or ""
+    asked = [q for q in (options or {}).get("queues") or [] if q]
+    if isinstance((options or {}).get("queues"), str):
+        asked = [q.strip() for q in options["queues"].split(",") if q.strip()]
+    if asked:
+        reasons = ctx.config.tier_reasons(ctx.capability)
+        bad = [q for q in asked if q not in ctx.queues]
+        if bad:
+            why = "; ".join(f"{q}: {reasons.get(q) or 'not a tier or constraint queue this host may serve'}"
+                            for q in bad)
+            raise SystemExit(f"fleet: refusing to start: host {ctx.hostname} does not qualify for "
+                             f"{', '.join(bad)} ({why}). Drop -Q to consume exactly the queues it "
+                             f"qualifies for: {', '.join(ctx.queues) or 'none'}")
+        ctx.queues = [q for q in ctx.queues if q in asked]
+    if not ctx.queues:
+        raise SystemExit(f"fleet: refusing to start: host {ctx.hostname} qualifies for no tier "
+                         f"({ctx.config.tier_reasons(ctx.capability)})")
+    app.amqp.queues.select(ctx.queues)
+    if not (options or {}).get("concurrency"):
+        conf.worker_concurrency = max(1, len(ctx.capability.cuda_devices))
+    log.info("fleet: host %s consumes %s", ctx.hostname, ", ".join(ctx.queues))
+
+
+@signals.worker_ready.connect
+def start_background(sender=None, **kw):
+    ctx = context()
+    threading.Thread(target=_reaper_loop, args=(ctx,), name="fleet-reaper", daemon=True).start()
+    threading.Thread(target=_refresh_loop, args=(ctx, sender), name="fleet-queues", daemon=True).start()
+
+
+@signals.worker_shutting_down.connect
+def stop_jobs(**kw):
+    """SIGTERM: stop running jobs now and hand them back to their queues."""
+    if _ctx is not None:
+        _ctx.shutdown.set()
+
+
+def _reaper_loop(ctx: HostContext) -> None:
+    """One worker at a time (under a Redis lock) returns jobs whose lease expired."""
+    every = min(C.REAPER_EVERY_S, ctx.records.lease_ttl_ms / 4000)
+    while not ctx.shutdown.wait(every):
+        try:
+            if ctx.redis.set(C.REAPER_LOCK, ctx.nodename or ctx.hostname, nx=True, px=int(every * 1000)):
+                for line in ctx.records.reap():
+                    log.warning("fleet reaper: %s", line)
+        except redis.RedisError as e:
+            log.warning("fleet reaper: Redis unavailable (%s); will retry", e)
+
+
+def _refresh_loop(ctx: HostContext, consumer) -> None:
+    """Pick up tiers, host policies and constraint queues published after start."""
+    while not ctx.shutdown.wait(C.QUEUE_REFRESH_EVERY_S):
+        try:
+            config = read_config(ctx.redis)
+        except redis.RedisError:
+            continue
+        wanted = config.queues(ctx.capability)
+        for q in wanted:
+            if q not in ctx.queues:
+                log.info("fleet: now consuming %s", q)
+                ctx.app.control.add_consumer(q, destination=[ctx.nodename], reply=False)
+                ctx.queues.append(q)
+        ctx.config = config

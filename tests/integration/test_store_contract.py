@@ -1,0 +1,286 @@
+"""One contract for every artifact store, run against a directory and a real S3 server."""
+from __future__ import annotations
+
+import hashlib
+import os
+from pathlib import Path
+
+import pytest
+
+from artifacts.bundle import BundleResult, bundle, collect, sha256_file
+from artifacts.data import fetch
+from artifacts.store import FileStore, S3Store, Store, open_store, s3_client
+from fleet.constants import BUNDLE_NAME, META_NAME
+from fleet.errors import DigestMismatch, StoreError
+
+pytestmark = pytest.mark.integration
+
+KIND = "model"
+
+
+@pytest.fixture
+def made_bundle(tmp_path: Path) -> BundleResult:
+    run = tmp_path / "run"
+    run.mkdir()
+    (run / "weights.bin").write_bytes(os.urandom(1 << 20))
+    (run / "config.json").write_text('{"lr": 0.01}')
+    return bundle(collect(run, []), {"job": "j1"}, tmp_path / BUNDLE_NAME)
+
+
+class StoreContract:
+    """Behaviour every Store must have; a subclass supplies `store` and `stamp`."""
+
+    @pytest.fixture
+    def store(self) -> Store:
+        raise NotImplementedError
+
+    def stamp(self, store: Store, key: str) -> object:
+        """Something that changes whenever the object at `key` is written."""
+        raise NotImplementedError
+
+    def test_a_put_bundle_then_verifies(self, store, made_bundle):
+        stored = store.put_bundle(KIND, made_bundle.path, made_bundle.sha256, {"job": "j1"})
+        assert (stored.sha256, stored.size, stored.existed) == (
+            made_bundle.sha256, made_bundle.size, False)
+        assert stored.uri == store.uri_for(KIND, made_bundle.sha256)
+        assert store.verify(KIND, made_bundle.sha256)
+
+    def test_putting_the_same_bytes_again_is_a_no_op(self, store, made_bundle):
+        store.put_bundle(KIND, made_bundle.path, made_bundle.sha256, {"job": "j1"})
+        key = store.bundle_key(KIND, made_bundle.sha256)
+        before = self.stamp(store, key)
+        again = store.put_bundle(KIND, made_bundle.path, made_bundle.sha256, {"job": "j1"})
+        assert again.existed
+        assert self.stamp(store, key) == before
+
+    def test_get_bundle_returns_identical_bytes(self, store, made_bundle, tmp_path):
+        store.put_bundle(KIND, made_bundle.path, made_bundle.sha256, {})
+        got = store.get_bundle(KIND, made_bundle.sha256, tmp_path / "got.tar.zst")
+        assert got.read_bytes() == made_bundle.path.read_bytes()
+
+    def test_get_bundle_into_a_directory_uses_the_bundle_name(self, store, made_bundle, tmp_path):
+        store.put_bundle(KIND, made_bundle.path, made_bundle.sha256, {})
+        (tmp_path / "into").mkdir()
+        got = store.get_bundle(KIND, made_bundle.sha256, tmp_path / "into")
+        assert got == tmp_path / "into" / BUNDLE_NAME and sha256_file(got) == made_bundle.sha256
+
+    def test_meta_json_is_stored_beside_the_bundle(self, store, made_bundle):
+        store.put_bundle(KIND, made_bundle.path, made_bundle.sha256, {"job": "j1"})
+        meta = store.get_meta(KIND, made_bundle.sha256)
+        assert meta["job"] == "j1" and meta["kind"] == KIND
+        assert (meta["sha256"], meta["size"]) == (made_bundle.sha256, made_bundle.size)
+        bundle_key = store.bundle_key(KIND, made_bundle.sha256)
+        assert store.meta_key(KIND, made_bundle.sha256) == bundle_key.replace(BUNDLE_NAME, META_NAME)
+
+    def test_list_artifacts_sees_a_stored_bundle(self, store, made_bundle):
+        assert store.list_artifacts() == []
+        store.put_bundle(KIND, made_bundle.path, made_bundle.sha256, {"job": "j1"})
+        [listed] = store.list_artifacts()
+        assert listed["sha256"] == made_bundle.sha256 and listed["job"] == "j1"
+        assert listed["uri"] == store.uri_for(KIND, made_bundle.sha256)
+
+    def test_a_wrong_sha256_raises_digest_mismatch_and_stores_nothing(self, store, made_bundle):
+        wrong = hashlib.sha256(b"something else").hexdigest()
+        with pytest.raises(DigestMismatch, match=wrong):
+            store.put_bundle(KIND, made_bundle.path, wrong, {})
+        assert not store.verify(KIND, wrong)
+        assert store.list_artifacts() == []
+        with pytest.raises(StoreError):
+            store.get_meta(KIND, wrong)
+
+    def test_verify_is_false_for_a_bundle_never_stored(self, store):
+        assert not store.verify(KIND, "f" * 64)
+
+    def test_get_meta_of_a_missing_bundle_names_it(self, store):
+        with pytest.raises(StoreError, match="f" * 64):
+            store.get_meta(KIND, "f" * 64)
+
+    def test_put_file_then_get_file_round_trips(self, store, tmp_path):
+        src = tmp_path / "train.parquet"
+        src.write_bytes(os.urandom(300_000))
+        uri = store.put_file("datasets/train.parquet", src)
+        assert uri.endswith("datasets/train.parquet")
+        got = store.get_file("datasets/train.parquet", tmp_path / "copy" / "train.parquet")
+        assert got.read_bytes() == src.read_bytes()
+
+    def test_file_tag_changes_when_the_file_changes(self, store, tmp_path):
+        src = tmp_path / "d.csv"
+        src.write_text("a,b\n1,2\n")
+        store.put_file("d.csv", src)
+        first = store.file_tag("d.csv")
+        src.write_text("a,b\n3,4\n")
+        store.put_file("d.csv", src)
+        assert store.file_tag("d.csv") != first
+
+    def test_ping_succeeds_on_a_reachable_store(self, store):
+        store.ping()
+
+
+class TestFileStore(StoreContract):
+    @pytest.fixture
+    def store(self, tmp_path) -> FileStore:
+        return FileStore(tmp_path / "store", prefix="runs")
+
+    def stamp(self, store, key):
+        st = (store.root / key).stat()
+        return st.st_ino, st.st_mtime_ns
+
+    def test_a_failed_put_leaves_no_temp_files(self, store, made_bundle):
+        with pytest.raises(DigestMismatch):
+            store.put_bundle(KIND, made_bundle.path, "0" * 64, {})
+        assert [p for p in store.root.rglob("*") if p.is_file()] == []
+
+
+class TestS3Store(StoreContract):
+    @pytest.fixture
+    def store(self, s3_store) -> S3Store:
+        # Versioning makes every write visible as a new VersionId (see `stamp`).
+        s3_store._client.put_bucket_versioning(
+            Bucket=s3_store.bucket, VersioningConfiguration={"Status": "Enabled"})
+        return s3_store
+
+    def stamp(self, store, key):
+        return store._client.head_object(Bucket=store.bucket, Key=key)["VersionId"]
+
+    def test_a_large_bundle_goes_up_in_verified_parts(self, s3_server, s3_store, tmp_path):
+        store = S3Store(s3_store.bucket, "big", client=s3_store._client,
+                        part_bytes=5 << 20, single_put_max_bytes=5 << 20)
+        path = tmp_path / "big.tar.zst"
+        path.write_bytes(os.urandom(11 << 20))
+        sha = sha256_file(path)
+        assert not store.put_bundle(KIND, path, sha, {}).existed
+        assert store.verify(KIND, sha)
+        assert store.put_bundle(KIND, path, sha, {}).existed
+
+    def test_a_wrong_sha256_on_a_multipart_upload_stores_nothing(self, s3_store, tmp_path):
+        store = S3Store(s3_store.bucket, "big", client=s3_store._client,
+                        part_bytes=5 << 20, single_put_max_bytes=5 << 20)
+        path = tmp_path / "big.tar.zst"
+        path.write_bytes(os.urandom(11 << 20))
+        with pytest.raises(DigestMismatch):
+            store.put_bundle(KIND, path, "0" * 64, {})
+        assert store.list_artifacts() == [] and not store.verify(KIND, "0" * 64)
+        uploads = store._client.list_multipart_uploads(Bucket=store.bucket)
+        assert uploads.get("Uploads", []) == []
+
+    def test_an_unreachable_endpoint_raises_store_error_without_secrets(self, s3_server):
+        env = {**s3_server.env, "FLEET_S3_ENDPOINT_URL": "http://127.0.0.1:9"}
+        store = open_store("s3://nowhere/runs", env=env)
+        with pytest.raises(StoreError) as caught:
+            store.ping()
+        message = str(caught.value)
+        assert "127.0.0.1:9" in message and "s3://nowhere" in message
+        assert env["AWS_SECRET_ACCESS_KEY"] not in message
+        assert env["AWS_ACCESS_KEY_ID"] not in message
+
+
+# --- open_store -------------------------------------------------------------------
+
+def test_open_store_reads_a_file_url(tmp_path):
+    store = open_store(tmp_path.as_uri())
+    assert isinstance(store, FileStore) and store.root == tmp_path.resolve()
+
+
+def test_open_store_defaults_to_a_local_directory(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    store = open_store(env={})
+    assert isinstance(store, FileStore)
+    assert store.root == (tmp_path / ".fleet-local" / "store").resolve()
+
+
+def test_open_store_reads_a_relative_file_url(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    store = open_store(env={"FLEET_STORE_URL": "file://./stores/a"})
+    assert store.root == (tmp_path / "stores" / "a").resolve()
+
+
+def test_open_store_reads_an_s3_url_with_its_endpoint(s3_server):
+    store = open_store("s3://fleet-open/runs/x", env=s3_server.env)
+    assert isinstance(store, S3Store)
+    assert (store.bucket, store.prefix, store.endpoint) == (
+        "fleet-open", "runs/x", s3_server.endpoint_url)
+    store.ping()
+
+
+def test_open_store_rejects_an_unknown_scheme_naming_the_variable():
+    with pytest.raises(StoreError, match="FLEET_STORE_URL.*s3://bucket/prefix"):
+        open_store(env={"FLEET_STORE_URL": "gs://bucket/x"})
+
+
+# --- data.fetch ---------------------------------------------------------------------
+
+def test_fetch_returns_a_local_path_as_it_is(tmp_path):
+    data = tmp_path / "train.csv"
+    data.write_text("x\n1\n")
+    assert fetch(str(data), tmp_path / "cache") == data
+
+
+def test_fetch_of_a_missing_local_path_names_the_path(tmp_path):
+    missing = tmp_path / "nope.csv"
+    with pytest.raises(StoreError, match=str(missing)):
+        fetch(str(missing), tmp_path / "cache")
+
+
+class CountingFactory:
+    """Opens real stores and counts the downloads they make."""
+
+    def __init__(self, env: dict[str, str]):
+        self.env, self.downloads = env, 0
+
+    def __call__(self, url: str) -> Store:
+        store = open_store(url, env=self.env)
+        real = store.get_file
+
+        def counted(key, dest):
+            self.downloads += 1
+            return real(key, dest)
+
+        store.get_file = counted
+        return store
+
+
+@pytest.fixture
+def uploaded(s3_store, tmp_path) -> tuple[str, bytes]:
+    data = os.urandom(200_000)
+    (tmp_path / "train.bin").write_bytes(data)
+    return s3_store.put_file("datasets/train.bin", tmp_path / "train.bin"), data
+
+
+def test_fetch_downloads_an_s3_object_once(s3_server, uploaded, tmp_path):
+    uri, data = uploaded
+    factory = CountingFactory(s3_server.env)
+    first = fetch(uri, tmp_path / "cache", store_factory=factory)
+    st = first.stat()
+    second = fetch(uri, tmp_path / "cache", store_factory=factory)
+    assert first == second and first.name == "train.bin"
+    assert first.read_bytes() == data
+    assert factory.downloads == 1
+    assert (second.stat().st_ino, second.stat().st_mtime_ns) == (st.st_ino, st.st_mtime_ns)
+
+
+def test_fetch_downloads_again_when_the_object_changes(s3_server, s3_store, uploaded, tmp_path):
+    uri, _ = uploaded
+    factory = CountingFactory(s3_server.env)
+    first = fetch(uri, tmp_path / "cache", store_factory=factory)
+    (tmp_path / "new.bin").write_bytes(b"new contents")
+    s3_store.put_file("datasets/train.bin", tmp_path / "new.bin")
+    second = fetch(uri, tmp_path / "cache", store_factory=factory)
+    assert second != first and second.read_bytes() == b"new contents"
+    assert factory.downloads == 2
+
+
+def test_fetch_uses_the_endpoint_from_the_environment(s3_env, uploaded, tmp_path):
+    uri, data = uploaded
+    assert fetch(uri, tmp_path / "cache").read_bytes() == data
+
+
+def test_fetch_of_a_missing_s3_object_names_it(s3_server, s3_store, tmp_path):
+    uri = f"s3://{s3_store.bucket}/datasets/absent.bin"
+    with pytest.raises(StoreError, match="absent.bin"):
+        fetch(uri, tmp_path / "cache", store_factory=CountingFactory(s3_server.env))
+
+
+def test_fetch_leaves_no_partial_files_in_the_cache(s3_server, uploaded, tmp_path):
+    uri, _ = uploaded
+    path = fetch(uri, tmp_path / "cache", store_factory=CountingFactory(s3_server.env))
+    assert [p.name for p in path.parent.iterdir()] == ["train.bin"]

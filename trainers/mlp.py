@@ -1,0 +1,95 @@
+"""The ``mlp`` trainer: a multilayer perceptron with torch. Runs inside the trainer subprocess."""
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import torch
+
+from trainers.data import Table
+from trainers.models import build_mlp, standardize
+from trainers.protocol import MLP_MODEL_FILE, format_metric_line
+from trainers.schema import parse_hidden_sizes
+from trainers.scores import classification_scores, regression_scores
+
+OPTIMIZERS = {"adam": torch.optim.Adam, "adamw": torch.optim.AdamW, "sgd": torch.optim.SGD}
+SGD_MOMENTUM = 0.9  # plain SGD without momentum barely moves in a few epochs
+
+
+def train(train: Table, valid: Table, hyper: dict, *, seed: int, device: str,
+          output_dir: Path) -> dict:
+    """Train for ``epochs``, save ``model.pt`` (weights plus architecture), return the metrics."""
+    classify = bool(train.classes)
+    x_mean, x_std = _moments(train.x)
+    y_mean, y_std = (0.0, 1.0) if classify else (float(train.y.mean()), float(train.y.std() or 1))
+    xt, yt = _tensors(train, x_mean, x_std, y_mean, y_std, device)
+    xv, yv = _tensors(valid, x_mean, x_std, y_mean, y_std, device)
+    sizes = parse_hidden_sizes(hyper["hidden_sizes"])
+    out_features = len(train.classes) if classify else 1
+    net = build_mlp(xt.shape[1], sizes, out_features, hyper["dropout"]).to(device)
+    loss_fn = torch.nn.CrossEntropyLoss() if classify else torch.nn.MSELoss()
+    extra = {"momentum": SGD_MOMENTUM} if hyper["optimizer"] == "sgd" else {}
+    opt = OPTIMIZERS[hyper["optimizer"]](net.parameters(), lr=hyper["learning_rate"],
+                                         weight_decay=hyper["weight_decay"], **extra)
+    shuffle = torch.Generator().manual_seed(seed)
+    for epoch in range(1, hyper["epochs"] + 1):
+        train_loss = _epoch(net, opt, loss_fn, xt, yt, hyper["batch_size"], shuffle)
+        print(format_metric_line({"epoch": epoch, "epochs": hyper["epochs"],
+                                  "train_loss": train_loss,
+                                  "valid_loss": _loss(net, loss_fn, xv, yv)}), flush=True)
+    torch.save({"state_dict": {k: v.cpu() for k, v in net.state_dict().items()},
+                "in_features": xt.shape[1], "hidden_sizes": list(sizes),
+                "out_features": out_features, "dropout": hyper["dropout"],
+                "task": "classification" if classify else "regression",
+                "feature_names": list(train.feature_names), "classes": list(train.classes),
+                "x_mean": x_mean.tolist(), "x_std": x_std.tolist(),
+                "y_mean": y_mean, "y_std": y_std}, output_dir / MLP_MODEL_FILE)
+    return {"epochs": hyper["epochs"],
+            "train": _scores(net, xt, train, y_mean, y_std),
+            "valid": _scores(net, xv, valid, y_mean, y_std)}
+
+
+def _moments(x: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Per-feature mean and std ignoring NaN; an empty or constant column gets (0, 1)."""
+    with np.errstate(all="ignore"):
+        count = np.sum(~np.isnan(x), axis=0)
+        mean = np.where(count > 0, np.nansum(x, axis=0) / np.maximum(count, 1), 0.0)
+        std = np.sqrt(np.nansum((x - mean) ** 2, axis=0) / np.maximum(count, 1))
+    return mean.astype(np.float32), np.where(std > 0, std, 1.0).astype(np.float32)
+
+
+def _tensors(table: Table, x_mean, x_std, y_mean, y_std, device):
+    x = torch.from_numpy(standardize(table.x, x_mean, x_std)).to(device)
+    if table.classes:
+        return x, torch.from_numpy(table.y).to(device)
+    y = ((table.y - y_mean) / y_std).astype(np.float32)
+    return x, torch.from_numpy(y).unsqueeze(1).to(device)
+
+
+def _epoch(net, opt, loss_fn, x, y, batch_size: int, shuffle: torch.Generator) -> float:
+    net.train()
+    order = torch.randperm(len(x), generator=shuffle).to(x.device)
+    total = torch.zeros((), device=x.device)
+    for start in range(0, len(x), batch_size):
+        idx = order[start:start + batch_size]
+        opt.zero_grad(set_to_none=True)
+        loss = loss_fn(net(x[idx]), y[idx])
+        loss.backward()
+        opt.step()
+        total += loss.detach() * len(idx)
+    return float(total) / len(x)
+
+
+def _loss(net, loss_fn, x, y) -> float:
+    net.eval()
+    with torch.no_grad():
+        return float(loss_fn(net(x), y))
+
+
+def _scores(net, x, table: Table, y_mean: float, y_std: float) -> dict[str, float]:
+    net.eval()
+    with torch.no_grad():
+        out = net(x)
+        if table.classes:
+            return classification_scores(table.y, torch.softmax(out, dim=1).cpu().numpy())
+        return regression_scores(table.y, out[:, 0].cpu().numpy() * y_std + y_mean)
