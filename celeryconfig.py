@@ -45,7 +45,8 @@ event_serializer = "json"
 task_acks_late = True
 worker_prefetch_multiplier = 1
 task_reject_on_worker_lost = False
-task_acks_on_failure_or_timeout = True
+task_acks_on_failure = True
+task_acks_on_timeout = True
 # Jobs run as subprocesses: the pool only waits on them, so threads are enough and the
 # worker never forks a parent that might have touched CUDA.
 worker_pool = "threads"

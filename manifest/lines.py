@@ -11,12 +11,24 @@ _ARRAY = re.compile(r"^\s*\[\[\s*([^\]]+?)\s*\]\]")
 _TABLE = re.compile(r"^\s*\[\s*([^\]]+?)\s*\]")
 _KEY = re.compile(r"^\s*([A-Za-z0-9_\-\.\"' ]+?)\s*=(.*)$")
 _INLINE_KEY = re.compile(r"[{,]\s*([A-Za-z0-9_\-\"']+)\s*=")
+_PART = re.compile(r"\"[^\"]*\"|'[^']*'|[^.]+")  # one part of a dotted key; quotes may hold dots
 
 Path = tuple
 
 
 def _split(dotted: str) -> tuple[str, ...]:
-    return tuple(p.strip().strip("\"'") for p in dotted.split("."))
+    # a quoted part may hold dots: [tiers."gpu.big"] is one key, not two
+    return tuple(p.strip().strip("\"'") for p in _PART.findall(dotted) if p.strip())
+
+
+def _resolve(name: tuple, counters: dict[tuple, int]) -> tuple:
+    """Insert the latest index after each array-of-tables prefix: jobs.sweep -> jobs, 2, sweep."""
+    out: tuple = ()
+    for part in name:
+        out += (part,)
+        if out in counters:
+            out += (counters[out],)
+    return out
 
 
 class LineMap:
@@ -24,7 +36,7 @@ class LineMap:
 
     def __init__(self, text: str):
         self._lines: dict[tuple, int] = {}
-        counters: dict[str, int] = {}
+        counters: dict[tuple, int] = {}  # array-of-tables path -> latest index
         header: tuple = ()
         in_multiline = False
         for n, raw in enumerate(text.splitlines(), start=1):
@@ -34,14 +46,13 @@ class LineMap:
                 continue
             if m := _ARRAY.match(line):
                 name = _split(m.group(1))
-                idx = counters[name[0]] = counters.get(name[0], -1) + 1
-                header = (name[0], idx) + name[1:]
+                key = _resolve(name[:-1], counters) + name[-1:]
+                idx = counters[key] = counters.get(key, -1) + 1
+                header = key + (idx,)
+                self._lines.setdefault(key, n)  # the array itself: its first entry
                 self._lines.setdefault(header, n)
             elif m := _TABLE.match(line):
-                name = _split(m.group(1))
-                if name[0] in counters:  # [jobs.sweep] belongs to the latest [[jobs]]
-                    name = (name[0], counters[name[0]]) + name[1:]
-                header = name
+                header = _resolve(_split(m.group(1)), counters)  # [jobs.sweep]: the latest [[jobs]]
                 self._lines.setdefault(header, n)
             elif m := _KEY.match(line):
                 path = header + _split(m.group(1))

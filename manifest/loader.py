@@ -216,6 +216,7 @@ def _sweep_points(p: _Problems, path: tuple, t: dict) -> list[dict]:
 def _jobs(p: _Problems, raw: list, base_dir: Path, tiers, hosts) -> tuple[JobSpec, ...]:
     out: list[JobSpec] = []
     seen: dict[str, tuple] = {}
+    ids_seen: dict[str, str] = {}
     for i, table in enumerate(raw or []):
         path = ("jobs", i)
         before = len(p.items)
@@ -242,6 +243,14 @@ def _jobs(p: _Problems, raw: list, base_dir: Path, tiers, hosts) -> tuple[JobSpe
                       "give each job a unique name")
                 continue
             seen[job.name] = path
+            if job.job_id in ids_seen:
+                p.add(path, f"job {job.name!r} has the same content as {ids_seen[job.job_id]!r} (same job ID), "
+                      "so only one of them would run", "change its seed, data or hyper, or remove one")
+                continue
+            ids_seen[job.job_id] = job.name
+            if tiers is None:  # the tiers have problems of their own
+                out.append(job)
+                continue
             r = routing.route(job, tiers, hosts)
             if r is None:
                 p.add(path, f"job {job.name!r} needs {_describe(job.needs)} and no tier guarantees it",
@@ -299,10 +308,13 @@ def loads(text: str, path: str = "<manifest>") -> Manifest:
     doc = _check_table(p, (), doc, TOP_LEVEL)
     if not doc.get("jobs"):
         p.add(("jobs",), "the manifest has no jobs", "add at least one [[jobs]] table")
+    before = len(p.items)
     tiers = _tiers(p, doc.get("tiers"))
+    # a broken [tiers] table would make jobs look unroutable: report it once, not once per job
+    route_tiers = tiers if len(p.items) == before else None
     hosts = _hosts(p, doc.get("hosts"), {t.name for t in tiers})
     base_dir = Path(path).resolve().parent if path != "<manifest>" else Path.cwd()
-    jobs = _jobs(p, doc.get("jobs", []), base_dir, tiers, hosts)
+    jobs = _jobs(p, doc.get("jobs", []), base_dir, route_tiers, hosts)
     if p.items:
         raise ManifestError(p.items)
     return Manifest(path, tiers, hosts, jobs)
@@ -317,4 +329,7 @@ def load(path: str | os.PathLike) -> Manifest:
     except OSError as e:
         raise ManifestError([Problem(path, None, "(file)", f"cannot read: {e.strerror}",
                                      "check the path")]) from e
+    except UnicodeDecodeError as e:  # TOML is UTF-8 by definition
+        raise ManifestError([Problem(path, None, "(file)", f"not UTF-8 text: {e.reason} at byte {e.start}",
+                                     "save the file as UTF-8")]) from e
     return loads(text, path)

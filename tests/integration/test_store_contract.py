@@ -9,7 +9,7 @@ import pytest
 
 from artifacts.bundle import BundleResult, bundle, collect, sha256_file
 from artifacts.data import fetch
-from artifacts.store import FileStore, S3Store, Store, open_store, s3_client
+from artifacts.store import FileStore, S3Store, Store, open_store
 from fleet.constants import BUNDLE_NAME, META_NAME
 from fleet.errors import DigestMismatch, StoreError
 

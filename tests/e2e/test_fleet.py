@@ -1,0 +1,140 @@
+"""End to end: real workers with simulated capabilities consume exactly their queues,
+run each job on a host that qualifies, and store artifacts that verify and load."""
+from __future__ import annotations
+
+import hashlib
+import json
+import subprocess
+import sys
+import tarfile
+import time
+import uuid
+from pathlib import Path
+
+import pytest
+
+from artifacts.store import open_store
+from fleet.constants import TASK_NAME
+from fleet.records import JobState, Records
+from tests.e2e.conftest import CPU, HOSTS, client_app
+from fleet.local import start_worker
+
+pytestmark = pytest.mark.e2e
+EXAMPLES = Path(__file__).resolve().parents[2] / "examples" / "data"
+
+MANIFEST = f"""
+[[jobs]]
+name = "large-gbt"
+model = "gbt"
+data = "{EXAMPLES / 'moons.csv'}"
+hyper = {{ n_estimators = 20 }}
+require_cuda = true
+min_vram_gib = 24
+
+[[jobs]]
+name = "cuda-mlp"
+model = "mlp"
+data = "{EXAMPLES / 'moons.parquet'}"
+hyper = {{ epochs = 2, hidden_sizes = "8" }}
+require_cuda = true
+min_vram_gib = 8
+
+[[jobs]]
+name = "cpu-gbt"
+model = "gbt"
+data = "{EXAMPLES / 'housing_small.csv'}"
+hyper = {{ n_estimators = 10 }}
+
+[[jobs]]
+name = "only-on-cpu-host"
+command = ["python", "-c", "import pathlib; pathlib.Path('out').mkdir(exist_ok=True); pathlib.Path('out/x.txt').write_text('hi')"]
+allowed_hosts = ["e2e-cpu"]
+"""
+
+EXPECTED_QUEUES = {"e2e-large": ["cuda-large", "cuda", "cpu"], "e2e-cuda": ["cuda", "cpu"], "e2e-cpu": ["cpu"]}
+QUALIFIED = {"large-gbt": {"e2e-large"}, "cuda-mlp": {"e2e-large", "e2e-cuda"},
+             "cpu-gbt": set(HOSTS), "only-on-cpu-host": {"e2e-cpu"}}
+
+
+def wait_terminal(records: Records, ids: set[str], timeout_s: float = 240) -> dict:
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        recs = {r.job_id: r for r in records.all() if r.job_id in ids}
+        if len(recs) == len(ids) and all(r.state.terminal for r in recs.values()):
+            return recs
+        time.sleep(0.5)
+    raise AssertionError(f"jobs not finished: {[(r.name, r.state.value) for r in records.all()]}")
+
+
+def test_workers_consume_exactly_the_queues_their_capability_qualifies_for(fleet):
+    out = subprocess.run([sys.executable, "-m", "celery", "-A", "tasks", "inspect", "active_queues", "--json"],
+                         env=fleet.env, capture_output=True, text=True, timeout=60)
+    replies = json.loads(out.stdout)
+    got = {node.split("@")[0]: [q["name"] for q in queues] for node, queues in replies.items()}
+    assert got == EXPECTED_QUEUES
+
+
+def test_each_job_runs_on_a_qualifying_host_and_its_artifact_verifies_and_loads(fleet, tmp_path):
+    manifest = tmp_path / "m.toml"
+    manifest.write_text(MANIFEST)
+    plan = json.loads(fleet.fleet("publish", str(manifest), "--dry-run", "--json", check=True).stdout)
+    assert {r["name"]: r["queue"] for r in plan}["large-gbt"] == "cuda-large"
+    published = json.loads(fleet.fleet("publish", str(manifest), "--json", check=True).stdout)
+    assert all(r["action"] == "publish" for r in published)
+    ids = {r["job_id"]: r["name"] for r in published}
+
+    recs = wait_terminal(Records(fleet.client()), set(ids))
+    states = {ids[j]: r.state for j, r in recs.items()}
+    assert states == {n: JobState.SUCCEEDED for n in ids.values()}, fleet.logs()
+    for jid, rec in recs.items():
+        assert rec.worker in QUALIFIED[rec.name], (rec.name, rec.worker)
+
+    again = json.loads(fleet.fleet("publish", str(manifest), "--json", check=True).stdout)
+    assert [r["action"] for r in again] == ["skip"] * len(ids)
+
+    import os
+    os.environ.update({k: v for k, v in fleet.env.items() if k.startswith(("AWS_", "FLEET_S3"))})
+    store = open_store(fleet.store_url)
+    for jid, rec in recs.items():
+        art = rec.artifact
+        kind = rec.spec.get("model") or "command"
+        path = store.get_bundle(kind, art["sha256"], tmp_path / rec.name / "bundle.tar.zst")
+        assert hashlib.sha256(path.read_bytes()).hexdigest() == art["sha256"]
+        assert art["uri"].startswith(fleet.store_url)
+        out = tmp_path / rec.name / "x"
+        with tarfile.open(path, "r:zst") if sys.version_info >= (3, 14) else _zst(path) as tar:
+            tar.extractall(out)
+        meta = json.loads((out / "meta.json").read_text())
+        assert meta["job_id"] == jid and meta["worker"] == rec.worker
+        if rec.spec.get("model"):
+            from trainers.models import load_model
+            import pandas as pd
+            model = load_model(out)
+            data = pd.read_csv(EXAMPLES / "moons.csv") if rec.name != "cpu-gbt" else pd.read_csv(EXAMPLES / "housing_small.csv")
+            assert len(model.predict(data.drop(columns=["target"]).head(5))) == 5
+        else:
+            assert (out / "out" / "x.txt").read_text() == "hi"
+
+
+def _zst(path):
+    import io
+    import zstandard
+    return tarfile.open(fileobj=io.BytesIO(zstandard.ZstdDecompressor().decompressobj().decompress(path.read_bytes())))
+
+
+def test_a_worker_asked_for_a_queue_its_host_does_not_qualify_for_refuses_to_start(fleet):
+    proc = start_worker("e2e-refuse", CPU, fleet.env, fleet.log_dir, extra=["-Q", "cuda"])
+    assert proc.wait(60) != 0
+    log = (fleet.log_dir / "e2e-refuse.log").read_text()
+    assert "does not qualify for cuda" in log and "needs a CUDA device" in log
+
+
+def test_a_pickle_message_on_a_fleet_queue_is_never_executed(fleet, tmp_path):
+    marker = tmp_path / "pickled-ran"
+    job_id = uuid.uuid4().hex
+    job = {"name": "evil", "job_id": job_id, "command": ["touch", str(marker)]}
+    client_app(fleet.env["FLEET_BROKER_URL"]).send_task(TASK_NAME, args=[job], task_id=job_id, queue="cpu", serializer="pickle")
+    time.sleep(6)
+    assert not marker.exists()
+    assert not fleet.client().exists(f"fleet:job:{job_id}")
+    assert "ContentDisallowed" in fleet.logs() or "Refusing to deserialize" in fleet.logs()

@@ -1,0 +1,189 @@
+"""Job records on a real Redis: publish, claim races, leases, reaper, cancel, fallback."""
+import threading
+import time
+
+import pytest
+import redis as redis_lib
+
+from fleet import constants as C
+from fleet.publish import publish
+from fleet.records import JobState, Records
+from manifest.loader import loads
+
+pytestmark = pytest.mark.integration
+
+MANIFEST = """
+[[jobs]]
+name = "a"
+command = ["true"]
+priority = 9
+
+[[jobs]]
+name = "b"
+command = ["false"]
+max_attempts = 2
+
+[[jobs]]
+name = "c"
+command = ["true", "c"]
+prefer_cuda = true
+prefer_cuda_grace_s = 0
+"""
+
+
+@pytest.fixture
+def app(redis_url):
+    from tasks import app
+    app.conf.broker_url = redis_url
+    app.pool.force_close_all()
+    yield app
+
+
+@pytest.fixture
+def manifest():
+    return loads(MANIFEST, "m.toml")
+
+
+def queued_messages(client, queue):
+    return sum(client.llen(k) for k in client.keys(queue + "*") if client.type(k) == b"list")
+
+
+def test_publish_writes_one_record_and_one_message_per_job(app, redis_client, manifest):
+    rows = publish(app, redis_client, manifest)
+    assert [r.action for r in rows] == ["publish"] * 3
+    assert queued_messages(redis_client, "cpu") == 2 and queued_messages(redis_client, "cuda") == 1
+    recs = Records(redis_client)
+    assert {r.name: r.state for r in recs.all()} == {n: JobState.QUEUED for n in "abc"}
+
+
+def test_republishing_an_unchanged_manifest_sends_nothing(app, redis_client, manifest):
+    publish(app, redis_client, manifest)
+    rows = publish(app, redis_client, manifest)
+    assert [r.action for r in rows] == ["skip"] * 3
+    assert queued_messages(redis_client, "cpu") == 2
+
+
+def test_dry_run_sends_nothing_and_writes_no_record(app, redis_client, manifest):
+    rows = publish(app, redis_client, manifest, dry_run=True)
+    assert [r.action for r in rows] == ["publish"] * 3
+    assert redis_client.dbsize() == 0
+
+
+def test_force_sends_a_finished_job_again(app, redis_client, manifest):
+    publish(app, redis_client, manifest)
+    recs = Records(redis_client)
+    a = manifest.jobs[0].job_id
+    assert recs.claim(a, "w", "t1", {}, "cpu").run
+    assert recs.finish(a, "t1", JobState.SUCCEEDED)
+    rows = publish(app, redis_client, manifest, force=frozenset({"a"}))
+    assert [r.action for r in rows] == ["publish", "skip", "skip"]
+    assert recs.get(a).state is JobState.QUEUED
+
+
+def test_messages_carry_the_job_priority_most_urgent_first(app, redis_client, manifest):
+    publish(app, redis_client, manifest)
+    # manifest priority 9 -> kombu priority 0: the plain list, served first
+    assert redis_client.llen("cpu") == 1
+    assert Records(redis_client).get(manifest.jobs[0].job_id).queue == "cpu"
+
+
+def test_two_publishers_at_once_queue_each_job_once(app, redis_url, manifest):
+    barrier = threading.Barrier(2)
+
+    def go():
+        client = redis_lib.Redis.from_url(redis_url)
+        barrier.wait()
+        publish(app, client, manifest)
+
+    threads = [threading.Thread(target=go) for _ in range(2)]
+    [t.start() for t in threads]
+    [t.join() for t in threads]
+    client = redis_lib.Redis.from_url(redis_url)
+    assert queued_messages(client, "cpu") == 2 and queued_messages(client, "cuda") == 1
+
+
+def test_racing_claims_have_exactly_one_winner(app, redis_url, manifest):
+    publish(app, redis_lib.Redis.from_url(redis_url), manifest)
+    jid = manifest.jobs[0].job_id
+    results, barrier = [], threading.Barrier(8)
+
+    def claim(i):
+        recs = Records(redis_lib.Redis.from_url(redis_url))
+        barrier.wait()
+        results.append(recs.claim(jid, f"w{i}", f"t{i}", {}, "cpu").run)
+
+    threads = [threading.Thread(target=claim, args=(i,)) for i in range(8)]
+    [t.start() for t in threads]
+    [t.join() for t in threads]
+    assert sorted(results) == [False] * 7 + [True]
+
+
+def test_an_expired_lease_is_requeued_by_the_reaper_then_failed_after_max_attempts(app, redis_client, manifest):
+    publish(app, redis_client, manifest)
+    recs = Records(redis_client, lease_ttl_s=0.05)
+    b = manifest.jobs[1].job_id          # max_attempts = 2
+    before = queued_messages(redis_client, "cpu")
+    assert recs.claim(b, "w1", "t1", {}, "cpu").run
+    time.sleep(0.1)
+    assert f"{b} requeued" in recs.reap()
+    assert recs.get(b).state is JobState.QUEUED
+    assert queued_messages(redis_client, "cpu") == before + 2   # b again, and c's fallback copy
+    assert recs.claim(b, "w2", "t2", {}, "cpu").attempts == 2
+    time.sleep(0.1)
+    assert f"{b} failed" in recs.reap()
+    rec = recs.get(b)
+    assert rec.state is JobState.FAILED and "gave up after 2" in rec.last_error
+
+
+def test_a_live_lease_drops_a_second_delivery(app, redis_client, manifest):
+    publish(app, redis_client, manifest)
+    recs = Records(redis_client)
+    a = manifest.jobs[0].job_id
+    assert recs.claim(a, "w1", "t1", {}, "cpu").run
+    second = recs.claim(a, "w2", "t2", {}, "cpu")
+    assert not second.run and "running on w1" in second.reason
+
+
+def test_a_cancelled_queued_job_never_starts_and_a_running_one_hears_it(app, redis_client, manifest):
+    publish(app, redis_client, manifest)
+    recs = Records(redis_client)
+    a, b = manifest.jobs[0].job_id, manifest.jobs[1].job_id
+    assert recs.cancel(a) == "ok:queued"
+    assert not recs.claim(a, "w", "t", {}, "cpu").run
+    assert recs.claim(b, "w", "tb", {}, "cpu").run
+    assert recs.cancel(b) == "ok:running"
+    assert recs.heartbeat(b, "tb") == "cancelled"
+
+
+def test_requeue_runs_a_finished_job_again_with_the_same_id(app, redis_client, manifest):
+    publish(app, redis_client, manifest)
+    recs = Records(redis_client)
+    a = manifest.jobs[0].job_id
+    recs.claim(a, "w", "t", {}, "cpu")
+    recs.finish(a, "t", JobState.FAILED, last_error="boom")
+    assert recs.requeue(a) == "failed"
+    assert recs.get(a).state is JobState.QUEUED
+    assert recs.claim(a, "w", "t2", {}, "cpu").run
+
+
+def test_prefer_cuda_moves_to_cpu_after_its_grace_and_runs_once(app, redis_client, manifest):
+    publish(app, redis_client, manifest)
+    recs = Records(redis_client)
+    c = manifest.jobs[2].job_id
+    cpu_before = queued_messages(redis_client, "cpu")
+    assert recs.reap() == [f"{c} fell back"]
+    assert queued_messages(redis_client, "cpu") == cpu_before + 1
+    assert recs.claim(c, "cpu-host", "t1", {}, "cpu").run
+    assert not recs.claim(c, "gpu-host", "t2", {}, "cuda").run
+
+
+def test_a_stale_run_cannot_finish_a_job_another_run_took_over(app, redis_client, manifest):
+    publish(app, redis_client, manifest)
+    recs = Records(redis_client, lease_ttl_s=0.05)
+    a = manifest.jobs[0].job_id
+    recs.claim(a, "w1", "t1", {}, "cpu")
+    time.sleep(0.1)
+    assert recs.claim(a, "w2", "t2", {}, "cpu").run   # lease expired: take over
+    assert not recs.finish(a, "t1", JobState.SUCCEEDED)
+    assert recs.heartbeat(a, "t1") == "lost"
+    assert recs.finish(a, "t2", JobState.SUCCEEDED)
