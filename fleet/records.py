@@ -112,6 +112,7 @@ class Records:
         self._finish = client.register_script(_script("finish"))
         self._reap = client.register_script(_script("reap"))
         self._cancel = client.register_script(_script("cancel"))
+        self._adopt = client.register_script(_script("adopt"))
 
     # --- publishing ---------------------------------------------------------
     def states(self, job_ids: Iterable[str]) -> dict[str, JobState | None]:
@@ -164,6 +165,11 @@ class Records:
                            args=[token, state.value, time.time(), "1" if count_attempt else "0",
                                  *_flat(fields)])
         return _s(res) == "ok"
+
+    def adopt(self, job_id: str, artifact: dict, result: dict) -> str:
+        """Record a kept bundle, now stored, as the job's success (see lua/adopt.lua)."""
+        return _s(self._adopt(keys=[C.JOB_KEY + job_id, C.LEASE_KEY + job_id, C.RUNNING_SET],
+                              args=[job_id, time.time(), json.dumps(artifact), json.dumps(result)]))
 
     def reap(self) -> list[str]:
         """Requeue or fail jobs whose lease expired; apply prefer_cuda fallbacks."""

@@ -17,6 +17,8 @@ import uuid
 from datetime import datetime, timezone
 from pathlib import Path
 
+import redis
+
 from artifacts import bundle as bundler
 from artifacts.data import fetch
 from artifacts.store import open_store
@@ -86,7 +88,8 @@ def execute(task, job: JobSpec) -> dict:
 
 
 def _release(ctx: HostContext, job: JobSpec, token: str, why: str) -> dict:
-    ctx.records.finish(job.job_id, token, JobState.QUEUED, count_attempt=False, last_error=f"released: {why}")
+    _redis_retry(ctx, lambda: ctx.records.finish(job.job_id, token, JobState.QUEUED, count_attempt=False,
+                                                 last_error=f"released: {why}"), "release")
     log.warning("released %s back to its queue: %s", job.name, why)
     return {"job_id": job.job_id, "name": job.name, "released": why}
 
@@ -100,7 +103,10 @@ def _run(task, ctx, job, token, attempts, lease, workdir: Path, gpu) -> dict:
         def on_tick(progress: runner.Progress) -> str | None:
             snap = progress.snapshot()
             lease.report(progress=snap)
-            task.update_state(state="PROGRESS", meta=_progress_meta(job, ctx, snap))
+            try:
+                task.update_state(state="PROGRESS", meta=_progress_meta(job, ctx, snap))
+            except Exception as e:  # the result backend is down: progress is best effort
+                log.debug("progress update failed: %s", e)
             return lease.reason
 
         outcome = runner.run(argv, env=env, cwd=str(workdir), timeout_s=job.timeout_s, on_tick=on_tick,
@@ -121,8 +127,8 @@ def _failed(ctx, job, token, attempts, outcome) -> dict:
     tail = "\n".join(outcome.tail[-TAIL_LINES:])
     message = f"job {job.name} ({job.job_id[:12]}) {why}; last output:\n{tail}"
     retry = job.max_attempts is not None and attempts < job.max_attempts
-    ctx.records.finish(job.job_id, token, JobState.QUEUED if retry else JobState.FAILED,
-                       last_error=message[-4000:])
+    _redis_retry(ctx, lambda: ctx.records.finish(job.job_id, token, JobState.QUEUED if retry else JobState.FAILED,
+                                                 last_error=message[-4000:]), "record failure")
     raise TrainingFailed(message + ("\n(retrying: attempt %d of %d)" % (attempts, job.max_attempts) if retry else ""))
 
 
@@ -152,11 +158,45 @@ def _store(task, ctx, job, token, attempts, lease, workdir, gpu, started, outcom
     stored = _upload(ctx, job, lease, result, meta)
     shutil.rmtree(pending, ignore_errors=True)
     artifact = {"uri": stored.uri, "sha256": stored.sha256, "size": stored.size}
-    if not ctx.records.finish(job.job_id, token, JobState.SUCCEEDED, artifact=artifact,
-                              result={"metrics": metrics}, last_error=""):
+    if not _redis_retry(ctx, lambda: ctx.records.finish(job.job_id, token, JobState.SUCCEEDED, artifact=artifact,
+                                                        result={"metrics": metrics}, last_error=""), "record success"):
         log.warning("job %s was taken over while uploading; its artifact is stored anyway", job.name)
     return {"job_id": job.job_id, "name": job.name, "artifact_uri": stored.uri, "sha256": stored.sha256,
             "size": stored.size, "metrics": metrics, "worker": ctx.hostname, "attempt": attempts}
+
+
+def _redis_retry(ctx, op, what: str, tries: int = 60):
+    """A record write that must not be lost to a broker blip: retry with backoff."""
+    for i in range(tries):
+        try:
+            return op()
+        except redis.RedisError as e:
+            log.warning("Redis unavailable to %s (%s); retrying", what, e)
+            time.sleep(min(2 ** i * 0.2, 5))
+    return op()
+
+
+def upload_kept(ctx: HostContext) -> None:
+    """Upload bundles kept on disk by an earlier run of this worker, before new work."""
+    root = ctx.work_root / "pending"
+    for folder in sorted(root.glob("*")) if root.exists() else []:
+        meta_path, bundle_path = folder / "meta.json", folder / "bundle.tar.zst"
+        if not (meta_path.exists() and bundle_path.exists()):
+            shutil.rmtree(folder, ignore_errors=True)  # bundling never finished: nothing to save
+            continue
+        meta = json.loads(meta_path.read_text())
+        try:
+            bundler.verify_bundle(bundle_path, meta["sha256"])
+            kind = (meta.get("job") or {}).get("model") or "command"
+            stored = open_store().put_bundle(kind, bundle_path, meta["sha256"], meta)
+        except StoreError as e:
+            log.warning("kept bundle %s still cannot be uploaded (%s); will retry at next start", folder, e)
+            continue
+        artifact = {"uri": stored.uri, "sha256": stored.sha256, "size": stored.size}
+        outcome = _redis_retry(ctx, lambda: ctx.records.adopt(meta["job_id"], artifact,
+                                                              {"metrics": meta.get("metrics", {})}), "adopt")
+        log.warning("uploaded kept bundle of %s: %s (%s)", meta.get("name"), stored.uri, outcome)
+        shutil.rmtree(folder, ignore_errors=True)
 
 
 def _upload(ctx, job, lease, result, meta):

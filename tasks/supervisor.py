@@ -14,7 +14,7 @@ import sys
 import time
 
 PR_SET_PDEATHSIG = 1
-GRACE_S = 3.0
+GRACE_S = 2.0
 
 
 def _die_with_parent() -> None:

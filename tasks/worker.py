@@ -105,6 +105,8 @@ def choose_queues(sender=None, instance=None, conf=None, options=None, **kw):
     if not (options or {}).get("concurrency"):
         conf.worker_concurrency = max(1, len(ctx.capability.cuda_devices))
     log.info("fleet: host %s consumes %s", ctx.hostname, ", ".join(ctx.queues))
+    from tasks.execution import upload_kept
+    upload_kept(ctx)  # what a previous run of this worker trained is stored before new work
 
 
 @signals.worker_ready.connect

@@ -375,7 +375,13 @@ def test_two_jobs_with_one_name_are_reported_at_the_second_name(tmp_path):
 def test_a_sweep_name_that_collides_with_another_job_is_a_duplicate(tmp_path):
     text = '[[jobs]]\nname = "a[seed=1]"\ncommand = ["x"]\nseed = 7\n' + COMMAND + "sweep = { seed = [0, 1] }\n"
     p = only_problem(tmp_path, text)
-    assert (p.line, p.field, p.message) == (6, "jobs[1].name", "duplicate job name 'a[seed=1]' (first at jobs[0])")
+    assert (p.line, p.field, p.message) == (7, "jobs[1].name", "duplicate job name 'a[seed=1]' (first at jobs[0])")
+
+
+def test_two_jobs_with_the_same_content_are_reported_at_the_second(tmp_path):
+    p = only_problem(tmp_path, GBT + GBT.replace('"a"', '"b"'))
+    assert (p.line, p.field) == (6, "jobs[1]")
+    assert p.message == "job 'b' has the same content as 'a' (same job ID), so only one of them would run"
 
 
 def test_a_sweep_listing_a_value_twice_makes_a_duplicate_name(tmp_path):
@@ -400,7 +406,7 @@ def test_a_cpu_job_no_tier_guarantees_suggests_a_cpu_tier(tmp_path):
 def test_a_job_whose_only_allowed_host_refuses_its_model_can_run_nowhere(tmp_path):
     text = '[hosts.h1]\ndeny_models = ["gbt"]\n\n' + GBT + 'allowed_hosts = ["h1"]\n'
     p = only_problem(tmp_path, text)
-    assert (p.line, p.field) == (8, "jobs[0].allowed_hosts")
+    assert (p.line, p.field) == (9, "jobs[0].allowed_hosts")
     assert p.message == ("job 'a' can run on no host: every allowed host is denied "
                          "(by denied_hosts or a host's model policy)")
     assert p.fix == "allow a host that accepts it"
@@ -441,6 +447,11 @@ def test_a_tier_with_a_vram_floor_but_no_cuda_is_rejected(tmp_path):
 def test_a_bad_tier_key_is_reported_at_its_line(tmp_path, line, field, message, fix):
     p = only_problem(tmp_path, f"[tiers.cpu]\n{line}\n" + GBT)
     assert (p.line, p.field, p.message, p.fix) == (2, field, message, fix)
+
+
+def test_a_broken_tier_is_one_problem_not_one_more_per_unroutable_job(tmp_path):
+    found = problems(tmp_path, "[tiers.gpu]\nrequire_cuda = \"yes\"\n" + GBT + "require_cuda = true\n")
+    assert [p.field for p in found] == ["tiers.gpu.require_cuda"]
 
 
 def test_a_tier_that_is_not_a_table_is_rejected(tmp_path):
@@ -626,8 +637,8 @@ def test_all_independent_mistakes_are_reported_at_once(tmp_path):
 
 
 def test_a_job_remembers_the_line_of_its_table(tmp_path):
-    jobs = jobs_of(tmp_path, GBT + "\n" + GBT.replace('"a"', '"b"'))
-    assert [j.line for j in jobs] == [1, 6]
+    jobs = jobs_of(tmp_path, GBT + "\n" + GBT.replace('"a"', '"b"') + "seed = 1\n")
+    assert [j.line for j in jobs] == [1, 7]
 
 
 # --- job IDs -------------------------------------------------------------------------------------
@@ -637,7 +648,7 @@ def test_a_job_id_is_stable_across_runs(tmp_path):
     first, second = job_of(tmp_path, text, "one.toml"), job_of(tmp_path, text, "two.toml")
     assert first.job_id == second.job_id
     # pinned: a change here re-runs every job ever published; bump manifest.ids.ID_VERSION if meant
-    assert first.job_id == "9a6f6e4de32e8a4e47a4eb23a8ff21b2d5ebeb0e5db44d46ff2a2b3c0c5f4c1c"
+    assert first.job_id == "e7a0c7e9c2ec97e4538a8d71cb63450f8efd0f3c437e0eb23562510433b7ec1a"
 
 
 @pytest.mark.parametrize("change", [

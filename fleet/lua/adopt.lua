@@ -1,0 +1,13 @@
+-- A bundle a worker kept on disk (the store was down, then the worker restarted) is
+-- now stored: record the job succeeded unless it already is. A run of it elsewhere
+-- sees 'succeeded' on its next heartbeat and stops, so the work is not done twice.
+-- KEYS: job_key, lease_key, running_set   ARGV: job_id, now, artifact_json, result_json
+local state = redis.call('HGET', KEYS[1], 'state')
+if not state then return 'missing' end
+if state == 'succeeded' or state == 'cancelled' then return state end
+redis.call('HSET', KEYS[1], 'state', 'succeeded', 'finished_at', ARGV[2], 'artifact', ARGV[3],
+           'result', ARGV[4], 'last_error', '')
+redis.call('HDEL', KEYS[1], 'token')
+redis.call('DEL', KEYS[2])
+redis.call('SREM', KEYS[3], ARGV[1])
+return 'ok'

@@ -1,0 +1,238 @@
+"""Break things for real: kill workers, restart Redis, stop the store, cancel, SIGTERM.
+
+Every test runs real celery workers against a real redis-server and S3 endpoint, and
+counts trainer runs by a side effect (files the job appends to in COUNT_DIR).
+"""
+from __future__ import annotations
+
+import json
+import os
+import signal
+import sys
+import time
+import uuid
+from pathlib import Path
+
+import psutil
+import pytest
+
+from artifacts.store import open_store
+from fleet.local import start_worker, stop_worker
+from fleet.records import JobState, Records
+from fleet.redis_server import RedisServer
+from tests.e2e.conftest import wait_for_workers
+
+pytestmark = pytest.mark.e2e
+SLEEPY = Path(__file__).with_name("sleepy.py")
+CPU = {"cuda_devices": [], "ram_total_gib": 8}
+
+
+class Chaos:
+    def __init__(self, root: Path, env: dict, redis_server: RedisServer):
+        self.root, self.env, self.redis = root, env, redis_server
+        self.counts = root / "counts"
+        self.counts.mkdir()
+        self.env["COUNT_DIR"] = str(self.counts)
+        self.workers: dict[str, object] = {}
+        self.tag = uuid.uuid4().hex[:8]
+
+    def start(self, name: str, **extra_env) -> object:
+        env = dict(self.env, **extra_env)
+        self.workers[name] = start_worker(name, CPU, env, self.root / "logs")
+        wait_for_workers(env, [name])
+        return self.workers[name]
+
+    def manifest(self, jobs: dict[str, float], **job_keys) -> Path:
+        text = ""
+        for name, sleep_s in jobs.items():
+            text += (f'[[jobs]]\nname = "{name}"\ncommand = ["{sys.executable}", "{SLEEPY}", "{sleep_s}", "{self.tag}", "{name}"]\n'
+                     f'artifacts = ["out/*"]\n' + "".join(f"{k} = {json.dumps(v)}\n" for k, v in job_keys.items()))
+        path = self.root / f"m-{uuid.uuid4().hex[:6]}.toml"
+        path.write_text(text)
+        return path
+
+    def publish(self, path: Path) -> dict[str, str]:
+        from fleet.publish import publish
+        from manifest.loader import load
+        from tasks import app
+        rows = publish(app, self.client(), load(path))
+        return {r.job.name: r.job.job_id for r in rows}
+
+    def client(self):
+        import redis
+        return redis.Redis.from_url(self.redis.url)
+
+    def records(self) -> Records:
+        return Records(self.client())
+
+    def runs(self, name: str, kind: str = "done") -> int:
+        f = self.counts / f"{name}.{kind}"
+        return len(f.read_text().split()) if f.exists() else 0
+
+    def wait(self, ids: dict[str, str], states=("succeeded",), timeout_s: float = 120) -> dict:
+        deadline = time.monotonic() + timeout_s
+        recs = {}
+        while time.monotonic() < deadline:
+            try:
+                recs = {n: self.records().get(j) for n, j in ids.items()}
+            except Exception:
+                time.sleep(0.3)
+                continue
+            if all(r.state.value in states for r in recs.values()):
+                return recs
+            time.sleep(0.3)
+        raise AssertionError(f"timed out: {[(n, r.state.value, r.last_error) for n, r in recs.items()]}\n{self.logs()}")
+
+    def wait_running(self, job_id: str, timeout_s: float = 60):
+        deadline = time.monotonic() + timeout_s
+        while time.monotonic() < deadline:
+            rec = self.records().get(job_id)
+            if rec.state is JobState.RUNNING:
+                return rec
+            time.sleep(0.1)
+        raise AssertionError(f"{job_id} never ran\n{self.logs()}")
+
+    def job_processes(self) -> list[psutil.Process]:
+        out = []
+        for p in psutil.process_iter(["cmdline"]):
+            try:
+                if self.tag in " ".join(p.info["cmdline"] or []):
+                    out.append(p)
+            except (psutil.NoSuchProcess, psutil.AccessDenied):
+                pass
+        return out
+
+    def logs(self) -> str:
+        return "\n".join(f"--- {p.name}\n{p.read_text(errors='replace')[-3000:]}" for p in (self.root / "logs").glob("*.log"))
+
+
+@pytest.fixture
+def chaos(tmp_path, s3_server):
+    server = RedisServer(tmp_path / "redis").start()
+    env = dict(os.environ, FLEET_BROKER_URL=server.url, FLEET_STORE_URL=f"file://{tmp_path / 'store'}",
+               FLEET_LEASE_TTL_S="2", **s3_server.env)
+    env.pop("FLEET_CAPABILITY", None)
+    os.environ["FLEET_BROKER_URL"] = server.url
+    from tasks import app
+    app.conf.broker_url = app.conf.result_backend = server.url
+    app.pool.force_close_all()
+    c = Chaos(tmp_path, env, server)
+    try:
+        yield c
+    finally:
+        for w in c.workers.values():
+            if w.poll() is None:
+                os.killpg(w.pid, signal.SIGKILL)
+                w.wait()
+        for p in c.job_processes():
+            p.kill()
+        server.stop()
+
+
+def test_kill_9_workers_mid_job_repeatedly_and_every_job_succeeds_exactly_once(chaos):
+    ids = chaos.publish(chaos.manifest({f"k{i}": 3 for i in range(4)}))
+    for i in range(2):
+        chaos.start(f"kill-w{i}")
+    killed = 0
+    deadline = time.monotonic() + 60
+    while killed < 3 and time.monotonic() < deadline:
+        running = [r for r in chaos.records().all() if r.state is JobState.RUNNING
+                   and r.started_at and time.time() - r.started_at < 1.5]
+        if running:
+            victim = running[0].worker
+            os.kill(chaos.workers[victim].pid, signal.SIGKILL)
+            chaos.workers[victim].wait()
+            killed += 1
+            chaos.start(victim)   # a host comes back under the same name
+        time.sleep(0.2)
+    assert killed == 3
+    recs = chaos.wait(ids, timeout_s=120)
+    assert all(r.state is JobState.SUCCEEDED for r in recs.values())
+    assert {n: chaos.runs(n) for n in ids} == {n: 1 for n in ids}
+    assert sum(r.attempts for r in recs.values()) >= len(ids) + 1   # killed runs were retried
+    store = open_store(chaos.env["FLEET_STORE_URL"])
+    names = [a["name"] for a in store.list_artifacts()]
+    assert sorted(names) == sorted(ids)
+    assert not chaos.job_processes()
+
+
+def test_a_job_that_outlives_the_visibility_timeout_runs_once(chaos):
+    ids = chaos.publish(chaos.manifest({"long": 14}))
+    for i in range(2):
+        chaos.start(f"vis-w{i}", FLEET_VISIBILITY_TIMEOUT_S="2")
+    recs = chaos.wait(ids, timeout_s=90)
+    assert recs["long"].state is JobState.SUCCEEDED
+    assert chaos.runs("long", "start") == 1
+
+
+def test_redis_restarted_during_a_run_loses_nothing(chaos):
+    ids = chaos.publish(chaos.manifest({"r0": 4, "r1": 1, "r2": 1}, priority=5))
+    chaos.env["FLEET_LEASE_TTL_S"] = "15"
+    chaos.start("redis-w")
+    chaos.wait_running(ids["r0"])
+    port, data = chaos.redis.port, chaos.redis.data_dir
+    chaos.redis.stop()                      # SIGTERM: AOF is flushed
+    time.sleep(3)
+    chaos.redis = RedisServer(data, port=port).start()
+    recs = chaos.wait(ids, timeout_s=120)
+    assert all(r.state is JobState.SUCCEEDED for r in recs.values())
+    assert {n: chaos.runs(n) for n in ids} == {n: 1 for n in ids}
+
+
+def test_the_store_down_during_upload_is_retried_without_retraining(chaos, s3_env, monkeypatch):
+    from moto.server import ThreadedMotoServer
+    from fleet.redis_server import free_port
+    port = free_port()
+    s3 = ThreadedMotoServer(ip_address="127.0.0.1", port=port, verbose=False)
+    s3.start()
+    chaos.env.update(FLEET_STORE_URL="s3://chaos/runs", FLEET_S3_ENDPOINT_URL=f"http://127.0.0.1:{port}")
+    try:
+        ids = chaos.publish(chaos.manifest({"up": 2}))
+        chaos.start("store-w")
+        chaos.wait_running(ids["up"])
+        s3.stop()                            # the store goes away before the upload
+        time.sleep(5)
+        assert chaos.records().get(ids["up"]).state is JobState.RUNNING
+        s3 = ThreadedMotoServer(ip_address="127.0.0.1", port=port, verbose=False)
+        s3.start()
+        recs = chaos.wait(ids, timeout_s=120)
+        assert chaos.runs("up", "start") == 1
+        monkeypatch.setenv("FLEET_S3_ENDPOINT_URL", chaos.env["FLEET_S3_ENDPOINT_URL"])
+        store = open_store("s3://chaos/runs")
+        assert store.verify("command", recs["up"].artifact["sha256"])
+    finally:
+        s3.stop()
+
+
+def test_sigterm_mid_job_requeues_it_at_once_and_leaves_no_process(chaos):
+    chaos.env["FLEET_LEASE_TTL_S"] = "60"    # so a prompt requeue cannot be the reaper's
+    ids = chaos.publish(chaos.manifest({"term": 8}))
+    w = chaos.start("term-a")
+    chaos.wait_running(ids["term"])
+    time.sleep(0.5)
+    assert chaos.job_processes()
+    w.send_signal(signal.SIGTERM)
+    chaos.wait(ids, states=("queued",), timeout_s=10)
+    assert w.wait(20) is not None
+    assert not chaos.job_processes()
+    chaos.start("term-b")
+    recs = chaos.wait(ids, timeout_s=60)
+    assert recs["term"].worker == "term-b" and chaos.runs("term") == 1
+
+
+def test_cancel_stops_a_queued_job_from_starting_and_kills_a_running_one(chaos):
+    ids = chaos.publish(chaos.manifest({"run-me": 30, "never": 1}, priority=5))
+    chaos.records().cancel(ids["never"])
+    chaos.start("cancel-w")
+    chaos.wait_running(ids["run-me"])
+    time.sleep(0.5)
+    assert chaos.job_processes()
+    t0 = time.monotonic()
+    chaos.records().cancel(ids["run-me"])
+    while chaos.job_processes() and time.monotonic() - t0 < 10:
+        time.sleep(0.1)
+    assert time.monotonic() - t0 < 5 and not chaos.job_processes()
+    time.sleep(2)
+    assert chaos.runs("never", "start") == 0
+    assert {n: chaos.records().get(j).state for n, j in ids.items()} == {
+        "run-me": JobState.CANCELLED, "never": JobState.CANCELLED}
