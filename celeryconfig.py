@@ -57,8 +57,13 @@ worker_hijack_root_logger = False
 # from the broker and the result backend transport options.
 fleet_lease_ttl_s = _seconds("FLEET_LEASE_TTL_S", LEASE_TTL_S)
 visibility_timeout = _seconds("FLEET_VISIBILITY_TIMEOUT_S", VISIBILITY_TIMEOUT_S)
+# How often kombu looks for unacked messages older than visibility_timeout (about
+# interval x throttle seconds; kombu's default is 10 x 10).
+unacked_restore_interval = _seconds("FLEET_UNACKED_RESTORE_INTERVAL_S", 10)
 broker_transport_options = {
     "visibility_timeout": visibility_timeout,
+    "unacked_restore_interval": unacked_restore_interval,
+    "unacked_restore_throttle": 1 if os.environ.get("FLEET_UNACKED_RESTORE_INTERVAL_S") else 10,
     "queue_order_strategy": "priority",   # most demanding tier first
     "priority_steps": list(range(10)),
 }

@@ -34,10 +34,10 @@ class MessageFactory:
         """The Redis list kombu keeps ``queue``'s messages of this priority in."""
         return self.channel._q_for_pri(queue, wire_priority(priority))
 
-    def message(self, job: JobSpec, queue: str) -> str:
+    def message(self, job: JobSpec, queue: str, spec: dict | None = None) -> str:
         pri = wire_priority(job.priority)
         headers, properties, body, _ = self.app.amqp.as_task_v2(
-            job.job_id, TASK_NAME, args=(job.to_dict(),), kwargs={},
+            job.job_id, TASK_NAME, args=(spec or job.to_dict(),), kwargs={},
             argsrepr=f"({job.name!r})", kwargsrepr="{}")
         content_type, encoding, data = kombu_dumps(body, serializer="json")
         properties = dict(properties, delivery_mode=2, priority=pri)

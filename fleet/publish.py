@@ -110,15 +110,16 @@ def publish(app: Celery, client: redis.Redis, manifest: Manifest, *, force: froz
 
 def _item(factory: MessageFactory, row: PlanRow) -> PublishItem:
     job = row.job
+    spec = job.to_dict()
     fields = {"job_id": job.job_id, "name": job.name, "queue": row.queue,
-              "spec": json.dumps(job.to_dict()), "priority": str(job.priority)}
+              "spec": json.dumps(spec), "priority": str(job.priority)}
     if job.max_attempts is not None:
         fields["max_attempts"] = str(job.max_attempts)
     fallback_at = None
     if row.fallback_queue:
         fields.update(fallback_queue=row.fallback_queue,
                       fb_key=factory.list_key(row.fallback_queue, job.priority),
-                      fb_msg=factory.message(job, row.fallback_queue))
+                      fb_msg=factory.message(job, row.fallback_queue, spec))
         fallback_at = time.time() + job.prefer_cuda_grace_s
     return PublishItem(job.job_id, job.name, factory.list_key(row.queue, job.priority),
-                       factory.message(job, row.queue), fields, fallback_at)
+                       factory.message(job, row.queue, spec), fields, fallback_at)

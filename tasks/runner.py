@@ -15,11 +15,14 @@ import threading
 import time
 from collections import deque
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Callable
 
 from fleet.constants import TAIL_LINES
 
 METRIC_PREFIX = "FLEET_METRIC "
+# Run by path, not `-m tasks.supervisor`: importing the tasks package builds the Celery app.
+SUPERVISOR = str(Path(__file__).with_name("supervisor.py"))
 KILL_GRACE_S = 4.0
 
 
@@ -79,14 +82,19 @@ def run(argv: list[str], *, env: dict[str, str], cwd: str, timeout_s: float | No
         tick_s: float = 1.0, log: Callable[[str], None] | None = None) -> RunOutcome:
     started = time.monotonic()
     progress = Progress(started, deque(maxlen=TAIL_LINES), {})
-    proc = subprocess.Popen([sys.executable, "-m", "tasks.supervisor", "--", *argv], env=env, cwd=cwd,
+    proc = subprocess.Popen([sys.executable, SUPERVISOR, "--", *argv], env=env, cwd=cwd,
                             stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
                             start_new_session=True)
     reader = threading.Thread(target=_reader, args=(proc.stdout, progress, log), daemon=True)
     reader.start()
     stopped = None
-    while proc.poll() is None:
-        if stop.wait(tick_s):
+    while True:
+        try:
+            proc.wait(tick_s)   # wakes as soon as the job exits
+            break
+        except subprocess.TimeoutExpired:
+            pass
+        if stop.is_set():
             stopped = "shutdown"
         elif timeout_s is not None and time.monotonic() - started > timeout_s:
             stopped = "timeout"

@@ -1,4 +1,4 @@
-"""Leader of a job's process group: ``python -m tasks.supervisor -- ARGV...``.
+"""Leader of a job's process group: ``python tasks/supervisor.py -- ARGV...``.
 
 It runs the job in its own session, and takes the whole group down when asked
 (SIGTERM) or when its worker dies, even by SIGKILL (Linux parent-death signal),

@@ -157,12 +157,13 @@ def test_kill_9_workers_mid_job_repeatedly_and_every_job_succeeds_exactly_once(c
 
 
 def test_a_job_that_outlives_the_visibility_timeout_runs_once(chaos):
-    ids = chaos.publish(chaos.manifest({"long": 14}))
+    ids = chaos.publish(chaos.manifest({"long": 10}))
     for i in range(2):
-        chaos.start(f"vis-w{i}", FLEET_VISIBILITY_TIMEOUT_S="2")
+        chaos.start(f"vis-w{i}", FLEET_VISIBILITY_TIMEOUT_S="2", FLEET_UNACKED_RESTORE_INTERVAL_S="1")
     recs = chaos.wait(ids, timeout_s=90)
     assert recs["long"].state is JobState.SUCCEEDED
     assert chaos.runs("long", "start") == 1
+    assert "dropping delivery of long" in chaos.logs()   # Redis did redeliver it, and the copy was dropped
 
 
 def test_redis_restarted_during_a_run_loses_nothing(chaos):

@@ -1,0 +1,63 @@
+"""Cost of the exactly-once lease: what claim + heartbeats + finish add to one job.
+
+Measured in one run on one real redis-server: a job's lease work is one claim script,
+one heartbeat per second of running, and one finish script. The baseline is the core
+path without a lease — what publish already costs per job (one pipelined publish script)
+— and, for scale, the whole no-op path that bench/overhead.py measures (~86 ms median).
+
+Run from the repo root: `python bench/lease.py [--jobs 2000]`.
+"""
+from __future__ import annotations
+
+import argparse
+import statistics
+import sys
+import tempfile
+import time
+import uuid
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+import redis  # noqa: E402
+
+from fleet.records import JobState, PublishItem, Records  # noqa: E402
+from fleet.redis_server import RedisServer  # noqa: E402
+
+
+def per_job_us(fn, n: int) -> float:
+    t0 = time.perf_counter()
+    for i in range(n):
+        fn(i)
+    return (time.perf_counter() - t0) / n * 1e6
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--jobs", type=int, default=2000)
+    n = ap.parse_args().jobs
+    with RedisServer(Path(tempfile.mkdtemp(prefix="fleet-bench-lease-"))) as server:
+        client = redis.Redis.from_url(server.url)
+        recs = Records(client)
+        ids = [uuid.uuid4().hex for _ in range(n)]
+        items = [PublishItem(j, f"j{i}", "bench", '{"tag": "@@FLEET-TAG@@"}', {"job_id": j})
+                 for i, j in enumerate(ids)]
+        t0 = time.perf_counter()
+        recs.publish(items)
+        publish_us = (time.perf_counter() - t0) / n * 1e6
+        claim_us = per_job_us(lambda i: recs.claim(ids[i], "w", "t", {}, "bench"), n)
+        beat_us = per_job_us(lambda i: recs.heartbeat(ids[i], "t"), n)
+        finish_us = per_job_us(lambda i: recs.finish(ids[i], "t", JobState.SUCCEEDED), n)
+        assert all(r.state is JobState.SUCCEEDED for r in recs.all())
+        lease_us = claim_us + finish_us
+        print(f"redis {server.url}; {n} jobs, one round trip each (no pipelining on the worker side)")
+        print(f"core path without lease, publish per job (pipelined): {publish_us:8.1f} us")
+        print(f"claim (lease taken): {claim_us:8.1f} us   finish (lease dropped): {finish_us:8.1f} us")
+        print(f"heartbeat (lease renewed, once per second of running): {beat_us:8.1f} us")
+        print(f"lease per job: {lease_us / 1000:.2f} ms fixed = {lease_us / publish_us:.1f}x the publish cost "
+              f"= {lease_us / 86_000 * 100:.2f}% of the 86 ms median no-op path (bench/overhead.py); "
+              f"+{beat_us / 1e6 * 100:.3f}% of each running second for heartbeats")
+
+
+if __name__ == "__main__":
+    main()
