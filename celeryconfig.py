@@ -68,6 +68,8 @@ broker_transport_options = {
     "priority_steps": list(range(10)),
 }
 result_backend_transport_options = {"visibility_timeout": visibility_timeout}
+# Stock Redis transport, except a worker serves its queues in order first, priority second.
+broker_transport = "tasks.transport:Transport"
 broker_connection_retry_on_startup = True
 broker_connection_max_retries = None
 

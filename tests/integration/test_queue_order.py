@@ -1,0 +1,31 @@
+"""A host drains its most demanding queue first; priority orders work within a queue."""
+import pytest
+from kombu import Connection, Queue
+
+pytestmark = pytest.mark.integration
+OPTS = {"queue_order_strategy": "priority", "priority_steps": list(range(10))}
+
+
+def first_served(url: str, transport: str) -> list[str]:
+    with Connection(url, transport=transport, transport_options=OPTS) as conn:
+        with conn.Producer() as producer:
+            producer.publish("cpu-urgent", routing_key="cpu", priority=0, declare=[Queue("cpu")])
+            producer.publish("large-routine", routing_key="cuda-large", priority=9,
+                             declare=[Queue("cuda-large")])
+            producer.publish("large-urgent", routing_key="cuda-large", priority=0,
+                             declare=[Queue("cuda-large")])
+        got: list[str] = []
+        with conn.Consumer([Queue("cuda-large"), Queue("cpu")],
+                           callbacks=[lambda body, msg: (got.append(body), msg.ack())]):
+            while len(got) < 3:
+                conn.drain_events(timeout=5)
+        return got
+
+
+def test_a_worker_serves_its_most_demanding_queue_before_urgent_work_in_a_lesser_one(redis_url):
+    assert first_served(redis_url, "tasks.transport:Transport") == ["large-urgent", "large-routine", "cpu-urgent"]
+
+
+def test_stock_kombu_would_let_priority_override_the_queue_order(redis_url):
+    # the reason tasks.transport exists: with kombu's own transport, priority wins
+    assert first_served(redis_url, "redis") == ["large-urgent", "cpu-urgent", "large-routine"]
