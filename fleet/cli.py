@@ -12,7 +12,7 @@ from rich.table import Table
 from fleet.errors import FleetError, ManifestError
 
 console = Console(width=None if sys.stdout.isatty() else 160)
-err = Console(stderr=True)
+err = Console(stderr=True, width=None if sys.stderr.isatty() else 160)
 
 
 def _app():
@@ -200,12 +200,24 @@ def build_parser() -> argparse.ArgumentParser:
     return p
 
 
+def _where(url: str) -> str:
+    """A broker URL without its credentials, for messages."""
+    return url.rsplit("@", 1)[-1]
+
+
 def main(argv: list[str] | None = None) -> int:
+    import redis
     args = build_parser().parse_args(argv)
     try:
         return args.fn(args)
     except FleetError as e:
         err.print(f"fleet: {e}", markup=False, highlight=False)
+        return 1
+    except redis.ConnectionError:
+        url = _app().conf.broker_url
+        err.print(f"fleet: cannot reach Redis at {_where(url)} (FLEET_BROKER_URL); start it, or point "
+                  "FLEET_BROKER_URL at your broker (`scripts/local-fleet` runs one locally)",
+                  markup=False, highlight=False)
         return 1
 
 

@@ -224,6 +224,10 @@ def _jobs(p: _Problems, raw: list, base_dir: Path, tiers, hosts) -> tuple[JobSpe
         _job_problems(p, path, t, base_dir)
         points = _sweep_points(p, path, t)
         if len(p.items) > before:
+            # still check the written hyper, so every mistake is reported in one pass
+            if t.get("model") in TRAINERS and "hyper" in t:
+                for key, message, fix in check_hyper(t["model"], t["hyper"]):
+                    p.add(path + ("hyper", key), message, fix)
             continue
         for point in points:
             hyper = dict(t.get("hyper", {}))
@@ -316,7 +320,7 @@ def loads(text: str, path: str = "<manifest>") -> Manifest:
     base_dir = Path(path).resolve().parent if path != "<manifest>" else Path.cwd()
     jobs = _jobs(p, doc.get("jobs", []), base_dir, route_tiers, hosts)
     if p.items:
-        raise ManifestError(p.items)
+        raise ManifestError(sorted(p.items, key=lambda x: (x.line is None, x.line or 0)))  # in file order
     return Manifest(path, tiers, hosts, jobs)
 
 

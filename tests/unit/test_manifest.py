@@ -153,9 +153,9 @@ def test_a_job_key_of_the_wrong_type_names_the_expected_kind(tmp_path, line, fie
 
 def test_a_string_where_a_command_list_belongs_is_a_type_problem(tmp_path):
     found = problems(tmp_path, '[[jobs]]\nname = "a"\ncommand = "python train.py"\n')
-    assert [(p.field, p.line, p.message) for p in found] == [
-        ("jobs[0].command", 3, "must be a list of strings, got 'python train.py'"),
+    assert [(p.field, p.line, p.message) for p in found] == [   # reported in file order
         ("jobs[0].model", 1, "a job needs exactly one of model or command"),
+        ("jobs[0].command", 3, "must be a list of strings, got 'python train.py'"),
     ]
 
 
@@ -755,3 +755,9 @@ def test_the_example_manifests_data_paths_exist_next_to_it():
     for job in m.jobs:
         if job.model:
             assert Path(job.data).is_file() and Path(job.data).parent == EXAMPLE.parent / "data"
+
+
+def test_a_hyper_typo_is_reported_even_when_the_same_job_has_other_problems(tmp_path):
+    found = problems(tmp_path, '[[jobs]]\nname = "a"\nmodel = "gbt"\ndata = "d.csv"\nhyper = { lr = 0.1 }\nprority = 3\n')
+    assert [(p.line, p.field) for p in found] == [(5, "jobs[0].hyper.lr"), (6, "jobs[0].prority")]
+    assert "learning_rate" in found[0].fix and "'priority'" in found[1].fix
