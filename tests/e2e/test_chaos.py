@@ -130,7 +130,7 @@ def chaos(tmp_path, s3_server):
 
 
 def test_kill_9_workers_mid_job_repeatedly_and_every_job_succeeds_exactly_once(chaos):
-    ids = chaos.publish(chaos.manifest({f"k{i}": 3 for i in range(4)}))
+    ids = chaos.publish(chaos.manifest({f"k{i}": 4 for i in range(6)}))
     for i in range(2):
         chaos.start(f"kill-w{i}")
     killed: set[str] = set()   # each job killed at most once: three kills of one job is max_attempts
