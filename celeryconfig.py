@@ -11,9 +11,9 @@ from fleet.errors import ConfigError
 
 def _url(var, default):
     value = os.environ.get(var) or default
-    if urlparse(value).scheme not in ("redis", "rediss", "redis+socket", "unix"):
+    if urlparse(value).scheme != "redis":
         raise ConfigError(f"{var}={value.split('@')[-1]!r}: expected a redis:// URL, "
-                          "e.g. redis://127.0.0.1:6379/0")
+                          "e.g. redis://127.0.0.1:6379/0 (rediss:// and sockets are not supported yet)")
     return value
 
 

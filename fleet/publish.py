@@ -117,7 +117,7 @@ def _item(factory: MessageFactory, row: PlanRow) -> PublishItem:
         fields["max_attempts"] = str(job.max_attempts)
     fallback_at = None
     if row.fallback_queue:
-        fields.update(fallback_queue=row.fallback_queue,
+        fields.update(fallback_queue=row.fallback_queue, fb_grace_s=str(job.prefer_cuda_grace_s),
                       fb_key=factory.list_key(row.fallback_queue, job.priority),
                       fb_msg=factory.message(job, row.fallback_queue, spec))
         fallback_at = time.time() + job.prefer_cuda_grace_s

@@ -151,17 +151,13 @@ class Records:
 
     def heartbeat(self, job_id: str, token: str, **fields: Any) -> str:
         """Renew the lease; returns 'ok' or why the run must stop ('cancelled', 'lost', ...)."""
-        pipe = self.r.pipeline(transaction=False)
-        self._heartbeat(keys=[C.JOB_KEY + job_id, C.LEASE_KEY + job_id],
-                        args=[token, self.lease_ttl_ms, time.time()], client=pipe)
-        if fields:
-            pipe.hset(C.JOB_KEY + job_id, mapping=dict(zip(*[iter(_flat(fields))] * 2)))
-        return _s(pipe.execute()[0])
+        return _s(self._heartbeat(keys=[C.JOB_KEY + job_id, C.LEASE_KEY + job_id],
+                                  args=[token, self.lease_ttl_ms, time.time(), *_flat(fields)]))
 
     def finish(self, job_id: str, token: str, state: JobState, *, count_attempt: bool = True,
                **fields: Any) -> bool:
         """End a run owned by ``token``; False if the run no longer owns the job."""
-        res = self._finish(keys=[C.JOB_KEY + job_id, C.LEASE_KEY + job_id, C.RUNNING_SET],
+        res = self._finish(keys=[C.JOB_KEY + job_id, C.LEASE_KEY + job_id, C.RUNNING_SET, C.FALLBACK_ZSET],
                            args=[token, state.value, time.time(), "1" if count_attempt else "0",
                                  *_flat(fields)])
         return _s(res) == "ok"
@@ -214,13 +210,14 @@ class Records:
 
     def requeue(self, job_id: str) -> str:
         """Run a finished job again (same ID, attempts reset); returns its prior state."""
-        rec = self.r.hmget(C.JOB_KEY + job_id, "state", "name", "cur_key", "msg")
-        state, name, cur_key, msg = [None if v is None else _s(v) for v in rec]
+        rec = self.r.hmget(C.JOB_KEY + job_id, "state", "name", "pri_key", "pri_msg", "pri_queue", "fb_grace_s")
+        state, name, key, msg, queue, grace = [None if v is None else _s(v) for v in rec]
         if state is None:
             raise JobNotFound(f"no record for job {job_id}")
         if not JobState(state).terminal:
             return state
         if msg is None:
             raise JobNotFound(f"job {job_id} was not published by fleet; publish its manifest again")
-        action, prior = self.publish([PublishItem(job_id, name or job_id, cur_key, msg, {})], force={job_id})[0]
-        return prior
+        fallback_at = time.time() + float(grace) if grace else None
+        item = PublishItem(job_id, name or job_id, key, msg, {"queue": queue or ""}, fallback_at)
+        return self.publish([item], force={job_id})[0][1]

@@ -9,6 +9,7 @@ from __future__ import annotations
 import json
 import logging
 import os
+import re
 import shutil
 import sys
 import tempfile
@@ -22,6 +23,8 @@ import redis
 from artifacts import bundle as bundler
 from artifacts.data import fetch
 from artifacts.store import open_store
+from celery.exceptions import Ignore, Reject
+
 from fleet.constants import TAIL_LINES
 from fleet.errors import StoreError, TrainingFailed
 from fleet.records import JobState
@@ -31,7 +34,10 @@ from tasks.lease import LeaseKeeper
 from tasks.worker import HostContext, context
 
 log = logging.getLogger("fleet.execution")
-SECRET_ENV = ("AWS_SECRET_ACCESS_KEY", "AWS_SESSION_TOKEN", "FLEET_BROKER_URL", "FLEET_RESULT_BACKEND")
+# A job's process never sees the worker's credentials or broker URLs (its output ends up
+# in records, Flower and errors): names matching this are dropped from its environment.
+SECRET_ENV = re.compile(r"SECRET|TOKEN|PASSWORD|PASSWD|CREDENTIAL|_KEY_ID|BROKER|BACKEND|REDIS_URL", re.I)
+URL_WITH_PASSWORD = re.compile(r"^[a-z][a-z0-9+.-]*://[^/@\s]*:[^/@\s]*@", re.I)
 UPLOAD_BACKOFF_S = (1, 2, 5, 10, 30, 60)
 
 
@@ -50,7 +56,7 @@ def _argv_env(job: JobSpec, workdir: Path, data_path: Path | None, gpu_id: str |
     out_dir.mkdir(parents=True, exist_ok=True)
     spec_path = workdir / "job.json"
     spec_path.write_text(json.dumps(job.to_dict(), indent=2))
-    env = {k: v for k, v in os.environ.items() if k not in SECRET_ENV}
+    env = {k: v for k, v in os.environ.items() if not SECRET_ENV.search(k) and not URL_WITH_PASSWORD.match(v)}
     env.update(FLEET_JOB_ID=job.job_id, FLEET_JOB_NAME=job.name, FLEET_JOB_SPEC=str(spec_path),
                FLEET_OUTPUT_DIR=str(out_dir), FLEET_HYPER=json.dumps(job.hyper), FLEET_SEED=str(job.seed),
                FLEET_DATA_PATH=str(data_path or ""), FLEET_DEVICE="cuda" if gpu_id else "cpu",
@@ -65,12 +71,17 @@ def _progress_meta(job: JobSpec, ctx: HostContext, snap: dict) -> dict:
 
 def execute(task, job: JobSpec) -> dict:
     ctx = context()
+    if ctx.shutdown.is_set():   # delivered while the worker is stopping: leave it to the next one
+        raise Reject("worker shutting down", requeue=True)
     queue = (task.request.delivery_info or {}).get("routing_key") or ""
     token = uuid.uuid4().hex
-    claim = ctx.records.claim(job.job_id, ctx.hostname, token, job.to_dict(), queue)
+    claim = _redis_retry(ctx, lambda: ctx.records.claim(job.job_id, ctx.hostname, token, job.to_dict(), queue),
+                         "claim")
     if not claim.run:
+        # a duplicate (redelivery, fallback copy, second publish): ack it, and leave the
+        # task's stored result to the run that counts
         log.info("dropping delivery of %s (%s): %s", job.name, job.job_id[:12], claim.reason)
-        return {"job_id": job.job_id, "name": job.name, "dropped": claim.reason}
+        raise Ignore()
     gpu = None
     workdir = Path(tempfile.mkdtemp(prefix=f"job-{job.job_id[:12]}-", dir=ctx.work_root))
     try:
@@ -80,7 +91,12 @@ def execute(task, job: JobSpec) -> dict:
                 if gpu is None:
                     return _release(ctx, job, token, "shutdown before a GPU was free")
                 lease.report(gpu=f"{gpu.index}:{gpu.name}")
-            return _run(task, ctx, job, token, claim.attempts, lease, workdir, gpu)
+            try:
+                return _run(task, ctx, job, token, claim.attempts, lease, workdir, gpu)
+            except TrainingFailed:
+                raise
+            except Exception as e:  # anything unforeseen ends the run, recorded, not left to a lease
+                _failed(ctx, job, token, claim.attempts, None, error=f"{type(e).__name__}: {e}")
     finally:
         if gpu is not None:
             ctx.gpus.release(gpu)
@@ -121,11 +137,14 @@ def _run(task, ctx, job, token, attempts, lease, workdir: Path, gpu) -> dict:
     return _store(task, ctx, job, token, attempts, lease, workdir, gpu, started, outcome)
 
 
-def _failed(ctx, job, token, attempts, outcome) -> dict:
-    why = (f"timed out after {job.timeout_s:g}s" if outcome.stopped == "timeout"
-           else f"exited with status {outcome.returncode}")
-    tail = "\n".join(outcome.tail[-TAIL_LINES:])
-    message = f"job {job.name} ({job.job_id[:12]}) {why}; last output:\n{tail}"
+def _failed(ctx, job, token, attempts, outcome, error: str | None = None) -> dict:
+    if outcome is None:
+        message = f"job {job.name} ({job.job_id[:12]}) failed on {ctx.hostname}: {error}"
+    else:
+        why = (f"timed out after {job.timeout_s:g}s" if outcome.stopped == "timeout"
+               else f"exited with status {outcome.returncode}")
+        tail = "\n".join(outcome.tail[-TAIL_LINES:])
+        message = f"job {job.name} ({job.job_id[:12]}) {why}; last output:\n{tail}"
     retry = job.max_attempts is not None and attempts < job.max_attempts
     _redis_retry(ctx, lambda: ctx.records.finish(job.job_id, token, JobState.QUEUED if retry else JobState.FAILED,
                                                  last_error=message[-4000:]), "record failure")
@@ -144,8 +163,11 @@ def _store(task, ctx, job, token, attempts, lease, workdir, gpu, started, outcom
     ended = time.time()
     metrics = dict(outcome.metrics)
     metrics_file = workdir / "out" / "metrics.json"
-    if metrics_file.exists():
-        metrics.update(json.loads(metrics_file.read_text()))
+    try:
+        written = json.loads(metrics_file.read_text()) if metrics_file.exists() else {}
+        metrics.update(written if isinstance(written, dict) else {"metrics_json": written})
+    except (OSError, ValueError) as e:
+        log.warning("ignoring unreadable %s: %s", metrics_file, e)
     meta = {"job": job.to_dict(), "job_id": job.job_id, "name": job.name, "worker": ctx.hostname,
             "capability": ctx.capability.to_dict(), "versions": ctx.capability.versions,
             "gpu": None if gpu is None else {"index": gpu.index, "name": gpu.name},

@@ -104,5 +104,9 @@ def run(argv: list[str], *, env: dict[str, str], cwd: str, timeout_s: float | No
             _stop_group(proc)
             break
     proc.wait()
+    try:  # a job that exited may have left children behind: the group goes with it
+        os.killpg(proc.pid, signal.SIGKILL)
+    except ProcessLookupError:
+        pass
     reader.join(5)
     return RunOutcome(proc.returncode, stopped, time.monotonic() - started, list(progress.tail), progress.metrics)

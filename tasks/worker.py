@@ -125,12 +125,19 @@ def stop_jobs(**kw):
 
 def _reaper_loop(ctx: HostContext) -> None:
     """One worker at a time (under a Redis lock) returns jobs whose lease expired."""
-    every = min(C.REAPER_EVERY_S, ctx.records.lease_ttl_ms / 4000)
+    ttl_s = ctx.records.lease_ttl_ms / 1000
+    every = min(C.REAPER_EVERY_S, ttl_s / 4)
     while not ctx.shutdown.wait(every):
         try:
+            # Leases expire by the clock even while Redis is down; right after a restart give
+            # running jobs one TTL to heartbeat again before calling them lost.
+            if ctx.redis.info("server").get("uptime_in_seconds", ttl_s) < ttl_s:
+                continue
             if ctx.redis.set(C.REAPER_LOCK, ctx.nodename or ctx.hostname, nx=True, px=int(every * 1000)):
                 for line in ctx.records.reap():
                     log.warning("fleet reaper: %s", line)
+        except redis.ResponseError as e:
+            log.error("fleet reaper: script error: %s", e)
         except redis.RedisError as e:
             log.warning("fleet reaper: Redis unavailable (%s); will retry", e)
 

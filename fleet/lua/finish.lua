@@ -1,5 +1,5 @@
 -- End a run: succeeded, failed, or back to the queue (retry / release on shutdown).
--- KEYS: job_key, lease_key, running_set
+-- KEYS: job_key, lease_key, running_set, fallback_zset
 -- ARGV: token, new_state, now, count_attempt ('1' or '0'), then field/value pairs
 if redis.call('HGET', KEYS[1], 'token') ~= ARGV[1] then return 'stale' end
 local state = redis.call('HGET', KEYS[1], 'state')
@@ -8,16 +8,22 @@ for i = 5, #ARGV, 2 do redis.call('HSET', KEYS[1], ARGV[i], ARGV[i + 1]) end
 redis.call('DEL', KEYS[2])
 redis.call('SREM', KEYS[3], redis.call('HGET', KEYS[1], 'job_id'))
 redis.call('HDEL', KEYS[1], 'token')
-if ARGV[2] == 'queued' then
+if ARGV[2] == 'queued' and not redis.call('HGET', KEYS[1], 'pri_msg') then
+  redis.call('HSET', KEYS[1], 'state', 'failed', 'finished_at', ARGV[3], 'last_error',
+    (redis.call('HGET', KEYS[1], 'last_error') or '') .. ' (cannot requeue: it was not sent by fleet publish)')
+elseif ARGV[2] == 'queued' then
   if ARGV[4] == '0' then redis.call('HINCRBY', KEYS[1], 'attempts', -1) end
-  local n = redis.call('HINCRBY', KEYS[1], 'pushes', 1)
-  local msg = redis.call('HGET', KEYS[1], 'msg')
   local id = redis.call('HGET', KEYS[1], 'job_id')
-  redis.call('HSET', KEYS[1], 'state', 'queued', 'queued_at', ARGV[3])
+  -- back to the queue it was published to; a prefer_cuda job gets its grace again
+  redis.call('HSET', KEYS[1], 'state', 'queued', 'queued_at', ARGV[3],
+             'cur_key', redis.call('HGET', KEYS[1], 'pri_key'), 'msg', redis.call('HGET', KEYS[1], 'pri_msg'),
+             'queue', redis.call('HGET', KEYS[1], 'pri_queue'))
   redis.call('HDEL', KEYS[1], 'worker', 'gpu')
-  if msg then
-    redis.call('RPUSH', redis.call('HGET', KEYS[1], 'cur_key'), (string.gsub(msg, '@@FLEET%-TAG@@', id .. '.' .. n)))
-  end
+  local grace = redis.call('HGET', KEYS[1], 'fb_grace_s')
+  if grace then redis.call('ZADD', KEYS[4], tonumber(ARGV[3]) + tonumber(grace), id) end
+  local n = redis.call('HINCRBY', KEYS[1], 'pushes', 1)
+  redis.call('RPUSH', redis.call('HGET', KEYS[1], 'cur_key'),
+             (string.gsub(redis.call('HGET', KEYS[1], 'msg'), '@@FLEET%-TAG@@', id .. '.' .. n)))
 else
   redis.call('HSET', KEYS[1], 'state', ARGV[2], 'finished_at', ARGV[3])
 end

@@ -11,14 +11,22 @@ for _, id in ipairs(redis.call('SMEMBERS', KEYS[1])) do
       local max = tonumber(redis.call('HGET', jk, 'max_attempts') or ARGV[2])
       local who = redis.call('HGET', jk, 'worker') or '?'
       redis.call('HDEL', jk, 'token')
-      if attempts >= max then
+      if not redis.call('HGET', jk, 'pri_msg') then
+        redis.call('HSET', jk, 'state', 'failed', 'finished_at', ARGV[1], 'last_error',
+          'lease expired on ' .. who .. '; cannot requeue: it was not sent by fleet publish')
+        table.insert(out, id .. ' failed')
+      elseif attempts >= max then
         redis.call('HSET', jk, 'state', 'failed', 'finished_at', ARGV[1], 'last_error',
           'lease expired on ' .. who .. '; gave up after ' .. attempts .. ' attempt(s) (max_attempts=' .. max .. ')')
         table.insert(out, id .. ' failed')
       else
         redis.call('HSET', jk, 'state', 'queued', 'queued_at', ARGV[1],
-                   'last_error', 'lease expired on ' .. who .. ' (attempt ' .. attempts .. ')')
+                   'last_error', 'lease expired on ' .. who .. ' (attempt ' .. attempts .. ')',
+                   'cur_key', redis.call('HGET', jk, 'pri_key'), 'msg', redis.call('HGET', jk, 'pri_msg'),
+                   'queue', redis.call('HGET', jk, 'pri_queue'))
         redis.call('HDEL', jk, 'worker', 'gpu')
+        local grace = redis.call('HGET', jk, 'fb_grace_s')
+        if grace then redis.call('ZADD', KEYS[2], tonumber(ARGV[1]) + tonumber(grace), id) end
         local n = redis.call('HINCRBY', jk, 'pushes', 1)
         redis.call('RPUSH', redis.call('HGET', jk, 'cur_key'),
                    (string.gsub(redis.call('HGET', jk, 'msg'), '@@FLEET%-TAG@@', id .. '.' .. n)))

@@ -138,3 +138,12 @@ def test_a_pickle_message_on_a_fleet_queue_is_never_executed(fleet, tmp_path):
     assert not marker.exists()
     assert not fleet.client().exists(f"fleet:job:{job_id}")
     assert "ContentDisallowed" in fleet.logs() or "Refusing to deserialize" in fleet.logs()
+
+
+def test_a_job_whose_data_is_missing_on_the_worker_fails_at_once_with_the_reason(fleet, tmp_path):
+    manifest = tmp_path / "missing.toml"
+    manifest.write_text('[[jobs]]\nname = "no-data"\nmodel = "gbt"\ndata = "/nonexistent/fleet-e2e.csv"\n')
+    [row] = json.loads(fleet.fleet("publish", str(manifest), "--json", check=True).stdout)
+    rec = wait_terminal(Records(fleet.client()), {row["job_id"]}, timeout_s=60)[row["job_id"]]
+    assert rec.state is JobState.FAILED and rec.attempts == 1
+    assert "/nonexistent/fleet-e2e.csv" in rec.last_error

@@ -187,3 +187,28 @@ def test_a_stale_run_cannot_finish_a_job_another_run_took_over(app, redis_client
     assert not recs.finish(a, "t1", JobState.SUCCEEDED)
     assert recs.heartbeat(a, "t1") == "lost"
     assert recs.finish(a, "t2", JobState.SUCCEEDED)
+
+
+def test_a_requeued_prefer_cuda_job_waits_on_its_cuda_queue_again_with_a_new_grace(app, redis_client, manifest):
+    publish(app, redis_client, manifest)
+    recs = Records(redis_client, lease_ttl_s=0.05)
+    c = manifest.jobs[2].job_id                    # prefer_cuda, grace 0
+    assert f"{c} fell back" in recs.reap()
+    assert recs.claim(c, "cpu-host", "t1", {}, "cpu").run
+    time.sleep(0.1)
+    cuda_before = queued_messages(redis_client, "cuda")
+    # its CPU worker died: back to the CUDA queue, and (grace 0) straight on to CPU again
+    assert recs.reap() == [f"{c} requeued", f"{c} fell back"]
+    assert queued_messages(redis_client, "cuda") == cuda_before + 1
+    rec = recs.get(c)
+    assert rec.state is JobState.QUEUED and rec.queue == "cpu"
+
+
+def test_a_job_sent_without_fleet_publish_fails_clearly_when_its_worker_is_lost(redis_client):
+    recs = Records(redis_client, lease_ttl_s=0.05)
+    assert recs.claim("adopted", "w", "t", {"name": "x"}, "cpu").run
+    time.sleep(0.1)
+    assert recs.reap() == ["adopted failed"]
+    rec = recs.get("adopted")
+    assert rec.state is JobState.FAILED and "not sent by fleet publish" in rec.last_error
+    assert not redis_client.smembers(C.RUNNING_SET)
