@@ -26,9 +26,15 @@ class ClusterConfig:
         pol = self.policy(cap.hostname)
         return restrict(cap, pol.declared) if pol else cap
 
-    def queues(self, cap: Capability) -> list[str]:
+    def queues(self, cap: Capability, only: tuple[str, ...] = ()) -> list[str]:
+        """Queues a host consumes, most demanding first; ``only`` (a worker's -Q) keeps just
+        those tiers and the constraint queues of those tiers that admit the host."""
         cap = self.effective(cap)
-        return host_queues(cap, self.tiers, self.policy(cap.hostname), self.constraint_queues)
+        queues = host_queues(cap, self.tiers, self.policy(cap.hostname), self.constraint_queues)
+        if not only:
+            return queues
+        cq = self.constraint_queues or {}
+        return [q for q in queues if q in only or (q in cq and cq[q][0] in only)]
 
     def tier_reasons(self, cap: Capability) -> dict[str, str | None]:
         cap = self.effective(cap)

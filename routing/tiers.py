@@ -12,17 +12,18 @@ from __future__ import annotations
 
 import hashlib
 import json
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Iterable
 
 from manifest.schema import HostPolicy, JobSpec, Needs, TierSpec
 from routing.capability import Capability
 
 # Floors of the default tiers, documented in the README. RAM floors are modest on
-# purpose: they keep a 4 GiB laptop off GPU work without excluding home machines.
+# purpose: they keep a 4 GiB laptop off GPU work without excluding home machines, and sit
+# under the nominal sizes because a "16 GB" machine reports about 15.5 GiB to the OS.
 DEFAULT_TIERS: tuple[TierSpec, ...] = (
-    TierSpec("cuda-large", Needs(require_cuda=True, min_vram_gib=24, min_ram_gib=16)),
-    TierSpec("cuda", Needs(require_cuda=True, min_vram_gib=8, min_ram_gib=8)),
+    TierSpec("cuda-large", Needs(require_cuda=True, min_vram_gib=24, min_ram_gib=14)),
+    TierSpec("cuda", Needs(require_cuda=True, min_vram_gib=8, min_ram_gib=7)),
     TierSpec("cpu", Needs(require_cuda=False, min_ram_gib=2, min_cores=1)),
 )
 
@@ -113,7 +114,10 @@ def queue_name(tier: str, constraint: Constraint | None) -> str:
 def route(job: JobSpec, tiers: Iterable[TierSpec], hosts: dict[str, HostPolicy]) -> Route | None:
     """Where ``job`` goes; None when no tier guarantees its needs."""
     tiers = tuple(tiers)
-    base = tier_for(job.needs, tiers)
+    needs = job.needs
+    if job.prefer_cuda and not needs.require_cuda:
+        needs = replace(needs, min_vram_gib=0)   # VRAM matters on its GPU tier only
+    base = tier_for(needs, tiers)
     if base is None:
         return None
     if job.prefer_cuda and not job.needs.require_cuda:

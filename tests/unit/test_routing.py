@@ -26,7 +26,7 @@ def job(**kw):
     (Needs(require_cuda=True, min_vram_gib=24), "cuda-large"),
     (Needs(require_cuda=True, min_vram_gib=25), None),
     (Needs(min_cores=4), None),
-    (Needs(min_ram_gib=16), "cuda-large"),
+    (Needs(min_ram_gib=14), "cuda-large"),
 ])
 def test_a_job_goes_to_the_least_demanding_tier_that_guarantees_its_needs(needs, tier):
     got = tier_for(needs, DEFAULT_TIERS)
@@ -38,7 +38,8 @@ def test_a_job_goes_to_the_least_demanding_tier_that_guarantees_its_needs(needs,
     (cap(vram=[8]), ["cuda", "cpu"]),
     (cap(vram=[6]), ["cpu"]),
     (cap(vram=[8, 80]), ["cuda-large", "cuda", "cpu"]),
-    (cap(vram=[80], ram=12), ["cuda", "cpu"]),      # RAM floor of cuda-large is 16 GiB
+    (cap(vram=[80], ram=12), ["cuda", "cpu"]),      # RAM floor of cuda-large is 14 GiB
+    (cap(vram=[24], ram=15.5), ["cuda-large", "cuda", "cpu"]),   # a "16 GB" home machine
     (cap(ram=1), []),
 ])
 def test_a_host_serves_every_tier_it_qualifies_for_most_demanding_first(capability, queues):
@@ -73,6 +74,11 @@ def test_prefer_cuda_waits_on_a_cuda_tier_and_falls_back_to_cpu():
     assert (r.queue, r.fallback_queue) == ("cuda", "cpu")
 
 
+def test_a_prefer_cuda_vram_need_picks_its_gpu_tier_and_still_falls_back_to_cpu():
+    r = route(job(prefer_cuda=True, min_vram_gib=12), DEFAULT_TIERS, {})
+    assert (r.queue, r.fallback_queue) == ("cuda-large", "cpu")
+
+
 def test_custom_tiers_follow_the_same_rules():
     tiers = (TierSpec("big-ram", Needs(min_ram_gib=128)), TierSpec("small", Needs(min_ram_gib=1)))
     assert route(job(min_ram_gib=64), tiers, {}).queue == "big-ram"
@@ -98,3 +104,23 @@ def test_declared_capability_is_more_restrictive_when_it_is_lower():
     c = restrict(cap(vram=[80], ram=64), {"ram_total_gib": 16, "cuda_devices": [{"vram_total_gib": 24}]})
     assert c.ram_total_gib == 16 and c.max_vram_gib == 24
     assert restrict(cap(ram=8), {"ram_total_gib": 64}).ram_total_gib == 8
+
+
+def test_a_worker_given_q_serves_only_those_tiers_and_their_constraint_queues():
+    from fleet.cluster import ClusterConfig
+    admits_h = Constraint(frozenset({"h"}), frozenset())
+    config = ClusterConfig(constraint_queues={"cpu.abc": ("cpu", admits_h), "cuda.def": ("cuda", admits_h)})
+    host = cap(vram=[80])
+    assert config.queues(host) == ["cuda-large", "cuda.def", "cuda", "cpu.abc", "cpu"]
+    assert config.queues(host, only=("cpu",)) == ["cpu.abc", "cpu"]
+
+
+def test_queues_added_after_start_are_served_in_tier_order():
+    from kombu.utils.scheduling import priority_cycle
+    from tasks import transport
+    channel = transport.Channel.__new__(transport.Channel)
+    channel._queue_cycle, channel._active_queues = priority_cycle(), ["cuda", "cpu", "cuda-large"]
+    channel.active_fanout_queues = set()
+    transport.set_queue_order(["cuda-large", "cuda", "cpu"])
+    channel._update_queue_cycle()
+    assert channel._queue_cycle.consume(3) == ["cuda-large", "cuda", "cpu"]
