@@ -16,7 +16,9 @@ FALLBACK_ZSET = KEY_PREFIX + "fallback"  # zset job_id -> time its prefer_cuda g
 CONFIG_KEY = KEY_PREFIX + "config"       # hash: tiers, hosts (JSON), written by publish
 CQUEUES_KEY = KEY_PREFIX + "cqueues"     # hash: constraint queue -> constraint JSON
 REAPER_LOCK = KEY_PREFIX + "reaper-lock"
-PENDING_UPLOADS = KEY_PREFIX + "uploads:"  # set per host of job ids whose bundle waits for the store
+# kombu's Redis transport keeps delivered, unacked messages here (its default key names)
+KOMBU_UNACKED = "unacked"
+KOMBU_UNACKED_INDEX = "unacked_index"
 
 LEASE_TTL_S = 60.0
 HEARTBEAT_EVERY_S = 1.0          # how often a running job checks its record (cancel) and renews

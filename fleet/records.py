@@ -113,6 +113,7 @@ class Records:
         self._reap = client.register_script(_script("reap"))
         self._cancel = client.register_script(_script("cancel"))
         self._adopt = client.register_script(_script("adopt"))
+        self._restore = client.register_script(_script("restore"))
 
     # --- publishing ---------------------------------------------------------
     def states(self, job_ids: Iterable[str]) -> dict[str, JobState | None]:
@@ -171,6 +172,14 @@ class Records:
         """Requeue or fail jobs whose lease expired; apply prefer_cuda fallbacks."""
         res = self._reap(keys=[C.RUNNING_SET, C.FALLBACK_ZSET],
                          args=[time.time(), self.max_attempts, C.JOB_KEY, C.LEASE_KEY])
+        return [_s(x) for x in res]
+
+    def restore_unacked(self, older_than_s: float | None = None, max_entries: int = 500) -> list[str]:
+        """Give back messages a lost worker took but never claimed (see lua/restore.lua)."""
+        older_than_s = 2 * self.lease_ttl_ms / 1000 if older_than_s is None else older_than_s
+        now = time.time()
+        res = self._restore(keys=[C.KOMBU_UNACKED, C.KOMBU_UNACKED_INDEX],
+                            args=[now - older_than_s, now, C.JOB_KEY, max_entries])
         return [_s(x) for x in res]
 
     # --- operators ------------------------------------------------------------

@@ -26,7 +26,7 @@ from artifacts.store import open_store
 from celery.exceptions import Ignore, Reject
 
 from fleet.constants import TAIL_LINES
-from fleet.errors import StoreError, TrainingFailed
+from fleet.errors import DigestMismatch, JobNotFound, StoreError, TrainingFailed
 from fleet.records import JobState
 from manifest.schema import JobSpec
 from tasks import runner
@@ -93,7 +93,11 @@ def execute(task, job: JobSpec) -> dict:
                 lease.report(gpu=f"{gpu.index}:{gpu.name}")
             try:
                 return _run(task, ctx, job, token, claim.attempts, lease, workdir, gpu)
-            except TrainingFailed:
+            except (TrainingFailed, Ignore):
+                raise
+            except redis.RedisError:
+                # Redis stayed down through every retry: the record cannot be written, so the
+                # lease (and a kept bundle, if training finished) decides what happens next
                 raise
             except Exception as e:  # anything unforeseen ends the run, recorded, not left to a lease
                 _failed(ctx, job, token, claim.attempts, None, error=f"{type(e).__name__}: {e}")
@@ -103,11 +107,12 @@ def execute(task, job: JobSpec) -> dict:
         shutil.rmtree(workdir, ignore_errors=True)
 
 
-def _release(ctx: HostContext, job: JobSpec, token: str, why: str) -> dict:
+def _release(ctx: HostContext, job: JobSpec, token: str, why: str):
     _redis_retry(ctx, lambda: ctx.records.finish(job.job_id, token, JobState.QUEUED, count_attempt=False,
                                                  last_error=f"released: {why}"), "release")
     log.warning("released %s back to its queue: %s", job.name, why)
-    return {"job_id": job.job_id, "name": job.name, "released": why}
+    # the job will run again under this task id: no SUCCESS result for this delivery
+    raise Ignore()
 
 
 def _run(task, ctx, job, token, attempts, lease, workdir: Path, gpu) -> dict:
@@ -130,8 +135,10 @@ def _run(task, ctx, job, token, attempts, lease, workdir: Path, gpu) -> dict:
     if outcome.stopped == "shutdown":
         return _release(ctx, job, token, "worker shutting down")
     if outcome.stopped in ("cancelled", "lost", "queued", "failed", "succeeded"):
+        # the record already says what happened (cancelled, or another run owns the job):
+        # this run stops without a result of its own
         log.warning("stopped %s: %s", job.name, outcome.stopped)
-        return {"job_id": job.job_id, "name": job.name, "stopped": outcome.stopped}
+        raise Ignore()
     if outcome.stopped == "timeout" or outcome.returncode != 0:
         return _failed(ctx, job, token, attempts, outcome)
     return _store(task, ctx, job, token, attempts, lease, workdir, gpu, started, outcome)
@@ -176,13 +183,22 @@ def _store(task, ctx, job, token, attempts, lease, workdir, gpu, started, outcom
     pending = ctx.work_root / "pending" / job.job_id
     pending.mkdir(parents=True, exist_ok=True)
     result = bundler.bundle(_files(job, workdir), meta, pending / "bundle.tar.zst")
-    (pending / "meta.json").write_text(json.dumps({**meta, "sha256": result.sha256, "size": result.size}))
-    stored = _upload(ctx, job, lease, result, meta)
-    shutil.rmtree(pending, ignore_errors=True)
+    meta = {**meta, "sha256": result.sha256, "size": result.size, "files": result.files}
+    _write_atomic(pending / "meta.json", json.dumps(meta))
+    try:
+        stored = _upload(ctx, job, lease, result, meta)
+    except Ignore:
+        shutil.rmtree(pending, ignore_errors=True)
+        raise
     artifact = {"uri": stored.uri, "sha256": stored.sha256, "size": stored.size}
-    if not _redis_retry(ctx, lambda: ctx.records.finish(job.job_id, token, JobState.SUCCEEDED, artifact=artifact,
-                                                        result={"metrics": metrics}, last_error=""), "record success"):
-        log.warning("job %s was taken over while uploading; its artifact is stored anyway", job.name)
+    # The kept bundle goes only once the success is recorded: if Redis stays down past every
+    # retry, the next start of this worker records it (upload_kept) instead of a re-train.
+    recorded = _redis_retry(ctx, lambda: ctx.records.finish(job.job_id, token, JobState.SUCCEEDED, artifact=artifact,
+                                                            result={"metrics": metrics}, last_error=""),
+                            "record success")
+    shutil.rmtree(pending, ignore_errors=True)
+    if recorded != "ok":
+        log.warning("job %s was taken over while uploading (%s); its artifact is stored anyway", job.name, recorded)
     return {"job_id": job.job_id, "name": job.name, "artifact_uri": stored.uri, "sha256": stored.sha256,
             "size": stored.size, "metrics": metrics, "worker": ctx.hostname, "attempt": attempts}
 
@@ -198,6 +214,19 @@ def _redis_retry(ctx, op, what: str, tries: int = 60):
     return op()
 
 
+def _write_atomic(path: Path, text: str) -> None:
+    tmp = path.with_suffix(path.suffix + ".tmp")
+    tmp.write_text(text)
+    os.replace(tmp, path)
+
+
+def _state_or_none(ctx: HostContext, job_id: str) -> JobState | None:
+    try:
+        return ctx.records.get(job_id).state
+    except JobNotFound:
+        return None
+
+
 def upload_kept(ctx: HostContext) -> None:
     """Upload bundles kept on disk by an earlier run of this worker, before new work."""
     root = ctx.work_root / "pending"
@@ -206,16 +235,27 @@ def upload_kept(ctx: HostContext) -> None:
         if not (meta_path.exists() and bundle_path.exists()):
             shutil.rmtree(folder, ignore_errors=True)  # bundling never finished: nothing to save
             continue
-        meta = json.loads(meta_path.read_text())
         try:
-            bundler.verify_bundle(bundle_path, meta["sha256"])
+            meta = json.loads(meta_path.read_text())
+            job_id, sha256 = meta["job_id"], meta["sha256"]
+            state = _redis_retry(ctx, lambda: _state_or_none(ctx, job_id), "read kept job")
+            bundler.verify_bundle(bundle_path, sha256)
+        except (ValueError, KeyError, TypeError, DigestMismatch) as e:
+            log.error("kept bundle %s is unreadable (%s); moved aside, not uploaded", folder, e)
+            folder.rename(folder.with_name(folder.name + ".unreadable"))
+            continue
+        if state in (JobState.SUCCEEDED, JobState.CANCELLED):
+            log.warning("dropping kept bundle of %s: the job is already %s", meta.get("name"), state.value)
+            shutil.rmtree(folder, ignore_errors=True)
+            continue
+        try:
             kind = (meta.get("job") or {}).get("model") or "command"
-            stored = open_store().put_bundle(kind, bundle_path, meta["sha256"], meta)
+            stored = open_store().put_bundle(kind, bundle_path, sha256, meta)
         except StoreError as e:
             log.warning("kept bundle %s still cannot be uploaded (%s); will retry at next start", folder, e)
             continue
         artifact = {"uri": stored.uri, "sha256": stored.sha256, "size": stored.size}
-        outcome = _redis_retry(ctx, lambda: ctx.records.adopt(meta["job_id"], artifact,
+        outcome = _redis_retry(ctx, lambda: ctx.records.adopt(job_id, artifact,
                                                               {"metrics": meta.get("metrics", {})}), "adopt")
         log.warning("uploaded kept bundle of %s: %s (%s)", meta.get("name"), stored.uri, outcome)
         shutil.rmtree(folder, ignore_errors=True)
@@ -225,12 +265,11 @@ def _upload(ctx, job, lease, result, meta):
     """Upload with backoff; training is never repeated because the store was down."""
     store = open_store()
     for i in range(10 ** 6):
+        if lease.reason:   # cancelled, or another run owns the job: its artifact is not ours to store
+            raise Ignore()
         try:
-            return store.put_bundle(job.kind, result.path, result.sha256, {**meta, "sha256": result.sha256,
-                                                                           "size": result.size})
+            return store.put_bundle(job.kind, result.path, result.sha256, meta)
         except StoreError as e:
-            if lease.reason:
-                raise TrainingFailed(f"gave up uploading {job.name}: {lease.reason}") from e
             wait = UPLOAD_BACKOFF_S[min(i, len(UPLOAD_BACKOFF_S) - 1)]
             log.warning("store unavailable for %s (%s); bundle kept at %s, retrying in %ss",
                         job.name, e, result.path, wait)

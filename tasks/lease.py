@@ -15,7 +15,9 @@ log = logging.getLogger("fleet.lease")
 class LeaseKeeper:
     """Heartbeats every ``every_s``; ``reason`` becomes why the run must stop, if it must."""
 
-    def __init__(self, records: Records, job_id: str, token: str, every_s: float = HEARTBEAT_EVERY_S):
+    def __init__(self, records: Records, job_id: str, token: str, every_s: float | None = None):
+        # at least four renewals per TTL, so one stalled beat never looks like a lost worker
+        every_s = every_s or min(HEARTBEAT_EVERY_S, records.lease_ttl_ms / 4000)
         self.records, self.job_id, self.token, self.every_s = records, job_id, token, every_s
         self.reason: str | None = None
         self._fields: dict = {}
@@ -42,5 +44,9 @@ class LeaseKeeper:
             except redis.RedisError as e:  # a broker blip: the lease TTL covers it
                 log.warning("heartbeat for %s failed (%s); retrying", self.job_id[:12], e)
                 continue
+            except Exception:  # renewals would stop and the reaper would start a second run
+                log.exception("heartbeat for %s crashed; stopping the run", self.job_id[:12])
+                self.reason = "lost"
+                return
             if answer != "ok":
                 self.reason = answer

@@ -14,7 +14,8 @@ import sys
 import time
 
 PR_SET_PDEATHSIG = 1
-GRACE_S = 2.0
+GRACE_S = 1.5
+PARENT_ENV = "FLEET_SUPERVISOR_PARENT"
 
 
 def _die_with_parent() -> None:
@@ -44,7 +45,9 @@ def main(argv: list[str]) -> int:
     global _child
     if argv and argv[0] == "--":
         argv = argv[1:]
-    parent = os.getppid()
+    # The worker's pid comes from the worker itself: reading getppid() here, after Python
+    # started, would miss a worker that died in those first milliseconds (we'd read 1).
+    parent = int(os.environ.pop(PARENT_ENV, os.getppid()))
     _die_with_parent()
     signal.signal(signal.SIGTERM, _kill_group)
     if os.getppid() != parent:  # the worker died before we armed the signal

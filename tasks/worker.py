@@ -21,6 +21,7 @@ from fleet.records import Records
 from routing.capability import Capability
 from routing.detect import detect
 from tasks.gpus import GpuSlots
+from tasks.transport import set_queue_order
 
 log = logging.getLogger("fleet.worker")
 
@@ -30,7 +31,7 @@ class HostContext:
     """Everything a running worker knows about itself; built once at start."""
 
     app: object
-    capability: Capability
+    capability: Capability          # as detected, capped by the published host policy
     config: ClusterConfig
     queues: list[str]
     redis: redis.Redis
@@ -38,6 +39,8 @@ class HostContext:
     gpus: GpuSlots
     work_root: Path
     nodename: str = ""
+    detected: Capability | None = None   # before any policy cap: a new policy is applied to this
+    asked: tuple[str, ...] = ()          # -Q, if given: the worker serves no other tier
     shutdown: threading.Event = field(default_factory=threading.Event)
 
     @property
@@ -63,7 +66,7 @@ def redis_client(app) -> redis.Redis:
 
 
 def build_context(app) -> HostContext:
-    cap = detect()
+    detected = cap = detect()
     client = redis_client(app)
     try:
         config = read_config(client)
@@ -74,8 +77,9 @@ def build_context(app) -> HostContext:
     work_root = Path(os.environ.get("FLEET_WORK_DIR", Path.home() / ".cache" / "fleet")).expanduser()
     work_root.mkdir(parents=True, exist_ok=True)
     records = Records(client, lease_ttl_s=app.conf.fleet_lease_ttl_s)
-    return HostContext(app, cap, config, config.queues(cap), client, records,
-                       GpuSlots(cap.cuda_devices), work_root)
+    return HostContext(app, cap, config, config.queues(detected), client, records,
+                       GpuSlots(cap.cuda_devices), work_root, detected=detected)
+
 
 
 @signals.celeryd_init.connect
@@ -97,11 +101,13 @@ def choose_queues(sender=None, instance=None, conf=None, options=None, **kw):
             raise SystemExit(f"fleet: refusing to start: host {ctx.hostname} does not qualify for "
                              f"{', '.join(bad)} ({why}). Drop -Q to consume exactly the queues it "
                              f"qualifies for: {', '.join(ctx.queues) or 'none'}")
-        ctx.queues = [q for q in ctx.queues if q in asked]
+        ctx.asked = tuple(asked)
+        ctx.queues = ctx.config.queues(ctx.detected, only=ctx.asked)
     if not ctx.queues:
         raise SystemExit(f"fleet: refusing to start: host {ctx.hostname} qualifies for no tier "
                          f"({ctx.config.tier_reasons(ctx.capability)})")
     app.amqp.queues.select(ctx.queues)
+    set_queue_order(ctx.queues)
     if not (options or {}).get("concurrency"):
         conf.worker_concurrency = max(1, len(ctx.capability.cuda_devices))
     log.info("fleet: host %s consumes %s", ctx.hostname, ", ".join(ctx.queues))
@@ -134,7 +140,7 @@ def _reaper_loop(ctx: HostContext) -> None:
             if ctx.redis.info("server").get("uptime_in_seconds", ttl_s) < ttl_s:
                 continue
             if ctx.redis.set(C.REAPER_LOCK, ctx.nodename or ctx.hostname, nx=True, px=int(every * 1000)):
-                for line in ctx.records.reap():
+                for line in ctx.records.reap() + ctx.records.restore_unacked():
                     log.warning("fleet reaper: %s", line)
         except redis.ResponseError as e:
             log.error("fleet reaper: script error: %s", e)
@@ -143,16 +149,28 @@ def _reaper_loop(ctx: HostContext) -> None:
 
 
 def _refresh_loop(ctx: HostContext, consumer) -> None:
-    """Pick up tiers, host policies and constraint queues published after start."""
+    """Follow tiers, host policies and constraint queues published after start: consume
+    what this host now qualifies for (in tier order), stop consuming what it no longer does."""
     while not ctx.shutdown.wait(C.QUEUE_REFRESH_EVERY_S):
         try:
             config = read_config(ctx.redis)
         except redis.RedisError:
             continue
-        wanted = config.queues(ctx.capability)
+        wanted = config.queues(ctx.detected or ctx.capability, only=ctx.asked)
+        if not wanted:
+            log.warning("fleet: the published config leaves host %s no queue; keeping %s",
+                        ctx.hostname, ", ".join(ctx.queues))
+            continue
+        ctx.config, ctx.capability = config, config.effective(ctx.detected or ctx.capability)
+        if wanted == ctx.queues:
+            continue
+        set_queue_order(wanted)   # before add_consumer, so kombu files new queues in tier order
+        for q in ctx.queues:
+            if q not in wanted:
+                log.info("fleet: no longer consuming %s", q)
+                ctx.app.control.cancel_consumer(q, destination=[ctx.nodename], reply=False)
         for q in wanted:
             if q not in ctx.queues:
                 log.info("fleet: now consuming %s", q)
                 ctx.app.control.add_consumer(q, destination=[ctx.nodename], reply=False)
-                ctx.queues.append(q)
-        ctx.config = config
+        ctx.queues = wanted

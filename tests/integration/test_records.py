@@ -212,3 +212,45 @@ def test_a_job_sent_without_fleet_publish_fails_clearly_when_its_worker_is_lost(
     rec = recs.get("adopted")
     assert rec.state is JobState.FAILED and "not sent by fleet publish" in rec.last_error
     assert not redis_client.smembers(C.RUNNING_SET)
+
+
+TAKE_AND_DIE = """
+import os, sys
+from kombu import Connection
+with Connection(sys.argv[1], transport_options={"visibility_timeout": 3600}) as conn:
+    message = conn.default_channel.basic_get("cpu", no_ack=False)
+    print(message.headers["id"], flush=True)
+    os._exit(0)   # like a SIGKILL between kombu's pop and the claim: no ack, no restore
+"""
+
+
+def test_a_message_taken_by_a_worker_that_died_before_claiming_it_is_given_back(app, redis_url, manifest):
+    import subprocess
+    import sys
+    client = redis_lib.Redis.from_url(redis_url)
+    publish(app, client, manifest)
+    taken = subprocess.run([sys.executable, "-c", TAKE_AND_DIE, redis_url], capture_output=True, text=True,
+                           check=True).stdout.strip()
+    assert client.hlen(C.KOMBU_UNACKED) == 1 and queued_messages(client, "cpu") == 1
+    recs = Records(client, lease_ttl_s=1)
+    assert recs.restore_unacked() == []                    # younger than two TTLs: left alone
+    time.sleep(2.1)
+    assert recs.restore_unacked() == [f"{taken} restored"]
+    assert client.hlen(C.KOMBU_UNACKED) == 0 and queued_messages(client, "cpu") == 2
+    assert recs.restore_unacked() == []                    # once
+
+
+def test_a_dead_workers_leftover_message_is_dropped_not_restored_once_the_job_moved_on(app, redis_url, manifest):
+    import subprocess
+    import sys
+    client = redis_lib.Redis.from_url(redis_url)
+    publish(app, client, manifest)
+    taken = subprocess.run([sys.executable, "-c", TAKE_AND_DIE, redis_url], capture_output=True, text=True,
+                           check=True).stdout.strip()
+    recs = Records(client, lease_ttl_s=1)
+    assert recs.claim(taken, "w", "t", {}, "cpu").run      # another copy ran it
+    time.sleep(2.1)
+    assert recs.restore_unacked() == [] and client.hlen(C.KOMBU_UNACKED) == 1   # running: its own message
+    assert recs.finish(taken, "t", JobState.SUCCEEDED)
+    assert recs.restore_unacked() == [] and client.hlen(C.KOMBU_UNACKED) == 0   # finished: dropped
+    assert queued_messages(client, "cpu") == 1
