@@ -4,10 +4,14 @@ Nothing is published from a manifest that has any problem.
 """
 from __future__ import annotations
 
+import datetime as dt
 import difflib
+import json
 import os
 import re
+import shlex
 import tomllib
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -34,6 +38,12 @@ TOP_LEVEL = {"tiers": "table", "hosts": "table", "jobs": "tables"}
 QUEUE_SAFE = re.compile(r"^[a-z0-9][a-z0-9_-]*$")
 KIND_WORDS = {"bool": "true or false", "int": "an integer", "num": "a number", "str": "a string",
               "strs": "a list of strings", "table": "a table", "tables": "a list of tables"}
+# what routing reads: when all of these that are written are well-typed, routing can be checked
+ROUTING_FIELDS = ("require_cuda", "prefer_cuda", "min_vram_gib", "min_ram_gib", "min_cores",
+                  "allowed_hosts", "denied_hosts")
+# fields outside the job ID (manifest.ids): a problem in one of them still lets us compare IDs
+NOT_IN_ID = {"name", "priority", "prefer_cuda", "prefer_cuda_grace_s", "allowed_hosts",
+             "denied_hosts", "timeout_s", "max_attempts"}
 
 
 class _Problems:
@@ -41,9 +51,20 @@ class _Problems:
 
     def __init__(self, file: str, lines: LineMap):
         self.file, self.lines, self.items = file, lines, []
+        self.paths: list[tuple] = []  # the key path of each item, for checks that depend on others
 
     def add(self, path: tuple, message: str, fix: str = "") -> None:
         self.items.append(Problem(self.file, self.lines.line(*path), _field(path), message, fix))
+        self.paths.append(path)
+
+
+@dataclass(frozen=True)
+class _Routes:
+    """What a job's routing check needs; ``defaults`` when no [tiers] table was written."""
+
+    tiers: tuple[TierSpec, ...]
+    hosts: dict[str, HostPolicy]
+    defaults: bool
 
 
 def _field(path: tuple) -> str:
@@ -83,11 +104,46 @@ def _check_table(p: _Problems, path: tuple, table: dict, fields: dict[str, str])
         if key not in fields:
             p.add(path + (key,), "unknown key", _suggest(key, fields))
         elif not _is_kind(value, fields[key]):
-            p.add(path + (key,), f"must be {KIND_WORDS[fields[key]]}, got {value!r}",
-                  f"write it as {KIND_WORDS[fields[key]]}")
+            p.add(path + (key,), *_wrong_kind(key, value, fields[key]))
         else:
             good[key] = value
     return good
+
+
+def _wrong_kind(key: str, value: Any, kind: str) -> tuple[str, str]:
+    """(message, fix) for a value of the wrong kind; two common slips get a fix of their own."""
+    if key == "command" and isinstance(value, str):  # a shell line where an argv list belongs
+        return f"must be an argv list, got the string {value!r}", f"write command = {_argv(value)}"
+    if key == "jobs" and isinstance(value, dict):  # [jobs] where [[jobs]] was meant
+        return "is a single [jobs] table, not a list of jobs", "use [[jobs]] (double brackets) for each job"
+    return f"must be {KIND_WORDS[kind]}, got {value!r}", f"write it as {KIND_WORDS[kind]}"
+
+
+def _argv(line: str) -> str:
+    try:
+        words = shlex.split(line)
+    except ValueError:  # unbalanced quotes: a plain split still shows the shape
+        words = line.split()
+    return json.dumps(words or ["python", "train.py"], ensure_ascii=False)
+
+
+def _first_date(value: Any) -> dt.date | dt.time | None:
+    """The first TOML date or time inside ``value``, or None.
+
+    Job IDs, Celery messages and published host policies are JSON, which has no dates.
+    """
+    if isinstance(value, (dt.date, dt.time)):  # datetime is a date too
+        return value
+    inner = value.values() if isinstance(value, dict) else value if isinstance(value, list) else ()
+    return next((d for d in map(_first_date, inner) if d is not None), None)
+
+
+def _date_problem(value: Any) -> tuple[str, str] | None:
+    """(message, fix) when ``value`` holds a TOML date or time, else None."""
+    d = _first_date(value)
+    if d is None:
+        return None
+    return f"TOML dates and times are not supported, got {d.isoformat()}", f'use a string, e.g. "{d.isoformat()}"'
 
 
 def _non_negative(p: _Problems, path: tuple, table: dict, keys) -> None:
@@ -142,6 +198,8 @@ def _hosts(p: _Problems, raw: dict | None, tier_names: set[str]) -> dict[str, Ho
             if not isinstance(dev.get("vram_total_gib"), (int, float)):
                 p.add(path + ("cuda_devices", i), "each device needs vram_total_gib (a number)",
                       "write {name = \"...\", vram_total_gib = 24}")
+            elif bad := _date_problem(dev):  # the policy is published as JSON
+                p.add(path + ("cuda_devices", i), *bad)
         declared = {k: t[k] for k in ("cpu_cores", "ram_total_gib", "ram_available_gib", "cuda_devices") if k in t}
         out[name] = HostPolicy(
             name, tuple(t["tiers"]) if "tiers" in t else None,
@@ -150,22 +208,28 @@ def _hosts(p: _Problems, raw: dict | None, tier_names: set[str]) -> dict[str, Ho
     return out
 
 
-def _job_problems(p: _Problems, path: tuple, t: dict, base_dir: Path) -> None:
-    """Checks of one job table that do not depend on its sweep point."""
-    if "name" not in t:
+def _job_problems(p: _Problems, path: tuple, t: dict, written: set[str]) -> None:
+    """Checks of one job table that do not depend on its sweep point.
+
+    ``written`` is every key of the table, so a mistyped model or command (already reported)
+    does not also read as a missing one.
+    """
+    if "name" not in written:
         p.add(path, "a job needs a name", "add name = \"...\" (unique in the manifest)")
-    has_model, has_command = "model" in t, "command" in t
+    elif "name" in t and not t["name"].strip():
+        p.add(path + ("name",), "a job name cannot be empty", "write a name, unique in the manifest")
+    has_model, has_command = "model" in written, "command" in written
     if has_model == has_command:
         p.add(path + ("model",), "a job needs exactly one of model or command",
               f"set model to one of {sorted(TRAINERS)} or command to an argv list")
-    if has_model and t["model"] not in TRAINERS:
+    if "model" in t and t["model"] not in TRAINERS:
         p.add(path + ("model",), f"unknown model {t['model']!r}", _suggest(t["model"], TRAINERS))
-    if has_command and not t["command"]:
+    if "command" in t and not t["command"]:
         p.add(path + ("command",), "command is empty", 'write an argv list, e.g. ["python", "train.py"]')
     if "artifacts" in t and not has_command:
         p.add(path + ("artifacts",), "artifacts globs are for command jobs",
               "remove it: built-in trainers bundle their own outputs")
-    if has_model and "data" not in t:
+    if "model" in t and "data" not in written:
         p.add(path + ("data",), f"model {t['model']!r} needs data", "set data to a CSV/Parquet path or s3:// URI")
     if "priority" in t and not 0 <= t["priority"] <= MAX_PRIORITY:
         p.add(path + ("priority",), f"must be 0..{MAX_PRIORITY}, got {t['priority']}",
@@ -213,63 +277,122 @@ def _sweep_points(p: _Problems, path: tuple, t: dict) -> list[dict]:
     return sweep.expand(raw) if points_ok else []
 
 
-def _jobs(p: _Problems, raw: list, base_dir: Path, tiers, hosts) -> tuple[JobSpec, ...]:
+def _hyper_values(t: dict):
+    """(where, key, value) for every written hyper value and every swept one."""
+    for key, value in (t.get("hyper") or {}).items():
+        yield ("hyper", key), key, value
+    for key, values in (t.get("sweep") or {}).items():
+        if key != "seed" and isinstance(values, list):
+            for value in values:
+                yield ("sweep", key), key, value
+
+
+def _hyper_problems(p: _Problems, path: tuple, t: dict) -> None:
+    """Report every bad hyper value, written or swept, once each.
+
+    Values are checked one by one, not point by point: a sweep's cross product would repeat
+    each bad value once per point it is in.
+    """
+    reported = set()
+    for where, key, value in _hyper_values(t):
+        if t.get("model") in TRAINERS:  # its schema rejects dates too: no trainer takes one
+            bad = [(m, f) for _, m, f in check_hyper(t["model"], {key: value})]
+        else:
+            bad = [b] if (b := _date_problem(value)) else []
+        for message, fix in bad:
+            if (where, message) not in reported:
+                reported.add((where, message))
+                p.add(path + where, message, fix)
+
+
+def _routing_problems(p: _Problems, path: tuple, t: dict, routes: _Routes) -> None:
+    """A job no tier guarantees, or one no host may run; needs only the routing fields."""
+    name = t.get("name") or _field(path)
+    probe = JobSpec(name=name, job_id="", model=t.get("model"), needs=_needs(t),
+                    prefer_cuda=t.get("prefer_cuda", False), allowed_hosts=tuple(t.get("allowed_hosts", ())),
+                    denied_hosts=tuple(t.get("denied_hosts", ())))
+    r = routing.route(probe, routes.tiers, routes.hosts)
+    if r is None:
+        p.add(path, f"job {name!r} needs {_describe(probe.needs)} and no tier guarantees it",
+              _unroutable_fix(probe.needs, routes.defaults))
+    elif set(probe.allowed_hosts) & set(probe.denied_hosts):
+        return  # already reported as hosts both allowed and denied
+    elif any(c and c.allowed is not None and not (c.allowed - c.denied)
+             for c in (r.constraint, r.fallback_constraint)):
+        p.add(path + ("allowed_hosts",), f"job {name!r} can run on no host: every allowed host "
+              "is denied (by denied_hosts or a host's model policy)", "allow a host that accepts it")
+
+
+def _unroutable_fix(needs: Needs, defaults: bool) -> str:
+    # adding one [tiers.X] to a manifest without [tiers] drops every default tier
+    note = ""
+    if defaults:
+        names = [t.name for t in routing.DEFAULT_TIERS]
+        note = (" (a [tiers] table replaces the default tiers: copy "
+                f"{', '.join(names[:-1])} and {names[-1]} into it too)")
+    return (f"add a tier whose floor covers it, e.g. [tiers.{_tier_hint(needs)}] with "
+            f"{_describe(needs, toml=True)}{note}, or lower the job's needs")
+
+
+class _Unique:
+    """Job names and IDs seen so far, so that a clash is reported at the second job."""
+
+    def __init__(self):
+        self.names: dict[str, tuple] = {}  # job name -> path of its table
+        self.ids: dict[str, str] = {}      # job ID -> job name
+
+    def name_taken(self, p: _Problems, path: tuple, name: str) -> bool:
+        if name in self.names:
+            p.add(path + ("name",), f"duplicate job name {name!r} (first at {_field(self.names[name])})",
+                  "give each job a unique name")
+            return True
+        self.names[name] = path
+        return False
+
+    def id_taken(self, p: _Problems, path: tuple, job: JobSpec) -> bool:
+        if job.job_id in self.ids:
+            p.add(path, f"job {job.name!r} has the same content as {self.ids[job.job_id]!r} (same job ID), "
+                  "so only one of them would run", "change its seed, data or hyper, or remove one")
+            return True
+        self.ids[job.job_id] = job.name
+        return False
+
+
+def _jobs(p: _Problems, raw: list, base_dir: Path, routes: _Routes | None) -> tuple[JobSpec, ...]:
+    """Every job of every table; ``routes`` None when the tiers have problems of their own."""
     out: list[JobSpec] = []
-    seen: dict[str, tuple] = {}
-    ids_seen: dict[str, str] = {}
+    unique = _Unique()
     for i, table in enumerate(raw or []):
         path = ("jobs", i)
-        before = len(p.items)
+        before = len(p.paths)
         t = _check_table(p, path, table, JOB_FIELDS)
-        _job_problems(p, path, t, base_dir)
+        _job_problems(p, path, t, set(table))
         points = _sweep_points(p, path, t)
-        if len(p.items) > before:
-            # still check the written hyper, so every mistake is reported in one pass
-            if t.get("model") in TRAINERS and "hyper" in t:
-                for key, message, fix in check_hyper(t["model"], t["hyper"]):
-                    p.add(path + ("hyper", key), message, fix)
+        _hyper_problems(p, path, t)
+        # a problem in the job's content would make its ID (and so an ID clash) meaningless
+        content_ok = not any(len(q) > 2 and q[2] not in NOT_IN_ID for q in p.paths[before:])
+        if routes and all(key in t for key in ROUTING_FIELDS if key in table):
+            _routing_problems(p, path, t, routes)
+        if not t.get("name", "").strip():
             continue
         for point in points:
-            hyper = dict(t.get("hyper", {}))
-            hyper.update({k: v for k, v in point.items() if k != "seed"})
-            seed = point.get("seed", t.get("seed", 0))
-            if "model" in t:
-                bad = check_hyper(t["model"], hyper)
-                for key, message, fix in bad:
-                    where = ("sweep", key) if key in point else ("hyper", key)
-                    p.add(path + where, message, fix)
-                if bad:
-                    break
-                hyper = resolve_hyper(t["model"], hyper)
-            job = _build_job(t, point, hyper, seed, base_dir, table_line=p.lines.line(*path))
-            if job.name in seen:
-                p.add(path + ("name",), f"duplicate job name {job.name!r} (first at {_field(seen[job.name])})",
-                      "give each job a unique name")
+            if unique.name_taken(p, path, sweep.point_name(t["name"], point)) or not content_ok:
                 continue
-            seen[job.name] = path
-            if job.job_id in ids_seen:
-                p.add(path, f"job {job.name!r} has the same content as {ids_seen[job.job_id]!r} (same job ID), "
-                      "so only one of them would run", "change its seed, data or hyper, or remove one")
-                continue
-            ids_seen[job.job_id] = job.name
-            if tiers is None:  # the tiers have problems of their own
+            job = _build_job(t, point, base_dir, table_line=p.lines.line(*path))
+            if not unique.id_taken(p, path, job):
                 out.append(job)
-                continue
-            r = routing.route(job, tiers, hosts)
-            if r is None:
-                p.add(path, f"job {job.name!r} needs {_describe(job.needs)} and no tier guarantees it",
-                      f"add a tier whose floor covers it, e.g. [tiers.{_tier_hint(job.needs)}] with "
-                      f"{_describe(job.needs, toml=True)}, or lower the job's needs")
-            elif any(c and c.allowed is not None and not (c.allowed - c.denied)
-                     for c in (r.constraint, r.fallback_constraint)):
-                p.add(path + ("allowed_hosts",), f"job {job.name!r} can run on no host: every allowed host "
-                      "is denied (by denied_hosts or a host's model policy)", "allow a host that accepts it")
-            out.append(job)
     return tuple(out)
 
 
-def _build_job(t: dict, point: dict, hyper: dict, seed: int, base_dir: Path, table_line) -> JobSpec:
+def _point_hyper(t: dict, point: dict) -> dict:
+    """The job's hyper at one sweep point, with a trainer's defaults filled in."""
+    hyper = {**t.get("hyper", {}), **{k: v for k, v in point.items() if k != "seed"}}
+    return resolve_hyper(t["model"], hyper) if "model" in t else hyper
+
+
+def _build_job(t: dict, point: dict, base_dir: Path, table_line) -> JobSpec:
     needs = _needs(t)
+    hyper, seed = _point_hyper(t, point), point.get("seed", t.get("seed", 0))
     data = _resolve_data(t.get("data"), base_dir)
     command = t.get("command")
     artifacts = list(t.get("artifacts", [])) if command else []
@@ -309,16 +432,18 @@ def loads(text: str, path: str = "<manifest>") -> Manifest:
         m = re.search(r"line (\d+)", str(e))
         raise ManifestError([Problem(path, int(m.group(1)) if m else None, "(syntax)",
                                      f"not valid TOML: {e}", "fix the TOML syntax at that line")]) from e
+    written_jobs = doc.get("jobs", [])
     doc = _check_table(p, (), doc, TOP_LEVEL)
-    if not doc.get("jobs"):
+    if written_jobs == []:  # jobs of the wrong kind are reported as such, not also as missing
         p.add(("jobs",), "the manifest has no jobs", "add at least one [[jobs]] table")
     before = len(p.items)
     tiers = _tiers(p, doc.get("tiers"))
     # a broken [tiers] table would make jobs look unroutable: report it once, not once per job
-    route_tiers = tiers if len(p.items) == before else None
+    tiers_ok = len(p.items) == before
     hosts = _hosts(p, doc.get("hosts"), {t.name for t in tiers})
+    routes = _Routes(tiers, hosts, defaults=not doc.get("tiers")) if tiers_ok else None
     base_dir = Path(path).resolve().parent if path != "<manifest>" else Path.cwd()
-    jobs = _jobs(p, doc.get("jobs", []), base_dir, route_tiers, hosts)
+    jobs = _jobs(p, doc.get("jobs", []), base_dir, routes)
     if p.items:
         raise ManifestError(sorted(p.items, key=lambda x: (x.line is None, x.line or 0)))  # in file order
     return Manifest(path, tiers, hosts, jobs)

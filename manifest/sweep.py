@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import itertools
+import json
 from typing import Any
 
 
@@ -15,4 +16,9 @@ def point_name(base: str, point: dict[str, Any]) -> str:
     """``base[k1=v1,k2=v2]``: a readable, unique name for one sweep point."""
     if not point:
         return base
-    return f"{base}[" + ",".join(f"{k}={v}" for k, v in point.items()) + "]"
+    return f"{base}[" + ",".join(f"{k}={_label(v)}" for k, v in point.items()) + "]"
+
+
+def _label(value: Any) -> str:
+    # strings are quoted so that k = [1, "1"] gives two names, k=1 and k="1"
+    return json.dumps(value, ensure_ascii=False) if isinstance(value, str) else str(value)

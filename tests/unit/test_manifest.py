@@ -121,6 +121,12 @@ def test_a_top_level_key_of_the_wrong_type_names_the_expected_kind(tmp_path, tex
     assert (p.field, p.line, p.message) == (field, 1, message)
 
 
+def test_a_single_jobs_table_is_told_to_use_double_brackets(tmp_path):
+    p = only_problem(tmp_path, '[jobs]\nname = "a"\ncommand = ["x"]\n')
+    assert (p.line, p.field, p.message, p.fix) == (1, "jobs", "is a single [jobs] table, not a list of jobs",
+                                                   "use [[jobs]] (double brackets) for each job")
+
+
 # --- job keys -----------------------------------------------------------------------------
 
 def test_an_unknown_job_key_suggests_the_closest_known_key(tmp_path):
@@ -151,18 +157,29 @@ def test_a_job_key_of_the_wrong_type_names_the_expected_kind(tmp_path, line, fie
     assert (p.line, p.field, p.message, p.fix) == (5, f"jobs[0].{field}", message, fix)
 
 
-def test_a_string_where_a_command_list_belongs_is_a_type_problem(tmp_path):
-    found = problems(tmp_path, '[[jobs]]\nname = "a"\ncommand = "python train.py"\n')
-    assert [(p.field, p.line, p.message) for p in found] == [   # reported in file order
-        ("jobs[0].model", 1, "a job needs exactly one of model or command"),
-        ("jobs[0].command", 3, "must be a list of strings, got 'python train.py'"),
-    ]
+def test_a_string_where_a_command_list_belongs_is_one_problem_showing_the_argv_list(tmp_path):
+    p = only_problem(tmp_path, '[[jobs]]\nname = "a"\ncommand = "python train.py --out \'my dir\'"\n')
+    assert (p.line, p.field) == (3, "jobs[0].command")
+    assert p.message == "must be an argv list, got the string \"python train.py --out 'my dir'\""
+    assert p.fix == 'write command = ["python", "train.py", "--out", "my dir"]'
+
+
+def test_a_mistyped_model_is_not_also_a_missing_one(tmp_path):
+    p = only_problem(tmp_path, '[[jobs]]\nname = "a"\nmodel = 3\ndata = "d.csv"\n')
+    assert (p.field, p.message) == ("jobs[0].model", "must be a string, got 3")
 
 
 def test_a_job_without_a_name_is_reported_at_its_table(tmp_path):
     p = only_problem(tmp_path, '[[jobs]]\nmodel = "gbt"\ndata = "d.csv"\n')
     assert (p.line, p.field, p.message) == (1, "jobs[0]", "a job needs a name")
     assert p.fix == 'add name = "..." (unique in the manifest)'
+
+
+@pytest.mark.parametrize("name", ['""', '"  "'])
+def test_an_empty_job_name_is_rejected(tmp_path, name):
+    p = only_problem(tmp_path, COMMAND.replace('"a"', name))
+    assert (p.line, p.field, p.message, p.fix) == (2, "jobs[0].name", "a job name cannot be empty",
+                                                   "write a name, unique in the manifest")
 
 
 def test_a_job_with_both_model_and_command_must_pick_one(tmp_path):
@@ -301,6 +318,38 @@ def test_every_bad_hyper_key_of_a_job_is_reported(tmp_path):
     assert [(p.field, p.line) for p in found] == [("jobs[0].hyper.lr", 6), ("jobs[0].hyper.max_depth", 7)]
 
 
+@pytest.mark.parametrize("value, iso", [
+    ("2024-01-01", "2024-01-01"), ("10:30:00", "10:30:00"),
+    ("2024-01-01T10:30:00Z", "2024-01-01T10:30:00+00:00"), ('{ at = 2024-01-01 }', "2024-01-01"),
+])
+def test_a_date_or_time_in_a_command_jobs_hyper_is_a_problem_not_a_traceback(tmp_path, value, iso):
+    p = only_problem(tmp_path, COMMAND + f"hyper = {{ when = {value} }}\n")
+    assert (p.line, p.field) == (4, "jobs[0].hyper.when")
+    assert (p.message, p.fix) == (f"TOML dates and times are not supported, got {iso}", f'use a string, e.g. "{iso}"')
+
+
+def test_a_date_in_a_sweep_is_a_problem_at_the_sweep_key(tmp_path):
+    p = only_problem(tmp_path, COMMAND + "[jobs.sweep]\nseed = [1]\nwhen = [2024-01-01]\n")
+    assert (p.line, p.field, p.fix) == (6, "jobs[0].sweep.when", 'use a string, e.g. "2024-01-01"')
+
+
+def test_a_date_in_a_model_jobs_hyper_is_a_type_problem(tmp_path):
+    p = only_problem(tmp_path, GBT + "hyper = { target = 2024-01-01 }\n")
+    assert (p.field, p.message) == ("jobs[0].hyper.target", "must be str, got date datetime.date(2024, 1, 1)")
+
+
+def test_a_date_in_a_declared_cuda_device_is_a_problem(tmp_path):
+    text = '[hosts.h1]\ncuda_devices = [{ name = "a", vram_total_gib = 8, bought = 2024-01-01 }]\n' + GBT
+    p = only_problem(tmp_path, text)
+    assert (p.line, p.field, p.fix) == (2, "hosts.h1.cuda_devices[0]", 'use a string, e.g. "2024-01-01"')
+
+
+def test_publishing_a_manifest_with_a_date_exits_2_without_a_broker(tmp_path, capsys):
+    from fleet.cli import main
+    assert main(["publish", str(write(tmp_path, COMMAND + "hyper = { when = 2024-01-01 }\n"))]) == 2
+    assert "jobs[0].hyper.when: TOML dates and times are not supported" in capsys.readouterr().err
+
+
 def test_a_command_job_takes_any_hyper_unchecked(tmp_path):
     job = job_of(tmp_path, COMMAND + "hyper = { lr = 0.1, anything = \"goes\" }\n")
     assert job.hyper == {"lr": 0.1, "anything": "goes"}
@@ -333,6 +382,22 @@ def test_a_bad_hyper_value_in_a_sweep_is_reported_at_the_sweep_key(tmp_path):
     assert (p.line, p.field, p.message) == (7, "jobs[0].sweep.learning_rate", "2.0 is out of range (0, 1]")
 
 
+def test_every_bad_value_of_a_sweep_is_reported_once_at_its_line(tmp_path):
+    text = ('[[jobs]]\nname = "a"\nmodel = "mlp"\ndata = "d.csv"\n'
+            "[jobs.sweep]\nlearning_rate = [0.1, -1, 20]\nepochs = [0, 5]\n")
+    found = problems(tmp_path, text)
+    assert [(p.line, p.field, p.message) for p in found] == [
+        (6, "jobs[0].sweep.learning_rate", "-1 is out of range (0, 10]"),
+        (6, "jobs[0].sweep.learning_rate", "20 is out of range (0, 10]"),
+        (7, "jobs[0].sweep.epochs", "0 is out of range [1, 10000]"),
+    ]
+
+
+def test_bad_sweep_values_are_reported_even_when_another_sweep_key_is_not_a_list(tmp_path):
+    found = problems(tmp_path, GBT + "[jobs.sweep]\nseed = 3\nmax_depth = [0, 4]\n")
+    assert [(p.line, p.field) for p in found] == [(6, "jobs[0].sweep.seed"), (7, "jobs[0].sweep.max_depth")]
+
+
 def test_an_unknown_hyper_key_in_a_sweep_suggests_the_trainer_key(tmp_path):
     p = only_problem(tmp_path, GBT + "[jobs.sweep]\nlr = [0.1, 0.2]\n")
     assert (p.line, p.field, p.fix) == (6, "jobs[0].sweep.lr", "did you mean 'learning_rate'?")
@@ -361,6 +426,11 @@ def test_a_sweep_point_of_a_command_job_goes_into_its_hyper(tmp_path):
     jobs = jobs_of(tmp_path, COMMAND + "[jobs.sweep]\nwidth = [8, 16]\nseed = [1]\n")
     assert [(j.name, j.hyper, j.seed) for j in jobs] == [
         ("a[seed=1,width=8]", {"width": 8}, 1), ("a[seed=1,width=16]", {"width": 16}, 1)]
+
+
+def test_a_sweep_over_a_number_and_the_same_digits_as_a_string_gives_two_names(tmp_path):
+    jobs = jobs_of(tmp_path, COMMAND + 'sweep = { k = [1, "1", 1.0, true, "a,b"] }\n')
+    assert [j.name for j in jobs] == ['a[k=1]', 'a[k="1"]', 'a[k=1.0]', 'a[k=True]', 'a[k="a,b"]']
 
 
 # --- duplicates, routing, hosts of a job -------------------------------------------------------
@@ -394,7 +464,14 @@ def test_a_job_no_tier_guarantees_is_named_with_a_tier_to_add(tmp_path):
     assert (p.line, p.field) == (1, "jobs[0]")
     assert p.message == "job 'a' needs CUDA, min_vram_gib=80 and no tier guarantees it"
     assert p.fix == ("add a tier whose floor covers it, e.g. [tiers.cuda-big] with "
-                     "require_cuda = true, min_vram_gib = 80, or lower the job's needs")
+                     "require_cuda = true, min_vram_gib = 80 (a [tiers] table replaces the default tiers: "
+                     "copy cuda-large, cuda and cpu into it too), or lower the job's needs")
+
+
+def test_with_custom_tiers_the_unroutable_hint_does_not_mention_the_defaults(tmp_path):
+    p = only_problem(tmp_path, "[tiers.small]\nmin_cores = 1\n" + GBT + "min_cores = 64\n")
+    assert p.fix == ("add a tier whose floor covers it, e.g. [tiers.cpu-big] with min_cores = 64, "
+                     "or lower the job's needs")
 
 
 def test_a_cpu_job_no_tier_guarantees_suggests_a_cpu_tier(tmp_path):
@@ -636,6 +713,37 @@ def test_all_independent_mistakes_are_reported_at_once(tmp_path):
     assert str(e.value).startswith("3 problem(s) in manifest:\n")
 
 
+def test_an_unroutable_job_is_reported_even_when_it_has_other_problems(tmp_path):
+    found = problems(tmp_path, GBT + "priority = 10\nrequire_cuda = true\nmin_vram_gib = 80\n")
+    assert [(p.line, p.field) for p in found] == [(1, "jobs[0]"), (5, "jobs[0].priority")]
+    assert found[0].message == "job 'a' needs CUDA, min_vram_gib=80 and no tier guarantees it"
+
+
+def test_a_job_that_can_run_on_no_host_is_reported_even_when_it_has_other_problems(tmp_path):
+    text = '[hosts.h1]\ndeny_models = ["gbt"]\n\n' + GBT + 'allowed_hosts = ["h1"]\nhyper = { lr = 0.1 }\n'
+    found = problems(tmp_path, text)
+    assert [p.field for p in found] == ["jobs[0].allowed_hosts", "jobs[0].hyper.lr"]
+
+
+def test_a_mistyped_need_skips_the_routing_check_rather_than_guess(tmp_path):
+    p = only_problem(tmp_path, GBT + 'require_cuda = "yes"\nmin_cores = 64\n')
+    assert p.field == "jobs[0].require_cuda"
+
+
+def test_duplicate_names_and_ids_are_reported_even_when_the_jobs_have_other_problems(tmp_path):
+    text = GBT + "priority = 10\n" + GBT + "seed = 1\ntimeout_s = 0\n" + GBT.replace('"a"', '"b"')
+    found = problems(tmp_path, text)
+    assert [(p.line, p.field) for p in found] == [
+        (5, "jobs[0].priority"), (8, "jobs[1].name"), (12, "jobs[1].timeout_s"), (14, "jobs[2]")]
+    assert found[3].message == "job 'b' has the same content as 'a' (same job ID), so only one of them would run"
+
+
+def test_a_job_whose_content_has_a_problem_is_not_compared_by_id(tmp_path):
+    # with the typo, b's hyper would be left out and b would look like a copy of a
+    found = problems(tmp_path, GBT + GBT.replace('"a"', '"b"') + "hyperr = { max_depth = 3 }\n")
+    assert [p.field for p in found] == ["jobs[1].hyperr"]
+
+
 def test_a_job_remembers_the_line_of_its_table(tmp_path):
     jobs = jobs_of(tmp_path, GBT + "\n" + GBT.replace('"a"', '"b"') + "seed = 1\n")
     assert [j.line for j in jobs] == [1, 7]
@@ -761,3 +869,13 @@ def test_a_hyper_typo_is_reported_even_when_the_same_job_has_other_problems(tmp_
     found = problems(tmp_path, '[[jobs]]\nname = "a"\nmodel = "gbt"\ndata = "d.csv"\nhyper = { lr = 0.1 }\nprority = 3\n')
     assert [(p.line, p.field) for p in found] == [(5, "jobs[0].hyper.lr"), (6, "jobs[0].prority")]
     assert "learning_rate" in found[0].fix and "'priority'" in found[1].fix
+
+
+def test_the_readme_manifest_example_is_valid():
+    import re
+    readme = (Path(__file__).resolve().parents[2] / "README.md").read_text()
+    block = re.search(r"## Manifest\n\n```toml\n(.*?)```", readme, re.S).group(1)
+    from manifest.loader import loads
+    manifest = loads(block, "README.md")
+    assert [t.name for t in manifest.tiers] == ["cuda-xl", "cuda", "cpu"]
+    assert len(manifest.jobs) == 6
