@@ -51,12 +51,8 @@ def pct(values: list[float], q: float) -> float:
     return s[min(len(s) - 1, max(0, round(q * len(s) + 0.5) - 1))]
 
 
-def main() -> int:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--jobs", type=int, default=20)
-    parser.add_argument("--timeout", type=float, default=60.0, help="seconds to wait for one job")
-    args = parser.parse_args()
-
+def measure_noop_path(jobs: int, timeout_s: float = 60.0) -> dict:
+    """Median, p90 etc. of `jobs` no-op jobs through a real worker; starts and stops its parts."""
     with tempfile.TemporaryDirectory(prefix="fleet-bench-overhead-") as tmp:
         root = Path(tmp)
         server = RedisServer(root / "redis").start()
@@ -78,6 +74,8 @@ def main() -> int:
             from fleet.records import JobState, Records
             from manifest.loader import loads
             from tasks import app
+            app.conf.broker_url = app.conf.result_backend = server.url
+            app.pool.force_close_all()
 
             client = redis.Redis.from_url(server.url)
             records = Records(client)
@@ -88,7 +86,7 @@ def main() -> int:
                 start, wall0 = time.perf_counter(), time.time()
                 rows = publish(app, client, manifest)
                 assert rows[0].action == "publish", rows[0].why
-                deadline = start + args.timeout
+                deadline = start + timeout_s
                 while True:
                     rec = records.get(job_id)
                     if rec.state is JobState.SUCCEEDED:
@@ -97,7 +95,7 @@ def main() -> int:
                     if rec.state in (JobState.FAILED, JobState.CANCELLED):
                         raise RuntimeError(f"job {rec.name} {rec.state.value}: {rec.last_error}")
                     if time.perf_counter() > deadline:
-                        raise RuntimeError(f"job {rec.name} still {rec.state.value} after {args.timeout}s")
+                        raise RuntimeError(f"job {rec.name} still {rec.state.value} after {timeout_s}s")
                     time.sleep(POLL_S)
                 path = Path(urlparse(rec.artifact["uri"]).path)
                 assert path.is_file() and path.stat().st_size == rec.artifact["size"], rec.artifact
@@ -105,31 +103,39 @@ def main() -> int:
 
             warm, _ = one(10_000_000)
             totals, to_start, running = [], [], []
-            for i in range(args.jobs):
+            for i in range(jobs):
                 elapsed, (rec, wall0) = one(i)
                 totals.append(elapsed)
                 to_start.append(rec.started_at - wall0)
                 running.append(rec.finished_at - rec.started_at)
-
-            floors = []
-            for _ in range(args.jobs):
-                t = time.perf_counter()
-                subprocess.run(["true"], check=True)
-                floors.append(time.perf_counter() - t)
-
-            med, p90, floor = statistics.median(totals), pct(totals, 0.9), statistics.median(floors)
-            ms = lambda s: f"{s * 1000:,.0f} ms"  # noqa: E731
-            print(f"warm-up job (not counted): {ms(warm)}")
-            print(f"no-op job, publish -> artifact stored: median {ms(med)}, p90 {ms(p90)}, "
-                  f"min {ms(min(totals))}, max {ms(max(totals))} over {args.jobs} jobs "
-                  f"(subprocess alone: {floor * 1000:.1f} ms)")
-            print(f"  publish -> claimed by the worker: median {ms(statistics.median(to_start))}; "
-                  f"claimed -> succeeded (run, bundle, store, record): median {ms(statistics.median(running))}")
-            print(f"  overhead ratio: {med / floor:,.0f}x a plain subprocess.run(['true'])")
         finally:
             if worker is not None:
                 stop_worker(worker)
             server.stop()
+    return {"warm": warm, "totals": totals, "median": statistics.median(totals), "p90": pct(totals, 0.9),
+            "to_start": statistics.median(to_start), "running": statistics.median(running)}
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--jobs", type=int, default=20)
+    parser.add_argument("--timeout", type=float, default=60.0, help="seconds to wait for one job")
+    args = parser.parse_args()
+    m = measure_noop_path(args.jobs, args.timeout)
+    floors = []
+    for _ in range(args.jobs):
+        t = time.perf_counter()
+        subprocess.run(["true"], check=True)
+        floors.append(time.perf_counter() - t)
+    totals, floor = m["totals"], statistics.median(floors)
+    ms = lambda s: f"{s * 1000:,.0f} ms"  # noqa: E731
+    print(f"warm-up job (not counted): {ms(m['warm'])}")
+    print(f"no-op job, publish -> artifact stored: median {ms(m['median'])}, p90 {ms(m['p90'])}, "
+          f"min {ms(min(totals))}, max {ms(max(totals))} over {args.jobs} jobs "
+          f"(subprocess alone: {floor * 1000:.1f} ms)")
+    print(f"  publish -> claimed by the worker: median {ms(m['to_start'])}; "
+          f"claimed -> succeeded (run, bundle, store, record): median {ms(m['running'])}")
+    print(f"  overhead ratio: {m['median'] / floor:,.0f}x a plain subprocess.run(['true'])")
     return 0
 
 

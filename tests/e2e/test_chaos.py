@@ -8,7 +8,9 @@ from __future__ import annotations
 import json
 import os
 import signal
+import subprocess
 import sys
+import threading
 import time
 import uuid
 from pathlib import Path
@@ -17,7 +19,7 @@ import psutil
 import pytest
 
 from artifacts.store import open_store
-from fleet.local import start_worker, stop_worker
+from fleet.local import start_worker
 from fleet.records import JobState, Records
 from fleet.redis_server import RedisServer
 from tests.e2e.conftest import wait_for_workers
@@ -25,6 +27,7 @@ from tests.e2e.conftest import wait_for_workers
 pytestmark = pytest.mark.e2e
 SLEEPY = Path(__file__).with_name("sleepy.py")
 CPU = {"cuda_devices": [], "ram_total_gib": 8}
+CUDA = {"cuda_devices": [{"name": "sim-4080-16GB", "vram_total_gib": 16}], "ram_total_gib": 32}
 
 
 class Chaos:
@@ -36,9 +39,9 @@ class Chaos:
         self.workers: dict[str, object] = {}
         self.tag = uuid.uuid4().hex[:8]
 
-    def start(self, name: str, wait: bool = True, **extra_env) -> object:
+    def start(self, name: str, wait: bool = True, capability: dict = CPU, **extra_env) -> object:
         env = dict(self.env, **extra_env)
-        self.workers[name] = start_worker(name, CPU, env, self.root / "logs")
+        self.workers[name] = start_worker(name, capability, env, self.root / "logs")
         if wait:
             wait_for_workers(env, [name])
         return self.workers[name]
@@ -58,6 +61,10 @@ class Chaos:
         from tasks import app
         rows = publish(app, self.client(), load(path))
         return {r.job.name: r.job.job_id for r in rows}
+
+    def fleet(self, *args: str) -> subprocess.CompletedProcess:
+        return subprocess.run([sys.executable, "-m", "fleet.cli", *args], env=self.env, capture_output=True,
+                              text=True, timeout=60, check=True)
 
     def client(self):
         import redis
@@ -240,3 +247,83 @@ def test_cancel_stops_a_queued_job_from_starting_and_kills_a_running_one(chaos):
     assert chaos.runs("never", "start") == 0
     assert {n: chaos.records().get(j).state for n, j in ids.items()} == {
         "run-me": JobState.CANCELLED, "never": JobState.CANCELLED}
+
+
+def test_the_same_manifest_published_by_two_publishers_at_once_runs_each_job_once(chaos):
+    path = chaos.manifest({"p0": 0.5, "p1": 0.5, "p2": 0.5})
+    barrier, ids = threading.Barrier(2), []
+
+    def publisher():
+        barrier.wait()
+        ids.append(chaos.publish(path))
+
+    threads = [threading.Thread(target=publisher) for _ in range(2)]
+    [t.start() for t in threads]
+    [t.join() for t in threads]
+    assert ids[0] == ids[1]
+    chaos.start("pub-w0")
+    chaos.start("pub-w1")
+    recs = chaos.wait(ids[0], timeout_s=60)
+    time.sleep(2)   # any second copy would have started by now
+    assert all(r.state is JobState.SUCCEEDED for r in recs.values())
+    assert {n: chaos.runs(n, "start") for n in ids[0]} == {n: 1 for n in ids[0]}
+
+
+def test_fleet_cancel_and_requeue_do_what_they_say(chaos):
+    ids = chaos.publish(chaos.manifest({"again": 0.5}))
+    chaos.start("cli-w")
+    chaos.wait(ids, timeout_s=60)
+    ids.update(chaos.publish(chaos.manifest({"stop-me": 30})))
+    chaos.wait_running(ids["stop-me"])
+    time.sleep(0.5)
+    t0 = time.monotonic()
+    chaos.fleet("cancel", "stop-me")
+    while chaos.job_processes() and time.monotonic() - t0 < 10:
+        time.sleep(0.1)
+    assert time.monotonic() - t0 < 5 and not chaos.job_processes()
+    chaos.fleet("requeue", "again")
+    chaos.wait({"again": ids["again"]}, timeout_s=60)
+    rec = chaos.records().get(ids["again"])
+    assert chaos.runs("again") == 2 and rec.state is JobState.SUCCEEDED and rec.job_id == ids["again"]
+    assert chaos.records().get(ids["stop-me"]).state is JobState.CANCELLED
+    chaos.fleet("requeue", "stop-me")
+    chaos.wait_running(ids["stop-me"])
+
+
+def test_a_prefer_cuda_job_with_no_gpu_worker_falls_back_to_cpu_and_runs_once(chaos):
+    ids = chaos.publish(chaos.manifest({"pref": 0.5}, prefer_cuda=True, prefer_cuda_grace_s=1))
+    chaos.start("pref-cpu")
+    recs = chaos.wait(ids, timeout_s=60)
+    assert recs["pref"].worker == "pref-cpu" and recs["pref"].queue == "cpu"
+    chaos.start("pref-gpu", capability=CUDA)    # its CUDA copy is still queued: dropped, not run
+    time.sleep(3)
+    assert chaos.runs("pref", "start") == 1
+    assert "dropping delivery of pref" in chaos.logs()
+
+
+def test_a_worker_restarted_while_the_store_was_down_uploads_its_kept_bundle_without_retraining(chaos, s3_env, monkeypatch):
+    from moto.server import ThreadedMotoServer
+    from fleet.redis_server import free_port
+    port = free_port()
+    chaos.env.update(FLEET_STORE_URL="s3://kept/runs", FLEET_S3_ENDPOINT_URL=f"http://127.0.0.1:{port}",
+                     FLEET_LEASE_TTL_S="30")
+    ids = chaos.publish(chaos.manifest({"kept": 0.5}))
+    w = chaos.start("kept-w")                     # the store is not up at all
+    deadline = time.monotonic() + 60
+    while "bundle kept" not in chaos.logs() and time.monotonic() < deadline:
+        time.sleep(0.2)
+    assert "bundle kept" in chaos.logs()
+    w.send_signal(signal.SIGTERM)
+    w.wait(30)
+    assert chaos.records().get(ids["kept"]).state is JobState.RUNNING   # not re-queued to re-train
+    s3 = ThreadedMotoServer(ip_address="127.0.0.1", port=port, verbose=False)
+    s3.start()
+    try:
+        chaos.start("kept-w")
+        recs = chaos.wait(ids, timeout_s=60)
+        assert chaos.runs("kept", "start") == 1
+        assert "uploaded kept bundle of kept" in chaos.logs()
+        monkeypatch.setenv("FLEET_S3_ENDPOINT_URL", chaos.env["FLEET_S3_ENDPOINT_URL"])
+        assert open_store("s3://kept/runs").verify("command", recs["kept"].artifact["sha256"])
+    finally:
+        s3.stop()
