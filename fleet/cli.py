@@ -31,6 +31,7 @@ def _records():
 
 
 def cmd_publish(args) -> int:
+    import redis
     from fleet.publish import publish
     from manifest.loader import load
     try:
@@ -48,7 +49,16 @@ def cmd_publish(args) -> int:
     if unknown:
         err.print(f"--force names no job in {args.manifest}: {', '.join(unknown)}", markup=False)
         return 2
-    rows = publish(_app(), _redis(), manifest, force=frozenset(args.force), dry_run=args.dry_run)
+    try:
+        rows = publish(_app(), _redis(), manifest, force=frozenset(args.force), dry_run=args.dry_run)
+    except redis.ConnectionError:
+        if not args.dry_run:
+            raise
+        from fleet.publish import plan
+        # A plan is still useful offline: it shows routing and IDs, not what already ran.
+        err.print(f"fleet: cannot reach Redis at {_where(_app().conf.broker_url)} (FLEET_BROKER_URL): "
+                  "the plan below assumes no job was published before", markup=False, highlight=False)
+        rows = plan(manifest, {}, frozenset(args.force))
     if args.json:
         print(json.dumps([r.to_dict() for r in rows], indent=2))
         return 0

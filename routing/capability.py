@@ -79,11 +79,20 @@ def parse_override(raw: str) -> dict[str, Any]:
     return data
 
 
+def _number(key: str, value: Any, kind: type) -> float | int:
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or value < 0:
+        raise CapabilityError(f"FLEET_CAPABILITY: {key} must be a non-negative number, got {value!r}")
+    return kind(value)
+
+
 def apply_override(cap: Capability, override: dict[str, Any]) -> Capability:
     """Replace detected values with the keys given; keys left out keep detected values."""
     changes: dict[str, Any] = {}
     for key, value in override.items():
         if key == "cuda_devices":
+            if not isinstance(value, list):
+                raise CapabilityError(f"FLEET_CAPABILITY: cuda_devices must be a list of "
+                                      f'{{"name", "vram_total_gib"}} objects ([] for none), got {value!r}')
             devices = []
             for i, dev in enumerate(value):
                 try:
@@ -98,10 +107,11 @@ def apply_override(cap: Capability, override: dict[str, Any]) -> Capability:
             changes[key] = tuple(devices)
         elif key == "hostname":
             changes[key] = str(value)
-        elif key == "cpu_cores":
-            changes[key] = int(value)
         else:
-            changes[key] = float(value)
+            changes[key] = _number(key, value, int if key == "cpu_cores" else float)
+    if "ram_total_gib" in changes and "ram_available_gib" not in changes:
+        # a simulated smaller host cannot have more free RAM than it has in all
+        changes["ram_available_gib"] = min(cap.ram_available_gib, changes["ram_total_gib"])
     overridden = tuple(sorted(set(cap.overridden) | set(changes)))
     return replace(cap, **changes, overridden=overridden)
 

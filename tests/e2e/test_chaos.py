@@ -115,12 +115,12 @@ class Chaos:
 
 
 @pytest.fixture
-def chaos(tmp_path, s3_server):
+def chaos(tmp_path, s3_server, monkeypatch):
     server = RedisServer(tmp_path / "redis").start()
     env = dict(os.environ, FLEET_BROKER_URL=server.url, FLEET_STORE_URL=f"file://{tmp_path / 'store'}",
                FLEET_LEASE_TTL_S="2", **s3_server.env)
     env.pop("FLEET_CAPABILITY", None)
-    os.environ["FLEET_BROKER_URL"] = server.url
+    monkeypatch.setenv("FLEET_BROKER_URL", server.url)
     from tasks import app
     app.conf.broker_url = app.conf.result_backend = server.url
     app.pool.force_close_all()

@@ -124,3 +124,18 @@ def test_queues_added_after_start_are_served_in_tier_order():
     transport.set_queue_order(["cuda-large", "cuda", "cpu"])
     channel._update_queue_cycle()
     assert channel._queue_cycle.consume(3) == ["cuda-large", "cuda", "cpu"]
+
+
+@pytest.mark.parametrize("override, names", [
+    ('{"cpu_cores": "many"}', "cpu_cores"),
+    ('{"ram_total_gib": -1}', "ram_total_gib"),
+    ('{"cuda_devices": 3}', "cuda_devices"),
+])
+def test_a_bad_capability_override_value_names_the_variable_and_the_key(override, names):
+    with pytest.raises(CapabilityError, match=f"FLEET_CAPABILITY: {names}"):
+        apply_override(cap(), parse_override(override))
+
+
+def test_overriding_total_ram_alone_caps_available_ram():
+    c = apply_override(cap(ram=64), parse_override('{"ram_total_gib": 8}'))
+    assert (c.ram_total_gib, c.ram_available_gib) == (8, 8)

@@ -1,0 +1,35 @@
+"""The fleet CLI where no server is needed: offline plans and broken manifests."""
+import json
+from pathlib import Path
+
+import pytest
+
+from fleet import cli
+
+EXAMPLE = str(Path(__file__).resolve().parents[2] / "examples" / "manifest.toml")
+NOWHERE = "redis://127.0.0.1:1/0"   # nothing listens on port 1: refused at once
+
+
+@pytest.fixture
+def unreachable_broker(monkeypatch):
+    app = cli._app()
+    before = app.conf.broker_url
+    monkeypatch.setenv("FLEET_BROKER_URL", NOWHERE)
+    app.conf.broker_url = NOWHERE
+    yield
+    app.conf.broker_url = before
+    app.pool.force_close_all()
+
+
+def test_a_dry_run_with_redis_unreachable_still_prints_the_plan(unreachable_broker, capsys):
+    assert cli.main(["publish", EXAMPLE, "--dry-run", "--json"]) == 0
+    out = capsys.readouterr()
+    rows = json.loads(out.out)
+    assert {r["queue"] for r in rows} >= {"cuda-large", "cuda", "cpu"}
+    assert all(r["action"] == "publish" for r in rows)
+    assert "cannot reach Redis" in out.err
+
+
+def test_a_real_publish_with_redis_unreachable_fails_naming_the_variable(unreachable_broker, capsys):
+    assert cli.main(["publish", EXAMPLE]) == 1
+    assert "FLEET_BROKER_URL" in capsys.readouterr().err
