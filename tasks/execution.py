@@ -163,7 +163,8 @@ def _files(job: JobSpec, workdir: Path) -> list[tuple[str, Path]]:
         files = bundler.collect(workdir, list(job.artifacts) or ["out/**/*"])
     else:
         files = bundler.collect(workdir / "out", [])
-    return files + [("fleet-log.txt", workdir / "fleet-log.txt")]
+    # the job's output log goes in once, even when an artifacts glob also matches it
+    return [f for f in files if f[0] != "fleet-log.txt"] + [("fleet-log.txt", workdir / "fleet-log.txt")]
 
 
 def _store(task, ctx, job, token, attempts, lease, workdir, gpu, started, outcome) -> dict:

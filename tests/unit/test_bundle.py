@@ -163,3 +163,13 @@ def test_verify_bundle_names_both_digests_on_mismatch(run_dir, tmp_path):
     with pytest.raises(DigestMismatch) as caught:
         verify_bundle(result.path, wrong)
     assert wrong in str(caught.value) and result.sha256 in str(caught.value)
+
+
+def test_a_command_jobs_output_log_is_bundled_once_even_when_its_globs_match_it(tmp_path):
+    from manifest.schema import JobSpec
+    from tasks.execution import _files
+    write(tmp_path, "fleet-log.txt", b"log")
+    write(tmp_path, "out/r.txt", b"r")
+    job = JobSpec(name="j", job_id="x" * 64, command=("true",), artifacts=("*.txt", "out/*.txt"))
+    names = [name for name, _ in _files(job, tmp_path)]
+    assert sorted(names) == ["fleet-log.txt", "out/r.txt"]
