@@ -327,3 +327,28 @@ def test_a_worker_restarted_while_the_store_was_down_uploads_its_kept_bundle_wit
         assert open_store("s3://kept/runs").verify("command", recs["kept"].artifact["sha256"])
     finally:
         s3.stop()
+
+
+def test_a_killed_workers_job_restarts_on_another_host_within_two_lease_ttls(chaos):
+    chaos.env["FLEET_LEASE_TTL_S"] = "3"
+    ids = chaos.publish(chaos.manifest({"orphan": 20}))
+    victim = chaos.start("ttl-a")
+    chaos.wait_running(ids["orphan"])
+    chaos.start("ttl-b")
+    rec = chaos.records().get(ids["orphan"])
+    assert rec.worker == "ttl-a"
+    os.kill(victim.pid, signal.SIGKILL)
+    victim.wait()
+    killed_at = time.monotonic()
+    while time.monotonic() - killed_at < 30:
+        rec = chaos.records().get(ids["orphan"])
+        if rec.state is JobState.RUNNING and rec.worker == "ttl-b":
+            break
+        time.sleep(0.1)
+    restarted_after = time.monotonic() - killed_at
+    assert rec.worker == "ttl-b" and rec.attempts == 2
+    assert restarted_after < 2 * 3, f"restarted {restarted_after:.1f}s after the kill; lease TTL is 3s"
+    deadline = time.monotonic() + 10
+    while chaos.runs("orphan", "start") < 2 and time.monotonic() < deadline:
+        time.sleep(0.1)     # claimed: its process starts a moment later
+    assert chaos.runs("orphan", "start") == 2
