@@ -8,6 +8,7 @@ import time
 
 from rich.console import Console
 from rich.table import Table
+from rich.text import Text
 
 from fleet.errors import FleetError, ManifestError
 
@@ -28,6 +29,11 @@ def _redis():
 def _records():
     from fleet.records import Records
     return Records(_redis())
+
+
+def _plain(*values: str) -> list[Text]:
+    """Table cells shown as written: a sweep name like gbt[seed=1] is not rich markup."""
+    return [Text(str(v)) for v in values]
 
 
 def cmd_publish(args) -> int:
@@ -66,7 +72,7 @@ def cmd_publish(args) -> int:
     for col in ("job", "id", "queue", "action", "why"):
         table.add_column(col)
     for r in rows:
-        table.add_row(r.job.name, r.job.job_id[:12], r.queue, r.action, r.why)
+        table.add_row(*_plain(r.job.name, r.job.job_id[:12], r.queue, r.action, r.why))
     console.print(table)
     sent = sum(r.action == "publish" for r in rows)
     console.print(f"{sent} to publish, {len(rows) - sent} skipped" if args.dry_run else
@@ -121,7 +127,8 @@ def cmd_status(args) -> int:
         elif r.last_error:
             note = r.last_error.splitlines()[0][:80]
         art = (r.artifact or {}).get("sha256", "")[:12]
-        table.add_row(r.name, r.job_id[:12], r.state.value, r.queue, str(r.attempts), r.worker or "", note, art)
+        table.add_row(*_plain(r.name, r.job_id[:12], r.state.value, r.queue, str(r.attempts), r.worker or "", note,
+                              art))
     console.print(table)
     return 0
 
@@ -137,7 +144,7 @@ def cmd_cancel(args) -> int:
     jid = rec.resolve(args.job)
     res = rec.cancel(jid)
     if res.startswith("ok:"):
-        console.print(f"cancelled {args.job} (was {res[3:]})")
+        console.print(f"cancelled {args.job} (was {res[3:]})", markup=False)
         return 0
     err.print(f"{args.job} is {res}: only queued or running jobs can be cancelled")
     return 1
@@ -150,7 +157,7 @@ def cmd_requeue(args) -> int:
     if prior in ("queued", "running"):
         err.print(f"{args.job} is {prior}: requeue runs a failed, cancelled or succeeded job again")
         return 1
-    console.print(f"requeued {args.job} (was {prior})")
+    console.print(f"requeued {args.job} (was {prior})", markup=False)
     return 0
 
 
@@ -166,8 +173,8 @@ def cmd_artifacts(args) -> int:
         kind = (a.get("job") or {}).get("model") or "command"
         verified = store.verify(kind, a["sha256"]) if args.verify else None
         ok = ok and verified is not False
-        table.add_row(a.get("name", ""), kind, a["sha256"][:16], f"{a.get('size', 0):,}",
-                      {True: "[green]sha256 ok[/]", False: "[red]MISMATCH[/]", None: "-"}[verified], a["uri"])
+        table.add_row(*_plain(a.get("name", ""), kind, a["sha256"][:16], f"{a.get('size', 0):,}"),
+                      {True: "[green]sha256 ok[/]", False: "[red]MISMATCH[/]", None: "-"}[verified], _plain(a["uri"])[0])
     console.print(table)
     return 0 if ok else 1
 

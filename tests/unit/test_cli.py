@@ -33,3 +33,8 @@ def test_a_dry_run_with_redis_unreachable_still_prints_the_plan(unreachable_brok
 def test_a_real_publish_with_redis_unreachable_fails_naming_the_variable(unreachable_broker, capsys):
     assert cli.main(["publish", EXAMPLE]) == 1
     assert "FLEET_BROKER_URL" in capsys.readouterr().err
+
+
+def test_sweep_names_show_in_tables_as_written_not_as_markup(unreachable_broker, capsys):
+    assert cli.main(["publish", EXAMPLE, "--dry-run"]) == 0
+    assert "gbt-breast-cancer[seed=0]" in capsys.readouterr().out

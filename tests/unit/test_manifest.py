@@ -846,11 +846,11 @@ def test_the_example_manifest_puts_its_jobs_in_the_tiers_its_comments_intend():
     assert m.tiers == DEFAULT_TIERS
     routes = {j.name: route(j, m.tiers, m.hosts) for j in m.jobs}
     assert {name: (r.tier, r.fallback_tier) for name, r in routes.items()} == {
-        "gbt-moons[seed=0]": ("cpu", None),
-        "gbt-moons[seed=1]": ("cpu", None),
-        "mlp-moons": ("cuda", None),
-        "mlp-housing-large": ("cuda-large", None),
-        "gbt-housing-prefers-gpu": ("cuda", "cpu"),
+        "gbt-breast-cancer[seed=0]": ("cpu", None),
+        "gbt-breast-cancer[seed=1]": ("cpu", None),
+        "mlp-wine": ("cuda", None),
+        "mlp-diabetes-large": ("cuda-large", None),
+        "gbt-diabetes-prefers-gpu": ("cuda", "cpu"),
         "report-command": ("cpu", None),
     }
     assert {r.tier for r in routes.values()} == {"cpu", "cuda", "cuda-large"}
