@@ -73,9 +73,10 @@ broker_transport = "tasks.transport:Transport"
 # A job that outlives a broker blip keeps running (its lease covers it); Celery 6 flips
 # this default, so it is said here.
 worker_cancel_long_running_tasks_on_connection_loss = False
-# Soft shutdown: on a cold shutdown (SIGQUIT, a second Ctrl+C) running jobs still get this
-# long to stop their process groups and put themselves back at the front of their queues
-# (tasks.worker.stop_jobs) before Celery cancels them; a warm shutdown (SIGTERM) waits anyway.
+# Soft shutdown: on a cold shutdown (SIGQUIT, a second Ctrl+C) running jobs are told to stop
+# their process groups and put themselves back at the front of their queues, and get up to
+# this long for it before Celery cancels them (tasks.worker.FleetWorker). SIGTERM (warm)
+# does the same with no limit.
 worker_soft_shutdown_timeout = 15.0
 broker_connection_retry_on_startup = True
 broker_connection_max_retries = None

@@ -1,7 +1,17 @@
 """The Celery app: ``celery -A tasks worker`` detects the host and consumes its queues."""
+from functools import cached_property
+
 from celery import Celery
 
-app = Celery("fleet")
+
+class FleetApp(Celery):
+    @cached_property
+    def Worker(self):
+        # `celery -A tasks worker` builds its worker from this: fleet's soft shutdown
+        return self.subclass_with_self("tasks.worker:FleetWorker")
+
+
+app = FleetApp("fleet")
 app.config_from_object("celeryconfig")
 app.conf.include = ["tasks.train"]
 

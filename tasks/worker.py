@@ -9,11 +9,14 @@ from __future__ import annotations
 import logging
 import os
 import threading
+import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
 import redis
 from celery import signals
+from celery.apps.worker import Worker as CeleryWorker
+from celery.worker import state as worker_state
 
 from fleet import constants as C
 from fleet.cluster import ClusterConfig, read_config
@@ -21,7 +24,6 @@ from fleet.records import Records
 from routing.capability import Capability
 from routing.detect import detect
 from tasks.gpus import GpuSlots
-from tasks.transport import set_queue_order
 
 log = logging.getLogger("fleet.worker")
 
@@ -39,7 +41,7 @@ class HostContext:
     gpus: GpuSlots
     work_root: Path
     nodename: str = ""
-    detected: Capability | None = None   # before any policy cap: a new policy is applied to this
+    detected: Capability | None = None   # before any policy cap (always set by build_context): a new policy is applied to this
     asked: tuple[str, ...] = ()          # -Q, if given: the worker serves no other tier
     shutdown: threading.Event = field(default_factory=threading.Event)
 
@@ -81,7 +83,6 @@ def build_context(app) -> HostContext:
                        GpuSlots(cap.cuda_devices), work_root, detected=detected)
 
 
-
 @signals.celeryd_init.connect
 def choose_queues(sender=None, instance=None, conf=None, options=None, **kw):
     """Before the consumer starts: subscribe to exactly the queues this host qualifies for."""
@@ -102,12 +103,13 @@ def choose_queues(sender=None, instance=None, conf=None, options=None, **kw):
                              f"{', '.join(bad)} ({why}). Drop -Q to consume exactly the queues it "
                              f"qualifies for: {', '.join(ctx.queues) or 'none'}")
         ctx.asked = tuple(asked)
-        ctx.queues = ctx.config.queues(ctx.detected, only=ctx.asked)
+        # Celery consumes exactly -Q from here on (its setup_queues runs after this signal);
+        # the first refresh adds those tiers' constraint queues
+        ctx.queues = [q for q in ctx.queues if q in asked]
     if not ctx.queues:
         raise SystemExit(f"fleet: refusing to start: host {ctx.hostname} qualifies for no tier "
                          f"({ctx.config.tier_reasons(ctx.capability)})")
     app.amqp.queues.select(ctx.queues)
-    set_queue_order(ctx.queues)
     if not (options or {}).get("concurrency"):
         conf.worker_concurrency = max(1, len(ctx.capability.cuda_devices))
     log.info("fleet: host %s consumes %s", ctx.hostname, ", ".join(ctx.queues))
@@ -127,6 +129,18 @@ def stop_jobs(**kw):
     """SIGTERM: stop running jobs now and hand them back to their queues."""
     if _ctx is not None:
         _ctx.shutdown.set()
+
+
+class FleetWorker(CeleryWorker):
+    """Celery's worker, whose soft shutdown (the cold path: SIGQUIT, a second Ctrl+C) hands
+    running jobs back at once and waits for that, instead of sleeping out the timeout while
+    jobs run on. Celery sends worker_shutting_down only after this wait."""
+
+    def wait_for_soft_shutdown(self):
+        stop_jobs()
+        deadline = time.monotonic() + self.app.conf.worker_soft_shutdown_timeout
+        while worker_state.active_requests and time.monotonic() < deadline:
+            time.sleep(0.1)
 
 
 def _reaper_loop(ctx: HostContext) -> None:
@@ -156,21 +170,23 @@ def _refresh_loop(ctx: HostContext, consumer) -> None:
             config = read_config(ctx.redis)
         except redis.RedisError:
             continue
-        wanted = config.queues(ctx.detected or ctx.capability, only=ctx.asked)
+        wanted = config.queues(ctx.detected, only=ctx.asked)
         if not wanted:
             log.warning("fleet: the published config leaves host %s no queue; keeping %s",
                         ctx.hostname, ", ".join(ctx.queues))
             continue
-        ctx.config, ctx.capability = config, config.effective(ctx.detected or ctx.capability)
+        ctx.config, ctx.capability = config, config.effective(ctx.detected)
         if wanted == ctx.queues:
             continue
-        set_queue_order(wanted)   # before add_consumer, so kombu files new queues in tier order
-        for q in ctx.queues:
-            if q not in wanted:
-                log.info("fleet: no longer consuming %s", q)
-                ctx.app.control.cancel_consumer(q, destination=[ctx.nodename], reply=False)
-        for q in wanted:
-            if q not in ctx.queues:
-                log.info("fleet: now consuming %s", q)
-                ctx.app.control.add_consumer(q, destination=[ctx.nodename], reply=False)
+        # kombu serves queues in the order they were added: keep the common prefix, and
+        # re-add everything after it in tier order (messages wait in Redis meanwhile)
+        kept = 0
+        while kept < min(len(wanted), len(ctx.queues)) and wanted[kept] == ctx.queues[kept]:
+            kept += 1
+        for q in ctx.queues[kept:]:
+            log.info("fleet: %s %s", "re-ordering" if q in wanted else "no longer consuming", q)
+            ctx.app.control.cancel_consumer(q, destination=[ctx.nodename], reply=False)
+        for q in wanted[kept:]:
+            log.info("fleet: consuming %s", q)
+            ctx.app.control.add_consumer(q, destination=[ctx.nodename], reply=False)
         ctx.queues = wanted

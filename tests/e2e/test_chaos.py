@@ -352,3 +352,18 @@ def test_a_killed_workers_job_restarts_on_another_host_within_two_lease_ttls(cha
     while chaos.runs("orphan", "start") < 2 and time.monotonic() < deadline:
         time.sleep(0.1)     # claimed: its process starts a moment later
     assert chaos.runs("orphan", "start") == 2
+
+
+def test_sigquit_cold_shutdown_also_hands_the_running_job_back_at_once(chaos):
+    chaos.env["FLEET_LEASE_TTL_S"] = "60"    # so a prompt requeue cannot be the reaper's
+    ids = chaos.publish(chaos.manifest({"quit": 30}))
+    w = chaos.start("quit-a")
+    chaos.wait_running(ids["quit"])
+    time.sleep(0.5)
+    t0 = time.monotonic()
+    w.send_signal(signal.SIGQUIT)
+    chaos.wait(ids, states=("queued",), timeout_s=10)
+    assert w.wait(20) is not None and time.monotonic() - t0 < 15
+    assert not chaos.job_processes()
+    rec = chaos.records().get(ids["quit"])
+    assert rec.attempts == 0 and "released" in rec.last_error
