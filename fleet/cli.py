@@ -57,7 +57,7 @@ def cmd_publish(args) -> int:
         return 2
     try:
         rows = publish(_app(), _redis(), manifest, force=frozenset(args.force), dry_run=args.dry_run)
-    except redis.ConnectionError:
+    except (redis.ConnectionError, redis.TimeoutError):
         if not args.dry_run:
             raise
         from fleet.publish import plan
@@ -146,7 +146,7 @@ def cmd_cancel(args) -> int:
     if res.startswith("ok:"):
         console.print(f"cancelled {args.job} (was {res[3:]})", markup=False)
         return 0
-    err.print(f"{args.job} is {res}: only queued or running jobs can be cancelled")
+    err.print(f"{args.job} is {res}: only queued or running jobs can be cancelled", markup=False)
     return 1
 
 
@@ -155,7 +155,7 @@ def cmd_requeue(args) -> int:
     jid = rec.resolve(args.job)
     prior = rec.requeue(jid)
     if prior in ("queued", "running"):
-        err.print(f"{args.job} is {prior}: requeue runs a failed, cancelled or succeeded job again")
+        err.print(f"{args.job} is {prior}: requeue runs a failed, cancelled or succeeded job again", markup=False)
         return 1
     console.print(f"requeued {args.job} (was {prior})", markup=False)
     return 0
@@ -230,7 +230,7 @@ def main(argv: list[str] | None = None) -> int:
     except FleetError as e:
         err.print(f"fleet: {e}", markup=False, highlight=False)
         return 1
-    except redis.ConnectionError:
+    except (redis.ConnectionError, redis.TimeoutError):
         url = _app().conf.broker_url
         err.print(f"fleet: cannot reach Redis at {_where(url)} (FLEET_BROKER_URL); start it, or point "
                   "FLEET_BROKER_URL at your broker (`scripts/local-fleet` runs one locally)",

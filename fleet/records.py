@@ -174,12 +174,14 @@ class Records:
                          args=[time.time(), self.max_attempts, C.JOB_KEY, C.LEASE_KEY])
         return [_s(x) for x in res]
 
-    def restore_unacked(self, older_than_s: float | None = None, max_entries: int = 500) -> list[str]:
-        """Give back messages a lost worker took but never claimed (see lua/restore.lua)."""
+    def restore_unacked(self, older_than_s: float | None = None, max_entries: int = 5000) -> list[str]:
+        """Give back messages a lost worker took but never claimed (see lua/restore.lua).
+
+        Entries left alone (running jobs' own messages) are the oldest and come first, so
+        ``max_entries`` must exceed the fleet's job slots; thousands is plenty."""
         older_than_s = 2 * self.lease_ttl_ms / 1000 if older_than_s is None else older_than_s
-        now = time.time()
         res = self._restore(keys=[C.KOMBU_UNACKED, C.KOMBU_UNACKED_INDEX],
-                            args=[now - older_than_s, now, C.JOB_KEY, max_entries])
+                            args=[time.time() - older_than_s, C.JOB_KEY, max_entries])
         return [_s(x) for x in res]
 
     # --- operators ------------------------------------------------------------

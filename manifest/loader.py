@@ -242,7 +242,9 @@ def _job_problems(p: _Problems, path: tuple, t: dict, written: set[str]) -> None
     if t.get("require_cuda") and t.get("prefer_cuda"):
         p.add(path + ("prefer_cuda",), "prefer_cuda with require_cuda has no effect",
               "drop prefer_cuda, or drop require_cuda to allow a CPU fallback")
-    if t.get("min_vram_gib", 0) > 0 and not (t.get("require_cuda") or t.get("prefer_cuda")):
+    # a mistyped require_cuda / prefer_cuda is reported already; it does not make a VRAM need orphan
+    cuda_flags_ok = all(k in t for k in ("require_cuda", "prefer_cuda") if k in written)
+    if t.get("min_vram_gib", 0) > 0 and cuda_flags_ok and not (t.get("require_cuda") or t.get("prefer_cuda")):
         p.add(path + ("min_vram_gib",), "a VRAM need without require_cuda or prefer_cuda",
               "add require_cuda = true (or prefer_cuda = true)")
     data = t.get("data")

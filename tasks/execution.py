@@ -17,6 +17,7 @@ import time
 import uuid
 from datetime import datetime, timezone
 from pathlib import Path
+from typing import NoReturn
 
 import redis
 
@@ -26,7 +27,7 @@ from artifacts.store import open_store
 from celery.exceptions import Ignore, Reject
 
 from fleet.constants import TAIL_LINES
-from fleet.errors import DigestMismatch, JobNotFound, StoreError, TrainingFailed
+from fleet.errors import DigestMismatch, StoreError, TrainingFailed
 from fleet.records import JobState
 from manifest.schema import JobSpec
 from tasks import runner
@@ -39,6 +40,10 @@ log = logging.getLogger("fleet.execution")
 SECRET_ENV = re.compile(r"SECRET|TOKEN|PASSWORD|PASSWD|CREDENTIAL|_KEY_ID|BROKER|BACKEND|REDIS_URL", re.I)
 URL_WITH_PASSWORD = re.compile(r"^[a-z][a-z0-9+.-]*://[^/@\s]*:[^/@\s]*@", re.I)
 UPLOAD_BACKOFF_S = (1, 2, 5, 10, 30, 60)
+# Task states (Flower, AsyncResult) of a delivery that ended without a result of its own.
+# Custom names: Celery's RETRY and REVOKED are exception states whose meta must be an error.
+REQUEUED_STATE, CANCELLED_STATE = "REQUEUED", "CANCELLED"
+SET_ASIDE = ".unreadable"   # suffix of kept-bundle folders upload_kept could not use
 
 
 def _iso(t: float) -> str:
@@ -89,14 +94,12 @@ def execute(task, job: JobSpec) -> dict:
             if _wants_gpu(job, queue, ctx):
                 gpu = ctx.gpus.acquire(job.needs.min_vram_gib, ctx.shutdown)
                 if gpu is None:
-                    return _release(ctx, job, token, "shutdown before a GPU was free")
+                    _release(task, ctx, job, token, "shutdown before a GPU was free")
                 lease.report(gpu=f"{gpu.index}:{gpu.name}")
             try:
                 return _run(task, ctx, job, token, claim.attempts, lease, workdir, gpu)
-            except (TrainingFailed, Ignore):
-                raise
-            except redis.RedisError:
-                # Redis stayed down through every retry: the record cannot be written, so the
+            except (TrainingFailed, Ignore, redis.RedisError):
+                # a RedisError here outlived every retry: the record cannot be written, so the
                 # lease (and a kept bundle, if training finished) decides what happens next
                 raise
             except Exception as e:  # anything unforeseen ends the run, recorded, not left to a lease
@@ -107,12 +110,21 @@ def execute(task, job: JobSpec) -> dict:
         shutil.rmtree(workdir, ignore_errors=True)
 
 
-def _release(ctx: HostContext, job: JobSpec, token: str, why: str):
+def _release(task, ctx: HostContext, job: JobSpec, token: str, why: str) -> NoReturn:
     _redis_retry(ctx, lambda: ctx.records.finish(job.job_id, token, JobState.QUEUED, count_attempt=False,
                                                  last_error=f"released: {why}"), "release")
     log.warning("released %s back to its queue: %s", job.name, why)
-    # the job will run again under this task id: no SUCCESS result for this delivery
+    # the job will run again under this task id: no SUCCESS for this delivery, and no
+    # PROGRESS left behind either
+    _final_state(task, REQUEUED_STATE, job, why)
     raise Ignore()
+
+
+def _final_state(task, state: str, job: JobSpec, why: str) -> None:
+    try:
+        task.update_state(state=state, meta={"job_id": job.job_id, "name": job.name, "why": why})
+    except Exception as e:  # the result backend is down: the job record is what counts
+        log.debug("result state update failed: %s", e)
 
 
 def _run(task, ctx, job, token, attempts, lease, workdir: Path, gpu) -> dict:
@@ -133,11 +145,13 @@ def _run(task, ctx, job, token, attempts, lease, workdir: Path, gpu) -> dict:
         outcome = runner.run(argv, env=env, cwd=str(workdir), timeout_s=job.timeout_s, on_tick=on_tick,
                              stop=ctx.shutdown, log=lambda line: log_file.write(line + "\n"))
     if outcome.stopped == "shutdown":
-        return _release(ctx, job, token, "worker shutting down")
+        _release(task, ctx, job, token, "worker shutting down")
     if outcome.stopped in ("cancelled", "lost", "queued", "failed", "succeeded"):
         # the record already says what happened (cancelled, or another run owns the job):
         # this run stops without a result of its own
         log.warning("stopped %s: %s", job.name, outcome.stopped)
+        if outcome.stopped == "cancelled":
+            _final_state(task, CANCELLED_STATE, job, "cancelled")
         raise Ignore()
     if outcome.stopped == "timeout" or outcome.returncode != 0:
         return _failed(ctx, job, token, attempts, outcome)
@@ -198,8 +212,8 @@ def _store(task, ctx, job, token, attempts, lease, workdir, gpu, started, outcom
                                                             result={"metrics": metrics}, last_error=""),
                             "record success")
     shutil.rmtree(pending, ignore_errors=True)
-    if recorded != "ok":
-        log.warning("job %s was taken over while uploading (%s); its artifact is stored anyway", job.name, recorded)
+    if not recorded:
+        log.warning("job %s was taken over while uploading; its artifact is stored anyway", job.name)
     return {"job_id": job.job_id, "name": job.name, "artifact_uri": stored.uri, "sha256": stored.sha256,
             "size": stored.size, "metrics": metrics, "worker": ctx.hostname, "attempt": attempts}
 
@@ -221,17 +235,12 @@ def _write_atomic(path: Path, text: str) -> None:
     os.replace(tmp, path)
 
 
-def _state_or_none(ctx: HostContext, job_id: str) -> JobState | None:
-    try:
-        return ctx.records.get(job_id).state
-    except JobNotFound:
-        return None
-
-
 def upload_kept(ctx: HostContext) -> None:
     """Upload bundles kept on disk by an earlier run of this worker, before new work."""
     root = ctx.work_root / "pending"
     for folder in sorted(root.glob("*")) if root.exists() else []:
+        if folder.name.endswith(SET_ASIDE):
+            continue
         meta_path, bundle_path = folder / "meta.json", folder / "bundle.tar.zst"
         if not (meta_path.exists() and bundle_path.exists()):
             shutil.rmtree(folder, ignore_errors=True)  # bundling never finished: nothing to save
@@ -239,11 +248,11 @@ def upload_kept(ctx: HostContext) -> None:
         try:
             meta = json.loads(meta_path.read_text())
             job_id, sha256 = meta["job_id"], meta["sha256"]
-            state = _redis_retry(ctx, lambda: _state_or_none(ctx, job_id), "read kept job")
+            state = _redis_retry(ctx, lambda: ctx.records.states([job_id])[job_id], "read kept job")
             bundler.verify_bundle(bundle_path, sha256)
         except (ValueError, KeyError, TypeError, DigestMismatch) as e:
             log.error("kept bundle %s is unreadable (%s); moved aside, not uploaded", folder, e)
-            folder.rename(folder.with_name(folder.name + ".unreadable"))
+            folder.rename(folder.with_name(f"{folder.name}.{time.time_ns()}{SET_ASIDE}"))
             continue
         if state in (JobState.SUCCEEDED, JobState.CANCELLED):
             log.warning("dropping kept bundle of %s: the job is already %s", meta.get("name"), state.value)

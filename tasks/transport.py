@@ -9,21 +9,8 @@ from __future__ import annotations
 
 from kombu.transport import redis as kombu_redis
 
-# The worker's queues, most demanding first (set by tasks.worker). Queues added at run
-# time (add_consumer) are appended by kombu; sorting by this keeps them in tier order.
-_queue_rank: dict[str, int] = {}
-
-
-def set_queue_order(queues: list[str]) -> None:
-    global _queue_rank
-    _queue_rank = {q: i for i, q in enumerate(queues)}
-
 
 class Channel(kombu_redis.Channel):
-    def _update_queue_cycle(self):
-        rank = _queue_rank
-        self._queue_cycle.update(sorted(self.active_queues, key=lambda q: rank.get(q, len(rank))))
-
     def _brpop_start(self, timeout=None):
         # kombu's own method with the two loops swapped: queue-major instead of priority-major
         if timeout is None:

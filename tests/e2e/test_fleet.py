@@ -147,3 +147,24 @@ def test_a_job_whose_data_is_missing_on_the_worker_fails_at_once_with_the_reason
     rec = wait_terminal(Records(fleet.client()), {row["job_id"]}, timeout_s=60)[row["job_id"]]
     assert rec.state is JobState.FAILED and rec.attempts == 1
     assert "/nonexistent/fleet-e2e.csv" in rec.last_error
+
+
+def test_a_worker_given_q_serves_only_that_tier_and_the_constraint_queues_of_it_that_admit_it(fleet, tmp_path):
+    from tests.e2e.conftest import CUDA_LARGE, wait_for_workers
+    from fleet.local import stop_worker
+    manifest = tmp_path / "q.toml"
+    manifest.write_text('[[jobs]]\nname = "for-q-host"\ncommand = ["true"]\nallowed_hosts = ["e2e-q"]\n')
+    [row] = json.loads(fleet.fleet("publish", str(manifest), "--json", check=True).stdout)
+    assert row["queue"].startswith("cpu.")
+    proc = start_worker("e2e-q", CUDA_LARGE, fleet.env, fleet.log_dir, extra=["-Q", "cpu"])
+    try:
+        wait_for_workers(fleet.env, ["e2e-q"])
+        rec = wait_terminal(Records(fleet.client()), {row["job_id"]}, timeout_s=60)[row["job_id"]]
+        assert rec.state is JobState.SUCCEEDED and rec.worker == "e2e-q"
+        out = subprocess.run([sys.executable, "-m", "celery", "-A", "tasks", "inspect", "active_queues", "--json",
+                              "-d", "e2e-q@" + __import__("socket").gethostname()],
+                             env=fleet.env, capture_output=True, text=True, timeout=60)
+        [queues] = json.loads(out.stdout).values()
+        assert [q["name"] for q in queues] == [row["queue"], "cpu"]
+    finally:
+        stop_worker(proc)

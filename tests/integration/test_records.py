@@ -254,3 +254,25 @@ def test_a_dead_workers_leftover_message_is_dropped_not_restored_once_the_job_mo
     assert recs.finish(taken, "t", JobState.SUCCEEDED)
     assert recs.restore_unacked() == [] and client.hlen(C.KOMBU_UNACKED) == 0   # finished: dropped
     assert queued_messages(client, "cpu") == 1
+
+
+def test_a_dead_workers_copy_of_a_job_pushed_again_since_is_dropped_not_restored(app, redis_url, manifest):
+    import subprocess
+    import sys
+    client = redis_lib.Redis.from_url(redis_url)
+    publish(app, client, manifest)
+    taken = subprocess.run([sys.executable, "-c", TAKE_AND_DIE, redis_url], capture_output=True, text=True,
+                           check=True).stdout.strip()
+    recs = Records(client, lease_ttl_s=1)
+    assert recs.claim(taken, "w", "t", {}, "cpu").run
+    assert recs.finish(taken, "t", JobState.QUEUED)       # e.g. a retry: a newer push is queued
+    time.sleep(2.1)
+    assert recs.restore_unacked() == [] and client.hlen(C.KOMBU_UNACKED) == 0
+    assert queued_messages(client, "cpu") == 2            # the retry's copy and job b: no third
+
+
+def test_unacked_entries_that_are_not_fleet_jobs_are_left_to_kombu(redis_client):
+    redis_client.hset(C.KOMBU_UNACKED, "some-other-tag", '[{"headers": {"id": "x"}}, "", "q"]')
+    redis_client.zadd(C.KOMBU_UNACKED_INDEX, {"some-other-tag": 1})
+    assert Records(redis_client, lease_ttl_s=1).restore_unacked() == []
+    assert redis_client.hlen(C.KOMBU_UNACKED) == 1

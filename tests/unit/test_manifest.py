@@ -879,3 +879,10 @@ def test_the_readme_manifest_example_is_valid():
     manifest = loads(block, "README.md")
     assert [t.name for t in manifest.tiers] == ["cuda-xl", "cuda", "cpu"]
     assert len(manifest.jobs) == 6
+
+
+def test_a_mistyped_require_cuda_is_reported_once_not_also_as_a_vram_need_without_it():
+    from manifest.loader import loads
+    with pytest.raises(ManifestError) as e:
+        loads('[[jobs]]\nname = "x"\ncommand = ["true"]\nrequire_cuda = "yes"\nmin_vram_gib = 8\n', "m.toml")
+    assert [p.field for p in e.value.problems] == ["jobs[0].require_cuda"]
