@@ -224,13 +224,18 @@ with Connection(sys.argv[1], transport_options={"visibility_timeout": 3600}) as 
 """
 
 
-def test_a_message_taken_by_a_worker_that_died_before_claiming_it_is_given_back(app, redis_url, manifest):
+def take_and_die(redis_url: str) -> str:
+    """A real kombu consumer takes one message from 'cpu' and dies; returns its task id."""
     import subprocess
     import sys
+    return subprocess.run([sys.executable, "-c", TAKE_AND_DIE, redis_url], capture_output=True, text=True,
+                          check=True).stdout.strip()
+
+
+def test_a_message_taken_by_a_worker_that_died_before_claiming_it_is_given_back(app, redis_url, manifest):
     client = redis_lib.Redis.from_url(redis_url)
     publish(app, client, manifest)
-    taken = subprocess.run([sys.executable, "-c", TAKE_AND_DIE, redis_url], capture_output=True, text=True,
-                           check=True).stdout.strip()
+    taken = take_and_die(redis_url)
     assert client.hlen(C.KOMBU_UNACKED) == 1 and queued_messages(client, "cpu") == 1
     recs = Records(client, lease_ttl_s=1)
     assert recs.restore_unacked() == []                    # younger than two TTLs: left alone
@@ -241,12 +246,9 @@ def test_a_message_taken_by_a_worker_that_died_before_claiming_it_is_given_back(
 
 
 def test_a_dead_workers_leftover_message_is_dropped_not_restored_once_the_job_moved_on(app, redis_url, manifest):
-    import subprocess
-    import sys
     client = redis_lib.Redis.from_url(redis_url)
     publish(app, client, manifest)
-    taken = subprocess.run([sys.executable, "-c", TAKE_AND_DIE, redis_url], capture_output=True, text=True,
-                           check=True).stdout.strip()
+    taken = take_and_die(redis_url)
     recs = Records(client, lease_ttl_s=1)
     assert recs.claim(taken, "w", "t", {}, "cpu").run      # another copy ran it
     time.sleep(2.1)
@@ -257,12 +259,9 @@ def test_a_dead_workers_leftover_message_is_dropped_not_restored_once_the_job_mo
 
 
 def test_a_dead_workers_copy_of_a_job_pushed_again_since_is_dropped_not_restored(app, redis_url, manifest):
-    import subprocess
-    import sys
     client = redis_lib.Redis.from_url(redis_url)
     publish(app, client, manifest)
-    taken = subprocess.run([sys.executable, "-c", TAKE_AND_DIE, redis_url], capture_output=True, text=True,
-                           check=True).stdout.strip()
+    taken = take_and_die(redis_url)
     recs = Records(client, lease_ttl_s=1)
     assert recs.claim(taken, "w", "t", {}, "cpu").run
     assert recs.finish(taken, "t", JobState.QUEUED)       # e.g. a retry: a newer push is queued
