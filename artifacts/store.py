@@ -135,7 +135,8 @@ def _atomic_copy(src: Path, dest: Path, sha256: str | None = None) -> None:
         raise
 
 
-def _atomic_write(dest: Path, data: bytes) -> None:
+def atomic_write(dest: Path, data: bytes) -> None:
+    """Write `data` to `dest` via a temp file and a rename: readers never see a partial file."""
     dest.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(prefix=f".{dest.name}.", suffix=".tmp", dir=dest.parent)
     try:
@@ -174,7 +175,7 @@ class FileStore(Store):
             _atomic_copy(Path(bundle_path), target, sha256)
         meta_path = self._path(self.meta_key(kind, sha256))
         if not (existed and meta_path.is_file()):
-            _atomic_write(meta_path, _meta_bytes(_stored_meta(kind, sha256, size, meta)))
+            atomic_write(meta_path, _meta_bytes(_stored_meta(kind, sha256, size, meta)))
         return StoredArtifact(self.uri_for(kind, sha256), sha256, size, existed)
 
     def get_bundle(self, kind: str, sha256: str, dest: Path) -> Path:

@@ -23,7 +23,7 @@ import redis
 
 from artifacts import bundle as bundler
 from artifacts.data import fetch
-from artifacts.store import open_store
+from artifacts.store import atomic_write, open_store
 from celery.exceptions import Ignore, Reject
 
 from fleet.constants import TAIL_LINES
@@ -199,7 +199,7 @@ def _store(task, ctx, job, token, attempts, lease, workdir, gpu, started, outcom
     pending.mkdir(parents=True, exist_ok=True)
     result = bundler.bundle(_files(job, workdir), meta, pending / "bundle.tar.zst")
     meta = {**meta, "sha256": result.sha256, "size": result.size, "files": result.files}
-    _write_atomic(pending / "meta.json", json.dumps(meta))
+    atomic_write(pending / "meta.json", json.dumps(meta).encode())
     try:
         stored = _upload(ctx, job, lease, result, meta)
     except Ignore:
@@ -227,12 +227,6 @@ def _redis_retry(ctx, op, what: str, tries: int = 60):
             log.warning("Redis unavailable to %s (%s); retrying", what, e)
             time.sleep(min(2 ** i * 0.2, 5))
     return op()
-
-
-def _write_atomic(path: Path, text: str) -> None:
-    tmp = path.with_suffix(path.suffix + ".tmp")
-    tmp.write_text(text)
-    os.replace(tmp, path)
 
 
 def upload_kept(ctx: HostContext) -> None:

@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import Callable
 
 from fleet.constants import TAIL_LINES
+from tasks import supervisor
 
 METRIC_PREFIX = "FLEET_METRIC "
 # Run by path, not `-m tasks.supervisor`: importing the tasks package builds the Celery app.
@@ -82,7 +83,7 @@ def run(argv: list[str], *, env: dict[str, str], cwd: str, timeout_s: float | No
         tick_s: float = 1.0, log: Callable[[str], None] | None = None) -> RunOutcome:
     started = time.monotonic()
     progress = Progress(started, deque(maxlen=TAIL_LINES), {})
-    env = dict(env, FLEET_SUPERVISOR_PARENT=str(os.getpid()))
+    env = dict(env, **{supervisor.PARENT_ENV: str(os.getpid())})
     proc = subprocess.Popen([sys.executable, SUPERVISOR, "--", *argv], env=env, cwd=cwd,
                             stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
                             start_new_session=True)

@@ -41,7 +41,8 @@ class HostContext:
     gpus: GpuSlots
     work_root: Path
     nodename: str = ""
-    detected: Capability | None = None   # before any policy cap (always set by build_context): a new policy is applied to this
+    # before any policy cap (always set by build_context): a newly published policy applies to this
+    detected: Capability | None = None
     asked: tuple[str, ...] = ()          # -Q, if given: the worker serves no other tier
     shutdown: threading.Event = field(default_factory=threading.Event)
 
