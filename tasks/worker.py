@@ -177,17 +177,29 @@ def _refresh_loop(ctx: HostContext, consumer) -> None:
                         ctx.hostname, ", ".join(ctx.queues))
             continue
         ctx.config, ctx.capability = config, config.effective(ctx.detected)
-        if wanted == ctx.queues:
+        # compared with what the consumer really consumes, not with what we last asked for:
+        # a control message that went astray is made good on the next pass
+        consumed = _consumed(consumer) or ctx.queues
+        if wanted == consumed:
+            ctx.queues = wanted
             continue
         # kombu serves queues in the order they were added: keep the common prefix, and
         # re-add everything after it in tier order (messages wait in Redis meanwhile)
         kept = 0
-        while kept < min(len(wanted), len(ctx.queues)) and wanted[kept] == ctx.queues[kept]:
+        while kept < min(len(wanted), len(consumed)) and wanted[kept] == consumed[kept]:
             kept += 1
-        for q in ctx.queues[kept:]:
+        for q in consumed[kept:]:
             log.info("fleet: %s %s", "re-ordering" if q in wanted else "no longer consuming", q)
             ctx.app.control.cancel_consumer(q, destination=[ctx.nodename], reply=False)
         for q in wanted[kept:]:
             log.info("fleet: consuming %s", q)
             ctx.app.control.add_consumer(q, destination=[ctx.nodename], reply=False)
         ctx.queues = wanted
+
+
+def _consumed(consumer) -> list[str] | None:
+    """The queues the worker's task consumer is on, in serving order (None if unknown)."""
+    try:
+        return [q.name for q in consumer.task_consumer.queues]
+    except (AttributeError, RuntimeError):   # not started yet, or changing under us
+        return None

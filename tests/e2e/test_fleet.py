@@ -161,10 +161,14 @@ def test_a_worker_given_q_serves_only_that_tier_and_the_constraint_queues_of_it_
         wait_for_workers(fleet.env, ["e2e-q"])
         rec = wait_terminal(Records(fleet.client()), {row["job_id"]}, timeout_s=60)[row["job_id"]]
         assert rec.state is JobState.SUCCEEDED and rec.worker == "e2e-q"
-        out = subprocess.run([sys.executable, "-m", "celery", "-A", "tasks", "inspect", "active_queues", "--json",
-                              "-d", "e2e-q@" + __import__("socket").gethostname()],
-                             env=fleet.env, capture_output=True, text=True, timeout=60)
-        [queues] = json.loads(out.stdout).values()
-        assert [q["name"] for q in queues] == [row["queue"], "cpu"]
+        app = client_app(fleet.env["FLEET_BROKER_URL"])
+        deadline = time.monotonic() + 30      # the refresh runs every 10 s and converges
+        while time.monotonic() < deadline:
+            replies = app.control.inspect(timeout=2.0).active_queues() or {}
+            got = [q["name"] for node, qs in replies.items() if node.startswith("e2e-q@") for q in qs]
+            if got == [row["queue"], "cpu"]:
+                break
+            time.sleep(1)
+        assert got == [row["queue"], "cpu"], fleet.logs()
     finally:
         stop_worker(proc)
