@@ -12,7 +12,7 @@ NOWHERE = "redis://127.0.0.1:1/0"   # nothing listens on port 1: refused at once
 
 @pytest.fixture
 def unreachable_broker(monkeypatch):
-    app = cli._app()
+    app = cli.app()
     before = app.conf.broker_url
     monkeypatch.setenv("FLEET_BROKER_URL", NOWHERE)
     app.conf.broker_url = NOWHERE

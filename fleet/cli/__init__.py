@@ -1,0 +1,43 @@
+"""The `fleet` command: publish manifests, watch jobs and hosts, cancel and requeue, run a local fleet.
+
+One module per verb group; each has ``register(subparsers)``. Add a verb group by adding
+its module to ``VERB_MODULES``.
+"""
+from __future__ import annotations
+
+import argparse
+import sys
+
+from fleet.cli import artifacts, hosts, jobs, local, publish
+from fleet.cli.common import app, err, where
+from fleet.errors import FleetError
+
+VERB_MODULES = (publish, jobs, hosts, artifacts, local)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog="fleet", description=__doc__.splitlines()[0])
+    sub = p.add_subparsers(dest="cmd", required=True)
+    for module in VERB_MODULES:
+        module.register(sub)
+    return p
+
+
+def main(argv: list[str] | None = None) -> int:
+    import redis
+    args = build_parser().parse_args(argv)
+    try:
+        return args.fn(args)
+    except FleetError as e:
+        err.print(f"fleet: {e}", markup=False, highlight=False)
+        return 1
+    except (redis.ConnectionError, redis.TimeoutError):
+        url = app().conf.broker_url
+        err.print(f"fleet: cannot reach Redis at {where(url)} (FLEET_BROKER_URL); start it, or point "
+                  "FLEET_BROKER_URL at your broker (`scripts/local-fleet` runs one locally)",
+                  markup=False, highlight=False)
+        return 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

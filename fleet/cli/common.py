@@ -1,0 +1,35 @@
+"""What every `fleet` verb shares: consoles, the app, Redis, records, cell helpers."""
+from __future__ import annotations
+
+import sys
+
+from rich.console import Console
+from rich.text import Text
+
+console = Console(width=None if sys.stdout.isatty() else 160)
+err = Console(stderr=True, width=None if sys.stderr.isatty() else 160)
+
+
+def app():
+    from tasks import app  # imports celeryconfig: env errors surface here, named
+    return app
+
+
+def redis_client():
+    import redis
+    return redis.Redis.from_url(app().conf.broker_url, socket_connect_timeout=5, socket_timeout=30)
+
+
+def records():
+    from fleet.records import Records
+    return Records(redis_client())
+
+
+def plain(*values: str) -> list[Text]:
+    """Table cells shown as written: a sweep name like gbt[seed=1] is not rich markup."""
+    return [Text(str(v)) for v in values]
+
+
+def where(url: str) -> str:
+    """A broker URL without its credentials, for messages."""
+    return url.rsplit("@", 1)[-1]

@@ -1,0 +1,62 @@
+"""`fleet publish`: validate a manifest and queue its jobs."""
+from __future__ import annotations
+
+import json
+
+from rich.table import Table
+
+from fleet.cli.common import app, console, err, plain, redis_client, where
+from fleet.errors import ManifestError
+
+
+def cmd_publish(args) -> int:
+    import redis
+    from fleet.publish import publish
+    from manifest.loader import load
+    try:
+        manifest = load(args.manifest)
+    except ManifestError as e:
+        if args.json:
+            print(json.dumps({"error": "invalid manifest", "problems": [p.as_dict() for p in e.problems]}, indent=2))
+        else:
+            err.print(f"[bold red]{args.manifest}: {len(e.problems)} problem(s); nothing was published[/]")
+            for p in e.problems:
+                err.print(f"  {p}", markup=False, highlight=False)
+        return 2
+    names = {j.name for j in manifest.jobs} | {j.job_id for j in manifest.jobs}
+    unknown = [n for n in args.force if n not in names]
+    if unknown:
+        err.print(f"--force names no job in {args.manifest}: {', '.join(unknown)}", markup=False)
+        return 2
+    try:
+        rows = publish(app(), redis_client(), manifest, force=frozenset(args.force), dry_run=args.dry_run)
+    except (redis.ConnectionError, redis.TimeoutError):
+        if not args.dry_run:
+            raise
+        from fleet.publish import plan
+        # A plan is still useful offline: it shows routing and IDs, not what already ran.
+        err.print(f"fleet: cannot reach Redis at {where(app().conf.broker_url)} (FLEET_BROKER_URL): "
+                  "the plan below assumes no job was published before", markup=False, highlight=False)
+        rows = plan(manifest, {}, frozenset(args.force))
+    if args.json:
+        print(json.dumps([r.to_dict() for r in rows], indent=2))
+        return 0
+    table = Table(title=("plan (dry run: nothing sent)" if args.dry_run else f"published {args.manifest}"))
+    for col in ("job", "id", "queue", "action", "why"):
+        table.add_column(col)
+    for r in rows:
+        table.add_row(*plain(r.job.name, r.job.job_id[:12], r.queue, r.action, r.why))
+    console.print(table)
+    sent = sum(r.action == "publish" for r in rows)
+    console.print(f"{sent} to publish, {len(rows) - sent} skipped" if args.dry_run else
+                  f"{sent} published, {len(rows) - sent} skipped")
+    return 0
+
+
+def register(sub) -> None:
+    s = sub.add_parser("publish", help="validate a manifest and queue its jobs")
+    s.add_argument("manifest")
+    s.add_argument("--dry-run", action="store_true", help="print the plan; send nothing")
+    s.add_argument("--json", action="store_true", help="machine-readable output")
+    s.add_argument("--force", action="append", default=[], metavar="NAME", help="run this job again")
+    s.set_defaults(fn=cmd_publish)
