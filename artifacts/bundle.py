@@ -9,6 +9,7 @@ from __future__ import annotations
 import hashlib
 import io
 import json
+import logging
 import os
 import stat
 import tarfile
@@ -21,6 +22,7 @@ import zstandard
 from fleet.constants import META_NAME, ZSTD_LEVEL
 from fleet.errors import DigestMismatch, StoreError
 
+log = logging.getLogger("fleet.bundle")
 CHUNK_BYTES = 1 << 20          # read/write unit for files, tar and zstd
 ZSTD_OUT_BYTES = 1 << 20       # compressed chunk handed to the hashing writer
 
@@ -66,14 +68,24 @@ class _HashingWriter:
 def collect(root: Path, globs: list[str]) -> list[tuple[str, Path]]:
     """Files under `root` matching any glob, as sorted unique (arcname, path) pairs.
 
-    An empty glob list means every file under `root`.
+    An empty glob list means every file under `root`. Nothing that resolves outside `root`
+    is taken: a glob with '..' or an absolute one is refused (StoreError), and a match that
+    is, or goes through, a symlink leading out of `root` is left out with a warning.
     """
     root = Path(root)
+    real_root = root.resolve()
     found: dict[str, Path] = {}
     for pattern in globs or ["**/*"]:
+        if PurePosixPath(pattern).is_absolute() or ".." in PurePosixPath(pattern).parts:
+            raise StoreError(f"artifacts glob {pattern!r} leaves the job's directory; refused")
         for path in root.glob(pattern):
-            if path.is_file():
-                found[path.relative_to(root).as_posix()] = path
+            if not path.is_file():
+                continue
+            if not path.resolve().is_relative_to(real_root):
+                log.warning("artifact %s resolves outside the job's directory (%s); left out",
+                            path.relative_to(root).as_posix(), path.resolve())
+                continue
+            found[path.relative_to(root).as_posix()] = path
     return sorted(found.items())
 
 

@@ -1,52 +1,117 @@
-"""Fetch a job's input data: local paths as they are, S3 objects into a shared cache.
+"""Fetch a job's input data on a worker: by content digest, verified, through a shared cache.
 
-The cache is keyed by the object's checksum (or ETag) from a HEAD request, so an
-unchanged object is downloaded once per host and a changed one gets a fresh entry.
-Downloads land in a temp file and are renamed, so concurrent workers never read
-a partial file.
+A job's data URI (``manifest.dataref``) says which bytes it means:
+
+- ``store+sha256://<hex>/<name>[/]``: staged in the fleet's store at publish; fetched by
+  digest, verified, cached by digest (``artifacts.datacache``).
+- ``s3://bucket/key#sha256=<hex>``: fetched from its bucket, verified against the digest.
+- ``s3://bucket/key#etag=..&size=..[&version=..]``: the pinned version if the bucket keeps
+  versions, else the object only while its ETag and size still match the publish.
+- an unpinned ``s3://`` URI or a local path (records published before pinning): as before,
+  the object cached by its ETag, the path used as it is.
+
+With ``into`` (the job's directory), the result is a hard link the job owns for its run, so
+the cache may evict the entry meanwhile.
 """
 from __future__ import annotations
 
 import hashlib
+import os
 from collections.abc import Callable
 from pathlib import Path, PurePosixPath
-from urllib.parse import unquote, urlparse
+from urllib.parse import urlparse
 
-from fleet.errors import StoreError
+from fleet.constants import DATA_CACHE_GIB
+from fleet.errors import ConfigError, DigestMismatch, StoreError
+from manifest import dataref
 
+from .datacache import DataCache
 from .store import Store, open_store
 
-CACHE_KEY_CHARS = 32   # hex characters of the cache directory name
+CACHE_KEY_CHARS = 32   # hex characters of the legacy cache directory name
+DATA_CACHE_ENV = "FLEET_DATA_CACHE_GIB"
+GIB = 1 << 30
+
+
+def cache_bytes(env=None) -> int:
+    """The cache bound from FLEET_DATA_CACHE_GIB (GiB, default DATA_CACHE_GIB)."""
+    raw = (os.environ if env is None else env).get(DATA_CACHE_ENV, "")
+    try:
+        gib = float(raw) if raw.strip() else DATA_CACHE_GIB
+    except ValueError:
+        gib = -1.0
+    if not gib > 0:
+        raise ConfigError(f"{DATA_CACHE_ENV}={raw!r}: expected a positive number of GiB, "
+                          f"e.g. {DATA_CACHE_ENV}=50")
+    return int(gib * GIB)
 
 
 def cache_path(uri: str, tag: str, cache_dir: Path) -> Path:
-    """Where the object at `uri` with version `tag` lives in the cache."""
+    """Where the unpinned object at `uri` with version `tag` lives in the legacy cache."""
     key = hashlib.sha256(f"{uri}\n{tag}".encode()).hexdigest()[:CACHE_KEY_CHARS]
     return Path(cache_dir) / key / PurePosixPath(urlparse(uri).path).name
 
 
-def fetch(uri: str, cache_dir: Path,
-          store_factory: Callable[[str], Store] = open_store) -> Path:
-    """A local path for `uri`: a path or file:// URI as is, an s3:// URI via the cache."""
-    parsed = urlparse(uri)
-    if parsed.scheme == "s3":
-        return _fetch_s3(uri, parsed, Path(cache_dir), store_factory)
-    if parsed.scheme not in ("", "file"):
-        raise StoreError(f"data {uri!r}: unsupported scheme {parsed.scheme!r}; "
-                         "use a local path, file:///path or s3://bucket/key")
-    path = Path(unquote(parsed.path) if parsed.scheme == "file" else uri).expanduser()
+def fetch(uri: str, cache_dir: Path, store_factory: Callable[[str | None], Store] = open_store,
+          into: Path | None = None) -> Path:
+    """A local path holding the data `uri` names (see the module docstring)."""
+    try:
+        ref = dataref.parse(uri)
+    except ValueError as e:
+        raise StoreError(f"{e}; use a local path, file:///path or s3://bucket/key") from e
+    if ref.scheme == "path":
+        return _local(ref)
+    if ref.scheme == "s3" and not ref.pinned:
+        return _fetch_s3_unpinned(uri, ref, Path(cache_dir), store_factory)
+    cache = DataCache(Path(cache_dir), cache_bytes())
+    payload = _fetch_store(ref, cache, store_factory) if ref.scheme == "store" else _fetch_s3(uri, ref, cache, store_factory)
+    return cache.pin(payload, Path(into), ref.name) if into is not None else payload
+
+
+def _fetch_store(ref: dataref.DataRef, cache: DataCache, store_factory) -> Path:
+    store = store_factory(None)
+    try:
+        return cache.get(ref.sha256, ref.kind, lambda dest: store.get_data(ref.sha256, dest), ref.sha256)
+    except DigestMismatch:
+        raise
+    except StoreError as e:
+        raise StoreError(f"data {ref.name} (sha256 {ref.sha256}) is not in the store: {e}; "
+                         "publish the manifest again to stage it") from e
+
+
+def _fetch_s3(uri: str, ref: dataref.DataRef, cache: DataCache, store_factory) -> Path:
+    store = store_factory(f"s3://{ref.bucket}")
+    if ref.sha256:
+        def fill(dest: Path) -> None:
+            store.get_file(ref.key, dest)
+        try:
+            return cache.get(ref.sha256, ref.kind, fill, ref.sha256)
+        except DigestMismatch as e:
+            raise DigestMismatch(f"{dataref.unpinned(uri)} changed after publish ({e}); "
+                                 "publish again to train on the new bytes") from e
+    key = hashlib.sha256(uri.encode()).hexdigest()
+
+    def fill_version(dest: Path) -> None:
+        if not ref.version:
+            now = store.identity(ref.key)
+            if (now.get("etag"), now.get("size")) != (ref.etag, ref.size):
+                raise DigestMismatch(f"{dataref.unpinned(uri)} changed after publish (ETag/size "
+                                     f"{ref.etag}/{ref.size}, now {now}); publish again to train on it")
+        store.get_file(ref.key, dest, version=ref.version)
+    return cache.get(key, ref.kind, fill_version)
+
+
+def _local(ref: dataref.DataRef) -> Path:
+    path = Path(ref.path).expanduser()
     if not path.exists():
         raise StoreError(f"data {str(path)!r} does not exist on this host; "
-                         "copy it here or upload it and use an s3:// URI")
+                         "publish the manifest again (data is now staged through the store)")
     return path
 
 
-def _fetch_s3(uri: str, parsed, cache_dir: Path, store_factory) -> Path:
-    key = parsed.path.lstrip("/")
-    if not parsed.netloc or not key or key.endswith("/"):
-        raise StoreError(f"data {uri!r}: expected s3://bucket/key naming one object")
-    store = store_factory(f"s3://{parsed.netloc}")
-    target = cache_path(uri, store.file_tag(key), cache_dir)
+def _fetch_s3_unpinned(uri: str, ref: dataref.DataRef, cache_dir: Path, store_factory) -> Path:
+    store = store_factory(f"s3://{ref.bucket}")
+    target = cache_path(uri, store.file_tag(ref.key), cache_dir)
     if not target.is_file():
-        store.get_file(key, target)
+        store.get_file(ref.key, target)
     return target

@@ -20,7 +20,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from urllib.parse import unquote, urlparse
 
-from fleet.constants import BUNDLE_NAME, META_NAME
+from fleet.constants import BUNDLE_NAME, DATA_DIR, META_NAME
 from fleet.errors import DigestMismatch, StoreError
 
 from .bundle import CHUNK_BYTES, sha256_file
@@ -73,6 +73,25 @@ class Store(ABC):
 
     def _key(self, key: str) -> str:
         return f"{self.prefix}/{key}" if self.prefix else key
+
+    def data_key(self, sha256: str) -> str:
+        """Key of staged job data (a file, or a directory's tar), addressed by its sha256."""
+        return self._key(f"{DATA_DIR}/{sha256}")
+
+    @abstractmethod
+    def has_data(self, sha256: str) -> bool:
+        """True when data with this digest is already staged (one HEAD or stat, no download)."""
+
+    @abstractmethod
+    def put_data(self, path: Path, sha256: str, advance=None) -> bool:
+        """Stage the file at `path` as data `sha256`, verified; False when it was already there.
+
+        `advance(n_bytes)` is called as bytes are sent (for a progress bar).
+        """
+
+    @abstractmethod
+    def get_data(self, sha256: str, dest: Path) -> Path:
+        """Download staged data to `dest` atomically, verified against `sha256`."""
 
     @abstractmethod
     def put_bundle(self, kind: str, bundle_path: Path, sha256: str, meta: dict) -> StoredArtifact:
@@ -209,6 +228,21 @@ class FileStore(Store):
         _atomic_copy(self._existing(self._key(key)), Path(dest))
         return Path(dest)
 
+    def has_data(self, sha256: str) -> bool:
+        return self._path(self.data_key(sha256)).is_file()
+
+    def put_data(self, path: Path, sha256: str, advance=None) -> bool:
+        if self.has_data(sha256):  # written only by verified renames: present means complete
+            return False
+        _atomic_copy(Path(path), self._path(self.data_key(sha256)), sha256)
+        if advance:
+            advance(Path(path).stat().st_size)
+        return True
+
+    def get_data(self, sha256: str, dest: Path) -> Path:
+        _atomic_copy(self._existing(self.data_key(sha256)), Path(dest), sha256)
+        return Path(dest)
+
     def file_tag(self, key: str) -> str:
         st = self._existing(self._key(key)).stat()
         return f"{st.st_size}-{st.st_mtime_ns}-{st.st_ino}"
@@ -257,6 +291,24 @@ def s3_client(endpoint_url: str | None = None, env: Mapping[str, str] | None = N
 
 def _b64(hex_digest: str) -> str:
     return base64.b64encode(bytes.fromhex(hex_digest)).decode()
+
+
+def object_identity(head: dict) -> dict:
+    """An S3 HEAD reply's content identity: the sha256 fleet stored as metadata, else a
+    full-object ChecksumSHA256 (not a multipart checksum of checksums), else ETag + size +
+    VersionId."""
+    meta_sha = (head.get("Metadata") or {}).get("sha256", "")
+    if len(meta_sha) == 64 and all(c in "0123456789abcdef" for c in meta_sha):
+        return {"sha256": meta_sha}
+    checksum = head.get("ChecksumSHA256")
+    if checksum and "-" not in checksum and head.get("ChecksumType", "FULL_OBJECT") == "FULL_OBJECT":
+        with contextlib.suppress(ValueError):
+            raw = base64.b64decode(checksum, validate=True)
+            if len(raw) == 32:
+                return {"sha256": raw.hex()}
+    version = head.get("VersionId")
+    return {"etag": head["ETag"].strip('"'), "size": int(head["ContentLength"]),
+            "version": version if version and version != "null" else None}
 
 
 def _is_missing(err) -> bool:
@@ -317,9 +369,32 @@ class S3Store(Store):
         self._upload(full, Path(path), sha256_file(path))
         return self._uri(full)
 
-    def get_file(self, key: str, dest: Path) -> Path:
-        self._download(self._key(key), Path(dest), None)
+    def get_file(self, key: str, dest: Path, version: str | None = None) -> Path:
+        self._download(self._key(key), Path(dest), None, version)
         return Path(dest)
+
+    def has_data(self, sha256: str) -> bool:
+        head = self._head(self.data_key(sha256))
+        return head is not None and head.get("Metadata", {}).get("sha256") == sha256
+
+    def put_data(self, path: Path, sha256: str, advance=None) -> bool:
+        if self.has_data(sha256):
+            return False
+        self._upload(self.data_key(sha256), Path(path), sha256, advance)
+        return True
+
+    def get_data(self, sha256: str, dest: Path) -> Path:
+        self._download(self.data_key(sha256), Path(dest), sha256)
+        return Path(dest)
+
+    def identity(self, key: str) -> dict:
+        """What says which bytes the object at `key` (below the prefix) holds now:
+        {"sha256"} when the store knows the whole object's digest, else
+        {"etag", "size", "version"} (version None on an unversioned bucket)."""
+        head = self._head(self._key(key), checksums=True)
+        if head is None:
+            raise StoreError(f"{self._uri(self._key(key))}: no such object in the store")
+        return object_identity(head)
 
     def file_tag(self, key: str) -> str:
         head = self._head(self._key(key), checksums=True)
@@ -428,11 +503,11 @@ class S3Store(Store):
                 Bucket=self.bucket, Key=key, Body=body, ChecksumAlgorithm="SHA256",
                 ChecksumSHA256=_b64(sha256), Metadata={"sha256": sha256})
 
-    def _upload(self, key: str, path: Path, sha256: str) -> None:
+    def _upload(self, key: str, path: Path, sha256: str, advance=None) -> None:
         """Upload so that the stored object provably hashes to `sha256`."""
         self._ensure_bucket()
         if path.stat().st_size > self.single_put_max_bytes:
-            self._upload_multipart(key, path, sha256)
+            self._upload_multipart(key, path, sha256, advance)
             return
         # Hash locally first: a wrong digest then stores nothing. The server
         # re-checks ChecksumSHA256 against the bytes it received.
@@ -445,6 +520,8 @@ class S3Store(Store):
         elif reply["ChecksumSHA256"] != _b64(sha256):
             self._delete(key)
             raise _mismatch(self._uri(key), sha256, reply["ChecksumSHA256"])
+        if advance:
+            advance(path.stat().st_size)
 
     def _read_back(self, key: str, sha256: str) -> None:
         """For servers that do not report checksums: GET, hash, delete on mismatch."""
@@ -452,7 +529,7 @@ class S3Store(Store):
             self._delete(key)
             raise _mismatch(self._uri(key), sha256, actual)
 
-    def _upload_multipart(self, key: str, path: Path, sha256: str) -> None:
+    def _upload_multipart(self, key: str, path: Path, sha256: str, advance=None) -> None:
         size = path.stat().st_size
         part_bytes = max(self.part_bytes, -(-size // MAX_PARTS))
         with self._errors("start multipart upload", key):
@@ -460,7 +537,7 @@ class S3Store(Store):
                 Bucket=self.bucket, Key=key, ChecksumAlgorithm="SHA256",
                 Metadata={"sha256": sha256})["UploadId"]
         try:
-            parts, actual = self._upload_parts(key, upload_id, path, part_bytes)
+            parts, actual = self._upload_parts(key, upload_id, path, part_bytes, advance)
             if actual != sha256:
                 raise _mismatch(str(path), sha256, actual)
             with self._errors("complete multipart upload", key):
@@ -477,8 +554,8 @@ class S3Store(Store):
         if not all(echoed for _, echoed in parts):
             self._read_back(key, sha256)
 
-    def _upload_parts(self, key: str, upload_id: str, path: Path,
-                      part_bytes: int) -> tuple[list[tuple[dict, bool]], str]:
+    def _upload_parts(self, key: str, upload_id: str, path: Path, part_bytes: int,
+                      advance=None) -> tuple[list[tuple[dict, bool]], str]:
         whole = hashlib.sha256()
 
         def send(number: int, data: bytes, part_b64: str) -> tuple[dict, bool]:
@@ -489,6 +566,8 @@ class S3Store(Store):
             echoed = reply.get("ChecksumSHA256")
             if echoed is not None and echoed != part_b64:
                 raise _mismatch(f"{self._uri(key)} part {number}", part_b64, echoed)
+            if advance:
+                advance(len(data))
             return {"PartNumber": number, "ETag": reply["ETag"],
                     "ChecksumSHA256": part_b64}, echoed is not None
 
@@ -506,7 +585,7 @@ class S3Store(Store):
             parts = [fut.result() for fut in futures]
         return parts, whole.hexdigest()
 
-    def _download(self, key: str, dest: Path, sha256: str | None) -> None:
+    def _download(self, key: str, dest: Path, sha256: str | None, version: str | None = None) -> None:
         from boto3.s3.transfer import TransferConfig
 
         self._ensure_bucket()
@@ -516,7 +595,8 @@ class S3Store(Store):
         config = TransferConfig(multipart_chunksize=PART_BYTES, max_concurrency=UPLOAD_THREADS)
         try:
             with self._errors("download", key):
-                self._client.download_file(self.bucket, key, tmp, Config=config)
+                extra = {"VersionId": version} if version else None
+                self._client.download_file(self.bucket, key, tmp, ExtraArgs=extra, Config=config)
             if sha256 is not None and (actual := sha256_file(Path(tmp))) != sha256:
                 raise _mismatch(self._uri(key), sha256, actual)
             os.replace(tmp, dest)

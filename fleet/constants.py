@@ -42,3 +42,9 @@ ZSTD_LEVEL = 3
 BUNDLE_NAME = "bundle.tar.zst"
 META_NAME = "meta.json"
 TAIL_LINES = 40                  # output lines kept for progress and errors
+
+# --- data staged through the store (issue 8 item 1) --------------------------
+DATA_DIR = "data"                # store key of staged data: <prefix>/data/<sha256>
+DATA_CACHE_DIR = "data-cache"    # under FLEET_WORK_DIR: the worker's digest cache
+DATA_CACHE_GIB = 20.0            # default bound of that cache (FLEET_DATA_CACHE_GIB), GiB
+DATA_PROGRESS_MIN_BYTES = 32 << 20   # publish shows a progress bar for data this big or bigger

@@ -62,3 +62,12 @@ class TrainingFailed(FleetError):
 
 class JobNotFound(FleetError):
     """Raised when an operator names a job that has no record in Redis."""
+
+
+class DataProblem(FleetError):
+    """Raised when a job's data cannot be pinned to its content (missing, unreadable, or
+    unknown to the store); the loader reports it as a manifest problem with its fix."""
+
+    def __init__(self, message: str, fix: str):
+        super().__init__(message)
+        self.message, self.fix = message, fix

@@ -13,6 +13,7 @@ import redis
 from celery import Celery
 
 from fleet import constants as C
+from fleet import staging
 from fleet.messages import MessageFactory
 from fleet.records import JobState, PublishItem, Records
 from manifest.schema import JobSpec, Manifest
@@ -82,13 +83,15 @@ def config_fields(manifest: Manifest) -> dict[str, str]:
 
 
 def publish(app: Celery, client: redis.Redis, manifest: Manifest, *, force: frozenset[str] = frozenset(),
-            dry_run: bool = False) -> list[PlanRow]:
+            dry_run: bool = False, progress=None) -> list[PlanRow]:
     """Publish every job that needs it; returns the rows with what actually happened."""
     records = Records(client)
     rows = plan(manifest, records.states(j.job_id for j in manifest.jobs), force)
     if dry_run:
         return rows
     todo = [r for r in rows if r.action == "publish"]
+    # data first: no message may name bytes the store lacks (fleet.staging)
+    staging.stage(manifest, [r.job for r in todo], progress=progress)
     client.hset(C.CONFIG_KEY, mapping=config_fields(manifest))
     cq = constraint_queues(manifest)
     if cq:

@@ -1,7 +1,7 @@
 """Stable job IDs: sha256 of a job's canonical content.
 
-The ID covers what changes the result (trainer or command, data, hyper, seed, resource
-needs) and nothing that only changes scheduling (name, priority, hosts, timeouts), so
+The ID covers what changes the result (trainer or command, data by its content, hyper,
+seed, resource needs) and nothing that only changes scheduling (name, priority, hosts, timeouts), so
 editing a priority or renaming a job keeps its ID and its history.
 """
 from __future__ import annotations
@@ -12,7 +12,9 @@ from typing import Any
 
 from manifest.schema import Needs
 
-ID_VERSION = 1  # bump if the canonical form ever changes
+# bump if the canonical form ever changes. 2: data is the content-pinned URI
+# (manifest.dataref), not the publisher's path
+ID_VERSION = 2
 
 
 def canonical(*, model: str | None, command: list[str] | None, artifacts: list[str],

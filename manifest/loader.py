@@ -16,7 +16,8 @@ from pathlib import Path
 from typing import Any
 
 from fleet.constants import MAX_PRIORITY, PREFER_CUDA_GRACE_S, DEFAULT_PRIORITY
-from fleet.errors import ManifestError, Problem
+from fleet.errors import DataProblem, ManifestError, Problem
+from artifacts.identity import DataResolver
 from manifest import ids, sweep
 from manifest.lines import LineMap
 from manifest.schema import HostPolicy, JobSpec, Manifest, Needs, TierSpec
@@ -229,6 +230,9 @@ def _job_problems(p: _Problems, path: tuple, t: dict, written: set[str]) -> None
     if "artifacts" in t and not has_command:
         p.add(path + ("artifacts",), "artifacts globs are for command jobs",
               "remove it: built-in trainers bundle their own outputs")
+    for pattern in t.get("artifacts", []):
+        if bad := _glob_problem(pattern):
+            p.add(path + ("artifacts",), *bad)
     if "model" in t and "data" not in written:
         p.add(path + ("data",), f"model {t['model']!r} needs data", "set data to a CSV/Parquet path or s3:// URI")
     if "priority" in t and not 0 <= t["priority"] <= MAX_PRIORITY:
@@ -255,10 +259,30 @@ def _job_problems(p: _Problems, path: tuple, t: dict, written: set[str]) -> None
         p.add(path + ("denied_hosts",), f"hosts both allowed and denied: {sorted(overlap)}", "list each host once")
 
 
-def _resolve_data(data: str | None, base_dir: Path) -> str | None:
-    if data is None or data.startswith("s3://"):
-        return data
-    return str((base_dir / os.path.expanduser(data)).resolve())
+def _glob_problem(pattern: str) -> tuple[str, str] | None:
+    """(message, fix) for an artifacts glob that could match files outside the job's directory."""
+    parts = pattern.replace("\\", "/").split("/")
+    if pattern.startswith(("/", "~")) or re.match(r"^[A-Za-z]:", pattern):
+        return (f"artifacts glob {pattern!r} is absolute: artifacts come from the job's directory only",
+                f"write it relative to the job's directory, e.g. {'out/' + parts[-1]!r}")
+    if ".." in parts:
+        return (f"artifacts glob {pattern!r} leaves the job's directory ('..')",
+                "write the job's outputs under its directory (e.g. out/) and glob them there")
+    if not pattern.strip():
+        return "an artifacts glob cannot be empty", "remove it, or write e.g. 'out/*'"
+    return None
+
+
+def _pin_data(p: _Problems, path: tuple, t: dict, base_dir: Path, resolver: DataResolver) -> str | None:
+    """The job's data pinned to its content, or None (and a problem) when it cannot be."""
+    data = t.get("data")
+    if not data or ("://" in data and not data.startswith("s3://")):
+        return None  # no data, or an unsupported URI (reported by _job_problems)
+    try:
+        return resolver.pin(data, base_dir)
+    except DataProblem as e:
+        p.add(path + ("data",), e.message, e.fix)
+        return None
 
 
 def _sweep_points(p: _Problems, path: tuple, t: dict) -> list[dict]:
@@ -360,7 +384,8 @@ class _Unique:
         return False
 
 
-def _jobs(p: _Problems, raw: list, base_dir: Path, routes: _Routes | None) -> tuple[JobSpec, ...]:
+def _jobs(p: _Problems, raw: list, base_dir: Path, routes: _Routes | None,
+          resolver: DataResolver) -> tuple[JobSpec, ...]:
     """Every job of every table; ``routes`` None when the tiers have problems of their own."""
     out: list[JobSpec] = []
     unique = _Unique()
@@ -369,6 +394,7 @@ def _jobs(p: _Problems, raw: list, base_dir: Path, routes: _Routes | None) -> tu
         before = len(p.paths)
         t = _check_table(p, path, table, JOB_FIELDS)
         _job_problems(p, path, t, set(table))
+        data = _pin_data(p, path, t, base_dir, resolver)  # once per table, not per sweep point
         points = _sweep_points(p, path, t)
         _hyper_problems(p, path, t)
         # a problem in the job's content would make its ID (and so an ID clash) meaningless
@@ -380,7 +406,7 @@ def _jobs(p: _Problems, raw: list, base_dir: Path, routes: _Routes | None) -> tu
         for point in points:
             if unique.name_taken(p, path, sweep.point_name(t["name"], point)) or not content_ok:
                 continue
-            job = _build_job(t, point, base_dir, table_line=p.lines.line(*path))
+            job = _build_job(t, point, data, table_line=p.lines.line(*path))
             if not unique.id_taken(p, path, job):
                 out.append(job)
     return tuple(out)
@@ -392,10 +418,9 @@ def _point_hyper(t: dict, point: dict) -> dict:
     return resolve_hyper(t["model"], hyper) if "model" in t else hyper
 
 
-def _build_job(t: dict, point: dict, base_dir: Path, table_line) -> JobSpec:
+def _build_job(t: dict, point: dict, data: str | None, table_line) -> JobSpec:
     needs = _needs(t)
     hyper, seed = _point_hyper(t, point), point.get("seed", t.get("seed", 0))
-    data = _resolve_data(t.get("data"), base_dir)
     command = t.get("command")
     artifacts = list(t.get("artifacts", [])) if command else []
     jid = ids.job_id(model=t.get("model"), command=command, artifacts=artifacts,
@@ -424,8 +449,12 @@ def _tier_hint(needs: Needs) -> str:
     return ("cuda" if needs.require_cuda else "cpu") + "-big"
 
 
-def loads(text: str, path: str = "<manifest>") -> Manifest:
-    """Validate manifest text; raise ManifestError listing every problem."""
+def loads(text: str, path: str = "<manifest>", data: DataResolver | None = None) -> Manifest:
+    """Validate manifest text; raise ManifestError listing every problem.
+
+    ``data`` pins each job's data to its content (hashing local files, asking S3 for objects).
+    """
+    resolver = data or DataResolver()
     lines = LineMap(text)
     p = _Problems(path, lines)
     try:
@@ -445,13 +474,13 @@ def loads(text: str, path: str = "<manifest>") -> Manifest:
     hosts = _hosts(p, doc.get("hosts"), {t.name for t in tiers})
     routes = _Routes(tiers, hosts, defaults=not doc.get("tiers")) if tiers_ok else None
     base_dir = Path(path).resolve().parent if path != "<manifest>" else Path.cwd()
-    jobs = _jobs(p, doc.get("jobs", []), base_dir, routes)
+    jobs = _jobs(p, doc.get("jobs", []), base_dir, routes, resolver)
     if p.items:
         raise ManifestError(sorted(p.items, key=lambda x: (x.line is None, x.line or 0)))  # in file order
-    return Manifest(path, tiers, hosts, jobs)
+    return Manifest(path, tiers, hosts, jobs, dict(resolver.sources))
 
 
-def load(path: str | os.PathLike) -> Manifest:
+def load(path: str | os.PathLike, data: DataResolver | None = None) -> Manifest:
     """Read and validate the manifest file at ``path``."""
     path = str(path)
     try:
@@ -463,4 +492,4 @@ def load(path: str | os.PathLike) -> Manifest:
     except UnicodeDecodeError as e:  # TOML is UTF-8 by definition
         raise ManifestError([Problem(path, None, "(file)", f"not UTF-8 text: {e.reason} at byte {e.start}",
                                      "save the file as UTF-8")]) from e
-    return loads(text, path)
+    return loads(text, path, data)

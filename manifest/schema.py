@@ -8,6 +8,7 @@ from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from fleet.constants import DEFAULT_PRIORITY, PREFER_CUDA_GRACE_S
+from manifest.dataref import DataSource
 
 
 @dataclass(frozen=True)
@@ -118,3 +119,5 @@ class Manifest:
     tiers: tuple[TierSpec, ...]
     hosts: dict[str, HostPolicy]
     jobs: tuple[JobSpec, ...]
+    # sha256 -> local bytes the jobs' data pins name; publish stages them in the store
+    data_sources: dict[str, DataSource] = field(default_factory=dict)

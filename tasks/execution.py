@@ -26,7 +26,7 @@ from artifacts.data import fetch
 from artifacts.store import atomic_write, open_store
 from celery.exceptions import Ignore, Reject
 
-from fleet.constants import TAIL_LINES
+from fleet.constants import DATA_CACHE_DIR, TAIL_LINES
 from fleet.errors import DigestMismatch, StoreError, TrainingFailed
 from fleet.records import JobState
 from manifest.schema import JobSpec
@@ -129,7 +129,7 @@ def _final_state(task, state: str, job: JobSpec, why: str) -> None:
 
 def _run(task, ctx, job, token, attempts, lease, workdir: Path, gpu) -> dict:
     started = time.time()
-    data_path = fetch(job.data, ctx.work_root / "data-cache") if job.data else None
+    data_path = fetch(job.data, ctx.work_root / DATA_CACHE_DIR, into=workdir) if job.data else None
     argv, env = _argv_env(job, workdir, data_path, ctx.gpus.visible_id(gpu) if gpu else None)
     log_path = workdir / "fleet-log.txt"
     with open(log_path, "w", encoding="utf-8") as log_file:

@@ -1,6 +1,7 @@
 """`fleet publish`: validate a manifest and queue its jobs."""
 from __future__ import annotations
 
+import contextlib
 import json
 
 from rich.table import Table
@@ -9,12 +10,20 @@ from fleet.cli.common import app, console, err, plain, redis_client, where
 from fleet.errors import ManifestError
 
 
+def _progress(args):
+    """Bars for hashing and staging large data on a terminal; nothing with --json."""
+    from fleet.staging import console_progress
+    return console_progress(err) if err.is_terminal and not args.json else contextlib.nullcontext()
+
+
 def cmd_publish(args) -> int:
     import redis
+    from artifacts.identity import DataResolver
     from fleet.publish import publish
     from manifest.loader import load
     try:
-        manifest = load(args.manifest)
+        with _progress(args) as progress:
+            manifest = load(args.manifest, DataResolver(progress=progress))
     except ManifestError as e:
         if args.json:
             print(json.dumps({"error": "invalid manifest", "problems": [p.as_dict() for p in e.problems]}, indent=2))
@@ -29,7 +38,9 @@ def cmd_publish(args) -> int:
         err.print(f"--force names no job in {args.manifest}: {', '.join(unknown)}", markup=False)
         return 2
     try:
-        rows = publish(app(), redis_client(), manifest, force=frozenset(args.force), dry_run=args.dry_run)
+        with _progress(args) as progress:
+            rows = publish(app(), redis_client(), manifest, force=frozenset(args.force),
+                           dry_run=args.dry_run, progress=progress)
     except (redis.ConnectionError, redis.TimeoutError):
         if not args.dry_run:
             raise

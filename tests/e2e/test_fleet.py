@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import shutil
 import subprocess
 import sys
 import tarfile
@@ -140,13 +141,81 @@ def test_a_pickle_message_on_a_fleet_queue_is_never_executed(fleet, tmp_path):
     assert "ContentDisallowed" in fleet.logs() or "Refusing to deserialize" in fleet.logs()
 
 
-def test_a_job_whose_data_is_missing_on_the_worker_fails_at_once_with_the_reason(fleet, tmp_path):
+def test_a_manifest_naming_missing_data_publishes_nothing_and_exits_2_with_the_line(fleet, tmp_path):
     manifest = tmp_path / "missing.toml"
     manifest.write_text('[[jobs]]\nname = "no-data"\nmodel = "gbt"\ndata = "/nonexistent/fleet-e2e.csv"\n')
-    [row] = json.loads(fleet.fleet("publish", str(manifest), "--json", check=True).stdout)
-    rec = wait_terminal(Records(fleet.client()), {row["job_id"]}, timeout_s=60)[row["job_id"]]
-    assert rec.state is JobState.FAILED and rec.attempts == 1
-    assert "/nonexistent/fleet-e2e.csv" in rec.last_error
+    out = fleet.fleet("publish", str(manifest), "--json")
+    assert out.returncode == 2
+    [problem] = json.loads(out.stdout)["problems"]
+    assert (problem["line"], problem["field"]) == (4, "jobs[0].data")
+    assert "/nonexistent/fleet-e2e.csv" in problem["message"]
+    assert not [r for r in Records(fleet.client()).all() if r.name == "no-data"]
+
+
+DATA_MANIFEST = """
+[[jobs]]
+name = "from-store-gbt"
+model = "gbt"
+data = "data/moons.csv"
+hyper = { n_estimators = 5 }
+
+[[jobs]]
+name = "from-store-tree"
+command = ["python", "-c", "import os, pathlib; d = pathlib.Path(os.environ['FLEET_DATA_PATH']); pathlib.Path('out').mkdir(exist_ok=True); pathlib.Path('out/seen.txt').write_text(repr(sorted((p.relative_to(d).as_posix(), p.read_text()) for p in d.rglob('*') if p.is_file())))"]
+data = "data/tree"
+"""
+
+
+def data_project(root: Path) -> Path:
+    (root / "data" / "tree" / "sub").mkdir(parents=True)
+    shutil.copy(EXAMPLES / "moons.csv", root / "data" / "moons.csv")
+    (root / "data" / "tree" / "a.txt").write_text("alpha")
+    (root / "data" / "tree" / "sub" / "b.txt").write_text("beta")
+    (root / "m.toml").write_text(DATA_MANIFEST)
+    return root / "m.toml"
+
+
+def fleet_store(fleet):
+    return open_store(fleet.store_url, env={k: v for k, v in fleet.env.items() if k.startswith(("AWS_", "FLEET_S3"))})
+
+
+def staged_keys(fleet) -> set[str]:
+    store = fleet_store(fleet)
+    return set(store._keys(store._key("data/")))
+
+
+def test_workers_train_from_the_store_after_the_publishers_directory_is_deleted(fleet, tmp_path):
+    manifest = data_project(tmp_path / "publisher")
+    before = staged_keys(fleet)
+    published = json.loads(fleet.fleet("publish", str(manifest), "--json", check=True).stdout)
+    shutil.rmtree(tmp_path / "publisher")     # nothing of the publisher's disk is left to read
+    ids = {r["job_id"]: r["name"] for r in published}
+    recs = wait_terminal(Records(fleet.client()), set(ids))
+    assert {r.name: r.state for r in recs.values()} == {n: JobState.SUCCEEDED for n in ids.values()}, fleet.logs()
+    for rec in recs.values():
+        assert rec.spec["data"].startswith("store+sha256://") and "publisher" not in json.dumps(rec.spec)
+    tree = next(r for r in recs.values() if r.name == "from-store-tree")
+    store = fleet_store(fleet)
+    bundle_path = store.get_bundle("command", tree.artifact["sha256"], tmp_path / "tree.tar.zst")
+    with _zst(bundle_path) as tar:
+        seen = tar.extractfile("out/seen.txt").read().decode()
+    assert seen == repr([("a.txt", "alpha"), ("sub/b.txt", "beta")])
+
+    # the same manifest from a copy: same IDs, nothing published, nothing sent to the store
+    keys = staged_keys(fleet)
+    assert len(keys - before) >= 1 and len(keys) - len(before) <= 2   # moons.csv may be there already
+    again = json.loads(fleet.fleet("publish", str(data_project(tmp_path / "copy")), "--json", check=True).stdout)
+    assert {r["job_id"]: r["action"] for r in again} == {j: "skip" for j in ids}
+    assert staged_keys(fleet) == keys
+
+    # an edited CSV: one new job, one new object
+    with open(tmp_path / "copy" / "data" / "moons.csv", "a") as f:
+        f.write("0.5,0.5,0.1,0.1,1\n")
+    edited = json.loads(fleet.fleet("publish", str(tmp_path / "copy" / "m.toml"), "--json", check=True).stdout)
+    assert sorted((r["name"], r["action"]) for r in edited) == [("from-store-gbt", "publish"), ("from-store-tree", "skip")]
+    assert len(staged_keys(fleet) - keys) == 1
+    new = next(r["job_id"] for r in edited if r["action"] == "publish")
+    assert wait_terminal(Records(fleet.client()), {new})[new].state is JobState.SUCCEEDED, fleet.logs()
 
 
 def test_a_worker_given_q_serves_only_that_tier_and_the_constraint_queues_of_it_that_admit_it(fleet, tmp_path):

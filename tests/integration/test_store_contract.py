@@ -112,6 +112,29 @@ class StoreContract:
         store.put_file("d.csv", src)
         assert store.file_tag("d.csv") != first
 
+    def test_data_is_staged_once_by_its_digest_and_comes_back_verified(self, store, tmp_path):
+        data = os.urandom(300_000)
+        (tmp_path / "d.csv").write_bytes(data)
+        digest = hashlib.sha256(data).hexdigest()
+        assert not store.has_data(digest)
+        assert store.put_data(tmp_path / "d.csv", digest) is True
+        before = self.stamp(store, store.data_key(digest))
+        assert store.has_data(digest) and store.put_data(tmp_path / "d.csv", digest) is False
+        assert self.stamp(store, store.data_key(digest)) == before
+        assert store.get_data(digest, tmp_path / "got").read_bytes() == data
+
+    def test_data_whose_bytes_do_not_match_its_digest_is_not_staged(self, store, tmp_path):
+        (tmp_path / "d.csv").write_bytes(b"these bytes")
+        wrong = hashlib.sha256(b"other bytes").hexdigest()
+        with pytest.raises(DigestMismatch):
+            store.put_data(tmp_path / "d.csv", wrong)
+        assert not store.has_data(wrong)
+
+    def test_staged_data_is_not_listed_as_an_artifact(self, store, tmp_path):
+        (tmp_path / "d.csv").write_bytes(b"x")
+        store.put_data(tmp_path / "d.csv", hashlib.sha256(b"x").hexdigest())
+        assert store.list_artifacts() == []
+
     def test_ping_succeeds_on_a_reachable_store(self, store):
         store.ping()
 

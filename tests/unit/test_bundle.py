@@ -136,6 +136,24 @@ def test_collect_skips_directories(run_dir):
     assert "logs" not in [name for name, _ in collect(run_dir, ["*"])]
 
 
+@pytest.mark.parametrize("glob", ["../*.marker", "out/../../x", "/etc/*"])
+def test_collect_refuses_a_glob_that_leaves_the_job_directory(run_dir, glob):
+    write(run_dir.parent, "outside.marker", b"not the job's")
+    with pytest.raises(StoreError, match="leaves the job's directory"):
+        collect(run_dir, [glob])
+
+
+def test_collect_leaves_out_symlinks_that_resolve_outside_the_job_directory(run_dir, caplog):
+    secret = write(run_dir.parent, "secrets/key.pem", b"private")
+    (run_dir / "out").mkdir()
+    (run_dir / "out" / "key.pem").symlink_to(secret)           # a file link out
+    (run_dir / "out" / "all").symlink_to(secret.parent)        # a directory link out
+    (run_dir / "out" / "cfg.json").symlink_to(run_dir / "config.json")  # a link that stays inside
+    names = [name for name, _ in collect(run_dir, ["out/**/*", "**/*.pem"])]
+    assert names == ["out/cfg.json"]
+    assert "resolves outside the job's directory" in caplog.text
+
+
 def evil_bundle(path: Path, name: str) -> Path:
     buf = io.BytesIO()
     with tarfile.open(fileobj=buf, mode="w") as tar:

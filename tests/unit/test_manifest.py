@@ -5,6 +5,9 @@ from textwrap import dedent
 
 import pytest
 
+import hashlib
+
+from artifacts.identity import DataResolver
 from fleet.errors import ManifestError
 from manifest.loader import load
 from manifest.schema import HostPolicy, Needs
@@ -26,9 +29,17 @@ command = ["python", "train.py"]
 """
 
 
+# the data files the job tables name, next to each manifest (a missing one is an error)
+DATA_FILES = {"d.csv": "x,target\n1,0\n2,1\n", "other.csv": "x,target\n3,1\n4,0\n"}
+
+
 def write(tmp_path: Path, text: str, name: str = "manifest.toml") -> Path:
     path = tmp_path / name
+    path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(dedent(text).lstrip("\n"))
+    for data, content in DATA_FILES.items():
+        if not (path.parent / data).exists():
+            (path.parent / data).write_text(content)
     return path
 
 
@@ -752,11 +763,11 @@ def test_a_job_remembers_the_line_of_its_table(tmp_path):
 # --- job IDs -------------------------------------------------------------------------------------
 
 def test_a_job_id_is_stable_across_runs(tmp_path):
-    text = '[[jobs]]\nname = "a"\ncommand = ["python", "t.py"]\ndata = "s3://b/d.csv"\nseed = 3\n'
+    text = '[[jobs]]\nname = "a"\ncommand = ["python", "t.py"]\ndata = "d.csv"\nseed = 3\n'
     first, second = job_of(tmp_path, text, "one.toml"), job_of(tmp_path, text, "two.toml")
     assert first.job_id == second.job_id
     # pinned: a change here re-runs every job ever published; bump manifest.ids.ID_VERSION if meant
-    assert first.job_id == "e7a0c7e9c2ec97e4538a8d71cb63450f8efd0f3c437e0eb23562510433b7ec1a"
+    assert first.job_id == "b74976022c4032f0d00a8647973eb8dbd5050280ce344226c2320dd8afa6d078"
 
 
 @pytest.mark.parametrize("change", [
@@ -792,9 +803,18 @@ def test_a_job_id_changes_with_the_command_and_its_artifacts(tmp_path):
     assert len({base, other, with_artifacts}) == 3
 
 
-def test_a_job_id_changes_when_the_data_file_is_resolved_elsewhere(tmp_path):
-    (tmp_path / "sub").mkdir()
-    assert job_of(tmp_path, GBT, "m.toml").job_id != job_of(tmp_path, GBT, "sub/m.toml").job_id
+def test_the_same_data_bytes_in_another_directory_give_the_same_job_id(tmp_path):
+    here = job_of(tmp_path / "clone-1", GBT, "m.toml")
+    there = job_of(tmp_path / "clone-2" / "deeper", GBT, "m.toml")
+    assert here.job_id == there.job_id and here.data == there.data
+
+
+def test_one_edited_byte_of_the_data_gives_a_new_job_id(tmp_path):
+    before = job_of(tmp_path, GBT, "m.toml")
+    data = tmp_path / "d.csv"
+    data.write_bytes(data.read_bytes().replace(b"2,1", b"2,0"))
+    after = job_of(tmp_path, GBT, "m.toml")
+    assert after.job_id != before.job_id and after.data != before.data
 
 
 def test_a_hyper_equal_to_its_default_gives_the_same_id_as_leaving_it_out(tmp_path):
@@ -820,23 +840,120 @@ def test_a_sweep_point_has_the_id_of_the_same_job_written_out(tmp_path):
 
 # --- data paths ----------------------------------------------------------------------------------
 
-def test_a_relative_data_path_resolves_against_the_manifests_directory(tmp_path, monkeypatch):
-    (tmp_path / "project").mkdir()
+def sha(data: bytes) -> str:
+    return hashlib.sha256(data).hexdigest()
+
+
+def test_a_relative_data_path_resolves_against_the_manifests_directory_and_is_pinned_to_its_bytes(
+        tmp_path, monkeypatch):
+    (tmp_path / "project" / "data").mkdir(parents=True)
+    (tmp_path / "project" / "data" / "moons.csv").write_bytes(b"x,target\n1,0\n")
+    (tmp_path / "up.csv").write_bytes(b"x,target\n2,1\n")
     monkeypatch.chdir(tmp_path)
     text = GBT.replace('"d.csv"', '"data/moons.csv"') + GBT.replace('"a"', '"b"').replace('"d.csv"', '"../up.csv"')
-    jobs = jobs_of(tmp_path, text, "project/manifest.toml")
-    assert [j.data for j in jobs] == [str((tmp_path / "project" / "data" / "moons.csv").resolve()),
-                                      str((tmp_path / "up.csv").resolve())]
+    m = load(write(tmp_path, text, "project/manifest.toml"))
+    moons, up = sha(b"x,target\n1,0\n"), sha(b"x,target\n2,1\n")
+    assert [j.data for j in m.jobs] == [f"store+sha256://{moons}/moons.csv", f"store+sha256://{up}/up.csv"]
+    # where the bytes are on this disk stays with the publisher: only publish reads it
+    assert {h: (s.path, s.kind, s.size) for h, s in m.data_sources.items()} == {
+        moons: ((tmp_path / "project" / "data" / "moons.csv").resolve(), "file", 13),
+        up: ((tmp_path / "up.csv").resolve(), "file", 13)}
 
 
-def test_an_s3_uri_is_kept_as_written(tmp_path):
-    job = job_of(tmp_path, GBT.replace('"d.csv"', '"s3://bucket/sets/moons.csv"'))
-    assert job.data == "s3://bucket/sets/moons.csv"
+def test_an_absolute_data_path_pins_the_same_bytes_as_a_relative_one(tmp_path):
+    absolute = (tmp_path / "d.csv").resolve()
+    relative = job_of(tmp_path, GBT, "rel.toml")
+    assert job_of(tmp_path, GBT.replace('"d.csv"', f'"{absolute}"'), "abs.toml").data == relative.data
 
 
-def test_an_absolute_data_path_is_kept(tmp_path):
-    absolute = tmp_path.resolve() / "elsewhere" / "d.csv"
-    assert job_of(tmp_path, GBT.replace('"d.csv"', f'"{absolute}"')).data == str(absolute)
+@pytest.mark.parametrize("identity, pinned", [
+    ({"sha256": "ab" * 32}, "s3://bucket/sets/moons.csv#sha256=" + "ab" * 32),
+    ({"etag": "e1", "size": 10, "version": None}, "s3://bucket/sets/moons.csv#etag=e1&size=10"),
+    ({"etag": "e1", "size": 10, "version": "v7"}, "s3://bucket/sets/moons.csv#etag=e1&size=10&version=v7"),
+])
+def test_an_s3_uri_is_pinned_to_the_identity_the_store_gives(tmp_path, identity, pinned):
+    m = load(write(tmp_path, GBT.replace('"d.csv"', '"s3://bucket/sets/moons.csv"')),
+             DataResolver(s3=lambda uri: identity))
+    assert m.jobs[0].data == pinned and m.data_sources == {}
+
+
+def test_a_changed_s3_object_gives_a_new_job_id(tmp_path):
+    path = write(tmp_path, GBT.replace('"d.csv"', '"s3://bucket/moons.csv"'))
+    ids = {load(path, DataResolver(s3=lambda uri, e=etag: {"etag": e, "size": 3, "version": None})).jobs[0].job_id
+           for etag in ("e1", "e2")}
+    assert len(ids) == 2
+
+
+def test_a_missing_data_file_is_an_error_with_its_line_and_the_resolved_path(tmp_path):
+    p = only_problem(tmp_path, GBT.replace('"d.csv"', '"data/absent.csv"'))
+    absent = (tmp_path / "data" / "absent.csv").resolve()
+    assert (p.line, p.field, p.message) == (4, "jobs[0].data", f"data {str(absent)!r} does not exist")
+    assert "relative to the manifest's directory" in p.fix
+
+
+def test_an_s3_object_the_store_cannot_find_is_an_error_with_its_line(tmp_path):
+    from fleet.errors import StoreError
+
+    def absent(uri):
+        raise StoreError(f"{uri}: no such object in the store")
+    path = write(tmp_path, GBT.replace('"d.csv"', '"s3://bucket/absent.csv"'))
+    with pytest.raises(ManifestError) as e:
+        load(path, DataResolver(s3=absent))
+    [p] = e.value.problems
+    assert (p.line, p.field) == (4, "jobs[0].data") and "no such object" in p.message
+    assert "FLEET_S3_ENDPOINT_URL" in p.fix
+
+
+def test_a_sweep_of_many_points_hashes_its_data_once(tmp_path):
+    hashed = []
+    resolver = DataResolver(progress=lambda label, total: hashed.append(label))
+    text = GBT + "[jobs.sweep]\nseed = " + str(list(range(500))) + "\n"
+    text += GBT.replace('"a"', '"b"') + "seed = 700\n"   # a second table naming the same file
+    m = load(write(tmp_path, text), resolver)
+    assert len(m.jobs) == 501 and len({j.data for j in m.jobs}) == 1
+    assert hashed == ["hashing d.csv"]
+
+
+def make_tree(root: Path, files: dict[str, bytes]) -> Path:
+    for name, data in files.items():
+        (root / name).parent.mkdir(parents=True, exist_ok=True)
+        (root / name).write_bytes(data)
+    return root
+
+
+def test_a_data_directory_is_pinned_by_its_files_not_by_where_or_when_they_were_written(tmp_path):
+    import os
+    files = {"images/a.bin": b"a" * 100, "images/sub/b.bin": b"b", "labels.csv": b"x\n"}
+    text = COMMAND + 'data = "set"\n'
+    first = job_of(make_tree(tmp_path / "one", {f"set/{k}": v for k, v in files.items()}).parent / "one", text)
+    two = make_tree(tmp_path / "two", {f"set/{k}": v for k, v in reversed(files.items())})
+    os.utime(two / "set" / "labels.csv", (1, 1))
+    second = job_of(two, text)
+    assert first.data == second.data and first.data.endswith("/set/")
+    (two / "set" / "images" / "sub" / "b.bin").write_bytes(b"B")
+    assert job_of(two, text).data != first.data
+
+
+def test_an_empty_data_directory_is_pinned_like_any_other(tmp_path):
+    (tmp_path / "empty").mkdir()
+    assert job_of(tmp_path, COMMAND + 'data = "empty"\n').data.endswith("/empty/")
+
+
+@pytest.mark.parametrize("glob, message", [
+    ("../*.marker", "artifacts glob '../*.marker' leaves the job's directory ('..')"),
+    ("out/../../secret", "artifacts glob 'out/../../secret' leaves the job's directory ('..')"),
+    ("/etc/*", "artifacts glob '/etc/*' is absolute: artifacts come from the job's directory only"),
+    ("~/x", "artifacts glob '~/x' is absolute: artifacts come from the job's directory only"),
+])
+def test_an_artifacts_glob_that_leaves_the_job_directory_is_an_error_with_its_line_and_fix(tmp_path, glob, message):
+    p = only_problem(tmp_path, COMMAND + f'artifacts = ["out/*.txt", "{glob}"]\n')
+    assert (p.line, p.field, p.message) == (4, "jobs[0].artifacts", message)
+    assert p.fix
+
+
+@pytest.mark.parametrize("glob", ["out/*", "**/*.pt", "out/..hidden", "checkpoints/model.pt"])
+def test_an_artifacts_glob_inside_the_job_directory_is_accepted(tmp_path, glob):
+    assert job_of(tmp_path, COMMAND + f'artifacts = ["{glob}"]\n').artifacts == (glob,)
 
 
 # --- the example manifest ------------------------------------------------------------------------
@@ -857,12 +974,14 @@ def test_the_example_manifest_puts_its_jobs_in_the_tiers_its_comments_intend():
     assert all(r.queue == r.tier for r in routes.values())  # no host constraint in the example
 
 
-def test_the_example_manifests_data_paths_exist_next_to_it():
+def test_the_example_manifests_data_is_pinned_to_the_files_next_to_it():
     m = load(EXAMPLE)
     assert m.hosts["local-cpu"] == HostPolicy("local-cpu", ("cpu",), None, ("mlp",), {})
     for job in m.jobs:
         if job.model:
-            assert Path(job.data).is_file() and Path(job.data).parent == EXAMPLE.parent / "data"
+            source = m.data_sources[job.data.split("/")[2]]
+            assert source.path.parent == EXAMPLE.parent / "data"
+            assert job.data == f"store+sha256://{sha(source.path.read_bytes())}/{source.path.name}"
 
 
 def test_a_hyper_typo_is_reported_even_when_the_same_job_has_other_problems(tmp_path):
@@ -876,7 +995,7 @@ def test_the_readme_manifest_example_is_valid():
     readme = (Path(__file__).resolve().parents[2] / "README.md").read_text()
     block = re.search(r"## Manifest\n\n```toml\n(.*?)```", readme, re.S).group(1)
     from manifest.loader import loads
-    manifest = loads(block, "README.md")
+    manifest = loads(block, str(EXAMPLE))  # its data paths are the example's
     assert [t.name for t in manifest.tiers] == ["cuda-xl", "cuda", "cpu"]
     assert len(manifest.jobs) == 6
 
