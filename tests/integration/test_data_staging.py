@@ -263,3 +263,36 @@ def test_a_pinned_copy_outlives_the_eviction_of_its_entry(s3_store, tmp_path):
     (tmp_path / "next-job").mkdir()
     cache.pin(tmp_path / "a.bin", tmp_path / "next-job", "a.bin")
     assert not (tmp_path / "cache" / "pins" / "job").exists()
+
+
+FETCH_IN_A_PROCESS = """
+import sys
+from artifacts.data import fetch
+from artifacts.store import open_store
+
+downloads = 0
+def factory(url):
+    store = open_store(url)
+    real = store.get_data
+    def counted(*a, **kw):
+        global downloads
+        downloads += 1
+        return real(*a, **kw)
+    store.get_data = counted
+    return store
+path = fetch(sys.argv[1], sys.argv[2], store_factory=factory)
+print(downloads, path.stat().st_size)
+"""
+
+
+def test_worker_processes_on_one_host_share_one_download(staged, s3_server, tmp_path):
+    import subprocess
+    import sys
+    m, downloads = staged
+    job = next(j for j in m.jobs if j.name == "big")
+    env = dict(os.environ, **s3_server.env, FLEET_STORE_URL=downloads.store_url)
+    procs = [subprocess.Popen([sys.executable, "-c", FETCH_IN_A_PROCESS, job.data, str(tmp_path / "cache")],
+                              env=env, stdout=subprocess.PIPE, text=True) for _ in range(4)]
+    outs = [p.communicate(timeout=120)[0].split() for p in procs]
+    assert sorted(int(n) for n, _ in outs) == [0, 0, 0, 1]
+    assert {int(size) for _, size in outs} == {1 << 20}
