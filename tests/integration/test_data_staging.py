@@ -296,3 +296,35 @@ def test_worker_processes_on_one_host_share_one_download(staged, s3_server, tmp_
     outs = [p.communicate(timeout=120)[0].split() for p in procs]
     assert sorted(int(n) for n, _ in outs) == [0, 0, 0, 1]
     assert {int(size) for _, size in outs} == {1 << 20}
+
+
+@pytest.fixture
+def app(redis_url):
+    from tasks import app
+    app.conf.broker_url = redis_url
+    app.pool.force_close_all()
+    yield app
+
+
+def test_publish_sends_no_job_whose_data_could_not_be_staged(app, redis_client, monkeypatch, tmp_path):
+    from fleet.publish import publish
+    from fleet.records import Records
+    m = load(project(tmp_path, b"x"))
+    monkeypatch.setenv("FLEET_STORE_URL", "s3://unreachable/runs")
+    monkeypatch.setenv("FLEET_S3_ENDPOINT_URL", "http://127.0.0.1:9")   # nothing listens there
+    monkeypatch.setenv("AWS_ACCESS_KEY_ID", "k")
+    monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", "s")
+    with pytest.raises(StoreError, match="127.0.0.1:9"):
+        publish(app, redis_client, m)
+    assert Records(redis_client).all() == [] and redis_client.keys("cpu*") == []
+
+
+def test_publish_stages_data_before_it_sends_the_jobs(app, redis_client, s3_server, s3_store, monkeypatch, tmp_path):
+    from fleet.publish import publish
+    for name, value in s3_server.env.items():
+        monkeypatch.setenv(name, value)
+    monkeypatch.setenv("FLEET_STORE_URL", f"s3://{s3_store.bucket}/runs")
+    m = load(project(tmp_path, b"x"))
+    rows = publish(app, redis_client, m)
+    assert all(r.action == "publish" for r in rows)
+    assert all(s3_store.has_data(sha) for sha in m.data_sources)
