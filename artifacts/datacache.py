@@ -7,6 +7,7 @@ Layout under the cache root (``FLEET_WORK_DIR/data-cache``)::
     locks/<key>.lock          flock: one fill per key on the host, shared by threads and processes
     pins/<job dir>/<name>     hard links a running job reads: eviction never pulls bytes
                               from under a job; a pin goes once its job directory is gone
+    tmp/<key>.<random>/       a fill in progress (removed by eviction once its lock is free)
 
 An entry appears by rename only after its bytes were verified, so a reader never sees a
 partial or unverified entry.
@@ -88,6 +89,7 @@ class DataCache:
                         shutil.rmtree(self.root / "entries" / key, ignore_errors=True)
                         total -= size
                         dropped.append(key)
+            self._drop_abandoned_fills()
         return dropped
 
     def total_bytes(self) -> int:
@@ -130,6 +132,13 @@ class DataCache:
             except (OSError, ValueError):
                 continue  # being written or removed right now
         return out
+
+    def _drop_abandoned_fills(self) -> None:
+        """Temp folders of fills whose process died: nobody holds their key's lock."""
+        for work in (self.root / "tmp").iterdir():
+            with self._try_lock(work.name.split(".")[0]) as got:
+                if got:
+                    shutil.rmtree(work, ignore_errors=True)
 
     def _drop_stale_pins(self) -> None:
         for pin_dir in (self.root / "pins").iterdir():

@@ -328,3 +328,12 @@ def test_publish_stages_data_before_it_sends_the_jobs(app, redis_client, s3_serv
     rows = publish(app, redis_client, m)
     assert all(r.action == "publish" for r in rows)
     assert all(s3_store.has_data(sha) for sha in m.data_sources)
+
+
+def test_a_fill_left_behind_by_a_dead_process_is_cleared_by_the_next_eviction(tmp_path):
+    cache = DataCache(tmp_path / "cache", max_bytes=1 << 20)
+    abandoned = tmp_path / "cache" / "tmp" / f"{'c' * 64}.deadbeef"
+    abandoned.mkdir()
+    (abandoned / "raw").write_bytes(b"half a download")
+    cache.evict()
+    assert not abandoned.exists()
