@@ -42,3 +42,13 @@ ZSTD_LEVEL = 3
 BUNDLE_NAME = "bundle.tar.zst"
 META_NAME = "meta.json"
 TAIL_LINES = 40                  # output lines kept for progress and errors
+
+# --- hardening: poison queue entries, job isolation, host enrollment --------
+DEAD_LETTER_KEY = KEY_PREFIX + "dead-letter"   # list, newest first: JSON {at, reason, queue, list, worker, entry}
+DEAD_LETTER_MAX = 10_000                       # entries kept; older ones are trimmed
+DEAD_LETTER_ENTRY_MAX_CHARS = 64 * 1024        # of each set-aside entry's raw text
+ENROLL_UNIT_NAME = "fleet-worker.service"
+ENROLL_UNIT_DIR = "/etc/systemd/system"
+ENROLL_ENV_FILE = "/etc/fleet/worker.env"      # mode 0600, read by systemd before it drops privileges
+ENROLL_STATE_DIR = "fleet"                     # StateDirectory=: /var/lib/fleet holds FLEET_WORK_DIR
+ENROLL_UPLOAD_ALLOWANCE_S = 120                # stop timeout beyond the soft-shutdown wait, for uploads
