@@ -158,7 +158,8 @@ def _run(task, ctx, job, token, attempts, lease, workdir: Path, gpu) -> dict:
 
         outcome = runner.run(argv, env=env, cwd=str(workdir), timeout_s=job.timeout_s, on_tick=on_tick,
                              stop=ctx.shutdown, log=lambda line: log_file.write(line + "\n"),
-                             run_as=isolation.popen_user(ctx.job_user))
+                             run_as=isolation.popen_user(ctx.job_user),
+                             python=ctx.job_user.python if ctx.job_user else None)
     if outcome.stopped == "shutdown":
         _release(task, ctx, job, token, "worker shutting down")
     if outcome.stopped in ("cancelled", "lost", "queued", "failed", "succeeded"):

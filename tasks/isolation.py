@@ -21,7 +21,10 @@ import ctypes
 import os
 import pwd
 import re
-from dataclasses import dataclass
+import shutil
+import subprocess
+import sys
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Mapping
 
@@ -46,6 +49,7 @@ class JobUser:
     gid: int
     groups: tuple[int, ...]
     home: str
+    python: str = sys.executable   # runs the job's supervisor (standard library only)
 
 
 def _secret_name(name: str) -> bool:
@@ -119,6 +123,27 @@ def job_user(env: Mapping[str, str] | None = None) -> JobUser | None:
                           "worker's own user")
     groups = tuple(sorted(set(os.getgrouplist(name, pw.pw_gid)) - {pw.pw_gid}))
     return JobUser(name, pw.pw_uid, pw.pw_gid, groups, pw.pw_dir)
+
+
+def probe_job_user(user: JobUser, work_root: Path, supervisor: str) -> JobUser:
+    """Start a no-op supervisor as the job user in the work root: refuse now what would fail
+    every job later. The supervisor needs only the standard library, so when the worker's
+    own Python is out of the user's reach (a venv under /root) a system python3 will do."""
+    candidates = [sys.executable] + [p for p in [shutil.which("python3", path=os.defpath)] if p]
+    errors = []
+    for python in dict.fromkeys(candidates):
+        try:
+            res = subprocess.run([python, supervisor, "--", "true"], cwd=work_root, env={"PATH": os.defpath},
+                                 capture_output=True, text=True, timeout=30, **popen_user(user))
+        except (OSError, subprocess.SubprocessError) as e:
+            errors.append(f"{python}: {getattr(e, 'strerror', None) or e}")
+            continue
+        if res.returncode == 0:
+            return replace(user, python=python)
+        errors.append(f"{python}: exit {res.returncode} {res.stderr.strip()[-200:]}")
+    raise ConfigError(f"{JOB_USER_ENV}={user.name!r} cannot start a job in FLEET_WORK_DIR={str(work_root)!r} "
+                      f"({'; '.join(errors)}); make the work directory, fleet's code ({supervisor}) and a "
+                      f"Python readable and executable by {user.name}")
 
 
 def hand_over(workdir: Path, user: JobUser | None) -> None:

@@ -80,6 +80,9 @@ def build_context(app) -> HostContext:
         raise ConfigError(f"FLEET_WORK_DIR={str(work_root)!r}: cannot create it ({e.strerror}); "
                           "point it at a writable directory") from e
     job_user = isolation.job_user()   # FLEET_JOB_USER: refused here if it cannot work
+    if job_user is not None:
+        from tasks.runner import SUPERVISOR
+        job_user = isolation.probe_job_user(job_user, work_root, SUPERVISOR)
     client = redis_client(app)
     try:
         config = read_config(client)
