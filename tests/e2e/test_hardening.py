@@ -172,6 +172,9 @@ def test_poison_on_every_tier_queue_is_set_aside_and_every_worker_keeps_serving(
     assert not marker.exists()
     assert all(client.llen(k) == 0 for q in TIERS for k in tier_keys(q))
     assert "poison entry on" in site.logs() and "refusing delivery of stray" in site.logs()
+    shown = subprocess.run([sys.executable, "-m", "fleet.cli", "dead-letter", "--json", "--limit", "1000"],
+                           env=site.env, capture_output=True, text=True, timeout=60, check=True)
+    assert len(json.loads(shown.stdout)) == len(pushed)
 
 
 def test_a_job_hunting_for_its_workers_secrets_finds_none(site, tmp_path):
@@ -261,3 +264,37 @@ def test_with_fleet_job_user_a_job_runs_as_that_user_and_cannot_read_the_worker(
         _assert_nowhere(solo, rec, work)
     finally:
         shutil.rmtree(work, ignore_errors=True)
+
+
+def _from_a_newer_fleet(client: redis.Redis, job_id: str) -> None:
+    """Rewrite a queued job's message (and the record's copy) as a newer publisher might
+    send it: a spec field this worker does not know, so it fails before its claim."""
+    import base64
+    rec = {k.decode(): v.decode() for k, v in client.hgetall(C.JOB_KEY + job_id).items()}
+
+    def newer(raw: str) -> str:
+        msg = json.loads(raw)
+        body = json.loads(base64.b64decode(msg["body"]))
+        body[0][0]["from_a_newer_fleet"] = True
+        msg["body"] = base64.b64encode(json.dumps(body).encode()).decode()
+        return json.dumps(msg)
+
+    queued = client.rpop(rec["cur_key"]).decode()
+    client.hset(C.JOB_KEY + job_id, mapping={"msg": newer(rec["msg"]), "pri_msg": newer(rec["pri_msg"])})
+    client.lpush(rec["cur_key"], newer(queued))
+
+
+def test_a_delivery_a_real_worker_acks_without_running_stays_recoverable_not_stranded(solo):
+    ids = solo.publish(command_job("skewed", ["true"]))
+    client = solo.client()
+    _from_a_newer_fleet(client, ids["skewed"])
+    w = solo.start("skew-w", FLEET_LEASE_TTL_S="1")
+    deadline = time.monotonic() + 60
+    while solo.logs().count("restored") < 2 and time.monotonic() < deadline:
+        time.sleep(0.5)
+    logs = solo.logs()
+    assert logs.count("acked but its job never ran") >= 2, logs      # taken, failed before its claim, acked...
+    assert logs.count(f"{ids['skewed']} restored") >= 2, logs         # ...and given back by the reaper, each time
+    rec = Records(client).get(ids["skewed"])
+    assert rec.state is JobState.QUEUED and rec.attempts == 0
+    assert w.poll() is None
