@@ -119,8 +119,10 @@ def render_unit(plan: UnitPlan) -> str:
         "Restart=always",
         "RestartSec=5",
     ]
+    # a job user must enter the work dir and read the data cache the worker fills
     if not plan.work_dir:
-        lines += [f"StateDirectory={C.ENROLL_STATE_DIR}", "StateDirectoryMode=0750"]
+        lines += [f"StateDirectory={C.ENROLL_STATE_DIR}",
+                  f"StateDirectoryMode={'0711' if plan.job_user else '0750'}"]
     lines += [
         "# Hardening. Not MemoryDenyWriteExecute: torch and xgboost JIT-compile code.",
         "NoNewPrivileges=yes",
@@ -140,7 +142,7 @@ def render_unit(plan: UnitPlan) -> str:
         "RestrictNamespaces=yes",
         "RestrictAddressFamilies=AF_UNIX AF_INET AF_INET6 AF_NETLINK",
         "SystemCallArchitectures=native",
-        "UMask=0027",
+        f"UMask={'0022' if plan.job_user else '0027'}",
     ]
     if plan.job_user:
         lines.append("CapabilityBoundingSet=" + " ".join(JOB_USER_CAPABILITIES))

@@ -40,8 +40,15 @@ def _job_args(payload: bytes, task_id: str) -> str | None:
     return None
 
 
-def inspect(raw: bytes | str) -> tuple[dict | None, str | None]:
-    """``(message, None)`` for an entry a fleet worker can take, else ``(None, reason)``."""
+def is_reply_queue(queue: str) -> bool:
+    """Replies to remote-control commands (``celery -A tasks inspect``, Flower) come back on
+    ``<uuid>.reply.celery.pidbox`` lists through this same transport: not fleet tasks."""
+    return queue.endswith(".pidbox")
+
+
+def inspect(raw: bytes | str, task_queue: bool = True) -> tuple[dict | None, str | None]:
+    """``(message, None)`` for an entry a fleet worker can take, else ``(None, reason)``.
+    Off a task queue (``task_queue=False``), only what kombu itself needs is checked."""
     try:
         msg = json.loads(raw)
     except (ValueError, UnicodeDecodeError):
@@ -53,6 +60,12 @@ def inspect(raw: bytes | str) -> tuple[dict | None, str | None]:
         return None, "no properties.delivery_tag"
     if not isinstance(body, str) or not body:
         return None, "no body"
+    if not task_queue:
+        try:
+            _body_bytes(body, props.get("body_encoding"))
+        except (binascii.Error, ValueError) as e:
+            return None, f"body is not {props.get('body_encoding') or 'utf-8'} ({e})"
+        return msg, None
     if not isinstance(headers, dict):
         return None, "no headers (not a Celery task message)"
     if headers.get("task") != TASK_NAME:

@@ -76,7 +76,7 @@ class FleetChannelMixin:
             key = bytes_to_str(key)
             dest = key.rsplit(self.sep, 1)[0]
             self._queue_cycle.rotate(dest)
-            message, why = poison.inspect(item)
+            message, why = poison.inspect(item, task_queue=not poison.is_reply_queue(dest))
             if why:
                 self._set_aside(item, why, dest, key)
                 raise kombu_redis.Empty()

@@ -40,7 +40,9 @@ def test_with_a_job_user_the_worker_is_root_with_only_the_capabilities_it_needs(
     assert d["User"] == "root" and "FLEET_JOB_USER=trainer" in render_unit(replace(PLAN, job_user="trainer"))
     assert set(d["CapabilityBoundingSet"].split()) == {"CAP_SETUID", "CAP_SETGID", "CAP_CHOWN", "CAP_FOWNER",
                                                        "CAP_KILL", "CAP_DAC_OVERRIDE", "CAP_DAC_READ_SEARCH"}
-    assert directives(render_unit(PLAN))["CapabilityBoundingSet"] == ""
+    assert d["StateDirectoryMode"] == "0711" and d["UMask"] == "0022"   # the job user enters it, reads data
+    plain = directives(render_unit(PLAN))
+    assert plain["CapabilityBoundingSet"] == "" and plain["StateDirectoryMode"] == "0750" and plain["UMask"] == "0027"
 
 
 def test_an_explicit_work_dir_and_a_file_store_are_the_only_writable_paths():

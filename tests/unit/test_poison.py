@@ -59,3 +59,14 @@ def test_a_fleet_task_message_is_accepted_as_is():
 def test_a_poison_entry_is_refused_with_its_reason(raw, reason):
     msg, why = inspect(raw)
     assert msg is None and reason in why
+
+
+def test_a_remote_control_reply_is_not_held_to_the_rules_of_a_task_queue():
+    from tasks.poison import is_reply_queue
+    reply = {"body": base64.b64encode(b'{"ok": "pong"}').decode(), "content-type": "application/json",
+             "headers": {"clock": 1}, "properties": {"delivery_tag": "t1", "body_encoding": "base64"}}
+    assert is_reply_queue("2f1c0e3a-1b2c-4d5e-9f00-0a1b2c3d4e5f.reply.celery.pidbox")
+    assert not is_reply_queue("cpu") and not is_reply_queue("cuda.vram10")
+    assert inspect(json.dumps(reply), task_queue=False) == (reply, None)
+    assert inspect(json.dumps(reply))[1] == "task None is not fleet.train"
+    assert inspect(b"not json", task_queue=False) == (None, "not JSON")
