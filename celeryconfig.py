@@ -30,6 +30,13 @@ def _seconds(var, default):
     return value
 
 
+def _flag(var):
+    raw = os.environ.get(var, "").strip().lower()
+    if raw not in ("", "0", "1", "false", "true", "no", "yes"):
+        raise ConfigError(f"{var}={raw!r}: expected 1 or 0")
+    return raw in ("1", "true", "yes")
+
+
 broker_url = _url("FLEET_BROKER_URL", DEFAULT_BROKER_URL)
 result_backend = _url("FLEET_RESULT_BACKEND", broker_url)
 
@@ -87,6 +94,10 @@ task_send_sent_event = True
 task_track_started = True
 result_extended = True
 result_expires = 30 * 24 * 3600
+
+# A message for a job with no record (sent with apply_async, not `fleet publish`) is set
+# aside in the dead-letter list, not run, unless this is on.
+fleet_adopt_unpublished = _flag("FLEET_ADOPT_UNPUBLISHED")
 
 task_create_missing_queues = True
 task_default_queue = "cpu"

@@ -48,3 +48,13 @@ DATA_DIR = "data"                # store key of staged data: <prefix>/data/<sha2
 DATA_CACHE_DIR = "data-cache"    # under FLEET_WORK_DIR: the worker's digest cache
 DATA_CACHE_GIB = 20.0            # default bound of that cache (FLEET_DATA_CACHE_GIB), GiB
 DATA_PROGRESS_MIN_BYTES = 32 << 20   # publish shows a progress bar for data this big or bigger
+
+# --- hardening: poison queue entries, job isolation, host enrollment --------
+DEAD_LETTER_KEY = KEY_PREFIX + "dead-letter"   # list, newest first: JSON {at, reason, queue, list, worker, entry}
+DEAD_LETTER_MAX = 10_000                       # entries kept; older ones are trimmed
+DEAD_LETTER_ENTRY_MAX_CHARS = 64 * 1024        # of each set-aside entry's raw text
+ENROLL_UNIT_NAME = "fleet-worker.service"
+ENROLL_UNIT_DIR = "/etc/systemd/system"
+ENROLL_ENV_FILE = "/etc/fleet/worker.env"      # mode 0600, read by systemd before it drops privileges
+ENROLL_STATE_DIR = "fleet"                     # StateDirectory=: /var/lib/fleet holds FLEET_WORK_DIR
+ENROLL_UPLOAD_ALLOWANCE_S = 120                # stop timeout beyond the soft-shutdown wait, for uploads

@@ -142,11 +142,14 @@ class Records:
         return out
 
     # --- a worker's side ----------------------------------------------------
-    def claim(self, job_id: str, worker: str, token: str, spec: dict, queue: str) -> Claim:
+    def claim(self, job_id: str, worker: str, token: str, spec: dict, queue: str, *,
+              adopt: bool = False) -> Claim:
+        """Take a job to run it. A job with no record is dropped ('no record') unless
+        ``adopt``: then a record is made for it (FLEET_ADOPT_UNPUBLISHED)."""
         action, detail = self._claim(
             keys=[C.JOB_KEY + job_id, C.LEASE_KEY + job_id, C.RUNNING_SET, C.FALLBACK_ZSET, C.JOBS_INDEX],
             args=[job_id, worker, token, self.lease_ttl_ms, time.time(), json.dumps(spec),
-                  self.max_attempts, queue])
+                  self.max_attempts, queue, "1" if adopt else "0"])
         action, detail = _s(action), _s(detail)
         return Claim(action == "run", detail, int(detail) if action == "run" else 0)
 

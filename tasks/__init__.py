@@ -3,6 +3,13 @@ from functools import cached_property
 
 from celery import Celery
 
+from fleet.errors import ConfigError
+
+try:  # read the environment now: a bad value ends `celery -A tasks ...` with one line, not a traceback
+    import celeryconfig  # noqa: F401
+except ConfigError as e:
+    raise SystemExit(f"fleet: {e}") from None
+
 
 class FleetApp(Celery):
     @cached_property

@@ -9,7 +9,6 @@ from __future__ import annotations
 import json
 import logging
 import os
-import re
 import shutil
 import sys
 import tempfile
@@ -26,19 +25,16 @@ from artifacts.data import fetch
 from artifacts.store import atomic_write, open_store
 from celery.exceptions import Ignore, Reject
 
+from fleet import deadletter
 from fleet.constants import DATA_CACHE_DIR, TAIL_LINES
 from fleet.errors import DigestMismatch, StoreError, TrainingFailed
 from fleet.records import JobState
 from manifest.schema import JobSpec
-from tasks import runner
+from tasks import isolation, runner
 from tasks.lease import LeaseKeeper
 from tasks.worker import HostContext, context
 
 log = logging.getLogger("fleet.execution")
-# A job's process never sees the worker's credentials or broker URLs (its output ends up
-# in records, Flower and errors): names matching this are dropped from its environment.
-SECRET_ENV = re.compile(r"SECRET|TOKEN|PASSWORD|PASSWD|CREDENTIAL|_KEY_ID|BROKER|BACKEND|REDIS_URL", re.I)
-URL_WITH_PASSWORD = re.compile(r"^[a-z][a-z0-9+.-]*://[^/@\s]*:[^/@\s]*@", re.I)
 UPLOAD_BACKOFF_S = (1, 2, 5, 10, 30, 60)
 # Task states (Flower, AsyncResult) of a delivery that ended without a result of its own.
 # Custom names: Celery's RETRY and REVOKED are exception states whose meta must be an error.
@@ -56,12 +52,14 @@ def _wants_gpu(job: JobSpec, queue: str, ctx: HostContext) -> bool:
                                                   (job.prefer_cuda and tier is not None and tier.floor.require_cuda))
 
 
-def _argv_env(job: JobSpec, workdir: Path, data_path: Path | None, gpu_id: str | None) -> tuple[list[str], dict]:
+def _argv_env(job: JobSpec, workdir: Path, data_path: Path | None, gpu_id: str | None,
+              user: isolation.JobUser | None = None) -> tuple[list[str], dict]:
     out_dir = workdir / "out"
     out_dir.mkdir(parents=True, exist_ok=True)
     spec_path = workdir / "job.json"
     spec_path.write_text(json.dumps(job.to_dict(), indent=2))
-    env = {k: v for k, v in os.environ.items() if not SECRET_ENV.search(k) and not URL_WITH_PASSWORD.match(v)}
+    # the job never sees the worker's credentials: its output reaches records, Flower, errors
+    env = isolation.job_environment(os.environ, user)
     env.update(FLEET_JOB_ID=job.job_id, FLEET_JOB_NAME=job.name, FLEET_JOB_SPEC=str(spec_path),
                FLEET_OUTPUT_DIR=str(out_dir), FLEET_HYPER=json.dumps(job.hyper), FLEET_SEED=str(job.seed),
                FLEET_DATA_PATH=str(data_path or ""), FLEET_DEVICE="cuda" if gpu_id else "cpu",
@@ -80,8 +78,11 @@ def execute(task, job: JobSpec) -> dict:
         raise Reject("worker shutting down", requeue=True)
     queue = (task.request.delivery_info or {}).get("routing_key") or ""
     token = uuid.uuid4().hex
-    claim = _redis_retry(ctx, lambda: ctx.records.claim(job.job_id, ctx.hostname, token, job.to_dict(), queue),
-                         "claim")
+    adopt = bool(ctx.app.conf.get("fleet_adopt_unpublished"))
+    claim = _redis_retry(ctx, lambda: ctx.records.claim(job.job_id, ctx.hostname, token, job.to_dict(), queue,
+                                                        adopt=adopt), "claim")
+    if claim.reason == "no record":
+        _refuse_unpublished(task, ctx, job, queue)
     if not claim.run:
         # a duplicate (redelivery, fallback copy, second publish): ack it, and leave the
         # task's stored result to the run that counts
@@ -110,6 +111,18 @@ def execute(task, job: JobSpec) -> dict:
         shutil.rmtree(workdir, ignore_errors=True)
 
 
+def _refuse_unpublished(task, ctx: HostContext, job: JobSpec, queue: str) -> NoReturn:
+    """A message no `fleet publish` recorded (e.g. apply_async): set aside, not run."""
+    why = (f"no record for job {job.job_id}: not published by fleet (set FLEET_ADOPT_UNPUBLISHED=1 "
+           "on workers to run such messages)")
+    log.error("refusing delivery of %s (%s): %s", job.name, job.job_id[:12], why)
+    raw = json.dumps({"id": task.request.id, "task": task.name, "args": task.request.args,
+                      "delivery_info": task.request.delivery_info})
+    _redis_retry(ctx, lambda: deadletter.set_aside(ctx.redis, deadletter.entry(raw, why, queue, worker=ctx.hostname)),
+                 "set aside")
+    raise Ignore()
+
+
 def _release(task, ctx: HostContext, job: JobSpec, token: str, why: str) -> NoReturn:
     _redis_retry(ctx, lambda: ctx.records.finish(job.job_id, token, JobState.QUEUED, count_attempt=False,
                                                  last_error=f"released: {why}"), "release")
@@ -130,7 +143,8 @@ def _final_state(task, state: str, job: JobSpec, why: str) -> None:
 def _run(task, ctx, job, token, attempts, lease, workdir: Path, gpu) -> dict:
     started = time.time()
     data_path = fetch(job.data, ctx.work_root / DATA_CACHE_DIR, into=workdir) if job.data else None
-    argv, env = _argv_env(job, workdir, data_path, ctx.gpus.visible_id(gpu) if gpu else None)
+    argv, env = _argv_env(job, workdir, data_path, ctx.gpus.visible_id(gpu) if gpu else None, ctx.job_user)
+    isolation.hand_over(workdir, ctx.job_user)   # the data pin lives in the cache, not in workdir
     log_path = workdir / "fleet-log.txt"
     with open(log_path, "w", encoding="utf-8") as log_file:
         def on_tick(progress: runner.Progress) -> str | None:
@@ -143,7 +157,9 @@ def _run(task, ctx, job, token, attempts, lease, workdir: Path, gpu) -> dict:
             return lease.reason
 
         outcome = runner.run(argv, env=env, cwd=str(workdir), timeout_s=job.timeout_s, on_tick=on_tick,
-                             stop=ctx.shutdown, log=lambda line: log_file.write(line + "\n"))
+                             stop=ctx.shutdown, log=lambda line: log_file.write(line + "\n"),
+                             run_as=isolation.popen_user(ctx.job_user),
+                             python=ctx.job_user.python if ctx.job_user else None)
     if outcome.stopped == "shutdown":
         _release(task, ctx, job, token, "worker shutting down")
     if outcome.stopped in ("cancelled", "lost", "queued", "failed", "succeeded"):

@@ -80,13 +80,16 @@ def _stop_group(proc: subprocess.Popen) -> None:
 
 def run(argv: list[str], *, env: dict[str, str], cwd: str, timeout_s: float | None,
         on_tick: Callable[[Progress], str | None], stop: threading.Event,
-        tick_s: float = 1.0, log: Callable[[str], None] | None = None) -> RunOutcome:
+        tick_s: float = 1.0, log: Callable[[str], None] | None = None,
+        run_as: dict | None = None, python: str | None = None) -> RunOutcome:
+    """``run_as``: Popen's user/group/extra_groups, to start the group as another user;
+    ``python``: the interpreter for the supervisor (default: this one)."""
     started = time.monotonic()
     progress = Progress(started, deque(maxlen=TAIL_LINES), {})
     env = dict(env, **{supervisor.PARENT_ENV: str(os.getpid())})
-    proc = subprocess.Popen([sys.executable, SUPERVISOR, "--", *argv], env=env, cwd=cwd,
+    proc = subprocess.Popen([python or sys.executable, SUPERVISOR, "--", *argv], env=env, cwd=cwd,
                             stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-                            start_new_session=True)
+                            start_new_session=True, **(run_as or {}))
     reader = threading.Thread(target=_reader, args=(proc.stdout, progress, log), daemon=True)
     reader.start()
     stopped = None

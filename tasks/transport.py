@@ -1,16 +1,50 @@
-"""kombu's Redis transport, serving a worker's queues in order first and priority second.
+"""kombu's Redis transport, serving a worker's queues in order first and priority second,
+surviving poison entries, and never acking away the only copy of a job that did not run.
 
 Stock kombu asks Redis for every queue's priority-0 list, then every priority-1 list, and
 so on, so an urgent CPU job would beat a routine cuda-large job on a big GPU host. fleet
 wants the host to drain its most demanding tier first (the queue order the worker was
 given), using message priority only within a queue. Selected by ``broker_transport``.
+
+The fleet behaviour lives in ``FleetChannelMixin`` so every Channel variant (plain Redis,
+Sentinel) shares it.
 """
 from __future__ import annotations
 
+import logging
+import os
+import socket
+from importlib import resources
+
+import redis
 from kombu.transport import redis as kombu_redis
+from kombu.utils.encoding import bytes_to_str
+
+from fleet import constants as C
+from fleet import deadletter
+from tasks import poison
+
+log = logging.getLogger("fleet.transport")
+_ACK_LUA = resources.files("fleet").joinpath("lua/ack.lua").read_text()
 
 
-class Channel(kombu_redis.Channel):
+class FleetQoS(kombu_redis.QoS):
+    def ack(self, delivery_tag):
+        # one script instead of kombu's ZREM+HDEL: a delivery of a job that never ran keeps
+        # its unacked entry, so the reaper gives the job back (fleet/lua/ack.lua)
+        with self.channel.conn_or_acquire() as client:
+            done = client.eval(_ACK_LUA, 2, self.unacked_key, self.unacked_index_key, delivery_tag, C.JOB_KEY)
+        if bytes_to_str(done) == "kept":
+            log.warning("delivery %s was acked but its job never ran; the reaper gives it back "
+                        "within two lease TTLs", delivery_tag)
+        super(kombu_redis.QoS, self).ack(delivery_tag)
+
+
+class FleetChannelMixin:
+    """Queue-major BRPOP, poison entries set aside, and the stranding-safe ack."""
+
+    QoS = FleetQoS
+
     def _brpop_start(self, timeout=None):
         # kombu's own method with the two loops swapped: queue-major instead of priority-major
         if timeout is None:
@@ -26,6 +60,49 @@ class Channel(kombu_redis.Channel):
         if self.global_keyprefix:
             command_args = self.client._prefix_args(command_args)
         self.client.connection.send_command(*command_args)
+
+    def _brpop_read(self, **options):
+        # kombu's own method, except that an entry the worker cannot use is set aside
+        # (fleet.deadletter) instead of raising in the event loop and ending the worker
+        try:
+            try:
+                dest__item = self.client.parse_response(self.client.connection, "BRPOP", **options)
+            except self.connection_errors:
+                self.client.connection.disconnect()
+                raise
+            if not dest__item:
+                raise kombu_redis.Empty()
+            key, item = dest__item
+            key = bytes_to_str(key)
+            dest = key.rsplit(self.sep, 1)[0]
+            self._queue_cycle.rotate(dest)
+            message, why = poison.inspect(item, task_queue=not poison.is_reply_queue(dest))
+            if why:
+                self._set_aside(item, why, dest, key)
+                raise kombu_redis.Empty()
+            self.connection._deliver(message, dest)
+            return True
+        finally:
+            self._in_poll = None
+            flush = getattr(self, "_flush_brpop_reauth", None)   # kombu >= 5.6
+            if flush:
+                flush()
+
+    def _set_aside(self, item, why: str, queue: str, key: str) -> None:
+        worker = os.environ.get("FLEET_HOSTNAME") or socket.gethostname()
+        record = deadletter.entry(item, why, queue, key, worker)
+        try:
+            with self.conn_or_acquire() as client:
+                deadletter.set_aside(client, record)
+        except redis.RedisError as e:
+            log.error("poison entry on %s (%s) could not be set aside (%s); dropped: %.500s",
+                      key, why, e, record["entry"])
+            return
+        log.error("poison entry on %s set aside in %s: %s", key, C.DEAD_LETTER_KEY, why)
+
+
+class Channel(FleetChannelMixin, kombu_redis.Channel):
+    pass
 
 
 class Transport(kombu_redis.Transport):

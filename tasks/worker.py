@@ -20,9 +20,11 @@ from celery.worker import state as worker_state
 
 from fleet import constants as C
 from fleet.cluster import ClusterConfig, read_config
+from fleet.errors import ConfigError, FleetError
 from fleet.records import Records
 from routing.capability import Capability
 from routing.detect import detect
+from tasks import isolation
 from tasks.gpus import GpuSlots
 
 log = logging.getLogger("fleet.worker")
@@ -44,6 +46,7 @@ class HostContext:
     # before any policy cap (always set by build_context): a newly published policy applies to this
     detected: Capability | None = None
     asked: tuple[str, ...] = ()          # -Q, if given: the worker serves no other tier
+    job_user: "isolation.JobUser | None" = None   # FLEET_JOB_USER: jobs run as this user
     shutdown: threading.Event = field(default_factory=threading.Event)
 
     @property
@@ -70,6 +73,16 @@ def redis_client(app) -> redis.Redis:
 
 def build_context(app) -> HostContext:
     detected = cap = detect()
+    work_root = Path(os.environ.get("FLEET_WORK_DIR", Path.home() / ".cache" / "fleet")).expanduser()
+    try:
+        work_root.mkdir(parents=True, exist_ok=True)
+    except OSError as e:
+        raise ConfigError(f"FLEET_WORK_DIR={str(work_root)!r}: cannot create it ({e.strerror}); "
+                          "point it at a writable directory") from e
+    job_user = isolation.job_user()   # FLEET_JOB_USER: refused here if it cannot work
+    if job_user is not None:
+        from tasks.runner import SUPERVISOR
+        job_user = isolation.probe_job_user(job_user, work_root, SUPERVISOR)
     client = redis_client(app)
     try:
         config = read_config(client)
@@ -77,16 +90,24 @@ def build_context(app) -> HostContext:
         log.warning("cannot read the published config from Redis (%s); using the default tiers", e)
         config = ClusterConfig()
     cap = config.effective(cap)
-    work_root = Path(os.environ.get("FLEET_WORK_DIR", Path.home() / ".cache" / "fleet")).expanduser()
-    work_root.mkdir(parents=True, exist_ok=True)
     records = Records(client, lease_ttl_s=app.conf.fleet_lease_ttl_s)
     return HostContext(app, cap, config, config.queues(detected), client, records,
-                       GpuSlots(cap.cuda_devices), work_root, detected=detected)
+                       GpuSlots(cap.cuda_devices), work_root, detected=detected, job_user=job_user)
 
 
 @signals.celeryd_init.connect
+def start_checks(sender=None, instance=None, conf=None, options=None, **kw):
+    """Before the consumer starts: any failed check ends the worker with one line, having
+    consumed nothing (Celery would log a handler's error and serve anyway)."""
+    try:
+        isolation.harden_worker()
+        choose_queues(sender, instance, conf, options)
+    except FleetError as e:
+        raise SystemExit(f"fleet: refusing to start: {e}") from None
+
+
 def choose_queues(sender=None, instance=None, conf=None, options=None, **kw):
-    """Before the consumer starts: subscribe to exactly the queues this host qualifies for."""
+    """Subscribe to exactly the queues this host qualifies for."""
     global _ctx
     app = instance.app
     _ctx = ctx = build_context(app)

@@ -8,11 +8,11 @@ from __future__ import annotations
 import argparse
 import sys
 
-from fleet.cli import artifacts, hosts, jobs, local, publish
+from fleet.cli import artifacts, deadletter, enroll, hosts, jobs, local, publish
 from fleet.cli.common import app, err, where
 from fleet.errors import FleetError
 
-VERB_MODULES = (publish, jobs, hosts, artifacts, local)
+VERB_MODULES = (publish, jobs, hosts, artifacts, local, enroll, deadletter)
 
 
 def build_parser() -> argparse.ArgumentParser:

@@ -1,9 +1,10 @@
 -- A delivery asks to run a job. Exactly one delivery wins; the rest are dropped.
 -- KEYS: job_key, lease_key, running_set, fallback_zset, jobs_index
--- ARGV: job_id, worker, token, ttl_ms, now, spec_json, default_max_attempts, queue
+-- ARGV: job_id, worker, token, ttl_ms, now, spec_json, default_max_attempts, queue, adopt ('1' or '0')
 local state = redis.call('HGET', KEYS[1], 'state')
+if not state and ARGV[9] ~= '1' then return {'drop', 'no record'} end
 if not state then
-  -- a message sent without `fleet publish` (e.g. apply_async): adopt it
+  -- a message sent without `fleet publish` (e.g. apply_async), adopted by setting
   redis.call('HSET', KEYS[1], 'job_id', ARGV[1], 'state', 'queued', 'spec', ARGV[6],
              'created_at', ARGV[5], 'queued_at', ARGV[5], 'attempts', 0, 'queue', ARGV[8])
   redis.call('ZADD', KEYS[5], ARGV[5], ARGV[1])

@@ -2,21 +2,29 @@
 import pytest
 from kombu import Connection, Queue
 
+from fleet.constants import TASK_NAME
+
 pytestmark = pytest.mark.integration
 OPTS = {"queue_order_strategy": "priority", "priority_steps": list(range(10))}
+
+
+def task(name: str) -> dict:
+    """A fleet task message (fleet's transport sets anything else aside as poison)."""
+    job_id = name.encode().hex()
+    return {"body": [[{"job_id": job_id, "name": name}], {}, {}], "headers": {"task": TASK_NAME, "id": job_id}}
 
 
 def first_served(url: str, transport: str) -> list[str]:
     with Connection(url, transport=transport, transport_options=OPTS) as conn:
         with conn.Producer() as producer:
-            producer.publish("cpu-urgent", routing_key="cpu", priority=0, declare=[Queue("cpu")])
-            producer.publish("large-routine", routing_key="cuda-large", priority=9,
+            producer.publish(**task("cpu-urgent"), routing_key="cpu", priority=0, declare=[Queue("cpu")])
+            producer.publish(**task("large-routine"), routing_key="cuda-large", priority=9,
                              declare=[Queue("cuda-large")])
-            producer.publish("large-urgent", routing_key="cuda-large", priority=0,
+            producer.publish(**task("large-urgent"), routing_key="cuda-large", priority=0,
                              declare=[Queue("cuda-large")])
         got: list[str] = []
         with conn.Consumer([Queue("cuda-large"), Queue("cpu")],
-                           callbacks=[lambda body, msg: (got.append(body), msg.ack())]):
+                           callbacks=[lambda body, msg: (got.append(body[0][0]["name"]), msg.ack())]):
             while len(got) < 3:
                 conn.drain_events(timeout=5)
         return got

@@ -206,7 +206,7 @@ def test_a_requeued_prefer_cuda_job_waits_on_its_cuda_queue_again_with_a_new_gra
 
 def test_a_job_sent_without_fleet_publish_fails_clearly_when_its_worker_is_lost(redis_client):
     recs = Records(redis_client, lease_ttl_s=0.05)
-    assert recs.claim("adopted", "w", "t", {"name": "x"}, "cpu").run
+    assert recs.claim("adopted", "w", "t", {"name": "x"}, "cpu", adopt=True).run
     time.sleep(0.1)
     assert recs.reap() == ["adopted failed"]
     rec = recs.get("adopted")
@@ -275,3 +275,61 @@ def test_unacked_entries_that_are_not_fleet_jobs_are_left_to_kombu(redis_client)
     redis_client.zadd(C.KOMBU_UNACKED_INDEX, {"some-other-tag": 1})
     assert Records(redis_client, lease_ttl_s=1).restore_unacked() == []
     assert redis_client.hlen(C.KOMBU_UNACKED) == 1
+
+
+def test_a_message_for_a_job_with_no_record_is_refused_unless_adopting_is_on(redis_client):
+    recs = Records(redis_client)
+    claim = recs.claim("stray", "w", "t", {"name": "x"}, "cpu")
+    assert not claim.run and claim.reason == "no record"
+    assert redis_client.dbsize() == 0                       # nothing recorded, nothing leased
+    assert recs.claim("stray", "w", "t", {"name": "x"}, "cpu", adopt=True).run
+
+
+TAKE_AND_ACK = """
+import sys
+from kombu import Connection
+with Connection(sys.argv[1], transport="tasks.transport:Transport",
+                transport_options={"visibility_timeout": 3600}) as conn:
+    message = conn.default_channel.basic_get("cpu", no_ack=False)
+    print(message.headers["id"], flush=True)
+    if sys.argv[2] == "run":
+        from fleet.records import JobState, Records
+        import redis
+        recs = Records(redis.Redis.from_url(sys.argv[1]))
+        assert recs.claim(message.headers["id"], "w", "t", {}, "cpu").run
+        recs.finish(message.headers["id"], "t", JobState.SUCCEEDED)
+    message.ack()     # through fleet's transport, as a worker acks
+"""
+
+
+def take_and_ack(redis_url: str, run: bool) -> str:
+    """A real consumer on fleet's transport takes one message from 'cpu' and acks it,
+    having run its job or not; returns the task id."""
+    import subprocess
+    import sys
+    return subprocess.run([sys.executable, "-c", TAKE_AND_ACK, redis_url, "run" if run else "skip"],
+                          capture_output=True, text=True, check=True).stdout.strip()
+
+
+def test_a_delivery_acked_without_running_its_job_is_given_back_by_the_reaper(app, redis_url, manifest):
+    client = redis_lib.Redis.from_url(redis_url)
+    publish(app, client, manifest)
+    taken = take_and_ack(redis_url, run=False)
+    rec = Records(client).get(taken)
+    assert rec.state is JobState.QUEUED and rec.attempts == 0
+    assert client.hexists(C.KOMBU_UNACKED, f"{taken}.1")      # the ack kept the only copy
+    assert queued_messages(client, "cpu") == 1
+    recs = Records(client, lease_ttl_s=1)
+    time.sleep(2.1)
+    assert recs.restore_unacked() == [f"{taken} restored"]
+    assert queued_messages(client, "cpu") == 2 and client.hlen(C.KOMBU_UNACKED) == 0
+    assert recs.claim(taken, "w", "t", {}, "cpu").run          # and it runs, once
+    assert not recs.claim(taken, "w2", "t2", {}, "cpu").run
+
+
+def test_a_delivery_acked_after_its_run_is_gone_for_good(app, redis_url, manifest):
+    client = redis_lib.Redis.from_url(redis_url)
+    publish(app, client, manifest)
+    taken = take_and_ack(redis_url, run=True)
+    assert Records(client).get(taken).state is JobState.SUCCEEDED
+    assert client.hlen(C.KOMBU_UNACKED) == 0 and client.zcard(C.KOMBU_UNACKED_INDEX) == 0

@@ -1,0 +1,145 @@
+"""`fleet enroll`: make this host a fleet worker under systemd.
+
+Checks first (Redis and the store reachable with the settings in this shell, the queues
+the host will serve), then writes the unit and its EnvironmentFile (mode 0600).
+"""
+from __future__ import annotations
+
+import os
+import pwd
+import sys
+from pathlib import Path
+from urllib.parse import urlparse
+
+from fleet import constants as C
+from fleet import enroll
+from fleet.cli.common import console, err, where
+from fleet.errors import FleetError, StoreError
+
+
+def _check_redis(var: str, url: str):
+    import redis
+    client = redis.Redis.from_url(url, socket_connect_timeout=5, socket_timeout=10)
+    try:
+        client.ping()
+    except redis.AuthenticationError:
+        raise FleetError(f"{var}: authentication failed at {where(url)}; check the user and password in {var}") from None
+    except redis.ResponseError as e:
+        if "NOAUTH" in str(e) or "WRONGPASS" in str(e):
+            raise FleetError(f"{var}: authentication failed at {where(url)}; put the password in {var} "
+                             "(redis://:PASSWORD@host:6379/0)") from None
+        raise FleetError(f"{var}: Redis at {where(url)} answered {e}") from None
+    except redis.RedisError as e:
+        raise FleetError(f"{var}: cannot reach Redis at {where(url)} ({e}); check the host, the port and "
+                         "the firewall between this host and Redis") from None
+    return client
+
+
+def _check_store(env) -> str:
+    from artifacts.store import open_store
+    url = env["FLEET_STORE_URL"]
+    try:
+        open_store(url, env).ping()
+    except StoreError as e:
+        raise FleetError(f"FLEET_STORE_URL: the store is not usable from this host: {e}") from None
+    return url
+
+
+def _queues(client) -> tuple[list[str], bool, str]:
+    from fleet.cluster import read_config
+    from routing.detect import detect
+    cap = detect()
+    queues = read_config(client).queues(cap)
+    if not queues:
+        raise FleetError(f"host {cap.hostname} qualifies for no tier of this fleet; see `fleet capability`")
+    return queues, bool(cap.cuda_devices), cap.hostname
+
+
+def _exists(user: str) -> bool:
+    try:
+        pwd.getpwnam(user)
+        return True
+    except KeyError:
+        return False
+
+
+def _mask(name: str, value: str) -> str:
+    from tasks.isolation import URL_PASSWORD, is_secret
+    if URL_PASSWORD.search(value):
+        return URL_PASSWORD.sub(lambda m: m.group(0).replace(m.group(1), "***"), value)
+    return "<hidden>" if is_secret(name, value, set()) else value
+
+
+def _write(path: Path, text: str, mode: int) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(f".{path.name}.tmp")
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, mode)   # never readable by others, not even briefly
+    with os.fdopen(fd, "w") as f:
+        os.fchmod(f.fileno(), mode)
+        f.write(text)
+    os.replace(tmp, path)
+
+
+def cmd_enroll(args) -> int:
+    import celeryconfig
+    env = dict(os.environ)
+    values = enroll.settings(env)
+    if not args.skip_checks:
+        client = _check_redis("FLEET_BROKER_URL", env["FLEET_BROKER_URL"])
+        if env.get("FLEET_RESULT_BACKEND"):
+            _check_redis("FLEET_RESULT_BACKEND", env["FLEET_RESULT_BACKEND"])
+        store = _check_store(env)
+        queues, gpu, host = _queues(client)
+        console.print(f"Redis {where(env['FLEET_BROKER_URL'])}: reachable; store {store}: reachable and writable")
+        console.print(f"host {host} will serve: {', '.join(queues)}", markup=False, highlight=False)
+    else:
+        from routing.detect import detect
+        gpu = bool(detect().cuda_devices)
+    store_url = urlparse(env["FLEET_STORE_URL"])
+    if store_url.scheme == "file":
+        err.print("warning: FLEET_STORE_URL is a file:// store: other hosts cannot read what this one stores",
+                  markup=False)
+    job_user = args.job_user or env.get("FLEET_JOB_USER") or None
+    if not args.dry_run:
+        for flag, name in (("--job-user", job_user), ("--user", None if job_user else args.user)):
+            if name and not _exists(name):
+                raise FleetError(f"{flag} {name}: no such user; create it (useradd --system --home-dir "
+                                 f"/var/lib/{C.ENROLL_STATE_DIR} --shell /usr/sbin/nologin {name}) "
+                                 f"or name another with {flag}")
+    prefix = Path(args.prefix).resolve() if args.prefix else Path("/")
+    unit_path = Path(args.unit_dir or f"{prefix}{C.ENROLL_UNIT_DIR}") / C.ENROLL_UNIT_NAME
+    env_path = Path(args.env_file or f"{prefix}{C.ENROLL_ENV_FILE}")
+    from tasks.runner import KILL_GRACE_S
+    plan = enroll.UnitPlan(
+        celery=str(Path(sys.executable).parent / "celery"), code_dir=str(Path(celeryconfig.__file__).resolve().parent),
+        env_file=str(env_path.absolute()), user=args.user, job_user=job_user, work_dir=args.work_dir, gpu=gpu,
+        stop_timeout_s=enroll.stop_timeout_s(celeryconfig.worker_soft_shutdown_timeout, KILL_GRACE_S + 2.0,
+                                             args.upload_allowance),
+        writable=(store_url.path,) if store_url.scheme == "file" else ())
+    unit = enroll.render_unit(plan)
+    if args.dry_run:
+        print(f"# {unit_path}\n{unit}\n# {env_path} (mode 0600; secrets hidden here)\n"
+              f"{enroll.render_env(values, mask=_mask)}", end="")
+        return 0
+    _write(env_path, enroll.render_env(values), 0o600)
+    _write(unit_path, unit, 0o644)
+    console.print(f"wrote {unit_path} and {env_path} (mode 0600)", markup=False, highlight=False)
+    console.print(f"next: systemctl daemon-reload && systemctl enable --now {C.ENROLL_UNIT_NAME}", markup=False)
+    return 0
+
+
+def register(sub) -> None:
+    s = sub.add_parser("enroll", help="check this host, then write its systemd unit and settings file")
+    s.add_argument("--dry-run", "--print", dest="dry_run", action="store_true",
+                   help="check and print the unit and settings (secrets hidden); write nothing")
+    s.add_argument("--prefix", help="write under this directory instead of / (the unit names those paths)")
+    s.add_argument("--unit-dir", help=f"where the unit goes (default {C.ENROLL_UNIT_DIR})")
+    s.add_argument("--env-file", help=f"the settings file (default {C.ENROLL_ENV_FILE})")
+    s.add_argument("--user", default="fleet", help="the account the worker runs as (default fleet)")
+    s.add_argument("--job-user", help="run jobs as this user (the worker then runs as root); "
+                                      "default FLEET_JOB_USER")
+    s.add_argument("--work-dir", help=f"FLEET_WORK_DIR (default /var/lib/{C.ENROLL_STATE_DIR}, a StateDirectory)")
+    s.add_argument("--upload-allowance", type=float, default=C.ENROLL_UPLOAD_ALLOWANCE_S,
+                   help="seconds added to the stop timeout for an upload in flight (default %(default)s)")
+    s.add_argument("--skip-checks", action="store_true", help="do not check Redis, the store or the queues")
+    s.set_defaults(fn=cmd_enroll)

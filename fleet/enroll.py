@@ -1,0 +1,159 @@
+"""What `fleet enroll` writes: a systemd unit for `celery -A tasks worker` and its
+EnvironmentFile. Pure rendering, no I/O; ``fleet.cli.enroll`` checks the host and installs.
+"""
+from __future__ import annotations
+
+import math
+import re
+from dataclasses import dataclass, field
+from typing import Mapping
+
+from fleet import constants as C
+from fleet.errors import ConfigError
+
+# Settings the worker reads from its environment, carried into the EnvironmentFile.
+ENV_PREFIXES = ("FLEET_", "AWS_")
+ENV_EXTRA = ("REQUESTS_CA_BUNDLE", "SSL_CERT_FILE", "NVIDIA_VISIBLE_DEVICES")
+# set by the unit itself, or meaningless in a service
+ENV_LEFT_OUT = ("FLEET_WORK_DIR", "FLEET_JOB_USER", "FLEET_SUPERVISOR_PARENT")
+REQUIRED = ("FLEET_BROKER_URL", "FLEET_STORE_URL")
+# What a worker running as root needs to start jobs as FLEET_JOB_USER, hand them their
+# work directory, stop them, and read and remove what they wrote.
+JOB_USER_CAPABILITIES = ("CAP_SETUID", "CAP_SETGID", "CAP_CHOWN", "CAP_FOWNER", "CAP_KILL",
+                         "CAP_DAC_OVERRIDE", "CAP_DAC_READ_SEARCH")
+
+
+@dataclass(frozen=True)
+class UnitPlan:
+    """Everything the unit depends on, decided by the CLI from the host and its options."""
+
+    celery: str                      # absolute path of the venv's celery executable
+    code_dir: str                    # WorkingDirectory: where `tasks` and `celeryconfig` import from
+    env_file: str                    # absolute path of the EnvironmentFile
+    stop_timeout_s: int
+    user: str = "fleet"              # the worker's account (root when jobs run as job_user)
+    job_user: str | None = None
+    work_dir: str | None = None      # None: StateDirectory=fleet, i.e. /var/lib/fleet
+    gpu: bool = False                # GPU hosts keep /dev/nvidia* reachable
+    writable: tuple[str, ...] = field(default_factory=tuple)   # e.g. a file:// store's directory
+
+
+def stop_timeout_s(soft_shutdown_s: float, job_stop_s: float, upload_allowance_s: float) -> int:
+    """TimeoutStopSec: the soft-shutdown wait, stopping a job's process group, and time for
+    an upload in flight to finish, so systemd's SIGKILL never cuts a clean hand-back short."""
+    return int(math.ceil(soft_shutdown_s + job_stop_s + upload_allowance_s))
+
+
+def settings(env: Mapping[str, str]) -> dict[str, str]:
+    """The worker settings to write to the EnvironmentFile, from the enrolling shell's env."""
+    missing = [v for v in REQUIRED if not env.get(v)]
+    if missing:
+        raise ConfigError(f"{', '.join(missing)} not set: export the broker and store the fleet shares "
+                          "(e.g. FLEET_BROKER_URL=redis://:PASSWORD@redis-host:6379/0 "
+                          "FLEET_STORE_URL=s3://bucket/fleet) and run `fleet enroll` again")
+    out = {}
+    for name in sorted(env):
+        if (name.startswith(ENV_PREFIXES) or name in ENV_EXTRA) and name not in ENV_LEFT_OUT:
+            value = env[name]
+            if "\n" in value or "\r" in value:
+                raise ConfigError(f"{name}: contains a line break, which an EnvironmentFile cannot hold")
+            out[name] = value
+    return out
+
+
+def _quote(value: str) -> str:
+    # systemd EnvironmentFile: double quotes, backslash escapes; no $ or % expansion there
+    return '"' + value.replace("\\", "\\\\").replace('"', '\\"') + '"'
+
+
+def render_env(values: Mapping[str, str], mask=None) -> str:
+    """The EnvironmentFile text; ``mask(name, value)`` hides secrets for printing."""
+    lines = ["# fleet worker settings, read by systemd (root) before it starts the worker.",
+             "# Holds credentials: keep it mode 0600, owned by root."]
+    for name, value in values.items():
+        lines.append(f"{name}={_quote(mask(name, value) if mask else value)}")
+    return "\n".join(lines) + "\n"
+
+
+_UNIT_ARG = re.compile(r"^[\w./@:+-]+$")
+
+
+def _path(value: str, what: str) -> str:
+    if not value.startswith("/") or not _UNIT_ARG.match(value):
+        raise ConfigError(f"{what} {value!r}: needs an absolute path of plain characters for a systemd unit")
+    return value
+
+
+def render_unit(plan: UnitPlan) -> str:
+    """The systemd unit for one host's worker."""
+    celery, code = _path(plan.celery, "celery executable"), _path(plan.code_dir, "code directory")
+    env_file = _path(plan.env_file, "environment file")
+    work = _path(plan.work_dir, "FLEET_WORK_DIR") if plan.work_dir else f"/var/lib/{C.ENROLL_STATE_DIR}"
+    writable = [_path(p, "writable path") for p in plan.writable]
+    user = "root" if plan.job_user else plan.user
+    lines = [
+        "[Unit]",
+        "Description=fleet worker: trains jobs from the fleet's Redis queues (celery -A tasks worker)",
+        f"Documentation=file://{code}/README.md",
+        "After=network-online.target",
+        "Wants=network-online.target",
+        "",
+        "[Service]",
+        "Type=simple",
+        f"User={user}",
+        f"EnvironmentFile={env_file}",
+        f"Environment=FLEET_WORK_DIR={work}",
+        f"Environment=HOME={work}",
+        "Environment=PYTHONUNBUFFERED=1",
+    ]
+    if plan.job_user:
+        lines.append(f"Environment=FLEET_JOB_USER={plan.job_user}")
+    lines += [
+        f"WorkingDirectory={code}",
+        f"ExecStart={celery} -A tasks worker --loglevel=INFO --without-mingle --without-gossip",
+        "# SIGTERM to the worker alone: it stops its jobs' process groups and hands them back",
+        "# to their queues; whatever is left after TimeoutStopSec gets SIGKILL.",
+        "KillSignal=SIGTERM",
+        "KillMode=mixed",
+        f"TimeoutStopSec={plan.stop_timeout_s}",
+        "Restart=always",
+        "RestartSec=5",
+    ]
+    # a job user must enter the work dir and read the data cache the worker fills
+    if not plan.work_dir:
+        lines += [f"StateDirectory={C.ENROLL_STATE_DIR}",
+                  f"StateDirectoryMode={'0711' if plan.job_user else '0750'}"]
+    lines += [
+        "# Hardening. Not MemoryDenyWriteExecute: torch and xgboost JIT-compile code.",
+        "NoNewPrivileges=yes",
+        "ProtectSystem=strict",
+        "ProtectHome=read-only",
+        "PrivateTmp=yes",
+        "ProtectProc=invisible",
+        "ProtectKernelTunables=yes",
+        "ProtectKernelModules=yes",
+        "ProtectKernelLogs=yes",
+        "ProtectControlGroups=yes",
+        "ProtectClock=yes",
+        "ProtectHostname=yes",
+        "LockPersonality=yes",
+        "RestrictRealtime=yes",
+        "RestrictSUIDSGID=yes",
+        "RestrictNamespaces=yes",
+        "RestrictAddressFamilies=AF_UNIX AF_INET AF_INET6 AF_NETLINK",
+        "SystemCallArchitectures=native",
+        f"UMask={'0022' if plan.job_user else '0027'}",
+    ]
+    if plan.job_user:
+        lines.append("CapabilityBoundingSet=" + " ".join(JOB_USER_CAPABILITIES))
+    else:
+        lines += ["CapabilityBoundingSet=", "AmbientCapabilities="]
+    if plan.gpu:
+        lines += ["# GPU host: CUDA opens /dev/nvidia0.., nvidiactl and nvidia-uvm (created on first use),",
+                  "# so the device list stays open: no PrivateDevices=, DevicePolicy=auto."]
+    else:
+        lines.append("PrivateDevices=yes")
+    if plan.work_dir or writable:
+        lines.append("ReadWritePaths=" + " ".join(([work] if plan.work_dir else []) + writable))
+    lines += ["", "[Install]", "WantedBy=multi-user.target"]
+    return "\n".join(lines) + "\n"

@@ -1,0 +1,112 @@
+"""`fleet enroll` on this machine: checks against a real Redis and store, files written
+with the right modes, and the unit accepted by `systemd-analyze verify`."""
+import json
+import os
+import pwd
+import shutil
+import stat
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+pytestmark = pytest.mark.integration
+CUDA = json.dumps({"cuda_devices": [{"name": "sim-4090", "vram_total_gib": 24}], "ram_total_gib": 64})
+
+
+def worker_account() -> str:
+    """An existing unprivileged account for User= (systemd-analyze warns about nobody)."""
+    for name in ("daemon", "bin", "sys"):
+        try:
+            return pwd.getpwnam(name).pw_name
+        except KeyError:
+            continue
+    pytest.skip("no unprivileged system account to name in User=")
+
+
+def enroll(env: dict, *args: str) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "fleet.cli", "enroll", *args], env=env, capture_output=True,
+                          text=True, timeout=120)
+
+
+@pytest.fixture
+def env(redis_server, tmp_path):
+    base = {k: v for k, v in os.environ.items() if not k.startswith(("FLEET_", "AWS_"))}
+    url = redis_server.url.replace("redis://", "redis://default:enroll-pass-42@")
+    return dict(base, FLEET_BROKER_URL=url, FLEET_STORE_URL=f"file://{tmp_path / 'store'}",
+                AWS_SECRET_ACCESS_KEY="sekrit-enroll", FLEET_CAPABILITY=CUDA, FLEET_HOSTNAME="enroll-gpu")
+
+
+def verify(unit: Path) -> subprocess.CompletedProcess:
+    if not shutil.which("systemd-analyze"):
+        pytest.skip("systemd-analyze is not installed")
+    return subprocess.run(["systemd-analyze", "verify", str(unit)], capture_output=True, text=True, timeout=60)
+
+
+def test_enroll_checks_the_host_prints_its_queues_and_writes_a_unit_systemd_accepts(env, tmp_path):
+    out = enroll(env, "--prefix", str(tmp_path / "root"), "--user", worker_account())
+    assert out.returncode == 0, out.stderr
+    assert "host enroll-gpu will serve: cuda-large, cuda, cpu" in out.stdout
+    unit = tmp_path / "root/etc/systemd/system/fleet-worker.service"
+    env_file = tmp_path / "root/etc/fleet/worker.env"
+    assert stat.S_IMODE(env_file.stat().st_mode) == 0o600
+    assert 'FLEET_BROKER_URL="redis://default:enroll-pass-42@' in env_file.read_text()
+    assert "sekrit-enroll" not in unit.read_text() and "enroll-pass-42" not in unit.read_text()
+    assert f"EnvironmentFile={env_file}" in unit.read_text()
+    assert "PrivateDevices=yes" not in unit.read_text()      # a GPU host keeps /dev/nvidia*
+    res = verify(unit)
+    assert res.returncode == 0, res.stderr
+    assert not [line for line in res.stderr.splitlines() if "fleet-worker.service" in line], res.stderr
+
+
+def test_the_job_user_unit_is_accepted_by_systemd_too(env, tmp_path):
+    out = enroll(env, "--prefix", str(tmp_path / "root"), "--job-user", worker_account(), "--work-dir",
+                 str(tmp_path / "work"))
+    assert out.returncode == 0, out.stderr
+    unit = tmp_path / "root/etc/systemd/system/fleet-worker.service"
+    assert "User=root" in unit.read_text() and f"FLEET_JOB_USER={worker_account()}" in unit.read_text()
+    res = verify(unit)
+    assert res.returncode == 0 and not [l for l in res.stderr.splitlines() if "fleet-worker.service" in l], res.stderr
+
+
+def test_dry_run_prints_with_secrets_hidden_and_writes_nothing(env, tmp_path):
+    out = enroll(env, "--dry-run", "--prefix", str(tmp_path / "root"))
+    assert out.returncode == 0, out.stderr
+    assert "ExecStart=" in out.stdout and "FLEET_BROKER_URL=\"redis://default:***@" in out.stdout
+    assert "sekrit-enroll" not in out.stdout + out.stderr and "enroll-pass-42" not in out.stdout + out.stderr
+    assert not (tmp_path / "root").exists()
+
+
+def test_an_unreachable_redis_is_named_by_its_variable_and_nothing_is_written(env, tmp_path):
+    from fleet.redis_server import free_port
+    env["FLEET_BROKER_URL"] = f"redis://:enroll-pass-42@127.0.0.1:{free_port()}/0"
+    out = enroll(env, "--prefix", str(tmp_path / "root"))
+    assert out.returncode == 1
+    assert "FLEET_BROKER_URL: cannot reach Redis at 127.0.0.1:" in out.stderr
+    assert "enroll-pass-42" not in out.stderr and not (tmp_path / "root").exists()
+
+
+def test_a_wrong_redis_password_says_authentication_failed(env, tmp_path, redis_client):
+    redis_client.config_set("requirepass", "the-real-one")
+    try:
+        out = enroll(env, "--prefix", str(tmp_path / "root"))
+    finally:
+        redis_client.execute_command("AUTH", "the-real-one")
+        redis_client.config_set("requirepass", "")
+    assert out.returncode == 1 and "FLEET_BROKER_URL: authentication failed" in out.stderr, out.stderr
+
+
+def test_an_unusable_store_is_named_by_its_variable(env, tmp_path):
+    blocker = tmp_path / "a-file"
+    blocker.write_text("not a directory")
+    env["FLEET_STORE_URL"] = f"file://{blocker}/store"
+    out = enroll(env, "--prefix", str(tmp_path / "root"))
+    assert out.returncode == 1 and "FLEET_STORE_URL: the store is not usable from this host" in out.stderr
+    assert not (tmp_path / "root").exists()
+
+
+def test_missing_broker_or_store_settings_are_named(env, tmp_path):
+    del env["FLEET_STORE_URL"]
+    out = enroll(env, "--prefix", str(tmp_path / "root"))
+    assert out.returncode == 1 and "FLEET_STORE_URL not set" in out.stderr
