@@ -75,8 +75,8 @@ broker_transport_options = {
     "priority_steps": list(range(10)),
 }
 result_backend_transport_options = {"visibility_timeout": visibility_timeout}
-# Stock Redis transport, except a worker serves its queues in order first, priority second.
-broker_transport = "tasks.transport:Transport"
+# Stock Redis transport, except a worker serves its queues in order first, priority second:
+# tasks.transport.register() points redis:// at it, so the URL stays plain (Flower reads it).
 # A job that outlives a broker blip keeps running (its lease covers it); Celery 6 flips
 # this default, so it is said here.
 worker_cancel_long_running_tasks_on_connection_loss = False

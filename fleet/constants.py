@@ -58,3 +58,11 @@ ENROLL_UNIT_DIR = "/etc/systemd/system"
 ENROLL_ENV_FILE = "/etc/fleet/worker.env"      # mode 0600, read by systemd before it drops privileges
 ENROLL_STATE_DIR = "fleet"                     # StateDirectory=: /var/lib/fleet holds FLEET_WORK_DIR
 ENROLL_UPLOAD_ALLOWANCE_S = 120                # stop timeout beyond the soft-shutdown wait, for uploads
+
+# --- Flower (fleet/events.py, tasks/events.py, tasks/control.py) -------------
+EVENT_BATCH = 1000               # task-sent events per Redis PUBLISH at publish and requeue
+PROGRESS_EVENT_EVERY_S = 2.0     # how often a running job's progress goes to Flower
+INSPECT_CAPABILITY = "capability"  # `celery inspect capability`: a worker's hardware and queues
+ANNOUNCE_REVOKED = "fleet_announce_revoked"  # control command: a worker sends Flower task-revoked
+FLOWER_REVOKED_KEY = KEY_PREFIX + "flower-revoked:"  # string: which worker announced it (one does)
+FLOWER_REVOKED_TTL_S = 600

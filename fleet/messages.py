@@ -38,7 +38,8 @@ class MessageFactory:
         pri = wire_priority(job.priority)
         headers, properties, body, _ = self.app.amqp.as_task_v2(
             job.job_id, TASK_NAME, args=(spec or job.to_dict(),), kwargs={},
-            argsrepr=f"({job.name!r})", kwargsrepr="{}")
+            argsrepr=f"({job.name!r})", kwargsrepr="{}",
+            shadow=job.name)  # the name Flower and worker logs show
         content_type, encoding, data = kombu_dumps(body, serializer="json")
         properties = dict(properties, delivery_mode=2, priority=pri)
         msg = self.channel.prepare_message(data, pri, content_type, encoding, headers, properties)

@@ -14,6 +14,7 @@ from celery import Celery
 
 from fleet import constants as C
 from fleet import staging
+from fleet import events
 from fleet.messages import MessageFactory
 from fleet.records import JobState, PublishItem, Records
 from manifest.schema import JobSpec, Manifest
@@ -101,6 +102,8 @@ def publish(app: Celery, client: redis.Redis, manifest: Manifest, *, force: froz
         items = [_item(factory, row) for row in todo]
         forced = frozenset(r.job.job_id for r in todo if r.why.startswith("--force"))
         results = records.publish(items, force=forced)
+    events.announce_queued(app, (events.QueuedJob(it.job_id, it.name, it.fields["queue"], rerun=bool(res[1]))
+                                 for it, res in zip(items, results) if res[0] == "publish"))
     by_id = {it.job_id: res for it, res in zip(items, results)}
     out = []
     for row in rows:

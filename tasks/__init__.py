@@ -10,6 +10,10 @@ try:  # read the environment now: a bad value ends `celery -A tasks ...` with on
 except ConfigError as e:
     raise SystemExit(f"fleet: {e}") from None
 
+from tasks import transport
+
+transport.register()   # redis:// URLs get fleet's queue-ordered transport
+
 
 class FleetApp(Celery):
     @cached_property
@@ -23,3 +27,4 @@ app.config_from_object("celeryconfig")
 app.conf.include = ["tasks.train"]
 
 from tasks import worker as _worker  # noqa: E402,F401  (signal handlers pick the queues)
+from tasks import control as _control  # noqa: E402,F401  (inspect capability; revoke == fleet cancel)

@@ -30,15 +30,16 @@ from fleet.constants import DATA_CACHE_DIR, TAIL_LINES
 from fleet.errors import DigestMismatch, StoreError, TrainingFailed
 from fleet.records import JobState
 from manifest.schema import JobSpec
-from tasks import isolation, runner
+from tasks import events, isolation, runner
 from tasks.lease import LeaseKeeper
 from tasks.worker import HostContext, context
 
 log = logging.getLogger("fleet.execution")
 UPLOAD_BACKOFF_S = (1, 2, 5, 10, 30, 60)
 # Task states (Flower, AsyncResult) of a delivery that ended without a result of its own.
-# Custom names: Celery's RETRY and REVOKED are exception states whose meta must be an error.
-REQUEUED_STATE, CANCELLED_STATE = "REQUEUED", "CANCELLED"
+# A custom name: Celery's RETRY is an exception state whose meta must be an error. A cancelled
+# delivery ends REVOKED (tasks.events).
+REQUEUED_STATE = "REQUEUED"
 SET_ASIDE = ".unreadable"   # suffix of kept-bundle folders upload_kept could not use
 
 
@@ -87,6 +88,8 @@ def execute(task, job: JobSpec) -> dict:
         # a duplicate (redelivery, fallback copy, second publish): ack it, and leave the
         # task's stored result to the run that counts
         log.info("dropping delivery of %s (%s): %s", job.name, job.job_id[:12], claim.reason)
+        if claim.reason == "cancelled":
+            events.revoked(task, "cancelled while queued")
         raise Ignore()
     gpu = None
     workdir = Path(tempfile.mkdtemp(prefix=f"job-{job.job_id[:12]}-", dir=ctx.work_root))
@@ -146,6 +149,7 @@ def _run(task, ctx, job, token, attempts, lease, workdir: Path, gpu) -> dict:
     argv, env = _argv_env(job, workdir, data_path, ctx.gpus.visible_id(gpu) if gpu else None, ctx.job_user)
     isolation.hand_over(workdir, ctx.job_user)   # the data pin lives in the cache, not in workdir
     log_path = workdir / "fleet-log.txt"
+    flower = events.ProgressEvents(task, ctx.hostname)
     with open(log_path, "w", encoding="utf-8") as log_file:
         def on_tick(progress: runner.Progress) -> str | None:
             snap = progress.snapshot()
@@ -154,6 +158,7 @@ def _run(task, ctx, job, token, attempts, lease, workdir: Path, gpu) -> dict:
                 task.update_state(state="PROGRESS", meta=_progress_meta(job, ctx, snap))
             except Exception as e:  # the result backend is down: progress is best effort
                 log.debug("progress update failed: %s", e)
+            flower.tick(snap)
             return lease.reason
 
         outcome = runner.run(argv, env=env, cwd=str(workdir), timeout_s=job.timeout_s, on_tick=on_tick,
@@ -166,8 +171,9 @@ def _run(task, ctx, job, token, attempts, lease, workdir: Path, gpu) -> dict:
         # the record already says what happened (cancelled, or another run owns the job):
         # this run stops without a result of its own
         log.warning("stopped %s: %s", job.name, outcome.stopped)
-        if outcome.stopped == "cancelled":
-            _final_state(task, CANCELLED_STATE, job, "cancelled")
+        if outcome.stopped == "cancelled" and _redis_retry(
+                ctx, lambda: ctx.records.states([job.job_id])[job.job_id], "read state") is JobState.CANCELLED:
+            events.revoked(task, "cancelled by operator")  # unless already requeued: the new run shows
         raise Ignore()
     if outcome.stopped == "timeout" or outcome.returncode != 0:
         return _failed(ctx, job, token, attempts, outcome)

@@ -4,7 +4,9 @@ surviving poison entries, and never acking away the only copy of a job that did 
 Stock kombu asks Redis for every queue's priority-0 list, then every priority-1 list, and
 so on, so an urgent CPU job would beat a routine cuda-large job on a big GPU host. fleet
 wants the host to drain its most demanding tier first (the queue order the worker was
-given), using message priority only within a queue. Selected by ``broker_transport``.
+given), using message priority only within a queue. ``register()`` (called by the app
+module) makes ``redis://`` and ``rediss://`` URLs select it, so the broker URL stays a plain
+redis URL everywhere it is shown or parsed (worker banner, Flower's Broker page).
 
 The fleet behaviour lives in ``FleetChannelMixin`` so every Channel variant (plain Redis,
 Sentinel) shares it.
@@ -17,6 +19,7 @@ import socket
 from importlib import resources
 
 import redis
+from kombu.transport import TRANSPORT_ALIASES
 from kombu.transport import redis as kombu_redis
 from kombu.utils.encoding import bytes_to_str
 
@@ -107,3 +110,9 @@ class Channel(FleetChannelMixin, kombu_redis.Channel):
 
 class Transport(kombu_redis.Transport):
     Channel = Channel
+
+
+def register() -> None:
+    """Serve redis:// and rediss:// broker URLs with this transport (same wire format)."""
+    for scheme in ("redis", "rediss"):
+        TRANSPORT_ALIASES[scheme] = f"{__name__}:Transport"

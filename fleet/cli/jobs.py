@@ -5,7 +5,8 @@ import json
 
 from rich.table import Table
 
-from fleet.cli.common import console, err, plain, records
+from fleet import events
+from fleet.cli.common import app, console, err, plain, records
 
 
 def cmd_status(args) -> int:
@@ -41,6 +42,7 @@ def cmd_cancel(args) -> int:
     jid = rec.resolve(args.job)
     res = rec.cancel(jid)
     if res.startswith("ok:"):
+        events.announce_cancelled(app(), [jid] if res == "ok:queued" else [])
         console.print(f"cancelled {args.job} (was {res[3:]})", markup=False)
         return 0
     err.print(f"{args.job} is {res}: only queued or running jobs can be cancelled", markup=False)
@@ -54,6 +56,7 @@ def cmd_requeue(args) -> int:
     if prior in ("queued", "running"):
         err.print(f"{args.job} is {prior}: requeue runs a failed, cancelled or succeeded job again", markup=False)
         return 1
+    events.announce_requeued(app(), rec.r, [jid])
     console.print(f"requeued {args.job} (was {prior})", markup=False)
     return 0
 

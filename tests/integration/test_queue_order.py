@@ -36,4 +36,13 @@ def test_a_worker_serves_its_most_demanding_queue_before_urgent_work_in_a_lesser
 
 def test_stock_kombu_would_let_priority_override_the_queue_order(redis_url):
     # the reason tasks.transport exists: with kombu's own transport, priority wins
-    assert first_served(redis_url, "redis") == ["large-urgent", "cpu-urgent", "large-routine"]
+    # (named by class: once `tasks` is imported, the alias "redis" means fleet's transport)
+    assert first_served(redis_url, "kombu.transport.redis:Transport") == ["large-urgent", "cpu-urgent", "large-routine"]
+
+
+def test_the_apps_plain_redis_url_selects_fleets_transport_and_shows_as_redis(redis_url):
+    from tasks import app
+    from tasks.transport import Transport
+    with app.connection(redis_url) as conn:
+        assert isinstance(conn.transport, Transport)
+        assert conn.as_uri().startswith("redis://")

@@ -1,0 +1,125 @@
+"""Task events for Flower from the operator's side: publish, requeue and cancel.
+
+``fleet publish`` and ``fleet requeue`` push messages with Lua, so Celery never sends its
+``task-sent`` event and Flower would not see a job until a worker took it. These functions
+send those events, batched (one Redis PUBLISH per ``EVENT_BATCH`` jobs), and clear what the
+result backend still holds from a previous run.
+
+How Flower (Celery's ``events.state``) merges events decides the fields sent here:
+an event whose state "happened before" the task's current one is merged without changing
+the state, unless it carries a ``state`` field of its own. A re-run's ``task-sent`` therefore
+carries ``state=PENDING`` and clears the previous run's result and times, so Flower shows the
+new run instead of the old SUCCESS.
+"""
+from __future__ import annotations
+
+import logging
+import socket
+from dataclasses import dataclass
+from typing import Iterable
+
+from celery import Celery, states
+
+from fleet import constants as C
+
+log = logging.getLogger("fleet.events")
+
+# Fields a previous run left on Flower's task; a re-run starts without them.
+RUN_FIELDS = ("result", "succeeded", "failed", "revoked", "started", "received", "rejected",
+              "retried", "runtime", "exception", "traceback")
+
+
+@dataclass(frozen=True)
+class QueuedJob:
+    """A job just put on its queue, as Flower should list it."""
+
+    job_id: str
+    name: str
+    queue: str
+    rerun: bool = False    # it ran (or was cancelled) before: Flower forgets that run
+
+
+def client_hostname() -> str:
+    """The event source Flower shows as the task's client."""
+    return f"fleet@{socket.gethostname()}"
+
+
+def sent_fields(job: QueuedJob) -> dict:
+    """A ``task-sent`` event's fields, as Celery's own publisher would send them."""
+    fields = {"uuid": job.job_id, "root_id": job.job_id, "parent_id": None, "name": job.name,
+              "args": f"({job.name!r})", "kwargs": "{}", "retries": 0, "eta": None, "expires": None,
+              "queue": job.queue, "exchange": "", "routing_key": job.queue}
+    if job.rerun:
+        fields.update(dict.fromkeys(RUN_FIELDS), state=states.PENDING)
+    return fields
+
+
+def announce_queued(app: Celery, jobs: Iterable[QueuedJob], *, batch: int = C.EVENT_BATCH) -> int:
+    """Send ``task-sent`` for each job; best effort (the jobs are queued whatever happens here)."""
+    jobs = list(jobs)
+    if not jobs or not app.conf.task_send_sent_event:
+        return 0
+    try:
+        forget_results(app, [j.job_id for j in jobs if j.rerun])
+        with app.connection_for_write() as conn:
+            dispatcher = app.events.Dispatcher(conn, hostname=client_hostname(), buffer_group=["task"],
+                                               buffer_limit=batch, buffer_while_offline=False)
+            with dispatcher:
+                for job in jobs:
+                    dispatcher.send("task-sent", **sent_fields(job))
+                dispatcher.flush()
+    except Exception as e:  # Flower misses these jobs until a worker takes them; nothing else
+        log.warning("could not send task-sent events for %d job(s) to Flower: %s", len(jobs), e)
+        return 0
+    return len(jobs)
+
+
+def forget_results(app: Celery, job_ids: list[str]) -> None:
+    """Drop the result backend's meta of earlier runs (AsyncResult says PENDING again)."""
+    if not job_ids:
+        return
+    backend = app.backend
+    client = getattr(backend, "client", None)
+    if client is None or not hasattr(backend, "get_key_for_task"):
+        for jid in job_ids:
+            backend.forget(jid)
+        return
+    for start in range(0, len(job_ids), C.EVENT_BATCH):
+        pipe = client.pipeline(transaction=False)
+        for jid in job_ids[start:start + C.EVENT_BATCH]:
+            pipe.delete(backend.get_key_for_task(jid))
+        pipe.execute()
+
+
+def announce_cancelled(app: Celery, job_ids: list[str]) -> None:
+    """After ``Records.cancel``: each job ends REVOKED in the result backend, and Flower.
+
+    Flower takes a task's state only from a worker's events (a ``task-revoked`` from
+    this client would show it as a worker), so one live worker sends it for queued jobs
+    (``tasks.control.announce_revoked``); a running job's worker sends it when it stops the run.
+    """
+    if not job_ids:
+        return
+    for jid in job_ids:
+        try:
+            app.backend.mark_as_revoked(jid, reason="cancelled by operator")
+        except Exception as e:
+            log.warning("could not mark %s revoked in the result backend: %s", jid[:12], e)
+    try:
+        app.control.broadcast(C.ANNOUNCE_REVOKED, arguments={"job_id": list(job_ids)}, reply=False)
+    except Exception as e:
+        log.warning("could not ask workers to show %d cancelled job(s) in Flower: %s", len(job_ids), e)
+
+
+def announce_requeued(app: Celery, client, job_ids: list[str]) -> int:
+    """After ``Records.requeue``: Flower lists each job as queued again, its old run gone."""
+    pipe = client.pipeline(transaction=False)
+    for jid in job_ids:
+        pipe.hmget(C.JOB_KEY + jid, "name", "queue")
+    jobs = [QueuedJob(jid, _s(name) or jid, _s(queue) or "", rerun=True)
+            for jid, (name, queue) in zip(job_ids, pipe.execute())]
+    return announce_queued(app, jobs)
+
+
+def _s(v) -> str:
+    return v.decode() if isinstance(v, bytes) else (v or "")

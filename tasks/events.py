@@ -1,0 +1,70 @@
+"""What a worker tells Flower beyond Celery's own task events: progress, and REVOKED.
+
+Flower builds a task's page from events (Celery's ``events.state``), not from the result
+backend, so the PROGRESS state ``tasks.execution`` stores is invisible there. A running job
+sends a ``task-pending`` event every ``PROGRESS_EVENT_EVERY_S``: its state (PENDING) sorts
+before STARTED, so Flower merges its fields (``result``: elapsed time, last metrics, last
+output line) and keeps the task STARTED, with its Terminate button. A custom state such as
+PROGRESS would sort after REVOKED, and a later ``task-revoked`` would be ignored.
+
+A cancelled job (``fleet cancel``, Flower's Terminate, ``celery control revoke``) ends
+REVOKED in both the result backend and Flower, sent by the worker that stopped or dropped it.
+"""
+from __future__ import annotations
+
+import json
+import logging
+import time
+
+from celery import states
+
+from fleet.constants import PROGRESS_EVENT_EVERY_S
+
+log = logging.getLogger("fleet.events")
+PROGRESS_EVENT = "task-pending"
+LINE_CHARS = 160
+
+
+def summary(snap: dict, worker: str) -> str:
+    """One line for Flower's Result cell: elapsed time, last metrics, last output line."""
+    parts = [f"running {snap.get('elapsed_s', 0):.0f}s on {worker}"]
+    metrics = snap.get("metrics") or {}
+    if metrics:
+        parts.append("metrics " + json.dumps(metrics, sort_keys=True, default=str))
+    tail = [line for line in snap.get("tail") or [] if line.strip()]
+    if tail:
+        parts.append("last: " + tail[-1][:LINE_CHARS])
+    return "; ".join(parts)
+
+
+class ProgressEvents:
+    """Sends a running task's progress to Flower, at most every ``every_s``."""
+
+    def __init__(self, task, worker: str, every_s: float = PROGRESS_EVENT_EVERY_S):
+        self.task, self.worker, self.every_s = task, worker, every_s
+        self._last = 0.0
+
+    def tick(self, snap: dict) -> None:
+        now = time.monotonic()
+        if now - self._last < self.every_s:
+            return
+        self._last = now
+        _send(self.task, PROGRESS_EVENT, result=summary(snap, self.worker),
+              elapsed_s=snap.get("elapsed_s"), metrics=snap.get("metrics") or {})
+
+
+def revoked(task, why: str) -> None:
+    """The delivery ends REVOKED: result backend and Flower (a ``task-revoked`` event)."""
+    try:
+        task.backend.mark_as_revoked(task.request.id, reason=why, request=task.request)
+    except Exception as e:  # the result backend is down: the job record is what counts
+        log.debug("revoked state update failed: %s", e)
+    _send(task, "task-revoked", terminated=True, signum=None, expired=False, state=states.REVOKED,
+          result=f"revoked: {why}")
+
+
+def _send(task, type_: str, **fields) -> None:
+    try:
+        task.send_event(type_, retry=False, **fields)
+    except Exception as e:  # events are for watching; the job goes on without them
+        log.debug("%s event failed: %s", type_, e)

@@ -1,0 +1,267 @@
+"""Flower tells the truth: a real Flower process (with its password) watching real workers.
+
+Names, queued jobs, progress, REVOKED after cancel, the Broker page with queue depths,
+worker capability, Prometheus metrics, and Terminate followed by requeue running once.
+"""
+from __future__ import annotations
+
+import base64
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+import urllib.error
+import urllib.request
+import uuid
+from dataclasses import dataclass
+from pathlib import Path
+
+import psutil
+import pytest
+import redis
+
+from fleet.local import start_worker, stop_worker
+from fleet.records import JobState, Records
+from fleet.redis_server import RedisServer
+from tests.e2e.conftest import CPU, CUDA_LARGE, wait_for_workers
+
+pytestmark = pytest.mark.e2e
+ROOT = Path(__file__).resolve().parents[2]
+SLEEPY = Path(__file__).with_name("sleepy.py")
+USER, PASSWORD = "ops", f"pw-{uuid.uuid4().hex[:12]}"
+GHOST = ["ghost-host"]   # allowed_hosts no worker has: the job waits in its queue
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def start_flower(env: dict, port: int, log: Path) -> subprocess.Popen:
+    return subprocess.Popen([sys.executable, "-m", "celery", "-A", "tasks", "flower", f"--port={port}"],
+                            cwd=ROOT, env=env, stdout=open(log, "ab"), stderr=subprocess.STDOUT,
+                            start_new_session=True)
+
+
+@dataclass
+class Watched:
+    env: dict
+    url: str
+    root: Path
+    redis_url: str
+    flower_pid: int = 0
+
+    def http(self, path: str, *, auth: bool = True, method: str = "GET") -> tuple[int, str]:
+        req = urllib.request.Request(self.url + path, method=method, data=b"" if method == "POST" else None)
+        if auth:
+            req.add_header("Authorization", "Basic " + base64.b64encode(f"{USER}:{PASSWORD}".encode()).decode())
+        try:
+            with urllib.request.urlopen(req, timeout=10) as resp:
+                return resp.status, resp.read().decode()
+        except urllib.error.HTTPError as e:
+            return e.code, e.read().decode(errors="replace")
+
+    def task(self, job_id: str) -> dict | None:
+        code, body = self.http(f"/api/task/info/{job_id}")
+        return json.loads(body) if code == 200 else None
+
+    def wait_task(self, job_id: str, check, timeout_s: float = 60) -> dict:
+        deadline = time.monotonic() + timeout_s
+        task = None
+        while time.monotonic() < deadline:
+            task = self.task(job_id)
+            if task and check(task):
+                return task
+            time.sleep(0.3)
+        raise AssertionError(f"Flower's task {job_id[:12]} never matched; last seen: {task}\n{self.logs()}")
+
+    def fleet(self, *args: str) -> subprocess.CompletedProcess:
+        return subprocess.run([sys.executable, "-m", "fleet.cli", *args], env=self.env, capture_output=True,
+                              text=True, timeout=120, cwd=ROOT)
+
+    def publish(self, jobs: dict[str, float], **keys) -> dict[str, str]:
+        text = ""
+        for name, sleep_s in jobs.items():
+            text += (f'[[jobs]]\nname = "{name}"\ncommand = ["{sys.executable}", "{SLEEPY}", "{sleep_s}", "{name}"]\n'
+                     'artifacts = ["out/*"]\n' + "".join(f"{k} = {json.dumps(v)}\n" for k, v in keys.items()))
+        path = self.root / f"m-{uuid.uuid4().hex[:6]}.toml"
+        path.write_text(text)
+        out = self.fleet("publish", str(path), "--json")
+        assert out.returncode == 0, out.stderr
+        return {row["name"]: row["job_id"] for row in json.loads(out.stdout)}
+
+    def records(self) -> Records:
+        return Records(redis.Redis.from_url(self.redis_url))
+
+    def wait_state(self, job_id: str, state: JobState, timeout_s: float = 90):
+        deadline = time.monotonic() + timeout_s
+        while time.monotonic() < deadline:
+            rec = self.records().get(job_id)
+            if rec.state is state:
+                return rec
+            time.sleep(0.2)
+        raise AssertionError(f"{job_id[:12]} is {rec.state.value}, never {state.value}\n{self.logs()}")
+
+    def runs(self, name: str, kind: str) -> int:
+        f = self.root / "counts" / f"{name}.{kind}"
+        return len(f.read_text().split()) if f.exists() else 0
+
+    def backend_state(self, job_id: str) -> str:
+        from celery import Celery
+        app = Celery("probe", broker=self.redis_url, backend=self.redis_url)
+        return app.AsyncResult(job_id).state
+
+    def logs(self) -> str:
+        return "\n".join(f"--- {p.name}\n{p.read_text(errors='replace')[-3000:]}" for p in (self.root / "logs").glob("*.log"))
+
+
+@pytest.fixture(scope="module")
+def flower(tmp_path_factory):
+    root = tmp_path_factory.mktemp("flower")
+    (root / "counts").mkdir()
+    (root / "logs").mkdir()
+    server = RedisServer(root / "redis").start()
+    port = free_port()
+    env = dict(os.environ, FLEET_BROKER_URL=server.url, FLEET_STORE_URL=f"file://{root / 'store'}",
+               FLEET_LEASE_TTL_S="5", COUNT_DIR=str(root / "counts"), FLOWER_BASIC_AUTH=f"{USER}:{PASSWORD}")
+    for var in ("FLEET_CAPABILITY", "FLOWER_UNAUTHENTICATED", "FLOWER_ADDRESS"):
+        env.pop(var, None)
+    workers = {n: start_worker(n, c, env, root / "logs") for n, c in (("fl-cpu", CPU), ("fl-large", CUDA_LARGE))}
+    proc = start_flower(env, port, root / "logs" / "flower.log")
+    w = Watched(env, f"http://127.0.0.1:{port}", root, server.url, proc.pid)
+    try:
+        wait_for_workers(env, workers)
+        deadline = time.monotonic() + 60
+        while w.http("/healthcheck", auth=False)[0] != 200:
+            assert proc.poll() is None and time.monotonic() < deadline, f"Flower did not start\n{w.logs()}"
+            time.sleep(0.3)
+        # Flower learns the workers (and their queues) from its first inspect round
+        deadline = time.monotonic() + 60
+        while '"fl-cpu@' not in w.http("/api/workers?refresh=1")[1]:
+            assert time.monotonic() < deadline, f"Flower never saw the workers\n{w.logs()}"
+            time.sleep(0.5)
+        yield w
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGTERM)
+            try:
+                proc.wait(10)
+            except subprocess.TimeoutExpired:
+                os.killpg(proc.pid, signal.SIGKILL)
+                proc.wait()
+        for p in workers.values():
+            stop_worker(p)
+        server.stop()
+
+
+def test_flower_refuses_to_start_without_a_password(tmp_path):
+    env = {k: v for k, v in os.environ.items() if not k.startswith("FLOWER_")}
+    out = subprocess.run([sys.executable, "-m", "celery", "-A", "tasks", "flower", f"--port={free_port()}"],
+                         cwd=ROOT, env=env, capture_output=True, text=True, timeout=60)
+    assert out.returncode != 0
+    assert "refusing to start Flower without authentication" in out.stderr + out.stdout
+    assert "FLOWER_BASIC_AUTH" in out.stderr + out.stdout
+
+
+def test_the_api_answers_401_without_the_password_and_200_with_it(flower):
+    assert flower.http("/api/workers", auth=False)[0] == 401
+    assert flower.http("/", auth=False)[0] == 401
+    assert flower.http("/api/workers")[0] == 200
+
+
+def test_flower_listens_only_on_loopback_by_default(flower):
+    port = int(flower.url.rsplit(":", 1)[1])
+    listening = [c.laddr for p in [psutil.Process(flower.flower_pid)]
+                 for c in p.net_connections(kind="inet") if c.status == psutil.CONN_LISTEN]
+    assert [a.ip for a in listening if a.port == port] == ["127.0.0.1"]
+
+
+def test_a_published_job_is_listed_with_its_name_and_queue_before_any_worker_takes_it(flower):
+    ids = flower.publish({"waits[seed=1]": 1}, allowed_hosts=GHOST)
+    task = flower.wait_task(ids["waits[seed=1]"], lambda t: t.get("name") == "waits[seed=1]")
+    assert task["state"] == "PENDING"
+    assert task["routing_key"].startswith("cpu.")   # its constraint queue
+
+
+def test_the_broker_page_shows_every_tier_queue_with_its_depth_across_priorities(flower):
+    ids = {}
+    for pri in (0, 5, 9):   # three of kombu's priority sub-lists of one queue
+        ids.update(flower.publish({f"deep-{pri}": 1}, allowed_hosts=["deep-host"], priority=pri))
+    queue = flower.records().get(ids["deep-0"]).queue
+    code, page = flower.http("/broker")
+    assert code == 200
+    row = page.split(f'<tr id="{queue}">', 1)[1].split("</tr>", 1)[0]
+    assert "<td class=\"broker-secondary-column\">3</td>" in row.replace("\n", "")
+    for tier in ("cuda-large", "cuda", "cpu"):
+        assert f'<tr id="{tier}">' in page
+
+
+def test_a_job_cancelled_while_queued_ends_revoked_in_flower_and_the_result_backend(flower):
+    ids = flower.publish({"cancel-me": 1}, allowed_hosts=GHOST)
+    jid = ids["cancel-me"]
+    flower.wait_task(jid, lambda t: t.get("state") == "PENDING")
+    out = flower.fleet("cancel", jid)
+    assert out.returncode == 0, out.stderr
+    flower.wait_task(jid, lambda t: t.get("state") == "REVOKED")
+    assert flower.backend_state(jid) == "REVOKED"
+
+
+def test_flowers_revoke_button_cancels_a_queued_fleet_job(flower):
+    jid = flower.publish({"revoke-me": 1}, allowed_hosts=GHOST)["revoke-me"]
+    flower.wait_task(jid, lambda t: t.get("state") == "PENDING")
+    assert flower.http(f"/api/task/revoke/{jid}", method="POST")[0] == 200
+    flower.wait_state(jid, JobState.CANCELLED, timeout_s=30)
+    flower.wait_task(jid, lambda t: t.get("state") == "REVOKED")
+
+
+def test_terminate_then_requeue_runs_the_job_once_all_the_way_with_its_name_and_progress(flower):
+    name = "term[seed=2]"
+    jid = flower.publish({name: 6})[name]
+    running = flower.wait_task(jid, lambda t: t.get("state") == "STARTED" and "running" in str(t.get("result")))
+    assert running["name"] == name
+    assert "last: sleeping" in running["result"]
+    out = subprocess.run([sys.executable, "-m", "celery", "-A", "tasks", "control", "terminate", "SIGTERM", jid],
+                         env=flower.env, capture_output=True, text=True, timeout=60, cwd=ROOT)
+    assert out.returncode == 0, out.stderr
+    flower.wait_state(jid, JobState.CANCELLED, timeout_s=15)
+    flower.wait_task(jid, lambda t: t.get("state") == "REVOKED", timeout_s=15)
+    assert flower.backend_state(jid) == "REVOKED"
+    assert flower.runs(name, "done") == 0
+
+    out = flower.fleet("requeue", jid)
+    assert out.returncode == 0, out.stderr
+    assert flower.wait_task(jid, lambda t: t.get("state") != "REVOKED", timeout_s=15)["state"] in (
+        "PENDING", "RECEIVED", "STARTED")
+    rec = flower.wait_state(jid, JobState.SUCCEEDED, timeout_s=90)
+    assert rec.attempts == 1
+    done = flower.wait_task(jid, lambda t: t.get("state") == "SUCCESS")
+    assert done["name"] == name
+    assert (flower.runs(name, "start"), flower.runs(name, "done")) == (2, 1)
+    assert flower.backend_state(jid) == "SUCCESS"
+    assert "pidbox command error" not in flower.logs()
+
+
+def test_each_workers_capability_is_readable_from_celery_inspect_and_from_flower(flower):
+    out = subprocess.run([sys.executable, "-m", "celery", "-A", "tasks", "inspect", "capability", "--json"],
+                         env=flower.env, capture_output=True, text=True, timeout=60, cwd=ROOT)
+    assert out.returncode == 0, out.stderr
+    caps = {node.split("@")[0]: cap for node, cap in json.loads(out.stdout).items()}
+    assert caps["fl-large"]["gpus"][0]["vram_total_gib"] == 80
+    assert caps["fl-large"]["queues"] == ["cuda-large", "cuda", "cpu"]
+    assert caps["fl-cpu"]["gpus"] == [] and caps["fl-cpu"]["ram_total_gib"] == 8
+    assert caps["fl-cpu"]["cpu_cores"] >= 1
+    workers = json.loads(flower.http("/api/workers?refresh=1")[1])
+    large = next(v for k, v in workers.items() if k.startswith("fl-large@"))
+    assert large["conf"]["fleet_capability"]["gpus"][0]["name"] == "sim-A100-80GB"
+
+
+def test_prometheus_metrics_need_the_password_and_count_events_by_job_name(flower):
+    flower.wait_task(flower.publish({"metered": 0.2})["metered"], lambda t: t.get("state") == "SUCCESS")
+    assert flower.http("/metrics", auth=False)[0] == 401
+    code, text = flower.http("/metrics")
+    assert code == 200
+    assert "flower_events_total" in text and 'task="metered"' in text

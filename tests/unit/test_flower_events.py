@@ -1,0 +1,89 @@
+"""The events fleet sends make Flower's task state tell the truth.
+
+Flower keeps tasks in Celery's ``events.state.State`` (its ``EventsState`` subclasses it);
+these tests feed that very state machine the event sequences fleet produces.
+"""
+import itertools
+import time
+
+import pytest
+from celery.events.state import State
+
+from fleet.events import QueuedJob, sent_fields
+from tasks.events import PROGRESS_EVENT, summary
+
+WORKER = "e2e-cpu@box"
+_clock = itertools.count(1)
+
+
+def feed(flower: State, type_: str, uuid: str = "j1", hostname: str = WORKER, **fields):
+    now = time.time()
+    fields = {k: v for k, v in fields.items() if v is not None or k != "state"}
+    flower.event(dict(fields, type=type_, uuid=uuid, hostname=hostname, timestamp=now, local_received=now,
+                      clock=next(_clock)))
+    return flower.tasks[uuid]
+
+
+def run_once(state: State, result="ok"):
+    feed(state, "task-received", name="gbt[seed=1]")
+    feed(state, "task-started")
+    return feed(state, "task-succeeded", result=result, runtime=1.0)
+
+
+def test_a_published_job_is_listed_pending_with_its_name_and_queue_before_any_worker_takes_it():
+    state = State()
+    task = feed(state, "task-sent", hostname="fleet@box", **sent_fields(QueuedJob("j1", "gbt[seed=1]", "cpu")))
+    assert (task.state, task.name, task.routing_key) == ("PENDING", "gbt[seed=1]", "cpu")
+    assert WORKER not in state.workers and "fleet@box" not in state.workers  # the client is no worker
+
+
+def test_progress_keeps_the_task_started_so_flower_still_offers_terminate_and_shows_the_progress():
+    state = State()
+    feed(state, "task-received", name="gbt[seed=1]")
+    feed(state, "task-started")
+    task = feed(state, PROGRESS_EVENT, result="running 12s on e2e-cpu; metrics {\"loss\": 0.2}")
+    assert task.state == "STARTED"
+    assert task.result.startswith("running 12s")
+
+
+def test_a_cancelled_job_ends_revoked_even_after_progress_events():
+    state = State()
+    feed(state, "task-received", name="gbt[seed=1]")
+    feed(state, "task-started")
+    feed(state, PROGRESS_EVENT, result="running 3s")
+    task = feed(state, "task-revoked", terminated=True, state="REVOKED", result="revoked: cancelled")
+    assert task.state == "REVOKED"
+
+
+def test_a_job_cancelled_while_queued_ends_revoked():
+    state = State()
+    feed(state, "task-sent", hostname="fleet@box", **sent_fields(QueuedJob("j1", "gbt", "cpu")))
+    assert feed(state, "task-revoked", state="REVOKED").state == "REVOKED"
+
+
+@pytest.mark.parametrize("first_end", ["task-succeeded", "task-failed", "task-revoked"])
+def test_a_requeued_job_shows_its_new_run_not_the_old_result(first_end):
+    state = State()
+    feed(state, "task-received", name="gbt[seed=1]")
+    feed(state, "task-started")
+    feed(state, first_end, result="old", state={"task-revoked": "REVOKED"}.get(first_end))
+    task = feed(state, "task-sent", hostname="fleet@box",
+                **sent_fields(QueuedJob("j1", "gbt[seed=1]", "cpu", rerun=True)))
+    assert (task.state, task.result, task.succeeded, task.started) == ("PENDING", None, None, None)
+    feed(state, "task-received", name="gbt[seed=1]")
+    assert feed(state, "task-started").state == "STARTED"
+    assert feed(state, "task-succeeded", result="new", runtime=2.0).result == "new"
+
+
+def test_a_first_publish_does_not_clear_anything():
+    assert "state" not in sent_fields(QueuedJob("j1", "gbt", "cpu"))
+
+
+@pytest.mark.parametrize("snap, expected", [
+    ({"elapsed_s": 41.6, "metrics": {}, "tail": []}, "running 42s on w1"),
+    ({"elapsed_s": 3, "metrics": {"loss": 0.5, "acc": 0.9}, "tail": ["epoch 1", ""]},
+     'running 3s on w1; metrics {"acc": 0.9, "loss": 0.5}; last: epoch 1'),
+    ({"elapsed_s": 3, "tail": ["x" * 500]}, "running 3s on w1; last: " + "x" * 160),
+])
+def test_the_progress_summary_names_elapsed_time_metrics_and_the_last_line(snap, expected):
+    assert summary(snap, "w1") == expected
