@@ -1,43 +1,28 @@
 """Flower's settings for fleet; Flower runs this file at start when it is in the working
-directory (``celery -A tasks flower`` from the repository root, as compose and the README do).
+directory (``celery -A tasks flower`` from the repository root, as the README does).
 
 Flower refuses to start without authentication: set ``FLOWER_BASIC_AUTH=user:password``
 (several users: comma-separated), or pass ``--basic-auth``/``--auth``; or, for a try on your
 own machine only, ``FLOWER_UNAUTHENTICATED=1``. It listens on 127.0.0.1 unless
-``FLOWER_ADDRESS`` (or ``--address``) says otherwise. ``--persistent`` (``FLOWER_PERSISTENT=1``)
-keeps its task history across restarts in ``FLOWER_DB`` (default ``flower``).
+``FLOWER_ADDRESS`` (or ``--address``) says otherwise. ``--persistent=True`` keeps its task
+history across restarts (in ``--db``, default ``./flower``).
 
-Module-level names that match a Flower option set it (tornado's config files); helpers are
-underscored so they do not.
+Module-level names that match a Flower option set it (tornado config files, read after
+FLOWER_* variables and before the command line, which wins); helpers are underscored.
 """
-import os
-import sys
+import os as _os
+import sys as _sys
 
 from fleet import flower_extras as _extras
+from fleet.errors import ConfigError as _ConfigError
 
+try:
+    _settings = _extras.settings(_os.environ, _sys.argv)
+except _ConfigError as _e:
+    raise SystemExit(f"fleet's flowerconfig.py: {_e}") from None
 
-def _cli_has(*names):
-    given = {a.lstrip("-").split("=")[0].replace("-", "_") for a in sys.argv if a.startswith("--")}
-    return bool(given & set(names))
-
-
-def _basic_auth(raw):
-    users = [u.strip() for u in raw.split(",") if u.strip()]
-    for i, user in enumerate(users):
-        name, sep, password = user.partition(":")
-        if not (sep and name and password):
-            raise SystemExit(f"FLOWER_BASIC_AUTH entry {i + 1} ({name or '?'}): expected user:password "
-                             "(several users: comma-separated), e.g. FLOWER_BASIC_AUTH=admin:a-long-secret")
-    return users
-
-
-address = os.environ.get("FLOWER_ADDRESS") or "127.0.0.1"
-if os.environ.get("FLOWER_BASIC_AUTH"):
-    basic_auth = _basic_auth(os.environ["FLOWER_BASIC_AUTH"])
-elif not (_cli_has("basic_auth", "auth") or os.environ.get("FLOWER_AUTH")
-          or os.environ.get("FLOWER_UNAUTHENTICATED", "").lower() in ("1", "true", "yes")):
-    raise SystemExit("fleet's flowerconfig.py: refusing to start Flower without authentication; "
-                     "set FLOWER_BASIC_AUTH=user:password (or --basic-auth=user:password), "
-                     "or FLOWER_UNAUTHENTICATED=1 for a local try on 127.0.0.1")
+address = _settings["address"]
+if "basic_auth" in _settings:
+    basic_auth = _settings["basic_auth"]
 
 _extras.install()

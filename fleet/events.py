@@ -54,8 +54,10 @@ def sent_fields(job: QueuedJob) -> dict:
     return fields
 
 
-def announce_queued(app: Celery, jobs: Iterable[QueuedJob], *, batch: int = C.EVENT_BATCH) -> int:
-    """Send ``task-sent`` for each job; best effort (the jobs are queued whatever happens here)."""
+def announce_queued(app: Celery, jobs: Iterable[QueuedJob], *, sent_at: float | None = None,
+                    batch: int = C.EVENT_BATCH) -> int:
+    """Send ``task-sent`` for each job (dated ``sent_at``, when the messages were pushed, if
+    given); best effort (the jobs are queued whatever happens here)."""
     jobs = list(jobs)
     if not jobs or not app.conf.task_send_sent_event:
         return 0
@@ -65,8 +67,9 @@ def announce_queued(app: Celery, jobs: Iterable[QueuedJob], *, batch: int = C.EV
             dispatcher = app.events.Dispatcher(conn, hostname=client_hostname(), buffer_group=["task"],
                                                buffer_limit=batch, buffer_while_offline=False)
             with dispatcher:
+                dated = {} if sent_at is None else {"timestamp": sent_at}
                 for job in jobs:
-                    dispatcher.send("task-sent", **sent_fields(job))
+                    dispatcher.send("task-sent", **sent_fields(job), **dated)
                 dispatcher.flush()
     except Exception as e:  # Flower misses these jobs until a worker takes them; nothing else
         log.warning("could not send task-sent events for %d job(s) to Flower: %s", len(jobs), e)

@@ -9,12 +9,41 @@
 from __future__ import annotations
 
 import logging
+from typing import Mapping, Sequence
 
 import redis
 
 from fleet.cluster import read_config
+from fleet.errors import ConfigError
 
 log = logging.getLogger("fleet.flower")
+DEFAULT_ADDRESS = "127.0.0.1"
+AUTH_OPTIONS = ("basic_auth", "auth")   # Flower's command-line options that turn auth on
+
+
+def basic_auth_users(raw: str) -> list[str]:
+    """FLOWER_BASIC_AUTH as Flower wants it; a bad entry is named by position, never shown."""
+    users = [u.strip() for u in raw.split(",") if u.strip()]
+    for i, user in enumerate(users, 1):
+        name, sep, password = user.partition(":")
+        if not (sep and name and password):
+            raise ConfigError(f"FLOWER_BASIC_AUTH entry {i}: expected user:password (several users: "
+                              "comma-separated), e.g. FLOWER_BASIC_AUTH=ops:a-long-secret")
+    return users
+
+
+def settings(env: Mapping[str, str], argv: Sequence[str]) -> dict:
+    """Flower options fleet sets: a loopback address, and auth or a refusal to start."""
+    out: dict = {"address": env.get("FLOWER_ADDRESS") or DEFAULT_ADDRESS}
+    given = {a.lstrip("-").split("=")[0].replace("-", "_") for a in argv if a.startswith("--")}
+    if env.get("FLOWER_BASIC_AUTH"):
+        out["basic_auth"] = basic_auth_users(env["FLOWER_BASIC_AUTH"])
+    elif not (given & set(AUTH_OPTIONS) or env.get("FLOWER_AUTH")
+              or env.get("FLOWER_UNAUTHENTICATED", "").lower() in ("1", "true", "yes")):
+        raise ConfigError("refusing to start Flower without authentication; set "
+                          "FLOWER_BASIC_AUTH=user:password (or --basic-auth=user:password), "
+                          "or FLOWER_UNAUTHENTICATED=1 for a local try on 127.0.0.1")
+    return out
 
 
 def fleet_queue_names(client: redis.Redis) -> set[str]:

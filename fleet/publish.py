@@ -101,9 +101,10 @@ def publish(app: Celery, client: redis.Redis, manifest: Manifest, *, force: froz
         factory = MessageFactory(app, conn.default_channel)
         items = [_item(factory, row) for row in todo]
         forced = frozenset(r.job.job_id for r in todo if r.why.startswith("--force"))
+        sent_at = time.time()
         results = records.publish(items, force=forced)
     events.announce_queued(app, (events.QueuedJob(it.job_id, it.name, it.fields["queue"], rerun=bool(res[1]))
-                                 for it, res in zip(items, results) if res[0] == "publish"))
+                                 for it, res in zip(items, results) if res[0] == "publish"), sent_at=sent_at)
     by_id = {it.job_id: res for it, res in zip(items, results)}
     out = []
     for row in rows:

@@ -8,6 +8,7 @@ from __future__ import annotations
 import base64
 import json
 import os
+import shutil
 import signal
 import socket
 import subprocess
@@ -39,6 +40,23 @@ def free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         return s.getsockname()[1]
+
+
+def chromium(url: str, screenshot: Path) -> str:
+    """Load ``url`` in headless Chromium: save a screenshot, return the DOM after scripts ran."""
+    browser = shutil.which("chromium") or shutil.which("chromium-browser")
+    if not browser:
+        pytest.skip("chromium is not installed (Debian: apt-get install chromium)")
+    flags = [browser, "--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
+             "--disable-background-networking", "--disable-component-update", "--disable-sync",
+             f"--user-data-dir={screenshot.parent / 'chromium-profile'}", "--window-size=1400,1000",
+             "--virtual-time-budget=8000"]
+    subprocess.run([*flags, f"--screenshot={screenshot}", url], capture_output=True, timeout=120, check=True)
+    dom = subprocess.run([*flags, "--dump-dom", url], capture_output=True, text=True, timeout=120, check=True).stdout
+    keep = os.environ.get("FLEET_SCREENSHOT_DIR")   # to look at what an operator sees
+    if keep:
+        shutil.copy(screenshot, Path(keep) / screenshot.name)
+    return dom
 
 
 def start_flower(env: dict, port: int, log: Path) -> subprocess.Popen:
@@ -265,3 +283,21 @@ def test_prometheus_metrics_need_the_password_and_count_events_by_job_name(flowe
     code, text = flower.http("/metrics")
     assert code == 200
     assert "flower_events_total" in text and 'task="metered"' in text
+
+
+def test_an_operator_sees_the_running_jobs_name_progress_and_terminate_button_in_a_browser(flower, tmp_path):
+    name = "shown[seed=3]"
+    jid = flower.publish({name: 8})[name]
+    flower.wait_task(jid, lambda t: t.get("state") == "STARTED" and "running" in str(t.get("result")))
+    authed = flower.url.replace("http://", f"http://{USER}:{PASSWORD}@")
+    page = chromium(f"{authed}/task/{jid}", tmp_path / "flower-task.png")
+    assert name in page and "STARTED" in page and "Terminate" in page
+    assert "running" in page and "last: sleeping" in page
+    listing = chromium(f"{authed}/tasks", tmp_path / "flower-tasks.png")
+    assert name in listing
+    workers = chromium(f"{authed}/workers", tmp_path / "flower-workers.png")
+    assert "fl-large@" in workers
+    node = next(k for k in json.loads(flower.http("/api/workers")[1]) if k.startswith("fl-large@"))
+    worker = chromium(f"{authed}/worker/{node}#tab-config", tmp_path / "flower-worker.png")
+    assert "fleet_capability" in worker and "sim-A100-80GB" in worker
+    flower.wait_state(jid, JobState.SUCCEEDED)
