@@ -19,6 +19,7 @@ import time
 from celery import states
 
 from fleet.constants import PROGRESS_EVENT_EVERY_S
+from fleet.events import RUN_FIELDS
 
 log = logging.getLogger("fleet.events")
 PROGRESS_EVENT = "task-pending"
@@ -51,6 +52,16 @@ class ProgressEvents:
         self._last = now
         _send(self.task, PROGRESS_EVENT, result=summary(snap, self.worker),
               elapsed_s=snap.get("elapsed_s"), metrics=snap.get("metrics") or {})
+
+
+def restarted(task, attempt: int) -> None:
+    """A later attempt (retry, lost worker) began: Flower drops the previous attempt's FAILURE
+    and shows this run STARTED, with ``retries`` counting the attempts before it."""
+    _send(task, PROGRESS_EVENT, **restart_fields(time.time(), attempt))
+
+
+def restart_fields(now: float, attempt: int) -> dict:
+    return {**dict.fromkeys(RUN_FIELDS), "state": states.STARTED, "started": now, "retries": attempt - 1}
 
 
 def revoked(task, why: str) -> None:

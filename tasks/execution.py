@@ -91,6 +91,8 @@ def execute(task, job: JobSpec) -> dict:
         if claim.reason == "cancelled":
             events.revoked(task, "cancelled while queued")
         raise Ignore()
+    if claim.attempts > 1:
+        events.restarted(task, claim.attempts)
     gpu = None
     workdir = Path(tempfile.mkdtemp(prefix=f"job-{job.job_id[:12]}-", dir=ctx.work_root))
     try:

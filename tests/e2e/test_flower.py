@@ -101,14 +101,17 @@ class Watched:
         return subprocess.run([sys.executable, "-m", "fleet.cli", *args], env=self.env, capture_output=True,
                               text=True, timeout=120, cwd=ROOT)
 
-    def publish(self, jobs: dict[str, float], **keys) -> dict[str, str]:
+    def publish(self, jobs: dict[str, float], *flags: str, **keys) -> dict[str, str]:
         text = ""
         for name, sleep_s in jobs.items():
             text += (f'[[jobs]]\nname = "{name}"\ncommand = ["{sys.executable}", "{SLEEPY}", "{sleep_s}", "{name}"]\n'
                      'artifacts = ["out/*"]\n' + "".join(f"{k} = {json.dumps(v)}\n" for k, v in keys.items()))
+        return self.publish_text(text, *flags)
+
+    def publish_text(self, text: str, *flags: str) -> dict[str, str]:
         path = self.root / f"m-{uuid.uuid4().hex[:6]}.toml"
         path.write_text(text)
-        out = self.fleet("publish", str(path), "--json")
+        out = self.fleet("publish", str(path), "--json", *flags)
         assert out.returncode == 0, out.stderr
         return {row["name"]: row["job_id"] for row in json.loads(out.stdout)}
 
@@ -261,6 +264,38 @@ def test_terminate_then_requeue_runs_the_job_once_all_the_way_with_its_name_and_
     assert (flower.runs(name, "start"), flower.runs(name, "done")) == (2, 1)
     assert flower.backend_state(jid) == "SUCCESS"
     assert "pidbox command error" not in flower.logs()
+
+
+def test_publish_force_shows_the_new_run_not_the_old_success(flower):
+    name = "forced[seed=4]"
+    jid = flower.publish({name: 3})[name]
+    flower.wait_task(jid, lambda t: t.get("state") == "SUCCESS")
+    assert flower.publish({name: 3}, "--force", name)[name] == jid
+    rerun = flower.wait_task(jid, lambda t: t.get("state") != "SUCCESS", timeout_s=10)
+    assert rerun["state"] in ("PENDING", "RECEIVED", "STARTED")
+    assert rerun.get("result") is None or rerun["result"].startswith("running")   # not the old run's
+    flower.wait_task(jid, lambda t: t.get("state") == "SUCCESS")
+    assert (flower.runs(name, "done"), flower.records().get(jid).state) == (2, JobState.SUCCEEDED)
+
+
+FLAKY = """
+import os, pathlib, sys, time
+mark = pathlib.Path(os.environ["COUNT_DIR"]) / "flaky.first"
+if not mark.exists():
+    mark.touch()
+    sys.exit("first attempt fails")
+print("second attempt", flush=True)
+time.sleep(4)
+"""
+
+
+def test_a_retried_job_shows_its_new_attempt_started_not_the_previous_failure(flower):
+    jid = flower.publish_text(f'[[jobs]]\nname = "flaky"\ncommand = ["{sys.executable}", "-c", {json.dumps(FLAKY)}]\n'
+                              "max_attempts = 2\n")["flaky"]
+    again = flower.wait_task(jid, lambda t: t.get("state") == "STARTED" and t.get("retries") == 1)
+    assert again.get("exception") is None
+    flower.wait_task(jid, lambda t: t.get("state") == "SUCCESS")
+    assert flower.records().get(jid).attempts == 2
 
 
 def test_each_workers_capability_is_readable_from_celery_inspect_and_from_flower(flower):

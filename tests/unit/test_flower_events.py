@@ -10,7 +10,7 @@ import pytest
 from celery.events.state import State
 
 from fleet.events import QueuedJob, sent_fields
-from tasks.events import PROGRESS_EVENT, summary
+from tasks.events import PROGRESS_EVENT, restart_fields, summary
 
 WORKER = "e2e-cpu@box"
 _clock = itertools.count(1)
@@ -73,6 +73,18 @@ def test_a_requeued_job_shows_its_new_run_not_the_old_result(first_end):
     feed(state, "task-received", name="gbt[seed=1]")
     assert feed(state, "task-started").state == "STARTED"
     assert feed(state, "task-succeeded", result="new", runtime=2.0).result == "new"
+
+
+def test_a_retried_attempt_shows_started_again_not_the_previous_failure():
+    state = State()
+    feed(state, "task-received", name="gbt[seed=1]")
+    feed(state, "task-started")
+    feed(state, "task-failed", exception="TrainingFailed('exit 1')", traceback="...")
+    feed(state, "task-received", name="gbt[seed=1]")   # the retry's delivery: merged, still FAILURE
+    feed(state, "task-started")
+    task = feed(state, PROGRESS_EVENT, **restart_fields(time.time(), attempt=2))
+    assert (task.state, task.exception, task.traceback, task.retries) == ("STARTED", None, None, 1)
+    assert feed(state, "task-succeeded", result="ok", runtime=1.0).state == "SUCCESS"
 
 
 def test_a_first_publish_does_not_clear_anything():
