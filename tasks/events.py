@@ -41,8 +41,12 @@ def summary(snap: dict, worker: str) -> str:
 class ProgressEvents:
     """Sends a running task's progress to Flower, at most every ``every_s``."""
 
-    def __init__(self, task, worker: str, every_s: float = PROGRESS_EVENT_EVERY_S):
+    def __init__(self, task, worker: str, attempt: int = 1, every_s: float = PROGRESS_EVENT_EVERY_S):
         self.task, self.worker, self.every_s = task, worker, every_s
+        # A later attempt's progress also says STARTED and clears the earlier failure: that
+        # attempt's task-failed can reach Flower after this one began (the retry is queued first).
+        self.fields = {} if attempt <= 1 else restart_fields(0, attempt)
+        self.fields.pop("started", None)
         self._last = 0.0
 
     def tick(self, snap: dict) -> None:
@@ -50,18 +54,21 @@ class ProgressEvents:
         if now - self._last < self.every_s:
             return
         self._last = now
-        _send(self.task, PROGRESS_EVENT, result=summary(snap, self.worker),
+        _send(self.task, PROGRESS_EVENT, **self.fields, result=summary(snap, self.worker),
               elapsed_s=snap.get("elapsed_s"), metrics=snap.get("metrics") or {})
 
 
 def restarted(task, attempt: int) -> None:
     """A later attempt (retry, lost worker) began: Flower drops the previous attempt's FAILURE
     and shows this run STARTED, with ``retries`` counting the attempts before it."""
-    _send(task, PROGRESS_EVENT, **restart_fields(time.time(), attempt))
+    _send(task, PROGRESS_EVENT, **restart_fields(time.time(), attempt), result=None)
 
 
 def restart_fields(now: float, attempt: int) -> dict:
-    return {**dict.fromkeys(RUN_FIELDS), "state": states.STARTED, "started": now, "retries": attempt - 1}
+    """Fields that make Flower show attempt ``attempt`` as a run that started at ``now``."""
+    fields = {**dict.fromkeys(RUN_FIELDS), "state": states.STARTED, "started": now, "retries": attempt - 1}
+    fields.pop("result")   # each event that carries these sets the result itself
+    return fields
 
 
 def revoked(task, why: str) -> None:

@@ -151,7 +151,7 @@ def _run(task, ctx, job, token, attempts, lease, workdir: Path, gpu) -> dict:
     argv, env = _argv_env(job, workdir, data_path, ctx.gpus.visible_id(gpu) if gpu else None, ctx.job_user)
     isolation.hand_over(workdir, ctx.job_user)   # the data pin lives in the cache, not in workdir
     log_path = workdir / "fleet-log.txt"
-    flower = events.ProgressEvents(task, ctx.hostname)
+    flower = events.ProgressEvents(task, ctx.hostname, attempts)
     with open(log_path, "w", encoding="utf-8") as log_file:
         def on_tick(progress: runner.Progress) -> str | None:
             snap = progress.snapshot()

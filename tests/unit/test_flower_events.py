@@ -82,9 +82,22 @@ def test_a_retried_attempt_shows_started_again_not_the_previous_failure():
     feed(state, "task-failed", exception="TrainingFailed('exit 1')", traceback="...")
     feed(state, "task-received", name="gbt[seed=1]")   # the retry's delivery: merged, still FAILURE
     feed(state, "task-started")
-    task = feed(state, PROGRESS_EVENT, **restart_fields(time.time(), attempt=2))
+    task = feed(state, PROGRESS_EVENT, **restart_fields(time.time(), attempt=2), result=None)
     assert (task.state, task.exception, task.traceback, task.retries) == ("STARTED", None, None, 1)
     assert feed(state, "task-succeeded", result="ok", runtime=1.0).state == "SUCCESS"
+
+
+def test_a_retry_that_began_before_the_previous_failure_reached_flower_still_shows_started():
+    state = State()
+    feed(state, "task-received", name="gbt[seed=1]")
+    feed(state, "task-started")
+    feed(state, PROGRESS_EVENT, **restart_fields(time.time(), attempt=2), result=None)   # attempt 2 began
+    feed(state, "task-failed", exception="TrainingFailed('exit 1')")                  # attempt 1's, late
+    fields = restart_fields(0, attempt=2)
+    fields.pop("started")
+    task = feed(state, PROGRESS_EVENT, **fields, result="running 2s on w1")           # attempt 2's progress
+    assert (task.state, task.exception, task.result) == ("STARTED", None, "running 2s on w1")
+    assert task.started is not None
 
 
 def test_a_first_publish_does_not_clear_anything():
