@@ -51,12 +51,28 @@ def chromium(url: str, screenshot: Path) -> str:
              "--disable-background-networking", "--disable-component-update", "--disable-sync",
              f"--user-data-dir={screenshot.parent / 'chromium-profile'}", "--window-size=1400,1000",
              "--virtual-time-budget=8000"]
-    subprocess.run([*flags, f"--screenshot={screenshot}", url], capture_output=True, timeout=120, check=True)
-    dom = subprocess.run([*flags, "--dump-dom", url], capture_output=True, text=True, timeout=120, check=True).stdout
+    run_browser([*flags, f"--screenshot={screenshot}", url])
+    dom = run_browser([*flags, "--dump-dom", url])
     keep = os.environ.get("FLEET_SCREENSHOT_DIR")   # to look at what an operator sees
     if keep:
         shutil.copy(screenshot, Path(keep) / screenshot.name)
     return dom
+
+
+def run_browser(argv: list[str], timeout_s: float = 120) -> str:
+    """Run Chromium in its own process group, and leave none of its processes behind."""
+    proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True,
+                            start_new_session=True)
+    try:
+        out, _ = proc.communicate(timeout=timeout_s)
+    finally:
+        try:
+            os.killpg(proc.pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+        proc.wait()
+    assert proc.returncode == 0, f"{argv[0]} exited {proc.returncode}"
+    return out
 
 
 def start_flower(env: dict, port: int, log: Path) -> subprocess.Popen:
