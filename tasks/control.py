@@ -19,6 +19,7 @@ import redis
 from celery import signals
 from celery.states import REVOKED
 from celery.utils.functional import maybe_list
+from celery.utils.serialization import strtobool
 from celery.worker import state as worker_state
 from celery.worker.control import Panel, control_command, inspect_command, ok
 from kombu.utils.encoding import safe_repr
@@ -50,7 +51,7 @@ def capability(state) -> dict:
 
 
 @inspect_command(alias="dump_conf", signature="[include_defaults=False]",
-                 args=[("with_defaults", lambda v: str(v).lower() in ("1", "true", "yes", "on"))])
+                 args=[("with_defaults", strtobool)])
 def conf(state, with_defaults=False, **kwargs):
     """List configuration, with this host's capability as ``fleet_capability``."""
     out = _celery_conf(state, with_defaults=with_defaults, **kwargs)
