@@ -71,6 +71,15 @@ def restart_fields(now: float, attempt: int) -> dict:
     return fields
 
 
+def requeued(task, why: str) -> None:
+    """The job went back to its queue (its worker is stopping): Flower shows it PENDING again."""
+    _send(task, PROGRESS_EVENT, **queued_again_fields(why))
+
+
+def queued_again_fields(why: str) -> dict:
+    return {**dict.fromkeys(RUN_FIELDS), "state": states.PENDING, "result": f"queued again: {why}"}
+
+
 def revoked(task, why: str) -> None:
     """The delivery ends REVOKED: result backend and Flower (a ``task-revoked`` event)."""
     try:

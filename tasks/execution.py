@@ -135,6 +135,7 @@ def _release(task, ctx: HostContext, job: JobSpec, token: str, why: str) -> NoRe
     # the job will run again under this task id: no SUCCESS for this delivery, and no
     # PROGRESS left behind either
     _final_state(task, REQUEUED_STATE, job, why)
+    events.requeued(task, why)
     raise Ignore()
 
 

@@ -10,7 +10,7 @@ import pytest
 from celery.events.state import State
 
 from fleet.events import QueuedJob, sent_fields
-from tasks.events import PROGRESS_EVENT, restart_fields, summary
+from tasks.events import PROGRESS_EVENT, queued_again_fields, restart_fields, summary
 
 WORKER = "e2e-cpu@box"
 _clock = itertools.count(1)
@@ -98,6 +98,16 @@ def test_a_retry_that_began_before_the_previous_failure_reached_flower_still_sho
     task = feed(state, PROGRESS_EVENT, **fields, result="running 2s on w1")           # attempt 2's progress
     assert (task.state, task.exception, task.result) == ("STARTED", None, "running 2s on w1")
     assert task.started is not None
+
+
+def test_a_job_handed_back_by_a_stopping_worker_shows_pending_until_its_next_run_starts():
+    state = State()
+    feed(state, "task-received", name="gbt[seed=1]")
+    feed(state, "task-started")
+    task = feed(state, PROGRESS_EVENT, **queued_again_fields("worker shutting down"))
+    assert (task.state, task.started, task.result) == ("PENDING", None, "queued again: worker shutting down")
+    feed(state, "task-received", hostname="other@box", name="gbt[seed=1]")
+    assert feed(state, "task-started", hostname="other@box").state == "STARTED"
 
 
 def test_a_first_publish_does_not_clear_anything():
