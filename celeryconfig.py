@@ -102,3 +102,9 @@ fleet_adopt_unpublished = _flag("FLEET_ADOPT_UNPUBLISHED")
 task_create_missing_queues = True
 task_default_queue = "cpu"
 task_routes = ("tasks.router.route_task",)
+
+# Durable trained output (tasks.trained) and checkpoint sync (tasks.checkpoint): how long a
+# trained run waits for its host to come back, how often a checkpoint dir is synced.
+from fleet.constants import CHECKPOINT_EVERY_S, TRAINED_GRACE_S  # noqa: E402
+fleet_trained_grace_s = _seconds("FLEET_TRAINED_GRACE_S", TRAINED_GRACE_S)
+fleet_checkpoint_every_s = _seconds("FLEET_CHECKPOINT_EVERY_S", CHECKPOINT_EVERY_S)

@@ -66,3 +66,11 @@ INSPECT_CAPABILITY = "capability"  # `celery inspect capability`: a worker's har
 ANNOUNCE_REVOKED = "fleet_announce_revoked"  # control command: a worker sends Flower task-revoked
 FLOWER_REVOKED_KEY = KEY_PREFIX + "flower-revoked:"  # string: which worker announced it (one does)
 FLOWER_REVOKED_TTL_S = 600
+
+# --- durable trained output and checkpoints (tasks.trained, tasks.checkpoint) ---
+RUNS_DIR = "runs"                # FLEET_WORK_DIR/runs/<run>: one locked folder per run (tasks.workdirs)
+# A run whose trainer exited 0 keeps its job this long after its last heartbeat, so its host,
+# restarted, uploads the output; past it the reaper hands the job on (and it trains again).
+TRAINED_GRACE_S = 300.0
+CHECKPOINT_EVERY_S = 60.0        # how often a running job's checkpoint dir is synced, if changed
+CHECKPOINTS_PREFIX = "checkpoints"   # store key: <prefix>/checkpoints/<job_id>/<sha256>.tar.zst

@@ -67,6 +67,7 @@ class JobRecord:
     artifact: dict | None
     progress: dict | None
     spec: dict
+    trained: dict | None = None       # trainer exited 0: {"at", "host", "dir"} (lua/trained.lua)
 
     @classmethod
     def from_hash(cls, h: dict[str, str]) -> "JobRecord":
@@ -75,7 +76,9 @@ class JobRecord:
         return cls(h.get("job_id", ""), h.get("name", ""), JobState(h.get("state", "queued")),
                    h.get("queue", ""), int(h.get("attempts", 0)), h.get("worker"), h.get("gpu"),
                    num("created_at"), num("started_at"), num("finished_at"), h.get("last_error"),
-                   load("artifact"), load("progress"), load("spec") or {})
+                   load("artifact"), load("progress"), load("spec") or {},
+                   trained={"at": num("trained_at"), "host": h.get("trained_host"), "dir": h.get("trained_dir")}
+                   if h.get("trained_at") else None)
 
     def to_dict(self) -> dict[str, Any]:
         d = self.__dict__.copy()
@@ -114,6 +117,7 @@ class Records:
         self._cancel = client.register_script(_script("cancel"))
         self._adopt = client.register_script(_script("adopt"))
         self._restore = client.register_script(_script("restore"))
+        self._trained = client.register_script(_script("trained"))
 
     # --- publishing ---------------------------------------------------------
     def states(self, job_ids: Iterable[str]) -> dict[str, JobState | None]:
@@ -170,6 +174,16 @@ class Records:
         """Record a kept bundle, now stored, as the job's success (see lua/adopt.lua)."""
         return _s(self._adopt(keys=[C.JOB_KEY + job_id, C.LEASE_KEY + job_id, C.RUNNING_SET],
                               args=[job_id, time.time(), json.dumps(artifact), json.dumps(result)]))
+
+    def mark_trained(self, job_id: str, token: str, host: str, work_dir: str, grace_s: float) -> bool:
+        """The run's trainer exited 0: record it (see lua/trained.lua); False if the run is stale."""
+        return _s(self._trained(keys=[C.JOB_KEY + job_id, C.LEASE_KEY + job_id, C.RUNNING_SET],
+                                args=["mark", token, host, work_dir, time.time(), grace_s])) == "ok"
+
+    def resume_trained(self, job_id: str, token: str, host: str, work_dir: str) -> str:
+        """A restarted worker takes back its dead run's trained job: 'ok', or the job's state."""
+        return _s(self._trained(keys=[C.JOB_KEY + job_id, C.LEASE_KEY + job_id, C.RUNNING_SET],
+                                args=["resume", token, host, work_dir, time.time(), self.lease_ttl_ms]))
 
     def reap(self) -> list[str]:
         """Requeue or fail jobs whose lease expired; apply prefer_cuda fallbacks."""

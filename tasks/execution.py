@@ -11,7 +11,6 @@ import logging
 import os
 import shutil
 import sys
-import tempfile
 import time
 import uuid
 from datetime import datetime, timezone
@@ -31,6 +30,7 @@ from fleet.errors import DigestMismatch, StoreError, TrainingFailed
 from fleet.records import JobState
 from manifest.schema import JobSpec
 from tasks import events, isolation, runner
+from tasks import trained, workdirs
 from tasks.lease import LeaseKeeper
 from tasks.worker import HostContext, context
 
@@ -94,7 +94,7 @@ def execute(task, job: JobSpec) -> dict:
     if claim.attempts > 1:
         events.restarted(task, claim.attempts)
     gpu = None
-    workdir = Path(tempfile.mkdtemp(prefix=f"job-{job.job_id[:12]}-", dir=ctx.work_root))
+    workdir = workdirs.create(ctx.work_root, job.job_id, trained.run_info(job, token, claim.attempts, ctx.hostname))
     try:
         with LeaseKeeper(ctx.records, job.job_id, token) as lease:
             if _wants_gpu(job, queue, ctx):
@@ -113,7 +113,7 @@ def execute(task, job: JobSpec) -> dict:
     finally:
         if gpu is not None:
             ctx.gpus.release(gpu)
-        shutil.rmtree(workdir, ignore_errors=True)
+        workdirs.remove(workdir)
 
 
 def _refuse_unpublished(task, ctx: HostContext, job: JobSpec, queue: str) -> NoReturn:
@@ -167,7 +167,8 @@ def _run(task, ctx, job, token, attempts, lease, workdir: Path, gpu) -> dict:
         outcome = runner.run(argv, env=env, cwd=str(workdir), timeout_s=job.timeout_s, on_tick=on_tick,
                              stop=ctx.shutdown, log=lambda line: log_file.write(line + "\n"),
                              run_as=isolation.popen_user(ctx.job_user),
-                             python=ctx.job_user.python if ctx.job_user else None)
+                             python=ctx.job_user.python if ctx.job_user else None,
+                             exit_file=workdirs.exit_file(workdir))
     if outcome.stopped == "shutdown":
         _release(task, ctx, job, token, "worker shutting down")
     if outcome.stopped in ("cancelled", "lost", "queued", "failed", "succeeded"):
@@ -180,6 +181,7 @@ def _run(task, ctx, job, token, attempts, lease, workdir: Path, gpu) -> dict:
         raise Ignore()
     if outcome.stopped == "timeout" or outcome.returncode != 0:
         return _failed(ctx, job, token, attempts, outcome)
+    trained.mark(ctx, job, token, workdir)
     return _store(task, ctx, job, token, attempts, lease, workdir, gpu, started, outcome)
 
 

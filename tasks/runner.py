@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import os
+import select
 import signal
 import subprocess
 import sys
@@ -78,27 +79,48 @@ def _stop_group(proc: subprocess.Popen) -> None:
             continue
 
 
+def _pidfd(pid: int) -> int | None:
+    try:
+        return os.pidfd_open(pid)
+    except (AttributeError, OSError):   # not Linux >= 5.3: Popen.wait polls instead
+        return None
+
+
+def _exited(proc: subprocess.Popen, pidfd: int | None, timeout_s: float) -> bool:
+    """Wait up to ``timeout_s`` for the job; True once it exited. With a pidfd this wakes the
+    moment it does (Popen.wait polls every 50 ms): the sooner the worker knows, the sooner
+    the record says "trained" (tasks.trained)."""
+    if pidfd is not None:
+        select.select([pidfd], [], [], timeout_s)
+        return proc.poll() is not None
+    try:
+        proc.wait(timeout_s)
+        return True
+    except subprocess.TimeoutExpired:
+        return False
+
+
 def run(argv: list[str], *, env: dict[str, str], cwd: str, timeout_s: float | None,
         on_tick: Callable[[Progress], str | None], stop: threading.Event,
         tick_s: float = 1.0, log: Callable[[str], None] | None = None,
-        run_as: dict | None = None, python: str | None = None) -> RunOutcome:
+        run_as: dict | None = None, python: str | None = None, exit_file: str | None = None) -> RunOutcome:
     """``run_as``: Popen's user/group/extra_groups, to start the group as another user;
     ``python``: the interpreter for the supervisor (default: this one)."""
     started = time.monotonic()
     progress = Progress(started, deque(maxlen=TAIL_LINES), {})
     env = dict(env, **{supervisor.PARENT_ENV: str(os.getpid())})
+    if exit_file:   # the supervisor records the job's exit status there (tasks.workdirs)
+        env[supervisor.EXIT_ENV] = str(exit_file)
     proc = subprocess.Popen([python or sys.executable, SUPERVISOR, "--", *argv], env=env, cwd=cwd,
                             stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
                             start_new_session=True, **(run_as or {}))
     reader = threading.Thread(target=_reader, args=(proc.stdout, progress, log), daemon=True)
     reader.start()
+    pidfd = _pidfd(proc.pid)
     stopped = None
     while True:
-        try:
-            proc.wait(tick_s)   # wakes as soon as the job exits
+        if _exited(proc, pidfd, tick_s):
             break
-        except subprocess.TimeoutExpired:
-            pass
         if stop.is_set():
             stopped = "shutdown"
         elif timeout_s is not None and time.monotonic() - started > timeout_s:
@@ -114,4 +136,6 @@ def run(argv: list[str], *, env: dict[str, str], cwd: str, timeout_s: float | No
     except ProcessLookupError:
         pass
     reader.join(5)
+    if pidfd is not None:
+        os.close(pidfd)
     return RunOutcome(proc.returncode, stopped, time.monotonic() - started, list(progress.tail), progress.metrics)

@@ -7,6 +7,7 @@ so no trainer or grandchild outlives the worker that started it.
 from __future__ import annotations
 
 import ctypes
+import json
 import os
 import signal
 import subprocess
@@ -16,6 +17,8 @@ import time
 PR_SET_PDEATHSIG = 1
 GRACE_S = 1.5
 PARENT_ENV = "FLEET_SUPERVISOR_PARENT"
+# where to record the job's exit status (tasks.workdirs): on disk before the worker hears of it
+EXIT_ENV = "FLEET_SUPERVISOR_EXIT_FILE"
 
 
 def _die_with_parent() -> None:
@@ -48,6 +51,7 @@ def main(argv: list[str]) -> int:
     # The worker's pid comes from the worker itself: reading getppid() here, after Python
     # started, would miss a worker that died in those first milliseconds (we'd read 1).
     parent = int(os.environ.pop(PARENT_ENV, os.getppid()))
+    exit_file = os.environ.pop(EXIT_ENV, None)
     _die_with_parent()
     signal.signal(signal.SIGTERM, _kill_group)
     if os.getppid() != parent:  # the worker died before we armed the signal
@@ -59,9 +63,24 @@ def main(argv: list[str]) -> int:
         return 127
     while True:
         try:
-            return _child.wait()
+            rc = _child.wait()
+            break
         except InterruptedError:
             continue
+    if exit_file:
+        _record_exit(exit_file, rc)
+        os._exit(rc & 0xFF)   # at once: the worker marks the record "trained" the moment we are gone
+    return rc
+
+
+def _record_exit(path: str, rc: int) -> None:
+    """The job exited on its own: say so on disk, so that a worker killed from here on
+    finds, when it restarts, that this job trained (tasks.trained) instead of training it again."""
+    signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGTERM})   # the write is not cut short
+    tmp = f"{path}.tmp"
+    with open(tmp, "w") as f:
+        json.dump({"returncode": rc, "at": time.time()}, f)
+    os.replace(tmp, path)
 
 
 if __name__ == "__main__":

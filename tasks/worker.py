@@ -137,6 +137,8 @@ def choose_queues(sender=None, instance=None, conf=None, options=None, **kw):
     log.info("fleet: host %s consumes %s", ctx.hostname, ", ".join(ctx.queues))
     from tasks.execution import upload_kept
     upload_kept(ctx)  # what a previous run of this worker trained is stored before new work
+    from tasks import trained
+    trained.start(ctx)  # dead runs: finish what they trained, remove the rest (tasks.trained)
 
 
 @signals.worker_ready.connect

@@ -14,6 +14,10 @@ if state == 'running' then
   if redis.call('EXISTS', KEYS[2]) == 1 then
     return {'drop', 'running on ' .. (redis.call('HGET', KEYS[1], 'worker') or '?')}
   end
+  local grace = redis.call('HGET', KEYS[1], 'trained_grace_s')   -- trained.lua: held for its host
+  if grace and tonumber(ARGV[5]) < tonumber(redis.call('HGET', KEYS[1], 'heartbeat_at') or '0') + tonumber(grace) then
+    return {'drop', 'trained on ' .. (redis.call('HGET', KEYS[1], 'trained_host') or '?') .. ', waiting for its upload'}
+  end
 elseif state ~= 'queued' then
   return {'drop', state}
 end
@@ -29,6 +33,7 @@ attempts = redis.call('HINCRBY', KEYS[1], 'attempts', 1)
 redis.call('HSET', KEYS[1], 'state', 'running', 'worker', ARGV[2], 'token', ARGV[3],
            'started_at', ARGV[5], 'heartbeat_at', ARGV[5], 'queue', ARGV[8])
 redis.call('HDEL', KEYS[1], 'last_error', 'finished_at')
+redis.call('HDEL', KEYS[1], 'trained_at', 'trained_host', 'trained_dir', 'trained_grace_s')
 redis.call('SET', KEYS[2], ARGV[3], 'PX', ARGV[4])
 redis.call('SADD', KEYS[3], ARGV[1])
 redis.call('ZREM', KEYS[4], ARGV[1])

@@ -12,6 +12,8 @@ redis.call('HSET', KEYS[1], 'state', 'queued', 'queued_at', ARGV[3], 'cur_key', 
            'pri_key', ARGV[5], 'pri_msg', ARGV[6], 'pri_queue', redis.call('HGET', KEYS[1], 'queue') or '')
 redis.call('HDEL', KEYS[1], 'worker', 'token', 'gpu', 'started_at', 'finished_at', 'last_error',
            'artifact', 'result', 'heartbeat_at')
+-- a new run from scratch: no trained output of an old run, no old checkpoint (tasks.checkpoint)
+redis.call('HDEL', KEYS[1], 'trained_at', 'trained_host', 'trained_dir', 'trained_grace_s', 'checkpoint')
 if not state then
   redis.call('HSET', KEYS[1], 'created_at', ARGV[3], 'attempts', 0)
   redis.call('ZADD', KEYS[2], ARGV[3], ARGV[1])

@@ -1,10 +1,16 @@
 -- Return jobs whose lease expired to their queue (or fail them after max attempts),
 -- and move prefer_cuda jobs whose grace ended to their CPU fallback queue.
 -- KEYS: running_set, fallback_zset   ARGV: now, default_max_attempts, job_prefix, lease_prefix
+-- a run whose trainer exited 0 keeps its job for trained_grace_s after its last heartbeat
+-- (trained.lua): its host, restarted, uploads the output instead of a second training
+local function trained_held(jk, now)
+  local grace = redis.call('HGET', jk, 'trained_grace_s')
+  return grace and now < tonumber(redis.call('HGET', jk, 'heartbeat_at') or '0') + tonumber(grace)
+end
 local out = {}
 for _, id in ipairs(redis.call('SMEMBERS', KEYS[1])) do
   local jk = ARGV[3] .. id
-  if redis.call('EXISTS', ARGV[4] .. id) == 0 then
+  if redis.call('EXISTS', ARGV[4] .. id) == 0 and not trained_held(jk, tonumber(ARGV[1])) then
     redis.call('SREM', KEYS[1], id)
     if redis.call('HGET', jk, 'state') == 'running' then
       local attempts = tonumber(redis.call('HGET', jk, 'attempts') or '0')
