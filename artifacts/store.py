@@ -138,6 +138,10 @@ class Store(ABC):
     def ping(self) -> None:
         """Raise StoreError unless the store can be reached and written."""
 
+    @abstractmethod
+    def delete_file(self, key: str) -> None:
+        """Remove the file at `key` (below the prefix); no error when it is not there."""
+
 
 def _atomic_copy(src: Path, dest: Path, sha256: str | None = None) -> None:
     """Copy via a temp file beside `dest`; with `sha256`, re-hash the copy before renaming."""
@@ -259,6 +263,12 @@ class FileStore(Store):
         if not os.access(self.root, os.W_OK):
             raise StoreError(f"store {self.root.as_uri()}: not writable; "
                              f"set {STORE_URL_ENV} to a writable directory")
+
+    def delete_file(self, key: str) -> None:
+        try:
+            self._path(self._key(key)).unlink(missing_ok=True)
+        except OSError as e:
+            raise StoreError(f"{self._path(self._key(key)).as_uri()}: cannot delete: {e}") from e
 
     def _existing(self, key: str) -> Path:
         path = self._path(key)
@@ -408,6 +418,10 @@ class S3Store(Store):
     def ping(self) -> None:
         self._bucket_ready = False
         self._ensure_bucket()
+
+    def delete_file(self, key: str) -> None:
+        self._ensure_bucket()
+        self._delete(self._key(key))   # S3 deletes of a missing key succeed
 
     # --- plumbing --------------------------------------------------------------
     def _uri(self, key: str) -> str:

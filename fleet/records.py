@@ -118,6 +118,7 @@ class Records:
         self._adopt = client.register_script(_script("adopt"))
         self._restore = client.register_script(_script("restore"))
         self._trained = client.register_script(_script("trained"))
+        self._checkpoint = client.register_script(_script("checkpoint"))
 
     # --- publishing ---------------------------------------------------------
     def states(self, job_ids: Iterable[str]) -> dict[str, JobState | None]:
@@ -184,6 +185,23 @@ class Records:
         """A restarted worker takes back its dead run's trained job: 'ok', or the job's state."""
         return _s(self._trained(keys=[C.JOB_KEY + job_id, C.LEASE_KEY + job_id, C.RUNNING_SET],
                                 args=["resume", token, host, work_dir, time.time(), self.lease_ttl_ms]))
+
+    def checkpoint(self, job_id: str) -> dict | None:
+        """The job's last synced checkpoint ({key, sha256, size, synced_at}), if any."""
+        raw = self.r.hget(C.JOB_KEY + job_id, "checkpoint")
+        return json.loads(raw) if raw else None
+
+    def record_checkpoint(self, job_id: str, token: str, value: dict) -> tuple[bool, dict | None]:
+        """Make ``value`` the job's checkpoint if ``token`` owns it: (recorded, the one it replaced)."""
+        old = _s(self._checkpoint(keys=[C.JOB_KEY + job_id], args=["record", token, json.dumps(value)]))
+        if old == "stale":
+            return False, None
+        return True, json.loads(old) if old else None
+
+    def drop_checkpoint(self, job_id: str) -> dict | None:
+        """Forget a succeeded job's checkpoint; returns it (for the caller to delete) or None."""
+        old = _s(self._checkpoint(keys=[C.JOB_KEY + job_id], args=["drop", "", ""]))
+        return json.loads(old) if old else None
 
     def reap(self) -> list[str]:
         """Requeue or fail jobs whose lease expired; apply prefer_cuda fallbacks."""

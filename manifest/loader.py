@@ -19,6 +19,7 @@ from fleet.constants import MAX_PRIORITY, PREFER_CUDA_GRACE_S, DEFAULT_PRIORITY
 from fleet.errors import DataProblem, ManifestError, Problem
 from artifacts.identity import DataResolver
 from manifest import ids, sweep
+from manifest.checkpoint import checkpoint_dir, checkpoint_problem
 from manifest.lines import LineMap
 from manifest.schema import HostPolicy, JobSpec, Manifest, Needs, TierSpec
 from routing import tiers as routing
@@ -34,6 +35,7 @@ JOB_FIELDS = {
     "prefer_cuda": "bool", "prefer_cuda_grace_s": "num", "min_vram_gib": "num",
     "min_ram_gib": "num", "min_cores": "int", "allowed_hosts": "strs", "denied_hosts": "strs",
     "timeout_s": "num", "max_attempts": "int", "sweep": "table",
+    "checkpoint": "str",
 }
 TOP_LEVEL = {"tiers": "table", "hosts": "table", "jobs": "tables"}
 QUEUE_SAFE = re.compile(r"^[a-z0-9][a-z0-9_-]*$")
@@ -44,7 +46,7 @@ ROUTING_FIELDS = ("require_cuda", "prefer_cuda", "min_vram_gib", "min_ram_gib", 
                   "allowed_hosts", "denied_hosts")
 # fields outside the job ID (manifest.ids): a problem in one of them still lets us compare IDs
 NOT_IN_ID = {"name", "priority", "prefer_cuda", "prefer_cuda_grace_s", "allowed_hosts",
-             "denied_hosts", "timeout_s", "max_attempts"}
+             "denied_hosts", "timeout_s", "max_attempts", "checkpoint"}
 
 
 class _Problems:
@@ -254,6 +256,8 @@ def _job_problems(p: _Problems, path: tuple, t: dict, written: set[str]) -> None
     data = t.get("data")
     if data and not data.startswith("s3://") and "://" in data:
         p.add(path + ("data",), f"unsupported data URI {data!r}", "use a local path or s3://bucket/key")
+    if "checkpoint" in t and (bad := checkpoint_problem(t["checkpoint"])):
+        p.add(path + ("checkpoint",), *bad)
     overlap = set(t.get("allowed_hosts", [])) & set(t.get("denied_hosts", []))
     if overlap:
         p.add(path + ("denied_hosts",), f"hosts both allowed and denied: {sorted(overlap)}", "list each host once")
@@ -432,7 +436,8 @@ def _build_job(t: dict, point: dict, data: str | None, table_line) -> JobSpec:
         prefer_cuda=t.get("prefer_cuda", False),
         prefer_cuda_grace_s=float(t.get("prefer_cuda_grace_s", PREFER_CUDA_GRACE_S)),
         allowed_hosts=tuple(t.get("allowed_hosts", ())), denied_hosts=tuple(t.get("denied_hosts", ())),
-        timeout_s=t.get("timeout_s"), max_attempts=t.get("max_attempts"), line=table_line)
+        timeout_s=t.get("timeout_s"), max_attempts=t.get("max_attempts"), line=table_line,
+        checkpoint=checkpoint_dir(t["checkpoint"]) if "checkpoint" in t else None)
 
 
 def _describe(needs: Needs, toml: bool = False) -> str:

@@ -87,6 +87,7 @@ class JobSpec:
     timeout_s: float | None = None
     max_attempts: int | None = None
     line: int | None = None  # where the job starts in its manifest, for messages
+    checkpoint: str | None = None  # dir (relative to the job's work dir) synced to the store while it runs
 
     @property
     def kind(self) -> str:

@@ -30,7 +30,7 @@ from fleet.errors import DigestMismatch, StoreError, TrainingFailed
 from fleet.records import JobState
 from manifest.schema import JobSpec
 from tasks import events, isolation, runner
-from tasks import trained, workdirs
+from tasks import checkpoint, trained, workdirs
 from tasks.lease import LeaseKeeper
 from tasks.worker import HostContext, context
 
@@ -153,7 +153,7 @@ def _run(task, ctx, job, token, attempts, lease, workdir: Path, gpu) -> dict:
     isolation.hand_over(workdir, ctx.job_user)   # the data pin lives in the cache, not in workdir
     log_path = workdir / "fleet-log.txt"
     flower = events.ProgressEvents(task, ctx.hostname, attempts)
-    with open(log_path, "w", encoding="utf-8") as log_file:
+    with open(log_path, "w", encoding="utf-8") as log_file, checkpoint.syncing(ctx, job, token, workdir, env) as ckpt:
         def on_tick(progress: runner.Progress) -> str | None:
             snap = progress.snapshot()
             lease.report(progress=snap)
@@ -169,6 +169,7 @@ def _run(task, ctx, job, token, attempts, lease, workdir: Path, gpu) -> dict:
                              run_as=isolation.popen_user(ctx.job_user),
                              python=ctx.job_user.python if ctx.job_user else None,
                              exit_file=workdirs.exit_file(workdir))
+        ckpt.ended(outcome)   # handed back or failed: the checkpoint is synced once more on exit
     if outcome.stopped == "shutdown":
         _release(task, ctx, job, token, "worker shutting down")
     if outcome.stopped in ("cancelled", "lost", "queued", "failed", "succeeded"):
@@ -182,7 +183,9 @@ def _run(task, ctx, job, token, attempts, lease, workdir: Path, gpu) -> dict:
     if outcome.stopped == "timeout" or outcome.returncode != 0:
         return _failed(ctx, job, token, attempts, outcome)
     trained.mark(ctx, job, token, workdir)
-    return _store(task, ctx, job, token, attempts, lease, workdir, gpu, started, outcome)
+    result = _store(task, ctx, job, token, attempts, lease, workdir, gpu, started, outcome)
+    checkpoint.drop(ctx, job)
+    return result
 
 
 def _failed(ctx, job, token, attempts, outcome, error: str | None = None) -> dict:

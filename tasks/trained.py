@@ -25,7 +25,7 @@ from celery.exceptions import Ignore
 from fleet.constants import TAIL_LINES
 from fleet.errors import FleetError
 from manifest.schema import JobSpec
-from tasks import runner, workdirs
+from tasks import checkpoint, runner, workdirs
 from tasks.lease import LeaseKeeper
 
 log = logging.getLogger("fleet.trained")
@@ -92,6 +92,7 @@ def _finish(ctx, run: workdirs.DeadRun) -> None:
     except (Ignore, FleetError) as e:   # taken over, cancelled, or the worker stopped while uploading
         log.warning("did not finish %s from %s: %s", job.name, run.work, e or type(e).__name__)
         return
+    checkpoint.drop(ctx, job)
     log.warning("finished %s from its dead run's output: %s", job.name, result["artifact_uri"])
 
 

@@ -1,6 +1,7 @@
 """The ``mlp`` trainer: a multilayer perceptron with torch. Runs inside the trainer subprocess."""
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 import numpy as np
@@ -14,11 +15,16 @@ from trainers.scores import classification_scores, regression_scores
 
 OPTIMIZERS = {"adam": torch.optim.Adam, "adamw": torch.optim.AdamW, "sgd": torch.optim.SGD}
 SGD_MOMENTUM = 0.9  # plain SGD without momentum barely moves in a few epochs
+STATE_FILE = "mlp-state.pt"   # in FLEET_CHECKPOINT_DIR: everything needed to resume after an epoch
 
 
 def train(train: Table, valid: Table, hyper: dict, *, seed: int, device: str,
-          output_dir: Path) -> dict:
-    """Train for ``epochs``, save ``model.pt`` (weights plus architecture), return the metrics."""
+          output_dir: Path, checkpoint_dir: Path | None = None) -> dict:
+    """Train for ``epochs``, save ``model.pt`` (weights plus architecture), return the metrics.
+
+    With ``checkpoint_dir``, the state after every epoch (weights, optimizer, RNGs, epoch) is
+    saved there, and a run that finds one resumes after that epoch and ends with the very
+    model an uninterrupted run would have."""
     classify = bool(train.classes)
     x_mean, x_std = _moments(train.x)
     y_mean, y_std = (0.0, 1.0) if classify else (float(train.y.mean()), float(train.y.std() or 1))
@@ -32,11 +38,18 @@ def train(train: Table, valid: Table, hyper: dict, *, seed: int, device: str,
     opt = OPTIMIZERS[hyper["optimizer"]](net.parameters(), lr=hyper["learning_rate"],
                                          weight_decay=hyper["weight_decay"], **extra)
     shuffle = torch.Generator().manual_seed(seed)
-    for epoch in range(1, hyper["epochs"] + 1):
+    state_path = Path(checkpoint_dir) / STATE_FILE if checkpoint_dir else None
+    done = _resume(state_path, net, opt, shuffle, hyper, seed, device)
+    if done:
+        print(f"resuming after epoch {done} of {hyper['epochs']} from {state_path}", flush=True)
+        print(format_metric_line({"resumed_from_epoch": done}), flush=True)
+    for epoch in range(done + 1, hyper["epochs"] + 1):
         train_loss = _epoch(net, opt, loss_fn, xt, yt, hyper["batch_size"], shuffle)
         print(format_metric_line({"epoch": epoch, "epochs": hyper["epochs"],
                                   "train_loss": train_loss,
                                   "valid_loss": _loss(net, loss_fn, xv, yv)}), flush=True)
+        if state_path:
+            _save_state(state_path, epoch, net, opt, shuffle, hyper, seed, device)
     torch.save({"state_dict": {k: v.cpu() for k, v in net.state_dict().items()},
                 "in_features": xt.shape[1], "hidden_sizes": list(sizes),
                 "out_features": out_features, "dropout": hyper["dropout"],
@@ -44,9 +57,37 @@ def train(train: Table, valid: Table, hyper: dict, *, seed: int, device: str,
                 "feature_names": list(train.feature_names), "classes": list(train.classes),
                 "x_mean": x_mean.tolist(), "x_std": x_std.tolist(),
                 "y_mean": y_mean, "y_std": y_std}, output_dir / MLP_MODEL_FILE)
-    return {"epochs": hyper["epochs"],
+    return {"epochs": hyper["epochs"], "resumed_from_epoch": done,
             "train": _scores(net, xt, train, y_mean, y_std),
             "valid": _scores(net, xv, valid, y_mean, y_std)}
+
+
+def _save_state(path: Path, epoch: int, net, opt, shuffle, hyper: dict, seed: int, device: str) -> None:
+    state = {"epoch": epoch, "hyper": hyper, "seed": seed, "model": net.state_dict(),
+             "optimizer": opt.state_dict(), "shuffle": shuffle.get_state(), "torch_rng": torch.get_rng_state(),
+             "cuda_rng": torch.cuda.get_rng_state_all() if device == "cuda" else []}
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(f".{path.name}.tmp")
+    torch.save(state, tmp)
+    os.replace(tmp, path)   # a sync (or a kill) never sees half a state
+
+
+def _resume(path: Path | None, net, opt, shuffle, hyper: dict, seed: int, device: str) -> int:
+    """Load the saved state into ``net``, ``opt`` and the RNGs; the epochs it had done (0: none)."""
+    if path is None or not path.is_file():
+        return 0
+    state = torch.load(path, map_location=device, weights_only=True)
+    if state.get("hyper") != hyper or state.get("seed") != seed:
+        print(f"warning: {path} was saved by a run with other hyperparameters or seed; starting fresh",
+              flush=True)
+        return 0
+    net.load_state_dict(state["model"])
+    opt.load_state_dict(state["optimizer"])
+    shuffle.set_state(state["shuffle"].cpu())
+    torch.set_rng_state(state["torch_rng"].cpu())
+    if device == "cuda" and state["cuda_rng"]:
+        torch.cuda.set_rng_state_all([s.cpu() for s in state["cuda_rng"]])
+    return int(state["epoch"])
 
 
 def _moments(x: np.ndarray) -> tuple[np.ndarray, np.ndarray]:

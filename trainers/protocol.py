@@ -10,6 +10,7 @@ ENV_JOB_SPEC = "FLEET_JOB_SPEC"        # path of a JSON file: model, hyper, seed
 ENV_DATA_PATH = "FLEET_DATA_PATH"      # local path of the dataset, already fetched
 ENV_OUTPUT_DIR = "FLEET_OUTPUT_DIR"    # folder the trainer writes its outputs into
 ENV_DEVICE = "FLEET_DEVICE"            # "cuda" when the job holds a GPU, else "cpu"
+ENV_CHECKPOINT_DIR = "FLEET_CHECKPOINT_DIR"  # the job's checkpoint dir, last synced state restored
 
 GBT_MODEL_FILE = "model.ubj"
 MLP_MODEL_FILE = "model.pt"

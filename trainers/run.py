@@ -10,6 +10,9 @@ A worker starts it with these environment variables (names in ``trainers.protoco
     Local path of the dataset (.csv or .parquet), already fetched.
 ``FLEET_OUTPUT_DIR``
     Folder to write into (created if missing).
+``FLEET_CHECKPOINT_DIR``
+    Optional. The job's checkpoint folder, with its last synced state restored: ``mlp`` saves
+    its state there after every epoch and resumes from it (``gbt`` does not checkpoint).
 ``FLEET_DEVICE``
     "cuda" when the job holds a GPU (the worker sets CUDA_VISIBLE_DEVICES), else "cpu".
     When "cuda" is asked for but no GPU is usable, a warning line is printed and it trains on CPU.
@@ -72,8 +75,11 @@ def run(env: dict) -> int:
     output_dir.mkdir(parents=True, exist_ok=True)
     trainer = _trainer(model)
     started = time.monotonic()
+    # mlp resumes from FLEET_CHECKPOINT_DIR; gbt trains from scratch (a rerun is cheap)
+    extra = {"checkpoint_dir": Path(env[protocol.ENV_CHECKPOINT_DIR])} if (
+        model == "mlp" and env.get(protocol.ENV_CHECKPOINT_DIR)) else {}
     metrics = trainer.train(train_t, valid_t, hyper, seed=seed, device=device,
-                            output_dir=output_dir)
+                            output_dir=output_dir, **extra)
     metrics = {"model": model, "task": task, "device": device,
                "device_requested": env.get(protocol.ENV_DEVICE, "cpu"), "n_train": len(train_df),
                "n_valid": len(valid_df), "n_features": len(train_t.feature_names),

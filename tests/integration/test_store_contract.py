@@ -138,6 +138,15 @@ class StoreContract:
     def test_ping_succeeds_on_a_reachable_store(self, store):
         store.ping()
 
+    def test_delete_file_removes_it_and_a_missing_file_is_no_error(self, store, tmp_path):
+        src = tmp_path / "ckpt.tar.zst"
+        src.write_bytes(b"state")
+        store.put_file("checkpoints/j/a.tar.zst", src)
+        store.delete_file("checkpoints/j/a.tar.zst")
+        with pytest.raises(StoreError):
+            store.get_file("checkpoints/j/a.tar.zst", tmp_path / "back")
+        store.delete_file("checkpoints/j/a.tar.zst")
+
 
 class TestFileStore(StoreContract):
     @pytest.fixture
