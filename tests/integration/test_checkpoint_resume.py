@@ -32,10 +32,11 @@ def weights_digest(model_file: Path) -> str:
     return digest.hexdigest()
 
 
-def trainer(tmp_path: Path, out: str, ckpt: Path | None, kill_after_epoch: int | None = None) -> list[dict]:
+def trainer(tmp_path: Path, out: str, ckpt: Path | None, kill_after_epoch: int | None = None,
+            hyper: dict | None = None) -> list[dict]:
     """Run ``python -m trainers.run``; SIGKILL it once it reports ``kill_after_epoch``."""
     spec = tmp_path / "spec.json"
-    spec.write_text(json.dumps({"model": "mlp", "hyper": HYPER, "seed": 11, "data": "moons.csv",
+    spec.write_text(json.dumps({"model": "mlp", "hyper": hyper or HYPER, "seed": 11, "data": "moons.csv",
                                 "job_id": "j", "name": "resume"}))
     env = {**os.environ, "FLEET_JOB_SPEC": str(spec), "FLEET_DATA_PATH": str(MOONS),
            "FLEET_OUTPUT_DIR": str(tmp_path / out), "FLEET_DEVICE": "cpu", "PYTHONUNBUFFERED": "1"}

@@ -1,0 +1,117 @@
+"""Checkpoint resume through real workers (issue 9 item 4): an ``mlp`` job with
+``checkpoint = "ckpt/"`` killed mid-training resumes on another host from its last synced
+epoch, and ends with the same weights as an uninterrupted run with the same seed."""
+from __future__ import annotations
+
+import os
+import signal
+import tarfile
+import time
+import uuid
+from pathlib import Path
+
+import pytest
+import zstandard
+
+from artifacts.store import open_store
+from fleet.constants import CHECKPOINTS_PREFIX
+from fleet.records import JobState
+from tests.e2e.test_chaos import chaos  # noqa: F401  (the fixture)
+
+torch = pytest.importorskip("torch")
+from tests.integration.test_checkpoint_resume import HYPER, MOONS, trainer, weights_digest  # noqa: E402
+
+# long enough (tens of seconds here) for a kill to land mid-training
+EPOCHS = 150
+E2E_HYPER = {**HYPER, "epochs": EPOCHS}
+
+pytestmark = pytest.mark.e2e
+
+
+def mlp_manifest(chaos, name: str) -> Path:
+    hyper = ", ".join(f"{k} = {v!r}".replace("'", '"') for k, v in E2E_HYPER.items())
+    path = chaos.root / f"m-{uuid.uuid4().hex[:6]}.toml"
+    path.write_text(f'[[jobs]]\nname = "{name}"\nmodel = "mlp"\ndata = "{MOONS}"\nseed = 11\n'
+                    f'checkpoint = "ckpt/"\nhyper = {{ {hyper} }}\n')
+    return path
+
+
+def epoch_of(rec) -> int:
+    return int(((rec.progress or {}).get("metrics") or {}).get("epoch") or 0)
+
+
+def interrupt_after(chaos, job_id: str, epoch: int, sig: int) -> int:
+    """Once a checkpoint is synced and the run passed ``epoch``, signal its worker; returns the epoch seen."""
+    deadline = time.monotonic() + 120
+    while time.monotonic() < deadline:
+        rec = chaos.records().get(job_id)
+        if rec.state is JobState.RUNNING and epoch_of(rec) >= epoch and chaos.records().checkpoint(job_id):
+            victim = chaos.workers[rec.worker]
+            victim.send_signal(sig)
+            victim.wait(30)
+            return epoch_of(rec)
+        assert rec.state is not JobState.SUCCEEDED, "finished before it could be interrupted"
+        time.sleep(0.05)
+    raise AssertionError(f"never reached epoch {epoch}\n{chaos.logs()}")
+
+
+def final_weights_and_metrics(chaos, rec) -> tuple[str, dict]:
+    store = open_store(chaos.env["FLEET_STORE_URL"])
+    bundle = store.get_bundle("mlp", rec.artifact["sha256"], chaos.root / "got.tar.zst")
+    out = chaos.root / "got"
+    with open(bundle, "rb") as raw, zstandard.ZstdDecompressor().stream_reader(raw) as stream:
+        with tarfile.open(fileobj=stream, mode="r|") as tar:
+            tar.extractall(out, filter="data")
+    return weights_digest(out / "model.pt"), store.get_meta("mlp", rec.artifact["sha256"])["metrics"]
+
+
+@pytest.fixture(scope="module")
+def uninterrupted(tmp_path_factory) -> str:
+    tmp = tmp_path_factory.mktemp("whole")
+    trainer(tmp, "out", None, hyper=E2E_HYPER)
+    return weights_digest(tmp / "out" / "model.pt")
+
+
+@pytest.fixture
+def ckpt_chaos(chaos):
+    chaos.env.update(FLEET_CHECKPOINT_EVERY_S="0.5")
+    return chaos
+
+
+def test_a_checkpointed_job_killed_mid_training_resumes_on_another_host_and_ends_with_the_same_model(ckpt_chaos, uninterrupted):
+    chaos = ckpt_chaos
+    chaos.start("ck-a")
+    ids = chaos.publish(mlp_manifest(chaos, "resume"))
+    interrupt_after(chaos, ids["resume"], EPOCHS // 3, signal.SIGKILL)
+    chaos.start("ck-b")
+    recs = chaos.wait(ids, timeout_s=180)
+    assert recs["resume"].worker == "ck-b" and recs["resume"].attempts == 2
+    digest, metrics = final_weights_and_metrics(chaos, recs["resume"])
+    print(f"\nresumed from epoch {metrics['resumed_from_epoch']} of {EPOCHS}; weights equal: {digest == uninterrupted}")
+    assert 0 < metrics["resumed_from_epoch"] < EPOCHS
+    assert digest == uninterrupted
+    assert chaos.records().checkpoint(ids["resume"]) is None   # succeeded: checkpoint dropped
+    left = Path(chaos.env["FLEET_STORE_URL"].removeprefix("file://")) / CHECKPOINTS_PREFIX / ids["resume"]
+    assert not list(left.glob("*"))
+
+
+def test_a_checkpointed_job_killed_twice_resumes_each_time_and_ends_with_the_same_model(ckpt_chaos, uninterrupted):
+    # first a SIGKILL, then a warm shutdown (handed back at once, with a last sync)
+    chaos = ckpt_chaos
+    chaos.env["FLEET_LEASE_TTL_S"] = "2"
+    chaos.start("twice-a")
+    ids = chaos.publish(mlp_manifest(chaos, "twice"))
+    interrupt_after(chaos, ids["twice"], EPOCHS // 4, signal.SIGKILL)
+    chaos.start("twice-b")
+    seen = interrupt_after(chaos, ids["twice"], EPOCHS // 4 + 4, signal.SIGTERM)
+    rec = chaos.wait(ids, states=("queued",), timeout_s=30)["twice"]
+    assert "released" in rec.last_error
+    synced_at_handback = chaos.records().checkpoint(ids["twice"])
+    chaos.start("twice-c")
+    recs = chaos.wait(ids, timeout_s=180)
+    digest, metrics = final_weights_and_metrics(chaos, recs["twice"])
+    print(f"\nkilled, handed back after epoch {seen}; last run resumed from epoch "
+          f"{metrics['resumed_from_epoch']} of {EPOCHS}; weights equal: {digest == uninterrupted}")
+    assert synced_at_handback and seen - 1 <= metrics["resumed_from_epoch"] < EPOCHS
+    assert recs["twice"].worker == "twice-c" and digest == uninterrupted
+    assert os.path.exists(chaos.root / "logs" / "twice-c.log")
