@@ -62,15 +62,19 @@ def start(ctx) -> threading.Thread:
 
 def finish_dead_runs(ctx) -> None:
     for run in workdirs.dead(ctx.work_root):
+        keep = False
         try:
             if run.returncode == 0 and run.info.get("job"):
                 _finish(ctx, run)
             else:
                 log.info("removing %s: its run died before the job finished", run.work.parent)
+        except redis.RedisError as e:   # cannot tell whose the job is: the next start tries again
+            log.warning("kept %s for the next start: Redis unavailable (%s)", run.work.parent, e)
+            keep = True
         except Exception:   # one bad folder never stops the worker: it is removed all the same
             log.exception("could not finish the trained output in %s", run.work.parent)
         finally:
-            workdirs.remove(run.work)
+            (workdirs.release if keep else workdirs.remove)(run.work)
 
 
 def _finish(ctx, run: workdirs.DeadRun) -> None:

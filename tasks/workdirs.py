@@ -72,6 +72,13 @@ def remove(work: Path) -> None:
         os.close(fd)
 
 
+def release(work: Path) -> None:
+    """Drop a run folder's lock and keep the folder (a later start looks at it again)."""
+    fd = _locks.pop(Path(work), None)
+    if fd is not None:
+        os.close(fd)
+
+
 def dead(work_root: Path) -> Iterator[DeadRun]:
     """Run folders whose worker is gone, each locked for the caller until ``remove``."""
     runs = Path(work_root) / RUNS_DIR

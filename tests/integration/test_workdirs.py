@@ -73,3 +73,15 @@ def test_a_job_stopped_by_the_worker_leaves_no_exit_status(tmp_path):
     out = runner.run(["sleep", "30"], env={"PATH": "/usr/bin:/bin"}, cwd=str(tmp_path), timeout_s=None,
                      on_tick=lambda p: "cancelled", stop=threading.Event(), tick_s=0.2, exit_file=str(exit_file))
     assert out.stopped == "cancelled" and not exit_file.exists()
+
+
+def test_a_released_dead_run_folder_is_kept_and_found_again(tmp_path):
+    worker = hold_a_run_folder(tmp_path)
+    work = Path(worker.stdout.readline().strip())
+    worker.send_signal(signal.SIGKILL)
+    worker.wait()
+    (run,) = list(workdirs.dead(tmp_path))
+    workdirs.release(run.work)
+    (again,) = list(workdirs.dead(tmp_path))
+    assert work.is_dir() and again.work == work
+    workdirs.remove(again.work)
