@@ -27,6 +27,7 @@ from trainers.protocol import ENV_CHECKPOINT_DIR
 
 log = logging.getLogger("fleet.checkpoint")
 ARCHIVE = "ckpt.tar.zst"         # packed in the run folder, beside the job's work dir
+FIRST_POLL_S = 1.0               # until the store holds a checkpoint, look this often
 
 
 def key_for(job_id: str, sha256: str) -> str:
@@ -57,6 +58,7 @@ class CheckpointSync:
         self.every_s = float(ctx.app.conf.fleet_checkpoint_every_s)
         self.env, self.outcome = env, None
         self._synced: tuple = ()
+        self._stored = False         # the store holds a checkpoint of this job (restored or synced)
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._loop, name=f"ckpt-{job.job_id[:8]}", daemon=True)
 
@@ -101,13 +103,15 @@ class CheckpointSync:
             return
         finally:
             self.archive.unlink(missing_ok=True)
+        self._stored = True
         log.warning("restored %s's checkpoint: %d file(s) synced at %s", self.job.name, count,
                     time.strftime("%H:%M:%S", time.localtime(last.get("synced_at", 0))))
 
     # --- sync ----------------------------------------------------------------------
     def _loop(self) -> None:
-        while not self._stop.wait(self.every_s):
-            self.sync()
+        # the first checkpoint goes up as soon as the job writes it, later ones every every_s
+        while not self._stop.wait(self.every_s if self._stored else min(self.every_s, FIRST_POLL_S)):
+            self._stored = self.sync() or self._stored
 
     def sync(self) -> bool:
         """Upload the dir if it changed since the last sync; True when a new one is recorded."""
