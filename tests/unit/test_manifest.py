@@ -147,7 +147,7 @@ def test_an_unknown_job_key_suggests_the_closest_known_key(tmp_path):
 
 def test_an_unknown_job_key_with_nothing_close_lists_the_known_keys(tmp_path):
     p = only_problem(tmp_path, GBT + "zzzz = 3\n")
-    assert p.fix.startswith("known keys: allowed_hosts, artifacts, command, data,")
+    assert p.fix.startswith("known keys: allowed_hosts, artifacts, checkpoint, command, data,")
 
 
 @pytest.mark.parametrize("line, field, message, fix", [
