@@ -68,6 +68,7 @@ class JobRecord:
     progress: dict | None
     spec: dict
     trained: dict | None = None       # trainer exited 0: {"at", "host", "dir"} (lua/trained.lua)
+    checkpoint: dict | None = None    # last synced: {"key", "sha256", "size", "synced_at"} (lua/checkpoint.lua)
 
     @classmethod
     def from_hash(cls, h: dict[str, str]) -> "JobRecord":
@@ -78,7 +79,7 @@ class JobRecord:
                    num("created_at"), num("started_at"), num("finished_at"), h.get("last_error"),
                    load("artifact"), load("progress"), load("spec") or {},
                    trained={"at": num("trained_at"), "host": h.get("trained_host"), "dir": h.get("trained_dir")}
-                   if h.get("trained_at") else None)
+                   if h.get("trained_at") else None, checkpoint=load("checkpoint"))
 
     def to_dict(self) -> dict[str, Any]:
         d = self.__dict__.copy()

@@ -129,3 +129,11 @@ def test_a_requeued_job_starts_from_scratch_without_the_old_checkpoint_or_traine
     records.requeue(job)
     rec = records.get(job)
     assert rec.state is JobState.QUEUED and rec.trained is None and records.checkpoint(job) is None
+
+
+def test_fleet_show_sees_the_trained_marker_and_the_last_checkpoint(records, job):
+    claim(records, job)
+    records.record_checkpoint(job, "tok1", {"key": "k1", "sha256": "a"})
+    records.mark_trained(job, "tok1", "w1", "/w/run", 60)
+    shown = records.get(job).to_dict()
+    assert shown["checkpoint"]["key"] == "k1" and shown["trained"]["host"] == "w1"
