@@ -78,9 +78,12 @@ def _record_exit(path: str, rc: int) -> None:
     finds, when it restarts, that this job trained (tasks.trained) instead of training it again."""
     signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGTERM})   # the write is not cut short
     tmp = f"{path}.tmp"
-    with open(tmp, "w") as f:
-        json.dump({"returncode": rc, "at": time.time()}, f)
-    os.replace(tmp, path)
+    try:
+        with open(tmp, "w") as f:
+            json.dump({"returncode": rc, "at": time.time()}, f)
+        os.replace(tmp, path)
+    except OSError as e:   # the job's status stands; only a restart after a kill loses this hint
+        print(f"fleet: cannot record the exit status in {path}: {e.strerror}", file=sys.stderr, flush=True)
 
 
 if __name__ == "__main__":

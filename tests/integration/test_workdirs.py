@@ -85,3 +85,10 @@ def test_a_released_dead_run_folder_is_kept_and_found_again(tmp_path):
     (again,) = list(workdirs.dead(tmp_path))
     assert work.is_dir() and again.work == work
     workdirs.remove(again.work)
+
+
+def test_an_exit_status_that_cannot_be_written_does_not_change_the_jobs_outcome(tmp_path):
+    out = runner.run(["true"], env={"PATH": "/usr/bin:/bin"}, cwd=str(tmp_path), timeout_s=None,
+                     on_tick=lambda p: None, stop=threading.Event(), tick_s=0.2,
+                     exit_file=str(tmp_path / "missing" / "exit.json"))
+    assert out.returncode == 0 and any("cannot record the exit status" in line for line in out.tail)
