@@ -4,7 +4,7 @@ from __future__ import annotations
 from pathlib import PurePosixPath
 
 # what the worker itself writes in a job's work dir: a checkpoint may not be one of them
-RESERVED = ("out", "job.json", "fleet-log.txt")
+RESERVED = ("out", "job.json", "fleet-log.txt", ".fleet-exit.json")
 
 
 def checkpoint_problem(value: str) -> tuple[str, str] | None:

@@ -23,6 +23,7 @@ from artifacts.store import open_store
 from fleet.constants import CHECKPOINTS_PREFIX
 from fleet.errors import FleetError
 from manifest.schema import JobSpec
+from tasks import isolation
 from trainers.protocol import ENV_CHECKPOINT_DIR
 
 log = logging.getLogger("fleet.checkpoint")
@@ -65,6 +66,7 @@ class CheckpointSync:
     def __enter__(self) -> "CheckpointSync":
         self.dir.mkdir(parents=True, exist_ok=True)
         self.restore()
+        isolation.hand_over(self.dir, getattr(self.ctx, "job_user", None))   # FLEET_JOB_USER writes it
         self._synced = packer.fingerprint(self.dir)
         self.env[ENV_CHECKPOINT_DIR] = str(self.dir)
         self._thread.start()

@@ -1,7 +1,7 @@
 """Trained output is durable: a worker killed after its trainer exited does not lose the work.
 
 Two pieces of evidence survive a SIGKILL of the worker: the job's supervisor writes
-``exit.json`` into the run folder the moment the job exits (``tasks.workdirs``), and the
+``.fleet-exit.json`` into the job's work dir the moment the job exits (``tasks.workdirs``), and the
 worker then marks the record ``trained`` (host, work dir; ``fleet/lua/trained.lua``), which
 keeps the job with that run for ``FLEET_TRAINED_GRACE_S`` after its last heartbeat.
 
@@ -29,7 +29,7 @@ from tasks import checkpoint, runner, workdirs
 from tasks.lease import LeaseKeeper
 
 log = logging.getLogger("fleet.trained")
-MARK_TRIES = 5     # about 6 s of Redis retries; exit.json on disk covers a longer outage
+MARK_TRIES = 5     # about 6 s of Redis retries; .fleet-exit.json on disk covers a longer outage
 
 
 def run_info(job: JobSpec, token: str, attempts: int, host: str) -> dict:
@@ -101,7 +101,7 @@ def _finish(ctx, run: workdirs.DeadRun) -> None:
 
 
 def _outcome(run: workdirs.DeadRun, started: float) -> runner.RunOutcome:
-    """What the runner would have returned, rebuilt from the job's log and exit.json."""
+    """What the runner would have returned, rebuilt from the job's log and .fleet-exit.json."""
     lines = []
     try:
         lines = (run.work / "fleet-log.txt").read_text(errors="replace").splitlines()

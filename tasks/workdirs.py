@@ -1,9 +1,10 @@
 """A job's folder on the worker's disk, locked while its run is alive.
 
-    FLEET_WORK_DIR/runs/<job_id[:12]>-<random>/
+    FLEET_WORK_DIR/runs/<job_id[:12]>-<random>/     (0711: a job user may pass, not list)
         run.json    who ran it (job spec, token, attempt, start), flock'ed by the live worker
-        exit.json   written by the job's supervisor the moment the job exits (tasks.supervisor)
-        work/       the job's working directory (its cwd; FLEET_OUTPUT_DIR is work/out)
+        work/       the job's working directory (its cwd, 0700; FLEET_OUTPUT_DIR is work/out)
+            .fleet-exit.json   written by the job's supervisor the moment the job exits
+                               (tasks.supervisor; in the job's own dir, so a FLEET_JOB_USER can)
 
 The kernel drops a flock when its holder dies, even by SIGKILL, so a run folder whose lock
 can be taken belongs to a dead run. ``dead()`` yields those, locked by the caller, who
@@ -25,7 +26,7 @@ from pathlib import Path
 from fleet.constants import RUNS_DIR
 
 log = logging.getLogger("fleet.workdirs")
-RUN_FILE, EXIT_FILE, WORK = "run.json", "exit.json", "work"
+RUN_FILE, EXIT_FILE, WORK = "run.json", ".fleet-exit.json", "work"
 # a run folder this young with no run.json yet may be one being created right now
 YOUNG_S = 60.0
 
@@ -34,7 +35,7 @@ _locks: dict[Path, int] = {}   # work dir -> fd of its run.json, flock'ed by thi
 
 @dataclass(frozen=True)
 class DeadRun:
-    """A run whose worker died: its work dir, what run.json and exit.json say."""
+    """A run whose worker died: its work dir, what run.json and .fleet-exit.json say."""
 
     work: Path
     info: dict
@@ -50,18 +51,19 @@ def create(work_root: Path, job_id: str, info: dict) -> Path:
     runs = Path(work_root) / RUNS_DIR
     runs.mkdir(parents=True, exist_ok=True)
     root = Path(tempfile.mkdtemp(prefix=f"{job_id[:12]}-", dir=runs))
+    os.chmod(root, 0o711)   # a job run as FLEET_JOB_USER reaches work/, which is handed over to it
     fd = os.open(root / RUN_FILE, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600)
     fcntl.flock(fd, fcntl.LOCK_EX)
     os.write(fd, json.dumps(info).encode())
     work = root / WORK
-    work.mkdir()
+    work.mkdir(mode=0o700)
     _locks[work] = fd
     return work
 
 
 def exit_file(work: Path) -> Path:
     """Where the supervisor records the job's exit status."""
-    return Path(work).parent / EXIT_FILE
+    return Path(work) / EXIT_FILE
 
 
 def remove(work: Path) -> None:
@@ -104,7 +106,7 @@ def _take(root: Path) -> DeadRun | None:
         os.close(fd)
         return None
     _locks[root / WORK] = fd
-    return DeadRun(root / WORK, _read_json(root / RUN_FILE) or {}, _read_json(root / EXIT_FILE))
+    return DeadRun(root / WORK, _read_json(root / RUN_FILE) or {}, _read_json(root / WORK / EXIT_FILE))
 
 
 def _read_json(path: Path) -> dict | None:
