@@ -75,8 +75,9 @@ def uninterrupted(tmp_path_factory) -> str:
 
 
 @pytest.fixture
-def ckpt_chaos(chaos):
+def ckpt_chaos(chaos, monkeypatch):
     chaos.env.update(FLEET_CHECKPOINT_EVERY_S="0.5")
+    monkeypatch.setenv("FLEET_STORE_URL", chaos.env["FLEET_STORE_URL"])   # publish stages the data there
     return chaos
 
 

@@ -166,7 +166,8 @@ def test_each_job_gets_a_gpu_of_its_own_through_cuda_visible_devices(chaos):
     assert {r["uuid"] for r in seen.values()} == set(by_uuid)    # every GPU did work
 
 
-def test_a_cuda_tier_job_runs_end_to_end_on_the_gpu_through_a_real_worker(chaos):
+def test_a_cuda_tier_job_runs_end_to_end_on_the_gpu_through_a_real_worker(chaos, monkeypatch):
+    monkeypatch.setenv("FLEET_STORE_URL", chaos.env["FLEET_STORE_URL"])   # publish stages the data there
     model = "gbt" if xgboost_cuda() else "mlp" if torch_cuda() else None
     if model is None:
         pytest.skip("neither xgboost nor torch here can train on cuda")
