@@ -15,6 +15,7 @@ from celery import Celery
 from fleet import constants as C
 from fleet import staging
 from fleet.messages import MessageFactory
+from fleet.ordering import demanding_first
 from fleet.records import JobState, PublishItem, Records
 from manifest.schema import JobSpec, Manifest
 from routing import tiers as routing
@@ -89,7 +90,7 @@ def publish(app: Celery, client: redis.Redis, manifest: Manifest, *, force: froz
     rows = plan(manifest, records.states(j.job_id for j in manifest.jobs), force)
     if dry_run:
         return rows
-    todo = [r for r in rows if r.action == "publish"]
+    todo = demanding_first([r for r in rows if r.action == "publish"], manifest.tiers, manifest.hosts)
     # data first: no message may name bytes the store lacks (fleet.staging)
     staging.stage(manifest, [r.job for r in todo], progress=progress)
     client.hset(C.CONFIG_KEY, mapping=config_fields(manifest))
