@@ -58,3 +58,10 @@ ENROLL_UNIT_DIR = "/etc/systemd/system"
 ENROLL_ENV_FILE = "/etc/fleet/worker.env"      # mode 0600, read by systemd before it drops privileges
 ENROLL_STATE_DIR = "fleet"                     # StateDirectory=: /var/lib/fleet holds FLEET_WORK_DIR
 ENROLL_UPLOAD_ALLOWANCE_S = 120                # stop timeout beyond the soft-shutdown wait, for uploads
+
+# --- host heartbeats (fleet hosts, fleet why, feasibility at publish) ----------
+HOST_KEY = KEY_PREFIX + "host:"          # string with TTL: fleet:host:<hostname> -> heartbeat JSON
+HOSTS_INDEX = KEY_PREFIX + "hosts"       # zset hostname -> last heartbeat time (finds lost hosts too)
+HOST_HEARTBEAT_EVERY_S = 5.0             # a worker rewrites its heartbeat this often
+HOST_TTL_S = 20.0                        # a host silent this long is no longer live
+HOST_FORGET_S = 24 * 3600.0              # a lost or stopped host is listed this long after it went

@@ -60,8 +60,8 @@ def _cuda(needs: Needs) -> bool:
 def at_least(floor: Needs, needs: Needs) -> Needs:
     """Needs raised to ``floor``: what a host must have to run the job in that tier."""
     cuda = floor.require_cuda or _cuda(needs)
-    return Needs(cuda, max(floor.min_vram_gib, needs.min_vram_gib) if cuda else 0.0,
-                 max(floor.min_ram_gib, needs.min_ram_gib), max(floor.min_cores, needs.min_cores))
+    return Needs(cuda, float(max(floor.min_vram_gib, needs.min_vram_gib)) if cuda else 0.0,
+                 float(max(floor.min_ram_gib, needs.min_ram_gib)), int(max(floor.min_cores, needs.min_cores)))
 
 
 def _states_floor(floor: Needs, needs: Needs) -> bool:

@@ -144,6 +144,8 @@ def start_background(sender=None, **kw):
     ctx = context()
     threading.Thread(target=_reaper_loop, args=(ctx,), name="fleet-reaper", daemon=True).start()
     threading.Thread(target=_refresh_loop, args=(ctx, sender), name="fleet-queues", daemon=True).start()
+    from tasks import heartbeat
+    heartbeat.start(ctx)   # fleet hosts / why / publish read the fleet from it
 
 
 @signals.worker_shutting_down.connect
