@@ -50,6 +50,7 @@ class Verdict:
     hostname: str
     ok: bool
     reasons: tuple[str, ...]    # empty when ok
+    gap: float = 0.0            # how far off: the sum of relative shortfalls (see ``gap``)
 
     def to_dict(self) -> dict:
         return {"host": self.hostname, "could_run": self.ok, "reasons": list(self.reasons)}
@@ -79,6 +80,16 @@ def shortfall(cap: Capability, needs: Needs) -> list[str]:
     if cap.cpu_cores < needs.min_cores:
         out.append(f"cores {cap.cpu_cores} < {needs.min_cores}")
     return out
+
+
+def gap(cap: Capability, needs: Needs) -> float:
+    """How far ``cap`` is from ``needs``: each resource's missing fraction, 1 for no CUDA."""
+    def short(have: float, need: float) -> float:
+        return max(0.0, need - have) / need if need > 0 else 0.0
+    g = 0.0
+    if needs.require_cuda:
+        g += 1.0 if not cap.cuda_devices else short(cap.max_vram_gib, needs.min_vram_gib)
+    return g + short(cap.ram_total_gib, needs.min_ram_gib) + short(cap.cpu_cores, needs.min_cores)
 
 
 def policy_reasons(hostname: str, q: QueueFacts, model: str | None, policy: HostPolicy | None) -> list[str]:
@@ -112,7 +123,8 @@ def verdict(host: HostFacts, q: QueueFacts, model: str | None, policy: HostPolic
         reasons.append(f"started with -Q {','.join(host.asked)}")
     if host.queues is not None and not reasons:
         reasons.append(f"has not picked this queue up yet (workers look every {QUEUE_REFRESH_EVERY_S:g} s)")
-    return Verdict(host.hostname, not reasons, tuple(reasons))
+    policy_count = len(reasons) - len(shortfall(host.capability, q.needs))
+    return Verdict(host.hostname, not reasons, tuple(reasons), gap(host.capability, q.needs) + policy_count)
 
 
 def explain(q: QueueFacts, model: str | None, hosts: Iterable[HostFacts],
@@ -123,5 +135,5 @@ def explain(q: QueueFacts, model: str | None, hosts: Iterable[HostFacts],
 
 
 def nearest(verdicts: Iterable[Verdict]) -> Verdict | None:
-    """The host closest to running it: fewest reasons (then by name); None if no host."""
-    return min(verdicts, key=lambda v: (len(v.reasons), v.hostname), default=None)
+    """The host closest to running it: the smallest gap (then by name); None if no host."""
+    return min(verdicts, key=lambda v: (v.gap, v.hostname), default=None)

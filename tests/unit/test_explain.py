@@ -75,6 +75,16 @@ def test_hosts_that_could_run_it_come_first_and_the_nearest_has_the_fewest_short
     assert nearest(vs[1:]).hostname == "small"
 
 
+@pytest.mark.parametrize("hosts, name", [
+    ([cap("cpu", ram=64, cores=64), cap("gpu", vram=[16])], "gpu"),        # a GPU short of VRAM beats no GPU
+    ([cap("a", vram=[16]), cap("b", vram=[40])], "b"),
+    ([cap("a", vram=[80], ram=4), cap("b", vram=[40])], "b"),              # 36 GiB RAM short is further
+])
+def test_the_nearest_host_is_the_one_with_the_smallest_shortfall(hosts, name):
+    j = job(require_cuda=True, min_vram_gib=48, min_ram_gib=40)
+    assert nearest(explain(facts_for(j), "gbt", [HostFacts(h) for h in hosts], {})).hostname == name
+
+
 def test_a_need_queue_is_explained_by_its_needs_not_its_tiers_floor():
     q = facts_for(job(require_cuda=True, min_vram_gib=10))
     assert (q.name, q.tier, q.needs) == ("cuda.vram10", "cuda", Needs(True, 10, 7, 0))
