@@ -65,3 +65,6 @@ HOSTS_INDEX = KEY_PREFIX + "hosts"       # zset hostname -> last heartbeat time 
 HOST_HEARTBEAT_EVERY_S = 5.0             # a worker rewrites its heartbeat this often
 HOST_TTL_S = 20.0                        # a host silent this long is no longer live
 HOST_FORGET_S = 24 * 3600.0              # a lost or stopped host is listed this long after it went
+QUEUES_VERSION_KEY = KEY_PREFIX + "queues-version"  # counter: publish bumps it when queues or config change
+QUEUE_WATCH_EVERY_S = 0.5        # workers look at that counter this often (full refresh: QUEUE_REFRESH_EVERY_S)
+PICKUP_WAIT_S = 5.0              # publish waits at most this long for live hosts to consume new queues

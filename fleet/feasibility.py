@@ -8,6 +8,7 @@ not by the queues they consume now: need queues new in this publish are picked u
 """
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass
 from typing import Iterable
 
@@ -17,7 +18,7 @@ from fleet.cluster import ClusterConfig
 from fleet.query.hosts import HostView, live_hosts
 from manifest.schema import Manifest
 from routing.explain import HostFacts, QueueFacts, Verdict, explain, nearest
-from routing.tiers import route
+from routing.tiers import Constraint, route
 
 
 @dataclass(frozen=True)
@@ -76,6 +77,26 @@ def host_facts(views: list[HostView], manifest: Manifest) -> list[HostFacts]:
     """Live hosts as the manifest's policies will cap them; what they consume is not asked."""
     config = ClusterConfig(manifest.tiers, manifest.hosts)
     return [HostFacts(config.effective(v.detected_cap()), None, v.asked) for v in views if v.detected_cap()]
+
+
+def expected_consumers(client: redis.Redis, manifest: Manifest,
+                       cqueues: dict[str, str]) -> dict[str, dict[str, tuple[str, ...]]]:
+    """For each queue of ``cqueues`` (publish's name -> JSON {tier, constraint}), the live
+    hosts that can serve it, each with the queues its heartbeat says it consumes now."""
+    views = [v for v in live_hosts(client) if v.detected_cap()]
+    config = ClusterConfig(manifest.tiers, manifest.hosts)
+    floors = {t.name: t.floor for t in manifest.tiers}
+    out: dict[str, dict[str, tuple[str, ...]]] = {}
+    for queue, raw in cqueues.items():
+        d = json.loads(raw)
+        c = Constraint.from_dict(d["constraint"])
+        q = QueueFacts(queue, d["tier"], c.needs if c.needs is not None else floors[d["tier"]], c)
+        out[queue] = {}
+        for v in views:
+            facts = HostFacts(config.effective(v.detected_cap()), None, v.asked)
+            if explain(q, None, [facts], manifest.hosts)[0].ok:
+                out[queue][v.hostname] = v.queues
+    return out
 
 
 def check(client: redis.Redis | None, rows, manifest: Manifest) -> list[Infeasible]:

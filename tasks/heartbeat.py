@@ -20,14 +20,22 @@ from fleet import constants as C
 log = logging.getLogger("fleet.heartbeat")
 
 
-def payload(ctx, *, state: str = "up", started_at: float, now: float | None = None) -> dict:
+def consumed(ctx, consumer=None) -> list[str]:
+    """The queues the worker really consumes, in serving order (what it asked for, if unknown)."""
+    try:
+        return [q.name for q in consumer.task_consumer.queues]
+    except (AttributeError, RuntimeError):   # no consumer, not started yet, or changing under us
+        return list(ctx.queues)
+
+
+def payload(ctx, consumer=None, *, state: str = "up", started_at: float, now: float | None = None) -> dict:
     """What this worker says about itself (plain data; see fleet/query/hosts.py)."""
     now = time.time() if now is None else now
     active = sorted({r.id for r in list(worker_state.active_requests)})
     return {"hostname": ctx.hostname, "nodename": ctx.nodename, "pid": os.getpid(), "state": state,
             "capability": ctx.capability.to_dict(),
             "detected": (ctx.detected or ctx.capability).to_dict(),
-            "queues": list(ctx.queues), "asked": list(ctx.asked), "slots": _slots(ctx),
+            "queues": consumed(ctx, consumer), "asked": list(ctx.asked), "slots": _slots(ctx),
             "active": active, "started_at": started_at, "seen_at": now}
 
 
@@ -43,23 +51,28 @@ def beat(client: redis.Redis, body: dict, ttl_s: float = C.HOST_TTL_S) -> None:
     pipe.execute()
 
 
-def run(ctx, every_s: float = C.HOST_HEARTBEAT_EVERY_S) -> None:
-    """Beat until the worker shuts down, then say it stopped (kept for HOST_FORGET_S)."""
+def run(ctx, consumer=None, every_s: float = C.HOST_HEARTBEAT_EVERY_S) -> None:
+    """Beat until the worker shuts down, then say it stopped (kept for HOST_FORGET_S).
+    A change of queues is written at once: publish waits on it (fleet/queuewatch.py)."""
     started = time.time()
     while True:
+        written = consumed(ctx, consumer)
         try:
-            beat(ctx.redis, payload(ctx, started_at=started))
+            beat(ctx.redis, payload(ctx, consumer, started_at=started))
         except redis.RedisError as e:
             log.debug("heartbeat not written (%s); will retry", e)
-        if ctx.shutdown.wait(every_s):
+        deadline = time.monotonic() + every_s
+        while not ctx.shutdown.wait(0.1) and time.monotonic() < deadline and consumed(ctx, consumer) == written:
+            pass
+        if ctx.shutdown.is_set():
             break
     try:
-        beat(ctx.redis, payload(ctx, state="stopped", started_at=started), ttl_s=C.HOST_FORGET_S)
+        beat(ctx.redis, payload(ctx, consumer, state="stopped", started_at=started), ttl_s=C.HOST_FORGET_S)
     except redis.RedisError:
         pass
 
 
-def start(ctx) -> threading.Thread:
-    t = threading.Thread(target=run, args=(ctx,), name="fleet-heartbeat", daemon=True)
+def start(ctx, consumer=None) -> threading.Thread:
+    t = threading.Thread(target=run, args=(ctx, consumer), name="fleet-heartbeat", daemon=True)
     t.start()
     return t
