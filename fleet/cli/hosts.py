@@ -92,13 +92,14 @@ def cmd_hosts(args) -> int:
 
 
 def cmd_why(args) -> int:
+    from rich.markup import escape
     from fleet.query.why import why
     report = why(redis_client(), args.job)
     if args.json:
         print(json.dumps(report, indent=2))
         return 0
     out = console.print
-    out(f"[bold]{report['name']}[/] ({report['job_id'][:12]}): {report['state']}"
+    out(f"[bold]{escape(report['name'])}[/] ({report['job_id'][:12]}): {report['state']}"
         + (f" on {report['worker']}" if report["worker"] else "")
         + (f", attempts {report['attempts']}" if report["attempts"] else ""), markup=True, highlight=False)
     if report["last_error"]:
@@ -110,7 +111,7 @@ def cmd_why(args) -> int:
                                       f"RAM >= {n['min_ram_gib']:g} GiB" if n["min_ram_gib"] else "",
                                       f"cores >= {n['min_cores']}" if n["min_cores"] else "") if p) or "nothing"
         label = "queue" if i == 0 else "fallback queue"
-        out(f"{label} [bold]{q['queue']}[/] (tier {q['tier']}): a host needs {needs}"
+        out(f"{label} [bold]{escape(q['queue'])}[/] (tier {q['tier']}): a host needs {needs}"
             + ("" if q["known"] else "  [yellow](not in the current config: tiers changed since it was published)[/]"),
             highlight=False)
         if q["allowed_hosts"] is not None or q["denied_hosts"]:
@@ -125,11 +126,11 @@ def cmd_why(args) -> int:
         if not q["hosts"]:
             out("  [red]no live hosts[/] (no worker heartbeat in Redis)")
         for h in q["hosts"]:
-            verdict = "[green]could run it[/]" if h["could_run"] else "[red]cannot[/]: " + "; ".join(h["reasons"])
-            out(f"  {h['host']}: {verdict}", highlight=False)
+            verdict = "[green]could run it[/]" if h["could_run"] else "[red]cannot[/]: " + escape("; ".join(h["reasons"]))
+            out(f"  {escape(h['host'])}: {verdict}", highlight=False)
         for c in q["capable"]:
-            busy = "; ".join(f"{b['name']} ({b['queue']})" for b in c["busy_with"]) or "idle"
+            busy = "; ".join(f"{b['name']} ({b['queue']})" for b in c["busy_with"])
             ahead = c["waiting_in_queues_it_serves_first"]
-            out(f"  {c['host']} is busy with: {busy}" + (f"; {ahead} message(s) wait in queues it serves first"
+            out(f"  {c['host']} " + (f"is busy with: {busy}" if busy else "is idle") + (f"; {ahead} message(s) wait in queues it serves first"
                                                          if ahead else ""), markup=False, highlight=False)
     return 0
