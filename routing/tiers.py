@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+from functools import lru_cache
 from dataclasses import asdict, dataclass, replace
 from typing import Iterable
 
@@ -84,6 +85,11 @@ def place(needs: Needs, tiers: Iterable[TierSpec]) -> tuple[TierSpec, Needs] | N
     (``min_vram_gib = 10`` -> ``cuda`` with 10 GiB, not ``cuda-large``); ties go to a floor
     that guarantees the needs, then to the more demanding tier.
     """
+    return _place(needs, tuple(tiers))
+
+
+@lru_cache(maxsize=4096)   # a sweep routes the same few needs many times
+def _place(needs: Needs, tiers: tuple[TierSpec, ...]) -> tuple[TierSpec, Needs] | None:
     tiers = ordered(tiers)
     kind = [t for t in tiers if t.floor.require_cuda == _cuda(needs)]
     if not kind and _cuda(needs):
