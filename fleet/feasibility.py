@@ -110,6 +110,15 @@ def check(client: redis.Redis | None, rows, manifest: Manifest) -> list[Infeasib
     return infeasible(rows, manifest, host_facts(views, manifest))
 
 
+def messages(warnings: list[Infeasible]) -> list[str]:
+    """Lines for a human: one per stuck queue, or one in all when no worker is live."""
+    if warnings and all(w.nearest is None for w in warnings):
+        jobs = sum(len(w.jobs) for w in warnings)
+        return [f"no live workers (no worker heartbeat in Redis): the {jobs} job(s) queued wait "
+                "until workers start (`celery -A tasks worker`; `fleet hosts` lists them)"]
+    return [w.message() for w in warnings]
+
+
 def annotate(rows: list[dict], warnings: list[Infeasible]) -> list[dict]:
     """`fleet publish --json` rows, each job to publish in a stuck queue with ``infeasible``."""
     per_job = {name: w.to_dict() for w in warnings for name in w.jobs}

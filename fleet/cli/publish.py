@@ -65,8 +65,8 @@ def cmd_publish(args) -> int:
     sent = sum(r.action == "publish" for r in rows)
     console.print(f"{sent} to publish, {len(rows) - sent} skipped" if args.dry_run else
                   f"{sent} published, {len(rows) - sent} skipped")
-    for w in warnings:
-        err.print(f"warning: {w.message()}", markup=False, highlight=False)
+    for line in feasibility.messages(warnings):
+        err.print(f"warning: {line}", markup=False, highlight=False)
     return 0
 
 
