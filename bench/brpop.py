@@ -6,7 +6,8 @@ list (10 per queue, `priority_steps`), most demanding first: 3 tier queues are 3
 fleet's own kombu transport (tasks/transport.py), each configuration draining the same
 messages from its least demanding queue (the last key Redis looks at: the worst case):
 
-- drain: messages consumed and acked per second by one consumer;
+- drain: fleet task messages (as publish pushes them) consumed per second by one consumer
+  (without acks: fleet's ack script costs the same in both);
 - BRPOP: Redis's own usec_per_call for BRPOP (INFO commandstats), server CPU per call;
 - wake: how long a consumer blocked on its queues takes to receive a message pushed
   to the last one (an idle worker's reaction time).
@@ -26,7 +27,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 import redis  # noqa: E402
-from kombu import Connection, Consumer, Exchange, Producer, Queue  # noqa: E402
+from kombu import Connection, Consumer, Exchange, Queue  # noqa: E402
 
 from fleet.redis_server import RedisServer  # noqa: E402
 
@@ -43,20 +44,31 @@ def connect(url: str) -> Connection:
     return Connection(url, transport="tasks.transport:Transport", transport_options=OPTIONS)
 
 
-def fill(url: str, queue: str, n: int, priority: int = 5) -> None:
+def fleet_messages(url: str, queue: str, n: int) -> tuple[str, list[str]]:
+    """``n`` fleet task messages for ``queue`` as publish pushes them, and their list key
+    (the transport sets aside anything that is not a fleet.train message)."""
+    from fleet.messages import TAG_PLACEHOLDER, MessageFactory
+    from manifest.schema import JobSpec
+    from tasks import app
+    job = JobSpec(name="bench", job_id="b" * 64, command=("true",))
     with connect(url) as conn:
-        q = Queue(queue, Exchange(queue, type="direct"), routing_key=queue)
-        producer = Producer(conn.default_channel, serializer="json")
-        for i in range(n):
-            producer.publish({"i": i}, exchange=q.exchange, routing_key=queue, declare=[q], priority=priority)
+        factory = MessageFactory(app, conn.default_channel)
+        msg = factory.message(job, queue)
+        return factory.list_key(queue, job.priority), [msg.replace(TAG_PLACEHOLDER, f"{job.job_id}.{i}")
+                                                       for i in range(n)]
+
+
+def fill(url: str, queue: str, n: int) -> None:
+    key, msgs = fleet_messages(url, queue, n)
+    redis.Redis.from_url(url).lpush(key, *msgs)
 
 
 def consumer_for(conn: Connection, names: list[str], got: list) -> Consumer:
     queues = [Queue(q, Exchange(q, type="direct"), routing_key=q) for q in names]
     def on_message(body, message):
         got.append(time.perf_counter())
-        message.ack()
-    c = Consumer(conn.default_channel, queues, callbacks=[on_message], accept=["json"])
+    # no_ack: the cost measured is the BRPOP's, not fleet's ack script (the same either way)
+    c = Consumer(conn.default_channel, queues, callbacks=[on_message], accept=["json"], no_ack=True)
     c.consume()
     return c
 
@@ -79,18 +91,17 @@ def drain(url: str, client: redis.Redis, names: list[str], n: int) -> tuple[floa
 def wake(url: str, names: list[str], times: int) -> float:
     """Median seconds from a push to the last queue until a blocked consumer has it."""
     pusher = redis.Redis.from_url(url)
-    fill(url, names[-1], 1, priority=0)          # declares the queue; priority 0 is its plain list
-    raw = pusher.rpop(names[-1])                 # a real message, pushed again below
+    key, msgs = fleet_messages(url, names[-1], times)
     got: list = []
     lat = []
     with connect(url) as conn:
         consumer_for(conn, names, got)
-        for _ in range(times):
+        for raw in msgs:
             sent: list = []
-            def push():
+            def push(raw=raw):
                 time.sleep(0.02)                 # the consumer is blocked in BRPOP by then
                 sent.append(time.perf_counter())
-                pusher.lpush(names[-1], raw)
+                pusher.lpush(key, raw)
             t = threading.Thread(target=push)
             before = len(got)
             t.start()
