@@ -74,3 +74,13 @@ RUNS_DIR = "runs"                # FLEET_WORK_DIR/runs/<run>: one locked folder 
 TRAINED_GRACE_S = 300.0
 CHECKPOINT_EVERY_S = 60.0        # how often a running job's checkpoint dir is synced, if changed
 CHECKPOINTS_PREFIX = "checkpoints"   # store key: <prefix>/checkpoints/<job_id>/<sha256>.tar.zst
+
+# --- host heartbeats (fleet hosts, fleet why, feasibility at publish) ----------
+HOST_KEY = KEY_PREFIX + "host:"          # string with TTL: fleet:host:<hostname> -> heartbeat JSON
+HOSTS_INDEX = KEY_PREFIX + "hosts"       # zset hostname -> last heartbeat time (finds lost hosts too)
+HOST_HEARTBEAT_EVERY_S = 5.0             # a worker rewrites its heartbeat this often
+HOST_TTL_S = 20.0                        # a host silent this long is no longer live
+HOST_FORGET_S = 24 * 3600.0              # a lost or stopped host is listed this long after it went
+QUEUES_VERSION_KEY = KEY_PREFIX + "queues-version"  # counter: publish bumps it when queues or config change
+QUEUE_WATCH_EVERY_S = 0.5        # workers look at that counter this often (full refresh: QUEUE_REFRESH_EVERY_S)
+PICKUP_WAIT_S = 5.0              # publish waits at most this long for live hosts to consume new queues

@@ -54,6 +54,7 @@ def run_local(manifest_path: str, *, keep: bool = False, timeout_s: float = 900.
     console.print(f"redis {server.url} (AOF in {server.data_dir}), store {env['FLEET_STORE_URL']}")
     workers = [start_worker(n, c, env, root_dir / "logs") for n, c in SIMULATED_HOSTS.items()]
     console.print(f"workers: {', '.join(SIMULATED_HOSTS)} (logs in {root_dir / 'logs'})")
+    _wait_for_hosts(server.url, set(SIMULATED_HOSTS))   # publish then sees who can run what
     try:
         from fleet import cli
         rc = cli.main(["publish", manifest_path])
@@ -70,6 +71,17 @@ def run_local(manifest_path: str, *, keep: bool = False, timeout_s: float = 900.
             for w in workers:
                 stop_worker(w)
             server.stop()
+
+
+def _wait_for_hosts(url: str, names: set[str], timeout_s: float = 60.0) -> None:
+    """Until every worker wrote its first heartbeat (or the timeout: publish still works)."""
+    import redis
+    from fleet.query.hosts import live_hosts
+    client = redis.Redis.from_url(url)
+    deadline = time.monotonic() + timeout_s
+    with console.status("waiting for workers"):
+        while time.monotonic() < deadline and not names <= {v.hostname for v in live_hosts(client)}:
+            time.sleep(0.5)
 
 
 def _wait(manifest_path: str, timeout_s: float) -> bool:

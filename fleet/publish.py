@@ -16,6 +16,8 @@ from fleet import constants as C
 from fleet import staging
 from fleet import events
 from fleet.messages import MessageFactory
+from fleet.ordering import demanding_first
+from fleet.queuewatch import announce
 from fleet.records import JobState, PublishItem, Records
 from manifest.schema import JobSpec, Manifest
 from routing import tiers as routing
@@ -90,13 +92,15 @@ def publish(app: Celery, client: redis.Redis, manifest: Manifest, *, force: froz
     rows = plan(manifest, records.states(j.job_id for j in manifest.jobs), force)
     if dry_run:
         return rows
-    todo = [r for r in rows if r.action == "publish"]
+    todo = demanding_first([r for r in rows if r.action == "publish"], manifest.tiers, manifest.hosts)
     # data first: no message may name bytes the store lacks (fleet.staging)
     staging.stage(manifest, [r.job for r in todo], progress=progress)
     client.hset(C.CONFIG_KEY, mapping=config_fields(manifest))
     cq = constraint_queues(manifest)
+    known = {k.decode() if isinstance(k, bytes) else k for k in client.hkeys(C.CQUEUES_KEY)} if cq else set()
     if cq:
         client.hset(C.CQUEUES_KEY, mapping=cq)
+    announce(client, manifest, {q: v for q, v in cq.items() if q not in known})  # idle hosts see new queues first
     with app.connection_for_write() as conn:
         factory = MessageFactory(app, conn.default_channel)
         items = [_item(factory, row) for row in todo]

@@ -21,10 +21,11 @@ from celery.worker import state as worker_state
 from fleet import constants as C
 from fleet.cluster import ClusterConfig, read_config
 from fleet.errors import ConfigError, FleetError
+from fleet.queuewatch import Watcher
 from fleet.records import Records
 from routing.capability import Capability
 from routing.detect import detect
-from tasks import isolation
+from tasks import heartbeat, isolation
 from tasks.gpus import GpuSlots
 
 log = logging.getLogger("fleet.worker")
@@ -146,6 +147,7 @@ def start_background(sender=None, **kw):
     ctx = context()
     threading.Thread(target=_reaper_loop, args=(ctx,), name="fleet-reaper", daemon=True).start()
     threading.Thread(target=_refresh_loop, args=(ctx, sender), name="fleet-queues", daemon=True).start()
+    heartbeat.start(ctx, sender)   # fleet hosts / why / publish read the fleet from it
 
 
 @signals.worker_shutting_down.connect
@@ -189,7 +191,8 @@ def _reaper_loop(ctx: HostContext) -> None:
 def _refresh_loop(ctx: HostContext, consumer) -> None:
     """Follow tiers, host policies and constraint queues published after start: consume
     what this host now qualifies for (in tier order), stop consuming what it no longer does."""
-    while not ctx.shutdown.wait(C.QUEUE_REFRESH_EVERY_S):
+    watch = Watcher(ctx.redis)   # a publish with new queues wakes this at once
+    while watch.wait(ctx.shutdown):
         try:
             config = read_config(ctx.redis)
         except redis.RedisError:
@@ -218,6 +221,7 @@ def _refresh_loop(ctx: HostContext, consumer) -> None:
             log.info("fleet: consuming %s", q)
             ctx.app.control.add_consumer(q, destination=[ctx.nodename], reply=False)
         ctx.queues = wanted
+        watch.soon()   # control messages may land out of order: check the result shortly
 
 
 def _consumed(consumer) -> list[str] | None:

@@ -6,6 +6,7 @@ import json
 
 from rich.table import Table
 
+from fleet import feasibility
 from fleet.cli.common import app, console, err, plain, redis_client, where
 from fleet.errors import ManifestError
 
@@ -37,6 +38,7 @@ def cmd_publish(args) -> int:
     if unknown:
         err.print(f"--force names no job in {args.manifest}: {', '.join(unknown)}", markup=False)
         return 2
+    offline = False
     try:
         with _progress(args) as progress:
             rows = publish(app(), redis_client(), manifest, force=frozenset(args.force),
@@ -49,8 +51,10 @@ def cmd_publish(args) -> int:
         err.print(f"fleet: cannot reach Redis at {where(app().conf.broker_url)} (FLEET_BROKER_URL): "
                   "the plan below assumes no job was published before", markup=False, highlight=False)
         rows = plan(manifest, {}, frozenset(args.force))
+        offline = True
+    warnings = feasibility.check(None if offline else redis_client(), rows, manifest)
     if args.json:
-        print(json.dumps([r.to_dict() for r in rows], indent=2))
+        print(json.dumps(feasibility.annotate([r.to_dict() for r in rows], warnings), indent=2))
         return 0
     table = Table(title=("plan (dry run: nothing sent)" if args.dry_run else f"published {args.manifest}"))
     for col in ("job", "id", "queue", "action", "why"):
@@ -61,6 +65,8 @@ def cmd_publish(args) -> int:
     sent = sum(r.action == "publish" for r in rows)
     console.print(f"{sent} to publish, {len(rows) - sent} skipped" if args.dry_run else
                   f"{sent} published, {len(rows) - sent} skipped")
+    for line in feasibility.messages(warnings):
+        err.print(f"warning: {line}", markup=False, highlight=False)
     return 0
 
 

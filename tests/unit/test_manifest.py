@@ -470,25 +470,24 @@ def test_a_sweep_listing_a_value_twice_makes_a_duplicate_name(tmp_path):
     assert (p.field, p.message) == ("jobs[0].name", "duplicate job name 'a[seed=1]' (first at jobs[0])")
 
 
-def test_a_job_no_tier_guarantees_is_named_with_a_tier_to_add(tmp_path):
-    p = only_problem(tmp_path, GBT + "require_cuda = true\nmin_vram_gib = 80\n")
-    assert (p.line, p.field) == (1, "jobs[0]")
+CPU_ONLY = "[tiers.small]\nmin_cores = 1\n"
+
+
+def test_a_cuda_job_with_no_cuda_tier_is_named_with_a_tier_to_add(tmp_path):
+    p = only_problem(tmp_path, CPU_ONLY + GBT + "require_cuda = true\nmin_vram_gib = 80\n")
+    assert (p.line, p.field) == (4, "jobs[0]")
     assert p.message == "job 'a' needs CUDA, min_vram_gib=80 and no tier guarantees it"
     assert p.fix == ("add a tier whose floor covers it, e.g. [tiers.cuda-big] with "
-                     "require_cuda = true, min_vram_gib = 80 (a [tiers] table replaces the default tiers: "
-                     "copy cuda-large, cuda and cpu into it too), or lower the job's needs")
+                     "require_cuda = true, min_vram_gib = 80, or lower the job's needs")
 
 
-def test_with_custom_tiers_the_unroutable_hint_does_not_mention_the_defaults(tmp_path):
-    p = only_problem(tmp_path, "[tiers.small]\nmin_cores = 1\n" + GBT + "min_cores = 64\n")
-    assert p.fix == ("add a tier whose floor covers it, e.g. [tiers.cpu-big] with min_cores = 64, "
-                     "or lower the job's needs")
-
-
-def test_a_cpu_job_no_tier_guarantees_suggests_a_cpu_tier(tmp_path):
-    p = only_problem(tmp_path, GBT + "min_cores = 64\n")
-    assert p.message == "job 'a' needs min_cores=64 and no tier guarantees it"
-    assert p.fix.startswith("add a tier whose floor covers it, e.g. [tiers.cpu-big] with min_cores = 64")
+@pytest.mark.parametrize("needs, queue", [
+    ("require_cuda = true\nmin_vram_gib = 80\n", "cuda.vram80"),
+    ("min_cores = 64\n", "cpu.cores64"),
+])
+def test_a_job_needing_more_than_every_floor_goes_to_a_need_queue_not_an_error(tmp_path, needs, queue):
+    m = load(write(tmp_path, GBT + needs))
+    assert route(m.jobs[0], m.tiers, m.hosts).queue == queue
 
 
 def test_a_job_whose_only_allowed_host_refuses_its_model_can_run_nowhere(tmp_path):
@@ -564,7 +563,7 @@ def test_custom_tiers_replace_the_defaults_most_demanding_first(tmp_path):
         ("big", Needs(min_ram_gib=64.0, min_cores=16)),
         ("small", Needs(min_ram_gib=1.0)),
     ]
-    assert [route(j, m.tiers, m.hosts).tier for j in m.jobs] == ["big", "gpu"]
+    assert [route(j, m.tiers, m.hosts).queue for j in m.jobs] == ["small.ram32", "gpu"]
 
 
 def test_with_custom_tiers_a_default_tier_name_is_unknown_to_hosts(tmp_path):
@@ -725,8 +724,8 @@ def test_all_independent_mistakes_are_reported_at_once(tmp_path):
 
 
 def test_an_unroutable_job_is_reported_even_when_it_has_other_problems(tmp_path):
-    found = problems(tmp_path, GBT + "priority = 10\nrequire_cuda = true\nmin_vram_gib = 80\n")
-    assert [(p.line, p.field) for p in found] == [(1, "jobs[0]"), (5, "jobs[0].priority")]
+    found = problems(tmp_path, CPU_ONLY + GBT + "priority = 10\nrequire_cuda = true\nmin_vram_gib = 80\n")
+    assert [(p.line, p.field) for p in found] == [(4, "jobs[0]"), (8, "jobs[0].priority")]
     assert found[0].message == "job 'a' needs CUDA, min_vram_gib=80 and no tier guarantees it"
 
 

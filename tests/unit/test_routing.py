@@ -74,14 +74,15 @@ def test_prefer_cuda_waits_on_a_cuda_tier_and_falls_back_to_cpu():
     assert (r.queue, r.fallback_queue) == ("cuda", "cpu")
 
 
-def test_a_prefer_cuda_vram_need_picks_its_gpu_tier_and_still_falls_back_to_cpu():
+def test_a_prefer_cuda_vram_need_picks_its_gpu_need_queue_and_still_falls_back_to_cpu():
     r = route(job(prefer_cuda=True, min_vram_gib=12), DEFAULT_TIERS, {})
-    assert (r.queue, r.fallback_queue) == ("cuda-large", "cpu")
+    assert (r.queue, r.fallback_queue) == ("cuda.vram12", "cpu")
 
 
 def test_custom_tiers_follow_the_same_rules():
     tiers = (TierSpec("big-ram", Needs(min_ram_gib=128)), TierSpec("small", Needs(min_ram_gib=1)))
-    assert route(job(min_ram_gib=64), tiers, {}).queue == "big-ram"
+    assert route(job(min_ram_gib=128), tiers, {}).queue == "big-ram"
+    assert route(job(min_ram_gib=64), tiers, {}).queue == "small.ram64"
     assert host_queues(cap(ram=256), tiers, None) == ["big-ram", "small"]
 
 
@@ -128,3 +129,107 @@ def test_a_bad_capability_override_value_names_the_variable_and_the_key(override
 def test_overriding_total_ram_alone_caps_available_ram():
     c = apply_override(cap(ram=64), parse_override('{"ram_total_gib": 8}'))
     assert (c.ram_total_gib, c.ram_available_gib) == (8, 8)
+
+
+# --- need queues --------------------------------------------------------------
+
+CUDA = dict(require_cuda=True)
+
+
+@pytest.mark.parametrize("needs, queue", [
+    (dict(), "cpu"),
+    (dict(min_ram_gib=2), "cpu"),                       # the floor states it: plain tier queue
+    (dict(min_ram_gib=4), "cpu.ram4"),                  # not the cuda tier any more
+    (dict(min_cores=4), "cpu.cores4"),
+    (dict(min_ram_gib=20, min_cores=8), "cpu.ram20.cores8"),
+    (dict(**CUDA), "cuda"),
+    (dict(**CUDA, min_vram_gib=4), "cuda"),             # below the floor: the floor guarantees it
+    (dict(**CUDA, min_vram_gib=8), "cuda"),
+    (dict(**CUDA, min_vram_gib=10), "cuda.vram10"),     # the 16 GiB host can take it
+    (dict(**CUDA, min_vram_gib=15.5), "cuda.vram15.5"),
+    (dict(**CUDA, min_vram_gib=24), "cuda-large"),      # cuda-large's floor is what it states
+    (dict(**CUDA, min_vram_gib=24, min_ram_gib=14), "cuda-large"),
+    (dict(**CUDA, min_vram_gib=24, min_ram_gib=8), "cuda.vram24.ram8"),   # a 24 GiB, 12 GiB RAM host fits
+    (dict(**CUDA, min_vram_gib=24, min_ram_gib=32), "cuda-large.ram32"),
+    (dict(**CUDA, min_vram_gib=40), "cuda.vram40"),
+    (dict(min_vram_gib=10), "cuda.vram10"),             # VRAM implies CUDA
+    (dict(**CUDA, min_cores=4), "cuda.cores4"),
+])
+def test_a_job_whose_needs_exceed_its_tiers_floor_goes_to_a_need_queue_named_by_them(needs, queue):
+    assert route(job(**needs), DEFAULT_TIERS, {}).queue == queue
+
+
+def test_a_need_queue_carries_the_needs_raised_to_its_tiers_floor():
+    r = route(job(**CUDA, min_vram_gib=10), DEFAULT_TIERS, {})
+    assert r.tier == "cuda" and r.constraint.needs == Needs(True, 10, 7, 0)
+    assert r.constraint.allowed is None and not r.constraint.denied
+
+
+def test_needs_and_a_host_constraint_make_a_readable_name_with_a_digest():
+    r = route(job(**CUDA, min_vram_gib=10, denied_hosts=("b",)), DEFAULT_TIERS, {})
+    assert r.queue.startswith("cuda.vram10.") and len(r.queue.split(".")[-1]) == 10
+    other = route(job(**CUDA, min_vram_gib=12, denied_hosts=("b",)), DEFAULT_TIERS, {})
+    assert other.queue.split(".")[-1] != r.queue.split(".")[-1]   # the needs are in the digest
+
+
+def test_a_constraint_with_needs_round_trips_through_json_and_host_only_digests_do_not_change():
+    c = Constraint(None, frozenset(), Needs(True, 10, 7, 0))
+    assert Constraint.from_dict(c.to_dict()) == c
+    host_only = Constraint(frozenset({"a"}), frozenset())
+    assert "needs" not in host_only.to_dict()
+
+
+def test_a_cuda_job_with_no_cuda_tier_has_no_route():
+    assert route(job(**CUDA), (TierSpec("cpu", Needs(min_ram_gib=1)),), {}) is None
+
+
+def test_a_cpu_job_with_only_gpu_tiers_runs_on_them():
+    tiers = (TierSpec("gpu", Needs(require_cuda=True, min_vram_gib=8)),)
+    assert route(job(), tiers, {}).queue == "gpu"
+    assert route(job(min_ram_gib=16), tiers, {}).queue == "gpu.ram16"
+
+
+def test_a_prefer_cuda_job_with_more_ram_than_the_cpu_floor_falls_back_to_a_cpu_need_queue():
+    r = route(job(prefer_cuda=True, min_ram_gib=4), DEFAULT_TIERS, {})
+    assert (r.queue, r.fallback_queue) == ("cuda", "cpu.ram4")
+
+
+def _need_queues(*needs: dict) -> dict:
+    out = {}
+    for n in needs:
+        r = route(job(**n), DEFAULT_TIERS, {})
+        out[r.queue] = (r.tier, r.constraint)
+    return out
+
+
+NEED_QUEUES = _need_queues(dict(**CUDA, min_vram_gib=10), dict(**CUDA, min_vram_gib=40),
+                           dict(**CUDA, min_vram_gib=24, min_ram_gib=32), dict(min_ram_gib=4),
+                           dict(min_ram_gib=20, min_cores=8))
+
+
+@pytest.mark.parametrize("capability, queues", [
+    (cap(vram=[80], ram=64, cores=16), ["cuda.vram40", "cuda-large.ram32", "cuda-large", "cuda.vram10", "cuda",
+                                        "cpu.ram20.cores8", "cpu.ram4", "cpu"]),
+    (cap(vram=[24], ram=32, cores=8), ["cuda-large.ram32", "cuda-large", "cuda.vram10", "cuda",
+                                       "cpu.ram20.cores8", "cpu.ram4", "cpu"]),
+    (cap(vram=[16], ram=32, cores=8), ["cuda.vram10", "cuda", "cpu.ram20.cores8", "cpu.ram4", "cpu"]),
+    (cap(vram=[8], ram=16, cores=4), ["cuda", "cpu.ram4", "cpu"]),
+    (cap(vram=[8, 16], ram=16), ["cuda.vram10", "cuda", "cpu.ram4", "cpu"]),   # one device must fit
+    (cap(ram=8, cores=2), ["cpu.ram4", "cpu"]),
+    (cap(ram=3, cores=2), ["cpu"]),
+])
+def test_a_host_consumes_the_need_queues_it_meets_most_demanding_first(capability, queues):
+    assert host_queues(capability, DEFAULT_TIERS, None, NEED_QUEUES) == queues
+
+
+def test_a_host_policy_that_leaves_out_a_tier_leaves_out_its_need_queues_too():
+    policy = HostPolicy("h", tiers=("cpu",))
+    assert host_queues(cap(vram=[80]), DEFAULT_TIERS, policy, NEED_QUEUES) == ["cpu.ram20.cores8", "cpu.ram4", "cpu"]
+
+
+def test_a_need_queue_with_a_host_constraint_admits_only_hosts_meeting_both():
+    r = route(job(**CUDA, min_vram_gib=10, allowed_hosts=("a",)), DEFAULT_TIERS, {})
+    cq = {r.queue: (r.tier, r.constraint)}
+    assert r.queue in host_queues(cap(vram=[16], name="a"), DEFAULT_TIERS, None, cq)
+    assert r.queue not in host_queues(cap(vram=[16], name="b"), DEFAULT_TIERS, None, cq)
+    assert r.queue not in host_queues(cap(vram=[8], name="a"), DEFAULT_TIERS, None, cq)

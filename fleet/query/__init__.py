@@ -1,0 +1,1 @@
+"""Read-only queries shared by the CLI, ``--json`` and Flower: plain data, no printing."""

@@ -1,0 +1,108 @@
+"""The fleet's hosts, read from the heartbeats workers keep in Redis (tasks/heartbeat.py).
+
+Plain data for `fleet hosts`, `fleet why` and publish's feasibility check: a host is live
+while its heartbeat key lives; one that stopped cleanly or went silent is still listed
+(``stopped`` / ``lost``) for ``HOST_FORGET_S`` with when it was last seen.
+"""
+from __future__ import annotations
+
+import json
+import time
+from dataclasses import asdict, dataclass, field
+
+import redis
+
+from fleet import constants as C
+from routing.capability import Capability
+
+
+@dataclass(frozen=True)
+class RunningJob:
+    job_id: str
+    name: str
+    queue: str
+    started_at: float | None
+
+
+@dataclass(frozen=True)
+class HostView:
+    hostname: str
+    state: str                        # up | stopped | lost
+    seen_at: float
+    nodename: str = ""
+    capability: dict | None = None    # as the worker uses it (policy caps applied)
+    detected: dict | None = None      # before any policy cap
+    queues: tuple[str, ...] = ()      # in serving order
+    asked: tuple[str, ...] = ()       # the worker's -Q, if any
+    slots: int = 0
+    running: tuple[RunningJob, ...] = ()
+    started_at: float | None = None
+    pid: int | None = None
+    extra: dict = field(default_factory=dict)
+
+    @property
+    def live(self) -> bool:
+        return self.state == "up"
+
+    @property
+    def busy(self) -> bool:
+        return bool(self.running)
+
+    def cap(self) -> Capability | None:
+        return Capability.from_dict(self.capability) if self.capability else None
+
+    def detected_cap(self) -> Capability | None:
+        d = self.detected or self.capability
+        return Capability.from_dict(d) if d else None
+
+    def to_dict(self, now: float | None = None) -> dict:
+        d = asdict(self)
+        d.pop("extra")
+        d["running"] = [asdict(r) for r in self.running]
+        d["queues"], d["asked"] = list(self.queues), list(self.asked)
+        d["busy"] = self.busy
+        d["seen_ago_s"] = round((time.time() if now is None else now) - self.seen_at, 1)
+        return d
+
+
+def _s(v) -> str:
+    return v.decode() if isinstance(v, bytes) else str(v)
+
+
+def running_jobs(client: redis.Redis) -> dict[str, list[RunningJob]]:
+    """Running jobs by the worker (hostname) their record names."""
+    ids = sorted(_s(x) for x in client.smembers(C.RUNNING_SET))
+    pipe = client.pipeline(transaction=False)
+    for jid in ids:
+        pipe.hmget(C.JOB_KEY + jid, "state", "worker", "name", "queue", "started_at")
+    out: dict[str, list[RunningJob]] = {}
+    for jid, vals in zip(ids, pipe.execute()):
+        state, worker, name, queue, started = [None if v is None else _s(v) for v in vals]
+        if state == "running" and worker:
+            out.setdefault(worker, []).append(RunningJob(jid, name or jid, queue or "",
+                                                         float(started) if started else None))
+    return out
+
+
+def read_hosts(client: redis.Redis, *, include_gone: bool = True) -> list[HostView]:
+    """Every host seen within HOST_FORGET_S, live ones first, then by name."""
+    seen = [(_s(h), float(t)) for h, t in client.zrange(C.HOSTS_INDEX, 0, -1, withscores=True)]
+    bodies = client.mget([C.HOST_KEY + h for h, _ in seen]) if seen else []
+    running = running_jobs(client)
+    out = []
+    for (hostname, seen_at), raw in zip(seen, bodies):
+        if raw is None:
+            view = HostView(hostname, "lost", seen_at, running=tuple(running.get(hostname, ())))
+        else:
+            b = json.loads(raw)
+            view = HostView(hostname, b.get("state", "up"), float(b.get("seen_at", seen_at)),
+                            b.get("nodename", ""), b.get("capability"), b.get("detected"),
+                            tuple(b.get("queues", ())), tuple(b.get("asked", ())), int(b.get("slots", 0)),
+                            tuple(running.get(hostname, ())), b.get("started_at"), b.get("pid"))
+        if include_gone or view.live:
+            out.append(view)
+    return sorted(out, key=lambda v: (not v.live, v.hostname))
+
+
+def live_hosts(client: redis.Redis) -> list[HostView]:
+    return read_hosts(client, include_gone=False)

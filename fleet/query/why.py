@@ -1,0 +1,117 @@
+"""`fleet why JOB`: the job's queue, every live host's verdict, and where it waits.
+
+I/O only: reads the record, the published config and the host heartbeats, then asks the
+pure ``routing.explain`` for verdicts; counts messages ahead in kombu's priority lists.
+"""
+from __future__ import annotations
+
+import redis
+from kombu.transport.redis import Channel
+
+from fleet import constants as C
+from fleet.cluster import ClusterConfig, read_config
+from fleet.messages import TAG_PLACEHOLDER
+from fleet.query.hosts import HostView, _s, live_hosts
+from fleet.records import JobRecord, Records
+from routing.explain import HostFacts, QueueFacts, Verdict, explain, nearest, queue_facts
+
+PRIORITIES = range(C.MAX_PRIORITY + 1)   # kombu's priority_steps (celeryconfig): 0..9
+
+
+def list_key(queue: str, wire_pri: int) -> str:
+    """kombu's Redis list for ``queue`` at a wire priority (0 is served first)."""
+    return f"{queue}{Channel.sep}{wire_pri}" if wire_pri else queue
+
+
+def host_facts(view: HostView, config: ClusterConfig) -> HostFacts:
+    """A live host as the current config sees it (policy caps applied to what it detected)."""
+    return HostFacts(config.effective(view.detected_cap()), view.queues, view.asked)
+
+
+def depths(client: redis.Redis, queues: list[str]) -> dict[str, list[int]]:
+    """Messages waiting per queue, by wire priority."""
+    pipe = client.pipeline(transaction=False)
+    for q in queues:
+        for p in PRIORITIES:
+            pipe.llen(list_key(q, p))
+    flat = pipe.execute()
+    n = len(PRIORITIES)
+    return {q: flat[i * n:(i + 1) * n] for i, q in enumerate(queues)}
+
+
+def _split_key(key: str) -> tuple[str, int]:
+    queue, _, pri = key.partition(Channel.sep)
+    return queue, int(pri or 0)
+
+
+def position(client: redis.Redis, job_id: str, queue: str, depth: list[int]) -> dict:
+    """Messages ahead of the job in ``queue``: every message of a more urgent priority, and
+    those nearer the tail of its own list (kombu pops with BRPOP). ``ahead`` is None when
+    its message is not in the list (a worker took it, or it waits as the other copy)."""
+    h = {_s(k): _s(v) for k, v in client.hgetall(C.JOB_KEY + job_id).items()}
+    found = None
+    for k, m in (("cur_key", "msg"), ("pri_key", "pri_msg"), ("fb_key", "fb_msg")):
+        key, msg = h.get(k), h.get(m)
+        if not key or not msg or _split_key(key)[0] != queue:
+            continue
+        for n in range(int(h.get("pushes", 0) or 0), 0, -1):   # the newest copy first
+            idx = client.lpos(key, msg.replace(TAG_PLACEHOLDER, f"{job_id}.{n}"))
+            if idx is not None:
+                found = (_split_key(key)[1], idx)
+                break
+        if found:
+            break
+    out = {"queue": queue, "in_list": found is not None, "ahead": None, "waiting_in_queue": sum(depth)}
+    if found:
+        pri, idx = found
+        out["ahead"] = sum(depth[:pri]) + depth[pri] - 1 - idx
+    return out
+
+
+def why(client: redis.Redis, name_or_id: str) -> dict:
+    records = Records(client)
+    rec = records.get(records.resolve(name_or_id))
+    config = read_config(client)
+    views = live_hosts(client)
+    facts = {v.hostname: host_facts(v, config) for v in views}
+    spec = rec.spec or {}
+    model = spec.get("model") or "command"
+    queues = _job_queues(client, rec)
+    depth = depths(client, sorted({q for v in views for q in v.queues} | set(queues)))
+    out = {"job_id": rec.job_id, "name": rec.name, "state": rec.state.value, "worker": rec.worker,
+           "attempts": rec.attempts, "last_error": rec.last_error, "queues": []}
+    for queue in queues:
+        q = queue_facts(queue, config.tiers, config.constraint_queues)
+        verdicts = explain(q, model, facts.values(), config.hosts or {})
+        out["queues"].append(_queue_report(client, rec, q, config, verdicts, views, depth))
+    return out
+
+
+def _job_queues(client: redis.Redis, rec: JobRecord) -> list[str]:
+    pri, fb = client.hmget(C.JOB_KEY + rec.job_id, "pri_queue", "fallback_queue")
+    first = _s(pri) if pri else rec.queue
+    out = [q for q in (first or rec.queue, _s(fb) if fb else None) if q]
+    return list(dict.fromkeys(out))
+
+
+def _queue_report(client, rec: JobRecord, q: QueueFacts, config: ClusterConfig, verdicts: list[Verdict],
+                  views: list[HostView], depth: dict[str, list[int]]) -> dict:
+    tier = next((t for t in config.tiers if t.name == q.tier), None)
+    by_name = {v.hostname: v for v in views}
+    capable = []
+    for v in verdicts:
+        if not v.ok:
+            continue
+        view = by_name[v.hostname]
+        served_first = view.queues[:view.queues.index(q.name)] if q.name in view.queues else ()
+        capable.append({"host": v.hostname, "slots": view.slots,
+                        "busy_with": [{"job_id": r.job_id, "name": r.name, "queue": r.queue} for r in view.running],
+                        "waiting_in_queues_it_serves_first": sum(sum(depth.get(s, ())) for s in served_first)})
+    report = {**q.to_dict(), "floor": None if tier is None else tier.to_dict(),
+              "hosts": [v.to_dict() for v in verdicts], "capable": capable,
+              "nearest": None}
+    if not capable and verdicts:
+        report["nearest"] = nearest(verdicts).to_dict()
+    if rec.state.value == "queued":
+        report["position"] = position(client, rec.job_id, q.name, depth[q.name])
+    return report

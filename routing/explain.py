@@ -1,0 +1,139 @@
+"""Why a job waits: for each host, "could run it" or the exact reason it cannot.
+
+Pure (like `condor_q -better-analyze`, over values): the job, the queue it sits in, the
+tiers, host policies and need/constraint queues as published, and what each live host
+says about itself. `fleet why` and publish's feasibility check feed it from Redis.
+"""
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass
+from typing import Iterable
+
+from fleet.constants import QUEUE_REFRESH_EVERY_S
+from manifest.schema import HostPolicy, Needs, TierSpec
+from routing.capability import Capability
+from routing.tiers import Constraint
+
+
+@dataclass(frozen=True)
+class HostFacts:
+    """A live host as its heartbeat describes it; ``capability`` with policy caps applied."""
+
+    capability: Capability
+    queues: tuple[str, ...] | None = None   # what it consumes now (None: not known, e.g. at publish)
+    asked: tuple[str, ...] = ()             # its -Q
+
+    @property
+    def hostname(self) -> str:
+        return self.capability.hostname
+
+
+@dataclass(frozen=True)
+class QueueFacts:
+    """A queue: its tier, what a host must have to take from it, and its host constraint."""
+
+    name: str
+    tier: str
+    needs: Needs
+    constraint: Constraint | None = None
+    known: bool = True      # False: the current config has no such queue (published under older tiers)
+
+    def to_dict(self) -> dict:
+        return {"queue": self.name, "tier": self.tier, "needs": asdict(self.needs), "known": self.known,
+                "allowed_hosts": None if self.constraint is None or self.constraint.allowed is None
+                else sorted(self.constraint.allowed),
+                "denied_hosts": [] if self.constraint is None else sorted(self.constraint.denied)}
+
+
+@dataclass(frozen=True)
+class Verdict:
+    hostname: str
+    ok: bool
+    reasons: tuple[str, ...]    # empty when ok
+    gap: float = 0.0            # how far off: the sum of relative shortfalls (see ``gap``)
+
+    def to_dict(self) -> dict:
+        return {"host": self.hostname, "could_run": self.ok, "reasons": list(self.reasons)}
+
+
+def queue_facts(queue: str, tiers: Iterable[TierSpec],
+                constraint_queues: dict[str, tuple[str, Constraint]] | None) -> QueueFacts:
+    """What ``queue`` asks of a host, from the published tiers and need/constraint queues."""
+    floors = {t.name: t.floor for t in tiers}
+    if queue in (constraint_queues or {}):
+        tier, c = constraint_queues[queue]
+        return QueueFacts(queue, tier, c.needs if c.needs is not None else floors.get(tier, Needs()), c,
+                          known=tier in floors)
+    tier = queue.split(".")[0]
+    return QueueFacts(queue, tier, floors.get(tier, Needs()), None, known=queue in floors)
+
+
+def shortfall(cap: Capability, needs: Needs) -> list[str]:
+    """Each way ``cap`` falls short of ``needs``, tersely: 'VRAM 16 < 24 GiB'."""
+    out = []
+    if needs.require_cuda and not cap.cuda_devices:
+        out.append("no CUDA device")
+    elif needs.require_cuda and cap.max_vram_gib < needs.min_vram_gib:
+        out.append(f"VRAM {cap.max_vram_gib:g} < {needs.min_vram_gib:g} GiB (largest device)")
+    if cap.ram_total_gib < needs.min_ram_gib:
+        out.append(f"RAM {round(cap.ram_total_gib, 1):g} < {needs.min_ram_gib:g} GiB")
+    if cap.cpu_cores < needs.min_cores:
+        out.append(f"cores {cap.cpu_cores} < {needs.min_cores}")
+    return out
+
+
+def gap(cap: Capability, needs: Needs) -> float:
+    """How far ``cap`` is from ``needs``: each resource's missing fraction, 1 for no CUDA."""
+    def short(have: float, need: float) -> float:
+        return max(0.0, need - have) / need if need > 0 else 0.0
+    g = 0.0
+    if needs.require_cuda:
+        g += 1.0 if not cap.cuda_devices else short(cap.max_vram_gib, needs.min_vram_gib)
+    return g + short(cap.ram_total_gib, needs.min_ram_gib) + short(cap.cpu_cores, needs.min_cores)
+
+
+def policy_reasons(hostname: str, q: QueueFacts, model: str | None, policy: HostPolicy | None) -> list[str]:
+    """Reasons from host policies and the job's host constraint."""
+    out = []
+    if policy is not None and policy.tiers is not None and q.tier not in policy.tiers:
+        out.append(f"[hosts.{hostname}] tiers = {list(policy.tiers)} leaves out {q.tier}")
+    c = q.constraint
+    if c is None:
+        return out
+    if hostname in c.denied:
+        if policy is not None and model is not None and model in policy.deny_models:
+            out.append(f"denied model {model} ([hosts.{hostname}] deny_models)")
+        elif policy is not None and model is not None and not policy.allows_model(model):
+            out.append(f"model {model} not in [hosts.{hostname}] allow_models")
+        else:
+            out.append("in the job's denied_hosts")
+    elif c.allowed is not None and hostname not in c.allowed:
+        out.append("not in allowed_hosts")
+    return out
+
+
+def verdict(host: HostFacts, q: QueueFacts, model: str | None, policy: HostPolicy | None) -> Verdict:
+    """Could ``host`` take jobs from ``q``? A host already consuming it can, whatever the
+    config now says; one that qualifies but does not consume it yet is told why. With
+    ``host.queues`` unknown (at publish, before workers look), capability and policy decide."""
+    if host.queues is not None and q.name in host.queues:
+        return Verdict(host.hostname, True, ())
+    reasons = shortfall(host.capability, q.needs) + policy_reasons(host.hostname, q, model, policy)
+    if host.asked and q.tier not in host.asked:
+        reasons.append(f"started with -Q {','.join(host.asked)}")
+    if host.queues is not None and not reasons:
+        reasons.append(f"has not picked this queue up yet (workers look every {QUEUE_REFRESH_EVERY_S:g} s)")
+    policy_count = len(reasons) - len(shortfall(host.capability, q.needs))
+    return Verdict(host.hostname, not reasons, tuple(reasons), gap(host.capability, q.needs) + policy_count)
+
+
+def explain(q: QueueFacts, model: str | None, hosts: Iterable[HostFacts],
+            policies: dict[str, HostPolicy]) -> list[Verdict]:
+    """A verdict per host: those that could run it first, then by name."""
+    out = [verdict(h, q, model, policies.get(h.hostname)) for h in hosts]
+    return sorted(out, key=lambda v: (not v.ok, v.hostname))
+
+
+def nearest(verdicts: Iterable[Verdict]) -> Verdict | None:
+    """The host closest to running it: the smallest gap (then by name); None if no host."""
+    return min(verdicts, key=lambda v: (v.gap, v.hostname), default=None)

@@ -1,0 +1,78 @@
+"""A worker's heartbeat in Redis: what it is, what it serves, what it runs, refreshed.
+
+One key per host (``fleet:host:<hostname>``, TTL ``HOST_TTL_S``) holding JSON, and an
+index of last-seen times (``fleet:hosts``), so `fleet hosts`, `fleet why` and publish's
+feasibility check read the fleet with no broadcast. A clean stop writes ``stopped``.
+"""
+from __future__ import annotations
+
+import json
+import logging
+import os
+import threading
+import time
+
+import redis
+from celery.worker import state as worker_state
+
+from fleet import constants as C
+
+log = logging.getLogger("fleet.heartbeat")
+
+
+def consumed(ctx, consumer=None) -> list[str]:
+    """The queues the worker really consumes, in serving order (what it asked for, if unknown)."""
+    try:
+        return [q.name for q in consumer.task_consumer.queues]
+    except (AttributeError, RuntimeError):   # no consumer, not started yet, or changing under us
+        return list(ctx.queues)
+
+
+def payload(ctx, consumer=None, *, state: str = "up", started_at: float, now: float | None = None) -> dict:
+    """What this worker says about itself (plain data; see fleet/query/hosts.py)."""
+    now = time.time() if now is None else now
+    active = sorted({r.id for r in list(worker_state.active_requests)})
+    return {"hostname": ctx.hostname, "nodename": ctx.nodename, "pid": os.getpid(), "state": state,
+            "capability": ctx.capability.to_dict(),
+            "detected": (ctx.detected or ctx.capability).to_dict(),
+            "queues": consumed(ctx, consumer), "asked": list(ctx.asked), "slots": _slots(ctx),
+            "active": active, "started_at": started_at, "seen_at": now}
+
+
+def _slots(ctx) -> int:
+    return int(getattr(ctx.app.conf, "worker_concurrency", 0) or max(1, len(ctx.capability.cuda_devices)))
+
+
+def beat(client: redis.Redis, body: dict, ttl_s: float = C.HOST_TTL_S) -> None:
+    pipe = client.pipeline(transaction=False)
+    pipe.set(C.HOST_KEY + body["hostname"], json.dumps(body), px=int(ttl_s * 1000))
+    pipe.zadd(C.HOSTS_INDEX, {body["hostname"]: body["seen_at"]})
+    pipe.zremrangebyscore(C.HOSTS_INDEX, "-inf", body["seen_at"] - C.HOST_FORGET_S)
+    pipe.execute()
+
+
+def run(ctx, consumer=None, every_s: float = C.HOST_HEARTBEAT_EVERY_S) -> None:
+    """Beat until the worker shuts down, then say it stopped (kept for HOST_FORGET_S).
+    A change of queues is written at once: publish waits on it (fleet/queuewatch.py)."""
+    started = time.time()
+    while True:
+        written = consumed(ctx, consumer)
+        try:
+            beat(ctx.redis, payload(ctx, consumer, started_at=started))
+        except redis.RedisError as e:
+            log.debug("heartbeat not written (%s); will retry", e)
+        deadline = time.monotonic() + every_s
+        while not ctx.shutdown.wait(0.1) and time.monotonic() < deadline and consumed(ctx, consumer) == written:
+            pass
+        if ctx.shutdown.is_set():
+            break
+    try:
+        beat(ctx.redis, payload(ctx, consumer, state="stopped", started_at=started), ttl_s=C.HOST_FORGET_S)
+    except redis.RedisError:
+        pass
+
+
+def start(ctx, consumer=None) -> threading.Thread:
+    t = threading.Thread(target=run, args=(ctx, consumer), name="fleet-heartbeat", daemon=True)
+    t.start()
+    return t
