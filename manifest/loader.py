@@ -377,10 +377,13 @@ def _jobs(p: _Problems, raw: list, base_dir: Path, routes: _Routes | None) -> tu
             _routing_problems(p, path, t, routes)
         if not t.get("name", "").strip():
             continue
+        # once per table, not per point: resolving a path costs syscalls
+        data, table_line = _resolve_data(t.get("data"), base_dir), p.lines.line(*path)
         for point in points:
-            if unique.name_taken(p, path, sweep.point_name(t["name"], point)) or not content_ok:
+            name = sweep.point_name(t["name"], point)
+            if unique.name_taken(p, path, name) or not content_ok:
                 continue
-            job = _build_job(t, point, base_dir, table_line=p.lines.line(*path))
+            job = _build_job(t, point, name, data, table_line=table_line)
             if not unique.id_taken(p, path, job):
                 out.append(job)
     return tuple(out)
@@ -392,16 +395,16 @@ def _point_hyper(t: dict, point: dict) -> dict:
     return resolve_hyper(t["model"], hyper) if "model" in t else hyper
 
 
-def _build_job(t: dict, point: dict, base_dir: Path, table_line) -> JobSpec:
+def _build_job(t: dict, point: dict, name: str, data: str | None, table_line) -> JobSpec:
+    """One job of table ``t`` at a sweep point; ``name`` is the point's, ``data`` resolved."""
     needs = _needs(t)
     hyper, seed = _point_hyper(t, point), point.get("seed", t.get("seed", 0))
-    data = _resolve_data(t.get("data"), base_dir)
     command = t.get("command")
     artifacts = list(t.get("artifacts", [])) if command else []
     jid = ids.job_id(model=t.get("model"), command=command, artifacts=artifacts,
                      data=data, hyper=hyper, seed=seed, needs=needs)
     return JobSpec(
-        name=sweep.point_name(t["name"], point), job_id=jid, model=t.get("model"),
+        name=name, job_id=jid, model=t.get("model"),
         command=tuple(command) if command else None, artifacts=tuple(artifacts), data=data,
         hyper=hyper, seed=seed, priority=t.get("priority", DEFAULT_PRIORITY), needs=needs,
         prefer_cuda=t.get("prefer_cuda", False),
