@@ -7,6 +7,7 @@ from __future__ import annotations
 import datetime as dt
 import difflib
 import json
+import math
 import os
 import re
 import shlex
@@ -18,7 +19,7 @@ from typing import Any
 from fleet.constants import MAX_PRIORITY, PREFER_CUDA_GRACE_S, DEFAULT_PRIORITY
 from fleet.errors import ManifestError, Problem
 from manifest import ids, sweep
-from manifest.lines import LineMap
+from manifest.lines import LineMap, scan
 from manifest.schema import HostPolicy, JobSpec, Manifest, Needs, TierSpec
 from routing import tiers as routing
 from trainers.schema import TRAINERS, check_hyper, resolve_hyper
@@ -41,6 +42,13 @@ KIND_WORDS = {"bool": "true or false", "int": "an integer", "num": "a number", "
 # what routing reads: when all of these that are written are well-typed, routing can be checked
 ROUTING_FIELDS = ("require_cuda", "prefer_cuda", "min_vram_gib", "min_ram_gib", "min_cores",
                   "allowed_hosts", "denied_hosts")
+MAX_SEED = 2**32 - 1  # numpy's and xgboost's seeds are unsigned 32-bit
+# tables and arrays inside one another: far more than a manifest needs, far less than
+# Python's recursion limit (tomllib and the checks below recurse once per level)
+MAX_NESTING = 32
+NESTING_FIX = f"flatten it: a manifest needs a few levels, at most {MAX_NESTING}"
+CLOSERS = {"array": "]", "inline table": "}", "string": 'a matching quote (" or \')',
+           "multi-line string": 'a matching """ or \'\'\''}
 # fields outside the job ID (manifest.ids): a problem in one of them still lets us compare IDs
 NOT_IN_ID = {"name", "priority", "prefer_cuda", "prefer_cuda_grace_s", "allowed_hosts",
              "denied_hosts", "timeout_s", "max_attempts"}
@@ -105,6 +113,8 @@ def _check_table(p: _Problems, path: tuple, table: dict, fields: dict[str, str])
             p.add(path + (key,), "unknown key", _suggest(key, fields))
         elif not _is_kind(value, fields[key]):
             p.add(path + (key,), *_wrong_kind(key, value, fields[key]))
+        elif isinstance(value, float) and not math.isfinite(value):  # TOML has inf and nan
+            p.add(path + (key,), f"must be a finite number, got {value}", "write a number, e.g. 1.5")
         else:
             good[key] = value
     return good
@@ -231,6 +241,8 @@ def _job_problems(p: _Problems, path: tuple, t: dict, written: set[str]) -> None
               "remove it: built-in trainers bundle their own outputs")
     if "model" in t and "data" not in written:
         p.add(path + ("data",), f"model {t['model']!r} needs data", "set data to a CSV/Parquet path or s3:// URI")
+    if "seed" in t and not 0 <= t["seed"] <= MAX_SEED:
+        p.add(path + ("seed",), f"must be 0..{MAX_SEED}, got {t['seed']}", "numpy and xgboost take 32-bit seeds")
     if "priority" in t and not 0 <= t["priority"] <= MAX_PRIORITY:
         p.add(path + ("priority",), f"must be 0..{MAX_PRIORITY}, got {t['priority']}",
               f"use 0 (lowest) to {MAX_PRIORITY} (most urgent)")
@@ -272,6 +284,10 @@ def _sweep_points(p: _Problems, path: tuple, t: dict) -> list[dict]:
             points_ok = False
         elif key == "seed" and not all(isinstance(v, int) and not isinstance(v, bool) for v in values):
             p.add(path + ("sweep", "seed"), "seeds must be integers", "write seed = [0, 1, 2]")
+            points_ok = False
+        elif key == "seed" and (bad := [v for v in values if not 0 <= v <= MAX_SEED]):
+            p.add(path + ("sweep", "seed"), f"seeds must be 0..{MAX_SEED}, got {bad[0]}",
+                  "numpy and xgboost take 32-bit seeds")
             points_ok = False
         elif key != "seed" and key in (t.get("hyper") or {}):
             p.add(path + ("sweep", key), f"{key} is set in both hyper and sweep", "keep it in one place")
@@ -427,16 +443,59 @@ def _tier_hint(needs: Needs) -> str:
     return ("cuda" if needs.require_cuda else "cpu") + "-big"
 
 
+def _parse(text: str, path: str) -> dict:
+    """tomllib's document, or a ManifestError that names the line."""
+    try:
+        return tomllib.loads(text)
+    except tomllib.TOMLDecodeError as e:
+        m = re.search(r"line (\d+)", str(e))
+        if m:
+            raise ManifestError([Problem(path, int(m.group(1)), "(syntax)", f"not valid TOML: {e}",
+                                         "fix the TOML syntax at that line")]) from e
+        raise ManifestError([_unclosed_problem(path, text, e)]) from e
+    except RecursionError as e:  # tomllib recurses once per nesting level
+        line = scan(text, MAX_NESTING).too_deep
+        raise ManifestError([Problem(path, line, "(syntax)", f"nested more than {MAX_NESTING} levels deep",
+                                     NESTING_FIX)]) from e
+
+
+def _unclosed_problem(path: str, text: str, e: Exception) -> Problem:
+    """At the end of the text tomllib names no line: name the one where the open construct began."""
+    found = scan(text)
+    if found.unclosed is None:
+        return Problem(path, None, "(syntax)", f"not valid TOML: {e}", "fix the TOML syntax")
+    what = found.unclosed
+    where = f"; it is inside the {found.outer.kind} opened at line {found.outer.line}" if found.outer else ""
+    return Problem(path, what.line, "(syntax)",
+                   f"not valid TOML: {e}: the {what.kind} opened at line {what.line} is never closed{where}",
+                   f"close it with {CLOSERS[what.kind]}")
+
+
+def _too_deep(doc: dict, limit: int) -> tuple | None:
+    """The key path of the first value nested more than ``limit`` tables or arrays deep.
+
+    Iterative: later checks (and JSON) recurse over values, so the depth is bounded first.
+    """
+    todo: list[tuple[tuple, Any]] = [((), doc)]
+    while todo:
+        path, value = todo.pop()
+        if len(path) > limit:
+            return path[:limit + 1]
+        if isinstance(value, dict):
+            todo.extend((path + (k,), v) for k, v in value.items())
+        elif isinstance(value, list):
+            todo.extend((path + (i,), v) for i, v in enumerate(value) if isinstance(v, (dict, list)))
+    return None
+
+
 def loads(text: str, path: str = "<manifest>") -> Manifest:
     """Validate manifest text; raise ManifestError listing every problem."""
     lines = LineMap(text)
     p = _Problems(path, lines)
-    try:
-        doc = tomllib.loads(text)
-    except tomllib.TOMLDecodeError as e:
-        m = re.search(r"line (\d+)", str(e))
-        raise ManifestError([Problem(path, int(m.group(1)) if m else None, "(syntax)",
-                                     f"not valid TOML: {e}", "fix the TOML syntax at that line")]) from e
+    doc = _parse(text, path)
+    if deep := _too_deep(doc, MAX_NESTING):
+        raise ManifestError([Problem(path, lines.line(*deep), _field(deep[:8]) + "...",
+                                     f"nested more than {MAX_NESTING} levels deep", NESTING_FIX)])
     written_jobs = doc.get("jobs", [])
     doc = _check_table(p, (), doc, TOP_LEVEL)
     if written_jobs == []:  # jobs of the wrong kind are reported as such, not also as missing
