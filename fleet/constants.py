@@ -42,3 +42,9 @@ ZSTD_LEVEL = 3
 BUNDLE_NAME = "bundle.tar.zst"
 META_NAME = "meta.json"
 TAIL_LINES = 40                  # output lines kept for progress and errors
+
+# --- redis-server started by fleet (local fleet, tests, benches) ---------------
+# Redis rewrites its AOF each time it doubles past this size; a rewrite forks and writes
+# the whole dataset, which on a small host competes with a large publish for the CPU
+# (a 100,000-job publish writes ~550 MB of AOF: at the 64 MB default, four rewrites).
+AOF_REWRITE_MIN_SIZE_MB = 1024
