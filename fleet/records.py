@@ -117,7 +117,7 @@ class Records:
 
     # --- publishing ---------------------------------------------------------
     def states(self, job_ids: Iterable[str]) -> dict[str, JobState | None]:
-        """Current state of each job (None: never published), in one round trip."""
+        """Current state of each job (None: never published), a few thousand per script call."""
         return {jid: JobState(s) if s else None for jid, s in Bulk(self.r).states(job_ids).items()}
 
     def publish(self, items: Iterable[PublishItem], force: set[str] = frozenset(),
