@@ -34,13 +34,12 @@ class MessageTemplates:
 
     def __init__(self, factory: MessageFactory):
         self.factory = factory
-        self._cache: dict[tuple[str, int], tuple[list[str], str, str]] = {}
+        self._cache: dict[tuple[str, int], tuple[str, str, str]] = {}
 
-    def _template(self, queue: str, priority: int) -> tuple[list[str], str, str]:
-        """(message text split at its sentinels, body before the spec, body after the spec).
+    def _template(self, queue: str, priority: int) -> tuple[str, str, str]:
+        """(message text as a str.format template, body before the spec, body after it).
 
-        The split text alternates literal text and slot names, so filling it is one join:
-        a job's name that happens to look like a sentinel is never replaced again.
+        Filling is one pass, so a job's name that looks like a sentinel is never replaced again.
         """
         key = (queue, priority)
         if key not in self._cache:
@@ -52,8 +51,11 @@ class MessageTemplates:
                 raise RuntimeError("task body does not hold the spec once and only the spec: "
                                    "use MessageFactory.message")
             msg["body"] = BODY
+            # literal text and slots alternate; str.format fills the slots in one pass
             parts = _SLOT_RE.split(json.dumps(msg))
-            self._cache[key] = ([p if i % 2 == 0 else _SLOTS[p] for i, p in enumerate(parts)], before, after)
+            text = "".join(p.replace("{", "{{").replace("}", "}}") if i % 2 == 0 else "{" + _SLOTS[p] + "}"
+                           for i, p in enumerate(parts))
+            self._cache[key] = (text, before, after)
         return self._cache[key]
 
     def list_key(self, queue: str, priority: int) -> str:
@@ -61,10 +63,9 @@ class MessageTemplates:
 
     def message(self, job: JobSpec, queue: str, spec_json: str) -> str:
         """``job``'s message on ``queue``; ``spec_json`` is ``json.dumps(job.to_dict())``."""
-        parts, before, after = self._template(queue, job.priority)
-        values = {"id": job.job_id, "repr_name": _in_json(repr(job.name)), "name": _in_json(job.name),
-                  "body": base64.b64encode((before + spec_json + after).encode()).decode()}
-        return "".join(p if i % 2 == 0 else values[p] for i, p in enumerate(parts))
+        text, before, after = self._template(queue, job.priority)
+        return text.format(id=job.job_id, repr_name=_in_json(repr(job.name)), name=_in_json(job.name),
+                           body=base64.b64encode((before + spec_json + after).encode()).decode())
 
 
 def _in_json(s: str) -> str:

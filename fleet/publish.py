@@ -13,6 +13,7 @@ import redis
 from celery import Celery
 
 from fleet import constants as C
+from fleet.bulk import gc_paused
 from fleet.message_template import MessageTemplates
 from fleet.messages import MessageFactory
 from fleet.records import JobState, PublishItem, Records
@@ -96,7 +97,7 @@ def publish(app: Celery, client: redis.Redis, manifest: Manifest, *, force: froz
     cq = constraint_queues(manifest)
     if cq:
         client.hset(C.CQUEUES_KEY, mapping=cq)
-    with app.connection_for_write() as conn:
+    with app.connection_for_write() as conn, gc_paused():
         factory = MessageTemplates(MessageFactory(app, conn.default_channel))
         forced = frozenset(r.job.job_id for r in todo if r.why.startswith("--force"))
         # a generator: messages are built while Redis stores the previous batch

@@ -7,6 +7,7 @@ key, so a field added later is never silently left out of it.
 from __future__ import annotations
 
 from dataclasses import fields
+from operator import attrgetter
 
 from manifest.schema import JobSpec, Manifest
 from routing import tiers as routing
@@ -14,6 +15,7 @@ from routing import tiers as routing
 # fields that vary between a sweep's points and that routing does not read
 NOT_ROUTED = frozenset({"name", "job_id", "hyper", "seed", "line"})
 KEY_FIELDS = tuple(f.name for f in fields(JobSpec) if f.name not in NOT_ROUTED)
+_key = attrgetter(*KEY_FIELDS)
 
 
 class RouteCache:
@@ -24,7 +26,7 @@ class RouteCache:
         self._routes: dict[tuple, routing.Route | None] = {}
 
     def __call__(self, job: JobSpec) -> routing.Route | None:
-        key = tuple(getattr(job, f) for f in KEY_FIELDS)
+        key = _key(job)
         try:
             return self._routes[key]
         except KeyError:

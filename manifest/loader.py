@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from fleet.constants import MAX_PRIORITY, PREFER_CUDA_GRACE_S, DEFAULT_PRIORITY
+from fleet.bulk import gc_paused
 from fleet.errors import ManifestError, Problem
 from manifest import ids, sweep
 from manifest.lines import LineMap, scan
@@ -525,4 +526,5 @@ def load(path: str | os.PathLike) -> Manifest:
     except UnicodeDecodeError as e:  # TOML is UTF-8 by definition
         raise ManifestError([Problem(path, None, "(file)", f"not UTF-8 text: {e.reason} at byte {e.start}",
                                      "save the file as UTF-8")]) from e
-    return loads(text, path)
+    with gc_paused():  # a large sweep's jobs are many small acyclic objects
+        return loads(text, path)

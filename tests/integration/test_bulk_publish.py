@@ -16,7 +16,7 @@ from manifest.schema import JobSpec
 pytestmark = pytest.mark.integration
 
 TRICKY_NAMES = ["plain", "it's", 'say "hi"', "back\\slash", "ünïcødé-名前", "sweep[opt=\"adam\",seed=1]",
-                "@@FLEET-NAME@@-lookalike", "tab\tand\nnewline"]
+                "@@FLEET-NAME@@-lookalike", "tab\tand\nnewline", "{braces} and {0} %s"]
 
 
 @pytest.fixture
