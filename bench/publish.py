@@ -5,26 +5,33 @@ N jobs (one command job swept over N seeds) with:
   - `train.apply_async(...)` in a loop, one shared producer (the fair baseline);
   - the same loop without a shared producer (naive; run on fewer jobs and scaled);
   - `fleet.publish.publish` (manifest load/validate timed separately);
-  - `fleet.publish.publish` again with nothing changed (must send nothing).
+  - `fleet.publish.publish` again with nothing changed (must send nothing);
+  - end to end: `fleet publish` of a --sweep-jobs point sweep in its own process (start, load,
+    validate, publish to Redis, print the summarised table), and its --dry-run and --json.
 Best of --runs each, Redis flushed between runs; message counts are checked every run.
 
-Run from the repo root: `python bench/publish.py [--jobs 10000] [--naive-jobs 2000] [--runs 3]`.
+Run from the repo root:
+`python bench/publish.py [--jobs 10000] [--naive-jobs 2000] [--runs 3] [--sweep-jobs 100000]`.
 """
 from __future__ import annotations
 
 import argparse
 import json
 import os
+import statistics
+import subprocess
 import sys
 import tempfile
 import time
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
 
 from fleet.redis_server import RedisServer  # noqa: E402
 
 QUEUE = "cpu"
+SWEEP_TARGET_S = 15.0   # issue 7: a 100,000-point sweep loads, validates, publishes and prints in 15 s
 
 
 def manifest_text(n: int) -> str:
@@ -61,6 +68,8 @@ def main() -> int:
     parser.add_argument("--jobs", type=int, default=10_000)
     parser.add_argument("--naive-jobs", type=int, default=2_000)
     parser.add_argument("--runs", type=int, default=3)
+    parser.add_argument("--sweep-jobs", type=int, default=100_000,
+                        help="points of the end-to-end `fleet publish` sweep (0 skips it)")
     args = parser.parse_args()
     n = args.jobs
 
@@ -162,9 +171,49 @@ def main() -> int:
               f"{'matches' if same else 'DIFFERS from'} apply_async's")
         if not same:
             print(f"  apply_async: {shape(apply_msg)}\n  publish:     {shape(pub_msg)}")
+        if args.sweep_jobs:
+            sweep_end_to_end(client, server.url, args.sweep_jobs, Path(tmp), args.runs)
         client.flushall()
     return 0
 
+
+def sweep_end_to_end(client, url: str, n: int, tmp: Path, runs: int) -> None:
+    """`fleet publish` as a user runs it, in its own process: start, load, validate, publish, print.
+
+    Best and median of ``runs`` each (Redis flushed before each publish), as this machine
+    may be shared."""
+    path = tmp / f"sweep{n}.toml"
+    path.write_text(manifest_text(n))
+    env = dict(os.environ, FLEET_BROKER_URL=url)
+    env.pop("FLEET_RESULT_BACKEND", None)
+
+    def cli(*extra: str) -> tuple[float, str]:
+        start = time.perf_counter()
+        done = subprocess.run([sys.executable, "-m", "fleet.cli", "publish", str(path), *extra], env=env,
+                              capture_output=True, text=True, check=True, cwd=ROOT)
+        return time.perf_counter() - start, done.stdout
+
+    times: dict[str, list[float]] = {}
+    for _ in range(runs):
+        client.flushall()
+        secs, _ = cli("--dry-run")
+        times.setdefault("--dry-run", []).append(secs)
+        secs, out = cli("--dry-run", "--json")
+        assert len(json.loads(out)) == n
+        times.setdefault("--dry-run --json", []).append(secs)
+        client.flushall()
+        secs, out = cli()
+        assert queued(client) == n and f"{n} published" in out, out[-300:]
+        times.setdefault("publish (to Redis)", []).append(secs)
+        secs, out = cli()
+        assert queued(client) == n and f"0 published, {n} skipped" in out, out[-300:]
+        times.setdefault("publish again (all skipped)", []).append(secs)
+    print(f"end to end, `fleet publish` of a {n:,}-point sweep (own process, summarised table; "
+          f"target <= {SWEEP_TARGET_S:g} s), best and median of {runs}:")
+    for what, secs in times.items():
+        best, median = min(secs), statistics.median(secs)
+        verdict = "ok" if best <= SWEEP_TARGET_S else "OVER"
+        print(f"  {what:30s} {best:6.1f} s (median {median:5.1f} s)  {rate(n, best)}  [{verdict}]")
 
 if __name__ == "__main__":
     sys.exit(main())

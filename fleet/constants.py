@@ -84,3 +84,9 @@ HOST_FORGET_S = 24 * 3600.0              # a lost or stopped host is listed this
 QUEUES_VERSION_KEY = KEY_PREFIX + "queues-version"  # counter: publish bumps it when queues or config change
 QUEUE_WATCH_EVERY_S = 0.5        # workers look at that counter this often (full refresh: QUEUE_REFRESH_EVERY_S)
 PICKUP_WAIT_S = 5.0              # publish waits at most this long for live hosts to consume new queues
+
+# --- redis-server started by fleet (local fleet, tests, benches) ---------------
+# Redis rewrites its AOF each time it doubles past this size; a rewrite forks and writes
+# the whole dataset, which on a small host competes with a large publish for the CPU
+# (a 100,000-job publish writes ~550 MB of AOF: at the 64 MB default, four rewrites).
+AOF_REWRITE_MIN_SIZE_MB = 1024

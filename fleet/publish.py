@@ -13,14 +13,15 @@ import redis
 from celery import Celery
 
 from fleet import constants as C
-from fleet import staging
-from fleet import events
+from fleet import events, staging
+from fleet.bulk import gc_paused
+from fleet.message_template import MessageTemplates
 from fleet.messages import MessageFactory
 from fleet.ordering import demanding_first
 from fleet.queuewatch import announce
 from fleet.records import JobState, PublishItem, Records
+from fleet.route_cache import RouteCache
 from manifest.schema import JobSpec, Manifest
-from routing import tiers as routing
 
 
 @dataclass(frozen=True)
@@ -47,8 +48,9 @@ def _why_skip(state: JobState) -> str:
 def plan(manifest: Manifest, states: dict[str, JobState | None], force: frozenset[str] = frozenset()) -> list[PlanRow]:
     """What publishing would do for each job, and why."""
     rows = []
+    route = RouteCache(manifest)
     for job in manifest.jobs:
-        r = routing.route(job, manifest.tiers, manifest.hosts)
+        r = route(job)
         assert r is not None, "the loader rejects jobs no tier guarantees"
         state = states.get(job.job_id)
         forced = job.name in force or job.job_id in force
@@ -69,8 +71,9 @@ def plan(manifest: Manifest, states: dict[str, JobState | None], force: frozense
 def constraint_queues(manifest: Manifest) -> dict[str, str]:
     """Constraint queue name -> JSON {tier, constraint}, for workers to subscribe by."""
     out = {}
+    route = RouteCache(manifest)
     for job in manifest.jobs:
-        r = routing.route(job, manifest.tiers, manifest.hosts)
+        r = route(job)
         for tier, queue, c in ((r.tier, r.queue, r.constraint),
                                (r.fallback_tier, r.fallback_queue, r.fallback_constraint)):
             if c is not None:
@@ -101,15 +104,15 @@ def publish(app: Celery, client: redis.Redis, manifest: Manifest, *, force: froz
     if cq:
         client.hset(C.CQUEUES_KEY, mapping=cq)
     announce(client, manifest, {q: v for q, v in cq.items() if q not in known})  # idle hosts see new queues first
-    with app.connection_for_write() as conn:
-        factory = MessageFactory(app, conn.default_channel)
-        items = [_item(factory, row) for row in todo]
+    with app.connection_for_write() as conn, gc_paused():
+        factory = MessageTemplates(MessageFactory(app, conn.default_channel))
         forced = frozenset(r.job.job_id for r in todo if r.why.startswith("--force"))
         sent_at = time.time()
-        results = records.publish(items, force=forced)
-    events.announce_queued(app, (events.QueuedJob(it.job_id, it.name, it.fields["queue"], rerun=bool(res[1]))
-                                 for it, res in zip(items, results) if res[0] == "publish"), sent_at=sent_at)
-    by_id = {it.job_id: res for it, res in zip(items, results)}
+        # a generator: messages are built while Redis stores the previous batch
+        results = records.publish((_item(factory, row) for row in todo), force=forced)
+    events.announce_queued(app, (events.QueuedJob(row.job.job_id, row.job.name, row.queue, rerun=bool(res[1]))
+                                 for row, res in zip(todo, results) if res[0] == "publish"), sent_at=sent_at)
+    by_id = {row.job.job_id: res for row, res in zip(todo, results)}
     out = []
     for row in rows:
         res = by_id.get(row.job.job_id)
@@ -119,11 +122,11 @@ def publish(app: Celery, client: redis.Redis, manifest: Manifest, *, force: froz
     return out
 
 
-def _item(factory: MessageFactory, row: PlanRow) -> PublishItem:
+def _item(factory: MessageTemplates, row: PlanRow) -> PublishItem:
     job = row.job
-    spec = job.to_dict()
+    spec = json.dumps(job.to_dict())
     fields = {"job_id": job.job_id, "name": job.name, "queue": row.queue,
-              "spec": json.dumps(spec), "priority": str(job.priority)}
+              "spec": spec, "priority": str(job.priority)}
     if job.max_attempts is not None:
         fields["max_attempts"] = str(job.max_attempts)
     fallback_at = None

@@ -17,6 +17,7 @@ from typing import Any, Iterable
 import redis
 
 from fleet import constants as C
+from fleet.bulk import PUBLISH_BATCH, Bulk
 from fleet.errors import JobNotFound
 
 
@@ -110,7 +111,6 @@ class Records:
         self.r = client
         self.lease_ttl_ms = int(lease_ttl_s * 1000)
         self.max_attempts = max_attempts
-        self._publish = client.register_script(_script("publish"))
         self._claim = client.register_script(_script("claim"))
         self._heartbeat = client.register_script(_script("heartbeat"))
         self._finish = client.register_script(_script("finish"))
@@ -123,29 +123,20 @@ class Records:
 
     # --- publishing ---------------------------------------------------------
     def states(self, job_ids: Iterable[str]) -> dict[str, JobState | None]:
-        """Current state of each job (None: never published), in one round trip."""
-        ids = list(job_ids)
-        pipe = self.r.pipeline(transaction=False)
-        for jid in ids:
-            pipe.hget(C.JOB_KEY + jid, "state")
-        return {jid: JobState(_s(s)) if s else None for jid, s in zip(ids, pipe.execute())}
+        """Current state of each job (None: never published), a few thousand per script call."""
+        return {jid: JobState(s) if s else None for jid, s in Bulk(self.r).states(job_ids).items()}
 
-    def publish(self, items: list[PublishItem], force: set[str] = frozenset(),
-                batch: int = 1000) -> list[tuple[str, str]]:
-        """Create records and push messages atomically per job; returns (action, prior state)."""
+    def publish(self, items: Iterable[PublishItem], force: set[str] = frozenset(),
+                batch: int = PUBLISH_BATCH) -> list[tuple[str, str]]:
+        """Create records and push messages atomically per job; returns (action, prior state).
+
+        Batches of jobs go in one script call each (fleet.bulk); each job stays atomic."""
         now = str(time.time())
-        out: list[tuple[str, str]] = []
-        for start in range(0, len(items), batch):
-            pipe = self.r.pipeline(transaction=False)
-            for it in items[start:start + batch]:
-                self._publish(
-                    keys=[C.JOB_KEY + it.job_id, C.JOBS_INDEX, C.NAMES_INDEX, C.FALLBACK_ZSET],
-                    args=[it.job_id, it.name, now, "1" if it.job_id in force else "0", it.list_key,
-                          it.message, "" if it.fallback_at is None else str(it.fallback_at),
-                          *_flat(it.fields)],
-                    client=pipe)
-            out += [(_s(a), _s(b)) for a, b in pipe.execute()]
-        return out
+        return Bulk(self.r).publish((
+            ([C.JOB_KEY + it.job_id, C.JOBS_INDEX, C.NAMES_INDEX, C.FALLBACK_ZSET],
+             [it.job_id, it.name, now, "1" if it.job_id in force else "0", it.list_key,
+              it.message, "" if it.fallback_at is None else str(it.fallback_at), *_flat(it.fields)])
+            for it in items), batch)
 
     # --- a worker's side ----------------------------------------------------
     def claim(self, job_id: str, worker: str, token: str, spec: dict, queue: str, *,

@@ -13,6 +13,7 @@ from pathlib import Path
 
 import redis
 
+from fleet.constants import AOF_REWRITE_MIN_SIZE_MB
 from fleet.errors import FleetError
 
 
@@ -54,6 +55,7 @@ class RedisServer:
         self.proc = subprocess.Popen(
             [find_binary(), "--port", str(self.port), "--bind", "127.0.0.1", "--dir", str(self.data_dir),
              "--appendonly", "yes", "--appendfsync", "everysec", "--save", "", "--protected-mode", "no",
+             "--auto-aof-rewrite-min-size", f"{AOF_REWRITE_MIN_SIZE_MB}mb",
              "--daemonize", "no", "--logfile", str(self.data_dir / "redis.log")],
             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
         deadline = time.monotonic() + timeout_s

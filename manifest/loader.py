@@ -7,6 +7,7 @@ from __future__ import annotations
 import datetime as dt
 import difflib
 import json
+import math
 import os
 import re
 import shlex
@@ -16,11 +17,12 @@ from pathlib import Path
 from typing import Any
 
 from fleet.constants import MAX_PRIORITY, PREFER_CUDA_GRACE_S, DEFAULT_PRIORITY
+from fleet.bulk import gc_paused
 from fleet.errors import DataProblem, ManifestError, Problem
 from artifacts.identity import DataResolver
 from manifest import ids, sweep
 from manifest.checkpoint import checkpoint_dir, checkpoint_problem
-from manifest.lines import LineMap
+from manifest.lines import LineMap, scan
 from manifest.schema import HostPolicy, JobSpec, Manifest, Needs, TierSpec
 from routing import tiers as routing
 from trainers.schema import TRAINERS, check_hyper, resolve_hyper
@@ -44,6 +46,13 @@ KIND_WORDS = {"bool": "true or false", "int": "an integer", "num": "a number", "
 # what routing reads: when all of these that are written are well-typed, routing can be checked
 ROUTING_FIELDS = ("require_cuda", "prefer_cuda", "min_vram_gib", "min_ram_gib", "min_cores",
                   "allowed_hosts", "denied_hosts")
+MAX_SEED = 2**32 - 1  # numpy's and xgboost's seeds are unsigned 32-bit
+# tables and arrays inside one another: far more than a manifest needs, far less than
+# Python's recursion limit (tomllib and the checks below recurse once per level)
+MAX_NESTING = 32
+NESTING_FIX = f"flatten it: a manifest needs a few levels, at most {MAX_NESTING}"
+CLOSERS = {"array": "]", "inline table": "}", "string": 'a matching quote (" or \')',
+           "multi-line string": 'a matching """ or \'\'\''}
 # fields outside the job ID (manifest.ids): a problem in one of them still lets us compare IDs
 NOT_IN_ID = {"name", "priority", "prefer_cuda", "prefer_cuda_grace_s", "allowed_hosts",
              "denied_hosts", "timeout_s", "max_attempts", "checkpoint"}
@@ -108,6 +117,8 @@ def _check_table(p: _Problems, path: tuple, table: dict, fields: dict[str, str])
             p.add(path + (key,), "unknown key", _suggest(key, fields))
         elif not _is_kind(value, fields[key]):
             p.add(path + (key,), *_wrong_kind(key, value, fields[key]))
+        elif isinstance(value, float) and not math.isfinite(value):  # TOML has inf and nan
+            p.add(path + (key,), f"must be a finite number, got {value}", "write a number, e.g. 1.5")
         else:
             good[key] = value
     return good
@@ -237,6 +248,8 @@ def _job_problems(p: _Problems, path: tuple, t: dict, written: set[str]) -> None
             p.add(path + ("artifacts",), *bad)
     if "model" in t and "data" not in written:
         p.add(path + ("data",), f"model {t['model']!r} needs data", "set data to a CSV/Parquet path or s3:// URI")
+    if "seed" in t and not 0 <= t["seed"] <= MAX_SEED:
+        p.add(path + ("seed",), f"must be 0..{MAX_SEED}, got {t['seed']}", "numpy and xgboost take 32-bit seeds")
     if "priority" in t and not 0 <= t["priority"] <= MAX_PRIORITY:
         p.add(path + ("priority",), f"must be 0..{MAX_PRIORITY}, got {t['priority']}",
               f"use 0 (lowest) to {MAX_PRIORITY} (most urgent)")
@@ -300,6 +313,10 @@ def _sweep_points(p: _Problems, path: tuple, t: dict) -> list[dict]:
             points_ok = False
         elif key == "seed" and not all(isinstance(v, int) and not isinstance(v, bool) for v in values):
             p.add(path + ("sweep", "seed"), "seeds must be integers", "write seed = [0, 1, 2]")
+            points_ok = False
+        elif key == "seed" and (bad := [v for v in values if not 0 <= v <= MAX_SEED]):
+            p.add(path + ("sweep", "seed"), f"seeds must be 0..{MAX_SEED}, got {bad[0]}",
+                  "numpy and xgboost take 32-bit seeds")
             points_ok = False
         elif key != "seed" and key in (t.get("hyper") or {}):
             p.add(path + ("sweep", key), f"{key} is set in both hyper and sweep", "keep it in one place")
@@ -407,10 +424,12 @@ def _jobs(p: _Problems, raw: list, base_dir: Path, routes: _Routes | None,
             _routing_problems(p, path, t, routes)
         if not t.get("name", "").strip():
             continue
+        table_line = p.lines.line(*path)
         for point in points:
-            if unique.name_taken(p, path, sweep.point_name(t["name"], point)) or not content_ok:
+            name = sweep.point_name(t["name"], point)
+            if unique.name_taken(p, path, name) or not content_ok:
                 continue
-            job = _build_job(t, point, data, table_line=p.lines.line(*path))
+            job = _build_job(t, point, name, data, table_line=table_line)
             if not unique.id_taken(p, path, job):
                 out.append(job)
     return tuple(out)
@@ -422,7 +441,8 @@ def _point_hyper(t: dict, point: dict) -> dict:
     return resolve_hyper(t["model"], hyper) if "model" in t else hyper
 
 
-def _build_job(t: dict, point: dict, data: str | None, table_line) -> JobSpec:
+def _build_job(t: dict, point: dict, name: str, data: str | None, table_line) -> JobSpec:
+    """One job of table ``t`` at a sweep point; ``name`` is the point's, ``data`` pinned."""
     needs = _needs(t)
     hyper, seed = _point_hyper(t, point), point.get("seed", t.get("seed", 0))
     command = t.get("command")
@@ -430,7 +450,7 @@ def _build_job(t: dict, point: dict, data: str | None, table_line) -> JobSpec:
     jid = ids.job_id(model=t.get("model"), command=command, artifacts=artifacts,
                      data=data, hyper=hyper, seed=seed, needs=needs)
     return JobSpec(
-        name=sweep.point_name(t["name"], point), job_id=jid, model=t.get("model"),
+        name=name, job_id=jid, model=t.get("model"),
         command=tuple(command) if command else None, artifacts=tuple(artifacts), data=data,
         hyper=hyper, seed=seed, priority=t.get("priority", DEFAULT_PRIORITY), needs=needs,
         prefer_cuda=t.get("prefer_cuda", False),
@@ -454,6 +474,51 @@ def _tier_hint(needs: Needs) -> str:
     return ("cuda" if needs.require_cuda else "cpu") + "-big"
 
 
+def _parse(text: str, path: str) -> dict:
+    """tomllib's document, or a ManifestError that names the line."""
+    try:
+        return tomllib.loads(text)
+    except tomllib.TOMLDecodeError as e:
+        m = re.search(r"line (\d+)", str(e))
+        if m:
+            raise ManifestError([Problem(path, int(m.group(1)), "(syntax)", f"not valid TOML: {e}",
+                                         "fix the TOML syntax at that line")]) from e
+        raise ManifestError([_unclosed_problem(path, text, e)]) from e
+    except RecursionError as e:  # tomllib recurses once per nesting level
+        line = scan(text, MAX_NESTING).too_deep
+        raise ManifestError([Problem(path, line, "(syntax)", f"nested more than {MAX_NESTING} levels deep",
+                                     NESTING_FIX)]) from e
+
+
+def _unclosed_problem(path: str, text: str, e: Exception) -> Problem:
+    """At the end of the text tomllib names no line: name the one where the open construct began."""
+    found = scan(text)
+    if found.unclosed is None:
+        return Problem(path, None, "(syntax)", f"not valid TOML: {e}", "fix the TOML syntax")
+    what = found.unclosed
+    where = f"; it is inside the {found.outer.kind} opened at line {found.outer.line}" if found.outer else ""
+    return Problem(path, what.line, "(syntax)",
+                   f"not valid TOML: {e}: the {what.kind} opened at line {what.line} is never closed{where}",
+                   f"close it with {CLOSERS[what.kind]}")
+
+
+def _too_deep(doc: dict, limit: int) -> tuple | None:
+    """The key path of the first value nested more than ``limit`` tables or arrays deep.
+
+    Iterative: later checks (and JSON) recurse over values, so the depth is bounded first.
+    """
+    todo: list[tuple[tuple, Any]] = [((), doc)]
+    while todo:
+        path, value = todo.pop()
+        if len(path) > limit:
+            return path[:limit + 1]
+        if isinstance(value, dict):
+            todo.extend((path + (k,), v) for k, v in value.items())
+        elif isinstance(value, list):
+            todo.extend((path + (i,), v) for i, v in enumerate(value) if isinstance(v, (dict, list)))
+    return None
+
+
 def loads(text: str, path: str = "<manifest>", data: DataResolver | None = None) -> Manifest:
     """Validate manifest text; raise ManifestError listing every problem.
 
@@ -462,12 +527,10 @@ def loads(text: str, path: str = "<manifest>", data: DataResolver | None = None)
     resolver = data or DataResolver()
     lines = LineMap(text)
     p = _Problems(path, lines)
-    try:
-        doc = tomllib.loads(text)
-    except tomllib.TOMLDecodeError as e:
-        m = re.search(r"line (\d+)", str(e))
-        raise ManifestError([Problem(path, int(m.group(1)) if m else None, "(syntax)",
-                                     f"not valid TOML: {e}", "fix the TOML syntax at that line")]) from e
+    doc = _parse(text, path)
+    if deep := _too_deep(doc, MAX_NESTING):
+        raise ManifestError([Problem(path, lines.line(*deep), _field(deep[:8]) + "...",
+                                     f"nested more than {MAX_NESTING} levels deep", NESTING_FIX)])
     written_jobs = doc.get("jobs", [])
     doc = _check_table(p, (), doc, TOP_LEVEL)
     if written_jobs == []:  # jobs of the wrong kind are reported as such, not also as missing
@@ -497,4 +560,5 @@ def load(path: str | os.PathLike, data: DataResolver | None = None) -> Manifest:
     except UnicodeDecodeError as e:  # TOML is UTF-8 by definition
         raise ManifestError([Problem(path, None, "(file)", f"not UTF-8 text: {e.reason} at byte {e.start}",
                                      "save the file as UTF-8")]) from e
-    return loads(text, path, data)
+    with gc_paused():  # a large sweep's jobs are many small acyclic objects
+        return loads(text, path, data)

@@ -1,1 +1,1 @@
-pytest_plugins = ["tests.fixtures.s3", "tests.fixtures.redis"]
+pytest_plugins = ["tests.fixtures.s3", "tests.fixtures.redis", "tests.fixtures.leaks"]

@@ -9,6 +9,7 @@ from rich.table import Table
 from fleet import feasibility
 from fleet.cli.common import app, console, err, plain, redis_client, where
 from fleet.errors import ManifestError
+from fleet.plan_summary import SUMMARY_ABOVE_ROWS, summarise
 
 
 def _progress(args):
@@ -56,18 +57,48 @@ def cmd_publish(args) -> int:
     if args.json:
         print(json.dumps(feasibility.annotate([r.to_dict() for r in rows], warnings), indent=2))
         return 0
-    table = Table(title=("plan (dry run: nothing sent)" if args.dry_run else f"published {args.manifest}"))
-    for col in ("job", "id", "queue", "action", "why"):
-        table.add_column(col)
-    for r in rows:
-        table.add_row(*plain(r.job.name, r.job.job_id[:12], r.queue, r.action, r.why))
-    console.print(table)
+    title = "plan (dry run: nothing sent)" if args.dry_run else f"published {args.manifest}"
+    if len(rows) > SUMMARY_ABOVE_ROWS:
+        print_summary(summarise(rows), title)
+    else:
+        console.print(_rows_table(rows, title))
     sent = sum(r.action == "publish" for r in rows)
     console.print(f"{sent} to publish, {len(rows) - sent} skipped" if args.dry_run else
                   f"{sent} published, {len(rows) - sent} skipped")
     for line in feasibility.messages(warnings):
         err.print(f"warning: {line}", markup=False, highlight=False)
     return 0
+
+
+def _rows_table(rows, title: str) -> Table:
+    table = Table(title=title)
+    for col in ("job", "id", "queue", "action", "why"):
+        table.add_column(col)
+    for r in rows:
+        table.add_row(*plain(r.job.name, r.job.job_id[:12], r.queue, r.action, r.why))
+    return table
+
+
+def _groups_table(title: str, groups, more: int, what: str) -> Table:
+    table = Table(title=title)
+    for col in (what, "jobs", "publish", "skip"):
+        table.add_column(col, justify="left" if col == what else "right")
+    for g in groups:
+        table.add_row(*plain(g.name, f"{g.jobs:,}", f"{g.actions.get('publish', 0):,}",
+                             f"{g.actions.get('skip', 0):,}"))
+    if more:
+        table.add_row(*plain(f"... {more:,} more", "", "", ""))
+    return table
+
+
+def print_summary(s, title: str) -> None:
+    """A long plan as counts per queue and per sweep, then its first rows."""
+    console.print(f"{title}: {s.total:,} jobs, summarised (--json lists every one)", markup=False, highlight=False)
+    console.print(_groups_table("per queue", s.queues, s.more_queues, "queue"))
+    console.print(_groups_table("per sweep", s.sweeps, s.more_sweeps, "sweep"))
+    console.print(_rows_table(s.first, f"first {len(s.first)} jobs"))
+    if s.more_rows:
+        console.print(f"... {s.more_rows:,} more; --json for all", markup=False, highlight=False)
 
 
 def register(sub) -> None:

@@ -135,6 +135,7 @@ def chaos(tmp_path, s3_server, monkeypatch):
         for p in c.job_processes():
             p.kill()
         server.stop()
+        c.redis.stop()  # a test that restarts Redis leaves a new server here
 
 
 def test_kill_9_workers_mid_job_repeatedly_and_every_job_succeeds_exactly_once(chaos):

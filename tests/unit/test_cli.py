@@ -38,3 +38,19 @@ def test_a_real_publish_with_redis_unreachable_fails_naming_the_variable(unreach
 def test_sweep_names_show_in_tables_as_written_not_as_markup(unreachable_broker, capsys):
     assert cli.main(["publish", EXAMPLE, "--dry-run"]) == 0
     assert "gbt-breast-cancer[seed=0]" in capsys.readouterr().out
+
+
+def test_a_long_plan_prints_counts_per_queue_and_sweep_and_the_first_rows_only(unreachable_broker, capsys, tmp_path):
+    m = tmp_path / "big.toml"
+    m.write_text(f'[[jobs]]\nname = "many"\ncommand = ["true"]\n[jobs.sweep]\nseed = {list(range(1000))}\n')
+    assert cli.main(["publish", str(m), "--dry-run"]) == 0
+    out = capsys.readouterr().out
+    assert "1,000 jobs, summarised" in out and "per queue" in out and "per sweep" in out
+    assert "many[seed=19]" in out and "many[seed=20]" not in out
+    assert "... 980 more; --json for all" in out
+    assert len(json.loads(_json_plan(m, capsys))) == 1000
+
+
+def _json_plan(path, capsys) -> str:
+    assert cli.main(["publish", str(path), "--dry-run", "--json"]) == 0
+    return capsys.readouterr().out
