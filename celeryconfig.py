@@ -3,18 +3,10 @@
 Flat and free of side effects; a bad value raises ConfigError naming the variable.
 """
 import os
-from urllib.parse import urlparse
 
+from fleet import broker as _broker
 from fleet.constants import DEFAULT_BROKER_URL, LEASE_TTL_S, VISIBILITY_TIMEOUT_S
 from fleet.errors import ConfigError
-
-
-def _url(var, default):
-    value = os.environ.get(var) or default
-    if urlparse(value).scheme != "redis":
-        raise ConfigError(f"{var}={value.split('@')[-1]!r}: expected a redis:// URL, "
-                          "e.g. redis://127.0.0.1:6379/0 (rediss:// and sockets are not supported yet)")
-    return value
 
 
 def _seconds(var, default):
@@ -37,8 +29,13 @@ def _flag(var):
     return raw in ("1", "true", "yes")
 
 
-broker_url = _url("FLEET_BROKER_URL", DEFAULT_BROKER_URL)
-result_backend = _url("FLEET_RESULT_BACKEND", broker_url)
+# redis://, rediss:// (TLS, FLEET_REDIS_CA_FILE) or sentinel:// (FLEET_SENTINEL_MASTER): fleet.broker
+_broker_at = _broker.from_env("FLEET_BROKER_URL", DEFAULT_BROKER_URL)
+_results_at = _broker.from_env("FLEET_RESULT_BACKEND", _broker_at.url)
+broker_url = _broker_at.url
+result_backend = _results_at.url
+broker_use_ssl = _broker_at.ssl or False
+redis_backend_use_ssl = _results_at.ssl or None
 
 # JSON only: a pickled message is refused before any code of ours sees it.
 task_serializer = "json"
@@ -73,10 +70,12 @@ broker_transport_options = {
     "unacked_restore_throttle": 1 if os.environ.get("FLEET_UNACKED_RESTORE_INTERVAL_S") else 10,
     "queue_order_strategy": "priority",   # most demanding tier first
     "priority_steps": list(range(10)),
+    **_broker_at.transport_options(),   # Sentinel: master_name
 }
-result_backend_transport_options = {"visibility_timeout": visibility_timeout}
-# Stock Redis transport, except a worker serves its queues in order first, priority second:
-# tasks.transport.register() points redis:// at it, so the URL stays plain (Flower reads it).
+result_backend_transport_options = {"visibility_timeout": visibility_timeout, **_results_at.transport_options()}
+# Stock Redis transport (or its Sentinel one), except a worker serves its queues in order first,
+# priority second: tasks.transport.register() points redis://, rediss:// and sentinel:// at
+# them, so the URL stays plain (Flower reads it).
 # A job that outlives a broker blip keeps running (its lease covers it); Celery 6 flips
 # this default, so it is said here.
 worker_cancel_long_running_tasks_on_connection_loss = False

@@ -90,3 +90,16 @@ PICKUP_WAIT_S = 5.0              # publish waits at most this long for live host
 # the whole dataset, which on a small host competes with a large publish for the CPU
 # (a 100,000-job publish writes ~550 MB of AOF: at the 64 MB default, four rewrites).
 AOF_REWRITE_MIN_SIZE_MB = 1024
+
+# --- broker auth, TLS and Sentinel (fleet/broker.py, fleet/redis_conn.py) ----
+DEFAULT_REDIS_PORT = 6379
+DEFAULT_SENTINEL_PORT = 26379
+# Under Sentinel, a record transition (claim, finish, publish...) is acknowledged only once
+# this many replicas have it (Redis WAIT), while a replica answers; FLEET_REDIS_WAIT_REPLICAS.
+SENTINEL_WAIT_REPLICAS = 1
+REDIS_WAIT_TIMEOUT_MS = 500      # longest a transition waits for its replicas
+REDIS_WAIT_SKIP_S = 10.0         # after a WAIT no replica answered, skip waiting this long
+# fleet's own client retries a command that met a dropped connection or a demoted master
+# (a Sentinel failover) this many times, backing off up to REDIS_RETRY_CAP_S between tries.
+REDIS_RETRIES = 8
+REDIS_RETRY_CAP_S = 2.0

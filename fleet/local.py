@@ -85,11 +85,12 @@ def _wait_for_hosts(url: str, names: set[str], timeout_s: float = 60.0) -> None:
 
 
 def _wait(manifest_path: str, timeout_s: float) -> bool:
-    import redis
+    from fleet.broker import from_env
     from fleet.records import Records
+    from fleet.redis_conn import connect
     from manifest.loader import load
     ids = {j.job_id for j in load(manifest_path).jobs}
-    records = Records(redis.Redis.from_url(os.environ["FLEET_BROKER_URL"]))
+    records = Records(connect(from_env("FLEET_BROKER_URL", "")))
     deadline = time.monotonic() + timeout_s
     with console.status("waiting for jobs") as status:
         while time.monotonic() < deadline:

@@ -9,7 +9,8 @@ module) makes ``redis://`` and ``rediss://`` URLs select it, so the broker URL s
 redis URL everywhere it is shown or parsed (worker banner, Flower's Broker page).
 
 The fleet behaviour lives in ``FleetChannelMixin`` so every Channel variant (plain Redis,
-Sentinel) shares it.
+Sentinel) shares it; ``sentinel://`` URLs select ``SentinelTransport`` (master from
+FLEET_SENTINEL_MASTER, see fleet.broker), so queue order and poison handling hold there too.
 """
 from __future__ import annotations
 
@@ -112,7 +113,16 @@ class Transport(kombu_redis.Transport):
     Channel = Channel
 
 
+class SentinelChannel(FleetChannelMixin, kombu_redis.SentinelChannel):
+    """sentinel://: the master is asked of the sentinels on every (re)connection."""
+
+
+class SentinelTransport(kombu_redis.SentinelTransport):
+    Channel = SentinelChannel
+
+
 def register() -> None:
-    """Serve redis:// and rediss:// broker URLs with this transport (same wire format)."""
+    """Serve redis://, rediss:// and sentinel:// broker URLs with fleet's transports."""
     for scheme in ("redis", "rediss"):
         TRANSPORT_ALIASES[scheme] = f"{__name__}:Transport"
+    TRANSPORT_ALIASES["sentinel"] = f"{__name__}:SentinelTransport"

@@ -68,8 +68,9 @@ def context() -> HostContext:
 
 
 def redis_client(app) -> redis.Redis:
-    return redis.Redis.from_url(app.conf.broker_url, socket_timeout=10, socket_connect_timeout=5,
-                                health_check_interval=30, retry_on_timeout=True)
+    from fleet.redis_conn import client_for   # password, TLS, Sentinel: one place
+    return client_for(app, socket_timeout=10, socket_connect_timeout=5, health_check_interval=30,
+                      retry_on_timeout=True)
 
 
 def build_context(app) -> HostContext:
@@ -87,6 +88,9 @@ def build_context(app) -> HostContext:
     client = redis_client(app)
     try:
         config = read_config(client)
+    except (redis.AuthenticationError, redis.exceptions.NoPermissionError) as e:
+        from fleet.redis_conn import explain, from_conf
+        raise SystemExit(f"fleet: refusing to start: {explain(e, from_conf(app.conf))}") from None
     except redis.RedisError as e:
         log.warning("cannot read the published config from Redis (%s); using the default tiers", e)
         config = ClusterConfig()

@@ -9,7 +9,7 @@ import argparse
 import sys
 
 from fleet.cli import artifacts, deadletter, enroll, hosts, jobs, local, publish
-from fleet.cli.common import app, err, where
+from fleet.cli.common import app, broker_problem, err, where  # noqa: F401  (app, where: re-exported)
 from fleet.errors import FleetError
 
 VERB_MODULES = (publish, jobs, hosts, artifacts, local, enroll, deadletter)
@@ -31,11 +31,9 @@ def main(argv: list[str] | None = None) -> int:
     except FleetError as e:
         err.print(f"fleet: {e}", markup=False, highlight=False)
         return 1
-    except (redis.ConnectionError, redis.TimeoutError):
-        url = app().conf.broker_url
-        err.print(f"fleet: cannot reach Redis at {where(url)} (FLEET_BROKER_URL); start it, or point "
-                  "FLEET_BROKER_URL at your broker (`scripts/local-fleet` runs one locally)",
-                  markup=False, highlight=False)
+    except (redis.ConnectionError, redis.TimeoutError, redis.exceptions.NoPermissionError) as e:
+        # a refused password is its own message: "authentication failed", not "cannot reach"
+        err.print(f"fleet: {broker_problem(e)}", markup=False, highlight=False)
         return 1
 
 

@@ -16,8 +16,15 @@ def app():
 
 
 def redis_client():
-    import redis
-    return redis.Redis.from_url(app().conf.broker_url, socket_connect_timeout=5, socket_timeout=30)
+    from fleet.redis_conn import client_for
+    return client_for(app(), socket_connect_timeout=5, socket_timeout=30)
+
+
+def broker_problem(error) -> str:
+    """What went wrong with Redis, in one line that names the variable and shows no secret."""
+    from fleet.broker import from_conf
+    from fleet.redis_conn import explain
+    return explain(error, from_conf(app().conf))
 
 
 def records():
@@ -32,4 +39,5 @@ def plain(*values: str) -> list[Text]:
 
 def where(url: str) -> str:
     """A broker URL without its credentials, for messages."""
-    return url.rsplit("@", 1)[-1]
+    from fleet.broker import masked
+    return masked(url)

@@ -7,7 +7,7 @@ import json
 from rich.table import Table
 
 from fleet import feasibility
-from fleet.cli.common import app, console, err, plain, redis_client, where
+from fleet.cli.common import app, broker_problem, console, err, plain, redis_client
 from fleet.errors import ManifestError
 from fleet.plan_summary import SUMMARY_ABOVE_ROWS, summarise
 
@@ -44,13 +44,13 @@ def cmd_publish(args) -> int:
         with _progress(args) as progress:
             rows = publish(app(), redis_client(), manifest, force=frozenset(args.force),
                            dry_run=args.dry_run, progress=progress)
-    except (redis.ConnectionError, redis.TimeoutError):
+    except (redis.ConnectionError, redis.TimeoutError) as e:
         if not args.dry_run:
             raise
         from fleet.publish import plan
         # A plan is still useful offline: it shows routing and IDs, not what already ran.
-        err.print(f"fleet: cannot reach Redis at {where(app().conf.broker_url)} (FLEET_BROKER_URL): "
-                  "the plan below assumes no job was published before", markup=False, highlight=False)
+        err.print(f"fleet: {broker_problem(e)}; the plan below assumes no job was published before",
+                  markup=False, highlight=False)
         rows = plan(manifest, {}, frozenset(args.force))
         offline = True
     warnings = feasibility.check(None if offline else redis_client(), rows, manifest)

@@ -1,0 +1,144 @@
+"""fleet's own Redis clients (records, Lua scripts, reaper, CLI), made from ``BrokerSettings``.
+
+One function, ``connect``, for a single server (redis://, rediss://) or a Sentinel-watched
+master. Under Sentinel the client asks the sentinels for the master on every new
+connection and drops connections to a demoted one, so with the retries below a command
+that meets a failover lands on the new master. ``explain`` turns a Redis error into the
+one line an operator reads: a refused password is "authentication failed", not "cannot
+reach", and neither ever shows the password.
+"""
+from __future__ import annotations
+
+import logging
+import time
+
+import redis
+from redis.backoff import ExponentialBackoff
+from redis.client import Pipeline
+from redis.retry import Retry
+
+from fleet import constants as C
+from fleet.broker import BrokerSettings, from_conf
+
+log = logging.getLogger("fleet.redis")
+NOT_RETRIED = (redis.AuthenticationError, redis.exceptions.AuthorizationError)
+
+
+class _Retry(Retry):
+    """Retry dropped connections and failovers, never a refused login (it would only repeat)."""
+
+    def call_with_retry(self, do, fail, is_retryable=None, with_failure_count=False):
+        def retryable(e: Exception) -> bool:
+            return not isinstance(e, NOT_RETRIED) and (is_retryable is None or is_retryable(e))
+        return super().call_with_retry(do, fail, retryable, with_failure_count)
+
+
+def _retry() -> Retry:
+    return _Retry(ExponentialBackoff(cap=C.REDIS_RETRY_CAP_S, base=0.05), C.REDIS_RETRIES)
+
+
+class _Replicas:
+    """WAIT for replicas after a write, while one answers (shared by a client and its pipelines)."""
+
+    def __init__(self, wanted: int):
+        self.wanted, self.skip_until = wanted, 0.0
+
+    def wait_args(self) -> tuple | None:
+        if self.wanted <= 0 or time.monotonic() < self.skip_until:
+            return None
+        return ("WAIT", self.wanted, C.REDIS_WAIT_TIMEOUT_MS)
+
+    def acked(self, count) -> None:
+        if int(count) < self.wanted:
+            # no replica: the transition stands on the master alone; try again later
+            self.skip_until = time.monotonic() + C.REDIS_WAIT_SKIP_S
+            log.warning("only %s of %s replica(s) acknowledged within %d ms; not waiting for "
+                        "replicas for %gs", count, self.wanted, C.REDIS_WAIT_TIMEOUT_MS, C.REDIS_WAIT_SKIP_S)
+
+
+class FleetRedis(redis.Redis):
+    """redis.Redis whose Lua transitions (EVALSHA) return only once replicas have them."""
+
+    replicas = _Replicas(0)
+
+    def evalsha(self, *args, **kwargs):
+        result = super().evalsha(*args, **kwargs)
+        self._wait()
+        return result
+
+    def _wait(self) -> None:
+        wait = self.replicas.wait_args()
+        if wait:
+            self.replicas.acked(self.execute_command(*wait))
+
+    def pipeline(self, transaction=True, shard_hint=None):
+        pipe = _FleetPipeline(self.connection_pool, self.response_callbacks, transaction, shard_hint)
+        pipe.replicas = self.replicas
+        return pipe
+
+
+class _FleetPipeline(Pipeline):
+    replicas = _Replicas(0)
+
+    def execute(self, raise_on_error: bool = True):
+        wait = None if self.transaction else self.replicas.wait_args()
+        if not wait or not any(args[0] in ("EVALSHA", "EVAL") for args, _ in self.command_stack):
+            return super().execute(raise_on_error)
+        self.execute_command(*wait)
+        *results, acked = super().execute(raise_on_error)
+        self.replicas.acked(acked)
+        return results
+
+
+def connect(settings: BrokerSettings, **kw) -> FleetRedis:
+    """A client for ``settings``; ``kw`` are redis.Redis socket options (timeouts...)."""
+    kw = {"retry": _retry(), **kw}
+    if settings.sentinel:
+        from redis.sentinel import Sentinel
+        sentinel_kw = {"password": settings.sentinel_password} if settings.sentinel_password else {}
+        sentinel_kw.update(socket_connect_timeout=kw.get("socket_connect_timeout", 5),
+                           socket_timeout=kw.get("socket_connect_timeout", 5))
+        sentinels = Sentinel(list(settings.hosts), sentinel_kwargs=sentinel_kw)
+        client = sentinels.master_for(settings.master_name, redis_class=FleetRedis,
+                                      **settings.redis_kwargs(), **kw)
+    else:
+        (host, port), = settings.hosts
+        client = FleetRedis(host=host, port=port, **settings.redis_kwargs(), **kw)
+    client.replicas = _Replicas(settings.wait_replicas)
+    return client
+
+
+def client_for(app, **kw) -> FleetRedis:
+    """The client for a Celery app's broker (its ``broker_url``, which tests may change)."""
+    return connect(from_conf(app.conf), **kw)
+
+
+def explain(error: redis.RedisError, settings: BrokerSettings) -> str:
+    """One line for an operator: what failed, where, which variable to fix. No secret."""
+    where, var = settings.where, settings.var
+    if isinstance(error, redis.AuthenticationError):
+        return (f"authentication failed at {where} for {settings.who}: the password in {var} was refused "
+                f"(check the user and password in {var}; for ACL users see `fleet redis-acl`)")
+    if isinstance(error, redis.exceptions.NoPermissionError):
+        return (f"Redis {settings.who} at {where} may not do this ({_first_line(error)}); "
+                "give it the fleet ACL rules (`fleet redis-acl`)")
+    if _tls_refused(error):
+        return (f"TLS handshake with {where} failed ({_first_line(error)}); check FLEET_REDIS_CA_FILE "
+                f"(the CA that signed the server's certificate) and the host name in {var}")
+    if settings.sentinel and "master" in str(error).lower():
+        return (f"no master {settings.master_name!r} known to the sentinels at {where} ({_first_line(error)}); "
+                "check FLEET_SENTINEL_MASTER and that the sentinels are up")
+    return (f"cannot reach Redis at {where} ({var}): {_first_line(error)}; start it, or point {var} at "
+            "your broker (`scripts/local-fleet` runs one locally)")
+
+
+def _tls_refused(error: Exception) -> bool:
+    text = str(error).lower()
+    return any(w in text for w in ("certificate", "ssl", "tls", "wrong version number"))
+
+
+def _first_line(error: Exception) -> str:
+    return (str(error).splitlines() or [type(error).__name__])[0]
+
+
+__all__ = ["FleetRedis", "client_for", "connect", "explain"]
