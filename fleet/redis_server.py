@@ -10,6 +10,7 @@ import socket
 import subprocess
 import time
 from pathlib import Path
+from urllib.parse import quote
 
 import redis
 
@@ -41,14 +42,18 @@ def free_port() -> int:
 class RedisServer:
     """One redis-server process on loopback with its data (AOF) in ``data_dir``."""
 
-    def __init__(self, data_dir: Path, port: int | None = None):
+    def __init__(self, data_dir: Path, port: int | None = None, password: str | None = None,
+                 extra_args: tuple[str, ...] = ()):
         self.data_dir = Path(data_dir)
         self.port = port or free_port()
+        self.password = password          # requirepass: the default user's password
+        self.extra_args = tuple(extra_args)
         self.proc: subprocess.Popen | None = None
 
     @property
     def url(self) -> str:
-        return f"redis://127.0.0.1:{self.port}/0"
+        auth = f":{quote(self.password, safe='')}@" if self.password else ""
+        return f"redis://{auth}127.0.0.1:{self.port}/0"
 
     def start(self, timeout_s: float = 10.0) -> "RedisServer":
         self.data_dir.mkdir(parents=True, exist_ok=True)
@@ -56,10 +61,11 @@ class RedisServer:
             [find_binary(), "--port", str(self.port), "--bind", "127.0.0.1", "--dir", str(self.data_dir),
              "--appendonly", "yes", "--appendfsync", "everysec", "--save", "", "--protected-mode", "no",
              "--auto-aof-rewrite-min-size", f"{AOF_REWRITE_MIN_SIZE_MB}mb",
-             "--daemonize", "no", "--logfile", str(self.data_dir / "redis.log")],
+             "--daemonize", "no", "--logfile", str(self.data_dir / "redis.log"),
+             *(["--requirepass", self.password] if self.password else []), *self.extra_args],
             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
         deadline = time.monotonic() + timeout_s
-        client = redis.Redis(port=self.port, socket_connect_timeout=0.5)
+        client = redis.Redis(port=self.port, password=self.password, socket_connect_timeout=0.5)
         while time.monotonic() < deadline:
             try:
                 if client.ping():

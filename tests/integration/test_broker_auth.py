@@ -1,0 +1,46 @@
+"""A password-protected redis-server: fleet logs in everywhere, and a wrong password says so."""
+from __future__ import annotations
+
+import subprocess
+import sys
+
+import pytest
+
+from fleet.broker import parse
+from fleet.records import Records
+from fleet.redis_conn import connect
+from fleet.redis_server import RedisServer
+
+PASSWORD = "s3cr3t-p@ss/word"
+
+
+@pytest.fixture(scope="module")
+def locked(tmp_path_factory):
+    server = RedisServer(tmp_path_factory.mktemp("locked"), password=PASSWORD).start()
+    yield server
+    server.stop()
+
+
+def test_fleet_records_work_with_a_password_in_the_broker_url(locked):
+    client = connect(parse(locked.url))
+    assert client.ping()
+    assert Records(client).states(["nope"]) == {"nope": None}
+
+
+def test_a_wrong_password_says_authentication_failed_and_never_shows_the_password(locked, tmp_path):
+    url = locked.url.replace("s3cr3t", "wrong")
+    env = {"FLEET_BROKER_URL": url, "PATH": "/usr/bin:/bin", "HOME": str(tmp_path)}
+    out = subprocess.run([sys.executable, "-m", "fleet.cli", "status"], env=env, capture_output=True,
+                         text=True, timeout=60)
+    assert out.returncode == 1
+    assert "authentication failed" in out.stderr and "FLEET_BROKER_URL" in out.stderr
+    assert "cannot reach" not in out.stderr
+    assert "wrong-p" not in out.stderr + out.stdout
+
+
+def test_no_password_at_all_against_a_locked_server_says_authentication_failed(locked, tmp_path):
+    url = f"redis://127.0.0.1:{locked.port}/0"
+    env = {"FLEET_BROKER_URL": url, "PATH": "/usr/bin:/bin", "HOME": str(tmp_path)}
+    out = subprocess.run([sys.executable, "-m", "fleet.cli", "status"], env=env, capture_output=True,
+                         text=True, timeout=60)
+    assert out.returncode == 1 and "authentication failed" in out.stderr

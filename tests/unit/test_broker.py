@@ -1,0 +1,54 @@
+"""FLEET_BROKER_URL and its companions, read by a table: schemes, TLS files, Sentinel, masking."""
+import ssl
+
+import pytest
+
+from fleet.broker import masked, parse
+from fleet.errors import ConfigError
+
+
+@pytest.mark.parametrize("url, env, hosts, db, transport", [
+    ("redis://127.0.0.1:6379/0", {}, (("127.0.0.1", 6379),), 0, "tasks.transport:Transport"),
+    ("redis://u:p@h/3", {}, (("h", 6379),), 3, "tasks.transport:Transport"),
+    ("rediss://h:6380/1", {}, (("h", 6380),), 1, "tasks.transport:Transport"),
+    ("sentinel://a:26379;sentinel://b:26380", {"FLEET_SENTINEL_MASTER": "m"},
+     (("a", 26379), ("b", 26380)), 0, "tasks.transport:SentinelTransport"),
+    ("sentinel://a", {"FLEET_SENTINEL_MASTER": "m"}, (("a", 26379),), 0, "tasks.transport:SentinelTransport"),
+])
+def test_accepted_urls_give_their_hosts_database_and_transport(url, env, hosts, db, transport):
+    s = parse(url, environ=env)
+    assert (s.hosts, s.db, s.kombu_transport) == (hosts, db, transport)
+
+
+@pytest.mark.parametrize("url, env, words", [
+    ("amqp://h", {}, "redis://, rediss:// or sentinel://"),
+    ("redis://h/x", {}, "database number"),
+    ("redis://a;redis://b", {}, "only for sentinel://"),
+    ("sentinel://a", {}, "FLEET_SENTINEL_MASTER"),
+    ("redis://h", {"FLEET_REDIS_CA_FILE": "/etc/hosts"}, "not a rediss://"),
+    ("rediss://h", {"FLEET_REDIS_CA_FILE": "/no/such/ca.pem"}, "FLEET_REDIS_CA_FILE"),
+    ("rediss://h", {"FLEET_REDIS_CERT_FILE": "/etc/hosts"}, "go together"),
+    ("redis://h", {"FLEET_REDIS_WAIT_REPLICAS": "two"}, "FLEET_REDIS_WAIT_REPLICAS"),
+])
+def test_bad_settings_are_refused_naming_the_variable(url, env, words):
+    with pytest.raises(ConfigError, match=words):
+        parse(url, environ=env)
+
+
+def test_rediss_always_verifies_the_server_certificate():
+    s = parse("rediss://h", environ={"FLEET_REDIS_CA_FILE": "/etc/hosts"})
+    assert s.ssl == {"ssl_cert_reqs": ssl.CERT_REQUIRED, "ssl_ca_certs": "/etc/hosts"}
+
+
+def test_a_password_is_never_in_masked_urls_errors_or_reprs():
+    url = "sentinel://u:hunter2@a:1;sentinel://:hunter2@b:2"
+    s = parse(url, environ={"FLEET_SENTINEL_MASTER": "m"})
+    assert "hunter2" not in masked(url) + repr(s) + s.where
+    with pytest.raises(ConfigError) as e:
+        parse("redis://u:hunter2@h/x")
+    assert "hunter2" not in str(e.value)
+
+
+def test_sentinel_waits_for_one_replica_by_default_and_plain_redis_does_not():
+    assert parse("sentinel://a", environ={"FLEET_SENTINEL_MASTER": "m"}).wait_replicas == 1
+    assert parse("redis://a").wait_replicas == 0
