@@ -52,7 +52,7 @@ def decide(ref: str, names: dict[str, str], prefix_hits: list[str] | None,
     matched = tuple(Hit(jid, n) for n, jid in sorted(names.items()) if name_matches(n, ref))
     if matched:
         return Resolution(ref, matched, "glob" if is_glob(ref) else "sweep")
-    note = f"no job named {ref!r}"
+    note = f"no job name matches the glob {ref!r}" if is_glob(ref) else f"no job named {ref!r}"
     if HEX.match(ref) and len(ref) < C.MIN_ID_PREFIX:
         note += f", and {ref!r} is too short for an ID prefix (give at least {C.MIN_ID_PREFIX} characters)"
     elif HEX.match(ref):

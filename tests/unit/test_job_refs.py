@@ -53,6 +53,11 @@ def test_an_unknown_name_points_at_fleet_status():
         one(decide("nope", NAMES, None))
 
 
+def test_a_glob_that_matches_nothing_says_it_was_read_as_a_glob():
+    res = decide("mlp-*", NAMES, None)
+    assert res.how == "none" and res.note.startswith("no job name matches the glob 'mlp-*'")
+
+
 @pytest.mark.parametrize("uri, store, kind, sha", [
     ("s3://bkt/runs/gbt/" + A + "/bundle.tar.zst", "s3://bkt/runs", "gbt", A),
     ("s3://bkt/gbt/" + A + "/bundle.tar.zst", "s3://bkt", "gbt", A),
