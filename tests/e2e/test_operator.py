@@ -68,3 +68,54 @@ def test_logs_follow_a_running_job_from_queued_to_its_end_then_get_brings_back_i
     assert (tmp_path / "got" / "chatty" / "out" / "done.txt").read_text() == "ok"
     log = (tmp_path / "got" / "chatty" / "fleet-log.txt").read_text().splitlines()
     assert log == [f"tick {i}" for i in range(6)]
+
+
+NAPS = """
+[[jobs]]
+name = "nap"
+command = ["sleep", "60"]
+[jobs.sweep]
+seed = [1, 2, 3]
+"""
+
+
+def backend_states(env, ids: list[str]) -> list[str]:
+    code = "import sys\nfrom tasks import app\nprint(' '.join(app.AsyncResult(j).state for j in sys.argv[1:]))"
+    out = subprocess.run([sys.executable, "-c", code, *ids], env=env, capture_output=True, text=True, timeout=60)
+    assert out.returncode == 0, out.stderr
+    return out.stdout.split()
+
+
+def wait_backend(env, ids: list[str], ok, timeout_s: float = 30) -> list[str]:
+    deadline = time.monotonic() + timeout_s
+    while True:
+        states = backend_states(env, ids)
+        if ok(states) or time.monotonic() > deadline:
+            return states
+        time.sleep(0.5)
+
+
+def test_cancel_by_sweep_name_revokes_every_point_running_or_queued_and_requeue_by_glob_runs_them_anew(
+        one_host, tmp_path):
+    env, _ = one_host
+    manifest = tmp_path / "naps.toml"
+    manifest.write_text(NAPS)
+    published = fleet(env, "publish", str(manifest), "--json")
+    assert published.returncode == 0, published.stderr
+    ids = [r["job_id"] for r in json.loads(published.stdout)]
+    deadline = time.monotonic() + 60
+    while json.loads(fleet(env, "status", "--json", "--name", "nap").stdout)["counts"]["running"] < 1:
+        assert time.monotonic() < deadline, "no nap started"
+        time.sleep(0.3)
+
+    cancelled = fleet(env, "cancel", "nap")
+    assert cancelled.returncode == 0, cancelled.stderr
+    assert "'nap' matched 3 job(s) by sweep" in cancelled.stdout and "cancelled 3:" in cancelled.stdout
+    assert "was running" in cancelled.stdout and "was queued" in cancelled.stdout
+    assert wait_backend(env, ids, lambda s: set(s) == {"REVOKED"}) == ["REVOKED"] * 3
+
+    requeued = fleet(env, "requeue", "nap[seed=?]")
+    assert requeued.returncode == 0, requeued.stderr
+    assert "'nap[seed=?]' matched 3 job(s) by glob" in requeued.stdout and "requeued 3:" in requeued.stdout
+    assert "REVOKED" not in wait_backend(env, ids, lambda s: "REVOKED" not in s, timeout_s=15)
+    assert fleet(env, "cancel", "nap").returncode == 0
