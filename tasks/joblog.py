@@ -72,7 +72,8 @@ class JobLog:
             self._pending.append(self._buf.popleft())
         if not self._pending:
             return True
-        excess = len(self._pending) - self._buf.maxlen
+        # the stream keeps max_lines at most: older lines of one batch would be trimmed at once
+        excess = len(self._pending) - min(self._buf.maxlen, self.max_lines)
         if excess > 0:
             del self._pending[:excess]
             self.dropped += excess
