@@ -112,7 +112,8 @@ class Store(ABC):
 
     @abstractmethod
     def list_artifacts(self) -> list[dict]:
-        """Every bundle's meta.json, each with its bundle's "uri" added."""
+        """Every bundle's meta.json, each with its bundle's "uri" added; a meta.json that
+        cannot be read gives an entry with "kind", "sha256", "uri" and "error" instead."""
 
     @abstractmethod
     def verify(self, kind: str, sha256: str) -> bool:
@@ -175,6 +176,19 @@ def _meta_bytes(meta: dict) -> bytes:
     return json.dumps(meta, indent=2, sort_keys=True).encode() + b"\n"
 
 
+def _listed(kind: str, sha256: str, uri: str, meta_uri: str, read) -> dict:
+    """A listing entry: the meta.json with the bundle's "uri", or, when that meta.json
+    cannot be read as a JSON object, what is known from its key plus an "error" naming it."""
+    try:
+        meta = json.loads(read())
+        if not isinstance(meta, dict):
+            raise ValueError(f"expected a JSON object, found {type(meta).__name__}")
+        return {**meta, "uri": uri}
+    except ValueError as e:   # JSONDecodeError and UnicodeDecodeError are ValueErrors
+        return {"kind": kind, "sha256": sha256, "uri": uri,
+                "error": f"{meta_uri}: unreadable ({e}); the bundle is listed without its metadata"}
+
+
 def _bundle_dest(dest: Path) -> Path:
     return dest / BUNDLE_NAME if dest.is_dir() else dest
 
@@ -214,9 +228,9 @@ class FileStore(Store):
         base = self._path(self.prefix) if self.prefix else self.root
         found = []
         for meta_path in sorted(base.glob(f"*/*/{META_NAME}")):
-            meta = json.loads(meta_path.read_bytes())
             kind, sha256 = meta_path.parent.parent.name, meta_path.parent.name
-            found.append({**meta, "uri": self.uri_for(kind, sha256)})
+            found.append(_listed(kind, sha256, self.uri_for(kind, sha256), meta_path.as_uri(),
+                                 meta_path.read_bytes))
         return found
 
     def verify(self, kind: str, sha256: str) -> bool:
@@ -364,8 +378,8 @@ class S3Store(Store):
         for key in self._keys(self._key("")):
             parts = key[len(self._key("")):].split("/")
             if len(parts) == 3 and parts[2] == META_NAME:
-                meta = json.loads(self._get_bytes(key))
-                found.append({**meta, "uri": self.uri_for(parts[0], parts[1])})
+                found.append(_listed(parts[0], parts[1], self.uri_for(parts[0], parts[1]), self._uri(key),
+                                     lambda key=key: self._get_bytes(key)))
         return found
 
     def verify(self, kind: str, sha256: str) -> bool:

@@ -103,3 +103,15 @@ REDIS_WAIT_SKIP_S = 10.0         # after a WAIT no replica answered, skip waitin
 # (a Sentinel failover) this many times, backing off up to REDIS_RETRY_CAP_S between tries.
 REDIS_RETRIES = 8
 REDIS_RETRY_CAP_S = 2.0
+
+# --- operator views: job output in Redis, status, job references (cliops) ---
+JOB_LOG_KEY = KEY_PREFIX + "log:"    # stream per job: fleet:log:<job_id>, one entry per output line
+JOB_LOG_MAX_LINES = 10_000           # approximate cap per job (XADD MAXLEN ~)
+JOB_LOG_MAX_LINE_CHARS = 4_096       # a longer line is cut, marked with an ellipsis
+JOB_LOG_TTL_S = 7 * 24 * 3600        # the stream expires this long after its last write
+JOB_LOG_FLUSH_EVERY_S = 1.0          # a worker sends buffered lines in one round trip this often
+JOB_LOG_BUFFER_LINES = 50_000        # lines a worker holds while Redis is away (oldest dropped)
+STATUS_MAX_ROWS = 50                 # `fleet status` rows shown by default (the rest are counted)
+STATUS_WATCH_EVERY_S = 2.0           # `fleet status --watch` refresh period (longer if reads are slow)
+MIN_ID_PREFIX = 4                    # shortest job ID prefix an operator may type
+CONFIRM_ABOVE_JOBS = 20              # cancel/requeue of more jobs asks (tty) or needs --yes

@@ -71,3 +71,7 @@ class DataProblem(FleetError):
     def __init__(self, message: str, fix: str):
         super().__init__(message)
         self.message, self.fix = message, fix
+
+
+class AmbiguousJob(JobNotFound):
+    """Raised when an operator's job reference matches several jobs, or is too short to look up."""

@@ -47,6 +47,9 @@ def stop_worker(proc: subprocess.Popen, timeout_s: float = 30) -> None:
 def run_local(manifest_path: str, *, keep: bool = False, timeout_s: float = 900.0, root: str = ".fleet-local") -> int:
     from fleet.redis_server import RedisServer
     root_dir = Path(root).resolve()
+    if keep:
+        from fleet.kept import refuse_if_running
+        refuse_if_running(root_dir)
     server = RedisServer(root_dir / "redis").start()
     env = dict(os.environ, FLEET_BROKER_URL=server.url)
     env.setdefault("FLEET_STORE_URL", f"file://{root_dir / 'store'}")
@@ -62,11 +65,12 @@ def run_local(manifest_path: str, *, keep: bool = False, timeout_s: float = 900.
             return rc
         ok = _wait(manifest_path, timeout_s)
         cli.main(["status"])
-        rc = cli.main(["artifacts"])
+        rc = cli.main(["artifacts", "--verify"])
         return 0 if ok and rc == 0 else 1
     finally:
         if keep:
-            console.print(f"left running: redis {server.url}; workers pids {[w.pid for w in workers]}")
+            from fleet.kept import announce, save
+            announce(save(root_dir, server, dict(zip(SIMULATED_HOSTS, workers)), env), console)
         else:
             for w in workers:
                 stop_worker(w)

@@ -31,6 +31,7 @@ from fleet.records import JobState
 from manifest.schema import JobSpec
 from tasks import events, isolation, runner
 from tasks import checkpoint, trained, workdirs
+from tasks.joblog import JobLog
 from tasks.lease import LeaseKeeper
 from tasks.worker import HostContext, context
 
@@ -153,7 +154,8 @@ def _run(task, ctx, job, token, attempts, lease, workdir: Path, gpu) -> dict:
     isolation.hand_over(workdir, ctx.job_user)   # the data pin lives in the cache, not in workdir
     log_path = workdir / "fleet-log.txt"
     flower = events.ProgressEvents(task, ctx.hostname, attempts)
-    with open(log_path, "w", encoding="utf-8") as log_file, checkpoint.syncing(ctx, job, token, workdir, env) as ckpt:
+    with open(log_path, "w", encoding="utf-8") as log_file, checkpoint.syncing(ctx, job, token, workdir, env) as ckpt, \
+            JobLog(ctx.redis, job.job_id, run=attempts, worker=ctx.hostname) as joblog:
         def on_tick(progress: runner.Progress) -> str | None:
             snap = progress.snapshot()
             lease.report(progress=snap)
@@ -165,7 +167,7 @@ def _run(task, ctx, job, token, attempts, lease, workdir: Path, gpu) -> dict:
             return lease.reason
 
         outcome = runner.run(argv, env=env, cwd=str(workdir), timeout_s=job.timeout_s, on_tick=on_tick,
-                             stop=ctx.shutdown, log=lambda line: log_file.write(line + "\n"),
+                             stop=ctx.shutdown, log=lambda line: (log_file.write(line + "\n"), joblog.append(line)),
                              run_as=isolation.popen_user(ctx.job_user),
                              python=ctx.job_user.python if ctx.job_user else None,
                              exit_file=workdirs.exit_file(workdir))

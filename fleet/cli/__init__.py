@@ -6,13 +6,14 @@ its module to ``VERB_MODULES``.
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 
-from fleet.cli import artifacts, deadletter, enroll, hosts, jobs, local, publish
+from fleet.cli import artifacts, deadletter, enroll, hosts, jobs, local, logs, publish
 from fleet.cli.common import app, broker_problem, err, where  # noqa: F401  (app, where: re-exported)
 from fleet.errors import FleetError
 
-VERB_MODULES = (publish, jobs, hosts, artifacts, local, enroll, deadletter)
+VERB_MODULES = (publish, jobs, logs, hosts, artifacts, local, enroll, deadletter)
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -29,8 +30,11 @@ def main(argv: list[str] | None = None) -> int:
     try:
         return args.fn(args)
     except FleetError as e:
-        err.print(f"fleet: {e}", markup=False, highlight=False)
+        err.print(f"fleet: {e}", markup=False, highlight=False, soft_wrap=True)
         return 1
+    except BrokenPipeError:   # `fleet logs JOB | head`: the reader has all it wanted
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return 0
     except (redis.ConnectionError, redis.TimeoutError, redis.exceptions.NoPermissionError) as e:
         # a refused password is its own message: "authentication failed", not "cannot reach"
         err.print(f"fleet: {broker_problem(e)}", markup=False, highlight=False)

@@ -1,31 +1,109 @@
-"""`fleet artifacts`: list (and verify) what the store holds."""
+"""Artifact verbs: `fleet artifacts` (list, optionally verify) and `fleet get JOB` (download)."""
 from __future__ import annotations
 
-from rich.table import Table
+import json
+import os
+import re
+import shutil
+import tempfile
+from pathlib import Path
 
-from fleet.cli.common import console, plain
+from rich.table import Table
+from rich.text import Text
+
+from fleet.cli.common import console, err, plain, records
+from fleet.errors import DigestMismatch, FleetError
+from fleet.query import artifacts as A
+from fleet.query import refs
 
 
 def cmd_artifacts(args) -> int:
     from artifacts.store import open_store
-    store = open_store(args.store)
-    arts = store.list_artifacts()
-    table = Table(title=f"artifacts in {args.store or 'FLEET_STORE_URL'}")
+    v = A.listing(open_store(args.store), verify=args.verify)
+    for w in v.warnings:
+        err.print(f"warning: {w}", markup=False, highlight=False, soft_wrap=True)
+    if args.json:
+        print(json.dumps(v.to_dict(), indent=2))
+        return 0 if v.ok else 1
+    table = Table(title=f"{len(v.rows)} artifact(s) in {args.store or 'FLEET_STORE_URL'}")
     for col in ("job", "kind", "sha256", "size", "verified", "uri"):
         table.add_column(col, overflow="fold")
-    ok = True
-    for a in arts:
-        kind = (a.get("job") or {}).get("model") or "command"
-        verified = store.verify(kind, a["sha256"]) if args.verify else None
-        ok = ok and verified is not False
-        table.add_row(*plain(a.get("name", ""), kind, a["sha256"][:16], f"{a.get('size', 0):,}"),
-                      {True: "[green]sha256 ok[/]", False: "[red]MISMATCH[/]", None: "-"}[verified], plain(a["uri"])[0])
+    for r in v.rows:
+        verified = {True: Text("sha256 ok", style="green"), False: Text("MISMATCH", style="bold red"),
+                    None: Text("-")}[r.verified]
+        table.add_row(*plain(r.name or "?", r.kind, r.sha256[:16], "" if r.size is None else f"{r.size:,}"),
+                      verified, Text(r.uri))
     console.print(table)
-    return 0 if ok else 1
+    if not args.verify:
+        console.print("not re-hashed (that reads every bundle); add --verify to check each sha256",
+                      style="dim", markup=False)
+    return 0 if v.ok else 1
+
+
+def file_stem(name: str) -> str:
+    """A job name as a file name: ``gbt[seed=1,opt="adam"]`` -> ``gbt.seed=1,opt=_adam_``."""
+    stem = re.sub(r"\[(.*)\]$", r".\1", name)
+    return re.sub(r"[^A-Za-z0-9._,=+-]", "_", stem).strip(".") or "job"
+
+
+def _umask() -> int:
+    mask = os.umask(0)
+    os.umask(mask)
+    return mask
+
+
+def cmd_get(args) -> int:
+    from artifacts.bundle import extract
+    from artifacts.store import open_store
+    rec = records()
+    job = rec.get(refs.resolve(rec.r, args.job))
+    loc = A.of_job(job)
+    out_dir = Path(args.output)
+    out_dir.mkdir(parents=True, exist_ok=True)
+    stem = file_stem(job.name)
+    bundle = out_dir / f"{stem}.tar.zst"
+    target = out_dir / stem
+    if args.extract and target.exists():
+        raise FleetError(f"{target} already exists; remove it or choose another -o DIR")
+    try:   # get_bundle hashes the download and keeps it only if it matches the record's sha256
+        open_store(loc.store_url).get_bundle(loc.kind, loc.sha256, bundle)
+    except DigestMismatch as e:
+        raise DigestMismatch(f"refused {job.name}'s bundle, nothing was written to {out_dir}: {e}") from e
+    bundle.chmod(0o666 & ~_umask())   # downloaded through a private temp file
+    files: list[str] = []
+    if args.extract:
+        tmp = Path(tempfile.mkdtemp(prefix=f".{stem}.", suffix=".partial", dir=out_dir))
+        try:
+            files = [p.relative_to(tmp).as_posix() for p in extract(bundle, tmp)]
+            tmp.chmod(0o777 & ~_umask())
+            tmp.rename(target)
+        except BaseException:
+            shutil.rmtree(tmp, ignore_errors=True)
+            raise
+    report = {"job_id": job.job_id, "name": job.name, "bundle": str(bundle), "sha256": loc.sha256,
+              "size": bundle.stat().st_size, "verified": True, "source": (job.artifact or {}).get("uri"),
+              "extracted_to": str(target) if args.extract else None, "files": files}
+    if args.json:
+        print(json.dumps(report, indent=2))
+        return 0
+    console.print(f"{bundle} ({report['size']:,} bytes), sha256 {loc.sha256[:16]}… verified", markup=False,
+                  highlight=False)
+    if args.extract:
+        console.print(f"extracted {len(files)} file(s) to {target}/: {', '.join(files[:8])}"
+                      + (" …" if len(files) > 8 else ""), markup=False, highlight=False)
+    return 0
 
 
 def register(sub) -> None:
-    s = sub.add_parser("artifacts", help="list (and verify) artifacts in the store")
+    s = sub.add_parser("artifacts", help="list artifacts in the store (--verify re-hashes each)")
     s.add_argument("--store", default=None, help="store URL (default: FLEET_STORE_URL)")
-    s.add_argument("--no-verify", dest="verify", action="store_false")
+    s.add_argument("--verify", action="store_true", help="re-hash every bundle (on S3: downloads each)")
+    s.add_argument("--no-verify", dest="verify", action="store_false", help="the default")
+    s.add_argument("--json", action="store_true")
     s.set_defaults(fn=cmd_artifacts)
+    s = sub.add_parser("get", help="download a job's bundle, verify its sha256, optionally extract it")
+    s.add_argument("job", help="job name, ID, or ID prefix (4+ characters)")
+    s.add_argument("-o", "--output", default=".", metavar="DIR", help="where to put it (default: here)")
+    s.add_argument("--extract", "-x", action="store_true", help="also unpack it into DIR/<job name>/")
+    s.add_argument("--json", action="store_true")
+    s.set_defaults(fn=cmd_get)

@@ -1,73 +1,244 @@
-"""Job verbs: `fleet status`, `show`, `cancel`, `requeue`."""
+"""Job verbs: `fleet status [--watch]`, `show`, `cancel`, `requeue`."""
 from __future__ import annotations
 
 import json
+import sys
+import time
 
+from rich.console import Group
 from rich.table import Table
+from rich.text import Text
 
+from fleet import constants as C
 from fleet import events
-from fleet.cli.common import app, console, err, plain, records
+from fleet.cli.common import app, console, err, records, redis_client
+from fleet.errors import FleetError
+from fleet.query import jobs as Q
+from fleet.query import refs
+from fleet.records import JobState
+
+STATE_STYLE = {"running": "bold cyan", "failed": "bold red", "queued": "yellow", "cancelled": "magenta",
+               "succeeded": "green"}
+SHOW_ACTED = 20      # cancel/requeue list this many jobs by name, then count the rest
+
+
+# --- status -------------------------------------------------------------------------
+def _when(row: Q.JobRow, now: float) -> str:
+    t = row.times(now)
+    if row.state is JobState.QUEUED:
+        return f"waiting {Q.human_duration(t['queued_for_s'])}"
+    if row.state is JobState.RUNNING:
+        return f"running {Q.human_duration(t['ran_for_s'])}"
+    ran = f"ran {Q.human_duration(t['ran_for_s'])}, " if t["ran_for_s"] is not None else ""
+    return f"{ran}{Q.human_duration(t['finished_ago_s'])} ago"
+
+
+def _note(row: Q.JobRow) -> str:
+    if row.state is JobState.RUNNING and row.progress:
+        metrics = Q.headline_metrics(row.progress.get("metrics"))
+        if metrics:
+            return " ".join(f"{k}={_short(v)}" for k, v in metrics.items())
+        tail = [ln for ln in row.progress.get("tail") or [] if ln.strip()]
+        return tail[-1] if tail else ""
+    if row.state is JobState.SUCCEEDED and isinstance(row.result, dict):
+        return " ".join(f"{k}={_short(v)}" for k, v in Q.headline_metrics(row.result.get("metrics")).items())
+    return Q.error_line(row.last_error)
+
+
+def _short(v) -> str:
+    return f"{v:.4g}" if isinstance(v, float) else str(v)
+
+
+def render(v: Q.JobsView, title: str = "") -> Group:
+    table = Table(title=title or None, title_justify="left", expand=False)
+    for col, kw in (("job", {"overflow": "fold", "max_width": 48}), ("id", {}), ("state", {}), ("queue", {}),
+                    ("tries", {"justify": "right"}), ("worker", {}), ("time", {}),
+                    ("progress / error", {"overflow": "fold", "max_width": 80}), ("artifact", {})):
+        table.add_column(col, **kw)
+    for r in v.rows:
+        art = (r.artifact or {}).get("sha256", "")[:12]
+        table.add_row(Text(r.name), r.job_id[:12], Text(r.state.value, style=STATE_STYLE[r.state.value]),
+                      Text(r.queue), str(r.attempts), Text(r.worker), _when(r, v.now), Text(_note(r)), art)
+    parts: list = [Text(v.summary(), style="bold")]
+    if v.rows:
+        parts.append(table)
+    if v.hidden:
+        parts.append(Text(f"{len(v.rows):,} of {v.matched:,} shown, most interesting first (running, failed, "
+                          f"queued, cancelled, succeeded); narrow with --state/--name/--host or raise --limit",
+                          style="dim"))
+    return Group(*parts)
+
+
+def _filter(args) -> Q.JobFilter:
+    return Q.JobFilter(Q.parse_states(args.state), args.name, args.host)
 
 
 def cmd_status(args) -> int:
-    recs = records().all()
+    flt = _filter(args)
+    client = redis_client()
+    if args.watch:
+        return _watch(client, flt, args)
+    limit = args.limit if args.limit is not None else (None if args.json else C.STATUS_MAX_ROWS)
+    v = Q.status(client, flt, limit or None)
     if args.json:
-        print(json.dumps([r.to_dict() for r in recs], indent=2, default=str))
-        return 0
-    table = Table(title=f"{len(recs)} job(s)")
-    for col in ("job", "id", "state", "queue", "tries", "worker", "progress / error", "artifact"):
-        table.add_column(col, overflow="fold")
-    for r in recs:
-        note = ""
-        if r.state.value == "running" and r.progress:
-            m = r.progress.get("metrics") or {}
-            note = f"{r.progress.get('elapsed_s', 0):.0f}s " + " ".join(f"{k}={v}" for k, v in list(m.items())[:3])
-        elif r.last_error:
-            note = r.last_error.splitlines()[0][:80]
-        art = (r.artifact or {}).get("sha256", "")[:12]
-        table.add_row(*plain(r.name, r.job_id[:12], r.state.value, r.queue, str(r.attempts), r.worker or "", note,
-                             art))
-    console.print(table)
+        print(json.dumps(v.to_dict(), indent=2))
+    else:
+        console.print(render(v))
     return 0
 
 
+def _watch(client, flt: Q.JobFilter, args) -> int:
+    from rich.live import Live
+    every = args.every
+    try:
+        if args.json:   # one JSON object per refresh, for scripts
+            while True:
+                print(json.dumps(Q.status(client, flt, args.limit or C.STATUS_MAX_ROWS).to_dict()), flush=True)
+                time.sleep(every)
+        with Live(console=console, auto_refresh=False, transient=False) as live:
+            while True:
+                t0 = time.monotonic()
+                rows = args.limit or max(5, console.size.height - 10)
+                v = Q.status(client, flt, rows)
+                took = time.monotonic() - t0
+                # reading a huge fleet must not become the whole load on Redis: back off
+                pause = max(every, 4 * took)
+                stamp = time.strftime("%H:%M:%S")
+                live.update(render(v, f"fleet status · {stamp} · every {pause:.0f}s · Ctrl+C to stop"),
+                            refresh=True)
+                time.sleep(pause)
+    except KeyboardInterrupt:
+        return 0
+
+
+# --- show ---------------------------------------------------------------------------
 def cmd_show(args) -> int:
     rec = records()
-    print(json.dumps(rec.get(rec.resolve(args.job)).to_dict(), indent=2, default=str))
+    print(json.dumps(rec.get(refs.resolve(rec.r, args.job)).to_dict(), indent=2, default=str))
     return 0
+
+
+# --- cancel / requeue ---------------------------------------------------------------
+def _confirm(verb: str, m: refs.Matches, args) -> bool:
+    n = len(m.hits)
+    if n <= C.CONFIRM_ABOVE_JOBS or args.yes or args.dry_run:
+        return True
+    what = ", ".join(repr(r.ref) for r in m.resolutions if r.hits)
+    if sys.stdin.isatty() and not args.json:
+        answer = console.input(f"{verb} {n:,} jobs matched by {what}? [y/N] ")
+        return answer.strip().lower() in ("y", "yes")
+    raise FleetError(f"{what} matches {n:,} jobs (more than {C.CONFIRM_ABOVE_JOBS}); add --yes to {verb} them "
+                     f"all, or --dry-run to list them first")
+
+
+def _act(verb: str, args, act, announce) -> int:
+    """Match references to jobs, act on each, tell Flower, and report what was done and skipped."""
+    rec = records()
+    m = refs.match(rec.r, args.jobs)
+    for r in m.unmatched:
+        err.print(f"{r.ref}: {r.note}", markup=False, highlight=False)
+    if m.hits and not _confirm(verb, m, args):
+        err.print("nothing done", markup=False)
+        return 1
+    done, skipped = [], []
+    for hit in m.hits:
+        ok, state, why = act(rec, hit.job_id, args.dry_run)
+        (done if ok else skipped).append({"job_id": hit.job_id, "name": hit.name, "was": state, **(
+            {} if ok else {"why": why})})
+    if done and not args.dry_run:
+        announce(rec, done)
+    report = {"verb": verb, "dry_run": args.dry_run,
+              "matched": [{"ref": r.ref, "how": r.how, "jobs": len(r.hits)} for r in m.resolutions],
+              "done": done, "skipped": skipped,
+              "unmatched": [{"ref": r.ref, "why": r.note} for r in m.unmatched]}
+    if args.json:
+        print(json.dumps(report, indent=2))
+    else:
+        _print_report(verb, report)
+    return 0 if done and not m.unmatched else 1
+
+
+def _print_report(verb: str, report: dict) -> None:
+    past = {"cancel": "cancelled", "requeue": "requeued"}[verb]
+    for r in report["matched"]:
+        if r["how"] in ("sweep", "glob", "prefix") and r["jobs"]:
+            console.print(f"{r['ref']!r} matched {r['jobs']:,} job(s) by {r['how']}", markup=False)
+    head = f"would {verb}" if report["dry_run"] else past
+    for label, rows in ((head, report["done"]), ("skipped", report["skipped"])):
+        if not rows:
+            continue
+        console.print(f"{label} {len(rows):,}:", markup=False)
+        for row in rows[:SHOW_ACTED]:
+            console.print(f"  {row['name']} ({row['job_id'][:12]}) " +
+                          (f"was {row['was']}" if "why" not in row else row["why"]), markup=False, highlight=False)
+        if len(rows) > SHOW_ACTED:
+            by: dict[str, int] = {}
+            for row in rows[SHOW_ACTED:]:
+                by[row.get("why") or f"was {row['was']}"] = by.get(row.get("why") or f"was {row['was']}", 0) + 1
+            console.print("  and " + ", ".join(f"{n:,} more {k}" for k, n in by.items()), markup=False)
+
+
+def _announce_cancelled(rec, done: list[dict]) -> None:
+    """Flower shows each cancelled job REVOKED (a running job's worker says so when it stops it)."""
+    events.announce_cancelled(app(), [d["job_id"] for d in done if d["was"] == "queued"])
+
+
+def _announce_requeued(rec, done: list[dict]) -> None:
+    """Flower shows each requeued job's new run, not its old result."""
+    events.announce_requeued(app(), rec.r, [d["job_id"] for d in done])
+
+
+def _cancel_one(rec, jid: str, dry_run: bool) -> tuple[bool, str, str]:
+    state = rec.states([jid])[jid]
+    if dry_run or state is None or state.terminal:
+        ok = state is not None and not state.terminal
+        return ok, state.value if state else "missing", "" if ok else f"already {state.value if state else 'gone'}"
+    res = rec.cancel(jid)
+    if res.startswith("ok:"):
+        return True, res[3:], ""
+    return False, res, f"already {res}"
+
+
+def _requeue_one(rec, jid: str, dry_run: bool) -> tuple[bool, str, str]:
+    state = rec.states([jid])[jid]
+    if state is not None and not state.terminal:
+        return False, state.value, f"is {state.value}: requeue runs a failed, cancelled or succeeded job again"
+    if dry_run:
+        return state is not None, state.value if state else "missing", ""
+    return True, rec.requeue(jid), ""
 
 
 def cmd_cancel(args) -> int:
-    rec = records()
-    jid = rec.resolve(args.job)
-    res = rec.cancel(jid)
-    if res.startswith("ok:"):
-        events.announce_cancelled(app(), [jid] if res == "ok:queued" else [])
-        console.print(f"cancelled {args.job} (was {res[3:]})", markup=False)
-        return 0
-    err.print(f"{args.job} is {res}: only queued or running jobs can be cancelled", markup=False)
-    return 1
+    return _act("cancel", args, _cancel_one, _announce_cancelled)
 
 
 def cmd_requeue(args) -> int:
-    rec = records()
-    jid = rec.resolve(args.job)
-    prior = rec.requeue(jid)
-    if prior in ("queued", "running"):
-        err.print(f"{args.job} is {prior}: requeue runs a failed, cancelled or succeeded job again", markup=False)
-        return 1
-    events.announce_requeued(app(), rec.r, [jid])
-    console.print(f"requeued {args.job} (was {prior})", markup=False)
-    return 0
+    return _act("requeue", args, _requeue_one, _announce_requeued)
 
 
 def register(sub) -> None:
-    s = sub.add_parser("status", help="every job's state")
-    s.add_argument("--json", action="store_true")
+    s = sub.add_parser("status", help="every job's state, times and real error; --watch for a live view")
+    s.add_argument("--watch", "-w", action="store_true", help="redraw live until Ctrl+C")
+    s.add_argument("--state", action="append", default=[], metavar="STATE[,STATE]",
+                   help="only jobs in these states (queued, running, succeeded, failed, cancelled)")
+    s.add_argument("--name", metavar="GLOB", help="a job name, a sweep's base name, or a glob (* and ?)")
+    s.add_argument("--host", metavar="GLOB", help="only jobs on these workers (glob)")
+    s.add_argument("--limit", type=int, default=None,
+                   help=f"rows to show (default {C.STATUS_MAX_ROWS}; with --json every match; 0: all)")
+    s.add_argument("--every", type=float, default=C.STATUS_WATCH_EVERY_S, help="--watch refresh, seconds")
+    s.add_argument("--json", action="store_true", help="counts and rows as JSON (with --watch: one per line)")
     s.set_defaults(fn=cmd_status)
-    for name, fn, text in (("show", cmd_show, "one job's whole record"),
-                           ("cancel", cmd_cancel, "cancel a queued or running job"),
-                           ("requeue", cmd_requeue, "run a failed, cancelled or succeeded job again")):
+    s = sub.add_parser("show", help="one job's whole record (JSON)")
+    s.add_argument("job", help="job name, ID, or ID prefix (4+ characters)")
+    s.add_argument("--json", action="store_true", help="the default: the record is printed as JSON")
+    s.set_defaults(fn=cmd_show)
+    for name, fn, text in (("cancel", cmd_cancel, "cancel queued or running jobs"),
+                           ("requeue", cmd_requeue, "run failed, cancelled or succeeded jobs again")):
         s = sub.add_parser(name, help=text)
-        s.add_argument("job", help="job name, ID or ID prefix")
+        s.add_argument("jobs", nargs="+", metavar="JOB",
+                       help="job name, ID, ID prefix, a sweep's base name (gbt-wine), or a glob ('gbt-*')")
+        s.add_argument("--yes", "-y", action="store_true",
+                       help=f"go ahead when more than {C.CONFIRM_ABOVE_JOBS} jobs match")
+        s.add_argument("--dry-run", action="store_true", help="list what would be done, do nothing")
+        s.add_argument("--json", action="store_true")
         s.set_defaults(fn=fn)

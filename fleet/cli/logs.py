@@ -1,0 +1,58 @@
+"""`fleet logs JOB [-f]`: a job's output as its workers keep it in Redis."""
+from __future__ import annotations
+
+import json
+
+from fleet import constants as C
+from fleet.cli.common import console, err, records
+from fleet.query import logs as L
+from fleet.query import refs
+
+
+def _emit(entry: L.LogEntry, as_json: bool) -> None:
+    if as_json:
+        print(json.dumps(entry.to_dict()), flush=True)
+    elif entry.line is not None:
+        print(entry.line, flush=True)
+    else:
+        console.print(entry.text(), style="dim", markup=False, highlight=False)
+
+
+def cmd_logs(args) -> int:
+    rec = records()
+    jid = refs.resolve(rec.r, args.job)
+    job = rec.get(jid)
+    entries = L.read(rec.r, jid, tail=args.tail)
+    for entry in entries:
+        _emit(entry, args.json)
+    if not entries and not args.follow:
+        hint = (f"it is {job.state.value}; follow it with `fleet logs {args.job} -f`" if not job.state.terminal else
+                f"it ran before output was kept, or its log expired ({C.JOB_LOG_TTL_S // 86400} days after its "
+                f"last line); the bundle holds fleet-log.txt: `fleet get {args.job} --extract`")
+        err.print(f"no output kept for {job.name} ({jid[:12]}): {hint}", markup=False, highlight=False)
+    if args.follow:
+        after = entries[-1].id if entries else ("-" if args.tail is None else _now_id(rec.r, jid))
+        try:
+            for entry in L.follow(rec.r, jid, after, lambda: rec.states([jid])[jid]):
+                _emit(entry, args.json)
+        except KeyboardInterrupt:
+            return 0
+        final = rec.get(jid)
+        if not args.json:
+            err.print(f"{final.name}: {final.state.value}", markup=False, highlight=False)
+    return 0
+
+
+def _now_id(client, jid: str) -> str:
+    """With ``--tail 0 -f``: only what comes from now on."""
+    last = client.xrevrange(L.key(jid), count=1)
+    return (last[0][0].decode() if isinstance(last[0][0], bytes) else last[0][0]) if last else "-"
+
+
+def register(sub) -> None:
+    s = sub.add_parser("logs", help="a job's output (kept in Redis, bounded); -f follows it live")
+    s.add_argument("job", help="job name, ID, or ID prefix (4+ characters)")
+    s.add_argument("-f", "--follow", action="store_true", help="keep printing until the job ends")
+    s.add_argument("--tail", "-n", type=int, default=None, metavar="N", help="only the last N lines")
+    s.add_argument("--json", action="store_true", help="one JSON object per line or run mark")
+    s.set_defaults(fn=cmd_logs)

@@ -1,0 +1,95 @@
+"""What the artifact store holds, as rows, and where one job's bundle lives.
+
+Listing reads each bundle's small meta.json, never the bundle itself: re-hashing is
+``verify=True`` only (on S3 it downloads every bundle). A meta.json that cannot be read
+becomes a warning naming it, and the listing goes on.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from urllib.parse import urlparse
+
+from fleet.constants import BUNDLE_NAME
+from fleet.errors import FleetError, StoreError
+
+
+@dataclass(frozen=True)
+class ArtifactRow:
+    name: str
+    kind: str
+    sha256: str
+    size: int | None
+    uri: str
+    job_id: str = ""
+    worker: str = ""
+    ended_at: str = ""
+    verified: bool | None = None    # None: not checked
+
+    def to_dict(self) -> dict:
+        return dict(self.__dict__)
+
+
+@dataclass(frozen=True)
+class ArtifactsView:
+    rows: list[ArtifactRow]
+    warnings: list[str] = field(default_factory=list)
+
+    @property
+    def ok(self) -> bool:
+        return all(r.verified is not False for r in self.rows)
+
+    def to_dict(self) -> dict:
+        return {"artifacts": [r.to_dict() for r in self.rows], "warnings": self.warnings}
+
+
+def row(entry: dict) -> ArtifactRow:
+    """A listing entry (see Store.list_artifacts) as a row; pure."""
+    job = entry.get("job") if isinstance(entry.get("job"), dict) else {}
+    kind = entry.get("kind") or job.get("model") or "command"
+    size = entry.get("size")
+    return ArtifactRow(str(entry.get("name") or job.get("name") or ""), str(kind), str(entry.get("sha256", "")),
+                       size if isinstance(size, int) else None, str(entry.get("uri", "")),
+                       str(entry.get("job_id") or ""), str(entry.get("worker") or ""), str(entry.get("ended_at") or ""))
+
+
+def listing(store, verify: bool = False) -> ArtifactsView:
+    rows, warnings = [], []
+    for entry in store.list_artifacts():
+        if "error" in entry:
+            warnings.append(entry["error"])
+        r = row(entry)
+        if verify:
+            r = ArtifactRow(**{**r.__dict__, "verified": store.verify(r.kind, r.sha256)})
+        rows.append(r)
+    return ArtifactsView(rows, warnings)
+
+
+@dataclass(frozen=True)
+class BundleLocation:
+    store_url: str      # the store the bundle is in (open_store accepts it)
+    kind: str
+    sha256: str
+
+
+def locate(uri: str) -> BundleLocation:
+    """Split a bundle URI as job records hold it (``<store>/<kind>/<sha256>/bundle.tar.zst``)."""
+    parsed = urlparse(uri)
+    parts = parsed.path.rstrip("/").split("/")
+    if parsed.scheme not in ("s3", "file") or len(parts) < 4 or parts[-1] != BUNDLE_NAME:
+        raise StoreError(f"artifact URI {uri!r}: expected <store>/<kind>/<sha256>/{BUNDLE_NAME}")
+    store_path = "/".join(parts[:-3])
+    return BundleLocation(f"{parsed.scheme}://{parsed.netloc}{store_path}", parts[-3], parts[-2])
+
+
+def of_job(record) -> BundleLocation:
+    """Where a job record's bundle is; an error saying why when it has none."""
+    art = record.artifact or {}
+    if not art.get("uri"):
+        raise FleetError(f"job {record.name} ({record.job_id[:12]}) is {record.state.value} and has no artifact"
+                         + ("; wait for it to succeed (`fleet logs -f` follows it)" if not record.state.terminal
+                            else ""))
+    loc = locate(art["uri"])
+    if art.get("sha256") and art["sha256"] != loc.sha256:
+        raise StoreError(f"job {record.name}: its record's sha256 {art['sha256'][:16]} differs from its URI's "
+                         f"{loc.sha256[:16]}; the record was changed by hand")
+    return loc

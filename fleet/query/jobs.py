@@ -1,0 +1,271 @@
+"""Jobs as rows: read the records in bulk, filter, sort by interest, count per state.
+
+Reading is one pipelined HMGET of the fields a view needs per job (never the stored
+message or spec), so 100,000 jobs stay a few round trips. Everything after the read is
+pure and tested by tables: ``JobFilter``, ``error_line``, ``human_duration``, ``view``.
+"""
+from __future__ import annotations
+
+import json
+import re
+import time
+from dataclasses import dataclass, field
+from datetime import datetime, timezone
+from functools import lru_cache
+from typing import Iterable, Sequence
+
+from fleet import constants as C
+from fleet.errors import FleetError
+from fleet.records import JobState
+
+FIELDS = ("job_id", "name", "state", "queue", "attempts", "worker", "gpu", "created_at", "queued_at",
+          "started_at", "finished_at", "last_error", "artifact", "progress", "result")
+READ_BATCH = 5000
+# interest order: what an operator looks at first
+STATE_ORDER = {JobState.RUNNING: 0, JobState.FAILED: 1, JobState.QUEUED: 2, JobState.CANCELLED: 3,
+               JobState.SUCCEEDED: 4}
+EXCEPTION_LINE = re.compile(r"^[A-Za-z_][\w.]*(Error|Exception|Exit|Interrupt|Failed|Fault|Warning)\b.*")
+WHY_FIRST_LINE = re.compile(r"^job .*? \([0-9a-f]+\) (?P<why>exited with status -?\d+|timed out after \S+)"
+                            r"; last output:$")
+
+
+@dataclass(frozen=True)
+class JobRow:
+    """One job as the status views show it."""
+
+    job_id: str
+    name: str
+    state: JobState
+    queue: str = ""
+    attempts: int = 0
+    worker: str = ""
+    gpu: str = ""
+    created_at: float | None = None
+    queued_at: float | None = None
+    started_at: float | None = None
+    finished_at: float | None = None
+    last_error: str = ""
+    artifact: dict | None = None
+    progress: dict | None = None
+    result: dict | None = None
+
+    @classmethod
+    def from_values(cls, values: Sequence[str | bytes | None]) -> "JobRow | None":
+        v = dict(zip(FIELDS, (x.decode() if isinstance(x, bytes) else x for x in values)))
+        if not v.get("job_id"):
+            return None
+        num = lambda k: float(v[k]) if v.get(k) else None  # noqa: E731
+        return cls(v["job_id"], v.get("name") or v["job_id"], JobState(v.get("state") or "queued"),
+                   v.get("queue") or "", int(v.get("attempts") or 0), v.get("worker") or "", v.get("gpu") or "",
+                   num("created_at"), num("queued_at"), num("started_at"), num("finished_at"),
+                   v.get("last_error") or "", _load(v.get("artifact")), _load(v.get("progress")),
+                   _load(v.get("result")))
+
+    def times(self, now: float) -> dict[str, float | None]:
+        """Seconds: how long it has waited, how long it ran (or runs), how long ago it ended."""
+        queued_since = self.queued_at or self.created_at
+        ran_until = self.finished_at if self.state.terminal else now
+        return {
+            "queued_for_s": now - queued_since if self.state is JobState.QUEUED and queued_since else None,
+            "ran_for_s": (ran_until - self.started_at if self.started_at and ran_until
+                          and self.state is not JobState.QUEUED else None),
+            "finished_ago_s": now - self.finished_at if self.state.terminal and self.finished_at else None,
+        }
+
+    def to_dict(self, now: float) -> dict:
+        d = {k: getattr(self, k) for k in FIELDS}
+        d["state"] = self.state.value
+        for k in ("created_at", "queued_at", "started_at", "finished_at"):
+            d[k] = _iso(d[k])
+        d.update({k: None if s is None else round(s, 1) for k, s in self.times(now).items()})
+        d["error_line"] = error_line(self.last_error)
+        return d
+
+
+def _load(text: str | None):
+    try:
+        return json.loads(text) if text else None
+    except ValueError:
+        return None
+
+
+def _iso(t: float | None) -> str | None:
+    return None if t is None else datetime.fromtimestamp(t, timezone.utc).isoformat(timespec="seconds")
+
+
+# --- pure parts -------------------------------------------------------------------
+def human_duration(seconds: float | None) -> str:
+    """'45s', '4m05s', '2h07m', '3d04h': two units at most, never a fraction."""
+    if seconds is None:
+        return ""
+    s = max(0, int(seconds))
+    if s < 60:
+        return f"{s}s"
+    if s < 3600:
+        return f"{s // 60}m{s % 60:02d}s"
+    if s < 86400:
+        return f"{s // 3600}h{s % 3600 // 60:02d}m"
+    return f"{s // 86400}d{s % 86400 // 3600:02d}h"
+
+
+def error_line(text: str | None) -> str:
+    """The line of an error that says what went wrong.
+
+    A failed trainer's record starts with "job X (id) exited with status 1; last output:"
+    and then its output tail: the meaningful line is the last exception line of the tail
+    (or its last non-empty line), prefixed with the short reason ("exit 1: ValueError: ...").
+    """
+    lines = [ln.strip() for ln in (text or "").splitlines() if ln.strip()]
+    if not lines:
+        return ""
+    head = WHY_FIRST_LINE.match(lines[0])
+    if not head:
+        return lines[0]
+    why = head.group("why").replace("exited with status ", "exit ")
+    tail = [ln for ln in lines[1:] if not ln.startswith("FLEET_METRIC ")]
+    if not tail:
+        return why + " (no output)"
+    exc = [ln for ln in tail if EXCEPTION_LINE.match(ln)]
+    return f"{why}: {(exc or tail)[-1]}"
+
+
+def headline_metrics(metrics: dict | None, n: int = 3) -> dict:
+    """The few metrics worth a glance: measured values (floats) before counters and labels."""
+    items = list((metrics or {}).items())
+    ranked = sorted(items, key=lambda kv: not (isinstance(kv[1], float) and not isinstance(kv[1], bool)))
+    return dict(ranked[:n])
+
+
+@lru_cache(maxsize=256)
+def _glob_re(pattern: str) -> re.Pattern:
+    return re.compile("".join(".*" if c == "*" else "." if c == "?" else re.escape(c) for c in pattern) + r"\Z",
+                      re.S)
+
+
+def glob_match(text: str, pattern: str) -> bool:
+    """``*`` and ``?`` are wildcards; everything else (brackets too, as in sweep names) is literal."""
+    return bool(_glob_re(pattern).match(text))
+
+
+def is_glob(pattern: str) -> bool:
+    return "*" in pattern or "?" in pattern
+
+
+def name_matches(name: str, pattern: str) -> bool:
+    """A job name matches its exact name, its sweep's base name (``gbt`` matches
+    ``gbt[seed=1]``), or a glob (``gbt*seed=1*``)."""
+    if name == pattern or (name.startswith(pattern) and name[len(pattern):].startswith("[")):
+        return True
+    return is_glob(pattern) and glob_match(name, pattern)
+
+
+def parse_states(values: Iterable[str]) -> frozenset[JobState]:
+    """``--state running,failed`` (repeatable) as states; a bad name is an error naming the choices."""
+    out = set()
+    for v in values:
+        for part in filter(None, (p.strip().lower() for p in v.split(","))):
+            try:
+                out.add(JobState(part))
+            except ValueError:
+                raise FleetError(f"--state {part!r}: not a job state; choose from "
+                                 f"{', '.join(s.value for s in JobState)}") from None
+    return frozenset(out)
+
+
+@dataclass(frozen=True)
+class JobFilter:
+    """Which jobs a view keeps: any of ``states`` (empty: all), a name pattern, a host glob."""
+
+    states: frozenset[JobState] = frozenset()
+    name: str | None = None
+    host: str | None = None
+
+    def __call__(self, row: JobRow) -> bool:
+        return ((not self.states or row.state in self.states)
+                and (self.name is None or name_matches(row.name, self.name))
+                and (self.host is None or glob_match(row.worker, self.host)))
+
+    def describe(self) -> str:
+        parts = [f"state in {{{', '.join(sorted(s.value for s in self.states))}}}"] if self.states else []
+        parts += [f"name ~ {self.name}"] if self.name else []
+        parts += [f"host ~ {self.host}"] if self.host else []
+        return ", ".join(parts)
+
+
+def interest(row: JobRow) -> tuple:
+    """Sort key: running (longest first), failed (latest first), queued (oldest first),
+    cancelled, succeeded (latest first)."""
+    rank = STATE_ORDER[row.state]
+    if row.state is JobState.RUNNING:
+        return rank, row.started_at or 0, row.name
+    if row.state is JobState.QUEUED:
+        return rank, row.created_at or 0, row.name
+    return rank, -(row.finished_at or 0), row.name
+
+
+@dataclass(frozen=True)
+class JobsView:
+    """What a status view shows: the first ``limit`` interesting rows, and counts of all."""
+
+    rows: list[JobRow]
+    counts: dict[str, int]          # per state, of the jobs that match the filter
+    matched: int
+    total: int                      # every job, filter or not
+    now: float
+    filter: JobFilter = field(default_factory=JobFilter)
+
+    @property
+    def hidden(self) -> int:
+        return self.matched - len(self.rows)
+
+    def summary(self) -> str:
+        parts = [f"{self.counts[s.value]:,} {s.value}" for s in STATE_ORDER if self.counts.get(s.value)]
+        scope = f"{self.matched:,} of {self.total:,} jobs match {self.filter.describe()}" \
+            if self.filter.describe() else f"{self.total:,} jobs"
+        return f"{scope}: {', '.join(parts) or 'none'}"
+
+    def to_dict(self) -> dict:
+        return {"total": self.total, "matched": self.matched, "counts": self.counts, "shown": len(self.rows),
+                "hidden": self.hidden, "at": _iso(self.now), "jobs": [r.to_dict(self.now) for r in self.rows]}
+
+
+def view(rows: Iterable[JobRow], flt: JobFilter = JobFilter(), limit: int | None = C.STATUS_MAX_ROWS,
+         now: float | None = None) -> JobsView:
+    """Filter, count and keep the ``limit`` most interesting rows (None: all)."""
+    now = time.time() if now is None else now
+    total, kept = 0, []
+    counts = {s.value: 0 for s in STATE_ORDER}
+    for row in rows:
+        total += 1
+        if flt(row):
+            kept.append(row)
+            counts[row.state.value] += 1
+    shown = sorted(kept, key=interest) if limit is None else _smallest(kept, limit)
+    return JobsView(shown, counts, len(kept), total, now, flt)
+
+
+def _smallest(rows: list[JobRow], limit: int) -> list[JobRow]:
+    import heapq
+    return heapq.nsmallest(limit, rows, key=interest)
+
+
+# --- reading Redis ------------------------------------------------------------------
+def job_ids(client) -> list[str]:
+    return [x.decode() if isinstance(x, bytes) else x for x in client.zrange(C.JOBS_INDEX, 0, -1)]
+
+
+def read_rows(client, ids: Sequence[str] | None = None, batch: int = READ_BATCH) -> list[JobRow]:
+    """Rows for ``ids`` (default: every job), in pipelined batches."""
+    ids = job_ids(client) if ids is None else list(ids)
+    out: list[JobRow] = []
+    for start in range(0, len(ids), batch):
+        pipe = client.pipeline(transaction=False)
+        for jid in ids[start:start + batch]:
+            pipe.hmget(C.JOB_KEY + jid, FIELDS)
+        out += [r for r in map(JobRow.from_values, pipe.execute()) if r is not None]
+    return out
+
+
+def status(client, flt: JobFilter = JobFilter(), limit: int | None = C.STATUS_MAX_ROWS) -> JobsView:
+    """The fleet's jobs as one view (the read is timed by the caller, not here)."""
+    return view(read_rows(client), flt, limit)

@@ -1,0 +1,126 @@
+"""What an operator's job reference names: a full ID, an ID prefix, a name, a sweep, a glob.
+
+``resolve`` wants exactly one job and says why when it gets none or several (too short
+a prefix, an ambiguous prefix, a sweep name); ``match`` takes every job a list of
+references names (cancel and requeue of a whole sweep). The decisions are pure
+(``decide``) and tested by tables; the Redis reads are two small functions.
+"""
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+
+from fleet import constants as C
+from fleet.errors import AmbiguousJob, JobNotFound
+from fleet.query.jobs import is_glob, name_matches
+
+HEX = re.compile(r"^[0-9a-f]+$")
+SHOW_CANDIDATES = 8
+
+
+@dataclass(frozen=True)
+class Hit:
+    job_id: str
+    name: str
+
+
+@dataclass(frozen=True)
+class Resolution:
+    """What one reference matched, and how (``how``: id, prefix, name, sweep, glob, none)."""
+
+    ref: str
+    hits: tuple[Hit, ...]
+    how: str
+    note: str = ""          # why nothing matched, when nothing did
+
+
+def _s(v) -> str:
+    return v.decode() if isinstance(v, bytes) else str(v)
+
+
+def decide(ref: str, names: dict[str, str], prefix_hits: list[str] | None,
+           exists: bool = False) -> Resolution:
+    """Pure: what ``ref`` names, given the names index (name -> id) and the IDs that
+    start with ``ref`` (None when ``ref`` cannot be an ID prefix)."""
+    by_id = {jid: n for n, jid in names.items()}
+    if exists or (prefix_hits is not None and ref in prefix_hits):
+        return Resolution(ref, (Hit(ref, by_id.get(ref, ref)),), "id")
+    if ref in names:
+        return Resolution(ref, (Hit(names[ref], ref),), "name")
+    if prefix_hits:
+        return Resolution(ref, tuple(Hit(j, by_id.get(j, j)) for j in sorted(prefix_hits)), "prefix")
+    matched = tuple(Hit(jid, n) for n, jid in sorted(names.items()) if name_matches(n, ref))
+    if matched:
+        return Resolution(ref, matched, "glob" if is_glob(ref) else "sweep")
+    note = f"no job name matches the glob {ref!r}" if is_glob(ref) else f"no job named {ref!r}"
+    if HEX.match(ref) and len(ref) < C.MIN_ID_PREFIX:
+        note += f", and {ref!r} is too short for an ID prefix (give at least {C.MIN_ID_PREFIX} characters)"
+    elif HEX.match(ref):
+        note += " or with an ID starting with it"
+    return Resolution(ref, (), "none", note + "; see `fleet status` for names and IDs")
+
+
+def _candidates(hits: tuple[Hit, ...]) -> str:
+    shown = ", ".join(f"{h.job_id[:12]} {h.name}" for h in hits[:SHOW_CANDIDATES])
+    more = f", and {len(hits) - SHOW_CANDIDATES} more" if len(hits) > SHOW_CANDIDATES else ""
+    return shown + more
+
+
+def one(res: Resolution) -> str:
+    """The single job ID a resolution names, or an error saying why not and what to type."""
+    if len(res.hits) == 1:
+        return res.hits[0].job_id
+    if not res.hits:
+        raise JobNotFound(res.note)
+    what, fix = {"prefix": (f"ID prefix {res.ref!r} matches {len(res.hits)} jobs", "give a longer prefix"),
+                 "sweep": (f"{res.ref!r} names a sweep of {len(res.hits)} jobs",
+                           f"name one job, e.g. {res.hits[0].name!r}, or give its ID"),
+                 "glob": (f"{res.ref!r} matches {len(res.hits)} jobs", "name one job, or give its ID")}[res.how]
+    raise AmbiguousJob(f"{what}: {_candidates(res.hits)}; {fix}")
+
+
+# --- reading Redis ------------------------------------------------------------------
+def names_index(client) -> dict[str, str]:
+    return {_s(k): _s(v) for k, v in client.hgetall(C.NAMES_INDEX).items()}
+
+
+def _prefix_hits(client, ref: str) -> list[str] | None:
+    if not HEX.match(ref) or len(ref) < C.MIN_ID_PREFIX:
+        return None
+    keys = client.scan_iter(match=C.JOB_KEY + ref + "*", count=5000)
+    return sorted({_s(k)[len(C.JOB_KEY):] for k in keys})
+
+
+def lookup(client, ref: str, names: dict[str, str] | None = None) -> Resolution:
+    exists = bool(client.exists(C.JOB_KEY + ref))
+    names = names_index(client) if names is None else names
+    if exists or ref in names:
+        return decide(ref, names, None, exists)
+    return decide(ref, names, _prefix_hits(client, ref))
+
+
+def resolve(client, ref: str) -> str:
+    """One job's ID from any reference; AmbiguousJob / JobNotFound say why not."""
+    return one(lookup(client, ref))
+
+
+@dataclass(frozen=True)
+class Matches:
+    """Every job a list of references names, in order, each once."""
+
+    resolutions: list[Resolution]
+    hits: list[Hit] = field(default_factory=list)
+
+    @property
+    def unmatched(self) -> list[Resolution]:
+        return [r for r in self.resolutions if not r.hits]
+
+
+def match(client, refs: list[str]) -> Matches:
+    names = names_index(client)
+    resolutions = [lookup(client, ref, names) for ref in refs]
+    seen: dict[str, Hit] = {}
+    for res in resolutions:
+        for hit in res.hits:
+            seen.setdefault(hit.job_id, hit)
+    return Matches(resolutions, list(seen.values()))

@@ -1,0 +1,90 @@
+"""A running job's output, sent to Redis for `fleet logs` in batches, kept bounded.
+
+Each job has one stream (``fleet:log:<job_id>``): one entry per output line, plus a
+``start`` and an ``end`` entry per run, so a re-run shows where it began. Lines are
+buffered and sent about once a second in one pipelined round trip; the stream is capped
+(``XADD MAXLEN ~``) and expires ``JOB_LOG_TTL_S`` after its last write. Redis being away
+never slows the job: lines wait in a bounded buffer (oldest dropped) and go next time.
+"""
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from collections import deque
+
+import redis
+
+from fleet import constants as C
+
+log = logging.getLogger("fleet.joblog")
+
+
+def log_key(job_id: str) -> str:
+    return C.JOB_LOG_KEY + job_id
+
+
+def clip(line: str, limit: int = C.JOB_LOG_MAX_LINE_CHARS) -> str:
+    return line if len(line) <= limit else line[:limit - 1] + "…"
+
+
+class JobLog:
+    """Use as a context manager around one run; ``append`` is safe from any thread."""
+
+    def __init__(self, client: redis.Redis, job_id: str, *, run: int, worker: str,
+                 every_s: float = C.JOB_LOG_FLUSH_EVERY_S, max_lines: int = C.JOB_LOG_MAX_LINES,
+                 ttl_s: int = C.JOB_LOG_TTL_S, buffer_lines: int = C.JOB_LOG_BUFFER_LINES):
+        self.r, self.key = client, log_key(job_id)
+        self.run, self.worker = run, worker
+        self.every_s, self.max_lines, self.ttl_s = every_s, max_lines, ttl_s
+        self._buf: deque[dict] = deque(maxlen=buffer_lines)   # appended by the job's reader
+        self._pending: list[dict] = []                         # taken, not yet sent
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._loop, name=f"joblog-{job_id[:12]}", daemon=True)
+        self.dropped = 0
+
+    def append(self, line: str) -> None:
+        self._buf.append({"l": clip(line)})
+
+    def _event(self, name: str) -> None:
+        self._buf.append({"ev": name, "run": str(self.run), "worker": self.worker, "t": f"{time.time():.3f}"})
+
+    def __enter__(self) -> "JobLog":
+        self._event("start")
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self._stop.set()
+        self._thread.join(10)
+        self._event("end")
+        self.flush()
+
+    def _loop(self) -> None:
+        while not self._stop.wait(self.every_s):
+            self.flush()
+
+    def flush(self) -> bool:
+        """Send what is buffered in one round trip; False (lines kept) if Redis is away.
+
+        Called by this log's own thread, and once more by ``__exit__`` after it stopped."""
+        while self._buf:
+            self._pending.append(self._buf.popleft())
+        if not self._pending:
+            return True
+        # the stream keeps max_lines at most: older lines of one batch would be trimmed at once
+        excess = len(self._pending) - min(self._buf.maxlen, self.max_lines)
+        if excess > 0:
+            del self._pending[:excess]
+            self.dropped += excess
+        pipe = self.r.pipeline(transaction=False)
+        for fields in self._pending:
+            pipe.xadd(self.key, fields, maxlen=self.max_lines, approximate=True)
+        pipe.expire(self.key, self.ttl_s)
+        try:
+            pipe.execute()
+        except redis.RedisError as e:
+            log.debug("job output not sent to Redis yet (%s); %d line(s) kept", e, len(self._pending))
+            return False
+        self._pending.clear()
+        return True
