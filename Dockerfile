@@ -4,7 +4,7 @@
 #   docker build -t fleet-light --build-arg EXTRAS= .   # core only: flower, publisher, CLI
 #   docker build -t fleet-gpu --build-arg TORCH_INDEX_URL= .  # torch from PyPI (CUDA build)
 
-ARG PYTHON_IMAGE=python:3.11-slim
+ARG PYTHON_IMAGE=python:3.11.9-slim-bookworm
 
 # --- build: a virtualenv in /opt/venv, copied whole into the runtime stage ------------
 FROM ${PYTHON_IMAGE} AS build
@@ -56,8 +56,8 @@ RUN apt-get update \
     && rm -rf /var/lib/apt/lists/* \
     && groupadd --system --gid 10001 fleet \
     && useradd --system --uid 10001 --gid fleet --home-dir /app --shell /usr/sbin/nologin fleet \
-    && mkdir -p /app \
-    && chown fleet:fleet /app
+    && mkdir -p /app /data /work \
+    && chown fleet:fleet /app /data /work
 
 COPY --from=build /opt/venv /opt/venv
 
@@ -67,6 +67,8 @@ ENV PATH=/opt/venv/bin:$PATH \
     HOME=/app
 
 WORKDIR /app
+# Flower reads flowerconfig.py from its working directory (basic auth, listen address).
+COPY --chown=fleet:fleet flowerconfig.py /app/flowerconfig.py
 USER fleet
 
 # No -Q: the worker detects this host's capability and subscribes to the queues it qualifies

@@ -118,10 +118,10 @@ def explain(error: redis.RedisError, settings: BrokerSettings) -> str:
     where, var = settings.where, settings.var
     if isinstance(error, redis.AuthenticationError):
         return (f"authentication failed at {where} for {settings.who}: the password in {var} was refused "
-                f"(check the user and password in {var}; for ACL users see `fleet redis-acl`)")
+                f"(check the user and password in {var}; percent-encode @ : / in the password)")
     if isinstance(error, redis.exceptions.NoPermissionError):
         return (f"Redis {settings.who} at {where} may not do this ({_first_line(error)}); "
-                "give it the fleet ACL rules (`fleet redis-acl`)")
+                "give that ACL user the commands and keys fleet uses, or use the default user")
     if _tls_refused(error):
         return (f"TLS handshake with {where} failed ({_first_line(error)}); check FLEET_REDIS_CA_FILE "
                 f"(the CA that signed the server's certificate) and the host name in {var}")

@@ -211,3 +211,84 @@ def test_flower_and_the_publisher_use_the_light_image_without_trainers(services)
     assert argv(services["publisher"]["command"])[:2] == ["fleet", "publish"]
     assert services["publisher"]["profiles"] == ["tools"]
     assert any(str(v).startswith("./examples:") for v in services["publisher"]["volumes"])
+
+
+# --- a fleet that runs as shipped: auth, persistence, pinned images, health -----------
+
+DOCKERFILE = REPO_ROOT / "Dockerfile"
+ENV_EXAMPLE = REPO_ROOT / ".env.example"
+PINNED_TAG = re.compile(r":(\d+\.\d+\.\d+[\w.-]*|RELEASE\.[\w.-]+)$")
+
+
+def named_volume_at(compose: dict, service: dict, target: str) -> str | None:
+    for v in service.get("volumes", []):
+        src, _, dst = str(v).partition(":")
+        if src in (compose.get("volumes") or {}) and dst.split(":")[0] == target:
+            return src
+    return None
+
+
+def test_redis_requires_the_password_every_fleet_url_logs_in_with(services):
+    args = argv(services["redis"]["command"])
+    password = args[args.index("--requirepass") + 1]
+    assert INTERPOLATION.match(password), f"requirepass must come from the environment: {password!r}"
+    assert environment(services["redis"])["REDISCLI_AUTH"] == password, "the healthcheck must log in"
+    for name, svc in services.items():
+        for key in ("FLEET_BROKER_URL", "FLEET_RESULT_BACKEND"):
+            if key in environment(svc):
+                assert f"redis://:{password}@redis:6379/" in environment(svc)[key], f"{name}.{key}"
+
+
+def test_every_image_pulled_from_a_registry_is_pinned_to_a_version(services):
+    for name, svc in services.items():
+        if "build" not in svc:
+            assert PINNED_TAG.search(svc["image"]), f"{name}: {svc['image']} is not pinned to a version"
+    base = re.search(r"^ARG PYTHON_IMAGE=(\S+)$", DOCKERFILE.read_text(), re.M).group(1)
+    assert PINNED_TAG.search(base), f"Dockerfile base image {base} is not pinned"
+
+
+@pytest.mark.parametrize("name", ["redis", "minio", "flower", "worker-cpu", "worker-cuda",
+                                  "worker-cuda-large", "worker-gpu"])
+def test_every_long_running_service_has_a_healthcheck(services, name):
+    check = services[name].get("healthcheck") or {}
+    assert check.get("test") and not check.get("disable"), name
+
+
+def test_flower_asks_for_a_password_listens_in_its_container_and_keeps_its_history(compose, services):
+    svc = services["flower"]
+    env = environment(svc)
+    assert INTERPOLATION.match(env["FLOWER_BASIC_AUTH"]) and ":" in resolve_defaults(env["FLOWER_BASIC_AUTH"])
+    assert "FLOWER_UNAUTHENTICATED" not in env
+    assert env["FLOWER_ADDRESS"] == "0.0.0.0"
+    args = argv(svc["command"])
+    assert "--persistent=True" in args
+    db = next(a.split("=", 1)[1] for a in args if a.startswith("--db="))
+    assert named_volume_at(compose, svc, str(Path(db).parent)), f"{db} is not on a named volume"
+    assert all(p.startswith("127.0.0.1:") for p in svc["ports"]), "published on the host's loopback only"
+
+
+def test_the_image_ships_flowerconfig_in_the_working_directory_flower_starts_in():
+    text = DOCKERFILE.read_text()
+    runtime = text[text.index("AS runtime"):]
+    workdir = re.findall(r"^WORKDIR (\S+)$", runtime, re.M)[-1]
+    assert re.search(rf"^COPY\b.*\bflowerconfig\.py {re.escape(workdir)}(/flowerconfig\.py|/)?$", runtime, re.M)
+    for path in ("/data", "/work"):
+        assert re.search(rf"mkdir -p [^\n]*{path}\b", runtime) and re.search(rf"chown [^\n]*{path}\b", runtime), \
+            f"{path} must exist and belong to the fleet user (a named volume copies its owner)"
+
+
+@pytest.mark.parametrize("name", ["worker-cpu", "worker-cuda", "worker-cuda-large", "worker-gpu"])
+def test_each_worker_has_a_stable_hostname_and_keeps_its_work_dir_on_a_volume(compose, services, name):
+    svc = services[name]
+    env = environment(svc)
+    assert svc["hostname"] == env["FLEET_HOSTNAME"] == name
+    assert named_volume_at(compose, svc, env["FLEET_WORK_DIR"]), f"{name}: FLEET_WORK_DIR not on a named volume"
+    assert not any("examples" in str(v) for v in svc.get("volumes", [])), \
+        f"{name} mounts examples/: job data reaches workers through the store"
+
+
+def test_env_example_names_every_variable_the_compose_file_reads(compose):
+    used = {m.group("var") for _, text in walk_strings(compose) for m in ANY_INTERPOLATION.finditer(text)}
+    listed = {line.split("=", 1)[0] for line in ENV_EXAMPLE.read_text().splitlines()
+              if "=" in line and not line.startswith("#")}
+    assert used <= listed, f"missing from .env.example: {sorted(used - listed)}"
