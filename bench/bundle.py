@@ -10,10 +10,11 @@ import shutil
 import subprocess
 import sys
 import tempfile
-import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from bench.timing import best_of  # noqa: E402
 
 import numpy as np  # noqa: E402
 
@@ -37,15 +38,6 @@ def make_checkpoint(root: Path, mib: int) -> int:
     (root / "optimizer_state.json").write_text(json.dumps({"step": 1000, "lr": 3e-4}))
     (root / "train.log").write_text("".join(f"step {i} loss {1 / (i + 1):.6f}\n" for i in range(5000)))
     return sum(p.stat().st_size for p in root.iterdir())
-
-
-def best_of(runs: int, fn) -> tuple[float, object]:
-    best, result = float("inf"), None
-    for _ in range(runs):
-        start = time.perf_counter()
-        result = fn()
-        best = min(best, time.perf_counter() - start)
-    return best, result
 
 
 def baseline(src: Path) -> None:

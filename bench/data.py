@@ -20,21 +20,12 @@ import hashlib
 import os
 import sys
 import tempfile
-import time
 import uuid
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-
-def best_of(runs: int, fn, setup=lambda: None) -> tuple[float, object]:
-    best, result = float("inf"), None
-    for _ in range(runs):
-        setup()
-        start = time.perf_counter()
-        result = fn()
-        best = min(best, time.perf_counter() - start)
-    return best, result
+from bench.timing import best_of  # noqa: E402
 
 
 def mib_s(n_bytes: int, secs: float) -> str:

@@ -28,6 +28,8 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
+from bench.timing import best_of  # noqa: E402
+
 from fleet.redis_server import RedisServer  # noqa: E402
 
 QUEUE = "cpu"
@@ -47,16 +49,6 @@ def queued(client, queue: str = QUEUE) -> int:
         if (name == queue or name.startswith(queue + "\x06\x16")) and client.type(key) == b"list":
             total += client.llen(key)
     return total
-
-
-def best_of(runs: int, setup, fn) -> tuple[float, object]:
-    best, result = float("inf"), None
-    for _ in range(runs):
-        setup()
-        start = time.perf_counter()
-        result = fn()
-        best = min(best, time.perf_counter() - start)
-    return best, result
 
 
 def rate(n: int, secs: float) -> str:
@@ -87,7 +79,7 @@ def main() -> int:
         client = redis.Redis.from_url(server.url)
         text = manifest_text(n)
 
-        load_s, manifest = best_of(args.runs, lambda: None, lambda: loads(text))
+        load_s, manifest = best_of(args.runs, lambda: loads(text))
         jobs = manifest.jobs
         assert len(jobs) == n and len({j.job_id for j in jobs}) == n, "sweep did not expand to unique jobs"
         print(f"redis {server.url}; {n:,} jobs (one command job, seed swept), best of {args.runs}")
