@@ -4,9 +4,9 @@ Flat and free of side effects; a bad value raises ConfigError naming the variabl
 """
 import os
 
-from fleet import broker as _broker
-from fleet.constants import DEFAULT_BROKER_URL, LEASE_TTL_S, VISIBILITY_TIMEOUT_S
-from fleet.errors import ConfigError
+from state import broker as _broker
+from core.constants import DEFAULT_BROKER_URL, LEASE_TTL_S, VISIBILITY_TIMEOUT_S
+from core.errors import ConfigError
 
 
 def _seconds(var, default):
@@ -29,7 +29,7 @@ def _flag(var):
     return raw in ("1", "true", "yes")
 
 
-# redis://, rediss:// (TLS, FLEET_REDIS_CA_FILE) or sentinel:// (FLEET_SENTINEL_MASTER): fleet.broker
+# redis://, rediss:// (TLS, FLEET_REDIS_CA_FILE) or sentinel:// (FLEET_SENTINEL_MASTER): state.broker
 _broker_at = _broker.from_env("FLEET_BROKER_URL", DEFAULT_BROKER_URL)
 _results_at = _broker.from_env("FLEET_RESULT_BACKEND", _broker_at.url)
 broker_url = _broker_at.url
@@ -104,6 +104,6 @@ task_routes = ("tasks.router.route_task",)
 
 # Durable trained output (tasks.trained) and checkpoint sync (tasks.checkpoint): how long a
 # trained run waits for its host to come back, how often a checkpoint dir is synced.
-from fleet.constants import CHECKPOINT_EVERY_S, TRAINED_GRACE_S  # noqa: E402
+from core.constants import CHECKPOINT_EVERY_S, TRAINED_GRACE_S  # noqa: E402
 fleet_trained_grace_s = _seconds("FLEET_TRAINED_GRACE_S", TRAINED_GRACE_S)
 fleet_checkpoint_every_s = _seconds("FLEET_CHECKPOINT_EVERY_S", CHECKPOINT_EVERY_S)

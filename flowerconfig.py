@@ -14,7 +14,7 @@ import os as _os
 import sys as _sys
 
 from fleet import flower_extras as _extras
-from fleet.errors import ConfigError as _ConfigError
+from core.errors import ConfigError as _ConfigError
 
 try:
     _settings = _extras.settings(_os.environ, _sys.argv)

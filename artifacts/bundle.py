@@ -19,8 +19,8 @@ from pathlib import Path, PurePosixPath
 
 import zstandard
 
-from fleet.constants import META_NAME, ZSTD_LEVEL
-from fleet.errors import DigestMismatch, StoreError
+from core.constants import META_NAME, ZSTD_LEVEL
+from core.errors import DigestMismatch, StoreError
 
 log = logging.getLogger("fleet.bundle")
 CHUNK_BYTES = 1 << 20          # read/write unit for files, tar and zstd

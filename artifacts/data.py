@@ -21,8 +21,8 @@ from collections.abc import Callable
 from pathlib import Path, PurePosixPath
 from urllib.parse import urlparse
 
-from fleet.constants import DATA_CACHE_GIB
-from fleet.errors import ConfigError, DigestMismatch, StoreError
+from core.constants import DATA_CACHE_GIB
+from core.errors import ConfigError, DigestMismatch, StoreError
 from manifest import dataref
 
 from .datacache import DataCache

@@ -25,7 +25,7 @@ import uuid
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
-from fleet.errors import DigestMismatch, StoreError
+from core.errors import DigestMismatch, StoreError
 from manifest.dataref import DIR
 
 from .identity import CHUNK_BYTES, hash_file

@@ -14,7 +14,7 @@ import tarfile
 from collections.abc import Callable
 from pathlib import Path
 
-from fleet.errors import DataProblem, StoreError
+from core.errors import DataProblem, StoreError
 from manifest import dataref
 from manifest.dataref import DIR, FILE, DataSource
 

@@ -20,8 +20,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from urllib.parse import unquote, urlparse
 
-from fleet.constants import BUNDLE_NAME, DATA_DIR, META_NAME
-from fleet.errors import DigestMismatch, StoreError
+from core.constants import BUNDLE_NAME, DATA_DIR, META_NAME
+from core.errors import DigestMismatch, StoreError
 
 from .bundle import CHUNK_BYTES, sha256_file
 

@@ -25,7 +25,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from fleet.local import start_worker  # noqa: E402
-from fleet.records import JobState, Records  # noqa: E402
+from state.records import JobState, Records  # noqa: E402
 from fleet.redis_server import RedisServer  # noqa: E402
 
 BIGOUT = ROOT / "tests" / "e2e" / "bigout.py"

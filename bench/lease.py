@@ -22,7 +22,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 import redis  # noqa: E402
 
-from fleet.records import JobState, PublishItem, Records  # noqa: E402
+from state.records import JobState, PublishItem, Records  # noqa: E402
 from fleet.redis_server import RedisServer  # noqa: E402
 
 

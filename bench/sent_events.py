@@ -3,7 +3,7 @@
 Starts its own redis-server, then for N jobs (one command job swept over N seeds):
   - `fleet.publish.publish` with task-sent events off (the baseline);
   - the same with events on (what `fleet publish` does);
-  - `fleet.events.announce_queued` alone, while a Celery event receiver (what Flower runs)
+  - `state.events.announce_queued` alone, while a Celery event receiver (what Flower runs)
     counts the task-sent events that arrive: every job must be seen.
 Best of --runs each, Redis flushed between runs.
 
@@ -58,7 +58,7 @@ def main() -> int:
         os.environ["FLEET_BROKER_URL"] = server.url
         os.environ.pop("FLEET_RESULT_BACKEND", None)
         import redis
-        from fleet.events import QueuedJob, announce_queued
+        from state.events import QueuedJob, announce_queued
         from fleet.publish import publish
         from manifest.loader import loads
         from tasks import app

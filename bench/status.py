@@ -30,7 +30,7 @@ TAIL = ["epoch 1", "Traceback (most recent call last):", '  File "train.py", lin
 
 
 def populate(client, n: int) -> list[str]:
-    from fleet import constants as C
+    from core import constants as C
     from fleet.publish import publish
     from manifest.loader import loads
     from tasks import app
@@ -66,7 +66,7 @@ def old_status(client) -> int:
     from rich.console import Console
     from rich.table import Table
     from rich.text import Text
-    from fleet.records import Records
+    from state.records import Records
     recs = Records(client).all()
     table = Table(title=f"{len(recs)} job(s)")
     for col in ("job", "id", "state", "queue", "tries", "worker", "progress / error", "artifact"):
@@ -156,7 +156,7 @@ def main() -> int:
         flushes, kept, took = joblog_cost(client, args.log_lines)
         print(f"job output: {args.log_lines:,} lines in {took:.2f}s -> {flushes} Redis round trip(s), "
               f"{args.log_lines / max(flushes, 1):,.0f} lines each; stream holds {kept:,} entries "
-              f"(cap ~{__import__('fleet.constants', fromlist=['x']).JOB_LOG_MAX_LINES:,})")
+              f"(cap ~{__import__('core.constants', fromlist=['x']).JOB_LOG_MAX_LINES:,})")
     return 0
 
 

@@ -8,8 +8,8 @@ import re
 from dataclasses import dataclass, field
 from typing import Mapping
 
-from fleet import constants as C
-from fleet.errors import ConfigError
+from core import constants as C
+from core.errors import ConfigError
 
 # Settings the worker reads from its environment, carried into the EnvironmentFile.
 ENV_PREFIXES = ("FLEET_", "AWS_")

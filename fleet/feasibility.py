@@ -14,7 +14,7 @@ from typing import Iterable
 
 import redis
 
-from fleet.cluster import ClusterConfig
+from state.cluster import ClusterConfig
 from fleet.query.hosts import HostView, live_hosts
 from manifest.schema import Manifest
 from routing.explain import HostFacts, QueueFacts, Verdict, explain, nearest

@@ -13,8 +13,8 @@ from typing import Mapping, Sequence
 
 import redis
 
-from fleet.cluster import read_config
-from fleet.errors import ConfigError
+from state.cluster import read_config
+from core.errors import ConfigError
 
 log = logging.getLogger("fleet.flower")
 DEFAULT_ADDRESS = "127.0.0.1"

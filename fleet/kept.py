@@ -16,7 +16,7 @@ from pathlib import Path
 
 import psutil
 
-from fleet.errors import FleetError
+from core.errors import FleetError
 
 STATE_FILE = "fleet.json"
 STOP_WAIT_S = 30.0

@@ -89,9 +89,9 @@ def _wait_for_hosts(url: str, names: set[str], timeout_s: float = 60.0) -> None:
 
 
 def _wait(manifest_path: str, timeout_s: float) -> bool:
-    from fleet.broker import from_env
-    from fleet.records import Records
-    from fleet.redis_conn import connect
+    from state.broker import from_env
+    from state.records import Records
+    from state.redis_conn import connect
     from manifest.loader import load
     ids = {j.job_id for j in load(manifest_path).jobs}
     records = Records(connect(from_env("FLEET_BROKER_URL", "")))

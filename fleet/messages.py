@@ -12,7 +12,7 @@ import json
 from celery import Celery
 from kombu.serialization import dumps as kombu_dumps
 
-from fleet.constants import MAX_PRIORITY, TASK_NAME
+from core.constants import MAX_PRIORITY, TASK_NAME
 from manifest.schema import JobSpec
 
 TAG_PLACEHOLDER = "@@FLEET-TAG@@"

@@ -12,14 +12,15 @@ from dataclasses import dataclass
 import redis
 from celery import Celery
 
-from fleet import constants as C
-from fleet import events, staging
-from fleet.bulk import gc_paused
+from core import constants as C
+from fleet import staging
+from state import events
+from core.gcpause import gc_paused
 from fleet.message_template import MessageTemplates
 from fleet.messages import MessageFactory
 from fleet.ordering import demanding_first
-from fleet.queuewatch import announce
-from fleet.records import JobState, PublishItem, Records
+from fleet.pickup import announce
+from state.records import JobState, PublishItem, Records
 from fleet.route_cache import RouteCache
 from manifest.schema import JobSpec, Manifest
 

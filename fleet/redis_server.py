@@ -14,8 +14,8 @@ from urllib.parse import quote
 
 import redis
 
-from fleet.constants import AOF_REWRITE_MIN_SIZE_MB
-from fleet.errors import FleetError
+from core.constants import AOF_REWRITE_MIN_SIZE_MB
+from core.errors import FleetError
 
 
 def find_binary() -> str:

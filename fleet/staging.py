@@ -14,8 +14,8 @@ from pathlib import Path
 
 from artifacts.identity import Progress, write_dir_tar
 from artifacts.store import Store, open_store
-from fleet.constants import DATA_PROGRESS_MIN_BYTES
-from fleet.errors import DigestMismatch
+from core.constants import DATA_PROGRESS_MIN_BYTES
+from core.errors import DigestMismatch
 from manifest import dataref
 from manifest.dataref import DIR, DataSource
 from manifest.schema import JobSpec, Manifest

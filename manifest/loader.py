@@ -16,9 +16,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from fleet.constants import MAX_PRIORITY, PREFER_CUDA_GRACE_S, DEFAULT_PRIORITY
-from fleet.bulk import gc_paused
-from fleet.errors import DataProblem, ManifestError, Problem
+from core.constants import MAX_PRIORITY, PREFER_CUDA_GRACE_S, DEFAULT_PRIORITY
+from core.gcpause import gc_paused
+from core.errors import DataProblem, ManifestError, Problem
 from artifacts.identity import DataResolver
 from manifest import ids, sweep
 from manifest.checkpoint import checkpoint_dir, checkpoint_problem

@@ -7,7 +7,7 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, field, fields, is_dataclass
 from typing import Any
 
-from fleet.constants import DEFAULT_PRIORITY, PREFER_CUDA_GRACE_S
+from core.constants import DEFAULT_PRIORITY, PREFER_CUDA_GRACE_S
 from manifest.dataref import DataSource
 
 

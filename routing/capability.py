@@ -6,7 +6,7 @@ import os
 from dataclasses import asdict, dataclass, field, replace
 from typing import Any
 
-from fleet.errors import CapabilityError
+from core.errors import CapabilityError
 
 OVERRIDE_KEYS = ("hostname", "cpu_cores", "ram_total_gib", "ram_available_gib", "cuda_devices")
 

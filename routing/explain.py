@@ -9,7 +9,7 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass
 from typing import Iterable
 
-from fleet.constants import QUEUE_REFRESH_EVERY_S
+from core.constants import QUEUE_REFRESH_EVERY_S
 from manifest.schema import HostPolicy, Needs, TierSpec
 from routing.capability import Capability
 from routing.tiers import Constraint

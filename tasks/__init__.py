@@ -3,14 +3,11 @@ from functools import cached_property
 
 from celery import Celery
 
-from fleet.errors import ConfigError
+from state.app import APP_NAME, load_settings
 
-try:  # read the environment now: a bad value ends `celery -A tasks ...` with one line, not a traceback
-    import celeryconfig  # noqa: F401
-except ConfigError as e:
-    raise SystemExit(f"fleet: {e}") from None
+load_settings()   # a bad value ends `celery -A tasks ...` with one line, not a traceback
 
-from tasks import transport
+from tasks import transport  # noqa: E402
 
 transport.register()   # redis:// URLs get fleet's queue-ordered transport
 
@@ -22,7 +19,7 @@ class FleetApp(Celery):
         return self.subclass_with_self("tasks.worker:FleetWorker")
 
 
-app = FleetApp("fleet")
+app = FleetApp(APP_NAME)
 app.config_from_object("celeryconfig")
 app.conf.include = ["tasks.train"]
 

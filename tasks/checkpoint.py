@@ -5,7 +5,7 @@ restored into ``<work>/<checkpoint>`` and ``FLEET_CHECKPOINT_DIR`` names it. Whi
 runs, the dir is packed and uploaded every ``FLEET_CHECKPOINT_EVERY_S`` if it changed, and
 once more when the run is handed back (worker shutdown) or fails. Uploads are content
 addressed (``<prefix>/checkpoints/<job_id>/<sha256>.tar.zst``) and only the run owning the
-job may record one (``fleet/lua/checkpoint.lua``), so a stale or torn upload is never what
+job may record one (``state/lua/checkpoint.lua``), so a stale or torn upload is never what
 a later run restores: it restores exactly the bytes whose sha256 the record holds.
 """
 from __future__ import annotations
@@ -20,8 +20,8 @@ import redis
 from artifacts import checkpoint as packer
 from artifacts.bundle import sha256_file
 from artifacts.store import open_store
-from fleet.constants import CHECKPOINTS_PREFIX
-from fleet.errors import FleetError
+from core.constants import CHECKPOINTS_PREFIX
+from core.errors import FleetError
 from manifest.schema import JobSpec
 from tasks import isolation
 from trainers.protocol import ENV_CHECKPOINT_DIR

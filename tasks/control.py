@@ -24,8 +24,8 @@ from celery.worker import state as worker_state
 from celery.worker.control import Panel, control_command, inspect_command, ok
 from kombu.utils.encoding import safe_repr
 
-from fleet import constants as C
-from fleet.records import JobState
+from core import constants as C
+from state.records import JobState
 from tasks.worker import HostContext, context
 
 log = logging.getLogger("fleet.control")

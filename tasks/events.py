@@ -18,8 +18,8 @@ import time
 
 from celery import states
 
-from fleet.constants import PROGRESS_EVENT_EVERY_S
-from fleet.events import RUN_FIELDS
+from core.constants import PROGRESS_EVENT_EVERY_S
+from state.events import RUN_FIELDS
 
 log = logging.getLogger("fleet.events")
 PROGRESS_EVENT = "task-pending"

@@ -1,6 +1,6 @@
 """Run one delivered job, exactly once: claim, run, bundle, upload, record.
 
-Thin glue over plain modules: ``fleet.records`` decides who runs, ``tasks.runner`` runs
+Thin glue over plain modules: ``state.records`` decides who runs, ``tasks.runner`` runs
 the process group, ``artifacts`` bundles and stores. Failures map to one of: drop the
 duplicate, release back to the queue (shutdown), retry (max_attempts), or fail.
 """
@@ -24,10 +24,10 @@ from artifacts.data import fetch
 from artifacts.store import atomic_write, open_store
 from celery.exceptions import Ignore, Reject
 
-from fleet import deadletter
-from fleet.constants import DATA_CACHE_DIR, TAIL_LINES
-from fleet.errors import DigestMismatch, StoreError, TrainingFailed
-from fleet.records import JobState
+from state import deadletter
+from core.constants import DATA_CACHE_DIR, TAIL_LINES
+from core.errors import DigestMismatch, StoreError, TrainingFailed
+from state.records import JobState
 from manifest.schema import JobSpec
 from tasks import events, isolation, runner
 from tasks import checkpoint, trained, workdirs

@@ -15,7 +15,7 @@ import time
 import redis
 from celery.worker import state as worker_state
 
-from fleet import constants as C
+from core import constants as C
 
 log = logging.getLogger("fleet.heartbeat")
 
@@ -53,7 +53,7 @@ def beat(client: redis.Redis, body: dict, ttl_s: float = C.HOST_TTL_S) -> None:
 
 def run(ctx, consumer=None, every_s: float = C.HOST_HEARTBEAT_EVERY_S) -> None:
     """Beat until the worker shuts down, then say it stopped (kept for HOST_FORGET_S).
-    A change of queues is written at once: publish waits on it (fleet/queuewatch.py)."""
+    A change of queues is written at once: publish waits on it (fleet/pickup.py)."""
     started = time.time()
     while True:
         written = consumed(ctx, consumer)

@@ -28,16 +28,11 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Mapping
 
-from fleet.errors import ConfigError
+from core.errors import ConfigError
+from core.secrets import is_secret, secret_values
 
 JOB_USER_ENV = "FLEET_JOB_USER"
 PR_SET_DUMPABLE = 4
-SECRET_NAME = re.compile(r"SECRET|TOKEN|PASSW|CREDENTIAL|PRIVATE|API_?KEY|ACCESS_?KEY|_KEY(_ID)?$|SESSION"
-                         r"|BROKER|BACKEND|REDIS_URL|(^|_)AUTH", re.I)
-SECRET_PREFIXES = ("AWS_", "FLOWER_", "CELERY_", "AZURE_", "GOOGLE_APPLICATION_CREDENTIALS",
-                   "FLEET_BROKER", "FLEET_RESULT", "FLEET_REDIS", "FLEET_SENTINEL", "FLEET_S3_")
-URL_PASSWORD = re.compile(r"[a-z][a-z0-9+.-]*://[^/@\s:]*:([^/@\s]+)@", re.I)
-MIN_SECRET_LEN = 6      # shorter values are too likely to occur by chance in harmless ones
 
 
 @dataclass(frozen=True)
@@ -50,23 +45,6 @@ class JobUser:
     groups: tuple[int, ...]
     home: str
     python: str = sys.executable   # runs the job's supervisor (standard library only)
-
-
-def _secret_name(name: str) -> bool:
-    return name.upper().startswith(SECRET_PREFIXES) or bool(SECRET_NAME.search(name))
-
-
-def secret_values(env: Mapping[str, str]) -> set[str]:
-    """Values a job must never see: secret-named variables and passwords inside URLs."""
-    found = {v for k, v in env.items() if _secret_name(k) and len(v) >= MIN_SECRET_LEN}
-    for value in env.values():
-        found.update(m.group(1) for m in URL_PASSWORD.finditer(value) if len(m.group(1)) >= MIN_SECRET_LEN)
-    return found
-
-
-def is_secret(name: str, value: str, secrets: set[str]) -> bool:
-    return (_secret_name(name) or bool(URL_PASSWORD.search(value))
-            or any(s in value for s in secrets))
 
 
 def job_environment(env: Mapping[str, str], user: JobUser | None = None) -> dict[str, str]:

@@ -15,7 +15,7 @@ from collections import deque
 
 import redis
 
-from fleet import constants as C
+from core import constants as C
 
 log = logging.getLogger("fleet.joblog")
 

@@ -6,8 +6,8 @@ import threading
 
 import redis
 
-from fleet.constants import HEARTBEAT_EVERY_S
-from fleet.records import Records
+from core.constants import HEARTBEAT_EVERY_S
+from state.records import Records
 
 log = logging.getLogger("fleet.lease")
 

@@ -3,7 +3,7 @@
 kombu hands a popped entry straight to ``json.loads`` and then to its Message class, so
 one entry that is not JSON, lacks a field, or has a body that is not base64 would raise
 inside the worker's event loop and end the worker. The transport (``tasks.transport``)
-asks :func:`inspect` first and sets a bad entry aside instead (``fleet.deadletter``).
+asks :func:`inspect` first and sets a bad entry aside instead (``state.deadletter``).
 """
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ import base64
 import binascii
 import json
 
-from fleet.constants import TASK_NAME
+from core.constants import TASK_NAME
 
 JSON_CONTENT_TYPE = "application/json"
 

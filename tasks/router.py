@@ -6,7 +6,7 @@ demanding tier that guarantees its needs, as before need queues.
 """
 from __future__ import annotations
 
-from fleet.constants import TASK_NAME
+from core.constants import TASK_NAME
 from manifest.schema import JobSpec
 from routing.tiers import DEFAULT_TIERS, route, tier_for
 

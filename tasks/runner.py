@@ -19,13 +19,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable
 
-from fleet.constants import TAIL_LINES
+from core.constants import KILL_GRACE_S, TAIL_LINES
 from tasks import supervisor
 
 METRIC_PREFIX = "FLEET_METRIC "
 # Run by path, not `-m tasks.supervisor`: importing the tasks package builds the Celery app.
 SUPERVISOR = str(Path(__file__).with_name("supervisor.py"))
-KILL_GRACE_S = 4.0
 
 
 @dataclass

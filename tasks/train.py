@@ -1,7 +1,7 @@
 """The one Celery task: decode the job and hand it to ``tasks.execution``."""
 from __future__ import annotations
 
-from fleet.constants import TASK_NAME
+from core.constants import TASK_NAME
 from manifest.schema import JobSpec
 from tasks import app
 from tasks.execution import execute

@@ -2,7 +2,7 @@
 
 Two pieces of evidence survive a SIGKILL of the worker: the job's supervisor writes
 ``.fleet-exit.json`` into the job's work dir the moment the job exits (``tasks.workdirs``), and the
-worker then marks the record ``trained`` (host, work dir; ``fleet/lua/trained.lua``), which
+worker then marks the record ``trained`` (host, work dir; ``state/lua/trained.lua``), which
 keeps the job with that run for ``FLEET_TRAINED_GRACE_S`` after its last heartbeat.
 
 When the worker starts again on the same host, ``start`` looks at every dead run folder:
@@ -22,8 +22,8 @@ from pathlib import Path
 import redis
 from celery.exceptions import Ignore
 
-from fleet.constants import TAIL_LINES
-from fleet.errors import FleetError
+from core.constants import TAIL_LINES
+from core.errors import FleetError
 from manifest.schema import JobSpec
 from tasks import checkpoint, runner, workdirs
 from tasks.lease import LeaseKeeper

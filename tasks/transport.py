@@ -10,7 +10,7 @@ redis URL everywhere it is shown or parsed (worker banner, Flower's Broker page)
 
 The fleet behaviour lives in ``FleetChannelMixin`` so every Channel variant (plain Redis,
 Sentinel) shares it; ``sentinel://`` URLs select ``SentinelTransport`` (master from
-FLEET_SENTINEL_MASTER, see fleet.broker), so queue order and poison handling hold there too.
+FLEET_SENTINEL_MASTER, see state.broker), so queue order and poison handling hold there too.
 """
 from __future__ import annotations
 
@@ -24,18 +24,18 @@ from kombu.transport import TRANSPORT_ALIASES
 from kombu.transport import redis as kombu_redis
 from kombu.utils.encoding import bytes_to_str
 
-from fleet import constants as C
-from fleet import deadletter
+from core import constants as C
+from state import deadletter
 from tasks import poison
 
 log = logging.getLogger("fleet.transport")
-_ACK_LUA = resources.files("fleet").joinpath("lua/ack.lua").read_text()
+_ACK_LUA = resources.files("state").joinpath("lua/ack.lua").read_text()
 
 
 class FleetQoS(kombu_redis.QoS):
     def ack(self, delivery_tag):
         # one script instead of kombu's ZREM+HDEL: a delivery of a job that never ran keeps
-        # its unacked entry, so the reaper gives the job back (fleet/lua/ack.lua)
+        # its unacked entry, so the reaper gives the job back (state/lua/ack.lua)
         with self.channel.conn_or_acquire() as client:
             done = client.eval(_ACK_LUA, 2, self.unacked_key, self.unacked_index_key, delivery_tag, C.JOB_KEY)
         if bytes_to_str(done) == "kept":
@@ -67,7 +67,7 @@ class FleetChannelMixin:
 
     def _brpop_read(self, **options):
         # kombu's own method, except that an entry the worker cannot use is set aside
-        # (fleet.deadletter) instead of raising in the event loop and ending the worker
+        # (state.deadletter) instead of raising in the event loop and ending the worker
         try:
             try:
                 dest__item = self.client.parse_response(self.client.connection, "BRPOP", **options)

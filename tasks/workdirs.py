@@ -23,7 +23,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
-from fleet.constants import RUNS_DIR
+from core.constants import RUNS_DIR
 
 log = logging.getLogger("fleet.workdirs")
 RUN_FILE, EXIT_FILE, WORK = "run.json", ".fleet-exit.json", "work"

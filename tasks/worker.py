@@ -18,11 +18,11 @@ from celery import signals
 from celery.apps.worker import Worker as CeleryWorker
 from celery.worker import state as worker_state
 
-from fleet import constants as C
-from fleet.cluster import ClusterConfig, read_config
-from fleet.errors import ConfigError, FleetError
-from fleet.queuewatch import Watcher
-from fleet.records import Records
+from core import constants as C
+from state.cluster import ClusterConfig, read_config
+from core.errors import ConfigError, FleetError
+from state.queuewatch import Watcher
+from state.records import Records
 from routing.capability import Capability
 from routing.detect import detect
 from tasks import heartbeat, isolation
@@ -68,7 +68,7 @@ def context() -> HostContext:
 
 
 def redis_client(app) -> redis.Redis:
-    from fleet.redis_conn import client_for   # password, TLS, Sentinel: one place
+    from state.redis_conn import client_for   # password, TLS, Sentinel: one place
     return client_for(app, socket_timeout=10, socket_connect_timeout=5, health_check_interval=30,
                       retry_on_timeout=True)
 
@@ -89,7 +89,7 @@ def build_context(app) -> HostContext:
     try:
         config = read_config(client)
     except (redis.AuthenticationError, redis.exceptions.NoPermissionError) as e:
-        from fleet.redis_conn import explain, from_conf
+        from state.redis_conn import explain, from_conf
         raise SystemExit(f"fleet: refusing to start: {explain(e, from_conf(app.conf))}") from None
     except redis.RedisError as e:
         log.warning("cannot read the published config from Redis (%s); using the default tiers", e)

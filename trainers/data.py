@@ -10,7 +10,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from fleet.errors import FleetError
+from core.errors import FleetError
 
 READERS = {".csv": pd.read_csv, ".parquet": pd.read_parquet, ".pq": pd.read_parquet}
 MAX_CLASSES_FOR_INT_LABELS = 20  # an integer target with more distinct values is a regression

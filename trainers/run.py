@@ -39,7 +39,7 @@ from pathlib import Path
 
 import numpy as np
 
-from fleet.errors import ConfigError, ManifestError
+from core.errors import ConfigError, ManifestError
 from trainers import data, protocol
 from trainers.schema import resolve_hyper
 

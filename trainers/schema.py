@@ -10,7 +10,7 @@ import math
 from dataclasses import dataclass
 from typing import Any, Callable
 
-from fleet.errors import ManifestError, Problem
+from core.errors import ManifestError, Problem
 
 MAX_HIDDEN_LAYERS = 16
 MAX_LAYER_WIDTH = 65536

@@ -11,7 +11,7 @@ import sys
 
 from fleet.cli import artifacts, deadletter, enroll, hosts, jobs, local, logs, publish
 from fleet.cli.common import app, broker_problem, err, where  # noqa: F401  (app, where: re-exported)
-from fleet.errors import FleetError
+from core.errors import FleetError
 
 VERB_MODULES = (publish, jobs, logs, hosts, artifacts, local, enroll, deadletter)
 

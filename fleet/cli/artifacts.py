@@ -12,7 +12,7 @@ from rich.table import Table
 from rich.text import Text
 
 from fleet.cli.common import console, err, plain, records
-from fleet.errors import DigestMismatch, FleetError
+from core.errors import DigestMismatch, FleetError
 from fleet.query import artifacts as A
 from fleet.query import refs
 

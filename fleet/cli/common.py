@@ -11,24 +11,24 @@ err = Console(stderr=True, width=None if sys.stderr.isatty() else 160)
 
 
 def app():
-    from tasks import app  # imports celeryconfig: env errors surface here, named
-    return app
+    from state.app import client_app  # imports celeryconfig: env errors surface here, named
+    return client_app()
 
 
 def redis_client():
-    from fleet.redis_conn import client_for
+    from state.redis_conn import client_for
     return client_for(app(), socket_connect_timeout=5, socket_timeout=30)
 
 
 def broker_problem(error) -> str:
     """What went wrong with Redis, in one line that names the variable and shows no secret."""
-    from fleet.broker import from_conf
-    from fleet.redis_conn import explain
+    from state.broker import from_conf
+    from state.redis_conn import explain
     return explain(error, from_conf(app().conf))
 
 
 def records():
-    from fleet.records import Records
+    from state.records import Records
     return Records(redis_client())
 
 
@@ -39,5 +39,5 @@ def plain(*values: str) -> list[Text]:
 
 def where(url: str) -> str:
     """A broker URL without its credentials, for messages."""
-    from fleet.broker import masked
+    from state.broker import masked
     return masked(url)

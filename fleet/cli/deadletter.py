@@ -10,8 +10,8 @@ from fleet.cli.common import console, plain, redis_client
 
 
 def cmd_dead_letter(args) -> int:
-    from fleet import constants as C
-    from fleet.deadletter import entries
+    from core import constants as C
+    from state.deadletter import entries
     client = redis_client()
     rows = entries(client, limit=args.limit)
     if args.clear:

@@ -11,10 +11,10 @@ import sys
 from pathlib import Path
 from urllib.parse import urlparse
 
-from fleet import constants as C
+from core import constants as C
 from fleet import enroll
 from fleet.cli.common import console, err, where
-from fleet.errors import FleetError, StoreError
+from core.errors import FleetError, StoreError
 
 
 def _check_redis(var: str, url: str):
@@ -46,7 +46,7 @@ def _check_store(env) -> str:
 
 
 def _queues(client) -> tuple[list[str], bool, str]:
-    from fleet.cluster import read_config
+    from state.cluster import read_config
     from routing.detect import detect
     cap = detect()
     queues = read_config(client).queues(cap)
@@ -64,7 +64,7 @@ def _exists(user: str) -> bool:
 
 
 def _mask(name: str, value: str) -> str:
-    from tasks.isolation import URL_PASSWORD, is_secret
+    from core.secrets import URL_PASSWORD, is_secret
     if URL_PASSWORD.search(value):
         return URL_PASSWORD.sub(lambda m: m.group(0).replace(m.group(1), "***"), value)
     return "<hidden>" if is_secret(name, value, set()) else value
@@ -109,7 +109,7 @@ def cmd_enroll(args) -> int:
     prefix = Path(args.prefix).resolve() if args.prefix else Path("/")
     unit_path = Path(args.unit_dir or f"{prefix}{C.ENROLL_UNIT_DIR}") / C.ENROLL_UNIT_NAME
     env_path = Path(args.env_file or f"{prefix}{C.ENROLL_ENV_FILE}")
-    from tasks.runner import KILL_GRACE_S
+    from core.constants import KILL_GRACE_S
     plan = enroll.UnitPlan(
         celery=str(Path(sys.executable).parent / "celery"), code_dir=str(Path(celeryconfig.__file__).resolve().parent),
         env_file=str(env_path.absolute()), user=args.user, job_user=job_user, work_dir=args.work_dir, gpu=gpu,

@@ -5,11 +5,11 @@ from __future__ import annotations
 import json
 
 from fleet.cli.common import console, redis_client
-from fleet.constants import HOST_TTL_S
+from core.constants import HOST_TTL_S
 
 
 def cmd_capability(args) -> int:
-    from fleet.cluster import ClusterConfig, read_config
+    from state.cluster import ClusterConfig, read_config
     from routing.detect import detect
     cap = detect()
     try:

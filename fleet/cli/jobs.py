@@ -9,13 +9,13 @@ from rich.console import Group
 from rich.table import Table
 from rich.text import Text
 
-from fleet import constants as C
-from fleet import events
+from core import constants as C
+from state import events
 from fleet.cli.common import app, console, err, records, redis_client
-from fleet.errors import FleetError
+from core.errors import FleetError
 from fleet.query import jobs as Q
 from fleet.query import refs
-from fleet.records import JobState
+from state.records import JobState
 
 STATE_STYLE = {"running": "bold cyan", "failed": "bold red", "queued": "yellow", "cancelled": "magenta",
                "succeeded": "green"}

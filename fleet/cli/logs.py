@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import json
 
-from fleet import constants as C
+from core import constants as C
 from fleet.cli.common import console, err, records
 from fleet.query import logs as L
 from fleet.query import refs

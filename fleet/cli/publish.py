@@ -8,7 +8,7 @@ from rich.table import Table
 
 from fleet import feasibility
 from fleet.cli.common import app, broker_problem, console, err, plain, redis_client
-from fleet.errors import ManifestError
+from core.errors import ManifestError
 from fleet.plan_summary import SUMMARY_ABOVE_ROWS, summarise
 
 

@@ -9,8 +9,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from urllib.parse import urlparse
 
-from fleet.constants import BUNDLE_NAME
-from fleet.errors import FleetError, StoreError
+from core.constants import BUNDLE_NAME
+from core.errors import FleetError, StoreError
 
 
 @dataclass(frozen=True)

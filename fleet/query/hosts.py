@@ -12,7 +12,7 @@ from dataclasses import asdict, dataclass, field
 
 import redis
 
-from fleet import constants as C
+from core import constants as C
 from routing.capability import Capability
 
 

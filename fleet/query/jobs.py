@@ -14,9 +14,9 @@ from datetime import datetime, timezone
 from functools import lru_cache
 from typing import Iterable, Sequence
 
-from fleet import constants as C
-from fleet.errors import FleetError
-from fleet.records import JobState
+from core import constants as C
+from core.errors import FleetError
+from state.records import JobState
 
 FIELDS = ("job_id", "name", "state", "queue", "attempts", "worker", "gpu", "created_at", "queued_at",
           "started_at", "finished_at", "last_error", "artifact", "progress", "result")

@@ -11,8 +11,8 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Callable, Iterator
 
-from fleet import constants as C
-from fleet.records import JobState
+from core import constants as C
+from state.records import JobState
 
 FOLLOW_BLOCK_MS = 1000
 READ_COUNT = 1000

@@ -10,8 +10,8 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field
 
-from fleet import constants as C
-from fleet.errors import AmbiguousJob, JobNotFound
+from core import constants as C
+from core.errors import AmbiguousJob, JobNotFound
 from fleet.query.jobs import is_glob, name_matches
 
 HEX = re.compile(r"^[0-9a-f]+$")

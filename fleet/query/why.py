@@ -8,11 +8,11 @@ from __future__ import annotations
 import redis
 from kombu.transport.redis import Channel
 
-from fleet import constants as C
-from fleet.cluster import ClusterConfig, read_config
+from core import constants as C
+from state.cluster import ClusterConfig, read_config
 from fleet.messages import TAG_PLACEHOLDER
 from fleet.query.hosts import HostView, _s, live_hosts
-from fleet.records import JobRecord, Records
+from state.records import JobRecord, Records
 from routing.explain import HostFacts, QueueFacts, Verdict, explain, nearest, queue_facts
 
 PRIORITIES = range(C.MAX_PRIORITY + 1)   # kombu's priority_steps (celeryconfig): 0..9

@@ -20,7 +20,7 @@ import pytest
 
 from artifacts.store import open_store
 from fleet.local import start_worker
-from fleet.records import JobState, Records
+from state.records import JobState, Records
 from fleet.redis_server import RedisServer
 from tests.e2e.conftest import wait_for_workers
 

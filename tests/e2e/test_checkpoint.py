@@ -13,8 +13,8 @@ import pytest
 import zstandard
 
 from artifacts.store import open_store
-from fleet.constants import CHECKPOINTS_PREFIX
-from fleet.records import JobState
+from core.constants import CHECKPOINTS_PREFIX
+from state.records import JobState
 from tests.e2e.test_chaos import chaos  # noqa: F401  (the fixture)
 
 torch = pytest.importorskip("torch")

@@ -17,8 +17,8 @@ from pathlib import Path
 import pytest
 
 from artifacts.store import open_store
-from fleet.constants import RUNS_DIR
-from fleet.records import JobState
+from core.constants import RUNS_DIR
+from state.records import JobState
 from tests.e2e.test_chaos import chaos  # noqa: F401  (the fixture)
 
 pytestmark = pytest.mark.e2e

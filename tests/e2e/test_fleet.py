@@ -15,8 +15,8 @@ from pathlib import Path
 import pytest
 
 from artifacts.store import open_store
-from fleet.constants import TASK_NAME
-from fleet.records import JobState, Records
+from core.constants import TASK_NAME
+from state.records import JobState, Records
 from tests.e2e.conftest import CPU, HOSTS, client_app
 from fleet.local import start_worker
 
@@ -138,7 +138,7 @@ def test_a_pickle_message_on_a_fleet_queue_is_never_executed(fleet, tmp_path):
     time.sleep(6)
     assert not marker.exists()
     assert not fleet.client().exists(f"fleet:job:{job_id}")
-    from fleet.deadletter import entries
+    from state.deadletter import entries
     assert any("fleet accepts JSON only" in e["reason"] and e["queue"] == "cpu" for e in entries(fleet.client()))
 
 

@@ -25,7 +25,7 @@ import pytest
 import redis
 
 from fleet.local import start_worker, stop_worker
-from fleet.records import JobState, Records
+from state.records import JobState, Records
 from fleet.redis_server import RedisServer
 from tests.e2e.conftest import CPU, CUDA_LARGE, wait_for_workers
 

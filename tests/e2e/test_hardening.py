@@ -16,10 +16,10 @@ from pathlib import Path
 import pytest
 import redis
 
-from fleet import constants as C
-from fleet.deadletter import entries
+from core import constants as C
+from state.deadletter import entries
 from fleet.local import start_worker, stop_worker
-from fleet.records import JobState, Records
+from state.records import JobState, Records
 from fleet.redis_server import RedisServer
 from tests.e2e.conftest import CPU, CUDA, CUDA_LARGE, wait_for_workers
 

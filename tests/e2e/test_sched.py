@@ -8,7 +8,7 @@ import time
 
 import pytest
 
-from fleet.records import JobState, Records
+from state.records import JobState, Records
 
 pytestmark = pytest.mark.e2e
 

@@ -13,10 +13,10 @@ from pathlib import Path
 import pytest
 import redis
 
-from fleet.broker import parse
+from state.broker import parse
 from fleet.local import start_worker, stop_worker
-from fleet.records import Records
-from fleet.redis_conn import connect
+from state.records import Records
+from state.redis_conn import connect
 from fleet.redis_server import RedisServer, find_binary, free_port
 from tests.e2e.conftest import CPU
 from tests.e2e.test_hardening import command_job

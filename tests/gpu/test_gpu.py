@@ -19,7 +19,7 @@ from pathlib import Path
 
 import pytest
 
-from fleet.records import JobState
+from state.records import JobState
 from routing.detect import detect_raw
 from tests.e2e.test_chaos import chaos  # noqa: F401  (the fixture: real Redis, file:// store)
 

@@ -6,9 +6,9 @@ import sys
 
 import pytest
 
-from fleet.broker import parse
-from fleet.records import Records
-from fleet.redis_conn import connect
+from state.broker import parse
+from state.records import Records
+from state.redis_conn import connect
 from fleet.redis_server import RedisServer
 
 PASSWORD = "s3cr3t-p@ss/word"

@@ -5,11 +5,11 @@ import threading
 import pytest
 import redis as redis_lib
 
-from fleet import constants as C
+from core import constants as C
 from fleet.message_template import MessageTemplates
 from fleet.messages import MessageFactory
 from fleet.publish import publish
-from fleet.records import Records
+from state.records import Records
 from manifest.loader import loads
 from manifest.schema import JobSpec
 

@@ -4,7 +4,7 @@ from types import SimpleNamespace
 import pytest
 
 from fleet.publish import publish
-from fleet.records import Records
+from state.records import Records
 from manifest.loader import loads
 from tasks.checkpoint import CheckpointSync
 

@@ -17,7 +17,7 @@ from artifacts.datacache import DataCache
 from artifacts.identity import DataResolver
 from artifacts.store import S3Store, open_store, s3_client
 from fleet import staging
-from fleet.errors import DigestMismatch, ManifestError, StoreError
+from core.errors import DigestMismatch, ManifestError, StoreError
 from manifest.loader import load
 
 pytestmark = pytest.mark.integration
@@ -308,7 +308,7 @@ def app(redis_url):
 
 def test_publish_sends_no_job_whose_data_could_not_be_staged(app, redis_client, monkeypatch, tmp_path):
     from fleet.publish import publish
-    from fleet.records import Records
+    from state.records import Records
     m = load(project(tmp_path, b"x"))
     monkeypatch.setenv("FLEET_STORE_URL", "s3://unreachable/runs")
     monkeypatch.setenv("FLEET_S3_ENDPOINT_URL", "http://127.0.0.1:9")   # nothing listens there

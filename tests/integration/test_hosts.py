@@ -12,8 +12,9 @@ from fleet import feasibility
 from fleet.publish import plan, publish
 from fleet.query.hosts import live_hosts, read_hosts
 from fleet.query.why import why
-from fleet.queuewatch import Watcher, announce
-from fleet.records import Records
+from fleet.pickup import announce
+from state.queuewatch import Watcher
+from state.records import Records
 from manifest.loader import loads
 from routing.capability import Capability, CudaDevice
 from tasks import heartbeat

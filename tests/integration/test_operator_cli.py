@@ -12,9 +12,10 @@ import redis as redis_lib
 
 from artifacts.bundle import bundle
 from artifacts.store import FileStore
-from fleet import cli, constants as C
+from fleet import cli
+from core import constants as C
 from fleet.query import logs as L
-from fleet.records import JobState, Records
+from state.records import JobState, Records
 from tasks.joblog import JobLog
 
 pytestmark = pytest.mark.integration

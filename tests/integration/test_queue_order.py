@@ -2,7 +2,7 @@
 import pytest
 from kombu import Connection, Queue
 
-from fleet.constants import TASK_NAME
+from core.constants import TASK_NAME
 
 pytestmark = pytest.mark.integration
 OPTS = {"queue_order_strategy": "priority", "priority_steps": list(range(10))}

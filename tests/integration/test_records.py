@@ -5,9 +5,9 @@ import time
 import pytest
 import redis as redis_lib
 
-from fleet import constants as C
+from core import constants as C
 from fleet.publish import publish
-from fleet.records import JobState, Records
+from state.records import JobState, Records
 from manifest.loader import loads
 
 pytestmark = pytest.mark.integration
@@ -293,7 +293,7 @@ with Connection(sys.argv[1], transport="tasks.transport:Transport",
     message = conn.default_channel.basic_get("cpu", no_ack=False)
     print(message.headers["id"], flush=True)
     if sys.argv[2] == "run":
-        from fleet.records import JobState, Records
+        from state.records import JobState, Records
         import redis
         recs = Records(redis.Redis.from_url(sys.argv[1]))
         assert recs.claim(message.headers["id"], "w", "t", {}, "cpu").run

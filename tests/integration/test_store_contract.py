@@ -10,8 +10,8 @@ import pytest
 from artifacts.bundle import BundleResult, bundle, collect, sha256_file
 from artifacts.data import fetch
 from artifacts.store import FileStore, S3Store, Store, open_store
-from fleet.constants import BUNDLE_NAME, META_NAME
-from fleet.errors import DigestMismatch, StoreError
+from core.constants import BUNDLE_NAME, META_NAME
+from core.errors import DigestMismatch, StoreError
 
 pytestmark = pytest.mark.integration
 

@@ -3,9 +3,9 @@ import time
 
 import pytest
 
-from fleet import constants as C
+from core import constants as C
 from fleet.publish import publish
-from fleet.records import JobState, Records
+from state.records import JobState, Records
 from manifest.loader import loads
 
 pytestmark = pytest.mark.integration

@@ -3,8 +3,8 @@ import ssl
 
 import pytest
 
-from fleet.broker import masked, parse
-from fleet.errors import ConfigError
+from state.broker import masked, parse
+from core.errors import ConfigError
 
 
 @pytest.mark.parametrize("url, env, hosts, db, transport", [

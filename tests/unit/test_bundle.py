@@ -13,8 +13,8 @@ import zstandard
 
 from artifacts.bundle import (BundleResult, bundle, collect, extract, read_meta, sha256_file,
                               verify_bundle)
-from fleet.constants import META_NAME
-from fleet.errors import DigestMismatch, StoreError
+from core.constants import META_NAME
+from core.errors import DigestMismatch, StoreError
 
 FIXED_MTIME = 1_700_000_000
 

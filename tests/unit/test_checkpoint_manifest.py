@@ -1,7 +1,7 @@
 """A job's checkpoint dir: a relative folder inside its work dir, outside the job ID."""
 import pytest
 
-from fleet.errors import ManifestError
+from core.errors import ManifestError
 from manifest.checkpoint import checkpoint_dir, checkpoint_problem
 from manifest.loader import loads
 

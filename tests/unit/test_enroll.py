@@ -2,7 +2,7 @@
 import pytest
 
 from fleet.enroll import UnitPlan, render_env, render_unit, settings, stop_timeout_s
-from fleet.errors import ConfigError
+from core.errors import ConfigError
 
 PLAN = UnitPlan(celery="/opt/fleet/.venv/bin/celery", code_dir="/opt/fleet", env_file="/etc/fleet/worker.env",
                 stop_timeout_s=141)

@@ -9,7 +9,7 @@ import time
 import pytest
 from celery.events.state import State
 
-from fleet.events import QueuedJob, sent_fields
+from state.events import QueuedJob, sent_fields
 from tasks.events import PROGRESS_EVENT, queued_again_fields, restart_fields, summary
 
 WORKER = "e2e-cpu@box"

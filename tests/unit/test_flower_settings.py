@@ -1,7 +1,7 @@
 """flowerconfig.py's decisions: Flower never starts without auth unless told to, on loopback."""
 import pytest
 
-from fleet.errors import ConfigError
+from core.errors import ConfigError
 from fleet.flower_extras import basic_auth_users, settings
 
 

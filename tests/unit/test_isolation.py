@@ -4,7 +4,7 @@ import pwd
 
 import pytest
 
-from fleet.errors import ConfigError
+from core.errors import ConfigError
 from tasks.isolation import job_environment, job_user
 
 WORKER_ENV = {

@@ -8,7 +8,7 @@ import pytest
 import hashlib
 
 from artifacts.identity import DataResolver
-from fleet.errors import ManifestError
+from core.errors import ManifestError
 from manifest.loader import load
 from manifest.schema import HostPolicy, Needs
 from routing.tiers import DEFAULT_TIERS, route
@@ -891,7 +891,7 @@ def test_a_missing_data_file_is_an_error_with_its_line_and_the_resolved_path(tmp
 
 
 def test_an_s3_object_the_store_cannot_find_is_an_error_with_its_line(tmp_path):
-    from fleet.errors import StoreError
+    from core.errors import StoreError
 
     def absent(uri):
         raise StoreError(f"{uri}: no such object in the store")

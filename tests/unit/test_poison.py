@@ -4,7 +4,7 @@ import json
 
 import pytest
 
-from fleet.constants import TASK_NAME
+from core.constants import TASK_NAME
 from tasks.poison import inspect
 
 JOB_ID = "ab" * 32

@@ -2,10 +2,10 @@
 state filters, and which rows a capped view keeps."""
 import pytest
 
-from fleet.errors import FleetError
+from core.errors import FleetError
 from fleet.query.jobs import (JobFilter, JobRow, error_line, glob_match, headline_metrics, human_duration,
                               name_matches, parse_states, view)
-from fleet.records import JobState
+from state.records import JobState
 
 NOW = 1_000_000.0
 

@@ -4,7 +4,7 @@ import pytest
 from manifest.schema import HostPolicy, JobSpec, Needs, TierSpec
 from routing.capability import Capability, CudaDevice, apply_override, parse_override, restrict
 from routing.tiers import DEFAULT_TIERS, Constraint, host_queues, route, tier_for
-from fleet.errors import CapabilityError
+from core.errors import CapabilityError
 
 
 def cap(vram=(), ram=32.0, cores=8, name="h"):
@@ -108,7 +108,7 @@ def test_declared_capability_is_more_restrictive_when_it_is_lower():
 
 
 def test_q_keeps_only_those_tiers_and_their_constraint_queues_that_admit_the_host():
-    from fleet.cluster import ClusterConfig
+    from state.cluster import ClusterConfig
     admits_h = Constraint(frozenset({"h"}), frozenset())
     config = ClusterConfig(constraint_queues={"cpu.abc": ("cpu", admits_h), "cuda.def": ("cuda", admits_h)})
     host = cap(vram=[80])

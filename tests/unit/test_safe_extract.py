@@ -8,7 +8,7 @@ import pytest
 import zstandard
 
 from artifacts.bundle import extract
-from fleet.errors import StoreError
+from core.errors import StoreError
 
 
 def member(name: str, kind: bytes = tarfile.REGTYPE, data: bytes = b"x", link: str = "") -> tuple:

@@ -6,7 +6,7 @@ import sys
 
 import pytest
 
-from fleet.errors import ManifestError
+from core.errors import ManifestError
 from trainers.protocol import format_metric_line, parse_metric_line
 from trainers.schema import TRAINERS, Param, check_hyper, parse_hidden_sizes, resolve_hyper
 

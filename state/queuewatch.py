@@ -1,6 +1,6 @@
 """New queues reach idle workers before the jobs in them do.
 
-A publish that creates need or constraint queues bumps a counter; workers look at it every
+A publish that creates need or constraint queues bumps a counter (``fleet.pickup``); workers look at it every
 ``QUEUE_WATCH_EVERY_S`` and refresh their queues at once instead of within
 ``QUEUE_REFRESH_EVERY_S``. Publish then waits (at most ``PICKUP_WAIT_S``) until every live
 host that can serve a new queue lists it in its heartbeat, and only then pushes: otherwise
@@ -13,8 +13,7 @@ import threading
 import time
 import redis
 
-from fleet import constants as C
-from manifest.schema import Manifest
+from core import constants as C
 
 
 class Watcher:
@@ -45,20 +44,3 @@ class Watcher:
                 self.seen = v
                 return True
         return False
-
-
-def announce(client: redis.Redis, manifest: Manifest, new_queues: dict[str, str],
-             timeout_s: float = C.PICKUP_WAIT_S) -> list[str]:
-    """Tell workers the queues changed; wait for live hosts to consume ``new_queues`` (name
-    -> publish's JSON {tier, constraint}). Returns those some capable host still lacks."""
-    client.incr(C.QUEUES_VERSION_KEY)
-    if not new_queues:
-        return []
-    from fleet.feasibility import expected_consumers
-    deadline = time.monotonic() + timeout_s
-    while True:
-        missing = sorted(q for q, hosts in expected_consumers(client, manifest, new_queues).items()
-                         if any(q not in queues for queues in hosts.values()))
-        if not missing or time.monotonic() >= deadline:
-            return missing
-        time.sleep(0.1)

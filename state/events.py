@@ -20,7 +20,7 @@ from typing import Iterable
 
 from celery import Celery, states
 
-from fleet import constants as C
+from core import constants as C
 
 log = logging.getLogger("fleet.events")
 

@@ -11,7 +11,7 @@ import time
 
 import redis
 
-from fleet import constants as C
+from core import constants as C
 
 
 def entry(raw: bytes | str, reason: str, queue: str, list_key: str = "", worker: str = "",

@@ -6,7 +6,7 @@ from dataclasses import dataclass
 
 import redis
 
-from fleet import constants as C
+from core import constants as C
 from manifest.schema import HostPolicy, TierSpec
 from routing.capability import Capability, restrict
 from routing.tiers import DEFAULT_TIERS, Constraint, host_queues, host_tiers

@@ -2,7 +2,7 @@
 
 Pure: parses and validates the URL and its companion variables into ``BrokerSettings``,
 and turns those into Celery/kombu settings. Workers, the CLI, records, publish, the
-reaper and Flower all start from here (``fleet.redis_conn`` makes the clients), so a
+reaper and Flower all start from here (``state.redis_conn`` makes the clients), so a
 password, a CA file or a Sentinel master name is said once and works everywhere.
 
 Accepted URLs:
@@ -21,8 +21,8 @@ from pathlib import Path
 from typing import Mapping
 from urllib.parse import unquote, urlsplit
 
-from fleet import constants as C
-from fleet.errors import ConfigError
+from core import constants as C
+from core.errors import ConfigError
 
 SCHEMES = ("redis", "rediss", "sentinel")
 # kombu transports: stock Redis with fleet's queue-major order, plain/TLS or Sentinel-managed

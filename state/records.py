@@ -16,9 +16,9 @@ from typing import Any, Iterable
 
 import redis
 
-from fleet import constants as C
-from fleet.bulk import PUBLISH_BATCH, Bulk
-from fleet.errors import JobNotFound
+from core import constants as C
+from state.bulk import PUBLISH_BATCH, Bulk
+from core.errors import JobNotFound
 
 
 class JobState(str, Enum):
@@ -89,7 +89,7 @@ class JobRecord:
 
 
 def _script(name: str) -> str:
-    return resources.files("fleet").joinpath(f"lua/{name}.lua").read_text()
+    return resources.files("state").joinpath(f"lua/{name}.lua").read_text()
 
 
 def _flat(fields: dict[str, Any]) -> list[str]:
@@ -130,7 +130,7 @@ class Records:
                 batch: int = PUBLISH_BATCH) -> list[tuple[str, str]]:
         """Create records and push messages atomically per job; returns (action, prior state).
 
-        Batches of jobs go in one script call each (fleet.bulk); each job stays atomic."""
+        Batches of jobs go in one script call each (state.bulk); each job stays atomic."""
         now = str(time.time())
         return Bulk(self.r).publish((
             ([C.JOB_KEY + it.job_id, C.JOBS_INDEX, C.NAMES_INDEX, C.FALLBACK_ZSET],

@@ -17,8 +17,8 @@ from redis.backoff import ExponentialBackoff
 from redis.client import Pipeline
 from redis.retry import Retry
 
-from fleet import constants as C
-from fleet.broker import BrokerSettings, from_conf
+from core import constants as C
+from state.broker import BrokerSettings, from_conf
 
 log = logging.getLogger("fleet.redis")
 NOT_RETRIED = (redis.AuthenticationError, redis.exceptions.AuthorizationError)

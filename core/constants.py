@@ -41,6 +41,7 @@ DEFAULT_PRIORITY = 5
 ZSTD_LEVEL = 3
 BUNDLE_NAME = "bundle.tar.zst"
 META_NAME = "meta.json"
+KILL_GRACE_S = 4.0               # a stopped job's process group gets this long after SIGTERM
 TAIL_LINES = 40                  # output lines kept for progress and errors
 
 # --- data staged through the store (issue 8 item 1) --------------------------
@@ -59,7 +60,7 @@ ENROLL_ENV_FILE = "/etc/fleet/worker.env"      # mode 0600, read by systemd befo
 ENROLL_STATE_DIR = "fleet"                     # StateDirectory=: /var/lib/fleet holds FLEET_WORK_DIR
 ENROLL_UPLOAD_ALLOWANCE_S = 120                # stop timeout beyond the soft-shutdown wait, for uploads
 
-# --- Flower (fleet/events.py, tasks/events.py, tasks/control.py) -------------
+# --- Flower (state/events.py, tasks/events.py, tasks/control.py) -------------
 EVENT_BATCH = 1000               # task-sent events per Redis PUBLISH at publish and requeue
 PROGRESS_EVENT_EVERY_S = 2.0     # how often a running job's progress goes to Flower
 INSPECT_CAPABILITY = "capability"  # `celery inspect capability`: a worker's hardware and queues
@@ -91,7 +92,7 @@ PICKUP_WAIT_S = 5.0              # publish waits at most this long for live host
 # (a 100,000-job publish writes ~550 MB of AOF: at the 64 MB default, four rewrites).
 AOF_REWRITE_MIN_SIZE_MB = 1024
 
-# --- broker auth, TLS and Sentinel (fleet/broker.py, fleet/redis_conn.py) ----
+# --- broker auth, TLS and Sentinel (state/broker.py, state/redis_conn.py) ----
 DEFAULT_REDIS_PORT = 6379
 DEFAULT_SENTINEL_PORT = 26379
 # Under Sentinel, a record transition (claim, finish, publish...) is acknowledged only once

@@ -7,9 +7,7 @@ so every job is still created with its message in one atomic step.
 """
 from __future__ import annotations
 
-import gc
 import json
-from contextlib import contextmanager
 from collections import deque
 from concurrent.futures import Future, ThreadPoolExecutor
 from importlib import resources
@@ -17,28 +15,15 @@ from typing import Iterable, Sequence
 
 import redis
 
-from fleet import constants as C
+from core import constants as C
 
 STATES_BATCH = 5000   # job IDs per states script call
 PUBLISH_BATCH = 500   # jobs per publish script call (a few MB of arguments; ~20 ms in Redis)
 IN_FLIGHT = 2         # batches built ahead of Redis's replies: bounds the memory held
 
 
-@contextmanager
-def gc_paused():
-    """No cyclic garbage collection inside: building 100,000 jobs' (acyclic) dicts and
-    strings set off full collections over an ever larger heap, a second of every two."""
-    was = gc.isenabled()
-    gc.disable()
-    try:
-        yield
-    finally:
-        if was:
-            gc.enable()
-
-
 def _script(name: str) -> str:
-    return resources.files("fleet").joinpath(f"lua/{name}.lua").read_text()
+    return resources.files("state").joinpath(f"lua/{name}.lua").read_text()
 
 
 def _s(v) -> str:
