@@ -7,7 +7,9 @@ from pathlib import Path
 import numpy as np
 import torch
 
+from trainers import distributed
 from trainers.data import Table
+from trainers.distributed import World
 from trainers.models import build_mlp, standardize
 from trainers.protocol import MLP_MODEL_FILE, format_metric_line
 from trainers.schema import parse_hidden_sizes
@@ -19,12 +21,13 @@ STATE_FILE = "mlp-state.pt"   # in FLEET_CHECKPOINT_DIR: everything needed to re
 
 
 def train(train: Table, valid: Table, hyper: dict, *, seed: int, device: str,
-          output_dir: Path, checkpoint_dir: Path | None = None) -> dict:
+          output_dir: Path, checkpoint_dir: Path | None = None, world: World = World()) -> dict:
     """Train for ``epochs``, save ``model.pt`` (weights plus architecture), return the metrics.
 
     With ``checkpoint_dir``, the state after every epoch (weights, optimizer, RNGs, epoch) is
     saved there, and a run that finds one resumes after that epoch and ends with the very
-    model an uninterrupted run would have."""
+    model an uninterrupted run would have. With a distributed ``world`` every rank trains a
+    DistributedDataParallel copy on its shard; rank 0 alone reports and writes."""
     classify = bool(train.classes)
     x_mean, x_std = _moments(train.x)
     y_mean, y_std = (0.0, 1.0) if classify else (float(train.y.mean()), float(train.y.std() or 1))
@@ -33,23 +36,32 @@ def train(train: Table, valid: Table, hyper: dict, *, seed: int, device: str,
     sizes = parse_hidden_sizes(hyper["hidden_sizes"])
     out_features = len(train.classes) if classify else 1
     net = build_mlp(xt.shape[1], sizes, out_features, hyper["dropout"]).to(device)
+    model = net
+    if world.distributed:
+        ids = [torch.device(device).index] if device.startswith("cuda") else None
+        net = torch.nn.parallel.DistributedDataParallel(model, device_ids=ids)
     loss_fn = torch.nn.CrossEntropyLoss() if classify else torch.nn.MSELoss()
     extra = {"momentum": SGD_MOMENTUM} if hyper["optimizer"] == "sgd" else {}
     opt = OPTIMIZERS[hyper["optimizer"]](net.parameters(), lr=hyper["learning_rate"],
                                          weight_decay=hyper["weight_decay"], **extra)
     shuffle = torch.Generator().manual_seed(seed)
     state_path = Path(checkpoint_dir) / STATE_FILE if checkpoint_dir else None
-    done = _resume(state_path, net, opt, shuffle, hyper, seed, device)
+    done = _resume(state_path, model, opt, shuffle, hyper, seed, device)
+    say = print if world.main else (lambda *a, **k: None)
     if done:
-        print(f"resuming after epoch {done} of {hyper['epochs']} from {state_path}", flush=True)
-        print(format_metric_line({"resumed_from_epoch": done}), flush=True)
+        say(f"resuming after epoch {done} of {hyper['epochs']} from {state_path}", flush=True)
+        say(format_metric_line({"resumed_from_epoch": done}), flush=True)
     for epoch in range(done + 1, hyper["epochs"] + 1):
-        train_loss = _epoch(net, opt, loss_fn, xt, yt, hyper["batch_size"], shuffle)
-        print(format_metric_line({"epoch": epoch, "epochs": hyper["epochs"],
-                                  "train_loss": train_loss,
-                                  "valid_loss": _loss(net, loss_fn, xv, yv)}), flush=True)
-        if state_path:
-            _save_state(state_path, epoch, net, opt, shuffle, hyper, seed, device)
+        train_loss = _epoch(net, opt, loss_fn, xt, yt, hyper["batch_size"], shuffle, world)
+        say(format_metric_line({"epoch": epoch, "epochs": hyper["epochs"],
+                                "train_loss": train_loss,
+                                "valid_loss": _loss(model, loss_fn, xv, yv)}), flush=True)
+        if state_path and world.main:
+            _save_state(state_path, epoch, model, opt, shuffle, hyper, seed, device)
+        distributed.barrier(world)   # no rank runs ahead of a checkpoint it could be resumed from
+    net = model
+    if not world.main:
+        return {}
     torch.save({"state_dict": {k: v.cpu() for k, v in net.state_dict().items()},
                 "in_features": xt.shape[1], "hidden_sizes": list(sizes),
                 "out_features": out_features, "dropout": hyper["dropout"],
@@ -65,7 +77,7 @@ def train(train: Table, valid: Table, hyper: dict, *, seed: int, device: str,
 def _save_state(path: Path, epoch: int, net, opt, shuffle, hyper: dict, seed: int, device: str) -> None:
     state = {"epoch": epoch, "hyper": hyper, "seed": seed, "model": net.state_dict(),
              "optimizer": opt.state_dict(), "shuffle": shuffle.get_state(), "torch_rng": torch.get_rng_state(),
-             "cuda_rng": torch.cuda.get_rng_state_all() if device == "cuda" else []}
+             "cuda_rng": torch.cuda.get_rng_state_all() if device.startswith("cuda") else []}
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_name(f".{path.name}.tmp")
     torch.save(state, tmp)
@@ -85,7 +97,7 @@ def _resume(path: Path | None, net, opt, shuffle, hyper: dict, seed: int, device
     opt.load_state_dict(state["optimizer"])
     shuffle.set_state(state["shuffle"].cpu())
     torch.set_rng_state(state["torch_rng"].cpu())
-    if device == "cuda" and state["cuda_rng"]:
+    if device.startswith("cuda") and state["cuda_rng"]:
         torch.cuda.set_rng_state_all([s.cpu() for s in state["cuda_rng"]])
     return int(state["epoch"])
 
@@ -107,18 +119,21 @@ def _tensors(table: Table, x_mean, x_std, y_mean, y_std, device):
     return x, torch.from_numpy(y).unsqueeze(1).to(device)
 
 
-def _epoch(net, opt, loss_fn, x, y, batch_size: int, shuffle: torch.Generator) -> float:
+def _epoch(net, opt, loss_fn, x, y, batch_size: int, shuffle: torch.Generator,
+           world: World = World()) -> float:
     net.train()
-    order = torch.randperm(len(x), generator=shuffle).to(x.device)
+    # every rank draws the same permutation (same generator state) and takes its shard of it
+    order = distributed.shard(torch.randperm(len(x), generator=shuffle), world).to(x.device)
+    batch_size = -(-batch_size // world.size)     # the global batch stays batch_size
     total = torch.zeros((), device=x.device)
-    for start in range(0, len(x), batch_size):
+    for start in range(0, len(order), batch_size):
         idx = order[start:start + batch_size]
         opt.zero_grad(set_to_none=True)
         loss = loss_fn(net(x[idx]), y[idx])
         loss.backward()
         opt.step()
         total += loss.detach() * len(idx)
-    return float(total) / len(x)
+    return distributed.mean_over_ranks(float(total), len(order), world, x.device)
 
 
 def _loss(net, loss_fn, x, y) -> float:

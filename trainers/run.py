@@ -40,7 +40,7 @@ from pathlib import Path
 import numpy as np
 
 from core.errors import ConfigError, ManifestError
-from trainers import data, protocol
+from trainers import data, distributed, protocol
 from trainers.schema import resolve_hyper
 
 DEVICES = ("cpu", "cuda")
@@ -62,27 +62,37 @@ def run(env: dict) -> int:
     spec = read_spec(spec_path)
     model, seed = spec["model"], spec["seed"]
     hyper = resolve_hyper(model, spec.get("hyper") or {})
-    device = pick_device(env.get(protocol.ENV_DEVICE, "cpu"), model)
+    if model == "mlp":
+        distributed.relaunch(env)     # several GPUs: one process per GPU under torchrun
+    world = distributed.world(env)
+    say = print if world.main else (lambda *a, **k: None)
+    device = pick_device(env.get(protocol.ENV_DEVICE, "cpu"), model, quiet=not world.main)
     seed_everything(seed, torch_too=model == "mlp")
     df = data.load_table(data_path)
-    print(f"loaded {len(df)} rows x {len(df.columns)} columns from {data_path.name}", flush=True)
+    say(f"loaded {len(df)} rows x {len(df.columns)} columns from {data_path.name}", flush=True)
     task, classes = decide_task(model, hyper, df)
     train_df, valid_df = data.split(df, hyper["target"], hyper["valid_fraction"], seed)
     train_t = data.to_table(train_df, hyper["target"], classes)
     valid_t = data.to_table(valid_df, hyper["target"], classes)
-    print(f"training {model} ({task}) on {device}: {len(train_df)} train rows, "
-          f"{len(valid_df)} valid rows, {len(train_t.feature_names)} features", flush=True)
+    procs = f" x {world.size} processes" if world.distributed else ""
+    say(f"training {model} ({task}) on {device}{procs}: {len(train_df)} train rows, "
+        f"{len(valid_df)} valid rows, {len(train_t.feature_names)} features", flush=True)
     output_dir.mkdir(parents=True, exist_ok=True)
     trainer = _trainer(model)
     started = time.monotonic()
     # mlp resumes from FLEET_CHECKPOINT_DIR; gbt trains from scratch (a rerun is cheap)
     extra = {"checkpoint_dir": Path(env[protocol.ENV_CHECKPOINT_DIR])} if (
         model == "mlp" and env.get(protocol.ENV_CHECKPOINT_DIR)) else {}
-    metrics = trainer.train(train_t, valid_t, hyper, seed=seed, device=device,
+    if world.distributed:
+        extra["world"] = world
+    metrics = trainer.train(train_t, valid_t, hyper, seed=seed, device=distributed.start(world, device),
                             output_dir=output_dir, **extra)
+    distributed.finish(world)
+    if not world.main:
+        return protocol.EXIT_OK
     metrics = {"model": model, "task": task, "device": device,
-               "device_requested": env.get(protocol.ENV_DEVICE, "cpu"), "n_train": len(train_df),
-               "n_valid": len(valid_df), "n_features": len(train_t.feature_names),
+               "device_requested": env.get(protocol.ENV_DEVICE, "cpu"), "processes": world.size,
+               "n_train": len(train_df), "n_valid": len(valid_df), "n_features": len(train_t.feature_names),
                "train_seconds": round(time.monotonic() - started, 3), **metrics}
     _write_json(output_dir / protocol.METRICS_FILE, metrics)
     _write_json(output_dir / protocol.CHECKPOINT_FILE,
@@ -106,14 +116,15 @@ def read_spec(path: Path) -> dict:
     return spec
 
 
-def pick_device(requested: str, model: str) -> str:
+def pick_device(requested: str, model: str, *, quiet: bool = False) -> str:
     """The device to train on: cuda only when asked for and really usable."""
     if requested not in DEVICES:
         raise ConfigError(f"{protocol.ENV_DEVICE}={requested!r}: use one of {', '.join(DEVICES)}")
     if requested == "cuda" and not _cuda_usable(model):
         visible = os.environ.get("CUDA_VISIBLE_DEVICES", "unset")
-        print(f"warning: {protocol.ENV_DEVICE}=cuda but no CUDA device is usable here "
-              f"(CUDA_VISIBLE_DEVICES={visible}); training on cpu", flush=True)
+        if not quiet:
+            print(f"warning: {protocol.ENV_DEVICE}=cuda but no CUDA device is usable here "
+                  f"(CUDA_VISIBLE_DEVICES={visible}); training on cpu", flush=True)
         return "cpu"
     return requested
 
