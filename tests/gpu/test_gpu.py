@@ -106,9 +106,10 @@ def run_trainer(tmp_path: Path, model: str, hyper: dict) -> dict:
 
 def cuda_manifest(chaos, jobs: dict[str, float]) -> Path:
     text = ""
-    for name, hold_s in jobs.items():
+    for seed, (name, hold_s) in enumerate(jobs.items()):   # a seed each: jobs that differ only
+        # in name are one job to the manifest (same content, same ID)
         text += (f'[[jobs]]\nname = "{name}"\ncommand = ["{sys.executable}", "{CUDA_JOB}", "{hold_s}", "{chaos.tag}"]\n'
-                 'artifacts = ["out/*"]\nrequire_cuda = true\n')
+                 f'artifacts = ["out/*"]\nrequire_cuda = true\nseed = {seed}\n')
     path = chaos.root / f"m-{uuid.uuid4().hex[:6]}.toml"
     path.write_text(text)
     return path

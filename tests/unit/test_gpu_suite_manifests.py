@@ -1,0 +1,14 @@
+"""The GPU suite's manifests load everywhere: their logic runs in CI though their GPUs do not."""
+from __future__ import annotations
+
+from types import SimpleNamespace
+
+from manifest.loader import load
+from tests.gpu.test_gpu import cuda_manifest
+
+
+def test_back_to_back_gpu_jobs_that_differ_only_in_name_are_distinct_jobs(tmp_path):
+    chaos = SimpleNamespace(root=tmp_path, tag="t")
+    manifest = load(cuda_manifest(chaos, {"busy1": 3.0, "busy2": 3.0}))
+    assert [j.name for j in manifest.jobs] == ["busy1", "busy2"]
+    assert len({j.job_id for j in manifest.jobs}) == 2
