@@ -1,0 +1,71 @@
+"""Preemption through checkpoints: which running jobs an urgent waiting job may displace.
+
+A waiting job may take the place of running jobs on a host when it cannot start there now,
+only if each displaced job:
+
+* has a priority lower than the waiting job's by at least ``PREEMPT_MARGIN``;
+* can be handed back without losing work (it declares ``checkpoint``, synced before it is
+  stopped, or ``preemptible = true``);
+* has been preempted fewer than ``MAX_PREEMPTIONS`` times (nobody starves).
+
+Fewest jobs first, lowest priority first, the most recently started first (least progress
+since it began). Pure: the worker asks it with its pool and its running jobs.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Sequence
+
+from routing.pool import Demand, Grant, Pool, admit, release
+
+PREEMPT_MARGIN = 3        # 9 may displace 6 or lower; 5 (the default) may displace 2 or lower
+MAX_PREEMPTIONS = 3       # a job handed back this often runs to its end
+
+
+@dataclass(frozen=True)
+class Running:
+    """A job running on the host, as preemption sees it."""
+
+    job_id: str
+    priority: int
+    grant: Grant
+    started_at: float
+    handback: bool            # checkpoint or preemptible: stopping it loses no work
+    preempted: int = 0
+
+
+def eligible(r: Running, priority: int, *, margin: int = PREEMPT_MARGIN,
+             max_preemptions: int = MAX_PREEMPTIONS) -> bool:
+    return r.handback and r.preempted < max_preemptions and priority - r.priority >= margin
+
+
+def victims(pool: Pool, priority: int, demand: Demand, running: Sequence[Running], *,
+            margin: int = PREEMPT_MARGIN, max_preemptions: int = MAX_PREEMPTIONS) -> list[Running] | None:
+    """The running jobs to hand back so ``demand`` starts here; [] when it fits already;
+    None when no allowed set frees enough."""
+    if admit(pool, demand) is not None:
+        return []
+    candidates = sorted((r for r in running if eligible(r, priority, margin=margin,
+                                                         max_preemptions=max_preemptions)),
+                        key=lambda r: (r.priority, -r.started_at, r.job_id))
+    chosen: list[Running] = []
+    freed = pool
+    for r in candidates:
+        chosen.append(r)
+        freed = release(freed, r.grant)
+        if admit(freed, demand) is not None:
+            return _pruned(pool, demand, chosen)
+    return None
+
+
+def _pruned(pool: Pool, demand: Demand, chosen: list[Running]) -> list[Running]:
+    """Drop any chosen job the others free enough without (last chosen kept longest)."""
+    keep = list(chosen)
+    for r in list(chosen[:-1]):
+        trial = [x for x in keep if x is not r]
+        freed = pool
+        for x in trial:
+            freed = release(freed, x.grant)
+        if admit(freed, demand) is not None:
+            keep = trial
+    return keep

@@ -1,0 +1,48 @@
+"""Which running jobs an urgent job may displace (routing.preempt): pure, by example."""
+from __future__ import annotations
+
+from routing.pool import Demand, Pool, admit
+from routing.preempt import MAX_PREEMPTIONS, Running, victims
+
+
+def host_running(*specs):
+    """A 1-GPU 8-core host with jobs started in order: (job_id, priority, demand, handback)."""
+    pool = Pool.of([80], cores=8, ram_gib=64)
+    running = []
+    for i, (job_id, prio, demand, handback, *more) in enumerate(specs):
+        grant, pool = admit(pool, demand)
+        running.append(Running(job_id, prio, grant, float(i), handback, *more))
+    return pool, running
+
+
+def test_an_urgent_gpu_job_displaces_a_low_priority_checkpointed_one():
+    pool, running = host_running(("slow", 1, Demand(gpus=1), True))
+    assert [r.job_id for r in victims(pool, 9, Demand(gpus=1), running)] == ["slow"]
+
+
+def test_nothing_is_displaced_when_the_job_fits_already():
+    pool, running = host_running(("cpu", 1, Demand(cores=2), True))
+    assert victims(pool, 9, Demand(gpus=1), running) == []
+
+
+def test_a_job_that_would_lose_work_is_never_displaced():
+    pool, running = host_running(("no-ckpt", 1, Demand(gpus=1), False))
+    assert victims(pool, 9, Demand(gpus=1), running) is None
+
+
+def test_the_priority_gap_must_reach_the_margin():
+    pool, running = host_running(("near", 7, Demand(gpus=1), True))
+    assert victims(pool, 9, Demand(gpus=1), running) is None
+
+
+def test_a_job_preempted_often_enough_runs_to_its_end():
+    pool, running = host_running(("tired", 1, Demand(gpus=1), True, MAX_PREEMPTIONS))
+    assert victims(pool, 9, Demand(gpus=1), running) is None
+
+
+def test_only_the_jobs_needed_are_displaced_lowest_priority_first():
+    pool, running = host_running(("gpu", 2, Demand(gpus=1, cores=1), True),
+                                 ("cpu-a", 1, Demand(cores=4), True),
+                                 ("cpu-b", 3, Demand(cores=3), True))
+    # the urgent job needs the GPU: only the GPU job stands in its way
+    assert [r.job_id for r in victims(pool, 9, Demand(gpus=1, cores=1), running)] == ["gpu"]
