@@ -25,7 +25,15 @@ def cmd_artifacts(args) -> int:
     if args.json:
         print(json.dumps(v.to_dict(), indent=2))
         return 0 if v.ok else 1
-    table = Table(title=f"{len(v.rows)} artifact(s) in {args.store or 'FLEET_STORE_URL'}")
+    console.print(artifacts_table(v, args.store or 'FLEET_STORE_URL'))
+    if not args.verify:
+        console.print("not re-hashed (that reads every bundle); add --verify to check each sha256",
+                      style="dim", markup=False)
+    return 0 if v.ok else 1
+
+
+def artifacts_table(v: A.ArtifactsView, where: str) -> Table:
+    table = Table(title=f"{len(v.rows)} artifact(s) in {where}")
     for col in ("job", "kind", "sha256", "size", "verified", "uri"):
         table.add_column(col, overflow="fold")
     for r in v.rows:
@@ -33,11 +41,7 @@ def cmd_artifacts(args) -> int:
                     None: Text("-")}[r.verified]
         table.add_row(*plain(r.name or "?", r.kind, r.sha256[:16], "" if r.size is None else f"{r.size:,}"),
                       verified, Text(r.uri))
-    console.print(table)
-    if not args.verify:
-        console.print("not re-hashed (that reads every bundle); add --verify to check each sha256",
-                      style="dim", markup=False)
-    return 0 if v.ok else 1
+    return table
 
 
 def file_stem(name: str) -> str:

@@ -23,7 +23,7 @@ SHOW_ACTED = 20      # cancel/requeue list this many jobs by name, then count th
 
 
 # --- status -------------------------------------------------------------------------
-def _when(row: Q.JobRow, now: float) -> str:
+def when(row: Q.JobRow, now: float) -> str:
     t = row.times(now)
     if row.state is JobState.QUEUED:
         return f"waiting {Q.human_duration(t['queued_for_s'])}"
@@ -33,7 +33,7 @@ def _when(row: Q.JobRow, now: float) -> str:
     return f"{ran}{Q.human_duration(t['finished_ago_s'])} ago"
 
 
-def _note(row: Q.JobRow) -> str:
+def note(row: Q.JobRow) -> str:
     if row.state is JobState.RUNNING and row.progress:
         metrics = Q.headline_metrics(row.progress.get("metrics"))
         if metrics:
@@ -58,7 +58,7 @@ def render(v: Q.JobsView, title: str = "") -> Group:
     for r in v.rows:
         art = (r.artifact or {}).get("sha256", "")[:12]
         table.add_row(Text(r.name), r.job_id[:12], Text(r.state.value, style=STATE_STYLE[r.state.value]),
-                      Text(r.queue), str(r.attempts), Text(r.worker), _when(r, v.now), Text(_note(r)), art)
+                      Text(r.queue), str(r.attempts), Text(r.worker), when(r, v.now), Text(note(r)), art)
     parts: list = [Text(v.summary(), style="bold")]
     if v.rows:
         parts.append(table)
