@@ -1,13 +1,15 @@
 """What every `fleet` verb shares: consoles, the app, Redis, records, cell helpers."""
 from __future__ import annotations
 
+import os
 import sys
 
 from rich.console import Console
 from rich.text import Text
 
-console = Console(width=None if sys.stdout.isatty() else 160)
-err = Console(stderr=True, width=None if sys.stderr.isatty() else 160)
+PIPE_WIDTH = 160     # into a pipe or a file, unless COLUMNS says otherwise
+console = Console(width=None if sys.stdout.isatty() or os.environ.get("COLUMNS") else PIPE_WIDTH)
+err = Console(stderr=True, width=None if sys.stderr.isatty() or os.environ.get("COLUMNS") else PIPE_WIDTH)
 
 
 def app():
