@@ -19,6 +19,9 @@ def cmd_dead_letter(args) -> int:
     if args.json:
         print(json.dumps(rows, indent=2))
         return 0
+    if not rows:
+        console.print(f"no entries in {C.DEAD_LETTER_KEY}: no worker has set a queue entry aside", markup=False)
+        return 0
     table = Table("set aside", "queue", "worker", "reason", "entry")
     for e in rows:
         at = time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(e["at"])) if e.get("at") else "?"

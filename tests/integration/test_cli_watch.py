@@ -27,3 +27,10 @@ def test_watch_into_a_file_writes_whole_frames_while_it_runs(redis_url, tmp_path
             proc.wait(10)
     assert frames >= 2, out.read_text()
     assert "0 jobs: none" in out.read_text() and max(map(len, out.read_text().splitlines())) <= 80
+
+
+def test_dead_letter_with_no_entries_says_so_instead_of_an_empty_table(redis_url):
+    env = dict(os.environ, FLEET_BROKER_URL=redis_url)
+    run = subprocess.run([sys.executable, "-m", "fleet.cli", "dead-letter"], env=env, capture_output=True,
+                         text=True, timeout=60)
+    assert run.returncode == 0 and run.stdout.startswith("no entries in ") and "┏" not in run.stdout
