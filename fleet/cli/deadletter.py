@@ -36,6 +36,6 @@ def cmd_dead_letter(args) -> int:
 def register(sub) -> None:
     s = sub.add_parser("dead-letter", help="queue entries workers set aside instead of running")
     s.add_argument("--limit", type=int, default=100, help="newest entries to show (default 100)")
-    s.add_argument("--json", action="store_true")
+    s.add_argument("--json", action="store_true", help="the entries as a JSON list")
     s.add_argument("--clear", action="store_true", help="empty the list after showing it")
     s.set_defaults(fn=cmd_dead_letter)

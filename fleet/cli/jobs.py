@@ -174,7 +174,7 @@ def _frames(client, flt: Q.JobFilter, args):
 # --- show ---------------------------------------------------------------------------
 def cmd_show(args) -> int:
     rec = records()
-    print(json.dumps(rec.get(refs.resolve(rec.r, args.job)).to_dict(), indent=2, default=str))
+    print(json.dumps(Q.record_view(rec.get(refs.resolve(rec.r, args.job)).to_dict()), indent=2, default=str))
     return 0
 
 
@@ -302,5 +302,5 @@ def register(sub) -> None:
         s.add_argument("--yes", "-y", action="store_true",
                        help=f"go ahead when more than {C.CONFIRM_ABOVE_JOBS} jobs match")
         s.add_argument("--dry-run", action="store_true", help="list what would be done, do nothing")
-        s.add_argument("--json", action="store_true")
+        s.add_argument("--json", action="store_true", help="what was done and skipped, as JSON")
         s.set_defaults(fn=fn)

@@ -60,7 +60,7 @@ def cmd_publish(args) -> int:
     sent = sum(r.action == "publish" for r in rows)
     console.print(f"{sent} to publish, {len(rows) - sent} skipped" if args.dry_run else
                   f"{sent} published, {len(rows) - sent} skipped")
-    for line in feasibility.messages(warnings):
+    for line in feasibility.messages(warnings, dry_run=args.dry_run):
         err.print(f"warning: {line}", markup=False, highlight=False)
     return 0
 
@@ -112,8 +112,8 @@ def print_summary(s, title: str) -> None:
 
 def register(sub) -> None:
     s = sub.add_parser("publish", help="validate a manifest and queue its jobs")
-    s.add_argument("manifest")
+    s.add_argument("manifest", help="the manifest (TOML); every problem in it is listed before anything is sent")
     s.add_argument("--dry-run", action="store_true", help="print the plan; send nothing")
     s.add_argument("--json", action="store_true", help="machine-readable output")
-    s.add_argument("--force", action="append", default=[], metavar="NAME", help="run this job again")
+    s.add_argument("--force", action="append", default=[], metavar="NAME", help="run this job again (name or ID), even if it succeeded; repeatable")
     s.set_defaults(fn=cmd_publish)
