@@ -69,3 +69,13 @@ def test_the_readme_starts_with_the_two_commands_then_the_walkthrough():
     for page in ("docs/exactly-once.md", "docs/redis.md", "docs/limits.md"):
         assert f"]({page})" in text and (ROOT / page).exists()
     assert len(fleet_commands("\n".join(bash_blocks(ROOT / "README.md")))) >= 10
+
+
+def test_the_readmes_sweep_name_and_bundle_file_name_are_what_fleet_makes():
+    from fleet.cli.artifacts import file_stem
+    from manifest.loader import loads
+    text = (ROOT / "README.md").read_text()
+    m = loads('[[jobs]]\nname = "gbt-moons"\ncommand = ["true"]\n[jobs.sweep]\nseed = [1]\nmax_depth = [4]\n', "m.toml")
+    [job] = m.jobs
+    assert job.name == "gbt-moons[max_depth=4,seed=1]" and f"named {job.name}" in text
+    assert f"`{job.name}` -> `{file_stem(job.name)}.tar.zst`" in text
