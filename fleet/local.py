@@ -112,7 +112,7 @@ def run_local(manifest: Manifest, show: Show, *, keep: bool = False, timeout_s: 
     lock = RootLock(root_dir).acquire(kept=keep, stop_hint=kept.hints(root_dir))
     if (root_dir / kept.STATE_FILE).exists():   # the lock was free: that kept fleet is gone
         (root_dir / kept.STATE_FILE).unlink()
-    fleet = start(root_dir, lock)
+    fleet = start(root_dir, lock, kept=keep)
     try:
         show.started(fleet, lock)
         return _publish_and_wait(fleet, manifest, show, timeout_s)
@@ -126,7 +126,7 @@ def run_local(manifest: Manifest, show: Show, *, keep: bool = False, timeout_s: 
         lock.release()
 
 
-def start(root: Path, lock: RootLock) -> Fleet:
+def start(root: Path, lock: RootLock, *, kept: bool = False) -> Fleet:
     """Redis and the simulated workers, each holding ``lock``; returns once they beat."""
     from fleet.redis_server import RedisServer
     from state.broker import parse
@@ -137,7 +137,7 @@ def start(root: Path, lock: RootLock) -> Fleet:
     workers = {n: start_worker(n, c, env, root / "logs", pass_fds=(lock.fd,)) for n, c in SIMULATED_HOSTS.items()}
     fleet = Fleet(root, server, workers, env, store_url, _client_app(server.url),
                   connect(parse(server.url), socket_connect_timeout=5, socket_timeout=30))
-    lock.write(Holder(os.getpid(), _create_time(), False, server.url, time.time(), fleet.processes))
+    lock.write(Holder(os.getpid(), _create_time(), kept, server.url, time.time(), fleet.processes))
     _wait_for_hosts(fleet.client, set(SIMULATED_HOSTS))
     return fleet
 

@@ -103,3 +103,25 @@ def test_fleet_local_stops_waiting_with_the_reason_when_no_live_worker_can_run_t
     assert run.returncode == 1, out
     assert time.monotonic() - t0 < 120
     assert "stopped waiting: no live worker can run 1 job(s)" in out and "needs-a-big-gpu" in out
+
+
+def test_a_kept_fleet_refuses_a_second_and_once_killed_with_9_its_folder_is_reused(tmp_path):
+    quick = tmp_path / "quick.toml"
+    quick.write_text(QUICK)
+    root = tmp_path / "root"
+    run = lambda *a: subprocess.run([sys.executable, "-m", "fleet.cli", "local", str(quick), "--root", str(root), *a],
+                                    cwd=REPO, capture_output=True, text=True, timeout=240)
+    kept = run("--keep")
+    state = json.loads((root / "fleet.json").read_text())
+    try:
+        assert kept.returncode == 0, kept.stdout + kept.stderr
+        second = run()
+        assert second.returncode == 1 and "kept (fleet local --keep)" in second.stderr
+        assert "export FLEET_BROKER_URL=" in second.stderr and f"local --stop --root {root}" in second.stderr
+    finally:
+        kill_all(state)
+    for p in state["processes"]:
+        psutil.wait_procs([psutil.Process(p["pid"])] if psutil.pid_exists(p["pid"]) else [], timeout=10)
+    again = run()
+    assert again.returncode == 0, again.stdout + again.stderr
+    assert not (root / "fleet.json").exists()
