@@ -167,13 +167,14 @@ def _wait_for_hosts(client, names: set[str], timeout_s: float = HOSTS_WAIT_S) ->
 def _publish_and_wait(fleet: Fleet, manifest: Manifest, show: Show, timeout_s: float) -> int:
     from artifacts.store import open_store
     from fleet.publish import publish
-    from fleet.query.artifacts import listing
+    from fleet.query.artifacts import listing, mark_current
     store = open_store(fleet.store_url, fleet.env)
     rows = publish(fleet.app, fleet.client, manifest, store=store)
     show.published(rows, feasibility.check(fleet.client, rows, manifest))
     with show.waiting() as progress:
         waited = wait(fleet.client, manifest, rows, timeout_s, progress.update)
-    artifacts = listing(store, verify=True)
+    artifacts = mark_current(listing(store, verify=True),
+                             {r.job_id: (r.artifact or {}).get("sha256", "") for r in waited.view.rows})
     show.finished(waited, artifacts)
     return 0 if waited.outcome is Outcome.SUCCEEDED and artifacts.ok else 1
 

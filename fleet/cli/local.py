@@ -77,7 +77,7 @@ def progress_lines(view) -> Group:
     from fleet.cli.jobs import note, when
     parts: list = [Text("waiting for jobs: " + view.summary().split(": ", 1)[-1], style="bold")]
     for r in [r for r in view.rows if not r.state.terminal][:PROGRESS_LINES]:
-        parts.append(Text(f"  {r.name}  {r.state.value} {when(r, view.now)}"
+        parts.append(Text(f"  {r.name}  {when(r, view.now)}"
                           + (f" on {r.worker}" if r.worker else "") + (f" | {note(r)}" if note(r) else "")))
     return Group(*parts)
 

@@ -67,8 +67,9 @@ def listing(store, verify: bool = False) -> ArtifactsView:
 
 def mark_current(view: ArtifactsView, current: dict[str, str]) -> ArtifactsView:
     """Mark each row whose job's record names this bundle (``current``: job ID -> sha256) as
-    current; a job run again keeps its older bundles, marked not current. Pure."""
-    rows = [ArtifactRow(**{**r.__dict__, "current": current.get(r.job_id) == r.sha256}) if r.job_id else r
+    current; a job run again keeps its older bundles, marked not current. Jobs ``current``
+    does not name stay unmarked. Pure."""
+    rows = [ArtifactRow(**{**r.__dict__, "current": current[r.job_id] == r.sha256}) if r.job_id in current else r
             for r in view.rows]
     return ArtifactsView(rows, view.warnings)
 

@@ -74,3 +74,21 @@ def test_wide_shows_queue_tries_and_artifact():
     text = text_at(200, wide=True)
     assert "artifact" in text and "tries" in text and "abababababab" in text
     assert "gbt-breast-cancer[max_depth=2,seed=0]" in text_at(100, wide=True)
+
+
+def test_fleet_local_progress_shows_counts_then_each_running_jobs_time_host_and_progress():
+    from fleet.cli.local import progress_lines
+    console = Console(width=100, record=True, file=io.StringIO(), color_system=None)
+    console.print(progress_lines(Q.view(ROWS, now=NOW, limit=None)))
+    text = console.export_text()
+    assert text.startswith("waiting for jobs: 1 running, 1 failed, 1 queued, 1 succeeded")
+    assert "  mlp-diabetes-large  running 30s on local-cuda-large | train_loss=0.5123 epoch=3" in text
+    assert "  mlp-wine  waiting 12s" in text and "gbt-diabetes-prefers-gpu" not in text
+
+
+def test_artifacts_are_marked_current_only_for_the_jobs_whose_records_were_read():
+    from fleet.query.artifacts import ArtifactRow, ArtifactsView, mark_current
+    v = ArtifactsView([ArtifactRow("a", "gbt", "s1", 1, "u1", job_id="j1"), ArtifactRow("a", "gbt", "s2", 1, "u2",
+                                                                                       job_id="j1"),
+                       ArtifactRow("b", "gbt", "s3", 1, "u3", job_id="j2")])
+    assert [r.current for r in mark_current(v, {"j1": "s2"}).rows] == [False, True, None]
