@@ -18,14 +18,15 @@ DEFAULT_MANIFEST = "examples/manifest.toml"
 PROGRESS_LINES = 8           # running jobs shown under the counts while waiting
 DESCRIPTION = f"""\
 Start a whole fleet on this machine and run a manifest on it: a Redis server (its data in
-ROOT/redis), a file:// store (ROOT/store, unless FLEET_STORE_URL names another) and three
-simulated hosts ({', '.join(SIMULATED_HOSTS)}), each a real Celery worker (logs in ROOT/logs).
+DIR/redis, DIR being --root), a file:// store (DIR/store, unless FLEET_STORE_URL names
+another) and three simulated hosts, each a real Celery worker (logs in DIR/logs):
+{', '.join(SIMULATED_HOSTS)}.
 It publishes the manifest, shows progress while it waits, stops waiting early when no live
 worker can run what remains, then prints every job's state and the verified artifacts.
 
 Without --keep everything stops when it returns. With --keep the fleet stays up and the
 export lines to use it from another shell are printed (then `fleet publish`, `fleet status`,
-... talk to it). One fleet per ROOT: a second `fleet local` on the same folder refuses.
+... talk to it). One fleet per DIR: a second `fleet local` on the same folder refuses.
 Exit status 0 when every job succeeded and every artifact verified."""
 
 
