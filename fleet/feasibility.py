@@ -29,12 +29,13 @@ class Infeasible:
     jobs: tuple[str, ...]            # job names, in manifest order
     nearest: Verdict | None          # None: no live host at all
 
-    def message(self, show: int = 3) -> str:
+    def message(self, show: int = 3, dry_run: bool = False) -> str:
         names = ", ".join(self.jobs[:show]) + (f" and {len(self.jobs) - show} more" if len(self.jobs) > show else "")
         where = (f"nearest host {self.nearest.hostname}: {'; '.join(self.nearest.reasons)}" if self.nearest
                  else "no live workers (no heartbeat in Redis)")
         return (f"no live worker can run {len(self.jobs)} job(s) in queue {self.queue} ({names}); "
-                f"{where}. Queued anyway: they start when such a host joins")
+                f"{where}. {'Publishing would queue them' if dry_run else 'Queued'} anyway: they start when such "
+                "a host joins")
 
     def to_dict(self) -> dict:
         return {"queue": self.queue, "jobs": len(self.jobs),
@@ -110,13 +111,14 @@ def check(client: redis.Redis | None, rows, manifest: Manifest) -> list[Infeasib
     return infeasible(rows, manifest, host_facts(views, manifest))
 
 
-def messages(warnings: list[Infeasible]) -> list[str]:
+def messages(warnings: list[Infeasible], dry_run: bool = False) -> list[str]:
     """Lines for a human: one per stuck queue, or one in all when no worker is live."""
     if warnings and all(w.nearest is None for w in warnings):
         jobs = sum(len(w.jobs) for w in warnings)
-        return [f"no live workers (no worker heartbeat in Redis): the {jobs} job(s) queued wait "
+        queued = "would wait, once published," if dry_run else "queued wait"
+        return [f"no live workers (no worker heartbeat in Redis): the {jobs} job(s) {queued} "
                 "until workers start (`celery -A tasks worker`; `fleet hosts` lists them)"]
-    return [w.message() for w in warnings]
+    return [w.message(dry_run=dry_run) for w in warnings]
 
 
 def annotate(rows: list[dict], warnings: list[Infeasible]) -> list[dict]:

@@ -17,6 +17,7 @@ from pathlib import Path
 import psutil
 
 from core.errors import FleetError
+from fleet.rootlock import live as _live
 
 STATE_FILE = "fleet.json"
 STOP_WAIT_S = 30.0
@@ -54,14 +55,6 @@ def announce(state: dict, console) -> None:
     console.print(f"  {stop_line(state)}", markup=False, highlight=False, soft_wrap=True)
 
 
-def _live(entry: dict) -> psutil.Process | None:
-    try:
-        proc = psutil.Process(entry["pid"])
-        return proc if entry["expect"] in " ".join(proc.cmdline()) else None
-    except (psutil.NoSuchProcess, psutil.AccessDenied, psutil.ZombieProcess):
-        return None
-
-
 def load(root: Path) -> dict | None:
     path = root / STATE_FILE
     try:
@@ -77,6 +70,15 @@ def refuse_if_running(root: Path) -> None:
     if state and any(_live(p) for p in state["processes"]):
         raise FleetError(f"a kept fleet is still running from {root} ({export_line(state)}); "
                          f"use it, or stop it first: {stop_line(state)}")
+
+
+def hints(root: Path) -> str:
+    """How to use and stop the kept fleet in ``root`` (empty when none is recorded there)."""
+    try:
+        state = load(root)
+    except FleetError:
+        return ""
+    return f"use it ({export_line(state)}) or stop it: {stop_line(state)}" if state else ""
 
 
 def stop(root: Path, console, wait_s: float = STOP_WAIT_S) -> int:

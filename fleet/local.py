@@ -1,29 +1,44 @@
 """A whole fleet on one machine: embedded Redis, a file:// store, three simulated hosts.
 
 `fleet local` starts them, publishes a manifest, waits for every job, and lists the
-verified artifacts. Tests start workers the same way (``start_worker``).
+verified artifacts. It calls publish and the queries directly, with a client app and a
+Redis client of its own Redis; what a person sees is the ``Show`` the CLI hands in.
+Tests start workers the same way (``start_worker``).
 """
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 import signal
 import subprocess
 import sys
 import time
+from dataclasses import dataclass
+from enum import Enum
 from pathlib import Path
+from typing import Protocol
 
-from rich.console import Console
+from core.errors import FleetError
+from fleet import feasibility
+from fleet.query import jobs as Q
+from fleet.rootlock import Holder, RootLock
+from manifest.schema import Manifest
+from state.records import JobState
 
 SIMULATED_HOSTS = {
     "local-cuda-large": {"cuda_devices": [{"name": "sim-A100-80GB", "vram_total_gib": 80}], "ram_total_gib": 64},
     "local-cuda": {"cuda_devices": [{"name": "sim-RTX4080-16GB", "vram_total_gib": 16}], "ram_total_gib": 32},
     "local-cpu": {"cuda_devices": [], "ram_total_gib": 8},
 }
-console = Console()
+HOSTS_WAIT_S = 60.0          # for every worker's first heartbeat (publish then sees who can run what)
+POLL_S = 1.0                 # how often the wait reads the jobs
+STUCK_CHECK_S = 5.0          # how often it asks whether a live worker can run what remains
+DEFAULT_TIMEOUT_S = 900.0
 
 
-def start_worker(name: str, capability: dict, env: dict, log_dir: Path, extra: list[str] = ()) -> subprocess.Popen:
+def start_worker(name: str, capability: dict, env: dict, log_dir: Path, extra: list[str] = (),
+                 pass_fds: tuple[int, ...] = ()) -> subprocess.Popen:
     """A real ``celery -A tasks worker`` whose host looks like ``capability``."""
     log_dir.mkdir(parents=True, exist_ok=True)
     wenv = dict(env, FLEET_CAPABILITY=json.dumps({"hostname": name, **capability}), FLEET_HOSTNAME=name,
@@ -31,7 +46,8 @@ def start_worker(name: str, capability: dict, env: dict, log_dir: Path, extra: l
     log = open(log_dir / f"{name}.log", "ab")
     return subprocess.Popen([sys.executable, "-m", "celery", "-A", "tasks", "worker", "-n", f"{name}@%h",
                              "--loglevel=INFO", "--without-mingle", "--without-gossip", *extra],
-                            env=wenv, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
+                            env=wenv, stdout=log, stderr=subprocess.STDOUT, start_new_session=True,
+                            pass_fds=pass_fds)
 
 
 def stop_worker(proc: subprocess.Popen, timeout_s: float = 30) -> None:
@@ -44,67 +60,159 @@ def stop_worker(proc: subprocess.Popen, timeout_s: float = 30) -> None:
             proc.wait()
 
 
-def run_local(manifest_path: str, *, keep: bool = False, timeout_s: float = 900.0, root: str = ".fleet-local") -> int:
-    from fleet.redis_server import RedisServer
+class Outcome(str, Enum):
+    """How the wait for a manifest's jobs ended."""
+
+    SUCCEEDED = "succeeded"
+    FAILED = "failed"           # every job ended, some not succeeded
+    STUCK = "stuck"             # what remains, no live worker can run
+    TIMED_OUT = "timed out"
+
+
+@dataclass(frozen=True)
+class Waited:
+    outcome: Outcome
+    view: Q.JobsView
+    reasons: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
+class Fleet:
+    """A started local fleet: its folder, Redis, workers, and the clients to reach them."""
+
+    root: Path
+    server: object                  # fleet.redis_server.RedisServer
+    workers: dict[str, subprocess.Popen]
+    env: dict[str, str]             # what its workers were started with
+    store_url: str
+    app: object                     # celery.Celery, a client of ``server``
+    client: object                  # state.redis_conn.FleetRedis
+
+    @property
+    def processes(self) -> tuple[dict, ...]:
+        return ((({"name": "redis", "pid": self.server.proc.pid, "expect": "redis-server"}),)
+                + tuple({"name": n, "pid": p.pid, "expect": "celery"} for n, p in self.workers.items()))
+
+
+class Show(Protocol):
+    """What a person sees of a local run (the CLI draws it; tests may record it)."""
+
+    def started(self, fleet: Fleet, lock: RootLock) -> None: ...
+    def published(self, rows: list, warnings: list) -> None: ...
+    def waiting(self): ...   # a context manager whose value has .update(view)
+    def finished(self, waited: Waited, artifacts) -> None: ...
+    def kept(self, state: dict) -> None: ...
+
+
+def run_local(manifest: Manifest, show: Show, *, keep: bool = False, timeout_s: float = DEFAULT_TIMEOUT_S,
+              root: str = ".fleet-local") -> int:
+    """Start a local fleet in ``root``, publish ``manifest``, wait, report; 0 if every job succeeded."""
+    from fleet import kept
     root_dir = Path(root).resolve()
-    if keep:
-        from fleet.kept import refuse_if_running
-        refuse_if_running(root_dir)
-    server = RedisServer(root_dir / "redis").start()
-    env = dict(os.environ, FLEET_BROKER_URL=server.url)
-    env.setdefault("FLEET_STORE_URL", f"file://{root_dir / 'store'}")
-    os.environ.update(FLEET_BROKER_URL=server.url, FLEET_STORE_URL=env["FLEET_STORE_URL"])
-    console.print(f"redis {server.url} (AOF in {server.data_dir}), store {env['FLEET_STORE_URL']}")
-    workers = [start_worker(n, c, env, root_dir / "logs") for n, c in SIMULATED_HOSTS.items()]
-    console.print(f"workers: {', '.join(SIMULATED_HOSTS)} (logs in {root_dir / 'logs'})")
-    _wait_for_hosts(server.url, set(SIMULATED_HOSTS))   # publish then sees who can run what
+    lock = RootLock(root_dir).acquire(kept=keep, stop_hint=kept.hints(root_dir))
+    if (root_dir / kept.STATE_FILE).exists():   # the lock was free: that kept fleet is gone
+        (root_dir / kept.STATE_FILE).unlink()
+    fleet = start(root_dir, lock, kept=keep)
     try:
-        from fleet import cli
-        rc = cli.main(["publish", manifest_path])
-        if rc:
-            return rc
-        ok = _wait(manifest_path, timeout_s)
-        cli.main(["status"])
-        rc = cli.main(["artifacts", "--verify"])
-        return 0 if ok and rc == 0 else 1
+        show.started(fleet, lock)
+        return _publish_and_wait(fleet, manifest, show, timeout_s)
     finally:
         if keep:
-            from fleet.kept import announce, save
-            announce(save(root_dir, server, dict(zip(SIMULATED_HOSTS, workers)), env), console)
+            show.kept(kept.save(root_dir, fleet.server, fleet.workers, fleet.env))
         else:
-            for w in workers:
+            for w in fleet.workers.values():
                 stop_worker(w)
-            server.stop()
+            fleet.server.stop()
+        lock.release()
 
 
-def _wait_for_hosts(url: str, names: set[str], timeout_s: float = 60.0) -> None:
-    """Until every worker wrote its first heartbeat (or the timeout: publish still works)."""
-    import redis
-    from fleet.query.hosts import live_hosts
-    client = redis.Redis.from_url(url)
-    deadline = time.monotonic() + timeout_s
-    with console.status("waiting for workers"):
-        while time.monotonic() < deadline and not names <= {v.hostname for v in live_hosts(client)}:
-            time.sleep(0.5)
-
-
-def _wait(manifest_path: str, timeout_s: float) -> bool:
-    from state.broker import from_env
-    from state.records import Records
+def start(root: Path, lock: RootLock, *, kept: bool = False) -> Fleet:
+    """Redis and the simulated workers, each holding ``lock``; returns once they beat."""
+    from fleet.redis_server import RedisServer
+    from state.broker import parse
     from state.redis_conn import connect
-    from manifest.loader import load
-    ids = {j.job_id for j in load(manifest_path).jobs}
-    records = Records(connect(from_env("FLEET_BROKER_URL", "")))
+    server = RedisServer(root / "redis", pass_fds=(lock.fd,)).start()
+    store_url = os.environ.get("FLEET_STORE_URL") or f"file://{root / 'store'}"
+    env = dict(os.environ, FLEET_BROKER_URL=server.url, FLEET_STORE_URL=store_url)
+    workers = {n: start_worker(n, c, env, root / "logs", pass_fds=(lock.fd,)) for n, c in SIMULATED_HOSTS.items()}
+    fleet = Fleet(root, server, workers, env, store_url, _client_app(server.url),
+                  connect(parse(server.url), socket_connect_timeout=5, socket_timeout=30))
+    lock.write(Holder(os.getpid(), _create_time(), kept, server.url, time.time(), fleet.processes))
+    _wait_for_hosts(fleet.client, set(SIMULATED_HOSTS))
+    return fleet
+
+
+def _create_time() -> float:
+    import psutil
+    return psutil.Process().create_time()
+
+
+def _client_app(url: str):
+    """The client app, pointed at this fleet's Redis (whatever FLEET_BROKER_URL says)."""
+    from state.app import client_app
+    app = client_app()
+    app.conf.broker_url = url
+    app.conf.result_backend = url
+    return app
+
+
+def _wait_for_hosts(client, names: set[str], timeout_s: float = HOSTS_WAIT_S) -> None:
+    """Until every worker wrote its first heartbeat (or the timeout: publish still works)."""
+    from fleet.query.hosts import live_hosts
     deadline = time.monotonic() + timeout_s
-    with console.status("waiting for jobs") as status:
-        while time.monotonic() < deadline:
-            recs = [r for r in records.all() if r.job_id in ids]
-            counts: dict[str, int] = {}
-            for r in recs:
-                counts[r.state.value] = counts.get(r.state.value, 0) + 1
-            status.update("jobs: " + ", ".join(f"{v} {k}" for k, v in sorted(counts.items())))
-            if len(recs) == len(ids) and all(r.state.terminal for r in recs):
-                return all(r.state.value == "succeeded" for r in recs)
-            time.sleep(1)
-    console.print("[red]timed out waiting for jobs[/]")
-    return False
+    while time.monotonic() < deadline and not names <= {v.hostname for v in live_hosts(client)}:
+        time.sleep(0.5)
+
+
+def _publish_and_wait(fleet: Fleet, manifest: Manifest, show: Show, timeout_s: float) -> int:
+    from artifacts.store import open_store
+    from fleet.publish import publish
+    from fleet.query.artifacts import listing, mark_current
+    store = open_store(fleet.store_url, fleet.env)
+    rows = publish(fleet.app, fleet.client, manifest, store=store)
+    show.published(rows, feasibility.check(fleet.client, rows, manifest))
+    with show.waiting() as progress:
+        waited = wait(fleet.client, manifest, rows, timeout_s, progress.update)
+    artifacts = mark_current(listing(store, verify=True),
+                             {r.job_id: (r.artifact or {}).get("sha256", "") for r in waited.view.rows})
+    show.finished(waited, artifacts)
+    return 0 if waited.outcome is Outcome.SUCCEEDED and artifacts.ok else 1
+
+
+def wait(client, manifest: Manifest, rows: list, timeout_s: float, on_view=lambda v: None) -> Waited:
+    """Until every job of ``manifest`` ended, or what remains no live worker can run, or the timeout."""
+    ids = [j.job_id for j in manifest.jobs]
+    deadline = time.monotonic() + timeout_s
+    next_check = time.monotonic() + STUCK_CHECK_S
+    while True:
+        v = Q.view(Q.read_rows(client, ids), limit=None)
+        on_view(v)
+        if len(v.rows) == len(ids) and all(r.state.terminal for r in v.rows):
+            ok = all(r.state is JobState.SUCCEEDED for r in v.rows)
+            return Waited(Outcome.SUCCEEDED if ok else Outcome.FAILED, v)
+        if time.monotonic() >= next_check:
+            next_check = time.monotonic() + STUCK_CHECK_S
+            reasons = stuck(client, manifest, rows, v)
+            if reasons:
+                return Waited(Outcome.STUCK, v, reasons)
+        if time.monotonic() >= deadline:
+            return Waited(Outcome.TIMED_OUT, v, (f"{timeout_s:g} s passed (--timeout)",))
+        time.sleep(POLL_S)
+
+
+def stuck(client, manifest: Manifest, rows: list, v: Q.JobsView) -> tuple[str, ...]:
+    """Why waiting is pointless: every job not ended is queued and no live worker can run it
+    (empty when one runs, or one could)."""
+    remaining = {r.job_id for r in v.rows if not r.state.terminal}
+    if not remaining or any(r.state is JobState.RUNNING for r in v.rows):
+        return ()
+    left = [dataclasses.replace(r, action="publish") for r in rows if r.job.job_id in remaining]
+    warnings = feasibility.check(client, left, manifest)
+    blocked = {name for w in warnings for name in w.jobs}
+    if {r.job.name for r in left} <= blocked:
+        return tuple(feasibility.messages(warnings))
+    return ()
+
+
+__all__ = ["Fleet", "Outcome", "SIMULATED_HOSTS", "Show", "Waited", "run_local", "start", "start_worker",
+           "stop_worker", "wait"]

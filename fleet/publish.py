@@ -90,7 +90,7 @@ def config_fields(manifest: Manifest) -> dict[str, str]:
 
 
 def publish(app: Celery, client: redis.Redis, manifest: Manifest, *, force: frozenset[str] = frozenset(),
-            dry_run: bool = False, progress=None) -> list[PlanRow]:
+            dry_run: bool = False, progress=None, store=None) -> list[PlanRow]:
     """Publish every job that needs it; returns the rows with what actually happened."""
     records = Records(client)
     rows = plan(manifest, records.states(j.job_id for j in manifest.jobs), force)
@@ -98,7 +98,7 @@ def publish(app: Celery, client: redis.Redis, manifest: Manifest, *, force: froz
         return rows
     todo = demanding_first([r for r in rows if r.action == "publish"], manifest.tiers, manifest.hosts)
     # data first: no message may name bytes the store lacks (fleet.staging)
-    staging.stage(manifest, [r.job for r in todo], progress=progress)
+    staging.stage(manifest, [r.job for r in todo], progress=progress, store=store)
     client.hset(C.CONFIG_KEY, mapping=config_fields(manifest))
     cq = constraint_queues(manifest)
     known = {k.decode() if isinstance(k, bytes) else k for k in client.hkeys(C.CQUEUES_KEY)} if cq else set()

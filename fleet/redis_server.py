@@ -43,11 +43,12 @@ class RedisServer:
     """One redis-server process on loopback with its data (AOF) in ``data_dir``."""
 
     def __init__(self, data_dir: Path, port: int | None = None, password: str | None = None,
-                 extra_args: tuple[str, ...] = ()):
+                 extra_args: tuple[str, ...] = (), pass_fds: tuple[int, ...] = ()):
         self.data_dir = Path(data_dir)
         self.port = port or free_port()
         self.password = password          # requirepass: the default user's password
         self.extra_args = tuple(extra_args)
+        self.pass_fds = tuple(pass_fds)   # a local fleet's folder lock, held while Redis runs
         self.proc: subprocess.Popen | None = None
 
     @property
@@ -63,7 +64,8 @@ class RedisServer:
              "--auto-aof-rewrite-min-size", f"{AOF_REWRITE_MIN_SIZE_MB}mb",
              "--daemonize", "no", "--logfile", str(self.data_dir / "redis.log"),
              *(["--requirepass", self.password] if self.password else []), *self.extra_args],
-            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
+            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True,
+            pass_fds=self.pass_fds)
         deadline = time.monotonic() + timeout_s
         client = redis.Redis(port=self.port, password=self.password, socket_connect_timeout=0.5)
         while time.monotonic() < deadline:

@@ -129,7 +129,7 @@ def explain(error: redis.RedisError, settings: BrokerSettings) -> str:
         return (f"no master {settings.master_name!r} known to the sentinels at {where} ({_first_line(error)}); "
                 "check FLEET_SENTINEL_MASTER and that the sentinels are up")
     return (f"cannot reach Redis at {where} ({var}): {_first_line(error)}; start it, or point {var} at "
-            "your broker (`scripts/local-fleet` runs one locally)")
+            "your broker (`fleet local --keep` starts one here and prints the export lines)")
 
 
 def _tls_refused(error: Exception) -> bool:

@@ -17,27 +17,50 @@ from fleet.query import artifacts as A
 from fleet.query import refs
 
 
+def _current(v: A.ArtifactsView) -> A.ArtifactsView:
+    """Mark the bundles the job records name now, when Redis answers (a listing needs only the store)."""
+    import redis
+    from fleet.cli.common import redis_client
+    from fleet.query.jobs import read_rows
+    ids = sorted({r.job_id for r in v.rows if r.job_id})
+    try:
+        rows = read_rows(redis_client(), ids) if ids else []
+    except (redis.RedisError, SystemExit):
+        return v
+    return A.mark_current(v, {r.job_id: (r.artifact or {}).get("sha256", "") for r in rows})
+
+
+def _store_name(url: str | None) -> str:
+    from core.settings import DEFAULT_STORE_DIR, STORE_URL_ENV
+    return url or os.environ.get(STORE_URL_ENV) or f"{Path(DEFAULT_STORE_DIR).resolve().as_uri()} (the default)"
+
+
 def cmd_artifacts(args) -> int:
     from artifacts.store import open_store
-    v = A.listing(open_store(args.store), verify=args.verify)
+    v = _current(A.listing(open_store(args.store), verify=args.verify))
     for w in v.warnings:
         err.print(f"warning: {w}", markup=False, highlight=False, soft_wrap=True)
     if args.json:
         print(json.dumps(v.to_dict(), indent=2))
         return 0 if v.ok else 1
-    table = Table(title=f"{len(v.rows)} artifact(s) in {args.store or 'FLEET_STORE_URL'}")
-    for col in ("job", "kind", "sha256", "size", "verified", "uri"):
-        table.add_column(col, overflow="fold")
-    for r in v.rows:
-        verified = {True: Text("sha256 ok", style="green"), False: Text("MISMATCH", style="bold red"),
-                    None: Text("-")}[r.verified]
-        table.add_row(*plain(r.name or "?", r.kind, r.sha256[:16], "" if r.size is None else f"{r.size:,}"),
-                      verified, Text(r.uri))
-    console.print(table)
+    console.print(artifacts_table(v, _store_name(args.store)))
     if not args.verify:
         console.print("not re-hashed (that reads every bundle); add --verify to check each sha256",
                       style="dim", markup=False)
     return 0 if v.ok else 1
+
+
+def artifacts_table(v: A.ArtifactsView, where: str) -> Table:
+    table = Table(title=f"{len(v.rows)} artifact(s) in {where}")
+    for col in ("job", "kind", "sha256", "size", "verified", "run", "uri"):
+        table.add_column(col, overflow="fold")
+    for r in v.rows:
+        verified = {True: Text("sha256 ok", style="green"), False: Text("MISMATCH", style="bold red"),
+                    None: Text("-")}[r.verified]
+        run = {True: Text("current", style="bold"), False: Text("older", style="dim"), None: Text("-")}[r.current]
+        table.add_row(*plain(r.name or "?", r.kind, r.sha256[:16], "" if r.size is None else f"{r.size:,}"),
+                      verified, run, Text(r.uri))
+    return table
 
 
 def file_stem(name: str) -> str:
@@ -99,11 +122,11 @@ def register(sub) -> None:
     s.add_argument("--store", default=None, help="store URL (default: FLEET_STORE_URL)")
     s.add_argument("--verify", action="store_true", help="re-hash every bundle (on S3: downloads each)")
     s.add_argument("--no-verify", dest="verify", action="store_false", help="the default")
-    s.add_argument("--json", action="store_true")
+    s.add_argument("--json", action="store_true", help="the artifacts and any warnings as JSON")
     s.set_defaults(fn=cmd_artifacts)
     s = sub.add_parser("get", help="download a job's bundle, verify its sha256, optionally extract it")
     s.add_argument("job", help="job name, ID, or ID prefix (4+ characters)")
     s.add_argument("-o", "--output", default=".", metavar="DIR", help="where to put it (default: here)")
     s.add_argument("--extract", "-x", action="store_true", help="also unpack it into DIR/<job name>/")
-    s.add_argument("--json", action="store_true")
+    s.add_argument("--json", action="store_true", help="where it went, its sha256 and the files extracted, as JSON")
     s.set_defaults(fn=cmd_get)

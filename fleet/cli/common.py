@@ -1,13 +1,15 @@
 """What every `fleet` verb shares: consoles, the app, Redis, records, cell helpers."""
 from __future__ import annotations
 
+import os
 import sys
 
 from rich.console import Console
 from rich.text import Text
 
-console = Console(width=None if sys.stdout.isatty() else 160)
-err = Console(stderr=True, width=None if sys.stderr.isatty() else 160)
+PIPE_WIDTH = 160     # into a pipe or a file, unless COLUMNS says otherwise
+console = Console(width=None if sys.stdout.isatty() or os.environ.get("COLUMNS") else PIPE_WIDTH)
+err = Console(stderr=True, width=None if sys.stderr.isatty() or os.environ.get("COLUMNS") else PIPE_WIDTH)
 
 
 def app():
@@ -15,16 +17,36 @@ def app():
     return client_app()
 
 
+CONNECT_TIMEOUT_S = 5.0      # a host that answers nothing (packets dropped) gets this long
+COMMAND_TIMEOUT_S = 30.0
+
+
 def redis_client():
+    """A client for the broker, once one attempt reached it: a refused connection ends the
+    command at once instead of after the client's failover retries (meant for a blip, not
+    for a Redis that is not there)."""
+    from redis.backoff import NoBackoff
+    from redis.retry import Retry
     from state.redis_conn import client_for
-    return client_for(app(), socket_connect_timeout=5, socket_timeout=30)
+    probe = client_for(app(), socket_connect_timeout=CONNECT_TIMEOUT_S, socket_timeout=CONNECT_TIMEOUT_S,
+                       retry=Retry(NoBackoff(), 0))
+    try:
+        probe.ping()
+    finally:
+        probe.close()
+    return client_for(app(), socket_connect_timeout=CONNECT_TIMEOUT_S, socket_timeout=COMMAND_TIMEOUT_S)
 
 
 def broker_problem(error) -> str:
     """What went wrong with Redis, in one line that names the variable and shows no secret."""
+    import redis
     from state.broker import from_conf
     from state.redis_conn import explain
-    return explain(error, from_conf(app().conf))
+    line = explain(error, from_conf(app().conf))
+    if isinstance(error, redis.TimeoutError) or "timed out" in str(error).lower():
+        line += (f" (no answer within {CONNECT_TIMEOUT_S:g} s: the host is up but silent, or a firewall drops "
+                 "the packets; a Redis that is not running refuses at once)")
+    return line
 
 
 def records():

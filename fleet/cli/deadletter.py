@@ -19,6 +19,9 @@ def cmd_dead_letter(args) -> int:
     if args.json:
         print(json.dumps(rows, indent=2))
         return 0
+    if not rows:
+        console.print(f"no entries in {C.DEAD_LETTER_KEY}: no worker has set a queue entry aside", markup=False)
+        return 0
     table = Table("set aside", "queue", "worker", "reason", "entry")
     for e in rows:
         at = time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(e["at"])) if e.get("at") else "?"
@@ -33,6 +36,6 @@ def cmd_dead_letter(args) -> int:
 def register(sub) -> None:
     s = sub.add_parser("dead-letter", help="queue entries workers set aside instead of running")
     s.add_argument("--limit", type=int, default=100, help="newest entries to show (default 100)")
-    s.add_argument("--json", action="store_true")
+    s.add_argument("--json", action="store_true", help="the entries as a JSON list")
     s.add_argument("--clear", action="store_true", help="empty the list after showing it")
     s.set_defaults(fn=cmd_dead_letter)

@@ -37,15 +37,15 @@ def cmd_capability(args) -> int:
 
 def register(sub) -> None:
     s = sub.add_parser("capability", help="this host's capability and the queues it serves")
-    s.add_argument("--json", action="store_true")
+    s.add_argument("--json", action="store_true", help="capability, queues and each tier's verdict as JSON")
     s.set_defaults(fn=cmd_capability)
     s = sub.add_parser("hosts", help="live workers: GPUs, RAM, cores, queues in serving order, jobs")
-    s.add_argument("--json", action="store_true")
+    s.add_argument("--json", action="store_true", help="every host with its capability and running jobs, as JSON")
     s.add_argument("--all", action="store_true", help="also hosts that stopped or went silent lately")
     s.set_defaults(fn=cmd_hosts)
     s = sub.add_parser("why", help="why a job waits: its queue, each live host's verdict, its position")
-    s.add_argument("job", help="job name, ID or ID prefix")
-    s.add_argument("--json", action="store_true")
+    s.add_argument("job", help="job name, ID or ID prefix, or a sweep's base name (each of its jobs)")
+    s.add_argument("--json", action="store_true", help="the explanation as JSON (a list for a sweep)")
     s.set_defaults(fn=cmd_why)
 
 
@@ -92,12 +92,21 @@ def cmd_hosts(args) -> int:
 
 
 def cmd_why(args) -> int:
-    from rich.markup import escape
-    from fleet.query.why import why
-    report = why(redis_client(), args.job)
+    from fleet.query.why import WHY_SWEEP_MAX, why_each
+    sweep, reports = why_each(redis_client(), args.job)
     if args.json:
-        print(json.dumps(report, indent=2))
+        print(json.dumps(reports if sweep else reports[0], indent=2))
         return 0
+    if sweep:
+        console.print(f"{args.job!r} is a sweep: why each of its jobs waits (at most {WHY_SWEEP_MAX}, "
+                      "waiting ones first)", markup=False, highlight=False)
+    for report in reports:
+        print_why(report)
+    return 0
+
+
+def print_why(report: dict) -> None:
+    from rich.markup import escape
     out = console.print
     out(f"[bold]{escape(report['name'])}[/] ({report['job_id'][:12]}): {report['state']}"
         + (f" on {report['worker']}" if report["worker"] else "")
@@ -133,4 +142,3 @@ def cmd_why(args) -> int:
             ahead = c["waiting_in_queues_it_serves_first"]
             out(f"  {c['host']} " + (f"is busy with: {busy}" if busy else "is idle") + (f"; {ahead} message(s) wait in queues it serves first"
                                                          if ahead else ""), markup=False, highlight=False)
-    return 0

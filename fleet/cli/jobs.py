@@ -5,6 +5,7 @@ import json
 import sys
 import time
 
+from rich import box
 from rich.console import Group
 from rich.table import Table
 from rich.text import Text
@@ -23,7 +24,7 @@ SHOW_ACTED = 20      # cancel/requeue list this many jobs by name, then count th
 
 
 # --- status -------------------------------------------------------------------------
-def _when(row: Q.JobRow, now: float) -> str:
+def when(row: Q.JobRow, now: float) -> str:
     t = row.times(now)
     if row.state is JobState.QUEUED:
         return f"waiting {Q.human_duration(t['queued_for_s'])}"
@@ -33,7 +34,7 @@ def _when(row: Q.JobRow, now: float) -> str:
     return f"{ran}{Q.human_duration(t['finished_ago_s'])} ago"
 
 
-def _note(row: Q.JobRow) -> str:
+def note(row: Q.JobRow) -> str:
     if row.state is JobState.RUNNING and row.progress:
         metrics = Q.headline_metrics(row.progress.get("metrics"))
         if metrics:
@@ -49,19 +50,68 @@ def _short(v) -> str:
     return f"{v:.4g}" if isinstance(v, float) else str(v)
 
 
-def render(v: Q.JobsView, title: str = "") -> Group:
-    table = Table(title=title or None, title_justify="left", expand=False)
-    for col, kw in (("job", {"overflow": "fold", "max_width": 48}), ("id", {}), ("state", {}), ("queue", {}),
-                    ("tries", {"justify": "right"}), ("worker", {}), ("time", {}),
-                    ("progress / error", {"overflow": "fold", "max_width": 80}), ("artifact", {})):
-        table.add_column(col, **kw)
-    for r in v.rows:
-        art = (r.artifact or {}).get("sha256", "")[:12]
-        table.add_row(Text(r.name), r.job_id[:12], Text(r.state.value, style=STATE_STYLE[r.state.value]),
-                      Text(r.queue), str(r.attempts), Text(r.worker), _when(r, v.now), Text(_note(r)), art)
-    parts: list = [Text(v.summary(), style="bold")]
+ID_MIN_CHARS = 6
+COLUMNS = ("job", "id", "state", "queue", "tries", "worker", "time", "progress / error", "artifact")
+ALWAYS = ("job", "id", "state", "worker")              # whole, whatever the width
+OPTIONAL = ("time", "progress / error", "queue", "tries", "artifact")   # added in this order while they fit
+SHRINKS = {"progress / error": 12, "time": 8}          # may be cut (with …) down to this many characters
+GAP = 3                                                 # between columns: padding and the divider
+
+
+def unique_prefix_len(ids: list[str], least: int = ID_MIN_CHARS) -> int:
+    """The shortest prefix length (at least ``least``) that tells every ID apart."""
+    n = least
+    while n < max((len(i) for i in ids), default=0) and len({i[:n] for i in ids}) < len(set(ids)):
+        n += 1
+    return n
+
+
+def fit_columns(natural: dict[str, int], width: int) -> dict[str, int]:
+    """Which columns a ``width``-wide terminal shows and how wide: ``ALWAYS`` whole, then each
+    optional column while it fits (one that ``SHRINKS`` takes what is left). Pure."""
+    out = {c: natural[c] for c in ALWAYS}
+    used = sum(out.values()) + GAP * (len(out) - 1)
+    for col in OPTIONAL:
+        left = width - used - GAP
+        take = min(natural[col], left) if left >= SHRINKS.get(col, natural[col]) else 0
+        if take > 0:
+            out[col] = take
+            used += take + GAP
+    return {c: out[c] for c in COLUMNS if c in out}
+
+
+def _cells(r: Q.JobRow, now: float, id_len: int, text: str) -> dict:
+    return {"job": Text(r.name), "id": r.job_id[:id_len],
+            "state": Text(r.state.value, style=STATE_STYLE[r.state.value]), "queue": Text(r.queue),
+            "tries": str(r.attempts), "worker": Text(r.worker), "time": when(r, now),
+            "progress / error": Text(text), "artifact": (r.artifact or {}).get("sha256", "")[:12]}
+
+
+def render(v: Q.JobsView, title: str = "", *, width: int | None = None, wide: bool = False) -> Group:
+    """The status table for a terminal ``width`` columns wide: names, IDs, states and hosts stay
+    whole; lower-value columns go first; errors get their own line under the table."""
+    id_len = unique_prefix_len([r.job_id for r in v.rows])
+    notes = {r.job_id: note(r) for r in v.rows}
+    errors = [] if wide else [r for r in v.rows if r.state in (JobState.FAILED, JobState.CANCELLED)
+                              and notes[r.job_id]]
+    rows = [_cells(r, v.now, id_len, "see below" if r in errors else notes[r.job_id]) for r in v.rows]
+    natural = {c: max([len(c)] + [len(str(cells[c])) for cells in rows]) for c in COLUMNS}
+    widths = natural if wide else fit_columns(natural, width or console.width)
+    table = Table(expand=False, box=box.SIMPLE_HEAD,
+                  pad_edge=False, show_edge=False)
+    for col, w in widths.items():   # --wide: every column, folded rather than cut when the terminal is narrow
+        table.add_column(col, no_wrap=not wide or col in ALWAYS, overflow="fold" if wide else "ellipsis", width=None if wide else w,
+                         justify="right" if col == "tries" else "left")
+    for cells in rows:
+        table.add_row(*(cells[c] for c in widths))
+    if "progress / error" not in widths:   # too narrow for notes: each goes on its own line
+        errors = [r for r in v.rows if notes[r.job_id]]
+    parts: list = ([Text(title, style="italic")] if title else []) + [Text(v.summary(), style="bold")]
     if v.rows:
         parts.append(table)
+    for r in errors:
+        style = "red" if r.state in (JobState.FAILED, JobState.CANCELLED) else ""
+        parts.append(Text(f"{r.name}: {notes[r.job_id]}", style=style))
     if v.hidden:
         parts.append(Text(f"{len(v.rows):,} of {v.matched:,} shown, most interesting first (running, failed, "
                           f"queued, cancelled, succeeded); narrow with --state/--name/--host or raise --limit",
@@ -83,7 +133,7 @@ def cmd_status(args) -> int:
     if args.json:
         print(json.dumps(v.to_dict(), indent=2))
     else:
-        console.print(render(v))
+        console.print(render(v, wide=args.wide))
     return 0
 
 
@@ -95,26 +145,36 @@ def _watch(client, flt: Q.JobFilter, args) -> int:
             while True:
                 print(json.dumps(Q.status(client, flt, args.limit or C.STATUS_MAX_ROWS).to_dict()), flush=True)
                 time.sleep(every)
+        if not console.is_terminal:   # a pipe or a file: whole frames, one after another
+            for frame in _frames(client, flt, args):
+                console.print(frame)
+                console.print()
+                console.file.flush()
         with Live(console=console, auto_refresh=False, transient=False) as live:
-            while True:
-                t0 = time.monotonic()
-                rows = args.limit or max(5, console.size.height - 10)
-                v = Q.status(client, flt, rows)
-                took = time.monotonic() - t0
-                # reading a huge fleet must not become the whole load on Redis: back off
-                pause = max(every, 4 * took)
-                stamp = time.strftime("%H:%M:%S")
-                live.update(render(v, f"fleet status · {stamp} · every {pause:.0f}s · Ctrl+C to stop"),
-                            refresh=True)
-                time.sleep(pause)
+            for frame in _frames(client, flt, args):
+                live.update(frame, refresh=True)
     except KeyboardInterrupt:
         return 0
+
+
+def _frames(client, flt: Q.JobFilter, args):
+    every = args.every
+    while True:
+        t0 = time.monotonic()
+        rows = args.limit or (max(5, console.size.height - 10) if console.is_terminal else C.STATUS_MAX_ROWS)
+        v = Q.status(client, flt, rows)
+        took = time.monotonic() - t0
+        # reading a huge fleet must not become the whole load on Redis: back off
+        pause = max(every, 4 * took)
+        stamp = time.strftime("%H:%M:%S")
+        yield render(v, f"fleet status · {stamp} · every {pause:.0f}s · Ctrl+C to stop", wide=args.wide)
+        time.sleep(pause)
 
 
 # --- show ---------------------------------------------------------------------------
 def cmd_show(args) -> int:
     rec = records()
-    print(json.dumps(rec.get(refs.resolve(rec.r, args.job)).to_dict(), indent=2, default=str))
+    print(json.dumps(Q.record_view(rec.get(refs.resolve(rec.r, args.job)).to_dict()), indent=2, default=str))
     return 0
 
 
@@ -227,6 +287,8 @@ def register(sub) -> None:
                    help=f"rows to show (default {C.STATUS_MAX_ROWS}; with --json every match; 0: all)")
     s.add_argument("--every", type=float, default=C.STATUS_WATCH_EVERY_S, help="--watch refresh, seconds")
     s.add_argument("--json", action="store_true", help="counts and rows as JSON (with --watch: one per line)")
+    s.add_argument("--wide", action="store_true",
+                   help="every column (queue, tries, artifact) and whole notes, however wide the terminal")
     s.set_defaults(fn=cmd_status)
     s = sub.add_parser("show", help="one job's whole record (JSON)")
     s.add_argument("job", help="job name, ID, or ID prefix (4+ characters)")
@@ -240,5 +302,5 @@ def register(sub) -> None:
         s.add_argument("--yes", "-y", action="store_true",
                        help=f"go ahead when more than {C.CONFIRM_ABOVE_JOBS} jobs match")
         s.add_argument("--dry-run", action="store_true", help="list what would be done, do nothing")
-        s.add_argument("--json", action="store_true")
+        s.add_argument("--json", action="store_true", help="what was done and skipped, as JSON")
         s.set_defaults(fn=fn)

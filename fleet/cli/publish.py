@@ -30,9 +30,7 @@ def cmd_publish(args) -> int:
         if args.json:
             print(json.dumps({"error": "invalid manifest", "problems": [p.as_dict() for p in e.problems]}, indent=2))
         else:
-            err.print(f"[bold red]{args.manifest}: {len(e.problems)} problem(s); nothing was published[/]")
-            for p in e.problems:
-                err.print(f"  {p}", markup=False, highlight=False)
+            print_problems(args.manifest, e)
         return 2
     names = {j.name for j in manifest.jobs} | {j.job_id for j in manifest.jobs}
     unknown = [n for n in args.force if n not in names]
@@ -58,16 +56,27 @@ def cmd_publish(args) -> int:
         print(json.dumps(feasibility.annotate([r.to_dict() for r in rows], warnings), indent=2))
         return 0
     title = "plan (dry run: nothing sent)" if args.dry_run else f"published {args.manifest}"
+    print_plan(rows, title)
+    sent = sum(r.action == "publish" for r in rows)
+    console.print(f"{sent} to publish, {len(rows) - sent} skipped" if args.dry_run else
+                  f"{sent} published, {len(rows) - sent} skipped")
+    for line in feasibility.messages(warnings, dry_run=args.dry_run):
+        err.print(f"warning: {line}", markup=False, highlight=False)
+    return 0
+
+
+def print_problems(path: str, e: ManifestError) -> None:
+    err.print(f"[bold red]{path}: {len(e.problems)} problem(s); nothing was published[/]")
+    for p in e.problems:
+        err.print(f"  {p}", markup=False, highlight=False)
+
+
+def print_plan(rows, title: str) -> None:
+    """The plan as a table, or as counts per queue and sweep when it is long."""
     if len(rows) > SUMMARY_ABOVE_ROWS:
         print_summary(summarise(rows), title)
     else:
         console.print(_rows_table(rows, title))
-    sent = sum(r.action == "publish" for r in rows)
-    console.print(f"{sent} to publish, {len(rows) - sent} skipped" if args.dry_run else
-                  f"{sent} published, {len(rows) - sent} skipped")
-    for line in feasibility.messages(warnings):
-        err.print(f"warning: {line}", markup=False, highlight=False)
-    return 0
 
 
 def _rows_table(rows, title: str) -> Table:
@@ -103,8 +112,8 @@ def print_summary(s, title: str) -> None:
 
 def register(sub) -> None:
     s = sub.add_parser("publish", help="validate a manifest and queue its jobs")
-    s.add_argument("manifest")
+    s.add_argument("manifest", help="the manifest (TOML); every problem in it is listed before anything is sent")
     s.add_argument("--dry-run", action="store_true", help="print the plan; send nothing")
     s.add_argument("--json", action="store_true", help="machine-readable output")
-    s.add_argument("--force", action="append", default=[], metavar="NAME", help="run this job again")
+    s.add_argument("--force", action="append", default=[], metavar="NAME", help="run this job again (name or ID), even if it succeeded; repeatable")
     s.set_defaults(fn=cmd_publish)

@@ -24,6 +24,7 @@ class ArtifactRow:
     worker: str = ""
     ended_at: str = ""
     verified: bool | None = None    # None: not checked
+    current: bool | None = None     # the bundle its job's record names now; None: records not read
 
     def to_dict(self) -> dict:
         return dict(self.__dict__)
@@ -62,6 +63,15 @@ def listing(store, verify: bool = False) -> ArtifactsView:
             r = ArtifactRow(**{**r.__dict__, "verified": store.verify(r.kind, r.sha256)})
         rows.append(r)
     return ArtifactsView(rows, warnings)
+
+
+def mark_current(view: ArtifactsView, current: dict[str, str]) -> ArtifactsView:
+    """Mark each row whose job's record names this bundle (``current``: job ID -> sha256) as
+    current; a job run again keeps its older bundles, marked not current. Jobs ``current``
+    does not name stay unmarked. Pure."""
+    rows = [ArtifactRow(**{**r.__dict__, "current": current[r.job_id] == r.sha256}) if r.job_id in current else r
+            for r in view.rows]
+    return ArtifactsView(rows, view.warnings)
 
 
 @dataclass(frozen=True)

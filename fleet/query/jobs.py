@@ -93,6 +93,20 @@ def _iso(t: float | None) -> str | None:
     return None if t is None else datetime.fromtimestamp(t, timezone.utc).isoformat(timespec="seconds")
 
 
+def record_view(record: dict) -> dict:
+    """A job record as `fleet show` prints it: times in ISO 8601 like `status --json`, and no
+    kept-bundle folder once the bundle is in the store (the worker removed it then). Pure."""
+    d = {k: _iso(v) if k.endswith("_at") and isinstance(v, (int, float)) else v for k, v in record.items()}
+    trained = d.get("trained")
+    if isinstance(trained, dict):
+        trained = {**trained, "at": _iso(trained["at"]) if isinstance(trained.get("at"), (int, float))
+                   else trained.get("at")}
+        if d.get("artifact") and trained.get("dir"):
+            trained["dir"] = None     # uploaded: the worker removed its kept copy
+        d["trained"] = trained
+    return d
+
+
 # --- pure parts -------------------------------------------------------------------
 def human_duration(seconds: float | None) -> str:
     """'45s', '4m05s', '2h07m', '3d04h': two units at most, never a fraction."""

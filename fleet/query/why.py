@@ -87,6 +87,21 @@ def why(client: redis.Redis, name_or_id: str) -> dict:
     return out
 
 
+WHY_SWEEP_MAX = 20       # a sweep's base name explains this many of its jobs, waiting ones first
+
+
+def why_each(client: redis.Redis, ref: str) -> tuple[bool, list[dict]]:
+    """``why`` for one job, or (True, ...) for each job of a sweep named by its base name (as
+    cancel and requeue accept it), jobs that have not ended first."""
+    from fleet.query.refs import lookup
+    res = lookup(client, ref)
+    if res.how != "sweep":
+        return False, [why(client, ref)]
+    reports = [why(client, hit.job_id) for hit in res.hits]
+    reports.sort(key=lambda r: r["state"] in ("succeeded", "failed", "cancelled"))
+    return True, reports[:WHY_SWEEP_MAX]
+
+
 def _job_queues(client: redis.Redis, rec: JobRecord) -> list[str]:
     pri, fb = client.hmget(C.JOB_KEY + rec.job_id, "pri_queue", "fallback_queue")
     first = _s(pri) if pri else rec.queue

@@ -298,3 +298,28 @@ def test_a_kept_fleet_prints_its_exports_and_its_stop_command_stops_it(tmp_path)
         assert not is_up(server.url) and not (tmp_path / kept.STATE_FILE).exists()
     finally:
         server.stop(kill=True)
+
+
+def test_why_accepts_a_sweeps_base_name_as_cancel_and_requeue_do(fleet_cli, sweep, capsys):
+    assert fleet_cli(["why", "gbt-x"]) == 0
+    out = capsys.readouterr().out
+    assert "'gbt-x' is a sweep" in out and "gbt-x[seed=0]" in out and "gbt-x-other" not in out
+    assert fleet_cli(["why", "gbt-x", "--json"]) == 0
+    reports = json.loads(capsys.readouterr().out)
+    assert len(reports) == 20 and all(r["name"].startswith("gbt-x[seed=") for r in reports)
+
+
+def test_artifacts_marks_the_bundle_a_rerun_job_names_now_and_names_the_store(fleet_cli, sweep, redis_client,
+                                                                              tmp_path, capsys):
+    store = FileStore(tmp_path / "store")
+    jid = sweep["gbt-x[seed=3]"]
+    (tmp_path / "run2").mkdir()
+    _, first = stored_job(store, redis_client, tmp_path, jid, "gbt-x[seed=3]")
+    _, second = stored_job(store, redis_client, tmp_path / "run2", jid, "gbt-x[seed=3] run 2")
+    url = (tmp_path / "store").as_uri()
+    assert fleet_cli(["artifacts", "--store", url, "--json"]) == 0
+    current = {a["sha256"]: a["current"] for a in json.loads(capsys.readouterr().out)["artifacts"]}
+    assert current == {first: False, second: True}
+    assert fleet_cli(["artifacts", "--store", url]) == 0
+    out = capsys.readouterr().out
+    assert f"2 artifact(s) in {url}" in out and "current" in out and "older" in out

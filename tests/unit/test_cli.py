@@ -54,3 +54,12 @@ def test_a_long_plan_prints_counts_per_queue_and_sweep_and_the_first_rows_only(u
 def _json_plan(path, capsys) -> str:
     assert cli.main(["publish", str(path), "--dry-run", "--json"]) == 0
     return capsys.readouterr().out
+
+
+def test_every_option_of_every_verb_has_a_help_text():
+    from fleet.cli import build_parser
+    parser = build_parser()
+    sub = next(a for a in parser._actions if a.__class__.__name__ == "_SubParsersAction")
+    missing = [f"{name} {a.option_strings or a.dest}" for name, sp in sub.choices.items()
+               for a in sp._actions if a.help is None]
+    assert not missing

@@ -52,3 +52,13 @@ def test_json_rows_of_stuck_jobs_carry_the_queue_the_nearest_host_and_its_shortf
     out = annotate([r.to_dict() for r in rows], infeasible(rows, m, HOSTS))
     assert out[0]["infeasible"] == {"queue": "cpu.cores64", "jobs": 1, "nearest_host": "cpu8",
                                     "shortfall": ["cores 8 < 64"]} and "infeasible" not in out[1]
+
+
+def test_a_dry_run_says_publishing_would_queue_them_not_that_they_were_queued():
+    m = loads(job("a", "require_cuda = true\nmin_vram_gib = 40"), "m.toml")
+    [w] = infeasible(plan(m, {}), m, HOSTS)
+    [line] = messages([w], dry_run=True)
+    assert "Queued anyway" not in line and line.endswith("Publishing would queue them anyway: they start when "
+                                                         "such a host joins")
+    [none_live] = messages(infeasible(plan(m, {}), m, []), dry_run=True)
+    assert "would wait, once published," in none_live

@@ -138,3 +138,13 @@ def test_json_rows_carry_iso_times_seconds_and_the_error_line():
 def test_headline_metrics_prefer_measured_values_to_counters():
     got = headline_metrics({"epoch": 30, "epochs": 30, "metric": "logloss", "train_loss": 0.1, "valid_loss": 0.2})
     assert list(got) == ["train_loss", "valid_loss", "epoch"]
+
+
+def test_show_prints_iso_times_and_no_kept_folder_once_the_bundle_is_uploaded():
+    from fleet.query.jobs import record_view
+    d = record_view({"state": "succeeded", "created_at": 0.0, "finished_at": 60.5, "artifact": {"sha256": "ab"},
+                     "trained": {"at": 30.0, "host": "h", "dir": "/work/kept/x"}, "name": "x"})
+    assert d["created_at"] == "1970-01-01T00:00:00+00:00" and d["finished_at"] == "1970-01-01T00:01:00+00:00"
+    assert d["trained"] == {"at": "1970-01-01T00:00:30+00:00", "host": "h", "dir": None}
+    running = record_view({"state": "running", "started_at": None, "trained": {"at": 1.0, "host": "h", "dir": "/k"}})
+    assert running["trained"]["dir"] == "/k" and running["started_at"] is None

@@ -1,0 +1,43 @@
+"""`fleet trainers`: the built-in trainers with every hyperparameter, its type, range and default."""
+from __future__ import annotations
+
+import json
+
+from rich.table import Table
+from rich.text import Text
+
+from fleet.cli.common import console, plain
+
+
+def cmd_trainers(args) -> int:
+    from fleet.query import trainers as T
+    if args.markdown:
+        print(T.markdown(), end="")
+        return 0
+    rows = T.rows(args.trainer)
+    if not rows:
+        from core.errors import FleetError
+        from trainers.schema import TRAINERS
+        raise FleetError(f"no built-in trainer {args.trainer!r}; choose from {', '.join(TRAINERS)} "
+                         "(or give a job `command = [...]` instead of a model)")
+    if args.json:
+        print(json.dumps([r.to_dict() for r in rows], indent=2))
+        return 0
+    for trainer in dict.fromkeys(r.trainer for r in rows):
+        table = Table(title=Text(f'{trainer}: in a job, model = "{trainer}" and hyper = {{ name = value, ... }}'),
+                      title_justify="left")
+        for col in ("hyperparameter", "type", "default", "range", "meaning"):
+            table.add_column(col, no_wrap=col in ("hyperparameter", "type", "default"))
+        for r in rows:
+            if r.trainer == trainer:
+                table.add_row(*plain(r.name, r.type, repr(r.default), r.range, r.help))
+        console.print(table)
+    return 0
+
+
+def register(sub) -> None:
+    s = sub.add_parser("trainers", help="the built-in trainers and every hyperparameter they take")
+    s.add_argument("trainer", nargs="?", help="only this trainer (gbt, mlp)")
+    s.add_argument("--json", action="store_true", help="one object per hyperparameter, as JSON")
+    s.add_argument("--markdown", action="store_true", help="the table the README shows")
+    s.set_defaults(fn=cmd_trainers)

@@ -1,0 +1,127 @@
+"""`fleet local` for real: one fleet per folder, a stale lock taken over after kill -9, an
+early stop when no live worker can run what remains, and a kept fleet refusing a second."""
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import psutil
+import pytest
+
+from fleet.rootlock import LOCK_FILE
+
+pytestmark = pytest.mark.e2e
+REPO = Path(__file__).resolve().parents[2]
+
+SLOW = """
+[[jobs]]
+name = "slow"
+command = ["python", "-c", "import time; time.sleep(120)"]
+"""
+QUICK = """
+[[jobs]]
+name = "quick"
+command = ["true"]
+"""
+IMPOSSIBLE = """
+[[jobs]]
+name = "needs-a-big-gpu"
+command = ["true"]
+require_cuda = true
+min_vram_gib = 200
+"""
+
+
+def fleet_local(*args: str, **kw) -> subprocess.Popen:
+    env = {k: v for k, v in os.environ.items() if not k.startswith("FLEET_")}
+    return subprocess.Popen([sys.executable, "-m", "fleet.cli", "local", *args], cwd=REPO, env=env,
+                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, **kw)
+
+
+def wait_for_processes(root: Path, n: int, timeout_s: float = 90) -> dict:
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        try:
+            holder = json.loads((root / LOCK_FILE).read_text())
+            if len(holder.get("processes", ())) >= n:
+                return holder
+        except (FileNotFoundError, ValueError):
+            pass
+        time.sleep(0.3)
+    raise AssertionError("the first fleet never wrote its processes into its lock")
+
+
+def kill_all(holder: dict) -> None:
+    for p in holder.get("processes", ()):
+        try:
+            os.killpg(p["pid"], signal.SIGKILL)
+        except (ProcessLookupError, PermissionError):
+            pass
+
+
+def test_a_second_fleet_on_one_folder_refuses_and_after_kill_9_the_next_takes_over(tmp_path):
+    slow, quick = tmp_path / "slow.toml", tmp_path / "quick.toml"
+    slow.write_text(SLOW)
+    quick.write_text(QUICK)
+    root = tmp_path / "root"
+    first = fleet_local(str(slow), "--root", str(root), "--timeout", "300")
+    holder = {}
+    try:
+        holder = wait_for_processes(root, 4)
+        second = subprocess.run([sys.executable, "-m", "fleet.cli", "local", str(quick), "--root", str(root)],
+                                cwd=REPO, capture_output=True, text=True, timeout=60)
+        assert second.returncode == 1
+        assert "a local fleet is already running from" in second.stderr, second.stderr
+        assert f"pid {first.pid}" in second.stderr
+        first.send_signal(signal.SIGKILL)
+        first.wait(10)
+        orphans = [p["pid"] for p in holder["processes"]]
+        assert any(psutil.pid_exists(pid) for pid in orphans)   # kill -9 left Redis and workers behind
+        third = subprocess.run([sys.executable, "-m", "fleet.cli", "local", str(quick), "--root", str(root),
+                                "--timeout", "120"], cwd=REPO, capture_output=True, text=True, timeout=240)
+        assert third.returncode == 0, third.stdout + third.stderr
+        assert "took over" in third.stdout and "1 succeeded" in third.stdout
+        assert not any(psutil.pid_exists(pid) and psutil.Process(pid).status() != psutil.STATUS_ZOMBIE
+                       for pid in orphans)
+    finally:
+        if first.poll() is None:
+            first.kill()
+        kill_all(holder)
+
+
+def test_fleet_local_stops_waiting_with_the_reason_when_no_live_worker_can_run_the_rest(tmp_path):
+    path = tmp_path / "impossible.toml"
+    path.write_text(IMPOSSIBLE)
+    t0 = time.monotonic()
+    run = fleet_local(str(path), "--root", str(tmp_path / "root"), "--timeout", "600")
+    out, _ = run.communicate(timeout=240)
+    assert run.returncode == 1, out
+    assert time.monotonic() - t0 < 120
+    assert "stopped waiting: no live worker can run 1 job(s)" in out and "needs-a-big-gpu" in out
+
+
+def test_a_kept_fleet_refuses_a_second_and_once_killed_with_9_its_folder_is_reused(tmp_path):
+    quick = tmp_path / "quick.toml"
+    quick.write_text(QUICK)
+    root = tmp_path / "root"
+    run = lambda *a: subprocess.run([sys.executable, "-m", "fleet.cli", "local", str(quick), "--root", str(root), *a],
+                                    cwd=REPO, capture_output=True, text=True, timeout=240)
+    kept = run("--keep")
+    state = json.loads((root / "fleet.json").read_text())
+    try:
+        assert kept.returncode == 0, kept.stdout + kept.stderr
+        second = run()
+        assert second.returncode == 1 and "kept (fleet local --keep)" in second.stderr
+        assert "export FLEET_BROKER_URL=" in second.stderr and f"local --stop --root {root}" in second.stderr
+    finally:
+        kill_all(state)
+    for p in state["processes"]:
+        psutil.wait_procs([psutil.Process(p["pid"])] if psutil.pid_exists(p["pid"]) else [], timeout=10)
+    again = run()
+    assert again.returncode == 0, again.stdout + again.stderr
+    assert not (root / "fleet.json").exists()

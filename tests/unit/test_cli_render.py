@@ -1,0 +1,94 @@
+"""The status table at 80 and 100 columns: names, IDs, states and hosts stay whole, IDs are
+unique prefixes, errors get their own line; --wide shows every column."""
+import io
+
+import pytest
+from rich.console import Console
+
+from fleet.cli.jobs import render, unique_prefix_len
+from fleet.query import jobs as Q
+from state.records import JobState
+
+NOW = 1_700_000_000.0
+ERROR = ("job gbt-breast-cancer[max_depth=2,seed=0] (b22a6aa4039b) exited with status 1; last output:\n"
+         "Traceback (most recent call last):\nValueError: learning_rate must be > 0, got -0.1 in the manifest")
+ROWS = [
+    Q.JobRow("b0f99a1111aa", "gbt-breast-cancer[max_depth=2,seed=0]", JobState.FAILED, "cpu", 1, "local-cpu",
+             started_at=NOW - 20, finished_at=NOW - 5, last_error=ERROR),
+    Q.JobRow("b0f99b2222bb", "mlp-diabetes-large", JobState.RUNNING, "cuda-large", 1, "local-cuda-large",
+             started_at=NOW - 30, progress={"metrics": {"epoch": 3, "train_loss": 0.51234}}),
+    Q.JobRow("c1d2e3f4a5b6", "gbt-diabetes-prefers-gpu", JobState.SUCCEEDED, "cuda", 1, "local-cuda",
+             started_at=NOW - 60, finished_at=NOW - 50, artifact={"sha256": "ab" * 32},
+             result={"metrics": {"train_loss": 38.76, "valid_loss": 55.43}}),
+    Q.JobRow("d4e5f6a7b8c9", "mlp-wine", JobState.QUEUED, "cuda", 0, "", created_at=NOW - 12),
+]
+
+
+def text_at(width: int, wide: bool = False) -> str:
+    console = Console(width=width, record=True, file=io.StringIO(), color_system=None)
+    console.print(render(Q.view(ROWS, now=NOW, limit=None), width=width, wide=wide))
+    return console.export_text()
+
+
+@pytest.mark.parametrize("width", [80, 100])
+def test_at_80_and_100_columns_names_hosts_and_states_stay_whole(width):
+    text = text_at(width)
+    assert max(len(line) for line in text.splitlines()) <= width
+    for row in ROWS:
+        assert row.name in text and row.state.value in text
+        assert row.worker in text
+    assert "…" not in text
+
+
+@pytest.mark.parametrize("width", [80, 100])
+def test_ids_are_the_shortest_unique_prefix_and_errors_have_their_own_line(width):
+    text = text_at(width)
+    assert "b0f99a " in text and "b0f99b " in text
+    assert "\ngbt-breast-cancer[max_depth=2,seed=0]: exit 1: ValueError: learning_rate must be" in text
+    assert "\nmlp-diabetes-large: train_loss=0.5123 epoch=3" in text     # too narrow for a notes column
+
+
+def test_a_terminal_of_120_columns_shows_notes_in_the_table_and_the_error_below_it():
+    text = text_at(120)
+    assert "train_loss=0.5123" in text and "see below" in text
+    assert "\ngbt-breast-cancer[max_depth=2,seed=0]: exit 1: ValueError: learning_rate must be > 0" in text
+    assert max(len(line) for line in text.splitlines()) <= 120
+
+
+def test_fit_columns_keeps_the_essentials_and_adds_the_rest_in_order_while_they_fit():
+    from fleet.cli.jobs import fit_columns
+    natural = {"job": 20, "id": 6, "state": 9, "queue": 10, "tries": 5, "worker": 16, "time": 16,
+               "progress / error": 40, "artifact": 12}
+    assert list(fit_columns(natural, 60)) == ["job", "id", "state", "worker"]
+    assert fit_columns(natural, 80)["time"] == 16 and "progress / error" not in fit_columns(natural, 80)
+    assert fit_columns(natural, 100)["progress / error"] == 100 - (20 + 6 + 9 + 16 + 16) - 3 * 5
+
+
+def test_unique_prefix_len_grows_until_every_id_differs():
+    assert unique_prefix_len(["b0f99a11", "b0f99b22"]) == 6
+    assert unique_prefix_len(["b0f99a11", "b0f99a22"]) == 7
+    assert unique_prefix_len([]) == 6
+
+
+def test_wide_shows_queue_tries_and_artifact():
+    text = text_at(200, wide=True)
+    assert "artifact" in text and "tries" in text and "abababababab" in text
+    assert "gbt-breast-cancer[max_depth=2,seed=0]" in text_at(100, wide=True)
+
+
+def test_fleet_local_progress_shows_counts_then_each_running_jobs_time_host_and_progress():
+    from fleet.cli.local import progress_lines
+    console = Console(width=100, record=True, file=io.StringIO(), color_system=None)
+    console.print(progress_lines(Q.view(ROWS, now=NOW, limit=None)))
+    text = console.export_text()
+    assert text.startswith("waiting for jobs: 1 running, 1 failed, 1 queued, 1 succeeded")
+    assert "  mlp-diabetes-large  running 30s on local-cuda-large | train_loss=0.5123 epoch=3" in text
+    assert "  mlp-wine  waiting 12s" in text and "gbt-diabetes-prefers-gpu" not in text
+
+
+def test_artifacts_are_marked_current_only_for_the_jobs_whose_records_were_read():
+    from fleet.query.artifacts import ArtifactRow, ArtifactsView, mark_current
+    v = ArtifactsView([ArtifactRow("a", "gbt", "s1", 1, "u1", job_id="j1"), ArtifactRow("a", "gbt", "s2", 1, "u2",
+                                                                                       job_id="j1"),
+                       ArtifactRow("b", "gbt", "s3", 1, "u3", job_id="j2")])
+    assert [r.current for r in mark_current(v, {"j1": "s2"}).rows] == [False, True, None]
