@@ -92,7 +92,7 @@ def _wait(manifest_path: str, timeout_s: float) -> bool:
     from state.broker import from_env
     from state.records import Records
     from state.redis_conn import connect
-    from manifest.loader import load
+    from fleet.manifests import load
     ids = {j.job_id for j in load(manifest_path).jobs}
     records = Records(connect(from_env("FLEET_BROKER_URL", "")))
     deadline = time.monotonic() + timeout_s
