@@ -2,7 +2,7 @@
 
 Every table of a manifest is read the same way: unknown keys get the closest known one,
 values of the wrong kind are named with the kind expected, and only well-typed values go
-on to the checks of their noun (tiers, hosts, jobs). Resource needs are checked here too,
+on to the checks of their noun (tiers, hosts, jobs). Resource needs are bounded here too,
 as tiers and jobs state them alike.
 """
 from __future__ import annotations
@@ -13,15 +13,19 @@ import math
 import shlex
 from typing import Any
 
+from core.constants import MAX_CORES, MAX_RAM_GIB, MAX_VRAM_GIB
 from manifest.problems import Problems, suggest
 from manifest.schema import Needs
 
 KIND_WORDS = {"bool": "true or false", "int": "an integer", "num": "a number", "str": "a string",
               "strs": "a list of strings", "table": "a table", "tables": "a list of tables"}
-# what a tier's floor and a job's needs share
+# what a tier's floor and a job's needs share; each need is bounded by what no host exceeds
 NEED_FIELDS = {"require_cuda": "bool", "min_vram_gib": "num", "min_ram_gib": "num", "min_cores": "int"}
 MAX_SEED = 2**32 - 1  # numpy's and xgboost's seeds are unsigned 32-bit
-NEED_AMOUNTS = ("min_vram_gib", "min_ram_gib", "min_cores")
+# key -> (bound, what it bounds, the unit a fix names)
+NEED_BOUNDS = {"min_vram_gib": (MAX_VRAM_GIB, "GiB of VRAM on one device", "GiB"),
+               "min_ram_gib": (MAX_RAM_GIB, "GiB of RAM", "GiB"),
+               "min_cores": (MAX_CORES, "cores", "logical cores")}
 
 
 def is_kind(value: Any, kind: str) -> bool:
@@ -99,8 +103,14 @@ def non_negative(p: Problems, path: tuple, table: dict, keys) -> None:
 
 
 def check_needs(p: Problems, path: tuple, table: dict) -> None:
-    """Needs (or a tier's floor) must be >= 0."""
-    non_negative(p, path, table, NEED_AMOUNTS)
+    """Needs must be >= 0, and under the bound no host exceeds: a larger one is a typo
+    (a unit slip, a stray exponent) that would otherwise name a queue no host ever serves."""
+    non_negative(p, path, table, NEED_BOUNDS)
+    for key, (bound, what, unit) in NEED_BOUNDS.items():
+        if key in table and table[key] > bound:
+            shown = f"{table[key]:g}" if isinstance(table[key], float) else table[key]  # 1e+308, not 308 digits
+            p.add(path + (key,), f"{shown} is above {bound} {what}, more than any host has",
+                  f"write it in {unit}, at most {bound}")
 
 
 def read_needs(t: dict) -> Needs:
