@@ -1,6 +1,6 @@
 """Load a manifest as publish sees it: data pinned to its bytes (local files hashed, S3
-asked), and every job checked to route somewhere. What `fleet publish` and the local
-fleet read; ``manifest.loader`` is the same load with those two passed in."""
+asked), and every job checked to route somewhere. What `fleet publish`, the local fleet and
+the benches read: ``manifest.loader`` with the artifacts and routing layers' parts passed in."""
 from __future__ import annotations
 
 import os
