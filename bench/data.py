@@ -46,7 +46,7 @@ def main() -> None:
 
     from artifacts.store import S3Store, s3_client
     from fleet import staging
-    from manifest.loader import loads
+    from fleet.manifests import loads
 
     server = ThreadedMotoServer(ip_address="127.0.0.1", port=0, verbose=False)
     server.start()

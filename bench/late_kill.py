@@ -64,7 +64,7 @@ def main() -> int:
                FLEET_LEASE_TTL_S="2", COUNT_DIR=str(counts))
     os.environ["FLEET_BROKER_URL"] = server.url
     from fleet.publish import publish
-    from manifest.loader import load
+    from fleet.manifests import load
     from tasks import app
     app.conf.broker_url = app.conf.result_backend = server.url
     records = Records(redis.Redis.from_url(server.url))

@@ -72,7 +72,7 @@ def measure_noop_path(jobs: int, timeout_s: float = 60.0) -> dict:
             import redis
             from fleet.publish import publish
             from state.records import JobState, Records
-            from manifest.loader import loads
+            from fleet.manifests import loads
             from tasks import app
             app.conf.broker_url = app.conf.result_backend = server.url
             app.pool.force_close_all()

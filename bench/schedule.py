@@ -119,7 +119,7 @@ def wait_for_workers(url: str, names: list[str], timeout_s: float = 180) -> None
 def run_seed(app, client, seed: int, n: int, timeout_s: float) -> dict:
     """Publish one seed's workload on the idle fleet, wait for it, and measure it."""
     from fleet.publish import publish
-    from manifest.loader import loads
+    from fleet.manifests import loads
     jobs = workload(seed, n)
     manifest = loads(manifest_text(jobs, seed), f"<schedule seed {seed}>")
     ids = {j.name: j.job_id for j in manifest.jobs}

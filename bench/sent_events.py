@@ -60,7 +60,7 @@ def main() -> int:
         import redis
         from state.events import QueuedJob, announce_queued
         from fleet.publish import publish
-        from manifest.loader import loads
+        from fleet.manifests import loads
         from tasks import app
 
         client = redis.Redis.from_url(server.url)

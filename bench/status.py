@@ -32,7 +32,7 @@ TAIL = ["epoch 1", "Traceback (most recent call last):", '  File "train.py", lin
 def populate(client, n: int) -> list[str]:
     from core import constants as C
     from fleet.publish import publish
-    from manifest.loader import loads
+    from fleet.manifests import loads
     from tasks import app
     seeds = ", ".join(str(i) for i in range(n))
     manifest = loads(f'[[jobs]]\nname = "noop"\ncommand = ["true"]\n[jobs.sweep]\nseed = [{seeds}]\n', "b.toml")

@@ -35,6 +35,14 @@ QUEUE_REFRESH_EVERY_S = 10.0
 MAX_PRIORITY = 9
 DEFAULT_PRIORITY = 5
 
+# --- job needs ----------------------------------------------------------------
+# Above these a need (or a tier floor) is a typo, not hardware: the largest single machines
+# hold a few TiB of RAM, a GPU under a TiB of VRAM, a few thousand cores. A need under them
+# but above every live host is a feasibility warning at publish, not an error.
+MAX_RAM_GIB = 64 * 1024          # 64 TiB
+MAX_VRAM_GIB = 4 * 1024          # 4 TiB on one device
+MAX_CORES = 64 * 1024            # logical cores
+
 # --- artifacts --------------------------------------------------------------
 # Chosen by bench/bundle.py: level 3 keeps the multi-threaded compressor at the
 # speed of `zstd -T0 -3` while ratio gains above it are small for checkpoints.

@@ -5,7 +5,7 @@ Nothing here does I/O; ``manifest.loader`` builds these from TOML.
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass, field, fields, is_dataclass
-from typing import Any
+from typing import Any, Iterable
 
 from core.constants import DEFAULT_PRIORITY, PREFER_CUDA_GRACE_S
 from manifest.dataref import DataSource
@@ -35,6 +35,26 @@ class TierSpec:
     def from_dict(cls, d: dict[str, Any]) -> "TierSpec":
         return cls(d["name"], Needs(d.get("require_cuda", False), float(d.get("min_vram_gib", 0)),
                                     float(d.get("min_ram_gib", 0)), int(d.get("min_cores", 0))))
+
+
+# Floors of the default tiers, documented in the README. RAM floors are modest on
+# purpose: they keep a 4 GiB laptop off GPU work without excluding home machines, and sit
+# under the nominal sizes because a "16 GB" machine reports about 15.5 GiB to the OS.
+DEFAULT_TIERS: tuple[TierSpec, ...] = (
+    TierSpec("cuda-large", Needs(require_cuda=True, min_vram_gib=24, min_ram_gib=14)),
+    TierSpec("cuda", Needs(require_cuda=True, min_vram_gib=8, min_ram_gib=7)),
+    TierSpec("cpu", Needs(require_cuda=False, min_ram_gib=2, min_cores=1)),
+)
+
+
+def demand(floor: Needs) -> tuple:
+    """Sort key: a larger tuple is a more demanding floor."""
+    return (floor.require_cuda, floor.min_vram_gib, floor.min_ram_gib, floor.min_cores)
+
+
+def ordered(tiers: Iterable[TierSpec]) -> tuple[TierSpec, ...]:
+    """Tiers, most demanding first (ties keep manifest order)."""
+    return tuple(sorted(tiers, key=lambda t: demand(t.floor), reverse=True))
 
 
 @dataclass(frozen=True)

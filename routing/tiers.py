@@ -22,27 +22,9 @@ from functools import lru_cache
 from dataclasses import asdict, dataclass, replace
 from typing import Iterable
 
-from manifest.schema import HostPolicy, JobSpec, Needs, TierSpec
+# DEFAULT_TIERS, demand and ordered are model (manifest.schema); routing's callers get them here too
+from manifest.schema import DEFAULT_TIERS, HostPolicy, JobSpec, Needs, TierSpec, demand, ordered  # noqa: F401
 from routing.capability import Capability
-
-# Floors of the default tiers, documented in the README. RAM floors are modest on
-# purpose: they keep a 4 GiB laptop off GPU work without excluding home machines, and sit
-# under the nominal sizes because a "16 GB" machine reports about 15.5 GiB to the OS.
-DEFAULT_TIERS: tuple[TierSpec, ...] = (
-    TierSpec("cuda-large", Needs(require_cuda=True, min_vram_gib=24, min_ram_gib=14)),
-    TierSpec("cuda", Needs(require_cuda=True, min_vram_gib=8, min_ram_gib=7)),
-    TierSpec("cpu", Needs(require_cuda=False, min_ram_gib=2, min_cores=1)),
-)
-
-
-def demand(floor: Needs) -> tuple:
-    """Sort key: a larger tuple is a more demanding floor."""
-    return (floor.require_cuda, floor.min_vram_gib, floor.min_ram_gib, floor.min_cores)
-
-
-def ordered(tiers: Iterable[TierSpec]) -> tuple[TierSpec, ...]:
-    """Tiers, most demanding first (ties keep manifest order)."""
-    return tuple(sorted(tiers, key=lambda t: demand(t.floor), reverse=True))
 
 
 def guarantees(floor: Needs, needs: Needs) -> bool:

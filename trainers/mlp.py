@@ -7,12 +7,12 @@ from pathlib import Path
 import numpy as np
 import torch
 
+from manifest.hyper import parse_hidden_sizes
 from trainers import distributed
 from trainers.data import Table
 from trainers.distributed import World
 from trainers.models import build_mlp, standardize
 from trainers.protocol import MLP_MODEL_FILE, format_metric_line
-from trainers.schema import parse_hidden_sizes
 from trainers.scores import classification_scores, regression_scores
 
 OPTIMIZERS = {"adam": torch.optim.Adam, "adamw": torch.optim.AdamW, "sgd": torch.optim.SGD}

@@ -4,7 +4,7 @@ A worker starts it with these environment variables (names in ``trainers.protoco
 
 ``FLEET_JOB_SPEC``
     Path of a JSON file with at least ``model`` ("gbt" or "mlp"), ``hyper`` (a table checked by
-    ``trainers.schema``), ``seed`` (int), ``data`` (the dataset's source, recorded only),
+    ``manifest.hyper``), ``seed`` (int), ``data`` (the dataset's source, recorded only),
     ``job_id`` and ``name``.
 ``FLEET_DATA_PATH``
     Local path of the dataset (.csv or .parquet), already fetched.
@@ -40,8 +40,8 @@ from pathlib import Path
 import numpy as np
 
 from core.errors import ConfigError, ManifestError
+from manifest.hyper import resolve_hyper
 from trainers import data, distributed, protocol
-from trainers.schema import resolve_hyper
 
 DEVICES = ("cpu", "cuda")
 VERSIONED_PACKAGES = ("numpy", "pandas", "pyarrow", "xgboost", "torch")

@@ -108,7 +108,7 @@ def cmd_local(args) -> int:
         return stop(Path(args.root).resolve(), console)
     from artifacts.identity import DataResolver
     from fleet.local import run_local
-    from manifest.loader import load
+    from fleet.manifests import load
     try:
         manifest = load(args.manifest, DataResolver())
     except ManifestError as e:

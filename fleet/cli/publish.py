@@ -22,7 +22,7 @@ def cmd_publish(args) -> int:
     import redis
     from artifacts.identity import DataResolver
     from fleet.publish import publish
-    from manifest.loader import load
+    from fleet.manifests import load
     try:
         with _progress(args) as progress:
             manifest = load(args.manifest, DataResolver(progress=progress))

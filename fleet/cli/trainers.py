@@ -17,7 +17,7 @@ def cmd_trainers(args) -> int:
     rows = T.rows(args.trainer)
     if not rows:
         from core.errors import FleetError
-        from trainers.schema import TRAINERS
+        from manifest.hyper import TRAINERS
         raise FleetError(f"no built-in trainer {args.trainer!r}; choose from {', '.join(TRAINERS)} "
                          "(or give a job `command = [...]` instead of a model)")
     if args.json:

@@ -1,11 +1,11 @@
 """The built-in trainers and their hyperparameters as plain rows, from the schema that
-validates manifests (``trainers.schema``), for `fleet trainers`, its ``--json`` and the
+validates manifests (``manifest.hyper``), for `fleet trainers`, its ``--json`` and the
 README's table (``markdown``; a test fails when the README drifts from it)."""
 from __future__ import annotations
 
 from dataclasses import dataclass
 
-from trainers.schema import TRAINERS, Param
+from manifest.hyper import TRAINERS, Param
 
 
 @dataclass(frozen=True)

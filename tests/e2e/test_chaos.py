@@ -57,7 +57,7 @@ class Chaos:
 
     def publish(self, path: Path) -> dict[str, str]:
         from fleet.publish import publish
-        from manifest.loader import load
+        from fleet.manifests import load
         from tasks import app
         rows = publish(app, self.client(), load(path))
         return {r.job.name: r.job.job_id for r in rows}

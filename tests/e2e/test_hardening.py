@@ -70,7 +70,7 @@ class Site:
         return app
 
     def jobs(self, text: str):
-        from manifest.loader import load
+        from fleet.manifests import load
         path = self.root / f"m-{uuid.uuid4().hex[:6]}.toml"
         path.write_text(text)
         return load(path)

@@ -10,7 +10,7 @@ from fleet.message_template import MessageTemplates
 from fleet.messages import MessageFactory
 from fleet.publish import publish
 from state.records import Records
-from manifest.loader import loads
+from fleet.manifests import loads
 from manifest.schema import JobSpec
 
 pytestmark = pytest.mark.integration

@@ -5,7 +5,7 @@ import pytest
 
 from fleet.publish import publish
 from state.records import Records
-from manifest.loader import loads
+from fleet.manifests import loads
 from tasks.checkpoint import CheckpointSync
 
 pytestmark = pytest.mark.integration

@@ -18,7 +18,7 @@ from artifacts.identity import DataResolver
 from artifacts.store import S3Store, open_store, s3_client
 from fleet import staging
 from core.errors import DigestMismatch, ManifestError, StoreError
-from manifest.loader import load
+from fleet.manifests import load
 
 pytestmark = pytest.mark.integration
 

@@ -15,7 +15,7 @@ from fleet.query.why import why
 from fleet.pickup import announce
 from state.queuewatch import Watcher
 from state.records import Records
-from manifest.loader import loads
+from fleet.manifests import loads
 from routing.capability import Capability, CudaDevice
 from tasks import heartbeat
 

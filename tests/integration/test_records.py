@@ -8,7 +8,7 @@ import redis as redis_lib
 from core import constants as C
 from fleet.publish import publish
 from state.records import JobState, Records
-from manifest.loader import loads
+from fleet.manifests import loads
 
 pytestmark = pytest.mark.integration
 

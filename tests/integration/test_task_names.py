@@ -4,7 +4,7 @@ import json
 import pytest
 
 from fleet.publish import publish
-from manifest.loader import loads
+from fleet.manifests import loads
 
 pytestmark = pytest.mark.integration
 MANIFEST = """

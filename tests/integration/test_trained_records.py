@@ -6,7 +6,7 @@ import pytest
 from core import constants as C
 from fleet.publish import publish
 from state.records import JobState, Records
-from manifest.loader import loads
+from fleet.manifests import loads
 
 pytestmark = pytest.mark.integration
 TTL_S = 0.3

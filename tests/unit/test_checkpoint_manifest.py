@@ -3,7 +3,7 @@ import pytest
 
 from core.errors import ManifestError
 from manifest.checkpoint import checkpoint_dir, checkpoint_problem
-from manifest.loader import loads
+from fleet.manifests import loads
 
 JOB = '[[jobs]]\nname = "a"\ncommand = ["true"]\n'
 

@@ -6,7 +6,7 @@ from pathlib import Path
 
 from fleet import cli
 from fleet.query import trainers as T
-from trainers.schema import TRAINERS
+from manifest.hyper import TRAINERS
 
 README = Path(__file__).resolve().parents[2] / "README.md"
 

@@ -1,5 +1,5 @@
 """Feasibility at publish, pure: which queues no live host could serve, and what to say."""
-from manifest.loader import loads
+from fleet.manifests import loads
 from fleet.feasibility import annotate, infeasible, messages
 from fleet.publish import plan
 from routing.capability import Capability, CudaDevice

@@ -3,7 +3,7 @@ from __future__ import annotations
 
 from types import SimpleNamespace
 
-from manifest.loader import load
+from fleet.manifests import load
 from tests.gpu.test_gpu import cuda_manifest
 
 

@@ -4,7 +4,7 @@ Pure: manifests are written to tmp_path."""
 import pytest
 
 from manifest.lines import LineMap, scan
-from tests.unit.test_manifest import COMMAND, only_problem
+from tests.unit.manifest_cases import COMMAND, only_problem
 
 # COMMAND's lines: [[jobs]] 1, name 2, command 3; what a test appends starts at line 4.
 

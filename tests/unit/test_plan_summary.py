@@ -3,7 +3,7 @@ import pytest
 
 from fleet.plan_summary import summarise, sweep_base
 from fleet.publish import PlanRow
-from manifest.loader import loads
+from fleet.manifests import loads
 from fleet.publish import plan
 
 

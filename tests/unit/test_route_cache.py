@@ -1,6 +1,6 @@
 """Routing a sweep once per distinct routing input gives what routing each job gives."""
 from fleet.route_cache import KEY_FIELDS, RouteCache
-from manifest.loader import loads
+from fleet.manifests import loads
 from routing import tiers as routing
 
 MANIFEST = """

@@ -107,7 +107,7 @@ def test_a_busy_host_is_not_idle_however_long_the_queue():
 
 def test_a_workload_seed_replays_the_same_jobs_as_a_valid_manifest():
     from bench.schedule import HOSTS as FLEET, manifest_text, workload
-    from manifest.loader import loads
+    from fleet.manifests import loads
     jobs = workload(7, 30)
     assert jobs == workload(7, 30) and jobs != workload(8, 30) and len(jobs) == 30
     manifest = loads(manifest_text(jobs, 7), "m.toml")

@@ -1,14 +1,16 @@
-"""trainers.schema: every problem check_hyper reports, defaults, and that it stays pure."""
+"""manifest.hyper, the built-in trainers' hyperparameter schema: every problem check_hyper
+reports, defaults, and that it stays pure."""
 from __future__ import annotations
 
+import json
 import subprocess
 import sys
 
 import pytest
 
 from core.errors import ManifestError
+from manifest.hyper import TRAINERS, Param, check_hyper, parse_hidden_sizes, resolve_hyper
 from trainers.protocol import format_metric_line, parse_metric_line
-from trainers.schema import TRAINERS, Param, check_hyper, parse_hidden_sizes, resolve_hyper
 
 
 def keys(problems):
@@ -158,6 +160,16 @@ def test_params_are_frozen():
     assert isinstance(TRAINERS["gbt"]["max_depth"], Param)
 
 
+def test_each_param_lists_as_plain_data_with_its_type_range_default_and_choices():
+    params = TRAINERS["gbt"]
+    assert params["learning_rate"].to_dict() == {"name": "learning_rate", "type": "float", "default": 0.1,
+                                                 "range": "(0, 1]", "choices": None, "help": ""}
+    assert params["min_child_weight"].to_dict()["range"] == "[0, inf)"
+    objective = params["objective"].to_dict()
+    assert (objective["type"], objective["range"], objective["choices"][0]) == ("str", None, "auto")
+    assert all(json.dumps(p.to_dict()) for ps in TRAINERS.values() for p in ps.values())
+
+
 def test_metric_lines_round_trip_and_other_lines_are_ignored():
     line = format_metric_line({"epoch": 3, "train_loss": 0.41})
     assert line == 'FLEET_METRIC {"epoch": 3, "train_loss": 0.41}'
@@ -168,7 +180,7 @@ def test_metric_lines_round_trip_and_other_lines_are_ignored():
 
 
 def test_schema_and_protocol_import_no_heavy_libraries():
-    code = ("import sys, trainers.schema, trainers.protocol; "
+    code = ("import sys, manifest.hyper, trainers.protocol; "
             "print(sorted(m for m in ('numpy', 'pandas', 'torch', 'xgboost') if m in sys.modules))")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "[]"

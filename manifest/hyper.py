@@ -1,7 +1,9 @@
 """Hyperparameters of the built-in trainers: names, types, ranges and defaults.
 
-Pure: no numpy, pandas, torch or xgboost, so the publisher can validate a
-manifest's ``hyper`` tables on a host without the ``train`` extra.
+Pure data and checks: no numpy, pandas, torch or xgboost, so the publisher can validate a
+manifest's ``hyper`` tables on a host without the ``train`` extra, and an operator can list
+what each trainer takes (``TRAINERS``, each ``Param.to_dict()``). The trainers themselves
+(``trainers/``) read their defaults from here.
 """
 from __future__ import annotations
 
@@ -35,6 +37,21 @@ class Param:
     help: str = ""
     min_exclusive: bool = False
     check: Callable[[Any], str | None] | None = None  # extra check: returns a message or None
+
+    @property
+    def range_text(self) -> str:
+        """The accepted interval of a number, e.g. ``(0, 1]``; ``[-inf, inf)`` when unbounded."""
+        lo = "(" if self.min_exclusive else "["
+        lo += "-inf" if self.min is None else f"{self.min:g}"
+        hi = "inf)" if self.max is None else f"{self.max:g}]"
+        return f"{lo}, {hi}"
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON-ready: what a listing of the trainer's hyperparameters shows."""
+        numeric = self.type in (int, float)
+        return {"name": self.name, "type": self.type.__name__, "default": self.default,
+                "range": self.range_text if numeric else None,
+                "choices": list(self.choices) if self.choices is not None else None, "help": self.help}
 
 
 def parse_hidden_sizes(value: str) -> tuple[int, ...]:
@@ -115,13 +132,6 @@ def _type_ok(param: Param, value: Any) -> bool:
     return isinstance(value, param.type)
 
 
-def _range_text(p: Param) -> str:
-    lo = "(" if p.min_exclusive else "["
-    lo += "-inf" if p.min is None else f"{p.min:g}"
-    hi = "inf)" if p.max is None else f"{p.max:g}]"
-    return f"{lo}, {hi}"
-
-
 def _check_value(p: Param, value: Any) -> tuple[str, str] | None:
     """(message, fix) for a bad value, or None."""
     if not _type_ok(p, value):
@@ -133,7 +143,7 @@ def _check_value(p: Param, value: Any) -> tuple[str, str] | None:
         too_low = p.min is not None and (value <= p.min if p.min_exclusive else value < p.min)
         too_high = p.max is not None and value > p.max
         if too_low or too_high:
-            return f"{value!r} is out of range {_range_text(p)}", f"use a value in {_range_text(p)}"
+            return f"{value!r} is out of range {p.range_text}", f"use a value in {p.range_text}"
     if p.choices is not None and value not in p.choices:
         return (f"{value!r} is not one of {', '.join(map(repr, p.choices))}",
                 f"use one of {', '.join(map(repr, p.choices))}")

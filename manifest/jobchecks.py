@@ -1,0 +1,116 @@
+"""What one ``[[jobs]]`` table must satisfy on its own, whatever its sweep point.
+
+Each check reports at the key it is about, with a fix; a value of the wrong kind was
+reported already (``manifest.fields``) and is not in the table these checks see.
+"""
+from __future__ import annotations
+
+import re
+
+from core.constants import MAX_PRIORITY
+from manifest.checkpoint import checkpoint_problem
+from manifest.fields import MAX_SEED, check_needs, non_negative
+from manifest.hyper import TRAINERS
+from manifest.problems import Problems, suggest
+
+JOB_FIELDS = {
+    "name": "str", "model": "str", "command": "strs", "artifacts": "strs", "data": "str",
+    "hyper": "table", "seed": "int", "priority": "int", "require_cuda": "bool",
+    "prefer_cuda": "bool", "prefer_cuda_grace_s": "num", "min_vram_gib": "num",
+    "min_ram_gib": "num", "min_cores": "int", "allowed_hosts": "strs", "denied_hosts": "strs",
+    "timeout_s": "num", "max_attempts": "int", "sweep": "table",
+    "checkpoint": "str",
+}
+
+
+def job_problems(p: Problems, path: tuple, t: dict, written: set[str]) -> None:
+    """Report every problem of well-typed job table ``t``.
+
+    ``written`` is every key of the table, so a mistyped model or command (already reported)
+    does not also read as a missing one.
+    """
+    _what_runs(p, path, t, written)
+    _numbers(p, path, t)
+    _cuda(p, path, t, written)
+    _where(p, path, t)
+
+
+def _what_runs(p: Problems, path: tuple, t: dict, written: set[str]) -> None:
+    """Its name, and exactly one of a known model (with data) or a command."""
+    if "name" not in written:
+        p.add(path, "a job needs a name", "add name = \"...\" (unique in the manifest)")
+    elif "name" in t and not t["name"].strip():
+        p.add(path + ("name",), "a job name cannot be empty", "write a name, unique in the manifest")
+    has_command = "command" in written
+    if ("model" in written) == has_command:
+        p.add(path + ("model",), "a job needs exactly one of model or command",
+              f"set model to one of {sorted(TRAINERS)} or command to an argv list")
+    if "model" in t and t["model"] not in TRAINERS:
+        p.add(path + ("model",), f"unknown model {t['model']!r}", suggest(t["model"], TRAINERS))
+    if "command" in t and not t["command"]:
+        p.add(path + ("command",), "command is empty", 'write an argv list, e.g. ["python", "train.py"]')
+    if "artifacts" in t and not has_command:
+        p.add(path + ("artifacts",), "artifacts globs are for command jobs",
+              "remove it: built-in trainers bundle their own outputs")
+    for pattern in t.get("artifacts", []):
+        if bad := glob_problem(pattern):
+            p.add(path + ("artifacts",), *bad)
+    if "model" in t and "data" not in written:
+        p.add(path + ("data",), f"model {t['model']!r} needs data", "set data to a CSV/Parquet path or s3:// URI")
+
+
+def _numbers(p: Problems, path: tuple, t: dict) -> None:
+    """Seed, priority, needs, timeout and attempts in their ranges."""
+    if "seed" in t and not 0 <= t["seed"] <= MAX_SEED:
+        p.add(path + ("seed",), f"must be 0..{MAX_SEED}, got {t['seed']}", "numpy and xgboost take 32-bit seeds")
+    if "priority" in t and not 0 <= t["priority"] <= MAX_PRIORITY:
+        p.add(path + ("priority",), f"must be 0..{MAX_PRIORITY}, got {t['priority']}",
+              f"use 0 (lowest) to {MAX_PRIORITY} (most urgent)")
+    check_needs(p, path, t)
+    non_negative(p, path, t, ("prefer_cuda_grace_s",))
+    if "timeout_s" in t and t["timeout_s"] <= 0:
+        p.add(path + ("timeout_s",), "must be > 0", "leave it out for no limit")
+    if "max_attempts" in t and t["max_attempts"] < 1:
+        p.add(path + ("max_attempts",), "must be >= 1", "use 1 for a single try")
+
+
+def _cuda(p: Problems, path: tuple, t: dict, written: set[str]) -> None:
+    """require_cuda and prefer_cuda agree, and a VRAM need comes with one of them."""
+    if t.get("require_cuda") and t.get("prefer_cuda"):
+        p.add(path + ("prefer_cuda",), "prefer_cuda with require_cuda has no effect",
+              "drop prefer_cuda, or drop require_cuda to allow a CPU fallback")
+    # a mistyped require_cuda / prefer_cuda is reported already; it does not make a VRAM need orphan
+    cuda_flags_ok = all(k in t for k in ("require_cuda", "prefer_cuda") if k in written)
+    if t.get("min_vram_gib", 0) > 0 and cuda_flags_ok and not (t.get("require_cuda") or t.get("prefer_cuda")):
+        p.add(path + ("min_vram_gib",), "a VRAM need without require_cuda or prefer_cuda",
+              "add require_cuda = true (or prefer_cuda = true)")
+
+
+def _where(p: Problems, path: tuple, t: dict) -> None:
+    """Its data URI, checkpoint folder and host lists."""
+    if unsupported_data(t.get("data")):
+        p.add(path + ("data",), f"unsupported data URI {t['data']!r}", "use a local path or s3://bucket/key")
+    if "checkpoint" in t and (bad := checkpoint_problem(t["checkpoint"])):
+        p.add(path + ("checkpoint",), *bad)
+    overlap = set(t.get("allowed_hosts", [])) & set(t.get("denied_hosts", []))
+    if overlap:
+        p.add(path + ("denied_hosts",), f"hosts both allowed and denied: {sorted(overlap)}", "list each host once")
+
+
+def unsupported_data(data: str | None) -> bool:
+    """A URI of a scheme other than s3:// (a plain path has none)."""
+    return bool(data) and not data.startswith("s3://") and "://" in data
+
+
+def glob_problem(pattern: str) -> tuple[str, str] | None:
+    """(message, fix) for an artifacts glob that could match files outside the job's directory."""
+    parts = pattern.replace("\\", "/").split("/")
+    if pattern.startswith(("/", "~")) or re.match(r"^[A-Za-z]:", pattern):
+        return (f"artifacts glob {pattern!r} is absolute: artifacts come from the job's directory only",
+                f"write it relative to the job's directory, e.g. {'out/' + parts[-1]!r}")
+    if ".." in parts:
+        return (f"artifacts glob {pattern!r} leaves the job's directory ('..')",
+                "write the job's outputs under its directory (e.g. out/) and glob them there")
+    if not pattern.strip():
+        return "an artifacts glob cannot be empty", "remove it, or write e.g. 'out/*'"
+    return None

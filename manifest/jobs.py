@@ -1,0 +1,148 @@
+"""The ``[[jobs]]`` tables to job specs: each table checked, its data pinned once, its
+sweep expanded, its routing checked, and every name and job ID unique."""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+from core.constants import DEFAULT_PRIORITY, PREFER_CUDA_GRACE_S
+from core.errors import DataProblem
+from manifest import ids
+from manifest.checkpoint import checkpoint_dir
+from manifest.fields import check_table, read_needs
+from manifest.hooks import DataPinner, RouteCheck, Routes
+from manifest.hyper import resolve_hyper
+from manifest.jobchecks import JOB_FIELDS, job_problems, unsupported_data
+from manifest.problems import Problems, field_name
+from manifest.schema import JobSpec
+from manifest.sweep import hyper_problems, point_name, sweep_points
+
+# fields outside the job ID (manifest.ids): a problem in one of them still lets us compare IDs
+NOT_IN_ID = {"name", "priority", "prefer_cuda", "prefer_cuda_grace_s", "allowed_hosts",
+             "denied_hosts", "timeout_s", "max_attempts", "checkpoint"}
+# what routing reads: when all of these that are written are well-typed, routing can be checked
+ROUTING_FIELDS = ("require_cuda", "prefer_cuda", "min_vram_gib", "min_ram_gib", "min_cores",
+                  "allowed_hosts", "denied_hosts")
+
+
+@dataclass(frozen=True)
+class JobReading:
+    """What reading the jobs takes beyond their tables.
+
+    ``routes`` is None when the tiers have problems of their own (every job would look
+    unroutable), ``check_route`` None when the caller checks no routing.
+    """
+
+    base_dir: Path                  # data paths are relative to the manifest's directory
+    pin_data: DataPinner
+    routes: Routes | None = None
+    check_route: RouteCheck | None = None
+
+
+class _Unique:
+    """Job names and IDs seen so far, so that a clash is reported at the second job."""
+
+    def __init__(self):
+        self.names: dict[str, tuple] = {}  # job name -> path of its table
+        self.ids: dict[str, str] = {}      # job ID -> job name
+
+    def name_taken(self, p: Problems, path: tuple, name: str) -> bool:
+        if name in self.names:
+            p.add(path + ("name",), f"duplicate job name {name!r} (first at {field_name(self.names[name])})",
+                  "give each job a unique name")
+            return True
+        self.names[name] = path
+        return False
+
+    def id_taken(self, p: Problems, path: tuple, job: JobSpec) -> bool:
+        if job.job_id in self.ids:
+            p.add(path, f"job {job.name!r} has the same content as {self.ids[job.job_id]!r} (same job ID), "
+                  "so only one of them would run", "change its seed, data or hyper, or remove one")
+            return True
+        self.ids[job.job_id] = job.name
+        return False
+
+
+def read_jobs(p: Problems, raw: list, reading: JobReading) -> tuple[JobSpec, ...]:
+    """Every job of every table, sweep points expanded."""
+    out: list[JobSpec] = []
+    unique = _Unique()
+    for i, table in enumerate(raw or []):
+        path = ("jobs", i)
+        mark = len(p.paths)
+        t = check_table(p, path, table, JOB_FIELDS)
+        job_problems(p, path, t, set(table))
+        data = _pin_data(p, path, t, reading)  # once per table, not per sweep point
+        points = sweep_points(p, path, t)
+        hyper_problems(p, path, t)
+        # a problem in the job's content would make its ID (and so an ID clash) meaningless
+        content_ok = not any(len(q) > 2 and q[2] not in NOT_IN_ID for q in p.since(mark))
+        if all(key in t for key in ROUTING_FIELDS if key in table):
+            _routing_problems(p, path, t, reading)
+        if t.get("name", "").strip():
+            out.extend(_points(p, path, t, points, data, unique, content_ok))
+    return tuple(out)
+
+
+def _points(p: Problems, path: tuple, t: dict, points: list[dict], data: str | None,
+            unique: _Unique, content_ok: bool) -> list[JobSpec]:
+    """The jobs of table ``t``, one per sweep point, skipping clashes (reported)."""
+    out = []
+    table_line = p.lines.line(*path)
+    for point in points:
+        name = point_name(t["name"], point)
+        if unique.name_taken(p, path, name) or not content_ok:
+            continue
+        job = _build_job(t, point, name, data, table_line)
+        if not unique.id_taken(p, path, job):
+            out.append(job)
+    return out
+
+
+def _pin_data(p: Problems, path: tuple, t: dict, reading: JobReading) -> str | None:
+    """The job's data pinned to its content, or None (and a problem) when it cannot be."""
+    data = t.get("data")
+    if not data or unsupported_data(data):
+        return None  # no data, or an unsupported URI (reported by job_problems)
+    try:
+        return reading.pin_data.pin(data, reading.base_dir)
+    except DataProblem as e:
+        p.add(path + ("data",), e.message, e.fix)
+        return None
+
+
+def _routing_problems(p: Problems, path: tuple, t: dict, reading: JobReading) -> None:
+    """What the route check finds in the job; it needs only the routing fields, no ID."""
+    if reading.routes is None or reading.check_route is None:
+        return
+    probe = JobSpec(name=t.get("name") or field_name(path), job_id="", model=t.get("model"),
+                    needs=read_needs(t), prefer_cuda=t.get("prefer_cuda", False),
+                    allowed_hosts=tuple(t.get("allowed_hosts", ())),
+                    denied_hosts=tuple(t.get("denied_hosts", ())))
+    for found in reading.check_route(probe, reading.routes):
+        p.add(path + ((found.key,) if found.key else ()), found.message, found.fix)
+
+
+def _point_hyper(t: dict, point: dict) -> dict:
+    """The job's hyper at one sweep point, with a trainer's defaults filled in."""
+    hyper = {**t.get("hyper", {}), **{k: v for k, v in point.items() if k != "seed"}}
+    return resolve_hyper(t["model"], hyper) if "model" in t else hyper
+
+
+def _build_job(t: dict, point: dict, name: str, data: str | None, table_line: int | None) -> JobSpec:
+    """One job of table ``t`` at a sweep point; ``name`` is the point's, ``data`` pinned."""
+    needs = read_needs(t)
+    hyper, seed = _point_hyper(t, point), point.get("seed", t.get("seed", 0))
+    command = t.get("command")
+    artifacts = list(t.get("artifacts", [])) if command else []
+    jid = ids.job_id(model=t.get("model"), command=command, artifacts=artifacts,
+                     data=data, hyper=hyper, seed=seed, needs=needs)
+    return JobSpec(
+        name=name, job_id=jid, model=t.get("model"),
+        command=tuple(command) if command else None, artifacts=tuple(artifacts), data=data,
+        hyper=hyper, seed=seed, priority=t.get("priority", DEFAULT_PRIORITY), needs=needs,
+        prefer_cuda=t.get("prefer_cuda", False),
+        prefer_cuda_grace_s=float(t.get("prefer_cuda_grace_s", PREFER_CUDA_GRACE_S)),
+        allowed_hosts=tuple(t.get("allowed_hosts", ())), denied_hosts=tuple(t.get("denied_hosts", ())),
+        timeout_s=t.get("timeout_s"), max_attempts=t.get("max_attempts"), line=table_line,
+        checkpoint=checkpoint_dir(t["checkpoint"]) if "checkpoint" in t else None)

@@ -1,0 +1,51 @@
+"""The problems of one manifest, each at its file, line and field path, with a fix.
+
+A check reports by key path (``("jobs", 2, "hyper", "lr")``); the collector turns the path
+into the line it is written on and the field name people read (``jobs[2].hyper.lr``).
+"""
+from __future__ import annotations
+
+import difflib
+from collections.abc import Iterable
+
+from core.errors import ManifestError, Problem
+from manifest.lines import LineMap
+
+
+def field_name(path: tuple) -> str:
+    """``("jobs", 2, "hyper", "lr")`` -> ``jobs[2].hyper.lr``."""
+    out = ""
+    for p in path:
+        out += f"[{p}]" if isinstance(p, int) else (f".{p}" if out else str(p))
+    return out
+
+
+def suggest(key: str, known: Iterable[str]) -> str:
+    """A fix for an unknown name: the closest known one, or the list of them."""
+    known = list(known)
+    close = difflib.get_close_matches(key, known, n=1, cutoff=0.6)
+    if close:
+        return f"did you mean '{close[0]}'?"
+    return "known keys: " + ", ".join(sorted(known))
+
+
+class Problems:
+    """Collects the problems of one file, resolving each key path to its line."""
+
+    def __init__(self, file: str, lines: LineMap):
+        self.file, self.lines = file, lines
+        self.items: list[Problem] = []
+        self.paths: list[tuple] = []  # the key path of each item, for checks that depend on others
+
+    def add(self, path: tuple, message: str, fix: str = "") -> None:
+        self.items.append(Problem(self.file, self.lines.line(*path), field_name(path), message, fix))
+        self.paths.append(path)
+
+    def since(self, mark: int) -> list[tuple]:
+        """Key paths of the problems added after ``len(self.paths)`` was ``mark``."""
+        return self.paths[mark:]
+
+    def raise_any(self) -> None:
+        """Raise every problem at once, in file order (those without a line last)."""
+        if self.items:
+            raise ManifestError(sorted(self.items, key=lambda x: (x.line is None, x.line or 0)))
