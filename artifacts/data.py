@@ -16,34 +16,18 @@ the cache may evict the entry meanwhile.
 from __future__ import annotations
 
 import hashlib
-import os
 from collections.abc import Callable
 from pathlib import Path, PurePosixPath
 from urllib.parse import urlparse
 
-from core.constants import DATA_CACHE_GIB
-from core.errors import ConfigError, DigestMismatch, StoreError
+from core.errors import DigestMismatch, StoreError
+from core.settings import data_cache_bytes
 from manifest import dataref
 
 from .datacache import DataCache
 from .store import Store, open_store
 
 CACHE_KEY_CHARS = 32   # hex characters of the legacy cache directory name
-DATA_CACHE_ENV = "FLEET_DATA_CACHE_GIB"
-GIB = 1 << 30
-
-
-def cache_bytes(env=None) -> int:
-    """The cache bound from FLEET_DATA_CACHE_GIB (GiB, default DATA_CACHE_GIB)."""
-    raw = (os.environ if env is None else env).get(DATA_CACHE_ENV, "")
-    try:
-        gib = float(raw) if raw.strip() else DATA_CACHE_GIB
-    except ValueError:
-        gib = -1.0
-    if not gib > 0:
-        raise ConfigError(f"{DATA_CACHE_ENV}={raw!r}: expected a positive number of GiB, "
-                          f"e.g. {DATA_CACHE_ENV}=50")
-    return int(gib * GIB)
 
 
 def cache_path(uri: str, tag: str, cache_dir: Path) -> Path:
@@ -53,8 +37,9 @@ def cache_path(uri: str, tag: str, cache_dir: Path) -> Path:
 
 
 def fetch(uri: str, cache_dir: Path, store_factory: Callable[[str | None], Store] = open_store,
-          into: Path | None = None) -> Path:
-    """A local path holding the data `uri` names (see the module docstring)."""
+          into: Path | None = None, cache_bytes: int | None = None) -> Path:
+    """A local path holding the data `uri` names (see the module docstring). ``cache_bytes``
+    bounds the cache (a worker passes its settings'; else FLEET_DATA_CACHE_GIB)."""
     try:
         ref = dataref.parse(uri)
     except ValueError as e:
@@ -63,7 +48,7 @@ def fetch(uri: str, cache_dir: Path, store_factory: Callable[[str | None], Store
         return _local(ref)
     if ref.scheme == "s3" and not ref.pinned:
         return _fetch_s3_unpinned(uri, ref, Path(cache_dir), store_factory)
-    cache = DataCache(Path(cache_dir), cache_bytes())
+    cache = DataCache(Path(cache_dir), data_cache_bytes() if cache_bytes is None else cache_bytes)
     payload = _fetch_store(ref, cache, store_factory) if ref.scheme == "store" else _fetch_s3(uri, ref, cache, store_factory)
     return cache.pin(payload, Path(into), ref.name) if into is not None else payload
 

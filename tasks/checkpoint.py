@@ -24,6 +24,7 @@ from core.constants import CHECKPOINTS_PREFIX
 from core.errors import FleetError
 from manifest.schema import JobSpec
 from tasks import isolation
+from tasks.run import Stop
 from trainers.protocol import ENV_CHECKPOINT_DIR
 
 log = logging.getLogger("fleet.checkpoint")
@@ -83,7 +84,7 @@ class CheckpointSync:
         o = self.outcome
         # handed back at shutdown, or failed (and maybe retried): the next run starts from here.
         # Not when cancelled or lost: the job is not this run's to checkpoint any more.
-        if o is not None and (o.stopped in ("shutdown", "timeout") or (o.stopped is None and o.returncode != 0)):
+        if o is not None and (o.stopped in (Stop.SHUTDOWN, Stop.TIMEOUT) or (o.stopped is None and o.returncode != 0)):
             self.sync()
 
     # --- restore -----------------------------------------------------------------

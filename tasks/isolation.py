@@ -20,7 +20,6 @@ from __future__ import annotations
 import ctypes
 import os
 import pwd
-import re
 import shutil
 import subprocess
 import sys
@@ -30,8 +29,8 @@ from typing import Mapping
 
 from core.errors import ConfigError
 from core.secrets import is_secret, secret_values
+from core.settings import JOB_USER_ENV, WORK_DIR_ENV
 
-JOB_USER_ENV = "FLEET_JOB_USER"
 PR_SET_DUMPABLE = 4
 
 
@@ -81,10 +80,10 @@ def _blank_initial_environment(libc, secrets: set[str]) -> None:
         i += 1
 
 
-def job_user(env: Mapping[str, str] | None = None) -> JobUser | None:
-    """FLEET_JOB_USER resolved, or None; ConfigError if it cannot work on this host."""
-    env = os.environ if env is None else env
-    name = env.get(JOB_USER_ENV, "").strip()
+def job_user(name: str) -> JobUser | None:
+    """FLEET_JOB_USER (``WorkerSettings.job_user``) resolved, or None for ""; ConfigError if
+    it cannot work on this host."""
+    name = name.strip()
     if not name:
         return None
     try:
@@ -119,7 +118,7 @@ def probe_job_user(user: JobUser, work_root: Path, supervisor: str) -> JobUser:
         if res.returncode == 0:
             return replace(user, python=python)
         errors.append(f"{python}: exit {res.returncode} {res.stderr.strip()[-200:]}")
-    raise ConfigError(f"{JOB_USER_ENV}={user.name!r} cannot start a job in FLEET_WORK_DIR={str(work_root)!r} "
+    raise ConfigError(f"{JOB_USER_ENV}={user.name!r} cannot start a job in {WORK_DIR_ENV}={str(work_root)!r} "
                       f"({'; '.join(errors)}); make the work directory, fleet's code ({supervisor}) and a "
                       f"Python readable and executable by {user.name}")
 

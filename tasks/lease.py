@@ -8,6 +8,7 @@ import redis
 
 from core.constants import HEARTBEAT_EVERY_S
 from state.records import Records
+from tasks.run import Stop
 
 log = logging.getLogger("fleet.lease")
 
@@ -19,7 +20,7 @@ class LeaseKeeper:
         # at least four renewals per TTL, so one stalled beat never looks like a lost worker
         every_s = every_s or min(HEARTBEAT_EVERY_S, records.lease_ttl_ms / 4000)
         self.records, self.job_id, self.token, self.every_s = records, job_id, token, every_s
-        self.reason: str | None = None
+        self.reason: Stop | None = None
         self._fields: dict = {}
         self._done = threading.Event()
         self._thread = threading.Thread(target=self._loop, name=f"lease-{job_id[:8]}", daemon=True)
@@ -46,7 +47,7 @@ class LeaseKeeper:
                 continue
             except Exception:  # renewals would stop and the reaper would start a second run
                 log.exception("heartbeat for %s crashed; stopping the run", self.job_id[:12])
-                self.reason = "lost"
+                self.reason = Stop.LOST
                 return
             if answer != "ok":
-                self.reason = answer
+                self.reason = Stop(answer)

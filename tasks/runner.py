@@ -6,7 +6,6 @@ time limit passes, or when ``stop`` is set.
 """
 from __future__ import annotations
 
-import json
 import os
 import select
 import signal
@@ -21,8 +20,9 @@ from typing import Callable
 
 from core.constants import KILL_GRACE_S, TAIL_LINES
 from tasks import supervisor
+from tasks.run import Stop
+from trainers.protocol import parse_metric_line
 
-METRIC_PREFIX = "FLEET_METRIC "
 # Run by path, not `-m tasks.supervisor`: importing the tasks package builds the Celery app.
 SUPERVISOR = str(Path(__file__).with_name("supervisor.py"))
 
@@ -30,7 +30,7 @@ SUPERVISOR = str(Path(__file__).with_name("supervisor.py"))
 @dataclass
 class RunOutcome:
     returncode: int | None
-    stopped: str | None            # why we stopped it: timeout, cancelled, shutdown, lost...
+    stopped: Stop | None            # why we stopped it, if we did
     elapsed_s: float
     tail: list[str]
     metrics: dict = field(default_factory=dict)
@@ -50,11 +50,9 @@ class Progress:
 def _reader(stream, progress: Progress, log: Callable[[str], None] | None) -> None:
     for raw in iter(stream.readline, b""):
         line = raw.decode("utf-8", "replace").rstrip("\n")
-        if line.startswith(METRIC_PREFIX):
-            try:
-                progress.metrics.update(json.loads(line[len(METRIC_PREFIX):]))
-            except (json.JSONDecodeError, TypeError):
-                pass
+        report = parse_metric_line(line)
+        if report is not None:
+            progress.metrics.update(report)
         progress.tail.append(line)
         if log:
             log(line)
@@ -100,7 +98,7 @@ def _exited(proc: subprocess.Popen, pidfd: int | None, timeout_s: float) -> bool
 
 
 def run(argv: list[str], *, env: dict[str, str], cwd: str, timeout_s: float | None,
-        on_tick: Callable[[Progress], str | None], stop: threading.Event,
+        on_tick: Callable[[Progress], Stop | None], stop: threading.Event,
         tick_s: float = 1.0, log: Callable[[str], None] | None = None,
         run_as: dict | None = None, python: str | None = None, exit_file: str | None = None) -> RunOutcome:
     """``run_as``: Popen's user/group/extra_groups, to start the group as another user;
@@ -121,12 +119,13 @@ def run(argv: list[str], *, env: dict[str, str], cwd: str, timeout_s: float | No
         if _exited(proc, pidfd, tick_s):
             break
         if stop.is_set():
-            stopped = "shutdown"
+            stopped = Stop.SHUTDOWN
         elif timeout_s is not None and time.monotonic() - started > timeout_s:
-            stopped = "timeout"
+            stopped = Stop.TIMEOUT
         else:
             stopped = on_tick(progress)
         if stopped:
+            stopped = Stop(stopped)
             _stop_group(proc)
             break
     proc.wait()

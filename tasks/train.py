@@ -1,10 +1,15 @@
-"""The one Celery task: decode the job and hand it to ``tasks.execution``."""
+"""The one Celery task: decode the job, hand it to ``tasks.execution``, and say in Celery's
+terms how the delivery ended (the only place that raises Ignore or Reject)."""
 from __future__ import annotations
 
+from celery.exceptions import Ignore, Reject
+
 from core.constants import TASK_NAME
+from core.errors import TrainingFailed
 from manifest.schema import JobSpec
 from tasks import app
 from tasks.execution import execute
+from tasks.run import Ended, Outcome
 
 
 class FleetTask(app.Task):
@@ -16,4 +21,16 @@ class FleetTask(app.Task):
 
 @app.task(bind=True, name=TASK_NAME, acks_late=True, track_started=True, base=FleetTask)
 def train(self, job: dict) -> dict:
-    return execute(self, JobSpec.from_dict(job))
+    return settle(execute(self, JobSpec.from_dict(job)))
+
+
+def settle(ended: Ended) -> dict:
+    """The task's result, or the Celery exception that ends the delivery as ``ended`` says."""
+    if ended.outcome is Outcome.SUCCEEDED:
+        return ended.result or {}
+    if ended.outcome is Outcome.FAILED:
+        raise TrainingFailed(ended.why)
+    if ended.outcome is Outcome.REDELIVER:
+        raise Reject(ended.why, requeue=True)
+    # released, dropped, refused, stopped: the record says what happened; ack without a result
+    raise Ignore()

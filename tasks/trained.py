@@ -13,23 +13,25 @@ trained again elsewhere, which is the only way left to get its output.
 """
 from __future__ import annotations
 
-import json
 import logging
 import threading
 import time
-from pathlib import Path
 
 import redis
-from celery.exceptions import Ignore
 
 from core.constants import TAIL_LINES
 from core.errors import FleetError
 from manifest.schema import JobSpec
-from tasks import checkpoint, runner, workdirs
+from tasks import checkpoint, runner, upload, workdirs
+from tasks.host import HostContext
 from tasks.lease import LeaseKeeper
+from tasks.retry import Backoff, retry_redis
+from tasks.run import Run, RunStopped
+from trainers.protocol import parse_metric_line
 
 log = logging.getLogger("fleet.trained")
-MARK_TRIES = 5     # about 6 s of Redis retries; .fleet-exit.json on disk covers a longer outage
+# about 6 s of Redis retries; .fleet-exit.json on disk covers a longer outage
+MARK_BACKOFF = Backoff.doubling(0.2, 5.0, tries=6)
 
 
 def run_info(job: JobSpec, token: str, attempts: int, host: str) -> dict:
@@ -38,81 +40,74 @@ def run_info(job: JobSpec, token: str, attempts: int, host: str) -> dict:
             "started_at": time.time()}
 
 
-def mark(ctx, job: JobSpec, token: str, work: Path) -> None:
+def mark(ctx: HostContext, run: Run) -> None:
     """The trainer exited 0: say so in the record before bundling starts."""
-    from tasks.execution import _redis_retry
-
+    job = run.job
     grace_s = ctx.app.conf.fleet_trained_grace_s
     try:
-        ok = _redis_retry(ctx, lambda: ctx.records.mark_trained(job.job_id, token, ctx.hostname, str(work),
-                                                                grace_s), "mark trained", tries=MARK_TRIES)
+        ok = retry_redis(lambda: ctx.records.mark_trained(job.job_id, run.token, ctx.hostname, str(run.work), grace_s),
+                         what="mark trained", stop=ctx.shutdown, backoff=MARK_BACKOFF)
     except redis.RedisError as e:
-        log.warning("could not mark %s trained (%s); its exit status is on disk in %s", job.name, e, work.parent)
+        log.warning("could not mark %s trained (%s); its exit status is on disk in %s", job.name, e, run.work.parent)
         return
     if not ok:
         log.warning("%s trained, but the run no longer owns the job", job.name)
 
 
-def start(ctx) -> threading.Thread:
+def start(ctx: HostContext) -> threading.Thread:
     """At worker start: finish dead runs' trained output, remove every other dead run folder."""
     thread = threading.Thread(target=finish_dead_runs, args=(ctx,), name="fleet-trained", daemon=True)
     thread.start()
     return thread
 
 
-def finish_dead_runs(ctx) -> None:
-    for run in workdirs.dead(ctx.work_root):
+def finish_dead_runs(ctx: HostContext) -> None:
+    for dead in workdirs.dead(ctx.work_root):
         keep = False
         try:
-            if run.returncode == 0 and run.info.get("job"):
-                _finish(ctx, run)
+            if dead.returncode == 0 and dead.info.get("job"):
+                _finish(ctx, dead)
             else:
-                log.info("removing %s: its run died before the job finished", run.work.parent)
+                log.info("removing %s: its run died before the job finished", dead.work.parent)
         except redis.RedisError as e:   # cannot tell whose the job is: the next start tries again
-            log.warning("kept %s for the next start: Redis unavailable (%s)", run.work.parent, e)
+            log.warning("kept %s for the next start: Redis unavailable (%s)", dead.work.parent, e)
             keep = True
         except Exception:   # one bad folder never stops the worker: it is removed all the same
-            log.exception("could not finish the trained output in %s", run.work.parent)
+            log.exception("could not finish the trained output in %s", dead.work.parent)
         finally:
-            (workdirs.release if keep else workdirs.remove)(run.work)
+            (workdirs.release if keep else workdirs.remove)(dead.work)
 
 
-def _finish(ctx, run: workdirs.DeadRun) -> None:
-    from tasks.execution import _redis_retry, _store
-
-    job, token = JobSpec.from_dict(run.info["job"]), run.info["token"]
-    answer = _redis_retry(ctx, lambda: ctx.records.resume_trained(job.job_id, token, ctx.hostname, str(run.work)),
-                          "resume trained")
+def _finish(ctx: HostContext, dead: workdirs.DeadRun) -> None:
+    job, token = JobSpec.from_dict(dead.info["job"]), dead.info["token"]
+    answer = retry_redis(lambda: ctx.records.resume_trained(job.job_id, token, ctx.hostname, str(dead.work)),
+                         what="resume trained", stop=ctx.shutdown)
     if answer != "ok":
-        log.info("removing %s: %s trained there, but the job is %s now", run.work.parent, job.name, answer)
+        log.info("removing %s: %s trained there, but the job is %s now", dead.work.parent, job.name, answer)
         return
-    started = float(run.info.get("started_at") or time.time())
-    outcome = _outcome(run, started)
-    log.warning("finishing %s from the output its dead run left in %s (no re-train)", job.name, run.work)
+    started = float(dead.info.get("started_at") or time.time())
+    outcome = _outcome(dead, started)
+    log.warning("finishing %s from the output its dead run left in %s (no re-train)", job.name, dead.work)
     try:
         with LeaseKeeper(ctx.records, job.job_id, token) as lease:
-            result = _store(None, ctx, job, token, int(run.info.get("attempts") or 1), lease, run.work, None,
-                            started, outcome)
-    except (Ignore, FleetError) as e:   # taken over, cancelled, or the worker stopped while uploading
-        log.warning("did not finish %s from %s: %s", job.name, run.work, e or type(e).__name__)
+            run = Run(job, token, int(dead.info.get("attempts") or 1), lease, dead.work, started=started)
+            result = upload.store_result(ctx, run, outcome)
+    except (RunStopped, FleetError) as e:   # taken over, cancelled, or the worker stopped while uploading
+        log.warning("did not finish %s from %s: %s", job.name, dead.work, e or type(e).__name__)
         return
     checkpoint.drop(ctx, job)
     log.warning("finished %s from its dead run's output: %s", job.name, result["artifact_uri"])
 
 
-def _outcome(run: workdirs.DeadRun, started: float) -> runner.RunOutcome:
+def _outcome(dead: workdirs.DeadRun, started: float) -> runner.RunOutcome:
     """What the runner would have returned, rebuilt from the job's log and .fleet-exit.json."""
     lines = []
     try:
-        lines = (run.work / "fleet-log.txt").read_text(errors="replace").splitlines()
+        lines = (dead.work / workdirs.LOG_FILE).read_text(errors="replace").splitlines()
     except OSError:
         pass
     metrics: dict = {}
-    for line in lines:
-        if line.startswith(runner.METRIC_PREFIX):
-            try:
-                metrics.update(json.loads(line[len(runner.METRIC_PREFIX):]))
-            except (TypeError, ValueError):
-                pass
-    ended = float((run.exit or {}).get("at") or time.time())
+    for report in filter(None, map(parse_metric_line, lines)):
+        metrics.update(report)
+    ended = float((dead.exit or {}).get("at") or time.time())
     return runner.RunOutcome(0, None, max(0.0, ended - started), lines[-TAIL_LINES:], metrics)

@@ -15,7 +15,6 @@ FLEET_SENTINEL_MASTER, see state.broker), so queue order and poison handling hol
 from __future__ import annotations
 
 import logging
-import os
 import socket
 from importlib import resources
 
@@ -26,7 +25,7 @@ from kombu.utils.encoding import bytes_to_str
 
 from core import constants as C
 from state import deadletter
-from tasks import poison
+from tasks import host, poison
 
 log = logging.getLogger("fleet.transport")
 _ACK_LUA = resources.files("state").joinpath("lua/ack.lua").read_text()
@@ -93,7 +92,8 @@ class FleetChannelMixin:
                 flush()
 
     def _set_aside(self, item, why: str, queue: str, key: str) -> None:
-        worker = os.environ.get("FLEET_HOSTNAME") or socket.gethostname()
+        ctx = host.current()   # built at worker start, before the consumer runs
+        worker = ctx.settings.hostname if ctx is not None else socket.gethostname()
         record = deadletter.entry(item, why, queue, key, worker)
         try:
             with self.conn_or_acquire() as client:

@@ -7,11 +7,8 @@ first; with ``-Q`` naming a queue it does not qualify for, it refuses to start.
 from __future__ import annotations
 
 import logging
-import os
 import threading
 import time
-from dataclasses import dataclass, field
-from pathlib import Path
 
 import redis
 from celery import signals
@@ -19,85 +16,13 @@ from celery.apps.worker import Worker as CeleryWorker
 from celery.worker import state as worker_state
 
 from core import constants as C
-from state.cluster import ClusterConfig, read_config
-from core.errors import ConfigError, FleetError
+from core.errors import FleetError
+from state.cluster import read_config
 from state.queuewatch import Watcher
-from state.records import Records
-from routing.capability import Capability
-from routing.detect import detect
-from tasks import heartbeat, isolation
-from tasks.gpus import GpuSlots
+from tasks import heartbeat, host, isolation, trained, upload
+from tasks.host import HostContext
 
 log = logging.getLogger("fleet.worker")
-
-
-@dataclass
-class HostContext:
-    """Everything a running worker knows about itself; built once at start."""
-
-    app: object
-    capability: Capability          # as detected, capped by the published host policy
-    config: ClusterConfig
-    queues: list[str]
-    redis: redis.Redis
-    records: Records
-    gpus: GpuSlots
-    work_root: Path
-    nodename: str = ""
-    # before any policy cap (always set by build_context): a newly published policy applies to this
-    detected: Capability | None = None
-    asked: tuple[str, ...] = ()          # -Q, if given: the worker serves no other tier
-    job_user: "isolation.JobUser | None" = None   # FLEET_JOB_USER: jobs run as this user
-    shutdown: threading.Event = field(default_factory=threading.Event)
-
-    @property
-    def hostname(self) -> str:
-        return self.capability.hostname
-
-
-_ctx: HostContext | None = None
-
-
-def context() -> HostContext:
-    """The worker's context; built lazily if a task runs outside the signal path."""
-    global _ctx
-    if _ctx is None:
-        from tasks import app
-        _ctx = build_context(app)
-    return _ctx
-
-
-def redis_client(app) -> redis.Redis:
-    from state.redis_conn import client_for   # password, TLS, Sentinel: one place
-    return client_for(app, socket_timeout=10, socket_connect_timeout=5, health_check_interval=30,
-                      retry_on_timeout=True)
-
-
-def build_context(app) -> HostContext:
-    detected = cap = detect()
-    work_root = Path(os.environ.get("FLEET_WORK_DIR", Path.home() / ".cache" / "fleet")).expanduser()
-    try:
-        work_root.mkdir(parents=True, exist_ok=True)
-    except OSError as e:
-        raise ConfigError(f"FLEET_WORK_DIR={str(work_root)!r}: cannot create it ({e.strerror}); "
-                          "point it at a writable directory") from e
-    job_user = isolation.job_user()   # FLEET_JOB_USER: refused here if it cannot work
-    if job_user is not None:
-        from tasks.runner import SUPERVISOR
-        job_user = isolation.probe_job_user(job_user, work_root, SUPERVISOR)
-    client = redis_client(app)
-    try:
-        config = read_config(client)
-    except (redis.AuthenticationError, redis.exceptions.NoPermissionError) as e:
-        from state.redis_conn import explain, from_conf
-        raise SystemExit(f"fleet: refusing to start: {explain(e, from_conf(app.conf))}") from None
-    except redis.RedisError as e:
-        log.warning("cannot read the published config from Redis (%s); using the default tiers", e)
-        config = ClusterConfig()
-    cap = config.effective(cap)
-    records = Records(client, lease_ttl_s=app.conf.fleet_lease_ttl_s)
-    return HostContext(app, cap, config, config.queues(detected), client, records,
-                       GpuSlots(cap.cuda_devices), work_root, detected=detected, job_user=job_user)
 
 
 @signals.celeryd_init.connect
@@ -113,9 +38,8 @@ def start_checks(sender=None, instance=None, conf=None, options=None, **kw):
 
 def choose_queues(sender=None, instance=None, conf=None, options=None, **kw):
     """Subscribe to exactly the queues this host qualifies for."""
-    global _ctx
     app = instance.app
-    _ctx = ctx = build_context(app)
+    ctx = host.install(host.build_context(app))
     ctx.nodename = sender or ""
     asked = [q for q in (options or {}).get("queues") or [] if q]
     if isinstance((options or {}).get("queues"), str):
@@ -140,15 +64,13 @@ def choose_queues(sender=None, instance=None, conf=None, options=None, **kw):
     if not (options or {}).get("concurrency"):
         conf.worker_concurrency = max(1, len(ctx.capability.cuda_devices))
     log.info("fleet: host %s consumes %s", ctx.hostname, ", ".join(ctx.queues))
-    from tasks.execution import upload_kept
-    upload_kept(ctx)  # what a previous run of this worker trained is stored before new work
-    from tasks import trained
+    upload.upload_kept(ctx)  # what a previous run of this worker trained is stored before new work
     trained.start(ctx)  # dead runs: finish what they trained, remove the rest (tasks.trained)
 
 
 @signals.worker_ready.connect
 def start_background(sender=None, **kw):
-    ctx = context()
+    ctx = host.context()
     threading.Thread(target=_reaper_loop, args=(ctx,), name="fleet-reaper", daemon=True).start()
     threading.Thread(target=_refresh_loop, args=(ctx, sender), name="fleet-queues", daemon=True).start()
     heartbeat.start(ctx, sender)   # fleet hosts / why / publish read the fleet from it
@@ -157,8 +79,9 @@ def start_background(sender=None, **kw):
 @signals.worker_shutting_down.connect
 def stop_jobs(**kw):
     """SIGTERM: stop running jobs now and hand them back to their queues."""
-    if _ctx is not None:
-        _ctx.shutdown.set()
+    ctx = host.current()
+    if ctx is not None:
+        ctx.shutdown.set()
 
 
 class FleetWorker(CeleryWorker):

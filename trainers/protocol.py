@@ -5,7 +5,12 @@ Pure, so the worker's parent process can parse trainer output without torch or x
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
+ENV_JOB_ID = "FLEET_JOB_ID"            # the job's content ID (64 hex characters)
+ENV_JOB_NAME = "FLEET_JOB_NAME"        # its name in the manifest, e.g. "gbt-small[seed=1]"
+ENV_HYPER = "FLEET_HYPER"              # its hyperparameters as JSON
+ENV_SEED = "FLEET_SEED"                # its seed, an integer
 ENV_JOB_SPEC = "FLEET_JOB_SPEC"        # path of a JSON file: model, hyper, seed, data, job_id, name
 ENV_DATA_PATH = "FLEET_DATA_PATH"      # local path of the dataset, already fetched
 ENV_OUTPUT_DIR = "FLEET_OUTPUT_DIR"    # folder the trainer writes its outputs into
@@ -22,6 +27,16 @@ EXIT_CRASH = 1        # an unexpected exception; the traceback is on stderr
 EXIT_BAD_INPUT = 2    # bad data, spec or environment; one clear message is on stderr
 
 METRIC_PREFIX = "FLEET_METRIC "
+
+
+def job_environment(*, job_id: str, name: str, spec: Path, output_dir: Path, hyper: dict, seed: int,
+                    data_path: Path | None, gpu_id: str | None) -> dict[str, str]:
+    """The variables a worker sets for a job; ``gpu_id``: the one GPU it holds, if any."""
+    return {ENV_JOB_ID: job_id, ENV_JOB_NAME: name, ENV_JOB_SPEC: str(spec), ENV_OUTPUT_DIR: str(output_dir),
+            ENV_HYPER: json.dumps(hyper), ENV_SEED: str(seed), ENV_DATA_PATH: str(data_path or ""),
+            ENV_DEVICE: "cuda" if gpu_id else "cpu", "CUDA_VISIBLE_DEVICES": gpu_id or "",
+            # metric lines reach the worker as they are printed, not when a buffer fills
+            "PYTHONUNBUFFERED": "1"}
 
 
 def format_metric_line(report: dict) -> str:

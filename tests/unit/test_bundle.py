@@ -185,9 +185,9 @@ def test_verify_bundle_names_both_digests_on_mismatch(run_dir, tmp_path):
 
 def test_a_command_jobs_output_log_is_bundled_once_even_when_its_globs_match_it(tmp_path):
     from manifest.schema import JobSpec
-    from tasks.execution import _files
+    from tasks.upload import files
     write(tmp_path, "fleet-log.txt", b"log")
     write(tmp_path, "out/r.txt", b"r")
     job = JobSpec(name="j", job_id="x" * 64, command=("true",), artifacts=("*.txt", "out/*.txt"))
-    names = [name for name, _ in _files(job, tmp_path)]
+    names = [name for name, _ in files(job, tmp_path)]
     assert sorted(names) == ["fleet-log.txt", "out/r.txt"]

@@ -46,17 +46,18 @@ def test_a_job_user_gets_its_own_home_and_name():
 
 
 def test_no_job_user_is_the_default():
-    assert job_user({}) is None
+    from core.settings import WorkerSettings
+    assert job_user(WorkerSettings.from_env({}).job_user) is None
 
 
 def test_a_job_user_that_does_not_exist_is_refused_with_the_fix():
     with pytest.raises(ConfigError, match="FLEET_JOB_USER='no-such-user-xyz': no such user .*useradd"):
-        job_user({"FLEET_JOB_USER": "no-such-user-xyz"})
+        job_user("no-such-user-xyz")
 
 
 def test_root_as_the_job_user_is_refused():
     with pytest.raises(ConfigError, match="is root"):
-        job_user({"FLEET_JOB_USER": "root"})
+        job_user("root")
 
 
 def test_a_job_user_on_a_worker_that_is_not_root_is_refused(monkeypatch):
@@ -65,7 +66,7 @@ def test_a_job_user_on_a_worker_that_is_not_root_is_refused(monkeypatch):
         pytest.skip("no non-root account on this host")
     monkeypatch.setattr(os, "geteuid", lambda: 1000)
     with pytest.raises(ConfigError, match="needs the worker to run as root"):
-        job_user({"FLEET_JOB_USER": other.pw_name})
+        job_user(other.pw_name)
 
 
 HARDEN = """

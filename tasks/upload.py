@@ -1,0 +1,148 @@
+"""A finished run's output, bundled, kept on disk, uploaded and recorded: exactly once.
+
+The bundle is written under ``FLEET_WORK_DIR/pending/<job_id>/`` before the upload starts,
+and removed only once the record says succeeded. A store outage is waited out (training is
+never repeated for it); a worker stopped meanwhile keeps the bundle, and its next start
+stores and records it (``upload_kept``) before taking new work.
+"""
+from __future__ import annotations
+
+import json
+import logging
+import shutil
+import time
+from datetime import datetime, timezone
+from pathlib import Path
+
+from artifacts import bundle as bundler
+from artifacts.store import StoredArtifact, atomic_write
+from core.errors import DigestMismatch, StoreError
+from manifest.schema import JobSpec
+from state.records import JobState
+from tasks import workdirs
+from tasks.host import HostContext
+from tasks.retry import UPLOAD_BACKOFF, retry, retry_redis
+from tasks.run import Outcome, Run, RunStopped
+from tasks.runner import RunOutcome
+from trainers.protocol import METRICS_FILE
+
+log = logging.getLogger("fleet.upload")
+PENDING_DIR = "pending"
+BUNDLE_FILE, META_FILE = "bundle.tar.zst", "meta.json"
+SET_ASIDE = ".unreadable"   # suffix of kept-bundle folders upload_kept could not use
+
+
+def files(job: JobSpec, work: Path) -> list[tuple[str, Path]]:
+    """What goes in a job's bundle: its artifacts (a command job) or its output dir."""
+    if job.command:
+        found = bundler.collect(work, list(job.artifacts) or [f"{workdirs.OUT_DIR}/**/*"])
+    else:
+        found = bundler.collect(work / workdirs.OUT_DIR, [])
+    # the job's output log goes in once, even when an artifacts glob also matches it
+    log_file = workdirs.LOG_FILE
+    return [f for f in found if f[0] != log_file] + [(log_file, work / log_file)]
+
+
+def store_result(ctx: HostContext, run: Run, outcome: RunOutcome) -> dict:
+    """Bundle, upload and record a run that trained; the task's result."""
+    job, ended = run.job, time.time()
+    metrics = _metrics(run.work, outcome)
+    meta = {"job": job.to_dict(), "job_id": job.job_id, "name": job.name, "worker": ctx.hostname,
+            "capability": ctx.capability.to_dict(), "versions": ctx.capability.versions,
+            "gpu": None if run.gpu is None else {"index": run.gpu.index, "name": run.gpu.name},
+            "started_at": _iso(run.started), "ended_at": _iso(ended), "elapsed_s": round(outcome.elapsed_s, 3),
+            "attempt": run.attempt, "metrics": metrics}
+    pending = ctx.work_root / PENDING_DIR / job.job_id
+    pending.mkdir(parents=True, exist_ok=True)
+    result = bundler.bundle(files(job, run.work), meta, pending / BUNDLE_FILE)
+    meta = {**meta, "sha256": result.sha256, "size": result.size, "files": result.files}
+    atomic_write(pending / META_FILE, json.dumps(meta).encode())
+    try:
+        stored = _upload(ctx, run, result, meta)
+    except RunStopped as e:
+        if e.outcome is Outcome.STOPPED:   # not this run's job any more: its bundle is not ours
+            shutil.rmtree(pending, ignore_errors=True)
+        raise
+    artifact = {"uri": stored.uri, "sha256": stored.sha256, "size": stored.size}
+    # The kept bundle goes only once the success is recorded: if Redis stays down past every
+    # retry, the next start of this worker records it (upload_kept) instead of a re-train.
+    recorded = retry_redis(lambda: ctx.records.finish(job.job_id, run.token, JobState.SUCCEEDED, artifact=artifact,
+                                                      result={"metrics": metrics}, last_error=""),
+                           what="record success", stop=ctx.shutdown)
+    shutil.rmtree(pending, ignore_errors=True)
+    if not recorded:
+        log.warning("job %s was taken over while uploading; its artifact is stored anyway", job.name)
+    return {"job_id": job.job_id, "name": job.name, "artifact_uri": stored.uri, "sha256": stored.sha256,
+            "size": stored.size, "metrics": metrics, "worker": ctx.hostname, "attempt": run.attempt}
+
+
+def _metrics(work: Path, outcome: RunOutcome) -> dict:
+    """The metric lines seen, updated by what the job wrote to metrics.json."""
+    metrics = dict(outcome.metrics)
+    path = work / workdirs.OUT_DIR / METRICS_FILE
+    try:
+        written = json.loads(path.read_text()) if path.exists() else {}
+        metrics.update(written if isinstance(written, dict) else {"metrics_json": written})
+    except (OSError, ValueError) as e:
+        log.warning("ignoring unreadable %s: %s", path, e)
+    return metrics
+
+
+def _upload(ctx: HostContext, run: Run, result: bundler.BundleResult, meta: dict) -> StoredArtifact:
+    """Upload through any store outage; stopped when the job is no longer this run's."""
+    store = ctx.open_store()
+
+    def attempt() -> StoredArtifact:
+        if run.lease.reason:   # cancelled, or another run owns the job: its artifact is not ours to store
+            raise RunStopped(Outcome.STOPPED, f"{run.lease.reason.value} while uploading")
+        return store.put_bundle(run.job.kind, result.path, result.sha256, meta)
+
+    try:
+        return retry(attempt, on=StoreError, backoff=UPLOAD_BACKOFF, stop=ctx.shutdown,
+                     what=f"upload of {run.job.name} (bundle kept at {result.path})")
+    except StoreError as e:   # only a shutdown ends the retries
+        raise RunStopped(Outcome.FAILED, f"worker stopped before {run.job.name} could be uploaded; "
+                                         f"bundle kept at {result.path}") from e
+
+
+def upload_kept(ctx: HostContext) -> None:
+    """Upload bundles kept on disk by an earlier run of this worker, before new work."""
+    root = ctx.work_root / PENDING_DIR
+    for folder in sorted(root.glob("*")) if root.exists() else []:
+        if not folder.name.endswith(SET_ASIDE):
+            _upload_kept_one(ctx, folder)
+
+
+def _upload_kept_one(ctx: HostContext, folder: Path) -> None:
+    meta_path, bundle_path = folder / META_FILE, folder / BUNDLE_FILE
+    if not (meta_path.exists() and bundle_path.exists()):
+        shutil.rmtree(folder, ignore_errors=True)  # bundling never finished: nothing to save
+        return
+    try:
+        meta = json.loads(meta_path.read_text())
+        job_id, sha256 = meta["job_id"], meta["sha256"]
+        state = retry_redis(lambda: ctx.records.states([job_id])[job_id], what="read kept job", stop=ctx.shutdown)
+        bundler.verify_bundle(bundle_path, sha256)
+    except (ValueError, KeyError, TypeError, DigestMismatch) as e:
+        log.error("kept bundle %s is unreadable (%s); moved aside, not uploaded", folder, e)
+        folder.rename(folder.with_name(f"{folder.name}.{time.time_ns()}{SET_ASIDE}"))
+        return
+    if state in (JobState.SUCCEEDED, JobState.CANCELLED):
+        log.warning("dropping kept bundle of %s: the job is already %s", meta.get("name"), state.value)
+        shutil.rmtree(folder, ignore_errors=True)
+        return
+    try:
+        kind = (meta.get("job") or {}).get("model") or "command"
+        stored = ctx.open_store().put_bundle(kind, bundle_path, sha256, meta)
+    except StoreError as e:
+        log.warning("kept bundle %s still cannot be uploaded (%s); will retry at next start", folder, e)
+        return
+    artifact = {"uri": stored.uri, "sha256": stored.sha256, "size": stored.size}
+    answer = retry_redis(lambda: ctx.records.adopt(job_id, artifact, {"metrics": meta.get("metrics", {})}),
+                         what="adopt", stop=ctx.shutdown)
+    log.warning("uploaded kept bundle of %s: %s (%s)", meta.get("name"), stored.uri, answer)
+    shutil.rmtree(folder, ignore_errors=True)
+
+
+def _iso(t: float) -> str:
+    return datetime.fromtimestamp(t, timezone.utc).isoformat()

@@ -1,0 +1,41 @@
+"""How a run ends (tasks.run) and what Celery is told (tasks.train.settle)."""
+import pytest
+from celery.exceptions import Ignore, Reject
+
+from core.errors import TrainingFailed
+from tasks.run import Ended, Outcome, Stop
+from tasks.train import settle
+
+
+@pytest.mark.parametrize("answer, stop", [("cancelled", Stop.CANCELLED), ("lost", Stop.LOST),
+                                          ("queued", Stop.QUEUED), ("succeeded", Stop.SUCCEEDED),
+                                          ("something new", Stop.LOST)])
+def test_a_lease_answer_is_a_stop_reason_and_an_unknown_one_means_lost(answer, stop):
+    assert Stop(answer) is stop
+
+
+@pytest.mark.parametrize("stop, decides", [(Stop.SHUTDOWN, False), (Stop.TIMEOUT, False), (Stop.CANCELLED, True),
+                                           (Stop.LOST, True), (Stop.QUEUED, True), (Stop.FAILED, True)])
+def test_the_record_decides_unless_the_worker_stopped_the_job_itself(stop, decides):
+    assert stop.record_decides is decides
+
+
+def test_a_success_is_the_tasks_result():
+    assert settle(Ended(Outcome.SUCCEEDED, result={"job_id": "x"})) == {"job_id": "x"}
+
+
+def test_a_failure_fails_the_task_with_its_message():
+    with pytest.raises(TrainingFailed, match="exited with status 3"):
+        settle(Ended(Outcome.FAILED, "job j exited with status 3"))
+
+
+def test_a_delivery_during_shutdown_goes_back_to_the_broker():
+    with pytest.raises(Reject) as caught:
+        settle(Ended(Outcome.REDELIVER, "worker shutting down"))
+    assert caught.value.requeue
+
+
+@pytest.mark.parametrize("outcome", [Outcome.RELEASED, Outcome.DROPPED, Outcome.REFUSED, Outcome.STOPPED])
+def test_every_other_ending_is_acked_without_a_result(outcome):
+    with pytest.raises(Ignore):
+        settle(Ended(outcome, "why"))
