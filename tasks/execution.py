@@ -21,7 +21,7 @@ import redis
 
 from artifacts import bundle as bundler
 from artifacts.data import fetch
-from artifacts.store import atomic_write, open_store
+from artifacts.stores import atomic_write, open_store
 from celery.exceptions import Ignore, Reject
 
 from state import deadletter

@@ -11,7 +11,7 @@ import pytest
 import redis as redis_lib
 
 from artifacts.bundle import bundle
-from artifacts.store import FileStore
+from artifacts.stores import FileStore
 from fleet import cli
 from core import constants as C
 from fleet.query import logs as L
