@@ -12,7 +12,6 @@ import hashlib
 import json
 import os
 from collections.abc import Iterator
-from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 from core.constants import META_NAME
@@ -26,7 +25,7 @@ from .base import (Advance, Store, StoredArtifact, bundle_dest, digest_mismatch,
 S3_CONNECT_TIMEOUT_S = 5
 S3_READ_TIMEOUT_S = 60
 S3_MAX_ATTEMPTS = 5
-SINGLE_PUT_MAX_BYTES = 64 << 20  # above this, multipart with a checksum per part
+SINGLE_PUT_MAX_BYTES = 64 << 20  # above this, boto3's multipart upload with a checksum per part
 PART_BYTES = 16 << 20
 MAX_PARTS = 9000                 # S3 allows 10,000; keep headroom
 UPLOAD_THREADS = 4
@@ -75,6 +74,24 @@ def object_identity(head: dict) -> dict:
     version = head.get("VersionId")
     return {"etag": head["ETag"].strip('"'), "size": int(head["ContentLength"]),
             "version": version if version and version != "null" else None}
+
+
+def file_digests(path: Path, part_bytes: int) -> tuple[str, str]:
+    """(sha256 hex of the file, base64 sha256 of its `part_bytes` parts' sha256 digests: the
+    checksum S3 reports for a multipart object uploaded in those parts), in one read."""
+    whole, composite = hashlib.sha256(), hashlib.sha256()
+    part, left = hashlib.sha256(), part_bytes
+    with open(path, "rb") as f:
+        while chunk := f.read(min(CHUNK_BYTES, left)):
+            whole.update(chunk)
+            part.update(chunk)
+            left -= len(chunk)
+            if not left:
+                composite.update(part.digest())
+                part, left = hashlib.sha256(), part_bytes
+    if left < part_bytes:
+        composite.update(part.digest())
+    return whole.hexdigest(), base64.b64encode(composite.digest()).decode()
 
 
 def _is_missing(err) -> bool:
@@ -134,7 +151,7 @@ class S3Store(Store):
 
     def put_file(self, key: str, path: Path) -> str:
         full = self.full_key(key)
-        self._upload(full, Path(path), sha256_file(path))
+        self._upload(full, Path(path), None)
         return self._uri(full)
 
     def get_file(self, key: str, dest: Path, version: str | None = None) -> Path:
@@ -192,21 +209,28 @@ class S3Store(Store):
     @contextlib.contextmanager
     def _errors(self, action: str, key: str = "") -> Iterator[None]:
         """Turn botocore failures into StoreError naming the URL (never credentials)."""
+        from boto3.exceptions import S3UploadFailedError
         from botocore.exceptions import BotoCoreError, ClientError
 
         where = self._uri(key) if key else f"s3://{self.bucket}"
         try:
             yield
         except ClientError as e:
-            err = e.response.get("Error", {})
-            code, message = err.get("Code", "?"), err.get("Message", "")
-            if code in CHECKSUM_CODES:
-                raise DigestMismatch(f"{action} {where}: server rejected the checksum "
-                                     f"({code}: {message})") from e
-            raise StoreError(f"{action} {where} at {self.endpoint}: {code}: {message}") from e
+            raise self._client_error(action, where, e) from e
+        except S3UploadFailedError as e:   # upload_file wraps the ClientError it caught
+            if isinstance(e.__context__, ClientError):
+                raise self._client_error(action, where, e.__context__) from e
+            raise StoreError(f"{action} {where} at {self.endpoint}: {e}") from e
         except BotoCoreError as e:
             raise StoreError(f"{action} {where} at {self.endpoint}: {e}; is the endpoint "
                              f"right ({S3_ENDPOINT_ENV}) and the server up?") from e
+
+    def _client_error(self, action: str, where: str, e) -> StoreError:
+        err = e.response.get("Error", {})
+        code, message = err.get("Code", "?"), err.get("Message", "")
+        if code in CHECKSUM_CODES:
+            return DigestMismatch(f"{action} {where}: server rejected the checksum ({code}: {message})")
+        return StoreError(f"{action} {where} at {self.endpoint}: {code}: {message}")
 
     def _ensure_bucket(self) -> None:
         if self._bucket_ready:
@@ -276,87 +300,61 @@ class S3Store(Store):
                 Bucket=self.bucket, Key=key, Body=body, ChecksumAlgorithm="SHA256",
                 ChecksumSHA256=b64(sha256), Metadata={SHA256_METADATA: sha256})
 
-    def _upload(self, key: str, path: Path, sha256: str, advance: Advance | None = None) -> None:
-        """Upload so that the stored object provably hashes to `sha256`."""
+    def _upload(self, key: str, path: Path, sha256: str | None, advance: Advance | None = None) -> None:
+        """Upload so that the stored object provably hashes to `sha256` (None: to what the
+        file hashes to as it is read here)."""
         self._ensure_bucket()
         if path.stat().st_size > self.single_put_max_bytes:
-            self._upload_multipart(key, path, sha256, advance)
+            self._upload_parts(key, path, sha256, advance)
             return
         # Hash locally first: a wrong digest then stores nothing. The server
         # re-checks ChecksumSHA256 against the bytes it received.
-        if (actual := sha256_file(path)) != sha256:
+        actual = sha256_file(path)
+        if sha256 is not None and actual != sha256:
             raise digest_mismatch(str(path), sha256, actual)
         with open(path, "rb") as f:
-            reply = self._put_bytes(key, f, sha256)
+            reply = self._put_bytes(key, f, actual)
         if reply.get("ChecksumSHA256") is None:
-            self._read_back(key, sha256)
-        elif reply["ChecksumSHA256"] != b64(sha256):
+            self._read_back(key, actual)
+        elif reply["ChecksumSHA256"] != b64(actual):
             self._delete(key)
-            raise digest_mismatch(self._uri(key), sha256, reply["ChecksumSHA256"])
+            raise digest_mismatch(self._uri(key), actual, reply["ChecksumSHA256"])
         if advance:
             advance(path.stat().st_size)
+
+    def _upload_parts(self, key: str, path: Path, sha256: str | None, advance: Advance | None) -> None:
+        """boto3's managed multipart upload, each part with a SHA256 checksum the server checks.
+
+        The file is hashed first (whole, and part by part), so a wrong digest stores nothing;
+        afterwards the object's checksum of part checksums must equal the one hashed here, so
+        bytes that changed in between are deleted rather than kept under the wrong digest.
+        """
+        from boto3.s3.transfer import TransferConfig
+        from s3transfer.utils import ChunksizeAdjuster
+
+        size = path.stat().st_size
+        part_bytes = ChunksizeAdjuster().adjust_chunksize(max(self.part_bytes, -(-size // MAX_PARTS)), size)
+        whole, composite = file_digests(path, part_bytes)
+        if sha256 is not None and whole != sha256:
+            raise digest_mismatch(str(path), sha256, whole)
+        config = TransferConfig(multipart_threshold=self.single_put_max_bytes, multipart_chunksize=part_bytes,
+                                max_concurrency=UPLOAD_THREADS)
+        with self._errors("upload", key):
+            self._client.upload_file(str(path), self.bucket, key, Config=config, Callback=advance,
+                                     ExtraArgs={"ChecksumAlgorithm": "SHA256",
+                                                "Metadata": {SHA256_METADATA: whole}})
+        reported = self._existing_head(key).get("ChecksumSHA256")
+        if reported is None:   # a server that keeps no checksums: read the object back
+            self._read_back(key, whole)
+        elif reported.split("-")[0] != composite:   # AWS appends "-<parts>"
+            self._delete(key)
+            raise digest_mismatch(f"{self._uri(key)} (checksum of part checksums)", composite, reported)
 
     def _read_back(self, key: str, sha256: str) -> None:
         """For servers that do not report checksums: GET, hash, delete on mismatch."""
         if (actual := self._hash_object(key)) != sha256:
             self._delete(key)
             raise digest_mismatch(self._uri(key), sha256, actual)
-
-    def _upload_multipart(self, key: str, path: Path, sha256: str, advance: Advance | None = None) -> None:
-        size = path.stat().st_size
-        part_bytes = max(self.part_bytes, -(-size // MAX_PARTS))
-        with self._errors("start multipart upload", key):
-            upload_id = self._client.create_multipart_upload(
-                Bucket=self.bucket, Key=key, ChecksumAlgorithm="SHA256",
-                Metadata={SHA256_METADATA: sha256})["UploadId"]
-        try:
-            parts, actual = self._upload_parts(key, upload_id, path, part_bytes, advance)
-            if actual != sha256:
-                raise digest_mismatch(str(path), sha256, actual)
-            with self._errors("complete multipart upload", key):
-                self._client.complete_multipart_upload(
-                    Bucket=self.bucket, Key=key, UploadId=upload_id,
-                    MultipartUpload={"Parts": [p for p, _ in parts]})
-        except BaseException:
-            with contextlib.suppress(Exception):
-                self._client.abort_multipart_upload(Bucket=self.bucket, Key=key,
-                                                    UploadId=upload_id)
-            raise
-        # Each part was checked by the server when it echoed our part checksum;
-        # a server that echoes nothing gets a full read-back instead.
-        if not all(echoed for _, echoed in parts):
-            self._read_back(key, sha256)
-
-    def _upload_parts(self, key: str, upload_id: str, path: Path, part_bytes: int,
-                      advance: Advance | None = None) -> tuple[list[tuple[dict, bool]], str]:
-        whole = hashlib.sha256()
-
-        def send(number: int, data: bytes, part_b64: str) -> tuple[dict, bool]:
-            with self._errors(f"upload part {number}", key):
-                reply = self._client.upload_part(
-                    Bucket=self.bucket, Key=key, UploadId=upload_id, PartNumber=number,
-                    Body=data, ChecksumAlgorithm="SHA256", ChecksumSHA256=part_b64)
-            echoed = reply.get("ChecksumSHA256")
-            if echoed is not None and echoed != part_b64:
-                raise digest_mismatch(f"{self._uri(key)} part {number}", part_b64, echoed)
-            if advance:
-                advance(len(data))
-            return {"PartNumber": number, "ETag": reply["ETag"],
-                    "ChecksumSHA256": part_b64}, echoed is not None
-
-        futures = []
-        with ThreadPoolExecutor(UPLOAD_THREADS) as pool, open(path, "rb") as f:
-            number = 0
-            while data := f.read(part_bytes):
-                number += 1
-                whole.update(data)
-                part_b64 = base64.b64encode(hashlib.sha256(data).digest()).decode()
-                futures.append(pool.submit(send, number, data, part_b64))
-                # Bound memory: at most UPLOAD_THREADS parts wait in the pool.
-                if len(futures) > UPLOAD_THREADS:
-                    futures[-UPLOAD_THREADS - 1].result()
-            parts = [fut.result() for fut in futures]
-        return parts, whole.hexdigest()
 
     def _download(self, key: str, dest: Path, sha256: str | None, version: str | None = None) -> None:
         from boto3.s3.transfer import TransferConfig

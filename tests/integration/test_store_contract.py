@@ -196,6 +196,20 @@ class TestS3Store(StoreContract):
         uploads = store._client.list_multipart_uploads(Bucket=store.bucket)
         assert uploads.get("Uploads", []) == []
 
+    def test_a_file_that_changes_while_it_goes_up_in_parts_is_not_kept(self, s3_store, tmp_path):
+        store = S3Store(s3_store.bucket, "big", s3_store._client, part_bytes=5 << 20, single_put_max_bytes=5 << 20)
+        path = tmp_path / "big.tar.zst"
+        path.write_bytes(os.urandom(11 << 20))
+        sha = sha256_file(path)
+
+        def overwrite_the_start(**_):   # after the store hashed the file, before a part is read
+            with open(path, "r+b") as f:
+                f.write(os.urandom(1 << 20))
+        store._client.meta.events.register("before-call.s3.UploadPart", overwrite_the_start)
+        with pytest.raises(DigestMismatch, match="checksum of part checksums"):
+            store.put_bundle(KIND, path, sha, {})
+        assert store.list_artifacts() == [] and not store.verify(KIND, sha)
+
     def test_an_unreachable_endpoint_raises_store_error_without_secrets(self, s3_server):
         env = {**s3_server.env, "FLEET_S3_ENDPOINT_URL": "http://127.0.0.1:9"}
         store = open_store(StoreSettings.from_env(env, url="s3://nowhere/runs"))
