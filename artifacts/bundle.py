@@ -22,6 +22,8 @@ import zstandard
 from core.constants import META_NAME, ZSTD_LEVEL
 from core.errors import DigestMismatch, StoreError
 
+from . import safetar
+
 log = logging.getLogger("fleet.bundle")
 CHUNK_BYTES = 1 << 20          # read/write unit for files, tar and zstd
 ZSTD_OUT_BYTES = 1 << 20       # compressed chunk handed to the hashing writer
@@ -168,45 +170,12 @@ def read_meta(bundle_path: Path) -> dict:
     raise StoreError(f"{bundle_path}: no {META_NAME} inside; was it written by artifacts.bundle?")
 
 
-def _safe_target(dest_dir: Path, name: str) -> Path:
-    parts = PurePosixPath(name).parts
-    if name.startswith("/") or PurePosixPath(name).is_absolute() or ".." in parts or not parts:
-        raise StoreError(f"bundle member {name!r}: absolute, empty or '..' paths are refused")
-    target = dest_dir.joinpath(*parts)
-    # a directory on the way that is a link (left there, or made by an earlier member) must
-    # not carry the write outside dest_dir
-    if not target.parent.resolve().is_relative_to(dest_dir.resolve()):
-        raise StoreError(f"bundle member {name!r}: would be written outside {dest_dir} through a link")
-    return target
-
-
 def extract(bundle_path: Path, dest_dir: Path) -> list[Path]:
-    """Unpack regular files of a bundle under `dest_dir`, streaming; refuse absolute or '..'
-    paths, links, devices and anything else that is not a regular file, paths through a
-    link, and a file that is already there."""
-    dest_dir = Path(dest_dir)
-    written: list[Path] = []
+    """Unpack a bundle's regular files under `dest_dir`, streaming; `artifacts.safetar` says
+    what is refused (anything that could land outside `dest_dir` or over a file)."""
     tar, stream = _open_tar(bundle_path)
     with stream, tar:
-        for member in tar:
-            target = _safe_target(dest_dir, member.name)
-            if not member.isfile():
-                raise StoreError(f"bundle member {member.name!r}: only regular files are allowed")
-            target.parent.mkdir(parents=True, exist_ok=True)
-            _safe_target(dest_dir, member.name)   # again, now that the parents exist
-            try:   # never through a link, never over a file (a member named twice)
-                fd = os.open(target, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o600)
-            except FileExistsError:
-                raise StoreError(f"bundle member {member.name!r}: {target} already exists; "
-                                 "extract into an empty directory") from None
-            with open(fd, "wb") as out:
-                src = tar.extractfile(member)
-                while chunk := src.read(CHUNK_BYTES):
-                    out.write(chunk)
-            os.chmod(target, member.mode & 0o777)
-            os.utime(target, (member.mtime, member.mtime))
-            written.append(target)
-    return written
+        return safetar.extract(tar, dest_dir, what="bundle")
 
 
 def sha256_file(path: Path) -> str:

@@ -25,7 +25,7 @@ from core.settings import data_cache_bytes
 from manifest import dataref
 
 from .datacache import DataCache
-from .store import Store, open_store
+from .stores import Store, open_store_at
 
 CACHE_KEY_CHARS = 32   # hex characters of the legacy cache directory name
 
@@ -36,7 +36,7 @@ def cache_path(uri: str, tag: str, cache_dir: Path) -> Path:
     return Path(cache_dir) / key / PurePosixPath(urlparse(uri).path).name
 
 
-def fetch(uri: str, cache_dir: Path, store_factory: Callable[[str | None], Store] = open_store,
+def fetch(uri: str, cache_dir: Path, store_factory: Callable[[str | None], Store] = open_store_at,
           into: Path | None = None, cache_bytes: int | None = None) -> Path:
     """A local path holding the data `uri` names (see the module docstring). ``cache_bytes``
     bounds the cache (a worker passes its settings'; else FLEET_DATA_CACHE_GIB)."""

@@ -25,9 +25,10 @@ import uuid
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
-from core.errors import DigestMismatch, StoreError
+from core.errors import DigestMismatch
 from manifest.dataref import DIR
 
+from . import safetar
 from .identity import CHUNK_BYTES, hash_file
 
 log = logging.getLogger("fleet.datacache")
@@ -173,15 +174,10 @@ class DataCache:
 
 
 def _unpack(tar_path: Path, dest: Path) -> None:
-    """Unpack a data tar: regular files only, nothing outside ``dest``."""
+    """Unpack a data tar into the new directory ``dest``: regular files only (``safetar``)."""
     dest.mkdir()
     with tarfile.open(tar_path, mode="r:", bufsize=CHUNK_BYTES) as tar:
-        for member in tar:
-            if member.isdir():
-                continue
-            if not member.isfile():
-                raise StoreError(f"data tar member {member.name!r}: only regular files are allowed")
-            tar.extract(member, dest, filter="data")
+        safetar.extract(tar, dest, what="data tar", directories=safetar.Directories.SKIP)
 
 
 def _read_only(path: Path) -> None:

@@ -92,10 +92,10 @@ def _dir_bytes(root: Path) -> int:
 
 def s3_identity(uri: str) -> dict:
     """The identity the store holds for an S3 object: {"sha256"} or {"etag", "size", "version"}."""
-    from artifacts.store import open_store
+    from artifacts.stores import open_store_at
 
     ref = dataref.parse(uri)
-    return open_store(f"s3://{ref.bucket}").identity(ref.key)
+    return open_store_at(f"s3://{ref.bucket}").identity(ref.key)
 
 
 class DataResolver:

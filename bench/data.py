@@ -44,7 +44,8 @@ def main() -> None:
     from moto.server import ThreadedMotoServer
     logging.getLogger("werkzeug").setLevel(logging.WARNING)  # moto logs every request
 
-    from artifacts.store import S3Store, s3_client
+    from artifacts.stores import S3Store, s3_client
+    from core.settings import StoreSettings
     from fleet import staging
     from fleet.manifests import loads
 
@@ -68,7 +69,7 @@ def main() -> None:
             print(f"hash:   file_digest {raw_s:.2f} s ({mib_s(size, raw_s)}); fleet pin {pin_s:.2f} s "
                   f"({mib_s(size, pin_s)}); ratio {pin_s / raw_s:.2f}x")
 
-            client = s3_client(f"http://{host}:{port}", env)
+            client = s3_client(StoreSettings.from_env({**env, "FLEET_S3_ENDPOINT_URL": f"http://{host}:{port}"}))
             client.create_bucket(Bucket="bench")
             base_s, _ = best_of(args.runs, lambda: client.upload_file(str(data), "bench", f"raw/{uuid.uuid4().hex}"))
             stores = []

@@ -56,6 +56,12 @@ class DigestMismatch(StoreError):
     """Raised when stored bytes do not hash to the digest we computed."""
 
 
+class UnsafeArchive(StoreError):
+    """Raised when a bundle or data tar holds a member that extraction refuses: a path that
+    is absolute, has '..' or leads out through a link, anything but a regular file, a name
+    that is already there, or a member below a file; the message names the member."""
+
+
 class TrainingFailed(FleetError):
     """Raised when a trainer or command exits non-zero or times out."""
 

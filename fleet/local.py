@@ -165,10 +165,11 @@ def _wait_for_hosts(client, names: set[str], timeout_s: float = HOSTS_WAIT_S) ->
 
 
 def _publish_and_wait(fleet: Fleet, manifest: Manifest, show: Show, timeout_s: float) -> int:
-    from artifacts.store import open_store
+    from artifacts.stores import open_store
+    from core.settings import StoreSettings
     from fleet.publish import publish
     from fleet.query.artifacts import listing, mark_current
-    store = open_store(fleet.store_url, fleet.env)
+    store = open_store(StoreSettings.from_env(fleet.env, url=fleet.store_url))
     rows = publish(fleet.app, fleet.client, manifest, store=store)
     show.published(rows, feasibility.check(fleet.client, rows, manifest))
     with show.waiting() as progress:

@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from artifacts.identity import Progress, write_dir_tar
-from artifacts.store import Store, open_store
+from artifacts.stores import Store, open_store
 from core.constants import DATA_PROGRESS_MIN_BYTES
 from core.errors import DigestMismatch
 from manifest import dataref

@@ -19,7 +19,7 @@ import redis
 
 from artifacts import checkpoint as packer
 from artifacts.bundle import sha256_file
-from artifacts.store import open_store
+from artifacts.stores import open_store
 from core.constants import CHECKPOINTS_PREFIX
 from core.errors import FleetError
 from manifest.schema import JobSpec

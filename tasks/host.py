@@ -3,12 +3,12 @@ from __future__ import annotations
 
 import logging
 import threading
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 import redis
 
-from artifacts.store import Store, open_store
+from artifacts.stores import Store, open_store
 from core.errors import ConfigError
 from core.settings import WORK_DIR_ENV, WorkerSettings
 from routing.capability import Capability
@@ -50,7 +50,8 @@ class HostContext:
 
     def open_store(self, url: str | None = None) -> Store:
         """The store bundles go to (``url``: another bucket, for a job's s3:// data)."""
-        return open_store(url)
+        store = self.settings.store
+        return open_store(store if url is None else replace(store, url=url))
 
 
 _ctx: HostContext | None = None

@@ -15,7 +15,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 
 from artifacts import bundle as bundler
-from artifacts.store import StoredArtifact, atomic_write
+from artifacts.stores import StoredArtifact, atomic_write
 from core.errors import DigestMismatch, StoreError
 from manifest.schema import JobSpec
 from state.records import JobState

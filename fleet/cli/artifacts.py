@@ -36,8 +36,8 @@ def _store_name(url: str | None) -> str:
 
 
 def cmd_artifacts(args) -> int:
-    from artifacts.store import open_store
-    v = _current(A.listing(open_store(args.store), verify=args.verify))
+    from artifacts.stores import open_store_at
+    v = _current(A.listing(open_store_at(args.store), verify=args.verify))
     for w in v.warnings:
         err.print(f"warning: {w}", markup=False, highlight=False, soft_wrap=True)
     if args.json:
@@ -77,7 +77,7 @@ def _umask() -> int:
 
 def cmd_get(args) -> int:
     from artifacts.bundle import extract
-    from artifacts.store import open_store
+    from artifacts.stores import open_store_at
     rec = records()
     job = rec.get(refs.resolve(rec.r, args.job))
     loc = A.of_job(job)
@@ -89,7 +89,7 @@ def cmd_get(args) -> int:
     if args.extract and target.exists():
         raise FleetError(f"{target} already exists; remove it or choose another -o DIR")
     try:   # get_bundle hashes the download and keeps it only if it matches the record's sha256
-        open_store(loc.store_url).get_bundle(loc.kind, loc.sha256, bundle)
+        open_store_at(loc.store_url).get_bundle(loc.kind, loc.sha256, bundle)
     except DigestMismatch as e:
         raise DigestMismatch(f"refused {job.name}'s bundle, nothing was written to {out_dir}: {e}") from e
     bundle.chmod(0o666 & ~_umask())   # downloaded through a private temp file

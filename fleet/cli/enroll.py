@@ -36,10 +36,11 @@ def _check_redis(var: str, url: str):
 
 
 def _check_store(env) -> str:
-    from artifacts.store import open_store
+    from artifacts.stores import open_store
+    from core.settings import StoreSettings
     url = env["FLEET_STORE_URL"]
     try:
-        open_store(url, env).ping()
+        open_store(StoreSettings.from_env(env)).ping()
     except StoreError as e:
         raise FleetError(f"FLEET_STORE_URL: the store is not usable from this host: {e}") from None
     return url

@@ -18,7 +18,7 @@ from pathlib import Path
 import psutil
 import pytest
 
-from artifacts.store import open_store
+from artifacts.stores import open_store_at
 from fleet.local import start_worker
 from state.records import JobState, Records
 from fleet.redis_server import RedisServer
@@ -161,7 +161,7 @@ def test_kill_9_workers_mid_job_repeatedly_and_every_job_succeeds_exactly_once(c
     assert all(r.state is JobState.SUCCEEDED for r in recs.values())
     assert {n: chaos.runs(n) for n in ids} == {n: 1 for n in ids}
     assert all(r.attempts == 2 for r in recs.values() if r.job_id in killed)   # each killed run came back once
-    store = open_store(chaos.env["FLEET_STORE_URL"])
+    store = open_store_at(chaos.env["FLEET_STORE_URL"])
     names = [a["name"] for a in store.list_artifacts()]
     assert sorted(names) == sorted(ids)
     assert not chaos.job_processes()
@@ -210,7 +210,7 @@ def test_the_store_down_during_upload_is_retried_without_retraining(chaos, s3_en
         recs = chaos.wait(ids, timeout_s=120)
         assert chaos.runs("up", "start") == 1
         monkeypatch.setenv("FLEET_S3_ENDPOINT_URL", chaos.env["FLEET_S3_ENDPOINT_URL"])
-        store = open_store("s3://chaos/runs")
+        store = open_store_at("s3://chaos/runs")
         assert store.verify("command", recs["up"].artifact["sha256"])
     finally:
         s3.stop()
@@ -325,7 +325,7 @@ def test_a_worker_restarted_while_the_store_was_down_uploads_its_kept_bundle_wit
         assert chaos.runs("kept", "start") == 1
         assert "uploaded kept bundle of kept" in chaos.logs()
         monkeypatch.setenv("FLEET_S3_ENDPOINT_URL", chaos.env["FLEET_S3_ENDPOINT_URL"])
-        assert open_store("s3://kept/runs").verify("command", recs["kept"].artifact["sha256"])
+        assert open_store_at("s3://kept/runs").verify("command", recs["kept"].artifact["sha256"])
     finally:
         s3.stop()
 

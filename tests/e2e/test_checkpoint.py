@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 import zstandard
 
-from artifacts.store import open_store
+from artifacts.stores import open_store_at
 from core.constants import CHECKPOINTS_PREFIX
 from state.records import JobState
 from tests.e2e.test_chaos import chaos  # noqa: F401  (the fixture)
@@ -58,7 +58,7 @@ def interrupt_after(chaos, job_id: str, epoch: int, sig: int, resumed: bool = Fa
 
 
 def final_weights_and_metrics(chaos, rec) -> tuple[str, dict]:
-    store = open_store(chaos.env["FLEET_STORE_URL"])
+    store = open_store_at(chaos.env["FLEET_STORE_URL"])
     bundle = store.get_bundle("mlp", rec.artifact["sha256"], chaos.root / "got.tar.zst")
     out = chaos.root / "got"
     with open(bundle, "rb") as raw, zstandard.ZstdDecompressor().stream_reader(raw) as stream:

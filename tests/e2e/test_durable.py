@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from artifacts.store import open_store
+from artifacts.stores import open_store_at
 from core.constants import RUNS_DIR
 from state.records import JobState
 from tests.e2e.test_chaos import chaos  # noqa: F401  (the fixture)
@@ -97,7 +97,7 @@ def test_a_worker_killed_just_after_its_trainer_exited_finishes_the_job_on_resta
     print(f"\nlate kills: {LATE_KILLS}, re-trains: {sum(retrains.values())}, "
           f"finished from the dead run's work dir: {finished_from_disk}")
     assert retrains == {f"late{i}": 0 for i in range(LATE_KILLS)}, chaos.logs()
-    store = open_store(chaos.env["FLEET_STORE_URL"])
+    store = open_store_at(chaos.env["FLEET_STORE_URL"])
     assert sorted(a["name"] for a in store.list_artifacts()) == sorted(retrains)
     for a in store.list_artifacts():
         assert a["files"]["out/big.bin"] and store.verify("command", a["sha256"])

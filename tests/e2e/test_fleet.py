@@ -14,8 +14,9 @@ from pathlib import Path
 
 import pytest
 
-from artifacts.store import open_store
+from artifacts.stores import open_store, open_store_at
 from core.constants import TASK_NAME
+from core.settings import StoreSettings
 from state.records import JobState, Records
 from tests.e2e.conftest import CPU, HOSTS, client_app
 from fleet.local import start_worker
@@ -95,7 +96,7 @@ def test_each_job_runs_on_a_qualifying_host_and_its_artifact_verifies_and_loads(
 
     import os
     os.environ.update({k: v for k, v in fleet.env.items() if k.startswith(("AWS_", "FLEET_S3"))})
-    store = open_store(fleet.store_url)
+    store = open_store_at(fleet.store_url)
     for jid, rec in recs.items():
         art = rec.artifact
         kind = rec.spec.get("model") or "command"
@@ -177,12 +178,13 @@ def data_project(root: Path) -> Path:
 
 
 def fleet_store(fleet):
-    return open_store(fleet.store_url, env={k: v for k, v in fleet.env.items() if k.startswith(("AWS_", "FLEET_S3"))})
+    env = {k: v for k, v in fleet.env.items() if k.startswith(("AWS_", "FLEET_S3"))}
+    return open_store(StoreSettings.from_env(env, url=fleet.store_url))
 
 
 def staged_keys(fleet) -> set[str]:
     store = fleet_store(fleet)
-    return set(store._keys(store._key("data/")))
+    return set(store.keys(store.full_key("data/")))
 
 
 def test_workers_train_from_the_store_after_the_publishers_directory_is_deleted(fleet, tmp_path):

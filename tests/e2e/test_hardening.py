@@ -189,10 +189,10 @@ def test_a_job_hunting_for_its_workers_secrets_finds_none(site, tmp_path):
 
 
 def _found(site: Site, rec, tmp_path: Path) -> dict:
-    from artifacts.store import open_store
+    from artifacts.stores import open_store_at
     import tarfile
     import zstandard
-    path = open_store(site.env["FLEET_STORE_URL"]).get_bundle("command", rec.artifact["sha256"], tmp_path / "b.tar.zst")
+    path = open_store_at(site.env["FLEET_STORE_URL"]).get_bundle("command", rec.artifact["sha256"], tmp_path / "b.tar.zst")
     raw = zstandard.ZstdDecompressor().stream_reader(path.open("rb")).read()
     (tmp_path / "b.tar").write_bytes(raw)
     with tarfile.open(tmp_path / "b.tar") as tar:

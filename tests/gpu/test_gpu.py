@@ -180,8 +180,8 @@ def test_a_cuda_tier_job_runs_end_to_end_on_the_gpu_through_a_real_worker(chaos,
     ids = chaos.publish(path)
     rec = chaos.wait(ids, timeout_s=300)["on-gpu"]
     assert rec.state is JobState.SUCCEEDED and rec.queue.startswith("cuda") and rec.gpu
-    from artifacts.store import open_store
-    meta = open_store(chaos.env["FLEET_STORE_URL"]).get_meta(model, rec.artifact["sha256"])
+    from artifacts.stores import open_store_at
+    meta = open_store_at(chaos.env["FLEET_STORE_URL"]).get_meta(model, rec.artifact["sha256"])
     assert meta["metrics"]["device"] == "cuda" and meta["gpu"]["name"] in {d.name for d in detect_raw().cuda_devices}
     print(f"\n{model} on {meta['gpu']['name']}: {rec.artifact['uri']}, valid {meta['metrics']['valid']}")
 

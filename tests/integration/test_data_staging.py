@@ -15,9 +15,10 @@ import pytest
 from artifacts.data import fetch
 from artifacts.datacache import DataCache
 from artifacts.identity import DataResolver
-from artifacts.store import S3Store, open_store, s3_client
+from artifacts.stores import S3Store, open_store, s3_client
 from fleet import staging
 from core.errors import DigestMismatch, ManifestError, StoreError
+from core.settings import StoreSettings
 from fleet.manifests import load
 
 pytestmark = pytest.mark.integration
@@ -69,9 +70,8 @@ class Requests:
 @pytest.fixture
 def small_parts(s3_server, s3_store) -> S3Store:
     """The test's bucket with multipart uploads from 5 MiB, so a 12 MiB file goes in parts."""
-    client = s3_client(s3_server.endpoint_url, s3_server.env)
-    return S3Store(s3_store.bucket, "runs", endpoint_url=s3_server.endpoint_url, client=client,
-                   part_bytes=5 << 20, single_put_max_bytes=5 << 20)
+    client = s3_client(StoreSettings.from_env(s3_server.env))
+    return S3Store(s3_store.bucket, "runs", client, part_bytes=5 << 20, single_put_max_bytes=5 << 20)
 
 
 def test_publish_stages_each_distinct_local_data_once_and_a_copy_sends_nothing(small_parts, tmp_path):
@@ -158,7 +158,7 @@ class Downloads:
         self.store_url, self.env, self.count, self.lock = store_url, env, 0, threading.Lock()
 
     def __call__(self, url):
-        store = open_store(url or self.store_url, env=self.env)
+        store = open_store(StoreSettings.from_env(self.env, url=url or self.store_url))
         for name in ("get_data", "get_file"):
             real = getattr(store, name)
 
@@ -268,11 +268,11 @@ def test_a_pinned_copy_outlives_the_eviction_of_its_entry(s3_store, tmp_path):
 FETCH_IN_A_PROCESS = """
 import sys
 from artifacts.data import fetch
-from artifacts.store import open_store
+from artifacts.stores import open_store_at
 
 downloads = 0
 def factory(url):
-    store = open_store(url)
+    store = open_store_at(url)
     real = store.get_data
     def counted(*a, **kw):
         global downloads

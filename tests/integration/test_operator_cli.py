@@ -2,16 +2,19 @@
 followed across a re-run, get verifying and refusing a tampered bundle, artifacts with a
 corrupt meta.json, short ID prefixes, cancel and requeue of a whole sweep, status filters,
 and a kept local fleet stopped by its own command."""
+import io
 import json
+import tarfile
 import threading
 import time
 from pathlib import Path
 
 import pytest
 import redis as redis_lib
+import zstandard
 
-from artifacts.bundle import bundle
-from artifacts.store import FileStore
+from artifacts.bundle import bundle, sha256_file
+from artifacts.stores import FileStore
 from fleet import cli
 from core import constants as C
 from fleet.query import logs as L
@@ -164,6 +167,33 @@ def test_get_refuses_a_tampered_bundle_and_writes_nothing(fleet_cli, sweep, s3_s
     err = capsys.readouterr().err
     assert "refused gbt-x[seed=2]'s bundle" in err and f"expected sha256 {sha}" in err
     assert list(out.iterdir()) == []
+
+
+def crafted_bundle(path: Path, names: list[str]) -> Path:
+    """A tar.zst holding a regular file under each of `names`, in order, as no bundler writes it."""
+    raw = io.BytesIO()
+    with tarfile.open(fileobj=raw, mode="w") as tar:
+        for name in names:
+            info = tarfile.TarInfo(name)
+            info.size = 4
+            tar.addfile(info, io.BytesIO(b"data"))
+    path.write_bytes(zstandard.ZstdCompressor().compress(raw.getvalue()))
+    return path
+
+
+def test_get_extract_of_a_bundle_with_a_file_and_a_path_below_it_says_so_without_a_traceback(
+        fleet_cli, sweep, redis_client, tmp_path, capsys):
+    store = FileStore(tmp_path / "store")
+    evil = crafted_bundle(tmp_path / "evil.tar.zst", ["x", "x/y"])
+    sha = sha256_file(evil)
+    art = store.put_bundle("command", evil, sha, {})
+    jid = sweep["gbt-x[seed=3]"]
+    finish(redis_client, jid, "succeeded", artifact=json.dumps({"uri": art.uri, "sha256": sha, "size": art.size}))
+    out = tmp_path / "got"
+    assert fleet_cli(["get", jid, "-o", str(out), "--extract"]) == 1
+    err = capsys.readouterr().err
+    assert "bundle member 'x/y': 'x' is a file" in err and "Traceback" not in err
+    assert [p.name for p in out.iterdir()] == ["gbt-x.seed=3.tar.zst"]
 
 
 def test_get_of_a_job_without_an_artifact_says_it_has_none(fleet_cli, sweep, capsys):

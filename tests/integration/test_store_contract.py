@@ -9,9 +9,10 @@ import pytest
 
 from artifacts.bundle import BundleResult, bundle, collect, sha256_file
 from artifacts.data import fetch
-from artifacts.store import FileStore, S3Store, Store, open_store
+from artifacts.stores import FileStore, S3Store, Store, open_store
 from core.constants import BUNDLE_NAME, META_NAME
 from core.errors import DigestMismatch, StoreError
+from core.settings import StoreSettings
 
 pytestmark = pytest.mark.integration
 
@@ -195,9 +196,23 @@ class TestS3Store(StoreContract):
         uploads = store._client.list_multipart_uploads(Bucket=store.bucket)
         assert uploads.get("Uploads", []) == []
 
+    def test_a_file_that_changes_while_it_goes_up_in_parts_is_not_kept(self, s3_store, tmp_path):
+        store = S3Store(s3_store.bucket, "big", s3_store._client, part_bytes=5 << 20, single_put_max_bytes=5 << 20)
+        path = tmp_path / "big.tar.zst"
+        path.write_bytes(os.urandom(11 << 20))
+        sha = sha256_file(path)
+
+        def overwrite_the_start(**_):   # after the store hashed the file, before a part is read
+            with open(path, "r+b") as f:
+                f.write(os.urandom(1 << 20))
+        store._client.meta.events.register("before-call.s3.UploadPart", overwrite_the_start)
+        with pytest.raises(DigestMismatch, match="checksum of part checksums"):
+            store.put_bundle(KIND, path, sha, {})
+        assert store.list_artifacts() == [] and not store.verify(KIND, sha)
+
     def test_an_unreachable_endpoint_raises_store_error_without_secrets(self, s3_server):
         env = {**s3_server.env, "FLEET_S3_ENDPOINT_URL": "http://127.0.0.1:9"}
-        store = open_store("s3://nowhere/runs", env=env)
+        store = open_store(StoreSettings.from_env(env, url="s3://nowhere/runs"))
         with pytest.raises(StoreError) as caught:
             store.ping()
         message = str(caught.value)
@@ -209,25 +224,25 @@ class TestS3Store(StoreContract):
 # --- open_store -------------------------------------------------------------------
 
 def test_open_store_reads_a_file_url(tmp_path):
-    store = open_store(tmp_path.as_uri())
+    store = open_store(StoreSettings(url=tmp_path.as_uri()))
     assert isinstance(store, FileStore) and store.root == tmp_path.resolve()
 
 
 def test_open_store_defaults_to_a_local_directory(tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)
-    store = open_store(env={})
+    store = open_store(StoreSettings.from_env({}))
     assert isinstance(store, FileStore)
     assert store.root == (tmp_path / ".fleet-local" / "store").resolve()
 
 
 def test_open_store_reads_a_relative_file_url(tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)
-    store = open_store(env={"FLEET_STORE_URL": "file://./stores/a"})
+    store = open_store(StoreSettings.from_env({"FLEET_STORE_URL": "file://./stores/a"}))
     assert store.root == (tmp_path / "stores" / "a").resolve()
 
 
 def test_open_store_reads_an_s3_url_with_its_endpoint(s3_server):
-    store = open_store("s3://fleet-open/runs/x", env=s3_server.env)
+    store = open_store(StoreSettings.from_env(s3_server.env, url="s3://fleet-open/runs/x"))
     assert isinstance(store, S3Store)
     assert (store.bucket, store.prefix, store.endpoint) == (
         "fleet-open", "runs/x", s3_server.endpoint_url)
@@ -236,7 +251,7 @@ def test_open_store_reads_an_s3_url_with_its_endpoint(s3_server):
 
 def test_open_store_rejects_an_unknown_scheme_naming_the_variable():
     with pytest.raises(StoreError, match="FLEET_STORE_URL.*s3://bucket/prefix"):
-        open_store(env={"FLEET_STORE_URL": "gs://bucket/x"})
+        open_store(StoreSettings.from_env({"FLEET_STORE_URL": "gs://bucket/x"}))
 
 
 # --- data.fetch ---------------------------------------------------------------------
@@ -260,7 +275,7 @@ class CountingFactory:
         self.env, self.downloads = env, 0
 
     def __call__(self, url: str) -> Store:
-        store = open_store(url, env=self.env)
+        store = open_store(StoreSettings.from_env(self.env, url=url))
         real = store.get_file
 
         def counted(key, dest):

@@ -9,7 +9,7 @@ import tarfile
 import pytest
 
 from artifacts.identity import write_dir_tar
-from artifacts.store import object_identity
+from artifacts.stores import object_identity
 from manifest import dataref
 from manifest.dataref import DataRef
 

@@ -1,0 +1,185 @@
+"""The `Store` interface every backend implements, and the helpers the backends share.
+
+Bundles are content addressed: `<prefix>/<kind>/<sha256>/bundle.tar.zst` with a
+`meta.json` beside it. Every write is verified against the caller's digest
+before it becomes visible, so a stored bundle always hashes to its key.
+"""
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import tempfile
+from abc import ABC, abstractmethod
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+from core.constants import BUNDLE_NAME, DATA_DIR, META_NAME
+from core.errors import DigestMismatch
+
+from ..bundle import sha256_file
+
+# advance(n_bytes): told as bytes go out, for a progress bar
+Advance = Callable[[int], None]
+
+
+@dataclass(frozen=True)
+class StoredArtifact:
+    """A bundle in a store; `existed` is True when the put found it already there."""
+
+    uri: str
+    sha256: str
+    size: int
+    existed: bool
+
+
+class Store(ABC):
+    """A content-addressed home for bundles plus arbitrary named files."""
+
+    prefix: str = ""
+
+    def bundle_key(self, kind: str, sha256: str) -> str:
+        """Key of a bundle, relative to the store root."""
+        return self.full_key(f"{kind}/{sha256}/{BUNDLE_NAME}")
+
+    def meta_key(self, kind: str, sha256: str) -> str:
+        """Key of a bundle's meta.json, relative to the store root."""
+        return self.full_key(f"{kind}/{sha256}/{META_NAME}")
+
+    def full_key(self, key: str) -> str:
+        """`key` below this store's prefix."""
+        return f"{self.prefix}/{key}" if self.prefix else key
+
+    def data_key(self, sha256: str) -> str:
+        """Key of staged job data (a file, or a directory's tar), addressed by its sha256."""
+        return self.full_key(f"{DATA_DIR}/{sha256}")
+
+    @abstractmethod
+    def has_data(self, sha256: str) -> bool:
+        """True when data with this digest is already staged (one HEAD or stat, no download)."""
+
+    @abstractmethod
+    def put_data(self, path: Path, sha256: str, advance: Advance | None = None) -> bool:
+        """Stage the file at `path` as data `sha256`, verified; False when it was already there.
+
+        `advance(n_bytes)` is called as bytes are sent (for a progress bar).
+        """
+
+    @abstractmethod
+    def get_data(self, sha256: str, dest: Path) -> Path:
+        """Download staged data to `dest` atomically, verified against `sha256`."""
+
+    @abstractmethod
+    def put_bundle(self, kind: str, bundle_path: Path, sha256: str, meta: dict) -> StoredArtifact:
+        """Store a bundle and its meta.json; a no-op when the same bytes are there.
+
+        Raises DigestMismatch, leaving nothing stored, when the bytes do not hash
+        to `sha256`.
+        """
+
+    @abstractmethod
+    def get_bundle(self, kind: str, sha256: str, dest: Path) -> Path:
+        """Download a bundle to `dest` (a file, or a directory to put bundle.tar.zst in),
+        verified against `sha256`; returns the file's path."""
+
+    @abstractmethod
+    def get_meta(self, kind: str, sha256: str) -> dict:
+        """The meta.json stored beside a bundle."""
+
+    @abstractmethod
+    def list_artifacts(self) -> list[dict]:
+        """Every bundle's meta.json, each with its bundle's "uri" added; a meta.json that
+        cannot be read gives an entry with "kind", "sha256", "uri" and "error" instead."""
+
+    @abstractmethod
+    def verify(self, kind: str, sha256: str) -> bool:
+        """Re-hash the stored bundle; False when it is missing or does not match."""
+
+    @abstractmethod
+    def put_file(self, key: str, path: Path) -> str:
+        """Store any file under `key` (below the prefix), verified; returns its URI."""
+
+    @abstractmethod
+    def get_file(self, key: str, dest: Path) -> Path:
+        """Fetch the file at `key` to `dest` atomically (temp file, then rename)."""
+
+    @abstractmethod
+    def file_tag(self, key: str) -> str:
+        """A string that changes whenever the file at `key` changes (for caches)."""
+
+    @abstractmethod
+    def uri_for(self, kind: str, sha256: str) -> str:
+        """The URI of a bundle, as operators and job records show it."""
+
+    @abstractmethod
+    def ping(self) -> None:
+        """Raise StoreError unless the store can be reached and written."""
+
+    @abstractmethod
+    def delete_file(self, key: str) -> None:
+        """Remove the file at `key` (below the prefix); no error when it is not there."""
+
+
+def digest_mismatch(where: str, expected: str, actual: str) -> DigestMismatch:
+    return DigestMismatch(f"{where}: expected sha256 {expected}, found {actual}; "
+                          "the source changed or the bytes were corrupted in transit")
+
+
+def stored_meta(kind: str, sha256: str, size: int, meta: dict) -> dict:
+    """A bundle's meta.json as stored: the caller's fields plus kind, digest and size."""
+    return {**meta, "kind": kind, "sha256": sha256, "size": size}
+
+
+def meta_bytes(meta: dict) -> bytes:
+    return json.dumps(meta, indent=2, sort_keys=True).encode() + b"\n"
+
+
+def listing_entry(kind: str, sha256: str, uri: str, meta_uri: str, read: Callable[[], bytes]) -> dict:
+    """A listing entry: the meta.json with the bundle's "uri", or, when that meta.json
+    cannot be read as a JSON object, what is known from its key plus an "error" naming it."""
+    try:
+        meta = json.loads(read())
+        if not isinstance(meta, dict):
+            raise ValueError(f"expected a JSON object, found {type(meta).__name__}")
+        return {**meta, "uri": uri}
+    except ValueError as e:   # JSONDecodeError and UnicodeDecodeError are ValueErrors
+        return {"kind": kind, "sha256": sha256, "uri": uri,
+                "error": f"{meta_uri}: unreadable ({e}); the bundle is listed without its metadata"}
+
+
+def bundle_dest(dest: Path) -> Path:
+    """Where get_bundle writes: `dest` itself, or bundle.tar.zst inside a directory."""
+    return dest / BUNDLE_NAME if dest.is_dir() else dest
+
+
+def temp_beside(dest: Path) -> Path:
+    """An empty temp file in `dest`'s directory (made if needed), for a write-then-rename."""
+    dest.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=f".{dest.name}.", suffix=".tmp", dir=dest.parent)
+    os.close(fd)
+    return Path(tmp)
+
+
+def atomic_copy(src: Path, dest: Path, sha256: str | None = None) -> None:
+    """Copy via a temp file beside `dest`; with `sha256`, re-hash the copy before renaming."""
+    tmp = temp_beside(dest)
+    try:
+        shutil.copyfile(src, tmp)
+        if sha256 is not None and (actual := sha256_file(tmp)) != sha256:
+            raise digest_mismatch(str(src), sha256, actual)
+        os.replace(tmp, dest)
+    except BaseException:
+        tmp.unlink(missing_ok=True)
+        raise
+
+
+def atomic_write(dest: Path, data: bytes) -> None:
+    """Write `data` to `dest` via a temp file and a rename: readers never see a partial file."""
+    tmp = temp_beside(dest)
+    try:
+        tmp.write_bytes(data)
+        os.replace(tmp, dest)
+    except BaseException:
+        tmp.unlink(missing_ok=True)
+        raise
