@@ -81,7 +81,7 @@ def _wait_for_hosts(url: str, names: set[str], timeout_s: float = 60.0) -> None:
     """Until every worker wrote its first heartbeat (or the timeout: publish still works)."""
     import redis
     from fleet.query.hosts import live_hosts
-    client = redis.Redis.from_url(url)
+    client = redis.Redis.from_url(url, decode_responses=True)
     deadline = time.monotonic() + timeout_s
     with console.status("waiting for workers"):
         while time.monotonic() < deadline and not names <= {v.hostname for v in live_hosts(client)}:

@@ -93,6 +93,7 @@ def publish(app: Celery, client: redis.Redis, manifest: Manifest, *, force: froz
             dry_run: bool = False, progress=None) -> list[PlanRow]:
     """Publish every job that needs it; returns the rows with what actually happened."""
     records = Records(client)
+    client = records.r   # replies decoded, whatever client the caller passed
     rows = plan(manifest, records.states(j.job_id for j in manifest.jobs), force)
     if dry_run:
         return rows
@@ -101,7 +102,7 @@ def publish(app: Celery, client: redis.Redis, manifest: Manifest, *, force: froz
     staging.stage(manifest, [r.job for r in todo], progress=progress)
     client.hset(C.CONFIG_KEY, mapping=config_fields(manifest))
     cq = constraint_queues(manifest)
-    known = {k.decode() if isinstance(k, bytes) else k for k in client.hkeys(C.CQUEUES_KEY)} if cq else set()
+    known = set(client.hkeys(C.CQUEUES_KEY)) if cq else set()
     if cq:
         client.hset(C.CQUEUES_KEY, mapping=cq)
     announce(client, manifest, {q: v for q, v in cq.items() if q not in known})  # idle hosts see new queues first

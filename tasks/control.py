@@ -109,8 +109,8 @@ def _announce(state, jid: str) -> None:
     """One worker (the first to take the Redis marker) sends the job's ``task-revoked``."""
     ctx = context()
     try:
-        cancelled_at = ctx.redis.hget(C.JOB_KEY + jid, "finished_at") or b""   # one marker per cancel
-        marker = C.FLOWER_REVOKED_KEY + jid + ":" + cancelled_at.decode()
+        cancelled_at = ctx.redis.hget(C.JOB_KEY + jid, "finished_at") or ""   # one marker per cancel
+        marker = C.FLOWER_REVOKED_KEY + jid + ":" + cancelled_at
         if not ctx.redis.set(marker, state.hostname, nx=True, ex=C.FLOWER_REVOKED_TTL_S):
             return
         state.app.backend.mark_as_revoked(jid, reason="cancelled by operator")
