@@ -12,7 +12,6 @@ import redis as redis_lib
 
 from artifacts.bundle import bundle
 from artifacts.store import FileStore
-from fleet import cli
 from core import constants as C
 from fleet.query import logs as L
 from state.records import JobState, Records
@@ -31,17 +30,6 @@ seed = [{seeds}]
 name = "gbt-x-other"
 command = ["true", "other"]
 """
-
-
-@pytest.fixture
-def fleet_cli(redis_url):
-    app = cli.app()
-    before = app.conf.broker_url
-    app.conf.broker_url = redis_url
-    app.pool.force_close_all()
-    yield cli.main
-    app.conf.broker_url = before
-    app.pool.force_close_all()
 
 
 @pytest.fixture
