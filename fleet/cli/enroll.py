@@ -90,7 +90,8 @@ def cmd_enroll(args) -> int:
             _check_redis("FLEET_RESULT_BACKEND", env["FLEET_RESULT_BACKEND"])
         store = _check_store(env)
         queues, gpu, host = _queues(client)
-        console.print(f"Redis {where(env['FLEET_BROKER_URL'])}: reachable; store {where(store)}: reachable and writable")
+        console.print(f"Redis {where(env['FLEET_BROKER_URL'])}: reachable; "
+                      f"store {where(store)}: reachable and writable")
         console.print(f"host {host} will serve: {', '.join(queues)}", markup=False, highlight=False)
     else:
         from routing.detect import detect

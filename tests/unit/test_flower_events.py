@@ -111,7 +111,8 @@ def test_a_job_handed_back_by_a_stopping_worker_shows_pending_until_its_next_run
 
 
 def rerun_reset(state: State):
-    return feed(state, "task-sent", hostname="fleet@box", **sent_fields(QueuedJob("j1", "gbt[seed=1]", "cpu", rerun=True)))
+    job = QueuedJob("j1", "gbt[seed=1]", "cpu", rerun=True)
+    return feed(state, "task-sent", hostname="fleet@box", **sent_fields(job))
 
 
 def test_a_rerun_announced_before_its_message_was_pushed_shows_its_run_with_its_times():
