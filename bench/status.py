@@ -37,7 +37,7 @@ def populate(client, n: int) -> list[str]:
     seeds = ", ".join(str(i) for i in range(n))
     manifest = loads(f'[[jobs]]\nname = "noop"\ncommand = ["true"]\n[jobs.sweep]\nseed = [{seeds}]\n', "b.toml")
     publish(app, client, manifest)
-    ids = [x.decode() for x in client.zrange(C.JOBS_INDEX, 0, -1)]
+    ids = client.zrange(C.JOBS_INDEX, 0, -1)
     now = time.time()
     pipe = client.pipeline(transaction=False)
     for i, jid in enumerate(ids):
@@ -133,7 +133,7 @@ def main() -> int:
     args = p.parse_args()
     import redis
     with tempfile.TemporaryDirectory() as tmp, RedisServer(Path(tmp) / "redis") as server:
-        client = redis.Redis.from_url(server.url)
+        client = redis.Redis.from_url(server.url, decode_responses=True)   # as fleet's own clients
         from tasks import app
         app.conf.broker_url = server.url
         t0 = time.perf_counter()

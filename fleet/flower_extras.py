@@ -78,5 +78,5 @@ def _client(application) -> redis.Redis:
     client = getattr(application, "_fleet_redis", None)
     if client is None:
         client = application._fleet_redis = redis.Redis.from_url(
-            application.capp.conf.broker_url, socket_connect_timeout=2, socket_timeout=5)
+            application.capp.conf.broker_url, socket_connect_timeout=2, socket_timeout=5, decode_responses=True)
     return client

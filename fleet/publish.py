@@ -93,6 +93,7 @@ def publish(app: Celery, client: redis.Redis, manifest: Manifest, *, force: froz
             dry_run: bool = False, progress=None, store=None) -> list[PlanRow]:
     """Publish every job that needs it; returns the rows with what actually happened."""
     records = Records(client)
+    client = records.r   # replies decoded, whatever client the caller passed
     rows = plan(manifest, records.states(j.job_id for j in manifest.jobs), force)
     if dry_run:
         return rows
@@ -101,18 +102,22 @@ def publish(app: Celery, client: redis.Redis, manifest: Manifest, *, force: froz
     staging.stage(manifest, [r.job for r in todo], progress=progress, store=store)
     client.hset(C.CONFIG_KEY, mapping=config_fields(manifest))
     cq = constraint_queues(manifest)
-    known = {k.decode() if isinstance(k, bytes) else k for k in client.hkeys(C.CQUEUES_KEY)} if cq else set()
+    known = set(client.hkeys(C.CQUEUES_KEY)) if cq else set()
     if cq:
         client.hset(C.CQUEUES_KEY, mapping=cq)
     announce(client, manifest, {q: v for q, v in cq.items() if q not in known})  # idle hosts see new queues first
+    forced = [r for r in todo if r.why.startswith("--force")]
+    # a re-run's reset reaches Flower before its message can reach a worker (state.events)
+    events.announce_queued(app, (events.QueuedJob(r.job.job_id, r.job.name, r.queue, rerun=True) for r in forced))
+    forced_ids = frozenset(r.job.job_id for r in forced)
     with app.connection_for_write() as conn, gc_paused():
         factory = MessageTemplates(MessageFactory(app, conn.default_channel))
-        forced = frozenset(r.job.job_id for r in todo if r.why.startswith("--force"))
         sent_at = time.time()
         # a generator: messages are built while Redis stores the previous batch
-        results = records.publish((_item(factory, row) for row in todo), force=forced)
-    events.announce_queued(app, (events.QueuedJob(row.job.job_id, row.job.name, row.queue, rerun=bool(res[1]))
-                                 for row, res in zip(todo, results) if res[0] == "publish"), sent_at=sent_at)
+        results = records.publish((_item(factory, row) for row in todo), force=forced_ids)
+    events.announce_queued(app, (events.QueuedJob(row.job.job_id, row.job.name, row.queue)
+                                 for row, res in zip(todo, results)
+                                 if res[0] == "publish" and row.job.job_id not in forced_ids), sent_at=sent_at)
     by_id = {row.job.job_id: res for row, res in zip(todo, results)}
     out = []
     for row in rows:

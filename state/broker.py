@@ -10,11 +10,13 @@ Accepted URLs:
   rediss://[user:password@]host:port/db         TLS; FLEET_REDIS_CA_FILE names the CA
   sentinel://[user:password@]host:26379/db;sentinel://host2:26379;...
                                                 Sentinel; FLEET_SENTINEL_MASTER names the master
-Secrets never leave this module in a message: ``where`` and ``masked`` drop them.
+Secrets never leave this module in a message: ``where`` and ``masked`` drop them; anything
+else that shows a URL shows ``masked(url)``.
 """
 from __future__ import annotations
 
 import os
+import re
 import ssl
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -28,6 +30,8 @@ SCHEMES = ("redis", "rediss", "sentinel")
 # kombu transports: stock Redis with fleet's queue-major order, plain/TLS or Sentinel-managed
 TRANSPORT = "tasks.transport:Transport"
 SENTINEL_TRANSPORT = "tasks.transport:SentinelTransport"
+MASK = "***"
+SECRET_QUERY = re.compile(r"([?&][^=&#]*(?:pass|pwd|token|secret|auth|key)[^=&#]*=)[^&#]*", re.I)
 TLS_FILE_VARS = {"ssl_ca_certs": "FLEET_REDIS_CA_FILE", "ssl_certfile": "FLEET_REDIS_CERT_FILE",
                  "ssl_keyfile": "FLEET_REDIS_KEY_FILE"}
 
@@ -62,7 +66,11 @@ class BrokerSettings:
 
     @property
     def who(self) -> str:
-        return f"user {self.username!r}" if self.username else "the default user"
+        if self.username and self.password is not None:
+            return f"user {self.username!r}"
+        if self.username:   # a userinfo with no password may well be a token: never shown
+            return f"the user named in {self.var} (with no password)"
+        return "the default user"
 
     @property
     def kombu_transport(self) -> str:
@@ -86,15 +94,19 @@ class BrokerSettings:
 
 
 def masked(url: str) -> str:
-    """``url`` with every password replaced by ``***`` (each ;-separated part)."""
-    out = []
-    for part in url.split(";"):
-        scheme, sep, rest = part.partition("://")
-        creds, at, host = rest.rpartition("@")
-        if at and ":" in creds:
-            creds = creds.split(":", 1)[0] + ":***"
-        out.append(f"{scheme}{sep}{creds}{at}{host}" if sep else part)
-    return ";".join(out)
+    """``url`` fit for a message or a log: the whole userinfo of each ;-separated address
+    (``user:password@``, a user alone, a token) and secret-named query values become ``***``,
+    whatever the scheme, and with no scheme at all. The one masking of URLs in fleet."""
+    return ";".join(_masked_address(part) for part in url.split(";"))
+
+
+def _masked_address(part: str) -> str:
+    scheme, sep, rest = part.partition("://")
+    if not sep:
+        scheme, rest = "", part
+    # the last @ ends the userinfo (an unencoded @ in a password); masking a little too much is fine
+    _, at, host = rest.rpartition("@")
+    return SECRET_QUERY.sub(rf"\1{MASK}", f"{scheme}{sep}{MASK}{at}{host}" if at else part)
 
 
 def parse(url: str, *, var: str = "FLEET_BROKER_URL", environ: Mapping[str, str] | None = None) -> BrokerSettings:

@@ -26,10 +26,6 @@ def _script(name: str) -> str:
     return resources.files("state").joinpath(f"lua/{name}.lua").read_text()
 
 
-def _s(v) -> str:
-    return v.decode() if isinstance(v, bytes) else str(v)
-
-
 def publish_many_script() -> str:
     """lua/publish_many.lua with lua/publish.lua spliced in as its per-job function."""
     return _script("publish_many").replace("--@@PUBLISH@@", _script("publish"))
@@ -41,7 +37,7 @@ def _chunks(seq: Sequence, size: int):
 
 
 class Bulk:
-    """Batched reads and publishes of job records on one Redis client."""
+    """Batched reads and publishes of job records on one Redis client (one that decodes replies)."""
 
     def __init__(self, client: redis.Redis):
         self.r = client
@@ -54,7 +50,7 @@ class Bulk:
         out: dict[str, str | None] = {}
         for chunk in _chunks(ids, batch):
             res = self._states(keys=[C.JOB_KEY + jid for jid in chunk])
-            out.update((jid, _s(s) if s else None) for jid, s in zip(chunk, res))
+            out.update((jid, s or None) for jid, s in zip(chunk, res))
         return out
 
     def publish(self, jobs: Iterable[tuple[list[str], list[str]]],
@@ -88,4 +84,4 @@ def _batched(items: Iterable, size: int):
 
 
 def _pairs(res) -> list[tuple[str, str]]:
-    return [(_s(a), _s(b)) for a, b in res]
+    return [(a, b) for a, b in res]

@@ -47,11 +47,10 @@ def read_config(client: redis.Redis) -> ClusterConfig:
     pipe.hgetall(C.CONFIG_KEY)
     pipe.hgetall(C.CQUEUES_KEY)
     conf, cq = pipe.execute()
-    conf = {(k.decode() if isinstance(k, bytes) else k): v for k, v in conf.items()}
     tiers = tuple(TierSpec.from_dict(t) for t in json.loads(conf["tiers"])) if conf.get("tiers") else DEFAULT_TIERS
     hosts = {n: HostPolicy.from_dict(h) for n, h in json.loads(conf["hosts"]).items()} if conf.get("hosts") else {}
     cqueues = {}
     for q, raw in cq.items():
         d = json.loads(raw)
-        cqueues[q.decode() if isinstance(q, bytes) else q] = (d["tier"], Constraint.from_dict(d["constraint"]))
+        cqueues[q] = (d["tier"], Constraint.from_dict(d["constraint"]))
     return ClusterConfig(tiers, hosts, cqueues)

@@ -5,11 +5,15 @@
 send those events, batched (one Redis PUBLISH per ``EVENT_BATCH`` jobs), and clear what the
 result backend still holds from a previous run.
 
-How Flower (Celery's ``events.state``) merges events decides the fields sent here:
-an event whose state "happened before" the task's current one is merged without changing
-the state, unless it carries a ``state`` field of its own. A re-run's ``task-sent`` therefore
-carries ``state=PENDING`` and clears the previous run's result and times, so Flower shows the
-new run instead of the old SUCCESS.
+How Flower (Celery's ``events.state``) merges events decides the fields sent here. It applies
+events in the order they arrive, never by timestamp or clock: an event whose state "happened
+before" the task's current one is merged without changing the state, unless it carries a
+``state`` field of its own. A re-run's ``task-sent`` therefore carries ``state=PENDING`` and
+clears the previous run's result and times, so Flower shows the new run instead of the old
+SUCCESS. For the same reason it must reach Flower before any event of the new run:
+``announce_reruns`` is sent, and flushed, before the re-run's message is pushed, so no worker
+can have started it yet (a worker's progress lifts a task back to STARTED in any case,
+``tasks.events``).
 """
 from __future__ import annotations
 
@@ -21,8 +25,10 @@ from typing import Iterable
 from celery import Celery, states
 
 from core import constants as C
+from state.records import JobState
 
 log = logging.getLogger("fleet.events")
+TERMINAL = {s.value for s in JobState if s.terminal}
 
 # Fields a previous run left on Flower's task; a re-run starts without them.
 RUN_FIELDS = ("result", "succeeded", "failed", "revoked", "started", "received", "rejected",
@@ -57,12 +63,17 @@ def sent_fields(job: QueuedJob) -> dict:
 def announce_queued(app: Celery, jobs: Iterable[QueuedJob], *, sent_at: float | None = None,
                     batch: int = C.EVENT_BATCH) -> int:
     """Send ``task-sent`` for each job (dated ``sent_at``, when the messages were pushed, if
-    given); best effort (the jobs are queued whatever happens here)."""
+    given), a re-run's earlier result dropped first; best effort (queuing goes ahead whatever
+    happens here)."""
     jobs = list(jobs)
     if not jobs or not app.conf.task_send_sent_event:
         return 0
+    reruns = [j.job_id for j in jobs if j.rerun]
     try:
-        forget_results(app, [j.job_id for j in jobs if j.rerun])
+        forget_results(app, reruns)
+    except Exception as e:  # AsyncResult shows the old run's result; Flower still hears of the new one
+        log.warning("could not drop the earlier results of %d re-run(s) from the result backend: %s", len(reruns), e)
+    try:
         with app.connection_for_write() as conn:
             dispatcher = app.events.Dispatcher(conn, hostname=client_hostname(), buffer_group=["task"],
                                                buffer_limit=batch, buffer_while_offline=False)
@@ -114,15 +125,16 @@ def announce_cancelled(app: Celery, job_ids: list[str]) -> None:
         log.warning("could not ask workers to show %d cancelled job(s) in Flower: %s", len(job_ids), e)
 
 
-def announce_requeued(app: Celery, client, job_ids: list[str]) -> int:
-    """After ``Records.requeue``: Flower lists each job as queued again, its old run gone."""
+def announce_reruns(app: Celery, client, job_ids: list[str]) -> list[str]:
+    """Before ``Records.requeue`` pushes them: Flower forgets the earlier run of each finished
+    job and lists it queued again. Returns the IDs announced (jobs a requeue would run)."""
     pipe = client.pipeline(transaction=False)
     for jid in job_ids:
-        pipe.hmget(C.JOB_KEY + jid, "name", "queue")
-    jobs = [QueuedJob(jid, _s(name) or jid, _s(queue) or "", rerun=True)
-            for jid, (name, queue) in zip(job_ids, pipe.execute())]
-    return announce_queued(app, jobs)
-
-
-def _s(v) -> str:
-    return v.decode() if isinstance(v, bytes) else (v or "")
+        pipe.hmget(C.JOB_KEY + jid, "state", "name", "pri_queue", "queue")
+        pipe.hexists(C.JOB_KEY + jid, "pri_msg")
+    replies = pipe.execute()
+    jobs = [QueuedJob(jid, name or jid, pri_queue or queue or "", rerun=True)
+            for jid, (state, name, pri_queue, queue), published in zip(job_ids, replies[::2], replies[1::2])
+            if published and state in TERMINAL]
+    announce_queued(app, jobs)
+    return [j.job_id for j in jobs]

@@ -28,7 +28,7 @@ class Watcher:
         """Make the next ``wait`` return after ``after_s`` at most."""
         self._next = time.monotonic() + after_s
 
-    def _version(self) -> bytes | None:
+    def _version(self) -> str | None:
         try:
             return self.client.get(C.QUEUES_VERSION_KEY)
         except redis.RedisError:

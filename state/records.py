@@ -18,6 +18,7 @@ import redis
 
 from core import constants as C
 from state.bulk import PUBLISH_BATCH, Bulk
+from state.redis_conn import decoding
 from core.errors import JobNotFound
 
 
@@ -99,16 +100,12 @@ def _flat(fields: dict[str, Any]) -> list[str]:
     return out
 
 
-def _s(v: Any) -> str:
-    return v.decode() if isinstance(v, bytes) else str(v)
-
-
 class Records:
-    """Job records on one Redis connection (``decode_responses`` is not required)."""
+    """Job records on one Redis connection (one that returns bytes is given a decoding twin)."""
 
     def __init__(self, client: redis.Redis, *, lease_ttl_s: float = C.LEASE_TTL_S,
                  max_attempts: int = C.DEFAULT_MAX_ATTEMPTS):
-        self.r = client
+        self.r = client = decoding(client)
         self.lease_ttl_ms = int(lease_ttl_s * 1000)
         self.max_attempts = max_attempts
         self._claim = client.register_script(_script("claim"))
@@ -147,13 +144,12 @@ class Records:
             keys=[C.JOB_KEY + job_id, C.LEASE_KEY + job_id, C.RUNNING_SET, C.FALLBACK_ZSET, C.JOBS_INDEX],
             args=[job_id, worker, token, self.lease_ttl_ms, time.time(), json.dumps(spec),
                   self.max_attempts, queue, "1" if adopt else "0"])
-        action, detail = _s(action), _s(detail)
         return Claim(action == "run", detail, int(detail) if action == "run" else 0)
 
     def heartbeat(self, job_id: str, token: str, **fields: Any) -> str:
         """Renew the lease; returns 'ok' or why the run must stop ('cancelled', 'lost', ...)."""
-        return _s(self._heartbeat(keys=[C.JOB_KEY + job_id, C.LEASE_KEY + job_id],
-                                  args=[token, self.lease_ttl_ms, time.time(), *_flat(fields)]))
+        return self._heartbeat(keys=[C.JOB_KEY + job_id, C.LEASE_KEY + job_id],
+                               args=[token, self.lease_ttl_ms, time.time(), *_flat(fields)])
 
     def finish(self, job_id: str, token: str, state: JobState, *, count_attempt: bool = True,
                **fields: Any) -> bool:
@@ -161,22 +157,22 @@ class Records:
         res = self._finish(keys=[C.JOB_KEY + job_id, C.LEASE_KEY + job_id, C.RUNNING_SET, C.FALLBACK_ZSET],
                            args=[token, state.value, time.time(), "1" if count_attempt else "0",
                                  *_flat(fields)])
-        return _s(res) == "ok"
+        return res == "ok"
 
     def adopt(self, job_id: str, artifact: dict, result: dict) -> str:
         """Record a kept bundle, now stored, as the job's success (see lua/adopt.lua)."""
-        return _s(self._adopt(keys=[C.JOB_KEY + job_id, C.LEASE_KEY + job_id, C.RUNNING_SET],
-                              args=[job_id, time.time(), json.dumps(artifact), json.dumps(result)]))
+        return self._adopt(keys=[C.JOB_KEY + job_id, C.LEASE_KEY + job_id, C.RUNNING_SET],
+                           args=[job_id, time.time(), json.dumps(artifact), json.dumps(result)])
 
     def mark_trained(self, job_id: str, token: str, host: str, work_dir: str, grace_s: float) -> bool:
         """The run's trainer exited 0: record it (see lua/trained.lua); False if the run is stale."""
-        return _s(self._trained(keys=[C.JOB_KEY + job_id, C.LEASE_KEY + job_id, C.RUNNING_SET],
-                                args=["mark", token, host, work_dir, time.time(), grace_s])) == "ok"
+        return self._trained(keys=[C.JOB_KEY + job_id, C.LEASE_KEY + job_id, C.RUNNING_SET],
+                             args=["mark", token, host, work_dir, time.time(), grace_s]) == "ok"
 
     def resume_trained(self, job_id: str, token: str, host: str, work_dir: str) -> str:
         """A restarted worker takes back its dead run's trained job: 'ok', or the job's state."""
-        return _s(self._trained(keys=[C.JOB_KEY + job_id, C.LEASE_KEY + job_id, C.RUNNING_SET],
-                                args=["resume", token, host, work_dir, time.time(), self.lease_ttl_ms]))
+        return self._trained(keys=[C.JOB_KEY + job_id, C.LEASE_KEY + job_id, C.RUNNING_SET],
+                             args=["resume", token, host, work_dir, time.time(), self.lease_ttl_ms])
 
     def checkpoint(self, job_id: str) -> dict | None:
         """The job's last synced checkpoint ({key, sha256, size, synced_at}), if any."""
@@ -185,21 +181,20 @@ class Records:
 
     def record_checkpoint(self, job_id: str, token: str, value: dict) -> tuple[bool, dict | None]:
         """Make ``value`` the job's checkpoint if ``token`` owns it: (recorded, the one it replaced)."""
-        old = _s(self._checkpoint(keys=[C.JOB_KEY + job_id], args=["record", token, json.dumps(value)]))
+        old = self._checkpoint(keys=[C.JOB_KEY + job_id], args=["record", token, json.dumps(value)])
         if old == "stale":
             return False, None
         return True, json.loads(old) if old else None
 
     def drop_checkpoint(self, job_id: str) -> dict | None:
         """Forget a succeeded job's checkpoint; returns it (for the caller to delete) or None."""
-        old = _s(self._checkpoint(keys=[C.JOB_KEY + job_id], args=["drop", "", ""]))
+        old = self._checkpoint(keys=[C.JOB_KEY + job_id], args=["drop", "", ""])
         return json.loads(old) if old else None
 
     def reap(self) -> list[str]:
         """Requeue or fail jobs whose lease expired; apply prefer_cuda fallbacks."""
-        res = self._reap(keys=[C.RUNNING_SET, C.FALLBACK_ZSET],
-                         args=[time.time(), self.max_attempts, C.JOB_KEY, C.LEASE_KEY])
-        return [_s(x) for x in res]
+        return self._reap(keys=[C.RUNNING_SET, C.FALLBACK_ZSET],
+                          args=[time.time(), self.max_attempts, C.JOB_KEY, C.LEASE_KEY])
 
     def restore_unacked(self, older_than_s: float | None = None, max_entries: int = 5000) -> list[str]:
         """Give back messages a lost worker took but never claimed (see lua/restore.lua).
@@ -207,9 +202,8 @@ class Records:
         Entries left alone (running jobs' own messages) are the oldest and come first, so
         ``max_entries`` must exceed the fleet's job slots; thousands is plenty."""
         older_than_s = 2 * self.lease_ttl_ms / 1000 if older_than_s is None else older_than_s
-        res = self._restore(keys=[C.KOMBU_UNACKED, C.KOMBU_UNACKED_INDEX],
-                            args=[time.time() - older_than_s, C.JOB_KEY, max_entries])
-        return [_s(x) for x in res]
+        return self._restore(keys=[C.KOMBU_UNACKED, C.KOMBU_UNACKED_INDEX],
+                             args=[time.time() - older_than_s, C.JOB_KEY, max_entries])
 
     # --- operators ------------------------------------------------------------
     def resolve(self, name_or_id: str) -> str:
@@ -218,9 +212,9 @@ class Records:
             return name_or_id
         jid = self.r.hget(C.NAMES_INDEX, name_or_id)
         if jid:
-            return _s(jid)
+            return jid
         if len(name_or_id) >= 6:
-            hits = [_s(k)[len(C.JOB_KEY):] for k in self.r.scan_iter(C.JOB_KEY + name_or_id + "*", count=1000)]
+            hits = [k[len(C.JOB_KEY):] for k in self.r.scan_iter(C.JOB_KEY + name_or_id + "*", count=1000)]
             if len(hits) == 1:
                 return hits[0]
         raise JobNotFound(f"no job named or with ID {name_or_id!r}; see `fleet status` for names and IDs")
@@ -229,27 +223,27 @@ class Records:
         h = self.r.hgetall(C.JOB_KEY + job_id)
         if not h:
             raise JobNotFound(f"no record for job {job_id}")
-        return JobRecord.from_hash({_s(k): _s(v) for k, v in h.items()})
+        return JobRecord.from_hash(h)
 
     def all(self, limit: int | None = None) -> list[JobRecord]:
-        ids = [_s(x) for x in self.r.zrange(C.JOBS_INDEX, 0, -1 if limit is None else limit - 1)]
+        ids = self.r.zrange(C.JOBS_INDEX, 0, -1 if limit is None else limit - 1)
         pipe = self.r.pipeline(transaction=False)
         for jid in ids:
             pipe.hgetall(C.JOB_KEY + jid)
-        return [JobRecord.from_hash({_s(k): _s(v) for k, v in h.items()}) for h in pipe.execute() if h]
+        return [JobRecord.from_hash(h) for h in pipe.execute() if h]
 
     def cancel(self, job_id: str) -> str:
         """Cancel a queued or running job; returns the state it was in."""
-        res = _s(self._cancel(keys=[C.JOB_KEY + job_id, C.LEASE_KEY + job_id, C.RUNNING_SET,
-                                    C.FALLBACK_ZSET], args=[job_id, time.time()]))
+        res = self._cancel(keys=[C.JOB_KEY + job_id, C.LEASE_KEY + job_id, C.RUNNING_SET,
+                                 C.FALLBACK_ZSET], args=[job_id, time.time()])
         if res == "missing":
             raise JobNotFound(f"no record for job {job_id}")
         return res
 
     def requeue(self, job_id: str) -> str:
         """Run a finished job again (same ID, attempts reset); returns its prior state."""
-        rec = self.r.hmget(C.JOB_KEY + job_id, "state", "name", "pri_key", "pri_msg", "pri_queue", "fb_grace_s")
-        state, name, key, msg, queue, grace = [None if v is None else _s(v) for v in rec]
+        state, name, key, msg, queue, grace = self.r.hmget(C.JOB_KEY + job_id, "state", "name", "pri_key",
+                                                           "pri_msg", "pri_queue", "fb_grace_s")
         if state is None:
             raise JobNotFound(f"no record for job {job_id}")
         if not JobState(state).terminal:

@@ -1,5 +1,8 @@
 """fleet's own Redis clients (records, Lua scripts, reaper, CLI), made from ``BrokerSettings``.
 
+fleet's clients decode replies to ``str`` (``decode_responses``), so no caller decodes bytes;
+nothing fleet keeps in Redis is binary (kombu's own connections are not made here).
+
 One function, ``connect``, for a single server (redis://, rediss://) or a Sentinel-watched
 master. Under Sentinel the client asks the sentinels for the master on every new
 connection and drops connections to a demoted one, so with the retries below a command
@@ -18,6 +21,7 @@ from redis.client import Pipeline
 from redis.retry import Retry
 
 from core import constants as C
+from core.errors import ConfigError
 from state.broker import BrokerSettings, from_conf
 
 log = logging.getLogger("fleet.redis")
@@ -91,8 +95,8 @@ class _FleetPipeline(Pipeline):
 
 
 def connect(settings: BrokerSettings, **kw) -> FleetRedis:
-    """A client for ``settings``; ``kw`` are redis.Redis socket options (timeouts...)."""
-    kw = {"retry": _retry(), **kw}
+    """A client for ``settings`` that decodes replies; ``kw`` are redis.Redis socket options (timeouts...)."""
+    kw = {"retry": _retry(), "decode_responses": True, **kw}
     if settings.sentinel:
         from redis.sentinel import Sentinel
         sentinel_kw = {"password": settings.sentinel_password} if settings.sentinel_password else {}
@@ -111,6 +115,21 @@ def connect(settings: BrokerSettings, **kw) -> FleetRedis:
 def client_for(app, **kw) -> FleetRedis:
     """The client for a Celery app's broker (its ``broker_url``, which tests may change)."""
     return connect(from_conf(app.conf), **kw)
+
+
+def decoding(client: redis.Redis) -> redis.Redis:
+    """``client`` itself if it decodes replies (fleet's own do), else a client like it that does."""
+    if client.get_encoder().decode_responses:
+        return client
+    pool = client.connection_pool
+    if type(pool) not in (redis.ConnectionPool, redis.BlockingConnectionPool):
+        raise ConfigError(f"a Redis client on a {type(pool).__name__} that returns bytes: make it with "
+                          "decode_responses=True (state.redis_conn.connect does)")
+    twin = type(client)(connection_pool=type(pool)(connection_class=pool.connection_class,
+                                                   **{**pool.connection_kwargs, "decode_responses": True}))
+    if isinstance(client, FleetRedis):
+        twin.replicas = client.replicas
+    return twin
 
 
 def explain(error: redis.RedisError, settings: BrokerSettings) -> str:
@@ -141,4 +160,4 @@ def _first_line(error: Exception) -> str:
     return (str(error).splitlines() or [type(error).__name__])[0]
 
 
-__all__ = ["FleetRedis", "client_for", "connect", "explain"]
+__all__ = ["FleetRedis", "client_for", "connect", "decoding", "explain"]

@@ -2,10 +2,14 @@
 
 Flower builds a task's page from events (Celery's ``events.state``), not from the result
 backend, so the PROGRESS state ``tasks.execution`` stores is invisible there. A running job
-sends a ``task-pending`` event every ``PROGRESS_EVENT_EVERY_S``: its state (PENDING) sorts
-before STARTED, so Flower merges its fields (``result``: elapsed time, last metrics, last
-output line) and keeps the task STARTED, with its Terminate button. A custom state such as
-PROGRESS would sort after REVOKED, and a later ``task-revoked`` would be ignored.
+sends a ``task-STARTED`` event every ``PROGRESS_EVENT_EVERY_S`` (``result``: elapsed time,
+last metrics, last output line; ``started``: when the run began). ``events.state`` takes a
+custom event's state from its upper-cased name, so this one says STARTED: it lifts a task
+that shows PENDING (a reset that reached Flower after the run's own start) back to STARTED,
+with its Terminate button, and it ranks below REVOKED, SUCCESS and FAILURE, so a finished
+run's state stands. It is not Celery's ``task-started``, which Flower counts as a new start
+(its prefetch gauges) and which would move the ``started`` time. A custom state such as
+PROGRESS would rank above REVOKED, and a later ``task-revoked`` would be ignored.
 
 A cancelled job (``fleet cancel``, Flower's Terminate, ``celery control revoke``) ends
 REVOKED in both the result backend and Flower, sent by the worker that stopped or dropped it.
@@ -22,7 +26,8 @@ from core.constants import PROGRESS_EVENT_EVERY_S
 from state.events import RUN_FIELDS
 
 log = logging.getLogger("fleet.events")
-PROGRESS_EVENT = "task-pending"
+PROGRESS_EVENT = "task-STARTED"
+QUEUED_AGAIN_EVENT = "task-pending"   # PENDING sorts last: merged, its own state field applies
 LINE_CHARS = 160
 
 
@@ -41,12 +46,13 @@ def summary(snap: dict, worker: str) -> str:
 class ProgressEvents:
     """Sends a running task's progress to Flower, at most every ``every_s``."""
 
-    def __init__(self, task, worker: str, attempt: int = 1, every_s: float = PROGRESS_EVENT_EVERY_S):
+    def __init__(self, task, worker: str, attempt: int = 1, every_s: float = PROGRESS_EVENT_EVERY_S,
+                 started: float | None = None):
         self.task, self.worker, self.every_s = task, worker, every_s
         # A later attempt's progress also says STARTED and clears the earlier failure: that
         # attempt's task-failed can reach Flower after this one began (the retry is queued first).
         self.fields = {} if attempt <= 1 else restart_fields(0, attempt)
-        self.fields.pop("started", None)
+        self.fields["started"] = time.time() if started is None else started
         self._last = 0.0
 
     def tick(self, snap: dict) -> None:
@@ -73,7 +79,7 @@ def restart_fields(now: float, attempt: int) -> dict:
 
 def requeued(task, why: str) -> None:
     """The job went back to its queue (its worker is stopping): Flower shows it PENDING again."""
-    _send(task, PROGRESS_EVENT, **queued_again_fields(why))
+    _send(task, QUEUED_AGAIN_EVENT, **queued_again_fields(why))
 
 
 def queued_again_fields(why: str) -> dict:

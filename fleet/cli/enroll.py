@@ -19,7 +19,7 @@ from core.errors import FleetError, StoreError
 
 def _check_redis(var: str, url: str):
     import redis
-    client = redis.Redis.from_url(url, socket_connect_timeout=5, socket_timeout=10)
+    client = redis.Redis.from_url(url, socket_connect_timeout=5, socket_timeout=10, decode_responses=True)
     try:
         client.ping()
     except redis.AuthenticationError:
@@ -91,7 +91,8 @@ def cmd_enroll(args) -> int:
             _check_redis("FLEET_RESULT_BACKEND", env["FLEET_RESULT_BACKEND"])
         store = _check_store(env)
         queues, gpu, host = _queues(client)
-        console.print(f"Redis {where(env['FLEET_BROKER_URL'])}: reachable; store {store}: reachable and writable")
+        console.print(f"Redis {where(env['FLEET_BROKER_URL'])}: reachable; "
+                      f"store {where(store)}: reachable and writable")
         console.print(f"host {host} will serve: {', '.join(queues)}", markup=False, highlight=False)
     else:
         from routing.detect import detect

@@ -191,8 +191,9 @@ def _confirm(verb: str, m: refs.Matches, args) -> bool:
                      f"all, or --dry-run to list them first")
 
 
-def _act(verb: str, args, act, announce) -> int:
-    """Match references to jobs, act on each, tell Flower, and report what was done and skipped."""
+def _act(verb: str, args, act, announce=None, *, before=None) -> int:
+    """Match references to jobs, act on each, tell Flower (``before`` acting, or ``announce``
+    after), and report what was done and skipped."""
     rec = records()
     m = refs.match(rec.r, args.jobs)
     for r in m.unmatched:
@@ -200,12 +201,14 @@ def _act(verb: str, args, act, announce) -> int:
     if m.hits and not _confirm(verb, m, args):
         err.print("nothing done", markup=False)
         return 1
+    if before is not None and m.hits and not args.dry_run:
+        before(rec, [h.job_id for h in m.hits])
     done, skipped = [], []
     for hit in m.hits:
         ok, state, why = act(rec, hit.job_id, args.dry_run)
         (done if ok else skipped).append({"job_id": hit.job_id, "name": hit.name, "was": state, **(
             {} if ok else {"why": why})})
-    if done and not args.dry_run:
+    if announce is not None and done and not args.dry_run:
         announce(rec, done)
     report = {"verb": verb, "dry_run": args.dry_run,
               "matched": [{"ref": r.ref, "how": r.how, "jobs": len(r.hits)} for r in m.resolutions],
@@ -243,9 +246,10 @@ def _announce_cancelled(rec, done: list[dict]) -> None:
     events.announce_cancelled(app(), [d["job_id"] for d in done if d["was"] == "queued"])
 
 
-def _announce_requeued(rec, done: list[dict]) -> None:
-    """Flower shows each requeued job's new run, not its old result."""
-    events.announce_requeued(app(), rec.r, [d["job_id"] for d in done])
+def _announce_reruns(rec, job_ids: list[str]) -> None:
+    """Flower shows each requeued job's new run, not its old result: said before any message
+    is pushed, so that no worker's event of the new run can reach Flower first."""
+    events.announce_reruns(app(), rec.r, job_ids)
 
 
 def _cancel_one(rec, jid: str, dry_run: bool) -> tuple[bool, str, str]:
@@ -273,7 +277,7 @@ def cmd_cancel(args) -> int:
 
 
 def cmd_requeue(args) -> int:
-    return _act("requeue", args, _requeue_one, _announce_requeued)
+    return _act("requeue", args, _requeue_one, before=_announce_reruns)
 
 
 def register(sub) -> None:

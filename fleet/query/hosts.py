@@ -65,19 +65,15 @@ class HostView:
         return d
 
 
-def _s(v) -> str:
-    return v.decode() if isinstance(v, bytes) else str(v)
-
-
 def running_jobs(client: redis.Redis) -> dict[str, list[RunningJob]]:
     """Running jobs by the worker (hostname) their record names."""
-    ids = sorted(_s(x) for x in client.smembers(C.RUNNING_SET))
+    ids = sorted(client.smembers(C.RUNNING_SET))
     pipe = client.pipeline(transaction=False)
     for jid in ids:
         pipe.hmget(C.JOB_KEY + jid, "state", "worker", "name", "queue", "started_at")
     out: dict[str, list[RunningJob]] = {}
     for jid, vals in zip(ids, pipe.execute()):
-        state, worker, name, queue, started = [None if v is None else _s(v) for v in vals]
+        state, worker, name, queue, started = vals
         if state == "running" and worker:
             out.setdefault(worker, []).append(RunningJob(jid, name or jid, queue or "",
                                                          float(started) if started else None))
@@ -86,7 +82,7 @@ def running_jobs(client: redis.Redis) -> dict[str, list[RunningJob]]:
 
 def read_hosts(client: redis.Redis, *, include_gone: bool = True) -> list[HostView]:
     """Every host seen within HOST_FORGET_S, live ones first, then by name."""
-    seen = [(_s(h), float(t)) for h, t in client.zrange(C.HOSTS_INDEX, 0, -1, withscores=True)]
+    seen = [(h, float(t)) for h, t in client.zrange(C.HOSTS_INDEX, 0, -1, withscores=True)]
     bodies = client.mget([C.HOST_KEY + h for h, _ in seen]) if seen else []
     running = running_jobs(client)
     out = []

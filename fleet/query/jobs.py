@@ -50,8 +50,8 @@ class JobRow:
     result: dict | None = None
 
     @classmethod
-    def from_values(cls, values: Sequence[str | bytes | None]) -> "JobRow | None":
-        v = dict(zip(FIELDS, (x.decode() if isinstance(x, bytes) else x for x in values)))
+    def from_values(cls, values: Sequence[str | None]) -> "JobRow | None":
+        v = dict(zip(FIELDS, values))
         if not v.get("job_id"):
             return None
         num = lambda k: float(v[k]) if v.get(k) else None  # noqa: E731
@@ -265,7 +265,7 @@ def _smallest(rows: list[JobRow], limit: int) -> list[JobRow]:
 
 # --- reading Redis ------------------------------------------------------------------
 def job_ids(client) -> list[str]:
-    return [x.decode() if isinstance(x, bytes) else x for x in client.zrange(C.JOBS_INDEX, 0, -1)]
+    return client.zrange(C.JOBS_INDEX, 0, -1)
 
 
 def read_rows(client, ids: Sequence[str] | None = None, batch: int = READ_BATCH) -> list[JobRow]:

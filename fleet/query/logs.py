@@ -31,13 +31,11 @@ class LogEntry:
 
     @classmethod
     def from_stream(cls, entry_id, fields: dict) -> "LogEntry":
-        eid = entry_id.decode() if isinstance(entry_id, bytes) else entry_id
-        f = {(k.decode() if isinstance(k, bytes) else k): (v.decode("utf-8", "replace") if isinstance(v, bytes) else v)
-             for k, v in fields.items()}
-        at = int(eid.split("-")[0]) / 1000
-        if "ev" in f:
-            return cls(eid, at, event=f["ev"], run=int(f.get("run") or 0) or None, worker=f.get("worker"))
-        return cls(eid, at, line=f.get("l", ""))
+        at = int(entry_id.split("-")[0]) / 1000
+        if "ev" in fields:
+            return cls(entry_id, at, event=fields["ev"], run=int(fields.get("run") or 0) or None,
+                       worker=fields.get("worker"))
+        return cls(entry_id, at, line=fields.get("l", ""))
 
     def to_dict(self) -> dict:
         return {k: v for k, v in self.__dict__.items() if v is not None}

@@ -34,10 +34,6 @@ class Resolution:
     note: str = ""          # why nothing matched, when nothing did
 
 
-def _s(v) -> str:
-    return v.decode() if isinstance(v, bytes) else str(v)
-
-
 def decide(ref: str, names: dict[str, str], prefix_hits: list[str] | None,
            exists: bool = False) -> Resolution:
     """Pure: what ``ref`` names, given the names index (name -> id) and the IDs that
@@ -81,14 +77,14 @@ def one(res: Resolution) -> str:
 
 # --- reading Redis ------------------------------------------------------------------
 def names_index(client) -> dict[str, str]:
-    return {_s(k): _s(v) for k, v in client.hgetall(C.NAMES_INDEX).items()}
+    return client.hgetall(C.NAMES_INDEX)
 
 
 def _prefix_hits(client, ref: str) -> list[str] | None:
     if not HEX.match(ref) or len(ref) < C.MIN_ID_PREFIX:
         return None
     keys = client.scan_iter(match=C.JOB_KEY + ref + "*", count=5000)
-    return sorted({_s(k)[len(C.JOB_KEY):] for k in keys})
+    return sorted({k[len(C.JOB_KEY):] for k in keys})
 
 
 def lookup(client, ref: str, names: dict[str, str] | None = None) -> Resolution:

@@ -11,7 +11,7 @@ from kombu.transport.redis import Channel
 from core import constants as C
 from state.cluster import ClusterConfig, read_config
 from fleet.messages import TAG_PLACEHOLDER
-from fleet.query.hosts import HostView, _s, live_hosts
+from fleet.query.hosts import HostView, live_hosts
 from state.records import JobRecord, Records
 from routing.explain import HostFacts, QueueFacts, Verdict, explain, nearest, queue_facts
 
@@ -48,7 +48,7 @@ def position(client: redis.Redis, job_id: str, queue: str, depth: list[int]) -> 
     """Messages ahead of the job in ``queue``: every message of a more urgent priority, and
     those nearer the tail of its own list (kombu pops with BRPOP). ``ahead`` is None when
     its message is not in the list (a worker took it, or it waits as the other copy)."""
-    h = {_s(k): _s(v) for k, v in client.hgetall(C.JOB_KEY + job_id).items()}
+    h = client.hgetall(C.JOB_KEY + job_id)
     found = None
     for k, m in (("cur_key", "msg"), ("pri_key", "pri_msg"), ("fb_key", "fb_msg")):
         key, msg = h.get(k), h.get(m)
@@ -104,8 +104,7 @@ def why_each(client: redis.Redis, ref: str) -> tuple[bool, list[dict]]:
 
 def _job_queues(client: redis.Redis, rec: JobRecord) -> list[str]:
     pri, fb = client.hmget(C.JOB_KEY + rec.job_id, "pri_queue", "fallback_queue")
-    first = _s(pri) if pri else rec.queue
-    out = [q for q in (first or rec.queue, _s(fb) if fb else None) if q]
+    out = [q for q in (pri or rec.queue, fb) if q]
     return list(dict.fromkeys(out))
 
 

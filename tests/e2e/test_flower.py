@@ -282,6 +282,20 @@ def test_terminate_then_requeue_runs_the_job_once_all_the_way_with_its_name_and_
     assert "pidbox command error" not in flower.logs()
 
 
+def test_a_requeued_job_an_idle_worker_takes_at_once_shows_started_then_success_with_its_times(flower):
+    name = "again[seed=5]"
+    jid = flower.publish({name: 5})[name]
+    first = flower.wait_task(jid, lambda t: t.get("state") == "SUCCESS")
+    out = flower.fleet("requeue", jid)   # the workers idle on their queues: one takes it at once
+    assert out.returncode == 0, out.stderr
+    running = flower.wait_task(jid, lambda t: t.get("state") == "STARTED" and "running" in str(t.get("result")),
+                               timeout_s=30)
+    assert running["started"] and running["started"] > first["started"]
+    done = flower.wait_task(jid, lambda t: t.get("state") == "SUCCESS")
+    assert done["received"] and done["started"] and done["started"] > first["started"]
+    assert (flower.runs(name, "done"), flower.records().get(jid).attempts) == (2, 1)
+
+
 def test_publish_force_shows_the_new_run_not_the_old_success(flower):
     name = "forced[seed=4]"
     jid = flower.publish({name: 3})[name]
@@ -290,7 +304,8 @@ def test_publish_force_shows_the_new_run_not_the_old_success(flower):
     rerun = flower.wait_task(jid, lambda t: t.get("state") != "SUCCESS", timeout_s=10)
     assert rerun["state"] in ("PENDING", "RECEIVED", "STARTED")
     assert rerun.get("result") is None or rerun["result"].startswith("running")   # not the old run's
-    flower.wait_task(jid, lambda t: t.get("state") == "SUCCESS")
+    done = flower.wait_task(jid, lambda t: t.get("state") == "SUCCESS")
+    assert done["received"] and done["started"]   # the new run's, not cleared by a late reset
     assert (flower.runs(name, "done"), flower.records().get(jid).state) == (2, JobState.SUCCEEDED)
 
 

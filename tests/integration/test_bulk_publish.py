@@ -32,7 +32,7 @@ def sweep(n: int) -> str:
 
 
 def queued(client, queue="cpu") -> int:
-    return sum(client.llen(k) for k in client.keys(queue + "*") if client.type(k) == b"list")
+    return sum(client.llen(k) for k in client.keys(queue + "*") if client.type(k) in ("list", b"list"))
 
 
 def test_a_templated_message_is_byte_for_byte_the_one_the_factory_builds(app):

@@ -37,17 +37,6 @@ command = ["true", "other"]
 
 
 @pytest.fixture
-def fleet_cli(redis_url):
-    app = cli.app()
-    before = app.conf.broker_url
-    app.conf.broker_url = redis_url
-    app.pool.force_close_all()
-    yield cli.main
-    app.conf.broker_url = before
-    app.pool.force_close_all()
-
-
-@pytest.fixture
 def sweep(fleet_cli, tmp_path, capsys):
     """25 queued jobs gbt-x[seed=0..24] and one gbt-x-other; returns name -> job ID."""
     path = tmp_path / "sweep.toml"

@@ -45,7 +45,7 @@ def manifest():
 
 
 def queued_messages(client, queue):
-    return sum(client.llen(k) for k in client.keys(queue + "*") if client.type(k) == b"list")
+    return sum(client.llen(k) for k in client.keys(queue + "*") if client.type(k) in ("list", b"list"))
 
 
 def test_publish_writes_one_record_and_one_message_per_job(app, redis_client, manifest):

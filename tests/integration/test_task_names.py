@@ -25,7 +25,7 @@ def app(redis_url):
 
 
 def queued_headers(client) -> list[dict]:
-    return [json.loads(m)["headers"] for k in client.keys("cpu*") if client.type(k) == b"list"
+    return [json.loads(m)["headers"] for k in client.keys("cpu*") if client.type(k) in ("list", b"list")
             for m in client.lrange(k, 0, -1)]
 
 

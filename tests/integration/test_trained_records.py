@@ -72,7 +72,7 @@ def test_the_restarted_host_resumes_its_trained_run_under_the_same_token(records
     expire_lease(records, job)
     assert records.resume_trained(job, "tok2", "w1", "/w/run") == "running"    # not that run's token
     assert records.resume_trained(job, "tok1", "w1", "/w/run") == "ok"
-    assert records.r.get(C.LEASE_KEY + job) == b"tok1"
+    assert records.r.get(C.LEASE_KEY + job) == "tok1"
     assert records.finish(job, "tok1", JobState.SUCCEEDED)
 
 
@@ -87,7 +87,7 @@ def test_a_trained_job_handed_on_but_not_yet_claimed_can_still_be_resumed_by_its
     assert records.resume_trained(job, "tok1", "w1", "/w/run") == "ok"
     rec = records.get(job)
     assert rec.state is JobState.RUNNING and rec.worker == "w1"
-    assert job in {m.decode() for m in records.r.smembers(C.RUNNING_SET)}
+    assert job in records.r.smembers(C.RUNNING_SET)
 
 
 def test_a_new_claim_clears_the_old_runs_trained_marker(records, job):

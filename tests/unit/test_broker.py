@@ -52,3 +52,31 @@ def test_a_password_is_never_in_masked_urls_errors_or_reprs():
 def test_sentinel_waits_for_one_replica_by_default_and_plain_redis_does_not():
     assert parse("sentinel://a", environ={"FLEET_SENTINEL_MASTER": "m"}).wait_replicas == 1
     assert parse("redis://a").wait_replicas == 0
+
+
+@pytest.mark.parametrize("url, shown", [
+    ("http://PASSW0RD@127.0.0.1/", "http://***@127.0.0.1/"),
+    ("amqp://TOKEN@host", "amqp://***@host"),
+    ("redis://u:hunter2@h:6379/0", "redis://***@h:6379/0"),
+    ("rediss://:hunter2@h/1", "rediss://***@h/1"),
+    ("s3://AKIA:hunter2@bucket/prefix", "s3://***@bucket/prefix"),
+    ("sentinel://u:hunter2@a:1;sentinel://TOKEN@b:2", "sentinel://***@a:1;sentinel://***@b:2"),
+    ("redis://u:hun@ter2@h/0", "redis://***@h/0"),            # an @ left unencoded in the password
+    ("u:hunter2@h:6379/0", "***@h:6379/0"),                   # no scheme at all
+    ("redis://h/0?password=hunter2&db=1", "redis://h/0?password=***&db=1"),
+    ("redis://h:6379/0", "redis://h:6379/0"),
+])
+def test_masking_hides_any_userinfo_and_secret_query_values_whatever_the_scheme(url, shown):
+    assert masked(url) == shown
+
+
+@pytest.mark.parametrize("url", [
+    "http://PASSW0RD@127.0.0.1/", "amqp://PASSW0RD@host", "PASSW0RD@127.0.0.1:6379/0",
+    "redis://PASSW0RD@h/x", "redis://u:PASSW0RD@h:port/0", "redis://PASSW0RD@a;redis://b",
+    "sentinel://PASSW0RD@a;redis://b",
+])
+def test_no_refusal_of_a_url_shows_its_secret(url):
+    with pytest.raises(ConfigError) as e:
+        parse(url, environ={"FLEET_SENTINEL_MASTER": "m"})
+    assert "PASSW0RD" not in str(e.value)
+    assert "FLEET_BROKER_URL" in str(e.value)

@@ -10,7 +10,7 @@ import pytest
 from celery.events.state import State
 
 from state.events import QueuedJob, sent_fields
-from tasks.events import PROGRESS_EVENT, queued_again_fields, restart_fields, summary
+from tasks.events import PROGRESS_EVENT, QUEUED_AGAIN_EVENT, queued_again_fields, restart_fields, summary
 
 WORKER = "e2e-cpu@box"
 _clock = itertools.count(1)
@@ -104,10 +104,61 @@ def test_a_job_handed_back_by_a_stopping_worker_shows_pending_until_its_next_run
     state = State()
     feed(state, "task-received", name="gbt[seed=1]")
     feed(state, "task-started")
-    task = feed(state, PROGRESS_EVENT, **queued_again_fields("worker shutting down"))
+    task = feed(state, QUEUED_AGAIN_EVENT, **queued_again_fields("worker shutting down"))
     assert (task.state, task.started, task.result) == ("PENDING", None, "queued again: worker shutting down")
     feed(state, "task-received", hostname="other@box", name="gbt[seed=1]")
     assert feed(state, "task-started", hostname="other@box").state == "STARTED"
+
+
+def rerun_reset(state: State):
+    job = QueuedJob("j1", "gbt[seed=1]", "cpu", rerun=True)
+    return feed(state, "task-sent", hostname="fleet@box", **sent_fields(job))
+
+
+def test_a_rerun_announced_before_its_message_was_pushed_shows_its_run_with_its_times():
+    state = State()
+    run_once(state, result="old")
+    rerun_reset(state)                                  # fleet requeue: the reset, then the push
+    feed(state, "task-received", name="gbt[seed=1]")
+    feed(state, "task-started")
+    assert feed(state, PROGRESS_EVENT, started=time.time(), result="running 2s on w1").state == "STARTED"
+    task = feed(state, "task-succeeded", result="new", runtime=2.0)
+    assert (task.state, task.result) == ("SUCCESS", "new")
+    assert task.received is not None and task.started is not None
+
+
+def test_a_rerun_whose_reset_reached_flower_after_its_start_is_lifted_back_to_started_by_its_progress():
+    state = State()
+    run_once(state, result="old")
+    feed(state, "task-received", name="gbt[seed=1]")    # an idle worker took the message at once
+    feed(state, "task-started")
+    assert rerun_reset(state).state == "PENDING"        # the reset, late
+    began = time.time() - 2
+    task = feed(state, PROGRESS_EVENT, started=began, result="running 2s on w1")
+    assert (task.state, task.started, task.result) == ("STARTED", began, "running 2s on w1")
+    task = feed(state, "task-succeeded", result="new", runtime=4.0)
+    assert (task.state, task.started) == ("SUCCESS", began)
+
+
+def test_a_job_handed_back_late_is_lifted_back_to_started_by_its_next_runs_progress():
+    state = State()
+    feed(state, "task-received", name="gbt[seed=1]")
+    feed(state, "task-started")
+    feed(state, "task-received", hostname="other@box", name="gbt[seed=1]")   # the next run began...
+    feed(state, "task-started", hostname="other@box")
+    feed(state, QUEUED_AGAIN_EVENT, **queued_again_fields("worker shutting down"))   # ...before this arrived
+    task = feed(state, PROGRESS_EVENT, hostname="other@box", started=time.time(), result="running 2s")
+    assert task.state == "STARTED"
+
+
+@pytest.mark.parametrize("end, state_field", [("task-succeeded", None), ("task-failed", None),
+                                              ("task-revoked", "REVOKED")])
+def test_a_late_progress_event_never_undoes_a_finished_or_cancelled_run(end, state_field):
+    state = State()
+    feed(state, "task-received", name="gbt[seed=1]")
+    feed(state, "task-started")
+    done = feed(state, end, state=state_field).state
+    assert feed(state, PROGRESS_EVENT, started=time.time(), result="running 9s").state == done
 
 
 def test_a_first_publish_does_not_clear_anything():

@@ -1,0 +1,16 @@
+"""Fixtures the integration tests share."""
+import pytest
+
+from fleet import cli
+
+
+@pytest.fixture
+def fleet_cli(redis_url):
+    """``fleet`` verbs run in this process (``cli.main(argv)``) against the test's Redis."""
+    app = cli.app()
+    before = app.conf.broker_url
+    app.conf.broker_url = redis_url
+    app.pool.force_close_all()
+    yield cli.main
+    app.conf.broker_url = before
+    app.pool.force_close_all()
