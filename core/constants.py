@@ -42,6 +42,7 @@ DEFAULT_PRIORITY = 5
 MAX_RAM_GIB = 64 * 1024          # 64 TiB
 MAX_VRAM_GIB = 4 * 1024          # 4 TiB on one device
 MAX_CORES = 64 * 1024            # logical cores
+MAX_GPUS = 64                      # GPUs one job may ask for on one host
 
 # --- artifacts --------------------------------------------------------------
 # Chosen by bench/bundle.py: level 3 keeps the multi-threaded compressor at the
