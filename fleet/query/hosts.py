@@ -13,6 +13,7 @@ from dataclasses import asdict, dataclass, field
 import redis
 
 from core import constants as C
+from fleet.query.pools import HostPool
 from routing.capability import Capability
 
 
@@ -38,6 +39,7 @@ class HostView:
     running: tuple[RunningJob, ...] = ()
     started_at: float | None = None
     pid: int | None = None
+    pool: dict | None = None          # free and held GPUs, cores and RAM (None: an older worker)
     extra: dict = field(default_factory=dict)
 
     @property
@@ -54,6 +56,10 @@ class HostView:
     def detected_cap(self) -> Capability | None:
         d = self.detected or self.capability
         return Capability.from_dict(d) if d else None
+
+    def resources(self) -> HostPool | None:
+        """Its pool, from a live heartbeat that has one (a stopped host holds nothing)."""
+        return HostPool.from_dict(self.pool) if self.pool and self.live else None
 
     def to_dict(self, now: float | None = None) -> dict:
         d = asdict(self)
@@ -94,7 +100,7 @@ def read_hosts(client: redis.Redis, *, include_gone: bool = True) -> list[HostVi
             view = HostView(hostname, b.get("state", "up"), float(b.get("seen_at", seen_at)),
                             b.get("nodename", ""), b.get("capability"), b.get("detected"),
                             tuple(b.get("queues", ())), tuple(b.get("asked", ())), int(b.get("slots", 0)),
-                            tuple(running.get(hostname, ())), b.get("started_at"), b.get("pid"))
+                            tuple(running.get(hostname, ())), b.get("started_at"), b.get("pid"), b.get("pool"))
         if include_gone or view.live:
             out.append(view)
     return sorted(out, key=lambda v: (not v.live, v.hostname))
