@@ -97,7 +97,6 @@ def host_cells(v: HostView, now: float) -> dict:
         n = len(cap.get("cuda_devices") or ())
         gpus = f"?/{n}" if n else "-"
         cores, ram = f"?/{cap.get('cpu_cores', '?')}", f"?/{_gib(cap['ram_total_gib'])}" if cap else "?"
-        jobs = f"{len(v.running)}/{v.slots}: {jobs}"
     else:
         gpus = "-" if not pool.gpus else (f"{pool.free_gpus}/{len(pool.gpus)}"
                                           + (f", {pool.shared_gpus} shared" if pool.shared_gpus else ""))
@@ -160,6 +159,16 @@ def cmd_why(args) -> int:
     return 0
 
 
+def needs_text(n: dict) -> str:
+    """What a host needs for a queue: ``CUDA, 2 GPUs, VRAM >= 24 GiB each, RAM >= 7 GiB``."""
+    gpus, v = n.get("gpus", 0), n["min_vram_gib"]
+    vram = (f"{v:g} GiB of VRAM on a shared GPU" if n.get("share_gpu")
+            else f"VRAM >= {v:g} GiB" + (" each" if gpus > 1 else "") if v else "")
+    return ", ".join(p for p in ("CUDA" if n["require_cuda"] else "", f"{gpus} GPUs" if gpus > 1 else "", vram,
+                                 f"RAM >= {n['min_ram_gib']:g} GiB" if n["min_ram_gib"] else "",
+                                 f"cores >= {n['min_cores']}" if n["min_cores"] else "") if p) or "nothing"
+
+
 def print_why(report: dict) -> None:
     from rich.markup import escape
     out = console.print
@@ -169,11 +178,7 @@ def print_why(report: dict) -> None:
     if report["last_error"]:
         out(f"  last error: {report['last_error'].splitlines()[0]}", markup=False, highlight=False)
     for i, q in enumerate(report["queues"]):
-        n = q["needs"]
-        needs = ", ".join(p for p in ("CUDA" if n["require_cuda"] else "",
-                                      f"VRAM >= {n['min_vram_gib']:g} GiB" if n["min_vram_gib"] else "",
-                                      f"RAM >= {n['min_ram_gib']:g} GiB" if n["min_ram_gib"] else "",
-                                      f"cores >= {n['min_cores']}" if n["min_cores"] else "") if p) or "nothing"
+        needs = needs_text(q["needs"])
         label = "queue" if i == 0 else "fallback queue"
         out(f"{label} [bold]{escape(q['queue'])}[/] (tier {q['tier']}): a host needs {needs}"
             + ("" if q["known"] else "  [yellow](not in the current config: tiers changed since it was published)[/]"),

@@ -72,7 +72,7 @@ def test_cells_show_free_over_total_and_an_older_worker_shows_question_marks_for
     assert [cells["cpu64"][c] for c in ("GPUs", "cores", "RAM GiB")] == ["-", "60/64", "240/252"]
     assert [cells["gone"][c] for c in ("GPUs", "cores", "RAM GiB")] == ["-", "-", "-"]
     assert [cells["old-gpu"][c] for c in ("GPUs", "cores", "RAM GiB")] == ["?/1", "?/8", "?/32"]
-    assert str(cells["old-gpu"]["jobs"]) == "1/1: legacy" and cells["gone"]["state"] == "lost 3s ago"
+    assert str(cells["old-gpu"]["jobs"]) == "legacy" and cells["gone"]["state"] == "lost 3s ago"
     assert cells["big4"]["GPU models"] == "4× NVIDIA H100 80GB HBM3 80 GiB"
 
 
@@ -103,3 +103,16 @@ def test_wide_shows_gpu_models_queues_and_when_each_was_seen():
     text = text_at(220, wide=True)
     assert "4× NVIDIA H100 80GB HBM3 80 GiB" in text and "cuda.gpus2.vram24, cuda, cpu" in text and "3s ago" in text
     assert "ddp-llama[seed=0], tiny-a, tiny-b" in text
+
+
+@pytest.mark.parametrize("needs, said", [
+    ({"require_cuda": True, "min_vram_gib": 24, "min_ram_gib": 7, "min_cores": 0, "gpus": 2},
+     "CUDA, 2 GPUs, VRAM >= 24 GiB each, RAM >= 7 GiB"),
+    ({"require_cuda": True, "min_vram_gib": 2, "min_ram_gib": 0, "min_cores": 0, "share_gpu": True},
+     "CUDA, 2 GiB of VRAM on a shared GPU"),
+    ({"require_cuda": True, "min_vram_gib": 10, "min_ram_gib": 0, "min_cores": 0}, "CUDA, VRAM >= 10 GiB"),
+    ({"require_cuda": False, "min_vram_gib": 0, "min_ram_gib": 0, "min_cores": 4}, "cores >= 4"),
+])
+def test_why_says_what_a_host_needs_for_a_queue_gpu_count_and_sharing_included(needs, said):
+    from fleet.cli.hosts import needs_text
+    assert needs_text(needs) == said
