@@ -22,14 +22,6 @@ from tasks import heartbeat
 pytestmark = pytest.mark.integration
 
 
-@pytest.fixture
-def app(redis_url):
-    from tasks import app
-    app.conf.broker_url = redis_url
-    app.pool.force_close_all()
-    yield app
-
-
 def host(name: str, vram=(), ram=32.0, queues=("cpu",), asked=()):
     cap = Capability(name, 8, ram, ram, tuple(CudaDevice(i, "gpu", v, v) for i, v in enumerate(vram)))
     return SimpleNamespace(hostname=name, nodename=f"{name}@x", capability=cap, detected=cap,

@@ -18,14 +18,6 @@ from tasks import heartbeat
 pytestmark = pytest.mark.integration
 
 
-@pytest.fixture
-def app(redis_url):
-    from tasks import app
-    app.conf.broker_url = redis_url
-    app.pool.force_close_all()
-    yield app
-
-
 def beat(client, name: str, vram=(), cores=16, ram=64.0, queues=("cpu",), pool: dict | None = None) -> None:
     """A worker's heartbeat as tasks/heartbeat.py writes it, with ``pool`` (None: an older worker)."""
     cap = Capability(name, cores, ram, ram, tuple(CudaDevice(i, "NVIDIA H100", v, v) for i, v in enumerate(vram)))
