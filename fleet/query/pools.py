@@ -12,7 +12,7 @@ from enum import Enum
 from typing import Any, Mapping
 
 from routing.explain import Holding
-from routing.pool import GPU_RESERVE_CORES, GPU_RESERVE_RAM_GIB, Device, GpuReserve, Pool
+from routing.pool import GPU_RESERVE_RAM_GIB, Device, GpuReserve, Pool
 
 
 class GpuUse(str, Enum):
@@ -87,12 +87,20 @@ class HostPool:
     def pool(self) -> Pool:
         """As ``routing.pool`` sees it; core numbers are made up (only how many are free counts)."""
         devices = tuple(Device(g.index, g.vram_gib, g.use is GpuUse.WHOLE, g.shared_gib) for g in self.gpus)
-        idle = sum(d.idle for d in devices)
-        reserve = GpuReserve(self.cores_kept // idle if idle else GPU_RESERVE_CORES,
-                             self.ram_kept_gib / idle if idle and self.ram_kept_gib is not None
-                             else GPU_RESERVE_RAM_GIB)
         return Pool(devices, frozenset(range(self.cores_free)), self.cores_total, self.ram_free_gib,
-                    self.ram_total_gib, reserve)
+                    self.ram_total_gib, self._reserve(sum(d.idle for d in devices)))
+
+    def _reserve(self, idle: int) -> GpuReserve:
+        """Per idle GPU, from the totals the heartbeat says are kept back now. Where it does
+        not say the RAM, the default applies, and none on a host that keeps no cores back
+        (one started with -Q cpu keeps nothing)."""
+        if not idle:
+            return GpuReserve()
+        if self.ram_kept_gib is not None:
+            ram = self.ram_kept_gib / idle
+        else:
+            ram = GPU_RESERVE_RAM_GIB if self.cores_kept else 0.0
+        return GpuReserve(self.cores_kept // idle, ram)
 
     def holdings(self, names: Mapping[str, str]) -> list[Holding]:
         """Each running job with what it holds, named from ``names`` (job ID -> name; an ID

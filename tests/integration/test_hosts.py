@@ -17,7 +17,9 @@ from state.queuewatch import Watcher
 from state.records import Records
 from fleet.manifests import loads
 from routing.capability import Capability, CudaDevice
+from routing.pool import GpuReserve
 from tasks import heartbeat
+from tasks.admission import Gate, pool_for
 
 pytestmark = pytest.mark.integration
 
@@ -26,6 +28,7 @@ def host(name: str, vram=(), ram=32.0, queues=("cpu",), asked=()):
     cap = Capability(name, 8, ram, ram, tuple(CudaDevice(i, "gpu", v, v) for i, v in enumerate(vram)))
     return SimpleNamespace(hostname=name, nodename=f"{name}@x", capability=cap, detected=cap,
                            queues=list(queues), asked=tuple(asked),
+                           gate=Gate(pool_for(cap, GpuReserve()), lambda q: None),
                            app=SimpleNamespace(conf=SimpleNamespace(worker_concurrency=1)))
 
 

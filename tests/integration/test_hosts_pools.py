@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import time
+from types import SimpleNamespace
 
 import pytest
 
@@ -12,8 +13,10 @@ from fleet.cli import common
 from fleet.manifests import loads
 from fleet.publish import plan, publish
 from routing.capability import Capability, CudaDevice
+from routing.pool import Demand, GpuReserve
 from state.records import Records
 from tasks import heartbeat
+from tasks.admission import Gate, pool_for
 
 pytestmark = pytest.mark.integration
 
@@ -123,3 +126,24 @@ def test_a_job_that_fits_a_hosts_free_pool_says_nothing_lacks_there(app, fleet_c
     assert fleet_cli(["why", "one", "--json"]) == 0
     [gpu1] = json.loads(capsys.readouterr().out)["queues"][0]["capable"]
     assert (gpu1["host"], gpu1["lacks_now"]) == ("gpu1", None)
+
+
+def test_a_workers_own_heartbeat_reads_back_as_its_pool(app, fleet_cli, redis_client, capsys, monkeypatch):
+    """The worker's gate holds 3 of 4 GPUs for ddp-a: its heartbeat (tasks/heartbeat.py) is
+    what `fleet hosts` and `fleet why` read."""
+    m = loads(job("ddp-a", "require_cuda = true\ngpus = 3") + job("ddp-b", TWO, 1), "m.toml")
+    queues = {r.job.name: r.queue for r in plan(m, {})}
+    cap = Capability("big4", 32, 125.0, 125.0, tuple(CudaDevice(i, "NVIDIA H100", 80.0, 80.0) for i in range(4)))
+    gate, a = Gate(pool_for(cap, GpuReserve()), lambda q: None), m.jobs[0].job_id
+    assert gate.take("tag-a", Demand(gpus=3, cores=2, ram_gib=8.0), a) is not None
+    ctx = SimpleNamespace(hostname="big4", nodename="big4@x", capability=cap, detected=cap, asked=(), gate=gate,
+                          queues=[queues["ddp-b"], queues["ddp-a"], "cuda", "cpu"],
+                          app=SimpleNamespace(conf=SimpleNamespace(worker_concurrency=0)))
+    heartbeat.beat(redis_client, heartbeat.payload(ctx, started_at=time.time()))
+    publish(app, redis_client, m)
+    Records(redis_client).claim(a, "big4", "tok", m.jobs[0].to_dict(), queues["ddp-a"])
+    row = next(line.split() for line in run_at(fleet_cli, capsys, monkeypatch, 80, "hosts").splitlines()
+               if line.startswith("big4"))
+    assert row[1:6] == ["busy", "1/4", "30/32", "117/125", "ddp-a"]
+    flat = " ".join(run_at(fleet_cli, capsys, monkeypatch, 80, "why", "ddp-b").split())
+    assert "needs 2 free GPUs with >= 24 GiB: big4 has 1 free, busy with ddp-a" in flat

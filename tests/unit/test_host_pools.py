@@ -116,3 +116,15 @@ def test_wide_shows_gpu_models_queues_and_when_each_was_seen():
 def test_why_says_what_a_host_needs_for_a_queue_gpu_count_and_sharing_included(needs, said):
     from fleet.cli.hosts import needs_text
     assert needs_text(needs) == said
+
+
+@pytest.mark.parametrize("cores_kept, ram_kept, said", [
+    (0, None, None),                                                         # -Q cpu: nothing kept
+    (1, None, "needs 60 GiB free RAM; 64 GiB free (8 GiB kept for idle GPUs)"),   # the default reserve
+    (1, 14.0, "needs 60 GiB free RAM; 64 GiB free (14 GiB kept for idle GPUs)"),  # as the heartbeat says
+])
+def test_what_idle_gpus_keep_back_from_cpu_jobs_comes_from_the_heartbeat(cores_kept, ram_kept, said):
+    ram = {"total": 64.0, "free": 64.0} | ({} if ram_kept is None else {"kept_for_gpus": ram_kept})
+    p = HostPool.from_dict({"gpus": [gpu(0)], "cores": {"total": 8, "free": 8, "kept_for_gpus": cores_kept},
+                            "ram_gib": ram, "jobs": {}})
+    assert lacking(p.pool(), Demand(cores=1, ram_gib=60)) == said
