@@ -24,7 +24,7 @@ from core.constants import DATA_CACHE_DIR, TAIL_LINES
 from manifest.schema import JobSpec
 from state import deadletter
 from state.records import JobState
-from tasks import checkpoint, events, isolation, runner, trained, upload, workdirs
+from tasks import checkpoint, events, isolation, runner, trained, upload, vramwatch, workdirs
 from tasks.host import HostContext, context
 from tasks.joblog import JobLog
 from tasks.lease import LeaseKeeper
@@ -176,6 +176,7 @@ def _run_process(task, ctx: HostContext, run: Run, argv: list[str], env: dict) -
     """Run the job's process, reporting its progress to the lease, Flower and `fleet logs`."""
     job, work = run.job, run.work
     flower = events.ProgressEvents(task, ctx.hostname, run.attempt)
+    watch = _vram_watch(run)
     with open(work / workdirs.LOG_FILE, "w", encoding="utf-8") as log_file, \
             checkpoint.syncing(ctx, job, run.token, work, env) as ckpt, \
             JobLog(ctx.redis, job.job_id, run=run.attempt, worker=ctx.hostname) as joblog:
@@ -188,6 +189,11 @@ def _run_process(task, ctx: HostContext, run: Run, argv: list[str], env: dict) -
             except Exception as e:  # the result backend is down: progress is best effort
                 log.debug("progress update failed: %s", e)
             flower.tick(snap)
+            if watch is not None and (over := watch.check(progress.pgid)):
+                log.warning("%s %s", job.name, over)
+                joblog.append(over)
+                progress.tail.append(over)
+                return Stop.OVER_BUDGET
             return run.lease.reason
 
         outcome = runner.run(argv, env=env, cwd=str(work), timeout_s=job.timeout_s, on_tick=on_tick,
@@ -197,6 +203,15 @@ def _run_process(task, ctx: HostContext, run: Run, argv: list[str], env: dict) -
                              exit_file=workdirs.exit_file(work))
         ckpt.ended(outcome)   # handed back or failed: the checkpoint is synced once more on exit
     return outcome
+
+
+def _vram_watch(run: Run) -> vramwatch.VramWatch | None:
+    """A job sharing a GPU is held to its budget on it (NVML); whole GPUs are not watched."""
+    if run.grant is None or run.grant.shared_gib <= 0 or not run.gpus:
+        return None
+    gpu = run.gpus[0]
+    return vramwatch.VramWatch(vramwatch.nvml_usage(gpu.uuid), run.grant.shared_gib, f"GPU {gpu.index}",
+                               time.monotonic)
 
 
 def _stopped(task, ctx: HostContext, run: Run, why: Stop) -> Ended:
@@ -216,10 +231,13 @@ def _failed(ctx: HostContext, run: Run, outcome: runner.RunOutcome | None, error
         message = f"job {job.name} ({job.job_id[:12]}) failed on {ctx.hostname}: {error}"
     else:
         why = (f"timed out after {job.timeout_s:g}s" if outcome.stopped is Stop.TIMEOUT
+               else "was stopped: over its VRAM budget" if outcome.stopped is Stop.OVER_BUDGET
                else f"exited with status {outcome.returncode}")
         tail = "\n".join(outcome.tail[-TAIL_LINES:])
         message = f"job {job.name} ({job.job_id[:12]}) {why}; last output:\n{tail}"
-    again = job.max_attempts is not None and attempt < job.max_attempts
+    # over its budget it would be again anywhere: not retried
+    again = (job.max_attempts is not None and attempt < job.max_attempts
+             and (outcome is None or outcome.stopped is not Stop.OVER_BUDGET))
     retry_redis(lambda: ctx.records.finish(job.job_id, run.token, JobState.QUEUED if again else JobState.FAILED,
                                            last_error=message[-4000:]), what="record failure", stop=ctx.shutdown)
     return Ended(Outcome.FAILED, message + ("\n(retrying: attempt %d of %d)" % (attempt, job.max_attempts)
