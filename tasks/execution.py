@@ -175,7 +175,9 @@ def _argv_env(job: JobSpec, work: Path, data_path: Path | None, run: Run,
 def _run_process(task, ctx: HostContext, run: Run, argv: list[str], env: dict) -> runner.RunOutcome:
     """Run the job's process, reporting its progress to the lease, Flower and `fleet logs`."""
     job, work = run.job, run.work
-    flower = events.ProgressEvents(task, ctx.hostname, run.attempt)
+    # Flower's Result cell says where it runs and on which GPUs
+    where = ctx.hostname + (f" GPU {','.join(str(d.index) for d in run.gpus)}" if run.gpus else "")
+    flower = events.ProgressEvents(task, where, run.attempt)
     watch = _vram_watch(run)
     with open(work / workdirs.LOG_FILE, "w", encoding="utf-8") as log_file, \
             checkpoint.syncing(ctx, job, run.token, work, env) as ckpt, \
