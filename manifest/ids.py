@@ -1,7 +1,7 @@
 """Stable job IDs: sha256 of a job's canonical content.
 
 The ID covers what changes the result (trainer or command, data by its content, hyper,
-seed, resource needs) and nothing that only changes scheduling (name, priority, hosts, timeouts), so
+seed, resource needs, its workdir by content and its environment's definition) and nothing that only changes scheduling (name, priority, hosts, timeouts), so
 editing a priority or renaming a job keeps its ID and its history.
 """
 from __future__ import annotations
@@ -18,7 +18,10 @@ ID_VERSION = 2
 
 
 def canonical(*, model: str | None, command: list[str] | None, artifacts: list[str],
-              data: str | None, hyper: dict[str, Any], seed: int, needs: Needs) -> bytes:
+              data: str | None, hyper: dict[str, Any], seed: int, needs: Needs,
+              own: dict[str, Any] | None = None) -> bytes:
+    """``own``: the job's code and environment (workdir, requirements, lock, python, env),
+    only the keys written, so a job without them keeps the ID it always had."""
     doc = {
         "v": ID_VERSION, "model": model, "command": command,
         "artifacts": sorted(artifacts) if command else [],
@@ -26,6 +29,7 @@ def canonical(*, model: str | None, command: list[str] | None, artifacts: list[s
         "needs": {"require_cuda": needs.require_cuda, "min_vram_gib": float(needs.min_vram_gib),
                   "min_ram_gib": float(needs.min_ram_gib), "min_cores": int(needs.min_cores)},
     }
+    doc.update({k: v for k, v in (own or {}).items() if v})
     return json.dumps(doc, sort_keys=True, separators=(",", ":"), ensure_ascii=False).encode()
 
 
