@@ -166,3 +166,12 @@ def test_the_listing_names_each_finished_environment_with_its_size_cheaply(cache
     [entry] = cache.listing()
     assert entry["digest"] == TOY.digest()[:12]
     assert 0.9 * cache.sizes()[TOY.digest()] < entry["bytes"] <= cache.sizes()[TOY.digest()]   # less its marker
+
+
+def test_an_unreachable_index_is_a_failure_worth_retrying(tmp_path):
+    cache = EnvCache(tmp_path / "net", 1 << 30, env={**os.environ, "UV_INDEX_URL": "http://127.0.0.1:9/simple",
+                                                     "UV_HTTP_TIMEOUT": "2", "UV_HTTP_RETRIES": "0"})
+    with pytest.raises(EnvBuildFailed) as e:
+        with cache.use(EnvSpec(("fleettoy==1.0",))):
+            pass
+    assert not e.value.permanent, str(e.value)
