@@ -1,8 +1,9 @@
 """Stable job IDs: sha256 of a job's canonical content.
 
 The ID covers what changes the result (trainer or command, data by its content, hyper,
-seed, resource needs, its workdir by content and its environment's definition) and nothing that only changes scheduling (name, priority, hosts, timeouts), so
-editing a priority or renaming a job keeps its ID and its history.
+seed, resource needs, its workdir by content and its environment's definition) and nothing
+that only changes scheduling (name, priority, hosts, timeouts), so editing a priority or
+renaming a job keeps its ID and its history.
 """
 from __future__ import annotations
 

@@ -119,10 +119,15 @@ def _pin_workdir(p: Problems, path: tuple, t: dict, reading: JobReading) -> Pinn
         return None
     reqs = t.get("requirements")
     try:
-        return reading.pin_data.pin_workdir(t["workdir"], reading.base_dir, reqs if isinstance(reqs, str) else None)
+        code = reading.pin_data.pin_workdir(t["workdir"], reading.base_dir, reqs if isinstance(reqs, str) else None)
     except DataProblem as e:
         p.add(path + ("workdir",), e.message, e.fix)
         return None
+    if "python" in t and not reqs and code.lock is None:
+        p.add(path + ("python",), "python is the version of the job's own environment, but the workdir "
+              "has no uv.lock (with pyproject.toml) and the job no requirements",
+              "add requirements = [...], or remove python")
+    return code
 
 
 def own_code(t: dict, code: PinnedWorkdir | None) -> dict:
@@ -130,8 +135,10 @@ def own_code(t: dict, code: PinnedWorkdir | None) -> dict:
     reqs = t.get("requirements", [])
     if isinstance(reqs, str):
         reqs = list(code.requirements or ()) if code else []
+    # requirements written win over a uv.lock that happens to be in the workdir
+    lock = code.lock if code and "requirements" not in t else None
     return {"workdir": code.uri if code else None, "requirements": list(reqs),
-            "env_lock": code.lock if code else None, "python": t.get("python"), "env": dict(t.get("env", {}))}
+            "env_lock": lock, "python": t.get("python"), "env": dict(t.get("env", {}))}
 
 
 def _routing_problems(p: Problems, path: tuple, t: dict, reading: JobReading) -> None:

@@ -68,6 +68,18 @@ def test_a_uv_lock_project_is_pinned_by_its_lock(tmp_path):
     assert job.env_lock and len(job.env_lock) == 64 and job.own_env
 
 
+def test_written_requirements_win_over_a_lock_in_the_workdir(tmp_path):
+    root = project(tmp_path)
+    (root / "proj" / "pyproject.toml").write_text('[project]\nname = "p"\nversion = "0"\n')
+    (root / "proj" / "uv.lock").write_text("version = 1\n")
+    job = load(root, 'requirements = ["fleettoy==1.0"]\n')
+    assert job.env_lock is None and job.requirements == ("fleettoy==1.0",)
+
+
+def test_python_without_an_environment_to_apply_to_is_refused(tmp_path):
+    assert "has no uv.lock" in problems(project(tmp_path), 'python = "3.12"\n')
+
+
 def test_a_missing_requirements_file_is_named(tmp_path):
     assert "'reqs.txt' is not in workdir" in problems(project(tmp_path), 'requirements = "reqs.txt"\n')
 
