@@ -13,7 +13,7 @@ import math
 import shlex
 from typing import Any
 
-from core.constants import MAX_CORES, MAX_RAM_GIB, MAX_VRAM_GIB
+from core.constants import MAX_CORES, MAX_GPUS, MAX_RAM_GIB, MAX_VRAM_GIB
 from manifest.problems import Problems, suggest
 from manifest.schema import Needs
 
@@ -21,12 +21,14 @@ KIND_WORDS = {"bool": "true or false", "int": "an integer", "num": "a number", "
               "strs": "a list of strings", "table": "a table", "tables": "a list of tables",
               "str|strs": "a string or a list of strings"}
 # what a tier's floor and a job's needs share; each need is bounded by what no host exceeds
-NEED_FIELDS = {"require_cuda": "bool", "min_vram_gib": "num", "min_ram_gib": "num", "min_cores": "int"}
+NEED_FIELDS = {"require_cuda": "bool", "min_vram_gib": "num", "min_ram_gib": "num", "min_cores": "int",
+               "gpus": "int"}
 MAX_SEED = 2**32 - 1  # numpy's and xgboost's seeds are unsigned 32-bit
 # key -> (bound, what it bounds, the unit a fix names)
 NEED_BOUNDS = {"min_vram_gib": (MAX_VRAM_GIB, "GiB of VRAM on one device", "GiB"),
                "min_ram_gib": (MAX_RAM_GIB, "GiB of RAM", "GiB"),
-               "min_cores": (MAX_CORES, "cores", "logical cores")}
+               "min_cores": (MAX_CORES, "cores", "logical cores"),
+               "gpus": (MAX_GPUS, "GPUs on one host", "GPUs")}
 
 
 def is_kind(value: Any, kind: str) -> bool:
@@ -118,5 +120,7 @@ def check_needs(p: Problems, path: tuple, table: dict) -> None:
 
 def read_needs(t: dict) -> Needs:
     """The needs (or a tier's floor) written in well-typed table ``t``; 0 where left out."""
-    return Needs(bool(t.get("require_cuda", False)), float(t.get("min_vram_gib", 0)),
-                 float(t.get("min_ram_gib", 0)), int(t.get("min_cores", 0)))
+    # asking for GPUs is asking for CUDA (a prefer_cuda job asks for them on its GPU tier only)
+    cuda = bool(t.get("require_cuda", False)) or (int(t.get("gpus", 0)) > 0 and not t.get("prefer_cuda"))
+    return Needs(cuda, float(t.get("min_vram_gib", 0)), float(t.get("min_ram_gib", 0)),
+                 int(t.get("min_cores", 0)), int(t.get("gpus", 0)), bool(t.get("share_gpu", False)))

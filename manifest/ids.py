@@ -30,6 +30,11 @@ def canonical(*, model: str | None, command: list[str] | None, artifacts: list[s
         "needs": {"require_cuda": needs.require_cuda, "min_vram_gib": float(needs.min_vram_gib),
                   "min_ram_gib": float(needs.min_ram_gib), "min_cores": int(needs.min_cores)},
     }
+    # left out at their defaults, so the IDs of jobs written before these fields stay the same
+    if needs.gpu_count > 1:
+        doc["needs"]["gpus"] = needs.gpu_count
+    if needs.share_gpu:
+        doc["needs"]["share_gpu"] = True
     doc.update({k: v for k, v in (own or {}).items() if v})
     return json.dumps(doc, sort_keys=True, separators=(",", ":"), ensure_ascii=False).encode()
 

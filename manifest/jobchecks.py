@@ -19,7 +19,8 @@ JOB_FIELDS = {
     "prefer_cuda": "bool", "prefer_cuda_grace_s": "num", "min_vram_gib": "num",
     "min_ram_gib": "num", "min_cores": "int", "allowed_hosts": "strs", "denied_hosts": "strs",
     "timeout_s": "num", "max_attempts": "int", "sweep": "table",
-    "checkpoint": "str", "workdir": "str", "requirements": "str|strs", "python": "str", "env": "table",
+    "checkpoint": "str", "gpus": "int", "share_gpu": "bool", "workdir": "str", "requirements": "str|strs",
+    "python": "str", "env": "table",
 }
 ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 PYTHON_VERSION = re.compile(r"^3(\.\d{1,2}){0,2}$")
@@ -85,9 +86,26 @@ def _cuda(p: Problems, path: tuple, t: dict, written: set[str]) -> None:
               "drop prefer_cuda, or drop require_cuda to allow a CPU fallback")
     # a mistyped require_cuda / prefer_cuda is reported already; it does not make a VRAM need orphan
     cuda_flags_ok = all(k in t for k in ("require_cuda", "prefer_cuda") if k in written)
-    if t.get("min_vram_gib", 0) > 0 and cuda_flags_ok and not (t.get("require_cuda") or t.get("prefer_cuda")):
+    asks_cuda = t.get("require_cuda") or t.get("prefer_cuda") or t.get("gpus", 0) > 0
+    if t.get("min_vram_gib", 0) > 0 and cuda_flags_ok and not asks_cuda:
         p.add(path + ("min_vram_gib",), "a VRAM need without require_cuda or prefer_cuda",
               "add require_cuda = true (or prefer_cuda = true)")
+    _sharing(p, path, t)
+
+
+def _sharing(p: Problems, path: tuple, t: dict) -> None:
+    """A job that shares a GPU asks for one GPU, on CUDA, with a VRAM budget."""
+    if not t.get("share_gpu"):
+        return
+    if not (t.get("require_cuda") or t.get("gpus", 0) > 0):
+        p.add(path + ("share_gpu",), "share_gpu without require_cuda",
+              "add require_cuda = true (sharing is for jobs that need a GPU)")
+    if t.get("gpus", 1) != 1:
+        p.add(path + ("gpus",), f"share_gpu shares one GPU, but gpus = {t['gpus']}",
+              "drop gpus (or set gpus = 1), or drop share_gpu to hold whole GPUs")
+    if not t.get("min_vram_gib", 0) > 0:
+        p.add(path + ("share_gpu",), "share_gpu needs a VRAM budget",
+              "set min_vram_gib to what the job uses at most: it may share a GPU while budgets fit")
 
 
 def _where(p: Problems, path: tuple, t: dict) -> None:

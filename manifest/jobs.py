@@ -23,7 +23,7 @@ NOT_IN_ID = {"name", "priority", "prefer_cuda", "prefer_cuda_grace_s", "allowed_
              "denied_hosts", "timeout_s", "max_attempts", "checkpoint"}
 # what routing reads: when all of these that are written are well-typed, routing can be checked
 ROUTING_FIELDS = ("require_cuda", "prefer_cuda", "min_vram_gib", "min_ram_gib", "min_cores",
-                  "allowed_hosts", "denied_hosts")
+                  "gpus", "share_gpu", "allowed_hosts", "denied_hosts")
 
 
 @dataclass(frozen=True)

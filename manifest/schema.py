@@ -16,9 +16,25 @@ class Needs:
     """What a job needs from a host (or what a tier guarantees as a floor)."""
 
     require_cuda: bool = False
-    min_vram_gib: float = 0.0
+    min_vram_gib: float = 0.0    # per GPU; with share_gpu, the VRAM budget on its one GPU
     min_ram_gib: float = 0.0
     min_cores: int = 0
+    gpus: int = 0                # GPUs on one host; a CUDA job that leaves it out gets 1
+    share_gpu: bool = False      # may share one GPU with other sharing jobs, by VRAM budget
+
+    @property
+    def gpu_count(self) -> int:
+        """GPUs the job takes: ``gpus``, at least 1 for a CUDA job, 0 otherwise."""
+        return max(1, self.gpus) if self.require_cuda else 0
+
+    def to_dict(self) -> dict[str, Any]:
+        """As a dict, leaving out the GPU fields at their defaults (older readers, stable digests)."""
+        d = asdict(self)
+        if not self.gpus:
+            del d["gpus"]
+        if not self.share_gpu:
+            del d["share_gpu"]
+        return d
 
 
 @dataclass(frozen=True)
@@ -29,12 +45,13 @@ class TierSpec:
     floor: Needs
 
     def to_dict(self) -> dict[str, Any]:
-        return {"name": self.name, **asdict(self.floor)}
+        return {"name": self.name, **self.floor.to_dict()}
 
     @classmethod
     def from_dict(cls, d: dict[str, Any]) -> "TierSpec":
         return cls(d["name"], Needs(d.get("require_cuda", False), float(d.get("min_vram_gib", 0)),
-                                    float(d.get("min_ram_gib", 0)), int(d.get("min_cores", 0))))
+                                    float(d.get("min_ram_gib", 0)), int(d.get("min_cores", 0)),
+                                    int(d.get("gpus", 0)), bool(d.get("share_gpu", False))))
 
 
 # Floors of the default tiers, documented in the README. RAM floors are modest on
@@ -49,7 +66,7 @@ DEFAULT_TIERS: tuple[TierSpec, ...] = (
 
 def demand(floor: Needs) -> tuple:
     """Sort key: a larger tuple is a more demanding floor."""
-    return (floor.require_cuda, floor.min_vram_gib, floor.min_ram_gib, floor.min_cores)
+    return (floor.require_cuda, floor.gpu_count, floor.min_vram_gib, floor.min_ram_gib, floor.min_cores)
 
 
 def ordered(tiers: Iterable[TierSpec]) -> tuple[TierSpec, ...]:
@@ -153,6 +170,8 @@ def _plain(value: Any) -> Any:
     """A spec value as JSON-ready data: tuples become lists, dataclasses dicts, dicts copies."""
     if type(value) in _SCALARS:
         return value
+    if isinstance(value, Needs):
+        return value.to_dict()
     if isinstance(value, tuple):
         return [_plain(v) for v in value]
     if isinstance(value, dict):

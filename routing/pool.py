@@ -17,9 +17,11 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 from typing import Iterable
 
+from manifest.schema import Needs
+
 # What an idle GPU keeps back from CPU-only jobs, so a GPU job can start on it at once.
-GPU_RESERVE_CORES = 2
-GPU_RESERVE_RAM_GIB = 8.0
+GPU_RESERVE_CORES = 1          # what a GPU job takes when it says nothing (raised to GPU tier floors)
+GPU_RESERVE_RAM_GIB = 8.0      # raised to the RAM floors of the GPU tiers a host serves
 DEFAULT_JOB_CORES = 1          # a job that declares no cores still takes one
 EPSILON_GIB = 1e-9
 
@@ -147,6 +149,15 @@ def admit(pool: Pool, demand: Demand) -> tuple[Grant, Pool] | None:
     cores = tuple(sorted(pool.free_cores)[:demand.cores])
     grant = Grant(gpus, demand.vram_gib if demand.share_gpu else 0.0, cores, demand.ram_gib)
     return grant, _take(pool, grant)
+
+
+def demand_of(needs: Needs, on_gpu: bool) -> Demand:
+    """What a job (or a queue's most demanding job) with ``needs`` reserves; ``on_gpu``: it
+    runs in a CUDA tier (a prefer_cuda job takes GPUs only there)."""
+    gpus = max(1, needs.gpus) if on_gpu else 0
+    return Demand(gpus=gpus, vram_gib=float(needs.min_vram_gib) if gpus else 0.0,
+                  share_gpu=bool(needs.share_gpu and gpus == 1),
+                  cores=max(DEFAULT_JOB_CORES, int(needs.min_cores)), ram_gib=float(needs.min_ram_gib))
 
 
 def fits(pool: Pool, demand: Demand) -> bool:

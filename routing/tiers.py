@@ -33,6 +33,8 @@ def guarantees(floor: Needs, needs: Needs) -> bool:
         return False
     if needs.min_vram_gib > 0 and not (floor.require_cuda and floor.min_vram_gib >= needs.min_vram_gib):
         return False
+    if needs.gpu_count > floor.gpu_count or (needs.share_gpu and not floor.share_gpu):
+        return False   # a sharing job waits in a queue of its own: its hosts need room, not a free GPU
     return floor.min_ram_gib >= needs.min_ram_gib and floor.min_cores >= needs.min_cores
 
 
@@ -43,8 +45,12 @@ def _cuda(needs: Needs) -> bool:
 def at_least(floor: Needs, needs: Needs) -> Needs:
     """Needs raised to ``floor``: what a host must have to run the job in that tier."""
     cuda = floor.require_cuda or _cuda(needs)
-    return Needs(cuda, float(max(floor.min_vram_gib, needs.min_vram_gib)) if cuda else 0.0,
-                 float(max(floor.min_ram_gib, needs.min_ram_gib)), int(max(floor.min_cores, needs.min_cores)))
+    # a sharing job's VRAM is its budget on a device its tier's hosts have anyway: not raised
+    vram = needs.min_vram_gib if needs.share_gpu else max(floor.min_vram_gib, needs.min_vram_gib)
+    return Needs(cuda, float(vram) if cuda else 0.0,
+                 float(max(floor.min_ram_gib, needs.min_ram_gib)), int(max(floor.min_cores, needs.min_cores)),
+                 max(floor.gpus, needs.gpus) if cuda and max(floor.gpus, needs.gpus) > 1 else 0,
+                 needs.share_gpu and cuda)
 
 
 def _states_floor(floor: Needs, needs: Needs) -> bool:
@@ -53,7 +59,7 @@ def _states_floor(floor: Needs, needs: Needs) -> bool:
     if not guarantees(floor, needs):
         return False
     stated = ((needs.min_vram_gib, floor.min_vram_gib), (needs.min_ram_gib, floor.min_ram_gib),
-              (needs.min_cores, floor.min_cores))
+              (needs.min_cores, floor.min_cores), (needs.gpus, floor.gpus))
     return all(n == f for n, f in stated if n)
 
 
@@ -133,7 +139,7 @@ class Constraint:
     def to_dict(self) -> dict:
         d = {"allowed": None if self.allowed is None else sorted(self.allowed), "denied": sorted(self.denied)}
         if self.needs is not None:   # left out otherwise: host-only digests stay what they were
-            d["needs"] = asdict(self.needs)
+            d["needs"] = self.needs.to_dict()
         return d
 
     @classmethod
@@ -164,7 +170,11 @@ def constraint_for(job: JobSpec, hosts: dict[str, HostPolicy], tier: str | None 
 def need_label(floor: Needs, needs: Needs) -> str:
     """The readable part of a need queue's name: what ``needs`` adds to ``floor``."""
     parts = []
-    if needs.min_vram_gib > floor.min_vram_gib:
+    if needs.gpu_count > max(1, floor.gpu_count):
+        parts.append(f"gpus{needs.gpu_count}")
+    if needs.share_gpu and not floor.share_gpu:
+        parts.append("share")
+    if needs.min_vram_gib > floor.min_vram_gib or (needs.share_gpu and not floor.share_gpu):
         parts.append(f"vram{needs.min_vram_gib:g}")
     if needs.min_ram_gib > floor.min_ram_gib:
         parts.append(f"ram{needs.min_ram_gib:g}")
@@ -201,12 +211,12 @@ def route(job: JobSpec, tiers: Iterable[TierSpec], hosts: dict[str, HostPolicy])
     tiers = tuple(tiers)
     needs = job.needs
     if job.prefer_cuda and not needs.require_cuda:
-        needs = replace(needs, min_vram_gib=0)   # VRAM matters on its GPU tier only
+        needs = replace(needs, min_vram_gib=0, gpus=0, share_gpu=False)   # GPU needs matter on its GPU tier only
     base = _target(job, needs, tiers, hosts)
     if base is None:
         return None
     if job.prefer_cuda and not job.needs.require_cuda:
-        cuda_needs = Needs(True, job.needs.min_vram_gib, job.needs.min_ram_gib, job.needs.min_cores)
+        cuda_needs = replace(job.needs, require_cuda=True)
         preferred = _target(job, cuda_needs, tiers, hosts)
         if preferred is not None and preferred[1] != base[1]:
             return Route(preferred[0], preferred[1], base[0], base[1], preferred[2], base[2])
@@ -240,6 +250,10 @@ def qualifies(cap: Capability, floor: Needs) -> str | None:
         return "needs a CUDA device; this host has none"
     if floor.require_cuda and cap.max_vram_gib < floor.min_vram_gib:
         return f"needs {floor.min_vram_gib:g} GiB VRAM on one device; largest here is {cap.max_vram_gib:g} GiB"
+    fit = sum(d.vram_total_gib >= floor.min_vram_gib for d in cap.cuda_devices)
+    if floor.gpu_count > 1 and fit < floor.gpu_count:
+        return (f"needs {floor.gpu_count} GPUs with >= {floor.min_vram_gib:g} GiB; "
+                f"this host has {fit}")
     if cap.ram_total_gib < floor.min_ram_gib:
         return f"needs {floor.min_ram_gib:g} GiB RAM; this host has {cap.ram_total_gib:.1f} GiB"
     if cap.cpu_cores < floor.min_cores:

@@ -19,6 +19,7 @@ GRACE_S = 1.5
 PARENT_ENV = "FLEET_SUPERVISOR_PARENT"
 # where to record the job's exit status (tasks.workdirs): on disk before the worker hears of it
 EXIT_ENV = "FLEET_SUPERVISOR_EXIT_FILE"
+AFFINITY_ENV = "FLEET_CPU_AFFINITY"   # the job's own cores (trainers.protocol.ENV_CPU_AFFINITY)
 
 
 def _die_with_parent() -> None:
@@ -26,6 +27,20 @@ def _die_with_parent() -> None:
         ctypes.CDLL("libc.so.6", use_errno=True).prctl(PR_SET_PDEATHSIG, signal.SIGTERM)
     except OSError:
         pass  # not Linux: the worker still kills the group itself
+
+
+def _pin() -> None:
+    """Pin this process, and so the whole job, to the cores it holds: concurrent jobs on one
+    host do not fight over the same cores. Standard library only (no fleet import here)."""
+    cores = os.environ.get(AFFINITY_ENV, "")
+    if not cores or not hasattr(os, "sched_setaffinity"):
+        return
+    try:
+        wanted = {int(c) for c in cores.split(",") if c.strip()}
+        allowed = os.sched_getaffinity(0)
+        os.sched_setaffinity(0, (wanted & allowed) or allowed)   # simulated cores may not exist
+    except (ValueError, OSError) as e:
+        print(f"fleet: cannot pin the job to cores {cores}: {e}", file=sys.stderr, flush=True)
 
 
 def _kill_group(signum, frame) -> None:
@@ -56,6 +71,7 @@ def main(argv: list[str]) -> int:
     signal.signal(signal.SIGTERM, _kill_group)
     if os.getppid() != parent:  # the worker died before we armed the signal
         _kill_group(None, None)
+    _pin()
     try:
         _child = subprocess.Popen(argv)
     except OSError as e:

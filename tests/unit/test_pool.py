@@ -3,7 +3,8 @@ from __future__ import annotations
 
 import pytest
 
-from routing.pool import Demand, GpuReserve, Pool, admit, fits, lacking, release
+from manifest.schema import Needs
+from routing.pool import Demand, GpuReserve, Pool, admit, demand_of, fits, lacking, release
 
 
 def take_all(pool: Pool, demands: list[Demand]):
@@ -107,3 +108,16 @@ def test_release_gives_everything_back():
 def test_a_demand_refuses_impossible_values(kwargs):
     with pytest.raises(ValueError, match="demand"):
         Demand(**kwargs)
+
+
+@pytest.mark.parametrize("needs, on_gpu, demand", [
+    (Needs(), False, Demand(cores=1)),
+    (Needs(min_cores=8, min_ram_gib=4), False, Demand(cores=8, ram_gib=4)),
+    (Needs(require_cuda=True, min_vram_gib=24), True, Demand(gpus=1, vram_gib=24)),
+    (Needs(require_cuda=True, min_vram_gib=24, gpus=4), True, Demand(gpus=4, vram_gib=24)),
+    (Needs(require_cuda=True, min_vram_gib=2, share_gpu=True), True, Demand(gpus=1, vram_gib=2, share_gpu=True)),
+    (Needs(min_vram_gib=10, gpus=2), False, Demand(cores=1)),      # prefer_cuda on its CPU fallback
+    (Needs(min_vram_gib=10), True, Demand(gpus=1, vram_gib=10)),   # prefer_cuda on its GPU tier
+])
+def test_a_jobs_needs_become_what_it_reserves(needs, on_gpu, demand):
+    assert demand_of(needs, on_gpu) == demand
