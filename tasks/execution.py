@@ -20,11 +20,12 @@ from pathlib import Path
 import redis
 
 from artifacts.data import fetch
+from artifacts.pyenv import EnvBuildFailed
 from core.constants import DATA_CACHE_DIR, TAIL_LINES
 from manifest.schema import JobSpec
 from state import deadletter
 from state.records import JobState
-from tasks import checkpoint, events, isolation, runner, trained, upload, vramwatch, workdirs
+from tasks import checkpoint, events, isolation, runner, trained, upload, vramwatch, workdirs, workspace
 from tasks.host import HostContext, context
 from tasks.joblog import JobLog
 from tasks.lease import LeaseKeeper
@@ -139,9 +140,19 @@ def _run(task, ctx: HostContext, run: Run) -> Ended:
     job, work = run.job, run.work
     data_path = (fetch(job.data, ctx.work_root / DATA_CACHE_DIR, store_factory=ctx.open_store, into=work,
                        cache_bytes=ctx.settings.data_cache_bytes) if job.data else None)
-    argv, env = _argv_env(job, work, data_path, run, ctx.job_user)
-    isolation.hand_over(work, ctx.job_user)   # the data pin lives in the cache, not in work
-    outcome = _run_process(task, ctx, run, argv, env)
+    try:
+        with workspace.prepared(task, ctx, run) as python:   # its code copied in, its environment held
+            argv, env = _argv_env(job, work, data_path, run, ctx.job_user)
+            argv = workspace.adapt(argv, env, job, python)
+            env.update(workspace.job_variables(job, ctx))
+            isolation.hand_over(work, ctx.job_user)   # the data pin lives in the cache, not in work
+            outcome = _run_process(task, ctx, run, argv, env)
+    except workspace.JobEnvFailed as e:   # the job's own requirements: no other host can do better
+        return _failed(ctx, replace(run, job=replace(job, max_attempts=None)), None, error=str(e))
+    except EnvBuildFailed:
+        if ctx.shutdown.is_set():
+            return _release(task, ctx, run, "worker shutting down")
+        raise
     if outcome.stopped is Stop.SHUTDOWN:
         return _release(task, ctx, run, "worker shutting down")
     if outcome.stopped is not None and outcome.stopped.record_decides:
