@@ -16,6 +16,7 @@ import redis
 from celery.worker import state as worker_state
 
 from core import constants as C
+from tasks import workspace
 
 log = logging.getLogger("fleet.heartbeat")
 
@@ -36,7 +37,8 @@ def payload(ctx, consumer=None, *, state: str = "up", started_at: float, now: fl
             "capability": ctx.capability.to_dict(),
             "detected": (ctx.detected or ctx.capability).to_dict(),
             "queues": consumed(ctx, consumer), "asked": list(ctx.asked), "slots": _slots(ctx),
-            "pool": pool_view(ctx), "active": active, "started_at": started_at, "seen_at": now}
+            "pool": pool_view(ctx), "active": active, "started_at": started_at, "seen_at": now,
+            "envs": workspace.cached_envs(ctx.work_root)}
 
 
 def pool_view(ctx) -> dict:

@@ -39,6 +39,7 @@ class HostView:
     running: tuple[RunningJob, ...] = ()
     started_at: float | None = None
     pid: int | None = None
+    envs: tuple[dict, ...] = ()       # the jobs' environments it holds (tasks.workspace.cached_envs)
     pool: dict | None = None          # free and held GPUs, cores and RAM (None: an older worker)
     extra: dict = field(default_factory=dict)
 
@@ -65,7 +66,7 @@ class HostView:
         d = asdict(self)
         d.pop("extra")
         d["running"] = [asdict(r) for r in self.running]
-        d["queues"], d["asked"] = list(self.queues), list(self.asked)
+        d["queues"], d["asked"], d["envs"] = list(self.queues), list(self.asked), list(self.envs)
         d["busy"] = self.busy
         d["seen_ago_s"] = round((time.time() if now is None else now) - self.seen_at, 1)
         return d
@@ -100,7 +101,8 @@ def read_hosts(client: redis.Redis, *, include_gone: bool = True) -> list[HostVi
             view = HostView(hostname, b.get("state", "up"), float(b.get("seen_at", seen_at)),
                             b.get("nodename", ""), b.get("capability"), b.get("detected"),
                             tuple(b.get("queues", ())), tuple(b.get("asked", ())), int(b.get("slots", 0)),
-                            tuple(running.get(hostname, ())), b.get("started_at"), b.get("pid"), b.get("pool"))
+                            tuple(running.get(hostname, ())), b.get("started_at"), b.get("pid"),
+                            envs=tuple(b.get("envs") or ()), pool=b.get("pool"))
         if include_gone or view.live:
             out.append(view)
     return sorted(out, key=lambda v: (not v.live, v.hostname))
