@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import time
+from pathlib import Path
 from types import SimpleNamespace
 
 import pytest
@@ -137,6 +138,7 @@ def test_a_workers_own_heartbeat_reads_back_as_its_pool(app, fleet_cli, redis_cl
     gate, a = Gate(pool_for(cap, GpuReserve()), lambda q: None), m.jobs[0].job_id
     assert gate.take("tag-a", Demand(gpus=3, cores=2, ram_gib=8.0), a) is not None
     ctx = SimpleNamespace(hostname="big4", nodename="big4@x", capability=cap, detected=cap, asked=(), gate=gate,
+                          work_root=Path("/nonexistent/big4"),
                           queues=[queues["ddp-b"], queues["ddp-a"], "cuda", "cpu"],
                           app=SimpleNamespace(conf=SimpleNamespace(worker_concurrency=0)))
     heartbeat.beat(redis_client, heartbeat.payload(ctx, started_at=time.time()))

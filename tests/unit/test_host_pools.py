@@ -37,7 +37,7 @@ def cap(name, vram=(), cores=8, ram=32.0):
 def view(name, pool=None, state="up", vram=(), cores=8, ram=32.0, running=(), slots=1):
     return HostView(name, state, NOW - 3, f"{name}@x", cap(name, vram, cores, ram), None,
                     ("cuda.gpus2.vram24", "cuda", "cpu") if vram else ("cpu",), (), slots,
-                    tuple(RunningJob(j, n, "cuda", NOW - 30) for j, n in running), NOW - 99, 1, pool)
+                    tuple(RunningJob(j, n, "cuda", NOW - 30) for j, n in running), NOW - 99, 1, pool=pool)
 
 
 VIEWS = [view("big4", BIG4_POOL, vram=[80] * 4, cores=32, ram=125.0,
