@@ -55,9 +55,10 @@ def pool_view(ctx) -> dict:
     gpus = [{"index": d.index, "name": names.get(d.index, ""), "vram_gib": d.vram_gib,
              "state": "whole" if d.whole else "shared" if d.shared_gib > 0 else "free",
              "shared_gib": d.shared_gib, "jobs": holders.get(d.index, [])} for d in pool.devices]
-    kept_cores, _ = pool.held_back()
+    kept_cores, kept_ram = pool.held_back()
     return {"gpus": gpus, "cores": {"total": pool.total_cores, "free": len(pool.free_cores), "kept_for_gpus": kept_cores},
-            "ram_gib": {"total": pool.total_ram_gib, "free": round(pool.free_ram_gib, 3)}, "jobs": jobs}
+            "ram_gib": {"total": pool.total_ram_gib, "free": round(pool.free_ram_gib, 3), "kept_for_gpus": kept_ram},
+            "jobs": jobs}
 
 
 def _slots(ctx) -> int:
