@@ -50,7 +50,8 @@ class PublishItem:
 class Claim:
     run: bool
     reason: str        # why it was dropped, or the attempt number when run
-    attempts: int = 0
+    attempts: int = 0  # counted towards max_attempts since the last publish (lua/claim.lua)
+    runs: int = 0      # every run the job had, this one included: its number in `fleet logs`
 
 
 @dataclass(frozen=True)
@@ -71,6 +72,7 @@ class JobRecord:
     spec: dict
     trained: dict | None = None       # trainer exited 0: {"at", "host", "dir"} (lua/trained.lua)
     checkpoint: dict | None = None    # last synced: {"key", "sha256", "size", "synced_at"} (lua/checkpoint.lua)
+    runs: int = 0                     # every run it had (lua/claim.lua); attempts count towards max_attempts
 
     @classmethod
     def from_hash(cls, h: dict[str, str]) -> "JobRecord":
@@ -81,7 +83,8 @@ class JobRecord:
                    num("created_at"), num("started_at"), num("finished_at"), h.get("last_error"),
                    load("artifact"), load("progress"), load("spec") or {},
                    trained={"at": num("trained_at"), "host": h.get("trained_host"), "dir": h.get("trained_dir")}
-                   if h.get("trained_at") else None, checkpoint=load("checkpoint"))
+                   if h.get("trained_at") else None, checkpoint=load("checkpoint"),
+                   runs=int(h.get("runs") or h.get("attempts") or 0))
 
     def to_dict(self) -> dict[str, Any]:
         d = self.__dict__.copy()
@@ -140,11 +143,13 @@ class Records:
               adopt: bool = False) -> Claim:
         """Take a job to run it. A job with no record is dropped ('no record') unless
         ``adopt``: then a record is made for it (FLEET_ADOPT_UNPUBLISHED)."""
-        action, detail = self._claim(
+        action, detail, *runs = self._claim(
             keys=[C.JOB_KEY + job_id, C.LEASE_KEY + job_id, C.RUNNING_SET, C.FALLBACK_ZSET, C.JOBS_INDEX],
             args=[job_id, worker, token, self.lease_ttl_ms, time.time(), json.dumps(spec),
                   self.max_attempts, queue, "1" if adopt else "0"])
-        return Claim(action == "run", detail, int(detail) if action == "run" else 0)
+        if action != "run":
+            return Claim(False, detail)
+        return Claim(True, detail, int(detail), int(runs[0]))
 
     def heartbeat(self, job_id: str, token: str, **fields: Any) -> str:
         """Renew the lease; returns 'ok' or why the run must stop ('cancelled', 'lost', ...)."""

@@ -30,7 +30,7 @@ from tasks.host import HostContext, context
 from tasks.joblog import JobLog
 from tasks.lease import LeaseKeeper
 from tasks.retry import retry_redis
-from tasks.run import Ended, Outcome, Run, RunStopped, Stop
+from tasks.run import Ended, Outcome, Run, RunEnd, RunStopped, Stop, failure_end, run_end
 from trainers import protocol
 
 log = logging.getLogger("fleet.execution")
@@ -64,8 +64,11 @@ def execute(task, job: JobSpec) -> Ended:
         events.restarted(task, claim.attempts)
     work = workdirs.create(ctx.work_root, job.job_id, trained.run_info(job, token, claim.attempts, ctx.hostname))
     try:
-        with LeaseKeeper(ctx.records, job.job_id, token) as lease:
-            return _with_grant(task, ctx, Run(job, token, claim.attempts, lease, work, queue=queue))
+        with LeaseKeeper(ctx.records, job.job_id, token) as lease, \
+                JobLog(ctx.redis, job.job_id, run=claim.runs, worker=ctx.hostname) as output:
+            ended = _with_grant(task, ctx, Run(job, token, claim.attempts, lease, work, queue=queue, output=output))
+            output.end(*run_end(ended, lease.reason))
+            return ended
     finally:
         workdirs.remove(work)
 
@@ -191,8 +194,7 @@ def _run_process(task, ctx: HostContext, run: Run, argv: list[str], env: dict) -
     flower = events.ProgressEvents(task, where, run.attempt)
     watch = _vram_watch(run)
     with open(work / workdirs.LOG_FILE, "w", encoding="utf-8") as log_file, \
-            checkpoint.syncing(ctx, job, run.token, work, env) as ckpt, \
-            JobLog(ctx.redis, job.job_id, run=run.attempt, worker=ctx.hostname) as joblog:
+            checkpoint.syncing(ctx, job, run.token, work, env) as ckpt:
         def on_tick(progress: runner.Progress) -> Stop | None:
             snap = progress.snapshot()
             run.lease.report(progress=snap)
@@ -204,13 +206,13 @@ def _run_process(task, ctx: HostContext, run: Run, argv: list[str], env: dict) -
             flower.tick(snap)
             if watch is not None and (over := watch.check(progress.pgid)):
                 log.warning("%s %s", job.name, over)
-                joblog.append(over)
+                run.output.append(over)
                 progress.tail.append(over)
                 return Stop.OVER_BUDGET
             return run.lease.reason
 
         outcome = runner.run(argv, env=env, cwd=str(work), timeout_s=job.timeout_s, on_tick=on_tick,
-                             stop=ctx.shutdown, log=lambda line: (log_file.write(line + "\n"), joblog.append(line)),
+                             stop=ctx.shutdown, log=lambda line: (log_file.write(line + "\n"), run.output.append(line)),
                              run_as=isolation.popen_user(ctx.job_user),
                              python=ctx.job_user.python if ctx.job_user else None,
                              exit_file=workdirs.exit_file(work))
@@ -242,16 +244,19 @@ def _failed(ctx: HostContext, run: Run, outcome: runner.RunOutcome | None, error
     job, attempt = run.job, run.attempt
     if outcome is None:
         message = f"job {job.name} ({job.job_id[:12]}) failed on {ctx.hostname}: {error}"
+        end, detail = RunEnd.FAILED, error or ""
     else:
         why = (f"timed out after {job.timeout_s:g}s" if outcome.stopped is Stop.TIMEOUT
                else "was stopped: over its VRAM budget" if outcome.stopped is Stop.OVER_BUDGET
                else f"exited with status {outcome.returncode}")
         tail = "\n".join(outcome.tail[-TAIL_LINES:])
         message = f"job {job.name} ({job.job_id[:12]}) {why}; last output:\n{tail}"
+        end, detail = failure_end(outcome.stopped, outcome.returncode, job.timeout_s)
     # over its budget it would be again anywhere: not retried
     again = (job.max_attempts is not None and attempt < job.max_attempts
              and (outcome is None or outcome.stopped is not Stop.OVER_BUDGET))
     retry_redis(lambda: ctx.records.finish(job.job_id, run.token, JobState.QUEUED if again else JobState.FAILED,
                                            last_error=message[-4000:]), what="record failure", stop=ctx.shutdown)
+    left = f"; queued again, {job.max_attempts - attempt} attempt(s) left" if again else ""
     return Ended(Outcome.FAILED, message + ("\n(retrying: attempt %d of %d)" % (attempt, job.max_attempts)
-                                            if again else ""))
+                                            if again else ""), end=end, detail=detail + left)

@@ -1,7 +1,9 @@
 """A running job's output, sent to Redis for `fleet logs` in batches, kept bounded.
 
 Each job has one stream (``fleet:log:<job_id>``): one entry per output line, plus a
-``start`` and an ``end`` entry per run, so a re-run shows where it began. Lines are
+``start`` and an ``end`` entry per run. Both carry the run's number (the job's runs so
+far: a retry, a requeue and a hand-back each start a new one) and its worker; the end
+also says how the run ended (``tasks.run.RunEnd``) with a few words more. Lines are
 buffered and sent about once a second in one pipelined round trip; the stream is capped
 (``XADD MAXLEN ~``) and expires ``JOB_LOG_TTL_S`` after its last write. Redis being away
 never slows the job: lines wait in a bounded buffer (oldest dropped) and go next time.
@@ -16,8 +18,10 @@ from collections import deque
 import redis
 
 from core import constants as C
+from tasks.run import RunEnd
 
 log = logging.getLogger("fleet.joblog")
+END_DETAIL_CHARS = 200   # an end mark's detail is one short line; the record keeps the whole error
 
 
 def log_key(job_id: str) -> str:
@@ -28,8 +32,16 @@ def clip(line: str, limit: int = C.JOB_LOG_MAX_LINE_CHARS) -> str:
     return line if len(line) <= limit else line[:limit - 1] + "…"
 
 
+def end_fields(end: RunEnd, detail: str = "") -> dict[str, str]:
+    """What an end mark adds to the run's number and worker: how it ended. Pure."""
+    first = detail.strip().partition("\n")[0]
+    return {"outcome": end.value, **({"detail": clip(first, END_DETAIL_CHARS)} if first else {})}
+
+
 class JobLog:
-    """Use as a context manager around one run; ``append`` is safe from any thread."""
+    """Use as a context manager around one run, from its claim to its end; ``append`` is safe
+    from any thread. Say how the run ended with ``end`` before leaving: a run left by an
+    exception is marked lost."""
 
     def __init__(self, client: redis.Redis, job_id: str, *, run: int, worker: str,
                  every_s: float = C.JOB_LOG_FLUSH_EVERY_S, max_lines: int = C.JOB_LOG_MAX_LINES,
@@ -42,22 +54,30 @@ class JobLog:
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._loop, name=f"joblog-{job_id[:12]}", daemon=True)
         self.dropped = 0
+        self._end: dict[str, str] = {}
+
+    def end(self, how: RunEnd, detail: str = "") -> None:
+        """How the run ended, for its end mark."""
+        self._end = end_fields(how, detail)
 
     def append(self, line: str) -> None:
         self._buf.append({"l": clip(line)})
 
-    def _event(self, name: str) -> None:
-        self._buf.append({"ev": name, "run": str(self.run), "worker": self.worker, "t": f"{time.time():.3f}"})
+    def _event(self, name: str, **fields: str) -> None:
+        self._buf.append({"ev": name, "run": str(self.run), "worker": self.worker, "t": f"{time.time():.3f}",
+                          **fields})
 
     def __enter__(self) -> "JobLog":
         self._event("start")
         self._thread.start()
         return self
 
-    def __exit__(self, *exc) -> None:
+    def __exit__(self, exc_type, exc, tb) -> None:
         self._stop.set()
         self._thread.join(10)
-        self._event("end")
+        if exc is not None and not self._end:
+            self.end(RunEnd.LOST, f"{exc_type.__name__} on the worker: {exc}")
+        self._event("end", **self._end)
         self.flush()
 
     def _loop(self) -> None:

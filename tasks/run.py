@@ -2,7 +2,8 @@
 
 ``Run`` travels from the claim (``tasks.execution``) to the stored bundle
 (``tasks.upload``); ``Stop`` says why the job's process was stopped, ``Outcome`` how the
-delivery ended. Only ``tasks.train`` turns an outcome into Celery's terms.
+delivery ended, ``RunEnd`` how the run ended as its end mark in `fleet logs` says it.
+Only ``tasks.train`` turns an outcome into Celery's terms.
 """
 from __future__ import annotations
 
@@ -52,6 +53,22 @@ class Outcome(str, Enum):
     STOPPED = "stopped"         # cancelled or taken over while running
 
 
+class RunEnd(str, Enum):
+    """How one run of a job ended, in the words of its end mark (``tasks.joblog``)."""
+
+    SUCCEEDED = "succeeded"
+    FAILED = "failed"
+    TIMED_OUT = "timed out"
+    CANCELLED = "cancelled"
+    HANDED_BACK = "handed back"   # to its queue, uncounted: the worker is stopping, or lost a race here
+    LOST = "lost"                 # the job is no longer this run's (taken over, or its worker failed)
+
+
+# what a run that lost its job says about it, by the record's answer to its heartbeat
+LOST_BECAUSE = {Stop.LOST: "another run owns the job", Stop.QUEUED: "the job went back to its queue",
+                Stop.FAILED: "the job was recorded failed", Stop.SUCCEEDED: "the job was recorded succeeded"}
+
+
 @dataclass(frozen=True)
 class Ended:
     """What ``tasks.execution.execute`` hands back to the task."""
@@ -59,6 +76,34 @@ class Ended:
     outcome: Outcome
     why: str = ""
     result: dict | None = None   # the task's result, when SUCCEEDED
+    end: RunEnd | None = None    # how the run ended, where the outcome alone does not say (a timeout)
+    detail: str = ""             # the few words its end mark adds ("exit 1")
+
+
+def failure_end(stopped: Stop | None, returncode: int | None, timeout_s: float | None) -> tuple[RunEnd, str]:
+    """The end mark of a run whose process failed: timed out, over its budget, or its exit
+    status. Pure."""
+    if stopped is Stop.TIMEOUT:
+        return RunEnd.TIMED_OUT, f"after {timeout_s:g}s"
+    if stopped is Stop.OVER_BUDGET:
+        return RunEnd.FAILED, stopped.value
+    return RunEnd.FAILED, f"exit {returncode}"
+
+
+def run_end(ended: Ended, stop: Stop | None = None) -> tuple[RunEnd, str]:
+    """The end mark of a run that ended so, ``stop`` being what its lease last heard: how it
+    ended, and a few words more. Pure."""
+    if ended.end is not None:
+        return ended.end, ended.detail
+    if ended.outcome is Outcome.SUCCEEDED:
+        return RunEnd.SUCCEEDED, ended.detail
+    if ended.outcome is Outcome.RELEASED:
+        return RunEnd.HANDED_BACK, ended.detail or ended.why
+    if ended.outcome is Outcome.STOPPED:
+        if stop is Stop.CANCELLED:
+            return RunEnd.CANCELLED, ended.detail
+        return RunEnd.LOST, ended.detail or (LOST_BECAUSE.get(stop, ended.why) if stop else ended.why)
+    return RunEnd.FAILED, ended.detail or ended.why.partition("\n")[0]
 
 
 class RunStopped(Exception):
@@ -69,6 +114,20 @@ class RunStopped(Exception):
     def __init__(self, outcome: Outcome, why: str):
         super().__init__(why)
         self.outcome, self.why = outcome, why
+
+
+class Output(Protocol):
+    """Where a run's output lines go for `fleet logs` (``tasks.joblog.JobLog``)."""
+
+    def append(self, line: str) -> None:
+        """Keep one line of the job's output."""
+
+
+class Discard:
+    """Output nobody reads: a run that never starts a process (a dead run's upload)."""
+
+    def append(self, line: str) -> None:
+        pass
 
 
 class Lease(Protocol):
@@ -93,6 +152,7 @@ class Run:
     grant: Grant | None = None           # what it holds of the host's pool (tasks.admission)
     started: float = field(default_factory=time.time)
     queue: str = ""
+    output: Output = Discard()
 
     @property
     def gpu(self) -> CudaDevice | None:

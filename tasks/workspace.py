@@ -25,7 +25,6 @@ from core.constants import DATA_CACHE_DIR, ENV_CACHE_DIR
 from core.errors import FleetError
 from manifest import dataref
 from manifest.schema import JobSpec
-from tasks.joblog import JobLog
 from tasks.retry import Backoff, retry
 
 log = logging.getLogger("fleet.workspace")
@@ -113,11 +112,10 @@ def prepared(task, ctx, run) -> Iterator[Path | None]:
 def _hold_env(task, ctx, run, spec: EnvSpec, stack: contextlib.ExitStack) -> Path:
     cache = env_cache(ctx)
     digest = spec.digest()
-    with JobLog(ctx.redis, run.job.job_id, run=run.attempt, worker=ctx.hostname) as joblog, \
-            _preparing(task, ctx, run, digest):
+    with _preparing(task, ctx, run, digest):
         def enter() -> Path:
             try:
-                return stack.enter_context(cache.use(spec, workdir=run.work, log=joblog.append))
+                return stack.enter_context(cache.use(spec, workdir=run.work, log=run.output.append))
             except EnvBuildFailed as e:
                 if e.permanent:
                     raise JobEnvFailed(str(e)) from e

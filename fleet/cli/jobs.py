@@ -79,7 +79,7 @@ def worker_cell(r: Q.JobRow) -> str:
 def _cells(r: Q.JobRow, now: float, id_len: int, text: str) -> dict:
     return {"job": Text(r.name), "id": r.job_id[:id_len],
             "state": Text(r.state.value, style=STATE_STYLE[r.state.value]), "queue": Text(r.queue),
-            "tries": str(r.attempts), "worker": Text(worker_cell(r)), "time": when(r, now),
+            "tries": str(r.runs), "worker": Text(worker_cell(r)), "time": when(r, now),
             "progress / error": Text(text), "artifact": (r.artifact or {}).get("sha256", "")[:12]}
 
 

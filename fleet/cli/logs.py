@@ -23,7 +23,8 @@ def cmd_logs(args) -> int:
     jid = refs.resolve(rec.r, args.job)
     job = rec.get(jid)
     entries = L.read(rec.r, jid, tail=args.tail)
-    for entry in entries:
+    runs = L.Runs()
+    for entry in runs.through(entries):
         _emit(entry, args.json)
     if not entries and not args.follow:
         hint = (f"it is {job.state.value}; follow it with `fleet logs {args.job} -f`" if not job.state.terminal else
@@ -33,7 +34,7 @@ def cmd_logs(args) -> int:
     if args.follow:
         after = entries[-1].id if entries else ("-" if args.tail is None else _now_id(rec.r, jid))
         try:
-            for entry in L.follow(rec.r, jid, after, lambda: rec.states([jid])[jid]):
+            for entry in L.follow(rec.r, jid, after, lambda: rec.states([jid])[jid], runs=runs):
                 _emit(entry, args.json)
         except KeyboardInterrupt:
             return 0
@@ -50,9 +51,14 @@ def _now_id(client, jid: str) -> str:
 
 
 def register(sub) -> None:
-    s = sub.add_parser("logs", help="a job's output (kept in Redis, bounded); -f follows it live")
+    s = sub.add_parser("logs", help="a job's output (kept in Redis, bounded); -f follows it live",
+                       description="A job's output, each run between its own marks: '--- attempt N on HOST "
+                                   "started ...' and '... ended ...: HOW', N counting every run of the job "
+                                   "(retries, requeues, hand-backs), HOW saying succeeded, failed (exit 1), "
+                                   "timed out, cancelled, handed back or lost.")
     s.add_argument("job", help="job name, ID, or ID prefix (4+ characters)")
     s.add_argument("-f", "--follow", action="store_true", help="keep printing until the job ends")
     s.add_argument("--tail", "-n", type=int, default=None, metavar="N", help="only the last N lines")
-    s.add_argument("--json", action="store_true", help="one JSON object per line or run mark")
+    s.add_argument("--json", action="store_true", help="one JSON object per line or run mark "
+                   "(a mark has event, run, worker; an end mark outcome and detail)")
     s.set_defaults(fn=cmd_logs)

@@ -19,7 +19,7 @@ from core.errors import FleetError
 from state.records import JobState
 
 FIELDS = ("job_id", "name", "state", "queue", "attempts", "worker", "gpu", "created_at", "queued_at",
-          "started_at", "finished_at", "last_error", "artifact", "progress", "result")
+          "started_at", "finished_at", "last_error", "artifact", "progress", "result", "runs")
 READ_BATCH = 5000
 # interest order: what an operator looks at first
 STATE_ORDER = {JobState.RUNNING: 0, JobState.FAILED: 1, JobState.QUEUED: 2, JobState.CANCELLED: 3,
@@ -48,6 +48,7 @@ class JobRow:
     artifact: dict | None = None
     progress: dict | None = None
     result: dict | None = None
+    runs: int = 0          # every run it had (the `tries` column); attempts count towards max_attempts
 
     @classmethod
     def from_values(cls, values: Sequence[str | None]) -> "JobRow | None":
@@ -59,7 +60,7 @@ class JobRow:
                    v.get("queue") or "", int(v.get("attempts") or 0), v.get("worker") or "", v.get("gpu") or "",
                    num("created_at"), num("queued_at"), num("started_at"), num("finished_at"),
                    v.get("last_error") or "", _load(v.get("artifact")), _load(v.get("progress")),
-                   _load(v.get("result")))
+                   _load(v.get("result")), int(v.get("runs") or v.get("attempts") or 0))
 
     def times(self, now: float) -> dict[str, float | None]:
         """Seconds: how long it has waited, how long it ran (or runs), how long ago it ended."""

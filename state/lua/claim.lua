@@ -1,4 +1,7 @@
 -- A delivery asks to run a job. Exactly one delivery wins; the rest are dropped.
+-- A win is a new run: 'attempts' counts towards max_attempts (a requeue resets it, a
+-- hand-back gives it back), 'runs' counts every run the job ever had and is never reset,
+-- so each run gets its own number in `fleet logs` and `tries`.
 -- KEYS: job_key, lease_key, running_set, fallback_zset, jobs_index
 -- ARGV: job_id, worker, token, ttl_ms, now, spec_json, default_max_attempts, queue, adopt ('1' or '0')
 local state = redis.call('HGET', KEYS[1], 'state')
@@ -30,11 +33,14 @@ if attempts >= max then
   return {'drop', 'failed'}
 end
 attempts = redis.call('HINCRBY', KEYS[1], 'attempts', 1)
+local runs = redis.call('HINCRBY', KEYS[1], 'runs', 1)
 redis.call('HSET', KEYS[1], 'state', 'running', 'worker', ARGV[2], 'token', ARGV[3],
            'started_at', ARGV[5], 'heartbeat_at', ARGV[5], 'queue', ARGV[8])
 redis.call('HDEL', KEYS[1], 'last_error', 'finished_at')
+-- the previous run's progress and GPU are not this run's: it reports its own
+redis.call('HDEL', KEYS[1], 'progress', 'gpu')
 redis.call('HDEL', KEYS[1], 'trained_at', 'trained_host', 'trained_dir', 'trained_grace_s')
 redis.call('SET', KEYS[2], ARGV[3], 'PX', ARGV[4])
 redis.call('SADD', KEYS[3], ARGV[1])
 redis.call('ZREM', KEYS[4], ARGV[1])
-return {'run', tostring(attempts)}
+return {'run', tostring(attempts), tostring(runs)}

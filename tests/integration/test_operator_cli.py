@@ -20,6 +20,7 @@ from core import constants as C
 from fleet.query import logs as L
 from state.records import JobState, Records
 from tasks.joblog import JobLog
+from tasks.run import RunEnd
 
 pytestmark = pytest.mark.integration
 
@@ -106,6 +107,41 @@ def test_follow_goes_on_into_a_rerun_and_ends_once_the_job_is_finished(redis_cli
     assert [g.split(" 20")[0] for g in got] == [
         "--- attempt 1 on a started", "first run", "--- attempt 1 on a ended",
         "--- attempt 2 on b started", "second run", "last line", "--- attempt 2 on b ended"]
+
+
+def test_a_run_left_by_an_exception_is_marked_lost_and_one_that_ended_says_how(redis_client):
+    with JobLog(redis_client, "j5", run=2, worker="a") as out:
+        out.end(RunEnd.FAILED, "exit 1\nmore")
+    with pytest.raises(RuntimeError):
+        with JobLog(redis_client, "j5", run=3, worker="a"):
+            raise RuntimeError("disk gone")
+    ends = [e for e in L.read(redis_client, "j5") if e.event == "end"]
+    assert [(e.run, e.outcome, e.detail) for e in ends] == [
+        (2, "failed", "exit 1"), (3, "lost", "RuntimeError on the worker: disk gone")]
+
+
+def test_follow_waits_for_the_end_mark_of_a_run_whose_job_was_cancelled_before_it_heard(redis_client):
+    state = {"now": JobState.RUNNING}
+    out = JobLog(redis_client, "j6", run=1, worker="a", every_s=0.05).__enter__()
+    out.append("working")
+
+    def worker():
+        time.sleep(0.5)
+        state["now"] = JobState.CANCELLED                    # the operator's cancel, recorded at once
+        time.sleep(1.5)                                      # the run hears of it on a heartbeat
+        out.end(RunEnd.CANCELLED)
+        out.__exit__(None, None, None)
+
+    t = threading.Thread(target=worker)
+    t.start()
+    got = list(L.follow(redis_client, "j6", "-", lambda: state["now"], block_ms=200))
+    t.join()
+    assert [e.line or e.outcome or e.event for e in got] == ["start", "working", "cancelled"]
+    # a run whose end mark never comes (its worker died) is waited for a bounded time only
+    redis_client.xadd(L.key("j6"), {"ev": "start", "run": "2", "worker": "b"})
+    t0 = time.monotonic()
+    after = list(L.follow(redis_client, "j6", got[-1].id, lambda: JobState.FAILED, block_ms=100, end_wait_s=0.5))
+    assert [e.event for e in after] == ["start"] and time.monotonic() - t0 < 3
 
 
 def test_fleet_logs_prints_a_jobs_output_and_says_why_when_none_is_kept(fleet_cli, sweep, redis_client, capsys):

@@ -333,3 +333,37 @@ def test_a_delivery_acked_after_its_run_is_gone_for_good(app, redis_url, manifes
     taken = take_and_ack(redis_url, run=True)
     assert Records(client).get(taken).state is JobState.SUCCEEDED
     assert client.hlen(C.KOMBU_UNACKED) == 0 and client.zcard(C.KOMBU_UNACKED_INDEX) == 0
+
+
+def test_every_claim_is_a_new_run_counted_through_hand_backs_retries_and_requeues(app, redis_client, manifest):
+    publish(app, redis_client, manifest)
+    recs = Records(redis_client)
+    b = manifest.jobs[1].job_id          # max_attempts = 2
+
+    def claim(token: str, worker: str = "w1") -> tuple[int, int]:
+        got = recs.claim(b, worker, token, {}, "cpu")
+        return got.attempts, got.runs
+
+    assert claim("t1") == (1, 1)
+    assert recs.finish(b, "t1", JobState.QUEUED, count_attempt=False)          # handed back: uncounted
+    assert claim("t2") == (1, 2)
+    assert recs.finish(b, "t2", JobState.QUEUED)                               # a retry
+    assert claim("t3") == (2, 3)
+    assert recs.finish(b, "t3", JobState.FAILED)
+    assert recs.requeue(b) == "failed"                                         # attempts start again
+    assert claim("t4", "w2") == (1, 4)
+    rec = recs.get(b)
+    assert (rec.attempts, rec.runs) == (1, 4)
+
+
+def test_a_new_run_starts_without_the_previous_runs_progress_or_gpu(app, redis_client, manifest):
+    publish(app, redis_client, manifest)
+    recs = Records(redis_client)
+    a = manifest.jobs[0].job_id
+    assert recs.claim(a, "w1", "t1", {}, "cpu").run
+    assert recs.heartbeat(a, "t1", progress={"elapsed_s": 9, "tail": ["tick 5"]}, gpu="0:sim") == "ok"
+    assert recs.get(a).progress["tail"] == ["tick 5"]
+    assert recs.finish(a, "t1", JobState.QUEUED, count_attempt=False)
+    assert recs.claim(a, "w2", "t2", {}, "cpu").runs == 2
+    rec = recs.get(a)
+    assert (rec.progress, rec.gpu, rec.worker) == (None, None, "w2")
