@@ -10,7 +10,7 @@ from __future__ import annotations
 import difflib
 import math
 from dataclasses import dataclass
-from typing import Any, Callable
+from typing import Any, Callable, Iterable
 
 from core.errors import ManifestError, Problem
 
@@ -152,10 +152,13 @@ def _check_value(p: Param, value: Any) -> tuple[str, str] | None:
     return None
 
 
-def _unknown_key_fix(key: str, params: dict[str, Param]) -> str:
+def unknown_key_fix(key: str, known: Iterable[str]) -> str:
+    """The fix for an unknown key among ``known`` names: the one it most likely meant (its
+    alias, or the closest spelling), else the list of them."""
+    known = list(known)
     alias = ALIASES.get(key.lower())
-    close = [alias] if alias in params else difflib.get_close_matches(key, params, n=1)
-    return f"did you mean {close[0]!r}?" if close else f"known keys: {', '.join(params)}"
+    close = [alias] if alias in known else difflib.get_close_matches(key, known, n=1)
+    return f"did you mean {close[0]!r}?" if close else f"known keys: {', '.join(known)}"
 
 
 def check_hyper(model: str, hyper: dict) -> list[tuple[str, str, str]]:
@@ -170,7 +173,7 @@ def check_hyper(model: str, hyper: dict) -> list[tuple[str, str, str]]:
     problems = []
     for key, value in hyper.items():
         if key not in params:
-            fix = _unknown_key_fix(str(key), params)
+            fix = unknown_key_fix(str(key), params)
             problems.append((str(key), f"unknown key for model {model!r}", fix))
         elif bad := _check_value(params[key], value):
             problems.append((key, *bad))

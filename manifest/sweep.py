@@ -7,7 +7,7 @@ import json
 from typing import Any, Iterator
 
 from manifest.fields import MAX_SEED, date_problem
-from manifest.hyper import TRAINERS, check_hyper
+from manifest.hyper import TRAINERS, check_hyper, unknown_key_fix
 from manifest.problems import Problems
 
 
@@ -64,6 +64,12 @@ def _hyper_values(t: dict) -> Iterator[tuple[tuple, str, Any]]:
                 yield ("sweep", key), key, value
 
 
+def _sweep_fix(model: str, key: str, fix: str) -> str:
+    """A sweep may also name ``seed``: an unknown swept key is matched against it too."""
+    params = TRAINERS[model]
+    return fix if key in params else unknown_key_fix(key, [*params, "seed"])
+
+
 def hyper_problems(p: Problems, path: tuple, t: dict) -> None:
     """Report every bad hyper value, written or swept, once each.
 
@@ -73,7 +79,8 @@ def hyper_problems(p: Problems, path: tuple, t: dict) -> None:
     reported = set()
     for where, key, value in _hyper_values(t):
         if t.get("model") in TRAINERS:  # its schema rejects dates too: no trainer takes one
-            bad = [(m, f) for _, m, f in check_hyper(t["model"], {key: value})]
+            bad = [(m, _sweep_fix(t["model"], k, f) if where[0] == "sweep" else f)
+                   for k, m, f in check_hyper(t["model"], {key: value})]
         else:
             bad = [b] if (b := date_problem(value)) else []
         for message, fix in bad:

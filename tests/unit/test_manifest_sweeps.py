@@ -119,3 +119,19 @@ def test_a_sweep_over_a_number_and_the_same_digits_as_a_string_gives_two_names(t
     jobs = jobs_of(tmp_path, COMMAND + 'sweep = { k = [1, "1", 1.0, true, "a,b"] }\n')
     assert [j.name for j in jobs] == ['a[k=1]', 'a[k="1"]', 'a[k=1.0]', 'a[k=True]', 'a[k="a,b"]']
 
+
+
+@pytest.mark.parametrize("key, fix", [
+    ("sed", "did you mean 'seed'?"),
+    ("max_dept", "did you mean 'max_depth'?"),
+    ("lr", "did you mean 'learning_rate'?"),
+])
+def test_an_unknown_swept_key_is_matched_against_seed_and_the_trainers_keys(tmp_path, key, fix):
+    p = only_problem(tmp_path, GBT + f"[jobs.sweep]\n{key} = [0, 1]\n")
+    assert (p.line, p.field, p.message, p.fix) == (6, f"jobs[0].sweep.{key}", "unknown key for model 'gbt'", fix)
+
+
+def test_an_unknown_swept_key_with_no_likely_match_lists_every_key_a_sweep_takes_seed_included(tmp_path):
+    p = only_problem(tmp_path, GBT + "[jobs.sweep]\nzzz = [0, 1]\n")
+    assert p.fix.startswith("known keys: n_estimators, max_depth") and p.fix.endswith(", seed")
+
