@@ -10,13 +10,12 @@ Accepted URLs:
   rediss://[user:password@]host:port/db         TLS; FLEET_REDIS_CA_FILE names the CA
   sentinel://[user:password@]host:26379/db;sentinel://host2:26379;...
                                                 Sentinel; FLEET_SENTINEL_MASTER names the master
-Secrets never leave this module in a message: ``where`` and ``masked`` drop them; anything
-else that shows a URL shows ``masked(url)``.
+Secrets never leave this module in a message: ``where`` and ``masked`` (``core.secrets``)
+drop them; anything else that shows a URL shows ``masked(url)``.
 """
 from __future__ import annotations
 
 import os
-import re
 import ssl
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -25,13 +24,12 @@ from urllib.parse import unquote, urlsplit
 
 from core import constants as C
 from core.errors import ConfigError
+from core.secrets import masked
 
 SCHEMES = ("redis", "rediss", "sentinel")
 # kombu transports: stock Redis with fleet's queue-major order, plain/TLS or Sentinel-managed
 TRANSPORT = "tasks.transport:Transport"
 SENTINEL_TRANSPORT = "tasks.transport:SentinelTransport"
-MASK = "***"
-SECRET_QUERY = re.compile(r"([?&][^=&#]*(?:pass|pwd|token|secret|auth|key)[^=&#]*=)[^&#]*", re.I)
 TLS_FILE_VARS = {"ssl_ca_certs": "FLEET_REDIS_CA_FILE", "ssl_certfile": "FLEET_REDIS_CERT_FILE",
                  "ssl_keyfile": "FLEET_REDIS_KEY_FILE"}
 
@@ -91,22 +89,6 @@ class BrokerSettings:
         if self.ssl:
             kw.update(ssl=True, **self.ssl)
         return kw
-
-
-def masked(url: str) -> str:
-    """``url`` fit for a message or a log: the whole userinfo of each ;-separated address
-    (``user:password@``, a user alone, a token) and secret-named query values become ``***``,
-    whatever the scheme, and with no scheme at all. The one masking of URLs in fleet."""
-    return ";".join(_masked_address(part) for part in url.split(";"))
-
-
-def _masked_address(part: str) -> str:
-    scheme, sep, rest = part.partition("://")
-    if not sep:
-        scheme, rest = "", part
-    # the last @ ends the userinfo (an unencoded @ in a password); masking a little too much is fine
-    _, at, host = rest.rpartition("@")
-    return SECRET_QUERY.sub(rf"\1{MASK}", f"{scheme}{sep}{MASK}{at}{host}" if at else part)
 
 
 def parse(url: str, *, var: str = "FLEET_BROKER_URL", environ: Mapping[str, str] | None = None) -> BrokerSettings:

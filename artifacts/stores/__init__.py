@@ -6,6 +6,7 @@ from pathlib import Path
 from urllib.parse import ParseResult, unquote, urlparse
 
 from core.errors import StoreError
+from core.secrets import masked
 from core.settings import STORE_URL_ENV, StoreSettings
 
 from .base import Store, StoredArtifact, atomic_write
@@ -24,7 +25,7 @@ def _file_root(parsed: ParseResult) -> Path:
         return Path(unquote(parsed.path))
     if parsed.netloc in (".", ".."):
         return Path(parsed.netloc + unquote(parsed.path)).resolve()
-    raise StoreError(f"{STORE_URL_ENV}: {parsed.geturl()!r} names a remote host; "
+    raise StoreError(f"{STORE_URL_ENV}: {masked(parsed.geturl())!r} names a remote host; "
                      f"use {ACCEPTED_FORMS}")
 
 
@@ -34,9 +35,12 @@ def open_store(settings: StoreSettings | None = None) -> Store:
     parsed = urlparse(settings.url)
     if parsed.scheme == "file":
         return FileStore(_file_root(parsed))
+    if parsed.scheme == "s3" and "@" in parsed.netloc:   # every later message would show it
+        raise StoreError(f"{STORE_URL_ENV}: {masked(settings.url)!r} carries credentials; give them as "
+                         "AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY, and the store as s3://bucket/prefix")
     if parsed.scheme == "s3" and parsed.netloc:
         return S3Store(parsed.netloc, parsed.path.strip("/"), s3_client(settings))
-    raise StoreError(f"{STORE_URL_ENV}: cannot use {settings.url!r}; accepted forms: {ACCEPTED_FORMS}")
+    raise StoreError(f"{STORE_URL_ENV}: cannot use {masked(settings.url)!r}; accepted forms: {ACCEPTED_FORMS}")
 
 
 def open_store_at(url: str | None = None) -> Store:

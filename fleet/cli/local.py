@@ -10,6 +10,7 @@ from rich.live import Live
 from rich.text import Text
 
 from core.errors import ManifestError
+from core.secrets import masked
 from fleet.cli.common import console, err
 from fleet.local import DEFAULT_TIMEOUT_S, SIMULATED_HOSTS, Outcome, Waited
 
@@ -37,7 +38,8 @@ class ConsoleShow:
         if lock.took_over and lock.took_over.processes:
             console.print(f"took over {fleet.root} from a fleet that is gone ({lock.took_over.describe()})",
                           markup=False, highlight=False)
-        console.print(f"redis {fleet.server.url} (AOF in {fleet.server.data_dir}), store {fleet.store_url}",
+        console.print(f"redis {masked(fleet.server.url)} (AOF in {fleet.server.data_dir}), "
+                      f"store {masked(fleet.store_url)}",
                       markup=False, highlight=False)
         console.print(f"workers: {', '.join(fleet.workers)} (logs in {fleet.root / 'logs'})",
                       markup=False, highlight=False)

@@ -254,6 +254,14 @@ def test_open_store_rejects_an_unknown_scheme_naming_the_variable():
         open_store(StoreSettings.from_env({"FLEET_STORE_URL": "gs://bucket/x"}))
 
 
+@pytest.mark.parametrize("url", ["gs://tok:hunter2-xyz@bucket/x", "file://u:hunter2-xyz@remote/dir",
+                                 "s3://AKIA:hunter2-xyz@bucket/prefix", "https://hunter2-xyz@host/store"])
+def test_open_store_errors_show_the_url_masked(url):
+    with pytest.raises(StoreError) as e:
+        open_store(StoreSettings.from_env({"FLEET_STORE_URL": url}))
+    assert "hunter2-xyz" not in str(e.value) and "***@" in str(e.value)
+
+
 # --- data.fetch ---------------------------------------------------------------------
 
 def test_fetch_returns_a_local_path_as_it_is(tmp_path):

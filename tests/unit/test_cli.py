@@ -63,3 +63,15 @@ def test_every_option_of_every_verb_has_a_help_text():
     missing = [f"{name} {a.option_strings or a.dest}" for name, sp in sub.choices.items()
                for a in sp._actions if a.help is None]
     assert not missing
+
+
+def test_fleet_local_shows_its_store_url_masked(capsys):
+    from types import SimpleNamespace
+
+    from fleet.cli.local import ConsoleShow
+    fleet = SimpleNamespace(server=SimpleNamespace(url="redis://127.0.0.1:6400/0", data_dir="/d/redis"),
+                            store_url="https://hunter2-token@store.example/runs", workers={"local-cpu": None},
+                            root=Path("/d"))
+    ConsoleShow().started(fleet, SimpleNamespace(took_over=None))
+    out = capsys.readouterr().out
+    assert "store https://***@store.example/runs" in out and "hunter2" not in out

@@ -5,6 +5,7 @@ import pwd
 import pytest
 
 from core.errors import ConfigError
+from core.secrets import masked, secret_values
 from tasks.isolation import job_environment, job_user
 
 WORKER_ENV = {
@@ -37,6 +38,38 @@ def test_a_jobs_environment_keeps_the_harmless_variables_and_drops_every_secret(
 ])
 def test_a_variable_is_dropped_by_its_name_or_by_a_password_in_its_value(name, value):
     assert name not in job_environment({name: value, "PATH": "/bin"})
+
+
+TOKEN = "ghp_0123456789abcdefABCDEF"
+
+
+@pytest.mark.parametrize("value", [
+    f"https://{TOKEN}@github.com/org/repo.git",          # a token as the user alone
+    "https://x-access-token:abcdef123@github.com/o/r",   # user:password
+    "https://:abcdef123@host/x",                         # a password with no user
+    "ssh://git@github.com/org/repo.git",                 # any userinfo at all
+])
+def test_a_url_with_any_userinfo_is_kept_from_the_job(value):
+    assert job_environment({"REPO": value, "PATH": "/bin"}) == {"PATH": "/bin"}
+
+
+def test_a_token_given_as_a_urls_user_is_a_secret_wherever_else_it_appears():
+    assert TOKEN in secret_values({"REPO": f"https://{TOKEN}@github.com/org/repo.git"})
+    env = job_environment({"REPO": f"https://{TOKEN}@github.com/org/x.git", "NOTE": f"see {TOKEN} there",
+                           "PATH": "/bin"})
+    assert env == {"PATH": "/bin"}
+
+
+def test_a_short_login_name_in_a_url_is_no_secret_value_so_harmless_variables_holding_it_stay():
+    worker = {"MIRROR": "ssh://ubuntu@10.0.0.2/srv/data", "HOME": "/home/ubuntu", "PATH": "/home/ubuntu/bin"}
+    assert secret_values(worker) == set()
+    assert job_environment(worker) == {"HOME": "/home/ubuntu", "PATH": "/home/ubuntu/bin"}
+
+
+def test_masking_a_url_lives_in_core_secrets_and_state_broker_uses_that_one():
+    from state import broker
+    assert broker.masked is masked
+    assert masked(f"https://{TOKEN}@github.com/o/r") == "https://***@github.com/o/r"
 
 
 def test_a_job_user_gets_its_own_home_and_name():
