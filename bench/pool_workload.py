@@ -27,8 +27,8 @@ POOL_HOSTS = (
 
 
 @dataclass(frozen=True)
-class PoolKind:
-    """One experiment of the mix: its needs, its share of the jobs, its sleep range (s)."""
+class Kind:
+    """One experiment of a workload: its needs, its share of the jobs, its sleep range (s)."""
 
     name: str
     needs: Needs
@@ -39,13 +39,13 @@ class PoolKind:
 # gpus4 fits only gpu4; gpus2 (>= 40 GiB) only gpu4 and gpu2; gpu1 any GPU host; the sharing
 # jobs pack several to a device; cpu16 fits cpu64 and (beside idle-GPU reserves) gpu4.
 POOL_KINDS = (
-    PoolKind("gpus4", Needs(require_cuda=True, gpus=4, min_vram_gib=40, min_cores=8, min_ram_gib=32), 0.6, (6, 12)),
-    PoolKind("gpus2", Needs(require_cuda=True, gpus=2, min_vram_gib=40, min_cores=4, min_ram_gib=16), 1.0, (4, 9)),
-    PoolKind("gpu1", Needs(require_cuda=True, min_vram_gib=16, min_cores=2, min_ram_gib=8), 1.5, (2, 6)),
-    PoolKind("share", Needs(require_cuda=True, share_gpu=True, min_vram_gib=8, min_cores=1, min_ram_gib=4),
+    Kind("gpus4", Needs(require_cuda=True, gpus=4, min_vram_gib=40, min_cores=8, min_ram_gib=32), 0.6, (6, 12)),
+    Kind("gpus2", Needs(require_cuda=True, gpus=2, min_vram_gib=40, min_cores=4, min_ram_gib=16), 1.0, (4, 9)),
+    Kind("gpu1", Needs(require_cuda=True, min_vram_gib=16, min_cores=2, min_ram_gib=8), 1.5, (2, 6)),
+    Kind("share", Needs(require_cuda=True, share_gpu=True, min_vram_gib=8, min_cores=1, min_ram_gib=4),
              1.5, (2, 5)),
-    PoolKind("cpu16", Needs(min_cores=16, min_ram_gib=16), 1.0, (3, 8)),
-    PoolKind("cpu4", Needs(min_cores=4, min_ram_gib=4), 1.5, (1, 4)),
+    Kind("cpu16", Needs(min_cores=16, min_ram_gib=16), 1.0, (3, 8)),
+    Kind("cpu4", Needs(min_cores=4, min_ram_gib=4), 1.5, (1, 4)),
 )
 
 
@@ -70,7 +70,7 @@ def capability(host: PoolHost) -> dict:
             "ram_available_gib": host.ram_gib}
 
 
-def workload(seed: int, n: int, kinds: Sequence[PoolKind] = POOL_KINDS) -> list[PlannedJob]:
+def workload(seed: int, n: int, kinds: Sequence[Kind] = POOL_KINDS) -> list[PlannedJob]:
     """``n`` jobs in publish order: one block per kind, blocks in a seeded random order."""
     rng = random.Random(seed)
     picked = rng.choices(kinds, weights=[k.weight for k in kinds], k=n)

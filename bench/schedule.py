@@ -37,12 +37,12 @@ import signal
 import sys
 import tempfile
 import time
-from dataclasses import dataclass
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from bench import pool_workload  # noqa: E402
+from bench.pool_workload import Kind  # noqa: E402
 from bench.oracle import Host, Job, Run, capable_hosts, capable_idle, greedy, lower_bound, makespan  # noqa: E402
 from fleet.local import start_worker, stop_worker  # noqa: E402
 from fleet.redis_server import RedisServer  # noqa: E402
@@ -54,16 +54,6 @@ HOSTS = [
     Host("small-16a", vram_gib=16, ram_gib=32, cores=8), Host("small-16b", vram_gib=16, ram_gib=32, cores=8),
     Host("cpu-a", ram_gib=8, cores=4), Host("cpu-b", ram_gib=8, cores=4),
 ]
-
-
-@dataclass(frozen=True)
-class Kind:
-    """One experiment in the workload: its needs, its share of jobs, its sleep range (s)."""
-
-    name: str
-    needs: Needs
-    weight: float
-    seconds: tuple[float, float]
 
 
 # Needs chosen to be routable with the default tiers both before and after need queues:

@@ -70,11 +70,11 @@ def _times(host: str, queued: float, started: float, finished: float) -> Times:
 
 
 ONE = PoolHost("one", gpus=(24.0,), cores=4, ram_gib=32)
+GPU_AND_CPU = [PlannedJob("gpu1", "g", 2.0, Needs(require_cuda=True)), PlannedJob("cpu4", "c", 2.0, Needs(min_cores=2))]
 
 
 def test_measure_compares_fleet_with_the_oracle_on_the_run_times_taken():
-    jobs = [PlannedJob("gpu1", "g", 2.0, Needs(require_cuda=True)),
-            PlannedJob("cpu4", "c", 2.0, Needs(min_cores=2))]
+    jobs = GPU_AND_CPU
     # fleet ran them one after the other though both fit at once: half as good as the oracle
     times = {"g": _times("one", 100.0, 100.0, 103.0), "c": _times("one", 100.0, 103.0, 106.0)}
     fig = measure(5, jobs, times, published_at=100.0, hosts=[ONE])
@@ -88,8 +88,7 @@ def test_measure_compares_fleet_with_the_oracle_on_the_run_times_taken():
 
 
 def test_a_fleet_as_good_as_the_oracle_scores_one_and_idles_nothing():
-    jobs = [PlannedJob("gpu1", "g", 2.0, Needs(require_cuda=True)),
-            PlannedJob("cpu4", "c", 2.0, Needs(min_cores=2))]
+    jobs = GPU_AND_CPU
     times = {"g": _times("one", 0.0, 0.0, 2.0), "c": _times("one", 0.0, 0.0, 2.0)}
     fig = measure(1, jobs, times, published_at=0.0, hosts=[ONE])
     assert fig.ratio == pytest.approx(1.0)
