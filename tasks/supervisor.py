@@ -1,16 +1,16 @@
 """Leader of a job's process group: ``python tasks/supervisor.py -- ARGV...``.
 
 It runs the job in its own session, and takes the whole group down when asked
-(SIGTERM) or when its worker dies, even by SIGKILL (Linux parent-death signal),
-so no trainer or grandchild outlives the worker that started it.
+(SIGTERM) or when its worker dies, even by SIGKILL (it watches the worker through a
+pidfd, or where there is none, Linux's parent-death signal), so no trainer or grandchild
+outlives the worker that started it.
 
 It starts on every job, so it starts light: run with ``FLAGS`` (no site-packages, no
-PYTHON* variables: it needs the standard library only), it imports no json, re or
-subprocess (nor enum, through signal), and spawns the job with ``posix_spawnp``.
+PYTHON* variables: it needs the standard library only), it imports no json, re,
+subprocess or ctypes (nor enum, through signal), and spawns the job with ``posix_spawnp``.
 """
 from __future__ import annotations
 
-import ctypes
 import os
 import sys
 import time
@@ -38,11 +38,31 @@ def command(python: str, script: str, argv: list[str]) -> list[str]:
     return [python, *FLAGS, script, "--", *argv]
 
 
+def _watch(pid: int) -> int | None:
+    """A pidfd that becomes readable when ``pid`` exits; None before Linux 5.3."""
+    try:
+        return os.pidfd_open(pid)
+    except (AttributeError, OSError):
+        return None
+
+
 def _die_with_parent() -> None:
+    import ctypes   # only here: importing it costs more than the rest of this module
     try:
         ctypes.CDLL("libc.so.6", use_errno=True).prctl(PR_SET_PDEATHSIG, signal.SIGTERM)
     except OSError:
         pass  # not Linux: the worker still kills the group itself
+
+
+def _wait(child: int, parent_fd: int | None) -> int:
+    """The job's exit status; the group goes down first if the worker dies meanwhile."""
+    child_fd = _watch(child) if parent_fd is not None else None
+    if child_fd is not None:
+        import select
+        while child_fd not in select.select([child_fd, parent_fd], [], [])[0]:
+            _kill_group(None, None)   # the worker is gone
+    _, status = os.waitpid(child, 0)   # retried on EINTR by Python itself
+    return os.waitstatus_to_exitcode(status)   # -N for a signal, as subprocess says it
 
 
 def _kill_group(signum, frame) -> None:
@@ -76,9 +96,11 @@ def main(argv: list[str]) -> int:
     # started, would miss a worker that died in those first milliseconds (we'd read 1).
     parent = int(os.environ.pop(PARENT_ENV, os.getppid()))
     exit_file = os.environ.pop(EXIT_ENV, None)
-    _die_with_parent()
+    parent_fd = _watch(parent)
+    if parent_fd is None:
+        _die_with_parent()
     signal.signal(signal.SIGTERM, _kill_group)
-    if os.getppid() != parent:  # the worker died before we armed the signal
+    if os.getppid() != parent:  # the worker died before we were watching it
         _kill_group(None, None)
     if not argv:
         print("fleet: no command to start", file=sys.stderr, flush=True)
@@ -88,8 +110,7 @@ def main(argv: list[str]) -> int:
     except OSError as e:
         print(f"fleet: cannot start {argv[0]!r}: {e.strerror}", file=sys.stderr, flush=True)
         return 127
-    _, status = os.waitpid(_child, 0)   # retried on EINTR by Python itself
-    rc = os.waitstatus_to_exitcode(status)   # -N for a signal, as subprocess says it
+    rc = _wait(_child, parent_fd)
     if exit_file:
         _record_exit(exit_file, rc)
         os._exit(rc & 0xFF)   # at once: the worker marks the record "trained" the moment we are gone
