@@ -16,6 +16,8 @@ FALLBACK_ZSET = KEY_PREFIX + "fallback"  # zset job_id -> time its prefer_cuda g
 CONFIG_KEY = KEY_PREFIX + "config"       # hash: tiers, hosts (JSON), written by publish
 CQUEUES_KEY = KEY_PREFIX + "cqueues"     # hash: constraint queue -> constraint JSON
 REAPER_LOCK = KEY_PREFIX + "reaper-lock"
+WAKE_KEY = KEY_PREFIX + "wake:"          # list per worker process: a release wakes its BRPOP
+WAKE_TTL_S = 60                          # a dead worker's wake list is gone after this
 # kombu's Redis transport keeps delivered, unacked messages here (its default key names)
 KOMBU_UNACKED = "unacked"
 KOMBU_UNACKED_INDEX = "unacked_index"

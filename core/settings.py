@@ -22,6 +22,8 @@ DATA_CACHE_ENV = "FLEET_DATA_CACHE_GIB"
 WORK_DIR_ENV = "FLEET_WORK_DIR"
 HOSTNAME_ENV = "FLEET_HOSTNAME"
 JOB_USER_ENV = "FLEET_JOB_USER"
+GPU_RESERVE_CORES_ENV = "FLEET_GPU_RESERVE_CORES"
+GPU_RESERVE_RAM_ENV = "FLEET_GPU_RESERVE_RAM_GIB"
 DEFAULT_WORK_DIR = "~/.cache/fleet"
 GIB = 1 << 30
 
@@ -66,6 +68,19 @@ def data_cache_bytes(env: Mapping[str, str] | None = None) -> int:
     return int(gib * GIB)
 
 
+def _optional_number(env: Mapping[str, str], name: str, kind: type) -> float | int | None:
+    raw = env.get(name, "").strip()
+    if not raw:
+        return None
+    try:
+        value = kind(raw)
+    except ValueError:
+        value = -1
+    if value < 0:
+        raise ConfigError(f"{name}={raw!r}: expected a number >= 0 (or unset for the default)")
+    return value
+
+
 @dataclass(frozen=True)
 class WorkerSettings:
     """Everything a worker reads from its environment, read once at start-up and handed to
@@ -76,6 +91,8 @@ class WorkerSettings:
     data_cache_bytes: int
     job_user: str            # FLEET_JOB_USER as given ("" for none); tasks.isolation checks it
     store: StoreSettings
+    gpu_reserve_cores: int | None = None      # kept back per idle GPU from CPU jobs (None: default)
+    gpu_reserve_ram_gib: float | None = None
 
     @classmethod
     def from_env(cls, env: Mapping[str, str] | None = None) -> "WorkerSettings":
@@ -84,4 +101,6 @@ class WorkerSettings:
                    work_dir=Path(env.get(WORK_DIR_ENV) or DEFAULT_WORK_DIR).expanduser(),
                    data_cache_bytes=data_cache_bytes(env),
                    job_user=env.get(JOB_USER_ENV, "").strip(),
-                   store=StoreSettings.from_env(env))
+                   store=StoreSettings.from_env(env),
+                   gpu_reserve_cores=_optional_number(env, GPU_RESERVE_CORES_ENV, int),
+                   gpu_reserve_ram_gib=_optional_number(env, GPU_RESERVE_RAM_ENV, float))

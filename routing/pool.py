@@ -20,8 +20,8 @@ from typing import Iterable
 from manifest.schema import Needs
 
 # What an idle GPU keeps back from CPU-only jobs, so a GPU job can start on it at once.
-GPU_RESERVE_CORES = 2
-GPU_RESERVE_RAM_GIB = 8.0
+GPU_RESERVE_CORES = 1          # what a GPU job takes when it says nothing (raised to GPU tier floors)
+GPU_RESERVE_RAM_GIB = 8.0      # raised to the RAM floors of the GPU tiers a host serves
 DEFAULT_JOB_CORES = 1          # a job that declares no cores still takes one
 EPSILON_GIB = 1e-9
 

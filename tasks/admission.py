@@ -2,38 +2,57 @@
 
 The transport asks ``consumable`` before each BRPOP (only queues whose most demanding job
 would start now), reserves what a delivered job needs with ``take`` before handing it to
-Celery, and gives it back with ``release`` when the delivery is acked or rejected, that is
-after the job's whole process group has exited. A release wakes a BRPOP that waits on
-fewer queues than the freed resources allow (``wake_key``), so a freed GPU is offered work
-at once. Admission itself is pure (``routing.pool``); this module adds the lock and the
-bookkeeping by delivery tag.
+Celery, and the job's execution ``claim``s that reservation. It is given back with
+``release`` when the job's whole process group has exited (execution) or the delivery is
+acked or rejected without running (the transport's QoS), whichever comes first. A release
+wakes a BRPOP that waits on fewer queues than the freed resources allow (``wake_key``), so
+a freed GPU is offered work at once. Admission itself is pure (``routing.pool``); this
+module adds the lock and the bookkeeping by delivery tag.
 """
 from __future__ import annotations
 
+import os
 import threading
+from dataclasses import replace
 from typing import Callable, Iterable
 
-from routing.pool import Demand, Grant, Pool, admit, release
+from core import constants as C
+from manifest.schema import Needs, TierSpec
+from routing.capability import Capability
+from routing.pool import GPU_RESERVE_CORES, GPU_RESERVE_RAM_GIB, Demand, GpuReserve, Grant, Pool, admit, \
+    demand_of, release
+from routing.tiers import qualifies
 
 # queue name -> what the most demanding job on it needs (None: unknown, consume it anyway)
 QueueDemand = Callable[[str], "Demand | None"]
 
 
 class Gate:
-    def __init__(self, pool: Pool, queue_demand: QueueDemand, on_release: Callable[[], None] = lambda: None):
-        self._pool, self._demand = pool, queue_demand
+    def __init__(self, pool: Pool, queue_demand: QueueDemand, on_release: Callable[[], None] = lambda: None,
+                 wake_key: str = ""):
+        self._pool = pool
+        self.queue_demand = queue_demand   # set again once the host context exists
         self._grants: dict[str, Grant] = {}
+        self._jobs: dict[str, str] = {}            # delivery tag -> job id
+        self._unclaimed: dict[str, list[str]] = {}  # job id -> tags no execution claimed yet
         self._lock = threading.Lock()
         self._on_release = on_release
+        self.wake_key = wake_key
 
     @property
     def pool(self) -> Pool:
         with self._lock:
             return self._pool
 
-    def held(self) -> dict[str, Grant]:
+    def keep_for_gpus(self, reserve: GpuReserve) -> None:
+        """What each idle GPU keeps back from CPU-only jobs from now on."""
         with self._lock:
-            return dict(self._grants)
+            self._pool = replace(self._pool, reserve=reserve)
+
+    def held(self) -> dict[str, tuple[str, Grant]]:
+        """Delivery tag -> (job id, grant) for everything reserved now."""
+        with self._lock:
+            return {tag: (self._jobs.get(tag, ""), g) for tag, g in self._grants.items()}
 
     def consumable(self, queues: Iterable[str]) -> list[str]:
         """The queues (in their order) whose jobs would all start here now."""
@@ -41,12 +60,17 @@ class Gate:
             pool = self._pool
         out = []
         for q in queues:
-            need = self._demand(q)
+            need = self.queue_demand(q)
             if need is None or admit(pool, need) is not None:
                 out.append(q)
         return out
 
-    def take(self, tag: str, demand: Demand) -> Grant | None:
+    def demand(self, needs: Needs, queue: str) -> Demand:
+        """What a job with ``needs`` delivered from ``queue`` reserves (GPUs on a GPU queue)."""
+        on_queue = self.queue_demand(queue)
+        return demand_of(needs, on_gpu=on_queue is not None and on_queue.gpus > 0)
+
+    def take(self, tag: str, demand: Demand, job_id: str = "") -> Grant | None:
         """Reserve ``demand`` for the delivery ``tag``; None when it cannot start now."""
         with self._lock:
             if tag in self._grants:
@@ -55,7 +79,19 @@ class Gate:
             if got is None:
                 return None
             self._grants[tag], self._pool = got
+            self._jobs[tag] = job_id
+            self._unclaimed.setdefault(job_id, []).append(tag)
             return got[0]
+
+    def claim(self, job_id: str) -> tuple[str, Grant] | None:
+        """The reservation the transport made for a delivery of ``job_id``, for its execution."""
+        with self._lock:
+            tags = self._unclaimed.get(job_id) or []
+            while tags:
+                tag = tags.pop(0)
+                if tag in self._grants:
+                    return tag, self._grants[tag]
+            return None
 
     def grant(self, tag: str) -> Grant | None:
         with self._lock:
@@ -67,5 +103,45 @@ class Gate:
             grant = self._grants.pop(tag, None)
             if grant is None:
                 return
+            job_id = self._jobs.pop(tag, "")
+            if tag in self._unclaimed.get(job_id, ()):
+                self._unclaimed[job_id].remove(tag)
+            if not self._unclaimed.get(job_id, True):
+                del self._unclaimed[job_id]
             self._pool = release(self._pool, grant)
         self._on_release()
+
+
+def reserve_for(cap: Capability, served: Iterable[TierSpec], cores: int | None = None,
+                ram_gib: float | None = None) -> GpuReserve:
+    """What each idle GPU keeps back from CPU-only jobs: the named default, raised to the
+    floors of the GPU tiers this host ``served`` (so its GPU queues stay consumable), unless
+    the host says otherwise (FLEET_GPU_RESERVE_CORES / FLEET_GPU_RESERVE_RAM_GIB). A host
+    that serves no GPU tier (``-Q cpu``) keeps nothing back."""
+    floors = [t.floor for t in served if t.floor.require_cuda and qualifies(cap, t.floor) is None]
+    if not cap.cuda_devices or not floors:
+        return GpuReserve(0, 0.0)
+    return GpuReserve(cores if cores is not None else max([GPU_RESERVE_CORES] + [f.min_cores for f in floors]),
+                      ram_gib if ram_gib is not None else max([GPU_RESERVE_RAM_GIB] + [f.min_ram_gib for f in floors]))
+
+
+def pool_for(cap: Capability, reserve: GpuReserve) -> Pool:
+    return Pool.of([d.vram_total_gib for d in cap.cuda_devices], max(1, cap.cpu_cores), cap.ram_total_gib, reserve)
+
+
+def wake_key(hostname: str) -> str:
+    return f"{C.WAKE_KEY}{hostname}:{os.getpid()}"
+
+
+_gate: Gate | None = None
+
+
+def install(gate: Gate | None) -> Gate | None:
+    """Make ``gate`` the one the transport consults (None: consume as stock kombu does)."""
+    global _gate
+    _gate = gate
+    return gate
+
+
+def installed() -> Gate | None:
+    return _gate

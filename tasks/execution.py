@@ -64,29 +64,30 @@ def execute(task, job: JobSpec) -> Ended:
     work = workdirs.create(ctx.work_root, job.job_id, trained.run_info(job, token, claim.attempts, ctx.hostname))
     try:
         with LeaseKeeper(ctx.records, job.job_id, token) as lease:
-            return _with_gpu(task, ctx, Run(job, token, claim.attempts, lease, work, queue=queue))
+            return _with_grant(task, ctx, Run(job, token, claim.attempts, lease, work, queue=queue))
     finally:
         workdirs.remove(work)
 
 
-def _with_gpu(task, ctx: HostContext, run: Run) -> Ended:
-    """Hold a GPU for the run when it wants one; release it however the run ends."""
-    if not _wants_gpu(run.job, run.queue, ctx):
-        return _guarded(task, ctx, run)
-    gpu = ctx.gpus.acquire(run.job.needs.min_vram_gib, ctx.shutdown)
-    if gpu is None:
-        return _release(task, ctx, run, "shutdown before a GPU was free")
+def _with_grant(task, ctx: HostContext, run: Run) -> Ended:
+    """Run holding what the transport reserved for this delivery (GPUs, cores, RAM), and
+    give it back once the job's whole process group has exited, however the run ends."""
+    claimed = ctx.gate.claim(run.job.job_id)
+    if claimed is None:   # delivered around the gate (e.g. no reservation made): reserve now
+        tag = f"run:{run.token}"
+        grant = ctx.gate.take(tag, ctx.gate.demand(run.job.needs, run.queue), run.job.job_id)
+        if grant is None:
+            return _release(task, ctx, run, "its resources are held by other jobs here")
+        ctx.gate.claim(run.job.job_id)
+    else:
+        tag, grant = claimed
     try:
-        run.lease.report(gpu=f"{gpu.index}:{gpu.name}")
-        return _guarded(task, ctx, replace(run, gpu=gpu, started=time.time()))
+        gpus = tuple(ctx.capability.cuda_devices[i] for i in grant.gpus)
+        if gpus:
+            run.lease.report(gpu=",".join(f"{d.index}:{d.name}" for d in gpus))
+        return _guarded(task, ctx, replace(run, gpus=gpus, grant=grant, started=time.time()))
     finally:
-        ctx.gpus.release(gpu)
-
-
-def _wants_gpu(job: JobSpec, queue: str, ctx: HostContext) -> bool:
-    tier = next((t for t in ctx.config.tiers if queue == t.name or queue.startswith(t.name + ".")), None)
-    return bool(ctx.capability.cuda_devices) and (job.needs.require_cuda or
-                                                  (job.prefer_cuda and tier is not None and tier.floor.require_cuda))
+        ctx.gate.release(tag)
 
 
 def _guarded(task, ctx: HostContext, run: Run) -> Ended:
@@ -138,7 +139,7 @@ def _run(task, ctx: HostContext, run: Run) -> Ended:
     job, work = run.job, run.work
     data_path = (fetch(job.data, ctx.work_root / DATA_CACHE_DIR, store_factory=ctx.open_store, into=work,
                        cache_bytes=ctx.settings.data_cache_bytes) if job.data else None)
-    argv, env = _argv_env(job, work, data_path, ctx.gpus.visible_id(run.gpu) if run.gpu else None, ctx.job_user)
+    argv, env = _argv_env(job, work, data_path, run, ctx.job_user)
     isolation.hand_over(work, ctx.job_user)   # the data pin lives in the cache, not in work
     outcome = _run_process(task, ctx, run, argv, env)
     if outcome.stopped is Stop.SHUTDOWN:
@@ -153,7 +154,7 @@ def _run(task, ctx: HostContext, run: Run) -> Ended:
     return Ended(Outcome.SUCCEEDED, result=result)
 
 
-def _argv_env(job: JobSpec, work: Path, data_path: Path | None, gpu_id: str | None,
+def _argv_env(job: JobSpec, work: Path, data_path: Path | None, run: Run,
               user: isolation.JobUser | None = None) -> tuple[list[str], dict]:
     out_dir = work / workdirs.OUT_DIR
     out_dir.mkdir(parents=True, exist_ok=True)
@@ -161,8 +162,12 @@ def _argv_env(job: JobSpec, work: Path, data_path: Path | None, gpu_id: str | No
     spec_path.write_text(json.dumps(job.to_dict(), indent=2))
     # the job never sees the worker's credentials: its output reaches records, Flower, errors
     env = isolation.job_environment(os.environ, user)
+    grant = run.grant
     env.update(protocol.job_environment(job_id=job.job_id, name=job.name, spec=spec_path, output_dir=out_dir,
-                                        hyper=job.hyper, seed=job.seed, data_path=data_path, gpu_id=gpu_id))
+                                        hyper=job.hyper, seed=job.seed, data_path=data_path,
+                                        gpu_ids=[d.uuid or str(d.index) for d in run.gpus],
+                                        cores=grant.cores if grant else (),
+                                        gpu_memory_gib=grant.shared_gib if grant else 0.0))
     argv = list(job.command) if job.command else [sys.executable, "-m", "trainers.run"]
     return argv, env
 

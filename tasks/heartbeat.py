@@ -36,11 +36,30 @@ def payload(ctx, consumer=None, *, state: str = "up", started_at: float, now: fl
             "capability": ctx.capability.to_dict(),
             "detected": (ctx.detected or ctx.capability).to_dict(),
             "queues": consumed(ctx, consumer), "asked": list(ctx.asked), "slots": _slots(ctx),
-            "active": active, "started_at": started_at, "seen_at": now}
+            "pool": pool_view(ctx), "active": active, "started_at": started_at, "seen_at": now}
+
+
+def pool_view(ctx) -> dict:
+    """The host's resources and who holds them (fleet hosts, fleet why)."""
+    pool, held = ctx.gate.pool, ctx.gate.held()
+    holders: dict[int, list[str]] = {}
+    jobs = {}
+    for job_id, grant in held.values():
+        for i in grant.gpus:
+            holders.setdefault(i, []).append(job_id)
+        jobs[job_id] = {"gpus": list(grant.gpus), "cores": len(grant.cores), "ram_gib": grant.ram_gib,
+                        "shared_gib": grant.shared_gib}
+    names = {d.index: d.name for d in ctx.capability.cuda_devices}
+    gpus = [{"index": d.index, "name": names.get(d.index, ""), "vram_gib": d.vram_gib,
+             "state": "whole" if d.whole else "shared" if d.shared_gib > 0 else "free",
+             "shared_gib": d.shared_gib, "jobs": holders.get(d.index, [])} for d in pool.devices]
+    kept_cores, _ = pool.held_back()
+    return {"gpus": gpus, "cores": {"total": pool.total_cores, "free": len(pool.free_cores), "kept_for_gpus": kept_cores},
+            "ram_gib": {"total": pool.total_ram_gib, "free": round(pool.free_ram_gib, 3)}, "jobs": jobs}
 
 
 def _slots(ctx) -> int:
-    return int(getattr(ctx.app.conf, "worker_concurrency", 0) or max(1, len(ctx.capability.cuda_devices)))
+    return int(getattr(ctx.app.conf, "worker_concurrency", 0) or max(1, ctx.capability.cpu_cores))
 
 
 def beat(client: redis.Redis, body: dict, ttl_s: float = C.HOST_TTL_S) -> None:

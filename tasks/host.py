@@ -9,14 +9,15 @@ from pathlib import Path
 import redis
 
 from artifacts.stores import Store, open_store
+from core import constants as C
 from core.errors import ConfigError
 from core.settings import WORK_DIR_ENV, WorkerSettings
 from routing.capability import Capability
 from routing.detect import detect
 from state.cluster import ClusterConfig, read_config
 from state.records import Records
-from tasks import isolation
-from tasks.gpus import GpuSlots
+from tasks import admission, isolation
+from tasks.admission import Gate
 
 log = logging.getLogger("fleet.worker")
 
@@ -32,7 +33,7 @@ class HostContext:
     queues: list[str]
     redis: redis.Redis
     records: Records
-    gpus: GpuSlots
+    gate: Gate                      # its resource pool: what it may take, what jobs hold
     nodename: str = ""
     # before any policy cap (always set by build_context): a newly published policy applies to this
     detected: Capability | None = None
@@ -100,8 +101,45 @@ def build_context(app, settings: WorkerSettings | None = None) -> HostContext:
         config = ClusterConfig()
     cap = config.effective(detected)
     records = Records(client, lease_ttl_s=app.conf.fleet_lease_ttl_s)
-    return HostContext(app, settings, cap, config, config.queues(detected), client, records,
-                       GpuSlots(cap.cuda_devices), detected=detected, job_user=job_user)
+    ctx = HostContext(app, settings, cap, config, config.queues(detected), client, records,
+                      _gate(cap, config, settings, client), detected=detected, job_user=job_user)
+    ctx.gate.queue_demand = lambda queue: queue_demand(ctx, queue)   # follows config refreshes
+    return ctx
+
+
+def served_tiers(config: ClusterConfig, queues: list[str]) -> list:
+    """The tiers whose queues (or constraint queues) are among ``queues``."""
+    cq = config.constraint_queues or {}
+    names = {q for q in queues} | {cq[q][0] for q in queues if q in cq}
+    return [t for t in config.tiers if t.name in names]
+
+
+def keep_for_gpus(ctx: HostContext) -> None:
+    """Size the GPU reserve from the queues the host serves now (after -Q, after a refresh)."""
+    s = ctx.settings
+    ctx.gate.keep_for_gpus(admission.reserve_for(ctx.capability, served_tiers(ctx.config, ctx.queues),
+                                                 s.gpu_reserve_cores, s.gpu_reserve_ram_gib))
+
+
+def queue_demand(ctx: HostContext, queue: str):
+    """What the most demanding job on ``queue`` reserves here (None: not a job queue)."""
+    from routing.pool import demand_of
+    from routing.tiers import queue_needs
+    needs = queue_needs(queue, ctx.config.tiers, ctx.config.constraint_queues)
+    return None if needs is None else demand_of(needs, on_gpu=needs.require_cuda)
+
+
+def _gate(cap: Capability, config: ClusterConfig, settings: WorkerSettings, client: redis.Redis) -> Gate:
+    reserve = admission.reserve_for(cap, served_tiers(config, config.queues(cap)), settings.gpu_reserve_cores,
+                                    settings.gpu_reserve_ram_gib)
+    wake = admission.wake_key(cap.hostname)
+
+    def on_release() -> None:
+        try:   # wake the consumer's BRPOP: it may now take from queues it could not before
+            client.pipeline(transaction=False).lpush(wake, 1).expire(wake, C.WAKE_TTL_S).execute()
+        except redis.RedisError as e:
+            log.debug("wake not sent (%s); the next BRPOP timeout picks the change up", e)
+    return Gate(admission.pool_for(cap, reserve), lambda queue: None, on_release, wake)
 
 
 def _make_work_dir(work_dir: Path) -> None:

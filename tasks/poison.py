@@ -80,3 +80,9 @@ def inspect(raw: bytes | str, task_queue: bool = True) -> tuple[dict | None, str
         return None, f"body is not {props.get('body_encoding') or 'utf-8'} ({e})"
     why = _job_args(payload, headers["id"])
     return (None, why) if why else (msg, None)
+
+
+def job_of(msg: dict) -> dict:
+    """The job object a task message (one ``inspect`` accepted) carries."""
+    payload = _body_bytes(msg["body"], msg["properties"].get("body_encoding"))
+    return json.loads(payload)[0][0]

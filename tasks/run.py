@@ -14,6 +14,7 @@ from typing import Protocol
 
 from manifest.schema import JobSpec
 from routing.capability import CudaDevice
+from routing.pool import Grant
 
 
 class Stop(str, Enum):
@@ -87,6 +88,12 @@ class Run:
     attempt: int
     lease: Lease
     work: Path                  # the job's working directory (tasks.workdirs)
-    gpu: CudaDevice | None = None
+    gpus: tuple[CudaDevice, ...] = ()    # the GPUs its grant holds, in CUDA_VISIBLE_DEVICES order
+    grant: Grant | None = None           # what it holds of the host's pool (tasks.admission)
     started: float = field(default_factory=time.time)
     queue: str = ""
+
+    @property
+    def gpu(self) -> CudaDevice | None:
+        """Its first GPU (the one a single-GPU job holds)."""
+        return self.gpus[0] if self.gpus else None

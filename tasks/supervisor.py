@@ -25,6 +25,7 @@ GRACE_S = 1.5
 PARENT_ENV = "FLEET_SUPERVISOR_PARENT"
 # where to record the job's exit status (tasks.workdirs): on disk before the worker hears of it
 EXIT_ENV = "FLEET_SUPERVISOR_EXIT_FILE"
+AFFINITY_ENV = "FLEET_CPU_AFFINITY"   # the job's own cores (trainers.protocol.ENV_CPU_AFFINITY)
 # the interpreter's flags: isolated (-I) and without the site module (-S), which in a venv
 # with editable installs costs more than the rest of the start-up together
 FLAGS = ("-I", "-S")
@@ -63,6 +64,20 @@ def _wait(child: int, parent_fd: int | None) -> int:
             _kill_group(None, None)   # the worker is gone
     _, status = os.waitpid(child, 0)   # retried on EINTR by Python itself
     return os.waitstatus_to_exitcode(status)   # -N for a signal, as subprocess says it
+
+
+def _pin() -> None:
+    """Pin this process, and so the whole job, to the cores it holds: concurrent jobs on one
+    host do not fight over the same cores. Standard library only (no fleet import here)."""
+    cores = os.environ.get(AFFINITY_ENV, "")
+    if not cores or not hasattr(os, "sched_setaffinity"):
+        return
+    try:
+        wanted = {int(c) for c in cores.split(",") if c.strip()}
+        allowed = os.sched_getaffinity(0)
+        os.sched_setaffinity(0, (wanted & allowed) or allowed)   # simulated cores may not exist
+    except (ValueError, OSError) as e:
+        print(f"fleet: cannot pin the job to cores {cores}: {e}", file=sys.stderr, flush=True)
 
 
 def _kill_group(signum, frame) -> None:
@@ -105,6 +120,7 @@ def main(argv: list[str]) -> int:
     if not argv:
         print("fleet: no command to start", file=sys.stderr, flush=True)
         return 127
+    _pin()
     try:
         _child = os.posix_spawnp(argv[0], argv, os.environ, setsigdef=RESTORED_SIGNALS)
     except OSError as e:

@@ -25,7 +25,8 @@ from kombu.utils.encoding import bytes_to_str
 
 from core import constants as C
 from state import deadletter
-from tasks import host, poison
+from manifest.schema import JobSpec, Needs
+from tasks import admission, host, poison
 
 log = logging.getLogger("fleet.transport")
 _ACK_LUA = resources.files("state").joinpath("lua/ack.lua").read_text()
@@ -41,6 +42,18 @@ class FleetQoS(kombu_redis.QoS):
             log.warning("delivery %s was acked but its job never ran; the reaper gives it back "
                         "within two lease TTLs", delivery_tag)
         super(kombu_redis.QoS, self).ack(delivery_tag)
+        _release(delivery_tag)
+
+    def reject(self, delivery_tag, requeue=False):
+        super().reject(delivery_tag, requeue=requeue)
+        _release(delivery_tag)
+
+
+def _release(delivery_tag) -> None:
+    """A delivery that ended gives back what it reserved (a no-op once its run did)."""
+    gate = admission.installed()
+    if gate is not None:
+        gate.release(bytes_to_str(delivery_tag))
 
 
 class FleetChannelMixin:
@@ -55,8 +68,14 @@ class FleetChannelMixin:
         queues = self._queue_cycle.consume(len(self.active_queues))
         if not queues:
             return
+        gate = admission.installed()
+        wake = []
+        if gate is not None:
+            # only queues whose jobs would start now; a release pushes to the wake list,
+            # so a freed GPU is offered work at once instead of at the next timeout
+            queues, wake = gate.consumable(queues), [gate.wake_key]
         keys = [self._q_for_pri(queue, pri) for queue in queues
-                for pri in self.priority_steps] + [timeout or 0]
+                for pri in self.priority_steps] + wake + [timeout or 0]
         self._in_poll = self.client.connection
         self._brpop_sent_at = kombu_redis.monotonic()
         command_args = ["BRPOP", *keys]
@@ -77,12 +96,19 @@ class FleetChannelMixin:
                 raise kombu_redis.Empty()
             key, item = dest__item
             key = bytes_to_str(key)
+            gate = admission.installed()
+            if gate is not None and key == gate.wake_key:
+                raise kombu_redis.Empty()     # resources were freed: BRPOP again on more queues
             dest = key.rsplit(self.sep, 1)[0]
             self._queue_cycle.rotate(dest)
             message, why = poison.inspect(item, task_queue=not poison.is_reply_queue(dest))
             if why:
                 self._set_aside(item, why, dest, key)
                 raise kombu_redis.Empty()
+            if gate is not None and not poison.is_reply_queue(dest):
+                # a job that no longer fits (a race) is still delivered, never dropped: its
+                # execution finds no reservation and hands it back to its queue (exactly once)
+                self._reserve(gate, message, dest)
             self.connection._deliver(message, dest)
             return True
         finally:
@@ -90,6 +116,18 @@ class FleetChannelMixin:
             flush = getattr(self, "_flush_brpop_reauth", None)   # kombu >= 5.6
             if flush:
                 flush()
+
+    def _reserve(self, gate: admission.Gate, message: dict, queue: str) -> bool:
+        """Reserve what the delivered job needs, before Celery sees it, so the next BRPOP
+        asks only for what still fits (False: another delivery took the room meanwhile)."""
+        try:
+            job = poison.job_of(message)
+            needs = JobSpec.from_dict(job).needs
+        except (KeyError, TypeError, ValueError) as e:   # an odd job: let execution refuse it
+            log.warning("delivery on %s: cannot read its needs (%s); taking it as one core", queue, e)
+            needs, job = Needs(), {}
+        tag = message["properties"]["delivery_tag"]
+        return gate.take(tag, gate.demand(needs, queue), job.get("job_id", "")) is not None
 
     def _set_aside(self, item, why: str, queue: str, key: str) -> None:
         ctx = host.current()   # built at worker start, before the consumer runs

@@ -50,6 +50,7 @@ def store_result(ctx: HostContext, run: Run, outcome: RunOutcome) -> dict:
     meta = {"job": job.to_dict(), "job_id": job.job_id, "name": job.name, "worker": ctx.hostname,
             "capability": ctx.capability.to_dict(), "versions": ctx.capability.versions,
             "gpu": None if run.gpu is None else {"index": run.gpu.index, "name": run.gpu.name},
+            "gpus": [{"index": d.index, "name": d.name} for d in run.gpus],
             "started_at": _iso(run.started), "ended_at": _iso(ended), "elapsed_s": round(outcome.elapsed_s, 3),
             "attempt": run.attempt, "metrics": metrics}
     pending = ctx.work_root / PENDING_DIR / job.job_id

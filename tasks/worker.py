@@ -19,7 +19,7 @@ from core import constants as C
 from core.errors import FleetError
 from state.cluster import read_config
 from state.queuewatch import Watcher
-from tasks import heartbeat, host, isolation, trained, upload
+from tasks import admission, heartbeat, host, isolation, trained, upload
 from tasks.host import HostContext
 
 log = logging.getLogger("fleet.worker")
@@ -61,8 +61,12 @@ def choose_queues(sender=None, instance=None, conf=None, options=None, **kw):
         raise SystemExit(f"fleet: refusing to start: host {ctx.hostname} qualifies for no tier "
                          f"({ctx.config.tier_reasons(ctx.capability)})")
     app.amqp.queues.select(ctx.queues)
+    # as many jobs at once as the host's resources allow (each holds at least one core);
+    # the gate (tasks.admission) decides what fits, --concurrency only caps it
     if not (options or {}).get("concurrency"):
-        conf.worker_concurrency = max(1, len(ctx.capability.cuda_devices))
+        conf.worker_concurrency = max(1, ctx.capability.cpu_cores, len(ctx.capability.cuda_devices))
+    host.keep_for_gpus(ctx)
+    admission.install(ctx.gate)
     log.info("fleet: host %s consumes %s", ctx.hostname, ", ".join(ctx.queues))
     upload.upload_kept(ctx)  # what a previous run of this worker trained is stored before new work
     trained.start(ctx)  # dead runs: finish what they trained, remove the rest (tasks.trained)
@@ -148,6 +152,7 @@ def _refresh_loop(ctx: HostContext, consumer) -> None:
             log.info("fleet: consuming %s", q)
             ctx.app.control.add_consumer(q, destination=[ctx.nodename], reply=False)
         ctx.queues = wanted
+        host.keep_for_gpus(ctx)
         watch.soon()   # control messages may land out of order: check the result shortly
 
 

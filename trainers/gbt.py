@@ -72,7 +72,7 @@ class Reporter(xgb.callback.TrainingCallback):
 
 
 def train(train: Table, valid: Table, hyper: dict, *, seed: int, device: str,
-          output_dir: Path) -> dict:
+          output_dir: Path, threads: int = 0) -> dict:
     """Train, save ``model.ubj`` cut at the best round, and return the metrics."""
     objective = pick_objective(hyper["objective"], train.classes)
     params = {
@@ -84,6 +84,8 @@ def train(train: Table, valid: Table, hyper: dict, *, seed: int, device: str,
     }
     if objective == "multi:softprob":
         params["num_class"] = len(train.classes)
+    if threads:
+        params["nthread"] = threads   # the cores the job holds, no more
     names = list(train.feature_names)
     dtrain = xgb.DMatrix(train.x, label=train.y, feature_names=names)
     dvalid = xgb.DMatrix(valid.x, label=valid.y, feature_names=names)

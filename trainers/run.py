@@ -68,6 +68,7 @@ def run(env: dict) -> int:
     say = print if world.main else (lambda *a, **k: None)
     device = pick_device(env.get(protocol.ENV_DEVICE, "cpu"), model, quiet=not world.main)
     seed_everything(seed, torch_too=model == "mlp")
+    threads = limit_resources(env, model, device)
     df = data.load_table(data_path)
     say(f"loaded {len(df)} rows x {len(df.columns)} columns from {data_path.name}", flush=True)
     task, classes = decide_task(model, hyper, df)
@@ -85,13 +86,15 @@ def run(env: dict) -> int:
         model == "mlp" and env.get(protocol.ENV_CHECKPOINT_DIR)) else {}
     if world.distributed:
         extra["world"] = world
+    if model == "gbt" and threads:
+        extra["threads"] = threads
     metrics = trainer.train(train_t, valid_t, hyper, seed=seed, device=distributed.start(world, device),
                             output_dir=output_dir, **extra)
     distributed.finish(world)
     if not world.main:
         return protocol.EXIT_OK
     metrics = {"model": model, "task": task, "device": device,
-               "device_requested": env.get(protocol.ENV_DEVICE, "cpu"), "processes": world.size,
+               "device_requested": env.get(protocol.ENV_DEVICE, "cpu"), "processes": world.size, "threads": threads,
                "n_train": len(train_df), "n_valid": len(valid_df), "n_features": len(train_t.feature_names),
                "train_seconds": round(time.monotonic() - started, 3), **metrics}
     _write_json(output_dir / protocol.METRICS_FILE, metrics)
@@ -127,6 +130,24 @@ def pick_device(requested: str, model: str, *, quiet: bool = False) -> str:
                   f"(CUDA_VISIBLE_DEVICES={visible}); training on cpu", flush=True)
         return "cpu"
     return requested
+
+
+def limit_resources(env: dict, model: str, device: str) -> int:
+    """Use exactly the cores the job holds (FLEET_CORES; 0: as many as the library likes), and
+    on a shared GPU no more than the job's VRAM budget (FLEET_GPU_MEMORY_GIB)."""
+    threads = int(env.get(protocol.ENV_CORES) or 0)
+    if model != "mlp":
+        return threads
+    import torch
+
+    if threads:
+        torch.set_num_threads(threads)
+    budget = float(env.get(protocol.ENV_GPU_MEMORY_GIB) or 0)
+    if budget > 0 and device == "cuda":
+        total = torch.cuda.get_device_properties(0).total_memory / (1 << 30)
+        torch.cuda.set_per_process_memory_fraction(min(1.0, budget / total), 0)
+        print(f"capped at {budget:g} GiB of the GPU's {total:.0f} GiB (share_gpu)", flush=True)
+    return threads
 
 
 def seed_everything(seed: int, *, torch_too: bool) -> None:

@@ -162,3 +162,10 @@ def test_an_unsupported_data_file_exits_2(tmp_path):
     data.write_text("{}")
     done, _ = run_trainer(tmp_path, "gbt", {}, data)
     assert done.returncode == 2 and ".json" in done.stderr
+
+
+@pytest.mark.parametrize("model, hyper", [("gbt", {"n_estimators": 5}), ("mlp", {"epochs": 1})])
+def test_a_trainer_uses_exactly_the_cores_the_job_holds(tmp_path, monkeypatch, model, hyper):
+    monkeypatch.setenv("FLEET_CORES", "1")
+    done, out = run_trainer(tmp_path, model, hyper, DATA / "moons.csv")
+    assert assert_trained(done, out, "model.ubj" if model == "gbt" else "model.pt")["threads"] == 1

@@ -1,0 +1,141 @@
+"""Hosts as resource pools, with real workers on simulated hardware: jobs that fit start
+together, GPU jobs never wait behind CPU jobs on a GPU host, a 2-GPU job never lands on a
+1-GPU host, and sharing jobs share one GPU by VRAM budget."""
+from __future__ import annotations
+
+import json
+import os
+import sys
+import time
+import uuid
+from pathlib import Path
+
+import pytest
+
+from fleet.local import start_worker, stop_worker
+from fleet.redis_server import RedisServer
+from state.records import JobState, Records
+from tests.e2e.conftest import wait_for_workers
+
+pytestmark = pytest.mark.e2e
+JOB = Path(__file__).with_name("pooljob.py")
+FOUR_GPU = {"cuda_devices": [{"name": f"sim-24GB-{i}", "vram_total_gib": 24} for i in range(4)],
+            "ram_total_gib": 128, "cpu_cores": 16}
+ONE_GPU = {"cuda_devices": [{"name": "sim-80GB", "vram_total_gib": 80}], "ram_total_gib": 64, "cpu_cores": 8}
+
+
+class Pools:
+    def __init__(self, root: Path, env: dict):
+        self.root, self.env, self.workers = root, env, {}
+        self.counts = root / "counts"
+        self.counts.mkdir()
+
+    def start(self, name: str, capability: dict) -> None:
+        self.workers[name] = start_worker(name, capability, self.env, self.root / "logs")
+        wait_for_workers(self.env, [name])
+
+    def publish(self, text: str) -> dict[str, str]:
+        path = self.root / f"m-{uuid.uuid4().hex[:6]}.toml"
+        path.write_text(text)
+        import subprocess
+        done = subprocess.run([sys.executable, "-m", "fleet.cli", "publish", str(path), "--json"], env=self.env,
+                              capture_output=True, text=True, timeout=120)
+        assert done.returncode == 0, done.stdout + done.stderr
+        return {r["name"]: r["job_id"] for r in json.loads(done.stdout)}
+
+    def records(self) -> Records:
+        import redis
+        return Records(redis.Redis.from_url(self.env["FLEET_BROKER_URL"], decode_responses=True))
+
+    def wait(self, ids: dict[str, str], timeout_s: float = 120) -> dict:
+        deadline = time.monotonic() + timeout_s
+        while time.monotonic() < deadline:
+            recs = {r.name: r for r in self.records().all() if r.job_id in ids.values()}
+            if len(recs) == len(ids) and all(r.state.terminal for r in recs.values()):
+                return recs
+            time.sleep(0.3)
+        raise AssertionError(f"not finished: {[(r.name, r.state.value) for r in self.records().all()]}\n{self.logs()}")
+
+    def reports(self, names) -> dict[str, dict]:
+        return {n: json.loads((self.counts / f"{n}.json").read_text()) for n in names}
+
+    def logs(self) -> str:
+        return "\n".join(f"--- {p.name}\n{p.read_text(errors='replace')[-3000:]}"
+                         for p in (self.root / "logs").glob("*.log"))
+
+
+@pytest.fixture
+def pools(tmp_path):
+    server = RedisServer(tmp_path / "redis").start()
+    env = dict(os.environ, FLEET_BROKER_URL=server.url, FLEET_STORE_URL=f"file://{tmp_path / 'store'}",
+               FLEET_LEASE_TTL_S="5", COUNT_DIR=str(tmp_path / "counts"))
+    env.pop("FLEET_CAPABILITY", None)
+    p = Pools(tmp_path, env)
+    try:
+        yield p
+    finally:
+        for w in p.workers.values():
+            stop_worker(w)
+        server.stop()
+
+
+def job(name: str, seconds: float, needs: str, seed: int = 0) -> str:
+    return (f'[[jobs]]\nname = "{name}"\ncommand = ["{sys.executable}", "{JOB}", "{seconds}"]\n'
+            f"seed = {seed}\n{needs}\n")
+
+
+def test_a_4_gpu_16_core_host_starts_a_2_gpu_job_two_1_gpu_jobs_and_six_cpu_jobs_together(pools):
+    pools.start("quad", FOUR_GPU)
+    text = job("ddp", 6, "gpus = 2\nmin_vram_gib = 16")
+    text += "".join(job(f"one{i}", 6, "require_cuda = true", seed=i) for i in range(2))
+    text += "".join(job(f"cpu{i}", 6, "min_cores = 2", seed=i) for i in range(6))
+    ids = pools.publish(text)
+    recs = pools.wait(ids)
+    assert all(r.state is JobState.SUCCEEDED for r in recs.values()), pools.logs()
+    seen = pools.reports(ids)
+    starts = [r["start"] for r in seen.values()]
+    assert max(starts) - min(starts) < 5, f"not all started together: {sorted(starts)}"
+    ddp = seen["ddp"]
+    assert ddp["gpus"] == "2" and len(set(ddp["visible"].split(","))) == 2
+    gpus = [g for n in ("ddp", "one0", "one1") for g in seen[n]["visible"].split(",")]
+    assert len(gpus) == len(set(gpus)) == 4                    # no GPU handed out twice
+    assert all(seen[f"cpu{i}"]["cores"] == "2" == seen[f"cpu{i}"]["omp"] for i in range(6))
+    assert all(seen[f"cpu{i}"]["gpus"] == "0" for i in range(6))
+
+
+def test_gpu_jobs_start_at_once_on_a_gpu_host_already_full_of_cpu_jobs(pools):
+    pools.start("gpu1", ONE_GPU)
+    cpu = pools.publish("".join(job(f"busy{i}", 20, "min_cores = 1", seed=i) for i in range(12)))
+    time.sleep(4)     # the CPU jobs take every core they may
+    running = [r for r in pools.records().all() if r.state is JobState.RUNNING]
+    assert len(running) == 7, "one core stays kept for the idle GPU"
+    gpu = pools.publish(job("urgent-gpu", 1, "require_cuda = true"))
+    t0 = time.time()
+    recs = pools.wait(gpu, timeout_s=60)
+    assert recs["urgent-gpu"].state is JobState.SUCCEEDED
+    assert pools.reports(["urgent-gpu"])["urgent-gpu"]["start"] - t0 < 8, "the GPU job waited behind CPU jobs"
+    pools.wait(cpu)
+
+
+def test_a_2_gpu_job_never_lands_on_a_1_gpu_host(pools):
+    pools.start("gpu1", ONE_GPU)
+    ids = pools.publish(job("pair", 1, "gpus = 2"))
+    time.sleep(8)
+    rec = {r.name: r for r in pools.records().all()}["pair"]
+    assert rec.state is JobState.QUEUED and rec.queue == "cuda.gpus2"
+    pools.start("quad", FOUR_GPU)
+    recs = pools.wait(ids)
+    assert recs["pair"].worker == "quad" and recs["pair"].state is JobState.SUCCEEDED
+
+
+def test_sharing_jobs_run_together_on_one_gpu_while_their_budgets_fit(pools):
+    pools.start("gpu1", ONE_GPU)
+    text = "".join(job(f"share{i}", 5, "require_cuda = true\nshare_gpu = true\nmin_vram_gib = 30", seed=i)
+                   for i in range(3))
+    ids = pools.publish(text)
+    recs = pools.wait(ids)
+    assert all(r.state is JobState.SUCCEEDED for r in recs.values())
+    seen = sorted(pools.reports(ids).values(), key=lambda r: r["start"])
+    assert all(r["budget"] == "30" and r["gpus"] == "1" for r in seen)
+    assert seen[1]["start"] < seen[0]["end"], "two 30 GiB budgets fit one 80 GiB GPU together"
+    assert seen[2]["start"] >= min(seen[0]["end"], seen[1]["end"]) - 0.5, "a third does not fit beside them"
