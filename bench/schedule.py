@@ -232,7 +232,8 @@ def print_summary(results: list[dict]) -> None:
 
 def runs_json(results: list, pools: bool) -> list[dict]:
     if pools:
-        return [{"seed": f.seed, "fleet_makespan_s": f.fleet_s, "oracle_s": f.oracle_s, "ratio": f.ratio,
+        return [{"seed": f.seed, "fleet_makespan_s": f.fleet_s, "publish_s": f.publish_s, "oracle_s": f.oracle_s,
+                 "ratio": f.ratio,
                  "capable_idle_gpu_core_s": dict(f.idle),
                  "runs": [{**r.__dict__, "demand": r.demand.__dict__} for r in f.runs]} for f in results]
     return [{"seed": m["seed"], "fleet_makespan_s": m["fleet"], "oracle_s": m["oracle"], "bound_s": m["bound"],

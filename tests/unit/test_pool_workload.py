@@ -78,7 +78,7 @@ def test_measure_compares_fleet_with_the_oracle_on_the_run_times_taken():
     # fleet ran them one after the other though both fit at once: half as good as the oracle
     times = {"g": _times("one", 100.0, 100.0, 103.0), "c": _times("one", 100.0, 103.0, 106.0)}
     fig = measure(5, jobs, times, published_at=100.0, hosts=[ONE])
-    assert fig.fleet_s == pytest.approx(6.0)
+    assert fig.fleet_s == pytest.approx(6.0) and fig.publish_s == pytest.approx(0.0)
     assert fig.oracle_s == pytest.approx(3.0)          # the measured 3 s each, side by side
     assert fig.oracle_nominal_s == pytest.approx(2.0)
     assert fig.ratio == pytest.approx(0.5)
@@ -97,8 +97,9 @@ def test_a_fleet_as_good_as_the_oracle_scores_one_and_idles_nothing():
 
 def test_the_report_names_every_host_and_the_summary_every_seed():
     jobs = [PlannedJob("gpu1", "g", 2.0, Needs(require_cuda=True))]
-    fig = measure(9, jobs, {"g": _times("one", 0.0, 0.5, 2.5)}, published_at=0.0, hosts=[ONE])
+    fig = measure(9, jobs, {"g": _times("one", 0.3, 0.5, 2.5)}, published_at=0.0, hosts=[ONE])
     text = "\n".join(report_lines(fig, jobs, [ONE]))
     assert "seed 9: 1 jobs" in text and "one" in text and "oracle/makespan = 0.80" in text
+    assert "of which publish 0.3 s" in text
     table = summary_lines([fig, fig])
-    assert len(table) == 3 and table[1].split()[0] == "9" and table[1].split()[3] == "0.80"
+    assert len(table) == 3 and table[1].split()[:5] == ["9", "2.5", "0.3", "2.0", "0.80"]
