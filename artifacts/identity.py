@@ -11,12 +11,15 @@ import hashlib
 import os
 import stat
 import tarfile
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from pathlib import Path
 
 from core.errors import DataProblem, StoreError
 from manifest import dataref
-from manifest.dataref import DIR, FILE, DataSource
+from manifest.dataref import DIR, FILE, WORKDIR_NAME, DataSource, PinnedWorkdir
+
+from . import workdir as workdirs
+from .pyenv import lock_digest
 
 CHUNK_BYTES = 1 << 20
 # progress(label, total_bytes) -> advance(n_bytes), or None to show nothing for it
@@ -78,9 +81,15 @@ def _tarinfo(arcname: str, st: os.stat_result) -> tarfile.TarInfo:
 
 def write_dir_tar(root: Path, out=None, advance: Callable[[int], None] | None = None) -> tuple[str, int]:
     """Write the directory's deterministic tar to ``out`` (or nowhere); (sha256, size) of it."""
+    return write_files_tar(dir_files(root), out, advance)
+
+
+def write_files_tar(files: Iterable[tuple[str, Path]], out=None,
+                    advance: Callable[[int], None] | None = None) -> tuple[str, int]:
+    """The deterministic tar of sorted (arcname, path) pairs, written to ``out`` (or nowhere)."""
     sink = _Sink(out, advance)
     with tarfile.open(fileobj=sink, mode="w|", format=tarfile.PAX_FORMAT, bufsize=CHUNK_BYTES) as tar:
-        for arcname, path in dir_files(root):
+        for arcname, path in files:
             with open(path, "rb") as f:
                 tar.addfile(_tarinfo(arcname, os.fstat(f.fileno())), f)
     return sink.hash.hexdigest(), sink.size
@@ -149,5 +158,36 @@ class DataResolver:
         self.sources.setdefault(sha, DataSource(sha, path, kind, size))
         return dataref.store_uri(sha, path.name, kind)
 
+    def pin_workdir(self, written: str, base_dir: Path, requirements_file: str | None) -> PinnedWorkdir:
+        """The workdir's selected files pinned (artifacts.workdir), refused over the size limit."""
+        root = (base_dir / os.path.expanduser(written)).resolve()
+        if not root.is_dir():
+            raise DataProblem(f"workdir {str(root)!r} is not a directory",
+                              "workdir is relative to the manifest's directory; name the project folder")
+        try:
+            sel = workdirs.select(root)
+            workdirs.check_size(sel, workdirs.max_bytes(os.environ))
+            sha, size = write_files_tar(sel.files, advance=self._advance(root, sel.total_bytes))
+        except OSError as e:
+            raise DataProblem(f"cannot read workdir {str(root)!r}: {e.strerror or e} ({e.filename})",
+                              "make it readable by the publishing user, or leave the file out "
+                              f"with a {workdirs.FLEETIGNORE}") from e
+        self.sources.setdefault(sha, DataSource(sha, root, DIR, size, files=sel.files))
+        traveling = {rel for rel, _ in sel.files}
+        lock = lock_digest(root) if {"pyproject.toml", "uv.lock"} <= traveling else None
+        reqs = _requirement_lines(root, requirements_file, traveling) if requirements_file else None
+        return PinnedWorkdir(dataref.store_uri(sha, WORKDIR_NAME, DIR), reqs, lock)
+
     def _advance(self, path: Path, total: int) -> Callable[[int], None] | None:
         return self.progress(f"hashing {path.name}", total) if self.progress else None
+
+
+def _requirement_lines(root: Path, name: str, traveling: set[str]) -> tuple[str, ...]:
+    """The requirement lines of the file ``name`` in the workdir, comments and blanks left out."""
+    rel = Path(name).as_posix()
+    if rel not in traveling:
+        raise DataProblem(f"requirements file {name!r} is not in workdir {str(root)!r}"
+                          + (" (it is ignored)" if (root / name).is_file() else ""),
+                          "name a file inside the workdir, relative to it, e.g. requirements.txt")
+    lines = (ln.split(" #", 1)[0].strip() for ln in (root / rel).read_text(encoding="utf-8").splitlines())
+    return tuple(ln for ln in lines if ln and not ln.startswith("#"))

@@ -36,7 +36,6 @@ from typing import Callable, Iterator, Mapping
 
 from core.errors import FleetError
 
-ENV_CACHE_GIB = 20.0           # default bound of the environment cache (FLEET_ENV_CACHE_GIB)
 COMPLETE = ".complete"         # written last: an environment without it was never finished
 BUILD_TIMEOUT_S = 3600.0
 # uv's messages that mean the job's own requirements are wrong: retrying elsewhere cannot help
@@ -176,8 +175,10 @@ class EnvCache:
                 req = tmp / "fleet-requirements.txt"
                 req.write_text("".join(line + "\n" for line in spec.requirements))
                 self._uv_run(["pip", "install", "--python", str(tmp / "bin" / "python"), "-r", str(req)], log)
+            _inherit_worker_packages(tmp, spec)
             (tmp / COMPLETE).write_text(json.dumps({"spec": spec.__dict__ | {"requirements": list(spec.requirements)},
-                                                    "built_s": round(time.monotonic() - started, 2)}))
+                                                    "built_s": round(time.monotonic() - started, 2),
+                                                    "bytes": _du(tmp)}))
             shutil.rmtree(self.path(digest), ignore_errors=True)
             os.rename(tmp, self.path(digest))
         except BaseException:
@@ -210,6 +211,19 @@ class EnvCache:
         """Each finished environment's bytes on disk, by digest."""
         return {p.name: _du(p) for p in (self.root / "envs").iterdir() if (p / COMPLETE).is_file()}
 
+    def listing(self) -> list[dict]:
+        """Each finished environment, cheaply (its marker only): digest, bytes, build time, last use."""
+        out = []
+        for p in sorted((self.root / "envs").iterdir()):
+            try:
+                marker = json.loads((p / COMPLETE).read_text())
+                used = (p / COMPLETE).stat().st_mtime
+            except (OSError, ValueError):
+                continue
+            out.append({"digest": p.name[:12], "bytes": marker.get("bytes"),
+                        "built_s": marker.get("built_s"), "used_at": round(used)})
+        return out
+
     def evict(self, keep: str | None = None) -> list[str]:
         """Remove least recently used environments until the cache fits its bound."""
         envs = sorted(((p / COMPLETE).stat().st_mtime, p.name, _du(p))
@@ -237,6 +251,21 @@ class EnvCache:
                 return True
             finally:
                 fcntl.flock(f, fcntl.LOCK_UN)
+
+
+WORKER_PTH = "fleet-worker-packages.pth"
+
+
+def _inherit_worker_packages(env_dir: Path, spec: EnvSpec) -> None:
+    """Let the worker's packages (numpy, torch: too big to install per job) be imported
+    beneath the job's own: a .pth appends the worker's site-packages after the env's, so
+    a requirement the job pins wins. Only for the worker's own Python version."""
+    if spec.python not in (None, _own_python()):
+        return
+    import sysconfig
+    paths = dict.fromkeys(sysconfig.get_paths()[k] for k in ("purelib", "platlib"))
+    for site in env_dir.glob("lib/python*/site-packages"):
+        (site / WORKER_PTH).write_text("".join(p + "\n" for p in paths))
 
 
 def _failure(lines: list[str], status: int) -> EnvBuildFailed:

@@ -59,6 +59,8 @@ TAIL_LINES = 40                  # output lines kept for progress and errors
 DATA_DIR = "data"                # store key of staged data: <prefix>/data/<sha256>
 DATA_CACHE_DIR = "data-cache"    # under FLEET_WORK_DIR: the worker's digest cache
 DATA_CACHE_GIB = 20.0            # default bound of that cache (FLEET_DATA_CACHE_GIB), GiB
+ENV_CACHE_DIR = "pyenv"          # under FLEET_WORK_DIR: jobs' own Python environments (artifacts.pyenv)
+ENV_CACHE_GIB = 20.0             # default bound of that cache (FLEET_ENV_CACHE_GIB), GiB
 DATA_PROGRESS_MIN_BYTES = 32 << 20   # publish shows a progress bar for data this big or bigger
 
 # --- hardening: poison queue entries, job isolation, host enrollment --------

@@ -11,7 +11,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Mapping
 
-from core.constants import DATA_CACHE_GIB
+from core.constants import DATA_CACHE_GIB, ENV_CACHE_GIB
 from core.errors import ConfigError
 
 STORE_URL_ENV = "FLEET_STORE_URL"
@@ -19,6 +19,7 @@ S3_ENDPOINT_ENV = "FLEET_S3_ENDPOINT_URL"
 DEFAULT_STORE_DIR = ".fleet-local/store"      # relative to the working directory
 DEFAULT_REGION = "us-east-1"
 DATA_CACHE_ENV = "FLEET_DATA_CACHE_GIB"
+ENV_CACHE_ENV = "FLEET_ENV_CACHE_GIB"
 WORK_DIR_ENV = "FLEET_WORK_DIR"
 HOSTNAME_ENV = "FLEET_HOSTNAME"
 JOB_USER_ENV = "FLEET_JOB_USER"
@@ -57,14 +58,22 @@ class StoreSettings:
 
 def data_cache_bytes(env: Mapping[str, str] | None = None) -> int:
     """The data cache bound from FLEET_DATA_CACHE_GIB (GiB, default DATA_CACHE_GIB)."""
-    raw = _env(env).get(DATA_CACHE_ENV, "")
+    return _gib_bytes(_env(env), DATA_CACHE_ENV, DATA_CACHE_GIB)
+
+
+def env_cache_bytes(env: Mapping[str, str] | None = None) -> int:
+    """The bound of jobs' environments from FLEET_ENV_CACHE_GIB (GiB, default ENV_CACHE_GIB)."""
+    return _gib_bytes(_env(env), ENV_CACHE_ENV, ENV_CACHE_GIB)
+
+
+def _gib_bytes(env: Mapping[str, str], name: str, default: float) -> int:
+    raw = env.get(name, "")
     try:
-        gib = float(raw) if raw.strip() else DATA_CACHE_GIB
+        gib = float(raw) if raw.strip() else default
     except ValueError:
         gib = -1.0
     if not gib > 0:
-        raise ConfigError(f"{DATA_CACHE_ENV}={raw!r}: expected a positive number of GiB, "
-                          f"e.g. {DATA_CACHE_ENV}=50")
+        raise ConfigError(f"{name}={raw!r}: expected a positive number of GiB, e.g. {name}=50")
     return int(gib * GIB)
 
 
@@ -91,6 +100,7 @@ class WorkerSettings:
     data_cache_bytes: int
     job_user: str            # FLEET_JOB_USER as given ("" for none); tasks.isolation checks it
     store: StoreSettings
+    env_cache_bytes: int = int(ENV_CACHE_GIB * GIB)
     gpu_reserve_cores: int | None = None      # kept back per idle GPU from CPU jobs (None: default)
     gpu_reserve_ram_gib: float | None = None
 
@@ -102,5 +112,6 @@ class WorkerSettings:
                    data_cache_bytes=data_cache_bytes(env),
                    job_user=env.get(JOB_USER_ENV, "").strip(),
                    store=StoreSettings.from_env(env),
+                   env_cache_bytes=env_cache_bytes(env),
                    gpu_reserve_cores=_optional_number(env, GPU_RESERVE_CORES_ENV, int),
                    gpu_reserve_ram_gib=_optional_number(env, GPU_RESERVE_RAM_ENV, float))

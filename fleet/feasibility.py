@@ -16,8 +16,8 @@ import redis
 
 from state.cluster import ClusterConfig
 from fleet.query.hosts import HostView, live_hosts
-from manifest.schema import Manifest
-from routing.explain import HostFacts, QueueFacts, Verdict, explain, nearest
+from manifest.schema import Manifest, Needs
+from routing.explain import HostFacts, QueueFacts, Verdict, explain, fleet_lacks, nearest
 from routing.tiers import Constraint, route
 
 
@@ -28,19 +28,22 @@ class Infeasible:
     queue: str
     jobs: tuple[str, ...]            # job names, in manifest order
     nearest: Verdict | None          # None: no live host at all
+    missing: str | None = None       # what no live host has, for a multi-GPU queue
 
     def message(self, show: int = 3, dry_run: bool = False) -> str:
         names = ", ".join(self.jobs[:show]) + (f" and {len(self.jobs) - show} more" if len(self.jobs) > show else "")
-        where = (f"nearest host {self.nearest.hostname}: {'; '.join(self.nearest.reasons)}" if self.nearest
+        where = (self.missing if self.missing
+                 else f"nearest host {self.nearest.hostname}: {'; '.join(self.nearest.reasons)}" if self.nearest
                  else "no live workers (no heartbeat in Redis)")
         return (f"no live worker can run {len(self.jobs)} job(s) in queue {self.queue} ({names}); "
                 f"{where}. {'Publishing would queue them' if dry_run else 'Queued'} anyway: they start when such "
                 "a host joins")
 
     def to_dict(self) -> dict:
-        return {"queue": self.queue, "jobs": len(self.jobs),
-                "nearest_host": self.nearest.hostname if self.nearest else None,
-                "shortfall": list(self.nearest.reasons) if self.nearest else []}
+        d = {"queue": self.queue, "jobs": len(self.jobs),
+             "nearest_host": self.nearest.hostname if self.nearest else None,
+             "shortfall": list(self.nearest.reasons) if self.nearest else []}
+        return {**d, "no_live_host_has": self.missing} if self.missing else d
 
 
 def _queue_facts(manifest: Manifest, rows) -> dict[str, tuple[QueueFacts, str]]:
@@ -70,8 +73,17 @@ def infeasible(rows: Iterable, manifest: Manifest, hosts: list[HostFacts]) -> li
     for row in rows:
         if not ok[row.queue] and not (row.fallback_queue and ok[row.fallback_queue]):
             stuck.setdefault(row.queue, []).append(row.job.name)
-    out = [Infeasible(q, tuple(names), nearest(verdicts[q])) for q, names in stuck.items()]
+    caps = [h.capability for h in hosts]
+    out = [Infeasible(q, tuple(names), nearest(verdicts[q]), _missing(facts[q][0].needs, caps))
+           for q, names in stuck.items()]
     return sorted(out, key=lambda i: (-len(i.jobs), i.queue))
+
+
+def _missing(needs: Needs, caps: list) -> str | None:
+    """For a multi-GPU queue, what no live host has: the nearest host alone does not say
+    whether any host has that many GPUs. A single-device shortfall is plain from the
+    nearest host's reasons."""
+    return fleet_lacks(needs, caps) if needs.gpu_count > 1 else None
 
 
 def host_facts(views: list[HostView], manifest: Manifest) -> list[HostFacts]:

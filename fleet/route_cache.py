@@ -12,8 +12,9 @@ from operator import attrgetter
 from manifest.schema import JobSpec, Manifest
 from routing import tiers as routing
 
-# fields that vary between a sweep's points and that routing does not read
-NOT_ROUTED = frozenset({"name", "job_id", "hyper", "seed", "line"})
+# fields routing does not read: those that vary between a sweep's points, and the job's code and environment
+NOT_ROUTED = frozenset({"name", "job_id", "hyper", "seed", "line", "workdir", "requirements", "env_lock",
+                        "python", "env"})
 KEY_FIELDS = tuple(f.name for f in fields(JobSpec) if f.name not in NOT_ROUTED)
 _key = attrgetter(*KEY_FIELDS)
 

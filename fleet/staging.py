@@ -12,7 +12,7 @@ from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
-from artifacts.identity import Progress, write_dir_tar
+from artifacts.identity import Progress, write_dir_tar, write_files_tar
 from artifacts.stores import Store, open_store
 from core.constants import DATA_PROGRESS_MIN_BYTES
 from core.errors import DigestMismatch
@@ -34,8 +34,9 @@ def sources_for(manifest: Manifest, jobs: Iterable[JobSpec]) -> list[DataSource]
     """The distinct local sources that ``jobs`` name, in a stable order."""
     wanted = set()
     for job in jobs:
-        if job.data and job.data.startswith(dataref.STORE_SCHEME + "://"):
-            wanted.add(dataref.parse(job.data).sha256)
+        for uri in (job.data, job.workdir):
+            if uri and uri.startswith(dataref.STORE_SCHEME + "://"):
+                wanted.add(dataref.parse(uri).sha256)
     return [manifest.data_sources[sha] for sha in sorted(wanted) if sha in manifest.data_sources]
 
 
@@ -66,10 +67,10 @@ def _payload(src: DataSource) -> Iterator[Path]:
         yield src.path
         return
     with tempfile.NamedTemporaryFile(prefix="fleet-data-", suffix=".tar") as tmp:
-        sha, _ = write_dir_tar(src.path, tmp)
+        sha, _ = write_files_tar(src.files, tmp) if src.files else write_dir_tar(src.path, tmp)
         tmp.flush()
         if sha != src.sha256:
-            raise DigestMismatch(f"data directory {src.path} changed while publishing "
+            raise DigestMismatch(f"directory {src.path} changed while publishing "
                                  f"(sha256 {src.sha256} at validation, {sha} now); publish again")
         yield Path(tmp.name)
 

@@ -31,6 +31,21 @@ class DataSource:
     path: Path
     kind: str          # FILE or DIR
     size: int          # bytes of the file, or of the directory's tar
+    # a workdir's selection (artifacts.workdir): (posix relative path, path) pairs; empty
+    # for a data directory, which travels whole
+    files: tuple[tuple[str, Path], ...] = ()
+
+
+WORKDIR_NAME = "workdir"   # the name a workdir is staged under: the same from any clone
+
+
+@dataclass(frozen=True)
+class PinnedWorkdir:
+    """A job's workdir pinned to its content, with what its environment is defined by."""
+
+    uri: str                                  # store+sha256://<hex>/workdir/
+    requirements: tuple[str, ...] | None = None   # the lines of a requirements file, if one was named
+    lock: str | None = None                   # sha256 of pyproject.toml + uv.lock, when both travel
 
 
 @dataclass(frozen=True)

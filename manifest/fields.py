@@ -18,7 +18,8 @@ from manifest.problems import Problems, suggest
 from manifest.schema import Needs
 
 KIND_WORDS = {"bool": "true or false", "int": "an integer", "num": "a number", "str": "a string",
-              "strs": "a list of strings", "table": "a table", "tables": "a list of tables"}
+              "strs": "a list of strings", "table": "a table", "tables": "a list of tables",
+              "str|strs": "a string or a list of strings"}
 # what a tier's floor and a job's needs share; each need is bounded by what no host exceeds
 NEED_FIELDS = {"require_cuda": "bool", "min_vram_gib": "num", "min_ram_gib": "num", "min_cores": "int",
                "gpus": "int"}
@@ -40,6 +41,8 @@ def is_kind(value: Any, kind: str) -> bool:
         return isinstance(value, (int, float)) and not isinstance(value, bool)
     if kind == "str":
         return isinstance(value, str)
+    if kind == "str|strs":
+        return is_kind(value, "str") or is_kind(value, "strs")
     if kind == "strs":
         return isinstance(value, list) and all(isinstance(v, str) for v in value)
     if kind == "table":

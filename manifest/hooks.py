@@ -10,7 +10,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Protocol
 
-from manifest.dataref import DataSource
+from manifest.dataref import DataSource, PinnedWorkdir
 from manifest.schema import HostPolicy, JobSpec, TierSpec
 
 
@@ -27,6 +27,11 @@ class DataPinner(Protocol):
         raises ``core.errors.DataProblem`` when it cannot be pinned."""
         ...
 
+    def pin_workdir(self, written: str, base_dir: Path, requirements_file: str | None) -> PinnedWorkdir:
+        """The workdir ``written`` (relative to ``base_dir``) pinned to the files that travel,
+        with ``requirements_file`` (a path inside it) read; raises ``DataProblem``."""
+        ...
+
 
 class Unpinned:
     """Keeps data as written: job IDs then name the path, not the bytes. For reading a
@@ -38,6 +43,9 @@ class Unpinned:
 
     def pin(self, written: str, base_dir: Path) -> str:
         return written
+
+    def pin_workdir(self, written: str, base_dir: Path, requirements_file: str | None) -> PinnedWorkdir:
+        return PinnedWorkdir(written, () if requirements_file else None)
 
 
 @dataclass(frozen=True)

@@ -7,11 +7,13 @@ from __future__ import annotations
 
 from manifest.fields import check_table, date_problem
 from manifest.hyper import TRAINERS
+from manifest.jobchecks import ENV_NAME
 from manifest.problems import Problems, suggest
 from manifest.schema import HostPolicy
 
 HOST_FIELDS = {"tiers": "strs", "allow_models": "strs", "deny_models": "strs", "cpu_cores": "int",
-               "ram_total_gib": "num", "ram_available_gib": "num", "cuda_devices": "tables"}
+               "ram_total_gib": "num", "ram_available_gib": "num", "cuda_devices": "tables",
+               "pass_env": "strs"}
 DECLARED = ("cpu_cores", "ram_total_gib", "ram_available_gib", "cuda_devices")
 MODELS = (*TRAINERS, "command")  # what allow_models and deny_models may name
 
@@ -27,10 +29,13 @@ def read_hosts(p: Problems, raw: dict | None, tier_names: set[str]) -> dict[str,
         t = check_table(p, path, table, HOST_FIELDS)
         _check_names(p, path, t, tier_names)
         _check_devices(p, path, t.get("cuda_devices", []))
+        for bad in [n for n in t.get("pass_env", []) if not ENV_NAME.match(n)]:
+            p.add(path + ("pass_env",), f"{bad!r} is not a variable name", "list names like WANDB_API_KEY")
         out[name] = HostPolicy(
             name, tuple(t["tiers"]) if "tiers" in t else None,
             tuple(t["allow_models"]) if "allow_models" in t else None,
-            tuple(t.get("deny_models", ())), {k: t[k] for k in DECLARED if k in t})
+            tuple(t.get("deny_models", ())), {k: t[k] for k in DECLARED if k in t},
+            tuple(t.get("pass_env", ())))
     return out
 
 

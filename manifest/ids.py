@@ -1,8 +1,9 @@
 """Stable job IDs: sha256 of a job's canonical content.
 
 The ID covers what changes the result (trainer or command, data by its content, hyper,
-seed, resource needs) and nothing that only changes scheduling (name, priority, hosts, timeouts), so
-editing a priority or renaming a job keeps its ID and its history.
+seed, resource needs, its workdir by content and its environment's definition) and nothing
+that only changes scheduling (name, priority, hosts, timeouts), so editing a priority or
+renaming a job keeps its ID and its history.
 """
 from __future__ import annotations
 
@@ -18,7 +19,10 @@ ID_VERSION = 2
 
 
 def canonical(*, model: str | None, command: list[str] | None, artifacts: list[str],
-              data: str | None, hyper: dict[str, Any], seed: int, needs: Needs) -> bytes:
+              data: str | None, hyper: dict[str, Any], seed: int, needs: Needs,
+              own: dict[str, Any] | None = None) -> bytes:
+    """``own``: the job's code and environment (workdir, requirements, lock, python, env),
+    only the keys written, so a job without them keeps the ID it always had."""
     doc = {
         "v": ID_VERSION, "model": model, "command": command,
         "artifacts": sorted(artifacts) if command else [],
@@ -31,6 +35,7 @@ def canonical(*, model: str | None, command: list[str] | None, artifacts: list[s
         doc["needs"]["gpus"] = needs.gpu_count
     if needs.share_gpu:
         doc["needs"]["share_gpu"] = True
+    doc.update({k: v for k, v in (own or {}).items() if v})
     return json.dumps(doc, sort_keys=True, separators=(",", ":"), ensure_ascii=False).encode()
 
 

@@ -19,8 +19,12 @@ JOB_FIELDS = {
     "prefer_cuda": "bool", "prefer_cuda_grace_s": "num", "min_vram_gib": "num",
     "min_ram_gib": "num", "min_cores": "int", "allowed_hosts": "strs", "denied_hosts": "strs",
     "timeout_s": "num", "max_attempts": "int", "sweep": "table",
-    "checkpoint": "str", "gpus": "int", "share_gpu": "bool",
+    "checkpoint": "str", "gpus": "int", "share_gpu": "bool", "workdir": "str", "requirements": "str|strs",
+    "python": "str", "env": "table",
 }
+ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+PYTHON_VERSION = re.compile(r"^3(\.\d{1,2}){0,2}$")
+RESERVED_ENV = ("FLEET_", "CUDA_VISIBLE_DEVICES", "PYTHONPATH", "VIRTUAL_ENV", "PATH")
 
 
 def job_problems(p: Problems, path: tuple, t: dict, written: set[str]) -> None:
@@ -33,6 +37,7 @@ def job_problems(p: Problems, path: tuple, t: dict, written: set[str]) -> None:
     _numbers(p, path, t)
     _cuda(p, path, t, written)
     _where(p, path, t)
+    _own_code(p, path, t)
 
 
 def _what_runs(p: Problems, path: tuple, t: dict, written: set[str]) -> None:
@@ -112,6 +117,29 @@ def _where(p: Problems, path: tuple, t: dict) -> None:
     overlap = set(t.get("allowed_hosts", [])) & set(t.get("denied_hosts", []))
     if overlap:
         p.add(path + ("denied_hosts",), f"hosts both allowed and denied: {sorted(overlap)}", "list each host once")
+
+
+def _own_code(p: Problems, path: tuple, t: dict) -> None:
+    """Its workdir, requirements, python and env variables."""
+    reqs = t.get("requirements")
+    if isinstance(reqs, str) and "workdir" not in t:
+        p.add(path + ("requirements",), f"requirements file {reqs!r} needs a workdir to be read from",
+              'add workdir = "." (the folder holding it), or list the requirements: ["numpy==2.1"]')
+    if isinstance(reqs, list) and any(not r.strip() for r in reqs):
+        p.add(path + ("requirements",), "a requirement cannot be empty", "remove the empty entry")
+    if "python" in t and not PYTHON_VERSION.match(t["python"]):
+        p.add(path + ("python",), f"python {t['python']!r} is not a Python 3 version",
+              'write a version like "3.12"')
+    if "python" in t and not (reqs or "workdir" in t):
+        p.add(path + ("python",), "python is the version of the job's own environment, which needs "
+              "requirements or a uv.lock project", 'add requirements = [...], or remove python')
+    for key, value in t.get("env", {}).items():
+        if not ENV_NAME.match(key):
+            p.add(path + ("env", key), "is not a variable name", "use letters, digits and _ only")
+        elif key.startswith(RESERVED_ENV[0]) or key in RESERVED_ENV[1:]:
+            p.add(path + ("env", key), "is set by the worker", "choose another name")
+        if not isinstance(value, str):
+            p.add(path + ("env", key), f"must be a string, got {value!r}", f'write {key} = "{value}"')
 
 
 def unsupported_data(data: str | None) -> bool:

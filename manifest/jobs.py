@@ -9,6 +9,7 @@ from core.constants import DEFAULT_PRIORITY, PREFER_CUDA_GRACE_S
 from core.errors import DataProblem
 from manifest import ids
 from manifest.checkpoint import checkpoint_dir
+from manifest.dataref import PinnedWorkdir
 from manifest.fields import check_table, read_needs
 from manifest.hooks import DataPinner, RouteCheck, Routes
 from manifest.hyper import resolve_hyper
@@ -73,6 +74,7 @@ def read_jobs(p: Problems, raw: list, reading: JobReading) -> tuple[JobSpec, ...
         t = check_table(p, path, table, JOB_FIELDS)
         job_problems(p, path, t, set(table))
         data = _pin_data(p, path, t, reading)  # once per table, not per sweep point
+        code = _pin_workdir(p, path, t, reading)
         points = sweep_points(p, path, t)
         hyper_problems(p, path, t)
         # a problem in the job's content would make its ID (and so an ID clash) meaningless
@@ -80,12 +82,12 @@ def read_jobs(p: Problems, raw: list, reading: JobReading) -> tuple[JobSpec, ...
         if all(key in t for key in ROUTING_FIELDS if key in table):
             _routing_problems(p, path, t, reading)
         if t.get("name", "").strip():
-            out.extend(_points(p, path, t, points, data, unique, content_ok))
+            out.extend(_points(p, path, t, points, (data, code), unique, content_ok))
     return tuple(out)
 
 
-def _points(p: Problems, path: tuple, t: dict, points: list[dict], data: str | None,
-            unique: _Unique, content_ok: bool) -> list[JobSpec]:
+def _points(p: Problems, path: tuple, t: dict, points: list[dict],
+            pins: tuple[str | None, PinnedWorkdir | None], unique: _Unique, content_ok: bool) -> list[JobSpec]:
     """The jobs of table ``t``, one per sweep point, skipping clashes (reported)."""
     out = []
     table_line = p.lines.line(*path)
@@ -93,7 +95,7 @@ def _points(p: Problems, path: tuple, t: dict, points: list[dict], data: str | N
         name = point_name(t["name"], point)
         if unique.name_taken(p, path, name) or not content_ok:
             continue
-        job = _build_job(t, point, name, data, table_line)
+        job = _build_job(t, point, name, pins, table_line)
         if not unique.id_taken(p, path, job):
             out.append(job)
     return out
@@ -109,6 +111,34 @@ def _pin_data(p: Problems, path: tuple, t: dict, reading: JobReading) -> str | N
     except DataProblem as e:
         p.add(path + ("data",), e.message, e.fix)
         return None
+
+
+def _pin_workdir(p: Problems, path: tuple, t: dict, reading: JobReading) -> PinnedWorkdir | None:
+    """The job's workdir pinned to the files that travel, or None (and a problem)."""
+    if "workdir" not in t:
+        return None
+    reqs = t.get("requirements")
+    try:
+        code = reading.pin_data.pin_workdir(t["workdir"], reading.base_dir, reqs if isinstance(reqs, str) else None)
+    except DataProblem as e:
+        p.add(path + ("workdir",), e.message, e.fix)
+        return None
+    if "python" in t and not reqs and code.lock is None:
+        p.add(path + ("python",), "python is the version of the job's own environment, but the workdir "
+              "has no uv.lock (with pyproject.toml) and the job no requirements",
+              "add requirements = [...], or remove python")
+    return code
+
+
+def own_code(t: dict, code: PinnedWorkdir | None) -> dict:
+    """The job's workdir URI and environment definition, as its spec and ID carry them."""
+    reqs = t.get("requirements", [])
+    if isinstance(reqs, str):
+        reqs = list(code.requirements or ()) if code else []
+    # requirements written win over a uv.lock that happens to be in the workdir
+    lock = code.lock if code and "requirements" not in t else None
+    return {"workdir": code.uri if code else None, "requirements": list(reqs),
+            "env_lock": lock, "python": t.get("python"), "env": dict(t.get("env", {}))}
 
 
 def _routing_problems(p: Problems, path: tuple, t: dict, reading: JobReading) -> None:
@@ -129,14 +159,17 @@ def _point_hyper(t: dict, point: dict) -> dict:
     return resolve_hyper(t["model"], hyper) if "model" in t else hyper
 
 
-def _build_job(t: dict, point: dict, name: str, data: str | None, table_line: int | None) -> JobSpec:
-    """One job of table ``t`` at a sweep point; ``name`` is the point's, ``data`` pinned."""
+def _build_job(t: dict, point: dict, name: str, pins: tuple[str | None, PinnedWorkdir | None],
+               table_line: int | None) -> JobSpec:
+    """One job of table ``t`` at a sweep point; ``name`` is the point's, data and workdir pinned."""
+    data, code = pins
+    own = own_code(t, code)
     needs = read_needs(t)
     hyper, seed = _point_hyper(t, point), point.get("seed", t.get("seed", 0))
     command = t.get("command")
     artifacts = list(t.get("artifacts", [])) if command else []
     jid = ids.job_id(model=t.get("model"), command=command, artifacts=artifacts,
-                     data=data, hyper=hyper, seed=seed, needs=needs)
+                     data=data, hyper=hyper, seed=seed, needs=needs, own=own)
     return JobSpec(
         name=name, job_id=jid, model=t.get("model"),
         command=tuple(command) if command else None, artifacts=tuple(artifacts), data=data,
@@ -145,4 +178,6 @@ def _build_job(t: dict, point: dict, name: str, data: str | None, table_line: in
         prefer_cuda_grace_s=float(t.get("prefer_cuda_grace_s", PREFER_CUDA_GRACE_S)),
         allowed_hosts=tuple(t.get("allowed_hosts", ())), denied_hosts=tuple(t.get("denied_hosts", ())),
         timeout_s=t.get("timeout_s"), max_attempts=t.get("max_attempts"), line=table_line,
-        checkpoint=checkpoint_dir(t["checkpoint"]) if "checkpoint" in t else None)
+        checkpoint=checkpoint_dir(t["checkpoint"]) if "checkpoint" in t else None,
+        workdir=own["workdir"], requirements=tuple(own["requirements"]), env_lock=own["env_lock"],
+        python=own["python"], env=own["env"])

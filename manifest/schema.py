@@ -83,6 +83,7 @@ class HostPolicy:
     allow_models: tuple[str, ...] | None = None   # None: every model
     deny_models: tuple[str, ...] = ()
     declared: dict[str, Any] = field(default_factory=dict)  # FLEET_CAPABILITY keys
+    pass_env: tuple[str, ...] = ()                # worker variables its jobs may see (names only)
 
     def allows_model(self, model: str | None) -> bool:
         if model is None:
@@ -94,13 +95,15 @@ class HostPolicy:
     def to_dict(self) -> dict[str, Any]:
         return {"name": self.name, "tiers": self.tiers and list(self.tiers),
                 "allow_models": self.allow_models and list(self.allow_models),
-                "deny_models": list(self.deny_models), "declared": self.declared}
+                "deny_models": list(self.deny_models), "declared": self.declared,
+                "pass_env": list(self.pass_env)}
 
     @classmethod
     def from_dict(cls, d: dict[str, Any]) -> "HostPolicy":
         tup = lambda v: None if v is None else tuple(v)  # noqa: E731
         return cls(d["name"], tup(d.get("tiers")), tup(d.get("allow_models")),
-                   tuple(d.get("deny_models") or ()), dict(d.get("declared") or {}))
+                   tuple(d.get("deny_models") or ()), dict(d.get("declared") or {}),
+                   tuple(d.get("pass_env") or ()))
 
 
 @dataclass(frozen=True)
@@ -125,6 +128,16 @@ class JobSpec:
     max_attempts: int | None = None
     line: int | None = None  # where the job starts in its manifest, for messages
     checkpoint: str | None = None  # dir (relative to the job's work dir) synced to the store while it runs
+    workdir: str | None = None     # its code: a pinned store URI (manifest.dataref) copied in as its cwd
+    requirements: tuple[str, ...] = ()   # requirement lines of its own environment
+    env_lock: str | None = None    # sha256 of the workdir's pyproject.toml + uv.lock: `uv sync --frozen`
+    python: str | None = None      # the environment's Python version, e.g. "3.12"
+    env: dict[str, str] = field(default_factory=dict)   # plain variables set for the job
+
+    @property
+    def own_env(self) -> bool:
+        """Whether the job runs in an environment of its own, not the worker's."""
+        return bool(self.requirements) or self.env_lock is not None
 
     @property
     def kind(self) -> str:
@@ -142,7 +155,7 @@ class JobSpec:
         d = dict(d)
         d["needs"] = Needs(**d.get("needs", {}))
         d["command"] = tuple(d["command"]) if d.get("command") else None
-        for k in ("artifacts", "allowed_hosts", "denied_hosts"):
+        for k in ("artifacts", "allowed_hosts", "denied_hosts", "requirements"):
             d[k] = tuple(d.get(k) or ())
         return cls(**d)
 

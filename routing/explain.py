@@ -6,13 +6,16 @@ says about itself. `fleet why` and publish's feasibility check feed it from Redi
 """
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 from typing import Iterable
 
 from core.constants import QUEUE_REFRESH_EVERY_S
 from manifest.schema import HostPolicy, Needs, TierSpec
 from routing.capability import Capability
-from routing.tiers import Constraint
+from routing.pool import Demand, Pool, fits, lacking
+from routing.tiers import Constraint, qualifies
+
+BUSY_NAMES_SHOWN = 3     # "busy with a, b, c and 2 more"
 
 
 @dataclass(frozen=True)
@@ -75,6 +78,9 @@ def shortfall(cap: Capability, needs: Needs) -> list[str]:
         out.append("no CUDA device")
     elif needs.require_cuda and cap.max_vram_gib < needs.min_vram_gib:
         out.append(f"VRAM {cap.max_vram_gib:g} < {needs.min_vram_gib:g} GiB (largest device)")
+    elif needs.require_cuda and fitting_gpus(cap, needs) < needs.gpu_count:
+        each = f" (>= {needs.min_vram_gib:g} GiB each)" if needs.min_vram_gib else ""
+        out.append(f"GPUs {fitting_gpus(cap, needs)} < {needs.gpu_count}{each}")
     if cap.ram_total_gib < needs.min_ram_gib:
         out.append(f"RAM {round(cap.ram_total_gib, 1):g} < {needs.min_ram_gib:g} GiB")
     if cap.cpu_cores < needs.min_cores:
@@ -82,13 +88,23 @@ def shortfall(cap: Capability, needs: Needs) -> list[str]:
     return out
 
 
+def fitting_gpus(cap: Capability, needs: Needs) -> int:
+    """The host's GPUs with at least the VRAM ``needs`` asks of each."""
+    return sum(d.vram_total_gib >= needs.min_vram_gib for d in cap.cuda_devices)
+
+
 def gap(cap: Capability, needs: Needs) -> float:
     """How far ``cap`` is from ``needs``: each resource's missing fraction, 1 for no CUDA."""
     def short(have: float, need: float) -> float:
         return max(0.0, need - have) / need if need > 0 else 0.0
     g = 0.0
-    if needs.require_cuda:
-        g += 1.0 if not cap.cuda_devices else short(cap.max_vram_gib, needs.min_vram_gib)
+    if needs.require_cuda and not cap.cuda_devices:
+        g += 1.0
+    elif needs.require_cuda:
+        vram = short(cap.max_vram_gib, needs.min_vram_gib)
+        # too few GPUs counts on top of too little VRAM, not twice for it
+        count = fitting_gpus(cap, needs) if vram == 0 else len(cap.cuda_devices)
+        g += vram + short(count, needs.gpu_count)
     return g + short(cap.ram_total_gib, needs.min_ram_gib) + short(cap.cpu_cores, needs.min_cores)
 
 
@@ -137,3 +153,63 @@ def explain(q: QueueFacts, model: str | None, hosts: Iterable[HostFacts],
 def nearest(verdicts: Iterable[Verdict]) -> Verdict | None:
     """The host closest to running it: the smallest gap (then by name); None if no host."""
     return min(verdicts, key=lambda v: (v.gap, v.hostname), default=None)
+
+
+def _most(caps: list[Capability], have, unit: str = "", word: str = "most") -> str:
+    best = max(sorted(caps, key=lambda c: c.hostname), key=have)   # ties: the first by name
+    return f"({word}: {have(best):g}{unit} on {best.hostname})"
+
+
+def fleet_lacks(needs: Needs, caps: Iterable[Capability]) -> str | None:
+    """What no live host has, when one need alone rules every host out ("no live host has 4
+    GPUs with >= 24 GiB (most: 2 on big2)"); None when each need is met by some host (or no
+    host is live: that is said elsewhere). Needs are tried one at a time, CUDA first."""
+    caps = list(caps)
+    if not caps:
+        return None
+    vram = needs.min_vram_gib if needs.require_cuda else 0.0
+    each = f" with >= {vram:g} GiB" if vram else ""
+    n = needs.gpu_count
+    checks = (
+        (Needs(require_cuda=needs.require_cuda), "a CUDA device", None),
+        (Needs(needs.require_cuda, vram), f"a GPU{each}", _most(caps, lambda c: c.max_vram_gib, " GiB", "largest")),
+        (Needs(needs.require_cuda, vram, gpus=n if n > 1 else 0), f"{n} GPUs{each}",
+         _most(caps, lambda c: fitting_gpus(c, needs))),
+        (Needs(min_ram_gib=needs.min_ram_gib), f"{needs.min_ram_gib:g} GiB RAM",
+         _most(caps, lambda c: round(c.ram_total_gib, 1), " GiB")),
+        (Needs(min_cores=needs.min_cores), f"{needs.min_cores} cores", _most(caps, lambda c: c.cpu_cores)),
+    )
+    for one, what, most in checks:
+        if all(qualifies(c, one) is not None for c in caps):
+            return f"no live host has {what}" + (f" {most}" if most else "")
+    return None
+
+
+@dataclass(frozen=True)
+class Holding:
+    """A job a host runs (by name) and what it holds there."""
+
+    name: str
+    gpus: tuple[int, ...] = ()
+    cores: int = 0
+    ram_gib: float = 0.0
+
+
+def waits_for(hostname: str, pool: Pool, demand: Demand, holding: Iterable[Holding] = ()) -> str | None:
+    """None when ``demand`` starts on this host now; else what it lacks there and which jobs
+    hold that: "needs 2 free GPUs with >= 24 GiB: big4 has 1 free, busy with a, b"."""
+    lack = lacking(pool, demand)
+    if lack is None:
+        return None
+    head, _, tail = lack.partition("; ")
+    short_of_gpus = demand.gpus and not fits(pool, replace(demand, cores=0, ram_gib=0.0))
+    short_of_cores = not short_of_gpus and not fits(pool, replace(demand, ram_gib=0.0))
+    holders = [h.name for h in holding
+               if (h.gpus if short_of_gpus else h.cores if short_of_cores else h.ram_gib)]
+    where = f"{hostname} has {tail}" if tail[:1].isdigit() else f"on {hostname}, {tail}"
+    return f"{head}: {where}" + (f", busy with {_names(holders)}" if holders else "")
+
+
+def _names(names: list[str]) -> str:
+    more = len(names) - BUSY_NAMES_SHOWN
+    return ", ".join(names[:BUSY_NAMES_SHOWN]) + (f" and {more} more" if more > 0 else "")

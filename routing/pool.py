@@ -192,8 +192,8 @@ def lacking(pool: Pool, demand: Demand) -> str | None:
             best = max((d.room() for d in pool.devices), default=0.0)
             return f"needs {demand.vram_gib:g} GiB of VRAM on one GPU to share; most room left is {best:g} GiB"
         free = sum(1 for d in pool.devices if d.idle and d.vram_gib + EPSILON_GIB >= demand.vram_gib)
-        return (f"needs {demand.gpus} free GPU{'s' if demand.gpus > 1 else ''} with >= {demand.vram_gib:g} GiB; "
-                f"{free} free")
+        vram = f" with >= {demand.vram_gib:g} GiB" if demand.vram_gib > 0 else ""
+        return f"needs {demand.gpus} free GPU{'s' if demand.gpus > 1 else ''}{vram}; {free} free"
     kept_cores, kept_ram = pool.held_back() if demand.gpus == 0 else (0, 0.0)
     if len(pool.free_cores) - kept_cores < demand.cores:
         held = f" ({kept_cores} kept for idle GPUs)" if kept_cores else ""

@@ -19,7 +19,6 @@ import redis
 
 from artifacts import checkpoint as packer
 from artifacts.bundle import sha256_file
-from artifacts.stores import open_store
 from core.constants import CHECKPOINTS_PREFIX
 from core.errors import FleetError
 from manifest.schema import JobSpec
@@ -97,7 +96,7 @@ class CheckpointSync:
         if not last:
             return
         try:
-            open_store().get_file(last["key"], self.archive)
+            self.ctx.open_store().get_file(last["key"], self.archive)
             if (actual := sha256_file(self.archive)) != last["sha256"]:
                 raise FleetError(f"{last['key']}: sha256 {actual}, the record says {last['sha256']}")
             count = packer.unpack(self.archive, self.dir)
@@ -126,7 +125,7 @@ class CheckpointSync:
             if packer.fingerprint(self.dir) != seen:   # written while we packed: a torn copy
                 log.info("%s's checkpoint changed while packing; next time", self.job.name)
                 return False
-            store = open_store()
+            store = self.ctx.open_store()
             key = key_for(self.job.job_id, packed.sha256)
             store.put_file(key, packed.path)
             value = {"key": key, "sha256": packed.sha256, "size": packed.size, "synced_at": time.time(),
@@ -159,6 +158,6 @@ def drop(ctx, job: JobSpec) -> None:
     try:
         old = ctx.records.drop_checkpoint(job.job_id)
         if old:
-            open_store().delete_file(old["key"])
+            ctx.open_store().delete_file(old["key"])
     except (FleetError, OSError, redis.RedisError, ValueError) as e:
         log.warning("could not delete %s's checkpoint: %s", job.name, e)

@@ -20,11 +20,12 @@ from pathlib import Path
 import redis
 
 from artifacts.data import fetch
+from artifacts.pyenv import EnvBuildFailed
 from core.constants import DATA_CACHE_DIR, TAIL_LINES
 from manifest.schema import JobSpec
 from state import deadletter
 from state.records import JobState
-from tasks import checkpoint, events, isolation, runner, trained, upload, workdirs
+from tasks import checkpoint, events, isolation, runner, trained, upload, vramwatch, workdirs, workspace
 from tasks.host import HostContext, context
 from tasks.joblog import JobLog
 from tasks.lease import LeaseKeeper
@@ -139,9 +140,19 @@ def _run(task, ctx: HostContext, run: Run) -> Ended:
     job, work = run.job, run.work
     data_path = (fetch(job.data, ctx.work_root / DATA_CACHE_DIR, store_factory=ctx.open_store, into=work,
                        cache_bytes=ctx.settings.data_cache_bytes) if job.data else None)
-    argv, env = _argv_env(job, work, data_path, run, ctx.job_user)
-    isolation.hand_over(work, ctx.job_user)   # the data pin lives in the cache, not in work
-    outcome = _run_process(task, ctx, run, argv, env)
+    try:
+        with workspace.prepared(task, ctx, run) as python:   # its code copied in, its environment held
+            argv, env = _argv_env(job, work, data_path, run, ctx.job_user)
+            argv = workspace.adapt(argv, env, job, python)
+            env.update(workspace.job_variables(job, ctx))
+            isolation.hand_over(work, ctx.job_user)   # the data pin lives in the cache, not in work
+            outcome = _run_process(task, ctx, run, argv, env)
+    except workspace.JobEnvFailed as e:   # the job's own requirements: no other host can do better
+        return _failed(ctx, replace(run, job=replace(job, max_attempts=None)), None, error=str(e))
+    except EnvBuildFailed:
+        if ctx.shutdown.is_set():
+            return _release(task, ctx, run, "worker shutting down")
+        raise
     if outcome.stopped is Stop.SHUTDOWN:
         return _release(task, ctx, run, "worker shutting down")
     if outcome.stopped is not None and outcome.stopped.record_decides:
@@ -175,7 +186,10 @@ def _argv_env(job: JobSpec, work: Path, data_path: Path | None, run: Run,
 def _run_process(task, ctx: HostContext, run: Run, argv: list[str], env: dict) -> runner.RunOutcome:
     """Run the job's process, reporting its progress to the lease, Flower and `fleet logs`."""
     job, work = run.job, run.work
-    flower = events.ProgressEvents(task, ctx.hostname, run.attempt)
+    # Flower's Result cell says where it runs and on which GPUs
+    where = ctx.hostname + (f" GPU {','.join(str(d.index) for d in run.gpus)}" if run.gpus else "")
+    flower = events.ProgressEvents(task, where, run.attempt)
+    watch = _vram_watch(run)
     with open(work / workdirs.LOG_FILE, "w", encoding="utf-8") as log_file, \
             checkpoint.syncing(ctx, job, run.token, work, env) as ckpt, \
             JobLog(ctx.redis, job.job_id, run=run.attempt, worker=ctx.hostname) as joblog:
@@ -188,6 +202,11 @@ def _run_process(task, ctx: HostContext, run: Run, argv: list[str], env: dict) -
             except Exception as e:  # the result backend is down: progress is best effort
                 log.debug("progress update failed: %s", e)
             flower.tick(snap)
+            if watch is not None and (over := watch.check(progress.pgid)):
+                log.warning("%s %s", job.name, over)
+                joblog.append(over)
+                progress.tail.append(over)
+                return Stop.OVER_BUDGET
             return run.lease.reason
 
         outcome = runner.run(argv, env=env, cwd=str(work), timeout_s=job.timeout_s, on_tick=on_tick,
@@ -197,6 +216,15 @@ def _run_process(task, ctx: HostContext, run: Run, argv: list[str], env: dict) -
                              exit_file=workdirs.exit_file(work))
         ckpt.ended(outcome)   # handed back or failed: the checkpoint is synced once more on exit
     return outcome
+
+
+def _vram_watch(run: Run) -> vramwatch.VramWatch | None:
+    """A job sharing a GPU is held to its budget on it (NVML); whole GPUs are not watched."""
+    if run.grant is None or run.grant.shared_gib <= 0 or not run.gpus:
+        return None
+    gpu = run.gpus[0]
+    return vramwatch.VramWatch(vramwatch.nvml_usage(gpu.uuid), run.grant.shared_gib, f"GPU {gpu.index}",
+                               time.monotonic)
 
 
 def _stopped(task, ctx: HostContext, run: Run, why: Stop) -> Ended:
@@ -216,10 +244,13 @@ def _failed(ctx: HostContext, run: Run, outcome: runner.RunOutcome | None, error
         message = f"job {job.name} ({job.job_id[:12]}) failed on {ctx.hostname}: {error}"
     else:
         why = (f"timed out after {job.timeout_s:g}s" if outcome.stopped is Stop.TIMEOUT
+               else "was stopped: over its VRAM budget" if outcome.stopped is Stop.OVER_BUDGET
                else f"exited with status {outcome.returncode}")
         tail = "\n".join(outcome.tail[-TAIL_LINES:])
         message = f"job {job.name} ({job.job_id[:12]}) {why}; last output:\n{tail}"
-    again = job.max_attempts is not None and attempt < job.max_attempts
+    # over its budget it would be again anywhere: not retried
+    again = (job.max_attempts is not None and attempt < job.max_attempts
+             and (outcome is None or outcome.stopped is not Stop.OVER_BUDGET))
     retry_redis(lambda: ctx.records.finish(job.job_id, run.token, JobState.QUEUED if again else JobState.FAILED,
                                            last_error=message[-4000:]), what="record failure", stop=ctx.shutdown)
     return Ended(Outcome.FAILED, message + ("\n(retrying: attempt %d of %d)" % (attempt, job.max_attempts)

@@ -16,6 +16,7 @@ import redis
 from celery.worker import state as worker_state
 
 from core import constants as C
+from tasks import workspace
 
 log = logging.getLogger("fleet.heartbeat")
 
@@ -36,7 +37,8 @@ def payload(ctx, consumer=None, *, state: str = "up", started_at: float, now: fl
             "capability": ctx.capability.to_dict(),
             "detected": (ctx.detected or ctx.capability).to_dict(),
             "queues": consumed(ctx, consumer), "asked": list(ctx.asked), "slots": _slots(ctx),
-            "pool": pool_view(ctx), "active": active, "started_at": started_at, "seen_at": now}
+            "pool": pool_view(ctx), "active": active, "started_at": started_at, "seen_at": now,
+            "envs": workspace.cached_envs(ctx.work_root)}
 
 
 def pool_view(ctx) -> dict:
@@ -53,9 +55,10 @@ def pool_view(ctx) -> dict:
     gpus = [{"index": d.index, "name": names.get(d.index, ""), "vram_gib": d.vram_gib,
              "state": "whole" if d.whole else "shared" if d.shared_gib > 0 else "free",
              "shared_gib": d.shared_gib, "jobs": holders.get(d.index, [])} for d in pool.devices]
-    kept_cores, _ = pool.held_back()
+    kept_cores, kept_ram = pool.held_back()
     return {"gpus": gpus, "cores": {"total": pool.total_cores, "free": len(pool.free_cores), "kept_for_gpus": kept_cores},
-            "ram_gib": {"total": pool.total_ram_gib, "free": round(pool.free_ram_gib, 3)}, "jobs": jobs}
+            "ram_gib": {"total": pool.total_ram_gib, "free": round(pool.free_ram_gib, 3), "kept_for_gpus": kept_ram},
+            "jobs": jobs}
 
 
 def _slots(ctx) -> int:

@@ -23,6 +23,7 @@ class Stop(str, Enum):
     SHUTDOWN = "shutdown"       # the worker is stopping: the job goes back to its queue
     TIMEOUT = "timeout"         # past the job's timeout_s
     LOST = "lost"               # another run owns the job now
+    OVER_BUDGET = "over its VRAM budget"   # a sharing job used more GPU memory than it declared
     # what the record says when it no longer says running (the lease's answer)
     CANCELLED = "cancelled"
     QUEUED = "queued"
@@ -36,7 +37,7 @@ class Stop(str, Enum):
     @property
     def record_decides(self) -> bool:
         """The record already says what happened: the run ends without a result of its own."""
-        return self not in (Stop.SHUTDOWN, Stop.TIMEOUT)
+        return self not in (Stop.SHUTDOWN, Stop.TIMEOUT, Stop.OVER_BUDGET)
 
 
 class Outcome(str, Enum):

@@ -41,6 +41,7 @@ class Progress:
     started: float
     tail: deque
     metrics: dict
+    pgid: int = 0          # the job's process group (its supervisor's pid), once started
 
     def snapshot(self) -> dict:
         return {"elapsed_s": round(time.monotonic() - self.started, 1),
@@ -111,6 +112,7 @@ def run(argv: list[str], *, env: dict[str, str], cwd: str, timeout_s: float | No
     proc = subprocess.Popen(supervisor.command(python or sys.executable, SUPERVISOR, argv), env=env, cwd=cwd,
                             stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
                             start_new_session=True, **(run_as or {}))
+    progress.pgid = proc.pid
     reader = threading.Thread(target=_reader, args=(proc.stdout, progress, log), daemon=True)
     reader.start()
     pidfd = _pidfd(proc.pid)

@@ -1,11 +1,20 @@
-"""Host verbs: `fleet capability` (this host), `fleet hosts` (the fleet, from heartbeats),
-`fleet why JOB` (why a job waits: every live host's verdict)."""
+"""Host verbs: `fleet capability` (this host), `fleet hosts` (the fleet, from heartbeats:
+free/total GPUs, cores and RAM per host), `fleet why JOB` (why a job waits: every live
+host's verdict, and what a host that could run it lacks now)."""
 from __future__ import annotations
 
 import json
+from typing import TYPE_CHECKING
 
-from fleet.cli.common import console, redis_client
+from rich.console import Group
+from rich.text import Text
+
 from core.constants import HOST_TTL_S
+from fleet.cli.common import console, redis_client
+from fleet.cli.tables import Layout
+
+if TYPE_CHECKING:
+    from fleet.query.hosts import HostView
 
 
 def cmd_capability(args) -> int:
@@ -39,9 +48,11 @@ def register(sub) -> None:
     s = sub.add_parser("capability", help="this host's capability and the queues it serves")
     s.add_argument("--json", action="store_true", help="capability, queues and each tier's verdict as JSON")
     s.set_defaults(fn=cmd_capability)
-    s = sub.add_parser("hosts", help="live workers: GPUs, RAM, cores, queues in serving order, jobs")
+    s = sub.add_parser("hosts", help="live workers: free/total GPUs, cores and RAM, jobs, queues in serving order")
     s.add_argument("--json", action="store_true", help="every host with its capability and running jobs, as JSON")
     s.add_argument("--all", action="store_true", help="also hosts that stopped or went silent lately")
+    s.add_argument("--wide", action="store_true", help="every column (GPU models, queues, last seen), however wide "
+                   "the terminal")
     s.set_defaults(fn=cmd_hosts)
     s = sub.add_parser("why", help="why a job waits: its queue, each live host's verdict, its position")
     s.add_argument("job", help="job name, ID or ID prefix, or a sweep's base name (each of its jobs)")
@@ -54,15 +65,72 @@ def _ago(seconds: float) -> str:
     return f"{s}s ago" if s < 120 else f"{s // 60}m ago" if s < 7200 else f"{s // 3600}h ago"
 
 
-def _gpus(cap: dict | None) -> str:
-    devices = (cap or {}).get("cuda_devices") or []
-    return ", ".join(f"{d['name']} {d['vram_total_gib']:g} GiB" for d in devices) or "-"
+def gpu_models(cap: dict | None) -> str:
+    """The host's GPUs by model, alike ones counted: ``4× NVIDIA H100 80 GiB``."""
+    counts: dict[str, int] = {}
+    for d in (cap or {}).get("cuda_devices") or []:
+        label = f"{d['name']} {d['vram_total_gib']:g} GiB"
+        counts[label] = counts.get(label, 0) + 1
+    return ", ".join(f"{n}× {label}" if n > 1 else label for label, n in counts.items()) or "-"
+
+
+def _gib(x: float) -> str:
+    return f"{x:.1f}" if x < 10 else f"{x:.0f}"
+
+
+HOSTS = Layout(columns=("host", "state", "GPUs", "cores", "RAM GiB", "jobs", "GPU models", "queues", "seen"),
+               always=("host", "state", "GPUs", "cores", "RAM GiB"),
+               optional=("jobs", "GPU models", "queues", "seen"),
+               shrinks={"jobs": 10, "GPU models": 10, "queues": 10}, right=("GPUs", "cores", "RAM GiB"))
+
+
+def host_cells(v: HostView, now: float) -> dict:
+    """One row of `fleet hosts`: free/total GPUs, cores and RAM from the host's pool; a live
+    host whose heartbeat has none (an older worker) shows ``?`` for what is free, one that
+    stopped or went silent holds nothing."""
+    cap, pool = v.capability or {}, v.resources()
+    state = ("busy" if v.busy else "idle") if v.live else f"{v.state} {_ago(now - v.seen_at)}"
+    jobs = ", ".join(r.name for r in v.running) or "-"
+    if not v.live:
+        gpus = cores = ram = "-"
+    elif pool is None:
+        n = len(cap.get("cuda_devices") or ())
+        gpus = f"?/{n}" if n else "-"
+        cores, ram = f"?/{cap.get('cpu_cores', '?')}", f"?/{_gib(cap['ram_total_gib'])}" if cap else "?"
+    else:
+        gpus = "-" if not pool.gpus else (f"{pool.free_gpus}/{len(pool.gpus)}"
+                                          + (f", {pool.shared_gpus} shared" if pool.shared_gpus else ""))
+        cores = f"{pool.cores_free}/{pool.cores_total}"
+        ram = f"{_gib(pool.ram_free_gib)}/{_gib(pool.ram_total_gib)}"
+    return {"host": Text(v.hostname), "state": state, "GPUs": gpus, "cores": cores, "RAM GiB": ram,
+            "jobs": Text(jobs), "GPU models": gpu_models(cap), "queues": ", ".join(v.queues) or "-",
+            "seen": _ago(now - v.seen_at)}
+
+
+def summary(views: list[HostView]) -> str:
+    """The line under the table: live and busy hosts, and what is free of the pools."""
+    live = [v for v in views if v.live]
+    pools = [p for p in (v.resources() for v in live) if p is not None]
+    line = f"{len(live)} live, {sum(v.busy for v in live)} busy"
+    if pools:
+        line += (f"; free/total: GPUs {sum(p.free_gpus for p in pools)}/{sum(len(p.gpus) for p in pools)}, "
+                 f"cores {sum(p.cores_free for p in pools)}/{sum(p.cores_total for p in pools)}, "
+                 f"RAM {_gib(sum(p.ram_free_gib for p in pools))}/{_gib(sum(p.ram_total_gib for p in pools))} GiB")
+    older = [v for v in live if v.resources() is None]
+    if older:
+        line += (f"; {sum(len(v.running) for v in older)}/{sum(v.slots for v in older)} slots in use"
+                 + (" on workers that report no pool" if pools else ""))
+    return line
+
+
+def render_hosts(views: list[HostView], now: float, *, width: int | None = None, wide: bool = False) -> Group:
+    """`fleet hosts` for a terminal ``width`` columns wide (``wide``: every column)."""
+    table, _ = HOSTS.table([host_cells(v, now) for v in views], width or console.width, wide)
+    return Group(table, Text(summary(views)))
 
 
 def cmd_hosts(args) -> int:
     import time
-    from rich.table import Table
-    from fleet.cli.common import plain
     from fleet.query.hosts import read_hosts
     views = read_hosts(redis_client(), include_gone=args.all)
     now = time.time()
@@ -73,21 +141,7 @@ def cmd_hosts(args) -> int:
         console.print("no live workers (none has written a heartbeat in the last "
                       f"{HOST_TTL_S:g} s; start one with `celery -A tasks worker`)")
         return 0
-    table = Table(title="hosts")
-    for col in ("host", "state", "GPUs", "RAM GiB", "cores", "queues (serving order)", "jobs", "seen"):
-        table.add_column(col)
-    for v in views:
-        cap = v.capability or {}
-        state = ("busy" if v.busy else "idle") if v.live else v.state
-        jobs = "; ".join(f"{r.name} ({r.queue})" for r in v.running) or "-"
-        load = f"{len(v.running)}/{v.slots} " if v.live else ""
-        table.add_row(*plain(v.hostname, state, _gpus(cap), f"{cap.get('ram_total_gib', 0):.1f}" if cap else "-",
-                             str(cap.get("cpu_cores", "-")), ", ".join(v.queues) or "-", load + jobs,
-                             _ago(now - v.seen_at)))
-    console.print(table)
-    live = [v for v in views if v.live]
-    console.print(f"{len(live)} live, {sum(v.busy for v in live)} busy, "
-                  f"{sum(len(v.running) for v in live)}/{sum(v.slots for v in live)} slots in use")
+    console.print(render_hosts(views, now, wide=args.wide))
     return 0
 
 
@@ -105,6 +159,16 @@ def cmd_why(args) -> int:
     return 0
 
 
+def needs_text(n: dict) -> str:
+    """What a host needs for a queue: ``CUDA, 2 GPUs, VRAM >= 24 GiB each, RAM >= 7 GiB``."""
+    gpus, v = n.get("gpus", 0), n["min_vram_gib"]
+    vram = (f"{v:g} GiB of VRAM on a shared GPU" if n.get("share_gpu")
+            else f"VRAM >= {v:g} GiB" + (" each" if gpus > 1 else "") if v else "")
+    return ", ".join(p for p in ("CUDA" if n["require_cuda"] else "", f"{gpus} GPUs" if gpus > 1 else "", vram,
+                                 f"RAM >= {n['min_ram_gib']:g} GiB" if n["min_ram_gib"] else "",
+                                 f"cores >= {n['min_cores']}" if n["min_cores"] else "") if p) or "nothing"
+
+
 def print_why(report: dict) -> None:
     from rich.markup import escape
     out = console.print
@@ -114,11 +178,7 @@ def print_why(report: dict) -> None:
     if report["last_error"]:
         out(f"  last error: {report['last_error'].splitlines()[0]}", markup=False, highlight=False)
     for i, q in enumerate(report["queues"]):
-        n = q["needs"]
-        needs = ", ".join(p for p in ("CUDA" if n["require_cuda"] else "",
-                                      f"VRAM >= {n['min_vram_gib']:g} GiB" if n["min_vram_gib"] else "",
-                                      f"RAM >= {n['min_ram_gib']:g} GiB" if n["min_ram_gib"] else "",
-                                      f"cores >= {n['min_cores']}" if n["min_cores"] else "") if p) or "nothing"
+        needs = needs_text(q["needs"])
         label = "queue" if i == 0 else "fallback queue"
         out(f"{label} [bold]{escape(q['queue'])}[/] (tier {q['tier']}): a host needs {needs}"
             + ("" if q["known"] else "  [yellow](not in the current config: tiers changed since it was published)[/]"),
@@ -137,8 +197,17 @@ def print_why(report: dict) -> None:
         for h in q["hosts"]:
             verdict = "[green]could run it[/]" if h["could_run"] else "[red]cannot[/]: " + escape("; ".join(h["reasons"]))
             out(f"  {escape(h['host'])}: {verdict}", highlight=False)
+        if q.get("no_live_host_has"):
+            out(f"  {q['no_live_host_has']}", markup=False, highlight=False)
         for c in q["capable"]:
-            busy = "; ".join(f"{b['name']} ({b['queue']})" for b in c["busy_with"])
-            ahead = c["waiting_in_queues_it_serves_first"]
-            out(f"  {c['host']} " + (f"is busy with: {busy}" if busy else "is idle") + (f"; {ahead} message(s) wait in queues it serves first"
-                                                         if ahead else ""), markup=False, highlight=False)
+            out("  " + _capable_line(c), markup=False, highlight=False)
+
+
+def _capable_line(c: dict) -> str:
+    """What a host that could run the job is doing: what the job lacks there now, or its jobs."""
+    ahead = c["waiting_in_queues_it_serves_first"]
+    tail = f"; {ahead} message(s) wait in queues it serves first" if ahead else ""
+    if c.get("lacks_now"):
+        return c["lacks_now"] + tail
+    busy = "; ".join(f"{b['name']} ({b['queue']})" for b in c["busy_with"])
+    return f"{c['host']} " + (f"is busy with: {busy}" if busy else "is idle") + tail

@@ -5,14 +5,13 @@ import json
 import sys
 import time
 
-from rich import box
 from rich.console import Group
-from rich.table import Table
 from rich.text import Text
 
 from core import constants as C
 from state import events
 from fleet.cli.common import app, console, err, records, redis_client
+from fleet.cli.tables import Layout
 from core.errors import FleetError
 from fleet.query import jobs as Q
 from fleet.query import refs
@@ -51,11 +50,11 @@ def _short(v) -> str:
 
 
 ID_MIN_CHARS = 6
-COLUMNS = ("job", "id", "state", "queue", "tries", "worker", "time", "progress / error", "artifact")
-ALWAYS = ("job", "id", "state", "worker")              # whole, whatever the width
-OPTIONAL = ("time", "progress / error", "queue", "tries", "artifact")   # added in this order while they fit
-SHRINKS = {"progress / error": 12, "time": 8}          # may be cut (with …) down to this many characters
-GAP = 3                                                 # between columns: padding and the divider
+STATUS = Layout(
+    columns=("job", "id", "state", "queue", "tries", "worker", "time", "progress / error", "artifact"),
+    always=("job", "id", "state", "worker"),
+    optional=("time", "progress / error", "queue", "tries", "artifact"),
+    shrinks={"progress / error": 12, "time": 8}, right=("tries",))
 
 
 def unique_prefix_len(ids: list[str], least: int = ID_MIN_CHARS) -> int:
@@ -67,23 +66,20 @@ def unique_prefix_len(ids: list[str], least: int = ID_MIN_CHARS) -> int:
 
 
 def fit_columns(natural: dict[str, int], width: int) -> dict[str, int]:
-    """Which columns a ``width``-wide terminal shows and how wide: ``ALWAYS`` whole, then each
-    optional column while it fits (one that ``SHRINKS`` takes what is left). Pure."""
-    out = {c: natural[c] for c in ALWAYS}
-    used = sum(out.values()) + GAP * (len(out) - 1)
-    for col in OPTIONAL:
-        left = width - used - GAP
-        take = min(natural[col], left) if left >= SHRINKS.get(col, natural[col]) else 0
-        if take > 0:
-            out[col] = take
-            used += take + GAP
-    return {c: out[c] for c in COLUMNS if c in out}
+    """Which status columns a ``width``-wide terminal shows and how wide (``tables.Layout.fit``)."""
+    return STATUS.fit(natural, width)
+
+
+def worker_cell(r: Q.JobRow) -> str:
+    """The worker, and the GPUs a running job holds there: ``big4 (GPU 0-1)``."""
+    held = Q.gpu_list([g.index for g in Q.parse_gpus(r.gpu)]) if r.state is JobState.RUNNING else ""
+    return f"{r.worker} (GPU {held})" if held else r.worker
 
 
 def _cells(r: Q.JobRow, now: float, id_len: int, text: str) -> dict:
     return {"job": Text(r.name), "id": r.job_id[:id_len],
             "state": Text(r.state.value, style=STATE_STYLE[r.state.value]), "queue": Text(r.queue),
-            "tries": str(r.attempts), "worker": Text(r.worker), "time": when(r, now),
+            "tries": str(r.attempts), "worker": Text(worker_cell(r)), "time": when(r, now),
             "progress / error": Text(text), "artifact": (r.artifact or {}).get("sha256", "")[:12]}
 
 
@@ -95,15 +91,7 @@ def render(v: Q.JobsView, title: str = "", *, width: int | None = None, wide: bo
     errors = [] if wide else [r for r in v.rows if r.state in (JobState.FAILED, JobState.CANCELLED)
                               and notes[r.job_id]]
     rows = [_cells(r, v.now, id_len, "see below" if r in errors else notes[r.job_id]) for r in v.rows]
-    natural = {c: max([len(c)] + [len(str(cells[c])) for cells in rows]) for c in COLUMNS}
-    widths = natural if wide else fit_columns(natural, width or console.width)
-    table = Table(expand=False, box=box.SIMPLE_HEAD,
-                  pad_edge=False, show_edge=False)
-    for col, w in widths.items():   # --wide: every column, folded rather than cut when the terminal is narrow
-        table.add_column(col, no_wrap=not wide or col in ALWAYS, overflow="fold" if wide else "ellipsis", width=None if wide else w,
-                         justify="right" if col == "tries" else "left")
-    for cells in rows:
-        table.add_row(*(cells[c] for c in widths))
+    table, widths = STATUS.table(rows, width or console.width, wide)
     if "progress / error" not in widths:   # too narrow for notes: each goes on its own line
         errors = [r for r in v.rows if notes[r.job_id]]
     parts: list = ([Text(title, style="italic")] if title else []) + [Text(v.summary(), style="bold")]

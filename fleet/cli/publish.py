@@ -32,6 +32,8 @@ def cmd_publish(args) -> int:
         else:
             print_problems(args.manifest, e)
         return 2
+    if not args.json:
+        print_workdirs(manifest)
     names = {j.name for j in manifest.jobs} | {j.job_id for j in manifest.jobs}
     unknown = [n for n in args.force if n not in names]
     if unknown:
@@ -63,6 +65,15 @@ def cmd_publish(args) -> int:
     for line in feasibility.messages(warnings, dry_run=args.dry_run):
         err.print(f"warning: {line}", markup=False, highlight=False)
     return 0
+
+
+def print_workdirs(manifest) -> None:
+    """What each workdir ships: its files, bytes and digest (staged only for jobs sent)."""
+    for src in manifest.data_sources.values():
+        if src.files:
+            size = sum(p.stat().st_size for _, p in src.files)
+            console.print(f"workdir {src.path}: {len(src.files)} files, {size / 1024:.1f} KiB "
+                          f"(tar {src.size / 1024:.1f} KiB), sha256 {src.sha256[:12]}", markup=False, highlight=False)
 
 
 def print_problems(path: str, e: ManifestError) -> None:

@@ -13,6 +13,7 @@ from dataclasses import asdict, dataclass, field
 import redis
 
 from core import constants as C
+from fleet.query.pools import HostPool
 from routing.capability import Capability
 
 
@@ -38,6 +39,8 @@ class HostView:
     running: tuple[RunningJob, ...] = ()
     started_at: float | None = None
     pid: int | None = None
+    envs: tuple[dict, ...] = ()       # the jobs' environments it holds (tasks.workspace.cached_envs)
+    pool: dict | None = None          # free and held GPUs, cores and RAM (None: an older worker)
     extra: dict = field(default_factory=dict)
 
     @property
@@ -55,11 +58,15 @@ class HostView:
         d = self.detected or self.capability
         return Capability.from_dict(d) if d else None
 
+    def resources(self) -> HostPool | None:
+        """Its pool, from a live heartbeat that has one (a stopped host holds nothing)."""
+        return HostPool.from_dict(self.pool) if self.pool and self.live else None
+
     def to_dict(self, now: float | None = None) -> dict:
         d = asdict(self)
         d.pop("extra")
         d["running"] = [asdict(r) for r in self.running]
-        d["queues"], d["asked"] = list(self.queues), list(self.asked)
+        d["queues"], d["asked"], d["envs"] = list(self.queues), list(self.asked), list(self.envs)
         d["busy"] = self.busy
         d["seen_ago_s"] = round((time.time() if now is None else now) - self.seen_at, 1)
         return d
@@ -94,7 +101,8 @@ def read_hosts(client: redis.Redis, *, include_gone: bool = True) -> list[HostVi
             view = HostView(hostname, b.get("state", "up"), float(b.get("seen_at", seen_at)),
                             b.get("nodename", ""), b.get("capability"), b.get("detected"),
                             tuple(b.get("queues", ())), tuple(b.get("asked", ())), int(b.get("slots", 0)),
-                            tuple(running.get(hostname, ())), b.get("started_at"), b.get("pid"))
+                            tuple(running.get(hostname, ())), b.get("started_at"), b.get("pid"),
+                            envs=tuple(b.get("envs") or ()), pool=b.get("pool"))
         if include_gone or view.live:
             out.append(view)
     return sorted(out, key=lambda v: (not v.live, v.hostname))

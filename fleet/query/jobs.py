@@ -9,7 +9,7 @@ from __future__ import annotations
 import json
 import re
 import time
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 from datetime import datetime, timezone
 from functools import lru_cache
 from typing import Iterable, Sequence
@@ -79,6 +79,7 @@ class JobRow:
             d[k] = _iso(d[k])
         d.update({k: None if s is None else round(s, 1) for k, s in self.times(now).items()})
         d["error_line"] = error_line(self.last_error)
+        d["gpus"] = [asdict(g) for g in parse_gpus(self.gpu)]
         return d
 
 
@@ -97,6 +98,8 @@ def record_view(record: dict) -> dict:
     """A job record as `fleet show` prints it: times in ISO 8601 like `status --json`, and no
     kept-bundle folder once the bundle is in the store (the worker removed it then). Pure."""
     d = {k: _iso(v) if k.endswith("_at") and isinstance(v, (int, float)) else v for k, v in record.items()}
+    if "gpu" in d:
+        d["gpus"] = [asdict(g) for g in parse_gpus(d["gpu"])]
     trained = d.get("trained")
     if isinstance(trained, dict):
         trained = {**trained, "at": _iso(trained["at"]) if isinstance(trained.get("at"), (int, float))
@@ -108,6 +111,37 @@ def record_view(record: dict) -> dict:
 
 
 # --- pure parts -------------------------------------------------------------------
+@dataclass(frozen=True)
+class HeldGpu:
+    """A GPU a running job holds, as its record's ``gpu`` field names it."""
+
+    index: int
+    name: str
+
+
+def parse_gpus(text: str | None) -> tuple[HeldGpu, ...]:
+    """The record's ``gpu`` field, ``"0:NVIDIA H100,1:NVIDIA H100"``, as values (an entry
+    with no index keeps its text as the name, index -1)."""
+    out = []
+    for entry in filter(None, (e.strip() for e in (text or "").split(","))):
+        index, sep, name = entry.partition(":")
+        out.append(HeldGpu(int(index), name) if sep and index.isdigit() else HeldGpu(-1, entry))
+    return tuple(out)
+
+
+def gpu_list(indices: Iterable[int]) -> str:
+    """GPU indices, runs folded: ``[0, 1, 2, 5]`` -> ``0-2,5``; any unknown one (-1) adds ``?``."""
+    indices = list(indices)
+    runs: list[list[int]] = []
+    for i in sorted({i for i in indices if i >= 0}):
+        if runs and i == runs[-1][-1] + 1:
+            runs[-1].append(i)
+        else:
+            runs.append([i])
+    parts = [f"{r[0]}-{r[-1]}" if len(r) > 2 else ",".join(map(str, r)) for r in runs]
+    return ",".join(parts + (["?"] if any(i < 0 for i in indices) else []))
+
+
 def human_duration(seconds: float | None) -> str:
     """'45s', '4m05s', '2h07m', '3d04h': two units at most, never a fraction."""
     if seconds is None:

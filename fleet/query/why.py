@@ -13,7 +13,9 @@ from state.cluster import ClusterConfig, read_config
 from fleet.messages import TAG_PLACEHOLDER
 from fleet.query.hosts import HostView, live_hosts
 from state.records import JobRecord, Records
-from routing.explain import HostFacts, QueueFacts, Verdict, explain, nearest, queue_facts
+from manifest.schema import Needs
+from routing.explain import HostFacts, QueueFacts, Verdict, explain, fleet_lacks, nearest, queue_facts, waits_for
+from routing.pool import demand_of
 
 PRIORITIES = range(C.MAX_PRIORITY + 1)   # kombu's priority_steps (celeryconfig): 0..9
 
@@ -112,6 +114,7 @@ def _queue_report(client, rec: JobRecord, q: QueueFacts, config: ClusterConfig, 
                   views: list[HostView], depth: dict[str, list[int]]) -> dict:
     tier = next((t for t in config.tiers if t.name == q.tier), None)
     by_name = {v.hostname: v for v in views}
+    waiting = rec.state.value == "queued"
     capable = []
     for v in verdicts:
         if not v.ok:
@@ -120,12 +123,31 @@ def _queue_report(client, rec: JobRecord, q: QueueFacts, config: ClusterConfig, 
         served_first = view.queues[:view.queues.index(q.name)] if q.name in view.queues else ()
         capable.append({"host": v.hostname, "slots": view.slots,
                         "busy_with": [{"job_id": r.job_id, "name": r.name, "queue": r.queue} for r in view.running],
-                        "waiting_in_queues_it_serves_first": sum(sum(depth.get(s, ())) for s in served_first)})
+                        "waiting_in_queues_it_serves_first": sum(sum(depth.get(s, ())) for s in served_first),
+                        "lacks_now": lacks_now(rec, q, view) if waiting else None})
     report = {**q.to_dict(), "floor": None if tier is None else tier.to_dict(),
               "hosts": [v.to_dict() for v in verdicts], "capable": capable,
-              "nearest": None}
+              "nearest": None, "no_live_host_has": None}
     if not capable and verdicts:
         report["nearest"] = nearest(verdicts).to_dict()
-    if rec.state.value == "queued":
+        report["no_live_host_has"] = fleet_lacks(q.needs, [c for c in (host_cap(v, config) for v in views) if c])
+    if waiting:
         report["position"] = position(client, rec.job_id, q.name, depth[q.name])
     return report
+
+
+def host_cap(view: HostView, config: ClusterConfig):
+    cap = view.detected_cap()
+    return None if cap is None else config.effective(cap)
+
+
+def lacks_now(rec: JobRecord, q: QueueFacts, view: HostView) -> str | None:
+    """What the job lacks on ``view``'s host now, from its pool ("needs 2 free GPUs with >= 24
+    GiB: big4 has 1 free, busy with a, b"); None when it would start there now, or when the
+    host's heartbeat has no pool (an older worker)."""
+    pool = view.resources()
+    if pool is None:
+        return None
+    demand = demand_of(Needs(**(rec.spec or {}).get("needs", {})), on_gpu=q.needs.require_cuda)
+    names = {r.job_id: r.name for r in view.running}
+    return waits_for(view.hostname, pool.pool(), demand, pool.holdings(names))

@@ -13,7 +13,7 @@ import time
 
 t_start = time.time()
 HOLD_S = float(sys.argv[1]) if len(sys.argv) > 1 else 1.0
-BYTES = 256 << 20
+BYTES = int(os.environ.get("CUDA_JOB_MIB", "256")) << 20   # what it allocates on the GPU
 cuda = ctypes.CDLL("libcuda.so.1")
 
 

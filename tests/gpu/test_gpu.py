@@ -92,24 +92,24 @@ def xgboost_cuda() -> bool:
     return cuda_usable()
 
 
-def run_trainer(tmp_path: Path, model: str, hyper: dict) -> dict:
+def run_trainer(tmp_path: Path, model: str, hyper: dict, visible: str = "0") -> dict:
     spec = tmp_path / f"{model}.json"
     spec.write_text(json.dumps({"model": model, "hyper": hyper, "seed": 0, "data": MOONS.name,
                                 "job_id": "gpu", "name": f"{model}-gpu"}))
     env = {**os.environ, "FLEET_JOB_SPEC": str(spec), "FLEET_DATA_PATH": str(MOONS),
-           "FLEET_OUTPUT_DIR": str(tmp_path / model), "FLEET_DEVICE": "cuda", "CUDA_VISIBLE_DEVICES": "0"}
+           "FLEET_OUTPUT_DIR": str(tmp_path / model), "FLEET_DEVICE": "cuda", "CUDA_VISIBLE_DEVICES": visible}
     done = subprocess.run([sys.executable, "-m", "trainers.run"], env=env, cwd=ROOT, capture_output=True,
                           text=True, timeout=600)
     assert done.returncode == 0, done.stdout + done.stderr
     return json.loads((tmp_path / model / "metrics.json").read_text())
 
 
-def cuda_manifest(chaos, jobs: dict[str, float]) -> Path:
+def cuda_manifest(chaos, jobs: dict[str, float], needs: str = "require_cuda = true\n") -> Path:
     text = ""
     for seed, (name, hold_s) in enumerate(jobs.items()):   # a seed each: jobs that differ only
         # in name are one job to the manifest (same content, same ID)
         text += (f'[[jobs]]\nname = "{name}"\ncommand = ["{sys.executable}", "{CUDA_JOB}", "{hold_s}", "{chaos.tag}"]\n'
-                 f'artifacts = ["out/*"]\nrequire_cuda = true\nseed = {seed}\n')
+                 f'artifacts = ["out/*"]\n{needs}seed = {seed}\n')
     path = chaos.root / f"m-{uuid.uuid4().hex[:6]}.toml"
     path.write_text(text)
     return path
@@ -200,3 +200,39 @@ def test_gpu_idle_time_between_two_back_to_back_jobs(chaos):
     print(f"\nGPU idle between back-to-back jobs on {first.name}: {gpu_gap:.2f} s from the first job's "
           f"last GPU work to the next job's first ({process_gap:.2f} s from exit to the next process start)")
     assert gpu_gap < 60   # a sanity bound, not a speed goal
+
+
+SHARING = "require_cuda = true\nshare_gpu = true\nmin_vram_gib = 2\n"
+
+
+def test_two_jobs_share_one_real_gpu_within_their_vram_budgets(chaos):
+    needs_whole_gpus()
+    first = detect_raw().cuda_devices[0]
+    one_gpu = {k: v for k, v in asdict(first).items() if k != "index"}
+    chaos.start("gpu-share", capability={"cuda_devices": [one_gpu]})
+    names = ["share1", "share2"]
+    ids = chaos.publish(cuda_manifest(chaos, {n: 6.0 for n in names}, SHARING))
+    chaos.wait(ids, timeout_s=300)
+    a, b = sorted(reports(chaos, names).values(), key=lambda r: r["t_start"])
+    assert a["uuid"] == b["uuid"] == first.uuid
+    assert b["t_gpu_first"] < a["t_gpu_last"], "the two sharing jobs used the GPU at the same time"
+    print(f"\ntwo 2 GiB sharing jobs on {first.name}: overlapped {a['t_gpu_last'] - b['t_gpu_first']:.1f} s")
+
+
+def test_a_sharing_job_over_its_vram_budget_is_stopped_with_the_budget_named(chaos, monkeypatch):
+    needs_whole_gpus()
+    first = detect_raw().cuda_devices[0]
+    one_gpu = {k: v for k, v in asdict(first).items() if k != "index"}
+    chaos.start("gpu-greedy", capability={"cuda_devices": [one_gpu]}, CUDA_JOB_MIB="4096")
+    ids = chaos.publish(cuda_manifest(chaos, {"greedy": 30.0}, SHARING))
+    rec = chaos.wait(ids, states=("failed",), timeout_s=120)["greedy"]
+    assert "over its budget of 2 GiB" in rec.last_error, rec.last_error
+    assert rec.attempts == 1, "over budget is the job's own doing: not retried elsewhere"
+
+
+def test_a_2_gpu_mlp_job_trains_with_ddp_across_two_real_gpus(tmp_path, monkeypatch):
+    if len(detect_raw().cuda_devices) < 2 or not torch_cuda():
+        pytest.skip("needs two GPUs and a CUDA build of torch")
+    monkeypatch.setenv("FLEET_GPUS", "2")
+    metrics = run_trainer(tmp_path, "mlp", {"epochs": 20}, visible="0,1")
+    assert metrics["device"] == "cuda" and metrics["processes"] == 2

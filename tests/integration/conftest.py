@@ -14,3 +14,12 @@ def fleet_cli(redis_url):
     yield cli.main
     app.conf.broker_url = before
     app.pool.force_close_all()
+
+
+@pytest.fixture
+def app(redis_url):
+    """The worker's Celery app on the test's Redis."""
+    from tasks import app
+    app.conf.broker_url = redis_url
+    app.pool.force_close_all()
+    yield app

@@ -1,6 +1,8 @@
 """Checkpoint sync and restore against a real Redis and a file:// store (tasks.checkpoint)."""
 from types import SimpleNamespace
 
+from artifacts.stores import open_store
+
 import pytest
 
 from fleet.publish import publish
@@ -20,7 +22,8 @@ def setup(redis_url, redis_client, tmp_path, monkeypatch):
     (row,) = publish(app, redis_client, loads('[[jobs]]\nname = "c"\ncommand = ["true"]\ncheckpoint = "ckpt/"\n'))
     records = Records(redis_client)
     assert records.claim(row.job.job_id, "w1", "tok", {}, "cpu").run
-    ctx = SimpleNamespace(records=records, app=SimpleNamespace(conf=SimpleNamespace(fleet_checkpoint_every_s=3600)))
+    ctx = SimpleNamespace(records=records, app=SimpleNamespace(conf=SimpleNamespace(fleet_checkpoint_every_s=3600)),
+                          open_store=open_store)
     return ctx, row.job, tmp_path
 
 

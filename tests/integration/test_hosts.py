@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import threading
 import time
+from pathlib import Path
 from types import SimpleNamespace
 
 import pytest
@@ -17,23 +18,18 @@ from state.queuewatch import Watcher
 from state.records import Records
 from fleet.manifests import loads
 from routing.capability import Capability, CudaDevice
+from routing.pool import GpuReserve
 from tasks import heartbeat
+from tasks.admission import Gate, pool_for
 
 pytestmark = pytest.mark.integration
-
-
-@pytest.fixture
-def app(redis_url):
-    from tasks import app
-    app.conf.broker_url = redis_url
-    app.pool.force_close_all()
-    yield app
 
 
 def host(name: str, vram=(), ram=32.0, queues=("cpu",), asked=()):
     cap = Capability(name, 8, ram, ram, tuple(CudaDevice(i, "gpu", v, v) for i, v in enumerate(vram)))
     return SimpleNamespace(hostname=name, nodename=f"{name}@x", capability=cap, detected=cap,
-                           queues=list(queues), asked=tuple(asked),
+                           queues=list(queues), asked=tuple(asked), work_root=Path("/nonexistent") / name,
+                           gate=Gate(pool_for(cap, GpuReserve()), lambda q: None),
                            app=SimpleNamespace(conf=SimpleNamespace(worker_concurrency=1)))
 
 

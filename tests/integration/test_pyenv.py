@@ -149,3 +149,29 @@ def test_the_digest_follows_what_defines_the_environment():
     assert base.digest() != EnvSpec(("a==2",)).digest()
     assert base.digest() != EnvSpec(("a==1",), python="3.99").digest()
     assert base.digest("linux-x86_64-glibc") != base.digest("linux-aarch64-glibc")
+
+
+def test_the_workers_own_packages_stay_importable_beneath_the_jobs_pins(tmp_path, wheels):
+    make_wheel(wheels, "numpy", "0.0.1", "__version__ = 'the job pinned this'\n")
+    cache = EnvCache(tmp_path / "own", 1 << 30, env={**os.environ, **offline_index(wheels)})
+    with cache.use(TOY) as python:       # numpy is the worker's, not a requirement
+        assert run_in(python, "import numpy; print(numpy.__file__)").startswith(sys.prefix)
+    with cache.use(EnvSpec(("numpy==0.0.1",))) as python:
+        assert run_in(python, "import numpy; print(numpy.__version__)") == "the job pinned this"
+
+
+def test_the_listing_names_each_finished_environment_with_its_size_cheaply(cache):
+    with cache.use(TOY):
+        pass
+    [entry] = cache.listing()
+    assert entry["digest"] == TOY.digest()[:12]
+    assert 0.9 * cache.sizes()[TOY.digest()] < entry["bytes"] <= cache.sizes()[TOY.digest()]   # less its marker
+
+
+def test_an_unreachable_index_is_a_failure_worth_retrying(tmp_path):
+    cache = EnvCache(tmp_path / "net", 1 << 30, env={**os.environ, "UV_INDEX_URL": "http://127.0.0.1:9/simple",
+                                                     "UV_HTTP_TIMEOUT": "2", "UV_HTTP_RETRIES": "0"})
+    with pytest.raises(EnvBuildFailed) as e:
+        with cache.use(EnvSpec(("fleettoy==1.0",))):
+            pass
+    assert not e.value.permanent, str(e.value)

@@ -92,3 +92,33 @@ def test_artifacts_are_marked_current_only_for_the_jobs_whose_records_were_read(
                                                                                        job_id="j1"),
                        ArtifactRow("b", "gbt", "s3", 1, "u3", job_id="j2")])
     assert [r.current for r in mark_current(v, {"j1": "s2"}).rows] == [False, True, None]
+
+
+@pytest.mark.parametrize("field, shown", [
+    ("0:NVIDIA H100", "gpu8 (GPU 0)"),
+    ("0:NVIDIA H100,1:NVIDIA H100", "gpu8 (GPU 0,1)"),
+    ("4:A,5:A,6:A,7:A", "gpu8 (GPU 4-7)"),
+    ("0:A,2:A,3:A,4:A", "gpu8 (GPU 0,2-4)"),
+    ("", "gpu8"),
+])
+def test_a_running_jobs_worker_cell_names_the_gpus_it_holds(field, shown):
+    from fleet.cli.jobs import worker_cell
+    assert worker_cell(Q.JobRow("a" * 12, "ddp", JobState.RUNNING, "cuda", 1, "gpu8", gpu=field)) == shown
+
+
+@pytest.mark.parametrize("width", [80, 100])
+def test_a_job_holding_four_gpus_shows_them_beside_its_host_at_80_and_100_columns(width):
+    rows = ROWS + [Q.JobRow("e5f6a7b8c9d0", "ddp-llama[seed=0]", JobState.RUNNING, "cuda.gpus4.vram24", 1, "big4",
+                            gpu="0:NVIDIA H100,1:NVIDIA H100,2:NVIDIA H100,3:NVIDIA H100", started_at=NOW - 9)]
+    console = Console(width=width, record=True, file=io.StringIO(), color_system=None)
+    console.print(render(Q.view(rows, now=NOW, limit=None), width=width))
+    text = console.export_text()
+    assert "big4 (GPU 0-3)" in text and max(len(line) for line in text.splitlines()) <= width
+
+
+def test_status_json_and_show_list_each_gpu_a_job_holds():
+    row = Q.JobRow("a" * 12, "ddp", JobState.RUNNING, "cuda", 1, "gpu8", gpu="0:NVIDIA H100,1:NVIDIA H100")
+    held = [{"index": 0, "name": "NVIDIA H100"}, {"index": 1, "name": "NVIDIA H100"}]
+    assert row.to_dict(NOW)["gpus"] == held and row.to_dict(NOW)["gpu"] == "0:NVIDIA H100,1:NVIDIA H100"
+    assert Q.record_view({"gpu": "0:NVIDIA H100,1:NVIDIA H100"})["gpus"] == held
+    assert Q.record_view({"gpu": None, "state": "queued"})["gpus"] == []

@@ -62,3 +62,20 @@ def test_a_dry_run_says_publishing_would_queue_them_not_that_they_were_queued():
                                                          "such a host joins")
     [none_live] = messages(infeasible(plan(m, {}), m, []), dry_run=True)
     assert "would wait, once published," in none_live
+
+
+def test_a_multi_gpu_job_no_live_host_has_enough_gpus_for_is_told_so_with_the_most_any_has():
+    hosts = HOSTS + [host("big2", vram=[80, 80])]
+    m = loads(job("ddp", "require_cuda = true\ngpus = 4\nmin_vram_gib = 24"), "m.toml")
+    [w] = infeasible(plan(m, {}), m, hosts)
+    assert messages([w]) == [
+        f"no live worker can run 1 job(s) in queue {w.queue} (ddp); no live host has 4 GPUs with >= 24 GiB "
+        "(most: 2 on big2). Queued anyway: they start when such a host joins"]
+    assert w.to_dict() == {"queue": w.queue, "jobs": 1, "nearest_host": "big2",
+                           "shortfall": ["GPUs 2 < 4 (>= 24 GiB each)"],
+                           "no_live_host_has": "no live host has 4 GPUs with >= 24 GiB (most: 2 on big2)"}
+
+
+def test_a_2_gpu_job_a_live_host_can_run_is_not_reported():
+    m = loads(job("ddp", "require_cuda = true\ngpus = 2\nmin_vram_gib = 24"), "m.toml")
+    assert infeasible(plan(m, {}), m, HOSTS + [host("big2", vram=[80, 80])]) == []
