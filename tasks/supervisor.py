@@ -63,7 +63,9 @@ def _wait(child: int, parent_fd: int | None) -> int:
         while child_fd not in select.select([child_fd, parent_fd], [], [])[0]:
             _kill_group(None, None)   # the worker is gone
     _, status = os.waitpid(child, 0)   # retried on EINTR by Python itself
-    return os.waitstatus_to_exitcode(status)   # -N for a signal, as subprocess says it
+    # -N for a signal, as subprocess says it (not waitstatus_to_exitcode: a job user's
+    # system python3 may be older than 3.9)
+    return -os.WTERMSIG(status) if os.WIFSIGNALED(status) else os.WEXITSTATUS(status)
 
 
 def _pin() -> None:
