@@ -19,7 +19,13 @@ a 10 GiB job waits for a 24 GiB host while a 16 GiB host idles, and that shows h
 
 The workload is randomised by --seed (printed; pass it again to replay the same jobs).
 
-Run from the repo root: `python bench/schedule.py [--seed N] [--runs 3] [--jobs 30]`.
+With --pools it runs the multi-resource workload instead (bench/pool_workload.py): four
+hosts as pools (4 GPUs and 32 cores, 2 GPUs and 16 cores, 1 GPU and 8 cores, a 64-core CPU
+host), a mix of 4-, 2- and 1-GPU jobs, VRAM-sharing jobs and multi-core CPU jobs, against
+the multi-resource greedy oracle (bench/pool_oracle.py) on the run times the jobs really
+took, with capable-idle GPU-seconds and core-seconds.
+
+Run from the repo root: `python bench/schedule.py [--pools] [--seed N] [--runs 3] [--jobs 30]`.
 """
 from __future__ import annotations
 
@@ -31,11 +37,12 @@ import signal
 import sys
 import tempfile
 import time
-from dataclasses import dataclass
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
+from bench import pool_workload  # noqa: E402
+from bench.pool_workload import Kind  # noqa: E402
 from bench.oracle import Host, Job, Run, capable_hosts, capable_idle, greedy, lower_bound, makespan  # noqa: E402
 from fleet.local import start_worker, stop_worker  # noqa: E402
 from fleet.redis_server import RedisServer  # noqa: E402
@@ -47,16 +54,6 @@ HOSTS = [
     Host("small-16a", vram_gib=16, ram_gib=32, cores=8), Host("small-16b", vram_gib=16, ram_gib=32, cores=8),
     Host("cpu-a", ram_gib=8, cores=4), Host("cpu-b", ram_gib=8, cores=4),
 ]
-
-
-@dataclass(frozen=True)
-class Kind:
-    """One experiment in the workload: its needs, its share of jobs, its sleep range (s)."""
-
-    name: str
-    needs: Needs
-    weight: float
-    seconds: tuple[float, float]
 
 
 # Needs chosen to be routable with the default tiers both before and after need queues:
@@ -116,15 +113,8 @@ def wait_for_workers(url: str, names: list[str], timeout_s: float = 180) -> None
     raise RuntimeError(f"workers {sorted(set(names) - seen)} did not answer ping within {timeout_s}s")
 
 
-def run_seed(app, client, seed: int, n: int, timeout_s: float) -> dict:
-    """Publish one seed's workload on the idle fleet, wait for it, and measure it."""
-    from fleet.publish import publish
-    from fleet.manifests import loads
-    jobs = workload(seed, n)
-    manifest = loads(manifest_text(jobs, seed), f"<schedule seed {seed}>")
-    ids = {j.name: j.job_id for j in manifest.jobs}
-    t0 = time.time()
-    publish(app, client, manifest)
+def wait_for_jobs(client, ids: dict[str, str], label: str, timeout_s: float) -> dict[str, dict]:
+    """Every job's record (by name) once all are terminal; raises unless all succeeded."""
     deadline = time.monotonic() + timeout_s
     while True:
         recs = {name: client.hgetall(f"fleet:job:{jid}") for name, jid in ids.items()}
@@ -132,11 +122,28 @@ def run_seed(app, client, seed: int, n: int, timeout_s: float) -> dict:
         if all(s in ("succeeded", "failed", "cancelled") for s in states.values()):
             break
         if time.monotonic() > deadline:
-            raise RuntimeError(f"seed {seed}: not done after {timeout_s}s: {states}")
+            raise RuntimeError(f"{label}: not done after {timeout_s}s: {states}")
         time.sleep(0.2)
     bad = {n: s for n, s in states.items() if s != "succeeded"}
     if bad:
-        raise RuntimeError(f"seed {seed}: jobs did not succeed: {bad}")
+        raise RuntimeError(f"{label}: jobs did not succeed: {bad}")
+    return recs
+
+
+def publish_and_wait(app, client, text: str, label: str, timeout_s: float) -> tuple[float, dict[str, dict]]:
+    """Publish a manifest's text; the publish time and every job's record once done."""
+    from fleet.manifests import loads
+    from fleet.publish import publish
+    manifest = loads(text, f"<{label}>")
+    t0 = time.time()
+    publish(app, client, manifest)
+    return t0, wait_for_jobs(client, {j.name: j.job_id for j in manifest.jobs}, label, timeout_s)
+
+
+def run_seed(app, client, seed: int, n: int, timeout_s: float) -> dict:
+    """Publish one seed's workload on the idle fleet, wait for it, and measure it."""
+    jobs = workload(seed, n)
+    t0, recs = publish_and_wait(app, client, manifest_text(jobs, seed), f"schedule seed {seed}", timeout_s)
     f = lambda r, k: float(r[k.encode()])  # noqa: E731
     runs = [Run(job.name, recs[job.name][b"worker"].decode(), f(recs[job.name], "queued_at"),
                 f(recs[job.name], "started_at"), f(recs[job.name], "finished_at"),
@@ -148,6 +155,19 @@ def run_seed(app, client, seed: int, n: int, timeout_s: float) -> dict:
             "oracle_nominal": makespan(greedy(nominal, HOSTS)), "oracle": makespan(greedy(measured, HOSTS)),
             "bound": lower_bound(measured, HOSTS), "idle": capable_idle(runs, [h.name for h in HOSTS]),
             "queues": {name: r.get(b"queue", b"").decode() for name, r in recs.items()}}
+
+
+def run_pool_seed(app, client, seed: int, n: int, timeout_s: float) -> pool_workload.PoolFigures:
+    """The multi-resource workload of one seed, published on the idle pool hosts and measured."""
+    jobs = pool_workload.workload(seed, n)
+    t0, recs = publish_and_wait(app, client, pool_workload.manifest_text(jobs, seed), f"pools seed {seed}", timeout_s)
+    times = {name: pool_workload.Times(r[b"worker"].decode(), float(r[b"queued_at"]), float(r[b"started_at"]),
+                                       float(r[b"finished_at"])) for name, r in recs.items()}
+    fig = pool_workload.measure(seed, jobs, times, t0)
+    print("\n" + "\n".join(pool_workload.report_lines(fig, jobs)))
+    queues = sorted({(j.kind, recs[j.name].get(b"queue", b"").decode()) for j in jobs})
+    print("  queues: " + ", ".join(f"{k}->{q}" for k, q in queues))
+    return fig
 
 
 def report(m: dict) -> None:
@@ -176,8 +196,54 @@ def report(m: dict) -> None:
           f"makespan / lower bound = {m['fleet'] / m['bound']:.2f}; capable-idle {idle:.1f} s in all")
 
 
+def start_fleet(root: Path, hosts: list[tuple[str, dict]]):
+    """A redis-server and one worker per (name, FLEET_CAPABILITY); the server and the workers."""
+    server = RedisServer(root / "redis").start()
+    os.environ.update(FLEET_BROKER_URL=server.url, FLEET_STORE_URL=f"file://{root / 'store'}")
+    os.environ.pop("FLEET_RESULT_BACKEND", None)
+    env = dict(os.environ)
+    env.pop("FLEET_CAPABILITY", None)
+    started = time.monotonic()
+    workers = [start_worker(name, cap, env, root / "logs") for name, cap in hosts]
+    try:
+        wait_for_workers(server.url, [name for name, _ in hosts])
+    except BaseException:
+        stop_fleet(server, workers)
+        raise
+    print(f"redis {server.url}; {len(workers)} workers answered ping after {time.monotonic() - started:.0f} s")
+    return server, workers
+
+
+def stop_fleet(server, workers) -> None:
+    for w in workers:          # all at once: each takes a few seconds to shut down
+        if w.poll() is None:
+            w.send_signal(signal.SIGTERM)
+    for w in workers:
+        stop_worker(w)
+    server.stop()
+
+
+def print_summary(results: list[dict]) -> None:
+    print("\nseed  makespan  oracle  bound  makespan/oracle  capable-idle s")
+    for m in results:
+        print(f"{m['seed']:<5d} {m['fleet']:8.1f} {m['oracle']:7.1f} {m['bound']:6.1f} "
+              f"{m['fleet'] / m['oracle']:16.2f} {sum(m['idle'].values()):15.1f}")
+
+
+def runs_json(results: list, pools: bool) -> list[dict]:
+    if pools:
+        return [{"seed": f.seed, "fleet_makespan_s": f.fleet_s, "publish_s": f.publish_s, "oracle_s": f.oracle_s,
+                 "ratio": f.ratio,
+                 "capable_idle_gpu_core_s": dict(f.idle),
+                 "runs": [{**r.__dict__, "demand": r.demand.__dict__} for r in f.runs]} for f in results]
+    return [{"seed": m["seed"], "fleet_makespan_s": m["fleet"], "oracle_s": m["oracle"], "bound_s": m["bound"],
+             "capable_idle_s": m["idle"], "runs": [{**r.__dict__, "capable": sorted(r.capable)} for r in m["runs"]]}
+            for m in results]
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--pools", action="store_true", help="the multi-resource hosts and workload")
     parser.add_argument("--seed", type=int, default=None, help="workload seed (default: random, printed)")
     parser.add_argument("--runs", type=int, default=1, help="seeds SEED, SEED+1, ... on one fleet")
     parser.add_argument("--jobs", type=int, default=30)
@@ -186,24 +252,20 @@ def main() -> int:
     args = parser.parse_args()
     seed = args.seed if args.seed is not None else random.SystemRandom().randrange(1, 100_000)
     seeds = list(range(seed, seed + args.runs))
-    print(f"seeds {seeds} (replay: python bench/schedule.py --seed {seed} --runs {args.runs} --jobs {args.jobs})")
-    print("hosts: " + ", ".join(f"{h.name} ({f'{h.vram_gib:g} GiB GPU' if h.vram_gib else 'CPU'}, "
-                                f"{h.ram_gib:g} GiB RAM)" for h in HOSTS))
-
+    print(f"seeds {seeds} (replay: python bench/schedule.py{' --pools' if args.pools else ''} --seed {seed} "
+          f"--runs {args.runs} --jobs {args.jobs})")
+    if args.pools:
+        hosts = [(h.name, pool_workload.capability(h)) for h in pool_workload.POOL_HOSTS]
+        print("hosts: " + ", ".join(f"{h.name} ({len(h.gpus)} GPU x {max(h.gpus, default=0):g} GiB, "
+                                    f"{h.cores} cores, {h.ram_gib:g} GiB RAM)" for h in pool_workload.POOL_HOSTS))
+    else:
+        hosts = [(h.name, capability(h)) for h in HOSTS]
+        print("hosts: " + ", ".join(f"{h.name} ({f'{h.vram_gib:g} GiB GPU' if h.vram_gib else 'CPU'}, "
+                                    f"{h.ram_gib:g} GiB RAM)" for h in HOSTS))
+    run = run_pool_seed if args.pools else run_seed
     with tempfile.TemporaryDirectory(prefix="fleet-bench-schedule-") as tmp:
-        root = Path(tmp)
-        server = RedisServer(root / "redis").start()
-        workers = []
+        server, workers = start_fleet(Path(tmp), hosts)
         try:
-            os.environ.update(FLEET_BROKER_URL=server.url, FLEET_STORE_URL=f"file://{root / 'store'}")
-            os.environ.pop("FLEET_RESULT_BACKEND", None)
-            env = dict(os.environ)
-            env.pop("FLEET_CAPABILITY", None)
-            started = time.monotonic()
-            workers = [start_worker(h.name, capability(h), env, root / "logs") for h in HOSTS]
-            wait_for_workers(server.url, [h.name for h in HOSTS])
-            print(f"redis {server.url}; {len(workers)} workers answered ping after {time.monotonic() - started:.0f} s")
-
             import redis
             from tasks import app
             app.conf.broker_url = app.conf.result_backend = server.url
@@ -211,25 +273,18 @@ def main() -> int:
             client = redis.Redis.from_url(server.url)
             results = []
             for s in seeds:
-                results.append(run_seed(app, client, s, args.jobs, args.timeout))
-                report(results[-1])
+                results.append(run(app, client, s, args.jobs, args.timeout))
+                if not args.pools:
+                    report(results[-1])
         finally:
-            for w in workers:          # all at once: each takes a few seconds to shut down
-                if w.poll() is None:
-                    w.send_signal(signal.SIGTERM)
-            for w in workers:
-                stop_worker(w)
-            server.stop()
+            stop_fleet(server, workers)
     if args.runs_json:
-        Path(args.runs_json).write_text(json.dumps([
-            {"seed": m["seed"], "fleet_makespan_s": m["fleet"], "oracle_s": m["oracle"], "bound_s": m["bound"],
-             "capable_idle_s": m["idle"], "runs": [{**r.__dict__, "capable": sorted(r.capable)} for r in m["runs"]]}
-            for m in results], indent=1))
+        Path(args.runs_json).write_text(json.dumps(runs_json(results, args.pools), indent=1))
     if len(results) > 1:
-        print("\nseed  makespan  oracle  bound  makespan/oracle  capable-idle s")
-        for m in results:
-            print(f"{m['seed']:<5d} {m['fleet']:8.1f} {m['oracle']:7.1f} {m['bound']:6.1f} "
-                  f"{m['fleet'] / m['oracle']:16.2f} {sum(m['idle'].values()):15.1f}")
+        if args.pools:
+            print("\n" + "\n".join(pool_workload.summary_lines(results)))
+        else:
+            print_summary(results)
     return 0
 
 

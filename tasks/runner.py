@@ -109,7 +109,7 @@ def run(argv: list[str], *, env: dict[str, str], cwd: str, timeout_s: float | No
     env = dict(env, **{supervisor.PARENT_ENV: str(os.getpid())})
     if exit_file:   # the supervisor records the job's exit status there (tasks.workdirs)
         env[supervisor.EXIT_ENV] = str(exit_file)
-    proc = subprocess.Popen([python or sys.executable, SUPERVISOR, "--", *argv], env=env, cwd=cwd,
+    proc = subprocess.Popen(supervisor.command(python or sys.executable, SUPERVISOR, argv), env=env, cwd=cwd,
                             stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
                             start_new_session=True, **(run_as or {}))
     progress.pgid = proc.pid

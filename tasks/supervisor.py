@@ -1,18 +1,24 @@
 """Leader of a job's process group: ``python tasks/supervisor.py -- ARGV...``.
 
 It runs the job in its own session, and takes the whole group down when asked
-(SIGTERM) or when its worker dies, even by SIGKILL (Linux parent-death signal),
-so no trainer or grandchild outlives the worker that started it.
+(SIGTERM) or when its worker dies, even by SIGKILL (it watches the worker through a
+pidfd, or where there is none, Linux's parent-death signal), so no trainer or grandchild
+outlives the worker that started it.
+
+It starts on every job, so it starts light: run with ``FLAGS`` (no site-packages, no
+PYTHON* variables: it needs the standard library only), it imports no json, re,
+subprocess or ctypes (nor enum, through signal), and spawns the job with ``posix_spawnp``.
 """
 from __future__ import annotations
 
-import ctypes
-import json
 import os
-import signal
-import subprocess
 import sys
 import time
+
+try:   # the C module behind `signal`: the same calls, without importing enum (a few ms)
+    import _signal as signal
+except ImportError:   # not CPython
+    import signal
 
 PR_SET_PDEATHSIG = 1
 GRACE_S = 1.5
@@ -20,13 +26,46 @@ PARENT_ENV = "FLEET_SUPERVISOR_PARENT"
 # where to record the job's exit status (tasks.workdirs): on disk before the worker hears of it
 EXIT_ENV = "FLEET_SUPERVISOR_EXIT_FILE"
 AFFINITY_ENV = "FLEET_CPU_AFFINITY"   # the job's own cores (trainers.protocol.ENV_CPU_AFFINITY)
+# the interpreter's flags: isolated (-I) and without the site module (-S), which in a venv
+# with editable installs costs more than the rest of the start-up together
+FLAGS = ("-I", "-S")
+# Python ignores SIGPIPE and SIGXFSZ; the job gets the defaults back, as subprocess does
+RESTORED_SIGNALS = tuple(getattr(signal, s) for s in ("SIGPIPE", "SIGXFZ", "SIGXFSZ") if hasattr(signal, s))
+POLL_S = 0.05
+
+
+def command(python: str, script: str, argv: list[str]) -> list[str]:
+    """The command line that starts this supervisor on ``argv``."""
+    return [python, *FLAGS, script, "--", *argv]
+
+
+def _watch(pid: int) -> int | None:
+    """A pidfd that becomes readable when ``pid`` exits; None before Linux 5.3."""
+    try:
+        return os.pidfd_open(pid)
+    except (AttributeError, OSError):
+        return None
 
 
 def _die_with_parent() -> None:
+    import ctypes   # only here: importing it costs more than the rest of this module
     try:
         ctypes.CDLL("libc.so.6", use_errno=True).prctl(PR_SET_PDEATHSIG, signal.SIGTERM)
     except OSError:
         pass  # not Linux: the worker still kills the group itself
+
+
+def _wait(child: int, parent_fd: int | None) -> int:
+    """The job's exit status; the group goes down first if the worker dies meanwhile."""
+    child_fd = _watch(child) if parent_fd is not None else None
+    if child_fd is not None:
+        import select
+        while child_fd not in select.select([child_fd, parent_fd], [], [])[0]:
+            _kill_group(None, None)   # the worker is gone
+    _, status = os.waitpid(child, 0)   # retried on EINTR by Python itself
+    # -N for a signal, as subprocess says it (not waitstatus_to_exitcode: a job user's
+    # system python3 may be older than 3.9)
+    return -os.WTERMSIG(status) if os.WIFSIGNALED(status) else os.WEXITSTATUS(status)
 
 
 def _pin() -> None:
@@ -51,12 +90,19 @@ def _kill_group(signum, frame) -> None:
     except ProcessLookupError:
         pass
     deadline = time.monotonic() + GRACE_S
-    while time.monotonic() < deadline and _child is not None and _child.poll() is None:
-        time.sleep(0.05)
+    while time.monotonic() < deadline and _child is not None and _running(_child):
+        time.sleep(POLL_S)
     os.killpg(pgid, signal.SIGKILL)  # takes this process too: nothing of the job survives
 
 
-_child: subprocess.Popen | None = None
+def _running(pid: int) -> bool:
+    try:
+        return os.waitpid(pid, os.WNOHANG) == (0, 0)
+    except ChildProcessError:
+        return False
+
+
+_child: int | None = None
 
 
 def main(argv: list[str]) -> int:
@@ -67,22 +113,22 @@ def main(argv: list[str]) -> int:
     # started, would miss a worker that died in those first milliseconds (we'd read 1).
     parent = int(os.environ.pop(PARENT_ENV, os.getppid()))
     exit_file = os.environ.pop(EXIT_ENV, None)
-    _die_with_parent()
+    parent_fd = _watch(parent)
+    if parent_fd is None:
+        _die_with_parent()
     signal.signal(signal.SIGTERM, _kill_group)
-    if os.getppid() != parent:  # the worker died before we armed the signal
+    if os.getppid() != parent:  # the worker died before we were watching it
         _kill_group(None, None)
+    if not argv:
+        print("fleet: no command to start", file=sys.stderr, flush=True)
+        return 127
     _pin()
     try:
-        _child = subprocess.Popen(argv)
+        _child = os.posix_spawnp(argv[0], argv, os.environ, setsigdef=RESTORED_SIGNALS)
     except OSError as e:
         print(f"fleet: cannot start {argv[0]!r}: {e.strerror}", file=sys.stderr, flush=True)
         return 127
-    while True:
-        try:
-            rc = _child.wait()
-            break
-        except InterruptedError:
-            continue
+    rc = _wait(_child, parent_fd)
     if exit_file:
         _record_exit(exit_file, rc)
         os._exit(rc & 0xFF)   # at once: the worker marks the record "trained" the moment we are gone
@@ -96,7 +142,7 @@ def _record_exit(path: str, rc: int) -> None:
     tmp = f"{path}.tmp"
     try:
         with open(tmp, "w") as f:
-            json.dump({"returncode": rc, "at": time.time()}, f)
+            f.write(f'{{"returncode": {rc}, "at": {time.time()!r}}}')   # JSON, without importing json
         os.replace(tmp, path)
     except OSError as e:   # the job's status stands; only a restart after a kill loses this hint
         print(f"fleet: cannot record the exit status in {path}: {e.strerror}", file=sys.stderr, flush=True)

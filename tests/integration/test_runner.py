@@ -1,7 +1,9 @@
 """The job runner: process groups, streamed output, metrics, stop reasons."""
+import sys
 import threading
 import time
 import uuid
+from pathlib import Path
 
 import psutil
 
@@ -43,3 +45,35 @@ def test_a_stop_reason_from_the_tick_ends_the_run_promptly():
     t0 = time.monotonic()
     out = run(["sleep", "30"], on_tick=lambda p: "cancelled")
     assert out.stopped == "cancelled" and time.monotonic() - t0 < 5
+
+
+def test_a_command_that_cannot_start_fails_with_127_and_says_why():
+    out = run(["no-such-command-here"])
+    assert out.returncode == 127
+    assert any("cannot start 'no-such-command-here'" in line for line in out.tail)
+
+
+def test_a_job_killed_by_a_signal_fails_and_a_job_sees_the_default_sigpipe():
+    assert run(["bash", "-c", "kill -KILL $$"]).returncode == 256 - 9   # the supervisor's exit status: -9 & 0xFF
+    # Python ignores SIGPIPE; a job must not inherit that (`yes | head` would never end)
+    out = run(["bash", "-c", "yes | head -1; echo ${PIPESTATUS[0]}"], timeout_s=10)
+    assert out.stopped is None and out.tail == ["y", str(128 + 13)]
+
+
+def test_when_its_worker_dies_the_whole_job_group_goes_too(tmp_path):
+    marker = f"{uuid.uuid4().int % 10**6 + 1000}"
+    script = tmp_path / "worker.py"
+    script.write_text("import threading, sys\nfrom tasks import runner\n"
+                      f"runner.run(['bash', '-c', 'sleep {marker} & sleep {marker}'], env={{'PATH': '/usr/bin:/bin'}},"
+                      " cwd='/tmp', timeout_s=None, on_tick=lambda p: None, stop=threading.Event())\n")
+    worker = psutil.Popen([sys.executable, str(script)], cwd=str(Path(runner.__file__).parent.parent))
+    deadline = time.monotonic() + 20
+    while len(leftovers(f"sleep {marker}")) < 4 and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert len(leftovers(f"sleep {marker}")) == 4   # the supervisor, bash and two sleeps
+    worker.kill()
+    worker.wait()
+    deadline = time.monotonic() + 5
+    while leftovers(f"sleep {marker}") and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert not leftovers(f"sleep {marker}")
