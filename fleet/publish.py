@@ -13,7 +13,7 @@ import redis
 from celery import Celery
 
 from core import constants as C
-from fleet import staging
+from fleet import owners, staging
 from state import events
 from core.gcpause import gc_paused
 from fleet.message_template import MessageTemplates
@@ -90,8 +90,12 @@ def config_fields(manifest: Manifest) -> dict[str, str]:
 
 
 def publish(app: Celery, client: redis.Redis, manifest: Manifest, *, force: frozenset[str] = frozenset(),
-            dry_run: bool = False, progress=None, store=None) -> list[PlanRow]:
-    """Publish every job that needs it; returns the rows with what actually happened."""
+            dry_run: bool = False, progress=None, store=None, owner: str | None = None) -> list[PlanRow]:
+    """Publish every job that needs it; returns the rows with what actually happened.
+
+    Each new job's record names ``owner`` (default: ``fleet.owners.resolve``); a job that
+    already has a record keeps its first owner unless ``force`` runs it again."""
+    owner = owners.resolve(owner)
     records = Records(client)
     client = records.r   # replies decoded, whatever client the caller passed
     rows = plan(manifest, records.states(j.job_id for j in manifest.jobs), force)
@@ -114,7 +118,7 @@ def publish(app: Celery, client: redis.Redis, manifest: Manifest, *, force: froz
         factory = MessageTemplates(MessageFactory(app, conn.default_channel))
         sent_at = time.time()
         # a generator: messages are built while Redis stores the previous batch
-        results = records.publish((_item(factory, row) for row in todo), force=forced_ids)
+        results = records.publish((_item(factory, row, owner) for row in todo), force=forced_ids)
     events.announce_queued(app, (events.QueuedJob(row.job.job_id, row.job.name, row.queue)
                                  for row, res in zip(todo, results)
                                  if res[0] == "publish" and row.job.job_id not in forced_ids), sent_at=sent_at)
@@ -128,11 +132,11 @@ def publish(app: Celery, client: redis.Redis, manifest: Manifest, *, force: froz
     return out
 
 
-def _item(factory: MessageTemplates, row: PlanRow) -> PublishItem:
+def _item(factory: MessageTemplates, row: PlanRow, owner: str) -> PublishItem:
     job = row.job
     spec = json.dumps(job.to_dict())
     fields = {"job_id": job.job_id, "name": job.name, "queue": row.queue,
-              "spec": spec, "priority": str(job.priority)}
+              "spec": spec, "priority": str(job.priority), "owner": owner}
     if job.max_attempts is not None:
         fields["max_attempts"] = str(job.max_attempts)
     fallback_at = None

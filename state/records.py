@@ -73,6 +73,8 @@ class JobRecord:
     trained: dict | None = None       # trainer exited 0: {"at", "host", "dir"} (lua/trained.lua)
     checkpoint: dict | None = None    # last synced: {"key", "sha256", "size", "synced_at"} (lua/checkpoint.lua)
     runs: int = 0                     # every run it had (lua/claim.lua); attempts count towards max_attempts
+    owner: str | None = None          # who published it (fleet.owners); kept by a re-publish without --force
+    cores: int | None = None          # CPU cores its run holds, reported with its GPUs (tasks.execution)
 
     @classmethod
     def from_hash(cls, h: dict[str, str]) -> "JobRecord":
@@ -84,7 +86,8 @@ class JobRecord:
                    load("artifact"), load("progress"), load("spec") or {},
                    trained={"at": num("trained_at"), "host": h.get("trained_host"), "dir": h.get("trained_dir")}
                    if h.get("trained_at") else None, checkpoint=load("checkpoint"),
-                   runs=int(h.get("runs") or h.get("attempts") or 0))
+                   runs=int(h.get("runs") or h.get("attempts") or 0), owner=h.get("owner"),
+                   cores=int(h["cores"]) if h.get("cores") else None)
 
     def to_dict(self) -> dict[str, Any]:
         d = self.__dict__.copy()

@@ -87,8 +87,8 @@ def _with_grant(task, ctx: HostContext, run: Run) -> Ended:
         tag, grant = claimed
     try:
         gpus = tuple(ctx.capability.cuda_devices[i] for i in grant.gpus)
-        if gpus:
-            run.lease.report(gpu=",".join(f"{d.index}:{d.name}" for d in gpus))
+        held = {"gpu": ",".join(f"{d.index}:{d.name}" for d in gpus)} if gpus else {}
+        run.lease.report(cores=len(grant.cores), **held)   # what `fleet usage` counts
         return _guarded(task, ctx, replace(run, gpus=gpus, grant=grant, started=time.time()))
     finally:
         ctx.gate.release(tag)

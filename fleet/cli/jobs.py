@@ -51,9 +51,9 @@ def _short(v) -> str:
 
 ID_MIN_CHARS = 6
 STATUS = Layout(
-    columns=("job", "id", "state", "queue", "tries", "worker", "time", "progress / error", "artifact"),
+    columns=("job", "id", "state", "owner", "queue", "tries", "worker", "time", "progress / error", "artifact"),
     always=("job", "id", "state", "worker"),
-    optional=("time", "progress / error", "queue", "tries", "artifact"),
+    optional=("time", "progress / error", "queue", "tries", "artifact", "owner"),
     shrinks={"progress / error": 12, "time": 8}, right=("tries",))
 
 
@@ -80,7 +80,8 @@ def _cells(r: Q.JobRow, now: float, id_len: int, text: str) -> dict:
     return {"job": Text(r.name), "id": r.job_id[:id_len],
             "state": Text(r.state.value, style=STATE_STYLE[r.state.value]), "queue": Text(r.queue),
             "tries": str(r.runs), "worker": Text(worker_cell(r)), "time": when(r, now),
-            "progress / error": Text(text), "artifact": (r.artifact or {}).get("sha256", "")[:12]}
+            "progress / error": Text(text), "artifact": (r.artifact or {}).get("sha256", "")[:12],
+            "owner": Text(r.owner)}
 
 
 def render(v: Q.JobsView, title: str = "", *, width: int | None = None, wide: bool = False) -> Group:
@@ -102,13 +103,13 @@ def render(v: Q.JobsView, title: str = "", *, width: int | None = None, wide: bo
         parts.append(Text(f"{r.name}: {notes[r.job_id]}", style=style))
     if v.hidden:
         parts.append(Text(f"{len(v.rows):,} of {v.matched:,} shown, most interesting first (running, failed, "
-                          f"queued, cancelled, succeeded); narrow with --state/--name/--host or raise --limit",
+                          f"queued, cancelled, succeeded); narrow with --state/--name/--host/--owner or raise --limit",
                           style="dim"))
     return Group(*parts)
 
 
 def _filter(args) -> Q.JobFilter:
-    return Q.JobFilter(Q.parse_states(args.state), args.name, args.host)
+    return Q.JobFilter(Q.parse_states(args.state), args.name, args.host, args.owner)
 
 
 def cmd_status(args) -> int:
@@ -275,12 +276,13 @@ def register(sub) -> None:
                    help="only jobs in these states (queued, running, succeeded, failed, cancelled)")
     s.add_argument("--name", metavar="GLOB", help="a job name, a sweep's base name, or a glob (* and ?)")
     s.add_argument("--host", metavar="GLOB", help="only jobs on these workers (glob)")
+    s.add_argument("--owner", metavar="NAME", help="only jobs this owner published (see `fleet usage`)")
     s.add_argument("--limit", type=int, default=None,
                    help=f"rows to show (default {C.STATUS_MAX_ROWS}; with --json every match; 0: all)")
     s.add_argument("--every", type=float, default=C.STATUS_WATCH_EVERY_S, help="--watch refresh, seconds")
     s.add_argument("--json", action="store_true", help="counts and rows as JSON (with --watch: one per line)")
     s.add_argument("--wide", action="store_true",
-                   help="every column (queue, tries, artifact) and whole notes, however wide the terminal")
+                   help="every column (owner, queue, tries, artifact) and whole notes, however wide the terminal")
     s.set_defaults(fn=cmd_status)
     s = sub.add_parser("show", help="one job's whole record (JSON)")
     s.add_argument("job", help="job name, ID, or ID prefix (4+ characters)")

@@ -23,6 +23,8 @@ def cmd_publish(args) -> int:
     from artifacts.identity import DataResolver
     from fleet.publish import publish
     from fleet.manifests import load
+    from fleet.owners import resolve
+    owner = resolve(args.owner)
     try:
         with _progress(args) as progress:
             manifest = load(args.manifest, DataResolver(progress=progress))
@@ -43,7 +45,7 @@ def cmd_publish(args) -> int:
     try:
         with _progress(args) as progress:
             rows = publish(app(), redis_client(), manifest, force=frozenset(args.force),
-                           dry_run=args.dry_run, progress=progress)
+                           dry_run=args.dry_run, progress=progress, owner=owner)
     except (redis.ConnectionError, redis.TimeoutError) as e:
         if not args.dry_run:
             raise
@@ -127,4 +129,7 @@ def register(sub) -> None:
     s.add_argument("--dry-run", action="store_true", help="print the plan; send nothing")
     s.add_argument("--json", action="store_true", help="machine-readable output")
     s.add_argument("--force", action="append", default=[], metavar="NAME", help="run this job again (name or ID), even if it succeeded; repeatable")
+    s.add_argument("--owner", metavar="NAME", default=None,
+                   help="who the jobs belong to (default: $FLEET_OWNER, else user@host); a re-published job "
+                        "keeps its first owner unless --force runs it again")
     s.set_defaults(fn=cmd_publish)

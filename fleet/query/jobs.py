@@ -19,7 +19,7 @@ from core.errors import FleetError
 from state.records import JobState
 
 FIELDS = ("job_id", "name", "state", "queue", "attempts", "worker", "gpu", "created_at", "queued_at",
-          "started_at", "finished_at", "last_error", "artifact", "progress", "result", "runs")
+          "started_at", "finished_at", "last_error", "artifact", "progress", "result", "runs", "owner")
 READ_BATCH = 5000
 # interest order: what an operator looks at first
 STATE_ORDER = {JobState.RUNNING: 0, JobState.FAILED: 1, JobState.QUEUED: 2, JobState.CANCELLED: 3,
@@ -49,6 +49,7 @@ class JobRow:
     progress: dict | None = None
     result: dict | None = None
     runs: int = 0          # every run it had (the `tries` column); attempts count towards max_attempts
+    owner: str = ""        # who published it (fleet.owners)
 
     @classmethod
     def from_values(cls, values: Sequence[str | None]) -> "JobRow | None":
@@ -60,7 +61,7 @@ class JobRow:
                    v.get("queue") or "", int(v.get("attempts") or 0), v.get("worker") or "", v.get("gpu") or "",
                    num("created_at"), num("queued_at"), num("started_at"), num("finished_at"),
                    v.get("last_error") or "", _load(v.get("artifact")), _load(v.get("progress")),
-                   _load(v.get("result")), int(v.get("runs") or v.get("attempts") or 0))
+                   _load(v.get("result")), int(v.get("runs") or v.get("attempts") or 0), v.get("owner") or "")
 
     def times(self, now: float) -> dict[str, float | None]:
         """Seconds: how long it has waited, how long it ran (or runs), how long ago it ended."""
@@ -223,21 +224,25 @@ def parse_states(values: Iterable[str]) -> frozenset[JobState]:
 
 @dataclass(frozen=True)
 class JobFilter:
-    """Which jobs a view keeps: any of ``states`` (empty: all), a name pattern, a host glob."""
+    """Which jobs a view keeps: any of ``states`` (empty: all), a name pattern, a host glob,
+    an owner (exact)."""
 
     states: frozenset[JobState] = frozenset()
     name: str | None = None
     host: str | None = None
+    owner: str | None = None
 
     def __call__(self, row: JobRow) -> bool:
         return ((not self.states or row.state in self.states)
                 and (self.name is None or name_matches(row.name, self.name))
-                and (self.host is None or glob_match(row.worker, self.host)))
+                and (self.host is None or glob_match(row.worker, self.host))
+                and (self.owner is None or row.owner == self.owner))
 
     def describe(self) -> str:
         parts = [f"state in {{{', '.join(sorted(s.value for s in self.states))}}}"] if self.states else []
         parts += [f"name ~ {self.name}"] if self.name else []
         parts += [f"host ~ {self.host}"] if self.host else []
+        parts += [f"owner = {self.owner}"] if self.owner else []
         return ", ".join(parts)
 
 

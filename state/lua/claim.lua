@@ -38,7 +38,7 @@ redis.call('HSET', KEYS[1], 'state', 'running', 'worker', ARGV[2], 'token', ARGV
            'started_at', ARGV[5], 'heartbeat_at', ARGV[5], 'queue', ARGV[8])
 redis.call('HDEL', KEYS[1], 'last_error', 'finished_at')
 -- the previous run's progress and GPU are not this run's: it reports its own
-redis.call('HDEL', KEYS[1], 'progress', 'gpu')
+redis.call('HDEL', KEYS[1], 'progress', 'gpu', 'cores')
 redis.call('HDEL', KEYS[1], 'trained_at', 'trained_host', 'trained_dir', 'trained_grace_s')
 redis.call('SET', KEYS[2], ARGV[3], 'PX', ARGV[4])
 redis.call('SADD', KEYS[3], ARGV[1])

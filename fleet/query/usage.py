@@ -1,0 +1,128 @@
+"""`fleet usage`: jobs, failures, GPU-hours and core-hours per owner, from the job records.
+
+A record holds its latest run only: when it started and ended, and what it held (``gpu``:
+``"0:NAME,1:NAME"``, one entry per GPU; ``cores``: a count the worker reports with them).
+A run counts for the part of it inside the window, up to now while it still runs; earlier
+runs of a job that was run again are not in its record, so they are not counted.
+``usage`` is pure (record dicts and ``now`` in, rows out); ``read_usage`` reads Redis.
+"""
+from __future__ import annotations
+
+import re
+import time
+from dataclasses import asdict, dataclass
+from datetime import datetime, timezone
+from typing import Iterable, Mapping, Sequence
+
+from core import constants as C
+from core.errors import FleetError
+from fleet.query.jobs import parse_gpus
+from state.records import JobState
+
+FIELDS = ("owner", "state", "created_at", "queued_at", "started_at", "finished_at", "gpu", "cores")
+READ_BATCH = 5000
+DEFAULT_SINCE = "7d"
+NO_OWNER = "(none)"          # records published before jobs had owners
+UNITS_S = {"m": 60, "h": 3600, "d": 86400, "w": 7 * 86400}
+SINCE_RE = re.compile(r"(\d+(?:\.\d+)?)([mhdw])\Z")
+
+
+def parse_since(text: str) -> float:
+    """``--since 7d`` as seconds: a number and one of m, h, d, w."""
+    m = SINCE_RE.match(text.strip().lower())
+    if not m or float(m.group(1)) <= 0:
+        raise FleetError(f"--since {text!r}: give a positive number and a unit (m, h, d or w), e.g. 7d or 12h")
+    return float(m.group(1)) * UNITS_S[m.group(2)]
+
+
+@dataclass(frozen=True)
+class OwnerUsage:
+    """One owner's share of the window."""
+
+    owner: str
+    jobs: int = 0           # published, running or ended in the window
+    failures: int = 0       # failed in the window
+    gpu_hours: float = 0.0
+    core_hours: float = 0.0
+
+    def plus(self, other: "OwnerUsage") -> "OwnerUsage":
+        return OwnerUsage(self.owner, self.jobs + other.jobs, self.failures + other.failures,
+                          self.gpu_hours + other.gpu_hours, self.core_hours + other.core_hours)
+
+    def to_dict(self) -> dict:
+        d = asdict(self)
+        d.update(gpu_hours=round(self.gpu_hours, 3), core_hours=round(self.core_hours, 3))
+        return d
+
+
+def _num(record: Mapping, key: str) -> float | None:
+    v = record.get(key)
+    return float(v) if v not in (None, "") else None
+
+
+def run_hours(record: Mapping, start: float, now: float) -> float:
+    """Hours of the record's run inside [start, now]: a finished run to its end, a running
+    one to ``now``; a queued job's record (an old run's times, if any) counts nothing."""
+    state = JobState(record.get("state") or "queued")
+    began = _num(record, "started_at")
+    if state is JobState.QUEUED or began is None:
+        return 0.0
+    ended = now if state is JobState.RUNNING else _num(record, "finished_at")
+    if ended is None:
+        return 0.0
+    return max(0.0, min(ended, now) - max(began, start)) / 3600
+
+
+def one_job(record: Mapping, start: float, now: float) -> OwnerUsage:
+    """What one record adds to its owner's usage in the window [start, now]."""
+    owner = record.get("owner") or NO_OWNER
+    state = JobState(record.get("state") or "queued")
+    hours = run_hours(record, start, now)
+    published = max(_num(record, "created_at") or 0.0, _num(record, "queued_at") or 0.0)
+    ended = _num(record, "finished_at") if state.terminal else None
+    active = published >= start or state is JobState.RUNNING or (ended is not None and ended >= start) or hours > 0
+    if not active:
+        return OwnerUsage(owner)
+    failed = state is JobState.FAILED and ended is not None and ended >= start
+    cores = int(_num(record, "cores") or 0)
+    return OwnerUsage(owner, 1, int(failed), hours * len(parse_gpus(record.get("gpu"))), hours * cores)
+
+
+def usage(records: Iterable[Mapping], *, since_s: float, now: float) -> list[OwnerUsage]:
+    """Per owner, over the last ``since_s`` seconds before ``now``: most GPU-hours first. Pure."""
+    start = now - since_s
+    out: dict[str, OwnerUsage] = {}
+    for record in records:
+        u = one_job(record, start, now)
+        if u.jobs:
+            out[u.owner] = out.get(u.owner, OwnerUsage(u.owner)).plus(u)
+    return sorted(out.values(), key=lambda u: (-u.gpu_hours, -u.core_hours, -u.jobs, u.owner))
+
+
+@dataclass(frozen=True)
+class UsageView:
+    owners: list[OwnerUsage]
+    since_s: float
+    now: float
+
+    def to_dict(self) -> dict:
+        at = datetime.fromtimestamp(self.now, timezone.utc).isoformat(timespec="seconds")
+        return {"since_s": self.since_s, "at": at, "owners": [u.to_dict() for u in self.owners]}
+
+
+# --- reading Redis ------------------------------------------------------------------
+def read_records(client, batch: int = READ_BATCH) -> list[dict]:
+    """The fields usage needs of every job record, in pipelined batches."""
+    ids: Sequence[str] = client.zrange(C.JOBS_INDEX, 0, -1)
+    out: list[dict] = []
+    for begin in range(0, len(ids), batch):
+        pipe = client.pipeline(transaction=False)
+        for jid in ids[begin:begin + batch]:
+            pipe.hmget(C.JOB_KEY + jid, FIELDS)
+        out += [dict(zip(FIELDS, values)) for values in pipe.execute() if values[1] is not None]
+    return out
+
+
+def read_usage(client, since_s: float, now: float | None = None) -> UsageView:
+    now = time.time() if now is None else now
+    return UsageView(usage(read_records(client), since_s=since_s, now=now), since_s, now)
