@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import logging
 import socket
+from dataclasses import fields
 from importlib import resources
 
 import redis
@@ -24,11 +25,12 @@ from kombu.transport import redis as kombu_redis
 from kombu.utils.encoding import bytes_to_str
 
 from core import constants as C
+from manifest.schema import Needs
 from state import deadletter
-from manifest.schema import JobSpec, Needs
 from tasks import admission, host, poison
 
 log = logging.getLogger("fleet.transport")
+NEED_FIELDS = frozenset(f.name for f in fields(Needs))
 _ACK_LUA = resources.files("state").joinpath("lua/ack.lua").read_text()
 
 
@@ -122,9 +124,11 @@ class FleetChannelMixin:
         asks only for what still fits (False: another delivery took the room meanwhile)."""
         try:
             job = poison.job_of(message)
-            needs = JobSpec.from_dict(job).needs
-        except (KeyError, TypeError, ValueError) as e:   # an odd job: let execution refuse it
-            log.warning("delivery on %s: cannot read its needs (%s); taking it as one core", queue, e)
+            written = job.get("needs") or {}
+            # only the fields this fleet knows: a newer publisher's extra ones do not block it
+            needs = Needs(**{k: v for k, v in written.items() if k in NEED_FIELDS})
+        except (KeyError, TypeError, ValueError, AttributeError) as e:   # execution refuses it, loudly
+            log.debug("delivery on %s: cannot read its needs (%s); taking it as one core", queue, e)
             needs, job = Needs(), {}
         tag = message["properties"]["delivery_tag"]
         return gate.take(tag, gate.demand(needs, queue), job.get("job_id", "")) is not None
