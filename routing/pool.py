@@ -101,10 +101,6 @@ class Pool:
     def idle_gpus(self) -> int:
         return sum(d.idle for d in self.devices)
 
-    @property
-    def busy(self) -> bool:
-        return len(self.free_cores) < self.total_cores or any(not d.idle for d in self.devices)
-
     def held_back(self, taking: Iterable[int] = ()) -> tuple[int, float]:
         """Cores and RAM kept for the idle GPUs, other than those in ``taking``."""
         idle = sum(d.idle for d in self.devices if d.index not in set(taking))

@@ -93,10 +93,6 @@ class Gate:
                     return tag, self._grants[tag]
             return None
 
-    def grant(self, tag: str) -> Grant | None:
-        with self._lock:
-            return self._grants.get(tag)
-
     def release(self, tag: str) -> None:
         """Give back what ``tag`` held (a no-op for a tag that holds nothing)."""
         with self._lock:
