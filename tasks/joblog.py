@@ -38,6 +38,16 @@ def end_fields(end: RunEnd, detail: str = "") -> dict[str, str]:
     return {"outcome": end.value, **({"detail": clip(first, END_DETAIL_CHARS)} if first else {})}
 
 
+def mark_end(client: redis.Redis, job_id: str, *, run: int, worker: str, how: RunEnd, detail: str = "",
+             ttl_s: int = C.JOB_LOG_TTL_S) -> None:
+    """The end mark of a run whose own JobLog died with its worker (``tasks.trained``)."""
+    fields = {"ev": "end", "run": str(run), "worker": worker, "t": f"{time.time():.3f}", **end_fields(how, detail)}
+    pipe = client.pipeline(transaction=False)
+    pipe.xadd(log_key(job_id), fields, maxlen=C.JOB_LOG_MAX_LINES, approximate=True)
+    pipe.expire(log_key(job_id), ttl_s)
+    pipe.execute()
+
+
 class JobLog:
     """Use as a context manager around one run, from its claim to its end; ``append`` is safe
     from any thread. Say how the run ended with ``end`` before leaving: a run left by an
