@@ -97,7 +97,18 @@ class FleetChannelMixin:
         command_args = ["BRPOP", *keys]
         if self.global_keyprefix:
             command_args = self.client._prefix_args(command_args)
-        self.client.connection.send_command(*command_args)
+        self.client.connection.send_packed_command(self._packed(command_args))
+
+    _last_brpop: tuple[list, object] = ([], None)
+
+    def _packed(self, command_args: list):
+        # packing a long key list (many owners waiting) costs more than Redis's BRPOP itself,
+        # and polls between two fair-share refreshes send the very same one
+        args, packed = self._last_brpop
+        if args != command_args:
+            packed = self.client.connection.pack_command(*command_args)
+            self._last_brpop = (command_args, packed)
+        return packed
 
     def _brpop_read(self, **options):
         # kombu's own method, except that an entry the worker cannot use is set aside
