@@ -62,6 +62,17 @@ def queue_of(key: str) -> str:
     return parse(key).queue
 
 
+def push(client: redis.Redis, key: str, message: str | bytes) -> None:
+    """LPUSH ``message`` to ``key`` as fleet's scripts do (lua/owned.lua): an owner's list is
+    registered in the same transaction, so workers ask for it."""
+    k = parse(key)
+    pipe = client.pipeline(transaction=True)
+    pipe.lpush(key, message)
+    if k.owner:
+        pipe.sadd(C.OWNER_LISTS_KEY, owner_member(k.queue, k.owner))
+    pipe.execute()
+
+
 def owners_by_queue(members: Iterable[str]) -> dict[str, list[str]]:
     """``queue -> owners`` from owner-list set members (``queue\\x06\\x17owner``)."""
     out: dict[str, list[str]] = {}

@@ -203,3 +203,10 @@ def test_share_set_refuses_a_weight_that_is_not_positive(fleet_cli, capsys):
     with pytest.raises(SystemExit):
         fleet_cli(["share", "set", "alice", "0"])
     assert "positive" in capsys.readouterr().err
+
+
+def test_a_message_pushed_by_hand_registers_its_owners_list(redis_client):
+    queues.push(redis_client, queues.owner_key("cpu", "frank", 2), "m")
+    queues.push(redis_client, "cpu", "legacy")
+    assert queues.live(redis_client) == {"cpu": ["frank"]}
+    assert queues.depths(redis_client, ["cpu"])["cpu"][:3] == [1, 0, 1]
