@@ -41,8 +41,8 @@ def cmd_share_list(args) -> int:
         return 0
     table, _ = SHARES.table([cells(r) for r in v.rows], console.width)
     console.print(table)
-    console.print(f"usage decays by half every {human_duration(v.half_life_s)}; standing = weighted GPU-h per "
-                  "share; the lowest standing is served first", markup=False, highlight=False)
+    console.print(f"usage halves every {human_duration(v.half_life_s)}; standing: GPU-h per share, lowest "
+                  "served first", markup=False, highlight=False)
     return 0
 
 
