@@ -135,4 +135,5 @@ CONFIRM_ABOVE_JOBS = 20              # cancel/requeue of more jobs asks (tty) or
 OWNER_LISTS_KEY = KEY_PREFIX + "owner-lists"   # set of "<queue>\x06\x17<owner>" with a list that may hold messages
 USAGE_KEY = KEY_PREFIX + "usage"               # hash owner -> "gpu_s core_s at": decayed usage as of at
 SHARES_KEY = KEY_PREFIX + "shares"             # hash owner -> weight (`fleet share set`); absent: 1
+USAGE_CHARGE_EVERY_S = 60.0      # a running job is charged to its owner this often (and when it ends)
 FAIRSHARE_REFRESH_S = 2.0        # a worker recomputes its fair-share order (and prunes empty owner lists) this often

@@ -22,6 +22,9 @@ from state.redis_conn import decoding
 from core.errors import JobNotFound
 
 
+CHARGE_DUE_MAX = 10_000     # runs a Records remembers when to charge next
+
+
 class JobState(str, Enum):
     QUEUED = "queued"
     RUNNING = "running"
@@ -125,6 +128,7 @@ class Records:
         self._trained = client.register_script(_script("trained"))
         self._checkpoint = client.register_script(_script("checkpoint"))
         self._charge = client.register_script(_script("charge"))
+        self._charge_due: dict[str, float] = {}     # run token -> when to charge it next (heartbeat)
 
     # --- publishing ---------------------------------------------------------
     def states(self, job_ids: Iterable[str]) -> dict[str, JobState | None]:
@@ -157,15 +161,24 @@ class Records:
         return Claim(True, detail, int(detail), int(runs[0]))
 
     def heartbeat(self, job_id: str, token: str, **fields: Any) -> str:
-        """Renew the lease; returns 'ok' or why the run must stop ('cancelled', 'lost', ...)."""
-        return self._heartbeat(keys=[C.JOB_KEY + job_id, C.LEASE_KEY + job_id],
-                               args=[token, self.lease_ttl_ms, time.time(), *_flat(fields)])
+        """Renew the lease; returns 'ok' or why the run must stop ('cancelled', 'lost', ...).
+        Every USAGE_CHARGE_EVERY_S it also charges the run so far to its owner (fair share
+        counts a long run while it runs, not only at its end)."""
+        res = self._heartbeat(keys=[C.JOB_KEY + job_id, C.LEASE_KEY + job_id],
+                              args=[token, self.lease_ttl_ms, time.time(), *_flat(fields)])
+        if time.monotonic() >= self._charge_due.get(token, 0.0):
+            if len(self._charge_due) > CHARGE_DUE_MAX:     # runs that ended elsewhere (lost, reaped)
+                self._charge_due.clear()
+            self._charge_due[token] = time.monotonic() + C.USAGE_CHARGE_EVERY_S
+            self.charge(job_id, token)
+        return res
 
     def finish(self, job_id: str, token: str, state: JobState, *, count_attempt: bool = True,
                **fields: Any) -> bool:
         """End a run owned by ``token``; False if the run no longer owns the job. The run's
         owner is charged first with what it held (once per run, also when it was cancelled)."""
         self.charge(job_id, token)
+        self._charge_due.pop(token, None)
         res = self._finish(keys=[C.JOB_KEY + job_id, C.LEASE_KEY + job_id, C.RUNNING_SET, C.FALLBACK_ZSET,
                                  C.OWNER_LISTS_KEY],
                            args=[token, state.value, time.time(), "1" if count_attempt else "0",

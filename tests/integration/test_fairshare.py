@@ -80,6 +80,17 @@ def test_a_run_is_charged_to_its_owner_once_with_what_it_held(fleet_cli, capsys,
     assert u.gpu_s == pytest.approx(2 * 2 * H, rel=1e-3) and u.core_s == pytest.approx(8 * 2 * H, rel=1e-3)
 
 
+def test_a_running_job_is_charged_while_it_runs_and_its_end_adds_only_the_rest(fleet_cli, capsys, tmp_path,
+                                                                              redis_client):
+    [jid] = publish(fleet_cli, capsys, tmp_path, "alice", "a", 1)
+    records = Records(redis_client)
+    ran(records, jid, "t1", 3.0, "0:H100", 0)                      # its first heartbeat charges the 3 h so far
+    assert used(redis_client, "alice").gpu_s == pytest.approx(3 * H, rel=1e-3)
+    assert records.heartbeat(jid, "t1") == "ok"                  # not due again for a minute: nothing more
+    assert records.finish(jid, "t1", JobState.SUCCEEDED)
+    assert used(redis_client, "alice").gpu_s == pytest.approx(3 * H, rel=1e-3)
+
+
 def test_a_cancelled_run_is_charged_when_its_worker_ends_it(fleet_cli, capsys, tmp_path, redis_client):
     [jid] = publish(fleet_cli, capsys, tmp_path, "alice", "a", 1)
     records = Records(redis_client)
