@@ -80,35 +80,49 @@ def drain(url: str, client: redis.Redis, names: list[str], n: int) -> tuple[floa
     got: list = []
     with connect(url) as conn:
         consumer_for(conn, names, got)
-        t0 = time.perf_counter()
-        while len(got) < n:
-            conn.drain_events(timeout=10)
-        rate = n / (time.perf_counter() - t0)
-    stats = client.info("commandstats").get("cmdstat_brpop", {})
-    return rate, float(stats.get("usec_per_call", 0.0))
+        rate = drained(conn, got, n)
+    return rate, brpop_usec(client)
+
+
+def drained(conn: Connection, got: list, n: int) -> float:
+    """Messages per second ``conn``'s consumer takes until ``got`` holds ``n``."""
+    t0 = time.perf_counter()
+    while len(got) < n:
+        conn.drain_events(timeout=10)
+    return n / (time.perf_counter() - t0)
+
+
+def brpop_usec(client: redis.Redis) -> float:
+    """Redis's own microseconds per BRPOP since the last CONFIG RESETSTAT."""
+    return float(client.info("commandstats").get("cmdstat_brpop", {}).get("usec_per_call", 0.0))
 
 
 def wake(url: str, names: list[str], times: int) -> float:
     """Median seconds from a push to the last queue until a blocked consumer has it."""
-    pusher = redis.Redis.from_url(url)
     key, msgs = fleet_messages(url, names[-1], times)
     got: list = []
-    lat = []
     with connect(url) as conn:
         consumer_for(conn, names, got)
-        for raw in msgs:
-            sent: list = []
-            def push(raw=raw):
-                time.sleep(0.02)                 # the consumer is blocked in BRPOP by then
-                sent.append(time.perf_counter())
-                pusher.lpush(key, raw)
-            t = threading.Thread(target=push)
-            before = len(got)
-            t.start()
-            while len(got) == before:
-                conn.drain_events(timeout=10)
-            t.join()
-            lat.append(got[-1] - sent[0])
+        return wakes(conn, redis.Redis.from_url(url), key, msgs, got)
+
+
+def wakes(conn: Connection, pusher: redis.Redis, key: str, msgs: list[str], got: list) -> float:
+    """Median seconds from pushing each of ``msgs`` to ``key`` until ``conn``'s consumer, blocked
+    in BRPOP, has it (its callback appends to ``got``)."""
+    lat = []
+    for raw in msgs:
+        sent: list = []
+        def push(raw=raw):
+            time.sleep(0.02)                 # the consumer is blocked in BRPOP by then
+            sent.append(time.perf_counter())
+            pusher.lpush(key, raw)
+        t = threading.Thread(target=push)
+        before = len(got)
+        t.start()
+        while len(got) == before:
+            conn.drain_events(timeout=10)
+        t.join()
+        lat.append(got[-1] - sent[0])
     return statistics.median(lat)
 
 

@@ -30,7 +30,9 @@ sys.path.insert(0, str(ROOT))
 
 from bench.timing import best_of  # noqa: E402
 
+from core import constants as C  # noqa: E402
 from fleet.redis_server import RedisServer  # noqa: E402
+from state.queues import owner_key  # noqa: E402
 
 QUEUE = "cpu"
 SWEEP_TARGET_S = 15.0   # the target: a 100,000-point sweep loads, validates, publishes and prints in 15 s
@@ -135,7 +137,9 @@ def main() -> int:
             pub_s = min(pub_s, time.perf_counter() - start)
             assert sum(r.action == "publish" for r in rows) == n, "publish skipped jobs on a flushed Redis"
             check(n, "fleet publish")
-        pub_msg = json.loads(client.lindex(QUEUE + "\x06\x16" + str(wire_priority(jobs[0].priority)), 0))
+        # publish pushes to the owner's list of the queue (fair share: state.queues)
+        owner = client.hget(C.JOB_KEY + jobs[0].job_id, "owner")
+        pub_msg = json.loads(client.lindex(owner_key(QUEUE, owner, wire_priority(jobs[0].priority)), 0))
         print(f"publish {n} jobs: {rate(n, pub_s)} = {(n / pub_s) / base:.1f}x apply_async ({base:,.0f} jobs/s)")
         print(f"load+validate+publish {n} jobs: {rate(n, load_s + pub_s)} = "
               f"{(n / (load_s + pub_s)) / base:.1f}x apply_async")

@@ -129,3 +129,11 @@ STATUS_MAX_ROWS = 50                 # `fleet status` rows shown by default (the
 STATUS_WATCH_EVERY_S = 2.0           # `fleet status --watch` refresh period (longer if reads are slow)
 MIN_ID_PREFIX = 4                    # shortest job ID prefix an operator may type
 CONFIRM_ABOVE_JOBS = 20              # cancel/requeue of more jobs asks (tty) or needs --yes
+
+# --- fair share between owners (state/queues.py, state/fairshare.py, tasks/transport.py) ---
+# Each queue's messages wait in one list per owner and priority: "<queue>\x06\x17<owner>\x06\x16<pri>".
+OWNER_LISTS_KEY = KEY_PREFIX + "owner-lists"   # set of "<queue>\x06\x17<owner>" with a list that may hold messages
+USAGE_KEY = KEY_PREFIX + "usage"               # hash owner -> "gpu_s core_s at": decayed usage as of at
+SHARES_KEY = KEY_PREFIX + "shares"             # hash owner -> weight (`fleet share set`); absent: 1
+USAGE_CHARGE_EVERY_S = 60.0      # a running job is charged to its owner this often (and when it ends)
+FAIRSHARE_REFRESH_S = 2.0        # a worker recomputes its fair-share order (and prunes empty owner lists) this often

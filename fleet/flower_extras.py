@@ -2,8 +2,9 @@
 
 - The Broker page lists every fleet queue with its depth, not only the queues some live
   worker consumes: each tier of the published config and each constraint queue, so a tier
-  with work waiting and no worker to serve it shows up. (Flower sums kombu's priority
-  sub-lists itself, from the ``priority_steps`` in ``broker_transport_options``.)
+  with work waiting and no worker to serve it shows up. Each queue's depth sums kombu's
+  priority sub-lists (``priority_steps`` in ``broker_transport_options``) and every owner's
+  lists (fair share, state.queues).
 - ``/metrics`` (Prometheus) asks for the same credentials as the UI: it names jobs and hosts.
 """
 from __future__ import annotations
@@ -13,6 +14,8 @@ from typing import Mapping, Sequence
 
 import redis
 
+from core import constants as C
+from state import queues as Q
 from state.cluster import read_config
 from core.errors import ConfigError
 
@@ -70,8 +73,28 @@ def install() -> None:
         return sorted(names)
 
     BaseHandler.get_active_queue_names = get_active_queue_names
+    from flower.utils.broker import RedisBase
+    RedisBase.queues = queue_lengths
     Metrics.get = web.authenticated(Metrics.get)
     BaseHandler._fleet_installed = True
+
+
+async def queue_lengths(self, names) -> list[dict]:
+    """Flower's RedisBase.queues, counting every owner's lists of each queue too."""
+    names = list(names)
+    try:
+        members = await self.redis.smembers(self.broker_prefix + C.OWNER_LISTS_KEY)
+        owners = Q.owners_by_queue(m.decode() if isinstance(m, bytes) else m for m in members)
+        keys = {name: Q.keys_of(name, owners.get(name, ()), self.priority_steps) for name in names}
+        async with self.redis.pipeline() as pipeline:
+            for name in names:
+                for key in keys[name]:
+                    pipeline.llen(self.broker_prefix + key)
+            lengths = iter(await pipeline.execute())
+        return [{"name": name, "messages": sum(next(lengths) for _ in keys[name])} for name in names]
+    finally:
+        close = getattr(self.redis, "aclose", None) or self.redis.close
+        await close()
 
 
 def _client(application) -> redis.Redis:

@@ -58,8 +58,8 @@ class MessageTemplates:
             self._cache[key] = (text, before, after)
         return self._cache[key]
 
-    def list_key(self, queue: str, priority: int) -> str:
-        return self.factory.list_key(queue, priority)
+    def list_key(self, queue: str, priority: int, owner: str | None = None) -> str:
+        return self.factory.list_key(queue, priority, owner)
 
     def message(self, job: JobSpec, queue: str, spec_json: str) -> str:
         """``job``'s message on ``queue``; ``spec_json`` is ``json.dumps(job.to_dict())``."""

@@ -14,6 +14,7 @@ from kombu.serialization import dumps as kombu_dumps
 
 from core.constants import MAX_PRIORITY, TASK_NAME
 from manifest.schema import JobSpec
+from state import queues
 
 TAG_PLACEHOLDER = "@@FLEET-TAG@@"
 
@@ -30,8 +31,11 @@ class MessageFactory:
         self.app = app
         self.channel = channel
 
-    def list_key(self, queue: str, priority: int) -> str:
-        """The Redis list kombu keeps ``queue``'s messages of this priority in."""
+    def list_key(self, queue: str, priority: int, owner: str | None = None) -> str:
+        """The Redis list ``queue``'s messages of this priority wait in: ``owner``'s own
+        (state.queues, for fair share), else kombu's."""
+        if owner:
+            return queues.owner_key(queue, owner, wire_priority(priority))
         return self.channel._q_for_pri(queue, wire_priority(priority))
 
     def message(self, job: JobSpec, queue: str, spec: dict | None = None) -> str:

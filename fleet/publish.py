@@ -142,8 +142,8 @@ def _item(factory: MessageTemplates, row: PlanRow, owner: str) -> PublishItem:
     fallback_at = None
     if row.fallback_queue:
         fields.update(fallback_queue=row.fallback_queue, fb_grace_s=str(job.prefer_cuda_grace_s),
-                      fb_key=factory.list_key(row.fallback_queue, job.priority),
+                      fb_key=factory.list_key(row.fallback_queue, job.priority, owner),
                       fb_msg=factory.message(job, row.fallback_queue, spec))
         fallback_at = time.time() + job.prefer_cuda_grace_s
-    return PublishItem(job.job_id, job.name, factory.list_key(row.queue, job.priority),
+    return PublishItem(job.job_id, job.name, factory.list_key(row.queue, job.priority, owner),
                        factory.message(job, row.queue, spec), fields, fallback_at)

@@ -28,7 +28,8 @@ def _script(name: str) -> str:
 
 def publish_many_script() -> str:
     """lua/publish_many.lua with lua/publish.lua spliced in as its per-job function."""
-    return _script("publish_many").replace("--@@PUBLISH@@", _script("publish"))
+    owned = _script("owned")   # owned_push: an owner's list is registered with its push
+    return _script("publish_many").replace("--@@PUBLISH@@", _script("publish")).replace("--@@OWNED@@", owned)
 
 
 def _chunks(seq: Sequence, size: int):

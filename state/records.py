@@ -11,15 +11,18 @@ import json
 import time
 from dataclasses import dataclass
 from enum import Enum
-from importlib import resources
 from typing import Any, Iterable
 
 import redis
 
 from core import constants as C
+from state import fairshare
 from state.bulk import PUBLISH_BATCH, Bulk
 from state.redis_conn import decoding
 from core.errors import JobNotFound
+
+
+CHARGE_DUE_MAX = 10_000     # runs a Records remembers when to charge next
 
 
 class JobState(str, Enum):
@@ -96,7 +99,7 @@ class JobRecord:
 
 
 def _script(name: str) -> str:
-    return resources.files("state").joinpath(f"lua/{name}.lua").read_text()
+    return fairshare.lua(name)   # with lua/owned.lua's shared functions where a script asks for them
 
 
 def _flat(fields: dict[str, Any]) -> list[str]:
@@ -110,8 +113,9 @@ class Records:
     """Job records on one Redis connection (one that returns bytes is given a decoding twin)."""
 
     def __init__(self, client: redis.Redis, *, lease_ttl_s: float = C.LEASE_TTL_S,
-                 max_attempts: int = C.DEFAULT_MAX_ATTEMPTS):
+                 max_attempts: int = C.DEFAULT_MAX_ATTEMPTS, half_life_s: float | None = None):
         self.r = client = decoding(client)
+        self.half_life_s = fairshare.half_life_s() if half_life_s is None else half_life_s
         self.lease_ttl_ms = int(lease_ttl_s * 1000)
         self.max_attempts = max_attempts
         self._claim = client.register_script(_script("claim"))
@@ -123,6 +127,8 @@ class Records:
         self._restore = client.register_script(_script("restore"))
         self._trained = client.register_script(_script("trained"))
         self._checkpoint = client.register_script(_script("checkpoint"))
+        self._charge = client.register_script(_script("charge"))
+        self._charge_due: dict[str, float] = {}     # run token -> when to charge it next (heartbeat)
 
     # --- publishing ---------------------------------------------------------
     def states(self, job_ids: Iterable[str]) -> dict[str, JobState | None]:
@@ -136,7 +142,7 @@ class Records:
         Batches of jobs go in one script call each (state.bulk); each job stays atomic."""
         now = str(time.time())
         return Bulk(self.r).publish((
-            ([C.JOB_KEY + it.job_id, C.JOBS_INDEX, C.NAMES_INDEX, C.FALLBACK_ZSET],
+            ([C.JOB_KEY + it.job_id, C.JOBS_INDEX, C.NAMES_INDEX, C.FALLBACK_ZSET, C.OWNER_LISTS_KEY],
              [it.job_id, it.name, now, "1" if it.job_id in force else "0", it.list_key,
               it.message, "" if it.fallback_at is None else str(it.fallback_at), *_flat(it.fields)])
             for it in items), batch)
@@ -155,17 +161,35 @@ class Records:
         return Claim(True, detail, int(detail), int(runs[0]))
 
     def heartbeat(self, job_id: str, token: str, **fields: Any) -> str:
-        """Renew the lease; returns 'ok' or why the run must stop ('cancelled', 'lost', ...)."""
-        return self._heartbeat(keys=[C.JOB_KEY + job_id, C.LEASE_KEY + job_id],
-                               args=[token, self.lease_ttl_ms, time.time(), *_flat(fields)])
+        """Renew the lease; returns 'ok' or why the run must stop ('cancelled', 'lost', ...).
+        Every USAGE_CHARGE_EVERY_S it also charges the run so far to its owner (fair share
+        counts a long run while it runs, not only at its end)."""
+        res = self._heartbeat(keys=[C.JOB_KEY + job_id, C.LEASE_KEY + job_id],
+                              args=[token, self.lease_ttl_ms, time.time(), *_flat(fields)])
+        if time.monotonic() >= self._charge_due.get(token, 0.0):
+            if len(self._charge_due) > CHARGE_DUE_MAX:     # runs that ended elsewhere (lost, reaped)
+                self._charge_due.clear()
+            self._charge_due[token] = time.monotonic() + C.USAGE_CHARGE_EVERY_S
+            self.charge(job_id, token)
+        return res
 
     def finish(self, job_id: str, token: str, state: JobState, *, count_attempt: bool = True,
                **fields: Any) -> bool:
-        """End a run owned by ``token``; False if the run no longer owns the job."""
-        res = self._finish(keys=[C.JOB_KEY + job_id, C.LEASE_KEY + job_id, C.RUNNING_SET, C.FALLBACK_ZSET],
+        """End a run owned by ``token``; False if the run no longer owns the job. The run's
+        owner is charged first with what it held (once per run, also when it was cancelled)."""
+        self.charge(job_id, token)
+        self._charge_due.pop(token, None)
+        res = self._finish(keys=[C.JOB_KEY + job_id, C.LEASE_KEY + job_id, C.RUNNING_SET, C.FALLBACK_ZSET,
+                                 C.OWNER_LISTS_KEY],
                            args=[token, state.value, time.time(), "1" if count_attempt else "0",
                                  *_flat(fields)])
         return res == "ok"
+
+    def charge(self, job_id: str, token: str) -> float:
+        """Charge the run ``token`` owns to its owner's fair-share usage (lua/charge.lua);
+        returns the seconds charged (0: not its run, or charged already)."""
+        return float(self._charge(keys=[C.JOB_KEY + job_id, C.USAGE_KEY],
+                                  args=[token, time.time(), self.half_life_s]))
 
     def adopt(self, job_id: str, artifact: dict, result: dict) -> str:
         """Record a kept bundle, now stored, as the job's success (see lua/adopt.lua)."""
@@ -201,8 +225,8 @@ class Records:
 
     def reap(self) -> list[str]:
         """Requeue or fail jobs whose lease expired; apply prefer_cuda fallbacks."""
-        return self._reap(keys=[C.RUNNING_SET, C.FALLBACK_ZSET],
-                          args=[time.time(), self.max_attempts, C.JOB_KEY, C.LEASE_KEY])
+        return self._reap(keys=[C.RUNNING_SET, C.FALLBACK_ZSET, C.OWNER_LISTS_KEY, C.USAGE_KEY],
+                          args=[time.time(), self.max_attempts, C.JOB_KEY, C.LEASE_KEY, self.half_life_s])
 
     def restore_unacked(self, older_than_s: float | None = None, max_entries: int = 5000) -> list[str]:
         """Give back messages a lost worker took but never claimed (see lua/restore.lua).
@@ -210,7 +234,7 @@ class Records:
         Entries left alone (running jobs' own messages) are the oldest and come first, so
         ``max_entries`` must exceed the fleet's job slots; thousands is plenty."""
         older_than_s = 2 * self.lease_ttl_ms / 1000 if older_than_s is None else older_than_s
-        return self._restore(keys=[C.KOMBU_UNACKED, C.KOMBU_UNACKED_INDEX],
+        return self._restore(keys=[C.KOMBU_UNACKED, C.KOMBU_UNACKED_INDEX, C.OWNER_LISTS_KEY],
                              args=[time.time() - older_than_s, C.JOB_KEY, max_entries])
 
     # --- operators ------------------------------------------------------------

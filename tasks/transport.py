@@ -11,6 +11,12 @@ redis URL everywhere it is shown or parsed (worker banner, Flower's Broker page)
 The fleet behaviour lives in ``FleetChannelMixin`` so every Channel variant (plain Redis,
 Sentinel) shares it; ``sentinel://`` URLs select ``SentinelTransport`` (master from
 FLEET_SENTINEL_MASTER, see state.broker), so queue order and poison handling hold there too.
+
+Fair share: within each queue the worker asks for kombu's own lists (messages from an older
+publisher) first, then each owner's lists (state.queues) in fair-share order
+(tasks.fairorder): least used per share first, priority still ordering each owner's own.
+A message kombu gives back (a stopping worker's prefetched ones, a rejected delivery) goes
+back to its owner's list.
 """
 from __future__ import annotations
 
@@ -23,11 +29,13 @@ import redis
 from kombu.transport import TRANSPORT_ALIASES
 from kombu.transport import redis as kombu_redis
 from kombu.utils.encoding import bytes_to_str
+from kombu.utils.json import dumps as kombu_json
 
 from core import constants as C
 from manifest.schema import Needs
-from state import deadletter
+from state import deadletter, queues
 from tasks import admission, host, poison
+from tasks.fairorder import FairOrder
 
 log = logging.getLogger("fleet.transport")
 NEED_FIELDS = frozenset(f.name for f in fields(Needs))
@@ -62,6 +70,12 @@ class FleetChannelMixin:
     """Queue-major BRPOP, poison entries set aside, and the stranding-safe ack."""
 
     QoS = FleetQoS
+    _fair: FairOrder | None = None
+
+    def _fair_order(self) -> FairOrder:
+        if self._fair is None:
+            self._fair = FairOrder(self.conn_or_acquire, self.priority_steps)
+        return self._fair
 
     def _brpop_start(self, timeout=None):
         # kombu's own method with the two loops swapped: queue-major instead of priority-major
@@ -76,14 +90,25 @@ class FleetChannelMixin:
             # only queues whose jobs would start now; a release pushes to the wake list,
             # so a freed GPU is offered work at once instead of at the next timeout
             queues, wake = gate.consumable(queues), [gate.wake_key]
-        keys = [self._q_for_pri(queue, pri) for queue in queues
-                for pri in self.priority_steps] + wake + [timeout or 0]
+        fair = self._fair_order()
+        keys = [key for queue in queues for key in fair.keys(queue)] + wake + [timeout or 0]
         self._in_poll = self.client.connection
         self._brpop_sent_at = kombu_redis.monotonic()
         command_args = ["BRPOP", *keys]
         if self.global_keyprefix:
             command_args = self.client._prefix_args(command_args)
-        self.client.connection.send_command(*command_args)
+        self.client.connection.send_packed_command(self._packed(command_args))
+
+    _last_brpop: tuple[list, object] = ([], None)
+
+    def _packed(self, command_args: list):
+        # packing a long key list (many owners waiting) costs more than Redis's BRPOP itself,
+        # and polls between two fair-share refreshes send the very same one
+        args, packed = self._last_brpop
+        if args != command_args:
+            packed = self.client.connection.pack_command(*command_args)
+            self._last_brpop = (command_args, packed)
+        return packed
 
     def _brpop_read(self, **options):
         # kombu's own method, except that an entry the worker cannot use is set aside
@@ -95,13 +120,14 @@ class FleetChannelMixin:
                 self.client.connection.disconnect()
                 raise
             if not dest__item:
+                self._fair_order().expire()    # idle: look for owners that appeared meanwhile
                 raise kombu_redis.Empty()
             key, item = dest__item
             key = bytes_to_str(key)
             gate = admission.installed()
             if gate is not None and key == gate.wake_key:
                 raise kombu_redis.Empty()     # resources were freed: BRPOP again on more queues
-            dest = key.rsplit(self.sep, 1)[0]
+            dest = queues.queue_of(key)
             self._queue_cycle.rotate(dest)
             message, why = poison.inspect(item, task_queue=not poison.is_reply_queue(dest))
             if why:
@@ -118,6 +144,58 @@ class FleetChannelMixin:
             flush = getattr(self, "_flush_brpop_reauth", None)   # kombu >= 5.6
             if flush:
                 flush()
+
+    def _get(self, queue):
+        # basic_get (kombu's polling path): the same lists and order as BRPOP
+        with self.conn_or_acquire() as client:
+            for key in self._fair_order().keys(queue):
+                item = client.rpop(key)
+                if item:
+                    return kombu_redis.loads(bytes_to_str(item))
+        raise kombu_redis.Empty()
+
+    def _all_lists(self, client, queue: str) -> list[str]:
+        return queues.keys_of(queue, queues.registered(client).get(queue, ()), self.priority_steps)
+
+    def _size(self, queue):
+        # queue_declare's message count: every owner's lists too
+        with self.conn_or_acquire() as client:
+            pipe = client.pipeline(transaction=False)
+            for key in self._all_lists(client, queue):
+                pipe.llen(key)
+            return sum(pipe.execute())
+
+    def _purge(self, queue):
+        # `celery purge`: every owner's lists too
+        with self.conn_or_acquire() as client:
+            with client.pipeline() as pipe:
+                for key in self._all_lists(client, queue):
+                    pipe.llen(key).delete(key)
+                return sum(pipe.execute()[::2])
+
+    def _do_restore_message(self, payload, exchange, routing_key, pipe, leftmost=False):
+        # kombu's own, except that a fleet job's message goes back to its owner's list (and
+        # registers it, in the same transaction as kombu's removal from its unacked hash)
+        owner = self._owner_of(payload)   # a Redis error aborts kombu's transaction: nothing lost
+        if not owner:
+            return super()._do_restore_message(payload, exchange, routing_key, pipe, leftmost)
+        try:
+            payload["headers"]["redelivered"] = True
+            payload["properties"]["delivery_info"]["redelivered"] = True
+        except KeyError:
+            pass
+        for queue in self._lookup(exchange, routing_key):
+            pri = self._get_message_priority(payload, reverse=False)
+            (pipe.lpush if leftmost else pipe.rpush)(queues.owner_key(queue, owner, pri), kombu_json(payload))
+            pipe.sadd(C.OWNER_LISTS_KEY, queues.owner_member(queue, owner))
+
+    def _owner_of(self, payload: dict) -> str | None:
+        job_id = (payload.get("headers") or {}).get("id") if isinstance(payload, dict) else None
+        if not job_id:
+            return None
+        with self.conn_or_acquire() as client:
+            owner = client.hget(C.JOB_KEY + job_id, "owner")
+        return bytes_to_str(owner) if owner else None
 
     def _reserve(self, gate: admission.Gate, message: dict, queue: str) -> bool:
         """Reserve what the delivered job needs, before Celery sees it, so the next BRPOP

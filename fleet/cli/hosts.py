@@ -192,6 +192,8 @@ def print_why(report: dict) -> None:
                 f"{q['queue']}" if pos["in_list"] else
                 f"  not waiting in {q['queue']} now ({pos['waiting_in_queue']} message(s) there)",
                 markup=False, highlight=False)
+        if pos and pos.get("fair_share"):
+            out(f"  fair share: {pos['fair_share']}", markup=False, highlight=False)
         if not q["hosts"]:
             out("  [red]no live hosts[/] (no worker heartbeat in Redis)")
         for h in q["hosts"]:

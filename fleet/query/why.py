@@ -1,14 +1,20 @@
 """`fleet why JOB`: the job's queue, every live host's verdict, and where it waits.
 
 I/O only: reads the record, the published config and the host heartbeats, then asks the
-pure ``routing.explain`` for verdicts; counts messages ahead in kombu's priority lists.
+pure ``routing.explain`` for verdicts; counts messages ahead in the queue's lists (kombu's
+plain ones, then each owner's in fair-share order: state.queues) and says when the job
+waits for fair share (``routing.fairshare.explain``).
 """
 from __future__ import annotations
 
+import time
+from dataclasses import dataclass
+
 import redis
-from kombu.transport.redis import Channel
 
 from core import constants as C
+from routing import fairshare as F
+from state import fairshare, queues as Q
 from state.cluster import ClusterConfig, read_config
 from fleet.messages import TAG_PLACEHOLDER
 from fleet.query.hosts import HostView, live_hosts
@@ -17,12 +23,8 @@ from manifest.schema import Needs
 from routing.explain import HostFacts, QueueFacts, Verdict, explain, fleet_lacks, nearest, queue_facts, waits_for
 from routing.pool import demand_of
 
-PRIORITIES = range(C.MAX_PRIORITY + 1)   # kombu's priority_steps (celeryconfig): 0..9
-
-
-def list_key(queue: str, wire_pri: int) -> str:
-    """kombu's Redis list for ``queue`` at a wire priority (0 is served first)."""
-    return f"{queue}{Channel.sep}{wire_pri}" if wire_pri else queue
+PRIORITIES = Q.PRIORITY_STEPS   # kombu's priority_steps (celeryconfig): 0..9
+list_key = Q.list_key
 
 
 def host_facts(view: HostView, config: ClusterConfig) -> HostFacts:
@@ -31,26 +33,62 @@ def host_facts(view: HostView, config: ClusterConfig) -> HostFacts:
 
 
 def depths(client: redis.Redis, queues: list[str]) -> dict[str, list[int]]:
-    """Messages waiting per queue, by wire priority."""
-    pipe = client.pipeline(transaction=False)
-    for q in queues:
-        for p in PRIORITIES:
-            pipe.llen(list_key(q, p))
-    flat = pipe.execute()
-    n = len(PRIORITIES)
-    return {q: flat[i * n:(i + 1) * n] for i, q in enumerate(queues)}
+    """Messages waiting per queue, by wire priority (every owner's lists counted)."""
+    return Q.depths(client, queues)
+
+
+@dataclass(frozen=True)
+class FairView:
+    """Fair share as workers see it now: owners least used first, and what they used."""
+
+    order: list[str]
+    usage: dict[str, F.Usage]
+    shares: dict[str, float]
+    now: float
+    half_life_s: float
+
+    def explain(self, owner: str, among: set[str]) -> str | None:
+        """Why ``owner``'s jobs wait for those of the owners in ``among`` (None: they do not)."""
+        names = among | {owner}
+        return F.explain(owner, {o: self.usage.get(o, F.Usage()) for o in names}, self.shares,
+                         self.now, self.half_life_s)
+
+
+def fair_view(client: redis.Redis, owners: set[str]) -> FairView:
+    half_life, now = fairshare.half_life_s(), time.time()
+    usage = {o: u.usage() for o, u in fairshare.read_usage(client).items()}
+    shares = fairshare.read_shares(client)
+    names = {o: usage.get(o, F.Usage()) for o in owners}
+    return FairView(F.order(names, shares, now, half_life), usage, shares, now, half_life)
 
 
 def _split_key(key: str) -> tuple[str, int]:
-    queue, _, pri = key.partition(Channel.sep)
-    return queue, int(pri or 0)
+    k = Q.parse(key)
+    return k.queue, k.wire_pri
 
 
 def position(client: redis.Redis, job_id: str, queue: str, depth: list[int]) -> dict:
-    """Messages ahead of the job in ``queue``: every message of a more urgent priority, and
-    those nearer the tail of its own list (kombu pops with BRPOP). ``ahead`` is None when
-    its message is not in the list (a worker took it, or it waits as the other copy)."""
-    h = client.hgetall(C.JOB_KEY + job_id)
+    """Messages ahead of the job in ``queue``, in the order workers serve it (state.queues):
+    kombu's plain lists, every owner's served before the job's own (fair share), its owner's
+    more urgent ones, and those nearer the tail of its own list (kombu pops with BRPOP).
+    ``ahead`` is None when its message is not in a list (a worker took it, or it waits as
+    the other copy); ``fair_share`` says when other owners' jobs go first."""
+    out = _position_in_lists(client, job_id, queue, depth, client.hgetall(C.JOB_KEY + job_id))
+    key, ahead_own = out.pop("key", None), out.pop("ahead_in_owner", None)
+    owner = key and Q.parse(key).owner
+    if not owner:      # not waiting, or in kombu's plain lists: served before any owner's
+        out["ahead"] = ahead_own
+        return out
+    per_owner = Q.owner_depths(client, queue)
+    waiting = {o for o, n in per_owner.items() if o and n}
+    view = fair_view(client, waiting | {owner})
+    first = view.order[:view.order.index(owner)]
+    out["ahead"] = per_owner.get(None, 0) + sum(per_owner.get(o, 0) for o in first) + ahead_own
+    out["fair_share"] = view.explain(owner, set(first)) if first else None
+    return out
+
+
+def _position_in_lists(client: redis.Redis, job_id: str, queue: str, depth: list[int], h: dict) -> dict:
     found = None
     for k, m in (("cur_key", "msg"), ("pri_key", "pri_msg"), ("fb_key", "fb_msg")):
         key, msg = h.get(k), h.get(m)
@@ -59,15 +97,25 @@ def position(client: redis.Redis, job_id: str, queue: str, depth: list[int]) -> 
         for n in range(int(h.get("pushes", 0) or 0), 0, -1):   # the newest copy first
             idx = client.lpos(key, msg.replace(TAG_PLACEHOLDER, f"{job_id}.{n}"))
             if idx is not None:
-                found = (_split_key(key)[1], idx)
+                found = (key, idx)
                 break
         if found:
             break
     out = {"queue": queue, "in_list": found is not None, "ahead": None, "waiting_in_queue": sum(depth)}
     if found:
-        pri, idx = found
-        out["ahead"] = sum(depth[:pri]) + depth[pri] - 1 - idx
+        key, idx = found
+        pri = _split_key(key)[1]
+        pipe = client.pipeline(transaction=False)
+        for p in PRIORITIES[:pri]:
+            pipe.llen(_same_list(key, p))
+        out.update(key=key, ahead_in_owner=sum(pipe.execute()) + client.llen(key) - 1 - idx)
     return out
+
+
+def _same_list(key: str, wire_pri: int) -> str:
+    """The list of ``key``'s queue and owner at another priority."""
+    k = Q.parse(key)
+    return Q.owner_key(k.queue, k.owner, wire_pri)
 
 
 def why(client: redis.Redis, name_or_id: str) -> dict:

@@ -1,5 +1,6 @@
 -- End a run: succeeded, failed, or back to the queue (retry / release on shutdown).
--- KEYS: job_key, lease_key, running_set, fallback_zset
+-- KEYS: job_key, lease_key, running_set, fallback_zset, owner_lists
+--@@OWNED@@
 -- ARGV: token, new_state, now, count_attempt ('1' or '0'), then field/value pairs
 if redis.call('HGET', KEYS[1], 'token') ~= ARGV[1] then return 'stale' end
 local state = redis.call('HGET', KEYS[1], 'state')
@@ -22,8 +23,8 @@ elseif ARGV[2] == 'queued' then
   local grace = redis.call('HGET', KEYS[1], 'fb_grace_s')
   if grace then redis.call('ZADD', KEYS[4], tonumber(ARGV[3]) + tonumber(grace), id) end
   local n = redis.call('HINCRBY', KEYS[1], 'pushes', 1)
-  redis.call('RPUSH', redis.call('HGET', KEYS[1], 'cur_key'),
-             (string.gsub(redis.call('HGET', KEYS[1], 'msg'), '@@FLEET%-TAG@@', id .. '.' .. n)))
+  owned_push('RPUSH', redis.call('HGET', KEYS[1], 'cur_key'),
+             (string.gsub(redis.call('HGET', KEYS[1], 'msg'), '@@FLEET%-TAG@@', id .. '.' .. n)), KEYS[5])
 else
   redis.call('HSET', KEYS[1], 'state', ARGV[2], 'finished_at', ARGV[3])
 end

@@ -1,5 +1,5 @@
 -- Create a job's record and push its message in one atomic step.
--- KEYS: job_key, jobs_index, names_index, fallback_zset
+-- KEYS: job_key, jobs_index, names_index, fallback_zset, owner_lists (lua/owned.lua, spliced by publish_many)
 -- ARGV: job_id, name, now, force, list_key, msg, fallback_at, then field/value pairs
 local state = redis.call('HGET', KEYS[1], 'state')
 if state == 'running' then return {'skip', state} end
@@ -25,6 +25,6 @@ local n = redis.call('HINCRBY', KEYS[1], 'pushes', 1)
 -- a plain find, not gsub: gsub's pattern scan of the message cost more than the rest of this script
 local msg, i, j = ARGV[6], string.find(ARGV[6], '@@FLEET-TAG@@', 1, true)
 if i then msg = string.sub(msg, 1, i - 1) .. ARGV[1] .. '.' .. n .. string.sub(msg, j + 1) end
-redis.call('LPUSH', ARGV[5], msg)
+owned_push('LPUSH', ARGV[5], msg, KEYS[5])
 if ARGV[7] ~= '' then redis.call('ZADD', KEYS[4], ARGV[7], ARGV[1]) end
 return {'publish', state or ''}

@@ -1,6 +1,9 @@
 -- Return jobs whose lease expired to their queue (or fail them after max attempts),
 -- and move prefer_cuda jobs whose grace ended to their CPU fallback queue.
--- KEYS: running_set, fallback_zset   ARGV: now, default_max_attempts, job_prefix, lease_prefix
+-- KEYS: running_set, fallback_zset, owner_lists, usage_hash
+-- ARGV: now, default_max_attempts, job_prefix, lease_prefix, fairshare_half_life_s
+-- A lost run is charged to its owner up to its last heartbeat (lua/owned.lua).
+--@@OWNED@@
 -- a run whose trainer exited 0 keeps its job for trained_grace_s after its last heartbeat
 -- (trained.lua): its host, restarted, uploads the output instead of a second training
 local function trained_held(jk, now)
@@ -16,6 +19,8 @@ for _, id in ipairs(redis.call('SMEMBERS', KEYS[1])) do
       local attempts = tonumber(redis.call('HGET', jk, 'attempts') or '0')
       local max = tonumber(redis.call('HGET', jk, 'max_attempts') or ARGV[2])
       local who = redis.call('HGET', jk, 'worker') or '?'
+      charge_run(jk, KEYS[4], redis.call('HGET', jk, 'token'),
+                 tonumber(redis.call('HGET', jk, 'heartbeat_at') or ARGV[1]), tonumber(ARGV[1]), tonumber(ARGV[5]))
       redis.call('HDEL', jk, 'token')
       if not redis.call('HGET', jk, 'pri_msg') then
         redis.call('HSET', jk, 'state', 'failed', 'finished_at', ARGV[1], 'last_error',
@@ -34,8 +39,8 @@ for _, id in ipairs(redis.call('SMEMBERS', KEYS[1])) do
         local grace = redis.call('HGET', jk, 'fb_grace_s')
         if grace then redis.call('ZADD', KEYS[2], tonumber(ARGV[1]) + tonumber(grace), id) end
         local n = redis.call('HINCRBY', jk, 'pushes', 1)
-        redis.call('RPUSH', redis.call('HGET', jk, 'cur_key'),
-                   (string.gsub(redis.call('HGET', jk, 'msg'), '@@FLEET%-TAG@@', id .. '.' .. n)))
+        owned_push('RPUSH', redis.call('HGET', jk, 'cur_key'),
+                   (string.gsub(redis.call('HGET', jk, 'msg'), '@@FLEET%-TAG@@', id .. '.' .. n)), KEYS[3])
         table.insert(out, id .. ' requeued')
       end
     end
@@ -49,7 +54,7 @@ for _, id in ipairs(redis.call('ZRANGEBYSCORE', KEYS[2], '-inf', ARGV[1])) do
     local n = redis.call('HINCRBY', jk, 'pushes', 1)
     local msg = redis.call('HGET', jk, 'fb_msg')
     redis.call('HSET', jk, 'cur_key', fb, 'msg', msg, 'queue', redis.call('HGET', jk, 'fallback_queue'))
-    redis.call('LPUSH', fb, (string.gsub(msg, '@@FLEET%-TAG@@', id .. '.' .. n)))
+    owned_push('LPUSH', fb, (string.gsub(msg, '@@FLEET%-TAG@@', id .. '.' .. n)), KEYS[3])
     table.insert(out, id .. ' fell back')
   end
 end

@@ -8,7 +8,8 @@
 --   * job queued with a newer push, or finished: a leftover; dropped;
 --   * job running, or not a fleet job: left alone (a run's own message is acked when
 --     it ends; anything else is kombu's to restore).
--- KEYS: unacked_hash, unacked_index   ARGV: cutoff, job_prefix, max_entries
+-- KEYS: unacked_hash, unacked_index, owner_lists   ARGV: cutoff, job_prefix, max_entries
+--@@OWNED@@
 local out = {}
 local tags = redis.call('ZRANGEBYSCORE', KEYS[2], '-inf', ARGV[1], 'LIMIT', 0, tonumber(ARGV[3]))
 for _, tag in ipairs(tags) do
@@ -20,8 +21,8 @@ for _, tag in ipairs(tags) do
   elseif state == 'queued' and n == redis.call('HGET', jk, 'pushes') then
     if redis.call('HGET', jk, 'msg') then
       local pushes = redis.call('HINCRBY', jk, 'pushes', 1)
-      redis.call('RPUSH', redis.call('HGET', jk, 'cur_key'),
-                 (string.gsub(redis.call('HGET', jk, 'msg'), '@@FLEET%-TAG@@', id .. '.' .. pushes)))
+      owned_push('RPUSH', redis.call('HGET', jk, 'cur_key'),
+                 (string.gsub(redis.call('HGET', jk, 'msg'), '@@FLEET%-TAG@@', id .. '.' .. pushes)), KEYS[3])
       redis.call('HDEL', KEYS[1], tag)
       redis.call('ZREM', KEYS[2], tag)
       table.insert(out, id .. ' restored')

@@ -18,6 +18,7 @@ import pytest
 
 from artifacts.stores import open_store_at
 from core.constants import RUNS_DIR
+from state import queues
 from state.records import JobState
 from tests.e2e.test_chaos import chaos  # noqa: F401  (the fixture)
 
@@ -152,7 +153,7 @@ def test_a_run_that_was_only_marked_trained_is_not_re_run_by_a_duplicate_deliver
     client = chaos.client()
     wait_for(lambda: not client.exists(f"fleet:lease:{ids['dup']}"), 30, "the lease to expire", chaos)
     key, msg = (client.hget(f"fleet:job:{ids['dup']}", k) for k in ("pri_key", "pri_msg"))
-    client.lpush(key, msg.replace(b"@@FLEET-TAG@@", f"{ids['dup']}.99".encode()))
+    queues.push(client, key.decode(), msg.replace(b"@@FLEET-TAG@@", f"{ids['dup']}.99".encode()))
     wait_for(lambda: "waiting for its upload" in chaos.logs(), 30, "the copy to be dropped", chaos, 0.2)
     assert chaos.runs("dup", "start") == 1
     chaos.start("dup-a", wait=False)

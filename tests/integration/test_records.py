@@ -7,6 +7,7 @@ import redis as redis_lib
 
 from core import constants as C
 from fleet.publish import publish
+from state import queues
 from state.records import JobState, Records
 from fleet.manifests import loads
 
@@ -82,9 +83,10 @@ def test_force_sends_a_finished_job_again(app, redis_client, manifest):
 
 def test_messages_carry_the_job_priority_most_urgent_first(app, redis_client, manifest):
     publish(app, redis_client, manifest)
-    # manifest priority 9 -> kombu priority 0: the plain list, served first
-    assert redis_client.llen("cpu") == 1
-    assert Records(redis_client).get(manifest.jobs[0].job_id).queue == "cpu"
+    # manifest priority 9 -> kombu priority 0: of the owner's lists (fair share), the one served first
+    rec = Records(redis_client).get(manifest.jobs[0].job_id)
+    assert redis_client.llen(queues.owner_key("cpu", rec.owner, 0)) == 1
+    assert rec.queue == "cpu"
 
 
 def test_two_publishers_at_once_queue_each_job_once(app, redis_url, manifest):
@@ -217,7 +219,8 @@ def test_a_job_sent_without_fleet_publish_fails_clearly_when_its_worker_is_lost(
 TAKE_AND_DIE = """
 import os, sys
 from kombu import Connection
-with Connection(sys.argv[1], transport_options={"visibility_timeout": 3600}) as conn:
+with Connection(sys.argv[1], transport="tasks.transport:Transport",
+                transport_options={"visibility_timeout": 3600}) as conn:
     message = conn.default_channel.basic_get("cpu", no_ack=False)
     print(message.headers["id"], flush=True)
     os._exit(0)   # like a SIGKILL between kombu's pop and the claim: no ack, no restore
