@@ -36,15 +36,15 @@ class MessageTemplates:
         self.factory = factory
         self._cache: dict[tuple[str, int], tuple[str, str, str]] = {}
 
-    def _template(self, queue: str, priority: int) -> tuple[str, str, str]:
+    def _template(self, queue: str, priority: int, owner: str) -> tuple[str, str, str]:
         """(message text as a str.format template, body before the spec, body after it).
 
         Filling is one pass, so a job's name that looks like a sentinel is never replaced again.
         """
-        key = (queue, priority)
+        key = (queue, priority, owner)
         if key not in self._cache:
             probe = JobSpec(name=NAME, job_id=ID, priority=priority)
-            msg = json.loads(self.factory.message(probe, queue, SPEC))
+            msg = json.loads(self.factory.message(probe, queue, SPEC, owner))
             body = base64.b64decode(msg["body"]).decode()
             before, sep, after = body.partition(json.dumps(SPEC))
             if not sep or SPEC in after or ID in body or NAME in body:
@@ -61,9 +61,9 @@ class MessageTemplates:
     def list_key(self, queue: str, priority: int, owner: str | None = None) -> str:
         return self.factory.list_key(queue, priority, owner)
 
-    def message(self, job: JobSpec, queue: str, spec_json: str) -> str:
+    def message(self, job: JobSpec, queue: str, spec_json: str, owner: str = "") -> str:
         """``job``'s message on ``queue``; ``spec_json`` is ``json.dumps(job.to_dict())``."""
-        text, before, after = self._template(queue, job.priority)
+        text, before, after = self._template(queue, job.priority, owner)
         return text.format(id=job.job_id, repr_name=_in_json(repr(job.name)), name=_in_json(job.name),
                            body=base64.b64encode((before + spec_json + after).encode()).decode())
 

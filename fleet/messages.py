@@ -15,6 +15,7 @@ from kombu.serialization import dumps as kombu_dumps
 from core.constants import MAX_PRIORITY, TASK_NAME
 from manifest.schema import JobSpec
 from state import queues
+from state.events import owner_repr
 
 TAG_PLACEHOLDER = "@@FLEET-TAG@@"
 
@@ -38,11 +39,11 @@ class MessageFactory:
             return queues.owner_key(queue, owner, wire_priority(priority))
         return self.channel._q_for_pri(queue, wire_priority(priority))
 
-    def message(self, job: JobSpec, queue: str, spec: dict | None = None) -> str:
+    def message(self, job: JobSpec, queue: str, spec: dict | None = None, owner: str = "") -> str:
         pri = wire_priority(job.priority)
         headers, properties, body, _ = self.app.amqp.as_task_v2(
             job.job_id, TASK_NAME, args=(spec or job.to_dict(),), kwargs={},
-            argsrepr=f"({job.name!r})", kwargsrepr="{}",
+            argsrepr=f"({job.name!r})", kwargsrepr=owner_repr(owner),
             shadow=job.name)  # the name Flower and worker logs show
         content_type, encoding, data = kombu_dumps(body, serializer="json")
         properties = dict(properties, delivery_mode=2, priority=pri)

@@ -112,14 +112,15 @@ def publish(app: Celery, client: redis.Redis, manifest: Manifest, *, force: froz
     announce(client, manifest, {q: v for q, v in cq.items() if q not in known})  # idle hosts see new queues first
     forced = [r for r in todo if r.why.startswith("--force")]
     # a re-run's reset reaches Flower before its message can reach a worker (state.events)
-    events.announce_queued(app, (events.QueuedJob(r.job.job_id, r.job.name, r.queue, rerun=True) for r in forced))
+    events.announce_queued(app, (events.QueuedJob(r.job.job_id, r.job.name, r.queue, rerun=True, owner=owner)
+                                  for r in forced))
     forced_ids = frozenset(r.job.job_id for r in forced)
     with app.connection_for_write() as conn, gc_paused():
         factory = MessageTemplates(MessageFactory(app, conn.default_channel))
         sent_at = time.time()
         # a generator: messages are built while Redis stores the previous batch
         results = records.publish((_item(factory, row, owner) for row in todo), force=forced_ids)
-    events.announce_queued(app, (events.QueuedJob(row.job.job_id, row.job.name, row.queue)
+    events.announce_queued(app, (events.QueuedJob(row.job.job_id, row.job.name, row.queue, owner=owner)
                                  for row, res in zip(todo, results)
                                  if res[0] == "publish" and row.job.job_id not in forced_ids), sent_at=sent_at)
     by_id = {row.job.job_id: res for row, res in zip(todo, results)}
@@ -143,7 +144,7 @@ def _item(factory: MessageTemplates, row: PlanRow, owner: str) -> PublishItem:
     if row.fallback_queue:
         fields.update(fallback_queue=row.fallback_queue, fb_grace_s=str(job.prefer_cuda_grace_s),
                       fb_key=factory.list_key(row.fallback_queue, job.priority, owner),
-                      fb_msg=factory.message(job, row.fallback_queue, spec))
+                      fb_msg=factory.message(job, row.fallback_queue, spec, owner))
         fallback_at = time.time() + job.prefer_cuda_grace_s
     return PublishItem(job.job_id, job.name, factory.list_key(row.queue, job.priority, owner),
-                       factory.message(job, row.queue, spec), fields, fallback_at)
+                       factory.message(job, row.queue, spec, owner), fields, fallback_at)

@@ -43,6 +43,13 @@ class QueuedJob:
     name: str
     queue: str
     rerun: bool = False    # it ran (or was cancelled) before: Flower forgets that run
+    owner: str = ""        # who published it: Flower shows it as the task's keyword arguments
+
+
+def owner_repr(owner: str) -> str:
+    """What Flower shows as a task's keyword arguments: who published it (the task itself
+    takes none; Celery's ``kwargsrepr`` is only shown)."""
+    return repr({"owner": owner}) if owner else "{}"
 
 
 def client_hostname() -> str:
@@ -53,8 +60,8 @@ def client_hostname() -> str:
 def sent_fields(job: QueuedJob) -> dict:
     """A ``task-sent`` event's fields, as Celery's own publisher would send them."""
     fields = {"uuid": job.job_id, "root_id": job.job_id, "parent_id": None, "name": job.name,
-              "args": f"({job.name!r})", "kwargs": "{}", "retries": 0, "eta": None, "expires": None,
-              "queue": job.queue, "exchange": "", "routing_key": job.queue}
+              "args": f"({job.name!r})", "kwargs": owner_repr(job.owner), "retries": 0, "eta": None,
+              "expires": None, "queue": job.queue, "exchange": "", "routing_key": job.queue}
     if job.rerun:
         fields.update(dict.fromkeys(RUN_FIELDS), state=states.PENDING)
     return fields
@@ -130,11 +137,11 @@ def announce_reruns(app: Celery, client, job_ids: list[str]) -> list[str]:
     job and lists it queued again. Returns the IDs announced (jobs a requeue would run)."""
     pipe = client.pipeline(transaction=False)
     for jid in job_ids:
-        pipe.hmget(C.JOB_KEY + jid, "state", "name", "pri_queue", "queue")
+        pipe.hmget(C.JOB_KEY + jid, "state", "name", "pri_queue", "queue", "owner")
         pipe.hexists(C.JOB_KEY + jid, "pri_msg")
     replies = pipe.execute()
-    jobs = [QueuedJob(jid, name or jid, pri_queue or queue or "", rerun=True)
-            for jid, (state, name, pri_queue, queue), published in zip(job_ids, replies[::2], replies[1::2])
+    jobs = [QueuedJob(jid, name or jid, pri_queue or queue or "", rerun=True, owner=owner or "")
+            for jid, (state, name, pri_queue, queue, owner), published in zip(job_ids, replies[::2], replies[1::2])
             if published and state in TERMINAL]
     announce_queued(app, jobs)
     return [j.job_id for j in jobs]

@@ -218,9 +218,9 @@ def test_flower_listens_only_on_loopback_by_default(flower):
 
 
 def test_a_published_job_is_listed_with_its_name_and_queue_before_any_worker_takes_it(flower):
-    ids = flower.publish({"waits[seed=1]": 1}, allowed_hosts=GHOST)
+    ids = flower.publish({"waits[seed=1]": 1}, "--owner", "dave", allowed_hosts=GHOST)
     task = flower.wait_task(ids["waits[seed=1]"], lambda t: t.get("name") == "waits[seed=1]")
-    assert task["state"] == "PENDING"
+    assert task["state"] == "PENDING" and task["kwargs"] == "{'owner': 'dave'}"   # who published it
     assert task["routing_key"].startswith("cpu.")   # its constraint queue
 
 
@@ -351,13 +351,15 @@ def test_prometheus_metrics_need_the_password_and_count_events_by_job_name(flowe
     assert "flower_events_total" in text and 'task="metered"' in text
 
 
-def test_an_operator_sees_the_running_jobs_name_progress_and_terminate_button_in_a_browser(flower, tmp_path):
+def test_an_operator_sees_the_running_jobs_name_owner_progress_and_terminate_button_in_a_browser(flower, tmp_path):
     name = "shown[seed=3]"
-    jid = flower.publish({name: 8})[name]
+    jid = flower.publish({name: 8}, "--owner", "carol")[name]
     flower.wait_task(jid, lambda t: t.get("state") == "STARTED" and "running" in str(t.get("result")))
+    # the worker's task-received event carries the message's kwargsrepr: the owner stays shown
+    assert flower.wait_task(jid, lambda t: True)["kwargs"] == "{'owner': 'carol'}"
     authed = flower.url.replace("http://", f"http://{USER}:{PASSWORD}@")
     page = chromium(f"{authed}/task/{jid}", tmp_path / "flower-task.png")
-    assert name in page and "STARTED" in page and "Terminate" in page
+    assert name in page and "STARTED" in page and "Terminate" in page and "'owner': 'carol'" in page
     assert "running" in page and "last: sleeping" in page
     listing = chromium(f"{authed}/tasks", tmp_path / "flower-tasks.png")
     assert name in listing

@@ -45,6 +45,10 @@ def test_a_templated_message_is_byte_for_byte_the_one_the_factory_builds(app):
             for queue in ("cpu", "cuda-large", "cpu.2fbf1fa2ee"):
                 spec = job.to_dict()
                 assert templates.message(job, queue, json.dumps(spec)) == factory.message(job, queue, spec)
+                for owner in ("alice", "bob@lab-3"):   # Flower shows it as the kwargs
+                    msg = templates.message(job, queue, json.dumps(spec), owner)
+                    assert msg == factory.message(job, queue, spec, owner)
+                    assert json.loads(msg)["headers"]["kwargsrepr"] == repr({"owner": owner})
 
 
 def test_every_published_message_carries_its_own_delivery_tag(app, redis_client):
