@@ -35,6 +35,7 @@ class Waiting:
     priority: int
     demand: Demand
     queued_at: float
+    list_key: str = ""        # the broker list its message waits in
 
 
 @dataclass(frozen=True)

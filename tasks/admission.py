@@ -41,6 +41,7 @@ class Hold:
     queue: str          # the queue it waits on: the only one consumed meanwhile
     demand: Demand
     until: float        # time.monotonic()
+    lists: tuple[str, ...] = ()   # the lists its message waits in: the only ones BRPOP asks (all: ())
 
 
 class Gate:
@@ -89,6 +90,12 @@ class Gate:
         """The hold in force, if any (an expired one is dropped)."""
         with self._lock:
             return self._live_hold()
+
+    def held_lists(self, keys: list[str]) -> list[str]:
+        """Of the BRPOP ``keys``, those to ask: under a hold naming its lists, only those
+        (a job of another owner or priority on the held queue cannot take the room), else all."""
+        held = self.holding()
+        return [k for k in keys if k in held.lists] if held is not None and held.lists else keys
 
     def _live_hold(self) -> Hold | None:
         if self._hold is not None and time.monotonic() >= self._hold.until:

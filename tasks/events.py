@@ -89,8 +89,8 @@ def queued_again_fields(why: str) -> dict:
 def preempting(app, hostname: str, job_id: str, text: str) -> None:
     """A queued job displaces running ones (tasks.preemption): its Flower row says whom.
     Its task ID is its job ID; PENDING still, the run's own events follow."""
-    try:
-        with app.events.default_dispatcher(hostname=hostname) as d:
+    try:   # a connection of its own: preemption is rare, and runs outside any task
+        with app.connection_for_write() as conn, app.events.Dispatcher(conn, hostname=hostname) as d:
             d.send(QUEUED_AGAIN_EVENT, uuid=job_id, state=states.PENDING, result=text)
     except Exception as e:  # events are for watching; preemption goes on without them
         log.debug("preempting event for %s failed: %s", job_id[:12], e)

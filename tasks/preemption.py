@@ -40,6 +40,12 @@ log = logging.getLogger("fleet.preempt")
 URGENT_WIRE = range(C.MAX_PRIORITY - PREEMPT_MARGIN + 1)
 
 
+def lists_at(queue: str, wire: int) -> list[str]:
+    """Where ``queue``'s messages of one wire priority wait: kombu's list (every list a
+    message of that priority may wait in, should there be more than one)."""
+    return [f"{queue}{Channel.sep}{wire}" if wire else queue]
+
+
 @dataclass(frozen=True)
 class Decision:
     """One preemption: who waits, whom it displaces, when it was decided (time.time())."""
@@ -91,11 +97,13 @@ class Preemptor:
         return [q for q in queues if q not in can]
 
     def _head(self, queue: str, now: float) -> Waiting | None:
-        """The job BRPOP would take next from ``queue``, if urgent enough to displace anyone."""
+        """The most urgent job waiting on ``queue``, if urgent enough to displace anyone: the
+        next BRPOP would take of its most urgent non-empty list."""
+        keys = [key for wire in URGENT_WIRE for key in lists_at(queue, wire)]
         pipe = self.ctx.redis.pipeline(transaction=False)
-        for wire in URGENT_WIRE:
-            pipe.lindex(f"{queue}{Channel.sep}{wire}" if wire else queue, -1)
-        raw = next((r for r in pipe.execute() if r), None)
+        for key in keys:
+            pipe.lindex(key, -1)
+        key, raw = next(((k, r) for k, r in zip(keys, pipe.execute()) if r), (None, None))
         if raw is None:
             return None
         msg, why = poison.inspect(raw)
@@ -109,7 +117,7 @@ class Preemptor:
         try:
             needs = Needs(**{k: v for k, v in (job.get("needs") or {}).items() if k in NEED_FIELDS})
             return Waiting(jid, job.get("name") or jid[:12], int(job.get("priority", C.DEFAULT_PRIORITY)),
-                           self.ctx.gate.demand(needs, queue), float(queued_at or created_at or now))
+                           self.ctx.gate.demand(needs, queue), float(queued_at or created_at or now), key)
         except (TypeError, ValueError, AttributeError):
             return None   # its execution refuses it loudly when it is popped
 
@@ -130,7 +138,8 @@ class Preemptor:
 
     def _preempt(self, queue: str, waiting: Waiting, victims: tuple[Running, ...], now: float) -> Decision:
         ctx = self.ctx
-        ctx.gate.hold(Hold(waiting.job_id, queue, waiting.demand, time.monotonic() + C.PREEMPT_HOLD_S))
+        ctx.gate.hold(Hold(waiting.job_id, queue, waiting.demand, time.monotonic() + C.PREEMPT_HOLD_S,
+                           (waiting.list_key,) if waiting.list_key else ()))
         by = {"job_id": waiting.job_id, "name": waiting.name, "priority": waiting.priority,
               "host": ctx.hostname, "at": now}
         names = {r.job.job_id: r.job.name for r in ctx.runs.active()}

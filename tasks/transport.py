@@ -76,8 +76,10 @@ class FleetChannelMixin:
             # only queues whose jobs would start now; a release pushes to the wake list,
             # so a freed GPU is offered work at once instead of at the next timeout
             queues, wake = gate.consumable(queues), [gate.wake_key]
-        keys = [self._q_for_pri(queue, pri) for queue in queues
-                for pri in self.priority_steps] + wake + [timeout or 0]
+        keys = [self._q_for_pri(queue, pri) for queue in queues for pri in self.priority_steps]
+        if gate is not None:   # room freed by preemption: only where its job waits (tasks.preemption)
+            keys = gate.held_lists(keys)
+        keys += wake + [timeout or 0]
         self._in_poll = self.client.connection
         self._brpop_sent_at = kombu_redis.monotonic()
         command_args = ["BRPOP", *keys]

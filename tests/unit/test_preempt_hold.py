@@ -53,3 +53,11 @@ def test_unholding_another_job_leaves_the_hold_in_force():
     assert g.holding().job_id == "urgent-job"
     g.unhold("urgent-job")
     assert g.holding() is None
+
+
+def test_under_a_hold_naming_its_list_only_that_list_is_asked_for():
+    g = busy_gate([])
+    keys = ["cuda-large", "cuda-large\x06\x169", "cuda", "cpu"]
+    assert g.held_lists(keys) == keys
+    g.hold(Hold("urgent-job", "cuda-large", Demand(gpus=1, vram_gib=60), time.monotonic() + 60, ("cuda-large",)))
+    assert g.held_lists(keys) == ["cuda-large"]
