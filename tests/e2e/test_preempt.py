@@ -51,17 +51,19 @@ def running_after(fleet, job_id: str, steps: int) -> None:
     raise AssertionError(f"{job_id[:12]} never ran past step {steps}\n{fleet.logs()}")
 
 
-def show(fleet, name: str) -> dict:
-    done = subprocess.run([sys.executable, "-m", "fleet.cli", "show", name], env=fleet.env, capture_output=True,
+def cli(fleet, *args: str) -> str:
+    done = subprocess.run([sys.executable, "-m", "fleet.cli", *args], env=fleet.env, capture_output=True,
                           text=True, timeout=60)
     assert done.returncode == 0, done.stderr
-    return json.loads(done.stdout)
+    return done.stdout
+
+
+def show(fleet, name: str) -> dict:
+    return json.loads(cli(fleet, "show", name))
 
 
 def logs(fleet, name: str) -> str:
-    done = subprocess.run([sys.executable, "-m", "fleet.cli", "logs", name], env=fleet.env, capture_output=True,
-                          text=True, timeout=60)
-    return done.stdout
+    return cli(fleet, "logs", name)
 
 
 def test_an_urgent_job_takes_the_place_of_a_checkpointed_one_which_resumes_and_ends_the_same(fleet):
@@ -81,6 +83,8 @@ def test_an_urgent_job_takes_the_place_of_a_checkpointed_one_which_resumes_and_e
     assert low_rec["preemptions"] == 1 and low_rec["attempts"] == 1 and low_rec["runs"] == 2
     assert low_rec["preempted_by"]["name"] == "urgent" and low_rec["preempted_by"]["priority"] == 9
     assert [p["name"] for p in urgent_rec["preempted"]] == ["low"]
+    rows = {r["name"]: r for r in json.loads(cli(fleet, "status", "--json"))["jobs"]}
+    assert rows["low"]["preemptions"] == 1 and rows["low"]["preempted_by"]["name"] == "urgent"
     decided = urgent_rec["preempted"][0]["at"]
     delay = recs["urgent"].started_at - decided
     print(f"\npreemption decision -> urgent job claimed on big: {delay:.2f}s; "
