@@ -246,7 +246,7 @@ def _run_process(task, ctx: HostContext, run: Run, argv: list[str], env: dict) -
                              stop=ctx.shutdown, log=lambda line: (log_file.write(line + "\n"), run.output.append(line)),
                              run_as=isolation.popen_user(ctx.job_user),
                              python=ctx.job_user.python if ctx.job_user else None,
-                             exit_file=workdirs.exit_file(work))
+                             exit_file=workdirs.exit_file(work), wake_fd=ctx.runs.wake_fd(job.job_id))
         ckpt.ended(outcome)   # handed back or failed: the checkpoint is synced once more on exit
     return outcome
 

@@ -2,6 +2,7 @@
 and the stops a policy may ask for."""
 from __future__ import annotations
 
+import select
 import threading
 from pathlib import Path
 
@@ -88,3 +89,14 @@ def test_a_policy_may_wait_for_the_run_from_another_thread():
 def test_a_policy_stop_hands_the_job_back_and_the_record_does_not_decide(stop, by_policy, hands_back):
     assert stop.by_policy is by_policy and stop.hands_back is hands_back
     assert not (by_policy and stop.record_decides)
+
+
+def test_a_hand_back_makes_the_runs_wake_pipe_readable_so_its_runner_ticks_at_once():
+    runs = Runs()
+    with runs.running(a_run("a")):
+        fd = runs.wake_fd("a")
+        assert select.select([fd], [], [], 0)[0] == []
+        runs.hand_back("a", Stop.PREEMPTED, "why")
+        runs.hand_back("a", Stop.PREEMPTED, "again")
+        assert select.select([fd], [], [], 0)[0] == [fd]
+    assert runs.wake_fd("a") is None
