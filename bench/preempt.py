@@ -68,10 +68,11 @@ def one_round(env: dict, root: Path, records: Records, i: int) -> dict:
     wait(records, low, lambda r: r.state is JobState.RUNNING and r.checkpoint is not None)
     published = time.time()
     urgent = publish(env, root, manifest(f"urgent{i}", 9, 1, i))
+    wait(records, urgent, lambda r: r.state is not JobState.QUEUED)
+    synced = records.checkpoint(low)["synced_at"]   # the GPU is the urgent job's: low cannot resume yet
     rec = wait(records, urgent, lambda r: r.state is JobState.SUCCEEDED)
     decided = rec.preempted[0]["at"]
     report = json.loads((Path(env["COUNT_DIR"]) / f"urgent{i}.json").read_text())
-    synced = records.checkpoint(low)["synced_at"]
     subprocess.run([sys.executable, "-m", "fleet.cli", "cancel", low, "--yes"], env=env, capture_output=True,
                    timeout=60)
     wait(records, low, lambda r: r.state is JobState.CANCELLED)
