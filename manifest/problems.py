@@ -20,9 +20,24 @@ def field_name(path: tuple) -> str:
     return out
 
 
+# names people write for a job's needs, from other schedulers and from plain English;
+# spelling distance alone would turn "needs" into "seed"
+ALIASES = {"cuda": "require_cuda", "gpu": "gpus", "num_gpus": "gpus", "gpu_count": "gpus",
+           "vram": "min_vram_gib", "vram_gib": "min_vram_gib", "gpu_memory": "min_vram_gib",
+           "ram": "min_ram_gib", "ram_gib": "min_ram_gib", "memory": "min_ram_gib", "mem": "min_ram_gib",
+           "cores": "min_cores", "cpus": "min_cores", "cpu": "min_cores", "threads": "min_cores",
+           "host": "allowed_hosts", "hosts": "allowed_hosts", "nodes": "allowed_hosts", "timeout": "timeout_s", "retries": "max_attempts"}
+NEEDS_TABLES = frozenset({"needs", "requires", "require", "resources"})
+
+
 def suggest(key: str, known: Iterable[str]) -> str:
-    """A fix for an unknown name: the closest known one, or the list of them."""
+    """A fix for an unknown name: the name it most likely meant, or the list of them."""
     known = list(known)
+    if key in NEEDS_TABLES and "require_cuda" in known:
+        return ("a job's needs are keys of the job itself, not a table: write require_cuda, gpus, "
+                "min_vram_gib, min_ram_gib, min_cores or allowed_hosts directly under [[jobs]]")
+    if ALIASES.get(key) in known:
+        return f"did you mean '{ALIASES[key]}'?"
     close = difflib.get_close_matches(key, known, n=1, cutoff=0.6)
     if close:
         return f"did you mean '{close[0]}'?"

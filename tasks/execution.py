@@ -63,7 +63,7 @@ def execute(task, job: JobSpec) -> Ended:
         return Ended(Outcome.DROPPED, claim.reason)
     if claim.attempts > 1:
         events.restarted(task, claim.attempts)
-    work = workdirs.create(ctx.work_root, job.job_id, trained.run_info(job, token, claim.attempts, ctx.hostname))
+    work = workdirs.create(ctx.work_root, job.job_id, trained.run_info(job, token, claim.attempts, ctx.hostname, claim.runs))
     try:
         with LeaseKeeper(ctx.records, job.job_id, token) as lease, \
                 JobLog(ctx.redis, job.job_id, run=claim.runs, worker=ctx.hostname) as output:

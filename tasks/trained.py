@@ -22,11 +22,11 @@ import redis
 from core.constants import TAIL_LINES
 from core.errors import FleetError
 from manifest.schema import JobSpec
-from tasks import checkpoint, runner, upload, workdirs
+from tasks import checkpoint, joblog, runner, upload, workdirs
 from tasks.host import HostContext
 from tasks.lease import LeaseKeeper
 from tasks.retry import Backoff, retry_redis
-from tasks.run import Run, RunStopped
+from tasks.run import Run, RunEnd, RunStopped
 from trainers.protocol import parse_metric_line
 
 log = logging.getLogger("fleet.trained")
@@ -34,9 +34,10 @@ log = logging.getLogger("fleet.trained")
 MARK_BACKOFF = Backoff.doubling(0.2, 5.0, tries=6)
 
 
-def run_info(job: JobSpec, token: str, attempts: int, host: str) -> dict:
-    """What a run folder's run.json says: enough to finish the run after its worker died."""
-    return {"job": job.to_dict(), "token": token, "attempts": attempts, "host": host,
+def run_info(job: JobSpec, token: str, attempts: int, host: str, runs: int = 0) -> dict:
+    """What a run folder's run.json says: enough to finish the run after its worker died
+    (``runs``: the run's number in `fleet logs`)."""
+    return {"job": job.to_dict(), "token": token, "attempts": attempts, "host": host, "runs": runs,
             "started_at": time.time()}
 
 
@@ -97,6 +98,17 @@ def _finish(ctx: HostContext, dead: workdirs.DeadRun) -> None:
         return
     checkpoint.drop(ctx, job)
     log.warning("finished %s from its dead run's output: %s", job.name, result["artifact_uri"])
+    _end_mark(ctx, job, dead.info, "finished from its output after the worker restarted")
+
+
+def _end_mark(ctx: HostContext, job: JobSpec, info: dict, detail: str) -> None:
+    """`fleet logs` shows the dead run ended, not lost: its own end mark died with its worker."""
+    run = int(info.get("runs") or info.get("attempts") or 0)
+    try:
+        joblog.mark_end(ctx.redis, job.job_id, run=run, worker=str(info.get("host") or ctx.hostname),
+                        how=RunEnd.SUCCEEDED, detail=detail)
+    except redis.RedisError as e:   # the record says succeeded; only the log's mark is missing
+        log.warning("could not write %s's end mark to its log: %s", job.name, e)
 
 
 def _outcome(dead: workdirs.DeadRun, started: float) -> runner.RunOutcome:

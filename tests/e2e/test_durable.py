@@ -92,8 +92,12 @@ def test_a_worker_killed_just_after_its_trainer_exited_finishes_the_job_on_resta
         chaos.start(victim, wait=False)
         recs = chaos.wait(ids, timeout_s=120)
         retrains[name] = chaos.runs(name, "start") - 1
-        finished_from_disk += f"finishing {name} from the output" in chaos.logs()
+        from_disk = f"finishing {name} from the output" in chaos.logs()
+        finished_from_disk += from_disk
         assert recs[name].worker == victim
+        if from_disk:   # `fleet logs` shows the dead run ended, not an attempt left open
+            shown = chaos.fleet("logs", name).stdout.rstrip().splitlines()
+            assert shown[-1].endswith(": succeeded (finished from its output after the worker restarted) ---"), shown
     print(f"\nlate kills: {LATE_KILLS}, re-trains: {sum(retrains.values())}, "
           f"finished from the dead run's work dir: {finished_from_disk}")
     assert retrains == {f"late{i}": 0 for i in range(LATE_KILLS)}, chaos.logs()

@@ -10,6 +10,23 @@ def test_an_unknown_job_key_suggests_the_closest_known_key(tmp_path):
     assert (p.line, p.field, p.message, p.fix) == (5, "jobs[0].prority", "unknown key", "did you mean 'priority'?")
 
 
+@pytest.mark.parametrize("key, value, fix", [
+    ("cuda", "true", "did you mean 'require_cuda'?"),
+    ("vram", "8", "did you mean 'min_vram_gib'?"),
+    ("cpus", "4", "did you mean 'min_cores'?"),
+    ("memory", "4", "did you mean 'min_ram_gib'?"),
+])
+def test_a_need_written_as_another_scheduler_names_it_suggests_fleets_name(tmp_path, key, value, fix):
+    p = only_problem(tmp_path, GBT + f"{key} = {value}\n")
+    assert (p.field, p.message, p.fix) == (f"jobs[0].{key}", "unknown key", fix)
+
+
+def test_a_needs_table_says_needs_are_keys_of_the_job_not_a_spelling_of_seed(tmp_path):
+    p = only_problem(tmp_path, GBT + "[jobs.needs]\ncuda = true\n")
+    assert p.field == "jobs[0].needs" and "seed" not in p.fix
+    assert p.fix.startswith("a job's needs are keys of the job itself") and "directly under [[jobs]]" in p.fix
+
+
 def test_an_unknown_job_key_with_nothing_close_lists_the_known_keys(tmp_path):
     p = only_problem(tmp_path, GBT + "zzzz = 3\n")
     assert p.fix.startswith("known keys: allowed_hosts, artifacts, checkpoint, command, data,")
