@@ -2,7 +2,8 @@
 only one busy host can run takes the place of a priority-1 checkpointed job there within
 seconds of its checkpoint sync; the displaced job resumes later from its checkpoint and ends
 with the same result as an uninterrupted run. A job that would lose work is never displaced,
-and a job displaced MAX_PREEMPTIONS times runs to its end."""
+a job displaced MAX_PREEMPTIONS times runs to its end, and of two busy hosts that could make
+room, only one does."""
 from __future__ import annotations
 
 import json
@@ -133,3 +134,17 @@ def running_after_start(fleet, job_id: str) -> None:
             return
         time.sleep(0.1)
     raise AssertionError(f"{job_id[:12]} never started\n{fleet.logs()}")
+
+
+def test_one_host_preempts_for_an_urgent_job_when_several_could(pools):   # noqa: F811
+    pools.env.update(FLEET_CHECKPOINT_EVERY_S="0.5", FLEET_LEASE_TTL_S="5")
+    pools.start("big1", BIG)
+    pools.start("big2", BIG)
+    lows = pools.publish(job("low-a", 1, 16, vram=40, extra='checkpoint = "ckpt/"')
+                         + job("low-b", 1, 16, vram=40, extra='checkpoint = "ckpt/"\nseed = 1'))
+    for jid in lows.values():
+        running_after(pools, jid, 2)
+    urgent = pools.publish(job("urgent5", 9, 2, vram=60))
+    recs = pools.wait({**lows, **urgent}, timeout_s=120)
+    assert sorted(recs[n].preemptions for n in lows) == [0, 1], "exactly one job made room"
+    assert all(r.state is JobState.SUCCEEDED for r in recs.values())
