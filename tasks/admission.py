@@ -8,12 +8,18 @@ acked or rejected without running (the transport's QoS), whichever comes first. 
 wakes a BRPOP that waits on fewer queues than the freed resources allow (``wake_key``), so
 a freed GPU is offered work at once. Admission itself is pure (``routing.pool``); this
 module adds the lock and the bookkeeping by delivery tag.
+
+A ``Hold`` keeps the room that preemption frees (``tasks.preemption``) for the urgent job
+alone: while it lasts, only that job's queue is consumed, and only once the room is free,
+and only that job may take it, so neither the job handed back (queued again at the head
+of its list), another queue nor another owner's turn takes the GPU it was stopped for.
 """
 from __future__ import annotations
 
 import os
 import threading
-from dataclasses import replace
+import time
+from dataclasses import dataclass, replace
 from typing import Callable, Iterable
 
 from core import constants as C
@@ -22,9 +28,21 @@ from routing.capability import Capability
 from routing.pool import GPU_RESERVE_CORES, GPU_RESERVE_RAM_GIB, Demand, GpuReserve, Grant, Pool, admit, \
     demand_of, release
 from routing.tiers import qualifies
+from state import queues
 
 # queue name -> what the most demanding job on it needs (None: unknown, consume it anyway)
 QueueDemand = Callable[[str], "Demand | None"]
+
+
+@dataclass(frozen=True)
+class Hold:
+    """Room kept for one waiting job until it is delivered here or ``until`` passes."""
+
+    job_id: str
+    queue: str          # the queue it waits on: the only one consumed meanwhile
+    demand: Demand
+    until: float        # time.monotonic()
+    lists: tuple[str, ...] = ()   # the lists its message waits in: the only ones BRPOP asks (all: ())
 
 
 class Gate:
@@ -38,6 +56,7 @@ class Gate:
         self._lock = threading.Lock()
         self._on_release = on_release
         self.wake_key = wake_key
+        self._hold: Hold | None = None
 
     @property
     def pool(self) -> Pool:
@@ -54,10 +73,46 @@ class Gate:
         with self._lock:
             return {tag: (self._jobs.get(tag, ""), g) for tag, g in self._grants.items()}
 
+    def hold(self, hold: Hold) -> None:
+        """Keep what the host frees for ``hold.job_id`` alone (one hold at a time)."""
+        with self._lock:
+            self._hold = hold
+        self._on_release()   # BRPOP again, on the held queue alone
+
+    def unhold(self, job_id: str) -> None:
+        """Stop keeping room for ``job_id`` (it runs elsewhere, or waited too long)."""
+        with self._lock:
+            if self._hold is None or self._hold.job_id != job_id:
+                return
+            self._hold = None
+        self._on_release()
+
+    def holding(self) -> Hold | None:
+        """The hold in force, if any (an expired one is dropped)."""
+        with self._lock:
+            return self._live_hold()
+
+    def held_lists(self, keys: list[str]) -> list[str]:
+        """Of the BRPOP ``keys``, those to ask: under a hold naming its lists, only those
+        (a job of another owner or priority on the held queue cannot take the room), else all."""
+        held = self.holding()
+        if held is None or not held.lists:
+            return keys
+        # its lists, whether or not the fair-share order knows its owner yet, once its queue is asked
+        asked = {queues.queue_of(k) for k in keys}
+        return [k for k in held.lists if queues.queue_of(k) in asked]
+
+    def _live_hold(self) -> Hold | None:
+        if self._hold is not None and time.monotonic() >= self._hold.until:
+            self._hold = None
+        return self._hold
+
     def consumable(self, queues: Iterable[str]) -> list[str]:
         """The queues (in their order) whose jobs would all start here now."""
         with self._lock:
-            pool = self._pool
+            pool, held = self._pool, self._live_hold()
+        if held is not None:   # only the held job's queue, once the room for it is free
+            return [held.queue] if held.queue in queues and admit(pool, held.demand) is not None else []
         out = []
         for q in queues:
             need = self.queue_demand(q)
@@ -75,9 +130,14 @@ class Gate:
         with self._lock:
             if tag in self._grants:
                 return self._grants[tag]
+            held = self._live_hold()
+            if held is not None and held.job_id != job_id:
+                return None   # the room is kept for the held job
             got = admit(self._pool, demand)
             if got is None:
                 return None
+            if held is not None:
+                self._hold = None   # delivered: the room is its own now
             self._grants[tag], self._pool = got
             self._jobs[tag] = job_id
             self._unclaimed.setdefault(job_id, []).append(tag)

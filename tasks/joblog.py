@@ -38,10 +38,19 @@ def end_fields(end: RunEnd, detail: str = "") -> dict[str, str]:
     return {"outcome": end.value, **({"detail": clip(first, END_DETAIL_CHARS)} if first else {})}
 
 
+def note(client: redis.Redis, job_id: str, line: str, *, ttl_s: int = C.JOB_LOG_TTL_S) -> None:
+    """One line in a job's log from outside its run (e.g. a queued job that preempts others)."""
+    _send_one(client, job_id, {"l": clip(line)}, ttl_s)
+
+
 def mark_end(client: redis.Redis, job_id: str, *, run: int, worker: str, how: RunEnd, detail: str = "",
              ttl_s: int = C.JOB_LOG_TTL_S) -> None:
     """The end mark of a run whose own JobLog died with its worker (``tasks.trained``)."""
     fields = {"ev": "end", "run": str(run), "worker": worker, "t": f"{time.time():.3f}", **end_fields(how, detail)}
+    _send_one(client, job_id, fields, ttl_s)
+
+
+def _send_one(client: redis.Redis, job_id: str, fields: dict[str, str], ttl_s: int) -> None:
     pipe = client.pipeline(transaction=False)
     pipe.xadd(log_key(job_id), fields, maxlen=C.JOB_LOG_MAX_LINES, approximate=True)
     pipe.expire(log_key(job_id), ttl_s)

@@ -84,12 +84,14 @@ def _pidfd(pid: int) -> int | None:
         return None
 
 
-def _exited(proc: subprocess.Popen, pidfd: int | None, timeout_s: float) -> bool:
+def _exited(proc: subprocess.Popen, pidfd: int | None, timeout_s: float, wake_fd: int | None = None) -> bool:
     """Wait up to ``timeout_s`` for the job; True once it exited. With a pidfd this wakes the
     moment it does (Popen.wait polls every 50 ms): the sooner the worker knows, the sooner
-    the record says "trained" (tasks.trained)."""
+    the record says "trained" (tasks.trained). A byte on ``wake_fd`` ends the wait too."""
     if pidfd is not None:
-        select.select([pidfd], [], [], timeout_s)
+        ready, _, _ = select.select([pidfd] + ([wake_fd] if wake_fd is not None else []), [], [], timeout_s)
+        if wake_fd is not None and wake_fd in ready:
+            _drain(wake_fd)
         return proc.poll() is not None
     try:
         proc.wait(timeout_s)
@@ -98,12 +100,21 @@ def _exited(proc: subprocess.Popen, pidfd: int | None, timeout_s: float) -> bool
         return False
 
 
+def _drain(fd: int) -> None:
+    try:
+        os.read(fd, 4096)
+    except (BlockingIOError, OSError):
+        pass
+
+
 def run(argv: list[str], *, env: dict[str, str], cwd: str, timeout_s: float | None,
         on_tick: Callable[[Progress], Stop | None], stop: threading.Event,
         tick_s: float = 1.0, log: Callable[[str], None] | None = None,
-        run_as: dict | None = None, python: str | None = None, exit_file: str | None = None) -> RunOutcome:
+        run_as: dict | None = None, python: str | None = None, exit_file: str | None = None,
+        wake_fd: int | None = None) -> RunOutcome:
     """``run_as``: Popen's user/group/extra_groups, to start the group as another user;
-    ``python``: the interpreter for the supervisor (default: this one)."""
+    ``python``: the interpreter for the supervisor (default: this one); ``wake_fd``: a
+    non-blocking pipe end whose byte calls ``on_tick`` at once (a hand-back was asked)."""
     started = time.monotonic()
     progress = Progress(started, deque(maxlen=TAIL_LINES), {})
     env = dict(env, **{supervisor.PARENT_ENV: str(os.getpid())})
@@ -118,7 +129,7 @@ def run(argv: list[str], *, env: dict[str, str], cwd: str, timeout_s: float | No
     pidfd = _pidfd(proc.pid)
     stopped = None
     while True:
-        if _exited(proc, pidfd, tick_s):
+        if _exited(proc, pidfd, tick_s, wake_fd):
             break
         if stop.is_set():
             stopped = Stop.SHUTDOWN

@@ -91,7 +91,10 @@ class FleetChannelMixin:
             # so a freed GPU is offered work at once instead of at the next timeout
             queues, wake = gate.consumable(queues), [gate.wake_key]
         fair = self._fair_order()
-        keys = [key for queue in queues for key in fair.keys(queue)] + wake + [timeout or 0]
+        keys = [key for queue in queues for key in fair.keys(queue)]
+        if gate is not None:   # room freed by preemption: only where its job waits (tasks.preemption)
+            keys = gate.held_lists(keys)
+        keys += wake + [timeout or 0]
         self._in_poll = self.client.connection
         self._brpop_sent_at = kombu_redis.monotonic()
         command_args = ["BRPOP", *keys]

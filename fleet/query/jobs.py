@@ -19,7 +19,8 @@ from core.errors import FleetError
 from state.records import JobState
 
 FIELDS = ("job_id", "name", "state", "queue", "attempts", "worker", "gpu", "created_at", "queued_at",
-          "started_at", "finished_at", "last_error", "artifact", "progress", "result", "runs", "owner")
+          "started_at", "finished_at", "last_error", "artifact", "progress", "result", "runs", "owner",
+          "preemptions", "preempted_by")
 READ_BATCH = 5000
 # interest order: what an operator looks at first
 STATE_ORDER = {JobState.RUNNING: 0, JobState.FAILED: 1, JobState.QUEUED: 2, JobState.CANCELLED: 3,
@@ -50,6 +51,8 @@ class JobRow:
     result: dict | None = None
     runs: int = 0          # every run it had (the `tries` column); attempts count towards max_attempts
     owner: str = ""        # who published it (fleet.owners)
+    preemptions: int = 0   # times handed back for a more urgent job (tasks.preemption)
+    preempted_by: dict | None = None   # the last job that did: {job_id, name, priority, host, at}
 
     @classmethod
     def from_values(cls, values: Sequence[str | None]) -> "JobRow | None":
@@ -61,7 +64,8 @@ class JobRow:
                    v.get("queue") or "", int(v.get("attempts") or 0), v.get("worker") or "", v.get("gpu") or "",
                    num("created_at"), num("queued_at"), num("started_at"), num("finished_at"),
                    v.get("last_error") or "", _load(v.get("artifact")), _load(v.get("progress")),
-                   _load(v.get("result")), int(v.get("runs") or v.get("attempts") or 0), v.get("owner") or "")
+                   _load(v.get("result")), int(v.get("runs") or v.get("attempts") or 0), v.get("owner") or "",
+                   int(v.get("preemptions") or 0), _load(v.get("preempted_by")))
 
     def times(self, now: float) -> dict[str, float | None]:
         """Seconds: how long it has waited, how long it ran (or runs), how long ago it ended."""

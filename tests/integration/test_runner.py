@@ -1,4 +1,5 @@
 """The job runner: process groups, streamed output, metrics, stop reasons."""
+import os
 import sys
 import threading
 import time
@@ -8,6 +9,7 @@ from pathlib import Path
 import psutil
 
 from tasks import runner
+from tasks.run import Stop
 
 
 def leftovers(marker: str) -> list:
@@ -77,3 +79,17 @@ def test_when_its_worker_dies_the_whole_job_group_goes_too(tmp_path):
     while leftovers(f"sleep {marker}") and time.monotonic() < deadline:
         time.sleep(0.05)
     assert not leftovers(f"sleep {marker}")
+
+
+def test_a_byte_on_the_wake_pipe_calls_on_tick_at_once_instead_of_a_tick_later():
+    r, w = os.pipe()
+    os.set_blocking(r, False)
+    asked = threading.Event()
+    threading.Timer(0.5, lambda: (asked.set(), os.write(w, b"!"))).start()
+    started = time.monotonic()
+    out = runner.run(["sleep", "30"], env={"PATH": "/usr/bin:/bin"}, cwd="/tmp", timeout_s=None,
+                     on_tick=lambda p: Stop.PREEMPTED if asked.is_set() else None, stop=threading.Event(),
+                     tick_s=10.0, wake_fd=r)
+    os.close(r)
+    os.close(w)
+    assert out.stopped is Stop.PREEMPTED and time.monotonic() - started < 3

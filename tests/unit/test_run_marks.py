@@ -19,6 +19,8 @@ FAILED_EXIT_1 = "job j (0123456789ab) exited with status 1; last output:\nboom"
     (Ended(Outcome.FAILED, "x", end=RunEnd.TIMED_OUT, detail="after 5s"), None, (RunEnd.TIMED_OUT, "after 5s")),
     (Ended(Outcome.FAILED, FAILED_EXIT_1), None, (RunEnd.FAILED, FAILED_EXIT_1.splitlines()[0])),
     (Ended(Outcome.RELEASED, "worker shutting down"), Stop.SHUTDOWN, (RunEnd.HANDED_BACK, "worker shutting down")),
+    (Ended(Outcome.RELEASED, "preempted by urgent-x (priority 9)"), None,
+     (RunEnd.HANDED_BACK, "preempted by urgent-x (priority 9)")),
     (Ended(Outcome.STOPPED, "cancelled"), Stop.CANCELLED, (RunEnd.CANCELLED, "")),
     (Ended(Outcome.STOPPED, "cancelled while uploading"), Stop.CANCELLED, (RunEnd.CANCELLED, "")),
     (Ended(Outcome.STOPPED, "lost"), Stop.LOST, (RunEnd.LOST, "another run owns the job")),
