@@ -14,14 +14,15 @@ from __future__ import annotations
 import os
 import threading
 from dataclasses import replace
-from typing import Callable, Iterable
+from typing import Callable, Iterable, Mapping
 
 from core import constants as C
 from manifest.schema import Needs, TierSpec
 from routing.capability import Capability
-from routing.pool import GPU_RESERVE_CORES, GPU_RESERVE_RAM_GIB, Demand, GpuReserve, Grant, Pool, admit, \
+from routing.pool import GPU_RESERVE_CORES, GPU_RESERVE_RAM_GIB, Demand, GpuReserve, Grant, Pool, \
     demand_of, release
 from routing.tiers import qualifies
+from routing.yielding import admit_yielding
 
 # queue name -> what the most demanding job on it needs (None: unknown, consume it anyway)
 QueueDemand = Callable[[str], "Demand | None"]
@@ -38,6 +39,20 @@ class Gate:
         self._lock = threading.Lock()
         self._on_release = on_release
         self.wake_key = wake_key
+        self._yielded: dict[int, str] = {}   # device -> why it is yielded to the host's owner
+
+    def yield_devices(self, reasons: Mapping[int, str]) -> None:
+        """From now on withhold exactly ``reasons``' devices from new jobs (tasks.yieldwatch);
+        {} gives every device back. A change wakes the BRPOP to ask for what fits now."""
+        with self._lock:
+            changed, self._yielded = dict(reasons) != self._yielded, dict(reasons)
+        if changed:
+            self._on_release()
+
+    def yielded(self) -> dict[int, str]:
+        """Device -> why it is yielded to the host's owner, for the devices that are."""
+        with self._lock:
+            return dict(self._yielded)
 
     @property
     def pool(self) -> Pool:
@@ -57,11 +72,11 @@ class Gate:
     def consumable(self, queues: Iterable[str]) -> list[str]:
         """The queues (in their order) whose jobs would all start here now."""
         with self._lock:
-            pool = self._pool
+            pool, yielded = self._pool, set(self._yielded)
         out = []
         for q in queues:
             need = self.queue_demand(q)
-            if need is None or admit(pool, need) is not None:
+            if need is None or admit_yielding(pool, need, yielded) is not None:
                 out.append(q)
         return out
 
@@ -75,7 +90,7 @@ class Gate:
         with self._lock:
             if tag in self._grants:
                 return self._grants[tag]
-            got = admit(self._pool, demand)
+            got = admit_yielding(self._pool, demand, self._yielded)
             if got is None:
                 return None
             self._grants[tag], self._pool = got
