@@ -52,9 +52,11 @@ def pool_view(ctx) -> dict:
         jobs[job_id] = {"gpus": list(grant.gpus), "cores": len(grant.cores), "ram_gib": grant.ram_gib,
                         "shared_gib": grant.shared_gib}
     names = {d.index: d.name for d in ctx.capability.cuda_devices}
+    yielded = ctx.gate.yielded()   # to the host's owner (tasks.yieldwatch)
     gpus = [{"index": d.index, "name": names.get(d.index, ""), "vram_gib": d.vram_gib,
              "state": "whole" if d.whole else "shared" if d.shared_gib > 0 else "free",
-             "shared_gib": d.shared_gib, "jobs": holders.get(d.index, [])} for d in pool.devices]
+             "shared_gib": d.shared_gib, "jobs": holders.get(d.index, []), "yielded": yielded.get(d.index, "")}
+            for d in pool.devices]
     kept_cores, kept_ram = pool.held_back()
     return {"gpus": gpus, "cores": {"total": pool.total_cores, "free": len(pool.free_cores), "kept_for_gpus": kept_cores},
             "ram_gib": {"total": pool.total_ram_gib, "free": round(pool.free_ram_gib, 3), "kept_for_gpus": kept_ram},
