@@ -3,7 +3,7 @@
 Before the job starts, the last synced checkpoint (named and hashed in the job record) is
 restored into ``<work>/<checkpoint>`` and ``FLEET_CHECKPOINT_DIR`` names it. While the job
 runs, the dir is packed and uploaded every ``FLEET_CHECKPOINT_EVERY_S`` if it changed, and
-once more when the run is handed back (worker shutdown) or fails. Uploads are content
+once more when the run is handed back (worker shutdown, a host policy) or fails. Uploads are content
 addressed (``<prefix>/checkpoints/<job_id>/<sha256>.tar.zst``) and only the run owning the
 job may record one (``state/lua/checkpoint.lua``), so a stale or torn upload is never what
 a later run restores: it restores exactly the bytes whose sha256 the record holds.
@@ -83,7 +83,8 @@ class CheckpointSync:
         o = self.outcome
         # handed back at shutdown, or failed (and maybe retried): the next run starts from here.
         # Not when cancelled or lost: the job is not this run's to checkpoint any more.
-        if o is not None and (o.stopped in (Stop.SHUTDOWN, Stop.TIMEOUT) or (o.stopped is None and o.returncode != 0)):
+        if o is not None and ((o.stopped is not None and (o.stopped.hands_back or o.stopped is Stop.TIMEOUT))
+                              or (o.stopped is None and o.returncode != 0)):
             self.sync()
 
     # --- restore -----------------------------------------------------------------

@@ -26,6 +26,7 @@ from manifest.schema import JobSpec
 from state import deadletter
 from state.records import JobState
 from tasks import checkpoint, events, isolation, runner, trained, upload, vramwatch, workdirs, workspace
+from tasks.handback import HandBack
 from tasks.host import HostContext, context
 from tasks.joblog import JobLog
 from tasks.lease import LeaseKeeper
@@ -87,11 +88,19 @@ def _with_grant(task, ctx: HostContext, run: Run) -> Ended:
         tag, grant = claimed
     try:
         gpus = tuple(ctx.capability.cuda_devices[i] for i in grant.gpus)
-        held = {"gpu": ",".join(f"{d.index}:{d.name}" for d in gpus)} if gpus else {}
-        run.lease.report(cores=len(grant.cores), **held)   # what `fleet usage` counts
-        return _guarded(task, ctx, replace(run, gpus=gpus, grant=grant, started=time.time()))
-    finally:
+    except IndexError:
         ctx.gate.release(tag)
+        raise
+    run = replace(run, gpus=gpus, grant=grant, started=time.time())
+    # registered until its grant is released: a policy may hand it back (tasks.handback), and
+    # whatever takes its place starts after its checkpoint sync
+    with ctx.runs.running(run):
+        try:
+            held = {"gpu": ",".join(f"{d.index}:{d.name}" for d in gpus)} if gpus else {}
+            run.lease.report(cores=len(grant.cores), **held)   # what `fleet usage` counts
+            return _guarded(task, ctx, run)
+        finally:
+            ctx.gate.release(tag)
 
 
 def _guarded(task, ctx: HostContext, run: Run) -> Ended:
@@ -125,6 +134,23 @@ def _release(task, ctx: HostContext, run: Run, why: str) -> Ended:
     retry_redis(lambda: ctx.records.finish(run.job.job_id, run.token, JobState.QUEUED, count_attempt=False,
                                            last_error=f"released: {why}"), what="release", stop=ctx.shutdown)
     log.warning("released %s back to its queue: %s", run.job.name, why)
+    return _requeued(task, run, why)
+
+
+def _handed_back(task, ctx: HostContext, run: Run, asked: HandBack) -> Ended:
+    """A policy handed the run back (tasks.handback): its checkpoint is synced, the job goes
+    back to its queue with this attempt uncounted and the policy's fields recorded."""
+    job = run.job
+    owned = retry_redis(lambda: ctx.records.finish(job.job_id, run.token, JobState.QUEUED, count_attempt=False,
+                                                   last_error=f"handed back: {asked.why}", **asked.fields),
+                        what="hand back", stop=ctx.shutdown)
+    if not owned:   # cancelled or taken over meanwhile: the record says what happened
+        return _stopped(task, ctx, run, run.lease.reason or Stop.LOST)
+    log.warning("handed %s back to its queue: %s", job.name, asked.why)
+    return _requeued(task, run, asked.why)
+
+
+def _requeued(task, run: Run, why: str) -> Ended:
     # the job will run again under this task id: no SUCCESS for this delivery, and no
     # PROGRESS left behind either
     _task_state(task, REQUEUED_STATE, {"job_id": run.job.job_id, "name": run.job.name, "why": why})
@@ -158,6 +184,8 @@ def _run(task, ctx: HostContext, run: Run) -> Ended:
         raise
     if outcome.stopped is Stop.SHUTDOWN:
         return _release(task, ctx, run, "worker shutting down")
+    if outcome.stopped is not None and outcome.stopped.by_policy:
+        return _handed_back(task, ctx, run, ctx.runs.asked(job.job_id) or HandBack(outcome.stopped, outcome.stopped.value))
     if outcome.stopped is not None and outcome.stopped.record_decides:
         return _stopped(task, ctx, run, outcome.stopped)
     if outcome.stopped is Stop.TIMEOUT or outcome.returncode != 0:
@@ -209,7 +237,10 @@ def _run_process(task, ctx: HostContext, run: Run, argv: list[str], env: dict) -
                 run.output.append(over)
                 progress.tail.append(over)
                 return Stop.OVER_BUDGET
-            return run.lease.reason
+            if run.lease.reason is not None:
+                return run.lease.reason
+            asked = ctx.runs.asked(job.job_id)   # a policy hands it back (tasks.handback)
+            return asked.stop if asked is not None else None
 
         outcome = runner.run(argv, env=env, cwd=str(work), timeout_s=job.timeout_s, on_tick=on_tick,
                              stop=ctx.shutdown, log=lambda line: (log_file.write(line + "\n"), run.output.append(line)),

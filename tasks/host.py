@@ -18,6 +18,7 @@ from state.cluster import ClusterConfig, read_config
 from state.records import Records
 from tasks import admission, isolation
 from tasks.admission import Gate
+from tasks.handback import Runs
 
 log = logging.getLogger("fleet.worker")
 
@@ -40,6 +41,7 @@ class HostContext:
     asked: tuple[str, ...] = ()          # -Q, if given: the worker serves no other tier
     job_user: isolation.JobUser | None = None   # FLEET_JOB_USER: jobs run as this user
     shutdown: threading.Event = field(default_factory=threading.Event)
+    runs: Runs = field(default_factory=Runs)   # the runs executing here, for policies to hand back
 
     @property
     def hostname(self) -> str:

@@ -25,6 +25,7 @@ class Stop(str, Enum):
     TIMEOUT = "timeout"         # past the job's timeout_s
     LOST = "lost"               # another run owns the job now
     OVER_BUDGET = "over its VRAM budget"   # a sharing job used more GPU memory than it declared
+    PREEMPTED = "preempted"     # a policy hands it back: an urgent job takes its place (tasks.handback)
     # what the record says when it no longer says running (the lease's answer)
     CANCELLED = "cancelled"
     QUEUED = "queued"
@@ -38,7 +39,22 @@ class Stop(str, Enum):
     @property
     def record_decides(self) -> bool:
         """The record already says what happened: the run ends without a result of its own."""
-        return self not in (Stop.SHUTDOWN, Stop.TIMEOUT, Stop.OVER_BUDGET)
+        return self not in (Stop.SHUTDOWN, Stop.TIMEOUT, Stop.OVER_BUDGET) and not self.by_policy
+
+    @property
+    def by_policy(self) -> bool:
+        """A policy on this host hands the job back (tasks.handback): its checkpoint synced,
+        it goes back to its queue with the attempt uncounted."""
+        return self in POLICY_STOPS
+
+    @property
+    def hands_back(self) -> bool:
+        """The job goes back to its queue uncounted: its checkpoint is synced once more."""
+        return self is Stop.SHUTDOWN or self.by_policy
+
+
+# the stops a host's policy asks for through tasks.handback
+POLICY_STOPS = frozenset({Stop.PREEMPTED})
 
 
 class Outcome(str, Enum):

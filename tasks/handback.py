@@ -1,0 +1,82 @@
+"""Hand one running job on this host back to its queue, by policy (preemption, a host
+yielding to its owner), without losing its work and without counting the attempt.
+
+``Runs`` knows the runs executing on this host: ``tasks.execution`` registers each one from
+its grant to the release of that grant. A policy calls ``hand_back(job_id, stop, why,
+**fields)``; the run's ``on_tick`` finds the request (``asked``) and returns its ``Stop``,
+so the runner stops the process group (SIGTERM, then SIGKILL after ``KILL_GRACE_S``); the
+checkpoint is synced once more (``tasks.checkpoint``); the job is recorded queued again with
+``fields`` (e.g. ``preempted_by``) and this attempt uncounted; its end mark in `fleet logs`
+says "handed back (<why>)". Only then is its grant released, so whatever takes its place
+starts after the checkpoint sync. ``ended`` lets the policy wait for that moment.
+"""
+from __future__ import annotations
+
+import threading
+import time
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from typing import Any, Iterator
+
+from tasks.run import Run, Stop
+
+
+@dataclass(frozen=True)
+class HandBack:
+    """A policy's request to hand one run back."""
+
+    stop: Stop                # what the run's on_tick returns (Stop.PREEMPTED, ...)
+    why: str                  # its end mark and the record's last_error say this
+    fields: dict[str, Any] = field(default_factory=dict)   # written to the record with the requeue
+    asked_at: float = field(default_factory=time.time)
+
+
+class Runs:
+    """The runs executing on this host, by job ID; thread safe."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._runs: dict[str, Run] = {}
+        self._asked: dict[str, HandBack] = {}
+        self._ended: dict[str, threading.Event] = {}
+
+    @contextmanager
+    def running(self, run: Run) -> Iterator[Run]:
+        """Register ``run`` while it executes (its grant held)."""
+        jid = run.job.job_id
+        done = threading.Event()
+        with self._lock:
+            self._runs[jid], self._ended[jid] = run, done
+            self._asked.pop(jid, None)
+        try:
+            yield run
+        finally:
+            with self._lock:
+                if self._runs.get(jid) is run:
+                    del self._runs[jid]
+                    self._asked.pop(jid, None)
+                    self._ended.pop(jid, None)
+            done.set()
+
+    def active(self) -> list[Run]:
+        """The runs executing now."""
+        with self._lock:
+            return list(self._runs.values())
+
+    def hand_back(self, job_id: str, stop: Stop, why: str, **fields: Any) -> threading.Event | None:
+        """Ask the run of ``job_id`` to stop and go back to its queue; an event set once its
+        run is over (checkpoint synced, record written, grant released), or None when no
+        run of that job executes here. The first request stands."""
+        if not stop.by_policy:
+            raise ValueError(f"hand_back: {stop!r} is not a policy stop; use one of "
+                             f"{sorted(s.name for s in Stop if s.by_policy)}")
+        with self._lock:
+            if job_id not in self._runs:
+                return None
+            self._asked.setdefault(job_id, HandBack(stop, why, dict(fields)))
+            return self._ended[job_id]
+
+    def asked(self, job_id: str) -> HandBack | None:
+        """The request to hand back ``job_id``'s run, if a policy made one."""
+        with self._lock:
+            return self._asked.get(job_id)
