@@ -80,13 +80,15 @@ def run(ctx, consumer=None, every_s: float = C.HOST_HEARTBEAT_EVERY_S) -> None:
     A change of queues is written at once: publish waits on it (fleet/pickup.py)."""
     started = time.time()
     while True:
-        written = consumed(ctx, consumer)
+        written, yielded = consumed(ctx, consumer), ctx.gate.yielded()
         try:
             beat(ctx.redis, payload(ctx, consumer, started_at=started))
         except redis.RedisError as e:
             log.debug("heartbeat not written (%s); will retry", e)
         deadline = time.monotonic() + every_s
-        while not ctx.shutdown.wait(0.1) and time.monotonic() < deadline and consumed(ctx, consumer) == written:
+        # a GPU yielded to its owner, or taken back, is shown at once too (fleet hosts)
+        while (not ctx.shutdown.wait(0.1) and time.monotonic() < deadline and consumed(ctx, consumer) == written
+               and ctx.gate.yielded() == yielded):
             pass
         if ctx.shutdown.is_set():
             break

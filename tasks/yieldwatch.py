@@ -33,6 +33,7 @@ from routing import yielding
 from routing.capability import CudaDevice
 from routing.yielding import DeviceYield
 from tasks import runner
+from tasks.run import Stop
 
 log = logging.getLogger("fleet.yield")
 GpuProcesses = Callable[[], "dict[int, set[int]] | None"]   # device index -> pids; None: unknown
@@ -108,11 +109,13 @@ def process_name(pid: int) -> str:
 def foreign_by_device(procs: Mapping[int, set[int]], ignore: Iterable[str],
                       is_fleets: Callable[[int], bool] = fleet_pid,
                       name_of: Callable[[int], str] = process_name) -> dict[int, set[int]]:
-    """Each device's processes that are neither fleet's jobs nor the desktop's own."""
+    """Each device's processes that are neither fleet's jobs nor the desktop's own. A pid
+    with no process in this pid namespace does not count: one that just exited, or one NVML
+    names from another namespace (a worker in a container sees no host pids)."""
     ignored = set(ignore)
     out = {}
     for device, pids in procs.items():
-        ours = {p for p in pids if is_fleets(p) or name_of(p) in ignored}
+        ours = {p for p in pids if not psutil.pid_exists(p) or is_fleets(p) or name_of(p) in ignored}
         out[device] = yielding.foreign_processes(set(pids), ours)
     return out
 
@@ -219,12 +222,15 @@ def run(watch: YieldWatch, stop: threading.Event) -> None:
             return
 
 
-def start(ctx, hand_back: HandBack) -> YieldWatch | None:
+def start(ctx) -> YieldWatch | None:
     """The host's yield watch, running in its own thread (None unless FLEET_YIELD=1 and the
-    host has GPUs)."""
+    host has GPUs). A job on a yielded GPU is handed back as ``Stop.YIELDED`` (tasks.handback)."""
     s = ctx.settings.yielding
     if not s.enabled or not ctx.capability.cuda_devices:
         return None
+
+    def hand_back(job_id: str, why: str) -> None:
+        ctx.runs.hand_back(job_id, Stop.YIELDED, why)
     watch = YieldWatch(s, ctx.capability.cuda_devices, ctx.gate, hand_back)
     threading.Thread(target=run, args=(watch, ctx.shutdown), name="fleet-yield", daemon=True).start()
     log.info("fleet: yielding GPUs to the host's owner (check %s, idle hint %s, free for %gs before reuse)",
