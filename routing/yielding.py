@@ -11,14 +11,16 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 from typing import Iterable, Mapping
 
+from core.constants import KILL_GRACE_S
 from core.settings import YIELD_POLL_S, YIELD_RECLAIM_S
 from routing.pool import Demand, Grant, Pool, admit
 
 RECLAIM_AFTER_S = YIELD_RECLAIM_S     # the owner must leave the device alone this long (FLEET_YIELD_RECLAIM_S)
+RUN_TICK_S = 1.0                      # a run looks at hand-back requests this often (tasks.runner)
 # A job on a yielded device is told to stop within one poll and one run tick; its process
-# group then gets KILL_GRACE_S (4 s) after SIGTERM. The device is free when the group is gone;
-# the checkpoint is synced right after, before the job goes back to its queue.
-HANDBACK_WITHIN_S = YIELD_POLL_S + 1.0 + 4.0
+# group then gets KILL_GRACE_S after SIGTERM. The device is free when the group is gone; the
+# checkpoint is synced right after, before the job goes back to its queue. (Default poll.)
+HANDBACK_WITHIN_S = YIELD_POLL_S + RUN_TICK_S + KILL_GRACE_S
 NOT_FLEET = " (not fleet)"
 OWNER_BUSY = "owner busy ("
 

@@ -105,6 +105,9 @@ def cmd_enroll(args) -> int:
     if args.yield_to_owner or args.yield_check or args.yield_idle_hint:
         values.update(enroll.yield_values(True, args.yield_check, args.yield_idle_hint, args.yield_reclaim_s,
                                           args.yield_poll_s))
+    elif args.yield_reclaim_s is not None or args.yield_poll_s is not None:
+        raise FleetError("--yield-reclaim-s / --yield-poll-s tune yielding, which is off: add --yield "
+                         "(or --yield-check COMMAND)")
     job_user = args.job_user or env.get("FLEET_JOB_USER") or None
     if not args.dry_run:
         for flag, name in (("--job-user", job_user), ("--user", None if job_user else args.user)):
