@@ -19,6 +19,7 @@ from routing.detect import detect_raw
 from routing.yielding import HANDBACK_WITHIN_S
 from state.records import JobState
 from tests.e2e.test_chaos import chaos  # noqa: F401  (the fixture: real Redis, file:// store)
+from tests.e2e.test_durable import wait_for
 from tests.gpu.test_gpu import NO_GPU, cuda_manifest, needs_whole_gpus
 
 OWNER = Path(__file__).with_name("owner_cuda.py")
@@ -36,14 +37,8 @@ def gpu_pids(uuid: str) -> set[int]:
         pynvml.nvmlShutdown()
 
 
-def wait_until(what: str, check, timeout_s: float, chaos, every_s: float = 0.02):
-    deadline = time.monotonic() + timeout_s
-    while time.monotonic() < deadline:
-        got = check()
-        if got:
-            return got
-        time.sleep(every_s)
-    raise AssertionError(f"{what}: not within {timeout_s}s\n{chaos.logs()}")
+def wait_until(what: str, check, timeout_s: float, chaos):
+    return wait_for(check, timeout_s, what, chaos, every_s=0.02)
 
 
 def test_a_cuda_process_of_the_owners_makes_the_worker_hand_its_job_back_and_wait(chaos):
