@@ -13,6 +13,7 @@ import time
 from dataclasses import asdict
 from pathlib import Path
 
+import psutil
 import pytest
 
 from routing.detect import detect_raw
@@ -44,12 +45,17 @@ def wait_until(what: str, check, timeout_s: float, chaos):
 def test_a_cuda_process_of_the_owners_makes_the_worker_hand_its_job_back_and_wait(chaos):
     needs_whole_gpus()
     gpu = detect_raw().cuda_devices[0]
+    if gpu_pids(gpu.uuid):
+        pytest.skip(f"GPU 0 already runs pids {sorted(gpu_pids(gpu.uuid))}: a yielding worker would yield at once")
     one_gpu = {k: v for k, v in asdict(gpu).items() if k != "index"}
     chaos.start("gpu-yield", capability={"cuda_devices": [one_gpu]}, FLEET_YIELD="1",
                 FLEET_YIELD_RECLAIM_S=str(RECLAIM_S))
     ids = chaos.publish(cuda_manifest(chaos, {"held": 20.0}))
     job = ids["held"]
     fleet_pids = wait_until("the job on the GPU", lambda: gpu_pids(gpu.uuid), 120, chaos)
+    if not all(psutil.pid_exists(p) for p in fleet_pids):
+        pytest.skip(f"NVML names pids {sorted(fleet_pids)} from another pid namespace (a container): "
+                    "yielding by process list needs the host's (docs/yielding.md)")
     time.sleep(4)   # two polls: the job's own process never makes the worker yield
     assert chaos.records().get(job).state is JobState.RUNNING, chaos.logs()
 
