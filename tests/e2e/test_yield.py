@@ -140,8 +140,10 @@ def test_a_yielding_host_hands_its_job_back_to_a_foreign_gpu_process_and_to_a_ga
 
     # the owner starts a game: their busy check now succeeds
     owner.wait("another checkpoint", lambda: owner.job_step(job) >= 12)
+    t0 = time.monotonic()
     owner.game.touch()
-    owner.wait("the job's process to exit", lambda: gone(second), timeout_s=HANDBACK_WITHIN_S)
+    owner.wait("the job's process to exit", lambda: gone(second), timeout_s=HANDBACK_WITHIN_S, every_s=0.01)
+    print(f"GPU free {time.monotonic() - t0:.2f}s after the owner's busy check began to succeed")
     game = f"owner busy (test -e {owner.game} succeeded)"
     owner.wait("fleet hosts to show the game", lambda: yielded_in_hosts(owner, game), timeout_s=10, every_s=0.3)
     cpu = owner.publish(f'[[jobs]]\nname = "cpu-meanwhile"\ncommand = ["{sys.executable}", "{CPU_JOB}", "1"]\n')
