@@ -145,17 +145,22 @@ def _loginctl(*args: str) -> str:
                           stdin=subprocess.DEVNULL, env=check_environment(), check=True).stdout
 
 
+def session_busy(show_session: str) -> bool:
+    """Whether one session, as ``loginctl show-session -p ...`` prints it, has the owner at
+    the console: local, active, graphical and not idle."""
+    props = dict(line.partition("=")[::2] for line in show_session.splitlines())
+    return (props.get("Type") in GRAPHICAL and props.get("Remote") == "no" and props.get("Active") == "yes"
+            and props.get("IdleHint") == "no")
+
+
 def console_active() -> bool:
     """Best effort: someone is at a local graphical session that logind does not call idle
     (desktops report idleness through IdleHint; text consoles do not, so they are left out)."""
     try:
         ids = [line.split()[0] for line in _loginctl("list-sessions", "--no-legend").splitlines() if line.strip()]
         for sid in ids:
-            props = dict(line.partition("=")[::2] for line in
-                         _loginctl("show-session", sid, "-p", "Type", "-p", "Remote", "-p", "Active",
-                                   "-p", "IdleHint").splitlines())
-            if (props.get("Type") in GRAPHICAL and props.get("Remote") == "no" and props.get("Active") == "yes"
-                    and props.get("IdleHint") == "no"):
+            if session_busy(_loginctl("show-session", sid, "-p", "Type", "-p", "Remote", "-p", "Active",
+                                      "-p", "IdleHint")):
                 return True
     except (OSError, subprocess.SubprocessError) as e:
         log.debug("logind idle hint unavailable: %s", e)

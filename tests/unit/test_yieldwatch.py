@@ -129,3 +129,14 @@ def test_a_change_of_yielded_devices_wakes_the_consumer(tmp_path):
     gate.yield_devices({0: "x"})
     gate.yield_devices({})
     assert woken == [1, 1]
+
+
+@pytest.mark.parametrize("shown, busy", [
+    ("Type=wayland\nRemote=no\nActive=yes\nIdleHint=no\n", True),
+    ("Type=x11\nRemote=no\nActive=yes\nIdleHint=yes\n", False),     # the desktop says the owner is away
+    ("Type=tty\nRemote=no\nActive=yes\nIdleHint=no\n", False),      # text consoles never report idleness
+    ("Type=x11\nRemote=yes\nActive=yes\nIdleHint=no\n", False),     # not at the console
+    ("Type=wayland\nRemote=no\nActive=no\nIdleHint=no\n", False),   # another seat user switched away
+])
+def test_only_an_active_local_graphical_session_that_is_not_idle_is_the_owner_at_the_console(shown, busy):
+    assert yieldwatch.session_busy(shown) is busy
