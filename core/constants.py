@@ -18,6 +18,7 @@ CQUEUES_KEY = KEY_PREFIX + "cqueues"     # hash: constraint queue -> constraint 
 REAPER_LOCK = KEY_PREFIX + "reaper-lock"
 WAKE_KEY = KEY_PREFIX + "wake:"          # list per worker process: a release wakes its BRPOP
 WAKE_TTL_S = 60                          # a dead worker's wake list is gone after this
+PREEMPT_LOCK_KEY = KEY_PREFIX + "preempt:"   # string with TTL per urgent job: one host preempts for it
 # kombu's Redis transport keeps delivered, unacked messages here (its default key names)
 KOMBU_UNACKED = "unacked"
 KOMBU_UNACKED_INDEX = "unacked_index"
@@ -53,6 +54,8 @@ ZSTD_LEVEL = 3
 BUNDLE_NAME = "bundle.tar.zst"
 META_NAME = "meta.json"
 KILL_GRACE_S = 4.0               # a stopped job's process group gets this long after SIGTERM
+PREEMPT_EVERY_S = 1.0            # how often a worker looks for an urgent job it could make room for
+PREEMPT_HOLD_S = 120.0           # room freed by preemption is kept this long for the urgent job alone
 TAIL_LINES = 40                  # output lines kept for progress and errors
 
 # --- data staged through the store (issue 8 item 1) --------------------------

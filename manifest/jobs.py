@@ -20,7 +20,7 @@ from manifest.sweep import hyper_problems, point_name, sweep_points
 
 # fields outside the job ID (manifest.ids): a problem in one of them still lets us compare IDs
 NOT_IN_ID = {"name", "priority", "prefer_cuda", "prefer_cuda_grace_s", "allowed_hosts",
-             "denied_hosts", "timeout_s", "max_attempts", "checkpoint"}
+             "denied_hosts", "timeout_s", "max_attempts", "checkpoint", "preemptible"}
 # what routing reads: when all of these that are written are well-typed, routing can be checked
 ROUTING_FIELDS = ("require_cuda", "prefer_cuda", "min_vram_gib", "min_ram_gib", "min_cores",
                   "gpus", "share_gpu", "allowed_hosts", "denied_hosts")
@@ -180,4 +180,4 @@ def _build_job(t: dict, point: dict, name: str, pins: tuple[str | None, PinnedWo
         timeout_s=t.get("timeout_s"), max_attempts=t.get("max_attempts"), line=table_line,
         checkpoint=checkpoint_dir(t["checkpoint"]) if "checkpoint" in t else None,
         workdir=own["workdir"], requirements=tuple(own["requirements"]), env_lock=own["env_lock"],
-        python=own["python"], env=own["env"])
+        python=own["python"], env=own["env"], preemptible=t.get("preemptible", False))

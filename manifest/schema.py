@@ -133,6 +133,7 @@ class JobSpec:
     env_lock: str | None = None    # sha256 of the workdir's pyproject.toml + uv.lock: `uv sync --frozen`
     python: str | None = None      # the environment's Python version, e.g. "3.12"
     env: dict[str, str] = field(default_factory=dict)   # plain variables set for the job
+    preemptible: bool = False      # stopping it loses nothing: an urgent job may take its place (routing.preempt)
 
     @property
     def own_env(self) -> bool:
@@ -148,6 +149,8 @@ class JobSpec:
         # by hand, not asdict: asdict deep-copies every value, a second per 100,000 jobs
         d = {f: _plain(getattr(self, f)) for f in _JOB_FIELDS}
         d["command"] = list(self.command) if self.command else None
+        if not self.preemptible:   # left out at its default: older workers read the spec, digests stay
+            del d["preemptible"]
         return d
 
     @classmethod

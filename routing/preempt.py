@@ -9,7 +9,10 @@ only if each displaced job:
 * has been preempted fewer than ``MAX_PREEMPTIONS`` times (nobody starves).
 
 Fewest jobs first, lowest priority first, the most recently started first (least progress
-since it began). Pure: the worker asks it with its pool and its running jobs.
+since it began). A waiting job displaces anyone only after it waited ``PREEMPT_GRACE_S``
+(every host that could start it at once pops it within a BRPOP round trip, so one still
+waiting then found no capable free host). Pure: the worker asks it with its pool and its
+running jobs (``tasks.preemption``).
 """
 from __future__ import annotations
 
@@ -20,6 +23,18 @@ from routing.pool import Demand, Grant, Pool, admit, release
 
 PREEMPT_MARGIN = 3        # 9 may displace 6 or lower; 5 (the default) may displace 2 or lower
 MAX_PREEMPTIONS = 3       # a job handed back this often runs to its end
+PREEMPT_GRACE_S = 2.0     # an urgent job waits this long for a free capable host first
+
+
+@dataclass(frozen=True)
+class Waiting:
+    """The most urgent job waiting on a queue this host serves but cannot consume now."""
+
+    job_id: str
+    name: str
+    priority: int
+    demand: Demand
+    queued_at: float
 
 
 @dataclass(frozen=True)
@@ -69,3 +84,19 @@ def _pruned(pool: Pool, demand: Demand, chosen: list[Running]) -> list[Running]:
         if admit(freed, demand) is not None:
             keep = trial
     return keep
+
+
+def plan(pool: Pool, waiting: Waiting, running: Sequence[Running], now: float, *,
+         grace_s: float = PREEMPT_GRACE_S, margin: int = PREEMPT_MARGIN,
+         max_preemptions: int = MAX_PREEMPTIONS) -> list[Running]:
+    """The running jobs to hand back now so ``waiting`` starts here; [] when none should be
+    (it has not waited its grace, it fits already, or no allowed set frees enough)."""
+    if now - waiting.queued_at < grace_s:
+        return []
+    return victims(pool, waiting.priority, waiting.demand, running, margin=margin,
+                   max_preemptions=max_preemptions) or []
+
+
+def reason(waiting: Waiting) -> str:
+    """What the displaced job's end mark and record say."""
+    return f"preempted by {waiting.name} (priority {waiting.priority})"

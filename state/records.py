@@ -75,6 +75,9 @@ class JobRecord:
     runs: int = 0                     # every run it had (lua/claim.lua); attempts count towards max_attempts
     owner: str | None = None          # who published it (fleet.owners); kept by a re-publish without --force
     cores: int | None = None          # CPU cores its run holds, reported with its GPUs (tasks.execution)
+    preemptions: int = 0              # times it was handed back for a more urgent job (tasks.preemption)
+    preempted_by: dict | None = None  # the last job that did: {job_id, name, priority, host, at}
+    preempted: list | None = None     # the jobs it displaced to start: [{job_id, name, priority, host, at}]
 
     @classmethod
     def from_hash(cls, h: dict[str, str]) -> "JobRecord":
@@ -87,7 +90,8 @@ class JobRecord:
                    trained={"at": num("trained_at"), "host": h.get("trained_host"), "dir": h.get("trained_dir")}
                    if h.get("trained_at") else None, checkpoint=load("checkpoint"),
                    runs=int(h.get("runs") or h.get("attempts") or 0), owner=h.get("owner"),
-                   cores=int(h["cores"]) if h.get("cores") else None)
+                   cores=int(h["cores"]) if h.get("cores") else None, preemptions=int(h.get("preemptions") or 0),
+                   preempted_by=load("preempted_by"), preempted=load("preempted"))
 
     def to_dict(self) -> dict[str, Any]:
         d = self.__dict__.copy()

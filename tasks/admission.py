@@ -8,12 +8,18 @@ acked or rejected without running (the transport's QoS), whichever comes first. 
 wakes a BRPOP that waits on fewer queues than the freed resources allow (``wake_key``), so
 a freed GPU is offered work at once. Admission itself is pure (``routing.pool``); this
 module adds the lock and the bookkeeping by delivery tag.
+
+A ``Hold`` keeps the room that preemption frees (``tasks.preemption``) for the urgent job
+alone: while it lasts, only that job's queue is consumed, and only once the room is free,
+and only that job may take it, so neither the job handed back (queued again at the head
+of its list), another queue nor another owner's turn takes the GPU it was stopped for.
 """
 from __future__ import annotations
 
 import os
 import threading
-from dataclasses import replace
+import time
+from dataclasses import dataclass, replace
 from typing import Callable, Iterable, Mapping
 
 from core import constants as C
@@ -28,6 +34,16 @@ from routing.yielding import admit_yielding
 QueueDemand = Callable[[str], "Demand | None"]
 
 
+@dataclass(frozen=True)
+class Hold:
+    """Room kept for one waiting job until it is delivered here or ``until`` passes."""
+
+    job_id: str
+    queue: str          # the queue it waits on: the only one consumed meanwhile
+    demand: Demand
+    until: float        # time.monotonic()
+
+
 class Gate:
     def __init__(self, pool: Pool, queue_demand: QueueDemand, on_release: Callable[[], None] = lambda: None,
                  wake_key: str = ""):
@@ -39,6 +55,7 @@ class Gate:
         self._lock = threading.Lock()
         self._on_release = on_release
         self.wake_key = wake_key
+        self._hold: Hold | None = None
         self._yielded: dict[int, str] = {}   # device -> why it is yielded to the host's owner
 
     def yield_devices(self, reasons: Mapping[int, str]) -> None:
@@ -69,10 +86,36 @@ class Gate:
         with self._lock:
             return {tag: (self._jobs.get(tag, ""), g) for tag, g in self._grants.items()}
 
+    def hold(self, hold: Hold) -> None:
+        """Keep what the host frees for ``hold.job_id`` alone (one hold at a time)."""
+        with self._lock:
+            self._hold = hold
+        self._on_release()   # BRPOP again, on the held queue alone
+
+    def unhold(self, job_id: str) -> None:
+        """Stop keeping room for ``job_id`` (it runs elsewhere, or waited too long)."""
+        with self._lock:
+            if self._hold is None or self._hold.job_id != job_id:
+                return
+            self._hold = None
+        self._on_release()
+
+    def holding(self) -> Hold | None:
+        """The hold in force, if any (an expired one is dropped)."""
+        with self._lock:
+            return self._live_hold()
+
+    def _live_hold(self) -> Hold | None:
+        if self._hold is not None and time.monotonic() >= self._hold.until:
+            self._hold = None
+        return self._hold
+
     def consumable(self, queues: Iterable[str]) -> list[str]:
         """The queues (in their order) whose jobs would all start here now."""
         with self._lock:
-            pool, yielded = self._pool, set(self._yielded)
+            pool, held, yielded = self._pool, self._live_hold(), set(self._yielded)
+        if held is not None:   # only the held job's queue, once the room for it is free
+            return [held.queue] if held.queue in queues and admit_yielding(pool, held.demand, yielded) else []
         out = []
         for q in queues:
             need = self.queue_demand(q)
@@ -90,9 +133,14 @@ class Gate:
         with self._lock:
             if tag in self._grants:
                 return self._grants[tag]
+            held = self._live_hold()
+            if held is not None and held.job_id != job_id:
+                return None   # the room is kept for the held job
             got = admit_yielding(self._pool, demand, self._yielded)
             if got is None:
                 return None
+            if held is not None:
+                self._hold = None   # delivered: the room is its own now
             self._grants[tag], self._pool = got
             self._jobs[tag] = job_id
             self._unclaimed.setdefault(job_id, []).append(tag)

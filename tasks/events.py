@@ -86,6 +86,16 @@ def queued_again_fields(why: str) -> dict:
     return {**dict.fromkeys(RUN_FIELDS), "state": states.PENDING, "result": f"queued again: {why}"}
 
 
+def preempting(app, hostname: str, job_id: str, text: str) -> None:
+    """A queued job displaces running ones (tasks.preemption): its Flower row says whom.
+    Its task ID is its job ID; PENDING still, the run's own events follow."""
+    try:
+        with app.events.default_dispatcher(hostname=hostname) as d:
+            d.send(QUEUED_AGAIN_EVENT, uuid=job_id, state=states.PENDING, result=text)
+    except Exception as e:  # events are for watching; preemption goes on without them
+        log.debug("preempting event for %s failed: %s", job_id[:12], e)
+
+
 def revoked(task, why: str) -> None:
     """The delivery ends REVOKED: result backend and Flower (a ``task-revoked`` event)."""
     try:

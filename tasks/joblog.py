@@ -38,6 +38,15 @@ def end_fields(end: RunEnd, detail: str = "") -> dict[str, str]:
     return {"outcome": end.value, **({"detail": clip(first, END_DETAIL_CHARS)} if first else {})}
 
 
+def note(client: redis.Redis, job_id: str, line: str, *, max_lines: int = C.JOB_LOG_MAX_LINES,
+         ttl_s: int = C.JOB_LOG_TTL_S) -> None:
+    """One line in a job's log from outside its run (e.g. a queued job that preempts others)."""
+    pipe = client.pipeline(transaction=False)
+    pipe.xadd(log_key(job_id), {"l": clip(line)}, maxlen=max_lines, approximate=True)
+    pipe.expire(log_key(job_id), ttl_s)
+    pipe.execute()
+
+
 class JobLog:
     """Use as a context manager around one run, from its claim to its end; ``append`` is safe
     from any thread. Say how the run ended with ``end`` before leaving: a run left by an

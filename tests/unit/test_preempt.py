@@ -2,7 +2,7 @@
 from __future__ import annotations
 
 from routing.pool import Demand, Pool, admit
-from routing.preempt import MAX_PREEMPTIONS, Running, victims
+from routing.preempt import MAX_PREEMPTIONS, PREEMPT_GRACE_S, Running, Waiting, plan, reason, victims
 
 
 def host_running(*specs):
@@ -46,3 +46,24 @@ def test_only_the_jobs_needed_are_displaced_lowest_priority_first():
                                  ("cpu-b", 3, Demand(cores=3), True))
     # the urgent job needs the GPU: only the GPU job stands in its way
     assert [r.job_id for r in victims(pool, 9, Demand(gpus=1, cores=1), running)] == ["gpu"]
+
+
+def waiting(priority=9, demand=Demand(gpus=1), queued_at=0.0):
+    return Waiting("urgent", "urgent-x", priority, demand, queued_at)
+
+
+def test_an_urgent_job_displaces_nobody_before_its_grace_is_over():
+    pool, running = host_running(("slow", 1, Demand(gpus=1), True))
+    assert plan(pool, waiting(), running, now=PREEMPT_GRACE_S - 0.1) == []
+    assert [r.job_id for r in plan(pool, waiting(), running, now=PREEMPT_GRACE_S)] == ["slow"]
+
+
+def test_a_plan_is_empty_when_nobody_may_be_displaced_or_the_job_fits():
+    pool, running = host_running(("no-ckpt", 1, Demand(gpus=1), False))
+    assert plan(pool, waiting(), running, now=60) == []
+    pool, running = host_running(("cpu", 1, Demand(cores=1), True))
+    assert plan(pool, waiting(), running, now=60) == []
+
+
+def test_the_displaced_job_is_told_who_took_its_place():
+    assert reason(waiting()) == "preempted by urgent-x (priority 9)"

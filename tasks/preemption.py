@@ -1,0 +1,178 @@
+"""Preemption through checkpoints, worker side: make room on this host for an urgent job.
+
+About once a second (``PREEMPT_EVERY_S``) the worker looks at the most urgent job waiting on
+each queue it serves but cannot consume now (the gate says which). When ``routing.preempt``
+finds running jobs here whose hand-back lets that job start (a priority lower by the margin,
+a checkpoint or ``preemptible``, not preempted too often already, and the job has waited its
+grace, so no capable host was free), the worker
+
+1. takes a Redis lock for the urgent job (``PREEMPT_LOCK_KEY``): one host preempts for it;
+2. holds the room for it alone (``tasks.admission.Hold``): the job handed back, another queue
+   or another owner's turn cannot take what is freed;
+3. hands the victims back (``tasks.handback``, ``Stop.PREEMPTED``): each process group stopped,
+   its checkpoint synced once more, the job queued again with the attempt uncounted, its
+   record saying ``preempted_by`` and ``preemptions``; only then is its grant released, so the
+   urgent job starts after the sync;
+4. notes on the urgent job's record (``preempted``), in `fleet logs` and in Flower whom it
+   displaced, and logs the time from this decision to the urgent job's start.
+"""
+from __future__ import annotations
+
+import json
+import logging
+import time
+from dataclasses import dataclass
+
+import redis
+from kombu.transport.redis import Channel
+
+from core import constants as C
+from manifest.schema import Needs
+from routing.preempt import PREEMPT_MARGIN, Running, Waiting, plan, reason
+from tasks import events, joblog, poison
+from tasks.admission import Hold
+from tasks.host import HostContext
+from tasks.run import Stop
+from tasks.transport import NEED_FIELDS
+
+log = logging.getLogger("fleet.preempt")
+# only jobs this urgent can displace anyone (a victim's priority is at least 0)
+URGENT_WIRE = range(C.MAX_PRIORITY - PREEMPT_MARGIN + 1)
+
+
+@dataclass(frozen=True)
+class Decision:
+    """One preemption: who waits, whom it displaces, when it was decided (time.time())."""
+
+    waiting: Waiting
+    victims: tuple[Running, ...]
+    at: float
+
+
+def loop(ctx: HostContext) -> None:
+    """The worker's preemption thread: a look every PREEMPT_EVERY_S until it stops."""
+    preemptor = Preemptor(ctx)
+    while not ctx.shutdown.wait(C.PREEMPT_EVERY_S):
+        try:
+            preemptor.tick()
+        except redis.RedisError as e:
+            log.debug("preemption: Redis unavailable (%s); next time", e)
+        except Exception:   # never end the thread: preemption is an optimisation
+            log.exception("preemption: look failed")
+
+
+class Preemptor:
+    def __init__(self, ctx: HostContext):
+        self.ctx = ctx
+        self.decision: Decision | None = None
+
+    def tick(self, now: float | None = None) -> Decision | None:
+        """One look; the decision taken now, if any."""
+        now = time.time() if now is None else now
+        if self.decision is not None and not self._settled(self.decision, now):
+            return None
+        running = None
+        for queue in self._blocked():
+            waiting = self._head(queue, now)
+            if waiting is None:
+                continue
+            running = self._running() if running is None else running
+            chosen = plan(self.ctx.gate.pool, waiting, running, now)
+            if chosen and self._lock(waiting):
+                self.decision = self._preempt(queue, waiting, tuple(chosen), now)
+                return self.decision
+        return None
+
+    # --- what waits, what runs ------------------------------------------------------
+    def _blocked(self) -> list[str]:
+        """The queues this host serves whose jobs cannot all start here now, in its order."""
+        queues = list(self.ctx.queues)
+        can = set(self.ctx.gate.consumable(queues))
+        return [q for q in queues if q not in can]
+
+    def _head(self, queue: str, now: float) -> Waiting | None:
+        """The job BRPOP would take next from ``queue``, if urgent enough to displace anyone."""
+        pipe = self.ctx.redis.pipeline(transaction=False)
+        for wire in URGENT_WIRE:
+            pipe.lindex(f"{queue}{Channel.sep}{wire}" if wire else queue, -1)
+        raw = next((r for r in pipe.execute() if r), None)
+        if raw is None:
+            return None
+        msg, why = poison.inspect(raw)
+        if why:
+            return None   # the transport sets it aside when it pops it
+        job = poison.job_of(msg)
+        jid = job.get("job_id") or ""
+        state, queued_at, created_at = self.ctx.redis.hmget(C.JOB_KEY + jid, "state", "queued_at", "created_at")
+        if state != "queued":
+            return None   # cancelled, or a stale copy: dropped when popped
+        try:
+            needs = Needs(**{k: v for k, v in (job.get("needs") or {}).items() if k in NEED_FIELDS})
+            return Waiting(jid, job.get("name") or jid[:12], int(job.get("priority", C.DEFAULT_PRIORITY)),
+                           self.ctx.gate.demand(needs, queue), float(queued_at or created_at or now))
+        except (TypeError, ValueError, AttributeError):
+            return None   # its execution refuses it loudly when it is popped
+
+    def _running(self) -> list[Running]:
+        """This host's runs as preemption sees them (one already asked to go is not counted)."""
+        runs = [r for r in self.ctx.runs.active() if r.grant is not None and self.ctx.runs.asked(r.job.job_id) is None]
+        pipe = self.ctx.redis.pipeline(transaction=False)
+        for r in runs:
+            pipe.hget(C.JOB_KEY + r.job.job_id, "preemptions")
+        counts = pipe.execute() if runs else []
+        return [Running(r.job.job_id, r.job.priority, r.grant, r.started, bool(r.job.checkpoint) or r.job.preemptible,
+                        int(n or 0)) for r, n in zip(runs, counts)]
+
+    # --- the preemption ---------------------------------------------------------------
+    def _lock(self, waiting: Waiting) -> bool:
+        return bool(self.ctx.redis.set(C.PREEMPT_LOCK_KEY + waiting.job_id, self.ctx.hostname, nx=True,
+                                       px=int(C.PREEMPT_HOLD_S * 1000)))
+
+    def _preempt(self, queue: str, waiting: Waiting, victims: tuple[Running, ...], now: float) -> Decision:
+        ctx = self.ctx
+        ctx.gate.hold(Hold(waiting.job_id, queue, waiting.demand, time.monotonic() + C.PREEMPT_HOLD_S))
+        by = {"job_id": waiting.job_id, "name": waiting.name, "priority": waiting.priority,
+              "host": ctx.hostname, "at": now}
+        names = {r.job.job_id: r.job.name for r in ctx.runs.active()}
+        why = reason(waiting)
+        for v in victims:
+            ctx.runs.hand_back(v.job_id, Stop.PREEMPTED, why, preempted_by=by, preemptions=v.preempted + 1)
+        took = [{"job_id": v.job_id, "name": names.get(v.job_id, v.job_id[:12]), "priority": v.priority,
+                 "host": ctx.hostname, "at": now} for v in victims]
+        self._note(waiting, took)
+        log.warning("preempting %s on %s for %s (priority %d, waited %.1fs): checkpoint, then hand back",
+                    ", ".join(f"{t['name']} (priority {t['priority']})" for t in took), ctx.hostname,
+                    waiting.name, waiting.priority, now - waiting.queued_at)
+        return Decision(waiting, victims, now)
+
+    def _note(self, waiting: Waiting, took: list[dict]) -> None:
+        """The urgent job's record, `fleet logs` and Flower say whom it displaces."""
+        key = C.JOB_KEY + waiting.job_id
+        earlier = json.loads(self.ctx.redis.hget(key, "preempted") or "[]")
+        self.ctx.redis.hset(key, "preempted", json.dumps(earlier + took))
+        text = (f"preempting {', '.join(t['name'] for t in took)} on {self.ctx.hostname} "
+                "(checkpoint synced, handed back) to start here")
+        joblog.note(self.ctx.redis, waiting.job_id, f"fleet: {text}")
+        events.preempting(self.ctx.app, self.ctx.nodename or self.ctx.hostname, waiting.job_id, text)
+
+    def _settled(self, d: Decision, now: float) -> bool:
+        """Whether the last preemption is over: the urgent job started here (its delay from the
+        decision logged), runs elsewhere, or its hold ran out."""
+        jid = d.waiting.job_id
+        state, worker, started_at = self.ctx.redis.hmget(C.JOB_KEY + jid, "state", "worker", "started_at")
+        held = self.ctx.gate.holding()
+        if held is not None and held.job_id == jid and state == "queued":
+            return False   # the victims are still stopping, or the room waits for its delivery
+        if state == "queued" and now - d.at < C.PREEMPT_HOLD_S:
+            return False   # delivered here, not yet claimed
+        if state in ("running", "succeeded", "failed") and worker == self.ctx.hostname and started_at:
+            log.warning("preemption: %s started on %s %.2fs after the decision to preempt %s",
+                        d.waiting.name, self.ctx.hostname, float(started_at) - d.at,
+                        ", ".join(v.job_id[:12] for v in d.victims))
+        else:
+            log.warning("preemption for %s ended without it starting here (state %s on %s)",
+                        d.waiting.name, state, worker or "no host")
+        self.ctx.gate.unhold(jid)
+        self.ctx.redis.delete(C.PREEMPT_LOCK_KEY + jid)
+        self.decision = None
+        return True

@@ -1,0 +1,131 @@
+"""Preemption through checkpoints with real workers on simulated hosts: a priority-9 job that
+only one busy host can run takes the place of a priority-1 checkpointed job there within
+seconds of its checkpoint sync; the displaced job resumes later from its checkpoint and ends
+with the same result as an uninterrupted run. A job that would lose work is never displaced,
+and a job displaced MAX_PREEMPTIONS times runs to its end."""
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from routing.preempt import MAX_PREEMPTIONS
+from state.records import JobState
+from tests.e2e.ckptjob import chain
+from tests.e2e.test_pools import pools  # noqa: F401  (the fixture)
+
+pytestmark = pytest.mark.e2e
+JOB = Path(__file__).with_name("ckptjob.py")
+BIG = {"cuda_devices": [{"name": "sim-80GB", "vram_total_gib": 80}], "ram_total_gib": 64, "cpu_cores": 4}
+SMALL = {"cuda_devices": [{"name": "sim-16GB", "vram_total_gib": 16}], "ram_total_gib": 32, "cpu_cores": 2}
+STEPS, STEP_S = 24, 0.5        # the low job runs about 12 s uninterrupted
+
+
+def job(name: str, priority: int, steps: int, *, vram: int, extra: str = "") -> str:
+    return (f'[[jobs]]\nname = "{name}"\ncommand = ["{sys.executable}", "{JOB}", "{steps}", "{STEP_S}"]\n'
+            f"priority = {priority}\nrequire_cuda = true\nmin_vram_gib = {vram}\n{extra}\n")
+
+
+@pytest.fixture
+def fleet(pools):   # noqa: F811
+    pools.env.update(FLEET_CHECKPOINT_EVERY_S="0.5", FLEET_LEASE_TTL_S="5")
+    pools.start("big", BIG)
+    pools.start("small", SMALL)    # free, but too small for either job
+    return pools
+
+
+def running_after(fleet, job_id: str, steps: int) -> None:
+    """Wait until the job runs and has passed ``steps`` steps with a checkpoint synced."""
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline:
+        rec = fleet.records().get(job_id)
+        tail = (rec.progress or {}).get("tail") or []
+        done = max((int(line.split()[1]) for line in tail if line.startswith("step ")), default=0)
+        if rec.state is JobState.RUNNING and done >= steps and fleet.records().checkpoint(job_id):
+            return
+        time.sleep(0.1)
+    raise AssertionError(f"{job_id[:12]} never ran past step {steps}\n{fleet.logs()}")
+
+
+def show(fleet, name: str) -> dict:
+    done = subprocess.run([sys.executable, "-m", "fleet.cli", "show", name], env=fleet.env, capture_output=True,
+                          text=True, timeout=60)
+    assert done.returncode == 0, done.stderr
+    return json.loads(done.stdout)
+
+
+def logs(fleet, name: str) -> str:
+    done = subprocess.run([sys.executable, "-m", "fleet.cli", "logs", name], env=fleet.env, capture_output=True,
+                          text=True, timeout=60)
+    return done.stdout
+
+
+def test_an_urgent_job_takes_the_place_of_a_checkpointed_one_which_resumes_and_ends_the_same(fleet):
+    low = fleet.publish(job("low", 1, STEPS, vram=40, extra='checkpoint = "ckpt/"'))
+    running_after(fleet, low["low"], 4)
+    urgent = fleet.publish(job("urgent", 9, 2, vram=60))
+    recs = fleet.wait({**low, **urgent}, timeout_s=120)
+    assert recs["low"].state is recs["urgent"].state is JobState.SUCCEEDED, fleet.logs()
+    seen = fleet.reports(["low", "urgent"])
+    # the urgent job ran on the busy big host while the low one waited, then the low one resumed
+    assert recs["urgent"].worker == "big" == recs["low"].worker
+    first, second = seen["low"]["starts"]
+    assert second["from_step"] >= 4 and second["at"] >= seen["urgent"]["end"]
+    assert seen["low"]["digest"] == chain(STEPS), "the resumed run ends as an uninterrupted one"
+    # who preempted whom: the records, `fleet show`, `fleet logs`
+    low_rec, urgent_rec = show(fleet, "low"), show(fleet, "urgent")
+    assert low_rec["preemptions"] == 1 and low_rec["attempts"] == 1 and low_rec["runs"] == 2
+    assert low_rec["preempted_by"]["name"] == "urgent" and low_rec["preempted_by"]["priority"] == 9
+    assert [p["name"] for p in urgent_rec["preempted"]] == ["low"]
+    decided = urgent_rec["preempted"][0]["at"]
+    delay = recs["urgent"].started_at - decided
+    print(f"\npreemption decision -> urgent job claimed on big: {delay:.2f}s; "
+          f"its process started {seen['urgent']['starts'][0]['at'] - decided:.2f}s after the decision")
+    assert delay < 8, "the urgent job started within seconds of the checkpoint sync"
+    assert "handed back (preempted by urgent (priority 9))" in logs(fleet, "low")
+    assert "preempting low on big" in logs(fleet, "urgent")
+
+
+def test_a_job_without_checkpoint_or_preemptible_is_never_preempted(fleet):
+    low = fleet.publish(job("plain", 1, 12, vram=40))
+    running_after_start(fleet, low["plain"])
+    urgent = fleet.publish(job("urgent2", 9, 1, vram=60))
+    recs = fleet.wait({**low, **urgent}, timeout_s=120)
+    seen = fleet.reports(["plain", "urgent2"])
+    assert len(seen["plain"]["starts"]) == 1 and recs["plain"].preemptions == 0
+    assert seen["urgent2"]["starts"][0]["at"] >= seen["plain"]["end"] - 0.5
+
+
+def test_a_job_preempted_max_times_runs_to_its_end(fleet):
+    low = fleet.publish(job("tired", 1, 16, vram=40, extra='checkpoint = "ckpt/"'))
+    running_after(fleet, low["tired"], 2)
+    fleet.records().r.hset("fleet:job:" + low["tired"], "preemptions", MAX_PREEMPTIONS)
+    urgent = fleet.publish(job("urgent3", 9, 1, vram=60))
+    recs = fleet.wait({**low, **urgent}, timeout_s=120)
+    seen = fleet.reports(["tired", "urgent3"])
+    assert len(seen["tired"]["starts"]) == 1 and recs["tired"].preemptions == MAX_PREEMPTIONS
+    assert seen["urgent3"]["starts"][0]["at"] >= seen["tired"]["end"] - 0.5
+
+
+def test_a_preemptible_job_without_checkpoint_is_handed_back_and_starts_over(fleet):
+    low = fleet.publish(job("scratch", 1, 12, vram=40, extra="preemptible = true"))
+    running_after_start(fleet, low["scratch"])
+    urgent = fleet.publish(job("urgent4", 9, 1, vram=60))
+    recs = fleet.wait({**low, **urgent}, timeout_s=120)
+    seen = fleet.reports(["scratch", "urgent4"])
+    assert [s["from_step"] for s in seen["scratch"]["starts"]] == [0, 0]
+    assert recs["scratch"].preemptions == 1 and seen["scratch"]["digest"] == chain(12)
+
+
+def running_after_start(fleet, job_id: str) -> None:
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline:
+        if fleet.records().get(job_id).state is JobState.RUNNING:
+            time.sleep(1.5)
+            return
+        time.sleep(0.1)
+    raise AssertionError(f"{job_id[:12]} never started\n{fleet.logs()}")
