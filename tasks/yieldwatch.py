@@ -169,7 +169,7 @@ def console_active() -> bool:
 
 def validate(settings: YieldSettings) -> None:
     """Refuse a busy check that cannot run, at start rather than silently at every poll."""
-    if settings.check and shutil.which(settings.check[0]) is None:
+    if settings.enabled and settings.check and shutil.which(settings.check[0]) is None:
         raise ConfigError(f"{YIELD_CHECK_ENV}={settings.check_name!r}: {settings.check[0]!r} is not an "
                           "executable on PATH; give its absolute path or install it")
 

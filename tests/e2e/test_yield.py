@@ -161,3 +161,16 @@ def test_a_yielding_host_hands_its_job_back_to_a_foreign_gpu_process_and_to_a_ga
     assert rec.attempts == 1 and rec.runs == 3                                    # handed back, not failed
     log = owner.fleet("logs", "train").stdout
     assert log.count("handed back (yielded to the host's owner") == 2, log
+
+
+def test_a_busy_check_that_cannot_run_stops_the_worker_at_start_naming_it(tmp_path):
+    server = RedisServer(tmp_path / "redis").start()
+    env = dict(os.environ, FLEET_BROKER_URL=server.url, FLEET_STORE_URL=f"file://{tmp_path / 'store'}",
+               FLEET_YIELD="1", FLEET_YIELD_CHECK="no-such-game-check -x steam")
+    try:
+        worker = start_worker("bad-check", HOST, env, tmp_path / "logs")
+        assert worker.wait(60) != 0
+    finally:
+        server.stop()
+    log = (tmp_path / "logs" / "bad-check.log").read_text()
+    assert "fleet: refusing to start: FLEET_YIELD_CHECK='no-such-game-check -x steam'" in log, log

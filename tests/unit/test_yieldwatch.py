@@ -75,6 +75,7 @@ def test_a_busy_check_that_cannot_run_refuses_the_start():
     with pytest.raises(ConfigError, match="FLEET_YIELD_CHECK='no-such-game-check -x'"):
         yieldwatch.validate(YieldSettings(enabled=True, check=("no-such-game-check", "-x")))
     yieldwatch.validate(YieldSettings(enabled=True, check=("pgrep", "-x", "steam")))
+    yieldwatch.validate(YieldSettings(enabled=False, check=("no-such-game-check",)))   # yielding is off
 
 
 def test_a_simulated_process_list_reads_as_nvmls_would(tmp_path):
