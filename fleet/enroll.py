@@ -36,6 +36,7 @@ class UnitPlan:
     work_dir: str | None = None      # None: StateDirectory=fleet, i.e. /var/lib/fleet
     gpu: bool = False                # GPU hosts keep /dev/nvidia* reachable
     writable: tuple[str, ...] = field(default_factory=tuple)   # e.g. a file:// store's directory
+    yield_to_owner: bool = False     # FLEET_YIELD=1: the worker must see the owner's processes
 
 
 def stop_timeout_s(soft_shutdown_s: float, job_stop_s: float, upload_allowance_s: float) -> int:
@@ -58,6 +59,27 @@ def settings(env: Mapping[str, str]) -> dict[str, str]:
             if "\n" in value or "\r" in value:
                 raise ConfigError(f"{name}: contains a line break, which an EnvironmentFile cannot hold")
             out[name] = value
+    return out
+
+
+def yield_values(enabled: bool, check: str | None = None, idle_hint: bool = False,
+                 reclaim_s: float | None = None, poll_s: float | None = None) -> dict[str, str]:
+    """The EnvironmentFile lines of `fleet enroll --yield ...`, checked as the worker will
+    read them (so a bad value fails here, naming its variable)."""
+    from core import settings as S
+    out = {S.YIELD_ENV: "1" if enabled else "0"}
+    if check is not None:
+        out[S.YIELD_CHECK_ENV] = check
+    if idle_hint:
+        out[S.YIELD_IDLE_HINT_ENV] = "1"
+    if reclaim_s is not None:
+        out[S.YIELD_RECLAIM_ENV] = f"{reclaim_s:g}"
+    if poll_s is not None:
+        out[S.YIELD_POLL_ENV] = f"{poll_s:g}"
+    for name, value in out.items():
+        if "\n" in value or "\r" in value:
+            raise ConfigError(f"{name}: contains a line break, which an EnvironmentFile cannot hold")
+    S.YieldSettings.from_env(out)
     return out
 
 
@@ -129,7 +151,8 @@ def render_unit(plan: UnitPlan) -> str:
         "ProtectSystem=strict",
         "ProtectHome=read-only",
         "PrivateTmp=yes",
-        "ProtectProc=invisible",
+        # yielding looks for the owner's processes (the busy check, NVML's pids): keep them visible
+        "ProtectProc=default" if plan.yield_to_owner else "ProtectProc=invisible",
         "ProtectKernelTunables=yes",
         "ProtectKernelModules=yes",
         "ProtectKernelLogs=yes",

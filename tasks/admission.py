@@ -20,14 +20,15 @@ import os
 import threading
 import time
 from dataclasses import dataclass, replace
-from typing import Callable, Iterable
+from typing import Callable, Iterable, Mapping
 
 from core import constants as C
 from manifest.schema import Needs, TierSpec
 from routing.capability import Capability
-from routing.pool import GPU_RESERVE_CORES, GPU_RESERVE_RAM_GIB, Demand, GpuReserve, Grant, Pool, admit, \
+from routing.pool import GPU_RESERVE_CORES, GPU_RESERVE_RAM_GIB, Demand, GpuReserve, Grant, Pool, \
     demand_of, release
 from routing.tiers import qualifies
+from routing.yielding import admit_yielding
 from state import queues
 
 # queue name -> what the most demanding job on it needs (None: unknown, consume it anyway)
@@ -57,6 +58,20 @@ class Gate:
         self._on_release = on_release
         self.wake_key = wake_key
         self._hold: Hold | None = None
+        self._yielded: dict[int, str] = {}   # device -> why it is yielded to the host's owner
+
+    def yield_devices(self, reasons: Mapping[int, str]) -> None:
+        """From now on withhold exactly ``reasons``' devices from new jobs (tasks.yieldwatch);
+        {} gives every device back. A change wakes the BRPOP to ask for what fits now."""
+        with self._lock:
+            changed, self._yielded = dict(reasons) != self._yielded, dict(reasons)
+        if changed:
+            self._on_release()
+
+    def yielded(self) -> dict[int, str]:
+        """Device -> why it is yielded to the host's owner, for the devices that are."""
+        with self._lock:
+            return dict(self._yielded)
 
     @property
     def pool(self) -> Pool:
@@ -110,13 +125,13 @@ class Gate:
     def consumable(self, queues: Iterable[str]) -> list[str]:
         """The queues (in their order) whose jobs would all start here now."""
         with self._lock:
-            pool, held = self._pool, self._live_hold()
+            pool, held, yielded = self._pool, self._live_hold(), set(self._yielded)
         if held is not None:   # only the held job's queue, once the room for it is free
-            return [held.queue] if held.queue in queues and admit(pool, held.demand) is not None else []
+            return [held.queue] if held.queue in queues and admit_yielding(pool, held.demand, yielded) else []
         out = []
         for q in queues:
             need = self.queue_demand(q)
-            if need is None or admit(pool, need) is not None:
+            if need is None or admit_yielding(pool, need, yielded) is not None:
                 out.append(q)
         return out
 
@@ -133,7 +148,7 @@ class Gate:
             held = self._live_hold()
             if held is not None and held.job_id != job_id:
                 return None   # the room is kept for the held job
-            got = admit(self._pool, demand)
+            got = admit_yielding(self._pool, demand, self._yielded)
             if got is None:
                 return None
             if held is not None:

@@ -52,9 +52,11 @@ def pool_view(ctx) -> dict:
         jobs[job_id] = {"gpus": list(grant.gpus), "cores": len(grant.cores), "ram_gib": grant.ram_gib,
                         "shared_gib": grant.shared_gib}
     names = {d.index: d.name for d in ctx.capability.cuda_devices}
+    yielded = ctx.gate.yielded()   # to the host's owner (tasks.yieldwatch)
     gpus = [{"index": d.index, "name": names.get(d.index, ""), "vram_gib": d.vram_gib,
              "state": "whole" if d.whole else "shared" if d.shared_gib > 0 else "free",
-             "shared_gib": d.shared_gib, "jobs": holders.get(d.index, [])} for d in pool.devices]
+             "shared_gib": d.shared_gib, "jobs": holders.get(d.index, []), "yielded": yielded.get(d.index, "")}
+            for d in pool.devices]
     kept_cores, kept_ram = pool.held_back()
     return {"gpus": gpus, "cores": {"total": pool.total_cores, "free": len(pool.free_cores), "kept_for_gpus": kept_cores},
             "ram_gib": {"total": pool.total_ram_gib, "free": round(pool.free_ram_gib, 3), "kept_for_gpus": kept_ram},
@@ -78,13 +80,15 @@ def run(ctx, consumer=None, every_s: float = C.HOST_HEARTBEAT_EVERY_S) -> None:
     A change of queues is written at once: publish waits on it (fleet/pickup.py)."""
     started = time.time()
     while True:
-        written = consumed(ctx, consumer)
+        written, yielded = consumed(ctx, consumer), ctx.gate.yielded()
         try:
             beat(ctx.redis, payload(ctx, consumer, started_at=started))
         except redis.RedisError as e:
             log.debug("heartbeat not written (%s); will retry", e)
         deadline = time.monotonic() + every_s
-        while not ctx.shutdown.wait(0.1) and time.monotonic() < deadline and consumed(ctx, consumer) == written:
+        # a GPU yielded to its owner, or taken back, is shown at once too (fleet hosts)
+        while (not ctx.shutdown.wait(0.1) and time.monotonic() < deadline and consumed(ctx, consumer) == written
+               and ctx.gate.yielded() == yielded):
             pass
         if ctx.shutdown.is_set():
             break

@@ -29,6 +29,7 @@ import redis
 from core import constants as C
 from manifest.schema import Needs
 from routing.preempt import PREEMPT_MARGIN, Running, Waiting, plan, reason
+from routing.yielding import withhold
 from state import queues
 from tasks import events, joblog, poison
 from tasks.admission import Hold
@@ -84,7 +85,8 @@ class Preemptor:
             if waiting is None:
                 continue
             running = self._running() if running is None else running
-            chosen = plan(self.ctx.gate.pool, waiting, running, now)
+            # a GPU yielded to its owner is no room to plan on, however idle it looks
+            chosen = plan(withhold(self.ctx.gate.pool, self.ctx.gate.yielded()), waiting, running, now)
             if chosen and self._lock(waiting):
                 self.decision = self._preempt(queue, waiting, tuple(chosen), now)
                 return self.decision

@@ -26,6 +26,7 @@ class Stop(str, Enum):
     LOST = "lost"               # another run owns the job now
     OVER_BUDGET = "over its VRAM budget"   # a sharing job used more GPU memory than it declared
     PREEMPTED = "preempted"     # a policy hands it back: an urgent job takes its place (tasks.handback)
+    YIELDED = "yielded"         # a policy hands it back: the host's owner wants its GPU (tasks.yieldwatch)
     # what the record says when it no longer says running (the lease's answer)
     CANCELLED = "cancelled"
     QUEUED = "queued"
@@ -54,7 +55,7 @@ class Stop(str, Enum):
 
 
 # the stops a host's policy asks for through tasks.handback
-POLICY_STOPS = frozenset({Stop.PREEMPTED})
+POLICY_STOPS = frozenset({Stop.PREEMPTED, Stop.YIELDED})
 
 
 class Outcome(str, Enum):

@@ -25,6 +25,12 @@ from trainers.protocol import parse_metric_line
 
 # Run by path, not `-m tasks.supervisor`: importing the tasks package builds the Celery app.
 SUPERVISOR = str(Path(__file__).with_name("supervisor.py"))
+_groups: set[int] = set()       # the process groups of the jobs running now (tasks.yieldwatch)
+
+
+def running_groups() -> frozenset[int]:
+    """The process group ids of the jobs this worker runs now: any process in one is fleet's."""
+    return frozenset(_groups)
 
 
 @dataclass
@@ -124,6 +130,7 @@ def run(argv: list[str], *, env: dict[str, str], cwd: str, timeout_s: float | No
                             stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
                             start_new_session=True, **(run_as or {}))
     progress.pgid = proc.pid
+    _groups.add(proc.pid)
     reader = threading.Thread(target=_reader, args=(proc.stdout, progress, log), daemon=True)
     reader.start()
     pidfd = _pidfd(proc.pid)
@@ -146,6 +153,7 @@ def run(argv: list[str], *, env: dict[str, str], cwd: str, timeout_s: float | No
         os.killpg(proc.pid, signal.SIGKILL)
     except ProcessLookupError:
         pass
+    _groups.discard(proc.pid)
     reader.join(5)
     if pidfd is not None:
         os.close(pidfd)

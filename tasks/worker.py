@@ -19,7 +19,7 @@ from core import constants as C
 from core.errors import FleetError
 from state.cluster import read_config
 from state.queuewatch import Watcher
-from tasks import admission, heartbeat, host, isolation, preemption, trained, upload
+from tasks import admission, heartbeat, host, isolation, preemption, trained, upload, yieldwatch
 from tasks.host import HostContext
 
 log = logging.getLogger("fleet.worker")
@@ -32,6 +32,7 @@ def start_checks(sender=None, instance=None, conf=None, options=None, **kw):
     try:
         isolation.harden_worker()
         choose_queues(sender, instance, conf, options)
+        yieldwatch.validate(host.context().settings.yielding)
     except FleetError as e:
         raise SystemExit(f"fleet: refusing to start: {e}") from None
 
@@ -79,6 +80,7 @@ def start_background(sender=None, **kw):
     threading.Thread(target=_refresh_loop, args=(ctx, sender), name="fleet-queues", daemon=True).start()
     heartbeat.start(ctx, sender)   # fleet hosts / why / publish read the fleet from it
     threading.Thread(target=preemption.loop, args=(ctx,), name="fleet-preempt", daemon=True).start()
+    yieldwatch.start(ctx)          # FLEET_YIELD=1: give GPUs back to the host's owner
 
 
 @signals.worker_shutting_down.connect

@@ -12,6 +12,7 @@ from pathlib import Path
 from urllib.parse import urlparse
 
 from core import constants as C
+from core.settings import YIELD_POLL_S, YIELD_RECLAIM_S, YieldSettings
 from fleet import enroll
 from fleet.cli.common import console, err, where
 from core.errors import FleetError, StoreError
@@ -101,6 +102,12 @@ def cmd_enroll(args) -> int:
     if store_url.scheme == "file":
         err.print("warning: FLEET_STORE_URL is a file:// store: other hosts cannot read what this one stores",
                   markup=False)
+    if args.yield_to_owner or args.yield_check or args.yield_idle_hint:
+        values.update(enroll.yield_values(True, args.yield_check, args.yield_idle_hint, args.yield_reclaim_s,
+                                          args.yield_poll_s))
+    elif args.yield_reclaim_s is not None or args.yield_poll_s is not None:
+        raise FleetError("--yield-reclaim-s / --yield-poll-s tune yielding, which is off: add --yield "
+                         "(or --yield-check COMMAND)")
     job_user = args.job_user or env.get("FLEET_JOB_USER") or None
     if not args.dry_run:
         for flag, name in (("--job-user", job_user), ("--user", None if job_user else args.user)):
@@ -117,7 +124,8 @@ def cmd_enroll(args) -> int:
         env_file=str(env_path.absolute()), user=args.user, job_user=job_user, work_dir=args.work_dir, gpu=gpu,
         stop_timeout_s=enroll.stop_timeout_s(celeryconfig.worker_soft_shutdown_timeout, KILL_GRACE_S + 2.0,
                                              args.upload_allowance),
-        writable=(store_url.path,) if store_url.scheme == "file" else ())
+        writable=(store_url.path,) if store_url.scheme == "file" else (),
+        yield_to_owner=YieldSettings.from_env(values).enabled)
     unit = enroll.render_unit(plan)
     if args.dry_run:
         print(f"# {unit_path}\n{unit}\n# {env_path} (mode 0600; secrets hidden here)\n"
@@ -144,4 +152,16 @@ def register(sub) -> None:
     s.add_argument("--upload-allowance", type=float, default=C.ENROLL_UPLOAD_ALLOWANCE_S,
                    help="seconds added to the stop timeout for an upload in flight (default %(default)s)")
     s.add_argument("--skip-checks", action="store_true", help="do not check Redis, the store or the queues")
+    y = s.add_argument_group("yielding to the host's owner (README: GPU host)")
+    y.add_argument("--yield", dest="yield_to_owner", action="store_true",
+                   help="give the GPUs back whenever the owner uses them (FLEET_YIELD=1; default off)")
+    y.add_argument("--yield-check", metavar="COMMAND",
+                   help="the owner is busy while COMMAND exits 0, e.g. 'pgrep -x steam' (run without a shell; "
+                        "implies --yield)")
+    y.add_argument("--yield-idle-hint", action="store_true",
+                   help="also yield while a local graphical session is not idle (logind; implies --yield)")
+    y.add_argument("--yield-reclaim-s", type=float, metavar="S",
+                   help=f"seconds a GPU must be left alone before work is taken again (default {YIELD_RECLAIM_S:g})")
+    y.add_argument("--yield-poll-s", type=float, metavar="S",
+                   help=f"how often the owner's activity is looked at (default {YIELD_POLL_S:g})")
     s.set_defaults(fn=cmd_enroll)

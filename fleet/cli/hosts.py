@@ -90,6 +90,8 @@ def host_cells(v: HostView, now: float) -> dict:
     stopped or went silent holds nothing."""
     cap, pool = v.capability or {}, v.resources()
     state = ("busy" if v.busy else "idle") if v.live else f"{v.state} {_ago(now - v.seen_at)}"
+    if pool is not None and pool.yielded():
+        state += ", yielded"
     jobs = ", ".join(r.name for r in v.running) or "-"
     if not v.live:
         gpus = cores = ram = "-"
@@ -123,10 +125,21 @@ def summary(views: list[HostView]) -> str:
     return line
 
 
+def yield_lines(views: list[HostView]) -> list[str]:
+    """Under the table, one line per host and reason its GPUs are yielded to their owner:
+    ``big4: yielded: GPU 0 in use by pid 4242 (not fleet)``."""
+    out = []
+    for v in views:
+        pool = v.resources()
+        for why in dict.fromkeys((pool.yielded() if pool else {}).values()):
+            out.append(f"{v.hostname}: yielded: {why}")
+    return out
+
+
 def render_hosts(views: list[HostView], now: float, *, width: int | None = None, wide: bool = False) -> Group:
     """`fleet hosts` for a terminal ``width`` columns wide (``wide``: every column)."""
     table, _ = HOSTS.table([host_cells(v, now) for v in views], width or console.width, wide)
-    return Group(table, Text(summary(views)))
+    return Group(table, Text(summary(views)), *(Text(line) for line in yield_lines(views)))
 
 
 def cmd_hosts(args) -> int:

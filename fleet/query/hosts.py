@@ -68,6 +68,8 @@ class HostView:
         d["running"] = [asdict(r) for r in self.running]
         d["queues"], d["asked"], d["envs"] = list(self.queues), list(self.asked), list(self.envs)
         d["busy"] = self.busy
+        pool = self.resources()
+        d["yielded"] = {str(i): why for i, why in (pool.yielded() if pool else {}).items()}   # to the host's owner
         d["seen_ago_s"] = round((time.time() if now is None else now) - self.seen_at, 1)
         return d
 

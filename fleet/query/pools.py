@@ -31,11 +31,13 @@ class GpuSlot:
     use: GpuUse = GpuUse.FREE
     shared_gib: float = 0.0
     jobs: tuple[str, ...] = ()      # job IDs
+    yielded: str = ""               # why it is yielded to the host's owner ("" if not)
 
     @classmethod
     def from_dict(cls, d: Mapping[str, Any]) -> "GpuSlot":
         return cls(int(d["index"]), str(d.get("name", "")), float(d.get("vram_gib", 0)),
-                   GpuUse(d.get("state", "free")), float(d.get("shared_gib", 0)), tuple(d.get("jobs", ())))
+                   GpuUse(d.get("state", "free")), float(d.get("shared_gib", 0)), tuple(d.get("jobs", ())),
+                   str(d.get("yielded") or ""))
 
 
 @dataclass(frozen=True)
@@ -78,7 +80,12 @@ class HostPool:
 
     @property
     def free_gpus(self) -> int:
-        return sum(g.use is GpuUse.FREE for g in self.gpus)
+        """GPUs nothing holds and the owner has not taken back."""
+        return sum(g.use is GpuUse.FREE and not g.yielded for g in self.gpus)
+
+    def yielded(self) -> dict[int, str]:
+        """GPU index -> why it is yielded to the host's owner."""
+        return {g.index: g.yielded for g in self.gpus if g.yielded}
 
     @property
     def shared_gpus(self) -> int:
@@ -86,7 +93,9 @@ class HostPool:
 
     def pool(self) -> Pool:
         """As ``routing.pool`` sees it; core numbers are made up (only how many are free counts)."""
-        devices = tuple(Device(g.index, g.vram_gib, g.use is GpuUse.WHOLE, g.shared_gib) for g in self.gpus)
+        # a yielded GPU takes no job, as the worker's own gate withholds it (routing.yielding)
+        devices = tuple(Device(g.index, g.vram_gib, g.use is GpuUse.WHOLE or bool(g.yielded), g.shared_gib)
+                        for g in self.gpus)
         return Pool(devices, frozenset(range(self.cores_free)), self.cores_total, self.ram_free_gib,
                     self.ram_total_gib, self._reserve(sum(d.idle for d in devices)))
 

@@ -22,6 +22,7 @@ from state.records import JobRecord, Records
 from manifest.schema import Needs
 from routing.explain import HostFacts, QueueFacts, Verdict, explain, fleet_lacks, nearest, queue_facts, waits_for
 from routing.pool import demand_of
+from routing.yielding import yield_note
 
 PRIORITIES = Q.PRIORITY_STEPS   # kombu's priority_steps (celeryconfig): 0..9
 list_key = Q.list_key
@@ -198,4 +199,7 @@ def lacks_now(rec: JobRecord, q: QueueFacts, view: HostView) -> str | None:
         return None
     demand = demand_of(Needs(**(rec.spec or {}).get("needs", {})), on_gpu=q.needs.require_cuda)
     names = {r.job_id: r.name for r in view.running}
-    return waits_for(view.hostname, pool.pool(), demand, pool.holdings(names))
+    said = waits_for(view.hostname, pool.pool(), demand, pool.holdings(names))
+    if said and demand.gpus and pool.yielded():
+        said += "; " + yield_note(pool.yielded())
+    return said

@@ -110,3 +110,23 @@ def test_missing_broker_or_store_settings_are_named(env, tmp_path):
     del env["FLEET_STORE_URL"]
     out = enroll(env, "--prefix", str(tmp_path / "root"))
     assert out.returncode == 1 and "FLEET_STORE_URL not set" in out.stderr
+
+
+def test_a_yielding_host_gets_its_settings_in_the_environment_file_and_a_unit_systemd_accepts(env, tmp_path):
+    out = enroll(env, "--prefix", str(tmp_path / "root"), "--user", worker_account(),
+                 "--yield-check", "pgrep -x steam", "--yield-reclaim-s", "120")
+    assert out.returncode == 0, out.stderr
+    text = (tmp_path / "root/etc/fleet/worker.env").read_text()
+    assert 'FLEET_YIELD="1"' in text and 'FLEET_YIELD_CHECK="pgrep -x steam"' in text
+    assert 'FLEET_YIELD_RECLAIM_S="120"' in text
+    unit = tmp_path / "root/etc/systemd/system/fleet-worker.service"
+    assert "ProtectProc=default" in unit.read_text()
+    res = verify(unit)
+    assert res.returncode == 0 and not [l for l in res.stderr.splitlines() if "fleet-worker.service" in l], res.stderr
+
+
+def test_tuning_yielding_without_turning_it_on_is_refused(env, tmp_path):
+    out = enroll(env, "--prefix", str(tmp_path / "root"), "--yield-poll-s", "1")
+    assert out.returncode != 0 and "add --yield" in out.stderr and not (tmp_path / "root").exists()
+    out = enroll(env, "--prefix", str(tmp_path / "root"), "--yield", "--yield-poll-s", "0")
+    assert out.returncode != 0 and "FLEET_YIELD_POLL_S=0" in out.stderr

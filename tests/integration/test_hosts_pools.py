@@ -149,3 +149,28 @@ def test_a_workers_own_heartbeat_reads_back_as_its_pool(app, fleet_cli, redis_cl
     assert row[1:6] == ["busy", "1/4", "30/32", "117/125", "ddp-a"]
     flat = " ".join(run_at(fleet_cli, capsys, monkeypatch, 80, "why", "ddp-b").split())
     assert "needs 2 free GPUs with >= 24 GiB: big4 has 1 free, busy with ddp-a" in flat
+
+
+def test_a_gpu_the_worker_yielded_to_its_owner_shows_in_hosts_and_why(app, fleet_cli, redis_client, capsys,
+                                                                        monkeypatch):
+    """The worker's gate yields GPU 1 of 2: its heartbeat says why, and a job that needs one
+    GPU is told the host's only other GPU went to its owner."""
+    m = loads(job("one", "require_cuda = true") + job("hog", "require_cuda = true", 1), "m.toml")
+    queues = {r.job.name: r.queue for r in plan(m, {})}
+    cap = Capability("desk", 8, 32.0, 32.0, tuple(CudaDevice(i, "RTX 4090", 24.0, 24.0) for i in range(2)))
+    gate, hog = Gate(pool_for(cap, GpuReserve()), lambda q: None), m.jobs[1].job_id
+    gate.take("tag-hog", Demand(gpus=1), hog)
+    gate.yield_devices({1: "GPU 1 in use by pid 4242 (not fleet)"})
+    ctx = SimpleNamespace(hostname="desk", nodename="desk@x", capability=cap, detected=cap, asked=(), gate=gate,
+                          work_root=Path("/nonexistent/desk"), queues=["cuda", "cpu"],
+                          app=SimpleNamespace(conf=SimpleNamespace(worker_concurrency=0)))
+    heartbeat.beat(redis_client, heartbeat.payload(ctx, started_at=time.time()))
+    publish(app, redis_client, m)
+    Records(redis_client).claim(hog, "desk", "tok", m.jobs[1].to_dict(), queues["hog"])
+    text = run_at(fleet_cli, capsys, monkeypatch, 80, "hosts")
+    assert "desk: yielded: GPU 1 in use by pid 4242 (not fleet)" in text
+    row = next(line.split() for line in text.splitlines() if line.startswith("desk"))
+    assert row[1:5] == ["busy,", "yielded", "0/2", "7/8"]
+    flat = " ".join(run_at(fleet_cli, capsys, monkeypatch, 80, "why", "one").split())
+    assert ("needs 1 free GPU: desk has 0 free, busy with hog; GPU 1 yielded to its owner "
+            "(GPU 1 in use by pid 4242 (not fleet))") in flat

@@ -128,3 +128,18 @@ def test_what_idle_gpus_keep_back_from_cpu_jobs_comes_from_the_heartbeat(cores_k
     p = HostPool.from_dict({"gpus": [gpu(0)], "cores": {"total": 8, "free": 8, "kept_for_gpus": cores_kept},
                             "ram_gib": ram, "jobs": {}})
     assert lacking(p.pool(), Demand(cores=1, ram_gib=60)) == said
+
+
+def test_a_gpu_yielded_to_its_owner_is_not_free_and_says_why_under_the_table_at_80_columns():
+    pool = {**BIG4_POOL, "gpus": [*BIG4_POOL["gpus"][:3], {**gpu(3), "yielded": "GPU 3 in use by pid 4242 (not fleet)"}]}
+    desk = view("desk", pool, vram=[80] * 4, cores=32, ram=125.0, running=[("j-ddp", "ddp")])
+    assert HostPool.from_dict(pool).free_gpus == 0
+    assert lacking(HostPool.from_dict(pool).pool(), Demand(gpus=1)) == "needs 1 free GPU; 0 free"
+    cells = host_cells(desk, NOW)
+    assert (cells["state"], cells["GPUs"]) == ("busy, yielded", "0/4, 1 shared")
+    console = Console(width=80, record=True, file=io.StringIO(), color_system=None)
+    console.print(render_hosts([desk], NOW, width=80))
+    text = console.export_text()
+    assert "desk: yielded: GPU 3 in use by pid 4242 (not fleet)" in text
+    assert max(len(line) for line in text.splitlines()) <= 80
+    assert desk.to_dict(NOW)["yielded"] == {"3": "GPU 3 in use by pid 4242 (not fleet)"}
