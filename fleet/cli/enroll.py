@@ -65,10 +65,32 @@ def _exists(user: str) -> bool:
 
 
 def _mask(name: str, value: str) -> str:
-    from core.secrets import URL_PASSWORD, is_secret
-    if URL_PASSWORD.search(value):
-        return URL_PASSWORD.sub(lambda m: m.group(0).replace(m.group(1), "***"), value)
+    from core.secrets import URL_USERINFO, is_secret, masked
+    if URL_USERINFO.search(value):
+        return masked(value)
     return "<hidden>" if is_secret(name, value, set()) else value
+
+
+def _roles_exist(client) -> bool:
+    """Whether this Redis has fleet's role users (only an administrator may list users)."""
+    import redis
+    from state import acl
+    try:
+        return acl.USERS[acl.Role.WORKER] in client.execute_command("ACL", "USERS")
+    except redis.ResponseError:
+        return False
+
+
+def _login(env, client) -> enroll.Login:
+    login = enroll.worker_login(env)
+    if login.as_admin and client is not None and _roles_exist(client):
+        raise FleetError("FLEET_BROKER_URL logs in as the administrator, and this Redis has fleet's role users: "
+                         "set FLEET_ACL_WORKER_PASSWORD to the fleet-worker user's password so that this host "
+                         "gets the worker's login, not the administrator's, and run `fleet enroll` again")
+    if login.as_admin:
+        err.print("warning: this host gets the default Redis user's password; give workers their own login "
+                  "with `fleet acl --apply` and FLEET_ACL_WORKER_PASSWORD", markup=False)
+    return login
 
 
 def _write(path: Path, text: str, mode: int) -> None:
@@ -87,8 +109,12 @@ def cmd_enroll(args) -> int:
     values = enroll.settings(env)
     if not args.skip_checks:
         client = _check_redis("FLEET_BROKER_URL", env["FLEET_BROKER_URL"])
-        if env.get("FLEET_RESULT_BACKEND"):
-            _check_redis("FLEET_RESULT_BACKEND", env["FLEET_RESULT_BACKEND"])
+        login = _login(env, client)
+        values.update(login.urls)
+        if login.urls["FLEET_BROKER_URL"] != env["FLEET_BROKER_URL"]:   # the worker's own login works too
+            client = _check_redis("FLEET_BROKER_URL", login.urls["FLEET_BROKER_URL"])
+        if login.urls.get("FLEET_RESULT_BACKEND"):
+            _check_redis("FLEET_RESULT_BACKEND", login.urls["FLEET_RESULT_BACKEND"])
         store = _check_store(env)
         queues, gpu, host = _queues(client)
         console.print(f"Redis {where(env['FLEET_BROKER_URL'])}: reachable; "
@@ -96,6 +122,7 @@ def cmd_enroll(args) -> int:
         console.print(f"host {host} will serve: {', '.join(queues)}", markup=False, highlight=False)
     else:
         from routing.detect import detect
+        values.update(_login(env, None).urls)
         gpu = bool(detect().cuda_devices)
     store_url = urlparse(env["FLEET_STORE_URL"])
     if store_url.scheme == "file":

@@ -8,6 +8,7 @@ import stat
 import subprocess
 import sys
 from pathlib import Path
+from urllib.parse import quote
 
 import pytest
 
@@ -73,7 +74,7 @@ def test_the_job_user_unit_is_accepted_by_systemd_too(env, tmp_path):
 def test_dry_run_prints_with_secrets_hidden_and_writes_nothing(env, tmp_path):
     out = enroll(env, "--dry-run", "--prefix", str(tmp_path / "root"))
     assert out.returncode == 0, out.stderr
-    assert "ExecStart=" in out.stdout and "FLEET_BROKER_URL=\"redis://default:***@" in out.stdout
+    assert "ExecStart=" in out.stdout and "FLEET_BROKER_URL=\"redis://***@" in out.stdout
     assert "sekrit-enroll" not in out.stdout + out.stderr and "enroll-pass-42" not in out.stdout + out.stderr
     assert not (tmp_path / "root").exists()
 
@@ -110,3 +111,39 @@ def test_missing_broker_or_store_settings_are_named(env, tmp_path):
     del env["FLEET_STORE_URL"]
     out = enroll(env, "--prefix", str(tmp_path / "root"))
     assert out.returncode == 1 and "FLEET_STORE_URL not set" in out.stderr
+
+
+# --- a Redis with fleet's role users (state.acl) ------------------------------------------
+@pytest.fixture
+def acl_env(acl_redis, tmp_path):
+    from state.acl import Role
+    base = {k: v for k, v in os.environ.items() if not k.startswith(("FLEET_", "AWS_"))}
+    return dict(base, FLEET_STORE_URL=f"file://{tmp_path / 'store'}", FLEET_CAPABILITY=CUDA,
+                FLEET_HOSTNAME="enroll-acl", FLEET_BROKER_URL=acl_redis.url(), **acl_redis.env()), Role
+
+
+def test_enroll_writes_the_worker_users_login_and_no_other_password(acl_env, acl_redis, tmp_path):
+    env, Role = acl_env
+    out = enroll(env, "--prefix", str(tmp_path / "root"), "--user", worker_account())
+    assert out.returncode == 0, out.stderr
+    text = (tmp_path / "root/etc/fleet/worker.env").read_text()
+    assert f'FLEET_BROKER_URL="{acl_redis.url(Role.WORKER)}"' in text
+    for role, password in acl_redis.passwords.items():
+        assert (quote(password, safe="") in text) is (role is Role.WORKER), role
+    assert "acl-admin-s3cret" not in text and "FLEET_ACL_" not in text
+
+
+def test_enroll_refuses_the_administrators_login_where_role_users_exist(acl_env, tmp_path):
+    env, Role = acl_env
+    env = {k: v for k, v in env.items() if k != "FLEET_ACL_WORKER_PASSWORD"}
+    out = enroll(env, "--prefix", str(tmp_path / "root"))
+    assert out.returncode == 1 and "FLEET_ACL_WORKER_PASSWORD" in out.stderr and "Traceback" not in out.stderr
+    assert not (tmp_path / "root/etc/fleet/worker.env").exists()
+
+
+def test_enroll_refuses_an_operators_login(acl_env, acl_redis, tmp_path):
+    env, Role = acl_env
+    env = dict({k: v for k, v in env.items() if k != "FLEET_ACL_WORKER_PASSWORD"},
+               FLEET_BROKER_URL=acl_redis.url(Role.OPERATOR))
+    out = enroll(env, "--prefix", str(tmp_path / "root"))
+    assert out.returncode == 1 and "'fleet-operator' (operator role)" in out.stderr
