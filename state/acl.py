@@ -137,8 +137,8 @@ def rules(db: int = 0) -> tuple[UserRule, ...]:
 def aclfile(passwords: dict[Role, str], admin_password: str, db: int = 0) -> str:
     """An aclfile for ``redis-server --aclfile``: the default user as the administrator (it
     alone may change ACLs) and one user per role."""
-    lines = ["# fleet's Redis users, written by `fleet acl --aclfile`; passwords are SHA-256 hashed.",
-             f"user default on #{password_hash(admin_password)} ~* &* +@all"]
+    # Redis reads no comments in an aclfile: every line is a user
+    lines = [f"user default on #{password_hash(admin_password)} ~* &* +@all"]
     lines += [r.aclfile_line(passwords[r.role]) for r in rules(db)]
     return "\n".join(lines) + "\n"
 

@@ -116,3 +116,23 @@ def test_a_read_only_user_may_listen_to_events_but_not_publish_any(acl_redis):
         ro.publish("/0.celeryev/task.revoked", "{}")
     with pytest.raises(redis_lib.exceptions.NoPermissionError):
         ro.set(C.JOB_KEY + "x", "1")
+
+
+def test_redis_starts_from_the_aclfile_fleet_acl_writes_and_each_role_logs_in(tmp_path, monkeypatch, capsys):
+    from fleet.redis_server import RedisServer
+    from state import acl
+    env = {acl.ADMIN_PASSWORD_VAR: "adm-pw", **{v: f"{r.value}-pw" for r, v in acl.PASSWORD_VARS.items()}}
+    for k, v in env.items():
+        monkeypatch.setenv(k, v)
+    monkeypatch.delenv("FLEET_BROKER_URL", raising=False)
+    path = tmp_path / "acl" / "users.acl"
+    assert cli.main(["acl", "--aclfile", str(path)]) == 0
+    assert oct(path.stat().st_mode & 0o777) == "0o600" and "worker-pw" not in path.read_text()
+    # the server's own start-up check logs in as the default user, with the aclfile's password
+    with RedisServer(tmp_path / "redis", password="adm-pw", extra_args=("--aclfile", str(path))) as server:
+        with pytest.raises(redis_lib.AuthenticationError):
+            redis_lib.Redis(port=server.port, password="wrong").ping()
+        assert redis_lib.Redis(port=server.port, password="adm-pw").execute_command("ACL", "WHOAMI") == b"default"
+        for role in acl.Role:
+            client = redis_lib.Redis(port=server.port, username=acl.USERS[role], password=f"{role.value}-pw")
+            assert client.ping()
