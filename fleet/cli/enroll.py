@@ -93,6 +93,23 @@ def _login(env, client) -> enroll.Login:
     return login
 
 
+# Read by --wsl (module names, so a test can point them at files of its own)
+OSRELEASE = Path("/proc/sys/kernel/osrelease")
+SYSTEMD_RUNNING = Path("/run/systemd/system")       # exists while systemd is PID 1 (sd_booted)
+
+
+def _wsl_task(args, env) -> tuple[str, str]:
+    """The Scheduled Task script for this WSL2 distribution, and where Windows finds it."""
+    from fleet import wsl
+    info, script = wsl.enrollment(OSRELEASE.read_text(), env, Path(wsl.NVML_LIB).exists(),
+                                  SYSTEMD_RUNNING.is_dir(), C.ENROLL_UNIT_NAME, args.wsl_trigger,
+                                  args.wsl_windows_user or "")
+    if not info.nvml:
+        err.print(f"warning: no NVML at {wsl.NVML_LIB}: install the NVIDIA driver on Windows (never inside WSL); "
+                  "until then this host serves CPU jobs only", markup=False)
+    return script, info.distro
+
+
 def _write(path: Path, text: str, mode: int) -> None:
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_name(f".{path.name}.tmp")
@@ -107,6 +124,7 @@ def cmd_enroll(args) -> int:
     import celeryconfig
     env = dict(os.environ)
     values = enroll.settings(env)
+    task = _wsl_task(args, env) if args.wsl else None
     if not args.skip_checks:
         client = _check_redis("FLEET_BROKER_URL", env["FLEET_BROKER_URL"])
         login = _login(env, client)
@@ -146,15 +164,28 @@ def cmd_enroll(args) -> int:
                                              args.upload_allowance),
         writable=(store_url.path,) if store_url.scheme == "file" else ())
     unit = enroll.render_unit(plan)
+    script_path = Path(args.wsl_script or f"{prefix}{C.ENROLL_WSL_SCRIPT}")
     if args.dry_run:
         print(f"# {unit_path}\n{unit}\n# {env_path} (mode 0600; secrets hidden here)\n"
               f"{enroll.render_env(values, mask=_mask)}", end="")
+        if task:
+            print(f"# {script_path}\n{task[0]}", end="")
         return 0
     _write(env_path, enroll.render_env(values), 0o600)
     _write(unit_path, unit, 0o644)
     console.print(f"wrote {unit_path} and {env_path} (mode 0600)", markup=False, highlight=False)
     console.print(f"next: systemctl daemon-reload && systemctl enable --now {C.ENROLL_UNIT_NAME}", markup=False)
+    if task:
+        _wsl_written(script_path, *task)
     return 0
+
+
+def _wsl_written(path: Path, script: str, distro: str) -> None:
+    from fleet.wsl import windows_path
+    _write(path, script, 0o644)
+    console.print(f"wrote {path}: in Windows, in an elevated PowerShell, run once\n"
+                  f"  powershell -ExecutionPolicy Bypass -File {windows_path(distro, str(path.absolute()))}",
+                  markup=False, highlight=False, soft_wrap=True)
 
 
 def register(sub) -> None:
@@ -171,4 +202,11 @@ def register(sub) -> None:
     s.add_argument("--upload-allowance", type=float, default=C.ENROLL_UPLOAD_ALLOWANCE_S,
                    help="seconds added to the stop timeout for an upload in flight (default %(default)s)")
     s.add_argument("--skip-checks", action="store_true", help="do not check Redis, the store or the queues")
+    s.add_argument("--wsl", action="store_true",
+                   help="inside a WSL2 distribution: also write a PowerShell script that registers a Windows "
+                        "Scheduled Task starting this worker")
+    s.add_argument("--wsl-trigger", choices=("logon", "boot"), default="logon",
+                   help="with --wsl: start at the owner's logon (default) or at boot, before anyone logs on")
+    s.add_argument("--wsl-windows-user", metavar="NAME", help="with --wsl and logon: whose logon (default: anyone's)")
+    s.add_argument("--wsl-script", metavar="PATH", help=f"with --wsl: where the script goes (default {C.ENROLL_WSL_SCRIPT})")
     s.set_defaults(fn=cmd_enroll)

@@ -147,3 +147,32 @@ def test_enroll_refuses_an_operators_login(acl_env, acl_redis, tmp_path):
                FLEET_BROKER_URL=acl_redis.url(Role.OPERATOR))
     out = enroll(env, "--prefix", str(tmp_path / "root"))
     assert out.returncode == 1 and "'fleet-operator' (operator role)" in out.stderr
+
+
+# --- a Windows PC's WSL2 distribution (--wsl) ---------------------------------------------
+def test_enroll_wsl_writes_the_unit_and_the_scheduled_task_script(env, tmp_path, monkeypatch, capsys):
+    from fleet import cli
+    from fleet.cli import enroll as enroll_cli
+    osrelease = tmp_path / "osrelease"
+    osrelease.write_text("5.15.167.4-microsoft-standard-WSL2\n")
+    (tmp_path / "systemd").mkdir()
+    monkeypatch.setattr(enroll_cli, "OSRELEASE", osrelease)
+    monkeypatch.setattr(enroll_cli, "SYSTEMD_RUNNING", tmp_path / "systemd")
+    for k, v in dict(env, WSL_DISTRO_NAME="Ubuntu-24.04").items():
+        monkeypatch.setenv(k, v)
+    root = tmp_path / "root"
+    assert cli.main(["enroll", "--wsl", "--skip-checks", "--prefix", str(root), "--user", worker_account()]) == 0
+    out = capsys.readouterr()
+    script = (root / "etc/fleet/fleet-worker-task.ps1").read_text()
+    assert "Register-ScheduledTask -TaskName 'fleet-worker'" in script
+    assert "-d Ubuntu-24.04 -u root -- bash -c \"systemctl start fleet-worker.service" in script
+    assert (root / "etc/systemd/system/fleet-worker.service").exists()
+    assert "powershell -ExecutionPolicy Bypass -File \\\\wsl.localhost\\Ubuntu-24.04\\" in out.out
+    assert "no NVML at /usr/lib/wsl/lib" in out.err      # this test machine has no Windows driver
+
+
+def test_enroll_wsl_on_a_plain_linux_host_is_refused_in_one_line(env, tmp_path):
+    if "microsoft" in Path("/proc/sys/kernel/osrelease").read_text().lower():
+        pytest.skip("this machine is a WSL distribution")
+    out = enroll(env, "--wsl", "--skip-checks", "--dry-run")
+    assert out.returncode == 1 and "not a WSL2 distribution" in out.stderr and "Traceback" not in out.stderr
