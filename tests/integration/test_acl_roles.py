@@ -70,7 +70,7 @@ def test_an_operator_publishes_cancels_and_requeues(as_role, published, acl_redi
 
 def test_a_dashboard_user_reads_status_show_and_hosts_but_cannot_cancel(as_role, published, acl_redis):
     for verb in (("status",), ("status", "--json"), ("show", "acl-a"), ("hosts",), ("logs", "acl-a"),
-                 ("why", "acl-b"), ("usage",)):
+                 ("why", "acl-b"), ("usage",), ("dead-letter",), ("capability",)):
         rc, out, err = as_role(Role.READONLY, *verb)
         assert rc == 0, f"{verb}: {err}"
     rc, out, err = as_role(Role.READONLY, "cancel", "acl-a", "--yes")
@@ -136,3 +136,12 @@ def test_redis_starts_from_the_aclfile_fleet_acl_writes_and_each_role_logs_in(tm
         for role in acl.Role:
             client = redis_lib.Redis(port=server.port, username=acl.USERS[role], password=f"{role.value}-pw")
             assert client.ping()
+
+
+def test_emptying_the_dead_letter_list_needs_the_operator(as_role, acl_redis):
+    admin = redis_lib.Redis.from_url(acl_redis.url(), decode_responses=True)
+    admin.lpush(C.DEAD_LETTER_KEY, json.dumps({"at": 1, "reason": "not JSON", "queue": "cpu", "entry": "x"}))
+    rc, out, err = as_role(Role.READONLY, "dead-letter", "--clear")
+    assert rc == 1 and "lacks the operator role" in err
+    assert as_role(Role.OPERATOR, "dead-letter", "--clear")[0] == 0
+    assert admin.llen(C.DEAD_LETTER_KEY) == 0
