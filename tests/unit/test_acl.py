@@ -103,3 +103,18 @@ def test_a_url_takes_a_roles_login_in_every_address():
 def test_a_user_name_tells_its_role():
     assert acl.role_of("fleet-readonly") is Role.READONLY and acl.role_of(None) is None
     assert acl.role_of("default") is None
+
+
+@pytest.mark.parametrize("user, says", [
+    ("fleet-readonly", "'fleet-readonly' has the readonly role at redis://r:6379/0 and lacks the operator role"),
+    ("fleet-worker", "'fleet-worker' has the worker role"),
+    ("fleet-operator", "needs the administrator's login"),
+    ("alice", "user 'alice'"),
+])
+def test_a_refused_command_says_which_role_the_user_has_and_which_it_needs(user, says):
+    import redis
+    from state.broker import parse
+    from state.redis_conn import explain
+    line = explain(redis.exceptions.NoPermissionError("this user has no permissions to run the 'evalsha' command"),
+                   parse(f"redis://{user}:hunter2-secret@r:6379/0"))
+    assert says in line and "hunter2" not in line and "\n" not in line
