@@ -56,8 +56,8 @@ RUN apt-get update \
     && rm -rf /var/lib/apt/lists/* \
     && groupadd --system --gid 10001 fleet \
     && useradd --system --uid 10001 --gid fleet --home-dir /app --shell /usr/sbin/nologin fleet \
-    && mkdir -p /app /data /work \
-    && chown fleet:fleet /app /data /work
+    && mkdir -p /app /data /work /acl \
+    && chown fleet:fleet /app /data /work /acl
 
 COPY --from=build /opt/venv /opt/venv
 

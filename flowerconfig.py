@@ -22,6 +22,8 @@ except _ConfigError as _e:
     raise SystemExit(f"fleet's flowerconfig.py: {_e}") from None
 
 address = _settings["address"]
+if "enable_events" in _settings:
+    enable_events = _settings["enable_events"]
 if "basic_auth" in _settings:
     basic_auth = _settings["basic_auth"]
 

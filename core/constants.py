@@ -75,6 +75,7 @@ ENROLL_UNIT_DIR = "/etc/systemd/system"
 ENROLL_ENV_FILE = "/etc/fleet/worker.env"      # mode 0600, read by systemd before it drops privileges
 ENROLL_STATE_DIR = "fleet"                     # StateDirectory=: /var/lib/fleet holds FLEET_WORK_DIR
 ENROLL_UPLOAD_ALLOWANCE_S = 120                # stop timeout beyond the soft-shutdown wait, for uploads
+ENROLL_WSL_SCRIPT = "/etc/fleet/fleet-worker-task.ps1"   # `fleet enroll --wsl`: run once in Windows
 
 # --- Flower (state/events.py, tasks/events.py, tasks/control.py) -------------
 EVENT_BATCH = 1000               # task-sent events per Redis PUBLISH at publish and requeue

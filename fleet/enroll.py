@@ -10,12 +10,15 @@ from typing import Mapping
 
 from core import constants as C
 from core.errors import ConfigError
+from state import acl
 
 # Settings the worker reads from its environment, carried into the EnvironmentFile.
 ENV_PREFIXES = ("FLEET_", "AWS_")
 ENV_EXTRA = ("REQUESTS_CA_BUNDLE", "SSL_CERT_FILE", "NVIDIA_VISIBLE_DEVICES")
 # set by the unit itself, or meaningless in a service
 ENV_LEFT_OUT = ("FLEET_WORK_DIR", "FLEET_JOB_USER", "FLEET_SUPERVISOR_PARENT")
+ENV_LEFT_OUT_PREFIXES = ("FLEET_ACL_",)   # the roles' passwords: a worker gets its own login only
+REDIS_URL_VARS = ("FLEET_BROKER_URL", "FLEET_RESULT_BACKEND")
 REQUIRED = ("FLEET_BROKER_URL", "FLEET_STORE_URL")
 # What a worker running as root needs to start jobs as FLEET_JOB_USER, hand them their
 # work directory, stop them, and read and remove what they wrote.
@@ -54,7 +57,8 @@ def settings(env: Mapping[str, str]) -> dict[str, str]:
                           "FLEET_STORE_URL=s3://bucket/fleet) and run `fleet enroll` again")
     out = {}
     for name in sorted(env):
-        if (name.startswith(ENV_PREFIXES) or name in ENV_EXTRA) and name not in ENV_LEFT_OUT:
+        if ((name.startswith(ENV_PREFIXES) or name in ENV_EXTRA) and name not in ENV_LEFT_OUT
+                and not name.startswith(ENV_LEFT_OUT_PREFIXES)):
             value = env[name]
             if "\n" in value or "\r" in value:
                 raise ConfigError(f"{name}: contains a line break, which an EnvironmentFile cannot hold")
@@ -81,6 +85,44 @@ def yield_values(enabled: bool, check: str | None = None, idle_hint: bool = Fals
             raise ConfigError(f"{name}: contains a line break, which an EnvironmentFile cannot hold")
     S.YieldSettings.from_env(out)
     return out
+
+
+@dataclass(frozen=True)
+class Login:
+    """The Redis URLs a worker is enrolled with, and how they log in."""
+
+    urls: dict[str, str]             # FLEET_BROKER_URL (and FLEET_RESULT_BACKEND) to write
+    as_admin: bool                   # they log in as the default user: this host gets its password
+
+
+def _username(url: str) -> str | None:
+    from urllib.parse import unquote, urlsplit
+    user = urlsplit(url.split(";")[0]).username
+    return unquote(user) if user else None
+
+
+def worker_login(env: Mapping[str, str]) -> Login:
+    """The worker role's login for the Redis URLs in ``env``: with FLEET_ACL_WORKER_PASSWORD
+    set, each URL logs in as the worker user; a URL already naming it is kept; another role's
+    login is refused (an operator's or a dashboard's password never lands on a worker)."""
+    password = env.get(acl.PASSWORD_VARS[acl.Role.WORKER])
+    worker = acl.USERS[acl.Role.WORKER]
+    urls, as_admin = {}, False
+    for var in REDIS_URL_VARS:
+        url = env.get(var)
+        if not url:
+            continue
+        role = acl.role_of(_username(url))
+        if password:
+            url = acl.with_user(url, worker, password)
+        elif role not in (None, acl.Role.WORKER):
+            raise ConfigError(f"{var} logs in as {_username(url)!r} ({role.value} role): a worker logs in as "
+                              f"{worker}; set {acl.PASSWORD_VARS[acl.Role.WORKER]} to its password (`fleet acl`) "
+                              "and run `fleet enroll` again")
+        elif role is None:
+            as_admin = True
+        urls[var] = url
+    return Login(urls, as_admin)
 
 
 def _quote(value: str) -> str:

@@ -6,6 +6,9 @@
   priority sub-lists (``priority_steps`` in ``broker_transport_options``) and every owner's
   lists (fair share, state.queues).
 - ``/metrics`` (Prometheus) asks for the same credentials as the UI: it names jobs and hosts.
+- Logged in as the read-only role's Redis user (``state.acl``), Flower may not send control
+  commands: it does not ask workers to turn events on (they send them already) nor to send
+  a heartbeat when it starts listening; workers' own heartbeats tell it who is up.
 """
 from __future__ import annotations
 
@@ -15,9 +18,10 @@ from typing import Mapping, Sequence
 import redis
 
 from core import constants as C
+from core.errors import ConfigError
+from state import acl
 from state import queues as Q
 from state.cluster import read_config
-from core.errors import ConfigError
 
 log = logging.getLogger("fleet.flower")
 DEFAULT_ADDRESS = "127.0.0.1"
@@ -46,7 +50,15 @@ def settings(env: Mapping[str, str], argv: Sequence[str]) -> dict:
         raise ConfigError("refusing to start Flower without authentication; set "
                           "FLOWER_BASIC_AUTH=user:password (or --basic-auth=user:password), "
                           "or FLOWER_UNAUTHENTICATED=1 for a local try on 127.0.0.1")
+    if _read_only(env.get("FLEET_BROKER_URL", "")):
+        out["enable_events"] = False
     return out
+
+
+def _read_only(url: str) -> bool:
+    from urllib.parse import unquote, urlsplit
+    user = urlsplit(url.split(";")[0]).username
+    return acl.role_of(unquote(user) if user else None) is acl.Role.READONLY
 
 
 def fleet_queue_names(client: redis.Redis) -> set[str]:
@@ -75,6 +87,7 @@ def install() -> None:
     BaseHandler.get_active_queue_names = get_active_queue_names
     from flower.utils.broker import RedisBase
     RedisBase.queues = queue_lengths
+    _tolerate_no_wakeup()
     Metrics.get = web.authenticated(Metrics.get)
     BaseHandler._fleet_installed = True
 
@@ -103,3 +116,22 @@ def _client(application) -> redis.Redis:
         client = application._fleet_redis = redis.Redis.from_url(
             application.capp.conf.broker_url, socket_connect_timeout=2, socket_timeout=5, decode_responses=True)
     return client
+
+
+def _tolerate_no_wakeup() -> None:
+    """Flower listens with ``wakeup=True`` (a heartbeat broadcast): a user that may not
+    publish would end every capture there, so the refusal is noted and listening goes on."""
+    from celery.events.receiver import EventReceiver
+    wakeup = EventReceiver.wakeup_workers
+
+    def wakeup_workers(self, channel=None):
+        try:
+            wakeup(self, channel)
+        except Exception as e:   # kombu wraps Redis's refusal in its OperationalError
+            if not isinstance(e.__cause__ or e.__context__ or e, redis.exceptions.NoPermissionError) \
+                    and "no permissions" not in str(e):
+                raise
+            log.info("Flower's Redis user may not send control commands (read-only role): "
+                     "workers are not woken, their heartbeats arrive on their own")
+
+    EventReceiver.wakeup_workers = wakeup_workers

@@ -111,3 +111,24 @@ def start_command(systemd: bool, unit: str, celery: str = "", code_dir: str = ""
     celery = _safe(celery, "celery executable", _SAFE_PATH)
     code = _safe(code_dir, "code directory", _SAFE_PATH)
     return f"cd {code} && exec {celery} -A tasks worker --loglevel=INFO --without-mingle --without-gossip"
+
+
+def enrollment(osrelease: str, env: Mapping[str, str], nvml_present: bool, systemd: bool, unit: str,
+               trigger: str = "logon", windows_user: str = "") -> tuple[WslInfo, str]:
+    """What ``fleet enroll --wsl`` decides: this distribution and the task script that starts
+    its worker's unit. Refuses anything but WSL2 running systemd (the unit is the install)."""
+    info = detect(osrelease, env, nvml_present)
+    if info is None:
+        raise ConfigError(f"--wsl: this is not a WSL2 distribution (kernel {osrelease.strip()!r}); run "
+                          "`fleet enroll --wsl` inside the WSL2 distribution on the Windows PC (WSL1 has no GPU)")
+    if not systemd:
+        raise ConfigError(f"--wsl: systemd is not running in WSL distribution {info.distro}: add "
+                          "'[boot]' and 'systemd=true' to /etc/wsl.conf, run `wsl --shutdown` in Windows, "
+                          "open the distribution again and enroll again")
+    plan = TaskPlan(info.distro, "root", start_command(True, unit), trigger=trigger, windows_user=windows_user)
+    return info, render_task_script(plan)
+
+
+def windows_path(distro: str, linux_path: str) -> str:
+    r"""Where Windows sees a file of the distribution: ``\\wsl.localhost\<distro>\...``."""
+    return r"\\wsl.localhost" + "\\" + _safe(distro, "WSL distribution") + linux_path.replace("/", "\\")

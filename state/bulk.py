@@ -50,9 +50,17 @@ class Bulk:
         ids = list(job_ids)
         out: dict[str, str | None] = {}
         for chunk in _chunks(ids, batch):
-            res = self._states(keys=[C.JOB_KEY + jid for jid in chunk])
+            res = self._read_only(self._states, [C.JOB_KEY + jid for jid in chunk])
             out.update((jid, s or None) for jid, s in zip(chunk, res))
         return out
+
+    def _read_only(self, script, keys: list[str]) -> list:
+        """Run a script that only reads as EVALSHA_RO, which a read-only ACL user may run."""
+        try:
+            return self.r.evalsha_ro(script.sha, len(keys), *keys)
+        except redis.exceptions.NoScriptError:
+            self.r.script_load(script.script)
+            return self.r.evalsha_ro(script.sha, len(keys), *keys)
 
     def publish(self, jobs: Iterable[tuple[list[str], list[str]]],
                 batch: int = PUBLISH_BATCH) -> list[tuple[str, str]]:

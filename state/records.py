@@ -157,7 +157,10 @@ class Records:
         """Take a job to run it. A job with no record is dropped ('no record') unless
         ``adopt``: then a record is made for it (FLEET_ADOPT_UNPUBLISHED)."""
         action, detail, *runs = self._claim(
-            keys=[C.JOB_KEY + job_id, C.LEASE_KEY + job_id, C.RUNNING_SET, C.FALLBACK_ZSET, C.JOBS_INDEX],
+            # the jobs index is declared only when adopting writes it: Redis refuses a script
+            # whose declared keys its user may not write (a worker's ACL user may not write it)
+            keys=[C.JOB_KEY + job_id, C.LEASE_KEY + job_id, C.RUNNING_SET, C.FALLBACK_ZSET,
+                  *([C.JOBS_INDEX] if adopt else [])],
             args=[job_id, worker, token, self.lease_ttl_ms, time.time(), json.dumps(spec),
                   self.max_attempts, queue, "1" if adopt else "0"])
         if action != "run":

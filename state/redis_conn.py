@@ -22,6 +22,7 @@ from redis.retry import Retry
 
 from core import constants as C
 from core.errors import ConfigError
+from state import acl
 from state.broker import BrokerSettings, from_conf
 
 log = logging.getLogger("fleet.redis")
@@ -139,8 +140,7 @@ def explain(error: redis.RedisError, settings: BrokerSettings) -> str:
         return (f"authentication failed at {where} for {settings.who}: the password in {var} was refused "
                 f"(check the user and password in {var}; percent-encode @ : / in the password)")
     if isinstance(error, redis.exceptions.NoPermissionError):
-        return (f"Redis {settings.who} at {where} may not do this ({_first_line(error)}); "
-                "give that ACL user the commands and keys fleet uses, or use the default user")
+        return _refused(error, settings)
     if _tls_refused(error):
         return (f"TLS handshake with {where} failed ({_first_line(error)}); check FLEET_REDIS_CA_FILE "
                 f"(the CA that signed the server's certificate) and the host name in {var}")
@@ -149,6 +149,19 @@ def explain(error: redis.RedisError, settings: BrokerSettings) -> str:
                 "check FLEET_SENTINEL_MASTER and that the sentinels are up")
     return (f"cannot reach Redis at {where} ({var}): {_first_line(error)}; start it, or point {var} at "
             "your broker (`fleet local --keep` starts one here and prints the export lines)")
+
+
+def _refused(error: Exception, settings: BrokerSettings) -> str:
+    role = acl.role_of(settings.username)
+    if role is None:
+        return (f"Redis {settings.who} at {settings.where} may not do this ({_first_line(error)}); "
+                "give that ACL user the commands and keys fleet uses (`fleet acl`), or use the default user")
+    if role is acl.Role.OPERATOR:
+        return (f"Redis user {settings.username!r} has the operator role at {settings.where}, which may not do "
+                f"this ({_first_line(error)}); it needs the administrator's login (the default user) in {settings.var}")
+    return (f"Redis user {settings.username!r} has the {role.value} role at {settings.where} and lacks the operator "
+            f"role this needs ({_first_line(error)}); set {settings.var} to the {acl.USERS[acl.Role.OPERATOR]} "
+            "user's URL (see `fleet acl`)")
 
 
 def _tls_refused(error: Exception) -> bool:

@@ -9,11 +9,11 @@ import argparse
 import os
 import sys
 
-from fleet.cli import artifacts, deadletter, enroll, hosts, jobs, local, logs, publish, share, trainers, usage
+from fleet.cli import acl, artifacts, deadletter, enroll, hosts, jobs, local, logs, publish, share, trainers, usage
 from fleet.cli.common import app, broker_problem, err, where  # noqa: F401  (app, where: re-exported)
 from core.errors import FleetError
 
-VERB_MODULES = (publish, jobs, logs, hosts, artifacts, local, enroll, deadletter, trainers, usage, share)
+VERB_MODULES = (publish, jobs, logs, hosts, artifacts, local, enroll, deadletter, trainers, usage, share, acl)
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -37,7 +37,7 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     except (redis.ConnectionError, redis.TimeoutError, redis.exceptions.NoPermissionError) as e:
         # a refused password is its own message: "authentication failed", not "cannot reach"
-        err.print(f"fleet: {broker_problem(e)}", markup=False, highlight=False)
+        err.print(f"fleet: {broker_problem(e)}", markup=False, highlight=False, soft_wrap=True)
         return 1
 
 

@@ -66,10 +66,49 @@ def _exists(user: str) -> bool:
 
 
 def _mask(name: str, value: str) -> str:
-    from core.secrets import URL_PASSWORD, is_secret
-    if URL_PASSWORD.search(value):
-        return URL_PASSWORD.sub(lambda m: m.group(0).replace(m.group(1), "***"), value)
+    from core.secrets import URL_USERINFO, is_secret, masked
+    if URL_USERINFO.search(value):
+        return masked(value)
     return "<hidden>" if is_secret(name, value, set()) else value
+
+
+def _roles_exist(client) -> bool:
+    """Whether this Redis has fleet's role users (only an administrator may list users)."""
+    import redis
+    from state import acl
+    try:
+        return acl.USERS[acl.Role.WORKER] in client.execute_command("ACL", "USERS")
+    except redis.ResponseError:
+        return False
+
+
+def _login(env, client) -> enroll.Login:
+    login = enroll.worker_login(env)
+    if login.as_admin and client is not None and _roles_exist(client):
+        raise FleetError("FLEET_BROKER_URL logs in as the administrator, and this Redis has fleet's role users: "
+                         "set FLEET_ACL_WORKER_PASSWORD to the fleet-worker user's password so that this host "
+                         "gets the worker's login, not the administrator's, and run `fleet enroll` again")
+    if login.as_admin:
+        err.print("warning: this host gets the default Redis user's password; give workers their own login "
+                  "with `fleet acl --apply` and FLEET_ACL_WORKER_PASSWORD", markup=False)
+    return login
+
+
+# Read by --wsl (module names, so a test can point them at files of its own)
+OSRELEASE = Path("/proc/sys/kernel/osrelease")
+SYSTEMD_RUNNING = Path("/run/systemd/system")       # exists while systemd is PID 1 (sd_booted)
+
+
+def _wsl_task(args, env) -> tuple[str, str]:
+    """The Scheduled Task script for this WSL2 distribution, and where Windows finds it."""
+    from fleet import wsl
+    info, script = wsl.enrollment(OSRELEASE.read_text(), env, Path(wsl.NVML_LIB).exists(),
+                                  SYSTEMD_RUNNING.is_dir(), C.ENROLL_UNIT_NAME, args.wsl_trigger,
+                                  args.wsl_windows_user or "")
+    if not info.nvml:
+        err.print(f"warning: no NVML at {wsl.NVML_LIB}: install the NVIDIA driver on Windows (never inside WSL); "
+                  "until then this host serves CPU jobs only", markup=False)
+    return script, info.distro
 
 
 def _write(path: Path, text: str, mode: int) -> None:
@@ -86,10 +125,15 @@ def cmd_enroll(args) -> int:
     import celeryconfig
     env = dict(os.environ)
     values = enroll.settings(env)
+    task = _wsl_task(args, env) if args.wsl else None
     if not args.skip_checks:
         client = _check_redis("FLEET_BROKER_URL", env["FLEET_BROKER_URL"])
-        if env.get("FLEET_RESULT_BACKEND"):
-            _check_redis("FLEET_RESULT_BACKEND", env["FLEET_RESULT_BACKEND"])
+        login = _login(env, client)
+        values.update(login.urls)
+        if login.urls["FLEET_BROKER_URL"] != env["FLEET_BROKER_URL"]:   # the worker's own login works too
+            client = _check_redis("FLEET_BROKER_URL", login.urls["FLEET_BROKER_URL"])
+        if login.urls.get("FLEET_RESULT_BACKEND"):
+            _check_redis("FLEET_RESULT_BACKEND", login.urls["FLEET_RESULT_BACKEND"])
         store = _check_store(env)
         queues, gpu, host = _queues(client)
         console.print(f"Redis {where(env['FLEET_BROKER_URL'])}: reachable; "
@@ -97,6 +141,7 @@ def cmd_enroll(args) -> int:
         console.print(f"host {host} will serve: {', '.join(queues)}", markup=False, highlight=False)
     else:
         from routing.detect import detect
+        values.update(_login(env, None).urls)
         gpu = bool(detect().cuda_devices)
     store_url = urlparse(env["FLEET_STORE_URL"])
     if store_url.scheme == "file":
@@ -127,15 +172,28 @@ def cmd_enroll(args) -> int:
         writable=(store_url.path,) if store_url.scheme == "file" else (),
         yield_to_owner=YieldSettings.from_env(values).enabled)
     unit = enroll.render_unit(plan)
+    script_path = Path(args.wsl_script or f"{prefix}{C.ENROLL_WSL_SCRIPT}")
     if args.dry_run:
         print(f"# {unit_path}\n{unit}\n# {env_path} (mode 0600; secrets hidden here)\n"
               f"{enroll.render_env(values, mask=_mask)}", end="")
+        if task:
+            print(f"# {script_path}\n{task[0]}", end="")
         return 0
     _write(env_path, enroll.render_env(values), 0o600)
     _write(unit_path, unit, 0o644)
     console.print(f"wrote {unit_path} and {env_path} (mode 0600)", markup=False, highlight=False)
     console.print(f"next: systemctl daemon-reload && systemctl enable --now {C.ENROLL_UNIT_NAME}", markup=False)
+    if task:
+        _wsl_written(script_path, *task)
     return 0
+
+
+def _wsl_written(path: Path, script: str, distro: str) -> None:
+    from fleet.wsl import windows_path
+    _write(path, script, 0o644)
+    console.print(f"wrote {path}: in Windows, in an elevated PowerShell, run once\n"
+                  f"  powershell -ExecutionPolicy Bypass -File {windows_path(distro, str(path.absolute()))}",
+                  markup=False, highlight=False, soft_wrap=True)
 
 
 def register(sub) -> None:
@@ -164,4 +222,11 @@ def register(sub) -> None:
                    help=f"seconds a GPU must be left alone before work is taken again (default {YIELD_RECLAIM_S:g})")
     y.add_argument("--yield-poll-s", type=float, metavar="S",
                    help=f"how often the owner's activity is looked at (default {YIELD_POLL_S:g})")
+    s.add_argument("--wsl", action="store_true",
+                   help="inside a WSL2 distribution: also write a PowerShell script that registers a Windows "
+                        "Scheduled Task starting this worker")
+    s.add_argument("--wsl-trigger", choices=("logon", "boot"), default="logon",
+                   help="with --wsl: start at the owner's logon (default) or at boot, before anyone logs on")
+    s.add_argument("--wsl-windows-user", metavar="NAME", help="with --wsl and logon: whose logon (default: anyone's)")
+    s.add_argument("--wsl-script", metavar="PATH", help=f"with --wsl: where the script goes (default {C.ENROLL_WSL_SCRIPT})")
     s.set_defaults(fn=cmd_enroll)

@@ -2,7 +2,8 @@
 -- A win is a new run: 'attempts' counts towards max_attempts (a requeue resets it, a
 -- hand-back gives it back), 'runs' counts every run the job ever had and is never reset,
 -- so each run gets its own number in `fleet logs` and `tries`.
--- KEYS: job_key, lease_key, running_set, fallback_zset, jobs_index
+-- KEYS: job_key, lease_key, running_set, fallback_zset, then jobs_index when adopting (only
+--       then written: a worker's ACL user may not write it, and Redis checks declared keys)
 -- ARGV: job_id, worker, token, ttl_ms, now, spec_json, default_max_attempts, queue, adopt ('1' or '0')
 local state = redis.call('HGET', KEYS[1], 'state')
 if not state and ARGV[9] ~= '1' then return {'drop', 'no record'} end

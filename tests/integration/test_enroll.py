@@ -8,6 +8,7 @@ import stat
 import subprocess
 import sys
 from pathlib import Path
+from urllib.parse import quote
 
 import pytest
 
@@ -73,7 +74,7 @@ def test_the_job_user_unit_is_accepted_by_systemd_too(env, tmp_path):
 def test_dry_run_prints_with_secrets_hidden_and_writes_nothing(env, tmp_path):
     out = enroll(env, "--dry-run", "--prefix", str(tmp_path / "root"))
     assert out.returncode == 0, out.stderr
-    assert "ExecStart=" in out.stdout and "FLEET_BROKER_URL=\"redis://default:***@" in out.stdout
+    assert "ExecStart=" in out.stdout and "FLEET_BROKER_URL=\"redis://***@" in out.stdout
     assert "sekrit-enroll" not in out.stdout + out.stderr and "enroll-pass-42" not in out.stdout + out.stderr
     assert not (tmp_path / "root").exists()
 
@@ -130,3 +131,68 @@ def test_tuning_yielding_without_turning_it_on_is_refused(env, tmp_path):
     assert out.returncode != 0 and "add --yield" in out.stderr and not (tmp_path / "root").exists()
     out = enroll(env, "--prefix", str(tmp_path / "root"), "--yield", "--yield-poll-s", "0")
     assert out.returncode != 0 and "FLEET_YIELD_POLL_S=0" in out.stderr
+
+
+# --- a Redis with fleet's role users (state.acl) ------------------------------------------
+@pytest.fixture
+def acl_env(acl_redis, tmp_path):
+    from state.acl import Role
+    base = {k: v for k, v in os.environ.items() if not k.startswith(("FLEET_", "AWS_"))}
+    return dict(base, FLEET_STORE_URL=f"file://{tmp_path / 'store'}", FLEET_CAPABILITY=CUDA,
+                FLEET_HOSTNAME="enroll-acl", FLEET_BROKER_URL=acl_redis.url(), **acl_redis.env()), Role
+
+
+def test_enroll_writes_the_worker_users_login_and_no_other_password(acl_env, acl_redis, tmp_path):
+    env, Role = acl_env
+    out = enroll(env, "--prefix", str(tmp_path / "root"), "--user", worker_account())
+    assert out.returncode == 0, out.stderr
+    text = (tmp_path / "root/etc/fleet/worker.env").read_text()
+    assert f'FLEET_BROKER_URL="{acl_redis.url(Role.WORKER)}"' in text
+    for role, password in acl_redis.passwords.items():
+        assert (quote(password, safe="") in text) is (role is Role.WORKER), role
+    assert "acl-admin-s3cret" not in text and "FLEET_ACL_" not in text
+
+
+def test_enroll_refuses_the_administrators_login_where_role_users_exist(acl_env, tmp_path):
+    env, Role = acl_env
+    env = {k: v for k, v in env.items() if k != "FLEET_ACL_WORKER_PASSWORD"}
+    out = enroll(env, "--prefix", str(tmp_path / "root"))
+    assert out.returncode == 1 and "FLEET_ACL_WORKER_PASSWORD" in out.stderr and "Traceback" not in out.stderr
+    assert not (tmp_path / "root/etc/fleet/worker.env").exists()
+
+
+def test_enroll_refuses_an_operators_login(acl_env, acl_redis, tmp_path):
+    env, Role = acl_env
+    env = dict({k: v for k, v in env.items() if k != "FLEET_ACL_WORKER_PASSWORD"},
+               FLEET_BROKER_URL=acl_redis.url(Role.OPERATOR))
+    out = enroll(env, "--prefix", str(tmp_path / "root"))
+    assert out.returncode == 1 and "'fleet-operator' (operator role)" in out.stderr
+
+
+# --- a Windows PC's WSL2 distribution (--wsl) ---------------------------------------------
+def test_enroll_wsl_writes_the_unit_and_the_scheduled_task_script(env, tmp_path, monkeypatch, capsys):
+    from fleet import cli
+    from fleet.cli import enroll as enroll_cli
+    osrelease = tmp_path / "osrelease"
+    osrelease.write_text("5.15.167.4-microsoft-standard-WSL2\n")
+    (tmp_path / "systemd").mkdir()
+    monkeypatch.setattr(enroll_cli, "OSRELEASE", osrelease)
+    monkeypatch.setattr(enroll_cli, "SYSTEMD_RUNNING", tmp_path / "systemd")
+    for k, v in dict(env, WSL_DISTRO_NAME="Ubuntu-24.04").items():
+        monkeypatch.setenv(k, v)
+    root = tmp_path / "root"
+    assert cli.main(["enroll", "--wsl", "--skip-checks", "--prefix", str(root), "--user", worker_account()]) == 0
+    out = capsys.readouterr()
+    script = (root / "etc/fleet/fleet-worker-task.ps1").read_text()
+    assert "Register-ScheduledTask -TaskName 'fleet-worker'" in script
+    assert "-d Ubuntu-24.04 -u root -- bash -c \"systemctl start fleet-worker.service" in script
+    assert (root / "etc/systemd/system/fleet-worker.service").exists()
+    assert "powershell -ExecutionPolicy Bypass -File \\\\wsl.localhost\\Ubuntu-24.04\\" in out.out
+    assert "no NVML at /usr/lib/wsl/lib" in out.err      # this test machine has no Windows driver
+
+
+def test_enroll_wsl_on_a_plain_linux_host_is_refused_in_one_line(env, tmp_path):
+    if "microsoft" in Path("/proc/sys/kernel/osrelease").read_text().lower():
+        pytest.skip("this machine is a WSL distribution")
+    out = enroll(env, "--wsl", "--skip-checks", "--dry-run")
+    assert out.returncode == 1 and "not a WSL2 distribution" in out.stderr and "Traceback" not in out.stderr

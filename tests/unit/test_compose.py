@@ -228,15 +228,34 @@ def named_volume_at(compose: dict, service: dict, target: str) -> str | None:
     return None
 
 
-def test_redis_requires_the_password_every_fleet_url_logs_in_with(services):
+def test_redis_loads_the_role_users_its_acl_service_writes_with_fleet_acl(services):
     args = argv(services["redis"]["command"])
-    password = args[args.index("--requirepass") + 1]
-    assert INTERPOLATION.match(password), f"requirepass must come from the environment: {password!r}"
-    assert environment(services["redis"])["REDISCLI_AUTH"] == password, "the healthcheck must log in"
-    for name, svc in services.items():
-        for key in ("FLEET_BROKER_URL", "FLEET_RESULT_BACKEND"):
-            if key in environment(svc):
-                assert f"redis://:{password}@redis:6379/" in environment(svc)[key], f"{name}.{key}"
+    assert "--requirepass" not in args, "the aclfile's default user has the administrator's password"
+    aclfile = args[args.index("--aclfile") + 1]
+    init = services["redis-acl"]
+    assert f"fleet acl --aclfile {aclfile}" in " ".join(argv(init["command"]))
+    assert services["redis"]["depends_on"]["redis-acl"]["condition"] == "service_completed_successfully"
+    folder = str(Path(aclfile).parent)
+    mounted = {name: {str(v).split(":")[0] for v in services[name]["volumes"] if str(v).split(":")[1] == folder}
+               for name in ("redis", "redis-acl")}
+    assert mounted["redis"] and mounted["redis"] == mounted["redis-acl"], mounted
+    runtime = DOCKERFILE.read_text()
+    assert re.search(rf"mkdir -p [^\n]*{folder}\b", runtime) and re.search(rf"chown [^\n]*{folder}\b", runtime), \
+        f"{folder} must exist and belong to the fleet user, which writes the aclfile there"
+    admin = environment(init)["FLEET_ACL_ADMIN_PASSWORD"]
+    assert INTERPOLATION.match(admin) and environment(services["redis"])["REDISCLI_AUTH"] == admin
+
+
+@pytest.mark.parametrize("name, role", [("worker-cpu", "worker"), ("worker-cuda", "worker"),
+                                        ("worker-cuda-large", "worker"), ("worker-gpu", "worker"),
+                                        ("flower", "readonly"), ("publisher", "operator")])
+def test_each_service_logs_in_to_redis_as_its_role_with_the_password_the_aclfile_has(services, name, role):
+    from state.acl import PASSWORD_VARS, USERS, Role
+    password = environment(services["redis-acl"])[PASSWORD_VARS[Role(role)]]
+    assert INTERPOLATION.match(password), f"{role}'s password must come from the environment"
+    env = environment(services[name])
+    for key in ("FLEET_BROKER_URL", "FLEET_RESULT_BACKEND"):
+        assert env[key].startswith(f"redis://{USERS[Role(role)]}:{password}@redis:6379/"), f"{name}.{key}"
 
 
 def test_every_image_pulled_from_a_registry_is_pinned_to_a_version(services):

@@ -73,3 +73,33 @@ def test_settings_carry_fleet_and_store_variables_and_need_the_broker_and_store(
 def test_the_environment_file_quotes_values_and_can_hide_secrets():
     text = render_env({"A": 'x"y\\z', "FLEET_BROKER_URL": "redis://:pw@r/0"}, mask=lambda n, v: v.replace("pw", "***"))
     assert 'A="x\\"y\\\\z"' in text and 'FLEET_BROKER_URL="redis://:***@r/0"' in text
+
+
+# --- the worker's Redis login (state.acl roles) -----------------------------------------
+def test_with_the_worker_password_every_redis_url_logs_in_as_the_worker_user():
+    from fleet.enroll import worker_login
+    login = worker_login({"FLEET_BROKER_URL": "redis://:admin@r:6379/0", "FLEET_RESULT_BACKEND": "redis://:admin@r:6379/1",
+                          "FLEET_ACL_WORKER_PASSWORD": "w-pw"})
+    assert login.urls == {"FLEET_BROKER_URL": "redis://fleet-worker:w-pw@r:6379/0",
+                          "FLEET_RESULT_BACKEND": "redis://fleet-worker:w-pw@r:6379/1"}
+    assert not login.as_admin
+
+
+def test_a_worker_url_is_kept_and_a_default_user_url_is_flagged():
+    from fleet.enroll import worker_login
+    assert worker_login({"FLEET_BROKER_URL": "redis://fleet-worker:w@r/0"}).urls["FLEET_BROKER_URL"] == \
+        "redis://fleet-worker:w@r/0"
+    assert worker_login({"FLEET_BROKER_URL": "redis://:admin@r/0"}).as_admin
+
+
+@pytest.mark.parametrize("user", ["fleet-operator", "fleet-readonly"])
+def test_another_roles_login_is_never_given_to_a_worker(user):
+    from fleet.enroll import worker_login
+    with pytest.raises(ConfigError, match="FLEET_ACL_WORKER_PASSWORD"):
+        worker_login({"FLEET_BROKER_URL": f"redis://{user}:pw@r/0"})
+
+
+def test_the_roles_passwords_stay_out_of_the_environment_file():
+    values = settings({"FLEET_BROKER_URL": "redis://r/0", "FLEET_STORE_URL": "s3://b/p",
+                       "FLEET_ACL_OPERATOR_PASSWORD": "op", "FLEET_ACL_WORKER_PASSWORD": "w"})
+    assert not [k for k in values if k.startswith("FLEET_ACL_")]

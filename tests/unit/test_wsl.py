@@ -50,3 +50,49 @@ def test_the_boot_task_runs_as_system_before_anyone_logs_on():
 def test_values_that_could_break_out_of_the_script_are_refused(plan):
     with pytest.raises(ConfigError):
         render_task_script(plan)
+
+
+# --- what `fleet enroll --wsl` decides (fleet.wsl.enrollment) -------------------------------
+def test_enrolling_in_wsl2_with_systemd_gives_a_task_that_starts_the_workers_unit():
+    from fleet.wsl import enrollment
+    info, script = enrollment(WSL2_KERNEL, {"WSL_DISTRO_NAME": "Ubuntu"}, True, True, "fleet-worker.service")
+    assert info.distro == "Ubuntu" and info.nvml
+    assert "-d Ubuntu -u root -- bash -c \"systemctl start fleet-worker.service && exec sleep infinity\"" in script
+    assert "-AtLogOn" in script
+
+
+def test_a_boot_task_for_a_named_distribution_and_a_logon_task_for_one_windows_user():
+    from fleet.wsl import enrollment
+    _, boot = enrollment(WSL2_KERNEL, {"WSL_DISTRO_NAME": "Debian"}, False, True, "fleet-worker.service", "boot")
+    assert "-d Debian" in boot and "-AtStartup" in boot
+    _, logon = enrollment(WSL2_KERNEL, {}, True, True, "fleet-worker.service", "logon", "PC\\alice")
+    assert "-AtLogOn -User 'PC\\alice'" in logon
+
+
+def test_nvml_is_looked_for_where_the_windows_driver_maps_it():
+    info = detect(WSL2_KERNEL, {}, nvml_present=False)
+    assert info is not None and not info.nvml
+    from fleet.wsl import WSL_LIB_DIR
+    assert NVML_LIB.startswith(WSL_LIB_DIR + "/") and WSL_LIB_DIR == "/usr/lib/wsl/lib"
+
+
+def test_a_wsl2_kernel_without_the_wsl2_suffix_is_known_by_wsl_interop():
+    assert detect("5.10.16.3-microsoft-standard", {"WSL_INTEROP": "/run/WSL/1_interop"}, True) is not None
+    assert detect("5.10.16.3-microsoft-standard", {}, True) is None
+
+
+@pytest.mark.parametrize("osrelease, systemd, says", [
+    ("6.8.0-49-generic", True, "not a WSL2 distribution"),
+    ("4.4.0-19041-Microsoft", True, "WSL1 has no GPU"),
+    (WSL2_KERNEL, False, "systemd=true"),
+])
+def test_enrolling_outside_wsl2_or_without_systemd_says_what_to_do(osrelease, systemd, says):
+    from fleet.wsl import enrollment
+    with pytest.raises(ConfigError, match=says):
+        enrollment(osrelease, {}, True, systemd, "fleet-worker.service")
+
+
+def test_windows_finds_the_script_under_the_distributions_unc_path():
+    from fleet.wsl import windows_path
+    assert windows_path("Ubuntu-24.04", "/etc/fleet/fleet-worker-task.ps1") == \
+        "\\\\wsl.localhost\\Ubuntu-24.04\\etc\\fleet\\fleet-worker-task.ps1"

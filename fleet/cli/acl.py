@@ -1,0 +1,90 @@
+"""`fleet acl`: the Redis users of fleet's three roles (worker, operator, read-only).
+
+Prints the rules (passwords hidden), applies them to the broker's Redis with an
+administrator's login, or writes an aclfile for ``redis-server --aclfile``. The rules
+themselves come from ``state.acl``.
+"""
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+from core.errors import ConfigError
+from fleet.cli.common import console, redis_client, where
+from state import acl
+
+
+def _passwords(env) -> dict[acl.Role, str]:
+    missing = [v for v in acl.PASSWORD_VARS.values() if not env.get(v)]
+    if missing:
+        raise ConfigError(f"{', '.join(missing)} not set: give each role its own password (e.g. "
+                          "export FLEET_ACL_WORKER_PASSWORD=$(openssl rand -hex 24)) and run `fleet acl` again")
+    return {r: env[v] for r, v in acl.PASSWORD_VARS.items()}
+
+
+def _db(env) -> int:
+    """The broker's database: the channels Celery uses are named after it."""
+    from state.broker import parse
+    return parse(env["FLEET_BROKER_URL"]).db if env.get("FLEET_BROKER_URL") else 0
+
+
+def _show(env) -> None:
+    for r in acl.rules(_db(env)):
+        console.print(f"# {r.role.value}: password from {acl.PASSWORD_VARS[r.role]}", markup=False)
+        console.print("ACL SETUSER " + " ".join(r.setuser("***")), markup=False, highlight=False, soft_wrap=True)
+
+
+def _apply(env) -> None:
+    import redis
+    passwords = _passwords(env)
+    client = redis_client()
+    try:
+        for r in acl.rules(_db(env)):
+            client.execute_command("ACL", "SETUSER", *r.setuser(passwords[r.role]))
+    except redis.exceptions.NoPermissionError:
+        raise ConfigError(f"FLEET_BROKER_URL logs in as a user that may not change ACL users at "
+                          f"{where(env['FLEET_BROKER_URL'])}: run `fleet acl --apply` with the administrator's "
+                          "login (the default user, redis://:ADMIN_PASSWORD@host:6379/0)") from None
+    url = env["FLEET_BROKER_URL"]
+    for r in acl.rules():
+        console.print(f"{r.user} ({r.role.value}): {where(acl.with_user(url, r.user, 'x'))}", markup=False,
+                      highlight=False)
+    console.print("workers: `fleet enroll` with FLEET_ACL_WORKER_PASSWORD set writes the worker's URL; "
+                  "persist the users with ACL SAVE (aclfile) or CONFIG REWRITE", markup=False)
+
+
+def _write_aclfile(path: Path, env) -> None:
+    admin = env.get(acl.ADMIN_PASSWORD_VAR)
+    if not admin:
+        raise ConfigError(f"{acl.ADMIN_PASSWORD_VAR} not set: the aclfile defines the default user too "
+                          "(the administrator), and it needs a password")
+    text = acl.aclfile(_passwords(env), admin, _db(env))
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    with os.fdopen(fd, "w") as f:
+        f.write(text)
+    console.print(f"wrote {path}: start Redis with --aclfile {path}", markup=False, highlight=False)
+
+
+def cmd_acl(args) -> int:
+    env = dict(os.environ)
+    if args.aclfile:
+        _write_aclfile(Path(args.aclfile), env)
+    elif args.apply:
+        _apply(env)
+    else:
+        _show(env)
+    return 0
+
+
+def register(sub) -> None:
+    s = sub.add_parser("acl", help="the Redis users of the worker, operator and read-only roles")
+    g = s.add_mutually_exclusive_group()
+    g.add_argument("--apply", action="store_true",
+                   help="create or update the users on FLEET_BROKER_URL's Redis (an administrator's login); "
+                        "passwords from FLEET_ACL_WORKER_PASSWORD, FLEET_ACL_OPERATOR_PASSWORD, "
+                        "FLEET_ACL_READONLY_PASSWORD")
+    g.add_argument("--aclfile", metavar="PATH",
+                   help="write an aclfile for redis-server --aclfile (the default user's password from "
+                        "FLEET_ACL_ADMIN_PASSWORD)")
+    s.set_defaults(fn=cmd_acl)
