@@ -56,6 +56,8 @@ def explain(owner: str, owners: Mapping[str, Usage], shares: Mapping[str, float]
         return None
     first = ranked[0]
     days = half_life_s / 86400
-    used = lambda o: owners[o].decayed(now, half_life_s)  # noqa: E731
-    return (f"{owner} has used {used(owner):.1f} GPU-h (half-life {days:g} d); {first} "
-            f"{used(first):.1f} GPU-h: {first}'s jobs go first")
+    def used(o: str) -> str:   # a few minutes of GPU time is not "0.0"
+        h = owners[o].decayed(now, half_life_s)
+        return f"{h:.1f}" if h >= 0.1 or h == 0 else f"{h:.3f}"
+    return (f"{owner} has used {used(owner)} GPU-h (half-life {days:g} d); {first} "
+            f"{used(first)} GPU-h: {first}'s jobs go first")

@@ -41,7 +41,8 @@ PASSWORD_VARS = {Role.WORKER: "FLEET_ACL_WORKER_PASSWORD", Role.OPERATOR: "FLEET
                  Role.READONLY: "FLEET_ACL_READONLY_PASSWORD"}
 ADMIN_PASSWORD_VAR = "FLEET_ACL_ADMIN_PASSWORD"   # the default user's, in an aclfile
 # Keys only operators write: what publish, requeue and a change of the fleet's tiers touch.
-OPERATOR_KEYS = (C.JOBS_INDEX, C.NAMES_INDEX, C.CONFIG_KEY, C.CQUEUES_KEY, C.QUEUES_VERSION_KEY)
+# fair-share weights are the operators' to set (`fleet share set`); workers only read them
+OPERATOR_KEYS = (C.JOBS_INDEX, C.NAMES_INDEX, C.CONFIG_KEY, C.CQUEUES_KEY, C.QUEUES_VERSION_KEY, C.SHARES_KEY)
 # Celery's pub/sub: events (fanout, one channel per event type) and the broadcast control
 # box (pidbox). kombu names a fanout channel /<db>.<exchange>[/<routing key>] and listens
 # with PSUBSCRIBE, whose pattern Redis allows only if a user's pattern is that very text:

@@ -10,7 +10,7 @@ from fleet import owners
 from fleet.cli.common import console, redis_client
 from fleet.cli.tables import Layout
 from fleet.query import shares as S
-from fleet.query.jobs import human_duration
+from fleet.query.jobs import human_hours, human_span
 from state import fairshare
 
 SHARES = Layout(columns=("owner", "share", "GPU-h", "core-h", "standing", "waiting"),
@@ -20,8 +20,8 @@ SHARES = Layout(columns=("owner", "share", "GPU-h", "core-h", "standing", "waiti
 
 def cells(row: S.ShareRow) -> dict:
     s = row.standing
-    return {"owner": Text(s.owner), "share": f"{s.share:g}", "GPU-h": f"{s.gpu_hours:,.1f}",
-            "core-h": f"{s.core_hours:,.1f}", "standing": f"{s.standing:,.2f}", "waiting": f"{row.waiting:,}"}
+    return {"owner": Text(s.owner), "share": f"{s.share:g}", "GPU-h": human_hours(s.gpu_hours),
+            "core-h": human_hours(s.core_hours), "standing": f"{s.standing:,.2f}", "waiting": f"{row.waiting:,}"}
 
 
 def cmd_share_set(args) -> int:
@@ -41,7 +41,7 @@ def cmd_share_list(args) -> int:
         return 0
     table, _ = SHARES.table([cells(r) for r in v.rows], console.width)
     console.print(table)
-    console.print(f"usage halves every {human_duration(v.half_life_s)}; standing: GPU-h per share, lowest "
+    console.print(f"usage halves every {human_span(v.half_life_s)}; standing: GPU-h per share, lowest "
                   "served first", markup=False, highlight=False)
     return 0
 

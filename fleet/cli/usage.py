@@ -7,15 +7,21 @@ from rich.table import Table
 
 from fleet.cli.common import console, plain, redis_client
 from fleet.query import usage as U
-from fleet.query.jobs import human_duration
+from fleet.query.jobs import human_hours, human_span
+
+
+def heading(v: U.UsageView) -> str:
+    # a line of its own: as a table title it wrapped mid-phrase on a narrow terminal
+    return f"usage over the last {human_span(v.since_s)} (latest run of each job):"
 
 
 def render(v: U.UsageView) -> Table:
-    table = Table(title=f"usage over the last {human_duration(v.since_s)} (latest run of each job)")
+    table = Table()
     for col in ("owner", "jobs", "failures", "GPU-h", "core-h"):
-        table.add_column(col, justify="left" if col == "owner" else "right")
+        table.add_column(col, justify="left" if col == "owner" else "right", no_wrap=col != "owner")
     for u in v.owners:
-        table.add_row(*plain(u.owner, f"{u.jobs:,}", f"{u.failures:,}", f"{u.gpu_hours:,.1f}", f"{u.core_hours:,.1f}"))
+        table.add_row(*plain(u.owner, f"{u.jobs:,}", f"{u.failures:,}", human_hours(u.gpu_hours),
+                             human_hours(u.core_hours)))
     return table
 
 
@@ -24,9 +30,10 @@ def cmd_usage(args) -> int:
     if args.json:
         print(json.dumps(v.to_dict(), indent=2))
     elif not v.owners:
-        console.print(f"no jobs published, running or ended in the last {human_duration(v.since_s)}",
+        console.print(f"no jobs published, running or ended in the last {human_span(v.since_s)}",
                       markup=False, highlight=False)
     else:
+        console.print(heading(v), markup=False, highlight=False)
         console.print(render(v))
     return 0
 

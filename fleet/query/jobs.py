@@ -162,6 +162,26 @@ def human_duration(seconds: float | None) -> str:
     return f"{s // 86400}d{s % 86400 // 3600:02d}h"
 
 
+def human_span(seconds: float) -> str:
+    """A window or half-life as people say it: '7 d', '12 h', '30 min', else human_duration."""
+    s = int(seconds)
+    for unit, name, below in ((86400, "d", None), (3600, "h", 7 * 86400), (60, "min", 6 * 3600)):
+        if s >= unit and s % unit == 0 and (below is None or s < below):
+            return f"{s // unit} {name}"
+    return human_duration(seconds)
+
+
+def human_hours(hours: float) -> str:
+    """GPU- or core-hours with the digits that matter: a 30 s job is 0.008, not 0.0."""
+    if hours == 0:
+        return "0"
+    if hours < 0.1:
+        return f"{hours:.3f}"
+    if hours < 10:
+        return f"{hours:.2f}"
+    return f"{hours:,.1f}"
+
+
 def error_line(text: str | None) -> str:
     """The line of an error that says what went wrong.
 

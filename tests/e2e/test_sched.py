@@ -96,7 +96,8 @@ def test_fleet_why_gives_each_hosts_verdict_the_position_and_what_the_capable_ho
     verdicts = {h["host"]: (h["could_run"], h["reasons"]) for h in q["hosts"]}
     assert verdicts == {"e2e-large": (True, []), "e2e-cuda": (False, ["VRAM 16 < 24 GiB (largest device)"]),
                         "e2e-cpu": (False, ["no CUDA device", "RAM 8 < 14 GiB"])}
-    assert q["position"] == {"queue": "cuda-large", "in_list": True, "ahead": 1, "waiting_in_queue": 2}
+    assert q["position"] == {"queue": "cuda-large", "in_list": True, "ahead": 1, "waiting_in_queue": 2,
+                             "fair_share": None}   # one owner: nobody goes first by fair share
     assert [b["name"] for b in q["capable"][0]["busy_with"]] == ["hog"]
     text = fleet.fleet("why", "large-2", check=True).stdout
     assert "e2e-cuda: cannot: VRAM 16 < 24 GiB" in text and "1 message(s) ahead" in text

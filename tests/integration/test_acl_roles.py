@@ -68,9 +68,19 @@ def test_an_operator_publishes_cancels_and_requeues(as_role, published, acl_redi
     assert admin.hget(C.JOB_KEY + published["acl-a"], "state") == "queued"
 
 
+def test_only_an_operator_sets_an_owners_fair_share(as_role, acl_redis):
+    for role in (Role.READONLY, Role.WORKER):
+        rc, out, err = as_role(role, "share", "set", "alice", "3")
+        assert rc == 1 and "Traceback" not in err and "lacks the operator role" in err, (role, err)
+    assert as_role(Role.OPERATOR, "share", "set", "alice", "3")[0] == 0
+    assert as_role(Role.READONLY, "share", "list")[0] == 0
+    admin = redis_lib.Redis.from_url(acl_redis.url(), decode_responses=True)
+    assert float(admin.hget(C.SHARES_KEY, "alice")) == 3
+
+
 def test_a_dashboard_user_reads_status_show_and_hosts_but_cannot_cancel(as_role, published, acl_redis):
     for verb in (("status",), ("status", "--json"), ("show", "acl-a"), ("hosts",), ("logs", "acl-a"),
-                 ("why", "acl-b"), ("usage",), ("dead-letter",), ("capability",)):
+                 ("why", "acl-b"), ("usage",), ("share", "list"), ("dead-letter",), ("capability",)):
         rc, out, err = as_role(Role.READONLY, *verb)
         assert rc == 0, f"{verb}: {err}"
     rc, out, err = as_role(Role.READONLY, "cancel", "acl-a", "--yes")

@@ -44,3 +44,8 @@ def test_why_says_who_goes_first_and_by_how_much():
 def test_a_run_is_charged_in_gpu_hours_with_cores_weighted():
     assert charge(gpu_s=3600, core_s=0) == 1.0
     assert charge(gpu_s=0, core_s=16 * 3600) == 1.0
+
+
+def test_a_few_minutes_of_gpu_time_is_not_shown_as_nothing():
+    owners = {"bob": Usage(0.05, 0), "alice": Usage(0.0, 0)}
+    assert explain("bob", owners, {}, now=0).startswith("bob has used 0.050 GPU-h (half-life 7 d); alice 0.0 GPU-h")

@@ -3,8 +3,8 @@ state filters, and which rows a capped view keeps."""
 import pytest
 
 from core.errors import FleetError
-from fleet.query.jobs import (JobFilter, JobRow, error_line, glob_match, headline_metrics, human_duration,
-                              name_matches, parse_states, view)
+from fleet.query.jobs import (JobFilter, JobRow, error_line, glob_match, headline_metrics, human_duration, human_hours,
+                              human_span, name_matches, parse_states, view)
 from state.records import JobState
 
 NOW = 1_000_000.0
@@ -148,3 +148,16 @@ def test_show_prints_iso_times_and_no_kept_folder_once_the_bundle_is_uploaded():
     assert d["trained"] == {"at": "1970-01-01T00:00:30+00:00", "host": "h", "dir": None}
     running = record_view({"state": "running", "started_at": None, "trained": {"at": 1.0, "host": "h", "dir": "/k"}})
     assert running["trained"]["dir"] == "/k" and running["started_at"] is None
+
+
+@pytest.mark.parametrize("seconds, text", [(7 * 86400, "7 d"), (12 * 3600, "12 h"), (1800, "30 min"),
+                                           (90, "1m30s"), (86400 + 3600, "25 h"),
+                                           (86400 + 60, "1d00h")])
+def test_a_window_or_half_life_reads_as_people_say_it(seconds, text):
+    assert human_span(seconds) == text
+
+
+@pytest.mark.parametrize("hours, text", [(0, "0"), (30 / 3600, "0.008"), (0.5, "0.50"), (41.04, "41.0"),
+                                         (12345.6, "12,345.6")])
+def test_hours_keep_the_digits_that_matter_so_a_short_job_is_not_zero(hours, text):
+    assert human_hours(hours) == text
