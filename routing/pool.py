@@ -192,7 +192,14 @@ def lacking(pool: Pool, demand: Demand) -> str | None:
         return f"needs {demand.gpus} free GPU{'s' if demand.gpus > 1 else ''}{vram}; {free} free"
     kept_cores, kept_ram = pool.held_back() if demand.gpus == 0 else (0, 0.0)
     if len(pool.free_cores) - kept_cores < demand.cores:
-        held = f" ({kept_cores} kept for idle GPUs)" if kept_cores else ""
-        return f"needs {demand.cores} free cores; {len(pool.free_cores)} free{held}"
-    held = f" ({kept_ram:g} GiB kept for idle GPUs)" if kept_ram else ""
-    return f"needs {demand.ram_gib:g} GiB free RAM; {pool.free_ram_gib:g} GiB free{held}"
+        free = len(pool.free_cores)
+        if not kept_cores:
+            return f"needs {demand.cores} free cores; {free} free"
+        # the figure that decides first: "2 free (1 kept)" left the reader to subtract
+        return (f"needs {demand.cores} free cores; {max(0, free - kept_cores)} free for CPU jobs "
+                f"({free} free, {kept_cores} kept for idle GPUs)")
+    free_ram = pool.free_ram_gib
+    if not kept_ram:
+        return f"needs {demand.ram_gib:g} GiB free RAM; {free_ram:g} GiB free"
+    return (f"needs {demand.ram_gib:g} GiB free RAM; {max(0.0, free_ram - kept_ram):g} GiB free for CPU jobs "
+            f"({free_ram:g} GiB free, {kept_ram:g} GiB kept for idle GPUs)")

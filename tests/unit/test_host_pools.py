@@ -59,7 +59,7 @@ def test_a_heartbeat_pool_reads_as_free_and_held_gpus_cores_and_ram():
     (Demand(gpus=2, vram_gib=24), "needs 2 free GPUs with >= 24 GiB; 1 free"),
     (Demand(gpus=1, vram_gib=24), None),
     (Demand(gpus=1, vram_gib=75, share_gpu=True), None),                       # the free GPU takes it
-    (Demand(cores=25), "needs 25 free cores; 26 free (2 kept for idle GPUs)"),  # kept for the idle GPU
+    (Demand(cores=25), "needs 25 free cores; 24 free for CPU jobs (26 free, 2 kept for idle GPUs)"),  # kept for the idle GPU
     (Demand(cores=24), None),
 ])
 def test_the_pool_rebuilt_from_a_heartbeat_answers_lacking_as_the_workers_own_would(demand, said):
@@ -120,8 +120,8 @@ def test_why_says_what_a_host_needs_for_a_queue_gpu_count_and_sharing_included(n
 
 @pytest.mark.parametrize("cores_kept, ram_kept, said", [
     (0, None, None),                                                         # -Q cpu: nothing kept
-    (1, None, "needs 60 GiB free RAM; 64 GiB free (8 GiB kept for idle GPUs)"),   # the default reserve
-    (1, 14.0, "needs 60 GiB free RAM; 64 GiB free (14 GiB kept for idle GPUs)"),  # as the heartbeat says
+    (1, None, "needs 60 GiB free RAM; 56 GiB free for CPU jobs (64 GiB free, 8 GiB kept for idle GPUs)"),   # the default reserve
+    (1, 14.0, "needs 60 GiB free RAM; 50 GiB free for CPU jobs (64 GiB free, 14 GiB kept for idle GPUs)"),  # as the heartbeat says
 ])
 def test_what_idle_gpus_keep_back_from_cpu_jobs_comes_from_the_heartbeat(cores_kept, ram_kept, said):
     ram = {"total": 64.0, "free": 64.0} | ({} if ram_kept is None else {"kept_for_gpus": ram_kept})
