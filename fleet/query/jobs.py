@@ -83,6 +83,8 @@ class JobRow:
         d["state"] = self.state.value
         for k in ("created_at", "queued_at", "started_at", "finished_at"):
             d[k] = _iso(d[k])
+        if isinstance(d.get("preempted_by"), dict):
+            d["preempted_by"] = _with_iso_at(d["preempted_by"])
         d.update({k: None if s is None else round(s, 1) for k, s in self.times(now).items()})
         d["error_line"] = error_line(self.last_error)
         d["gpus"] = [asdict(g) for g in parse_gpus(self.gpu)]
@@ -108,12 +110,20 @@ def record_view(record: dict) -> dict:
         d["gpus"] = [asdict(g) for g in parse_gpus(d["gpu"])]
     trained = d.get("trained")
     if isinstance(trained, dict):
-        trained = {**trained, "at": _iso(trained["at"]) if isinstance(trained.get("at"), (int, float))
-                   else trained.get("at")}
+        trained = _with_iso_at(trained)
         if d.get("artifact") and trained.get("dir"):
             trained["dir"] = None     # uploaded: the worker removed its kept copy
         d["trained"] = trained
+    if isinstance(d.get("preempted_by"), dict):
+        d["preempted_by"] = _with_iso_at(d["preempted_by"])
+    if isinstance(d.get("preempted"), list):
+        d["preempted"] = [_with_iso_at(p) if isinstance(p, dict) else p for p in d["preempted"]]
     return d
+
+
+def _with_iso_at(entry: dict) -> dict:
+    at = entry.get("at")
+    return {**entry, "at": _iso(at) if isinstance(at, (int, float)) else at}
 
 
 # --- pure parts -------------------------------------------------------------------

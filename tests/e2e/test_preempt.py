@@ -86,7 +86,8 @@ def test_an_urgent_job_takes_the_place_of_a_checkpointed_one_which_resumes_and_e
     assert [p["name"] for p in urgent_rec["preempted"]] == ["low"]
     rows = {r["name"]: r for r in json.loads(cli(fleet, "status", "--json"))["jobs"]}
     assert rows["low"]["preemptions"] == 1 and rows["low"]["preempted_by"]["name"] == "urgent"
-    decided = urgent_rec["preempted"][0]["at"]
+    assert urgent_rec["preempted"][0]["at"].endswith("+00:00")    # `fleet show` gives ISO times
+    decided = recs["urgent"].preempted[0]["at"]                     # the record keeps the float
     delay = recs["urgent"].started_at - decided
     print(f"\npreemption decision -> urgent job claimed on big: {delay:.2f}s; "
           f"its process started {seen['urgent']['starts'][0]['at'] - decided:.2f}s after the decision")

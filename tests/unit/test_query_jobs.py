@@ -161,3 +161,11 @@ def test_a_window_or_half_life_reads_as_people_say_it(seconds, text):
                                          (12345.6, "12,345.6")])
 def test_hours_keep_the_digits_that_matter_so_a_short_job_is_not_zero(hours, text):
     assert human_hours(hours) == text
+
+
+def test_show_gives_who_preempted_whom_with_iso_times_like_every_other_time():
+    from fleet.query.jobs import record_view
+    d = record_view({"preempted_by": {"name": "urgent", "priority": 9, "at": 60.0},
+                     "preempted": [{"name": "six-hours", "at": 0.0}]})
+    assert d["preempted_by"] == {"name": "urgent", "priority": 9, "at": "1970-01-01T00:01:00+00:00"}
+    assert d["preempted"] == [{"name": "six-hours", "at": "1970-01-01T00:00:00+00:00"}]
