@@ -12,7 +12,7 @@ from fleet.query.jobs import human_hours, human_span
 
 def heading(v: U.UsageView) -> str:
     # a line of its own: as a table title it wrapped mid-phrase on a narrow terminal
-    return f"usage over the last {human_span(v.since_s)} (latest run of each job):"
+    return f"usage over the last {human_span(v.since_s)} (every run of the jobs active in it):"
 
 
 def render(v: U.UsageView) -> Table:

@@ -1,9 +1,11 @@
 """`fleet usage`: jobs, failures, GPU-hours and core-hours per owner, from the job records.
 
-A record holds its latest run only: when it started and ended, and what it held (``gpu``:
+A record holds its latest run's times: when it started and ended, and what it held (``gpu``:
 ``"0:NAME,1:NAME"``, one entry per GPU; ``cores``: a count the worker reports with them).
-A run counts for the part of it inside the window, up to now while it still runs; earlier
-runs of a job that was run again are not in its record, so they are not counted.
+That run counts for the part of it inside the window, up to now while it still runs. The
+job's earlier runs (preempted, handed back, retried) count in full when the job is in the
+window at all: the record keeps only their totals (``gpu_s``, ``core_s``: what every run was
+charged for fair share, ``state/lua/owned.lua``), less what its latest run was charged.
 ``usage`` is pure (record dicts and ``now`` in, rows out); ``read_usage`` reads Redis.
 """
 from __future__ import annotations
@@ -19,7 +21,8 @@ from core.errors import FleetError
 from fleet.query.jobs import parse_gpus
 from state.records import JobState
 
-FIELDS = ("owner", "state", "created_at", "queued_at", "started_at", "finished_at", "gpu", "cores")
+FIELDS = ("owner", "state", "created_at", "queued_at", "started_at", "finished_at", "gpu", "cores",
+          "charged", "gpu_s", "core_s")
 READ_BATCH = 5000
 DEFAULT_SINCE = "7d"
 NO_OWNER = "(none)"          # records published before jobs had owners
@@ -55,6 +58,13 @@ class OwnerUsage:
         return d
 
 
+def _float(text: str) -> float | None:
+    try:
+        return float(text)
+    except ValueError:
+        return None
+
+
 def _num(record: Mapping, key: str) -> float | None:
     v = record.get(key)
     return float(v) if v not in (None, "") else None
@@ -73,6 +83,22 @@ def run_hours(record: Mapping, start: float, now: float) -> float:
     return max(0.0, min(ended, now) - max(began, start)) / 3600
 
 
+def earlier_runs(record: Mapping, gpus: int, cores: int) -> tuple[float, float]:
+    """GPU- and core-hours of the job's runs before its latest: all its runs' charged totals
+    less what its latest run was charged (all of them once it is queued again)."""
+    total_gpu, total_core = _num(record, "gpu_s") or 0.0, _num(record, "core_s") or 0.0
+    if not (total_gpu or total_core):
+        return 0.0, 0.0
+    latest_s = 0.0
+    upto = _float((record.get("charged") or "").rpartition(" ")[2])
+    began = _num(record, "started_at")
+    # charged past the latest run's start: that charge is the latest run's (an earlier run's
+    # ended before it began); a queued job's latest run is an earlier one
+    if JobState(record.get("state") or "queued") is not JobState.QUEUED and began is not None and upto:
+        latest_s = max(0.0, upto - began)
+    return max(0.0, total_gpu - gpus * latest_s) / 3600, max(0.0, total_core - cores * latest_s) / 3600
+
+
 def one_job(record: Mapping, start: float, now: float) -> OwnerUsage:
     """What one record adds to its owner's usage in the window [start, now]."""
     owner = record.get("owner") or NO_OWNER
@@ -84,8 +110,9 @@ def one_job(record: Mapping, start: float, now: float) -> OwnerUsage:
     if not active:
         return OwnerUsage(owner)
     failed = state is JobState.FAILED and ended is not None and ended >= start
-    cores = int(_num(record, "cores") or 0)
-    return OwnerUsage(owner, 1, int(failed), hours * len(parse_gpus(record.get("gpu"))), hours * cores)
+    cores, gpus = int(_num(record, "cores") or 0), len(parse_gpus(record.get("gpu")))
+    before_gpu, before_core = earlier_runs(record, gpus, cores)
+    return OwnerUsage(owner, 1, int(failed), hours * gpus + before_gpu, hours * cores + before_core)
 
 
 def usage(records: Iterable[Mapping], *, since_s: float, now: float) -> list[OwnerUsage]:

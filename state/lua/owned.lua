@@ -38,5 +38,9 @@ local function charge_run(jk, usage_key, token, upto, now, half_life)
   end
   g, c = g + gpus * held, c + cores * held
   redis.call('HSET', usage_key, owner, string.format('%.17g %.17g %.17g', g, c, last))
+  -- the job's own totals over all its runs, undecayed (`fleet usage`: a record keeps only
+  -- its latest run's times, and a preempted or retried job ran before)
+  if gpus > 0 then redis.call('HINCRBYFLOAT', jk, 'gpu_s', gpus * held) end
+  if cores > 0 then redis.call('HINCRBYFLOAT', jk, 'core_s', cores * held) end
   return held
 end

@@ -28,14 +28,16 @@ def publish(fleet_cli, capsys, tmp_path, name: str, seeds: int, *flags: str) -> 
     return {r["name"]: r["job_id"] for r in json.loads(capsys.readouterr().out)}
 
 
-def run(records: Records, job_id: str, state: JobState, hours: float, gpu: str | None, cores: int) -> None:
+def run(records: Records, job_id: str, state: JobState, hours: float, gpu: str | None, cores: int,
+        token: str = "tok-") -> None:
     """A run of ``hours`` that held ``gpu`` and ``cores``, as a worker records it."""
-    assert records.claim(job_id, "gpu-host", "tok-" + job_id, {}, "cuda").run
+    token += job_id
+    assert records.claim(job_id, "gpu-host", token, {}, "cuda").run
     records.r.hset(C.JOB_KEY + job_id, "started_at", time.time() - hours * H)   # it began that long ago
     fields = {"cores": cores, **({"gpu": gpu} if gpu else {})}
-    assert records.heartbeat(job_id, "tok-" + job_id, **fields) == "ok"
+    assert records.heartbeat(job_id, token, **fields) == "ok"
     if state is not JobState.RUNNING:
-        assert records.finish(job_id, "tok-" + job_id, state)
+        assert records.finish(job_id, token, state)
 
 
 def status_ids(fleet_cli, capsys, *flags: str) -> set[str]:
@@ -77,6 +79,22 @@ def test_two_owners_are_filtered_apart_and_their_usage_is_summed(fleet_cli, caps
 
     assert fleet_cli(["usage"]) == 0
     assert "alice" in capsys.readouterr().out
+
+
+def test_usage_counts_every_run_of_a_job_handed_back_before_it_ran_to_its_end(fleet_cli, capsys, tmp_path,
+                                                                            redis_client):
+    (jid,) = publish(fleet_cli, capsys, tmp_path, "p", 1, "--owner", "erin").values()
+    records = Records(redis_client)
+    run(records, jid, JobState.QUEUED, 1.0, "0:H100", 4)          # preempted after 1 h: back to its queue
+    assert fleet_cli(["usage", "--json"]) == 0
+    got = {u["owner"]: u for u in json.loads(capsys.readouterr().out)["owners"]}["erin"]
+    assert (got["gpu_hours"], got["core_hours"]) == (pytest.approx(1.0, abs=0.01), pytest.approx(4.0, abs=0.01))
+    run(records, jid, JobState.SUCCEEDED, 2.0, "0:H100,1:H100", 8, token="tok2-")   # then 2 h on 2 GPUs
+    assert fleet_cli(["usage", "--json"]) == 0
+    got = {u["owner"]: u for u in json.loads(capsys.readouterr().out)["owners"]}["erin"]
+    assert got["jobs"] == 1
+    assert got["gpu_hours"] == pytest.approx(1.0 + 4.0, abs=0.01)
+    assert got["core_hours"] == pytest.approx(4.0 + 16.0, abs=0.01)
 
 
 def test_a_forced_re_publish_takes_the_job_over(fleet_cli, capsys, tmp_path, redis_client, monkeypatch):
