@@ -97,6 +97,7 @@ CHECKPOINTS_PREFIX = "checkpoints"   # store key: <prefix>/checkpoints/<job_id>/
 HOST_KEY = KEY_PREFIX + "host:"          # string with TTL: fleet:host:<hostname> -> heartbeat JSON
 HOSTS_INDEX = KEY_PREFIX + "hosts"       # zset hostname -> last heartbeat time (finds lost hosts too)
 HOST_HEARTBEAT_EVERY_S = 5.0             # a worker rewrites its heartbeat this often
+HOST_POOL_REWRITE_S = 0.5                # and at once when a job takes or leaves its pool, this often at most
 HOST_TTL_S = 20.0                        # a host silent this long is no longer live
 HOST_FORGET_S = 24 * 3600.0              # a lost or stopped host is listed this long after it went
 QUEUES_VERSION_KEY = KEY_PREFIX + "queues-version"  # counter: publish bumps it when queues or config change

@@ -75,20 +75,30 @@ def beat(client: redis.Redis, body: dict, ttl_s: float = C.HOST_TTL_S) -> None:
     pipe.execute()
 
 
-def run(ctx, consumer=None, every_s: float = C.HOST_HEARTBEAT_EVERY_S) -> None:
+def holders(ctx) -> frozenset[str]:
+    """The jobs holding part of this host's pool now."""
+    return frozenset(job_id for job_id, _ in ctx.gate.held().values())
+
+
+def run(ctx, consumer=None, every_s: float = C.HOST_HEARTBEAT_EVERY_S,
+        pool_every_s: float = C.HOST_POOL_REWRITE_S) -> None:
     """Beat until the worker shuts down, then say it stopped (kept for HOST_FORGET_S).
     A change of queues is written at once: publish waits on it (fleet/pickup.py)."""
     started = time.time()
     while True:
-        written, yielded = consumed(ctx, consumer), ctx.gate.yielded()
+        written, yielded, held = consumed(ctx, consumer), ctx.gate.yielded(), holders(ctx)
         try:
             beat(ctx.redis, payload(ctx, consumer, started_at=started))
         except redis.RedisError as e:
             log.debug("heartbeat not written (%s); will retry", e)
-        deadline = time.monotonic() + every_s
-        # a GPU yielded to its owner, or taken back, is shown at once too (fleet hosts)
+        wrote = time.monotonic()
+        deadline = wrote + every_s
+        # a GPU yielded to its owner, or taken back, is shown at once too (fleet hosts), and a
+        # job taking or leaving part of the pool within pool_every_s (fleet hosts and why
+        # showed GPUs busy or free for up to a whole beat)
         while (not ctx.shutdown.wait(0.1) and time.monotonic() < deadline and consumed(ctx, consumer) == written
-               and ctx.gate.yielded() == yielded):
+               and ctx.gate.yielded() == yielded
+               and (time.monotonic() - wrote < pool_every_s or holders(ctx) == held)):
             pass
         if ctx.shutdown.is_set():
             break

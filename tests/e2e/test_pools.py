@@ -106,6 +106,33 @@ def test_a_4_gpu_16_core_host_starts_a_2_gpu_job_two_1_gpu_jobs_and_six_cpu_jobs
     assert recs["ddp"].cores and len(recs["ddp"].gpu.split(",")) == 2
 
 
+def pool_jobs(pools, host: str) -> set[str]:
+    import subprocess
+    done = subprocess.run([sys.executable, "-m", "fleet.cli", "hosts", "--json"], env=pools.env,
+                          capture_output=True, text=True, timeout=60)
+    assert done.returncode == 0, done.stderr
+    hosts = json.loads(done.stdout)
+    hosts = hosts["hosts"] if isinstance(hosts, dict) else hosts
+    view = next(h for h in hosts if h["hostname"] == host)
+    return set((view.get("pool") or {}).get("jobs") or {})
+
+
+def test_fleet_hosts_shows_a_job_taking_and_leaving_a_gpu_within_a_second_not_a_heartbeat(pools):
+    pools.start("gpu1", ONE_GPU)
+    ids = pools.publish(job("blink", 2.5, "require_cuda = true"))
+    seen_at = None
+    deadline = time.monotonic() + 30
+    while time.monotonic() < deadline and seen_at is None:
+        if ids["blink"] in pool_jobs(pools, "gpu1"):
+            seen_at = time.time()
+    started = pools.records().get(ids["blink"]).started_at
+    assert seen_at is not None and seen_at - started < 1.5, "the pool showed the job a heartbeat late"
+    pools.wait(ids)
+    finished = pools.records().get(ids["blink"]).finished_at
+    while ids["blink"] in pool_jobs(pools, "gpu1"):
+        assert time.time() - finished < 1.5, "the pool showed the GPU held a heartbeat after the job ended"
+
+
 def test_gpu_jobs_start_at_once_on_a_gpu_host_already_full_of_cpu_jobs(pools):
     pools.start("gpu1", ONE_GPU)
     cpu = pools.publish("".join(job(f"busy{i}", 20, "min_cores = 1", seed=i) for i in range(12)))
