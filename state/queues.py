@@ -65,12 +65,17 @@ def queue_of(key: str) -> str:
 def push(client: redis.Redis, key: str, message: str | bytes) -> None:
     """LPUSH ``message`` to ``key`` as fleet's scripts do (lua/owned.lua): an owner's list is
     registered in the same transaction, so workers ask for it."""
-    k = parse(key)
     pipe = client.pipeline(transaction=True)
-    pipe.lpush(key, message)
+    push_in(pipe, key, message)
+    pipe.execute()
+
+
+def push_in(pipe, key: str, message: str | bytes, leftmost: bool = True) -> None:
+    """Queue ``push`` on a transaction someone else executes (LPUSH, or RPUSH: served next)."""
+    k = parse(key)
+    (pipe.lpush if leftmost else pipe.rpush)(key, message)
     if k.owner:
         pipe.sadd(C.OWNER_LISTS_KEY, owner_member(k.queue, k.owner))
-    pipe.execute()
 
 
 def owners_by_queue(members: Iterable[str]) -> dict[str, list[str]]:

@@ -45,7 +45,7 @@ URGENT_WIRE = range(C.MAX_PRIORITY - PREEMPT_MARGIN + 1)
 def lists_at(queue: str, wire: int, owners: Iterable[str] = ()) -> list[str]:
     """Where ``queue``'s messages of one wire priority wait: kombu's plain list (an older
     publisher's), then each owner's (state.queues; fair share orders owners, not urgency)."""
-    return [queues.list_key(queue, wire)] + [queues.owner_key(queue, o, wire) for o in owners]
+    return queues.keys_of(queue, owners, (wire,))
 
 
 @dataclass(frozen=True)
@@ -79,9 +79,10 @@ class Preemptor:
         now = time.time() if now is None else now
         if self.decision is not None and not self._settled(self.decision, now):
             return None
-        running = None
+        running, owners = None, None
         for queue in self._blocked():
-            waiting = self._head(queue, now)
+            owners = queues.registered(self.ctx.redis) if owners is None else owners   # once a look
+            waiting = self._head(queue, owners.get(queue, ()), now)
             if waiting is None:
                 continue
             running = self._running() if running is None else running
@@ -99,10 +100,9 @@ class Preemptor:
         can = set(self.ctx.gate.consumable(queues))
         return [q for q in queues if q not in can]
 
-    def _head(self, queue: str, now: float) -> Waiting | None:
-        """The most urgent job waiting on ``queue``, if urgent enough to displace anyone: the
-        next BRPOP would take of its most urgent non-empty list."""
-        owners = queues.registered(self.ctx.redis).get(queue, ())
+    def _head(self, queue: str, owners: Iterable[str], now: float) -> Waiting | None:
+        """The most urgent job waiting on ``queue`` (in kombu's lists or ``owners``'), if urgent
+        enough to displace anyone: the next BRPOP would take of its most urgent non-empty list."""
         keys = [key for wire in URGENT_WIRE for key in lists_at(queue, wire, owners)]
         pipe = self.ctx.redis.pipeline(transaction=False)
         for key in keys:

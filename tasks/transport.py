@@ -189,8 +189,7 @@ class FleetChannelMixin:
             pass
         for queue in self._lookup(exchange, routing_key):
             pri = self._get_message_priority(payload, reverse=False)
-            (pipe.lpush if leftmost else pipe.rpush)(queues.owner_key(queue, owner, pri), kombu_json(payload))
-            pipe.sadd(C.OWNER_LISTS_KEY, queues.owner_member(queue, owner))
+            queues.push_in(pipe, queues.owner_key(queue, owner, pri), kombu_json(payload), leftmost)
 
     def _owner_of(self, payload: dict) -> str | None:
         job_id = (payload.get("headers") or {}).get("id") if isinstance(payload, dict) else None
