@@ -104,6 +104,8 @@ def sweep(client: redis.Redis, *, mirrors: Mirrors = MIRRORS) -> dict[str, list[
         try:
             if issued := advance(r, sid, mirrors=mirrors):
                 out[sid] = issued
-        except redis.ResponseError as e:
+        except redis.ConnectionError:
+            raise
+        except Exception as e:   # one broken search (a script error, no Optuna here) spares the rest
             log.error("search %s: advance failed: %s", sid[:12], e)
     return out
