@@ -136,11 +136,13 @@ def _one(p: Problems, path: tuple, name: str, raw: Any, t: dict, sampler: str) -
     bad = [k for k in raw if k not in RANGE_FIELDS]
     for k in bad:
         p.add(path + (k,), "unknown key", suggest(k, RANGE_FIELDS))
+    if bad:
+        return None
     dist = _choices(p, path, raw, model, name) if "choices" in raw else _range(p, path, raw, model, name)
     if dist is not None and sampler == "grid" and "choices" not in dist and dist.get("step") is None:
         p.add(path, "the grid sampler needs a finite grid", "give it choices = [...] or a step")
         return None
-    return None if bad else dist
+    return dist
 
 
 def _choices(p: Problems, path: tuple, raw: dict, model: str | None, name: str) -> dict | None:

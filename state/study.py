@@ -30,6 +30,14 @@ def _optuna():
     return optuna
 
 
+def warm() -> None:
+    """Load Optuna now if this host has it (a worker at start), not at a trial's first line."""
+    try:
+        _optuna()
+    except RuntimeError:
+        pass
+
+
 def trial_seed(seed: int, number: int) -> int:
     """The sampler's seed for trial ``number``: retries of one advance ask the same."""
     return int.from_bytes(hashlib.sha256(f"{seed}:{number}".encode()).digest()[:4], "big")

@@ -117,6 +117,8 @@ def test_max_failures_failed_in_a_row_stop_the_search_and_say_why(app, redis_cli
     end(records, t.job_id, JobState.SUCCEEDED)
     assert advance.advance(redis_client, sid) == [] and read_search(redis_client, sid).done
     assert "stopped: 3 trials failed in a row" in read_search(redis_client, sid).summary()
+    from fleet.query.why import why
+    assert why(redis_client, "tune[trial=0]")["search"]["stopped"].endswith("the last: boom")
 
 
 def test_a_grid_search_samples_each_point_of_its_grid(app, redis_client):
@@ -142,3 +144,47 @@ def test_a_step_is_kept_once_so_a_resumed_run_does_not_report_it_twice(redis_cli
     store = SearchStore(redis_client)
     assert store.report("s", 0, 3, 0.5) and not store.report("s", 0, 3, 0.9)
     assert json.loads(json.dumps(redis_client.hgetall(C.SEARCH_KEY + "s:iv:0"))) == {"3": "0.5"}
+
+
+@pytest.mark.parametrize("pruner, prunes", [("median", True), ("asha", True), ("percentile", True),
+                                            ("hyperband", None), ("none", False)])
+def test_a_trial_far_behind_the_finished_ones_is_pruned_by_the_search_pruner(app, redis_client, pruner, prunes):
+    from manifest.schema import JobSpec
+    from tasks.trial import TrialWatch
+    m = loads(f'''[[jobs]]
+name = "p"
+command = ["true"]
+[jobs.search]
+trials = 8
+parallel = 8
+metric = "loss"
+pruner = "{pruner}"
+[jobs.search.space]
+x = {{ low = 0.0, high = 1.0 }}
+''', "m.toml")
+    publish(app, redis_client, m)
+    sid, records, store = m.searches[0].search_id, Records(redis_client), SearchStore(redis_client)
+    view = read_search(redis_client, sid)
+    config = json.loads(redis_client.hget(C.SEARCH_KEY + sid, "config"))
+    woken = []
+
+    def watch_of(n: int) -> TrialWatch:
+        job = JobSpec(name=f"p[trial={n}]", job_id=view.trials[n].job_id, search=sid, trial=n)
+        return TrialWatch(redis_client, job, config, lambda: woken.append(n))
+
+    for t in view.trials[:5]:      # five trials with good curves, one after another, as a worker hears them
+        good = watch_of(t.number)
+        for step in range(10):
+            good({"epoch": step, "loss": 1.0 / (step + 1)})
+        end(records, t.job_id, JobState.SUCCEEDED)
+        advance.advance(redis_client, sid)     # as its worker does
+    assert not woken
+    watch = watch_of(5)
+    for step in range(10):
+        watch({"epoch": step, "loss": 50.0})
+        if watch.pruned.is_set():
+            break
+    if prunes is not None:
+        assert watch.pruned.is_set() is prunes and bool(woken) is prunes
+    if prunes:
+        assert watch.pruned_at < 9
