@@ -33,6 +33,12 @@ width = {{ choices = [8, 16, 32] }}
 ''', "m.toml")
 
 
+def search(name: str, setting: str, space: str, trials: int = 6):
+    """A command job's search of ``trials`` trials, all at once, with one more setting."""
+    return loads(f'[[jobs]]\nname = "{name}"\ncommand = ["true"]\n[jobs.search]\ntrials = {trials}\n'
+                 f'parallel = {trials}\nmetric = "loss"\n{setting}\n[jobs.search.space]\n{space}\n', "m.toml")
+
+
 def end(records: Records, job_id: str, state: JobState, store=None, sid=None, trial=None, value=None):
     """Run the trial's job to ``state`` the way a worker does (claim, then finish)."""
     assert records.claim(job_id, "w", "tok-" + job_id, {}, "cpu").run
@@ -122,18 +128,7 @@ def test_max_failures_failed_in_a_row_stop_the_search_and_say_why(app, redis_cli
 
 
 def test_a_grid_search_samples_each_point_of_its_grid(app, redis_client):
-    m = loads('''[[jobs]]
-name = "grid"
-command = ["true"]
-[jobs.search]
-trials = 6
-parallel = 6
-metric = "loss"
-sampler = "grid"
-[jobs.search.space]
-a = { choices = ["x", "y"] }
-b = { low = 1, high = 3, step = 1 }
-''', "m.toml")
+    m = search("grid", 'sampler = "grid"', 'a = { choices = ["x", "y"] }\nb = { low = 1, high = 3, step = 1 }')
     publish(app, redis_client, m)
     view = read_search(redis_client, m.searches[0].search_id)
     assert sorted((t.params["a"], t.params["b"]) for t in view.trials) == [
@@ -151,17 +146,7 @@ def test_a_step_is_kept_once_so_a_resumed_run_does_not_report_it_twice(redis_cli
 def test_a_trial_far_behind_the_finished_ones_is_pruned_by_the_search_pruner(app, redis_client, pruner, prunes):
     from manifest.schema import JobSpec
     from tasks.trial import TrialWatch
-    m = loads(f'''[[jobs]]
-name = "p"
-command = ["true"]
-[jobs.search]
-trials = 8
-parallel = 8
-metric = "loss"
-pruner = "{pruner}"
-[jobs.search.space]
-x = {{ low = 0.0, high = 1.0 }}
-''', "m.toml")
+    m = search("p", f'pruner = "{pruner}"', "x = { low = 0.0, high = 1.0 }", trials=8)
     publish(app, redis_client, m)
     sid, records, store = m.searches[0].search_id, Records(redis_client), SearchStore(redis_client)
     view = read_search(redis_client, sid)
