@@ -30,6 +30,7 @@ from tasks.handback import HandBack
 from tasks.host import HostContext, context
 from tasks.joblog import JobLog
 from tasks.lease import LeaseKeeper
+from tasks.metrichistory import MetricHistory
 from tasks.retry import retry_redis
 from tasks.run import Ended, Outcome, Run, RunEnd, RunStopped, Stop, failure_end, run_end
 from trainers import protocol
@@ -67,7 +68,8 @@ def execute(task, job: JobSpec) -> Ended:
     try:
         with LeaseKeeper(ctx.records, job.job_id, token) as lease, \
                 JobLog(ctx.redis, job.job_id, run=claim.runs, worker=ctx.hostname) as output:
-            ended = _with_grant(task, ctx, Run(job, token, claim.attempts, lease, work, queue=queue, output=output))
+            ended = _with_grant(task, ctx, Run(job, token, claim.attempts, lease, work, queue=queue, output=output,
+                                                  number=claim.runs))
             output.end(*run_end(ended, lease.reason))
             return ended
     finally:
@@ -221,11 +223,13 @@ def _run_process(task, ctx: HostContext, run: Run, argv: list[str], env: dict) -
     where = ctx.hostname + (f" GPU {','.join(str(d.index) for d in run.gpus)}" if run.gpus else "")
     flower = events.ProgressEvents(task, where, run.attempt)
     watch = _vram_watch(run)
+    history = MetricHistory(ctx.redis, job.job_id, run.number)
     with open(work / workdirs.LOG_FILE, "w", encoding="utf-8") as log_file, \
             checkpoint.syncing(ctx, job, run.token, work, env) as ckpt:
         def on_tick(progress: runner.Progress) -> Stop | None:
             snap = progress.snapshot()
             run.lease.report(progress=snap)
+            history.flush()
             try:
                 task.update_state(state="PROGRESS", meta={"job_id": job.job_id, "name": job.name,
                                                           "worker": ctx.hostname, **snap})
@@ -246,9 +250,19 @@ def _run_process(task, ctx: HostContext, run: Run, argv: list[str], env: dict) -
                              stop=ctx.shutdown, log=lambda line: (log_file.write(line + "\n"), run.output.append(line)),
                              run_as=isolation.popen_user(ctx.job_user),
                              python=ctx.job_user.python if ctx.job_user else None,
-                             exit_file=workdirs.exit_file(work), wake_fd=ctx.runs.wake_fd(job.job_id))
+                             exit_file=workdirs.exit_file(work), wake_fd=ctx.runs.wake_fd(job.job_id),
+                             on_metric=history.record)
+        _flush_history(ctx, history)
         ckpt.ended(outcome)   # handed back or failed: the checkpoint is synced once more on exit
     return outcome
+
+
+def _flush_history(ctx: HostContext, history: MetricHistory) -> None:
+    """The run's last metric points reach Redis before its bundle is made from them."""
+    try:
+        retry_redis(history.send, what="send metric history", stop=ctx.shutdown)
+    except redis.RedisError as e:
+        log.warning("the last metric points of %s were not kept: %s", history.job_id[:12], e)
 
 
 def _vram_watch(run: Run) -> vramwatch.VramWatch | None:
