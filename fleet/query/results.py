@@ -286,29 +286,19 @@ def job_ids(client, name: str) -> list[str]:
 
 
 def search_of(client, name: str, records: Sequence[dict]) -> dict | None:
-    """The search these jobs are trials of, as ``{"metric", "direction", ...}``, or None
-    (no search, or a fleet without adaptive search)."""
+    """The metric, direction and best of the search these jobs are trials of (the ``search``
+    field of their records, else the latest search called ``name``), or None: no search, or
+    a fleet without adaptive search (``state.search`` absent)."""
     try:
         from state import search as searches
     except ImportError:
         return None
-    ids = sorted({r["search"] for r in records if r.get("search")})
-    if not ids:
-        found = searches.find_searches(client, name) or []
-        ids = [_field(s, "search_id") or _field(s, "id") or s for s in found]
+    ids = sorted({r["search"] for r in records if r.get("search")}) or searches.find_searches(client, name)
     for sid in ids:
-        state = searches.read_search(client, sid) if isinstance(sid, str) else sid
-        if state is not None:
-            return {k: _plain(_field(state, k)) for k in ("metric", "direction", "best")}
+        view = searches.read_search(client, sid, trials=False)
+        if view is not None:
+            return {"metric": view.metric, "direction": view.direction, "best_trial": view.best_trial}
     return None
-
-
-def _field(obj, name: str):
-    return obj.get(name) if isinstance(obj, dict) else getattr(obj, name, None)
-
-
-def _plain(v):
-    return getattr(v, "value", v)
 
 
 def leaderboard(client, name: str, *, metric: str | None = None, direction: str | None = None) -> Leaderboard:
