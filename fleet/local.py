@@ -150,8 +150,8 @@ def _create_time() -> float:
 
 def _client_app(url: str):
     """The client app, pointed at this fleet's Redis (whatever FLEET_BROKER_URL says)."""
-    from state.app import client_app
-    app = client_app()
+    from state.app import client_app, load_settings
+    app = client_app(load_settings("celeryconfig"))
     app.conf.broker_url = url
     app.conf.result_backend = url
     return app
