@@ -102,3 +102,18 @@ def test_the_check_sees_a_direct_read():
     local = _constants(tree)
     assert [_name(k, local, {}) for k in _read_keys(tree)] == [
         "FLEET_YIELD", "FLEET_X", "FLEET_Y", "FLEET_Z"]
+
+
+BELOW_CELERYCONFIG = ("core", "routing", "manifest", "state", "artifacts", "trainers")
+
+
+def test_nothing_below_celeryconfig_imports_it():
+    importers = []
+    for pkg in BELOW_CELERYCONFIG:
+        for path in (ROOT / pkg).rglob("*.py"):
+            for node in ast.walk(ast.parse(path.read_text())):
+                names = [a.name for a in node.names] if isinstance(node, ast.Import) else []
+                named = isinstance(node, ast.Constant) and node.value == "celeryconfig"
+                if "celeryconfig" in names or named:
+                    importers.append(str(path.relative_to(ROOT)))
+    assert not importers, f"pass celeryconfig in from tasks/ or fleet/, never import it: {importers}"
