@@ -87,3 +87,17 @@ def test_the_bundle_holds_the_folded_history_as_metrics_jsonl(redis_client, tmp_
         lines = tar.extractfile(workdirs.HISTORY_FILE).read().decode().splitlines()
     assert workdirs.HISTORY_FILE in result.files
     assert [json.loads(line)["loss"] for line in lines] == [3.0, 2.5]
+
+
+def test_points_wait_in_the_worker_while_redis_is_away_and_go_with_the_next_flush(redis_client):
+    import redis
+    from redis.backoff import NoBackoff
+    from redis.retry import Retry
+    away = redis.Redis(port=1, socket_connect_timeout=0.2, retry=Retry(NoBackoff(), 0))
+    writer = MetricHistory(away, JOB, run=1)
+    writer.record({"epoch": 1, "loss": 2.0})
+    assert writer.flush() is False
+    writer.record({"epoch": 2, "loss": 1.0})
+    writer.r = redis_client          # Redis is back (a failover's new master, say)
+    assert writer.flush() is True
+    assert [(p["step"], p["loss"]) for p in history.read(redis_client, JOB)] == [(1, 2.0), (2, 1.0)]
