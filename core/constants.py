@@ -144,3 +144,9 @@ USAGE_KEY = KEY_PREFIX + "usage"               # hash owner -> "gpu_s core_s at"
 SHARES_KEY = KEY_PREFIX + "shares"             # hash owner -> weight (`fleet share set`); absent: 1
 USAGE_CHARGE_EVERY_S = 60.0      # a running job is charged to its owner this often (and when it ends)
 FAIRSHARE_REFRESH_S = 2.0        # a worker recomputes its fair-share order (and prunes empty owner lists) this often
+
+# adaptive search ([jobs.search]; state/search.py, docs/search.md)
+SEARCH_KEY = KEY_PREFIX + "search:"        # hash per search: fleet:search:<id>; its trials under <id>:...
+SEARCHES_KEY = KEY_PREFIX + "searches"     # hash search name -> id of its latest search
+ACTIVE_SEARCHES_KEY = KEY_PREFIX + "searches:active"   # set of ids with trials left or live (the sweep)
+DEFAULT_MAX_FAILURES = 5                   # consecutive failed trials that stop a search
