@@ -118,3 +118,31 @@ def test_export_mlflow_writes_each_job_as_a_run_and_again_updates_without_duplic
     assert late.info.status == "FINISHED" and late.data.tags["fleet.state"] == "succeeded"
     assert [m.step for m in client.get_metric_history(late.info.run_id, "valid_loss")] == [1, 2, 3]
     assert [m.step for m in client.get_metric_history(runs[jid(1)].info.run_id, "valid_loss")] == [1, 2, 3]
+
+
+def seed_search(client) -> None:
+    """A search's state (state/search.py's contract) and three of its trials' records."""
+    from state import search
+    config = {"trials": 8, "parallel": 2, "metric": "acc", "direction": "maximize"}
+    client.hset(search.key("s1"), mapping={"id": "s1", "name": "tune", "config": json.dumps(config), "issued": "3"})
+    client.hset(C.SEARCHES_KEY, "tune", "s1")
+    for n, (state, accs) in enumerate([("succeeded", [0.5, 0.7]), ("pruned", [0.2]), ("succeeded", [0.6, 0.8])]):
+        name = f"tune[trial={n}]"
+        client.hset(C.JOB_KEY + jid(n), mapping={
+            "job_id": jid(n), "name": name, "state": state, "worker": "h", "search": "s1", "trial": str(n),
+            "params": json.dumps({"lr": 0.1 * (n + 1)}), "created_at": str(100 - n),
+            "spec": json.dumps({"hyper": {"lr": 0.5}, "seed": 0})})
+        client.hset(C.NAMES_INDEX, name, jid(n))
+        history.append(client, jid(n), [{"step": s + 1, "t": 1.0, "run": 1, "acc": a, "loss": 1 - a}
+                                        for s, a in enumerate(accs)])
+
+
+def test_results_of_a_search_rank_by_its_metric_and_direction_with_its_trial_numbers(fleet_cli, redis_client, capsys):
+    seed_search(redis_client)
+    code, out, _ = run_cli(fleet_cli, capsys, "results", "tune", "--json")
+    items = json.loads(out)
+    assert code == 0 and [i["trial"] for i in items] == [2, 0, 1]
+    assert items[0]["metric"] == "acc" and items[0]["direction"] == "maximize" and items[0]["value"] == 0.8
+    assert items[0]["params"] == {"lr": pytest.approx(0.3)} and items[2]["state"] == "pruned"
+    code, out, _ = run_cli(fleet_cli, capsys, "results", "tune")
+    assert "tune: search of 3" in out and "acc (maximize; search)" in out
