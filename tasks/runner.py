@@ -61,7 +61,7 @@ def _reader(stream, progress: Progress, log: Callable[[str], None] | None,
         report = parse_metric_line(line)
         if report is not None:
             progress.metrics.update(report)
-            if on_metric:
+            if on_metric is not None:   # e.g. a search's pruner hears each line (tasks.trial)
                 on_metric(report)
         progress.tail.append(line)
         if log:
@@ -124,7 +124,7 @@ def run(argv: list[str], *, env: dict[str, str], cwd: str, timeout_s: float | No
     """``run_as``: Popen's user/group/extra_groups, to start the group as another user;
     ``python``: the interpreter for the supervisor (default: this one); ``wake_fd``: a
     non-blocking pipe end whose byte calls ``on_tick`` at once (a hand-back was asked);
-    ``on_metric``: called with each metric line's report as the job prints it."""
+    ``on_metric``: called with each FLEET_METRIC line's report as it is read."""
     started = time.monotonic()
     progress = Progress(started, deque(maxlen=TAIL_LINES), {})
     env = dict(env, **{supervisor.PARENT_ENV: str(os.getpid())})
