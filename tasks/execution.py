@@ -30,6 +30,7 @@ from tasks.handback import HandBack
 from tasks.host import HostContext, context
 from tasks.joblog import JobLog
 from tasks.lease import LeaseKeeper
+from tasks.metrichistory import MetricHistory
 from tasks.retry import retry_redis
 from tasks.run import Ended, Outcome, Run, RunEnd, RunStopped, Stop, failure_end, run_end
 from trainers import protocol
@@ -75,7 +76,8 @@ def _execute(task, job: JobSpec) -> Ended:
     try:
         with LeaseKeeper(ctx.records, job.job_id, token) as lease, \
                 JobLog(ctx.redis, job.job_id, run=claim.runs, worker=ctx.hostname) as output:
-            ended = _with_grant(task, ctx, Run(job, token, claim.attempts, lease, work, queue=queue, output=output))
+            ended = _with_grant(task, ctx, Run(job, token, claim.attempts, lease, work, queue=queue, output=output,
+                                                  number=claim.runs))
             output.end(*run_end(ended, lease.reason))
             return ended
     finally:
@@ -233,6 +235,7 @@ def _run_process(task, ctx: HostContext, run: Run, argv: list[str], env: dict) -
     where = ctx.hostname + (f" GPU {','.join(str(d.index) for d in run.gpus)}" if run.gpus else "")
     flower = events.ProgressEvents(task, where, run.attempt)
     watch = _vram_watch(run)
+    history = MetricHistory(ctx.redis, job.job_id, run.number)
     pruning = trial.watch(ctx.redis, job, lambda: ctx.runs.wake(job.job_id))
     with open(work / workdirs.LOG_FILE, "w", encoding="utf-8") as log_file, \
             checkpoint.syncing(ctx, job, run.token, work, env) as ckpt:
@@ -241,6 +244,7 @@ def _run_process(task, ctx: HostContext, run: Run, argv: list[str], env: dict) -
                 return Stop.PRUNED
             snap = progress.snapshot()
             run.lease.report(progress=snap)
+            history.flush()
             try:
                 task.update_state(state="PROGRESS", meta={"job_id": job.job_id, "name": job.name,
                                                           "worker": ctx.hostname, **snap})
@@ -262,9 +266,24 @@ def _run_process(task, ctx: HostContext, run: Run, argv: list[str], env: dict) -
                              run_as=isolation.popen_user(ctx.job_user),
                              python=ctx.job_user.python if ctx.job_user else None,
                              exit_file=workdirs.exit_file(work), wake_fd=ctx.runs.wake_fd(job.job_id),
-                             on_metric=pruning)
+                             on_metric=_each(history.record, pruning))
+        _flush_history(ctx, history)
         ckpt.ended(outcome)   # handed back or failed: the checkpoint is synced once more on exit
     return outcome
+
+
+def _each(*hooks):
+    """One on_metric hook calling each of ``hooks`` that is set, in order."""
+    live = [h for h in hooks if h is not None]
+    return lambda report: [h(report) for h in live]
+
+
+def _flush_history(ctx: HostContext, history: MetricHistory) -> None:
+    """The run's last metric points reach Redis before its bundle is made from them."""
+    try:
+        retry_redis(history.send, what="send metric history", stop=ctx.shutdown)
+    except redis.RedisError as e:
+        log.warning("the last metric points of %s were not kept: %s", history.job_id[:12], e)
 
 
 def _vram_watch(run: Run) -> vramwatch.VramWatch | None:

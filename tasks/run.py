@@ -172,6 +172,7 @@ class Run:
     started: float = field(default_factory=time.time)
     queue: str = ""
     output: Output = Discard()
+    number: int = 0             # its run number, as `fleet logs` and the metric history say it
 
     @property
     def gpu(self) -> CudaDevice | None:

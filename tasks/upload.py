@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 import logging
 import shutil
+import threading
 import time
 from datetime import datetime, timezone
 from pathlib import Path
@@ -18,6 +19,7 @@ from artifacts import bundle as bundler
 from artifacts.stores import StoredArtifact, atomic_write
 from core.errors import DigestMismatch, StoreError
 from manifest.schema import JobSpec
+from state import history
 from state.records import JobState
 from tasks import workdirs
 from tasks.host import HostContext
@@ -38,9 +40,10 @@ def files(job: JobSpec, work: Path) -> list[tuple[str, Path]]:
         found = bundler.collect(work, list(job.artifacts) or [f"{workdirs.OUT_DIR}/**/*"])
     else:
         found = bundler.collect(work / workdirs.OUT_DIR, [])
-    # the job's output log goes in once, even when an artifacts glob also matches it
-    log_file = workdirs.LOG_FILE
-    return [f for f in found if f[0] != log_file] + [(log_file, work / log_file)]
+    # the job's output log and metric history go in once, even when an artifacts glob also
+    # matches them; a job's own file of either name gives way to fleet's
+    ours = [workdirs.LOG_FILE] + ([workdirs.HISTORY_FILE] if (work / workdirs.HISTORY_FILE).exists() else [])
+    return [f for f in found if f[0] not in ours] + [(name, work / name) for name in ours]
 
 
 def store_result(ctx: HostContext, run: Run, outcome: RunOutcome, state: JobState = JobState.SUCCEEDED) -> dict:
@@ -48,6 +51,7 @@ def store_result(ctx: HostContext, run: Run, outcome: RunOutcome, state: JobStat
     PRUNED: its outputs are kept alike); the task's result."""
     job, ended = run.job, time.time()
     metrics = _metrics(run.work, outcome)
+    write_history(ctx.redis, job.job_id, run.work, ctx.shutdown)
     meta = {"job": job.to_dict(), "job_id": job.job_id, "name": job.name, "worker": ctx.hostname,
             "capability": ctx.capability.to_dict(), "versions": ctx.capability.versions,
             "gpu": None if run.gpu is None else {"index": run.gpu.index, "name": run.gpu.name},
@@ -88,6 +92,14 @@ def _metrics(work: Path, outcome: RunOutcome) -> dict:
     except (OSError, ValueError) as e:
         log.warning("ignoring unreadable %s: %s", path, e)
     return metrics
+
+
+def write_history(client, job_id: str, work: Path, stop: threading.Event) -> Path:
+    """The job's metric history, its every run folded by step, as the bundle's metrics.jsonl."""
+    points = retry_redis(lambda: history.read(client, job_id), what="read metric history", stop=stop)
+    path = work / workdirs.HISTORY_FILE
+    atomic_write(path, history.jsonl(points))
+    return path
 
 
 def _upload(ctx: HostContext, run: Run, result: bundler.BundleResult, meta: dict) -> StoredArtifact:

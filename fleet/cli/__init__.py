@@ -9,12 +9,13 @@ import argparse
 import os
 import sys
 
-from fleet.cli import (acl, artifacts, deadletter, enroll, export, hosts, jobs, local, logs, publish, share, trainers,
-                       usage)
+from fleet.cli import (acl, artifacts, deadletter, enroll, export, hosts, jobs, local, logs, publish, results,
+                       settings, share, trainers, usage)
 from fleet.cli.common import app, broker_problem, err, where  # noqa: F401  (app, where: re-exported)
 from core.errors import FleetError
 
-VERB_MODULES = (publish, jobs, logs, hosts, artifacts, local, enroll, deadletter, trainers, usage, share, acl, export)
+VERB_MODULES = (publish, jobs, logs, hosts, artifacts, local, enroll, deadletter, trainers, usage, share,
+                acl, settings, results, export)
 
 
 def build_parser() -> argparse.ArgumentParser:
