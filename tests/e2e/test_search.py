@@ -3,6 +3,7 @@ with -9 mid-search and Redis restarted; every trial ends once, never more than `
 at once, some pruned early, the best near the optimum, and the exports work."""
 from __future__ import annotations
 
+import json
 import os
 import signal
 import sys
@@ -112,4 +113,13 @@ def test_a_search_survives_a_killed_worker_and_a_redis_restart_and_finds_the_opt
         assert by_number[t.number].params == t.params
         assert by_number[t.number].intermediate_values == t.steps
     print(f"\n{done.summary()}; {time.monotonic() - started:.0f} s")
-    # `fleet results`, `fleet plot` and `fleet export mlflow` (issue 23 items 5-7) are checked here
+
+    # `fleet results`, `fleet plot` and `fleet export mlflow` (issue 23 items 5-7) on the same search
+    board = json.loads(chaos.fleet("results", "tune", "--json").stdout)
+    assert len(board) == TRIALS and board[0]["trial"] == done.best_trial and board[0]["best"]
+    assert board[0]["value"] == pytest.approx(done.best_value)
+    png = tmp_path / "tune.png"
+    chaos.fleet("plot", "tune", "-o", str(png))
+    assert png.read_bytes()[:4] == b"\x89PNG"
+    uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
+    assert json.loads(chaos.fleet("export", "mlflow", "tune", "--tracking-uri", uri, "--json").stdout)["created"] == TRIALS
