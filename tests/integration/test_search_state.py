@@ -173,3 +173,19 @@ def test_a_trial_far_behind_the_finished_ones_is_pruned_by_the_search_pruner(app
         assert watch.pruned.is_set() is prunes and bool(woken) is prunes
     if prunes:
         assert watch.pruned_at < 9
+
+
+def test_the_sweep_issues_the_first_trials_of_a_search_whose_publisher_died_and_counts_unadvanced_ends(
+        app, redis_client, monkeypatch):
+    m = manifest(trials=4, parallel=2)
+    monkeypatch.setattr(advance, "advance", lambda *a, **k: [])   # the publisher dies after the record
+    publish(app, redis_client, m)
+    monkeypatch.undo()
+    sid = m.searches[0].search_id
+    assert read_search(redis_client, sid).issued == 0
+    assert advance.sweep(redis_client) == {sid: [0, 1]}
+    t = live_jobs(read_search(redis_client, sid))[0]
+    end(Records(redis_client), t.job_id, JobState.SUCCEEDED)      # its worker died before advancing
+    assert advance.sweep(redis_client) == {sid: [2]}
+    view = read_search(redis_client, sid)
+    assert (view.ended, view.issued, view.running) == (1, 3, 2)
