@@ -68,7 +68,9 @@ def run_search(client, app, root: Path, name: str, sampler: str, pruner: str, a)
         if time.monotonic() > deadline:
             raise SystemExit(f"{name}: not done after {a.timeout}s: {view.summary()}")
         time.sleep(0.2)
-    return measure(client, view, root / "lines")
+    got = measure(client, view, root / "lines")
+    print(f"{name}: {view.summary()}", flush=True)
+    return got
 
 
 def measure(client, view, lines_dir: Path) -> dict:
