@@ -218,7 +218,8 @@ class Mirrors:
             if m is None:
                 m = self._by_id[search_id] = Mirror(search_id, config)
         try:
-            return m.refresh(client)
+            with m.lock:   # two threads refreshing at once would add a new trial twice
+                return m.refresh(client)
         except Stale:
             self.drop(search_id)
             return self.get(client, search_id, config)
