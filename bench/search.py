@@ -48,7 +48,9 @@ def manifest(name: str, sampler: str, pruner: str, a: argparse.Namespace) -> str
     return (f'[[jobs]]\nname = "{name}"\ncommand = ["{sys.executable}", "{JOB}", "{a.pause}"]\n'
             f'hyper = {{ epochs = {a.epochs} }}\n[jobs.search]\ntrials = {a.trials}\nparallel = {a.parallel}\n'
             f'metric = "loss"\nsampler = "{sampler}"\npruner = "{pruner}"\nseed = {a.seed}\n'
-            f"[jobs.search.space]\n{GRID_SPACE if sampler == 'grid' else SPACE}")
+            # the first rung at the first epoch: "auto" would wait for one trial to complete
+            + ("min_resource = 1\n" if pruner == "asha" else "")
+            + f"[jobs.search.space]\n{GRID_SPACE if sampler == 'grid' else SPACE}")
 
 
 def pct(values: list[float], q: float) -> float:

@@ -96,8 +96,10 @@ def _steps(s: dict) -> list:
 def pruner(config: dict):
     """The search's pruner (asynchronous: no trial waits for a rung)."""
     p = _optuna().pruners
+    first = config.get("min_resource", "auto")   # "auto": from the first trial that completes
     made = {"none": p.NopPruner, "median": lambda: p.MedianPruner(n_startup_trials=3, n_warmup_steps=1),
-            "asha": lambda: p.SuccessiveHalvingPruner(), "hyperband": lambda: p.HyperbandPruner(),
+            "asha": lambda: p.SuccessiveHalvingPruner(min_resource=first),
+            "hyperband": lambda: p.HyperbandPruner(min_resource=1 if first == "auto" else first),   # its default
             "percentile": lambda: p.PercentilePruner(25.0, n_startup_trials=3, n_warmup_steps=1)}
     return made[config["pruner"]]()
 
