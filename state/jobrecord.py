@@ -102,6 +102,9 @@ class JobRecord:
     trained: dict | None = None       # trainer exited 0: {"at", "host", "dir"} (lua/trained.lua)
     checkpoint: dict | None = None    # last synced: {"key", "sha256", "size", "synced_at"}
     cores: int | None = None          # CPU cores its run holds (tasks.execution)
+    gpu_s: float = 0.0                # GPU-seconds every run of it was charged (lua/owned.lua)
+    core_s: float = 0.0               # core-seconds likewise
+    charged: str = ""                 # how far its run was charged: "<token> <time>" (lua/owned.lua)
     end: RunEnd | None = None         # how its last run ended (None: not ended, or older code)
     end_reason: str = ""              # that, in one line: "exit 1: ValueError: ..."
     end_detail: str = ""              # the whole text: the output tail, the error
@@ -130,6 +133,7 @@ class JobRecord:
             trained={"at": trained_at, "host": h.get("trained_host"), "dir": h.get("trained_dir")}
             if trained_at is not None else None,
             checkpoint=d.json("checkpoint"), cores=d.int("cores") if h.get("cores") else None,
+            gpu_s=d.total("gpu_s"), core_s=d.total("core_s"), charged=h.get("charged") or "",
             end=d.enum("end", RunEnd, None), end_reason=h.get("end_reason") or "",
             end_detail=h.get("end_detail") or "", pri_queue=h.get("pri_queue") or "",
             fallback_queue=h.get("fallback_queue") or "", pushes=d.int("pushes"),
@@ -160,6 +164,14 @@ class JobRecord:
         """Sent by `fleet publish`: its message is kept, so requeue and retries can push it
         (read with ``pri_msg`` among the fields)."""
         return any(c.role == "pri" for c in self.copies)
+
+    @property
+    def charged_until(self) -> float | None:
+        """Up to when its latest charged run was charged (``charged``'s time), if it was."""
+        try:
+            return float(self.charged.rpartition(" ")[2])
+        except ValueError:
+            return None
 
     @property
     def reason(self) -> str:
@@ -218,6 +230,9 @@ class _Decoder:
 
     def num(self, key: str) -> float | None:
         return self._read(key, float)
+
+    def total(self, key: str) -> float:
+        return self._read(key, float, 0.0)
 
     def int(self, key: str) -> int:
         return self._read(key, int, 0)

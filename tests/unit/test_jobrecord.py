@@ -17,6 +17,7 @@ FULL = JobRecord(
     trained={"at": 1.5e9 + 2.5, "host": "w1", "dir": "/w/j"}, checkpoint={"key": "k", "size": 3},
     cores=4, end=RunEnd.FAILED, end_reason="exit 1: ValueError: boom",
     end_detail="boom\nValueError: boom",
+    gpu_s=7200.5, core_s=28800.0, charged="t1 1500000003.25",
     pri_queue="cpu", fallback_queue="cuda", pushes=2,
     copies=(QueuedCopy("cur", "fleet:q:cpu", "{}"), QueuedCopy("pri", "fleet:q:cpu", "{}")))
 
@@ -35,7 +36,7 @@ def test_a_record_reads_back_equal_from_the_fields_it_stores():
     assert all(isinstance(v, str) for v in stored.values())
     assert stored["end"] == "failed" and stored["trained_host"] == "w1"
     assert stored["pri_msg"] == "{}" and stored["pri_key"] == "fleet:q:cpu"
-    assert JobRecord.from_hash(stored) == FULL
+    assert JobRecord.from_hash(stored) == FULL and FULL.charged_until == 1.5e9 + 3.25
 
 
 def test_a_bare_record_round_trips_with_its_defaults():
