@@ -110,6 +110,7 @@ class JobRecord:
     end_detail: str = ""              # the whole text: the output tail, the error
     pri_queue: str = ""               # the queue it was published to (lua/publish.lua)
     fallback_queue: str = ""          # prefer_cuda: the queue its other copy waits in
+    fb_grace_s: float | None = None   # prefer_cuda: how long it waits before that copy is pushed
     pushes: int = 0                   # messages pushed for it so far (each tagged <id>.<n>)
     copies: tuple[QueuedCopy, ...] = ()   # its messages as stored (only when read whole)
     problems: tuple[str, ...] = ()    # stored fields that did not decode (left at defaults)
@@ -136,7 +137,8 @@ class JobRecord:
             gpu_s=d.total("gpu_s"), core_s=d.total("core_s"), charged=h.get("charged") or "",
             end=d.enum("end", RunEnd, None), end_reason=h.get("end_reason") or "",
             end_detail=h.get("end_detail") or "", pri_queue=h.get("pri_queue") or "",
-            fallback_queue=h.get("fallback_queue") or "", pushes=d.int("pushes"),
+            fallback_queue=h.get("fallback_queue") or "", fb_grace_s=d.num("fb_grace_s"),
+            pushes=d.int("pushes"),
             copies=tuple(QueuedCopy(role, h.get(k) or "", h[m])
                          for role, (k, m) in COPY_FIELDS.items() if h.get(m)),
             problems=tuple(dict.fromkeys(d.problems)))
@@ -163,7 +165,11 @@ class JobRecord:
     def published(self) -> bool:
         """Sent by `fleet publish`: its message is kept, so requeue and retries can push it
         (read with ``pri_msg`` among the fields)."""
-        return any(c.role == "pri" for c in self.copies)
+        return self.copy("pri") is not None
+
+    def copy(self, role: str) -> QueuedCopy | None:
+        """Its stored message in ``role`` (``cur``, ``pri``, ``fb``), if it has one."""
+        return next((c for c in self.copies if c.role == role), None)
 
     @property
     def charged_until(self) -> float | None:
@@ -245,10 +251,10 @@ class _Decoder:
 
 
 # --- reading Redis ------------------------------------------------------------------
-def fetch(client, job_id: str) -> JobRecord | None:
-    """The job's whole record, or None when it has none."""
-    h = client.hgetall(C.JOB_KEY + job_id)
-    return JobRecord.from_hash(h) if h else None
+def fetch(client, job_id: str, fields: Sequence[str] | None = None) -> JobRecord | None:
+    """The job's record (whole, or only ``fields``), or None when it has none."""
+    found = fetch_many(client, [job_id], fields)
+    return found[0] if found else None
 
 
 def fetch_many(client, job_ids: Iterable[str], fields: Sequence[str] | None = None,

@@ -167,8 +167,8 @@ class Records:
 
     def checkpoint(self, job_id: str) -> dict | None:
         """The job's last synced checkpoint ({key, sha256, size, synced_at}), if any."""
-        raw = self.r.hget(C.JOB_KEY + job_id, "checkpoint")
-        return json.loads(raw) if raw else None
+        rec = fetch(self.r, job_id, ("checkpoint",))
+        return rec.checkpoint if rec else None
 
     def record_checkpoint(self, job_id: str, token: str, value: dict) -> tuple[bool, dict | None]:
         """Make ``value`` the job's checkpoint if ``token`` owns it: (recorded, the one it replaced)."""
@@ -230,14 +230,14 @@ class Records:
 
     def requeue(self, job_id: str) -> str:
         """Run a finished job again (same ID, attempts reset); returns its prior state."""
-        state, name, key, msg, queue, grace = self.r.hmget(C.JOB_KEY + job_id, "state", "name", "pri_key",
-                                                           "pri_msg", "pri_queue", "fb_grace_s")
-        if state is None:
+        rec = fetch(self.r, job_id, ("state", "name", "pri_key", "pri_msg", "pri_queue", "fb_grace_s"))
+        if rec is None:
             raise JobNotFound(f"no record for job {job_id}")
-        if not JobState(state).terminal:
-            return state
-        if msg is None:
+        if not rec.state.terminal:
+            return rec.state.value
+        sent = rec.copy("pri")
+        if sent is None:
             raise JobNotFound(f"job {job_id} was not published by fleet; publish its manifest again")
-        fallback_at = time.time() + float(grace) if grace else None
-        item = PublishItem(job_id, name or job_id, key, msg, {"queue": queue or ""}, fallback_at)
+        fallback_at = time.time() + rec.fb_grace_s if rec.fb_grace_s is not None else None
+        item = PublishItem(job_id, rec.name, sent.key, sent.message, {"queue": rec.pri_queue}, fallback_at)
         return self.publish([item], force={job_id})[0][1]

@@ -18,7 +18,7 @@ FULL = JobRecord(
     cores=4, end=RunEnd.FAILED, end_reason="exit 1: ValueError: boom",
     end_detail="boom\nValueError: boom",
     gpu_s=7200.5, core_s=28800.0, charged="t1 1500000003.25",
-    pri_queue="cpu", fallback_queue="cuda", pushes=2,
+    pri_queue="cpu", fallback_queue="cuda", fb_grace_s=0.0, pushes=2,
     copies=(QueuedCopy("cur", "fleet:q:cpu", "{}"), QueuedCopy("pri", "fleet:q:cpu", "{}")))
 
 # a failed job's hash as the code before `end` fields wrote it (lua/publish, claim, finish)
