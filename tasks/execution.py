@@ -135,7 +135,7 @@ def _release(task, ctx: HostContext, run: Run, why: str) -> Ended:
     """Hand the job back to its queue, without counting this attempt."""
     retry_redis(lambda: ctx.records.finish(run.job.job_id, run.token, JobState.QUEUED, count_attempt=False,
                                            last_error=f"released: {why}",
-                                           **record_end(RunEnd.HANDED_BACK, why)),
+                                           **record_end(RunEnd.HANDED_BACK, f"handed back: {why}")),
                 what="release", stop=ctx.shutdown)
     log.warning("released %s back to its queue: %s", run.job.name, why)
     return _requeued(task, run, why)
@@ -148,7 +148,8 @@ def _handed_back(task, ctx: HostContext, run: Run, asked: HandBack) -> Ended:
     owned = retry_redis(lambda: ctx.records.finish(job.job_id, run.token, JobState.QUEUED, count_attempt=False,
                                                    last_error=f"handed back: {asked.why}",
                                                    **asked.fields,
-                                                   **record_end(RunEnd.HANDED_BACK, asked.why)),
+                                                   **record_end(RunEnd.HANDED_BACK,
+                                                                f"handed back: {asked.why}")),
                         what="hand back", stop=ctx.shutdown)
     if not owned:   # cancelled or taken over meanwhile: the record says what happened
         return _stopped(task, ctx, run, run.lease.reason or Stop.LOST)

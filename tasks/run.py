@@ -84,7 +84,10 @@ class UnknownAnswer(ValueError):
 
 
 class Outcome(str, Enum):
-    """How one delivery of a job ended on this worker."""
+    """How one Celery delivery of a job ended on this worker: ``tasks.execution`` returns it
+    (in ``Ended``), ``tasks.train.settle`` turns it into Celery's terms and ``run_end`` into
+    the run's ``RunEnd``. Not a ``RunEnd``: a delivery can end with no run (dropped, refused,
+    redelivered), and one run's end is stored, a delivery's is not."""
 
     SUCCEEDED = "succeeded"     # trained, stored, recorded
     FAILED = "failed"           # recorded failed (or queued for another attempt)
