@@ -104,7 +104,7 @@ class JobRecord:
     cores: int | None = None          # CPU cores its run holds (tasks.execution)
     gpu_s: float = 0.0                # GPU-seconds every run of it was charged (lua/owned.lua)
     core_s: float = 0.0               # core-seconds likewise
-    charged: str = ""                 # how far its run was charged: "<token> <time>" (lua/owned.lua)
+    charged: str = ""                 # how far its run was charged: "<token> <time>" (owned.lua)
     end: RunEnd | None = None         # how its last run ended (None: not ended, or older code)
     end_reason: str = ""              # that, in one line: "exit 1: ValueError: ..."
     end_detail: str = ""              # the whole text: the output tail, the error
@@ -117,31 +117,30 @@ class JobRecord:
 
     @classmethod
     def from_hash(cls, h: dict[str, str]) -> "JobRecord":
-        """Decode a stored hash (as HGETALL returns it, decoded to str)."""
-        d = _Decoder(h)
-        trained_at = d.num("trained_at")
-        return cls(
-            job_id=h.get("job_id", ""), name=h.get("name") or h.get("job_id", ""),
-            state=d.enum("state", JobState, JobState.QUEUED), queue=h.get("queue") or "",
-            attempts=d.int("attempts"), worker=h.get("worker") or "", gpu=h.get("gpu") or "",
-            created_at=d.num("created_at"), queued_at=d.num("queued_at"),
-            started_at=d.num("started_at"), finished_at=d.num("finished_at"),
-            last_error=h.get("last_error") or "", artifact=d.json("artifact"),
-            progress=d.json("progress"), result=d.json("result"),
-            runs=d.int("runs") or d.int("attempts"), owner=h.get("owner") or "",
-            preemptions=d.int("preemptions"), preempted_by=d.json("preempted_by"),
-            preempted=d.json("preempted"), spec=d.json("spec") or {},
-            trained={"at": trained_at, "host": h.get("trained_host"), "dir": h.get("trained_dir")}
-            if trained_at is not None else None,
-            checkpoint=d.json("checkpoint"), cores=d.int("cores") if h.get("cores") else None,
-            gpu_s=d.total("gpu_s"), core_s=d.total("core_s"), charged=h.get("charged") or "",
-            end=d.enum("end", RunEnd, None), end_reason=h.get("end_reason") or "",
-            end_detail=h.get("end_detail") or "", pri_queue=h.get("pri_queue") or "",
-            fallback_queue=h.get("fallback_queue") or "", fb_grace_s=d.num("fb_grace_s"),
-            pushes=d.int("pushes"),
-            copies=tuple(QueuedCopy(role, h.get(k) or "", h[m])
-                         for role, (k, m) in COPY_FIELDS.items() if h.get(m)),
-            problems=tuple(dict.fromkeys(d.problems)))
+        """Decode a stored hash (as HGETALL returns it, decoded to str). Only the fields it
+        holds are read (a listing's HMGET leaves most out); the rest keep their defaults."""
+        values, problems = {}, []
+        for key, text in h.items():
+            parse = _DECODE.get(key)
+            if parse is None or not text:
+                continue
+            try:
+                values[key] = parse(text)
+            except (ValueError, TypeError):
+                problems.append(key)
+        job_id = h.get("job_id", "")
+        trained_at = values.pop("trained_at", None)
+        trained = {"at": trained_at, "host": values.pop("trained_host", None),
+                   "dir": values.pop("trained_dir", None)}
+        if not values.get("spec"):
+            values.pop("spec", None)
+        return cls(job_id=job_id, **{
+            "state": JobState.QUEUED, **values, "name": h.get("name") or job_id,
+            "runs": values.get("runs") or values.get("attempts", 0),
+            "trained": trained if trained_at is not None else None,
+            "copies": tuple(QueuedCopy(role, h.get(k) or "", h[m])
+                            for role, (k, m) in COPY_FIELDS.items() if h.get(m)),
+            "problems": tuple(problems)})
 
     def to_hash(self) -> dict[str, str]:
         """The fields as the record stores them (defaults left out); ``from_hash`` reads them
@@ -218,36 +217,19 @@ def _text(v: Any) -> str:
     return json.dumps(v)
 
 
-class _Decoder:
-    """Field readers that keep a default and note the field when its text does not decode."""
-
-    def __init__(self, h: dict[str, str]):
-        self.h, self.problems = h, []
-
-    def _read(self, key: str, parse: Callable[[str], Any], default: Any = None) -> Any:
-        text = self.h.get(key)
-        if not text:
-            return default
-        try:
-            return parse(text)
-        except (ValueError, TypeError):
-            self.problems.append(key)
-            return default
-
-    def num(self, key: str) -> float | None:
-        return self._read(key, float)
-
-    def total(self, key: str) -> float:
-        return self._read(key, float, 0.0)
-
-    def int(self, key: str) -> int:
-        return self._read(key, int, 0)
-
-    def json(self, key: str) -> Any:
-        return self._read(key, json.loads)
-
-    def enum(self, key: str, kind: type[Enum], default: Any) -> Any:
-        return self._read(key, kind, default)
+# how each stored field is read (a field not named here is not the record's: token, msg, ...);
+# a parser that raises ValueError or TypeError leaves the field at its default, named in problems
+_DECODE: dict[str, Callable[[str], Any]] = {
+    **dict.fromkeys(("queue", "worker", "gpu", "last_error", "owner", "charged", "end_reason",
+                     "end_detail", "pri_queue", "fallback_queue", "trained_host", "trained_dir"),
+                    str),
+    **dict.fromkeys(("created_at", "queued_at", "started_at", "finished_at", "trained_at",
+                     "fb_grace_s", "gpu_s", "core_s"), float),
+    **dict.fromkeys(("attempts", "runs", "preemptions", "pushes", "cores"), int),
+    **dict.fromkeys(("artifact", "progress", "result", "preempted_by", "preempted", "spec",
+                     "checkpoint"), json.loads),
+    "state": JobState, "end": RunEnd,
+}
 
 
 # --- reading Redis ------------------------------------------------------------------
