@@ -192,6 +192,8 @@ class JobRecord:
         d["end"] = self.end.value if self.end else None
         d["problems"] = list(self.problems)
         del d["copies"]     # the stored messages: `fleet why` says where they wait
+        d["charged_until"] = self.charged_until
+        del d["charged"]    # it names the run's token, the claim on the record
         d["published"] = self.published
         return d
 

@@ -37,6 +37,8 @@ def test_a_record_reads_back_equal_from_the_fields_it_stores():
     assert stored["end"] == "failed" and stored["trained_host"] == "w1"
     assert stored["pri_msg"] == "{}" and stored["pri_key"] == "fleet:q:cpu"
     assert JobRecord.from_hash(stored) == FULL and FULL.charged_until == 1.5e9 + 3.25
+    shown = FULL.to_dict()
+    assert "t1" not in str(shown) and shown["charged_until"] == 1.5e9 + 3.25   # no run token
 
 
 def test_a_bare_record_round_trips_with_its_defaults():
