@@ -12,12 +12,21 @@ Every kombu private this module overrides or calls is listed in ``TOUCHED``; the
 (tests/unit/test_kombu_seam.py) holds a hash of each one's source for the kombu version
 pyproject pins, so a kombu upgrade that changes any of them fails there by name.
 
+A connection reset can close the kombu connection under a channel that still holds
+unacked messages; kombu 5.7 then fails in ``_connparams`` with "'NoneType' object has no
+attribute 'hostname'" (its transport's ``client`` is gone) while it closes the channel or
+restores those messages, and the worker exits. ``_connparams`` here keeps the last good
+parameters, so the restore still reaches Redis and the reset stays a reconnect.
 """
 from __future__ import annotations
+
+import logging
 
 from kombu.transport import redis as kombu_redis
 from kombu.utils.encoding import bytes_to_str
 from kombu.utils.json import dumps as kombu_json
+
+log = logging.getLogger("fleet.transport")
 
 # kombu privates overridden (o) or called (c) here: re-read each one when the pin test fails
 TOUCHED = (
@@ -27,6 +36,7 @@ TOUCHED = (
     "kombu.transport.redis:Channel._size",                # o: every owner's lists counted
     "kombu.transport.redis:Channel._purge",               # o: every owner's lists purged
     "kombu.transport.redis:Channel._do_restore_message",  # o: back to its owner's list
+    "kombu.transport.redis:Channel._connparams",          # o: survives a closed connection
     "kombu.transport.redis:Channel._q_for_pri",           # c: kombu's list names
     "kombu.transport.redis:Channel._get_message_priority",  # c
     "kombu.transport.redis:Channel._restore",             # c: calls _do_restore_message
@@ -36,6 +46,8 @@ TOUCHED = (
     "kombu.transport.virtual.base:Channel._lookup",       # c
     "kombu.transport.virtual.base:Transport._deliver",    # c: hands a message to Celery
     "kombu.transport.redis:Channel._flush_brpop_reauth",  # c
+    "kombu.transport.redis:Channel.close",                # the reset path _connparams guards
+    "kombu.transport.redis:QoS.restore_unacked",          # the reset path _connparams guards
     "kombu.utils.scheduling:round_robin_cycle.consume",   # c: _queue_cycle
     "kombu.utils.scheduling:priority_cycle.rotate",       # c: _queue_cycle (celeryconfig's)
 )
@@ -61,6 +73,7 @@ class SeamChannelMixin:
 
     QoS = SeamQoS
     _last_brpop: tuple[list, object] = ([], None)
+    _last_connparams: dict[bool, dict] = {}
 
     # -- the plain methods tasks.transport fills in (stock kombu's behaviour here) --
 
@@ -188,6 +201,20 @@ class SeamChannelMixin:
 
     def push_restored(self, pipe, key: str, message: str, leftmost: bool) -> None:
         (pipe.lpush if leftmost else pipe.rpush)(key, message)
+
+    def _connparams(self, asynchronous=False):
+        # a reset can close the kombu connection (its transport's client set to None) while
+        # this channel still closes or restores its unacked messages: reuse the last params
+        # instead of raising AttributeError, which ends the worker (kombu 5.7)
+        transport = getattr(self, "connection", None)
+        last = self._last_connparams.get(asynchronous)
+        if (transport is None or transport.client is None) and last is not None:
+            log.warning("broker connection closed under a channel: "
+                        "reconnecting with its last settings")
+            return dict(last)
+        params = super()._connparams(asynchronous=asynchronous)
+        self._last_connparams = {**self._last_connparams, asynchronous: dict(params)}
+        return params
 
 
 # what tasks.transport builds its channels and transports on (with SeamChannelMixin first)

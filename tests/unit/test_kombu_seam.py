@@ -26,6 +26,7 @@ SOURCE_HASHES = {
     "kombu.transport.redis:Channel._size": "7cc839b42fdc5e3b",
     "kombu.transport.redis:Channel._purge": "221e37da7c172561",
     "kombu.transport.redis:Channel._do_restore_message": "8b430df94e45b5b0",
+    "kombu.transport.redis:Channel._connparams": "e9a4295085a8fb90",
     "kombu.transport.redis:Channel._q_for_pri": "f3997660680dd00f",
     "kombu.transport.redis:Channel._get_message_priority": "07faea72a3d7025f",
     "kombu.transport.redis:Channel._restore": "92e63e38835b6592",
@@ -35,6 +36,8 @@ SOURCE_HASHES = {
     "kombu.transport.virtual.base:Channel._lookup": "82b0e60149b5e172",
     "kombu.transport.virtual.base:Transport._deliver": "799e242f3ec53863",
     "kombu.transport.redis:Channel._flush_brpop_reauth": "bb4930b4fd3cf8f3",
+    "kombu.transport.redis:Channel.close": "101e9b9cdad44b88",
+    "kombu.transport.redis:QoS.restore_unacked": "8954efef014d546e",
     "kombu.utils.scheduling:round_robin_cycle.consume": "eebda26662b3ae48",
     "kombu.utils.scheduling:priority_cycle.rotate": "46da45e6d2043d84",
 }
@@ -94,3 +97,28 @@ def test_kombu_names_its_priority_lists_as_state_queues_does():
     for pri in queues.PRIORITY_STEPS:
         assert chan._q_for_pri("cpu", pri) == queues.list_key("cpu", pri), f"priority {pri}"
 
+
+class _ClosedTransport:
+    client = None     # what kombu's Connection.close leaves a transport
+
+
+class _Channel(kombu_seam.SeamChannelMixin, kombu_redis.Channel):
+    pass
+
+
+def _closed_channel() -> _Channel:
+    """A channel whose kombu connection was closed under it (no broker needed)."""
+    chan = _Channel.__new__(_Channel)
+    chan.connection = _ClosedTransport()
+    return chan
+
+
+def test_a_channel_whose_connection_closed_reconnects_with_its_last_settings():
+    chan = _closed_channel()
+    chan._last_connparams = {False: {"host": "127.0.0.1", "port": 6399, "db": 0}}
+    assert chan._connparams() == {"host": "127.0.0.1", "port": 6399, "db": 0}
+
+
+def test_a_channel_that_never_connected_still_fails_as_kombu_does():
+    with pytest.raises(AttributeError):   # nothing to reuse: kombu's own error, unchanged
+        _closed_channel()._connparams()
