@@ -56,8 +56,16 @@ class FleetChannelMixin:
     def poll_keys(self, names: list[str]) -> list[str]:
         return self.hooks.poll_keys(names, self._plain_lists)
 
+    _plain: dict[str, list[str]] | None = None
+
     def _plain_lists(self, queue: str) -> list[str]:
-        return queues.keys_of(queue, (), self.priority_steps)
+        # kombu's own lists of a queue, asked on every poll: built once
+        if self._plain is None:
+            self._plain = {}
+        got = self._plain.get(queue)
+        if got is None:
+            got = self._plain[queue] = queues.keys_of(queue, (), self.priority_steps)
+        return got
 
     def lists(self, queue: str) -> list[str]:
         return self.hooks.lists(queue, self._plain_lists(queue))
