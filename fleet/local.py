@@ -21,6 +21,7 @@ from pathlib import Path
 from typing import Protocol
 
 from core.errors import FleetError
+from core.registry import value
 from fleet import feasibility, localaddr
 from fleet.query import jobs as Q
 from fleet.rootlock import Holder, RootLock
@@ -142,7 +143,7 @@ def start(root: Path, lock: RootLock, *, kept: bool = False) -> Fleet:
                                        free_port)
     server = RedisServer(root / "redis", port=port, pass_fds=(lock.fd,)).start()
     localaddr.remember(root, server.port)
-    store_url = os.environ.get("FLEET_STORE_URL") or f"file://{root / 'store'}"
+    store_url = value("FLEET_STORE_URL") or f"file://{root / 'store'}"
     env = dict(os.environ, FLEET_BROKER_URL=server.url, FLEET_STORE_URL=store_url)
     client = connect(parse(server.url), socket_connect_timeout=5, socket_timeout=30)
     fleetstore.record(client, store_url, replace=True)   # this command sets the fleet up
@@ -163,8 +164,8 @@ def _create_time() -> float:
 
 def _client_app(url: str):
     """The client app, pointed at this fleet's Redis (whatever FLEET_BROKER_URL says)."""
-    from state.app import client_app
-    app = client_app()
+    from state.app import client_app, load_settings
+    app = client_app(load_settings("celeryconfig"))
     app.conf.broker_url = url
     app.conf.result_backend = url
     return app

@@ -7,7 +7,6 @@ the deterministic tar its digest was taken of (``artifacts.identity``).
 from __future__ import annotations
 
 import contextlib
-import os
 import tempfile
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass
@@ -17,6 +16,7 @@ from artifacts.identity import Progress, write_dir_tar, write_files_tar
 from artifacts.stores import Store, open_store
 from core.constants import DATA_PROGRESS_MIN_BYTES
 from core.errors import DigestMismatch
+from core.registry import value
 from core.settings import STORE_URL_ENV, StoreSettings
 from manifest import dataref
 from manifest.dataref import DIR, DataSource
@@ -47,8 +47,7 @@ def fleet_store(client, broker_url: str, env: Mapping[str, str] | None = None) -
     """The store a publisher stages into: the fleet's (``state.fleetstore``), or its own
     (FLEET_STORE_URL, else ./.fleet-local/store) while none is recorded; refused at once when
     it names another than the fleet's."""
-    env = os.environ if env is None else env
-    url = fleetstore.settle(client, env.get(STORE_URL_ENV) or None, StoreSettings.from_env(env).url,
+    url = fleetstore.settle(client, value(STORE_URL_ENV, env), StoreSettings.from_env(env).url,
                             "publisher", broker_url)
     return open_store(StoreSettings.from_env(env, url=url))
 

@@ -2,7 +2,6 @@
 from __future__ import annotations
 
 import logging
-import os
 import threading
 from dataclasses import dataclass, field, replace
 from pathlib import Path
@@ -12,6 +11,7 @@ import redis
 from artifacts.stores import Store, open_store
 from core import constants as C
 from core.errors import ConfigError
+from core.registry import value
 from core.secrets import masked
 from core.settings import STORE_URL_ENV, WORK_DIR_ENV, WorkerSettings
 from routing.capability import Capability
@@ -116,7 +116,7 @@ def _fleet_store(client: redis.Redis, settings: WorkerSettings, broker_url: str)
     """The fleet's store (``state.fleetstore``): used when this worker names none, recorded
     when none is; a worker that names another is refused at start."""
     from state import fleetstore
-    given = settings.store.url if os.environ.get(STORE_URL_ENV) else None
+    given = settings.store.url if value(STORE_URL_ENV) else None
     try:
         url = fleetstore.settle(client, given, settings.store.url, "worker", broker_url,
                                 record_it=True)
