@@ -24,15 +24,18 @@ from artifacts.pyenv import EnvBuildFailed
 from core.constants import DATA_CACHE_DIR, TAIL_LINES
 from manifest.schema import JobSpec
 from state import deadletter
+from state.jobrecord import record_end
 from state.records import JobState
-from tasks import checkpoint, events, isolation, runner, trained, trial, upload, vramwatch, workdirs, workspace
+from tasks import (checkpoint, events, isolation, runner, ticks, trained, trial, upload, vramwatch, workdirs,
+                   workspace)
 from tasks.handback import HandBack
 from tasks.host import HostContext, context
 from tasks.joblog import JobLog
 from tasks.lease import LeaseKeeper
 from tasks.metrichistory import MetricHistory
 from tasks.retry import retry_redis
-from tasks.run import Ended, Outcome, Run, RunEnd, RunStopped, Stop, failure_end, run_end
+from tasks.run import (Ended, Outcome, Run, RunEnd, RunStopped, Stop, failure_end, failure_reason,
+                       run_end)
 from trainers import protocol
 
 log = logging.getLogger("fleet.execution")
@@ -78,7 +81,7 @@ def _execute(task, job: JobSpec) -> Ended:
                 JobLog(ctx.redis, job.job_id, run=claim.runs, worker=ctx.hostname) as output:
             ended = _with_grant(task, ctx, Run(job, token, claim.attempts, lease, work, queue=queue, output=output,
                                                   number=claim.runs))
-            output.end(*run_end(ended, lease.reason))
+            output.end(*run_end(ended, lease.reason, lease.record))
             return ended
     finally:
         workdirs.remove(work)
@@ -142,7 +145,9 @@ def _refuse_unpublished(task, ctx: HostContext, job: JobSpec, queue: str) -> End
 def _release(task, ctx: HostContext, run: Run, why: str) -> Ended:
     """Hand the job back to its queue, without counting this attempt."""
     retry_redis(lambda: ctx.records.finish(run.job.job_id, run.token, JobState.QUEUED, count_attempt=False,
-                                           last_error=f"released: {why}"), what="release", stop=ctx.shutdown)
+                                           last_error=f"released: {why}",
+                                           **record_end(RunEnd.HANDED_BACK, f"handed back: {why}")),
+                what="release", stop=ctx.shutdown)
     log.warning("released %s back to its queue: %s", run.job.name, why)
     return _requeued(task, run, why)
 
@@ -152,7 +157,10 @@ def _handed_back(task, ctx: HostContext, run: Run, asked: HandBack) -> Ended:
     back to its queue with this attempt uncounted and the policy's fields recorded."""
     job = run.job
     owned = retry_redis(lambda: ctx.records.finish(job.job_id, run.token, JobState.QUEUED, count_attempt=False,
-                                                   last_error=f"handed back: {asked.why}", **asked.fields),
+                                                   last_error=f"handed back: {asked.why}",
+                                                   **asked.fields,
+                                                   **record_end(RunEnd.HANDED_BACK,
+                                                                f"handed back: {asked.why}")),
                         what="hand back", stop=ctx.shutdown)
     if not owned:   # cancelled or taken over meanwhile: the record says what happened
         return _stopped(task, ctx, run, run.lease.reason or Stop.LOST)
@@ -234,33 +242,11 @@ def _run_process(task, ctx: HostContext, run: Run, argv: list[str], env: dict) -
     # Flower's Result cell says where it runs and on which GPUs
     where = ctx.hostname + (f" GPU {','.join(str(d.index) for d in run.gpus)}" if run.gpus else "")
     flower = events.ProgressEvents(task, where, run.attempt)
-    watch = _vram_watch(run)
     history = MetricHistory(ctx.redis, job.job_id, run.number)
     pruning = trial.watch(ctx.redis, job, lambda: ctx.runs.wake(job.job_id))
     with open(work / workdirs.LOG_FILE, "w", encoding="utf-8") as log_file, \
             checkpoint.syncing(ctx, job, run.token, work, env) as ckpt:
-        def on_tick(progress: runner.Progress) -> Stop | None:
-            if pruning is not None and pruning.pruned.is_set():
-                return Stop.PRUNED
-            snap = progress.snapshot()
-            run.lease.report(progress=snap)
-            history.flush()
-            try:
-                task.update_state(state="PROGRESS", meta={"job_id": job.job_id, "name": job.name,
-                                                          "worker": ctx.hostname, **snap})
-            except Exception as e:  # the result backend is down: progress is best effort
-                log.debug("progress update failed: %s", e)
-            flower.tick(snap)
-            if watch is not None and (over := watch.check(progress.pgid)):
-                log.warning("%s %s", job.name, over)
-                run.output.append(over)
-                progress.tail.append(over)
-                return Stop.OVER_BUDGET
-            if run.lease.reason is not None:
-                return run.lease.reason
-            asked = ctx.runs.asked(job.job_id)   # a policy hands it back (tasks.handback)
-            return asked.stop if asked is not None else None
-
+        on_tick = _tick_loop(task, ctx, run, flower, history, pruning)
         outcome = runner.run(argv, env=env, cwd=str(work), timeout_s=job.timeout_s, on_tick=on_tick,
                              stop=ctx.shutdown, log=lambda line: (log_file.write(line + "\n"), run.output.append(line)),
                              run_as=isolation.popen_user(ctx.job_user),
@@ -284,6 +270,21 @@ def _flush_history(ctx: HostContext, history: MetricHistory) -> None:
         retry_redis(history.send, what="send metric history", stop=ctx.shutdown)
     except redis.RedisError as e:
         log.warning("the last metric points of %s were not kept: %s", history.job_id[:12], e)
+
+
+def _tick_loop(task, ctx: HostContext, run: Run, flower: events.ProgressEvents, history: MetricHistory,
+               pruning: trial.TrialWatch | None) -> ticks.TickLoop:
+    """Progress reported (lease, metric history, Celery, Flower), then each reason to stop
+    (tasks.ticks): over its VRAM budget, pruned by its search, the lease's answer, a hand-back."""
+    policies = [ticks.Heartbeat(run.lease), ticks.EachTick(history.flush), ticks.TaskProgress(task, run, ctx.hostname),
+                ticks.FlowerProgress(flower)]
+    watch = _vram_watch(run)
+    if watch is not None:
+        policies.append(ticks.VramBudget(watch, run))
+    if pruning is not None:
+        policies.append(pruning)
+    policies += [ticks.LeaseStop(run.lease), ticks.HandBackAsked(ctx.runs, run.job.job_id)]
+    return ticks.TickLoop(policies)
 
 
 def _vram_watch(run: Run) -> vramwatch.VramWatch | None:
@@ -311,6 +312,7 @@ def _failed(ctx: HostContext, run: Run, outcome: runner.RunOutcome | None, error
     if outcome is None:
         message = f"job {job.name} ({job.job_id[:12]}) failed on {ctx.hostname}: {error}"
         end, detail = RunEnd.FAILED, error or ""
+        reason, text = failure_reason(end, "failed", (error or "").splitlines()[:1]), error or ""
     else:
         why = (f"timed out after {job.timeout_s:g}s" if outcome.stopped is Stop.TIMEOUT
                else "was stopped: over its VRAM budget" if outcome.stopped is Stop.OVER_BUDGET
@@ -318,11 +320,17 @@ def _failed(ctx: HostContext, run: Run, outcome: runner.RunOutcome | None, error
         tail = "\n".join(outcome.tail[-TAIL_LINES:])
         message = f"job {job.name} ({job.job_id[:12]}) {why}; last output:\n{tail}"
         end, detail = failure_end(outcome.stopped, outcome.returncode, job.timeout_s)
+        # over its budget, the watch's verdict (its output's last line) says why, not a traceback
+        reason = failure_reason(end, detail, outcome.tail[-TAIL_LINES:],
+                                last=outcome.stopped is Stop.OVER_BUDGET)
+        text = tail
     # over its budget it would be again anywhere: not retried
     again = (job.max_attempts is not None and attempt < job.max_attempts
              and (outcome is None or outcome.stopped is not Stop.OVER_BUDGET))
     retry_redis(lambda: ctx.records.finish(job.job_id, run.token, JobState.QUEUED if again else JobState.FAILED,
-                                           last_error=message[-4000:]), what="record failure", stop=ctx.shutdown)
+                                           last_error=message[-4000:],
+                                           **record_end(end, reason, text)),
+                what="record failure", stop=ctx.shutdown)
     left = f"; queued again, {job.max_attempts - attempt} attempt(s) left" if again else ""
     return Ended(Outcome.FAILED, message + ("\n(retrying: attempt %d of %d)" % (attempt, job.max_attempts)
                                             if again else ""), end=end, detail=detail + left)

@@ -20,6 +20,7 @@ from artifacts.stores import StoredArtifact, atomic_write
 from core.errors import DigestMismatch, StoreError
 from manifest.schema import JobSpec
 from state import history
+from state.jobrecord import RunEnd, record_end
 from state.records import JobState
 from tasks import workdirs
 from tasks.host import HostContext
@@ -72,8 +73,10 @@ def store_result(ctx: HostContext, run: Run, outcome: RunOutcome, state: JobStat
     artifact = {"uri": stored.uri, "sha256": stored.sha256, "size": stored.size}
     # The kept bundle goes only once the success is recorded: if Redis stays down past every
     # retry, the next start of this worker records it (upload_kept) instead of a re-train.
+    end = record_end(RunEnd.PRUNED, "by its search's pruner") if state is JobState.PRUNED else \
+        record_end(RunEnd.SUCCEEDED, "")
     recorded = retry_redis(lambda: ctx.records.finish(job.job_id, run.token, state, artifact=artifact,
-                                                      result={"metrics": metrics}, last_error=""),
+                                                      result={"metrics": metrics}, last_error="", **end),
                            what="record success", stop=ctx.shutdown)
     shutil.rmtree(pending, ignore_errors=True)
     if not recorded:
