@@ -11,22 +11,11 @@ from importlib import resources
 import pytest
 
 from core import constants as C
-from fleet.manifests import loads
-from fleet.publish import publish
 from state import fairshare
 from state.records import JobState, Records
 
 pytestmark = pytest.mark.integration
 ACK_LUA = resources.files("state").joinpath("lua/ack.lua").read_text()
-
-
-@pytest.fixture
-def job(redis_url, redis_client):
-    from tasks import app
-    app.conf.broker_url = redis_url
-    app.pool.force_close_all()
-    (row,) = publish(app, redis_client, loads('[[jobs]]\nname = "t"\ncommand = ["true"]\n', "m.toml"))
-    return row.job.job_id
 
 
 @pytest.fixture
