@@ -5,7 +5,7 @@ Flat and free of side effects; a bad value raises ConfigError naming the variabl
 import os
 
 from state import broker as _broker
-from core.constants import DEFAULT_BROKER_URL, LEASE_TTL_S, VISIBILITY_TIMEOUT_S
+from core.constants import DEFAULT_BROKER_URL, LEASE_TTL_S, REDIS_SOCKET_TIMEOUT_S, VISIBILITY_TIMEOUT_S
 from core.errors import ConfigError
 
 
@@ -60,6 +60,8 @@ worker_hijack_root_logger = False
 # job so it stays a backstop (leases and the reaper are the mechanism). kombu reads it
 # from the broker and the result backend transport options.
 fleet_lease_ttl_s = _seconds("FLEET_LEASE_TTL_S", LEASE_TTL_S)
+# how long a worker's own Redis client waits for a reply before it retries the command
+fleet_redis_socket_timeout_s = _seconds("FLEET_REDIS_SOCKET_TIMEOUT_S", REDIS_SOCKET_TIMEOUT_S)
 visibility_timeout = _seconds("FLEET_VISIBILITY_TIMEOUT_S", VISIBILITY_TIMEOUT_S)
 # How often kombu looks for unacked messages older than visibility_timeout (about
 # interval x throttle seconds; kombu's default is 10 x 10).
@@ -107,3 +109,9 @@ task_routes = ("tasks.router.route_task",)
 from core.constants import CHECKPOINT_EVERY_S, TRAINED_GRACE_S  # noqa: E402
 fleet_trained_grace_s = _seconds("FLEET_TRAINED_GRACE_S", TRAINED_GRACE_S)
 fleet_checkpoint_every_s = _seconds("FLEET_CHECKPOINT_EVERY_S", CHECKPOINT_EVERY_S)
+
+# Staged bundles (tasks.strays): one no record names is deleted once this old; how often
+# one worker sweeps them.
+from core.constants import STAGED_GRACE_S, STRAY_SWEEP_EVERY_S  # noqa: E402
+fleet_staged_grace_s = _seconds("FLEET_STAGED_GRACE_S", STAGED_GRACE_S)
+fleet_stray_sweep_every_s = _seconds("FLEET_STRAY_SWEEP_EVERY_S", STRAY_SWEEP_EVERY_S)
