@@ -5,7 +5,8 @@ Flat and free of side effects; a bad value raises ConfigError naming the variabl
 import os
 
 from state import broker as _broker
-from core.constants import DEFAULT_BROKER_URL, LEASE_TTL_S, REDIS_SOCKET_TIMEOUT_S, VISIBILITY_TIMEOUT_S
+from core.constants import (DEFAULT_BROKER_URL, LEASE_TTL_S, REDIS_SOCKET_TIMEOUT_S,
+                            VISIBILITY_TIMEOUT_S)
 from core.errors import ConfigError
 
 

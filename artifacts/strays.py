@@ -19,7 +19,8 @@ class Verdict(str, Enum):
     KEEP = "keep"         # its run may still be recorded
 
 
-def verdict(staged: StagedBundle, recorded_sha256: str | None, now: float, grace_s: float) -> Verdict:
+def verdict(staged: StagedBundle, recorded_sha256: str | None, now: float,
+            grace_s: float) -> Verdict:
     """``recorded_sha256``: the bundle the job's record names (None: none, or no record)."""
     if recorded_sha256 is not None and recorded_sha256 == staged.sha256:
         return Verdict.PROMOTE

@@ -94,7 +94,7 @@ CHECKPOINT_EVERY_S = 60.0        # how often a running job's checkpoint dir is s
 CHECKPOINTS_PREFIX = "checkpoints"   # store key: <prefix>/checkpoints/<job_id>/<sha256>.tar.zst
 # A run's bundle goes first to a key of its own run token, never listed; it becomes an artifact
 # (<prefix>/<kind>/<sha256>/) only once the job's record names it (tasks.upload, tasks.strays)
-STAGING_DIR = ".staging"         # store key: <prefix>/.staging/<token>/<kind>/<sha256>/bundle.tar.zst
+STAGING_DIR = ".staging"         # <prefix>/.staging/<token>/<kind>/<sha256>/bundle.tar.zst
 STAGED_GRACE_S = 3600.0          # a staged bundle no record names is deleted once this old
 STRAY_SWEEP_EVERY_S = 60.0       # how often one worker sweeps the staged bundles
 STRAY_SWEEP_LOCK = KEY_PREFIX + "stray-sweep-lock"

@@ -58,7 +58,8 @@ def loop(ctx) -> None:
     every_s = ctx.app.conf.fleet_stray_sweep_every_s
     while not ctx.shutdown.wait(every_s):
         try:
-            if ctx.redis.set(C.STRAY_SWEEP_LOCK, ctx.nodename or ctx.hostname, nx=True, px=int(every_s * 1000)):
+            me = ctx.nodename or ctx.hostname
+            if ctx.redis.set(C.STRAY_SWEEP_LOCK, me, nx=True, px=int(every_s * 1000)):
                 for line in sweep(ctx.records, ctx.open_store(), ctx.app.conf.fleet_staged_grace_s):
                     log.warning("fleet sweep: %s", line)
         except (StoreError, redis.RedisError) as e:   # the next interval tries again

@@ -53,7 +53,8 @@ def mark(ctx: HostContext, run: Run) -> None:
         log.warning("could not mark %s trained (%s); its exit status is on disk in %s", job.name, e, run.work.parent)
         return
     if not ok:   # superseded (taken over in a partition) or cancelled: nothing of it is stored
-        log.warning("%s trained, but the run no longer owns the job; its output is not stored", job.name)
+        log.warning("%s trained, but the run no longer owns the job; its output is not stored",
+                    job.name)
         raise RunStopped(Outcome.STOPPED, "trained, but the run no longer owns the job")
 
 

@@ -80,8 +80,10 @@ def store_result(ctx: HostContext, run: Run, outcome: RunOutcome) -> dict:
     shutil.rmtree(pending, ignore_errors=True)
     if not recorded:
         _settle(ctx, run.token, job.kind, stored.sha256, keep=False)
-        log.warning("job %s was taken over while uploading; its staged bundle is discarded", job.name)
-        raise RunStopped(Outcome.STOPPED, "taken over while uploading; its bundle was discarded")
+        log.warning("job %s was taken over or cancelled while uploading; its staged bundle is "
+                    "discarded", job.name)
+        raise RunStopped(Outcome.STOPPED, "taken over or cancelled while uploading; its bundle was "
+                                          "discarded")
     _settle(ctx, run.token, job.kind, stored.sha256, keep=True)
     return {"job_id": job.job_id, "name": job.name, "artifact_uri": stored.uri, "sha256": stored.sha256,
             "size": stored.size, "metrics": metrics, "worker": ctx.hostname, "attempt": run.attempt}
@@ -122,8 +124,8 @@ def _settle(ctx: HostContext, token: str, kind: str, sha256: str, *, keep: bool)
     store = ctx.open_store()
     step = store.promote if keep else store.discard
     try:
-        retry(lambda: step(token, kind, sha256), on=StoreError, backoff=UPLOAD_BACKOFF, stop=ctx.shutdown,
-              what=f"{step.__name__} of staged bundle {sha256[:12]}")
+        retry(lambda: step(token, kind, sha256), on=StoreError, backoff=UPLOAD_BACKOFF,
+              stop=ctx.shutdown, what=f"{step.__name__} of staged bundle {sha256[:12]}")
     except StoreError as e:
         log.warning("staged bundle %s of run %s not %sd (%s); the sweep of staged bundles does it",
                     sha256[:12], token[:12], step.__name__, e)

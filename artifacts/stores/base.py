@@ -149,8 +149,8 @@ class Store(ABC):
         the one it will have once promoted (what the job's record names)."""
         size = Path(bundle_path).stat().st_size
         # meta.json first: a staged bundle always says whose job it is and how old it is
-        self._put_bytes_at(self.staged_key(token, kind, sha256, META_NAME),
-                           meta_bytes(stored_meta(kind, sha256, size, {**meta, "staged_at": time.time()})))
+        meta = stored_meta(kind, sha256, size, {**meta, "staged_at": time.time()})
+        self._put_bytes_at(self.staged_key(token, kind, sha256, META_NAME), meta_bytes(meta))
         try:
             self._put_path_at(self.staged_key(token, kind, sha256), Path(bundle_path), sha256)
         except BaseException:   # nothing half staged: a wrong digest or a failed upload
@@ -163,10 +163,11 @@ class Store(ABC):
         """Make run ``token``'s staged bundle the artifact its job's record names, then drop
         the staged copy. Idempotent: a bundle promoted already is left as it is."""
         bundle, meta = self.bundle_key(kind, sha256), self.meta_key(kind, sha256)
-        staged, staged_meta = self.staged_key(token, kind, sha256), self.staged_key(token, kind, sha256, META_NAME)
+        staged = self.staged_key(token, kind, sha256)
+        staged_meta = self.staged_key(token, kind, sha256, META_NAME)
         if not self._has_key(staged) and not self._has_key(bundle):
-            raise StoreError(f"{self.uri_for(kind, sha256)}: neither stored nor staged by run {token}; "
-                             "its kept bundle (if any) is stored at the worker's next start")
+            raise StoreError(f"{self.uri_for(kind, sha256)}: neither stored nor staged by run "
+                             f"{token}; its kept bundle (if any) is stored at the worker's next start")
         if not self._has_key(bundle):
             self._copy_key(staged, bundle, sha256)
         if not self._has_key(meta) and self._has_key(staged_meta):

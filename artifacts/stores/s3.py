@@ -214,9 +214,9 @@ class S3Store(Store):
         """A server-side copy (multipart where large) that keeps the source's sha256 metadata."""
         digest = sha256 or _stored_sha256(self._existing_head(src))
         with self._errors("copy", dest):
-            self._client.copy({"Bucket": self.bucket, "Key": src}, self.bucket, dest,
-                              ExtraArgs={"MetadataDirective": "REPLACE", "ChecksumAlgorithm": "SHA256",
-                                         "Metadata": {SHA256_METADATA: digest} if digest else {}})
+            extra = {"MetadataDirective": "REPLACE", "ChecksumAlgorithm": "SHA256",
+                     "Metadata": {SHA256_METADATA: digest} if digest else {}}
+            self._client.copy({"Bucket": self.bucket, "Key": src}, self.bucket, dest, ExtraArgs=extra)
         # the server's checksum of the copy where it reports one, else the bytes read back
         if sha256 is not None and self._existing_head(dest).get("ChecksumSHA256") != b64(sha256):
             self._read_back(dest, sha256)

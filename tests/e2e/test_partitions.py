@@ -67,7 +67,8 @@ def net(tmp_path_factory, s3_server):
         loader.script_load(fairshare.lua(script))
     proxy = NetProxy("127.0.0.1", server.port).start()
     env = dict(os.environ, FLEET_BROKER_URL=server.url, FLEET_STORE_URL=f"file://{root / 'store'}",
-               FLEET_LEASE_TTL_S=str(LEASE_TTL_S), FLEET_REDIS_SOCKET_TIMEOUT_S=str(SOCKET_TIMEOUT_S),
+               FLEET_LEASE_TTL_S=str(LEASE_TTL_S),
+               FLEET_REDIS_SOCKET_TIMEOUT_S=str(SOCKET_TIMEOUT_S),
                FLEET_STAGED_GRACE_S="60", FLEET_STRAY_SWEEP_EVERY_S="1", **s3_server.env,
                # a trained run keeps its job this long past its last heartbeat: short, so the
                # long partition below can cut a run off between its trained mark and its record
@@ -107,8 +108,9 @@ def one_result(net: Net, name: str, job_id: str, worker: str, runs: int = 1):
     rec = net.chaos.wait({name: job_id}, timeout_s=90)[name]
     assert rec.state is JobState.SUCCEEDED and rec.worker == worker, rec
     assert rec.runs == runs and net.chaos.runs(name, "start") == runs
-    listed = wait_until(lambda: [a for a in net.store.list_artifacts() if a.get("job_id") == job_id],
-                        f"{name}'s bundle to be listed", net)
+    def listed():
+        return [a for a in net.store.list_artifacts() if a.get("job_id") == job_id]
+    listed = wait_until(listed, f"{name}'s bundle to be listed", net)
     assert [a["sha256"] for a in listed] == [rec.artifact["sha256"]]
     assert net.store.verify("command", rec.artifact["sha256"])
     wait_until(lambda: not [b for b in net.store.staged() if b.job_id == job_id],
@@ -130,7 +132,7 @@ def test_a_blip_shorter_than_the_lease_at_any_step_of_a_job_costs_nothing(net, s
     fired = net.proxy.blackhole_after(STEPS[step])
     ids = net.job(name, 2, [A])
     assert fired.wait(60), f"worker A never sent its {step}\n{net.chaos.logs()}"
-    time.sleep(BLIP_S)    # the partition itself: longer than a socket timeout, shorter than the lease
+    time.sleep(BLIP_S)    # the partition itself: past a socket timeout, short of the lease
     net.proxy.heal()
     rec = one_result(net, name, ids[name], A)
     assert rec.attempts == 1     # no attempt burnt, no second run
@@ -139,7 +141,7 @@ def test_a_blip_shorter_than_the_lease_at_any_step_of_a_job_costs_nothing(net, s
     both_serve(net, name)
 
 
-def test_a_partition_longer_than_the_lease_leaves_one_result_and_the_cut_off_run_stores_nothing(net):
+def test_a_partition_past_the_lease_leaves_one_result_and_the_cut_off_run_stores_nothing(net):
     name = "long-partition"
     ids = net.job(name, 4, [A, C])
     assert net.chaos.wait_running(ids[name]).worker == A
@@ -151,8 +153,8 @@ def test_a_partition_longer_than_the_lease_leaves_one_result_and_the_cut_off_run
     wait_until(lambda: net.chaos.records().get(ids[name]).state is JobState.SUCCEEDED,
                "C to take the job over and record it", net, timeout_s=90)
     net.proxy.heal()
-    wait_until(lambda: f"job {name} was taken over while uploading; its staged bundle is discarded" in log_of(net, A),
-               "A to learn it lost the job", net)
+    heard = f"job {name} was taken over or cancelled while uploading; its staged bundle is"
+    wait_until(lambda: heard in log_of(net, A), "A to learn it lost the job", net)
     rec = one_result(net, name, ids[name], C, runs=2)
     assert net.store.verify("command", rec.artifact["sha256"])
     stop_worker(net.chaos.workers.pop(C))

@@ -33,5 +33,6 @@ def job(redis_url, redis_client):
     from tasks import app
     app.conf.broker_url = redis_url
     app.pool.force_close_all()
-    (row,) = publish(app, redis_client, loads('[[jobs]]\nname = "t"\ncommand = ["true"]\n', "m.toml"))
+    manifest = loads('[[jobs]]\nname = "t"\ncommand = ["true"]\n', "m.toml")
+    (row,) = publish(app, redis_client, manifest)
     return row.job.job_id

@@ -1,4 +1,4 @@
-"""The chaos suite's partition proxy (tests/fixtures/netproxy.py) does what it says, on a real Redis."""
+"""The chaos suite's partition proxy (tests/fixtures/netproxy.py) does what it says, on Redis."""
 import socket
 
 import pytest
@@ -20,7 +20,8 @@ def proxy(redis_server, redis_url):
 
 def through(proxy) -> redis.Redis:
     """A client that gives up after 0.5 s, without retrying (the tests look at single tries)."""
-    return redis.Redis(port=proxy.port, socket_timeout=0.5, decode_responses=True, retry=Retry(NoBackoff(), 0))
+    return redis.Redis(port=proxy.port, socket_timeout=0.5, decode_responses=True,
+                       retry=Retry(NoBackoff(), 0))
 
 
 def test_it_forwards_both_ways(proxy):
@@ -34,7 +35,7 @@ def test_a_blackhole_holds_requests_until_heal_then_delivers_them_in_order(proxy
     proxy.blackhole()
     with pytest.raises(redis.TimeoutError):
         c.execute_command("RPUSH", "l", "a")
-    with socket.create_connection(("127.0.0.1", proxy.port)) as raw:   # a new connection is held too
+    with socket.create_connection(("127.0.0.1", proxy.port)) as raw:   # a new one is held too
         raw.sendall(b"*3\r\n$5\r\nRPUSH\r\n$1\r\nl\r\n$1\r\nb\r\n")
     assert redis_client.lrange("l", 0, -1) == []
     proxy.heal()
