@@ -118,6 +118,12 @@ def one_result(net: Net, name: str, job_id: str, worker: str, runs: int = 1):
     return rec
 
 
+def reported_success(net: Net, name: str, job_id: str) -> None:
+    """A's delivery of the job ended with Celery's SUCCESS (its own record, not 'taken over')."""
+    wait_until(lambda: f"Task {name}[{job_id}] succeeded" in log_of(net, A),
+               f"A to report {name} succeeded", net, timeout_s=30)
+
+
 def both_serve(net: Net, tag: str) -> None:
     """A follow-up job runs on each worker."""
     ids = {**net.job(f"{tag}-on-a", 0.2, [A]), **net.job(f"{tag}-on-b", 0.2, [B])}
@@ -136,25 +142,35 @@ def test_a_blip_shorter_than_the_lease_at_any_step_of_a_job_costs_nothing(net, s
     net.proxy.heal()
     rec = one_result(net, name, ids[name], A)
     assert rec.attempts == 1     # no attempt burnt, no second run
+    reported_success(net, name, ids[name])
     logs = log_of(net, A)
     assert f"dropping delivery of {name}" not in logs and f"job {name} was taken over" not in logs
     both_serve(net, name)
 
 
-def test_a_partition_past_the_lease_leaves_one_result_and_the_cut_off_run_stores_nothing(net):
-    name = "long-partition"
+# when the partition cuts A off: (the request it starts after, past which one, what A says
+# once it heals, whether A had staged its bundle by then)
+CUT_OFF = {
+    "while training": (sha("heartbeat"), None, "trained, but the run no longer owns the job; "
+                       "its output is not stored", False),
+    "after staging": (sha("charge"), sha("trained"), "was taken over or cancelled while uploading; "
+                      "its staged bundle is discarded", True),
+}
+
+
+@pytest.mark.parametrize("when", CUT_OFF)
+def test_a_partition_past_the_lease_leaves_one_result_and_the_cut_off_run_stores_nothing(net, when):
+    name, (trigger, past, heard, staged) = f"long-{when.replace(' ', '-')}", CUT_OFF[when]
     ids = net.job(name, 4, [A, C])
     assert net.chaos.wait_running(ids[name]).worker == A
-    # A has staged its bundle and is about to record it when Redis goes out of its reach
-    fired = net.proxy.blackhole_after(sha("charge"), after=sha("trained"))
-    net.chaos.start(C)
-    assert fired.wait(60), f"worker A never came to record its run\n{net.chaos.logs()}"
-    assert [b.job_id for b in net.store.staged()] == [ids[name]]
+    fired = net.proxy.blackhole_after(trigger, after=past)
+    net.chaos.start(C)    # the host that takes the job over
+    assert fired.wait(60), f"worker A never sent what starts the partition\n{net.chaos.logs()}"
     wait_until(lambda: net.chaos.records().get(ids[name]).state is JobState.SUCCEEDED,
                "C to take the job over and record it", net, timeout_s=90)
+    assert [b.job_id for b in net.store.staged()] == ([ids[name]] if staged else [])
     net.proxy.heal()
-    heard = f"job {name} was taken over or cancelled while uploading; its staged bundle is"
-    wait_until(lambda: heard in log_of(net, A), "A to learn it lost the job", net)
+    wait_until(lambda: f"{name} {heard}" in log_of(net, A), "A to learn it lost the job", net)
     rec = one_result(net, name, ids[name], C, runs=2)
     assert net.store.verify("command", rec.artifact["sha256"])
     stop_worker(net.chaos.workers.pop(C))
@@ -170,4 +186,5 @@ def test_a_reset_right_after_a_lost_claim_reply_costs_nothing_and_ends_no_worker
     net.proxy.reset()
     net.proxy.heal()
     assert one_result(net, name, ids[name], A).attempts == 1
+    reported_success(net, name, ids[name])
     both_serve(net, f"{name}-{uuid.uuid4().hex[:4]}")
