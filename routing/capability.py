@@ -2,11 +2,11 @@
 from __future__ import annotations
 
 import json
-import os
 from dataclasses import asdict, dataclass, field, replace
 from typing import Any
 
 from core.errors import CapabilityError
+from core.registry import value
 
 OVERRIDE_KEYS = ("hostname", "cpu_cores", "ram_total_gib", "ram_available_gib", "cuda_devices")
 
@@ -136,9 +136,9 @@ def restrict(cap: Capability, declared: dict[str, Any]) -> Capability:
 
 def from_environment(cap: Capability, env: dict[str, str] | None = None) -> Capability:
     """Apply FLEET_CAPABILITY then FLEET_HOSTNAME from the environment."""
-    env = os.environ if env is None else env
-    if env.get("FLEET_CAPABILITY"):
-        cap = apply_override(cap, parse_override(env["FLEET_CAPABILITY"]))
-    if env.get("FLEET_HOSTNAME"):
-        cap = apply_override(cap, {"hostname": env["FLEET_HOSTNAME"]})
+    override, hostname = value("FLEET_CAPABILITY", env), value("FLEET_HOSTNAME", env)
+    if override:
+        cap = apply_override(cap, parse_override(override))
+    if hostname:
+        cap = apply_override(cap, {"hostname": hostname})
     return cap
