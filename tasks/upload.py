@@ -168,7 +168,10 @@ def _upload_kept_one(ctx: HostContext, folder: Path) -> None:
     answer = retry_redis(lambda: ctx.records.adopt(job_id, artifact, {"metrics": meta.get("metrics", {})}),
                          what="adopt", stop=ctx.shutdown)
     _settle(ctx, token, kind, sha256, keep=answer == "ok")
-    log.warning("uploaded kept bundle of %s: %s (%s)", meta.get("name"), stored.uri, answer)
+    if answer == "ok":
+        log.warning("uploaded kept bundle of %s: %s", meta.get("name"), stored.uri)
+    else:   # recorded by another run meanwhile, cancelled, or gone: not this bundle's job
+        log.warning("dropped kept bundle of %s: the job is %s", meta.get("name"), answer)
     shutil.rmtree(folder, ignore_errors=True)
 
 
