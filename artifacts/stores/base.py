@@ -169,9 +169,9 @@ class Store(ABC):
             raise StoreError(f"{self.uri_for(kind, sha256)}: neither stored nor staged by run "
                              f"{token}; its kept bundle (if any) is stored at the worker's next start")
         if not self._has_key(bundle):
-            self._copy_key(staged, bundle, sha256)
+            self._move_key(staged, bundle, sha256)
         if not self._has_key(meta) and self._has_key(staged_meta):
-            self._copy_key(staged_meta, meta, None)
+            self._move_key(staged_meta, meta, None)
         self.discard(token, kind, sha256)
 
     def discard(self, token: str, kind: str, sha256: str) -> None:
@@ -209,8 +209,9 @@ class Store(ABC):
         """Store `data` under `key`."""
 
     @abstractmethod
-    def _copy_key(self, src: str, dest: str, sha256: str | None) -> None:
-        """Copy the object at `src` to `dest` inside the store (verified when `sha256` is given)."""
+    def _move_key(self, src: str, dest: str, sha256: str | None) -> None:
+        """Move the object at `src` to `dest` inside the store, at once where the store can
+        (verified when `sha256` is given and the bytes travel)."""
 
     @abstractmethod
     def _has_key(self, key: str) -> bool:

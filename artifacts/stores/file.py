@@ -118,8 +118,14 @@ class FileStore(Store):
     def _put_bytes_at(self, key: str, data: bytes) -> None:
         atomic_write(self._path(key), data)
 
-    def _copy_key(self, src: str, dest: str, sha256: str | None) -> None:
-        atomic_copy(self._existing(src), self._path(dest), sha256)
+    def _move_key(self, src: str, dest: str, sha256: str | None) -> None:
+        # a rename: the record names the bundle a moment before it is listed, not a copy's time
+        target = self._path(dest)
+        target.parent.mkdir(parents=True, exist_ok=True)
+        try:
+            os.replace(self._existing(src), target)
+        except OSError as e:
+            raise StoreError(f"{target.as_uri()}: cannot move the staged file there: {e}") from e
 
     def _has_key(self, key: str) -> bool:
         return self._path(key).is_file()

@@ -210,8 +210,9 @@ class S3Store(Store):
         self._ensure_bucket()
         self._put_bytes(key, data, hashlib.sha256(data).hexdigest())
 
-    def _copy_key(self, src: str, dest: str, sha256: str | None) -> None:
-        """A server-side copy (multipart where large) that keeps the source's sha256 metadata."""
+    def _move_key(self, src: str, dest: str, sha256: str | None) -> None:
+        """A server-side copy (multipart where large) that keeps the source's sha256 metadata,
+        then the source deleted."""
         digest = sha256 or _stored_sha256(self._existing_head(src))
         with self._errors("copy", dest):
             extra = {"MetadataDirective": "REPLACE", "ChecksumAlgorithm": "SHA256",
@@ -220,6 +221,7 @@ class S3Store(Store):
         # the server's checksum of the copy where it reports one, else the bytes read back
         if sha256 is not None and self._existing_head(dest).get("ChecksumSHA256") != b64(sha256):
             self._read_back(dest, sha256)
+        self._delete(src)
 
     def _has_key(self, key: str) -> bool:
         return self._head(key) is not None
