@@ -99,6 +99,12 @@ STAGED_GRACE_S = 3600.0          # a staged bundle no record names is deleted on
 STRAY_SWEEP_EVERY_S = 60.0       # how often one worker sweeps the staged bundles
 STRAY_SWEEP_LOCK = KEY_PREFIX + "stray-sweep-lock"
 
+# --- the fleet's store (state/fleetstore.py) -----------------------------------
+# string: the store URL every publisher and worker of this fleet uses (no credentials in it),
+# recorded by whoever sets the fleet up (`fleet local`, `fleet enroll`, the first worker,
+# `fleet store set`)
+STORE_KEY = KEY_PREFIX + "store"
+
 # --- host heartbeats (fleet hosts, fleet why, feasibility at publish) ----------
 HOST_KEY = KEY_PREFIX + "host:"          # string with TTL: fleet:host:<hostname> -> heartbeat JSON
 HOSTS_INDEX = KEY_PREFIX + "hosts"       # zset hostname -> last heartbeat time (finds lost hosts too)
