@@ -26,6 +26,8 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
+from bench.timing import parse_args  # noqa: E402
+
 import redis  # noqa: E402
 from kombu import Connection, Consumer, Exchange, Queue  # noqa: E402
 
@@ -131,7 +133,7 @@ def main() -> None:
     ap.add_argument("--messages", type=int, default=2000)
     ap.add_argument("--need-queues", type=int, default=100)
     ap.add_argument("--wakes", type=int, default=50)
-    args = ap.parse_args()
+    args = parse_args(ap, messages=50, need_queues=5, wakes=5)
     base = TIERS
     many = TIERS[:1] + need_queues(args.need_queues) + TIERS[1:]
     with RedisServer(Path(tempfile.mkdtemp(prefix="fleet-bench-brpop-"))) as server:

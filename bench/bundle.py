@@ -14,7 +14,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from bench.timing import best_of  # noqa: E402
+from bench.timing import best_of, parse_args  # noqa: E402
 
 import numpy as np  # noqa: E402
 
@@ -57,7 +57,7 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--mib", type=int, default=256)
     parser.add_argument("--runs", type=int, default=3)
-    args = parser.parse_args()
+    args = parse_args(parser, mib=2, runs=1)
     if shutil.which("zstd") is None:
         print("zstd CLI not on PATH; install it (apt-get update && apt-get install -y zstd)")
         return 2

@@ -32,6 +32,8 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
+from bench.timing import parse_args  # noqa: E402
+
 import redis  # noqa: E402
 from kombu import Connection  # noqa: E402
 
@@ -130,7 +132,7 @@ def main() -> None:
     ap.add_argument("--messages", type=int, default=2000)
     ap.add_argument("--owners", type=int, default=50)
     ap.add_argument("--wakes", type=int, default=30)
-    args = ap.parse_args()
+    args = parse_args(ap, messages=50, owners=5, wakes=5)
     configs = (("baseline (plain lists)", []), ("1 owner", ["owner0"]),
                (f"{args.owners} owners", [f"owner{i:02d}" for i in range(args.owners)]))
     with RedisServer(Path(tempfile.mkdtemp(prefix="fleet-bench-fairshare-"))) as server:

@@ -24,6 +24,8 @@ import redis
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
+from bench.timing import parse_args  # noqa: E402
+
 from fleet.local import start_worker  # noqa: E402
 from state.records import JobState, Records  # noqa: E402
 from fleet.redis_server import RedisServer  # noqa: E402
@@ -55,7 +57,7 @@ def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--kills", type=int, default=20)
     ap.add_argument("--mib", type=int, default=48)
-    args = ap.parse_args()
+    args = parse_args(ap, kills=2, mib=2)
     root = Path(tempfile.mkdtemp(prefix="late-kill-"))
     server = RedisServer(root / "redis").start()
     counts = root / "counts"

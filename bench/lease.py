@@ -20,6 +20,8 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
+from bench.timing import parse_args  # noqa: E402
+
 import redis  # noqa: E402
 
 from state.records import JobState, PublishItem, Records  # noqa: E402
@@ -37,7 +39,7 @@ def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--jobs", type=int, default=2000)
     ap.add_argument("--path-jobs", type=int, default=15)
-    args = ap.parse_args()
+    args = parse_args(ap, jobs=50, path_jobs=2)
     n = args.jobs
     with RedisServer(Path(tempfile.mkdtemp(prefix="fleet-bench-lease-"))) as server:
         client = redis.Redis.from_url(server.url)

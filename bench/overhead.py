@@ -22,6 +22,8 @@ from urllib.parse import urlparse
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
+from bench.timing import parse_args  # noqa: E402
+
 from fleet.local import start_worker, stop_worker  # noqa: E402
 from fleet.redis_server import RedisServer  # noqa: E402
 
@@ -120,7 +122,7 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--jobs", type=int, default=20)
     parser.add_argument("--timeout", type=float, default=60.0, help="seconds to wait for one job")
-    args = parser.parse_args()
+    args = parse_args(parser, jobs=2)
     m = measure_noop_path(args.jobs, args.timeout)
     floors = []
     for _ in range(args.jobs):

@@ -21,6 +21,8 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
+from bench.timing import parse_args  # noqa: E402
+
 from artifacts.identity import DataResolver  # noqa: E402
 from artifacts.pyenv import EnvCache, EnvSpec  # noqa: E402
 from artifacts.stores import open_store_at  # noqa: E402
@@ -87,7 +89,7 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--files", type=int, default=3000)
     ap.add_argument("--runs", type=int, default=3)
-    args = ap.parse_args()
+    args = parse_args(ap, files=50, runs=1)
     with tempfile.TemporaryDirectory(prefix="fleet-owncode-") as tmp:
         staging_figures(Path(tmp), args.files, args.runs)
         env_figures(Path(tmp))

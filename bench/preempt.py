@@ -30,6 +30,8 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
+from bench.timing import parse_args  # noqa: E402
+
 import redis  # noqa: E402
 
 from fleet.local import start_worker, stop_worker  # noqa: E402
@@ -83,7 +85,7 @@ def one_round(env: dict, root: Path, records: Records, i: int) -> dict:
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--rounds", type=int, default=5)
-    args = ap.parse_args()
+    args = parse_args(ap, rounds=1)
     with tempfile.TemporaryDirectory() as tmp:
         root = Path(tmp)
         (root / "counts").mkdir()

@@ -41,6 +41,8 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
+from bench.timing import parse_args  # noqa: E402
+
 from bench import pool_workload  # noqa: E402
 from bench.pool_workload import Kind  # noqa: E402
 from bench.oracle import Host, Job, Run, capable_hosts, capable_idle, greedy, lower_bound, makespan  # noqa: E402
@@ -249,7 +251,7 @@ def main() -> int:
     parser.add_argument("--jobs", type=int, default=30)
     parser.add_argument("--timeout", type=float, default=600.0, help="seconds to wait for one seed's jobs")
     parser.add_argument("--runs-json", metavar="PATH", help="write every job's host and times here")
-    args = parser.parse_args()
+    args = parse_args(parser, jobs=4)
     seed = args.seed if args.seed is not None else random.SystemRandom().randrange(1, 100_000)
     seeds = list(range(seed, seed + args.runs))
     print(f"seeds {seeds} (replay: python bench/schedule.py{' --pools' if args.pools else ''} --seed {seed} "

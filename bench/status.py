@@ -23,6 +23,8 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
+from bench.timing import parse_args  # noqa: E402
+
 from fleet.redis_server import RedisServer  # noqa: E402
 
 TAIL = ["epoch 1", "Traceback (most recent call last):", '  File "train.py", line 9, in <module>',
@@ -130,7 +132,7 @@ def main() -> int:
     p.add_argument("--baseline-jobs", type=int, default=None, help="jobs for the old status (default --jobs)")
     p.add_argument("--runs", type=int, default=3)
     p.add_argument("--log-lines", type=int, default=200_000)
-    args = p.parse_args()
+    args = parse_args(p, jobs=500, log_lines=1000, runs=1)
     import redis
     with tempfile.TemporaryDirectory() as tmp, RedisServer(Path(tmp) / "redis") as server:
         client = redis.Redis.from_url(server.url, decode_responses=True)   # as fleet's own clients
