@@ -160,16 +160,6 @@ def _open_tar(bundle_path: Path):
     return tarfile.open(fileobj=stream, mode="r|", bufsize=CHUNK_BYTES), stream
 
 
-def read_meta(bundle_path: Path) -> dict:
-    """The `meta.json` stored inside a bundle."""
-    tar, stream = _open_tar(bundle_path)
-    with stream, tar:
-        for member in tar:
-            if member.name == META_NAME:
-                return json.load(tar.extractfile(member))
-    raise StoreError(f"{bundle_path}: no {META_NAME} inside; was it written by artifacts.bundle?")
-
-
 def extract(bundle_path: Path, dest_dir: Path) -> list[Path]:
     """Unpack a bundle's regular files under `dest_dir`, streaming; `artifacts.safetar` says
     what is refused (anything that could land outside `dest_dir` or over a file)."""

@@ -63,10 +63,6 @@ class EnvSpec:
     lock: str | None = None                # sha256 of pyproject.toml + uv.lock in the workdir
     python: str | None = None              # "3.12"; None: the worker's own version
 
-    @property
-    def empty(self) -> bool:
-        return not self.requirements and self.lock is None
-
     def digest(self, platform_tag: str | None = None) -> str:
         body = {"requirements": list(self.requirements), "lock": self.lock,
                 "python": self.python or _own_python(), "platform": platform_tag or host_platform()}

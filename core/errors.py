@@ -40,10 +40,6 @@ class Problem:
                 "message": self.message, "fix": self.fix}
 
 
-class RoutingError(FleetError):
-    """Raised when a host may not consume a queue it was asked to (worker -Q)."""
-
-
 class CapabilityError(FleetError):
     """Raised when FLEET_CAPABILITY cannot be read or has bad keys."""
 

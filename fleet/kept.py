@@ -65,13 +65,6 @@ def load(root: Path) -> dict | None:
         raise FleetError(f"{path}: unreadable ({e}); stop its processes by hand and delete it") from e
 
 
-def refuse_if_running(root: Path) -> None:
-    state = load(root)
-    if state and any(_live(p) for p in state["processes"]):
-        raise FleetError(f"a kept fleet is still running from {root} ({export_line(state)}); "
-                         f"use it, or stop it first: {stop_line(state)}")
-
-
 def hints(root: Path) -> str:
     """How to use and stop the kept fleet in ``root`` (empty when none is recorded there)."""
     try:

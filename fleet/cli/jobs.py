@@ -65,11 +65,6 @@ def unique_prefix_len(ids: list[str], least: int = ID_MIN_CHARS) -> int:
     return n
 
 
-def fit_columns(natural: dict[str, int], width: int) -> dict[str, int]:
-    """Which status columns a ``width``-wide terminal shows and how wide (``tables.Layout.fit``)."""
-    return STATUS.fit(natural, width)
-
-
 def worker_cell(r: Q.JobRow) -> str:
     """The worker, and the GPUs a running job holds there: ``big4 (GPU 0-1)``."""
     held = Q.gpu_list([g.index for g in Q.parse_gpus(r.gpu)]) if r.state is JobState.RUNNING else ""

@@ -92,10 +92,6 @@ def read(client, job_id: str, after: str = "-", tail: int | None = None) -> list
     return [LogEntry.from_stream(i, f) for i, f in raw]
 
 
-def length(client, job_id: str) -> int:
-    return int(client.xlen(key(job_id)))
-
-
 def follow(client, job_id: str, after: str, state: Callable[[], JobState | None],
            block_ms: int = FOLLOW_BLOCK_MS, runs: Runs | None = None,
            end_wait_s: float = END_MARK_WAIT_S) -> Iterator[LogEntry]:
