@@ -35,6 +35,7 @@ from pathlib import Path
 from typing import Callable, Iterator, Mapping
 
 from core.errors import FleetError
+from core.ids import short_id
 
 COMPLETE = ".complete"         # written last: an environment without it was never finished
 BUILD_TIMEOUT_S = 3600.0
@@ -145,14 +146,14 @@ class EnvCache:
         digest = spec.digest()
         with self._lock(digest, fcntl.LOCK_EX):
             if self.ready(digest):
-                log(f"environment {digest[:12]} cached")
+                log(f"environment {short_id(digest)} cached")
             else:
                 self._build(spec, digest, workdir, log)
                 self.evict(keep=digest)               # room for the new one, never itself
             os.utime(self.path(digest) / COMPLETE)     # recently used: evicted last
         with self._lock(digest, fcntl.LOCK_SH):
             if not self.ready(digest):   # evicted between the two locks: build again
-                raise EnvBuildFailed(f"environment {digest[:12]} was evicted before use; retry",
+                raise EnvBuildFailed(f"environment {short_id(digest)} was evicted before use; retry",
                                      permanent=False)
             yield self.python(digest)
         self.evict()
@@ -162,7 +163,7 @@ class EnvCache:
             shutil.rmtree(old, ignore_errors=True)       # an interrupted build's leftovers
         tmp = self.root / "tmp" / f"{digest}-{uuid.uuid4().hex[:8]}"
         started = time.monotonic()
-        log(f"building environment {digest[:12]} with uv")
+        log(f"building environment {short_id(digest)} with uv")
         try:
             self._uv_run(["venv", "--relocatable", "--python", spec.python or sys.executable, str(tmp)], log)
             if spec.lock is not None:
@@ -180,7 +181,7 @@ class EnvCache:
         except BaseException:
             shutil.rmtree(tmp, ignore_errors=True)
             raise
-        log(f"environment {digest[:12]} built in {time.monotonic() - started:.1f} s")
+        log(f"environment {short_id(digest)} built in {time.monotonic() - started:.1f} s")
 
     def _sync(self, target: Path, workdir: Path | None, log: Callable[[str], None]) -> None:
         if workdir is None:
@@ -216,7 +217,7 @@ class EnvCache:
                 used = (p / COMPLETE).stat().st_mtime
             except (OSError, ValueError):
                 continue
-            out.append({"digest": p.name[:12], "bytes": marker.get("bytes"),
+            out.append({"digest": short_id(p.name), "bytes": marker.get("bytes"),
                         "built_s": marker.get("built_s"), "used_at": round(used)})
         return out
 

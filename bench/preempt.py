@@ -30,10 +30,10 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from bench.timing import parse_args  # noqa: E402
-
 import redis  # noqa: E402
 
+from bench.timing import parse_args  # noqa: E402
+from core.ids import short_id  # noqa: E402
 from fleet.local import start_worker, stop_worker  # noqa: E402
 from fleet.redis_server import RedisServer  # noqa: E402
 from state.records import JobState, Records  # noqa: E402
@@ -62,7 +62,7 @@ def wait(records: Records, job_id: str, ok, timeout_s: float = 90):
         if ok(rec):
             return rec
         time.sleep(0.05)
-    raise SystemExit(f"bench: {job_id[:12]} did not get there in {timeout_s}s: {records.get(job_id)}")
+    raise SystemExit(f"bench: {short_id(job_id)} did not get there in {timeout_s}s: {records.get(job_id)}")
 
 
 def one_round(env: dict, root: Path, records: Records, i: int) -> dict:

@@ -21,6 +21,7 @@ from artifacts import checkpoint as packer
 from artifacts.bundle import sha256_file
 from core.constants import CHECKPOINTS_PREFIX
 from core.errors import FleetError
+from core.ids import short_id
 from manifest.schema import JobSpec
 from tasks import isolation
 from tasks.run import Stop
@@ -138,7 +139,7 @@ class CheckpointSync:
             self._synced = seen
             if previous and previous.get("key") != key:
                 store.delete_file(previous["key"])
-            log.info("synced %s's checkpoint: %d bytes (%s)", self.job.name, packed.size, packed.sha256[:12])
+            log.info("synced %s's checkpoint: %d bytes (%s)", self.job.name, packed.size, short_id(packed.sha256))
             return True
         except (FleetError, OSError, redis.RedisError) as e:   # the next tick tries again
             log.warning("could not sync %s's checkpoint: %s", self.job.name, e)

@@ -7,6 +7,7 @@ import threading
 import redis
 
 from core.constants import HEARTBEAT_EVERY_S
+from core.ids import short_id
 from state.records import Records
 from tasks.run import Stop
 
@@ -43,10 +44,10 @@ class LeaseKeeper:
             try:
                 answer = self.records.heartbeat(self.job_id, self.token, **fields)
             except redis.RedisError as e:  # a broker blip: the lease TTL covers it
-                log.warning("heartbeat for %s failed (%s); retrying", self.job_id[:12], e)
+                log.warning("heartbeat for %s failed (%s); retrying", short_id(self.job_id), e)
                 continue
             except Exception:  # renewals would stop and the reaper would start a second run
-                log.exception("heartbeat for %s crashed; stopping the run", self.job_id[:12])
+                log.exception("heartbeat for %s crashed; stopping the run", short_id(self.job_id))
                 self.reason = Stop.LOST
                 return
             if answer != "ok":

@@ -10,6 +10,7 @@ from rich.console import Group
 from rich.text import Text
 
 from core.constants import HOST_TTL_S
+from core.ids import short_id
 from fleet.cli.common import console, redis_client
 from fleet.cli.tables import Layout
 
@@ -18,8 +19,8 @@ if TYPE_CHECKING:
 
 
 def cmd_capability(args) -> int:
-    from state.cluster import ClusterConfig, read_config
     from routing.detect import detect
+    from state.cluster import ClusterConfig, read_config
     cap = detect()
     try:
         config = read_config(redis_client())
@@ -144,6 +145,7 @@ def render_hosts(views: list[HostView], now: float, *, width: int | None = None,
 
 def cmd_hosts(args) -> int:
     import time
+
     from fleet.query.hosts import read_hosts
     views = read_hosts(redis_client(), include_gone=args.all)
     now = time.time()
@@ -185,7 +187,7 @@ def needs_text(n: dict) -> str:
 def print_why(report: dict) -> None:
     from rich.markup import escape
     out = console.print
-    out(f"[bold]{escape(report['name'])}[/] ({report['job_id'][:12]}): {report['state']}"
+    out(f"[bold]{escape(report['name'])}[/] ({short_id(report['job_id'])}): {report['state']}"
         + (f" on {report['worker']}" if report["worker"] else "")
         + (f", attempts {report['attempts']}" if report["attempts"] else ""), markup=True, highlight=False)
     if report["last_error"]:

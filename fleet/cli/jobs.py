@@ -9,12 +9,13 @@ from rich.console import Group
 from rich.text import Text
 
 from core import constants as C
-from state import events
+from core.errors import FleetError
+from core.ids import short_id
 from fleet.cli.common import app, console, err, records, redis_client
 from fleet.cli.tables import Layout
-from core.errors import FleetError
 from fleet.query import jobs as Q
 from fleet.query import refs
+from state import events
 from state.records import JobState
 
 STATE_STYLE = {"running": "bold cyan", "failed": "bold red", "queued": "yellow", "cancelled": "magenta",
@@ -75,7 +76,7 @@ def _cells(r: Q.JobRow, now: float, id_len: int, text: str) -> dict:
     return {"job": Text(r.name), "id": r.job_id[:id_len],
             "state": Text(r.state.value, style=STATE_STYLE[r.state.value]), "queue": Text(r.queue),
             "tries": str(r.runs), "worker": Text(worker_cell(r)), "time": when(r, now),
-            "progress / error": Text(text), "artifact": (r.artifact or {}).get("sha256", "")[:12],
+            "progress / error": Text(text), "artifact": short_id((r.artifact or {}).get("sha256", "")),
             "owner": Text(r.owner)}
 
 
@@ -216,7 +217,7 @@ def _print_report(verb: str, report: dict) -> None:
             continue
         console.print(f"{label} {len(rows):,}:", markup=False)
         for row in rows[:SHOW_ACTED]:
-            console.print(f"  {row['name']} ({row['job_id'][:12]}) " +
+            console.print(f"  {row['name']} ({short_id(row['job_id'])}) " +
                           (f"was {row['was']}" if "why" not in row else row["why"]), markup=False, highlight=False)
         if len(rows) > SHOW_ACTED:
             by: dict[str, int] = {}

@@ -11,6 +11,7 @@ from dataclasses import dataclass, field
 from enum import Enum
 from typing import Any, Mapping
 
+from core.ids import short_id
 from routing.explain import Holding
 from routing.pool import GPU_RESERVE_RAM_GIB, Device, GpuReserve, Pool
 
@@ -114,5 +115,5 @@ class HostPool:
     def holdings(self, names: Mapping[str, str]) -> list[Holding]:
         """Each running job with what it holds, named from ``names`` (job ID -> name; an ID
         not there, a job the records no longer call running, goes by its ID's first 12)."""
-        return [Holding(names.get(jid) or jid[:12], h.gpus, h.cores, h.ram_gib)
+        return [Holding(names.get(jid) or short_id(jid), h.gpus, h.cores, h.ram_gib)
                 for jid, h in sorted(self.jobs.items(), key=lambda kv: names.get(kv[0]) or kv[0])]

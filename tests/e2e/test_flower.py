@@ -24,9 +24,10 @@ import psutil
 import pytest
 import redis
 
+from core.ids import short_id
 from fleet.local import start_worker, stop_worker
-from state.records import JobState, Records
 from fleet.redis_server import RedisServer
+from state.records import JobState, Records
 from tests.e2e.conftest import CPU, CUDA_LARGE, wait_for_workers
 
 pytestmark = pytest.mark.e2e
@@ -111,7 +112,7 @@ class Watched:
             if task and check(task):
                 return task
             time.sleep(0.3)
-        raise AssertionError(f"Flower's task {job_id[:12]} never matched; last seen: {task}\n{self.logs()}")
+        raise AssertionError(f"Flower's task {short_id(job_id)} never matched; last seen: {task}\n{self.logs()}")
 
     def fleet(self, *args: str) -> subprocess.CompletedProcess:
         return subprocess.run([sys.executable, "-m", "fleet.cli", *args], env=self.env, capture_output=True,
@@ -141,7 +142,7 @@ class Watched:
             if rec.state is state:
                 return rec
             time.sleep(0.2)
-        raise AssertionError(f"{job_id[:12]} is {rec.state.value}, never {state.value}\n{self.logs()}")
+        raise AssertionError(f"{short_id(job_id)} is {rec.state.value}, never {state.value}\n{self.logs()}")
 
     def runs(self, name: str, kind: str) -> int:
         f = self.root / "counts" / f"{name}.{kind}"
