@@ -13,6 +13,7 @@ from core.constants import HOST_TTL_S
 from core.ids import short_id
 from fleet.cli.common import console, redis_client
 from fleet.cli.tables import Layout
+from fleet.query.jobs import human_duration
 
 if TYPE_CHECKING:
     from fleet.query.hosts import HostView
@@ -62,8 +63,7 @@ def register(sub) -> None:
 
 
 def _ago(seconds: float) -> str:
-    s = max(0, int(seconds))
-    return f"{s}s ago" if s < 120 else f"{s // 60}m ago" if s < 7200 else f"{s // 3600}h ago"
+    return f"{human_duration(seconds)} ago"
 
 
 def gpu_models(cap: dict | None) -> str:
