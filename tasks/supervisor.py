@@ -139,7 +139,7 @@ def _record_exit(path: str, rc: int) -> None:
     """The job exited on its own: say so on disk, so that a worker killed from here on
     finds, when it restarts, that this job trained (tasks.trained) instead of training it again."""
     signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGTERM})   # the write is not cut short
-    tmp = f"{path}.tmp"
+    tmp = f"{path}.tmp"   # by hand, not core.files.atomic_write: this script imports no fleet module
     try:
         with open(tmp, "w") as f:
             f.write(f'{{"returncode": {rc}, "at": {time.time()!r}}}')   # JSON, without importing json
