@@ -23,6 +23,7 @@ from fleet.local import start_worker
 from state.records import JobState, Records
 from fleet.redis_server import RedisServer
 from tests.e2e.conftest import wait_for_workers
+from tests.waiting import wait_until
 
 pytestmark = pytest.mark.e2e
 SLEEPY = Path(__file__).with_name("sleepy.py")
@@ -297,9 +298,9 @@ def test_a_prefer_cuda_job_with_no_gpu_worker_falls_back_to_cpu_and_runs_once(ch
     recs = chaos.wait(ids, timeout_s=60)
     assert recs["pref"].worker == "pref-cpu" and recs["pref"].queue == "cpu"
     chaos.start("pref-gpu", capability=CUDA)    # its CUDA copy is still queued: dropped, not run
-    time.sleep(3)
+    wait_until("the CUDA worker drops pref's copy", lambda: "dropping delivery of pref" in chaos.logs(),
+               60, chaos.logs)
     assert chaos.runs("pref", "start") == 1
-    assert "dropping delivery of pref" in chaos.logs()
 
 
 def test_a_worker_restarted_while_the_store_was_down_uploads_its_kept_bundle_without_retraining(chaos, s3_env, monkeypatch):

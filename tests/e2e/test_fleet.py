@@ -19,6 +19,7 @@ from core.constants import TASK_NAME
 from core.settings import StoreSettings
 from state.records import JobState, Records
 from tests.e2e.conftest import CPU, HOSTS, client_app
+from tests.waiting import wait_until
 from fleet.local import start_worker
 
 pytestmark = pytest.mark.e2e
@@ -136,11 +137,12 @@ def test_a_pickle_message_on_a_fleet_queue_is_never_executed(fleet, tmp_path):
     job_id = uuid.uuid4().hex
     job = {"name": "evil", "job_id": job_id, "command": ["touch", str(marker)]}
     client_app(fleet.env["FLEET_BROKER_URL"]).send_task(TASK_NAME, args=[job], task_id=job_id, queue="cpu", serializer="pickle")
-    time.sleep(6)
+    from state.deadletter import entries
+    wait_until("the worker sets the pickle message aside",
+               lambda: any("fleet accepts JSON only" in e["reason"] and e["queue"] == "cpu"
+                           for e in entries(fleet.client())), 60, fleet.logs)
     assert not marker.exists()
     assert not fleet.client().exists(f"fleet:job:{job_id}")
-    from state.deadletter import entries
-    assert any("fleet accepts JSON only" in e["reason"] and e["queue"] == "cpu" for e in entries(fleet.client()))
 
 
 def test_a_manifest_naming_missing_data_publishes_nothing_and_exits_2_with_the_line(fleet, tmp_path):

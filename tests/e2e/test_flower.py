@@ -29,6 +29,7 @@ from fleet.local import start_worker, stop_worker
 from fleet.redis_server import RedisServer
 from state.records import JobState, Records
 from tests.e2e.conftest import CPU, CUDA_LARGE, wait_for_workers
+from tests.needs import missing
 
 pytestmark = pytest.mark.e2e
 ROOT = Path(__file__).resolve().parents[2]
@@ -47,7 +48,7 @@ def chromium(url: str, screenshot: Path) -> str:
     """Load ``url`` in headless Chromium: save a screenshot, return the DOM after scripts ran."""
     browser = shutil.which("chromium") or shutil.which("chromium-browser")
     if not browser:
-        pytest.skip("chromium is not installed (Debian: apt-get install chromium)")
+        missing("chromium is not installed (Debian: apt-get install chromium)")
     flags = [browser, "--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
              "--disable-background-networking", "--disable-component-update", "--disable-sync",
              f"--user-data-dir={screenshot.parent / 'chromium-profile'}", "--window-size=1400,1000",

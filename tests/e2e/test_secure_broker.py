@@ -15,6 +15,7 @@ from fleet.local import start_worker, stop_worker
 from fleet.redis_server import RedisServer, find_binary, free_port
 from tests.e2e.conftest import CPU
 from tests.e2e.test_hardening import command_job
+from tests.needs import missing
 
 pytestmark = pytest.mark.e2e
 PASSWORD = "tls-s3cr3t/p@ss"
@@ -46,7 +47,7 @@ def tls_supported(tls_args: tuple[str, ...]) -> bool:
 
 def need_tls(site: "Locked") -> None:
     if not site.tls:
-        pytest.skip(f"{find_binary()} is built without TLS; install Debian's redis-server (.ci/run does)")
+        missing(f"{find_binary()} is built without TLS; install Debian's redis-server (.ci/run does)")
 
 
 class Locked:
@@ -54,7 +55,7 @@ class Locked:
 
     def __init__(self, root: Path):
         if not Path("/usr/bin/openssl").exists():
-            pytest.skip("openssl is not installed: it makes the test certificates")
+            missing("openssl is not installed: it makes the test certificates")
         self.root = root
         self.certs = make_certs(root)
         self.tls_port = free_port()
