@@ -30,9 +30,9 @@ import subprocess
 import sys
 import time
 import uuid
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable, Iterator, Mapping
 
 from core.errors import FleetError
 from core.ids import short_id
@@ -94,11 +94,11 @@ def uv_binary() -> str:
     try:
         import uv
         return uv.find_uv_bin()
-    except (ImportError, FileNotFoundError):
+    except (ImportError, FileNotFoundError) as e:
         found = shutil.which("uv")
         if not found:
             raise EnvBuildFailed("uv is not installed on this worker; install fleet's worker "
-                                 "dependencies (pip install fleet) or put uv on PATH", permanent=False)
+                                 "dependencies (pip install fleet) or put uv on PATH", permanent=False) from e
         return found
 
 

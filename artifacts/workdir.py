@@ -39,7 +39,7 @@ class Selection:
         return sum(self.sizes)
 
     def largest(self, n: int = LARGEST_SHOWN) -> list[tuple[str, int]]:
-        pairs = sorted(zip((rel for rel, _ in self.files), self.sizes), key=lambda p: (-p[1], p[0]))
+        pairs = sorted(zip((rel for rel, _ in self.files), self.sizes, strict=True), key=lambda p: (-p[1], p[0]))
         return pairs[:n]
 
 

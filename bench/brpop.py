@@ -26,11 +26,10 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from bench.timing import parse_args  # noqa: E402
-
 import redis  # noqa: E402
 from kombu import Connection, Consumer, Exchange, Queue  # noqa: E402
 
+from bench.timing import parse_args  # noqa: E402
 from fleet.redis_server import RedisServer  # noqa: E402
 
 TIERS = ["cuda-large", "cuda", "cpu"]
@@ -114,7 +113,7 @@ def wakes(conn: Connection, pusher: redis.Redis, key: str, msgs: list[str], got:
     lat = []
     for raw in msgs:
         sent: list = []
-        def push(raw=raw):
+        def push(raw=raw, sent=sent):
             time.sleep(0.02)                 # the consumer is blocked in BRPOP by then
             sent.append(time.perf_counter())
             pusher.lpush(key, raw)

@@ -14,11 +14,10 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from bench.timing import best_of, parse_args  # noqa: E402
-
 import numpy as np  # noqa: E402
 
 from artifacts.bundle import bundle, collect  # noqa: E402
+from bench.timing import best_of, parse_args  # noqa: E402
 
 LEVELS = (1, 3, 6, 10)
 SHARD_MIB = 32                 # weight shard size, like a sharded safetensors checkpoint
@@ -75,7 +74,7 @@ def main() -> int:
         ratios = {}
         for level in LEVELS:
             dest = out / f"l{level}.tar.zst"
-            secs, res = best_of(args.runs, lambda: bundle(files, {"bench": True}, dest, level=level))
+            secs, res = best_of(args.runs, lambda dest=dest, level=level: bundle(files, {"bench": True}, dest, level=level))
             mbs = total / MIB / secs
             ratios[level] = mbs / base_mbs
             print(f"bundle level {level:2d}: {mbs:7.1f} MB/s  ratio {total / res.size:.3f}  "

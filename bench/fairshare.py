@@ -32,12 +32,11 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from bench.timing import parse_args  # noqa: E402
-
 import redis  # noqa: E402
 from kombu import Connection  # noqa: E402
 
 from bench.brpop import brpop_usec, connect, consumer_for, drained, wakes  # noqa: E402
+from bench.timing import parse_args  # noqa: E402
 from core import constants as C  # noqa: E402
 from fleet.redis_server import RedisServer  # noqa: E402
 from state import queues  # noqa: E402

@@ -11,7 +11,6 @@ Run from the repo root: `python bench/lease.py [--jobs 2000] [--path-jobs 15]`.
 from __future__ import annotations
 
 import argparse
-import statistics
 import sys
 import tempfile
 import time
@@ -20,12 +19,11 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from bench.timing import parse_args  # noqa: E402
-
 import redis  # noqa: E402
 
-from state.records import JobState, PublishItem, Records  # noqa: E402
+from bench.timing import parse_args  # noqa: E402
 from fleet.redis_server import RedisServer  # noqa: E402
+from state.records import JobState, PublishItem, Records  # noqa: E402
 
 
 def per_job_us(fn, n: int) -> float:

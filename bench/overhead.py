@@ -23,7 +23,6 @@ from urllib.parse import urlparse
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from bench.timing import parse_args  # noqa: E402
-
 from fleet.local import start_worker, stop_worker  # noqa: E402
 from fleet.redis_server import RedisServer  # noqa: E402
 
@@ -72,9 +71,10 @@ def measure_noop_path(jobs: int, timeout_s: float = 60.0) -> dict:
                   f"{time.perf_counter() - t0:.1f} s")
 
             import redis
+
+            from fleet.manifests import loads
             from fleet.publish import publish
             from state.records import JobState, Records
-            from fleet.manifests import loads
             from tasks import app
             app.conf.broker_url = app.conf.result_backend = server.url
             app.pool.force_close_all()

@@ -21,11 +21,10 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from bench.timing import parse_args  # noqa: E402
-
 from artifacts.identity import DataResolver  # noqa: E402
 from artifacts.pyenv import EnvCache, EnvSpec  # noqa: E402
 from artifacts.stores import open_store_at  # noqa: E402
+from bench.timing import parse_args  # noqa: E402
 from fleet import staging  # noqa: E402
 from fleet.manifests import load  # noqa: E402
 from tests.fixtures.wheels import make_wheel, offline_index  # noqa: E402
@@ -58,7 +57,7 @@ def staging_figures(tmp: Path, files: int, runs: int) -> None:
     sends = []
     for i in range(runs):
         store = open_store_at((tmp / f"store{i}").as_uri())
-        sends.append(timed(lambda: staging.stage(m, m.jobs, store=store))[0])
+        sends.append(timed(lambda store=store: staging.stage(m, m.jobs, store=store))[0])
     again = min(timed(lambda: staging.stage(m, m.jobs, store=store))[0] for _ in range(runs))
     print(f"  publish (load + stage to a file:// store): {dry + min(sends):.2f} s; "
           f"re-publish staging (already stored): {again * 1e6:.0f} µs")

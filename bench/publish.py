@@ -29,7 +29,6 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from bench.timing import best_of, parse_args  # noqa: E402
-
 from core import constants as C  # noqa: E402
 from fleet.redis_server import RedisServer  # noqa: E402
 from state.queues import depths, list_key, owner_key  # noqa: E402
@@ -67,9 +66,10 @@ def main() -> int:
         os.environ["FLEET_BROKER_URL"] = server.url
         os.environ.pop("FLEET_RESULT_BACKEND", None)
         import redis
+
+        from fleet.manifests import loads
         from fleet.messages import wire_priority
         from fleet.publish import publish
-        from fleet.manifests import loads
         from tasks import app
         from tasks.train import train
 

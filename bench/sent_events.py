@@ -22,7 +22,6 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from bench.timing import parse_args  # noqa: E402
-
 from fleet.redis_server import RedisServer  # noqa: E402
 
 
@@ -60,9 +59,10 @@ def main() -> int:
         os.environ["FLEET_BROKER_URL"] = server.url
         os.environ.pop("FLEET_RESULT_BACKEND", None)
         import redis
-        from state.events import QueuedJob, announce_queued
-        from fleet.publish import publish
+
         from fleet.manifests import loads
+        from fleet.publish import publish
+        from state.events import QueuedJob, announce_queued
         from tasks import app
 
         client = redis.Redis.from_url(server.url)

@@ -7,7 +7,7 @@ readable by root.
 from __future__ import annotations
 
 import re
-from typing import Mapping
+from collections.abc import Mapping
 
 SECRET_NAME = re.compile(r"SECRET|TOKEN|PASSW|CREDENTIAL|PRIVATE|API_?KEY|ACCESS_?KEY|_KEY(_ID)?$|SESSION"
                          r"|BROKER|BACKEND|REDIS_URL|(^|_)AUTH", re.I)

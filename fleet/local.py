@@ -19,7 +19,6 @@ from enum import Enum
 from pathlib import Path
 from typing import Protocol
 
-from core.errors import FleetError
 from fleet import feasibility
 from fleet.query import jobs as Q
 from fleet.rootlock import Holder, RootLock

@@ -10,7 +10,7 @@ import getpass
 import os
 import re
 import socket
-from typing import Mapping
+from collections.abc import Mapping
 
 from core.errors import ConfigError
 

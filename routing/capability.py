@@ -48,7 +48,7 @@ class Capability:
         return d
 
     @classmethod
-    def from_dict(cls, d: dict[str, Any]) -> "Capability":
+    def from_dict(cls, d: dict[str, Any]) -> Capability:
         d = dict(d)
         d["cuda_devices"] = tuple(CudaDevice(**x) for x in d.get("cuda_devices", ()))
         d["overridden"] = tuple(d.get("overridden", ()))
@@ -127,7 +127,7 @@ def restrict(cap: Capability, declared: dict[str, Any]) -> Capability:
     if "cuda_devices" in declared:
         limits = declared["cuda_devices"]
         devices = []
-        for dev, lim in zip(cap.cuda_devices, limits):  # a declared list shorter than detected hides devices
+        for dev, lim in zip(cap.cuda_devices, limits, strict=False):  # a declared list shorter than detected hides devices
             total = min(dev.vram_total_gib, float(lim.get("vram_total_gib", dev.vram_total_gib)))
             devices.append(replace(dev, vram_total_gib=total, vram_free_gib=min(dev.vram_free_gib, total)))
         changes["cuda_devices"] = tuple(devices)

@@ -19,8 +19,8 @@ from __future__ import annotations
 
 import logging
 import socket
+from collections.abc import Iterable
 from dataclasses import dataclass
-from typing import Iterable
 
 from celery import Celery, states
 
@@ -142,7 +142,7 @@ def announce_reruns(app: Celery, client, job_ids: list[str]) -> list[str]:
         pipe.hexists(C.JOB_KEY + jid, "pri_msg")
     replies = pipe.execute()
     jobs = [QueuedJob(jid, name or jid, pri_queue or queue or "", rerun=True, owner=owner or "")
-            for jid, (state, name, pri_queue, queue, owner), published in zip(job_ids, replies[::2], replies[1::2])
+            for jid, (state, name, pri_queue, queue, owner), published in zip(job_ids, replies[::2], replies[1::2], strict=True)
             if published and state in TERMINAL]
     announce_queued(app, jobs)
     return [j.job_id for j in jobs]

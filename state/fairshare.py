@@ -9,9 +9,9 @@ operators); ``routing.fairshare`` turns them into standings and an order.
 from __future__ import annotations
 
 import os
+from collections.abc import Mapping
 from dataclasses import dataclass
 from importlib import resources
-from typing import Mapping
 
 import redis
 
@@ -57,7 +57,7 @@ class OwnerUsage:
         """As ``routing.fairshare`` weighs it: GPU-hours, core-hours weighted in."""
         return F.Usage(F.charge(self.gpu_s, self.core_s), self.at)
 
-    def decayed(self, now: float, half_life: float) -> "OwnerUsage":
+    def decayed(self, now: float, half_life: float) -> OwnerUsage:
         f = F.Usage(1.0, self.at).decayed(now, half_life)
         return OwnerUsage(self.gpu_s * f, self.core_s * f, max(now, self.at))
 

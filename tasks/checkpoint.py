@@ -64,7 +64,7 @@ class CheckpointSync:
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._loop, name=f"ckpt-{job.job_id[:8]}", daemon=True)
 
-    def __enter__(self) -> "CheckpointSync":
+    def __enter__(self) -> CheckpointSync:
         self.dir.mkdir(parents=True, exist_ok=True)
         self.restore()
         isolation.hand_over(self.dir, getattr(self.ctx, "job_user", None))   # FLEET_JOB_USER writes it

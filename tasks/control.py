@@ -68,7 +68,7 @@ def fleet_jobs(client: redis.Redis, ids: list[str]) -> set[str]:
     pipe = client.pipeline(transaction=False)
     for jid in ids:
         pipe.exists(C.JOB_KEY + jid)
-    return {jid for jid, n in zip(ids, pipe.execute()) if n}
+    return {jid for jid, n in zip(ids, pipe.execute(), strict=True) if n}
 
 
 @control_command(variadic="task_id", signature="[id1 [id2 [... [idN]]]]")

@@ -82,7 +82,7 @@ def current() -> HostContext | None:
 
 
 def redis_client(app) -> redis.Redis:
-    from state.redis_conn import client_for   # password, TLS, Sentinel: one place
+    from state.redis_conn import client_for  # password, TLS, Sentinel: one place
     return client_for(app, socket_timeout=10, socket_connect_timeout=5, health_check_interval=30,
                       retry_on_timeout=True, decode_responses=True)
 

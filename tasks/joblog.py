@@ -87,7 +87,7 @@ class JobLog:
         self._buf.append({"ev": name, "run": str(self.run), "worker": self.worker, "t": f"{time.time():.3f}",
                           **fields})
 
-    def __enter__(self) -> "JobLog":
+    def __enter__(self) -> JobLog:
         self._event("start")
         self._thread.start()
         return self

@@ -26,7 +26,7 @@ class LeaseKeeper:
         self._done = threading.Event()
         self._thread = threading.Thread(target=self._loop, name=f"lease-{job_id[:8]}", daemon=True)
 
-    def __enter__(self) -> "LeaseKeeper":
+    def __enter__(self) -> LeaseKeeper:
         self._thread.start()
         return self
 

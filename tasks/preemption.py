@@ -21,8 +21,8 @@ from __future__ import annotations
 import json
 import logging
 import time
+from collections.abc import Iterable
 from dataclasses import dataclass
-from typing import Iterable
 
 import redis
 
@@ -108,7 +108,7 @@ class Preemptor:
         pipe = self.ctx.redis.pipeline(transaction=False)
         for key in keys:
             pipe.lindex(key, -1)
-        key, raw = next(((k, r) for k, r in zip(keys, pipe.execute()) if r), (None, None))
+        key, raw = next(((k, r) for k, r in zip(keys, pipe.execute(), strict=True) if r), (None, None))
         if raw is None:
             return None
         msg, why = poison.inspect(raw)
@@ -134,7 +134,7 @@ class Preemptor:
             pipe.hget(C.JOB_KEY + r.job.job_id, "preemptions")
         counts = pipe.execute() if runs else []
         return [Running(r.job.job_id, r.job.priority, r.grant, r.started, bool(r.job.checkpoint) or r.job.preemptible,
-                        int(n or 0)) for r, n in zip(runs, counts)]
+                        int(n or 0)) for r, n in zip(runs, counts, strict=True)]
 
     # --- the preemption ---------------------------------------------------------------
     def _lock(self, waiting: Waiting) -> bool:

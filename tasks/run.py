@@ -34,7 +34,7 @@ class Stop(str, Enum):
     SUCCEEDED = "succeeded"
 
     @classmethod
-    def _missing_(cls, value: object) -> "Stop":
+    def _missing_(cls, value: object) -> Stop:
         return cls.LOST   # any other answer: this run does not own the job
 
     @property

@@ -48,7 +48,7 @@ def _watch(pid: int) -> int | None:
 
 
 def _die_with_parent() -> None:
-    import ctypes   # only here: importing it costs more than the rest of this module
+    import ctypes  # only here: importing it costs more than the rest of this module
     try:
         ctypes.CDLL("libc.so.6", use_errno=True).prctl(PR_SET_PDEATHSIG, signal.SIGTERM)
     except OSError:

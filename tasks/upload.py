@@ -11,7 +11,7 @@ import json
 import logging
 import shutil
 import time
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
 
 from artifacts import bundle as bundler
@@ -146,4 +146,4 @@ def _upload_kept_one(ctx: HostContext, folder: Path) -> None:
 
 
 def _iso(t: float) -> str:
-    return datetime.fromtimestamp(t, timezone.utc).isoformat()
+    return datetime.fromtimestamp(t, UTC).isoformat()

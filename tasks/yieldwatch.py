@@ -22,8 +22,8 @@ import shutil
 import subprocess
 import threading
 import time
+from collections.abc import Callable, Iterable, Mapping
 from pathlib import Path
-from typing import Callable, Iterable, Mapping
 
 import psutil
 

@@ -81,7 +81,7 @@ def running_jobs(client: redis.Redis) -> dict[str, list[RunningJob]]:
     for jid in ids:
         pipe.hmget(C.JOB_KEY + jid, "state", "worker", "name", "queue", "started_at")
     out: dict[str, list[RunningJob]] = {}
-    for jid, vals in zip(ids, pipe.execute()):
+    for jid, vals in zip(ids, pipe.execute(), strict=True):
         state, worker, name, queue, started = vals
         if state == "running" and worker:
             out.setdefault(worker, []).append(RunningJob(jid, name or jid, queue or "",
@@ -95,7 +95,7 @@ def read_hosts(client: redis.Redis, *, include_gone: bool = True) -> list[HostVi
     bodies = client.mget([C.HOST_KEY + h for h, _ in seen]) if seen else []
     running = running_jobs(client)
     out = []
-    for (hostname, seen_at), raw in zip(seen, bodies):
+    for (hostname, seen_at), raw in zip(seen, bodies, strict=True):
         if raw is None:
             view = HostView(hostname, "lost", seen_at, running=tuple(running.get(hostname, ())))
         else:

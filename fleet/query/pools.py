@@ -7,9 +7,10 @@ from an older worker has no pool: callers fall back to its capability.
 """
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from enum import Enum
-from typing import Any, Mapping
+from typing import Any
 
 from core.ids import short_id
 from routing.explain import Holding
@@ -35,7 +36,7 @@ class GpuSlot:
     yielded: str = ""               # why it is yielded to the host's owner ("" if not)
 
     @classmethod
-    def from_dict(cls, d: Mapping[str, Any]) -> "GpuSlot":
+    def from_dict(cls, d: Mapping[str, Any]) -> GpuSlot:
         return cls(int(d["index"]), str(d.get("name", "")), float(d.get("vram_gib", 0)),
                    GpuUse(d.get("state", "free")), float(d.get("shared_gib", 0)), tuple(d.get("jobs", ())),
                    str(d.get("yielded") or ""))
@@ -51,7 +52,7 @@ class JobHold:
     shared_gib: float = 0.0
 
     @classmethod
-    def from_dict(cls, d: Mapping[str, Any]) -> "JobHold":
+    def from_dict(cls, d: Mapping[str, Any]) -> JobHold:
         return cls(tuple(int(i) for i in d.get("gpus", ())), int(d.get("cores", 0)),
                    float(d.get("ram_gib", 0)), float(d.get("shared_gib", 0)))
 
@@ -70,7 +71,7 @@ class HostPool:
     jobs: Mapping[str, JobHold] = field(default_factory=dict)
 
     @classmethod
-    def from_dict(cls, d: Mapping[str, Any]) -> "HostPool":
+    def from_dict(cls, d: Mapping[str, Any]) -> HostPool:
         cores, ram = d.get("cores") or {}, d.get("ram_gib") or {}
         kept_ram = ram.get("kept_for_gpus")
         return cls(tuple(GpuSlot.from_dict(g) for g in d.get("gpus") or ()),

@@ -12,9 +12,9 @@ from __future__ import annotations
 
 import re
 import time
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import asdict, dataclass
-from datetime import datetime, timezone
-from typing import Iterable, Mapping, Sequence
+from datetime import UTC, datetime
 
 from core import constants as C
 from core.errors import FleetError
@@ -48,7 +48,7 @@ class OwnerUsage:
     gpu_hours: float = 0.0
     core_hours: float = 0.0
 
-    def plus(self, other: "OwnerUsage") -> "OwnerUsage":
+    def plus(self, other: OwnerUsage) -> OwnerUsage:
         return OwnerUsage(self.owner, self.jobs + other.jobs, self.failures + other.failures,
                           self.gpu_hours + other.gpu_hours, self.core_hours + other.core_hours)
 
@@ -133,7 +133,7 @@ class UsageView:
     now: float
 
     def to_dict(self) -> dict:
-        at = datetime.fromtimestamp(self.now, timezone.utc).isoformat(timespec="seconds")
+        at = datetime.fromtimestamp(self.now, UTC).isoformat(timespec="seconds")
         return {"since_s": self.since_s, "at": at, "owners": [u.to_dict() for u in self.owners]}
 
 
@@ -146,7 +146,7 @@ def read_records(client, batch: int = READ_BATCH) -> list[dict]:
         pipe = client.pipeline(transaction=False)
         for jid in ids[begin:begin + batch]:
             pipe.hmget(C.JOB_KEY + jid, FIELDS)
-        out += [dict(zip(FIELDS, values)) for values in pipe.execute() if values[1] is not None]
+        out += [dict(zip(FIELDS, values, strict=True)) for values in pipe.execute() if values[1] is not None]
     return out
 
 

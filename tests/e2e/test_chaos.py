@@ -20,8 +20,8 @@ import pytest
 
 from artifacts.stores import open_store_at
 from fleet.local import start_worker
-from state.records import JobState, Records
 from fleet.redis_server import RedisServer
+from state.records import JobState, Records
 from tests.e2e.conftest import wait_for_workers
 from tests.waiting import wait_until
 
@@ -57,8 +57,8 @@ class Chaos:
         return path
 
     def publish(self, path: Path) -> dict[str, str]:
-        from fleet.publish import publish
         from fleet.manifests import load
+        from fleet.publish import publish
         from tasks import app
         rows = publish(app, self.client(), load(path))
         return {r.job.name: r.job.job_id for r in rows}
@@ -194,6 +194,7 @@ def test_redis_restarted_during_a_run_loses_nothing(chaos):
 
 def test_the_store_down_during_upload_is_retried_without_retraining(chaos, s3_env, monkeypatch):
     from moto.server import ThreadedMotoServer
+
     from fleet.redis_server import free_port
     port = free_port()
     s3 = ThreadedMotoServer(ip_address="127.0.0.1", port=port, verbose=False)
@@ -305,6 +306,7 @@ def test_a_prefer_cuda_job_with_no_gpu_worker_falls_back_to_cpu_and_runs_once(ch
 
 def test_a_worker_restarted_while_the_store_was_down_uploads_its_kept_bundle_without_retraining(chaos, s3_env, monkeypatch):
     from moto.server import ThreadedMotoServer
+
     from fleet.redis_server import free_port
     port = free_port()
     chaos.env.update(FLEET_STORE_URL="s3://kept/runs", FLEET_S3_ENDPOINT_URL=f"http://127.0.0.1:{port}",

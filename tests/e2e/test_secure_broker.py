@@ -45,7 +45,7 @@ def tls_supported(tls_args: tuple[str, ...]) -> bool:
     return "tls" not in (out.stdout + out.stderr).lower()
 
 
-def need_tls(site: "Locked") -> None:
+def need_tls(site: Locked) -> None:
     if not site.tls:
         missing(f"{find_binary()} is built without TLS; install Debian's redis-server (.ci/run does)")
 

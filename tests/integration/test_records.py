@@ -1,15 +1,14 @@
 """Job records on a real Redis: publish, claim races, leases, reaper, cancel, fallback."""
 import threading
-import time
 
 import pytest
 import redis as redis_lib
 
 from core import constants as C
+from fleet.manifests import loads
 from fleet.publish import publish
 from state import queues
 from state.records import JobState, Records
-from fleet.manifests import loads
 from tests.waiting import wait_until
 
 pytestmark = pytest.mark.integration

@@ -4,9 +4,9 @@ import time
 import pytest
 
 from core import constants as C
+from fleet.manifests import loads
 from fleet.publish import publish
 from state.records import JobState, Records
-from fleet.manifests import loads
 
 pytestmark = pytest.mark.integration
 TTL_S = 0.3

@@ -3,8 +3,8 @@ import ssl
 
 import pytest
 
-from state.broker import masked, parse
 from core.errors import ConfigError
+from state.broker import masked, parse
 
 
 @pytest.mark.parametrize("url, env, hosts, db, sentinel", [

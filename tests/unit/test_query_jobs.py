@@ -3,8 +3,19 @@ state filters, and which rows a capped view keeps."""
 import pytest
 
 from core.errors import FleetError
-from fleet.query.jobs import (JobFilter, JobRow, error_line, glob_match, headline_metrics, human_duration, human_hours,
-                              human_span, name_matches, parse_states, view)
+from fleet.query.jobs import (
+    JobFilter,
+    JobRow,
+    error_line,
+    glob_match,
+    headline_metrics,
+    human_duration,
+    human_hours,
+    human_span,
+    name_matches,
+    parse_states,
+    view,
+)
 from state.records import JobState
 
 NOW = 1_000_000.0

@@ -44,7 +44,8 @@ def test_members_keep_only_name_size_content_and_the_executable_bit(tmp_path):
 
 def test_bundles_of_equal_files_touched_at_other_times_have_the_same_digest(tmp_path):
     a, b = tree(tmp_path / "a", 1_600_000_000, 0o644), tree(tmp_path / "b", 1_700_000_000, 0o600)
-    files = lambda root: [(n, root / n) for n in ("a.txt", "run.sh", "sub/b.bin")]  # noqa: E731
+    def files(root):
+        return [(n, root / n) for n in ("a.txt", "run.sh", "sub/b.bin")]
     one = bundle(files(a), {"job": "j"}, tmp_path / "one.tar.zst", threads=0)
     two = bundle(files(b), {"job": "j"}, tmp_path / "two.tar.zst", threads=0)
     assert one.sha256 == two.sha256
