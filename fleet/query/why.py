@@ -35,7 +35,6 @@ from state.cluster import ClusterConfig, read_config
 from state.records import JobRecord, Records
 
 PRIORITIES = Q.PRIORITY_STEPS   # kombu's priority_steps (celeryconfig): 0..9
-list_key = Q.list_key
 
 
 def host_facts(view: HostView, config: ClusterConfig) -> HostFacts:
