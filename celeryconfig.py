@@ -1,36 +1,13 @@
 """Celery settings for fleet, read from the environment once.
 
-Flat and free of side effects; a bad value raises ConfigError naming the variable.
+Flat and free of side effects. Every FLEET_* variable is declared in ``core.registry``
+and read through it; a bad value raises ConfigError naming the variable.
 """
-import os
-
+from core import registry as _settings
 from state import broker as _broker
-from core.constants import DEFAULT_BROKER_URL, LEASE_TTL_S, VISIBILITY_TIMEOUT_S
-from core.errors import ConfigError
-
-
-def _seconds(var, default):
-    raw = os.environ.get(var)
-    if raw is None or raw == "":
-        return default
-    try:
-        value = float(raw)
-    except ValueError:
-        raise ConfigError(f"{var}={raw!r}: expected a number of seconds") from None
-    if value <= 0:
-        raise ConfigError(f"{var}={raw!r}: must be > 0")
-    return value
-
-
-def _flag(var):
-    raw = os.environ.get(var, "").strip().lower()
-    if raw not in ("", "0", "1", "false", "true", "no", "yes"):
-        raise ConfigError(f"{var}={raw!r}: expected 1 or 0")
-    return raw in ("1", "true", "yes")
-
 
 # redis://, rediss:// (TLS, FLEET_REDIS_CA_FILE) or sentinel:// (FLEET_SENTINEL_MASTER): state.broker
-_broker_at = _broker.from_env("FLEET_BROKER_URL", DEFAULT_BROKER_URL)
+_broker_at = _broker.from_env("FLEET_BROKER_URL")
 _results_at = _broker.from_env("FLEET_RESULT_BACKEND", _broker_at.url)
 broker_url = _broker_at.url
 result_backend = _results_at.url
@@ -59,15 +36,16 @@ worker_hijack_root_logger = False
 # Redis redelivers an unacked message after visibility_timeout; set it above the longest
 # job so it stays a backstop (leases and the reaper are the mechanism). kombu reads it
 # from the broker and the result backend transport options.
-fleet_lease_ttl_s = _seconds("FLEET_LEASE_TTL_S", LEASE_TTL_S)
-visibility_timeout = _seconds("FLEET_VISIBILITY_TIMEOUT_S", VISIBILITY_TIMEOUT_S)
+fleet_lease_ttl_s = _settings.value("FLEET_LEASE_TTL_S")
+visibility_timeout = _settings.value("FLEET_VISIBILITY_TIMEOUT_S")
 # How often kombu looks for unacked messages older than visibility_timeout (about
 # interval x throttle seconds; kombu's default is 10 x 10).
-unacked_restore_interval = _seconds("FLEET_UNACKED_RESTORE_INTERVAL_S", 10)
+unacked_restore_interval = _settings.value("FLEET_UNACKED_RESTORE_INTERVAL_S")
+_restore_given = _settings.source("FLEET_UNACKED_RESTORE_INTERVAL_S") == "env"
 broker_transport_options = {
     "visibility_timeout": visibility_timeout,
     "unacked_restore_interval": unacked_restore_interval,
-    "unacked_restore_throttle": 1 if os.environ.get("FLEET_UNACKED_RESTORE_INTERVAL_S") else 10,
+    "unacked_restore_throttle": 1 if _restore_given else 10,
     "queue_order_strategy": "priority",   # most demanding tier first
     "priority_steps": list(range(10)),
     **_broker_at.transport_options(),   # Sentinel: master_name
@@ -96,7 +74,7 @@ result_expires = 30 * 24 * 3600
 
 # A message for a job with no record (sent with apply_async, not `fleet publish`) is set
 # aside in the dead-letter list, not run, unless this is on.
-fleet_adopt_unpublished = _flag("FLEET_ADOPT_UNPUBLISHED")
+fleet_adopt_unpublished = _settings.value("FLEET_ADOPT_UNPUBLISHED")
 
 task_create_missing_queues = True
 task_default_queue = "cpu"
@@ -104,6 +82,5 @@ task_routes = ("tasks.router.route_task",)
 
 # Durable trained output (tasks.trained) and checkpoint sync (tasks.checkpoint): how long a
 # trained run waits for its host to come back, how often a checkpoint dir is synced.
-from core.constants import CHECKPOINT_EVERY_S, TRAINED_GRACE_S  # noqa: E402
-fleet_trained_grace_s = _seconds("FLEET_TRAINED_GRACE_S", TRAINED_GRACE_S)
-fleet_checkpoint_every_s = _seconds("FLEET_CHECKPOINT_EVERY_S", CHECKPOINT_EVERY_S)
+fleet_trained_grace_s = _settings.value("FLEET_TRAINED_GRACE_S")
+fleet_checkpoint_every_s = _settings.value("FLEET_CHECKPOINT_EVERY_S")

@@ -157,7 +157,7 @@ class DataResolver:
                               "workdir is relative to the manifest's directory; name the project folder")
         try:
             sel = workdirs.select(root)
-            workdirs.check_size(sel, workdirs.max_bytes(os.environ))
+            workdirs.check_size(sel, workdirs.max_bytes())
             sha, size = write_files_tar(sel.files, advance=self._advance(root, sel.total_bytes))
         except OSError as e:
             raise DataProblem(f"cannot read workdir {str(root)!r}: {e.strerror or e} ({e.filename})",

@@ -10,15 +10,16 @@ from __future__ import annotations
 
 import os
 import stat
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
 import pathspec
 
 from core.errors import DataProblem
+from core.registry import value
 
-WORKDIR_MAX_MIB = 200          # a bigger workdir is refused at publish (FLEET_WORKDIR_MAX_MIB)
-WORKDIR_MAX_ENV = "FLEET_WORKDIR_MAX_MIB"
+WORKDIR_MAX_ENV = "FLEET_WORKDIR_MAX_MIB"   # a bigger workdir is refused at publish
 IGNORE_FILES = (".gitignore",)
 FLEETIGNORE = ".fleetignore"   # top level only: what the publisher wants left behind
 ALWAYS_LEFT_OUT = (".git/", "__pycache__/", "*.pyc", ".venv/", ".tox/", ".mypy_cache/",
@@ -101,16 +102,9 @@ def select(root: Path) -> Selection:
     return Selection(root, tuple((rel, p) for rel, p, _ in found), tuple(s for _, _, s in found))
 
 
-def max_bytes(env: dict[str, str] | os._Environ) -> int:
-    raw = env.get(WORKDIR_MAX_ENV, "").strip()
-    try:
-        mib = float(raw) if raw else WORKDIR_MAX_MIB
-    except ValueError:
-        mib = -1.0
-    if not mib > 0:
-        raise DataProblem(f"{WORKDIR_MAX_ENV}={raw!r} is not a positive number of MiB",
-                          f"set it like {WORKDIR_MAX_ENV}=500, or unset it for {WORKDIR_MAX_MIB} MiB")
-    return int(mib * (1 << 20))
+def max_bytes(env: Mapping[str, str] | None = None) -> int:
+    """The workdir bound from FLEET_WORKDIR_MAX_MIB (MiB); a bad value is a ConfigError."""
+    return int(value(WORKDIR_MAX_ENV, env) * (1 << 20))
 
 
 def check_size(sel: Selection, limit: int) -> None:

@@ -1,22 +1,31 @@
 """Settings a worker and the store read from the environment, read once into frozen values.
 
-Each reading names its variable in any error (``FLEET_DATA_CACHE_GIB='x': expected ...``).
+Every variable is read through ``core.registry``, which names it in any error
+(``FLEET_DATA_CACHE_GIB='x': expected ...``).
 Secrets (store credentials) are kept out of ``repr`` so a logged settings object shows none.
 """
 from __future__ import annotations
 
 import os
 import socket
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Mapping
 
-from core.constants import DATA_CACHE_GIB, ENV_CACHE_GIB
+from core.constants import ENV_CACHE_GIB
 from core.errors import ConfigError
+from core.registry import (  # noqa: F401  (the defaults, re-exported)
+    DEFAULT_STORE_DIR,
+    DEFAULT_WORK_DIR,
+    YIELD_CHECK_TIMEOUT_S,
+    YIELD_IGNORE,
+    YIELD_POLL_S,
+    YIELD_RECLAIM_S,
+    value,
+)
 
 STORE_URL_ENV = "FLEET_STORE_URL"
 S3_ENDPOINT_ENV = "FLEET_S3_ENDPOINT_URL"
-DEFAULT_STORE_DIR = ".fleet-local/store"      # relative to the working directory
 DEFAULT_REGION = "us-east-1"
 DATA_CACHE_ENV = "FLEET_DATA_CACHE_GIB"
 ENV_CACHE_ENV = "FLEET_ENV_CACHE_GIB"
@@ -33,14 +42,6 @@ YIELD_RECLAIM_ENV = "FLEET_YIELD_RECLAIM_S"
 YIELD_POLL_ENV = "FLEET_YIELD_POLL_S"
 YIELD_IGNORE_ENV = "FLEET_YIELD_IGNORE"         # process names on a GPU that never count as the owner
 YIELD_SIM_PROCESSES_ENV = "FLEET_SIM_GPU_PROCESSES"   # simulated GPUs: a JSON file of their processes
-YIELD_POLL_S = 2.0              # how often the owner's activity is looked at
-YIELD_RECLAIM_S = 300.0         # a yielded device must be left alone this long before fleet takes it again
-YIELD_CHECK_TIMEOUT_S = 5.0     # a busy check that runs longer counts as "not busy" (and is logged)
-# the desktop itself: display servers and compositors hold a graphics context on the GPU
-# that drives a screen all the time, owner present or not
-YIELD_IGNORE = ("Xorg", "X", "Xwayland", "gnome-shell", "kwin_x11", "kwin_wayland", "plasmashell",
-                "sway", "mutter", "cinnamon", "xfwm4", "gdm-x-session")
-DEFAULT_WORK_DIR = "~/.cache/fleet"
 GIB = 1 << 30
 
 
@@ -60,11 +61,12 @@ class StoreSettings:
     session_token: str | None = field(default=None, repr=False)
 
     @classmethod
-    def from_env(cls, env: Mapping[str, str] | None = None, url: str | None = None) -> "StoreSettings":
+    def from_env(cls, env: Mapping[str, str] | None = None, url: str | None = None) -> StoreSettings:
         """``url``, else FLEET_STORE_URL, else ./.fleet-local/store; credentials from AWS_*."""
         env = _env(env)
-        return cls(url=url or env.get(STORE_URL_ENV) or Path(DEFAULT_STORE_DIR).resolve().as_uri(),
-                   s3_endpoint_url=env.get(S3_ENDPOINT_ENV) or None,
+        default = Path(DEFAULT_STORE_DIR).resolve().as_uri()
+        return cls(url=url or value(STORE_URL_ENV, env) or default,
+                   s3_endpoint_url=value(S3_ENDPOINT_ENV, env),
                    region=env.get("AWS_REGION") or env.get("AWS_DEFAULT_REGION") or DEFAULT_REGION,
                    access_key_id=env.get("AWS_ACCESS_KEY_ID"),
                    secret_access_key=env.get("AWS_SECRET_ACCESS_KEY"),
@@ -73,56 +75,12 @@ class StoreSettings:
 
 def data_cache_bytes(env: Mapping[str, str] | None = None) -> int:
     """The data cache bound from FLEET_DATA_CACHE_GIB (GiB, default DATA_CACHE_GIB)."""
-    return _gib_bytes(_env(env), DATA_CACHE_ENV, DATA_CACHE_GIB)
+    return int(value(DATA_CACHE_ENV, env) * GIB)
 
 
 def env_cache_bytes(env: Mapping[str, str] | None = None) -> int:
     """The bound of jobs' environments from FLEET_ENV_CACHE_GIB (GiB, default ENV_CACHE_GIB)."""
-    return _gib_bytes(_env(env), ENV_CACHE_ENV, ENV_CACHE_GIB)
-
-
-def _gib_bytes(env: Mapping[str, str], name: str, default: float) -> int:
-    raw = env.get(name, "")
-    try:
-        gib = float(raw) if raw.strip() else default
-    except ValueError:
-        gib = -1.0
-    if not gib > 0:
-        raise ConfigError(f"{name}={raw!r}: expected a positive number of GiB, e.g. {name}=50")
-    return int(gib * GIB)
-
-
-def _optional_number(env: Mapping[str, str], name: str, kind: type) -> float | int | None:
-    raw = env.get(name, "").strip()
-    if not raw:
-        return None
-    try:
-        value = kind(raw)
-    except ValueError:
-        value = -1
-    if value < 0:
-        raise ConfigError(f"{name}={raw!r}: expected a number >= 0 (or unset for the default)")
-    return value
-
-
-def _flag(env: Mapping[str, str], name: str) -> bool:
-    raw = env.get(name, "").strip().lower()
-    if raw in ("", "0", "no", "false", "off"):
-        return False
-    if raw in ("1", "yes", "true", "on"):
-        return True
-    raise ConfigError(f"{name}={raw!r}: expected 1 or 0 (yes/no, true/false, on/off)")
-
-
-def _or(value: float | int | None, default: float) -> float:
-    return default if value is None else float(value)
-
-
-def _positive(env: Mapping[str, str], name: str, default: float) -> float:
-    value = _optional_number(env, name, float)
-    if value == 0:
-        raise ConfigError(f"{name}=0: expected a number of seconds > 0 (or unset for {default:g})")
-    return default if value is None else float(value)
+    return int(value(ENV_CACHE_ENV, env) * GIB)
 
 
 @dataclass(frozen=True)
@@ -140,24 +98,21 @@ class YieldSettings:
     sim_processes: Path | None = None    # simulated GPUs' process list (tests, trials)
 
     @classmethod
-    def from_env(cls, env: Mapping[str, str] | None = None) -> "YieldSettings":
+    def from_env(cls, env: Mapping[str, str] | None = None) -> YieldSettings:
         import shlex
         env = _env(env)
-        raw_check = env.get(YIELD_CHECK_ENV, "").strip()
+        raw_check = value(YIELD_CHECK_ENV, env) or ""
         try:
             check = tuple(shlex.split(raw_check))
         except ValueError as e:
             raise ConfigError(f"{YIELD_CHECK_ENV}={raw_check!r}: cannot split it into a command ({e}); "
                               "quote it as a shell would, e.g. FLEET_YIELD_CHECK='pgrep -x steam'") from e
-        ignore = env.get(YIELD_IGNORE_ENV)
-        sim = env.get(YIELD_SIM_PROCESSES_ENV, "").strip()
-        return cls(enabled=_flag(env, YIELD_ENV), check=check,
-                   check_timeout_s=_positive(env, YIELD_CHECK_TIMEOUT_ENV, YIELD_CHECK_TIMEOUT_S),
-                   idle_hint=_flag(env, YIELD_IDLE_HINT_ENV),
-                   reclaim_s=_or(_optional_number(env, YIELD_RECLAIM_ENV, float), YIELD_RECLAIM_S),
-                   poll_s=_positive(env, YIELD_POLL_ENV, YIELD_POLL_S),
-                   ignore=YIELD_IGNORE if ignore is None else tuple(n.strip() for n in ignore.split(",") if n.strip()),
-                   sim_processes=Path(sim) if sim else None)
+        sim = value(YIELD_SIM_PROCESSES_ENV, env)
+        return cls(enabled=value(YIELD_ENV, env), check=check,
+                   check_timeout_s=value(YIELD_CHECK_TIMEOUT_ENV, env),
+                   idle_hint=value(YIELD_IDLE_HINT_ENV, env),
+                   reclaim_s=value(YIELD_RECLAIM_ENV, env), poll_s=value(YIELD_POLL_ENV, env),
+                   ignore=value(YIELD_IGNORE_ENV, env), sim_processes=Path(sim) if sim else None)
 
     @property
     def check_name(self) -> str:
@@ -182,14 +137,14 @@ class WorkerSettings:
     yielding: YieldSettings = YieldSettings()
 
     @classmethod
-    def from_env(cls, env: Mapping[str, str] | None = None) -> "WorkerSettings":
+    def from_env(cls, env: Mapping[str, str] | None = None) -> WorkerSettings:
         env = _env(env)
-        return cls(hostname=env.get(HOSTNAME_ENV) or socket.gethostname(),
-                   work_dir=Path(env.get(WORK_DIR_ENV) or DEFAULT_WORK_DIR).expanduser(),
+        return cls(hostname=value(HOSTNAME_ENV, env) or socket.gethostname(),
+                   work_dir=Path(value(WORK_DIR_ENV, env)).expanduser(),
                    data_cache_bytes=data_cache_bytes(env),
-                   job_user=env.get(JOB_USER_ENV, "").strip(),
+                   job_user=value(JOB_USER_ENV, env) or "",
                    store=StoreSettings.from_env(env),
                    env_cache_bytes=env_cache_bytes(env),
-                   gpu_reserve_cores=_optional_number(env, GPU_RESERVE_CORES_ENV, int),
-                   gpu_reserve_ram_gib=_optional_number(env, GPU_RESERVE_RAM_ENV, float),
+                   gpu_reserve_cores=value(GPU_RESERVE_CORES_ENV, env),
+                   gpu_reserve_ram_gib=value(GPU_RESERVE_RAM_ENV, env),
                    yielding=YieldSettings.from_env(env))

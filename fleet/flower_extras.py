@@ -19,6 +19,7 @@ import redis
 
 from core import constants as C
 from core.errors import ConfigError
+from core.registry import value
 from state import acl
 from state import queues as Q
 from state.cluster import read_config
@@ -50,7 +51,7 @@ def settings(env: Mapping[str, str], argv: Sequence[str]) -> dict:
         raise ConfigError("refusing to start Flower without authentication; set "
                           "FLOWER_BASIC_AUTH=user:password (or --basic-auth=user:password), "
                           "or FLOWER_UNAUTHENTICATED=1 for a local try on 127.0.0.1")
-    if _read_only(env.get("FLEET_BROKER_URL", "")):
+    if _read_only(value("FLEET_BROKER_URL", env)):
         out["enable_events"] = False
     return out
 

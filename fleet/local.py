@@ -19,6 +19,7 @@ from enum import Enum
 from pathlib import Path
 from typing import Protocol
 
+from core.registry import value
 from fleet import feasibility
 from fleet.query import jobs as Q
 from fleet.rootlock import Holder, RootLock
@@ -131,7 +132,7 @@ def start(root: Path, lock: RootLock, *, kept: bool = False) -> Fleet:
     from state.broker import parse
     from state.redis_conn import connect
     server = RedisServer(root / "redis", pass_fds=(lock.fd,)).start()
-    store_url = os.environ.get("FLEET_STORE_URL") or f"file://{root / 'store'}"
+    store_url = value("FLEET_STORE_URL") or f"file://{root / 'store'}"
     env = dict(os.environ, FLEET_BROKER_URL=server.url, FLEET_STORE_URL=store_url)
     workers = {n: start_worker(n, c, env, root / "logs", pass_fds=(lock.fd,)) for n, c in SIMULATED_HOSTS.items()}
     fleet = Fleet(root, server, workers, env, store_url, _client_app(server.url),
@@ -148,8 +149,8 @@ def _create_time() -> float:
 
 def _client_app(url: str):
     """The client app, pointed at this fleet's Redis (whatever FLEET_BROKER_URL says)."""
-    from state.app import client_app
-    app = client_app()
+    from state.app import client_app, load_settings
+    app = client_app(load_settings("celeryconfig"))
     app.conf.broker_url = url
     app.conf.result_backend = url
     return app

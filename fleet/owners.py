@@ -7,12 +7,12 @@ by anyone else is skipped like any other) until someone runs it again with ``--f
 from __future__ import annotations
 
 import getpass
-import os
 import re
 import socket
 from collections.abc import Mapping
 
 from core.errors import ConfigError
+from core.registry import value
 
 OWNER_ENV = "FLEET_OWNER"
 OWNER_MAX_CHARS = 64
@@ -36,9 +36,9 @@ def default_owner() -> str:
 
 def resolve(flag: str | None, env: Mapping[str, str] | None = None) -> str:
     """The owner for a publish: the flag, else FLEET_OWNER, else ``user@host``; validated."""
-    env = os.environ if env is None else env
     if flag is not None:
         return validate(flag)
-    if env.get(OWNER_ENV):
-        return validate(env[OWNER_ENV], source=OWNER_ENV)
+    given = value(OWNER_ENV, env)
+    if given:
+        return validate(given, source=OWNER_ENV)
     return validate(default_owner(), source=f"the default owner (user@host; set {OWNER_ENV} or pass --owner)")

@@ -2,11 +2,11 @@
 from __future__ import annotations
 
 import json
-import os
 from dataclasses import asdict, dataclass, field, replace
 from typing import Any
 
 from core.errors import CapabilityError
+from core.registry import value
 
 OVERRIDE_KEYS = ("hostname", "cpu_cores", "ram_total_gib", "ram_available_gib", "cuda_devices")
 
@@ -88,13 +88,13 @@ def _number(key: str, value: Any, kind: type) -> float | int:
 def apply_override(cap: Capability, override: dict[str, Any]) -> Capability:
     """Replace detected values with the keys given; keys left out keep detected values."""
     changes: dict[str, Any] = {}
-    for key, value in override.items():
+    for key, given in override.items():
         if key == "cuda_devices":
-            if not isinstance(value, list):
+            if not isinstance(given, list):
                 raise CapabilityError(f"FLEET_CAPABILITY: cuda_devices must be a list of "
-                                      f'{{"name", "vram_total_gib"}} objects ([] for none), got {value!r}')
+                                      f'{{"name", "vram_total_gib"}} objects ([] for none), got {given!r}')
             devices = []
-            for i, dev in enumerate(value):
+            for i, dev in enumerate(given):
                 try:
                     total = float(dev["vram_total_gib"])
                     devices.append(CudaDevice(
@@ -106,9 +106,9 @@ def apply_override(cap: Capability, override: dict[str, Any]) -> Capability:
                         f"FLEET_CAPABILITY: cuda_devices[{i}] needs a number vram_total_gib ({e})") from e
             changes[key] = tuple(devices)
         elif key == "hostname":
-            changes[key] = str(value)
+            changes[key] = str(given)
         else:
-            changes[key] = _number(key, value, int if key == "cpu_cores" else float)
+            changes[key] = _number(key, given, int if key == "cpu_cores" else float)
     if "ram_total_gib" in changes and "ram_available_gib" not in changes:
         # a simulated smaller host cannot have more free RAM than it has in all
         changes["ram_available_gib"] = min(cap.ram_available_gib, changes["ram_total_gib"])
@@ -136,9 +136,9 @@ def restrict(cap: Capability, declared: dict[str, Any]) -> Capability:
 
 def from_environment(cap: Capability, env: dict[str, str] | None = None) -> Capability:
     """Apply FLEET_CAPABILITY then FLEET_HOSTNAME from the environment."""
-    env = os.environ if env is None else env
-    if env.get("FLEET_CAPABILITY"):
-        cap = apply_override(cap, parse_override(env["FLEET_CAPABILITY"]))
-    if env.get("FLEET_HOSTNAME"):
-        cap = apply_override(cap, {"hostname": env["FLEET_HOSTNAME"]})
+    override, hostname = value("FLEET_CAPABILITY", env), value("FLEET_HOSTNAME", env)
+    if override:
+        cap = apply_override(cap, parse_override(override))
+    if hostname:
+        cap = apply_override(cap, {"hostname": hostname})
     return cap

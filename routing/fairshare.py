@@ -11,7 +11,8 @@ import math
 from collections.abc import Mapping
 from dataclasses import dataclass
 
-HALF_LIFE_S = 7 * 24 * 3600.0      # usage a week old counts half (FLEET_FAIRSHARE_HALF_LIFE_S)
+from core.registry import FAIRSHARE_HALF_LIFE_S as HALF_LIFE_S  # FLEET_FAIRSHARE_HALF_LIFE_S
+
 CORE_HOUR_WEIGHT = 1 / 16          # sixteen core-hours weigh as much as one GPU-hour
 DEFAULT_SHARE = 1.0
 

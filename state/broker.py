@@ -24,6 +24,7 @@ from urllib.parse import unquote, urlsplit
 
 from core import constants as C
 from core.errors import ConfigError
+from core.registry import value
 from core.secrets import masked
 
 SCHEMES = ("redis", "rediss", "sentinel")
@@ -101,19 +102,21 @@ def parse(url: str, *, var: str = "FLEET_BROKER_URL", environ: Mapping[str, str]
     tls = _tls(scheme, env)
     master = sentinel_pw = None
     if scheme == "sentinel":
-        master = env.get("FLEET_SENTINEL_MASTER", "").strip()
+        master = value("FLEET_SENTINEL_MASTER", env)
         if not master:
             raise ConfigError(f"{var} is a sentinel:// URL: set FLEET_SENTINEL_MASTER to the master "
                               "name the sentinels monitor (the <name> of `sentinel monitor <name> host port quorum`)")
-        sentinel_pw = env.get("FLEET_SENTINEL_PASSWORD") or None
+        sentinel_pw = value("FLEET_SENTINEL_PASSWORD", env)
     return BrokerSettings(url, var, scheme, hosts, db, unquote(first.username) if first.username else None,
                           unquote(first.password) if first.password is not None else None, tls, master,
                           sentinel_pw, _wait_replicas(scheme, env))
 
 
-def from_env(var: str, default: str, environ: Mapping[str, str] | None = None) -> BrokerSettings:
+def from_env(var: str, default: str | None = None,
+             environ: Mapping[str, str] | None = None) -> BrokerSettings:
+    """The Redis URL in ``var`` (core.registry's default, else ``default``), validated."""
     env = os.environ if environ is None else environ
-    return parse(env.get(var) or default, var=var, environ=env)
+    return parse(value(var, env) or default, var=var, environ=env)
 
 
 def from_conf(conf) -> BrokerSettings:
@@ -148,7 +151,7 @@ def _db(path: str, var: str, url: str) -> int:
 
 
 def _tls(scheme: str, env: Mapping[str, str]) -> dict | None:
-    files = {key: env.get(name, "").strip() for key, name in TLS_FILE_VARS.items()}
+    files = {key: value(name, env) for key, name in TLS_FILE_VARS.items()}
     given = {k: v for k, v in files.items() if v}
     if scheme != "rediss":
         if given:
@@ -167,9 +170,7 @@ def _tls(scheme: str, env: Mapping[str, str]) -> dict | None:
 
 
 def _wait_replicas(scheme: str, env: Mapping[str, str]) -> int:
-    raw = env.get("FLEET_REDIS_WAIT_REPLICAS", "").strip()
-    if not raw:
+    replicas = value("FLEET_REDIS_WAIT_REPLICAS", env)
+    if replicas is None:
         return C.SENTINEL_WAIT_REPLICAS if scheme == "sentinel" else 0
-    if not raw.isdigit():
-        raise ConfigError(f"FLEET_REDIS_WAIT_REPLICAS={raw!r}: expected a whole number of replicas (0 = off)")
-    return int(raw)
+    return replicas

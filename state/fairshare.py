@@ -8,7 +8,6 @@ operators); ``routing.fairshare`` turns them into standings and an order.
 """
 from __future__ import annotations
 
-import os
 from collections.abc import Mapping
 from dataclasses import dataclass
 from importlib import resources
@@ -17,6 +16,7 @@ import redis
 
 from core import constants as C
 from core.errors import ConfigError
+from core.registry import value
 from routing import fairshare as F
 
 HALF_LIFE_ENV = "FLEET_FAIRSHARE_HALF_LIFE_S"
@@ -25,17 +25,7 @@ MAX_SHARE = 1e6
 
 def half_life_s(env: Mapping[str, str] | None = None) -> float:
     """FLEET_FAIRSHARE_HALF_LIFE_S, seconds (default 7 days)."""
-    raw = (os.environ if env is None else env).get(HALF_LIFE_ENV, "").strip()
-    if not raw:
-        return F.HALF_LIFE_S
-    try:
-        value = float(raw)
-    except ValueError:
-        value = -1.0
-    if not value > 0:
-        raise ConfigError(f"{HALF_LIFE_ENV}={raw!r}: give the half-life of fair-share usage in seconds, "
-                          f"a positive number (e.g. 604800 for 7 days)")
-    return value
+    return value(HALF_LIFE_ENV, env)
 
 
 def lua(name: str) -> str:

@@ -5,7 +5,7 @@ from celery import Celery
 
 from state.app import APP_NAME, load_settings
 
-load_settings()   # a bad value ends `celery -A tasks ...` with one line, not a traceback
+load_settings("celeryconfig")   # a bad value ends `celery -A tasks ...` with one line
 
 from tasks import transport  # noqa: E402
 

@@ -20,13 +20,15 @@ from fleet.cli import (
     local,
     logs,
     publish,
+    settings,
     share,
     trainers,
     usage,
 )
 from fleet.cli.common import app, broker_problem, err, where  # noqa: F401  (app, where: re-exported)
 
-VERB_MODULES = (publish, jobs, logs, hosts, artifacts, local, enroll, deadletter, trainers, usage, share, acl)
+VERB_MODULES = (publish, jobs, logs, hosts, artifacts, local, enroll, deadletter, trainers, usage, share,
+                acl, settings)
 
 
 def build_parser() -> argparse.ArgumentParser:

@@ -10,22 +10,23 @@ import os
 from pathlib import Path
 
 from core.errors import ConfigError
+from core.registry import value
 from fleet.cli.common import console, redis_client, where
 from state import acl
 
 
 def _passwords(env) -> dict[acl.Role, str]:
-    missing = [v for v in acl.PASSWORD_VARS.values() if not env.get(v)]
+    missing = [v for v in acl.PASSWORD_VARS.values() if not value(v, env)]
     if missing:
         raise ConfigError(f"{', '.join(missing)} not set: give each role its own password (e.g. "
                           "export FLEET_ACL_WORKER_PASSWORD=$(openssl rand -hex 24)) and run `fleet acl` again")
-    return {r: env[v] for r, v in acl.PASSWORD_VARS.items()}
+    return {r: value(v, env) for r, v in acl.PASSWORD_VARS.items()}
 
 
 def _db(env) -> int:
     """The broker's database: the channels Celery uses are named after it."""
     from state.broker import parse
-    return parse(env["FLEET_BROKER_URL"]).db if env.get("FLEET_BROKER_URL") else 0
+    return parse(value("FLEET_BROKER_URL", env)).db
 
 
 def _show(env) -> None:
@@ -43,9 +44,10 @@ def _apply(env) -> None:
             client.execute_command("ACL", "SETUSER", *r.setuser(passwords[r.role]))
     except redis.exceptions.NoPermissionError:
         raise ConfigError(f"FLEET_BROKER_URL logs in as a user that may not change ACL users at "
-                          f"{where(env['FLEET_BROKER_URL'])}: run `fleet acl --apply` with the administrator's "
+                          f"{where(value('FLEET_BROKER_URL', env))}: run `fleet acl --apply` "
+                          "with the administrator's "
                           "login (the default user, redis://:ADMIN_PASSWORD@host:6379/0)") from None
-    url = env["FLEET_BROKER_URL"]
+    url = value("FLEET_BROKER_URL", env)
     for r in acl.rules():
         console.print(f"{r.user} ({r.role.value}): {where(acl.with_user(url, r.user, 'x'))}", markup=False,
                       highlight=False)
@@ -54,7 +56,7 @@ def _apply(env) -> None:
 
 
 def _write_aclfile(path: Path, env) -> None:
-    admin = env.get(acl.ADMIN_PASSWORD_VAR)
+    admin = value(acl.ADMIN_PASSWORD_VAR, env)
     if not admin:
         raise ConfigError(f"{acl.ADMIN_PASSWORD_VAR} not set: the aclfile defines the default user too "
                           "(the administrator), and it needs a password")

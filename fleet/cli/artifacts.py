@@ -32,8 +32,10 @@ def _current(v: A.ArtifactsView) -> A.ArtifactsView:
 
 
 def _store_name(url: str | None) -> str:
+    from core.registry import value
     from core.settings import DEFAULT_STORE_DIR, STORE_URL_ENV
-    return url or os.environ.get(STORE_URL_ENV) or f"{Path(DEFAULT_STORE_DIR).resolve().as_uri()} (the default)"
+    default = f"{Path(DEFAULT_STORE_DIR).resolve().as_uri()} (the default)"
+    return url or value(STORE_URL_ENV) or default
 
 
 def cmd_artifacts(args) -> int:

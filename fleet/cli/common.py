@@ -13,8 +13,8 @@ err = Console(stderr=True, width=None if sys.stderr.isatty() or os.environ.get("
 
 
 def app():
-    from state.app import client_app  # imports celeryconfig: env errors surface here, named
-    return client_app()
+    from state.app import client_app, load_settings
+    return client_app(load_settings("celeryconfig"))   # env errors surface here, named
 
 
 CONNECT_TIMEOUT_S = 5.0      # a host that answers nothing (packets dropped) gets this long

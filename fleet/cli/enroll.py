@@ -14,6 +14,7 @@ from urllib.parse import urlparse
 from core import constants as C
 from core.errors import FleetError, StoreError
 from core.files import atomic_write
+from core.registry import value
 from core.settings import YIELD_POLL_S, YIELD_RECLAIM_S, YieldSettings
 from fleet import enroll
 from fleet.cli.common import console, err, where
@@ -40,7 +41,7 @@ def _check_redis(var: str, url: str):
 def _check_store(env) -> str:
     from artifacts.stores import open_store
     from core.settings import StoreSettings
-    url = env["FLEET_STORE_URL"]
+    url = value("FLEET_STORE_URL", env)
     try:
         open_store(StoreSettings.from_env(env)).ping()
     except StoreError as e:
@@ -123,23 +124,24 @@ def cmd_enroll(args) -> int:
     values = enroll.settings(env)
     task = _wsl_task(args, env) if args.wsl else None
     if not args.skip_checks:
-        client = _check_redis("FLEET_BROKER_URL", env["FLEET_BROKER_URL"])
+        client = _check_redis("FLEET_BROKER_URL", value("FLEET_BROKER_URL", env))
         login = _login(env, client)
         values.update(login.urls)
-        if login.urls["FLEET_BROKER_URL"] != env["FLEET_BROKER_URL"]:   # the worker's own login works too
+        # the worker's own login works too
+        if login.urls["FLEET_BROKER_URL"] != value("FLEET_BROKER_URL", env):
             client = _check_redis("FLEET_BROKER_URL", login.urls["FLEET_BROKER_URL"])
         if login.urls.get("FLEET_RESULT_BACKEND"):
             _check_redis("FLEET_RESULT_BACKEND", login.urls["FLEET_RESULT_BACKEND"])
         store = _check_store(env)
         queues, gpu, host = _queues(client)
-        console.print(f"Redis {where(env['FLEET_BROKER_URL'])}: reachable; "
+        console.print(f"Redis {where(value('FLEET_BROKER_URL', env))}: reachable; "
                       f"store {where(store)}: reachable and writable")
         console.print(f"host {host} will serve: {', '.join(queues)}", markup=False, highlight=False)
     else:
         from routing.detect import detect
         values.update(_login(env, None).urls)
         gpu = bool(detect().cuda_devices)
-    store_url = urlparse(env["FLEET_STORE_URL"])
+    store_url = urlparse(value("FLEET_STORE_URL", env))
     if store_url.scheme == "file":
         err.print("warning: FLEET_STORE_URL is a file:// store: other hosts cannot read what this one stores",
                   markup=False)
@@ -149,7 +151,7 @@ def cmd_enroll(args) -> int:
     elif args.yield_reclaim_s is not None or args.yield_poll_s is not None:
         raise FleetError("--yield-reclaim-s / --yield-poll-s tune yielding, which is off: add --yield "
                          "(or --yield-check COMMAND)")
-    job_user = args.job_user or env.get("FLEET_JOB_USER") or None
+    job_user = args.job_user or value("FLEET_JOB_USER", env) or None
     if not args.dry_run:
         for flag, name in (("--job-user", job_user), ("--user", None if job_user else args.user)):
             if name and not _exists(name):

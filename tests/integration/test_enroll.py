@@ -130,7 +130,7 @@ def test_tuning_yielding_without_turning_it_on_is_refused(env, tmp_path):
     out = enroll(env, "--prefix", str(tmp_path / "root"), "--yield-poll-s", "1")
     assert out.returncode != 0 and "add --yield" in out.stderr and not (tmp_path / "root").exists()
     out = enroll(env, "--prefix", str(tmp_path / "root"), "--yield", "--yield-poll-s", "0")
-    assert out.returncode != 0 and "FLEET_YIELD_POLL_S=0" in out.stderr
+    assert out.returncode != 0 and "FLEET_YIELD_POLL_S='0'" in out.stderr
 
 
 # --- a Redis with fleet's role users (state.acl) ------------------------------------------

@@ -64,7 +64,7 @@ def test_the_half_life_comes_from_the_environment(raw, want):
 
 @pytest.mark.parametrize("raw", ["0", "-5", "week"])
 def test_a_bad_half_life_names_the_variable_and_the_fix(raw):
-    with pytest.raises(ConfigError, match="FLEET_FAIRSHARE_HALF_LIFE_S.*positive number"):
+    with pytest.raises(ConfigError, match="FLEET_FAIRSHARE_HALF_LIFE_S=.*: expected a number of seconds > 0"):
         fairshare.half_life_s({fairshare.HALF_LIFE_ENV: raw})
 
 

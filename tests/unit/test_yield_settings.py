@@ -33,7 +33,7 @@ def test_the_busy_check_is_split_like_a_shell_line_and_shown_as_written():
 @pytest.mark.parametrize("env, named", [
     ({"FLEET_YIELD": "sometimes"}, "FLEET_YIELD='sometimes'"),
     ({"FLEET_YIELD_CHECK": "pgrep 'steam"}, "FLEET_YIELD_CHECK="),
-    ({"FLEET_YIELD_POLL_S": "0"}, "FLEET_YIELD_POLL_S=0"),
+    ({"FLEET_YIELD_POLL_S": "0"}, "FLEET_YIELD_POLL_S='0'"),
     ({"FLEET_YIELD_RECLAIM_S": "-1"}, "FLEET_YIELD_RECLAIM_S='-1'"),
     ({"FLEET_YIELD_CHECK_TIMEOUT_S": "x"}, "FLEET_YIELD_CHECK_TIMEOUT_S='x'"),
 ])
