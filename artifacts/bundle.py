@@ -16,6 +16,7 @@ from pathlib import Path, PurePosixPath
 
 import zstandard
 
+from core import constants as C
 from core.constants import META_NAME, ZSTD_LEVEL
 from core.errors import DigestMismatch, StoreError
 from core.files import PRIVATE, atomic_file
@@ -23,8 +24,8 @@ from core.files import PRIVATE, atomic_file
 from . import reprotar, safetar
 
 log = logging.getLogger("fleet.bundle")
-CHUNK_BYTES = 1 << 20          # read/write unit for files, tar and zstd
-ZSTD_OUT_BYTES = 1 << 20       # compressed chunk handed to the hashing writer
+CHUNK_BYTES = C.IO_CHUNK_BYTES          # read/write unit for files, tar and zstd
+ZSTD_OUT_BYTES = C.IO_CHUNK_BYTES       # compressed chunk handed to the hashing writer
 
 
 @dataclass(frozen=True)

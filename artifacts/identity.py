@@ -13,6 +13,7 @@ import stat
 from collections.abc import Callable, Iterable
 from pathlib import Path
 
+from core import constants as C
 from core.errors import DataProblem, StoreError
 from manifest import dataref
 from manifest.dataref import DIR, FILE, WORKDIR_NAME, DataSource, PinnedWorkdir
@@ -21,7 +22,7 @@ from . import reprotar
 from . import workdir as workdirs
 from .pyenv import lock_digest
 
-CHUNK_BYTES = 1 << 20
+CHUNK_BYTES = C.IO_CHUNK_BYTES
 # progress(label, total_bytes) -> advance(n_bytes), or None to show nothing for it
 Progress = Callable[[str, int], Callable[[int], None] | None]
 

@@ -14,7 +14,9 @@ import stat
 import tarfile
 from typing import BinaryIO
 
-CHUNK_BYTES = 1 << 20      # tarfile's read and write unit
+from core import constants as C
+
+CHUNK_BYTES = C.IO_CHUNK_BYTES   # tarfile's read and write unit
 MTIME = 0                  # every member's time, s since the epoch: a file's own mtime is host noise
 FILE_MODE = 0o644
 EXEC_MODE = 0o755          # a file its owner may execute

@@ -52,6 +52,7 @@ MAX_GPUS = 64                      # GPUs one job may ask for on one host
 # Chosen by bench/bundle.py: level 3 keeps the multi-threaded compressor at the
 # speed of `zstd -T0 -3` while ratio gains above it are small for checkpoints.
 ZSTD_LEVEL = 3
+IO_CHUNK_BYTES = 1 << 20         # 1 MiB: the unit files, tars, zstd and hashes are read and written in
 BUNDLE_NAME = "bundle.tar.zst"
 META_NAME = "meta.json"
 KILL_GRACE_S = 4.0               # a stopped job's process group gets this long after SIGTERM
