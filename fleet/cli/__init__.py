@@ -22,13 +22,14 @@ from fleet.cli import (
     publish,
     settings,
     share,
+    store,
     trainers,
     usage,
 )
 from fleet.cli.common import app, broker_problem, err, where  # noqa: F401  (app, where: re-exported)
 
 VERB_MODULES = (publish, jobs, logs, hosts, artifacts, local, enroll, deadletter, trainers, usage, share,
-                acl, settings)
+                acl, settings, store)
 
 
 def build_parser() -> argparse.ArgumentParser:
