@@ -70,10 +70,16 @@ def waiting_owners(url: str, client: redis.Redis, owners: list[str]) -> None:
     pipe.execute()
 
 
+def fair_order(conn: Connection):
+    """The consumer's fair-share order (tasks.fairorder.FairOrder), behind its FairShare hook."""
+    from tasks.deliveryhooks import FairShare
+    return next(h for h in conn.default_channel.hooks.hooks if isinstance(h, FairShare)).order
+
+
 def frozen(conn: Connection, client: redis.Redis, owners: list[str]):
     """The consumer's fair-share order with every owner waiting, then kept (the worst case: each
     poll names every owner's lists and only the last one's hold messages)."""
-    fair = conn.default_channel._fair_order()
+    fair = fair_order(conn)
     fair.keys(TIERS[-1])
     assert fair.owners(TIERS[-1]) == owners, fair.owners(TIERS[-1])
     fair._next, fair.expire = float("inf"), lambda: None
@@ -105,7 +111,7 @@ def refresh(url: str, client: redis.Redis, owners: list[str], times: int = 50) -
     waiting_owners(url, client, owners)
     out = []
     with connect(url) as conn:
-        fair = conn.default_channel._fair_order()
+        fair = fair_order(conn)
         for _ in range(times):
             fair.expire()
             t = time.perf_counter()
