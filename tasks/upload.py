@@ -18,6 +18,7 @@ from artifacts import bundle as bundler
 from artifacts.stores import StoredArtifact, atomic_write
 from core.errors import DigestMismatch, StoreError
 from manifest.schema import JobSpec
+from state.jobrecord import RunEnd, record_end
 from state.records import JobState
 from tasks import workdirs
 from tasks.host import HostContext
@@ -68,7 +69,8 @@ def store_result(ctx: HostContext, run: Run, outcome: RunOutcome) -> dict:
     # The kept bundle goes only once the success is recorded: if Redis stays down past every
     # retry, the next start of this worker records it (upload_kept) instead of a re-train.
     recorded = retry_redis(lambda: ctx.records.finish(job.job_id, run.token, JobState.SUCCEEDED, artifact=artifact,
-                                                      result={"metrics": metrics}, last_error=""),
+                                                      result={"metrics": metrics}, last_error="",
+                                                      **record_end(RunEnd.SUCCEEDED, "")),
                            what="record success", stop=ctx.shutdown)
     shutil.rmtree(pending, ignore_errors=True)
     if not recorded:
