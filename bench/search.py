@@ -18,7 +18,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import statistics
 import sys
 import tempfile
 import time
@@ -29,6 +28,7 @@ sys.path.insert(0, str(ROOT))
 
 import redis  # noqa: E402
 
+from bench.timing import parse_args  # noqa: E402
 from fleet.local import start_worker, stop_worker  # noqa: E402
 from fleet.manifests import loads  # noqa: E402
 from fleet.redis_server import RedisServer  # noqa: E402
@@ -122,7 +122,7 @@ def advance_direct(client, app, root: Path, finished: int, rounds: int) -> dict:
     m = loads(text, str(root / "direct.toml"))
     publish(app, client, m)
     sid = m.searches[0].search_id
-    records, mirrors, took = Records(client), Mirrors(), []
+    mirrors, took = Mirrors(), []
     jid = client.hget(key(sid, "trial", 0), "job_id")
     fill(client, sid, finished)     # trial 0 is the one running; 1..finished-1 ended
     for _ in range(rounds):
@@ -146,11 +146,8 @@ def main() -> None:
     ap.add_argument("--pause", type=float, default=0.1, help="seconds between a trial's epochs")
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--timeout", type=float, default=900)
-    ap.add_argument("--smoke", action="store_true", help="tiny sizes (CI): 6 trials of 5 epochs")
     ap.add_argument("--advance-only", action="store_true", help="only the direct advance figures")
-    a = ap.parse_args()
-    if a.smoke:
-        a.trials, a.epochs, a.pause, a.parallel = 6, 5, 0.02, 3
+    a = parse_args(ap, trials=6, epochs=5, pause=0.02, parallel=3)
     root = Path(tempfile.mkdtemp(prefix="fleet-bench-search-"))
     server = RedisServer(root / "redis").start()
     (root / "lines").mkdir()

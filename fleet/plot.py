@@ -44,11 +44,11 @@ def _curves(ax, data: PlotData) -> None:
 
 def _best_so_far(ax, data: PlotData) -> None:
     if data.finals:
-        trials, values, states = zip(*data.finals)
+        trials, values, states = zip(*data.finals, strict=True)
         ax.scatter(trials, values, c=["grey" if s != "succeeded" else "tab:blue" for s in states], s=12,
                    alpha=0.6)
     if data.best_so_far:
-        ax.step(*zip(*data.best_so_far), where="post", color=BEST_COLOR, linewidth=2)
+        ax.step(*zip(*data.best_so_far, strict=True), where="post", color=BEST_COLOR, linewidth=2)
     ax.set(title=f"best so far ({data.direction.value})", xlabel="trial", ylabel=data.metric)
 
 
@@ -59,7 +59,7 @@ def _param(ax, p, metric: str) -> None:
             ax.set_xscale("log")
     else:
         labels = list(dict.fromkeys(p.values))
-        groups = [[m for v, m in zip(p.values, p.metric) if v == label] for label in labels]
+        groups = [[m for v, m in zip(p.values, p.metric, strict=True) if v == label] for label in labels]
         ax.boxplot(groups, showfliers=False)
         for i, g in enumerate(groups, start=1):
             ax.scatter([i] * len(g), g, s=12, alpha=0.7)

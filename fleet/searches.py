@@ -7,8 +7,8 @@ publisher that dies after the record leaves the rest to the sweep (``tasks.worke
 """
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Callable
 
 import redis
 

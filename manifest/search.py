@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from core.constants import DEFAULT_MAX_FAILURES
+from core.ids import short_id
 from manifest.fields import check_table, is_kind
 from manifest.hyper import TRAINERS, check_hyper, unknown_key_fix
 from manifest.problems import Problems, suggest
@@ -51,7 +52,7 @@ class SearchSpec:
     def describe(self) -> list[str]:
         """What `publish --dry-run` shows: the budget, how many at once, the space."""
         c = self.config
-        lines = [f"search {self.name} ({self.search_id[:12]}): {c['trials']} trials, at most {c['parallel']} "
+        lines = [f"search {self.name} ({short_id(self.search_id)}): {c['trials']} trials, at most {c['parallel']} "
                  f"at once, {c['direction']} {c['metric']}, sampler {c['sampler']}, pruner {c['pruner']}, "
                  f"stops after {c['max_failures']} failed in a row"]
         lines += [f"  {k}: {space_text(v)}" for k, v in c["space"].items()]

@@ -20,6 +20,7 @@ import time
 import redis
 
 from core import constants as C
+from core.ids import short_id
 from manifest.hyper import TRAINERS
 from manifest.search import trial_job_id
 from state.redis_conn import decoding
@@ -66,7 +67,7 @@ def advance(client: redis.Redis, search_id: str, *, mirrors: Mirrors = MIRRORS) 
             break
         issued.append(number)
     if issued:
-        log.info("search %s: issued trial(s) %s", search_id[:12], ", ".join(map(str, issued)))
+        log.info("search %s: issued trial(s) %s", short_id(search_id), ", ".join(map(str, issued)))
     return issued
 
 
@@ -109,5 +110,5 @@ def sweep(client: redis.Redis, *, mirrors: Mirrors = MIRRORS) -> dict[str, list[
         except redis.ConnectionError:
             raise
         except Exception as e:   # one broken search (a script error, no Optuna here) spares the rest
-            log.error("search %s: advance failed: %s", sid[:12], e)
+            log.error("search %s: advance failed: %s", short_id(sid), e)
     return out

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import json
 import math
-from typing import Iterable, Sequence
+from collections.abc import Iterable, Sequence
 
 from core import constants as C
 
@@ -107,5 +107,5 @@ def read_many(client, job_ids: Sequence[str], batch: int = READ_BATCH) -> dict[s
         pipe = client.pipeline(transaction=False)
         for jid in chunk:
             pipe.lrange(key(jid), 0, -1)
-        out.update({jid: decode(raw) for jid, raw in zip(chunk, pipe.execute())})
+        out.update({jid: decode(raw) for jid, raw in zip(chunk, pipe.execute(), strict=True)})
     return out

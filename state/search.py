@@ -187,7 +187,7 @@ class Template:
                 "list_key": self.list_key, "job_fields": json.dumps(self.fields)}
 
     @classmethod
-    def from_hash(cls, h: dict[str, str]) -> "Template":
+    def from_hash(cls, h: dict[str, str]) -> Template:
         text, before, after = json.loads(h["template"])
         return cls(json.loads(h["base"]), text, before, after, h["list_key"], json.loads(h["job_fields"]))
 

@@ -16,6 +16,7 @@ from typing import Any
 
 import redis
 
+from core.ids import short_id
 from state.redis_conn import decoding
 from state.search import key
 
@@ -137,13 +138,13 @@ class Mirror:
         self.live: set[int] = set()
         self._ids: list[int] = []   # Optuna's trial id by trial number
 
-    def refresh(self, client: redis.Redis) -> "Mirror":
+    def refresh(self, client: redis.Redis) -> Mirror:
         """Apply what changed in Redis since the last look: new trials, live trials' steps,
         rung values and ends."""
         r = decoding(client)
         issued = int(r.hget(key(self.search_id), "issued") or 0)
         if issued < self.count:
-            raise Stale(f"search {self.search_id[:12]} has {issued} trials, this mirror {self.count}")
+            raise Stale(f"search {short_id(self.search_id)} has {issued} trials, this mirror {self.count}")
         look = sorted(self.live | set(range(self.count, issued)))
         pipe = r.pipeline(transaction=False)
         for n in look:

@@ -14,6 +14,7 @@ from collections import deque
 import redis
 
 from core import constants as C
+from core.ids import short_id
 from state import history
 
 log = logging.getLogger("fleet.metrichistory")
@@ -49,7 +50,7 @@ class MetricHistory:
         try:
             self.send()
         except redis.RedisError as e:
-            log.warning("metric history of %s not sent yet (%d points kept): %s", self.job_id[:12],
+            log.warning("metric history of %s not sent yet (%d points kept): %s", short_id(self.job_id),
                         len(self._pending), e)
             return False
         return True

@@ -41,7 +41,7 @@ class Stop(str, Enum):
     PRUNED = "pruned"           # its search's pruner stopped it (tasks.trial): ends pruned, outputs kept
 
     @classmethod
-    def heard(cls, answer: str) -> tuple["Stop", JobState | None]:
+    def heard(cls, answer: str) -> tuple[Stop, JobState | None]:
         """The lease's answer that is not 'ok' (lua/heartbeat.lua): why the run stops, and the
         state the record is in when it says one. Raises ``UnknownAnswer`` for anything else."""
         if answer == Stop.LOST.value:

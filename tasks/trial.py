@@ -12,10 +12,11 @@ from __future__ import annotations
 import logging
 import math
 import threading
-from typing import Callable
+from collections.abc import Callable
 
 import redis
 
+from core.ids import short_id
 from manifest.schema import JobSpec
 from state import advance
 from state.search import SearchStore
@@ -60,7 +61,7 @@ class TrialWatch:
                 self._decide(step, float(value))
         except Exception as e:   # the search's bookkeeping never kills the run
             log.warning("trial %s of search %s: metric at step %s not reported (%s)",
-                        self.number, self.search[:12], step, e)
+                        self.number, short_id(self.search), step, e)
 
     def _decide(self, step: int, value: float) -> None:
         mirror = MIRRORS.get(self.client, self.search, self.config)
@@ -90,4 +91,4 @@ def ended(client: redis.Redis, job: JobSpec) -> None:
         advance.advance(client, job.search)
     except Exception as e:
         log.warning("search %s: advance after trial %s failed (%s); the sweep will retry",
-                    job.search[:12], job.trial, e)
+                    short_id(job.search), job.trial, e)

@@ -17,11 +17,21 @@ from celery.worker import state as worker_state
 
 from core import constants as C
 from core.errors import FleetError
+from core.ids import short_id
 from state import advance, study
 from state.cluster import read_config
 from state.queuewatch import Watcher
-from tasks import (admission, heartbeat, host, isolation, preemption, strays, trained, upload,
-                   yieldwatch)
+from tasks import (
+    admission,
+    heartbeat,
+    host,
+    isolation,
+    preemption,
+    strays,
+    trained,
+    upload,
+    yieldwatch,
+)
 from tasks.host import HostContext
 
 log = logging.getLogger("fleet.worker")
@@ -123,7 +133,7 @@ def _reaper_loop(ctx: HostContext) -> None:
                     log.warning("fleet reaper: %s", line)
                 # ends whose advance never ran (its worker died between), publishers gone early
                 for sid, issued in advance.sweep(ctx.redis).items():
-                    log.warning("fleet reaper: search %s issued trial(s) %s", sid[:12], issued)
+                    log.warning("fleet reaper: search %s issued trial(s) %s", short_id(sid), issued)
         except redis.ResponseError as e:
             log.error("fleet reaper: script error: %s", e)
         except redis.RedisError as e:

@@ -17,9 +17,10 @@ from __future__ import annotations
 import json
 import math
 import re
+from collections.abc import Iterable, Sequence
 from dataclasses import asdict, dataclass, field, replace
 from enum import Enum
-from typing import Any, Iterable, Sequence
+from typing import Any
 
 from core import constants as C
 from core.errors import FleetError, JobNotFound
@@ -40,14 +41,14 @@ class Direction(str, Enum):
     MAXIMIZE = "maximize"
 
     @classmethod
-    def parse(cls, text: str) -> "Direction":
+    def parse(cls, text: str) -> Direction:
         try:
             return cls(text.strip().lower())
         except ValueError:
             raise FleetError(f"--direction {text!r}: choose minimize or maximize") from None
 
     @classmethod
-    def guess(cls, metric: str) -> "Direction":
+    def guess(cls, metric: str) -> Direction:
         """Maximize an accuracy, a score or a reward; minimize anything else (a loss, an error)."""
         return cls.MAXIMIZE if MAXIMIZED.search(metric) else cls.MINIMIZE
 
@@ -255,7 +256,7 @@ def build(name: str, records: Sequence[dict], histories: dict[str, list[dict]], 
 
 # --- reading Redis ------------------------------------------------------------------
 def _decode(values: Sequence[str | None]) -> dict | None:
-    v = dict(zip(FIELDS, values))
+    v = dict(zip(FIELDS, values, strict=True))
     if not v.get("job_id"):
         return None
     for k in ("result", "progress", "spec", "artifact", "params"):

@@ -21,7 +21,7 @@ def jid(i: int) -> str:
 
 def seed_sweep(client, states=("succeeded", "succeeded", "running")) -> None:
     """Three points of a grid sweep as publish and the workers leave them (records, names, histories)."""
-    for i, (lr, state) in enumerate(zip(LRS, states)):
+    for i, (lr, state) in enumerate(zip(LRS, states, strict=True)):
         name = f"grid[learning_rate={lr}]"
         client.hset(C.JOB_KEY + jid(i), mapping={
             "job_id": jid(i), "name": name, "state": state, "worker": f"host-{i}", "gpu": "0:sim-A100",

@@ -148,7 +148,7 @@ def test_a_trial_far_behind_the_finished_ones_is_pruned_by_the_search_pruner(app
     from tasks.trial import TrialWatch
     m = search("p", f'pruner = "{pruner}"', "x = { low = 0.0, high = 1.0 }", trials=8)
     publish(app, redis_client, m)
-    sid, records, store = m.searches[0].search_id, Records(redis_client), SearchStore(redis_client)
+    sid, records = m.searches[0].search_id, Records(redis_client)
     view = read_search(redis_client, sid)
     config = json.loads(redis_client.hget(C.SEARCH_KEY + sid, "config"))
     woken = []

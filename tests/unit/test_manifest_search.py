@@ -9,7 +9,7 @@ from manifest.search import space_text, trial_job_id
 from state.search import SearchView
 from state.study import trial_seed
 from tasks.trial import step_of
-from tests.unit.manifest_cases import COMMAND, write, only_problem, problems
+from tests.unit.manifest_cases import COMMAND, only_problem, problems, write
 
 MLP = '[[jobs]]\nname = "t"\nmodel = "mlp"\ndata = "d.csv"\nhyper = { epochs = 4 }\n'
 SEARCH = '[jobs.search]\nmetric = "valid_loss"\n[jobs.search.space]\n'   # space keys start at line 9
