@@ -160,3 +160,80 @@ def all_searches(client: redis.Redis) -> dict[str, str]:
 def active(client: redis.Redis) -> list[str]:
     """Ids of searches that may still issue or end trials (what the sweep looks at)."""
     return sorted(decoding(client).smembers(C.ACTIVE_SEARCHES_KEY))
+
+
+def _issue_script() -> str:
+    """lua/search_issue.lua with lua/publish.lua spliced in: a trial is published exactly as
+    `fleet publish` publishes a job (its record, its message on its owner's list)."""
+    from importlib import resources
+    text = resources.files("state").joinpath("lua/publish.lua").read_text()
+    return lua("search_issue").replace("--@@PUBLISH@@", text)
+
+
+@dataclass(frozen=True)
+class Template:
+    """What a trial's job is made of: the base spec, and the message's text with slots
+    (``fleet.message_template``), its list and the record's fields."""
+
+    base: dict
+    text: str
+    before: str
+    after: str
+    list_key: str
+    fields: dict[str, str]
+
+    def to_fields(self) -> dict[str, str]:
+        return {"base": json.dumps(self.base), "template": json.dumps([self.text, self.before, self.after]),
+                "list_key": self.list_key, "job_fields": json.dumps(self.fields)}
+
+    @classmethod
+    def from_hash(cls, h: dict[str, str]) -> "Template":
+        text, before, after = json.loads(h["template"])
+        return cls(json.loads(h["base"]), text, before, after, h["list_key"], json.loads(h["job_fields"]))
+
+
+class SearchStore:
+    """The atomic steps on searches, on one Redis connection."""
+
+    def __init__(self, client: redis.Redis):
+        self.r = decoding(client)
+        self._create = self.r.register_script(lua("search_create"))
+        self._sync = self.r.register_script(lua("search_sync"))
+        self._issue = self.r.register_script(_issue_script())
+
+    def create(self, search_id: str, name: str, config: dict, template: Template) -> str:
+        """Record the search unless it exists: 'new' or 'exists'."""
+        flat = {"config": json.dumps(config), **template.to_fields(),
+                **{k: str(config[k]) for k in ("trials", "parallel", "metric", "direction", "max_failures")}}
+        args = [search_id, name, time.time()] + [x for kv in flat.items() for x in kv]
+        return self._create(keys=[key(search_id), C.SEARCHES_KEY, C.ACTIVE_SEARCHES_KEY], args=args)
+
+    def sync(self, search_id: str) -> list[int]:
+        """Count the trials that ended since the last sync (lua/search_sync.lua); their numbers."""
+        ended = self._sync(keys=[key(search_id), key(search_id, "live"), C.ACTIVE_SEARCHES_KEY],
+                           args=[C.JOB_KEY, time.time()])
+        return [int(n) for n in ended]
+
+    def issue(self, search_id: str, number: int, trial: dict, publish_keys: list[str],
+              publish_args: list[str]) -> tuple[str, str]:
+        """Issue trial ``number`` and publish its job: ('ok', publish's action), or why not
+        ('race', 'stopped', 'full', 'busy')."""
+        res = self._issue(keys=[key(search_id), key(search_id, "live"), key(search_id, "trial", number),
+                                *publish_keys],
+                          args=[number, time.time(), json.dumps(trial["params"]), json.dumps(trial["dists"]),
+                                json.dumps(trial["sys"]), *publish_args])
+        return res[0], res[1]
+
+    def template(self, search_id: str) -> tuple[dict, Template] | None:
+        """The search's config and trial template; None when there is no such search."""
+        h = self.r.hgetall(key(search_id))
+        return (json.loads(h["config"]), Template.from_hash(h)) if h else None
+
+    def report(self, search_id: str, number: int, step: int, value: float) -> bool:
+        """Keep the metric at ``step`` of trial ``number`` unless one is kept already (a resumed
+        run replays its steps); True when this one is new."""
+        return bool(self.r.hsetnx(key(search_id, "iv", number), step, repr(float(value))))
+
+    def save_sys(self, search_id: str, number: int, sys_attrs: dict) -> None:
+        """The trial's Optuna system attrs (a pruner's rung values) after a decision."""
+        self.r.hset(key(search_id, "trial", number), "sys", json.dumps(sys_attrs))

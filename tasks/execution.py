@@ -25,7 +25,7 @@ from core.constants import DATA_CACHE_DIR, TAIL_LINES
 from manifest.schema import JobSpec
 from state import deadletter
 from state.records import JobState
-from tasks import checkpoint, events, isolation, runner, trained, upload, vramwatch, workdirs, workspace
+from tasks import checkpoint, events, isolation, runner, trained, trial, upload, vramwatch, workdirs, workspace
 from tasks.handback import HandBack
 from tasks.host import HostContext, context
 from tasks.joblog import JobLog
@@ -44,7 +44,15 @@ NO_RECORD = "no record"     # the claim's answer for a message `fleet publish` n
 
 
 def execute(task, job: JobSpec) -> Ended:
-    """Claim the delivered job and run it; how the delivery ended."""
+    """Claim the delivered job and run it; how the delivery ended. A search's trial advances
+    its search once the delivery is over, however it ended (tasks.trial)."""
+    try:
+        return _execute(task, job)
+    finally:
+        trial.ended(context().redis, job)
+
+
+def _execute(task, job: JobSpec) -> Ended:
     ctx = context()
     if ctx.shutdown.is_set():   # delivered while the worker is stopping: leave it to the next one
         return Ended(Outcome.REDELIVER, "worker shutting down")
@@ -186,6 +194,10 @@ def _run(task, ctx: HostContext, run: Run) -> Ended:
         raise
     if outcome.stopped is Stop.SHUTDOWN:
         return _release(task, ctx, run, "worker shutting down")
+    if outcome.stopped is Stop.PRUNED:   # its outputs are kept like a success's
+        result = upload.store_result(ctx, run, outcome, JobState.PRUNED)
+        checkpoint.drop(ctx, job)
+        return Ended(Outcome.SUCCEEDED, result=result, end=RunEnd.PRUNED, detail="by its search's pruner")
     if outcome.stopped is not None and outcome.stopped.by_policy:
         return _handed_back(task, ctx, run, ctx.runs.asked(job.job_id) or HandBack(outcome.stopped, outcome.stopped.value))
     if outcome.stopped is not None and outcome.stopped.record_decides:
@@ -224,9 +236,12 @@ def _run_process(task, ctx: HostContext, run: Run, argv: list[str], env: dict) -
     flower = events.ProgressEvents(task, where, run.attempt)
     watch = _vram_watch(run)
     history = MetricHistory(ctx.redis, job.job_id, run.number)
+    pruning = trial.watch(ctx.redis, job, lambda: ctx.runs.wake(job.job_id))
     with open(work / workdirs.LOG_FILE, "w", encoding="utf-8") as log_file, \
             checkpoint.syncing(ctx, job, run.token, work, env) as ckpt:
         def on_tick(progress: runner.Progress) -> Stop | None:
+            if pruning is not None and pruning.pruned.is_set():
+                return Stop.PRUNED
             snap = progress.snapshot()
             run.lease.report(progress=snap)
             history.flush()
@@ -251,10 +266,16 @@ def _run_process(task, ctx: HostContext, run: Run, argv: list[str], env: dict) -
                              run_as=isolation.popen_user(ctx.job_user),
                              python=ctx.job_user.python if ctx.job_user else None,
                              exit_file=workdirs.exit_file(work), wake_fd=ctx.runs.wake_fd(job.job_id),
-                             on_metric=history.record)
+                             on_metric=_each(history.record, pruning))
         _flush_history(ctx, history)
         ckpt.ended(outcome)   # handed back or failed: the checkpoint is synced once more on exit
     return outcome
+
+
+def _each(*hooks):
+    """One on_metric hook calling each of ``hooks`` that is set, in order."""
+    live = [h for h in hooks if h is not None]
+    return lambda report: [h(report) for h in live]
 
 
 def _flush_history(ctx: HostContext, history: MetricHistory) -> None:

@@ -32,6 +32,7 @@ class Stop(str, Enum):
     QUEUED = "queued"
     FAILED = "failed"
     SUCCEEDED = "succeeded"
+    PRUNED = "pruned"           # its search's pruner stopped it (tasks.trial): ends pruned, outputs kept
 
     @classmethod
     def _missing_(cls, value: object) -> "Stop":
@@ -40,7 +41,7 @@ class Stop(str, Enum):
     @property
     def record_decides(self) -> bool:
         """The record already says what happened: the run ends without a result of its own."""
-        return self not in (Stop.SHUTDOWN, Stop.TIMEOUT, Stop.OVER_BUDGET) and not self.by_policy
+        return self not in (Stop.SHUTDOWN, Stop.TIMEOUT, Stop.OVER_BUDGET, Stop.PRUNED) and not self.by_policy
 
     @property
     def by_policy(self) -> bool:
@@ -77,6 +78,7 @@ class RunEnd(str, Enum):
     FAILED = "failed"
     TIMED_OUT = "timed out"
     CANCELLED = "cancelled"
+    PRUNED = "pruned"             # its search's pruner stopped it early; its outputs are kept
     HANDED_BACK = "handed back"   # to its queue, uncounted: the worker is stopping, or lost a race here
     LOST = "lost"                 # the job is no longer this run's (taken over, or its worker failed)
 

@@ -46,8 +46,9 @@ def files(job: JobSpec, work: Path) -> list[tuple[str, Path]]:
     return [f for f in found if f[0] not in ours] + [(name, work / name) for name in ours]
 
 
-def store_result(ctx: HostContext, run: Run, outcome: RunOutcome) -> dict:
-    """Bundle, upload and record a run that trained; the task's result."""
+def store_result(ctx: HostContext, run: Run, outcome: RunOutcome, state: JobState = JobState.SUCCEEDED) -> dict:
+    """Bundle, upload and record a run that trained (or a trial its search pruned, ``state``
+    PRUNED: its outputs are kept alike); the task's result."""
     job, ended = run.job, time.time()
     metrics = _metrics(run.work, outcome)
     write_history(ctx.redis, job.job_id, run.work, ctx.shutdown)
@@ -71,7 +72,7 @@ def store_result(ctx: HostContext, run: Run, outcome: RunOutcome) -> dict:
     artifact = {"uri": stored.uri, "sha256": stored.sha256, "size": stored.size}
     # The kept bundle goes only once the success is recorded: if Redis stays down past every
     # retry, the next start of this worker records it (upload_kept) instead of a re-train.
-    recorded = retry_redis(lambda: ctx.records.finish(job.job_id, run.token, JobState.SUCCEEDED, artifact=artifact,
+    recorded = retry_redis(lambda: ctx.records.finish(job.job_id, run.token, state, artifact=artifact,
                                                       result={"metrics": metrics}, last_error=""),
                            what="record success", stop=ctx.shutdown)
     shutil.rmtree(pending, ignore_errors=True)
@@ -140,7 +141,7 @@ def _upload_kept_one(ctx: HostContext, folder: Path) -> None:
         log.error("kept bundle %s is unreadable (%s); moved aside, not uploaded", folder, e)
         folder.rename(folder.with_name(f"{folder.name}.{time.time_ns()}{SET_ASIDE}"))
         return
-    if state in (JobState.SUCCEEDED, JobState.CANCELLED):
+    if state in (JobState.SUCCEEDED, JobState.CANCELLED, JobState.PRUNED):
         log.warning("dropping kept bundle of %s: the job is already %s", meta.get("name"), state.value)
         shutil.rmtree(folder, ignore_errors=True)
         return

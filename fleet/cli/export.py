@@ -1,10 +1,11 @@
 """`fleet export TOOL NAME`: a search, a sweep or jobs sharing a name, written to the tools
-people already use. One sub-verb per tool; each takes the leaderboard's NAME."""
+people already use. One sub-verb per tool; each takes the leaderboard's NAME (optuna: a
+search's name)."""
 from __future__ import annotations
 
 import json
 
-from fleet.cli.common import console, redis_client
+from fleet.cli.common import console, err, redis_client
 from fleet.query import results as R
 
 
@@ -21,8 +22,22 @@ def cmd_export_mlflow(args) -> int:
     return 0
 
 
+def cmd_export_optuna(args) -> int:
+    from state.search import find_searches
+    from state.study import export
+    client = redis_client()
+    found = find_searches(client, args.name)
+    if not found:
+        err.print(f"no search named {args.name!r}; `fleet status` lists searches", markup=False)
+        return 1
+    n = export(client, found[0], args.name, args.storage)
+    console.print(f"wrote search {args.name} ({n} trials) as Optuna study {args.name!r} to {args.storage}",
+                  markup=False, highlight=False)
+    return 0
+
+
 def register(sub) -> None:
-    s = sub.add_parser("export", help="write a search, a sweep or jobs sharing a name to MLflow")
+    s = sub.add_parser("export", help="write a search, a sweep or jobs sharing a name to MLflow or Optuna")
     tools = s.add_subparsers(dest="tool", required=True, metavar="TOOL", help="the tool to write to")
     m = tools.add_parser("mlflow", help="each trial or job as an MLflow run (again: updated, never duplicated)")
     m.add_argument("name", help="a search's or sweep's name, one job's name, or a glob")
@@ -32,3 +47,7 @@ def register(sub) -> None:
     m.add_argument("--metric", help="the metric the runs are tagged with (default as in `fleet results`)")
     m.add_argument("--json", action="store_true", help="what was created and updated, as JSON")
     m.set_defaults(fn=cmd_export_mlflow)
+    o = tools.add_parser("optuna", help="a search as an Optuna study (optuna-dashboard opens it)")
+    o.add_argument("name", help="the search's name (its manifest job's name)")
+    o.add_argument("--storage", required=True, help="an Optuna storage URL, e.g. sqlite:///study.db")
+    o.set_defaults(fn=cmd_export_optuna)

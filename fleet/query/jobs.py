@@ -16,6 +16,7 @@ from typing import Iterable, Sequence
 
 from core import constants as C
 from core.errors import FleetError
+from fleet.query.searches import trial_base
 from state.records import JobState
 
 FIELDS = ("job_id", "name", "state", "queue", "attempts", "worker", "gpu", "created_at", "queued_at",
@@ -24,7 +25,7 @@ FIELDS = ("job_id", "name", "state", "queue", "attempts", "worker", "gpu", "crea
 READ_BATCH = 5000
 # interest order: what an operator looks at first
 STATE_ORDER = {JobState.RUNNING: 0, JobState.FAILED: 1, JobState.QUEUED: 2, JobState.CANCELLED: 3,
-               JobState.SUCCEEDED: 4}
+               JobState.SUCCEEDED: 4, JobState.PRUNED: 5}
 EXCEPTION_LINE = re.compile(r"^[A-Za-z_][\w.]*(Error|Exception|Exit|Interrupt|Failed|Fault|Warning)\b.*")
 WHY_FIRST_LINE = re.compile(r"^job .*? \([0-9a-f]+\) (?P<why>exited with status -?\d+|timed out after \S+)"
                             r"; last output:$")
@@ -265,9 +266,11 @@ class JobFilter:
     name: str | None = None
     host: str | None = None
     owner: str | None = None
+    folded: frozenset[str] = frozenset()   # searches whose trials show as one line (`status` without --all)
 
     def __call__(self, row: JobRow) -> bool:
-        return ((not self.states or row.state in self.states)
+        return ((not self.folded or trial_base(row.name) not in self.folded)
+                and (not self.states or row.state in self.states)
                 and (self.name is None or name_matches(row.name, self.name))
                 and (self.host is None or glob_match(row.worker, self.host))
                 and (self.owner is None or row.owner == self.owner))

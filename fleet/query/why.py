@@ -17,6 +17,7 @@ from routing import fairshare as F
 from state import fairshare, queues as Q
 from state.cluster import ClusterConfig, read_config
 from fleet.messages import TAG_PLACEHOLDER
+from fleet.query.searches import of_job
 from fleet.query.hosts import HostView, live_hosts
 from state.records import JobRecord, Records
 from manifest.schema import Needs
@@ -135,6 +136,8 @@ def why(client: redis.Redis, name_or_id: str) -> dict:
         q = queue_facts(queue, config.tiers, config.constraint_queues)
         verdicts = explain(q, model, facts.values(), config.hosts or {})
         out["queues"].append(_queue_report(client, rec, q, config, verdicts, views, depth))
+    if (search := of_job(client, rec.job_id)) is not None:   # a trial: its search's line, why it stopped
+        out["search"] = {"summary": search.summary(), "stopped": search.stopped, "search_id": search.search_id}
     return out
 
 
@@ -149,7 +152,7 @@ def why_each(client: redis.Redis, ref: str) -> tuple[bool, list[dict]]:
     if res.how != "sweep":
         return False, [why(client, ref)]
     reports = [why(client, hit.job_id) for hit in res.hits]
-    reports.sort(key=lambda r: r["state"] in ("succeeded", "failed", "cancelled"))
+    reports.sort(key=lambda r: r["state"] in ("succeeded", "failed", "cancelled", "pruned"))
     return True, reports[:WHY_SWEEP_MAX]
 
 
