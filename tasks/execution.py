@@ -25,7 +25,7 @@ from core.constants import DATA_CACHE_DIR, TAIL_LINES
 from manifest.schema import JobSpec
 from state import deadletter
 from state.records import JobState
-from tasks import checkpoint, events, isolation, runner, trained, trial, upload, vramwatch, workdirs, workspace
+from tasks import checkpoint, events, isolation, runner, ticks, trained, trial, upload, vramwatch, workdirs, workspace
 from tasks.handback import HandBack
 from tasks.host import HostContext, context
 from tasks.joblog import JobLog
@@ -234,33 +234,11 @@ def _run_process(task, ctx: HostContext, run: Run, argv: list[str], env: dict) -
     # Flower's Result cell says where it runs and on which GPUs
     where = ctx.hostname + (f" GPU {','.join(str(d.index) for d in run.gpus)}" if run.gpus else "")
     flower = events.ProgressEvents(task, where, run.attempt)
-    watch = _vram_watch(run)
     history = MetricHistory(ctx.redis, job.job_id, run.number)
     pruning = trial.watch(ctx.redis, job, lambda: ctx.runs.wake(job.job_id))
     with open(work / workdirs.LOG_FILE, "w", encoding="utf-8") as log_file, \
             checkpoint.syncing(ctx, job, run.token, work, env) as ckpt:
-        def on_tick(progress: runner.Progress) -> Stop | None:
-            if pruning is not None and pruning.pruned.is_set():
-                return Stop.PRUNED
-            snap = progress.snapshot()
-            run.lease.report(progress=snap)
-            history.flush()
-            try:
-                task.update_state(state="PROGRESS", meta={"job_id": job.job_id, "name": job.name,
-                                                          "worker": ctx.hostname, **snap})
-            except Exception as e:  # the result backend is down: progress is best effort
-                log.debug("progress update failed: %s", e)
-            flower.tick(snap)
-            if watch is not None and (over := watch.check(progress.pgid)):
-                log.warning("%s %s", job.name, over)
-                run.output.append(over)
-                progress.tail.append(over)
-                return Stop.OVER_BUDGET
-            if run.lease.reason is not None:
-                return run.lease.reason
-            asked = ctx.runs.asked(job.job_id)   # a policy hands it back (tasks.handback)
-            return asked.stop if asked is not None else None
-
+        on_tick = _tick_loop(task, ctx, run, flower, history, pruning)
         outcome = runner.run(argv, env=env, cwd=str(work), timeout_s=job.timeout_s, on_tick=on_tick,
                              stop=ctx.shutdown, log=lambda line: (log_file.write(line + "\n"), run.output.append(line)),
                              run_as=isolation.popen_user(ctx.job_user),
@@ -284,6 +262,21 @@ def _flush_history(ctx: HostContext, history: MetricHistory) -> None:
         retry_redis(history.send, what="send metric history", stop=ctx.shutdown)
     except redis.RedisError as e:
         log.warning("the last metric points of %s were not kept: %s", history.job_id[:12], e)
+
+
+def _tick_loop(task, ctx: HostContext, run: Run, flower: events.ProgressEvents, history: MetricHistory,
+               pruning: trial.TrialWatch | None) -> ticks.TickLoop:
+    """Progress reported (lease, Celery, Flower, the metric history), then each reason to stop
+    (tasks.ticks): a search's pruner first, then the job's own."""
+    policies = [ticks.Heartbeat(run.lease), ticks.TaskProgress(task, run, ctx.hostname),
+                ticks.FlowerProgress(flower), ticks.HistoryFlush(history)]
+    if pruning is not None:
+        policies.append(ticks.Pruned(pruning))
+    watch = _vram_watch(run)
+    if watch is not None:
+        policies.append(ticks.VramBudget(watch, run))
+    policies += [ticks.LeaseStop(run.lease), ticks.HandBackAsked(ctx.runs, run.job.job_id)]
+    return ticks.TickLoop(policies)
 
 
 def _vram_watch(run: Run) -> vramwatch.VramWatch | None:
