@@ -103,6 +103,8 @@ def publish(app: Celery, client: redis.Redis, manifest: Manifest, *, force: froz
     found_rows = [_search_row(f) for f in found]
     if dry_run:
         return rows + found_rows
+    # the fleet's store, or a refusal naming both when this publisher names another
+    store = store or staging.fleet_store(client, app.conf.broker_url)
     todo = demanding_first([r for r in rows if r.action == "publish"], manifest.tiers, manifest.hosts)
     new_searches = [r for r in found if r.action == "publish"]
     # data first: no message may name bytes the store lacks (fleet.staging)

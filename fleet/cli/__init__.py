@@ -10,12 +10,12 @@ import os
 import sys
 
 from fleet.cli import (acl, artifacts, deadletter, enroll, export, hosts, jobs, local, logs, publish, results,
-                       settings, share, trainers, usage)
+                       settings, share, store, trainers, usage)
 from fleet.cli.common import app, broker_problem, err, where  # noqa: F401  (app, where: re-exported)
 from core.errors import FleetError
 
 VERB_MODULES = (publish, jobs, logs, hosts, artifacts, local, enroll, deadletter, trainers, usage, share,
-                acl, settings, results, export)
+                acl, settings, store, results, export)
 
 
 def build_parser() -> argparse.ArgumentParser:
