@@ -20,7 +20,8 @@ from core.errors import FleetError
 from state import advance, study
 from state.cluster import read_config
 from state.queuewatch import Watcher
-from tasks import admission, heartbeat, host, isolation, preemption, trained, upload, yieldwatch
+from tasks import (admission, heartbeat, host, isolation, preemption, strays, trained, upload,
+                   yieldwatch)
 from tasks.host import HostContext
 
 log = logging.getLogger("fleet.worker")
@@ -80,6 +81,7 @@ def start_background(sender=None, **kw):
     threading.Thread(target=_reaper_loop, args=(ctx,), name="fleet-reaper", daemon=True).start()
     # Optuna loads in about a second: before a trial's first metric line or end needs it
     threading.Thread(target=study.warm, name="fleet-optuna", daemon=True).start()
+    threading.Thread(target=strays.loop, args=(ctx,), name="fleet-strays", daemon=True).start()
     threading.Thread(target=_refresh_loop, args=(ctx, sender), name="fleet-queues", daemon=True).start()
     heartbeat.start(ctx, sender)   # fleet hosts / why / publish read the fleet from it
     threading.Thread(target=preemption.loop, args=(ctx,), name="fleet-preempt", daemon=True).start()
