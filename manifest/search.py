@@ -19,7 +19,10 @@ from manifest.problems import Problems, suggest
 from manifest.schema import JobSpec
 
 SEARCH_FIELDS = {"trials": "int", "parallel": "int", "metric": "str", "direction": "str",
-                 "sampler": "str", "pruner": "str", "seed": "int", "max_failures": "int", "space": "table"}
+                 "sampler": "str", "pruner": "str", "seed": "int", "max_failures": "int", "space": "table",
+                 "min_resource": "int"}
+# the pruners that judge by rungs; min_resource is their first rung's step ("auto" when left out)
+RUNG_PRUNERS = ("asha", "hyperband")
 RANGE_FIELDS = {"low": "num", "high": "num", "log": "bool", "step": "num", "choices": "table"}
 # Optuna's samplers and pruners by the names a manifest uses (state.study builds them)
 SAMPLERS = ("tpe", "random", "grid", "qmc", "cmaes", "gp", "nsga2", "bruteforce")
@@ -107,6 +110,11 @@ def _settings(p: Problems, path: tuple, raw: dict, c: dict) -> None:
     for key, names in (("direction", DIRECTIONS), ("sampler", SAMPLERS), ("pruner", PRUNERS)):
         if isinstance(c.get(key), str) and c[key] not in names:
             p.add(path + (key,), f"unknown {key} {c[key]!r}", f"use one of: {', '.join(names)}")
+    if "min_resource" in raw and c.get("pruner") not in RUNG_PRUNERS:
+        p.add(path + ("min_resource",), f"min_resource is the first rung of {' or '.join(RUNG_PRUNERS)}",
+              'set pruner = "asha", or remove min_resource')
+    elif is_kind(c.get("min_resource"), "int") and c["min_resource"] < 1:
+        p.add(path + ("min_resource",), f"must be >= 1, got {c['min_resource']}", "use e.g. 1 (the first step)")
 
 
 def _space(p: Problems, path: tuple, space: dict | None, t: dict, sampler: str) -> dict:

@@ -8,6 +8,7 @@ size. Optuna is imported here only: a host without the ``search`` extra runs oth
 """
 from __future__ import annotations
 
+import functools
 import hashlib
 import json
 import threading
@@ -95,10 +96,32 @@ def _steps(s: dict) -> list:
 def pruner(config: dict):
     """The search's pruner (asynchronous: no trial waits for a rung)."""
     p = _optuna().pruners
+    first = config.get("min_resource", "auto")   # "auto": from the first trial that completes
     made = {"none": p.NopPruner, "median": lambda: p.MedianPruner(n_startup_trials=3, n_warmup_steps=1),
-            "asha": lambda: p.SuccessiveHalvingPruner(), "hyperband": lambda: p.HyperbandPruner(),
+            "asha": lambda: p.SuccessiveHalvingPruner(min_resource=first),
+            "hyperband": lambda: p.HyperbandPruner(min_resource=1 if first == "auto" else first),   # its default
             "percentile": lambda: p.PercentilePruner(25.0, n_startup_trials=3, n_warmup_steps=1)}
     return made[config["pruner"]]()
+
+
+def _final(state: str, value: str | None):
+    """Optuna's state and value for a trial that ended ``state`` (a success that never
+    reported the metric counts as failed)."""
+    ts = _optuna().trial.TrialState
+    final = ts[_STATES[state]]
+    if final is ts.COMPLETE and value is None:
+        return ts.FAIL, None
+    return final, float(value) if final is ts.COMPLETE else None
+
+
+@functools.lru_cache(maxsize=256)
+def _distribution(text: str):
+    return _optuna().distributions.json_to_distribution(text)
+
+
+def _distributions(raw: str) -> dict:
+    # the trials of one search share their few distributions: each is parsed once
+    return {k: _distribution(v) for k, v in json.loads(raw).items()}
 
 
 class Mirror:
@@ -134,30 +157,26 @@ class Mirror:
     def _apply(self, n: int, h: dict, steps: dict) -> None:
         optuna = _optuna()
         storage, state = self.study._storage, h.get("state")
-        if n >= self.count:   # a new trial: whole, as it is now
+        if n >= self.count:   # a new trial: whole, as it is now (an ended one in its final state)
+            final, value = _final(state, h.get("value")) if state else (optuna.trial.TrialState.RUNNING, None)
             trial = optuna.trial.create_trial(
-                state=optuna.trial.TrialState.RUNNING, params=json.loads(h.get("params") or "{}"),
-                distributions={k: optuna.distributions.json_to_distribution(v)
-                               for k, v in json.loads(h.get("dists") or "{}").items()},
-                intermediate_values=steps, system_attrs=json.loads(h.get("sys") or "{}"))
+                state=final, value=value, params=json.loads(h.get("params") or "{}"),
+                distributions=_distributions(h.get("dists") or "{}"), intermediate_values=steps,
+                system_attrs=json.loads(h.get("sys") or "{}"))
             self._ids.append(storage.create_new_trial(self.study._study_id, template_trial=trial))
-            self.count, self.live = n + 1, self.live | {n}
+            self.count = n + 1
+            if not state:
+                self.live = self.live | {n}
+            return
         tid = self._ids[n]
-        for step, value in steps.items():
-            storage.set_trial_intermediate_value(tid, step, value)
+        for step, v in steps.items():
+            storage.set_trial_intermediate_value(tid, step, v)
         for k, v in json.loads(h.get("sys") or "{}").items():
             storage.set_trial_system_attr(tid, k, v)
         if state:
-            self._end(tid, state, h.get("value"))
+            final, value = _final(state, h.get("value"))
+            storage.set_trial_state_values(tid, final, None if value is None else [value])
             self.live.discard(n)
-
-    def _end(self, tid: int, state: str, value: str | None) -> None:
-        ts = _optuna().trial.TrialState
-        final = ts[_STATES[state]]
-        if final is ts.COMPLETE and value is None:
-            final = ts.FAIL     # it never reported the metric
-        self.study._storage.set_trial_state_values(
-            tid, final, [float(value)] if final is ts.COMPLETE else None)
 
     def ask(self, number: int) -> dict:
         """Sample trial ``number`` (the next): {params, dists, sys}. The mirror then holds it
@@ -201,7 +220,8 @@ class Mirrors:
             if m is None:
                 m = self._by_id[search_id] = Mirror(search_id, config)
         try:
-            return m.refresh(client)
+            with m.lock:   # two threads refreshing at once would add a new trial twice
+                return m.refresh(client)
         except Stale:
             self.drop(search_id)
             return self.get(client, search_id, config)

@@ -26,7 +26,8 @@ from manifest.schema import JobSpec
 from state import deadletter
 from state.jobrecord import record_end
 from state.records import JobState
-from tasks import checkpoint, events, isolation, runner, ticks, trained, trial, upload, vramwatch, workdirs, workspace
+from tasks import (checkpoint, events, isolation, runner, ticks, trained, trial, upload, vramwatch, workdirs,
+                   workspace)
 from tasks.handback import HandBack
 from tasks.host import HostContext, context
 from tasks.joblog import JobLog
@@ -273,15 +274,15 @@ def _flush_history(ctx: HostContext, history: MetricHistory) -> None:
 
 def _tick_loop(task, ctx: HostContext, run: Run, flower: events.ProgressEvents, history: MetricHistory,
                pruning: trial.TrialWatch | None) -> ticks.TickLoop:
-    """Progress reported (lease, Celery, Flower, the metric history), then each reason to stop
-    (tasks.ticks): a search's pruner first, then the job's own."""
-    policies = [ticks.Heartbeat(run.lease), ticks.TaskProgress(task, run, ctx.hostname),
-                ticks.FlowerProgress(flower), ticks.HistoryFlush(history)]
-    if pruning is not None:
-        policies.append(ticks.Pruned(pruning))
+    """Progress reported (lease, metric history, Celery, Flower), then each reason to stop
+    (tasks.ticks): over its VRAM budget, pruned by its search, the lease's answer, a hand-back."""
+    policies = [ticks.Heartbeat(run.lease), ticks.EachTick(history.flush), ticks.TaskProgress(task, run, ctx.hostname),
+                ticks.FlowerProgress(flower)]
     watch = _vram_watch(run)
     if watch is not None:
         policies.append(ticks.VramBudget(watch, run))
+    if pruning is not None:
+        policies.append(pruning)
     policies += [ticks.LeaseStop(run.lease), ticks.HandBackAsked(ctx.runs, run.job.job_id)]
     return ticks.TickLoop(policies)
 

@@ -66,25 +66,15 @@ class FlowerProgress:
         return None
 
 
-class HistoryFlush:
-    """The run's metric points go to the job's history (``tasks.metrichistory``), once a tick."""
+class EachTick:
+    """A plain call on every tick (the metric history's flush: tasks.metrichistory)."""
 
-    def __init__(self, history):
-        self.history = history
+    def __init__(self, call):
+        self.call = call
 
     def on_tick(self, tick: Tick) -> Stop | None:
-        self.history.flush()   # Redis away: the points wait for the next tick
+        self.call()
         return None
-
-
-class Pruned:
-    """A search's pruner stopped the trial on a metric line (``tasks.trial``): it ends pruned."""
-
-    def __init__(self, watch):
-        self.watch = watch
-
-    def on_tick(self, tick: Tick) -> Stop | None:
-        return Stop.PRUNED if self.watch.pruned.is_set() else None
 
 
 class VramBudget:

@@ -20,6 +20,7 @@ from manifest.schema import JobSpec
 from state import advance
 from state.search import SearchStore
 from state.study import MIRRORS
+from tasks.run import Stop
 
 log = logging.getLogger("fleet.trial")
 
@@ -43,6 +44,10 @@ class TrialWatch:
         self.pruned = threading.Event()
         self.pruned_at: int | None = None    # the step it was pruned at
         self._lines = 0
+
+    def on_tick(self, tick) -> Stop | None:
+        """A tick policy (tasks.ticks): stop the run once its search pruned it."""
+        return Stop.PRUNED if self.pruned.is_set() else None
 
     def __call__(self, report: dict) -> None:
         value = report.get(self.metric)

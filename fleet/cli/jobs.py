@@ -127,9 +127,16 @@ def cmd_status(args) -> int:
         print(json.dumps({**v.to_dict(), "searches": [s.to_dict() for s in searches]}, indent=2))
     else:
         console.print(render(v, wide=args.wide))
-        for s in searches:   # one line each; --all lists their trials as rows
-            console.print(s.summary(), markup=False, highlight=False, style="red" if s.stopped else None)
+        for line in _search_lines(client, searches):
+            console.print(line)
     return 0
+
+
+def _search_lines(client, searches=None) -> list[Text]:
+    """One line per search (its trials are folded into it; --all lists them as rows)."""
+    from fleet.query.searches import summaries
+    return [Text(s.summary(), style="red" if s.stopped else "") for s in
+            (summaries(client) if searches is None else searches)]
 
 
 def _watch(client, flt: Q.JobFilter, args) -> int:
@@ -162,7 +169,8 @@ def _frames(client, flt: Q.JobFilter, args):
         # reading a huge fleet must not become the whole load on Redis: back off
         pause = max(every, 4 * took)
         stamp = time.strftime("%H:%M:%S")
-        yield render(v, f"fleet status · {stamp} · every {pause:.0f}s · Ctrl+C to stop", wide=args.wide)
+        yield Group(render(v, f"fleet status · {stamp} · every {pause:.0f}s · Ctrl+C to stop", wide=args.wide),
+                    *_search_lines(client) if flt.folded else ())
         time.sleep(pause)
 
 

@@ -220,6 +220,7 @@ class JobFilter:
         parts += [f"name ~ {self.name}"] if self.name else []
         parts += [f"host ~ {self.host}"] if self.host else []
         parts += [f"owner = {self.owner}"] if self.owner else []
+        parts += ["not a search's trial (each search is one line below)"] if self.folded else []
         return ", ".join(parts)
 
 

@@ -173,3 +173,35 @@ def test_a_trial_far_behind_the_finished_ones_is_pruned_by_the_search_pruner(app
         assert watch.pruned.is_set() is prunes and bool(woken) is prunes
     if prunes:
         assert watch.pruned_at < 9
+
+
+def test_the_sweep_issues_the_first_trials_of_a_search_whose_publisher_died_and_counts_unadvanced_ends(
+        app, redis_client, monkeypatch):
+    m = manifest(trials=4, parallel=2)
+    monkeypatch.setattr(advance, "advance", lambda *a, **k: [])   # the publisher dies after the record
+    publish(app, redis_client, m)
+    monkeypatch.undo()
+    sid = m.searches[0].search_id
+    assert read_search(redis_client, sid).issued == 0
+    assert advance.sweep(redis_client) == {sid: [0, 1]}
+    t = live_jobs(read_search(redis_client, sid))[0]
+    end(Records(redis_client), t.job_id, JobState.SUCCEEDED)      # its worker died before advancing
+    assert advance.sweep(redis_client) == {sid: [2]}
+    view = read_search(redis_client, sid)
+    assert (view.ended, view.issued, view.running) == (1, 3, 2)
+
+
+def test_status_folds_a_search_into_one_line_and_all_lists_its_trials(app, redis_client, fleet_cli, capsys, tmp_path):
+    path = tmp_path / "s.toml"
+    path.write_text('[[jobs]]\nname = "folded"\ncommand = ["true"]\n[jobs.search]\ntrials = 5\nparallel = 3\n'
+                    'metric = "loss"\n[jobs.search.space]\nx = { low = 0.0, high = 1.0 }\n')
+    assert fleet_cli(["publish", str(path), "--dry-run"]) == 0
+    out = capsys.readouterr().out
+    assert "5 trials, at most 3 at once" in out and "x: uniform in [0, 1]" in out
+    assert fleet_cli(["publish", str(path)]) == 0
+    capsys.readouterr()
+    assert fleet_cli(["status", "--wide"]) == 0
+    out = capsys.readouterr().out
+    assert "folded: search 0/5, 3 running" in out and "folded[trial=" not in out
+    assert fleet_cli(["status", "--all", "--wide"]) == 0
+    assert out.count("folded[trial=") == 0 and capsys.readouterr().out.count("folded[trial=") == 3

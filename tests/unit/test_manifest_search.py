@@ -72,6 +72,17 @@ def test_bad_settings_are_each_reported(tmp_path):
         ("jobs[0].search.direction", "unknown direction 'down'")]
 
 
+def test_min_resource_belongs_to_a_rung_pruner_and_is_at_least_one(tmp_path):
+    p = only_problem(tmp_path, COMMAND + SEARCH.replace("]\n", ']\nmin_resource = 2\n', 1) + "x = { low = 0, high = 1 }\n")
+    assert (p.field, p.fix) == ("jobs[0].search.min_resource", 'set pruner = "asha", or remove min_resource')
+    p = only_problem(tmp_path, COMMAND + SEARCH.replace("]\n", ']\npruner = "asha"\nmin_resource = 0\n', 1)
+                     + "x = { low = 0, high = 1 }\n")
+    assert (p.field, p.message) == ("jobs[0].search.min_resource", "must be >= 1, got 0")
+    s = search_of(tmp_path, COMMAND + SEARCH.replace("]\n", ']\npruner = "asha"\nmin_resource = 2\n', 1)
+                  + "x = { low = 0, high = 1 }\n")
+    assert s.config["min_resource"] == 2
+
+
 def test_a_search_with_a_sweep_is_refused_with_what_to_do(tmp_path):
     p = only_problem(tmp_path, COMMAND + '[jobs.sweep]\nseed = [1, 2]\n' + SEARCH + 'x = { low = 0, high = 1 }\n')
     assert (p.field, p.message) == ("jobs[0].sweep", "a job cannot have both sweep and search")
