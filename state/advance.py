@@ -100,7 +100,9 @@ def sweep(client: redis.Redis, *, mirrors: Mirrors = MIRRORS) -> dict[str, list[
     worker died between), and searches whose publisher stopped before its first trials."""
     r = decoding(client)
     out = {}
-    for sid in sorted(r.smembers(C.ACTIVE_SEARCHES_KEY)):
+    active = r.smembers(C.ACTIVE_SEARCHES_KEY)
+    mirrors.keep_only(active)
+    for sid in sorted(active):
         try:
             if issued := advance(r, sid, mirrors=mirrors):
                 out[sid] = issued

@@ -230,6 +230,11 @@ class Mirrors:
         with self._lock:
             self._by_id.pop(search_id, None)
 
+    def keep_only(self, search_ids: set[str]) -> None:
+        """Forget the mirrors of searches that are over (a long-lived worker sees many)."""
+        with self._lock:
+            self._by_id = {k: m for k, m in self._by_id.items() if k in search_ids}
+
 
 MIRRORS = Mirrors()
 

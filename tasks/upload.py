@@ -79,9 +79,9 @@ def store_result(ctx: HostContext, run: Run, outcome: RunOutcome, state: JobStat
     artifact = {"uri": stored.uri, "sha256": stored.sha256, "size": stored.size}
     # The kept bundle goes only once the success is recorded: if Redis stays down past every
     # retry, the next start of this worker records it (upload_kept) instead of a re-train.
-    # A lost reply is no loss of the job: finish.lua knows this run's own finish.
     end = record_end(RunEnd.PRUNED, "by its search's pruner") if state is JobState.PRUNED else \
         record_end(RunEnd.SUCCEEDED, "")
+    # A lost reply is no loss of the job: finish.lua knows this run's own finish.
     recorded = retry_redis(lambda: ctx.records.finish(job.job_id, run.token, state, artifact=artifact,
                                                       result={"metrics": metrics}, last_error="", **end),
                            what="record success", stop=ctx.shutdown)

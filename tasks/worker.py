@@ -79,9 +79,9 @@ def choose_queues(sender=None, instance=None, conf=None, options=None, **kw):
 def start_background(sender=None, **kw):
     ctx = host.context()
     threading.Thread(target=_reaper_loop, args=(ctx,), name="fleet-reaper", daemon=True).start()
+    threading.Thread(target=strays.loop, args=(ctx,), name="fleet-strays", daemon=True).start()
     # Optuna loads in about a second: before a trial's first metric line or end needs it
     threading.Thread(target=study.warm, name="fleet-optuna", daemon=True).start()
-    threading.Thread(target=strays.loop, args=(ctx,), name="fleet-strays", daemon=True).start()
     threading.Thread(target=_refresh_loop, args=(ctx, sender), name="fleet-queues", daemon=True).start()
     heartbeat.start(ctx, sender)   # fleet hosts / why / publish read the fleet from it
     threading.Thread(target=preemption.loop, args=(ctx,), name="fleet-preempt", daemon=True).start()

@@ -189,6 +189,11 @@ def test_the_sweep_issues_the_first_trials_of_a_search_whose_publisher_died_and_
     assert advance.sweep(redis_client) == {sid: [2]}
     view = read_search(redis_client, sid)
     assert (view.ended, view.issued, view.running) == (1, 3, 2)
+    mirrors = Mirrors()
+    mirrors.get(redis_client, sid, view.config)
+    redis_client.srem(C.ACTIVE_SEARCHES_KEY, sid)      # over: the sweep forgets its mirror
+    advance.sweep(redis_client, mirrors=mirrors)
+    assert mirrors._by_id == {}
 
 
 def test_status_folds_a_search_into_one_line_and_all_lists_its_trials(app, redis_client, fleet_cli, capsys, tmp_path):
