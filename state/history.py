@@ -48,6 +48,12 @@ def point(report: dict, *, t: float, run: int, ordinal: int) -> dict | None:
     return {"step": ordinal if step is None else step, "t": round(t, 3), "run": run, **values}
 
 
+def points(reports: Iterable[dict], *, t: float, run: int) -> list[dict]:
+    """The points of one run's metric lines, in the order printed (``point``). Pure."""
+    made = (point(r, t=t, run=run, ordinal=i) for i, r in enumerate(reports, start=1))
+    return [p for p in made if p is not None]
+
+
 def by_step(points: Iterable[dict]) -> list[dict]:
     """Points folded by step, in step order: a step's points merge in the order written, the
     later value of a key winning (a resumed run's replay replaces what it repeats). Pure."""

@@ -54,3 +54,12 @@ class MetricHistory:
                         len(self._pending), e)
             return False
         return True
+
+
+def complete(client: redis.Redis, job_id: str, run: int, reports: list[dict], at: float) -> int:
+    """Send a finished run's metric lines (read back from its log) that its history lacks: those
+    past the last step the history has from that run. ``at``: their time. How many were sent."""
+    have = [p["step"] for p in history.read(client, job_id) if p.get("run") == run]
+    missing = [p for p in history.points(reports, t=at, run=run) if not have or p["step"] > max(have)]
+    history.append(client, job_id, missing)
+    return len(missing)

@@ -27,9 +27,8 @@ from core.errors import FleetError, JobNotFound
 from fleet.query import refs
 from state import history
 
-FIELDS = ("job_id", "name", "state", "worker", "gpu", "cores", "gpu_s", "core_s", "created_at",
-          "started_at", "finished_at", "result", "progress", "spec", "owner", "artifact", "search",
-          "trial", "params")
+FIELDS = ("job_id", "name", "state", "worker", "gpu", "gpu_s", "core_s", "created_at", "result", "progress",
+          "spec", "owner", "artifact", "search", "trial", "params")
 READ_BATCH = 1000
 DEFAULT_METRIC = "valid_loss"     # what the built-in trainers report each epoch
 MAXIMIZED = re.compile(r"acc|auc|f1|score|r2|precision|recall|reward|return|map\b|iou|bleu", re.I)

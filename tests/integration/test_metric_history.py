@@ -101,3 +101,17 @@ def test_points_wait_in_the_worker_while_redis_is_away_and_go_with_the_next_flus
     writer.r = redis_client          # Redis is back (a failover's new master, say)
     assert writer.flush() is True
     assert [(p["step"], p["loss"]) for p in history.read(redis_client, JOB)] == [(1, 2.0), (2, 1.0)]
+
+
+def test_a_dead_runs_last_lines_from_its_log_complete_the_history_without_repeating_a_step(redis_client):
+    from tasks.metrichistory import complete
+    reports = [{"epoch": e, "loss": 1.0 / e} for e in (1, 2, 3, 4)] + [{"done": 1}]
+    writer = MetricHistory(redis_client, JOB, run=2)
+    for r in reports[:2]:        # sent at its last tick; then the worker was killed
+        writer.record(r)
+    writer.flush()
+    assert complete(redis_client, JOB, 2, reports, at=50.0) == 3
+    points = history.read(redis_client, JOB)
+    assert [p["step"] for p in points] == [1, 2, 3, 4, 5] and redis_client.llen(history.key(JOB)) == 5
+    assert points[3]["t"] == 50.0 and points[0]["t"] != 50.0
+    assert complete(redis_client, JOB, 2, reports, at=60.0) == 0    # a second start adds nothing
