@@ -131,7 +131,7 @@ def cmd_status(args) -> int:
 def _search_lines(client, searches=None) -> list[Text]:
     """One line per search (its trials are folded into it; --all lists them as rows)."""
     from fleet.query.searches import summaries
-    return [Text(s.summary(), style="red" if s.stopped else "") for s in
+    return [Text(s.summary(console.width), style="red" if s.stopped else "") for s in
             (summaries(client) if searches is None else searches)]
 
 

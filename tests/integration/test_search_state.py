@@ -207,6 +207,11 @@ def test_status_folds_a_search_into_one_line_and_all_lists_its_trials(app, redis
     capsys.readouterr()
     assert fleet_cli(["status", "--wide"]) == 0
     out = capsys.readouterr().out
-    assert "folded: search 0/5, 3 running" in out and "folded[trial=" not in out
+    assert "folded: search 0/5, 3 queued" in out and "folded[trial=" not in out
+    assert "3 jobs: 3 trials in search lines below" in out
     assert fleet_cli(["status", "--all", "--wide"]) == 0
     assert out.count("folded[trial=") == 0 and capsys.readouterr().out.count("folded[trial=") == 3
+    first = read_search(redis_client, find_searches(redis_client, "folded")[0]).trials[0]
+    assert Records(redis_client).claim(first.job_id, "w", "tok", {}, "cpu").run
+    assert fleet_cli(["status"]) == 0
+    assert "folded: search 0/5, 1 running, 2 queued" in capsys.readouterr().out
