@@ -8,7 +8,8 @@ Contract (read by ``fleet results`` / ``fleet plot`` as well as the search itsel
 - ``fleet:search:<id>`` (hash): ``id``, ``name``, ``config`` (JSON: trials, parallel, metric,
   direction, sampler, pruner, seed, max_failures, space), ``base`` (the base job's spec
   JSON), the message template, and the counters: ``issued`` (trials queued so far; the next
-  trial's number), ``ended``, ``succeeded``, ``pruned``, ``failed``, ``cancelled``,
+  trial's number), ``reopened`` (ended trials requeued, ``SearchStore.reopen``), ``ended``,
+  ``succeeded``, ``pruned``, ``failed``, ``cancelled``,
   ``fails`` (consecutive failures), ``stopped`` (why it issues no more, if it stopped),
   ``best_value`` and ``best_trial`` (over succeeded trials), ``created_at``.
 - ``fleet:search:<id>:trial:<N>`` (hash): ``job_id``, ``params``, ``dists`` (Optuna's
@@ -224,6 +225,7 @@ class SearchStore:
         self.r = decoding(client)
         self._create = self.r.register_script(lua("search_create"))
         self._sync = self.r.register_script(lua("search_sync"))
+        self._reopen = self.r.register_script(lua("search_reopen"))
         self._issue = self.r.register_script(_issue_script())
 
     def create(self, search_id: str, name: str, config: dict, template: Template) -> str:
@@ -248,6 +250,13 @@ class SearchStore:
                           args=[number, time.time(), json.dumps(trial["params"]), json.dumps(trial["dists"]),
                                 json.dumps(trial["sys"]), *publish_args])
         return res[0], res[1]
+
+    def reopen(self, search_id: str, number: int) -> str:
+        """Trial ``number``'s job was requeued after it ended: it runs again, so its end is
+        taken back and it is live again, for the next sync to count its new end once
+        (lua/search_reopen.lua). 'reopened', 'live' (its end was not counted yet) or 'missing'."""
+        return self._reopen(keys=[key(search_id), key(search_id, "live"), key(search_id, "trial", number),
+                                  C.ACTIVE_SEARCHES_KEY], args=[number])
 
     def template(self, search_id: str) -> tuple[dict, Template] | None:
         """The search's config and trial template; None when there is no such search."""

@@ -279,7 +279,18 @@ def _requeue_one(rec, jid: str, dry_run: bool) -> tuple[bool, str, str]:
         return False, state.value, f"is {state.value}: requeue runs a failed, cancelled or succeeded job again"
     if dry_run:
         return state is not None, state.value if state else "missing", ""
-    return True, rec.requeue(jid), ""
+    was = rec.requeue(jid)
+    _reopen_trial(rec, jid)
+    return True, was, ""
+
+
+def _reopen_trial(rec, jid: str) -> None:
+    """A requeued trial runs again: its search takes its end back and counts the new one
+    (after the record is queued again, so no sync can count the old end twice)."""
+    sid, number = rec.r.hmget(C.JOB_KEY + jid, "search", "trial")
+    if sid and number is not None:
+        from state.search import SearchStore
+        SearchStore(rec.r).reopen(sid, int(number))
 
 
 def cmd_cancel(args) -> int:
