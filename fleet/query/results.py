@@ -115,7 +115,8 @@ class Leaderboard:
         for t in self.trials:
             counts[t.state] = counts.get(t.state, 0) + 1
         states = ", ".join(f"{n} {s}" for s, n in sorted(counts.items(), key=lambda kv: -kv[1]))
-        return f"{self.name}: {self.kind} of {len(self.trials)} ({states}){best_text}"
+        noun = {"search": "trial", "sweep": "sweep point"}.get(self.kind, "job")
+        return f"{self.name}: {len(self.trials)} {noun}{'s' * (len(self.trials) != 1)} ({states}){best_text}"
 
     def to_list(self) -> list[dict]:
         return [{**t.to_dict(), "metric": self.objective.metric, "direction": self.objective.direction.value}
