@@ -147,3 +147,13 @@ def test_results_of_a_search_rank_by_its_metric_and_direction_with_its_trial_num
     assert items[0]["params"] == {"lr": pytest.approx(0.3)} and items[2]["state"] == "pruned"
     code, out, _ = run_cli(fleet_cli, capsys, "results", "tune")
     assert "tune: 3 trials (" in out and "acc (maximize; search)" in out
+
+
+def test_a_pruned_trials_final_value_is_the_one_its_search_pruned_it_at(fleet_cli, redis_client, capsys):
+    seed_search(redis_client)     # trial 1 was pruned at acc 0.2; it printed 0.9 while being stopped
+    from state import search
+    redis_client.hset(search.key("s1", "trial", 1), mapping={"state": "pruned", "value": "0.2"})
+    history.append(redis_client, jid(1), [{"step": 2, "t": 2.0, "run": 1, "acc": 0.9}])
+    code, out, _ = run_cli(fleet_cli, capsys, "results", "tune", "--json")
+    pruned = next(i for i in json.loads(out) if i["trial"] == 1)
+    assert code == 0 and pruned["value"] == 0.2 and pruned["best_value"] == 0.9 and pruned["steps"] == 2
