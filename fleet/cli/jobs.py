@@ -4,6 +4,7 @@ from __future__ import annotations
 import json
 import sys
 import time
+from dataclasses import replace
 
 from rich.console import Group
 from rich.text import Text
@@ -156,17 +157,20 @@ def _watch(client, flt: Q.JobFilter, args) -> int:
 
 
 def _frames(client, flt: Q.JobFilter, args):
+    from fleet.query.searches import summaries
     every = args.every
     while True:
         t0 = time.monotonic()
         rows = args.limit or (max(5, console.size.height - 10) if console.is_terminal else C.STATUS_MAX_ROWS)
+        searches = [] if args.all else summaries(client)   # a search published since the last frame folds too
+        flt = replace(flt, folded=frozenset(s.name for s in searches))
         v = Q.status(client, flt, rows)
         took = time.monotonic() - t0
         # reading a huge fleet must not become the whole load on Redis: back off
         pause = max(every, 4 * took)
         stamp = time.strftime("%H:%M:%S")
         yield Group(render(v, f"fleet status · {stamp} · every {pause:.0f}s · Ctrl+C to stop", wide=args.wide),
-                    *_search_lines(client) if flt.folded else ())
+                    *_search_lines(client, searches))
         time.sleep(pause)
 
 

@@ -242,3 +242,19 @@ def test_a_requeued_trial_that_ended_runs_again_and_its_search_counts_its_new_en
     end(records, t.job_id, JobState.SUCCEEDED, store, sid, t.number, value=0.75)
     assert advance.advance(redis_client, sid) == [3]   # the mirror rebuilt around the reopened trial
     assert read_search(redis_client, sid).ended == 2
+
+
+def test_status_watch_folds_a_search_published_after_it_started(app, redis_client):
+    import argparse
+    import io
+
+    from rich.console import Console
+
+    from fleet.cli.jobs import _frames
+    from fleet.query.jobs import JobFilter
+    frames = _frames(redis_client, JobFilter(), argparse.Namespace(all=False, limit=None, every=1.0, wide=True))
+    publish(app, redis_client, manifest())     # after the watch read the searches (none then)
+    out = Console(file=io.StringIO(), width=200)
+    out.print(next(frames))
+    text = out.file.getvalue()
+    assert "tune: search 0/6, 2 queued" in text and "tune[trial=" not in text
