@@ -281,20 +281,29 @@ def _requeue_one(rec, jid: str, dry_run: bool) -> tuple[bool, str, str]:
     state = rec.states([jid])[jid]
     if state is not None and not state.terminal:
         return False, state.value, f"is {state.value}: requeue runs a failed, cancelled or succeeded job again"
+    sid, number = rec.r.hmget(C.JOB_KEY + jid, "search", "trial")
+    full = _search_full(rec, sid) if sid and state is not None else ""
+    if full:
+        return False, state.value, full
     if dry_run:
         return state is not None, state.value if state else "missing", ""
     was = rec.requeue(jid)
-    _reopen_trial(rec, jid)
+    if sid and number is not None:   # after the record is queued again: no sync counts the old end twice
+        from state.search import SearchStore
+        SearchStore(rec.r).reopen(sid, int(number))
     return True, was, ""
 
 
-def _reopen_trial(rec, jid: str) -> None:
-    """A requeued trial runs again: its search takes its end back and counts the new one
-    (after the record is queued again, so no sync can count the old end twice)."""
-    sid, number = rec.r.hmget(C.JOB_KEY + jid, "search", "trial")
-    if sid and number is not None:
-        from state.search import SearchStore
-        SearchStore(rec.r).reopen(sid, int(number))
+def _search_full(rec, sid: str) -> str:
+    """Why a trial of search ``sid`` may not run again now: its search runs ``parallel``
+    trials already (a requeued trial counts as running again); '' when it may."""
+    from state.search import read_search
+    view = read_search(rec.r, sid, trials=False)
+    parallel = view.config.get("parallel", 0) if view else 0
+    if view is None or view.running < parallel:
+        return ""
+    return (f"its search {view.name} runs {view.running} trials already (parallel={parallel}); "
+            f"requeue it once one ends")
 
 
 def cmd_cancel(args) -> int:

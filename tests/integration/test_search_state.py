@@ -219,29 +219,32 @@ def test_status_folds_a_search_into_one_line_and_all_lists_its_trials(app, redis
 
 def test_a_requeued_trial_that_ended_runs_again_and_its_search_counts_its_new_end_once(
         app, redis_client, fleet_cli, capsys):
-    m = manifest(trials=4, parallel=2)
+    m = manifest(trials=3, parallel=2)
     publish(app, redis_client, m)
     sid, records, store = m.searches[0].search_id, Records(redis_client), SearchStore(redis_client)
-    first = read_search(redis_client, sid).trials[0]
+    first, second = read_search(redis_client, sid).trials[:2]
     end(records, first.job_id, JobState.SUCCEEDED, store, sid, 0, value=0.5)
+    advance.advance(redis_client, sid)        # trial 2 takes its place: 2 running, as parallel allows
+    assert fleet_cli(["requeue", "tune[trial=0]"]) == 1
+    assert "runs 2 trials already (parallel=2)" in capsys.readouterr().out
+    end(records, second.job_id, JobState.SUCCEEDED, store, sid, 1, value=0.9)
     advance.advance(redis_client, sid)
-    assert (read_search(redis_client, sid).ended, read_search(redis_client, sid).best_trial) == (1, 0)
+    assert (read_search(redis_client, sid).ended, read_search(redis_client, sid).best_trial) == (2, 0)
     assert fleet_cli(["requeue", "tune[trial=0]"]) == 0
     view = read_search(redis_client, sid)     # it counts as running again: its end taken back
-    assert (view.ended, view.counts["succeeded"], view.running, view.best_value) == (0, 0, 3, None)
-    assert "search 0/4, 3 queued" in view.summary()
+    assert (view.ended, view.counts["succeeded"], view.running, view.best_trial) == (1, 1, 2, 1)
+    assert "search 1/3, 2 queued, best loss=0.9 (trial 1)" in view.summary()
     assert records.claim(first.job_id, "w", "tok-again", {}, "cpu").run
     redis_client.hset(C.SEARCH_KEY + sid + ":iv:0", "6", "0.25")     # the new run reports one more step
     assert records.finish(first.job_id, "tok-again", JobState.SUCCEEDED, last_error="")
     for _ in range(2):                        # its worker and the sweep both see the new end
         advance.advance(redis_client, sid)
     view = read_search(redis_client, sid)
-    assert (view.ended, view.counts["succeeded"], view.best_value, view.best_trial) == (1, 1, 0.25, 0)
-    assert view.issued == 3 and view.running == 2    # the live set is back within parallel
+    assert (view.ended, view.counts["succeeded"], view.best_value, view.best_trial) == (2, 2, 0.25, 0)
     t = live_jobs(view)[0]
     end(records, t.job_id, JobState.SUCCEEDED, store, sid, t.number, value=0.75)
-    assert advance.advance(redis_client, sid) == [3]   # the mirror rebuilt around the reopened trial
-    assert read_search(redis_client, sid).ended == 2
+    assert advance.advance(redis_client, sid) == []   # the mirror rebuilt around the reopened trial
+    assert read_search(redis_client, sid).done and read_search(redis_client, sid).ended == 3
 
 
 def test_status_watch_folds_a_search_published_after_it_started(app, redis_client):
