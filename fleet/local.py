@@ -75,8 +75,9 @@ class Outcome(str, Enum):
 @dataclass(frozen=True)
 class Waited:
     outcome: Outcome
-    view: Q.JobsView
+    view: Q.JobsView                 # the manifest's jobs and its searches' trials
     reasons: tuple[str, ...] = ()
+    searches: tuple = ()             # state.search.SearchView of each of the manifest's searches
 
 
 @dataclass(frozen=True)
@@ -195,32 +196,50 @@ def _publish_and_wait(fleet: Fleet, manifest: Manifest, show: Show, timeout_s: f
 
 
 def wait(client, manifest: Manifest, rows: list, timeout_s: float, on_view=lambda v: None) -> Waited:
-    """Until every job of ``manifest`` ended, or what remains no live worker can run, or the timeout."""
+    """Until every job of ``manifest`` ended and each of its searches is done (every trial it
+    will issue ended, or its failure budget stopped it), or what remains no live worker can
+    run, or the timeout."""
     ids = [j.job_id for j in manifest.jobs]
+    plain = set(ids)
     deadline = time.monotonic() + timeout_s
     next_check = time.monotonic() + STUCK_CHECK_S
     while True:
-        v = Q.view(Q.read_rows(client, ids), limit=None)
+        searches = _searches(client, manifest)
+        v = Q.view(Q.read_rows(client, ids + [t.job_id for s in searches for t in s.trials]), limit=None)
         on_view(v)
-        if len(v.rows) == len(ids) and all(r.state.terminal for r in v.rows):
-            ok = all(r.state is JobState.SUCCEEDED for r in v.rows)
-            return Waited(Outcome.SUCCEEDED if ok else Outcome.FAILED, v)
+        jobs = [r for r in v.rows if r.job_id in plain]
+        if len(jobs) == len(ids) and all(r.state.terminal for r in jobs) and all(s.done for s in searches):
+            ok = all(r.state is JobState.SUCCEEDED for r in jobs) and all(_found_one(s) for s in searches)
+            return Waited(Outcome.SUCCEEDED if ok else Outcome.FAILED, v, searches=searches)
         if time.monotonic() >= next_check:
             next_check = time.monotonic() + STUCK_CHECK_S
-            reasons = stuck(client, manifest, rows, v)
+            reasons = stuck(client, manifest, rows, v, searches)
             if reasons:
-                return Waited(Outcome.STUCK, v, reasons)
+                return Waited(Outcome.STUCK, v, reasons, searches)
         if time.monotonic() >= deadline:
-            return Waited(Outcome.TIMED_OUT, v, (f"{timeout_s:g} s passed (--timeout)",))
+            return Waited(Outcome.TIMED_OUT, v, (f"{timeout_s:g} s passed (--timeout)",), searches)
         time.sleep(POLL_S)
 
 
-def stuck(client, manifest: Manifest, rows: list, v: Q.JobsView) -> tuple[str, ...]:
+def _searches(client, manifest: Manifest) -> tuple:
+    """The manifest's searches with their trials (a search publish has not recorded yet: left out)."""
+    from state.search import read_search
+    views = (read_search(client, s.search_id) for s in manifest.searches)
+    return tuple(s for s in views if s is not None)
+
+
+def _found_one(search) -> bool:
+    """A search went well: its failure budget did not stop it and a trial succeeded."""
+    return not search.stopped and search.best_trial is not None
+
+
+def stuck(client, manifest: Manifest, rows: list, v: Q.JobsView, searches: tuple = ()) -> tuple[str, ...]:
     """Why waiting is pointless: every job not ended is queued and no live worker can run it
-    (empty when one runs, or one could)."""
+    (empty when one runs, or one could). A search's queued trials stand for its row."""
     remaining = {r.job_id for r in v.rows if not r.state.terminal}
     if not remaining or any(r.state is JobState.RUNNING for r in v.rows):
         return ()
+    remaining |= {s.search_id for s in searches if any(t.job_id in remaining for t in s.trials)}
     left = [dataclasses.replace(r, action="publish") for r in rows if r.job.job_id in remaining]
     warnings = feasibility.check(client, left, manifest)
     blocked = {name for w in warnings for name in w.jobs}

@@ -140,6 +140,11 @@ def publish(app: Celery, client: redis.Redis, manifest: Manifest, *, force: froz
     return out + found_rows
 
 
+def offline_plan(manifest: Manifest, force: frozenset[str] = frozenset()) -> list[PlanRow]:
+    """The plan with no broker to ask: every job and search as if none was published before."""
+    return plan(manifest, {}, force) + [_search_row(f) for f in searches.plan(None, manifest)]
+
+
 def _search_row(row: searches.SearchRow) -> PlanRow:
     """A search as a plan row: its base job under the search's id."""
     return PlanRow(replace(row.spec.base, job_id=row.spec.search_id), row.queue, None, row.action, row.why)

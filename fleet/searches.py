@@ -28,14 +28,15 @@ class SearchRow:
     why: str
 
 
-def plan(client: redis.Redis, manifest: Manifest) -> list[SearchRow]:
-    """What publishing would do for each search, and why."""
+def plan(client: redis.Redis | None, manifest: Manifest) -> list[SearchRow]:
+    """What publishing would do for each search, and why (no client: offline, as if none
+    was published before)."""
     route = RouteCache(manifest)
     rows = []
     for s in manifest.searches:
         r = route(s.base)
         assert r is not None, "the loader rejects jobs no tier guarantees"
-        seen = read_search(client, s.search_id, trials=False)
+        seen = read_search(client, s.search_id, trials=False) if client is not None else None
         c = s.config
         if seen is None:
             rows.append(SearchRow(s, r.queue, "publish", f"new search: {c['trials']} trials, "

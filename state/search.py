@@ -8,7 +8,8 @@ Contract (read by ``fleet results`` / ``fleet plot`` as well as the search itsel
 - ``fleet:search:<id>`` (hash): ``id``, ``name``, ``config`` (JSON: trials, parallel, metric,
   direction, sampler, pruner, seed, max_failures, space), ``base`` (the base job's spec
   JSON), the message template, and the counters: ``issued`` (trials queued so far; the next
-  trial's number), ``ended``, ``succeeded``, ``pruned``, ``failed``, ``cancelled``,
+  trial's number), ``reopened`` (ended trials requeued, ``SearchStore.reopen``), ``ended``,
+  ``succeeded``, ``pruned``, ``failed``, ``cancelled``,
   ``fails`` (consecutive failures), ``stopped`` (why it issues no more, if it stopped),
   ``best_value`` and ``best_trial`` (over succeeded trials), ``created_at``.
 - ``fleet:search:<id>:trial:<N>`` (hash): ``job_id``, ``params``, ``dists`` (Optuna's
@@ -70,11 +71,12 @@ class SearchView:
     issued: int
     ended: int
     counts: dict[str, int]       # succeeded, pruned, failed, cancelled
-    running: int                 # trials queued or running now
+    running: int                 # live trials: queued or running now (``queued`` of them queued)
     stopped: str                 # why it issues no more trials ('' while it may)
     best_value: float | None
     best_trial: int | None
     trials: tuple[TrialView, ...] = ()
+    queued: int = 0              # of the live trials, those whose job waits in a queue
 
     @property
     def metric(self) -> str:
@@ -88,22 +90,31 @@ class SearchView:
     def done(self) -> bool:
         return self.running == 0 and (bool(self.stopped) or self.issued >= self.config["trials"])
 
-    def summary(self) -> str:
-        """``tune-mlp: search 37/64, 8 running, 12 pruned, best valid_loss=0.081 (trial 23)``."""
+    def summary(self, width: int | None = None) -> str:
+        """``tune-mlp: search 37/64, 6 running, 2 queued, 12 pruned, best valid_loss=0.081
+        (trial 23)``; within ``width`` columns when a shorter wording fits ("trial", then the
+        best's metric name, left out), the stop's reason on a line of its own."""
         parts = [f"{self.name}: search {self.ended}/{self.config['trials']}"]
-        if self.running:
-            parts.append(f"{self.running} running")
-        for state in ("pruned", "failed", "cancelled"):
-            if self.counts.get(state):
-                parts.append(f"{self.counts[state]} {state}")
+        for n, what in ((self.running - self.queued, "running"), (self.queued, "queued"),
+                        *((self.counts.get(s, 0), s) for s in ("pruned", "failed", "cancelled"))):
+            if n:
+                parts.append(f"{n} {what}")
+        head = ", ".join(parts)
         if self.best_value is not None:
-            parts.append(f"best {self.metric}={self.best_value:.4g} (trial {self.best_trial})")
-        text = ", ".join(parts)
-        return text + (f"; stopped: {self.stopped}" if self.stopped else "")
+            v, t = f"{self.best_value:.4g}", self.best_trial
+            wordings = [f"best {self.metric}={v} (trial {t})", f"best {self.metric}={v} (#{t})",
+                        f"best {v} (trial {t})", f"best {v} (#{t})"]
+            fits = [w for w in wordings if width is None or len(head) + 2 + len(w) <= width]
+            head += ", " + (fits[0] if fits else wordings[-1])
+        if not self.stopped:
+            return head
+        tail = f"; stopped: {self.stopped}"
+        return head + (tail if width is None or len(head) + len(tail) <= width else "\n " + tail[1:])
 
     def to_dict(self) -> dict:
         return {"search_id": self.search_id, "name": self.name, "config": self.config, "issued": self.issued,
-                "ended": self.ended, "counts": self.counts, "running": self.running, "stopped": self.stopped,
+                "ended": self.ended, "counts": self.counts, "running": self.running,
+                "queued": self.queued, "stopped": self.stopped,
                 "best_value": self.best_value, "best_trial": self.best_trial,
                 "trials": [t.to_dict() for t in self.trials]}
 
@@ -120,13 +131,28 @@ def read_search(client: redis.Redis, search_id: str, *, trials: bool = True) -> 
     if not h:
         return None
     issued = int(h.get("issued") or 0)
+    live = _live_states(r, search_id)
     view = SearchView(search_id, h.get("name", ""), json.loads(h.get("config") or "{}"), issued,
                       int(h.get("ended") or 0), {s: int(h.get(s) or 0) for s in ENDED_STATES},
-                      r.scard(key(search_id, "live")), h.get("stopped", ""), _num(h.get("best_value")),
-                      int(h["best_trial"]) if h.get("best_trial") else None)
+                      len(live), h.get("stopped", ""), _num(h.get("best_value")),
+                      int(h["best_trial"]) if h.get("best_trial") else None,
+                      queued=sum(state in (None, "queued") for state in live))
     if not trials:
         return view
     return SearchView(**{**view.__dict__, "trials": _trials(r, search_id, issued)})
+
+
+def _live_states(r: redis.Redis, search_id: str) -> list[str | None]:
+    """The job states of the search's live trials (a record not yet written: None)."""
+    live = sorted(r.smembers(key(search_id, "live")))
+    pipe = r.pipeline(transaction=False)
+    for n in live:
+        pipe.hget(key(search_id, "trial", n), "job_id")
+    ids = pipe.execute()
+    pipe = r.pipeline(transaction=False)
+    for jid in ids:
+        pipe.hget(C.JOB_KEY + (jid or ""), "state")
+    return pipe.execute()
 
 
 def _trials(r: redis.Redis, search_id: str, issued: int) -> tuple[TrialView, ...]:
@@ -199,6 +225,7 @@ class SearchStore:
         self.r = decoding(client)
         self._create = self.r.register_script(lua("search_create"))
         self._sync = self.r.register_script(lua("search_sync"))
+        self._reopen = self.r.register_script(lua("search_reopen"))
         self._issue = self.r.register_script(_issue_script())
 
     def create(self, search_id: str, name: str, config: dict, template: Template) -> str:
@@ -223,6 +250,13 @@ class SearchStore:
                           args=[number, time.time(), json.dumps(trial["params"]), json.dumps(trial["dists"]),
                                 json.dumps(trial["sys"]), *publish_args])
         return res[0], res[1]
+
+    def reopen(self, search_id: str, number: int) -> str:
+        """Trial ``number``'s job was requeued after it ended: it runs again, so its end is
+        taken back and it is live again, for the next sync to count its new end once
+        (lua/search_reopen.lua). 'reopened', 'live' (its end was not counted yet) or 'missing'."""
+        return self._reopen(keys=[key(search_id), key(search_id, "live"), key(search_id, "trial", number),
+                                  C.ACTIVE_SEARCHES_KEY], args=[number])
 
     def template(self, search_id: str) -> tuple[dict, Template] | None:
         """The search's config and trial template; None when there is no such search."""

@@ -137,14 +137,19 @@ class Mirror:
         self.count = 0            # trials mirrored: numbers 0..count-1
         self.live: set[int] = set()
         self._ids: list[int] = []   # Optuna's trial id by trial number
+        self.reopened: str | None = None   # the search's count of requeued ended trials, at build
 
     def refresh(self, client: redis.Redis) -> Mirror:
         """Apply what changed in Redis since the last look: new trials, live trials' steps,
         rung values and ends."""
         r = decoding(client)
-        issued = int(r.hget(key(self.search_id), "issued") or 0)
+        issued, reopened = r.hmget(key(self.search_id), "issued", "reopened")
+        issued = int(issued or 0)
         if issued < self.count:
             raise Stale(f"search {short_id(self.search_id)} has {issued} trials, this mirror {self.count}")
+        if self.count and reopened != self.reopened:
+            raise Stale(f"search {short_id(self.search_id)}: an ended trial was requeued")
+        self.reopened = reopened
         look = sorted(self.live | set(range(self.count, issued)))
         pipe = r.pipeline(transaction=False)
         for n in look:

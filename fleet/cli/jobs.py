@@ -4,6 +4,7 @@ from __future__ import annotations
 import json
 import sys
 import time
+from dataclasses import replace
 
 from rich.console import Group
 from rich.text import Text
@@ -131,7 +132,7 @@ def cmd_status(args) -> int:
 def _search_lines(client, searches=None) -> list[Text]:
     """One line per search (its trials are folded into it; --all lists them as rows)."""
     from fleet.query.searches import summaries
-    return [Text(s.summary(), style="red" if s.stopped else "") for s in
+    return [Text(s.summary(console.width), style="red" if s.stopped else "") for s in
             (summaries(client) if searches is None else searches)]
 
 
@@ -156,17 +157,20 @@ def _watch(client, flt: Q.JobFilter, args) -> int:
 
 
 def _frames(client, flt: Q.JobFilter, args):
+    from fleet.query.searches import summaries
     every = args.every
     while True:
         t0 = time.monotonic()
         rows = args.limit or (max(5, console.size.height - 10) if console.is_terminal else C.STATUS_MAX_ROWS)
+        searches = [] if args.all else summaries(client)   # a search published since the last frame folds too
+        flt = replace(flt, folded=frozenset(s.name for s in searches))
         v = Q.status(client, flt, rows)
         took = time.monotonic() - t0
         # reading a huge fleet must not become the whole load on Redis: back off
         pause = max(every, 4 * took)
         stamp = time.strftime("%H:%M:%S")
         yield Group(render(v, f"fleet status · {stamp} · every {pause:.0f}s · Ctrl+C to stop", wide=args.wide),
-                    *_search_lines(client) if flt.folded else ())
+                    *_search_lines(client, searches))
         time.sleep(pause)
 
 
@@ -277,9 +281,29 @@ def _requeue_one(rec, jid: str, dry_run: bool) -> tuple[bool, str, str]:
     state = rec.states([jid])[jid]
     if state is not None and not state.terminal:
         return False, state.value, f"is {state.value}: requeue runs a failed, cancelled or succeeded job again"
+    sid, number = rec.r.hmget(C.JOB_KEY + jid, "search", "trial")
+    full = _search_full(rec, sid) if sid and state is not None else ""
+    if full:
+        return False, state.value, full
     if dry_run:
         return state is not None, state.value if state else "missing", ""
-    return True, rec.requeue(jid), ""
+    was = rec.requeue(jid)
+    if sid and number is not None:   # after the record is queued again: no sync counts the old end twice
+        from state.search import SearchStore
+        SearchStore(rec.r).reopen(sid, int(number))
+    return True, was, ""
+
+
+def _search_full(rec, sid: str) -> str:
+    """Why a trial of search ``sid`` may not run again now: its search runs ``parallel``
+    trials already (a requeued trial counts as running again); '' when it may."""
+    from state.search import read_search
+    view = read_search(rec.r, sid, trials=False)
+    parallel = view.config.get("parallel", 0) if view else 0
+    if view is None or view.running < parallel:
+        return ""
+    return (f"its search {view.name} runs {view.running} trials already (parallel={parallel}); "
+            f"requeue it once one ends")
 
 
 def cmd_cancel(args) -> int:

@@ -22,8 +22,9 @@ Start a whole fleet on this machine and run a manifest on it: a Redis server (it
 DIR/redis, DIR being --root), a file:// store (DIR/store, unless FLEET_STORE_URL names
 another) and three simulated hosts, each a real Celery worker (logs in DIR/logs):
 {', '.join(SIMULATED_HOSTS)}.
-It publishes the manifest, shows progress while it waits, stops waiting early when no live
-worker can run what remains, then prints every job's state and the verified artifacts.
+It publishes the manifest, shows progress while it waits (for a search: until every trial it
+issues ended, or its failure budget stopped it), stops waiting early when no live worker can
+run what remains, then prints every job's state and the verified artifacts.
 
 Without --keep everything stops when it returns. With --keep the fleet stays up and the
 export lines to use it from another shell are printed (then `fleet publish`, `fleet status`,
@@ -68,6 +69,8 @@ class ConsoleShow:
         from fleet.cli.artifacts import artifacts_table
         from fleet.cli.jobs import render
         console.print(render(waited.view, title="jobs"))
+        for search in waited.searches:
+            console.print(search.summary(console.width), markup=False, highlight=False)
         if waited.outcome in (Outcome.STUCK, Outcome.TIMED_OUT):
             what = "stopped waiting" if waited.outcome is Outcome.STUCK else "timed out"
             err.print(f"{what}: " + "; ".join(waited.reasons), markup=False, highlight=False, soft_wrap=True)

@@ -51,11 +51,11 @@ def cmd_publish(args) -> int:
     except (redis.ConnectionError, redis.TimeoutError) as e:
         if not args.dry_run:
             raise
-        from fleet.publish import plan
+        from fleet.publish import offline_plan
         # A plan is still useful offline: it shows routing and IDs, not what already ran.
         err.print(f"fleet: {broker_problem(e)}; the plan below assumes no job was published before",
                   markup=False, highlight=False)
-        rows = plan(manifest, {}, frozenset(args.force))
+        rows = offline_plan(manifest, frozenset(args.force))
         offline = True
     warnings = feasibility.check(None if offline else redis_client(), rows, manifest)
     if args.json:

@@ -209,8 +209,15 @@ class JobFilter:
     folded: frozenset[str] = frozenset()   # searches whose trials show as one line (`status` without --all)
 
     def __call__(self, row: JobRecord) -> bool:
-        return ((not self.folded or trial_base(row.name) not in self.folded)
-                and (not self.states or row.state in self.states)
+        return not self.folds(row) and self.matches(row)
+
+    def folds(self, row: JobRecord) -> bool:
+        """Whether ``row`` is a trial shown only in its search's line."""
+        return bool(self.folded) and trial_base(row.name) in self.folded
+
+    def matches(self, row: JobRecord) -> bool:
+        """The filter, folding aside."""
+        return ((not self.states or row.state in self.states)
                 and (self.name is None or name_matches(row.name, self.name))
                 and (self.host is None or glob_match(row.worker, self.host))
                 and (self.owner is None or row.owner == self.owner))
@@ -220,7 +227,6 @@ class JobFilter:
         parts += [f"name ~ {self.name}"] if self.name else []
         parts += [f"host ~ {self.host}"] if self.host else []
         parts += [f"owner = {self.owner}"] if self.owner else []
-        parts += ["not a search's trial (each search is one line below)"] if self.folded else []
         return ", ".join(parts)
 
 
@@ -245,6 +251,7 @@ class JobsView:
     total: int                      # every job, filter or not
     now: float
     filter: JobFilter = field(default_factory=JobFilter)
+    folded: int = 0                 # search trials that match, shown only in their search's line
 
     @property
     def hidden(self) -> int:
@@ -252,12 +259,14 @@ class JobsView:
 
     def summary(self) -> str:
         parts = [f"{self.counts[s.value]:,} {s.value}" for s in STATE_ORDER if self.counts.get(s.value)]
-        scope = f"{self.matched:,} of {self.total:,} jobs match {self.filter.describe()}" \
+        parts += [f"{self.folded:,} trial{'s' * (self.folded != 1)} in search lines below"] if self.folded else []
+        matched = self.matched + self.folded
+        scope = f"{matched:,} of {self.total:,} jobs match {self.filter.describe()}" \
             if self.filter.describe() else f"{self.total:,} jobs"
         return f"{scope}: {', '.join(parts) or 'none'}"
 
     def to_dict(self) -> dict:
-        return {"total": self.total, "matched": self.matched, "counts": self.counts, "shown": len(self.rows),
+        return {"total": self.total, "matched": self.matched, "folded": self.folded, "counts": self.counts, "shown": len(self.rows),
                 "hidden": self.hidden, "at": _iso(self.now),
                 "jobs": [row_dict(r, self.now) for r in self.rows]}
 
@@ -266,15 +275,18 @@ def view(rows: Iterable[JobRecord], flt: JobFilter = JobFilter(),
          limit: int | None = C.STATUS_MAX_ROWS, now: float | None = None) -> JobsView:
     """Filter, count and keep the ``limit`` most interesting rows (None: all)."""
     now = time.time() if now is None else now
-    total, kept = 0, []
+    total, kept, folded = 0, [], 0
     counts = {s.value: 0 for s in STATE_ORDER}
     for row in rows:
         total += 1
-        if flt(row):
+        if flt.matches(row):
+            if flt.folds(row):
+                folded += 1
+                continue
             kept.append(row)
             counts[row.state.value] += 1
     shown = sorted(kept, key=interest) if limit is None else _smallest(kept, limit)
-    return JobsView(shown, counts, len(kept), total, now, flt)
+    return JobsView(shown, counts, len(kept), total, now, flt, folded)
 
 
 def _smallest(rows: list[JobRecord], limit: int) -> list[JobRecord]:

@@ -46,7 +46,7 @@ class PlotData:
     direction: Direction
     curves: list[Curve]
     finals: list[tuple[int, float, str]]      # (trial, final value, state), by trial number
-    best_so_far: list[tuple[int, float]]      # (trial, best final value up to it), finished trials
+    best_so_far: list[tuple[int, float]]      # (trial, best succeeded value up to it), finished trials
     params: list[ParamSeries]
 
 
@@ -59,12 +59,15 @@ def _label(v) -> str:
 
 
 def best_so_far(finals: list[tuple[int, float, str]], direction: Direction) -> list[tuple[int, float]]:
-    """The best final value of the succeeded trials up to each one, by trial number. Pure."""
+    """The best final value of the succeeded trials up to each trial, by trial number, from
+    the first that succeeded on (a pruned or failed trial carries the best on). Pure."""
     pick = min if direction is Direction.MINIMIZE else max
     out: list[tuple[int, float]] = []
     for trial, value, state in finals:
         if state == "succeeded":
             out.append((trial, value if not out else pick(out[-1][1], value)))
+        elif out:
+            out.append((trial, out[-1][1]))
     return out
 
 

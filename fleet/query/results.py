@@ -115,7 +115,8 @@ class Leaderboard:
         for t in self.trials:
             counts[t.state] = counts.get(t.state, 0) + 1
         states = ", ".join(f"{n} {s}" for s, n in sorted(counts.items(), key=lambda kv: -kv[1]))
-        return f"{self.name}: {self.kind} of {len(self.trials)} ({states}){best_text}"
+        noun = {"search": "trial", "sweep": "sweep point"}.get(self.kind, "job")
+        return f"{self.name}: {len(self.trials)} {noun}{'s' * (len(self.trials) != 1)} ({states}){best_text}"
 
     def to_list(self) -> list[dict]:
         return [{**t.to_dict(), "metric": self.objective.metric, "direction": self.objective.direction.value}
@@ -189,6 +190,8 @@ def trial(record: dict, points: list[dict], obj: Objective, *, number: int, para
     """One leaderboard row from a job's record fields and its folded history. Pure."""
     series = history.values(points, obj.metric)
     value = series[-1][1] if series else _final(record, obj.metric)
+    if record.get("judged") is not None and obj.metric == record.get("judged_metric"):
+        value = record["judged"]   # a pruned trial: lines printed while it stopped came too late
     pick = min if obj.direction is Direction.MINIMIZE else max
     best_value = pick(v for _, v in series) if series else value
     trial_no = record.get("trial")
@@ -301,9 +304,24 @@ def search_of(client, name: str, records: Sequence[dict]) -> dict | None:
     return None
 
 
+def judged(client, records: Sequence[dict], metric: str) -> list[dict]:
+    """Each pruned trial with the value its search judged it by (``judged``): the metric at
+    the step it was pruned at, not at the later steps it printed while being stopped."""
+    from state.search import key
+    pruned = [r for r in records if r.get("state") == "pruned" and r.get("search") and r.get("trial")]
+    pipe = client.pipeline(transaction=False)
+    for r in pruned:
+        pipe.hget(key(r["search"], "trial", r["trial"]), "value")
+    got = dict(zip([r["job_id"] for r in pruned], pipe.execute(), strict=True))
+    return [{**r, "judged": float(got[r["job_id"]]), "judged_metric": metric} if got.get(r["job_id"]) else r
+            for r in records]
+
+
 def leaderboard(client, name: str, *, metric: str | None = None, direction: str | None = None) -> Leaderboard:
     """Read the jobs ``name`` names and rank them (see ``build``)."""
     records = read_records(client, job_ids(client, name))
     histories = history.read_many(client, [r["job_id"] for r in records])
     search = search_of(client, name, records)
+    if search is not None:
+        records = judged(client, records, search["metric"])
     return build(name, records, histories, metric=metric, direction=direction, search=search)

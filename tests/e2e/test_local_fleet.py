@@ -36,6 +36,22 @@ require_cuda = true
 min_vram_gib = 200
 """
 
+SEARCH = f"""
+[[jobs]]
+name = "quick-search"
+command = ["{sys.executable}", "{REPO / 'tests' / 'e2e' / 'searchjob.py'}", "0.05"]
+hyper = {{ epochs = 4 }}
+max_attempts = 1
+[jobs.search]
+trials = 5
+parallel = 2
+metric = "loss"
+seed = 1
+max_failures = 2
+[jobs.search.space]
+x = {{ low = -2.0, high = 2.0 }}
+"""
+
 
 def fleet_local(*args: str, **kw) -> subprocess.Popen:
     env = {k: v for k, v in os.environ.items() if not k.startswith("FLEET_")}
@@ -173,3 +189,21 @@ def test_a_kept_fleet_keeps_its_port_its_folders_names_and_a_clean_stop_is_not_t
     finally:
         for state in states:
             kill_all(state)
+
+
+@pytest.mark.parametrize("failing, status, line", [
+    (False, 0, "quick-search: search 5/5, best loss="),
+    (True, 1, "stopped: 2 trials failed in a row (max_failures=2)"),
+])
+def test_fleet_local_waits_for_a_search_until_it_is_done_then_lists_its_artifacts(tmp_path, failing, status, line):
+    path = tmp_path / "search.toml"   # failing: each trial exits 3, so the failure budget stops it
+    exit3 = f'"{sys.executable}", "-c", "raise SystemExit(3)", '
+    path.write_text(SEARCH.replace(f'"{sys.executable}", ', exit3) if failing else SEARCH)
+    run = fleet_local(str(path), "--root", str(tmp_path / "root"), "--timeout", "600")
+    out, _ = run.communicate(timeout=400)
+    assert run.returncode == status, out
+    assert line in out.replace("\n", " ")
+    if failing:
+        assert "5/5" not in out and "0 artifact(s)" in out
+    else:
+        assert out.count("succeeded") >= 5 and "5 artifact(s) in the local store" in out

@@ -59,7 +59,8 @@ def test_results_csv_and_table_name_every_point(fleet_cli, redis_client, capsys)
     rows = list(csv.DictReader(io.StringIO(out)))
     assert code == 0 and [r["value"] for r in rows] == ["0.15", "0.3", "0.45"]
     code, out, _ = run_cli(fleet_cli, capsys, "results", "grid")
-    assert code == 0 and "grid: sweep of 3" in out and "valid_loss (minimize, guessed; trainer's)" in out
+    assert code == 0 and "grid: 3 sweep points (2 succeeded, 1 running)" in out
+    assert "valid_loss (minimize, guessed; trainer's)" in out
     assert "learning_rate=0.01" in out and "30 GPU-s" in out
 
 
@@ -145,4 +146,14 @@ def test_results_of_a_search_rank_by_its_metric_and_direction_with_its_trial_num
     assert items[0]["metric"] == "acc" and items[0]["direction"] == "maximize" and items[0]["value"] == 0.8
     assert items[0]["params"] == {"lr": pytest.approx(0.3)} and items[2]["state"] == "pruned"
     code, out, _ = run_cli(fleet_cli, capsys, "results", "tune")
-    assert "tune: search of 3" in out and "acc (maximize; search)" in out
+    assert "tune: 3 trials (" in out and "acc (maximize; search)" in out
+
+
+def test_a_pruned_trials_final_value_is_the_one_its_search_pruned_it_at(fleet_cli, redis_client, capsys):
+    seed_search(redis_client)     # trial 1 was pruned at acc 0.2; it printed 0.9 while being stopped
+    from state import search
+    redis_client.hset(search.key("s1", "trial", 1), mapping={"state": "pruned", "value": "0.2"})
+    history.append(redis_client, jid(1), [{"step": 2, "t": 2.0, "run": 1, "acc": 0.9}])
+    code, out, _ = run_cli(fleet_cli, capsys, "results", "tune", "--json")
+    pruned = next(i for i in json.loads(out) if i["trial"] == 1)
+    assert code == 0 and pruned["value"] == 0.2 and pruned["best_value"] == 0.9 and pruned["steps"] == 2

@@ -207,6 +207,57 @@ def test_status_folds_a_search_into_one_line_and_all_lists_its_trials(app, redis
     capsys.readouterr()
     assert fleet_cli(["status", "--wide"]) == 0
     out = capsys.readouterr().out
-    assert "folded: search 0/5, 3 running" in out and "folded[trial=" not in out
+    assert "folded: search 0/5, 3 queued" in out and "folded[trial=" not in out
+    assert "3 jobs: 3 trials in search lines below" in out
     assert fleet_cli(["status", "--all", "--wide"]) == 0
     assert out.count("folded[trial=") == 0 and capsys.readouterr().out.count("folded[trial=") == 3
+    first = read_search(redis_client, find_searches(redis_client, "folded")[0]).trials[0]
+    assert Records(redis_client).claim(first.job_id, "w", "tok", {}, "cpu").run
+    assert fleet_cli(["status"]) == 0
+    assert "folded: search 0/5, 1 running, 2 queued" in capsys.readouterr().out
+
+
+def test_a_requeued_trial_that_ended_runs_again_and_its_search_counts_its_new_end_once(
+        app, redis_client, fleet_cli, capsys):
+    m = manifest(trials=3, parallel=2)
+    publish(app, redis_client, m)
+    sid, records, store = m.searches[0].search_id, Records(redis_client), SearchStore(redis_client)
+    first, second = read_search(redis_client, sid).trials[:2]
+    end(records, first.job_id, JobState.SUCCEEDED, store, sid, 0, value=0.5)
+    advance.advance(redis_client, sid)        # trial 2 takes its place: 2 running, as parallel allows
+    assert fleet_cli(["requeue", "tune[trial=0]"]) == 1
+    assert "runs 2 trials already (parallel=2)" in capsys.readouterr().out
+    end(records, second.job_id, JobState.SUCCEEDED, store, sid, 1, value=0.9)
+    advance.advance(redis_client, sid)
+    assert (read_search(redis_client, sid).ended, read_search(redis_client, sid).best_trial) == (2, 0)
+    assert fleet_cli(["requeue", "tune[trial=0]"]) == 0
+    view = read_search(redis_client, sid)     # it counts as running again: its end taken back
+    assert (view.ended, view.counts["succeeded"], view.running, view.best_trial) == (1, 1, 2, 1)
+    assert "search 1/3, 2 queued, best loss=0.9 (trial 1)" in view.summary()
+    assert records.claim(first.job_id, "w", "tok-again", {}, "cpu").run
+    redis_client.hset(C.SEARCH_KEY + sid + ":iv:0", "6", "0.25")     # the new run reports one more step
+    assert records.finish(first.job_id, "tok-again", JobState.SUCCEEDED, last_error="")
+    for _ in range(2):                        # its worker and the sweep both see the new end
+        advance.advance(redis_client, sid)
+    view = read_search(redis_client, sid)
+    assert (view.ended, view.counts["succeeded"], view.best_value, view.best_trial) == (2, 2, 0.25, 0)
+    t = live_jobs(view)[0]
+    end(records, t.job_id, JobState.SUCCEEDED, store, sid, t.number, value=0.75)
+    assert advance.advance(redis_client, sid) == []   # the mirror rebuilt around the reopened trial
+    assert read_search(redis_client, sid).done and read_search(redis_client, sid).ended == 3
+
+
+def test_status_watch_folds_a_search_published_after_it_started(app, redis_client):
+    import argparse
+    import io
+
+    from rich.console import Console
+
+    from fleet.cli.jobs import _frames
+    from fleet.query.jobs import JobFilter
+    frames = _frames(redis_client, JobFilter(), argparse.Namespace(all=False, limit=None, every=1.0, wide=True))
+    publish(app, redis_client, manifest())     # after the watch read the searches (none then)
+    out = Console(file=io.StringIO(), width=200)
+    out.print(next(frames))
+    text = out.file.getvalue()
+    assert "tune: search 0/6, 2 queued" in text and "tune[trial=" not in text

@@ -30,6 +30,16 @@ def test_a_dry_run_with_redis_unreachable_still_prints_the_plan(unreachable_brok
     assert "cannot reach Redis" in out.err
 
 
+def test_an_offline_dry_run_lists_a_search_as_a_row_beside_its_space(unreachable_broker, capsys):
+    tune = str(Path(EXAMPLE).with_name("tune.toml"))
+    assert cli.main(["publish", tune, "--dry-run", "--json"]) == 0
+    rows = json.loads(capsys.readouterr().out)
+    assert [(r["name"], r["action"]) for r in rows] == [("tune-wine", "publish")]
+    assert cli.main(["publish", tune, "--dry-run"]) == 0
+    out = capsys.readouterr().out
+    assert "new search: 16 trials" in out and "learning_rate: log-uniform" in out and "1 to publish" in out
+
+
 def test_a_real_publish_with_redis_unreachable_fails_naming_the_variable(unreachable_broker, capsys):
     assert cli.main(["publish", EXAMPLE]) == 1
     assert "FLEET_BROKER_URL" in capsys.readouterr().err

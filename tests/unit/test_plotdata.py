@@ -39,14 +39,14 @@ def test_each_trial_has_its_curve_the_best_highlighted_and_the_pruned_dimmed():
     assert curves[4].steps == []     # queued: nothing to draw yet
 
 
-def test_best_so_far_follows_the_succeeded_trials_in_trial_order():
+def test_best_so_far_follows_the_succeeded_trials_in_trial_order_and_carries_on_past_the_others():
     data = plotdata.prepare(leaderboard())
     assert data.finals == [(0, 0.5, "succeeded"), (1, 2.0, "pruned"), (2, 0.2, "succeeded"), (3, 0.4, "succeeded")]
-    assert data.best_so_far == [(0, 0.5), (2, 0.2), (3, 0.2)]
+    assert data.best_so_far == [(0, 0.5), (1, 0.5), (2, 0.2), (3, 0.2)]
 
 
-@pytest.mark.parametrize("direction, expected", [(R.Direction.MINIMIZE, [(0, 3.0), (1, 2.0), (2, 2.0)]),
-                                                  (R.Direction.MAXIMIZE, [(0, 3.0), (1, 3.0), (2, 4.0)])])
+@pytest.mark.parametrize("direction, expected", [(R.Direction.MINIMIZE, [(0, 3.0), (1, 2.0), (2, 2.0), (3, 2.0)]),
+                                                  (R.Direction.MAXIMIZE, [(0, 3.0), (1, 3.0), (2, 4.0), (3, 4.0)])])
 def test_best_so_far_takes_the_direction(direction, expected):
     finals = [(0, 3.0, "succeeded"), (1, 2.0, "succeeded"), (2, 4.0, "succeeded"), (3, 0.1, "failed")]
     assert plotdata.best_so_far(finals, direction) == expected

@@ -119,6 +119,18 @@ def test_filters_combine_state_name_and_host_and_the_summary_says_so():
     assert [r.name for r in view(ROWS, JobFilter(name="wait-*"), now=NOW).rows] == ["wait-old", "wait-new"]
 
 
+def test_a_summary_says_how_many_trials_are_folded_into_search_lines_even_when_all_are():
+    trials = [row("tune[trial=0]", "running"), row("tune[trial=1]", "queued"), row("tune[trial=2]", "pruned")]
+    folded = JobFilter(folded=frozenset({"tune"}))
+    assert view(trials, folded, now=NOW).summary() == "3 jobs: 3 trials in search lines below"
+    assert view(ROWS + trials, folded, now=NOW).summary() == (
+        "11 jobs: 2 running, 1 failed, 2 queued, 1 cancelled, 2 succeeded, 3 trials in search lines below")
+    running = JobFilter(frozenset({JobState.RUNNING}), folded=frozenset({"tune"}))
+    assert view(ROWS + trials, running, now=NOW).summary() == (
+        "3 of 11 jobs match state in {running}: 2 running, 1 trial in search lines below")
+    assert view(trials, folded, now=NOW).to_dict()["folded"] == 3
+
+
 @pytest.mark.parametrize("r, expected", [
     (row("q", "queued", created_at=NOW - 90), {"queued_for_s": 90, "ran_for_s": None, "finished_ago_s": None}),
     (row("q", "queued", created_at=NOW - 90, queued_at=NOW - 30, started_at=NOW - 60),   # requeued
