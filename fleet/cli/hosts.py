@@ -10,7 +10,7 @@ from rich.console import Group
 from rich.text import Text
 
 from core.constants import HOST_TTL_S
-from fleet.cli.common import console, redis_client
+from fleet.cli.common import broker_problem, console, err, redis_client
 from fleet.cli.tables import Layout
 
 if TYPE_CHECKING:
@@ -18,19 +18,24 @@ if TYPE_CHECKING:
 
 
 def cmd_capability(args) -> int:
+    import redis
     from state.cluster import ClusterConfig, read_config
     from routing.detect import detect
     cap = detect()
     try:
-        config = read_config(redis_client())
-    except Exception:  # no broker reachable: the default tiers still answer the question
-        config = ClusterConfig()
+        config, unread = read_config(redis_client()), None
+    except redis.RedisError as e:  # no broker reachable: the default tiers still answer the question
+        config, unread = ClusterConfig(), f"{broker_problem(e)}; showing the default tiers"
     reasons = config.tier_reasons(cap)
     queues = config.queues(cap)
     if args.json:
         print(json.dumps({"capability": config.effective(cap).to_dict(), "queues": queues,
-                          "tiers": reasons}, indent=2))
+                          "tiers": reasons, "config_error": unread}, indent=2))
         return 0
+    if unread:
+        err.print(f"fleet: {unread}", markup=False, highlight=False, soft_wrap=True)
+    for warning in cap.warnings:
+        err.print(f"warning: {warning}", style="yellow", markup=False, highlight=False, soft_wrap=True)
     c = config.effective(cap)
     console.print(f"[bold]{c.hostname}[/]: {c.cpu_cores} cores, {c.ram_total_gib:.1f} GiB RAM "
                   f"({c.ram_available_gib:.1f} available)" + (f", overridden: {', '.join(c.overridden)}" if c.overridden else ""))
@@ -136,10 +141,17 @@ def yield_lines(views: list[HostView]) -> list[str]:
     return out
 
 
+def warning_lines(views: list[HostView]) -> list[Text]:
+    """Under the table, what each live worker warns of: GPUs it could not detect, share_gpu
+    jobs it will not serve."""
+    return [Text(f"{v.hostname}: warning: {w}", style="yellow") for v in views if v.live for w in v.warnings]
+
+
 def render_hosts(views: list[HostView], now: float, *, width: int | None = None, wide: bool = False) -> Group:
     """`fleet hosts` for a terminal ``width`` columns wide (``wide``: every column)."""
     table, _ = HOSTS.table([host_cells(v, now) for v in views], width or console.width, wide)
-    return Group(table, Text(summary(views)), *(Text(line) for line in yield_lines(views)))
+    return Group(table, Text(summary(views)), *(Text(line) for line in yield_lines(views)),
+                 *warning_lines(views))
 
 
 def cmd_hosts(args) -> int:
