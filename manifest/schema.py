@@ -134,6 +134,7 @@ class JobSpec:
     python: str | None = None      # the environment's Python version, e.g. "3.12"
     env: dict[str, str] = field(default_factory=dict)   # plain variables set for the job
     preemptible: bool = False      # stopping it loses nothing: an urgent job may take its place (routing.preempt)
+    owner: str | None = None       # who it belongs to, if its table says (else the publisher's --owner)
 
     @property
     def own_env(self) -> bool:
@@ -151,6 +152,8 @@ class JobSpec:
         d["command"] = list(self.command) if self.command else None
         if not self.preemptible:   # left out at its default: older workers read the spec, digests stay
             del d["preemptible"]
+        if self.owner is None:
+            del d["owner"]
         return d
 
     @classmethod
