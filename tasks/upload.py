@@ -67,8 +67,11 @@ def store_result(ctx: HostContext, run: Run, outcome: RunOutcome) -> dict:
     artifact = {"uri": stored.uri, "sha256": stored.sha256, "size": stored.size}
     # The kept bundle goes only once the success is recorded: if Redis stays down past every
     # retry, the next start of this worker records it (upload_kept) instead of a re-train.
+    # the run's last progress, not its last tick's (a tick before the final epochs' lines)
+    final = {"elapsed_s": round(outcome.elapsed_s, 1), "tail": outcome.tail[-10:], "metrics": metrics}
     recorded = retry_redis(lambda: ctx.records.finish(job.job_id, run.token, JobState.SUCCEEDED, artifact=artifact,
-                                                      result={"metrics": metrics}, last_error=""),
+                                                      result={"metrics": metrics}, last_error="",
+                                                      progress=final),
                            what="record success", stop=ctx.shutdown)
     shutil.rmtree(pending, ignore_errors=True)
     if not recorded:

@@ -172,7 +172,9 @@ def cmd_hosts(args) -> int:
 
 def cmd_why(args) -> int:
     from fleet.query.why import WHY_SWEEP_MAX, why_each
-    sweep, reports = why_each(redis_client(), args.job)
+    sweep, reports, note = why_each(redis_client(), args.job)
+    if note:
+        err.print(note, markup=False, highlight=False, soft_wrap=True)
     if args.json:
         print(json.dumps(reports if sweep else reports[0], indent=2))
         return 0

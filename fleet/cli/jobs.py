@@ -10,7 +10,7 @@ from rich.text import Text
 
 from core import constants as C
 from state import events
-from fleet.cli.common import app, console, err, records, redis_client
+from fleet.cli.common import app, console, err, job_id_for, records, redis_client
 from fleet.cli.tables import Layout
 from core.errors import FleetError
 from fleet.query import jobs as Q
@@ -162,8 +162,13 @@ def _frames(client, flt: Q.JobFilter, args):
 
 # --- show ---------------------------------------------------------------------------
 def cmd_show(args) -> int:
+    from fleet.cli.show import render_show
     rec = records()
-    print(json.dumps(Q.record_view(rec.get(refs.resolve(rec.r, args.job)).to_dict()), indent=2, default=str))
+    view = Q.record_view(rec.get(job_id_for(rec, args.job, "show")).to_dict())
+    if args.json:
+        print(json.dumps(view, indent=2, default=str))
+    else:
+        console.print(render_show(view))
     return 0
 
 
@@ -284,9 +289,9 @@ def register(sub) -> None:
     s.add_argument("--wide", action="store_true",
                    help="every column (owner, queue, tries, artifact) and whole notes, however wide the terminal")
     s.set_defaults(fn=cmd_status)
-    s = sub.add_parser("show", help="one job's whole record (JSON)")
+    s = sub.add_parser("show", help="one job's record: state, where it ran, progress, error, artifact")
     s.add_argument("job", help="job name, ID, or ID prefix (4+ characters)")
-    s.add_argument("--json", action="store_true", help="the default: the record is printed as JSON")
+    s.add_argument("--json", action="store_true", help="the whole record as JSON")
     s.set_defaults(fn=cmd_show)
     for name, fn, text in (("cancel", cmd_cancel, "cancel queued or running jobs"),
                            ("requeue", cmd_requeue, "run failed, cancelled or succeeded jobs again")):
