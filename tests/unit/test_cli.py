@@ -75,3 +75,11 @@ def test_fleet_local_shows_its_store_url_masked(capsys):
     ConsoleShow().started(fleet, SimpleNamespace(took_over=None))
     out = capsys.readouterr().out
     assert "store https://***@store.example/runs" in out and "hunter2" not in out
+
+
+def test_fleet_version_prints_the_installed_version_and_exits_zero(capsys):
+    from importlib import metadata
+    with pytest.raises(SystemExit) as done:
+        cli.main(["--version"])
+    assert done.value.code == 0
+    assert capsys.readouterr().out.startswith(f"fleet {metadata.version('fleet')} (Python 3.")
