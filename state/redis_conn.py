@@ -190,7 +190,9 @@ def _tls_refused(error: Exception) -> bool:
 
 
 def _first_line(error: Exception) -> str:
-    return (str(error).splitlines() or [type(error).__name__])[0]
+    """The error's first line as a clause of ours: redis-py ends its sentences with a full
+    stop ("Connection refused."), which before our "; fix ..." read as ".;"."""
+    return (str(error).splitlines() or [type(error).__name__])[0].rstrip(". ") or type(error).__name__
 
 
 __all__ = ["FleetRedis", "client_for", "connect", "decoding", "explain", "outage", "refused"]
