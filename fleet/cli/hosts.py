@@ -223,13 +223,17 @@ def print_why(report: dict) -> None:
             out(f"  fair share: {pos['fair_share']}", markup=False, highlight=False)
         if not q["hosts"]:
             out("  [red]no live hosts[/] (no worker heartbeat in Redis)")
+        lacking = {c["host"]: _capable_line(c) for c in q["capable"] if c.get("lacks_now")}
         for h in q["hosts"]:
-            verdict = "[green]could run it[/]" if h["could_run"] else "[red]cannot[/]: " + escape("; ".join(h["reasons"]))
+            verdict = ("[red]cannot[/]: " + escape("; ".join(h["reasons"])) if not h["could_run"] else
+                       "[yellow]qualifies, but cannot start it now[/]: " + escape(lacking[h["host"]])
+                       if h["host"] in lacking else "[green]could run it[/]")
             out(f"  {escape(h['host'])}: {verdict}", highlight=False)
         if q.get("no_live_host_has"):
             out(f"  {q['no_live_host_has']}", markup=False, highlight=False)
         for c in q["capable"]:
-            out("  " + _capable_line(c), markup=False, highlight=False)
+            if c["host"] not in lacking:   # a host that lacks room said so on its own line
+                out("  " + _capable_line(c), markup=False, highlight=False)
 
 
 def _capable_line(c: dict) -> str:

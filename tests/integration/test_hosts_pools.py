@@ -101,8 +101,11 @@ def test_fleet_why_says_what_a_2_gpu_job_lacks_on_the_host_that_could_run_it(fle
     assert max(len(line) for line in text.splitlines()) <= width
     flat = " ".join(text.split())
     assert "a host needs CUDA, 2 GPUs, VRAM >= 24 GiB each" in flat
-    assert "big4: could run it" in flat and "gpu1: cannot: GPUs 1 < 2 (>= 24 GiB each)" in flat
-    assert "needs 2 free GPUs with >= 24 GiB: big4 has 1 free, busy with ddp-a" in flat
+    assert "gpu1: cannot: GPUs 1 < 2 (>= 24 GiB each)" in flat
+    # never "could run it" and then why it cannot: one line says it qualifies and what it lacks now
+    assert ("big4: qualifies, but cannot start it now: needs 2 free GPUs with >= 24 GiB: big4 has 1 free, "
+            "busy with ddp-a") in flat
+    assert "could run it" not in flat and flat.count("needs 2 free GPUs") == 1
 
 
 def test_fleet_why_json_has_the_lack_per_capable_host(fleet_cli, fleet_of_pools, capsys):
