@@ -95,6 +95,14 @@ def render(v: Q.JobsView, title: str = "", *, width: int | None = None, wide: bo
     table, widths = STATUS.table(rows, width or console.width, wide)
     if "progress / error" not in widths:   # too narrow for notes: each goes on its own line
         errors = [r for r in v.rows if notes[r.job_id]]
+    elif not wide:   # a note the column would cut ("train_loss=0.…") goes whole on its own line
+        room = widths["progress / error"]
+        cut = [r for r in v.rows if r not in errors and len(notes[r.job_id]) > room]
+        if cut:
+            errors += cut
+            kept = any(notes[r.job_id] and r not in errors for r in v.rows)   # else the column says nothing
+            rows = [_cells(r, v.now, id_len, "see below" if r in errors else notes[r.job_id]) for r in v.rows]
+            table, widths = STATUS.table(rows, width or console.width, wide, drop=() if kept else ("progress / error",))
     parts: list = ([Text(title, style="italic")] if title else []) + [Text(v.summary(), style="bold")]
     if v.rows:
         parts.append(table)
