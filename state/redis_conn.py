@@ -43,8 +43,14 @@ class _Retry(Retry):
         return super().call_with_retry(do, fail, retryable, with_failure_count)
 
 
+# error codes redis-py has no class for: a master with too few replicas during a failover
+OUTAGE_CODES = ("NOREPLICAS",)
+
+
 def outage(error: BaseException) -> bool:
     """Whether ``error`` is what an outage or a failover raises, so trying again can succeed."""
+    if isinstance(error, redis.ResponseError) and str(error).startswith(OUTAGE_CODES):
+        return True
     return isinstance(error, OUTAGE) and not isinstance(error, NOT_RETRIED)
 
 

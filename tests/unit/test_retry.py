@@ -80,7 +80,8 @@ def test_retry_redis_retries_redis_errors():
 
 
 @pytest.mark.parametrize("error", [redis.ConnectionError, redis.TimeoutError, redis.exceptions.BusyLoadingError,
-                                   redis.exceptions.ReadOnlyError, redis.exceptions.MasterDownError])
+                                   redis.exceptions.ReadOnlyError, redis.exceptions.MasterDownError,
+                                   lambda m: redis.ResponseError(f"NOREPLICAS Not enough good replicas ({m})")])
 def test_retry_redis_waits_out_what_an_outage_or_a_failover_raises(error):
     op = Flaky(2, error=error)
     assert retry_redis(op, what="t", stop=threading.Event(), backoff=Backoff((0,), tries=5)) == "done"
