@@ -34,10 +34,9 @@ class MessageFactory:
 
     def list_key(self, queue: str, priority: int, owner: str | None = None) -> str:
         """The Redis list ``queue``'s messages of this priority wait in: ``owner``'s own
-        (state.queues, for fair share), else kombu's."""
-        if owner:
-            return queues.owner_key(queue, owner, wire_priority(priority))
-        return self.channel._q_for_pri(queue, wire_priority(priority))
+        (state.queues, for fair share), else kombu's (its names: state.queues, pinned by
+        tests/unit/test_kombu_seam.py)."""
+        return queues.owner_key(queue, owner, wire_priority(priority))
 
     def message(self, job: JobSpec, queue: str, spec: dict | None = None, owner: str = "") -> str:
         pri = wire_priority(job.priority)

@@ -25,7 +25,7 @@ from core.constants import DATA_CACHE_DIR, TAIL_LINES
 from manifest.schema import JobSpec
 from state import deadletter
 from state.records import JobState
-from tasks import checkpoint, events, isolation, runner, trained, upload, vramwatch, workdirs, workspace
+from tasks import checkpoint, events, isolation, runner, ticks, trained, upload, vramwatch, workdirs, workspace
 from tasks.handback import HandBack
 from tasks.host import HostContext, context
 from tasks.joblog import JobLog
@@ -223,28 +223,9 @@ def _run_process(task, ctx: HostContext, run: Run, argv: list[str], env: dict) -
     # Flower's Result cell says where it runs and on which GPUs
     where = ctx.hostname + (f" GPU {','.join(str(d.index) for d in run.gpus)}" if run.gpus else "")
     flower = events.ProgressEvents(task, where, run.attempt)
-    watch = _vram_watch(run)
     with open(work / workdirs.LOG_FILE, "w", encoding="utf-8") as log_file, \
             checkpoint.syncing(ctx, job, run.token, work, env) as ckpt:
-        def on_tick(progress: runner.Progress) -> Stop | None:
-            snap = progress.snapshot()
-            run.lease.report(progress=snap)
-            try:
-                task.update_state(state="PROGRESS", meta={"job_id": job.job_id, "name": job.name,
-                                                          "worker": ctx.hostname, **snap})
-            except Exception as e:  # the result backend is down: progress is best effort
-                log.debug("progress update failed: %s", e)
-            flower.tick(snap)
-            if watch is not None and (over := watch.check(progress.pgid)):
-                log.warning("%s %s", job.name, over)
-                run.output.append(over)
-                progress.tail.append(over)
-                return Stop.OVER_BUDGET
-            if run.lease.reason is not None:
-                return run.lease.reason
-            asked = ctx.runs.asked(job.job_id)   # a policy hands it back (tasks.handback)
-            return asked.stop if asked is not None else None
-
+        on_tick = _tick_loop(task, ctx, run, flower)
         outcome = runner.run(argv, env=env, cwd=str(work), timeout_s=job.timeout_s, on_tick=on_tick,
                              stop=ctx.shutdown, log=lambda line: (log_file.write(line + "\n"), run.output.append(line)),
                              run_as=isolation.popen_user(ctx.job_user),
@@ -252,6 +233,17 @@ def _run_process(task, ctx: HostContext, run: Run, argv: list[str], env: dict) -
                              exit_file=workdirs.exit_file(work), wake_fd=ctx.runs.wake_fd(job.job_id))
         ckpt.ended(outcome)   # handed back or failed: the checkpoint is synced once more on exit
     return outcome
+
+
+def _tick_loop(task, ctx: HostContext, run: Run, flower: events.ProgressEvents) -> ticks.TickLoop:
+    """Progress reported (lease, Celery, Flower), then each reason to stop (tasks.ticks)."""
+    policies = [ticks.Heartbeat(run.lease), ticks.TaskProgress(task, run, ctx.hostname),
+                ticks.FlowerProgress(flower)]
+    watch = _vram_watch(run)
+    if watch is not None:
+        policies.append(ticks.VramBudget(watch, run))
+    policies += [ticks.LeaseStop(run.lease), ticks.HandBackAsked(ctx.runs, run.job.job_id)]
+    return ticks.TickLoop(policies)
 
 
 def _vram_watch(run: Run) -> vramwatch.VramWatch | None:

@@ -35,7 +35,7 @@ from tasks import events, joblog, poison
 from tasks.admission import Hold
 from tasks.host import HostContext
 from tasks.run import Stop
-from tasks.transport import NEED_FIELDS
+from tasks.deliveryhooks import NEED_FIELDS
 
 log = logging.getLogger("fleet.preempt")
 # only jobs this urgent can displace anyone (a victim's priority is at least 0)

@@ -1,0 +1,222 @@
+"""The one place fleet reaches into kombu's Redis transport (its private methods).
+
+fleet changes four things about how kombu's Redis channel consumes: which lists a BRPOP
+asks for (queue order, fair share, admission), what happens to a popped entry before
+Celery sees it (poison, reservation), where a restored message goes back (its owner's
+list), and what an ack removes (state/lua/ack.lua). Each override below is kombu's own
+method with one call out to a plain method of the channel (``poll_keys``, ``receive``,
+``idle``, ``lists``, ``all_lists``, ``restore_key``, ``ack_entry``, ``ended``), which
+``tasks.transport`` fills in without touching kombu.
+
+Every kombu private this module overrides or calls is listed in ``TOUCHED``; the pin test
+(tests/unit/test_kombu_seam.py) holds a hash of each one's source for the kombu version
+pyproject pins, so a kombu upgrade that changes any of them fails there by name.
+
+A connection reset can close the kombu connection under a channel that still holds
+unacked messages; kombu 5.7 then fails in ``_connparams`` with "'NoneType' object has no
+attribute 'hostname'" (its transport's ``client`` is gone) while it closes the channel or
+restores those messages, and the worker exits. ``_connparams`` here keeps the last good
+parameters, so the restore still reaches Redis and the reset stays a reconnect.
+"""
+from __future__ import annotations
+
+import logging
+
+from kombu.transport import redis as kombu_redis
+from kombu.utils.encoding import bytes_to_str
+from kombu.utils.json import dumps as kombu_json
+
+log = logging.getLogger("fleet.transport")
+
+# kombu privates overridden (o) or called (c) here: re-read each one when the pin test fails
+TOUCHED = (
+    "kombu.transport.redis:Channel._brpop_start",         # o: which lists, in which order
+    "kombu.transport.redis:Channel._brpop_read",          # o: a popped entry, before Celery
+    "kombu.transport.redis:Channel._get",                 # o: basic_get, the same lists
+    "kombu.transport.redis:Channel._size",                # o: every owner's lists counted
+    "kombu.transport.redis:Channel._purge",               # o: every owner's lists purged
+    "kombu.transport.redis:Channel._do_restore_message",  # o: back to its owner's list
+    "kombu.transport.redis:Channel._connparams",          # o: survives a closed connection
+    "kombu.transport.redis:Channel._q_for_pri",           # c: kombu's list names
+    "kombu.transport.redis:Channel._get_message_priority",  # c
+    "kombu.transport.redis:Channel._restore",             # c: calls _do_restore_message
+    "kombu.transport.redis:QoS.ack",                      # o: skipped for state/lua/ack.lua
+    "kombu.transport.redis:QoS.reject",                   # c
+    "kombu.transport.redis:PrefixedStrictRedis._prefix_args",  # c
+    "kombu.transport.virtual.base:Channel._lookup",       # c
+    "kombu.transport.virtual.base:Transport._deliver",    # c: hands a message to Celery
+    "kombu.transport.redis:Channel._flush_brpop_reauth",  # c
+    "kombu.transport.redis:Channel.close",                # the reset path _connparams guards
+    "kombu.transport.redis:QoS.restore_unacked",          # the reset path _connparams guards
+    "kombu.utils.scheduling:round_robin_cycle.consume",   # c: _queue_cycle
+    "kombu.utils.scheduling:priority_cycle.rotate",       # c: _queue_cycle (celeryconfig's)
+)
+
+Empty = kombu_redis.Empty
+
+
+class SeamQoS(kombu_redis.QoS):
+    def ack(self, delivery_tag):
+        # kombu's ZREM+HDEL replaced by the channel's ack_entry (one script)
+        with self.channel.conn_or_acquire() as client:
+            self.channel.ack_entry(client, self.unacked_key, self.unacked_index_key, delivery_tag)
+        super(kombu_redis.QoS, self).ack(delivery_tag)
+        self.channel.ended(bytes_to_str(delivery_tag))
+
+    def reject(self, delivery_tag, requeue=False):
+        super().reject(delivery_tag, requeue=requeue)
+        self.channel.ended(bytes_to_str(delivery_tag))
+
+
+class SeamChannelMixin:
+    """kombu's private methods, each calling one plain method that tasks.transport defines."""
+
+    QoS = SeamQoS
+    _last_brpop: tuple[list, object] = ([], None)
+    _last_connparams: dict[bool, dict] = {}
+
+    # -- the plain methods tasks.transport fills in (stock kombu's behaviour here) --
+
+    def poll_keys(self, queues: list[str]) -> list[str]:
+        """The lists one BRPOP asks for, in serving order (``queues`` in the worker's order)."""
+        return [self._q_for_pri(q, pri) for q in queues for pri in self.priority_steps]
+
+    def receive(self, key: str, item: bytes) -> tuple[dict | None, str | None]:
+        """(message, queue) of an entry popped from ``key``: no message, nothing to hand to
+        Celery; no queue, the entry was no queue's (e.g. a wake-up)."""
+        return kombu_redis.loads(bytes_to_str(item)), self.queue_of(key)
+
+    def idle(self) -> None:
+        """A BRPOP timed out with nothing popped."""
+
+    def lists(self, queue: str) -> list[str]:
+        return self.poll_keys([queue])
+
+    def all_lists(self, client, queue: str) -> list[str]:
+        return self.lists(queue)
+
+    def restore_key(self, payload: dict, queue: str, wire_pri: int) -> str | None:
+        """The list a restored message goes back to (None: kombu's own)."""
+        return None
+
+    def ack_entry(self, client, unacked_key: str, index_key: str, tag) -> None:
+        client.pipeline().zrem(index_key, tag).hdel(unacked_key, tag).execute()
+
+    def ended(self, tag: str) -> None:
+        """A delivery was acked or rejected."""
+
+    def queue_of(self, key: str) -> str:
+        return key.rpartition(self.sep)[0] if self.sep in key else key
+
+    # -- kombu's privates --
+
+    def _brpop_start(self, timeout=None):
+        # kombu's own, with the key list from poll_keys (kombu: every queue's priority 0, ...)
+        if timeout is None:
+            timeout = self.brpop_timeout
+        queues = self._queue_cycle.consume(len(self.active_queues))
+        if not queues:
+            return
+        keys = self.poll_keys(list(queues)) + [timeout or 0]
+        self._in_poll = self.client.connection
+        self._brpop_sent_at = kombu_redis.monotonic()
+        command_args = ["BRPOP", *keys]
+        if self.global_keyprefix:
+            command_args = self.client._prefix_args(command_args)
+        self.client.connection.send_packed_command(self._packed(command_args))
+
+    def _packed(self, command_args: list):
+        # packing a long key list (many owners waiting) costs more than Redis's BRPOP itself,
+        # and polls between two fair-share refreshes send the very same one
+        args, packed = self._last_brpop
+        if args != command_args:
+            packed = self.client.connection.pack_command(*command_args)
+            self._last_brpop = (command_args, packed)
+        return packed
+
+    def _brpop_read(self, **options):
+        # kombu's own, with the popped entry going through receive (None: poll again)
+        try:
+            try:
+                dest__item = self.client.parse_response(self.client.connection, "BRPOP", **options)
+            except self.connection_errors:
+                self.client.connection.disconnect()
+                raise
+            if not dest__item:
+                self.idle()
+                raise Empty()
+            key, item = dest__item
+            message, dest = self.receive(bytes_to_str(key), item)
+            if dest is not None:
+                self._queue_cycle.rotate(dest)
+            if message is None:
+                raise Empty()
+            self.connection._deliver(message, dest)
+            return True
+        finally:
+            self._in_poll = None
+            flush = getattr(self, "_flush_brpop_reauth", None)   # kombu >= 5.6
+            if flush:
+                flush()
+
+    def _get(self, queue):
+        # basic_get (kombu's polling path): the same lists and order as BRPOP
+        with self.conn_or_acquire() as client:
+            for key in self.lists(queue):
+                item = client.rpop(key)
+                if item:
+                    return kombu_redis.loads(bytes_to_str(item))
+        raise Empty()
+
+    def _size(self, queue):
+        with self.conn_or_acquire() as client:
+            pipe = client.pipeline(transaction=False)
+            for key in self.all_lists(client, queue):
+                pipe.llen(key)
+            return sum(pipe.execute())
+
+    def _purge(self, queue):
+        with self.conn_or_acquire() as client:
+            with client.pipeline() as pipe:
+                for key in self.all_lists(client, queue):
+                    pipe.llen(key).delete(key)
+                return sum(pipe.execute()[::2])
+
+    def _do_restore_message(self, payload, exchange, routing_key, pipe, leftmost=False):
+        # kombu's own, except that restore_key may name the list (in kombu's transaction;
+        # a Redis error in restore_key aborts it: nothing lost)
+        pri = self._get_message_priority(payload, reverse=False)
+        routed = self._lookup(exchange, routing_key)
+        targets = [(q, self.restore_key(payload, q, pri)) for q in routed]
+        if not any(key for _, key in targets):
+            return super()._do_restore_message(payload, exchange, routing_key, pipe, leftmost)
+        try:
+            payload["headers"]["redelivered"] = True
+            payload["properties"]["delivery_info"]["redelivered"] = True
+        except KeyError:
+            pass
+        for queue, key in targets:
+            key = key or self._q_for_pri(queue, pri)
+            self.push_restored(pipe, key, kombu_json(payload), leftmost)
+
+    def push_restored(self, pipe, key: str, message: str, leftmost: bool) -> None:
+        (pipe.lpush if leftmost else pipe.rpush)(key, message)
+
+    def _connparams(self, asynchronous=False):
+        # a reset can close the kombu connection (its transport's client set to None) while
+        # this channel still closes or restores its unacked messages: reuse the last params
+        # instead of raising AttributeError, which ends the worker (kombu 5.7)
+        transport = getattr(self, "connection", None)
+        last = self._last_connparams.get(asynchronous)
+        if (transport is None or transport.client is None) and last is not None:
+            log.warning("broker connection closed under a channel: "
+                        "reconnecting with its last settings")
+            return dict(last)
+        params = super()._connparams(asynchronous=asynchronous)
+        self._last_connparams = {**self._last_connparams, asynchronous: dict(params)}
+        return params
+
+
+# what tasks.transport builds its channels and transports on (with SeamChannelMixin first)
+RedisChannel, RedisTransport = kombu_redis.Channel, kombu_redis.Transport
+SentinelChannel, SentinelTransport = kombu_redis.SentinelChannel, kombu_redis.SentinelTransport
