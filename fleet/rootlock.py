@@ -5,7 +5,8 @@ workers, so the kernel holds it for as long as any of them runs and drops it whe
 one exits, killed or not (kill -9, a reboot). The file's text says who holds it (the
 `fleet local` process, whether the fleet is kept, its Redis, its processes), for the
 refusal message and for taking it over: a fleet that was not kept whose `fleet local` died
-leaves orphans, which the next `fleet local` stops before it starts its own.
+leaves orphans, which the next `fleet local` stops before it starts its own. A fleet that
+stopped cleanly empties the file, so only a crash leaves a holder to take over from.
 """
 from __future__ import annotations
 
@@ -107,11 +108,32 @@ class RootLock:
         os.ftruncate(self.fd, 0)
         os.pwrite(self.fd, holder.to_json().encode(), 0)
 
+    def clear(self) -> None:
+        """Its fleet stopped cleanly: the next fleet in the folder takes over from no one."""
+        assert self.fd is not None, "acquire first"
+        os.ftruncate(self.fd, 0)
+
     def release(self) -> None:
         """Let go in this process; children started with ``fd`` keep holding it."""
         if self.fd is not None:
             os.close(self.fd)
             self.fd = None
+
+
+def clear_stopped(root: Path, wait_s: float = 5.0) -> bool:
+    """After a kept fleet was stopped cleanly (`fleet local --stop`): empty its lock file once
+    the kernel dropped the lock, so the next start says nothing of a fleet that is gone."""
+    try:
+        fd = os.open(Path(root) / LOCK_FILE, os.O_RDWR)
+    except FileNotFoundError:
+        return True
+    try:
+        if not _wait_lock(fd, wait_s):
+            return False
+        os.ftruncate(fd, 0)
+        return True
+    finally:
+        os.close(fd)   # closing drops the lock too
 
 
 def _try_lock(fd: int) -> bool:
@@ -164,4 +186,4 @@ def _refusal(root: Path, holder: Holder | None, stop_hint: str) -> str:
             "or give this one another --root DIR")
 
 
-__all__ = ["Holder", "LOCK_FILE", "RootLock", "live", "stop_orphans"]
+__all__ = ["Holder", "LOCK_FILE", "RootLock", "clear_stopped", "live", "stop_orphans"]

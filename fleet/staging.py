@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import contextlib
 import tempfile
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -16,9 +16,12 @@ from artifacts.identity import Progress, write_dir_tar, write_files_tar
 from artifacts.stores import Store, open_store
 from core.constants import DATA_PROGRESS_MIN_BYTES
 from core.errors import DigestMismatch
+from core.registry import value
+from core.settings import STORE_URL_ENV, StoreSettings
 from manifest import dataref
 from manifest.dataref import DIR, DataSource
 from manifest.schema import JobSpec, Manifest
+from state import fleetstore
 
 
 @dataclass(frozen=True)
@@ -38,6 +41,15 @@ def sources_for(manifest: Manifest, jobs: Iterable[JobSpec]) -> list[DataSource]
             if uri and uri.startswith(dataref.STORE_SCHEME + "://"):
                 wanted.add(dataref.parse(uri).sha256)
     return [manifest.data_sources[sha] for sha in sorted(wanted) if sha in manifest.data_sources]
+
+
+def fleet_store(client, broker_url: str, env: Mapping[str, str] | None = None) -> Store:
+    """The store a publisher stages into: the fleet's (``state.fleetstore``), or its own
+    (FLEET_STORE_URL, else ./.fleet-local/store) while none is recorded; refused at once when
+    it names another than the fleet's."""
+    url = fleetstore.settle(client, value(STORE_URL_ENV, env), StoreSettings.from_env(env).url,
+                            "publisher", broker_url)
+    return open_store(StoreSettings.from_env(env, url=url))
 
 
 def stage(manifest: Manifest, jobs: Iterable[JobSpec], *, store: Store | None = None,

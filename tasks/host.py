@@ -11,7 +11,9 @@ import redis
 from artifacts.stores import Store, open_store
 from core import constants as C
 from core.errors import ConfigError
-from core.settings import WORK_DIR_ENV, WorkerSettings
+from core.registry import value
+from core.secrets import masked
+from core.settings import STORE_URL_ENV, WORK_DIR_ENV, WorkerSettings
 from routing.capability import Capability
 from routing.detect import detect
 from state.cluster import ClusterConfig, read_config
@@ -103,6 +105,7 @@ def build_context(app, settings: WorkerSettings | None = None) -> HostContext:
     except redis.RedisError as e:
         log.warning("cannot read the published config from Redis (%s); using the default tiers", e)
         config = ClusterConfig()
+    settings = _fleet_store(client, settings, app.conf.broker_url)
     cap = config.effective(detected)
     records = Records(client, lease_ttl_s=app.conf.fleet_lease_ttl_s)
     ctx = HostContext(app, settings, cap, config, config.queues(detected), client, records,
@@ -119,6 +122,23 @@ def _check_sharing(ctx: HostContext) -> None:
                                            vramwatch.own_status(), unwatched)
     ctx.warnings = (ctx.detected or ctx.capability).warnings + ((problem,) if problem else ())
     ctx.gate.no_sharing = None if unwatched else problem
+
+
+def _fleet_store(client: redis.Redis, settings: WorkerSettings, broker_url: str) -> WorkerSettings:
+    """The fleet's store (``state.fleetstore``): used when this worker names none, recorded
+    when none is; a worker that names another is refused at start."""
+    from state import fleetstore
+    given = settings.store.url if value(STORE_URL_ENV) else None
+    try:
+        url = fleetstore.settle(client, given, settings.store.url, "worker", broker_url,
+                                record_it=True)
+    except ConfigError as e:
+        raise SystemExit(f"fleet: refusing to start: {e}") from None
+    except redis.RedisError as e:
+        log.warning("cannot read the fleet's store from Redis (%s); using %s", e,
+                    masked(settings.store.url))
+        return settings
+    return replace(settings, store=replace(settings.store, url=url))
 
 
 def served_tiers(config: ClusterConfig, queues: list[str]) -> list:

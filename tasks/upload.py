@@ -18,6 +18,7 @@ from artifacts import bundle as bundler
 from artifacts.stores import StoredArtifact, atomic_write
 from core.errors import DigestMismatch, StoreError
 from manifest.schema import JobSpec
+from state.jobrecord import RunEnd, record_end
 from state.records import JobState
 from tasks import workdirs
 from tasks.host import HostContext
@@ -71,7 +72,7 @@ def store_result(ctx: HostContext, run: Run, outcome: RunOutcome) -> dict:
     final = {"elapsed_s": round(outcome.elapsed_s, 1), "tail": outcome.tail[-10:], "metrics": metrics}
     recorded = retry_redis(lambda: ctx.records.finish(job.job_id, run.token, JobState.SUCCEEDED, artifact=artifact,
                                                       result={"metrics": metrics}, last_error="",
-                                                      progress=final),
+                                                      progress=final, **record_end(RunEnd.SUCCEEDED, "")),
                            what="record success", stop=ctx.shutdown)
     shutil.rmtree(pending, ignore_errors=True)
     if not recorded:

@@ -10,12 +10,12 @@ import os
 import sys
 
 from fleet.cli import (acl, artifacts, deadletter, enroll, hosts, jobs, local, logs, publish, settings,
-                       share, trainers, usage)
+                       share, store, trainers, usage)
 from fleet.cli.common import app, broker_problem, err, where  # noqa: F401  (app, where: re-exported)
 from core.errors import FleetError
 
 VERB_MODULES = (publish, jobs, logs, hosts, artifacts, local, enroll, deadletter, trainers, usage, share,
-                acl, settings)
+                acl, settings, store)
 
 
 def version_line() -> str:

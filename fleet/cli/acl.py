@@ -39,6 +39,8 @@ def _apply(env) -> None:
     import redis
     passwords = _passwords(env)
     client = redis_client()
+    if too_old := _too_old(client, env):   # before any rule: none is half-applied
+        raise ConfigError(too_old)
     try:
         for r in acl.rules(_db(env)):
             client.execute_command("ACL", "SETUSER", *r.setuser(passwords[r.role]))
@@ -47,12 +49,38 @@ def _apply(env) -> None:
                           f"{where(value('FLEET_BROKER_URL', env))}: run `fleet acl --apply` "
                           "with the administrator's "
                           "login (the default user, redis://:ADMIN_PASSWORD@host:6379/0)") from None
+    except redis.exceptions.ResponseError as e:
+        raise ConfigError(_refused(client, env, e)) from None
     url = value("FLEET_BROKER_URL", env)
     for r in acl.rules():
         console.print(f"{r.user} ({r.role.value}): {where(acl.with_user(url, r.user, 'x'))}", markup=False,
                       highlight=False)
     console.print("workers: `fleet enroll` with FLEET_ACL_WORKER_PASSWORD set writes the worker's URL; "
                   "persist the users with ACL SAVE (aclfile) or CONFIG REWRITE", markup=False)
+
+
+def _too_old(client, env) -> str:
+    """Why this server cannot take the rules ('' when it can, or may not say its version)."""
+    version = server_version(client)
+    if not version or int(version.split(".")[0]) >= 7:
+        return ""
+    return (f"the Redis at {where(value('FLEET_BROKER_URL', env))} is {version}: fleet's ACL "
+            "users need Redis >= 7 (key selectors); upgrade it, or run Valkey >= 7.2 (the server "
+            "`fleet local` starts)")
+
+
+def _refused(client, env, error) -> str:
+    return (_too_old(client, env)
+            or f"the Redis at {where(value('FLEET_BROKER_URL', env))} refused an ACL rule: {error}")
+
+
+def server_version(client) -> str:
+    """The Redis version a server speaks ('' when it may not say): Valkey says 7.2.4."""
+    import redis
+    try:
+        return str(client.info("server").get("redis_version", ""))
+    except redis.RedisError:
+        return ""
 
 
 def _write_aclfile(path: Path, env) -> None:

@@ -48,6 +48,13 @@ def _check_store(env) -> str:
     return url
 
 
+def _record_store(client, url: str, broker: str) -> None:
+    """This host's store becomes the fleet's (``state.fleetstore``) if none is recorded; a
+    host whose store is not the fleet's is refused before anything is written."""
+    from state import fleetstore
+    fleetstore.settle(client, url, url, "host", broker, record_it=True)
+
+
 def _queues(client) -> tuple[list[str], bool, str]:
     from state.cluster import read_config
     from routing.detect import detect
@@ -137,6 +144,7 @@ def cmd_enroll(args) -> int:
         if login.urls.get("FLEET_RESULT_BACKEND"):
             _check_redis("FLEET_RESULT_BACKEND", login.urls["FLEET_RESULT_BACKEND"])
         store = _check_store(env)
+        _record_store(client, store, value("FLEET_BROKER_URL", env))
         queues, gpu, host = _queues(client)
         console.print(f"Redis {where(value('FLEET_BROKER_URL', env))}: reachable; "
                       f"store {where(store)}: reachable and writable")

@@ -41,7 +41,10 @@ class ConsoleShow:
         console.print(f"redis {masked(fleet.server.url)} (AOF in {fleet.server.data_dir}), "
                       f"store {masked(fleet.store_url)}",
                       markup=False, highlight=False)
-        console.print(f"workers: {', '.join(fleet.workers)} (logs in {fleet.root / 'logs'})",
+        for note in fleet.notes:
+            err.print(f"note: {note}", markup=False, highlight=False, soft_wrap=True)
+        node = f"; nodes NAME@{fleet.node_host}, this folder's" if fleet.node_host else ""
+        console.print(f"workers: {', '.join(fleet.workers)} (logs in {fleet.root / 'logs'}{node})",
                       markup=False, highlight=False)
 
     def published(self, rows, warnings) -> None:

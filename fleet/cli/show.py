@@ -1,6 +1,6 @@
 """`fleet show JOB`: one job's record to read (``--json``: the whole record as JSON).
 
-``show_rows`` is pure: the record as ``fleet.query.jobs.record_view`` gives it, in, and
+``show_rows`` is pure: the record as ``fleet.query.jobs.record_view`` gives it in, and
 (label, value) rows out, only those that say something for this job.
 """
 from __future__ import annotations
@@ -11,7 +11,10 @@ from rich.console import Group
 from rich.table import Table
 from rich.text import Text
 
-from fleet.query import jobs as Q
+
+
+def _first_line(text: str | None) -> str:
+    return next((ln.strip() for ln in (text or "").splitlines() if ln.strip()), "")
 
 
 def _metrics(metrics: dict | None) -> str:
@@ -49,11 +52,12 @@ def show_rows(v: dict) -> list[tuple[str, str]]:
             ("runs", f"{v.get('runs', 0)} (attempts {v.get('attempts', 0)})" if v.get("runs") else ""),
             ("created", v.get("created_at") or ""), ("started", v.get("started_at") or ""),
             ("finished", v.get("finished_at") or ""), ("progress", _progress(v)),
-            ("error", Q.error_line(v.get("last_error"))),
+            ("ended", v.get("end_reason") or _first_line(v.get("last_error"))),
             ("artifact", f"{artifact['uri']} (sha256 {artifact['sha256'][:12]}, {artifact['size']:,} bytes)"
              if artifact.get("uri") else ""),
             ("preemptions", str(v["preemptions"]) if v.get("preemptions") else ""),
-            ("spec", _spec(v.get("spec") or {}))]
+            ("spec", _spec(v.get("spec") or {})),
+            ("unreadable", ", ".join(v.get("problems") or []))]
     return [(label, str(value)) for label, value in rows if value]
 
 

@@ -10,8 +10,10 @@ redis.call('DEL', KEYS[2])
 redis.call('SREM', KEYS[3], redis.call('HGET', KEYS[1], 'job_id'))
 redis.call('HDEL', KEYS[1], 'token')
 if ARGV[2] == 'queued' and not redis.call('HGET', KEYS[1], 'pri_msg') then
-  redis.call('HSET', KEYS[1], 'state', 'failed', 'finished_at', ARGV[3], 'last_error',
-    (redis.call('HGET', KEYS[1], 'last_error') or '') .. ' (cannot requeue: it was not sent by fleet publish)')
+  local why = (redis.call('HGET', KEYS[1], 'last_error') or '')
+    .. ' (cannot requeue: it was not sent by fleet publish)'
+  redis.call('HSET', KEYS[1], 'state', 'failed', 'finished_at', ARGV[3], 'last_error', why,
+             'end', 'failed', 'end_reason', why)
 elseif ARGV[2] == 'queued' then
   if ARGV[4] == '0' then redis.call('HINCRBY', KEYS[1], 'attempts', -1) end
   local id = redis.call('HGET', KEYS[1], 'job_id')

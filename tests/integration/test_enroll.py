@@ -32,9 +32,9 @@ def enroll(env: dict, *args: str) -> subprocess.CompletedProcess:
 
 
 @pytest.fixture
-def env(redis_server, tmp_path):
+def env(redis_url, tmp_path):   # flushed: each test records its own store
     base = {k: v for k, v in os.environ.items() if not k.startswith(("FLEET_", "AWS_"))}
-    url = redis_server.url.replace("redis://", "redis://default:enroll-pass-42@")
+    url = redis_url.replace("redis://", "redis://default:enroll-pass-42@")
     return dict(base, FLEET_BROKER_URL=url, FLEET_STORE_URL=f"file://{tmp_path / 'store'}",
                 AWS_SECRET_ACCESS_KEY="sekrit-enroll", FLEET_CAPABILITY=CUDA, FLEET_HOSTNAME="enroll-gpu")
 
@@ -196,3 +196,15 @@ def test_enroll_wsl_on_a_plain_linux_host_is_refused_in_one_line(env, tmp_path):
         pytest.skip("this machine is a WSL distribution")
     out = enroll(env, "--wsl", "--skip-checks", "--dry-run")
     assert out.returncode == 1 and "not a WSL2 distribution" in out.stderr and "Traceback" not in out.stderr
+
+
+def test_enroll_records_the_hosts_store_as_the_fleets_and_refuses_a_host_with_another(
+        env, redis_client, tmp_path):
+    from state import fleetstore
+    out = enroll(env, "--prefix", str(tmp_path / "root"), "--user", worker_account())
+    assert out.returncode == 0, out.stderr
+    assert fleetstore.recorded(redis_client) == env["FLEET_STORE_URL"]
+    other = dict(env, FLEET_STORE_URL=f"file://{tmp_path / 'elsewhere'}")
+    out = enroll(other, "--prefix", str(tmp_path / "root2"), "--user", worker_account())
+    assert out.returncode != 0 and "is not the fleet's store" in out.stderr
+    assert env["FLEET_STORE_URL"] in out.stderr and not (tmp_path / "root2").exists()

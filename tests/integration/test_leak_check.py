@@ -3,6 +3,7 @@ import os
 import signal
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 
@@ -59,3 +60,24 @@ def test_a_process_from_outside_the_session_is_never_counted(detached):
 def test_a_redis_server_started_in_the_sessions_temp_dir_is_found_by_its_directory(redis_server, tmp_path_factory):
     # redis-server overwrites its environment with its process title: the token is gone
     assert redis_server.proc.pid in found(roots=(tmp_path_factory.getbasetemp(),))
+
+
+def test_a_redis_server_that_never_answers_is_stopped_when_its_start_gives_up(tmp_path):
+    from core.errors import FleetError
+    from fleet.redis_server import RedisServer
+    server = RedisServer(tmp_path / "r", extra_args=("--requirepass", "not-the-one-it-logs-in"))
+    with pytest.raises(FleetError, match="did not start"):
+        server.start(timeout_s=1.0)
+    assert server.proc is None and not running_in(tmp_path)
+
+
+def running_in(folder) -> list:
+    import psutil
+    out = []
+    for proc in psutil.process_iter():
+        try:
+            if proc.status() != psutil.STATUS_ZOMBIE and Path(proc.cwd()).is_relative_to(folder):
+                out.append(proc)
+        except psutil.Error:
+            pass
+    return out

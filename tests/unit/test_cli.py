@@ -71,7 +71,7 @@ def test_fleet_local_shows_its_store_url_masked(capsys):
     from fleet.cli.local import ConsoleShow
     fleet = SimpleNamespace(server=SimpleNamespace(url="redis://127.0.0.1:6400/0", data_dir="/d/redis"),
                             store_url="https://hunter2-token@store.example/runs", workers={"local-cpu": None},
-                            root=Path("/d"))
+                            root=Path("/d"), notes=(), node_host="box-1a2b3c")
     ConsoleShow().started(fleet, SimpleNamespace(took_over=None))
     out = capsys.readouterr().out
     assert "store https://***@store.example/runs" in out and "hunter2" not in out
@@ -83,3 +83,18 @@ def test_fleet_version_prints_the_installed_version_and_exits_zero(capsys):
         cli.main(["--version"])
     assert done.value.code == 0
     assert capsys.readouterr().out.startswith(f"fleet {metadata.version('fleet')} (Python 3.")
+
+
+def test_a_local_fleet_keeps_its_port_and_says_so_when_another_program_took_it(tmp_path):
+    from fleet.localaddr import choose_port
+    assert choose_port(tmp_path, None, lambda p: True, lambda: 4242) == (4242, "")
+    assert choose_port(tmp_path, 6390, lambda p: True, lambda: 4242) == (6390, "")
+    port, note = choose_port(tmp_path, 6390, lambda p: False, lambda: 4242)
+    assert port == 4242 and "port 6390" in note and "taken by another program" in note
+    assert "stale" in note and str(tmp_path / "redis.port") in note
+
+
+def test_each_folders_local_workers_carry_a_tag_of_that_folder(tmp_path):
+    from fleet.localaddr import folder_tag
+    assert folder_tag(tmp_path / "a") != folder_tag(tmp_path / "b")
+    assert folder_tag(tmp_path / "a") == folder_tag(tmp_path / "x" / ".." / "a")

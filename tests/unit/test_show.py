@@ -30,14 +30,16 @@ def test_show_names_where_it_ran_its_owner_artifact_and_spec():
     assert r["worker"] == "big4, GPU 0 NVIDIA H100, 4 cores" and r["owner"] == "alice"
     assert r["artifact"] == "s3://b/runs/mlp/x.tar.zst (sha256 abababababab, 123,456 bytes)"
     assert r["spec"] == 'model mlp, data store://moons.csv, hyper {"epochs": 400}, seed 0'
-    assert "error" not in r and "started" not in r        # nothing to say: no row
+    assert "ended" not in r and "started" not in r        # nothing to say: no row
 
 
-def test_a_failed_job_shows_the_line_of_its_error_that_says_what_went_wrong():
-    failed = {**DONE, "state": "failed", "result": None, "artifact": None,
+def test_a_failed_job_shows_how_it_ended_in_one_line_and_its_last_progress():
+    failed = {**DONE, "state": "failed", "result": None, "artifact": None, "end_reason": "exit 1: KeyError: 'label'",
               "last_error": "job mlp-moons (1a2b) exited with status 1; last output:\nTraceback\nKeyError: 'label'"}
     r = rows(failed)
-    assert r["error"] == "exit 1: KeyError: 'label'" and r["progress"] == "epoch=351; epoch 351 of 400"
+    assert r["ended"] == "exit 1: KeyError: 'label'" and r["progress"] == "epoch=351; epoch 351 of 400"
+    older = rows({**failed, "end_reason": ""})     # a record from before ends were stored
+    assert older["ended"] == "job mlp-moons (1a2b) exited with status 1; last output:"
 
 
 def test_show_reads_at_80_columns_with_long_values_wrapped_in_their_column():
