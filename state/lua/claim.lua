@@ -14,6 +14,12 @@ if not state then
   redis.call('ZADD', KEYS[5], ARGV[5], ARGV[1])
   state = 'queued'
 end
+if state == 'running' and redis.call('HGET', KEYS[1], 'token') == ARGV[3] then
+  -- this very claim again (redis-py retries a command whose reply was lost): the same
+  -- answer, nothing counted twice, the lease renewed as the first call set it
+  redis.call('SET', KEYS[2], ARGV[3], 'PX', ARGV[4])
+  return {'run', redis.call('HGET', KEYS[1], 'attempts'), redis.call('HGET', KEYS[1], 'runs')}
+end
 if state == 'running' then
   if redis.call('EXISTS', KEYS[2]) == 1 then
     return {'drop', 'running on ' .. (redis.call('HGET', KEYS[1], 'worker') or '?')}

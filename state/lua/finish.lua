@@ -2,13 +2,18 @@
 -- KEYS: job_key, lease_key, running_set, fallback_zset, owner_lists
 --@@OWNED@@
 -- ARGV: token, new_state, now, count_attempt ('1' or '0'), then field/value pairs
-if redis.call('HGET', KEYS[1], 'token') ~= ARGV[1] then return 'stale' end
+if redis.call('HGET', KEYS[1], 'token') ~= ARGV[1] then
+  -- this run's own finish again (its reply was lost, the client retried): done already
+  if redis.call('HGET', KEYS[1], 'ended_token') == ARGV[1] then return 'ok' end
+  return 'stale'
+end
 local state = redis.call('HGET', KEYS[1], 'state')
 if state ~= 'running' then return 'stale' end
 for i = 5, #ARGV, 2 do redis.call('HSET', KEYS[1], ARGV[i], ARGV[i + 1]) end
 redis.call('DEL', KEYS[2])
 redis.call('SREM', KEYS[3], redis.call('HGET', KEYS[1], 'job_id'))
 redis.call('HDEL', KEYS[1], 'token')
+redis.call('HSET', KEYS[1], 'ended_token', ARGV[1])
 if ARGV[2] == 'queued' and not redis.call('HGET', KEYS[1], 'pri_msg') then
   local why = (redis.call('HGET', KEYS[1], 'last_error') or '')
     .. ' (cannot requeue: it was not sent by fleet publish)'
