@@ -13,8 +13,8 @@ FLOWER_* variables and before the command line, which wins); helpers are undersc
 import os as _os
 import sys as _sys
 
-from fleet import flower_extras as _extras
 from core.errors import ConfigError as _ConfigError
+from fleet import flower_extras as _extras
 
 try:
     _settings = _extras.settings(_os.environ, _sys.argv)

@@ -5,9 +5,9 @@ from __future__ import annotations
 
 import math
 import re
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import PurePosixPath
-from typing import Mapping
 
 from core import constants as C
 from core.errors import ConfigError

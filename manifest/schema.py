@@ -4,8 +4,9 @@ Nothing here does I/O; ``manifest.loader`` builds these from TOML.
 """
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import asdict, dataclass, field, fields, is_dataclass
-from typing import Any, Iterable
+from typing import Any
 
 from core.constants import DEFAULT_PRIORITY, PREFER_CUDA_GRACE_S
 from manifest.dataref import DataSource
@@ -48,7 +49,7 @@ class TierSpec:
         return {"name": self.name, **self.floor.to_dict()}
 
     @classmethod
-    def from_dict(cls, d: dict[str, Any]) -> "TierSpec":
+    def from_dict(cls, d: dict[str, Any]) -> TierSpec:
         return cls(d["name"], Needs(d.get("require_cuda", False), float(d.get("min_vram_gib", 0)),
                                     float(d.get("min_ram_gib", 0)), int(d.get("min_cores", 0)),
                                     int(d.get("gpus", 0)), bool(d.get("share_gpu", False))))
@@ -99,7 +100,7 @@ class HostPolicy:
                 "pass_env": list(self.pass_env)}
 
     @classmethod
-    def from_dict(cls, d: dict[str, Any]) -> "HostPolicy":
+    def from_dict(cls, d: dict[str, Any]) -> HostPolicy:
         tup = lambda v: None if v is None else tuple(v)  # noqa: E731
         return cls(d["name"], tup(d.get("tiers")), tup(d.get("allow_models")),
                    tuple(d.get("deny_models") or ()), dict(d.get("declared") or {}),
@@ -134,6 +135,8 @@ class JobSpec:
     python: str | None = None      # the environment's Python version, e.g. "3.12"
     env: dict[str, str] = field(default_factory=dict)   # plain variables set for the job
     preemptible: bool = False      # stopping it loses nothing: an urgent job may take its place (routing.preempt)
+    search: str | None = None      # a trial's search id (state.search); None for every other job
+    trial: int | None = None       # a trial's number in its search
     owner: str | None = None       # who it belongs to, if its table says (else the publisher's --owner)
 
     @property
@@ -152,12 +155,14 @@ class JobSpec:
         d["command"] = list(self.command) if self.command else None
         if not self.preemptible:   # left out at its default: older workers read the spec, digests stay
             del d["preemptible"]
+        if self.search is None:
+            del d["search"], d["trial"]
         if self.owner is None:
             del d["owner"]
         return d
 
     @classmethod
-    def from_dict(cls, d: dict[str, Any]) -> "JobSpec":
+    def from_dict(cls, d: dict[str, Any]) -> JobSpec:
         d = dict(d)
         d["needs"] = Needs(**d.get("needs", {}))
         d["command"] = tuple(d["command"]) if d.get("command") else None
@@ -199,3 +204,4 @@ class Manifest:
     jobs: tuple[JobSpec, ...]
     # sha256 -> local bytes the jobs' data pins name; publish stages them in the store
     data_sources: dict[str, DataSource] = field(default_factory=dict)
+    searches: tuple = ()   # manifest.search.SearchSpec: searches, whose trials are published as they run

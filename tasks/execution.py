@@ -22,18 +22,41 @@ import redis
 from artifacts.data import fetch
 from artifacts.pyenv import EnvBuildFailed
 from core.constants import DATA_CACHE_DIR, TAIL_LINES
+from core.ids import short_id
 from manifest.schema import JobSpec
 from state import deadletter
 from state.jobrecord import record_end
 from state.records import JobState
-from tasks import checkpoint, events, isolation, runner, ticks, trained, upload, vramwatch, workdirs, workspace
+from tasks import (
+    checkpoint,
+    events,
+    isolation,
+    runner,
+    ticks,
+    trained,
+    trial,
+    upload,
+    vramwatch,
+    workdirs,
+    workspace,
+)
 from tasks.handback import HandBack
 from tasks.host import HostContext, context
 from tasks.joblog import JobLog
 from tasks.lease import LeaseKeeper
+from tasks.metrichistory import MetricHistory
 from tasks.retry import retry_redis
-from tasks.run import (Ended, Outcome, Run, RunEnd, RunStopped, Stop, failure_end, failure_reason,
-                       run_end)
+from tasks.run import (
+    Ended,
+    Outcome,
+    Run,
+    RunEnd,
+    RunStopped,
+    Stop,
+    failure_end,
+    failure_reason,
+    run_end,
+)
 from trainers import protocol
 
 log = logging.getLogger("fleet.execution")
@@ -45,7 +68,15 @@ NO_RECORD = "no record"     # the claim's answer for a message `fleet publish` n
 
 
 def execute(task, job: JobSpec) -> Ended:
-    """Claim the delivered job and run it; how the delivery ended."""
+    """Claim the delivered job and run it; how the delivery ended. A search's trial advances
+    its search once the delivery is over, however it ended (tasks.trial)."""
+    try:
+        return _execute(task, job)
+    finally:
+        trial.ended(context().redis, job)
+
+
+def _execute(task, job: JobSpec) -> Ended:
     ctx = context()
     if ctx.shutdown.is_set():   # delivered while the worker is stopping: leave it to the next one
         return Ended(Outcome.REDELIVER, "worker shutting down")
@@ -59,7 +90,7 @@ def execute(task, job: JobSpec) -> Ended:
     if not claim.run:
         # a duplicate (redelivery, fallback copy, second publish): ack it, and leave the
         # task's stored result to the run that counts
-        log.info("dropping delivery of %s (%s): %s", job.name, job.job_id[:12], claim.reason)
+        log.info("dropping delivery of %s (%s): %s", job.name, short_id(job.job_id), claim.reason)
         if claim.reason == JobState.CANCELLED:
             events.revoked(task, "cancelled while queued")
         return Ended(Outcome.DROPPED, claim.reason)
@@ -69,7 +100,8 @@ def execute(task, job: JobSpec) -> Ended:
     try:
         with LeaseKeeper(ctx.records, job.job_id, token) as lease, \
                 JobLog(ctx.redis, job.job_id, run=claim.runs, worker=ctx.hostname) as output:
-            ended = _with_grant(task, ctx, Run(job, token, claim.attempts, lease, work, queue=queue, output=output))
+            ended = _with_grant(task, ctx, Run(job, token, claim.attempts, lease, work, queue=queue, output=output,
+                                                  number=claim.runs))
             output.end(*run_end(ended, lease.reason, lease.record))
             return ended
     finally:
@@ -118,7 +150,7 @@ def _guarded(task, ctx: HostContext, run: Run) -> Ended:
     except Exception as e:  # anything unforeseen ends the run, recorded, not left to a lease
         # the record keeps one line; the traceback, which says where, goes to this worker's log
         log.exception("%s (%s) failed on %s with an unforeseen error", run.job.name,
-                      run.job.job_id[:12], ctx.hostname)
+                      short_id(run.job.job_id), ctx.hostname)
         return _failed(ctx, run, None, error=f"{type(e).__name__}: {e}")
 
 
@@ -126,7 +158,7 @@ def _refuse_unpublished(task, ctx: HostContext, job: JobSpec, queue: str) -> End
     """A message no `fleet publish` recorded (e.g. apply_async): set aside, not run."""
     why = (f"no record for job {job.job_id}: not published by fleet (set FLEET_ADOPT_UNPUBLISHED=1 "
            "on workers to run such messages)")
-    log.error("refusing delivery of %s (%s): %s", job.name, job.job_id[:12], why)
+    log.error("refusing delivery of %s (%s): %s", job.name, short_id(job.job_id), why)
     raw = json.dumps({"id": task.request.id, "task": task.name, "args": task.request.args,
                       "delivery_info": task.request.delivery_info})
     retry_redis(lambda: deadletter.set_aside(ctx.redis, deadletter.entry(raw, why, queue, worker=ctx.hostname)),
@@ -194,6 +226,10 @@ def _run(task, ctx: HostContext, run: Run) -> Ended:
         raise
     if outcome.stopped is Stop.SHUTDOWN:
         return _release(task, ctx, run, "worker shutting down")
+    if outcome.stopped is Stop.PRUNED:   # its outputs are kept like a success's
+        result = upload.store_result(ctx, run, outcome, JobState.PRUNED)
+        checkpoint.drop(ctx, job)
+        return Ended(Outcome.SUCCEEDED, result=result, end=RunEnd.PRUNED, detail="by its search's pruner")
     if outcome.stopped is not None and outcome.stopped.by_policy:
         return _handed_back(task, ctx, run, ctx.runs.asked(job.job_id) or HandBack(outcome.stopped, outcome.stopped.value))
     if outcome.stopped is not None and outcome.stopped.record_decides:
@@ -230,25 +266,47 @@ def _run_process(task, ctx: HostContext, run: Run, argv: list[str], env: dict) -
     # Flower's Result cell says where it runs and on which GPUs
     where = ctx.hostname + (f" GPU {','.join(str(d.index) for d in run.gpus)}" if run.gpus else "")
     flower = events.ProgressEvents(task, where, run.attempt)
+    history = MetricHistory(ctx.redis, job.job_id, run.number)
+    pruning = trial.watch(ctx.redis, job, lambda: ctx.runs.wake(job.job_id))
     with open(work / workdirs.LOG_FILE, "w", encoding="utf-8") as log_file, \
             checkpoint.syncing(ctx, job, run.token, work, env) as ckpt:
-        on_tick = _tick_loop(task, ctx, run, flower)
+        on_tick = _tick_loop(task, ctx, run, flower, history, pruning)
         outcome = runner.run(argv, env=env, cwd=str(work), timeout_s=job.timeout_s, on_tick=on_tick,
                              stop=ctx.shutdown, log=lambda line: (log_file.write(line + "\n"), run.output.append(line)),
                              run_as=isolation.popen_user(ctx.job_user),
                              python=ctx.job_user.python if ctx.job_user else None,
-                             exit_file=workdirs.exit_file(work), wake_fd=ctx.runs.wake_fd(job.job_id))
+                             exit_file=workdirs.exit_file(work), wake_fd=ctx.runs.wake_fd(job.job_id),
+                             on_metric=_each(history.record, pruning))
+        _flush_history(ctx, history)
         ckpt.ended(outcome)   # handed back or failed: the checkpoint is synced once more on exit
     return outcome
 
 
-def _tick_loop(task, ctx: HostContext, run: Run, flower: events.ProgressEvents) -> ticks.TickLoop:
-    """Progress reported (lease, Celery, Flower), then each reason to stop (tasks.ticks)."""
-    policies = [ticks.Heartbeat(run.lease), ticks.TaskProgress(task, run, ctx.hostname),
+def _each(*hooks):
+    """One on_metric hook calling each of ``hooks`` that is set, in order."""
+    live = [h for h in hooks if h is not None]
+    return lambda report: [h(report) for h in live]
+
+
+def _flush_history(ctx: HostContext, history: MetricHistory) -> None:
+    """The run's last metric points reach Redis before its bundle is made from them."""
+    try:
+        retry_redis(history.send, what="send metric history", stop=ctx.shutdown)
+    except redis.RedisError as e:
+        log.warning("the last metric points of %s were not kept: %s", short_id(history.job_id), e)
+
+
+def _tick_loop(task, ctx: HostContext, run: Run, flower: events.ProgressEvents, history: MetricHistory,
+               pruning: trial.TrialWatch | None) -> ticks.TickLoop:
+    """Progress reported (lease, metric history, Celery, Flower), then each reason to stop
+    (tasks.ticks): over its VRAM budget, pruned by its search, the lease's answer, a hand-back."""
+    policies = [ticks.Heartbeat(run.lease), ticks.EachTick(history.flush), ticks.TaskProgress(task, run, ctx.hostname),
                 ticks.FlowerProgress(flower)]
     watch = _vram_watch(run)
     if watch is not None:
         policies.append(ticks.VramBudget(watch, run))
+    if pruning is not None:
+        policies.append(pruning)
     policies += [ticks.LeaseStop(run.lease), ticks.HandBackAsked(ctx.runs, run.job.job_id)]
     return ticks.TickLoop(policies)
 
@@ -276,7 +334,7 @@ def _failed(ctx: HostContext, run: Run, outcome: runner.RunOutcome | None, error
     """Record the failure: queued again while attempts remain, else failed."""
     job, attempt = run.job, run.attempt
     if outcome is None:
-        message = f"job {job.name} ({job.job_id[:12]}) failed on {ctx.hostname}: {error}"
+        message = f"job {job.name} ({short_id(job.job_id)}) failed on {ctx.hostname}: {error}"
         end, detail = RunEnd.FAILED, error or ""
         reason, text = failure_reason(end, "failed", (error or "").splitlines()[:1]), error or ""
     else:
@@ -284,7 +342,7 @@ def _failed(ctx: HostContext, run: Run, outcome: runner.RunOutcome | None, error
                else "was stopped: over its VRAM budget" if outcome.stopped is Stop.OVER_BUDGET
                else f"exited with status {outcome.returncode}")
         tail = "\n".join(outcome.tail[-TAIL_LINES:])
-        message = f"job {job.name} ({job.job_id[:12]}) {why}; last output:\n{tail}"
+        message = f"job {job.name} ({short_id(job.job_id)}) {why}; last output:\n{tail}"
         end, detail = failure_end(outcome.stopped, outcome.returncode, job.timeout_s)
         # over its budget, the watch's verdict (its output's last line) says why, not a traceback
         reason = failure_reason(end, detail, outcome.tail[-TAIL_LINES:],
@@ -298,5 +356,5 @@ def _failed(ctx: HostContext, run: Run, outcome: runner.RunOutcome | None, error
                                            **record_end(end, reason, text)),
                 what="record failure", stop=ctx.shutdown)
     left = f"; queued again, {job.max_attempts - attempt} attempt(s) left" if again else ""
-    return Ended(Outcome.FAILED, message + ("\n(retrying: attempt %d of %d)" % (attempt, job.max_attempts)
+    return Ended(Outcome.FAILED, message + (f"\n(retrying: attempt {attempt} of {job.max_attempts})"
                                             if again else ""), end=end, detail=detail + left)

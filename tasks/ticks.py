@@ -8,8 +8,9 @@ next tick). Reporting comes first, so a stopping run's last progress is still re
 from __future__ import annotations
 
 import logging
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Protocol, Sequence
+from typing import Protocol
 
 from tasks import vramwatch
 from tasks.handback import Runs
@@ -63,6 +64,17 @@ class FlowerProgress:
 
     def on_tick(self, tick: Tick) -> Stop | None:
         self.events.tick(tick.snap)
+        return None
+
+
+class EachTick:
+    """A plain call on every tick (the metric history's flush: tasks.metrichistory)."""
+
+    def __init__(self, call):
+        self.call = call
+
+    def on_tick(self, tick: Tick) -> Stop | None:
+        self.call()
         return None
 
 

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import logging
 import os
-from typing import Callable, Mapping
+from collections.abc import Callable, Mapping
 
 from core.settings import SHARE_GPU_UNWATCHED_ENV as UNWATCHED_ENV
 

@@ -10,8 +10,10 @@ from rich.console import Group
 from rich.text import Text
 
 from core.constants import HOST_TTL_S
+from core.ids import short_id
 from fleet.cli.common import broker_problem, console, err, redis_client
 from fleet.cli.tables import Layout
+from fleet.query.jobs import human_duration
 
 if TYPE_CHECKING:
     from fleet.query.hosts import HostView
@@ -19,8 +21,9 @@ if TYPE_CHECKING:
 
 def cmd_capability(args) -> int:
     import redis
-    from state.cluster import ClusterConfig, read_config
+
     from routing.detect import detect
+    from state.cluster import ClusterConfig, read_config
     cap = detect()
     try:
         config, unread = read_config(redis_client()), None
@@ -66,8 +69,7 @@ def register(sub) -> None:
 
 
 def _ago(seconds: float) -> str:
-    s = max(0, int(seconds))
-    return f"{s}s ago" if s < 120 else f"{s // 60}m ago" if s < 7200 else f"{s // 3600}h ago"
+    return f"{human_duration(seconds)} ago"
 
 
 def gpu_models(cap: dict | None) -> str:
@@ -156,6 +158,7 @@ def render_hosts(views: list[HostView], now: float, *, width: int | None = None,
 
 def cmd_hosts(args) -> int:
     import time
+
     from fleet.query.hosts import read_hosts
     views = read_hosts(redis_client(), include_gone=args.all)
     now = time.time()
@@ -199,11 +202,13 @@ def needs_text(n: dict) -> str:
 def print_why(report: dict) -> None:
     from rich.markup import escape
     out = console.print
-    out(f"[bold]{escape(report['name'])}[/] ({report['job_id'][:12]}): {report['state']}"
+    out(f"[bold]{escape(report['name'])}[/] ({short_id(report['job_id'])}): {report['state']}"
         + (f" on {report['worker']}" if report["worker"] else "")
         + (f", attempts {report['attempts']}" if report["attempts"] else ""), markup=True, highlight=False)
     if report["last_error"]:
         out(f"  last error: {report['last_error'].splitlines()[0]}", markup=False, highlight=False)
+    if search := report.get("search"):
+        out(f"  search: {search['summary']}", markup=False, highlight=False)
     for i, q in enumerate(report["queues"]):
         needs = needs_text(q["needs"])
         label = "queue" if i == 0 else "fallback queue"

@@ -11,6 +11,7 @@ from rich.console import Group
 from rich.table import Table
 from rich.text import Text
 
+from core.ids import short_id
 
 
 def _first_line(text: str | None) -> str:
@@ -53,7 +54,7 @@ def show_rows(v: dict) -> list[tuple[str, str]]:
             ("created", v.get("created_at") or ""), ("started", v.get("started_at") or ""),
             ("finished", v.get("finished_at") or ""), ("progress", _progress(v)),
             ("ended", v.get("end_reason") or _first_line(v.get("last_error"))),
-            ("artifact", f"{artifact['uri']} (sha256 {artifact['sha256'][:12]}, {artifact['size']:,} bytes)"
+            ("artifact", f"{artifact['uri']} (sha256 {short_id(artifact['sha256'])}, {artifact['size']:,} bytes)"
              if artifact.get("uri") else ""),
             ("preemptions", str(v["preemptions"]) if v.get("preemptions") else ""),
             ("spec", _spec(v.get("spec") or {})),

@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 
 from core import constants as C
 from core.errors import AmbiguousJob, JobNotFound
+from core.ids import short_id
 from fleet.query.jobs import is_glob, name_matches
 
 HEX = re.compile(r"^[0-9a-f]+$")
@@ -57,7 +58,7 @@ def decide(ref: str, names: dict[str, str], prefix_hits: list[str] | None,
 
 
 def _candidates(hits: tuple[Hit, ...]) -> str:
-    shown = ", ".join(f"{h.job_id[:12]} {h.name}" for h in hits[:SHOW_CANDIDATES])
+    shown = ", ".join(f"{short_id(h.job_id)} {h.name}" for h in hits[:SHOW_CANDIDATES])
     more = f", and {len(hits) - SHOW_CANDIDATES} more" if len(hits) > SHOW_CANDIDATES else ""
     return shown + more
 
@@ -122,9 +123,9 @@ def shared_name_note(name: str, picked: str, others: list[str], verb: str) -> st
     """Pure: what to tell the operator when ``others`` are named ``name`` too."""
     if not others:
         return None
-    shown = ", ".join(f"`fleet {verb} {o[:12]}`" for o in others[:SHOW_CANDIDATES])
+    shown = ", ".join(f"`fleet {verb} {short_id(o)}`" for o in others[:SHOW_CANDIDATES])
     more = f" and {len(others) - SHOW_CANDIDATES} more" if len(others) > SHOW_CANDIDATES else ""
-    return (f"note: {len(others) + 1} jobs are named {name!r}; this is {picked[:12]}, the one published "
+    return (f"note: {len(others) + 1} jobs are named {name!r}; this is {short_id(picked)}, the one published "
             f"last; for the other{'s' if len(others) > 1 else ''}: {shown}{more}")
 
 

@@ -12,20 +12,30 @@ from dataclasses import dataclass
 
 import redis
 
-from routing import fairshare as F
-from state import fairshare, queues as Q
-from state.cluster import ClusterConfig, read_config
 from fleet.messages import TAG_PLACEHOLDER
 from fleet.query.hosts import HostView, live_hosts
-from state.jobrecord import JobRecord, fetch
-from state.records import Records
+from fleet.query.searches import of_job
 from manifest.schema import Needs
-from routing.explain import HostFacts, QueueFacts, Verdict, explain, fleet_lacks, nearest, queue_facts, waits_for
+from routing import fairshare as F
+from routing.explain import (
+    HostFacts,
+    QueueFacts,
+    Verdict,
+    explain,
+    fleet_lacks,
+    nearest,
+    queue_facts,
+    waits_for,
+)
 from routing.pool import demand_of
 from routing.yielding import yield_note
+from state import fairshare
+from state import queues as Q
+from state.cluster import ClusterConfig, read_config
+from state.jobrecord import JobRecord, fetch
+from state.records import Records
 
 PRIORITIES = Q.PRIORITY_STEPS   # kombu's priority_steps (celeryconfig): 0..9
-list_key = Q.list_key
 
 
 def host_facts(view: HostView, config: ClusterConfig) -> HostFacts:
@@ -121,7 +131,7 @@ def _same_list(key: str, wire_pri: int) -> str:
 
 
 def why(client: redis.Redis, name_or_id: str) -> dict:
-    from fleet.query.refs import resolve   # the resolver every verb uses
+    from fleet.query.refs import resolve  # the resolver every verb uses
     rec = Records(client).get(resolve(client, name_or_id))
     config = read_config(client)
     views = live_hosts(client)
@@ -136,6 +146,8 @@ def why(client: redis.Redis, name_or_id: str) -> dict:
         q = queue_facts(queue, config.tiers, config.constraint_queues)
         verdicts = explain(q, model, facts.values(), config.hosts or {})
         out["queues"].append(_queue_report(client, rec, q, config, verdicts, views, depth))
+    if (search := of_job(client, rec.job_id)) is not None:   # a trial: its search's line, why it stopped
+        out["search"] = {"summary": search.summary(), "stopped": search.stopped, "search_id": search.search_id}
     return out
 
 
@@ -152,7 +164,7 @@ def why_each(client: redis.Redis, ref: str) -> tuple[bool, list[dict], str | Non
         picked = pick(client, ref, "why")
         return False, [why(client, picked.job_id)], picked.note
     reports = [why(client, hit.job_id) for hit in res.hits]
-    reports.sort(key=lambda r: r["state"] in ("succeeded", "failed", "cancelled"))
+    reports.sort(key=lambda r: r["state"] in ("succeeded", "failed", "cancelled", "pruned"))
     return True, reports[:WHY_SWEEP_MAX], None
 
 

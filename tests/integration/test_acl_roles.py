@@ -11,9 +11,9 @@ import redis as redis_lib
 from core import constants as C
 from fleet import cli
 from state.acl import Role
+from state.broker import parse
 from state.records import JobState, Records
 from state.redis_conn import connect
-from state.broker import parse
 
 pytestmark = pytest.mark.integration
 
@@ -160,6 +160,7 @@ def test_emptying_the_dead_letter_list_needs_the_operator(as_role, acl_redis):
 def test_a_right_the_worker_role_lacks_fails_its_record_write_at_once_naming_the_role(published, acl_redis):
     import threading
     import time
+
     from tasks import app
     from tasks.retry import RedisRefused, retry_redis
     worker, before = records_as(acl_redis, Role.WORKER), app.conf.broker_url
