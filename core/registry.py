@@ -127,6 +127,9 @@ SETTINGS: tuple[Setting, ...] = (
     Setting("FLEET_GPU_RESERVE_RAM_GIB", GIB_OR_ZERO, None,
             "RAM kept back per idle GPU from CPU jobs",
             example="8", default_doc="worked out per host"),
+    Setting("FLEET_SHARE_GPU_UNWATCHED", BOOL, False, "serve share_gpu jobs where their VRAM "
+            "budgets cannot be held (a worker in its own PID namespace: NVML cannot see its "
+            "processes)"),
     Setting("FLEET_OWNER", TEXT, None, "who published jobs belong to (`fleet publish`)",
             example="alice", default_doc="user@host"),
     # --- yielding GPUs to the host's owner -----------------------------------------------

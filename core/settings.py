@@ -34,6 +34,7 @@ HOSTNAME_ENV = "FLEET_HOSTNAME"
 JOB_USER_ENV = "FLEET_JOB_USER"
 GPU_RESERVE_CORES_ENV = "FLEET_GPU_RESERVE_CORES"
 GPU_RESERVE_RAM_ENV = "FLEET_GPU_RESERVE_RAM_GIB"
+SHARE_GPU_UNWATCHED_ENV = "FLEET_SHARE_GPU_UNWATCHED"   # 1: share GPUs where budgets cannot be held
 YIELD_ENV = "FLEET_YIELD"                       # 1: yield GPUs to the host's owner
 YIELD_CHECK_ENV = "FLEET_YIELD_CHECK"           # a command; exit 0 means the owner is busy
 YIELD_CHECK_TIMEOUT_ENV = "FLEET_YIELD_CHECK_TIMEOUT_S"
@@ -135,6 +136,7 @@ class WorkerSettings:
     gpu_reserve_cores: int | None = None      # kept back per idle GPU from CPU jobs (None: default)
     gpu_reserve_ram_gib: float | None = None
     yielding: YieldSettings = YieldSettings()
+    share_gpu_unwatched: bool = False         # serve share_gpu jobs even if NVML cannot see ours
 
     @classmethod
     def from_env(cls, env: Mapping[str, str] | None = None) -> WorkerSettings:
@@ -147,4 +149,5 @@ class WorkerSettings:
                    env_cache_bytes=env_cache_bytes(env),
                    gpu_reserve_cores=value(GPU_RESERVE_CORES_ENV, env),
                    gpu_reserve_ram_gib=value(GPU_RESERVE_RAM_ENV, env),
-                   yielding=YieldSettings.from_env(env))
+                   yielding=YieldSettings.from_env(env),
+                   share_gpu_unwatched=value(SHARE_GPU_UNWATCHED_ENV, env))

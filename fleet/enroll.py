@@ -7,6 +7,7 @@ import math
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from pathlib import PurePosixPath
 
 from core import constants as C
 from core.errors import ConfigError
@@ -40,6 +41,12 @@ class UnitPlan:
     gpu: bool = False                # GPU hosts keep /dev/nvidia* reachable
     writable: tuple[str, ...] = field(default_factory=tuple)   # e.g. a file:// store's directory
     yield_to_owner: bool = False     # FLEET_YIELD=1: the worker must see the owner's processes
+
+
+def placed(prefix: str | None, path: str) -> str:
+    """Absolute ``path`` under ``prefix`` (None: under /), with one slash where they join:
+    ``/`` and ``/etc/fleet/worker.env`` make ``/etc/fleet/worker.env``, not ``//etc/...``."""
+    return str(PurePosixPath(prefix or "/") / path.lstrip("/"))
 
 
 def stop_timeout_s(soft_shutdown_s: float, job_stop_s: float, upload_allowance_s: float) -> int:

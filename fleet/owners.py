@@ -7,25 +7,21 @@ by anyone else is skipped like any other) until someone runs it again with ``--f
 from __future__ import annotations
 
 import getpass
-import re
 import socket
 from collections.abc import Mapping
 
 from core.errors import ConfigError
 from core.registry import value
+from manifest.owner import OWNER_RULE, owner_ok
 
 OWNER_ENV = "FLEET_OWNER"
-OWNER_MAX_CHARS = 64
-OWNER_RE = re.compile(r"[A-Za-z0-9][A-Za-z0-9._@+-]*\Z")
 
 
 def validate(name: str, *, source: str = "--owner") -> str:
     """``name`` if it is a short printable token (letters, digits, ``. _ @ + -``), else an
     error naming where it came from and how to fix it."""
-    if not name or len(name) > OWNER_MAX_CHARS or not OWNER_RE.match(name):
-        raise ConfigError(
-            f"{source} {name!r}: an owner is 1-{OWNER_MAX_CHARS} characters of letters, digits and . _ @ + -, "
-            f"starting with a letter or digit (e.g. alice or alice@lab3); pass --owner NAME or set {OWNER_ENV}")
+    if not owner_ok(name):
+        raise ConfigError(f"{source} {name!r}: {OWNER_RULE}; pass --owner NAME or set {OWNER_ENV}")
     return name
 
 

@@ -93,8 +93,9 @@ def publish(app: Celery, client: redis.Redis, manifest: Manifest, *, force: froz
             dry_run: bool = False, progress=None, store=None, owner: str | None = None) -> list[PlanRow]:
     """Publish every job that needs it; returns the rows with what actually happened.
 
-    Each new job's record names ``owner`` (default: ``fleet.owners.resolve``); a job that
-    already has a record keeps its first owner unless ``force`` runs it again."""
+    Each new job's record names its own ``owner`` key, else ``owner`` (default:
+    ``fleet.owners.resolve``); a job that already has a record keeps its first owner unless
+    ``force`` runs it again."""
     owner = owners.resolve(owner)
     records = Records(client)
     client = records.r   # replies decoded, whatever client the caller passed
@@ -118,8 +119,8 @@ def publish(app: Celery, client: redis.Redis, manifest: Manifest, *, force: froz
     announce(client, manifest, {q: v for q, v in cq.items() if q not in known})  # idle hosts see new queues first
     forced = [r for r in todo if r.why.startswith("--force")]
     # a re-run's reset reaches Flower before its message can reach a worker (state.events)
-    events.announce_queued(app, (events.QueuedJob(r.job.job_id, r.job.name, r.queue, rerun=True, owner=owner)
-                                  for r in forced))
+    events.announce_queued(app, (events.QueuedJob(r.job.job_id, r.job.name, r.queue, rerun=True,
+                                                  owner=r.job.owner or owner) for r in forced))
     forced_ids = frozenset(r.job.job_id for r in forced)
     with app.connection_for_write() as conn, gc_paused():
         factory = MessageTemplates(MessageFactory(app, conn.default_channel))
@@ -127,7 +128,8 @@ def publish(app: Celery, client: redis.Redis, manifest: Manifest, *, force: froz
         # a generator: messages are built while Redis stores the previous batch
         results = records.publish((_item(factory, row, owner) for row in todo), force=forced_ids)
         searches.publish(client, factory, new_searches, owner, record_fields)
-    events.announce_queued(app, (events.QueuedJob(row.job.job_id, row.job.name, row.queue, owner=owner)
+    events.announce_queued(app, (events.QueuedJob(row.job.job_id, row.job.name, row.queue,
+                                                  owner=row.job.owner or owner)
                                  for row, res in zip(todo, results, strict=True)
                                  if res[0] == "publish" and row.job.job_id not in forced_ids), sent_at=sent_at)
     by_id = {row.job.job_id: res for row, res in zip(todo, results, strict=True)}
@@ -160,6 +162,7 @@ def record_fields(job: JobSpec, queue: str, owner: str) -> dict[str, str]:
 
 def _item(factory: MessageTemplates, row: PlanRow, owner: str) -> PublishItem:
     job = row.job
+    owner = job.owner or owner   # the job's own owner key outranks the publisher's
     spec = json.dumps(job.to_dict())
     fields = {"job_id": job.job_id, "name": job.name, "spec": spec, **record_fields(job, row.queue, owner)}
     fallback_at = None

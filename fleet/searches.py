@@ -52,8 +52,9 @@ def publish(client: redis.Redis, factory: MessageTemplates, rows: list[SearchRow
     store = SearchStore(client)
     for row in rows:
         base = row.spec.base
-        text, before, after = factory.template(row.queue, base.priority, owner)
-        tpl = Template(base.to_dict(), text, before, after, factory.list_key(row.queue, base.priority, owner),
-                       fields(base, row.queue, owner))
+        who = base.owner or owner   # the job table's own owner key outranks the publisher's
+        text, before, after = factory.template(row.queue, base.priority, who)
+        tpl = Template(base.to_dict(), text, before, after, factory.list_key(row.queue, base.priority, who),
+                       fields(base, row.queue, who))
         store.create(row.spec.search_id, base.name, row.spec.config, tpl)
         advance.advance(client, row.spec.search_id)

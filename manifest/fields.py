@@ -118,9 +118,14 @@ def check_needs(p: Problems, path: tuple, table: dict) -> None:
                   f"write it in {unit}, at most {bound}")
 
 
+def needs_cuda(t: dict) -> bool:
+    """Whether well-typed job table ``t`` needs CUDA: said so, or asks for GPUs or VRAM (a
+    prefer_cuda job asks for them on its GPU tier only, and may fall back to a CPU)."""
+    asks_gpu = int(t.get("gpus", 0)) > 0 or t.get("min_vram_gib", 0) > 0
+    return bool(t.get("require_cuda", False)) or (asks_gpu and not t.get("prefer_cuda"))
+
+
 def read_needs(t: dict) -> Needs:
     """The needs (or a tier's floor) written in well-typed table ``t``; 0 where left out."""
-    # asking for GPUs is asking for CUDA (a prefer_cuda job asks for them on its GPU tier only)
-    cuda = bool(t.get("require_cuda", False)) or (int(t.get("gpus", 0)) > 0 and not t.get("prefer_cuda"))
-    return Needs(cuda, float(t.get("min_vram_gib", 0)), float(t.get("min_ram_gib", 0)),
+    return Needs(needs_cuda(t), float(t.get("min_vram_gib", 0)), float(t.get("min_ram_gib", 0)),
                  int(t.get("min_cores", 0)), int(t.get("gpus", 0)), bool(t.get("share_gpu", False)))

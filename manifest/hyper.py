@@ -38,6 +38,8 @@ class Param:
     help: str = ""
     min_exclusive: bool = False
     check: Callable[[Any], str | None] | None = None  # extra check: returns a message or None
+    # another spelling people write, turned into the one representation before any check
+    coerce: Callable[[Any], Any] | None = None
 
     @property
     def range_text(self) -> str:
@@ -70,6 +72,13 @@ def parse_hidden_sizes(value: str) -> tuple[int, ...]:
     if any(not 1 <= s <= MAX_LAYER_WIDTH for s in sizes):
         raise ValueError(f"every layer width must be in 1..{MAX_LAYER_WIDTH}")
     return tuple(sizes)
+
+
+def widths_text(value: Any) -> Any:
+    """A TOML list of layer widths, ``[64, 32]``, as the one representation ``"64,32"``."""
+    if isinstance(value, (list, tuple)):
+        return ",".join(str(v) for v in value)
+    return value
 
 
 def _check_hidden_sizes(value: str) -> str | None:
@@ -110,7 +119,7 @@ TRAINERS: dict[str, dict[str, Param]] = {
     ),
     "mlp": _table(
         Param("hidden_sizes", str, "64,32", help='layer widths, e.g. "64,32"',
-              check=_check_hidden_sizes),
+              check=_check_hidden_sizes, coerce=widths_text),
         Param("epochs", int, 20, 1, 10000),
         Param("batch_size", int, 256, 1, 65536),
         Param("learning_rate", float, 1e-3, 0, 10, min_exclusive=True),
@@ -135,6 +144,7 @@ def _type_ok(param: Param, value: Any) -> bool:
 
 def _check_value(p: Param, value: Any) -> tuple[str, str] | None:
     """(message, fix) for a bad value, or None."""
+    value = p.coerce(value) if p.coerce else value
     if not _type_ok(p, value):
         got = type(value).__name__
         return f"must be {p.type.__name__}, got {got} {value!r}", f"use e.g. {p.default!r}"
@@ -187,8 +197,9 @@ def resolve_hyper(model: str, hyper: dict) -> dict:
     if problems:
         raise ManifestError([Problem("hyper", None, key or "model", message, fix)
                              for key, message, fix in problems])
-    resolved = {name: p.default for name, p in TRAINERS[model].items()}
-    resolved.update(hyper)
+    params = TRAINERS[model]
+    resolved = {name: p.default for name, p in params.items()}
+    resolved.update({k: params[k].coerce(v) if params[k].coerce else v for k, v in hyper.items()})
     for name, p in TRAINERS[model].items():  # an int given for a float stays a float downstream
         if p.type is float:
             resolved[name] = float(resolved[name])

@@ -9,8 +9,9 @@ import re
 
 from core.constants import MAX_PRIORITY
 from manifest.checkpoint import checkpoint_problem
-from manifest.fields import MAX_SEED, check_needs, non_negative
+from manifest.fields import MAX_SEED, check_needs, needs_cuda, non_negative
 from manifest.hyper import TRAINERS
+from manifest.owner import OWNER_RULE, owner_ok
 from manifest.problems import Problems, suggest
 
 JOB_FIELDS = {
@@ -20,7 +21,7 @@ JOB_FIELDS = {
     "min_ram_gib": "num", "min_cores": "int", "allowed_hosts": "strs", "denied_hosts": "strs",
     "timeout_s": "num", "max_attempts": "int", "sweep": "table",
     "checkpoint": "str", "gpus": "int", "share_gpu": "bool", "workdir": "str", "requirements": "str|strs",
-    "python": "str", "env": "table", "preemptible": "bool", "search": "table",
+    "python": "str", "env": "table", "preemptible": "bool", "search": "table", "owner": "str",
 }
 ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 PYTHON_VERSION = re.compile(r"^3(\.\d{1,2}){0,2}$")
@@ -35,7 +36,7 @@ def job_problems(p: Problems, path: tuple, t: dict, written: set[str]) -> None:
     """
     _what_runs(p, path, t, written)
     _numbers(p, path, t)
-    _cuda(p, path, t, written)
+    _cuda(p, path, t)
     _where(p, path, t)
     _own_code(p, path, t)
 
@@ -62,6 +63,8 @@ def _what_runs(p: Problems, path: tuple, t: dict, written: set[str]) -> None:
             p.add(path + ("artifacts",), *bad)
     if "model" in t and "data" not in written:
         p.add(path + ("data",), f"model {t['model']!r} needs data", "set data to a CSV/Parquet path or s3:// URI")
+    if "owner" in t and not owner_ok(t["owner"]):
+        p.add(path + ("owner",), f"{t['owner']!r} is not an owner's name", f"write one: {OWNER_RULE}")
 
 
 def _numbers(p: Problems, path: tuple, t: dict) -> None:
@@ -79,17 +82,11 @@ def _numbers(p: Problems, path: tuple, t: dict) -> None:
         p.add(path + ("max_attempts",), "must be >= 1", "use 1 for a single try")
 
 
-def _cuda(p: Problems, path: tuple, t: dict, written: set[str]) -> None:
-    """require_cuda and prefer_cuda agree, and a VRAM need comes with one of them."""
+def _cuda(p: Problems, path: tuple, t: dict) -> None:
+    """require_cuda and prefer_cuda agree (gpus or min_vram_gib alone imply require_cuda)."""
     if t.get("require_cuda") and t.get("prefer_cuda"):
         p.add(path + ("prefer_cuda",), "prefer_cuda with require_cuda has no effect",
               "drop prefer_cuda, or drop require_cuda to allow a CPU fallback")
-    # a mistyped require_cuda / prefer_cuda is reported already; it does not make a VRAM need orphan
-    cuda_flags_ok = all(k in t for k in ("require_cuda", "prefer_cuda") if k in written)
-    asks_cuda = t.get("require_cuda") or t.get("prefer_cuda") or t.get("gpus", 0) > 0
-    if t.get("min_vram_gib", 0) > 0 and cuda_flags_ok and not asks_cuda:
-        p.add(path + ("min_vram_gib",), "a VRAM need without require_cuda or prefer_cuda",
-              "add require_cuda = true (or prefer_cuda = true)")
     _sharing(p, path, t)
 
 
@@ -97,7 +94,7 @@ def _sharing(p: Problems, path: tuple, t: dict) -> None:
     """A job that shares a GPU asks for one GPU, on CUDA, with a VRAM budget."""
     if not t.get("share_gpu"):
         return
-    if not (t.get("require_cuda") or t.get("gpus", 0) > 0):
+    if not needs_cuda(t):
         p.add(path + ("share_gpu",), "share_gpu without require_cuda",
               "add require_cuda = true (sharing is for jobs that need a GPU)")
     if t.get("gpus", 1) != 1:

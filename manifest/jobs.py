@@ -197,4 +197,5 @@ def _build_job(t: dict, point: dict, name: str, pins: tuple[str | None, PinnedWo
         timeout_s=t.get("timeout_s"), max_attempts=t.get("max_attempts"), line=table_line,
         checkpoint=checkpoint_dir(t["checkpoint"]) if "checkpoint" in t else None,
         workdir=own["workdir"], requirements=tuple(own["requirements"]), env_lock=own["env_lock"],
-        python=own["python"], env=own["env"], preemptible=t.get("preemptible", False))
+        python=own["python"], env=own["env"], preemptible=t.get("preemptible", False),
+        owner=t.get("owner"))

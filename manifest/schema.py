@@ -137,6 +137,7 @@ class JobSpec:
     preemptible: bool = False      # stopping it loses nothing: an urgent job may take its place (routing.preempt)
     search: str | None = None      # a trial's search id (state.search); None for every other job
     trial: int | None = None       # a trial's number in its search
+    owner: str | None = None       # who it belongs to, if its table says (else the publisher's --owner)
 
     @property
     def own_env(self) -> bool:
@@ -156,6 +157,8 @@ class JobSpec:
             del d["preemptible"]
         if self.search is None:
             del d["search"], d["trial"]
+        if self.owner is None:
+            del d["owner"]
         return d
 
     @classmethod

@@ -36,6 +36,8 @@ class Capability:
     versions: dict[str, str] = field(default_factory=dict)
     git_commit: str | None = None
     overridden: tuple[str, ...] = ()  # keys replaced by FLEET_CAPABILITY / FLEET_HOSTNAME
+    # what detection could not find out, for the operator (worker log, fleet capability, hosts)
+    warnings: tuple[str, ...] = ()
 
     @property
     def max_vram_gib(self) -> float:
@@ -45,6 +47,7 @@ class Capability:
         d = asdict(self)
         d["cuda_devices"] = [asdict(x) for x in self.cuda_devices]
         d["overridden"] = list(self.overridden)
+        d["warnings"] = list(self.warnings)
         return d
 
     @classmethod
@@ -52,7 +55,20 @@ class Capability:
         d = dict(d)
         d["cuda_devices"] = tuple(CudaDevice(**x) for x in d.get("cuda_devices", ()))
         d["overridden"] = tuple(d.get("overridden", ()))
+        d["warnings"] = tuple(d.get("warnings", ()))
         return cls(**d)
+
+
+def nvml_warning(error: str, evidence: list[str]) -> str | None:
+    """What to tell the operator when NVML did not start (``error``) on a host where NVIDIA
+    devices or a driver are present (``evidence``: their paths); None where there are none
+    (a CPU host, whose NVML fails as it should)."""
+    if not evidence:
+        return None
+    return (f"NVML failed to start ({error}) although {', '.join(evidence[:3])} "
+            f"{'is' if len(evidence) == 1 else 'are'} present: this host's GPUs are not "
+            "detected, so it serves as a CPU host; check the NVIDIA driver (nvidia-smi) and "
+            "that libnvidia-ml.so.1 can be loaded (in a container: the NVIDIA runtime)")
 
 
 def parse_override(raw: str) -> dict[str, Any]:
@@ -105,6 +121,7 @@ def apply_override(cap: Capability, override: dict[str, Any]) -> Capability:
                     raise CapabilityError(
                         f"FLEET_CAPABILITY: cuda_devices[{i}] needs a number vram_total_gib ({e})") from e
             changes[key] = tuple(devices)
+            changes["warnings"] = ()   # the devices are declared: what NVML could not tell is moot
         elif key == "hostname":
             changes[key] = str(given)
         else:
@@ -112,7 +129,7 @@ def apply_override(cap: Capability, override: dict[str, Any]) -> Capability:
     if "ram_total_gib" in changes and "ram_available_gib" not in changes:
         # a simulated smaller host cannot have more free RAM than it has in all
         changes["ram_available_gib"] = min(cap.ram_available_gib, changes["ram_total_gib"])
-    overridden = tuple(sorted(set(cap.overridden) | set(changes)))
+    overridden = tuple(sorted(set(cap.overridden) | set(changes) - {"warnings"}))
     return replace(cap, **changes, overridden=overridden)
 
 

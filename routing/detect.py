@@ -5,6 +5,7 @@ and safe to fork.
 """
 from __future__ import annotations
 
+import glob
 import os
 import socket
 import subprocess
@@ -13,18 +14,28 @@ from pathlib import Path
 
 import psutil
 
-from routing.capability import Capability, CudaDevice, from_environment
+from routing.capability import Capability, CudaDevice, from_environment, nvml_warning
 
 GIB = 1024 ** 3
 VERSIONED = ("celery", "kombu", "redis", "zstandard", "xgboost", "torch", "numpy", "nvidia-ml-py")
 
 
-def _cuda_devices() -> tuple[tuple[CudaDevice, ...], str | None]:
+NVIDIA_DEVICES = "/dev/nvidia*"
+NVIDIA_DRIVER = "/proc/driver/nvidia"
+
+
+def nvidia_evidence() -> list[str]:
+    """The NVIDIA device files and driver directory present on this host."""
+    return sorted(glob.glob(NVIDIA_DEVICES)) + ([NVIDIA_DRIVER] if os.path.isdir(NVIDIA_DRIVER) else [])
+
+
+def _cuda_devices() -> tuple[tuple[CudaDevice, ...], str | None, str | None]:
+    """The devices, the driver version, and a warning if NVML failed where a GPU is present."""
     try:
         import pynvml
         pynvml.nvmlInit()
-    except Exception:  # no driver, no library, no GPU: a CPU host
-        return (), None
+    except Exception as e:  # no driver, no library, no GPU: a CPU host, unless NVIDIA is there
+        return (), None, nvml_warning(f"{type(e).__name__}: {e}", nvidia_evidence())
     try:
         driver = pynvml.nvmlSystemGetDriverVersion()
         devices = []
@@ -41,7 +52,7 @@ def _cuda_devices() -> tuple[tuple[CudaDevice, ...], str | None]:
             devices.append(CudaDevice(i, name.decode() if isinstance(name, bytes) else name,
                                       round(mem.total / GIB, 2), round(mem.free / GIB, 2), cc,
                                       uuid.decode() if isinstance(uuid, bytes) else uuid))
-        return tuple(devices), driver.decode() if isinstance(driver, bytes) else driver
+        return tuple(devices), driver.decode() if isinstance(driver, bytes) else driver, None
     finally:
         pynvml.nvmlShutdown()
 
@@ -68,12 +79,13 @@ def _git_commit() -> str | None:
 def detect_raw() -> Capability:
     """What the hardware says, before any override."""
     vm = psutil.virtual_memory()
-    devices, driver = _cuda_devices()
+    devices, driver, warning = _cuda_devices()
     return Capability(
         hostname=socket.gethostname(),
         cpu_cores=psutil.cpu_count(logical=False) or os.cpu_count() or 1,
         ram_total_gib=round(vm.total / GIB, 2), ram_available_gib=round(vm.available / GIB, 2),
-        cuda_devices=devices, driver_version=driver, versions=_versions(), git_commit=_git_commit())
+        cuda_devices=devices, driver_version=driver, versions=_versions(), git_commit=_git_commit(),
+        warnings=(warning,) if warning else ())
 
 
 def detect() -> Capability:

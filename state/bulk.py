@@ -1,8 +1,8 @@
 """Job records in bulk: many jobs per Redis command, for publishing large sweeps.
 
 A pipelined command per job costs the client far more (packing, parsing) than Redis
-spends on it. Here one script call carries a batch of jobs: ``states`` reads a batch of
-records' states, ``publish`` runs lua/publish.lua once per job inside lua/publish_many.lua,
+spends on it. Here one script call carries a batch of jobs: ``states`` and ``names`` read a
+batch of records' states or names, ``publish`` runs lua/publish.lua once per job inside lua/publish_many.lua,
 so every job is still created with its message in one atomic step.
 """
 from __future__ import annotations
@@ -52,14 +52,22 @@ class Bulk:
     def __init__(self, client: redis.Redis):
         self.r = client
         self._states = client.register_script(_script("states"))
+        self._names = client.register_script(_script("names"))
         self._publish_many = client.register_script(publish_many_script())
 
     def states(self, job_ids: Iterable[str], batch: int = STATES_BATCH) -> dict[str, str | None]:
         """Each job's state string (None: no record), in a few script calls."""
+        return self._each(self._states, job_ids, batch)
+
+    def names(self, job_ids: Iterable[str], batch: int = STATES_BATCH) -> dict[str, str | None]:
+        """Each job's name (None: no record), in a few script calls."""
+        return self._each(self._names, job_ids, batch)
+
+    def _each(self, script, job_ids: Iterable[str], batch: int) -> dict[str, str | None]:
         ids = list(job_ids)
         out: dict[str, str | None] = {}
         for chunk in _chunks(ids, batch):
-            res = self._read_only(self._states, [C.JOB_KEY + jid for jid in chunk])
+            res = self._read_only(script, [C.JOB_KEY + jid for jid in chunk])
             out.update((jid, s or None) for jid, s in zip(chunk, res, strict=True))
         return out
 

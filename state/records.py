@@ -197,19 +197,6 @@ class Records:
                              args=[time.time() - older_than_s, C.JOB_KEY, max_entries])
 
     # --- operators ------------------------------------------------------------
-    def resolve(self, name_or_id: str) -> str:
-        """A job ID from a full ID, a unique ID prefix (>= 6 chars) or a job name."""
-        if self.r.exists(C.JOB_KEY + name_or_id):
-            return name_or_id
-        jid = self.r.hget(C.NAMES_INDEX, name_or_id)
-        if jid:
-            return jid
-        if len(name_or_id) >= 6:
-            hits = [k[len(C.JOB_KEY):] for k in self.r.scan_iter(C.JOB_KEY + name_or_id + "*", count=1000)]
-            if len(hits) == 1:
-                return hits[0]
-        raise JobNotFound(f"no job named or with ID {name_or_id!r}; see `fleet status` for names and IDs")
-
     def get(self, job_id: str) -> JobRecord:
         rec = fetch(self.r, job_id)
         if rec is None:

@@ -27,6 +27,11 @@ from state.broker import BrokerSettings, from_conf
 
 log = logging.getLogger("fleet.redis")
 NOT_RETRIED = (redis.AuthenticationError, redis.exceptions.AuthorizationError)
+# What an outage or a failover raises: the server is away, still loading its data, or was
+# demoted to a replica under us. Anything else (a script's bug, a missing ACL right, a
+# refused password) would only fail the same way again.
+OUTAGE = (redis.ConnectionError, redis.TimeoutError, redis.exceptions.ReadOnlyError,
+          redis.exceptions.MasterDownError)
 
 
 class _Retry(Retry):
@@ -36,6 +41,17 @@ class _Retry(Retry):
         def retryable(e: Exception) -> bool:
             return not isinstance(e, NOT_RETRIED) and (is_retryable is None or is_retryable(e))
         return super().call_with_retry(do, fail, retryable, with_failure_count)
+
+
+# error codes redis-py has no class for: a master with too few replicas during a failover
+OUTAGE_CODES = ("NOREPLICAS",)
+
+
+def outage(error: BaseException) -> bool:
+    """Whether ``error`` is what an outage or a failover raises, so trying again can succeed."""
+    if isinstance(error, redis.ResponseError) and str(error).startswith(OUTAGE_CODES):
+        return True
+    return isinstance(error, OUTAGE) and not isinstance(error, NOT_RETRIED)
 
 
 def _retry() -> Retry:
@@ -151,6 +167,16 @@ def explain(error: redis.RedisError, settings: BrokerSettings) -> str:
             "your broker (`fleet local --keep` starts one here and prints the export lines)")
 
 
+def refused(what: str, error: redis.RedisError, settings: BrokerSettings) -> str:
+    """One line for an error that is not an outage: the operation, the role it ran as, the fix."""
+    if isinstance(error, (redis.AuthenticationError, redis.exceptions.NoPermissionError)):
+        return f"{what}: {explain(error, settings)}"
+    role = acl.role_of(settings.username)
+    who = f"Redis user {settings.username!r} ({role.value} role)" if role else settings.who
+    return (f"{what}: Redis at {settings.where} refused it from {who}: {_first_line(error)}; "
+            "not an outage, so not retried")
+
+
 def _refused(error: Exception, settings: BrokerSettings) -> str:
     role = acl.role_of(settings.username)
     if role is None:
@@ -170,7 +196,9 @@ def _tls_refused(error: Exception) -> bool:
 
 
 def _first_line(error: Exception) -> str:
-    return (str(error).splitlines() or [type(error).__name__])[0]
+    """The error's first line as a clause of ours: redis-py ends its sentences with a full
+    stop ("Connection refused."), which before our "; fix ..." read as ".;"."""
+    return (str(error).splitlines() or [type(error).__name__])[0].rstrip(". ") or type(error).__name__
 
 
-__all__ = ["FleetRedis", "client_for", "connect", "decoding", "explain"]
+__all__ = ["FleetRedis", "client_for", "connect", "decoding", "explain", "outage", "refused"]

@@ -67,6 +67,8 @@ class Gate:
         self.wake_key = wake_key
         self._hold: Hold | None = None
         self._yielded: dict[int, str] = {}   # device -> why it is yielded to the host's owner
+        # why no share_gpu job starts here (tasks.vramwatch.accounting_problem); None: they may
+        self.no_sharing: str | None = None
 
     def yield_devices(self, reasons: Mapping[int, str]) -> None:
         """From now on withhold exactly ``reasons``' devices from new jobs (tasks.yieldwatch);
@@ -135,13 +137,18 @@ class Gate:
         with self._lock:
             pool, held, yielded = self._pool, self._live_hold(), set(self._yielded)
         if held is not None:   # only the held job's queue, once the room for it is free
-            return [held.queue] if held.queue in queues and admit_yielding(pool, held.demand, yielded) else []
+            return [held.queue] if held.queue in queues and self._admit(pool, held.demand, yielded) else []
         out = []
         for q in queues:
             need = self.queue_demand(q)
-            if need is None or admit_yielding(pool, need, yielded) is not None:
+            if need is None or self._admit(pool, need, yielded) is not None:
                 out.append(q)
         return out
+
+    def _admit(self, pool: Pool, demand: Demand, yielded) -> tuple[Grant, Pool] | None:
+        if demand.share_gpu and self.no_sharing is not None:
+            return None
+        return admit_yielding(pool, demand, yielded)
 
     def demand(self, needs: Needs, queue: str) -> Demand:
         """What a job with ``needs`` delivered from ``queue`` reserves (GPUs on a GPU queue)."""
@@ -156,7 +163,7 @@ class Gate:
             held = self._live_hold()
             if held is not None and held.job_id != job_id:
                 return None   # the room is kept for the held job
-            got = admit_yielding(self._pool, demand, self._yielded)
+            got = self._admit(self._pool, demand, self._yielded)
             if got is None:
                 return None
             if held is not None:

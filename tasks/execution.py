@@ -148,6 +148,9 @@ def _guarded(task, ctx: HostContext, run: Run) -> Ended:
         # bundle, if training finished) decides what happens next
         raise
     except Exception as e:  # anything unforeseen ends the run, recorded, not left to a lease
+        # the record keeps one line; the traceback, which says where, goes to this worker's log
+        log.exception("%s (%s) failed on %s with an unforeseen error", run.job.name,
+                      short_id(run.job.job_id), ctx.hostname)
         return _failed(ctx, run, None, error=f"{type(e).__name__}: {e}")
 
 

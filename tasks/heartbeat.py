@@ -38,7 +38,7 @@ def payload(ctx, consumer=None, *, state: str = "up", started_at: float, now: fl
             "detected": (ctx.detected or ctx.capability).to_dict(),
             "queues": consumed(ctx, consumer), "asked": list(ctx.asked), "slots": _slots(ctx),
             "pool": pool_view(ctx), "active": active, "started_at": started_at, "seen_at": now,
-            "envs": workspace.cached_envs(ctx.work_root)}
+            "envs": workspace.cached_envs(ctx.work_root), "warnings": list(ctx.warnings)}
 
 
 def pool_view(ctx) -> dict:

@@ -18,7 +18,7 @@ from routing.capability import Capability
 from routing.detect import detect
 from state.cluster import ClusterConfig, read_config
 from state.records import Records
-from tasks import admission, isolation
+from tasks import admission, isolation, vramwatch
 from tasks.admission import Gate
 from tasks.handback import Runs
 
@@ -44,6 +44,8 @@ class HostContext:
     job_user: isolation.JobUser | None = None   # FLEET_JOB_USER: jobs run as this user
     shutdown: threading.Event = field(default_factory=threading.Event)
     runs: Runs = field(default_factory=Runs)   # the runs executing here, for policies to hand back
+    # what the operator must know about this worker (worker log at start, fleet hosts)
+    warnings: tuple[str, ...] = ()
 
     @property
     def hostname(self) -> str:
@@ -110,7 +112,17 @@ def build_context(app, settings: WorkerSettings | None = None) -> HostContext:
     ctx = HostContext(app, settings, cap, config, config.queues(detected), client, records,
                       _gate(cap, config, settings, client), detected=detected, job_user=job_user)
     ctx.gate.queue_demand = lambda queue: queue_demand(ctx, queue)   # follows config refreshes
+    _check_sharing(ctx)
     return ctx
+
+
+def _check_sharing(ctx: HostContext) -> None:
+    """Serve share_gpu jobs only where their VRAM budgets can be held (tasks.vramwatch)."""
+    unwatched = ctx.settings.share_gpu_unwatched
+    problem = vramwatch.accounting_problem(any(d.uuid for d in ctx.capability.cuda_devices),
+                                           vramwatch.own_status(), unwatched)
+    ctx.warnings = (ctx.detected or ctx.capability).warnings + ((problem,) if problem else ())
+    ctx.gate.no_sharing = None if unwatched else problem
 
 
 def _fleet_store(client: redis.Redis, settings: WorkerSettings, broker_url: str) -> WorkerSettings:

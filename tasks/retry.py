@@ -2,7 +2,9 @@
 
 Used for the record writes that must not be lost to a Redis outage (on top of redis-py's
 own short reconnect retry in ``state.redis_conn``) and for bundle uploads through a store
-outage. A set ``stop`` event ends the waiting at once: the last error is raised.
+outage. A set ``stop`` event ends the waiting at once: the last error is raised. Only what an
+outage or a failover raises is waited out: a script's bug or a missing ACL right fails at once
+(``RedisRefused``), naming the operation and the role, instead of stalling five minutes.
 """
 from __future__ import annotations
 
@@ -14,8 +16,16 @@ from typing import TypeVar
 
 import redis
 
+from state.redis_conn import outage, refused
+
 log = logging.getLogger("fleet.retry")
 T = TypeVar("T")
+
+
+class RedisRefused(redis.exceptions.ResponseError):
+    """Raised when Redis answers a record read or write with an error no wait can cure (a
+    script's bug, a missing ACL right, a refused password); the message names the operation
+    and the role it ran as."""
 
 
 @dataclass(frozen=True)
@@ -49,13 +59,17 @@ UPLOAD_BACKOFF = Backoff((1, 2, 5, 10, 30, 60))
 
 
 def retry(fn: Callable[[], T], *, on: type[BaseException] | tuple[type[BaseException], ...],
-          backoff: Backoff, stop: threading.Event, what: str) -> T:
-    """``fn()``, tried again after each ``on`` error per ``backoff`` until ``stop`` is set."""
+          backoff: Backoff, stop: threading.Event, what: str,
+          when: Callable[[BaseException], bool] = lambda e: True) -> T:
+    """``fn()``, tried again after each ``on`` error that ``when`` accepts, per ``backoff``,
+    until ``stop`` is set."""
     failures = 0
     while True:
         try:
             return fn()
         except on as e:
+            if not when(e):
+                raise
             failures += 1
             if backoff.tries is not None and failures >= backoff.tries:
                 raise
@@ -68,4 +82,19 @@ def retry(fn: Callable[[], T], *, on: type[BaseException] | tuple[type[BaseExcep
 def retry_redis(fn: Callable[[], T], *, what: str, stop: threading.Event,
                 backoff: Backoff = REDIS_BACKOFF) -> T:
     """A record read or write that must not be lost to a Redis outage."""
-    return retry(fn, on=redis.RedisError, backoff=backoff, stop=stop, what=f"{what} in Redis")
+    try:
+        return retry(fn, on=redis.RedisError, when=outage, backoff=backoff, stop=stop,
+                     what=f"{what} in Redis")
+    except redis.RedisError as e:
+        if outage(e):
+            raise
+        raise RedisRefused(refused(what, e, _broker())) from e
+
+
+def _broker():
+    """The worker's broker settings (its user, hence its role), for a refusal's message."""
+    from state.broker import from_conf
+    from tasks import app
+    from tasks.host import current
+    ctx = current()
+    return from_conf((ctx.app if ctx else app).conf)

@@ -78,13 +78,16 @@ def store_result(ctx: HostContext, run: Run, outcome: RunOutcome, state: JobStat
             shutil.rmtree(pending, ignore_errors=True)
         raise
     artifact = {"uri": stored.uri, "sha256": stored.sha256, "size": stored.size}
+    # the run's last progress, not its last tick's (a tick before the final epochs' lines)
+    final = {"elapsed_s": round(outcome.elapsed_s, 1), "tail": outcome.tail[-10:], "metrics": metrics}
     # The kept bundle goes only once the success is recorded: if Redis stays down past every
     # retry, the next start of this worker records it (upload_kept) instead of a re-train.
     end = record_end(RunEnd.PRUNED, "by its search's pruner") if state is JobState.PRUNED else \
         record_end(RunEnd.SUCCEEDED, "")
     # A lost reply is no loss of the job: finish.lua knows this run's own finish.
     recorded = retry_redis(lambda: ctx.records.finish(job.job_id, run.token, state, artifact=artifact,
-                                                      result={"metrics": metrics}, last_error="", **end),
+                                                      result={"metrics": metrics}, last_error="",
+                                                      progress=final, **end),
                            what="record success", stop=ctx.shutdown)
     shutil.rmtree(pending, ignore_errors=True)
     if not recorded:

@@ -81,6 +81,8 @@ def choose_queues(sender=None, instance=None, conf=None, options=None, **kw):
     host.keep_for_gpus(ctx)
     admission.install(ctx.gate)
     log.info("fleet: host %s consumes %s", ctx.hostname, ", ".join(ctx.queues))
+    for warning in ctx.warnings:
+        log.warning("fleet: host %s: %s", ctx.hostname, warning)
     upload.upload_kept(ctx)  # what a previous run of this worker trained is stored before new work
     trained.start(ctx)  # dead runs: finish what they trained, remove the rest (tasks.trained)
 

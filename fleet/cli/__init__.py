@@ -34,8 +34,19 @@ VERB_MODULES = (publish, jobs, logs, hosts, artifacts, local, enroll, deadletter
                 acl, settings, store, results, export)
 
 
+def version_line() -> str:
+    """``fleet 0.1.0 (Python 3.12.3)``: what an operator compares with a worker's versions."""
+    from importlib import metadata
+    try:
+        version = metadata.version("fleet")
+    except metadata.PackageNotFoundError:   # run from a checkout that was never installed
+        version = "unknown (not installed)"
+    return f"fleet {version} (Python {sys.version.split()[0]})"
+
+
 def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="fleet", description=__doc__.splitlines()[0])
+    p.add_argument("--version", action="version", version=version_line())
     sub = p.add_subparsers(dest="cmd", required=True)
     for module in VERB_MODULES:
         module.register(sub)

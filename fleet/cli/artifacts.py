@@ -12,9 +12,8 @@ from rich.table import Table
 from rich.text import Text
 
 from core.errors import DigestMismatch, FleetError
-from fleet.cli.common import console, err, plain, records
+from fleet.cli.common import console, err, job_id_for, plain, records
 from fleet.query import artifacts as A
-from fleet.query import refs
 
 
 def _current(v: A.ArtifactsView) -> A.ArtifactsView:
@@ -82,7 +81,7 @@ def cmd_get(args) -> int:
     from artifacts.bundle import extract
     from artifacts.stores import open_store_at
     rec = records()
-    job = rec.get(refs.resolve(rec.r, args.job))
+    job = rec.get(job_id_for(rec, args.job, "get"))
     loc = A.of_job(job)
     out_dir = Path(args.output)
     out_dir.mkdir(parents=True, exist_ok=True)

@@ -51,6 +51,16 @@ def broker_problem(error) -> str:
     return line
 
 
+def job_id_for(rec, ref: str, verb: str) -> str:
+    """The one job ``ref`` names (``fleet.query.refs``, the resolver every verb uses); when
+    other jobs share its name, stderr says which one ``verb`` picked and how to reach them."""
+    from fleet.query import refs
+    picked = refs.pick(rec.r, ref, verb)
+    if picked.note:
+        err.print(picked.note, markup=False, highlight=False, soft_wrap=True)
+    return picked.job_id
+
+
 def records():
     from state.records import Records
     return Records(redis_client())

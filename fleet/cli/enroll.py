@@ -166,9 +166,9 @@ def cmd_enroll(args) -> int:
                 raise FleetError(f"{flag} {name}: no such user; create it (useradd --system --home-dir "
                                  f"/var/lib/{C.ENROLL_STATE_DIR} --shell /usr/sbin/nologin {name}) "
                                  f"or name another with {flag}")
-    prefix = Path(args.prefix).resolve() if args.prefix else Path("/")
-    unit_path = Path(args.unit_dir or f"{prefix}{C.ENROLL_UNIT_DIR}") / C.ENROLL_UNIT_NAME
-    env_path = Path(args.env_file or f"{prefix}{C.ENROLL_ENV_FILE}")
+    prefix = str(Path(args.prefix).resolve()) if args.prefix else None
+    unit_path = Path(args.unit_dir or enroll.placed(prefix, C.ENROLL_UNIT_DIR)) / C.ENROLL_UNIT_NAME
+    env_path = Path(args.env_file or enroll.placed(prefix, C.ENROLL_ENV_FILE))
     from core.constants import KILL_GRACE_S
     plan = enroll.UnitPlan(
         celery=str(Path(sys.executable).parent / "celery"), code_dir=str(Path(celeryconfig.__file__).resolve().parent),
@@ -178,7 +178,7 @@ def cmd_enroll(args) -> int:
         writable=(store_url.path,) if store_url.scheme == "file" else (),
         yield_to_owner=YieldSettings.from_env(values).enabled)
     unit = enroll.render_unit(plan)
-    script_path = Path(args.wsl_script or f"{prefix}{C.ENROLL_WSL_SCRIPT}")
+    script_path = Path(args.wsl_script or enroll.placed(prefix, C.ENROLL_WSL_SCRIPT))
     if args.dry_run:
         print(f"# {unit_path}\n{unit}\n# {env_path} (mode 0600; secrets hidden here)\n"
               f"{enroll.render_env(values, mask=_mask)}", end="")

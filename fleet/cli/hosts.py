@@ -11,7 +11,7 @@ from rich.text import Text
 
 from core.constants import HOST_TTL_S
 from core.ids import short_id
-from fleet.cli.common import console, redis_client
+from fleet.cli.common import broker_problem, console, err, redis_client
 from fleet.cli.tables import Layout
 from fleet.query.jobs import human_duration
 
@@ -20,19 +20,25 @@ if TYPE_CHECKING:
 
 
 def cmd_capability(args) -> int:
+    import redis
+
     from routing.detect import detect
     from state.cluster import ClusterConfig, read_config
     cap = detect()
     try:
-        config = read_config(redis_client())
-    except Exception:  # no broker reachable: the default tiers still answer the question
-        config = ClusterConfig()
+        config, unread = read_config(redis_client()), None
+    except redis.RedisError as e:  # no broker reachable: the default tiers still answer the question
+        config, unread = ClusterConfig(), f"{broker_problem(e)}; showing the default tiers"
     reasons = config.tier_reasons(cap)
     queues = config.queues(cap)
     if args.json:
         print(json.dumps({"capability": config.effective(cap).to_dict(), "queues": queues,
-                          "tiers": reasons}, indent=2))
+                          "tiers": reasons, "config_error": unread}, indent=2))
         return 0
+    if unread:
+        err.print(f"fleet: {unread}", markup=False, highlight=False, soft_wrap=True)
+    for warning in cap.warnings:
+        err.print(f"warning: {warning}", style="yellow", markup=False, highlight=False, soft_wrap=True)
     c = config.effective(cap)
     console.print(f"[bold]{c.hostname}[/]: {c.cpu_cores} cores, {c.ram_total_gib:.1f} GiB RAM "
                   f"({c.ram_available_gib:.1f} available)" + (f", overridden: {', '.join(c.overridden)}" if c.overridden else ""))
@@ -137,10 +143,17 @@ def yield_lines(views: list[HostView]) -> list[str]:
     return out
 
 
+def warning_lines(views: list[HostView]) -> list[Text]:
+    """Under the table, what each live worker warns of: GPUs it could not detect, share_gpu
+    jobs it will not serve."""
+    return [Text(f"{v.hostname}: warning: {w}", style="yellow") for v in views if v.live for w in v.warnings]
+
+
 def render_hosts(views: list[HostView], now: float, *, width: int | None = None, wide: bool = False) -> Group:
     """`fleet hosts` for a terminal ``width`` columns wide (``wide``: every column)."""
     table, _ = HOSTS.table([host_cells(v, now) for v in views], width or console.width, wide)
-    return Group(table, Text(summary(views)), *(Text(line) for line in yield_lines(views)))
+    return Group(table, Text(summary(views)), *(Text(line) for line in yield_lines(views)),
+                 *warning_lines(views))
 
 
 def cmd_hosts(args) -> int:
@@ -162,7 +175,9 @@ def cmd_hosts(args) -> int:
 
 def cmd_why(args) -> int:
     from fleet.query.why import WHY_SWEEP_MAX, why_each
-    sweep, reports = why_each(redis_client(), args.job)
+    sweep, reports, note = why_each(redis_client(), args.job)
+    if note:
+        err.print(note, markup=False, highlight=False, soft_wrap=True)
     if args.json:
         print(json.dumps(reports if sweep else reports[0], indent=2))
         return 0
@@ -213,13 +228,17 @@ def print_why(report: dict) -> None:
             out(f"  fair share: {pos['fair_share']}", markup=False, highlight=False)
         if not q["hosts"]:
             out("  [red]no live hosts[/] (no worker heartbeat in Redis)")
+        lacking = {c["host"]: _capable_line(c) for c in q["capable"] if c.get("lacks_now")}
         for h in q["hosts"]:
-            verdict = "[green]could run it[/]" if h["could_run"] else "[red]cannot[/]: " + escape("; ".join(h["reasons"]))
+            verdict = ("[red]cannot[/]: " + escape("; ".join(h["reasons"])) if not h["could_run"] else
+                       "[yellow]qualifies, but cannot start it now[/]: " + escape(lacking[h["host"]])
+                       if h["host"] in lacking else "[green]could run it[/]")
             out(f"  {escape(h['host'])}: {verdict}", highlight=False)
         if q.get("no_live_host_has"):
             out(f"  {q['no_live_host_has']}", markup=False, highlight=False)
         for c in q["capable"]:
-            out("  " + _capable_line(c), markup=False, highlight=False)
+            if c["host"] not in lacking:   # a host that lacks room said so on its own line
+                out("  " + _capable_line(c), markup=False, highlight=False)
 
 
 def _capable_line(c: dict) -> str:

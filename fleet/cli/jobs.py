@@ -12,7 +12,7 @@ from rich.text import Text
 from core import constants as C
 from core.errors import FleetError
 from core.ids import short_id
-from fleet.cli.common import app, console, err, records, redis_client
+from fleet.cli.common import app, console, err, job_id_for, records, redis_client
 from fleet.cli.tables import Layout
 from fleet.query import jobs as Q
 from fleet.query import refs
@@ -94,6 +94,14 @@ def render(v: Q.JobsView, title: str = "", *, width: int | None = None, wide: bo
     table, widths = STATUS.table(rows, width or console.width, wide)
     if "progress / error" not in widths:   # too narrow for notes: each goes on its own line
         errors = [r for r in v.rows if notes[r.job_id]]
+    elif not wide:   # a note the column would cut ("train_loss=0.…") goes whole on its own line
+        room = widths["progress / error"]
+        cut = [r for r in v.rows if r not in errors and len(notes[r.job_id]) > room]
+        if cut:
+            errors += cut
+            kept = any(notes[r.job_id] and r not in errors for r in v.rows)   # else the column says nothing
+            rows = [_cells(r, v.now, id_len, "see below" if r in errors else notes[r.job_id]) for r in v.rows]
+            table, widths = STATUS.table(rows, width or console.width, wide, drop=() if kept else ("progress / error",))
     parts: list = ([Text(title, style="italic")] if title else []) + [Text(v.summary(), style="bold")]
     if v.rows:
         parts.append(table)
@@ -176,8 +184,13 @@ def _frames(client, flt: Q.JobFilter, args):
 
 # --- show ---------------------------------------------------------------------------
 def cmd_show(args) -> int:
+    from fleet.cli.show import render_show
     rec = records()
-    print(json.dumps(Q.record_view(rec.get(refs.resolve(rec.r, args.job)).to_dict()), indent=2, default=str))
+    view = Q.record_view(rec.get(job_id_for(rec, args.job, "show")).to_dict())
+    if args.json:
+        print(json.dumps(view, indent=2, default=str))
+    else:
+        console.print(render_show(view))
     return 0
 
 
@@ -330,9 +343,9 @@ def register(sub) -> None:
                    help="every column (owner, queue, tries, artifact) and whole notes, however wide the terminal")
     s.add_argument("--all", action="store_true", help="a search's trials as rows too (else one line per search)")
     s.set_defaults(fn=cmd_status)
-    s = sub.add_parser("show", help="one job's whole record (JSON)")
+    s = sub.add_parser("show", help="one job's record: state, where it ran, progress, error, artifact")
     s.add_argument("job", help="job name, ID, or ID prefix (4+ characters)")
-    s.add_argument("--json", action="store_true", help="the default: the record is printed as JSON")
+    s.add_argument("--json", action="store_true", help="the whole record as JSON")
     s.set_defaults(fn=cmd_show)
     for name, fn, text in (("cancel", cmd_cancel, "cancel queued or running jobs"),
                            ("requeue", cmd_requeue, "run failed, cancelled or succeeded jobs again")):

@@ -5,9 +5,8 @@ import json
 
 from core import constants as C
 from core.ids import short_id
-from fleet.cli.common import console, err, records
+from fleet.cli.common import console, err, job_id_for, records
 from fleet.query import logs as L
-from fleet.query import refs
 
 
 def _emit(entry: L.LogEntry, as_json: bool) -> None:
@@ -21,7 +20,7 @@ def _emit(entry: L.LogEntry, as_json: bool) -> None:
 
 def cmd_logs(args) -> int:
     rec = records()
-    jid = refs.resolve(rec.r, args.job)
+    jid = job_id_for(rec, args.job, "logs")
     job = rec.get(jid)
     entries = L.read(rec.r, jid, tail=args.tail)
     runs = L.Runs()

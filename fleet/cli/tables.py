@@ -21,12 +21,12 @@ class Layout:
     shrinks: Mapping[str, int] = field(default_factory=dict)   # may be cut down to this many characters
     right: tuple[str, ...] = ()               # right-justified
 
-    def fit(self, natural: Mapping[str, int], width: int) -> dict[str, int]:
+    def fit(self, natural: Mapping[str, int], width: int, drop: tuple[str, ...] = ()) -> dict[str, int]:
         """The columns a ``width``-wide terminal shows and how wide: ``always`` whole, then each
-        optional column while it fits (one that shrinks takes what is left). Pure."""
+        optional column but ``drop`` while it fits (one that shrinks takes what is left). Pure."""
         out = {c: natural[c] for c in self.always}
         used = sum(out.values()) + GAP * (len(out) - 1)
-        for col in self.optional:
+        for col in (c for c in self.optional if c not in drop):
             left = width - used - GAP
             take = min(natural[col], left) if left >= self.shrinks.get(col, natural[col]) else 0
             if take > 0:
@@ -38,10 +38,11 @@ class Layout:
         """Each column's width with nothing cut: its widest cell or its header."""
         return {c: max([len(c)] + [len(str(cells[c])) for cells in rows]) for c in self.columns}
 
-    def table(self, rows: list[Mapping[str, object]], width: int, wide: bool = False) -> tuple[Table, dict[str, int]]:
-        """The table for ``rows`` (cells by column) and the columns it shows. With ``wide``
-        every column, folded rather than cut when the terminal is narrow."""
-        widths = self.natural(rows) if wide else self.fit(self.natural(rows), width)
+    def table(self, rows: list[Mapping[str, object]], width: int, wide: bool = False,
+              drop: tuple[str, ...] = ()) -> tuple[Table, dict[str, int]]:
+        """The table for ``rows`` (cells by column) and the columns it shows (not ``drop``). With
+        ``wide`` every column, folded rather than cut when the terminal is narrow."""
+        widths = self.natural(rows) if wide else self.fit(self.natural(rows), width, drop)
         table = Table(expand=False, box=box.SIMPLE_HEAD, pad_edge=False, show_edge=False)
         for col, w in widths.items():
             table.add_column(col, no_wrap=not wide or col in self.always, overflow="fold" if wide else "ellipsis",

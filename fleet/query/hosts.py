@@ -42,6 +42,7 @@ class HostView:
     pid: int | None = None
     envs: tuple[dict, ...] = ()       # the jobs' environments it holds (tasks.workspace.cached_envs)
     pool: dict | None = None          # free and held GPUs, cores and RAM (None: an older worker)
+    warnings: tuple[str, ...] = ()    # what the worker could not detect or will not serve, and why
     extra: dict = field(default_factory=dict)
 
     @property
@@ -68,6 +69,7 @@ class HostView:
         d.pop("extra")
         d["running"] = [asdict(r) for r in self.running]
         d["queues"], d["asked"], d["envs"] = list(self.queues), list(self.asked), list(self.envs)
+        d["warnings"] = list(self.warnings)
         d["busy"] = self.busy
         pool = self.resources()
         d["yielded"] = {str(i): why for i, why in (pool.yielded() if pool else {}).items()}   # to the host's owner
@@ -100,7 +102,8 @@ def read_hosts(client: redis.Redis, *, include_gone: bool = True) -> list[HostVi
                             b.get("nodename", ""), b.get("capability"), b.get("detected"),
                             tuple(b.get("queues", ())), tuple(b.get("asked", ())), int(b.get("slots", 0)),
                             tuple(running.get(hostname, ())), b.get("started_at"), b.get("pid"),
-                            envs=tuple(b.get("envs") or ()), pool=b.get("pool"))
+                            envs=tuple(b.get("envs") or ()), pool=b.get("pool"),
+                            warnings=tuple(b.get("warnings") or ()))
         if include_gone or view.live:
             out.append(view)
     return sorted(out, key=lambda v: (not v.live, v.hostname))

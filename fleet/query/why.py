@@ -131,8 +131,8 @@ def _same_list(key: str, wire_pri: int) -> str:
 
 
 def why(client: redis.Redis, name_or_id: str) -> dict:
-    records = Records(client)
-    rec = records.get(records.resolve(name_or_id))
+    from fleet.query.refs import resolve  # the resolver every verb uses
+    rec = Records(client).get(resolve(client, name_or_id))
     config = read_config(client)
     views = live_hosts(client)
     facts = {v.hostname: host_facts(v, config) for v in views}
@@ -154,16 +154,18 @@ def why(client: redis.Redis, name_or_id: str) -> dict:
 WHY_SWEEP_MAX = 20       # a sweep's base name explains this many of its jobs, waiting ones first
 
 
-def why_each(client: redis.Redis, ref: str) -> tuple[bool, list[dict]]:
+def why_each(client: redis.Redis, ref: str) -> tuple[bool, list[dict], str | None]:
     """``why`` for one job, or (True, ...) for each job of a sweep named by its base name (as
-    cancel and requeue accept it), jobs that have not ended first."""
-    from fleet.query.refs import lookup
+    cancel and requeue accept it), jobs that have not ended first; and the note on a name
+    other jobs share (``fleet.query.refs.pick``)."""
+    from fleet.query.refs import lookup, pick
     res = lookup(client, ref)
     if res.how != "sweep":
-        return False, [why(client, ref)]
+        picked = pick(client, ref, "why")
+        return False, [why(client, picked.job_id)], picked.note
     reports = [why(client, hit.job_id) for hit in res.hits]
     reports.sort(key=lambda r: r["state"] in ("succeeded", "failed", "cancelled", "pruned"))
-    return True, reports[:WHY_SWEEP_MAX]
+    return True, reports[:WHY_SWEEP_MAX], None
 
 
 def _job_queues(client: redis.Redis, rec: JobRecord) -> list[str]:

@@ -63,7 +63,7 @@ def site(tmp_path_factory):
 def wait_state(site: Site, name: str, state: str, timeout_s: float = 120) -> None:
     deadline = time.monotonic() + timeout_s
     while time.monotonic() < deadline:
-        out = site.cli(Role.READONLY, "show", name)
+        out = site.cli(Role.READONLY, "show", name, "--json")
         assert out.returncode == 0, out.stderr
         if f'"state": "{state}"' in out.stdout:
             return
@@ -128,7 +128,7 @@ def test_flower_logged_in_as_the_read_only_user_shows_the_queues_and_the_jobs(si
         manifest.write_text(command_job("acl-seen", [sys.executable, "-c", "print('seen')"]))
         assert site.cli(Role.OPERATOR, "publish", str(manifest)).returncode == 0
         wait_state(site, "acl-seen", "succeeded")
-        job_id = site.cli(Role.READONLY, "show", "acl-seen").stdout.split('"job_id": "')[1][:64]
+        job_id = site.cli(Role.READONLY, "show", "acl-seen", "--json").stdout.split('"job_id": "')[1][:64]
         task = w.wait_task(job_id, lambda t: t.get("state") == "SUCCESS")
         assert task["name"] == "acl-seen"
         code, page = w.http("/broker")

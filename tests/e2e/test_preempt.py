@@ -61,7 +61,7 @@ def cli(fleet, *args: str) -> str:
 
 
 def show(fleet, name: str) -> dict:
-    return json.loads(cli(fleet, "show", name))
+    return json.loads(cli(fleet, "show", name, "--json"))
 
 
 def logs(fleet, name: str) -> str:

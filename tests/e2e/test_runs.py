@@ -145,3 +145,32 @@ def test_a_job_failed_handed_back_cancelled_and_requeued_shows_each_run_its_numb
     assert {runs for runs, _ in sampler.seen} >= {2, 3}
     stale = [(runs, tail) for runs, tail in sampler.seen if any(not ln.startswith(f"r{runs} ") for ln in tail)]
     assert not stale, stale
+
+
+# prints its last epochs after a pause long enough for a tick, and ends before the next tick
+FINAL_PY = """
+import json, time
+print('FLEET_METRIC ' + json.dumps({"epoch": 1}), flush=True)
+print("epoch 1 of 3", flush=True)
+time.sleep(1.5)
+for e in (2, 3):
+    print('FLEET_METRIC ' + json.dumps({"epoch": e, "train_loss": 0.5 / e}), flush=True)
+    print(f"epoch {e} of 3", flush=True)
+"""
+
+
+def test_after_success_the_record_and_show_give_the_final_progress_not_the_last_tick(host, tmp_path):
+    env = host
+    (tmp_path / "final.py").write_text(FINAL_PY)
+    (tmp_path / "m.toml").write_text(
+        f'[[jobs]]\nname = "final"\ncommand = {json.dumps([sys.executable, str(tmp_path / "final.py")])}\n')
+    jid = json.loads(fleet(env, "publish", str(tmp_path / "m.toml"), "--json").stdout)[0]["job_id"]
+    worker = start_worker(HOST, CPU, env, tmp_path / "logs")
+    try:
+        wait_for_workers(env, [HOST])
+        row = wait_row(env, jid, lambda r: r.state is JobState.SUCCEEDED)
+    finally:
+        stop_worker(worker)
+    assert row.progress["tail"][-1] == "epoch 3 of 3" and row.progress["metrics"]["epoch"] == 3
+    shown = fleet(env, "show", "final").stdout
+    assert "progress  epoch=3 train_loss=0.1667" in shown, shown

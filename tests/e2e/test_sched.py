@@ -8,6 +8,7 @@ import time
 
 import pytest
 
+from fleet.query.refs import resolve
 from state.records import JobState, Records
 
 pytestmark = pytest.mark.e2e
@@ -56,7 +57,7 @@ def test_a_10_gib_job_runs_on_the_16_gib_host_while_the_80_gib_host_is_busy(flee
     records, _ = hogged
     ten = wait_state(records, "ten-gib", {JobState.SUCCEEDED, JobState.FAILED}, timeout_s=60)
     assert (ten.state, ten.queue, ten.worker) == (JobState.SUCCEEDED, "cuda.vram10", "e2e-cuda")
-    assert records.get(records.resolve("hog")).state is JobState.RUNNING, "it ran while the big host was busy"
+    assert records.get(resolve(records.r, "hog")).state is JobState.RUNNING, "it ran while the big host was busy"
 
 
 def hosts_json(fleet, until, timeout_s: float = 30) -> dict:
@@ -112,4 +113,5 @@ def test_publish_warns_about_a_job_no_live_worker_can_run_and_still_queues_it(fl
     out = fleet.fleet("publish", str(m), check=True)
     assert ("warning: no live worker can run 1 job(s) in queue cuda.vram100 (huge); nearest host e2e-large: "
             "VRAM 80 < 100 GiB (largest device)") in out.stderr.replace("\n", " ")
-    assert Records(fleet.client()).get(Records(fleet.client()).resolve("huge")).state is JobState.QUEUED
+    records = Records(fleet.client())
+    assert records.get(resolve(records.r, "huge")).state is JobState.QUEUED

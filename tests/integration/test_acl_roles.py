@@ -155,3 +155,24 @@ def test_emptying_the_dead_letter_list_needs_the_operator(as_role, acl_redis):
     assert rc == 1 and "lacks the operator role" in err
     assert as_role(Role.OPERATOR, "dead-letter", "--clear")[0] == 0
     assert admin.llen(C.DEAD_LETTER_KEY) == 0
+
+
+def test_a_right_the_worker_role_lacks_fails_its_record_write_at_once_naming_the_role(published, acl_redis):
+    import threading
+    import time
+
+    from tasks import app
+    from tasks.retry import RedisRefused, retry_redis
+    worker, before = records_as(acl_redis, Role.WORKER), app.conf.broker_url
+    app.conf.broker_url = acl_redis.url(Role.WORKER)   # the role the worker's messages name
+    try:
+        t0 = time.monotonic()
+        with pytest.raises(RedisRefused) as refused:   # was: 61 tries over about five minutes
+            retry_redis(lambda: worker.r.zadd(C.JOBS_INDEX, {"forged": 1}), what="index", stop=threading.Event())
+        assert time.monotonic() - t0 < 2
+    finally:
+        app.conf.broker_url = before
+    text = str(refused.value)
+    assert text.startswith("index: ") and "'fleet-worker' has the worker role" in text
+    password = acl_redis.url(Role.WORKER).split("@")[0].rsplit(":", 1)[1]
+    assert password not in text

@@ -75,3 +75,10 @@ def test_a_silent_host_times_out_and_says_it_was_silent(capsys):
             app.conf.broker_url = before
             app.pool.force_close_all()
     assert "no answer within 0.5 s" in capsys.readouterr().err
+
+
+def test_capability_without_a_broker_says_why_it_shows_the_default_tiers(closed_port_cli, capsys):
+    assert closed_port_cli(["capability"]) == 0
+    out, err = capsys.readouterr()
+    assert "cannot reach Redis at redis://127.0.0.1:" in err and "showing the default tiers" in err
+    assert "queues:" in out

@@ -36,3 +36,29 @@ def test_the_workers_redis_client_hands_back_text(app, tmp_path):
     ctx = build_context(app, settings(tmp_path, FLEET_WORK_DIR=str(tmp_path / "w")))
     ctx.redis.set("fleet:test:text", "v")
     assert ctx.redis.get("fleet:test:text") == "v"
+
+
+NESTED_PID_NS = "Name:\tcelery\nNSpid:\t913245\t7\n"
+ONE_REAL_GPU = '{"cuda_devices": [{"name": "H100", "vram_total_gib": 80, "uuid": "GPU-1234"}]}'
+
+
+@pytest.mark.parametrize("unwatched, serves", [("0", False), ("1", True)])
+def test_a_worker_whose_pid_namespace_hides_its_jobs_from_nvml_serves_sharing_jobs_only_if_told(
+        app, tmp_path, monkeypatch, unwatched, serves):
+    from tasks import vramwatch
+    monkeypatch.setattr(vramwatch, "own_status", lambda: NESTED_PID_NS)
+    monkeypatch.setenv("FLEET_CAPABILITY", ONE_REAL_GPU)
+    ctx = build_context(app, settings(tmp_path, FLEET_WORK_DIR=str(tmp_path / "w"),
+                                      FLEET_SHARE_GPU_UNWATCHED=unwatched))
+    assert (ctx.gate.no_sharing is None) is serves
+    [warning] = ctx.warnings
+    assert warning.startswith("share_gpu jobs run unwatched" if serves else "serves no share_gpu job")
+    assert "PID namespace" in warning
+
+
+def test_a_worker_in_the_hosts_pid_namespace_serves_sharing_jobs_and_warns_of_nothing(app, tmp_path, monkeypatch):
+    from tasks import vramwatch
+    monkeypatch.setattr(vramwatch, "own_status", lambda: "Name:\tcelery\nNSpid:\t4242\n")
+    monkeypatch.setenv("FLEET_CAPABILITY", ONE_REAL_GPU)
+    ctx = build_context(app, settings(tmp_path, FLEET_WORK_DIR=str(tmp_path / "w")))
+    assert ctx.gate.no_sharing is None and ctx.warnings == ()

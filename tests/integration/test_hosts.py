@@ -25,11 +25,11 @@ from tasks.admission import Gate, pool_for
 pytestmark = pytest.mark.integration
 
 
-def host(name: str, vram=(), ram=32.0, queues=("cpu",), asked=()):
+def host(name: str, vram=(), ram=32.0, queues=("cpu",), asked=(), warnings=()):
     cap = Capability(name, 8, ram, ram, tuple(CudaDevice(i, "gpu", v, v) for i, v in enumerate(vram)))
     return SimpleNamespace(hostname=name, nodename=f"{name}@x", capability=cap, detected=cap,
                            queues=list(queues), asked=tuple(asked), work_root=Path("/nonexistent") / name,
-                           gate=Gate(pool_for(cap, GpuReserve()), lambda q: None),
+                           gate=Gate(pool_for(cap, GpuReserve()), lambda q: None), warnings=tuple(warnings),
                            app=SimpleNamespace(conf=SimpleNamespace(worker_concurrency=1)))
 
 
@@ -50,6 +50,13 @@ def test_a_live_heartbeat_lists_the_host_with_its_queues_and_its_running_job(app
     [view] = read_hosts(redis_client)
     assert (view.hostname, view.state, view.queues, view.busy) == ("gpu16", "up", ("cuda", "cpu"), True)
     assert [r.name for r in view.running] == ["a"] and view.cap().max_vram_gib == 16
+
+
+def test_a_workers_warnings_travel_in_its_heartbeat_to_fleet_hosts(redis_client):
+    said = "serves no share_gpu job: this worker runs in its own PID namespace"
+    beat(redis_client, host("gpu1", vram=[16], queues=["cuda"], warnings=[said]))
+    [view] = read_hosts(redis_client)
+    assert view.warnings == (said,)
 
 
 def test_a_silent_host_is_lost_a_stopped_one_says_so_and_neither_is_live(redis_client):

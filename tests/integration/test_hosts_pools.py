@@ -101,8 +101,11 @@ def test_fleet_why_says_what_a_2_gpu_job_lacks_on_the_host_that_could_run_it(fle
     assert max(len(line) for line in text.splitlines()) <= width
     flat = " ".join(text.split())
     assert "a host needs CUDA, 2 GPUs, VRAM >= 24 GiB each" in flat
-    assert "big4: could run it" in flat and "gpu1: cannot: GPUs 1 < 2 (>= 24 GiB each)" in flat
-    assert "needs 2 free GPUs with >= 24 GiB: big4 has 1 free, busy with ddp-a" in flat
+    assert "gpu1: cannot: GPUs 1 < 2 (>= 24 GiB each)" in flat
+    # never "could run it" and then why it cannot: one line says it qualifies and what it lacks now
+    assert ("big4: qualifies, but cannot start it now: needs 2 free GPUs with >= 24 GiB: big4 has 1 free, "
+            "busy with ddp-a") in flat
+    assert "could run it" not in flat and flat.count("needs 2 free GPUs") == 1
 
 
 def test_fleet_why_json_has_the_lack_per_capable_host(fleet_cli, fleet_of_pools, capsys):
@@ -137,7 +140,7 @@ def test_a_workers_own_heartbeat_reads_back_as_its_pool(app, fleet_cli, redis_cl
     cap = Capability("big4", 32, 125.0, 125.0, tuple(CudaDevice(i, "NVIDIA H100", 80.0, 80.0) for i in range(4)))
     gate, a = Gate(pool_for(cap, GpuReserve()), lambda q: None), m.jobs[0].job_id
     assert gate.take("tag-a", Demand(gpus=3, cores=2, ram_gib=8.0), a) is not None
-    ctx = SimpleNamespace(hostname="big4", nodename="big4@x", capability=cap, detected=cap, asked=(), gate=gate,
+    ctx = SimpleNamespace(hostname="big4", nodename="big4@x", capability=cap, detected=cap, asked=(), gate=gate, warnings=(),
                           work_root=Path("/nonexistent/big4"),
                           queues=[queues["ddp-b"], queues["ddp-a"], "cuda", "cpu"],
                           app=SimpleNamespace(conf=SimpleNamespace(worker_concurrency=0)))
@@ -161,7 +164,7 @@ def test_a_gpu_the_worker_yielded_to_its_owner_shows_in_hosts_and_why(app, fleet
     gate, hog = Gate(pool_for(cap, GpuReserve()), lambda q: None), m.jobs[1].job_id
     gate.take("tag-hog", Demand(gpus=1), hog)
     gate.yield_devices({1: "GPU 1 in use by pid 4242 (not fleet)"})
-    ctx = SimpleNamespace(hostname="desk", nodename="desk@x", capability=cap, detected=cap, asked=(), gate=gate,
+    ctx = SimpleNamespace(hostname="desk", nodename="desk@x", capability=cap, detected=cap, asked=(), gate=gate, warnings=(),
                           work_root=Path("/nonexistent/desk"), queues=["cuda", "cpu"],
                           app=SimpleNamespace(conf=SimpleNamespace(worker_concurrency=0)))
     heartbeat.beat(redis_client, heartbeat.payload(ctx, started_at=time.time()))

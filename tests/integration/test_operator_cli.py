@@ -259,17 +259,19 @@ def test_artifacts_rehashes_bundles_only_when_asked(fleet_cli, redis_client, tmp
 
 
 # --- show: short prefixes ---------------------------------------------------------------
-def test_show_takes_a_unique_four_character_prefix(fleet_cli, sweep, capsys):
+@pytest.mark.parametrize("verb", ["show", "why"])   # why too: one resolver for every verb
+def test_show_takes_a_unique_four_character_prefix(fleet_cli, sweep, capsys, verb):
     ids = list(sweep.values())
     jid = next(j for j in ids if sum(o.startswith(j[:4]) for o in ids) == 1)
-    assert fleet_cli(["show", jid[:4]]) == 0
+    assert fleet_cli([verb, jid[:4], "--json"]) == 0
     assert json.loads(capsys.readouterr().out)["job_id"] == jid
 
 
-def test_show_of_an_ambiguous_prefix_lists_the_candidates(fleet_cli, redis_client, capsys):
+@pytest.mark.parametrize("verb", ["show", "why"])   # why said "no job" of an ambiguous prefix
+def test_show_of_an_ambiguous_prefix_lists_the_candidates(fleet_cli, redis_client, capsys, verb):
     for jid, name in (("beef01" + "0" * 58, "one"), ("beef02" + "0" * 58, "two")):
         redis_client.hset(C.JOB_KEY + jid, mapping={"job_id": jid, "name": name, "state": "queued"})
-    assert fleet_cli(["show", "beef"]) == 1
+    assert fleet_cli([verb, "beef"]) == 1
     err = capsys.readouterr().err
     assert "ID prefix 'beef' matches 2 jobs: beef01000000 beef01" in err and "beef02000000" in err
 
@@ -378,3 +380,31 @@ def test_artifacts_marks_the_bundle_a_rerun_job_names_now_and_names_the_store(fl
     assert fleet_cli(["artifacts", "--store", url]) == 0
     out = capsys.readouterr().out
     assert f"2 artifact(s) in {url}" in out and "current" in out and "older" in out
+
+
+# --- one resolver for every verb ------------------------------------------------------------
+EDITED = '[[jobs]]\nname = "edited"\ncommand = ["true", "{v}"]\n'
+
+
+def test_show_logs_get_and_why_of_a_name_two_jobs_share_say_which_and_how_to_reach_the_other(
+        fleet_cli, tmp_path, capsys):
+    ids = []
+    for v in ("v1", "v2"):   # an edit keeps the name and makes a new job
+        path = tmp_path / f"{v}.toml"
+        path.write_text(EDITED.format(v=v))
+        assert fleet_cli(["publish", str(path), "--json"]) == 0
+        ids += [r["job_id"] for r in json.loads(capsys.readouterr().out)]
+    old, new = ids
+    for verb in ("show", "logs", "why", "get"):
+        fleet_cli([verb, "edited"] + (["-o", str(tmp_path / "got")] if verb == "get" else []))
+        err = " ".join(capsys.readouterr().err.split())
+        assert (f"note: 2 jobs are named 'edited'; this is {new[:12]}, the one published last; "
+                f"for the other: `fleet {verb} {old[:12]}`") in err, (verb, err)
+
+
+def test_show_is_readable_by_default_and_json_with_json(fleet_cli, sweep, capsys):
+    assert fleet_cli(["show", "gbt-x-other"]) == 0
+    out = capsys.readouterr().out
+    assert out.startswith(f"gbt-x-other ({sweep['gbt-x-other']})") and "state" in out and "queued" in out
+    assert fleet_cli(["show", "gbt-x-other", "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)["state"] == "queued"

@@ -64,7 +64,7 @@ def test_two_owners_are_filtered_apart_and_their_usage_is_summed(fleet_cli, caps
     run(records, b0, JobState.RUNNING, 0.5, "3:H100", 2)                # 0.5 GPU-h, 1 core-h, so far
     run(records, b1, JobState.SUCCEEDED, 3.0, None, 16)                 # CPU only: 48 core-h
     assert records.get(a0).owner == "alice" and records.get(a0).cores == 8
-    assert fleet_cli(["show", a1]) == 0
+    assert fleet_cli(["show", a1, "--json"]) == 0
     assert json.loads(capsys.readouterr().out)["owner"] == "alice"
 
     assert fleet_cli(["usage", "--since", "7d", "--json"]) == 0
@@ -115,3 +115,13 @@ def test_a_bad_owner_is_refused_before_anything_is_sent(fleet_cli, capsys, tmp_p
     assert fleet_cli(["publish", str(path), "--owner", "alice smith"]) == 1
     assert "--owner 'alice smith'" in capsys.readouterr().err
     assert redis_client.zcard(C.JOBS_INDEX) == 0
+
+
+def test_a_jobs_own_owner_key_outranks_the_publishers_owner(fleet_cli, capsys, tmp_path, redis_client):
+    path = tmp_path / "m.toml"
+    path.write_text('[[jobs]]\nname = "mine"\ncommand = ["true", "1"]\nowner = "dana"\n'
+                    '[[jobs]]\nname = "theirs"\ncommand = ["true", "2"]\n')
+    assert fleet_cli(["publish", str(path), "--json", "--owner", "erin"]) == 0
+    ids = {r["name"]: r["job_id"] for r in json.loads(capsys.readouterr().out)}
+    assert status_ids(fleet_cli, capsys, "--owner", "dana") == {ids["mine"]}
+    assert status_ids(fleet_cli, capsys, "--owner", "erin") == {ids["theirs"]}

@@ -261,3 +261,12 @@ def test_status_watch_folds_a_search_published_after_it_started(app, redis_clien
     out.print(next(frames))
     text = out.file.getvalue()
     assert "tune: search 0/6, 2 queued" in text and "tune[trial=" not in text
+
+
+def test_a_search_tables_own_owner_key_owns_its_trials(app, redis_client):
+    text = '[[jobs]]\nname = "owned"\ncommand = ["true"]\nowner = "dana"\n[jobs.search]\ntrials = 2\n' \
+           'parallel = 2\nmetric = "loss"\n[jobs.search.space]\nlr = { low = 0.0, high = 1.0 }\n'
+    m = loads(text, "m.toml")
+    publish(app, redis_client, m, owner="erin")
+    view = read_search(redis_client, m.searches[0].search_id)
+    assert {Records(redis_client).get(t.job_id).owner for t in view.trials} == {"dana"}

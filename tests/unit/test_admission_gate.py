@@ -54,3 +54,13 @@ def test_concurrent_takes_never_oversubscribe():
         t.join()
     granted = [x for x in got if x is not None]
     assert len(granted) == 2 and {x.gpus for x in granted} == {(0,), (1,)}
+
+
+def test_a_worker_that_cannot_hold_gpu_budgets_consumes_and_takes_no_sharing_job():
+    share = Demand(gpus=1, vram_gib=4, share_gpu=True)
+    g = Gate(Pool.of([24, 24], cores=8, ram_gib=64), {**QUEUES, "cuda.share.vram4": share}.get)
+    assert g.consumable(["cuda.share.vram4", "cuda"]) == ["cuda.share.vram4", "cuda"]
+    g.no_sharing = "serves no share_gpu job: its PID namespace hides its processes from NVML"
+    assert g.consumable(["cuda.share.vram4", "cuda"]) == ["cuda"]
+    assert g.take("t1", share) is None
+    assert g.take("t2", Demand(gpus=1)) is not None

@@ -80,3 +80,12 @@ def test_no_refusal_of_a_url_shows_its_secret(url):
         parse(url, environ={"FLEET_SENTINEL_MASTER": "m"})
     assert "PASSW0RD" not in str(e.value)
     assert "FLEET_BROKER_URL" in str(e.value)
+
+
+def test_a_refused_connection_reads_as_one_sentence_without_a_stray_full_stop():
+    import redis
+
+    from state.redis_conn import explain
+    line = explain(redis.ConnectionError("Error 111 connecting to localhost:6379. Connection refused."),
+                   parse("redis://127.0.0.1:6379/0"))
+    assert "Connection refused; start it" in line and ".;" not in line

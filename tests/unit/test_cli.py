@@ -87,6 +87,14 @@ def test_fleet_local_shows_its_store_url_masked(capsys):
     assert "store https://***@store.example/runs" in out and "hunter2" not in out
 
 
+def test_fleet_version_prints_the_installed_version_and_exits_zero(capsys):
+    from importlib import metadata
+    with pytest.raises(SystemExit) as done:
+        cli.main(["--version"])
+    assert done.value.code == 0
+    assert capsys.readouterr().out.startswith(f"fleet {metadata.version('fleet')} (Python 3.")
+
+
 def test_a_local_fleet_keeps_its_port_and_says_so_when_another_program_took_it(tmp_path):
     from fleet.localaddr import choose_port
     assert choose_port(tmp_path, None, lambda p: True, lambda: 4242) == (4242, "")

@@ -52,9 +52,9 @@ def test_ids_are_the_shortest_unique_prefix_and_errors_have_their_own_line(width
     assert "\nmlp-diabetes-large: train_loss=0.5123 epoch=3" in text     # too narrow for a notes column
 
 
-def test_a_terminal_of_120_columns_shows_notes_in_the_table_and_the_error_below_it():
+def test_a_terminal_of_120_columns_shows_notes_it_would_cut_and_the_error_below_it():
     text = text_at(120)
-    assert "train_loss=0.5123" in text and "see below" in text
+    assert "\nmlp-diabetes-large: train_loss=0.5123 epoch=3" in text and "…" not in text
     assert "\ngbt-breast-cancer[max_depth=2,seed=0]: exit 1: ValueError: learning_rate must be > 0" in text
     assert max(len(line) for line in text.splitlines()) <= 120
 
@@ -131,3 +131,19 @@ def test_status_json_and_show_list_each_gpu_a_job_holds():
     assert got["gpus"] == held and got["gpu"] == "0:NVIDIA H100,1:NVIDIA H100"
     assert Q.record_view({"gpu": "0:NVIDIA H100,1:NVIDIA H100"})["gpus"] == held
     assert Q.record_view({"gpu": None, "state": "queued"})["gpus"] == []
+
+
+SHORT = [JobRecord("b0f99b" + "1" * 58, "mlp-a", JobState.RUNNING, "cuda", 1, "local-cuda-large",
+                  started_at=NOW - 30, progress={"metrics": {"train_loss": 0.512345, "valid_loss": 0.61234,
+                                                             "epoch": 3}}),
+         JobRecord("c1d2e3" + "2" * 58, "gbt-b", JobState.SUCCEEDED, "cuda", 1, "local-cuda", started_at=NOW - 60,
+                  finished_at=NOW - 50, result={"metrics": {"train_loss": 38.76, "valid_loss": 55.43}})]
+
+
+@pytest.mark.parametrize("width", [80, 100])
+def test_metrics_the_column_cannot_hold_go_whole_on_their_own_line_never_cut(width):
+    console = Console(width=width, record=True, file=io.StringIO(), color_system=None)
+    console.print(render(Q.view(SHORT, now=NOW, limit=None), width=width))
+    text = console.export_text()
+    assert "…" not in text and max(len(line) for line in text.splitlines()) <= width
+    assert "\nmlp-a: train_loss=0.5123 valid_loss=0.6123 epoch=3" in text

@@ -151,6 +151,12 @@ def test_the_real_gpu_worker_reserves_nvidia_devices_and_detects_them_itself(ser
     assert {"driver": "nvidia", "count": "all", "capabilities": ["gpu"]} in devices
 
 
+def test_the_real_gpu_worker_shares_the_hosts_pid_namespace_so_nvml_sees_its_jobs(services):
+    # NVML names a GPU's processes by host PID; in a PID namespace of its own the worker can
+    # hold no share_gpu job to its VRAM budget (tasks.vramwatch), so it would serve none
+    assert services["worker-gpu"].get("pid") == "host"
+
+
 def test_no_secret_appears_as_a_literal_value(compose):
     problems = []
     for path, text in walk_strings(compose):

@@ -103,3 +103,23 @@ def test_the_roles_passwords_stay_out_of_the_environment_file():
     values = settings({"FLEET_BROKER_URL": "redis://r/0", "FLEET_STORE_URL": "s3://b/p",
                        "FLEET_ACL_OPERATOR_PASSWORD": "op", "FLEET_ACL_WORKER_PASSWORD": "w"})
     assert not [k for k in values if k.startswith("FLEET_ACL_")]
+
+
+@pytest.mark.parametrize("prefix, path, placed_at", [
+    (None, "/etc/fleet/worker.env", "/etc/fleet/worker.env"),          # was //etc/fleet/worker.env
+    ("/", "/etc/systemd/system", "/etc/systemd/system"),
+    ("/tmp/root", "/etc/fleet/worker.env", "/tmp/root/etc/fleet/worker.env"),
+    ("/tmp/root/", "/etc/fleet/worker.env", "/tmp/root/etc/fleet/worker.env"),
+])
+def test_enrolled_paths_join_the_prefix_with_one_slash(prefix, path, placed_at):
+    from fleet.enroll import placed
+    assert placed(prefix, path) == placed_at
+
+
+def test_enroll_dry_run_names_the_settings_file_with_one_leading_slash(monkeypatch, capsys):
+    from fleet import cli
+    monkeypatch.setenv("FLEET_BROKER_URL", "redis://127.0.0.1:1/0")
+    monkeypatch.setenv("FLEET_STORE_URL", "s3://bucket/fleet")
+    assert cli.main(["enroll", "--dry-run", "--skip-checks"]) == 0
+    out = capsys.readouterr().out
+    assert "EnvironmentFile=/etc/fleet/worker.env\n" in out and "//etc" not in out

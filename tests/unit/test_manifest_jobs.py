@@ -94,11 +94,32 @@ def test_require_cuda_with_prefer_cuda_is_rejected_at_prefer_cuda(tmp_path):
     assert (p.line, p.field, p.message) == (6, "jobs[0].prefer_cuda", "prefer_cuda with require_cuda has no effect")
 
 
-def test_a_vram_need_without_cuda_is_rejected(tmp_path):
-    p = only_problem(tmp_path, GBT + "min_vram_gib = 8\n")
-    assert (p.line, p.field, p.message) == (5, "jobs[0].min_vram_gib",
-                                            "a VRAM need without require_cuda or prefer_cuda")
-    assert p.fix == "add require_cuda = true (or prefer_cuda = true)"
+def test_a_vram_need_alone_implies_cuda_and_is_the_same_job_as_one_that_says_so(tmp_path):
+    implied = job_of(tmp_path, GBT + "min_vram_gib = 8\n")
+    said = job_of(tmp_path / "said", GBT + "require_cuda = true\nmin_vram_gib = 8\n")
+    assert implied.needs == Needs(require_cuda=True, min_vram_gib=8.0)
+    assert implied.job_id == said.job_id
+
+
+def test_gpus_alone_implies_cuda(tmp_path):
+    assert job_of(tmp_path, COMMAND + "gpus = 2\n").needs.require_cuda
+
+
+def test_a_job_may_name_its_owner(tmp_path):
+    jobs = jobs_of(tmp_path, COMMAND + 'owner = "alice@lab3"\n' + COMMAND.replace('"a"', '"b"') + "seed = 1\n")
+    assert [j.owner for j in jobs] == ["alice@lab3", None]
+    assert jobs[0].to_dict()["owner"] == "alice@lab3" and "owner" not in jobs[1].to_dict()
+
+
+def test_the_owner_is_not_part_of_a_jobs_id(tmp_path):
+    assert (job_of(tmp_path, COMMAND + 'owner = "alice"\n').job_id
+            == job_of(tmp_path / "b", COMMAND + 'owner = "bob"\n').job_id)
+
+
+def test_a_bad_owner_is_reported_at_its_line_with_the_rule(tmp_path):
+    p = only_problem(tmp_path, COMMAND + 'owner = "alice smith"\n')
+    assert (p.line, p.field, p.message) == (4, "jobs[0].owner", "'alice smith' is not an owner's name")
+    assert "letters, digits and . _ @ + -" in p.fix
 
 
 def test_a_vram_need_with_prefer_cuda_is_accepted(tmp_path):

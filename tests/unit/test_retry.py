@@ -5,7 +5,7 @@ import time
 import pytest
 import redis
 
-from tasks.retry import REDIS_BACKOFF, UPLOAD_BACKOFF, Backoff, retry, retry_redis
+from tasks.retry import REDIS_BACKOFF, UPLOAD_BACKOFF, Backoff, RedisRefused, retry, retry_redis
 
 
 class Flaky:
@@ -77,3 +77,47 @@ def test_a_shutdown_already_under_way_still_tries_once():
 def test_retry_redis_retries_redis_errors():
     op = Flaky(2, error=redis.ConnectionError)
     assert retry_redis(op, what="t", stop=threading.Event(), backoff=Backoff((0,), tries=5)) == "done"
+
+
+@pytest.mark.parametrize("error", [redis.ConnectionError, redis.TimeoutError, redis.exceptions.BusyLoadingError,
+                                   redis.exceptions.ReadOnlyError, redis.exceptions.MasterDownError,
+                                   lambda m: redis.ResponseError(f"NOREPLICAS Not enough good replicas ({m})")])
+def test_retry_redis_waits_out_what_an_outage_or_a_failover_raises(error):
+    op = Flaky(2, error=error)
+    assert retry_redis(op, what="t", stop=threading.Event(), backoff=Backoff((0,), tries=5)) == "done"
+    assert op.calls == 3
+
+
+@pytest.mark.parametrize("error", [redis.ResponseError, redis.exceptions.NoScriptError,
+                                   redis.exceptions.NoPermissionError, redis.AuthenticationError,
+                                   redis.exceptions.OutOfMemoryError])
+def test_retry_redis_fails_at_once_on_what_no_wait_can_cure(error):
+    op = Flaky(10, error=error)
+    with pytest.raises(RedisRefused, match=r"^claim: ") as raised:
+        retry_redis(op, what="claim", stop=threading.Event(), backoff=Backoff((60,), tries=5))
+    assert op.calls == 1 and isinstance(raised.value.__cause__, error)
+
+
+@pytest.fixture
+def as_worker_role():
+    from tasks import app
+    before = app.conf.broker_url
+    app.conf.broker_url = "redis://fleet-worker:s3cret-pw@127.0.0.1:6390/0"
+    yield
+    app.conf.broker_url = before
+
+
+def test_a_missing_acl_right_names_the_operation_and_the_role_and_never_the_password(as_worker_role):
+    refused = redis.exceptions.NoPermissionError("this user has no permissions to run the 'evalsha' command")
+    with pytest.raises(RedisRefused) as raised:
+        retry_redis(Flaky(1, error=lambda _: refused), what="claim", stop=threading.Event())
+    text = str(raised.value)
+    assert text.startswith("claim: ") and "'evalsha'" in text
+    assert "'fleet-worker' has the worker role" in text and "s3cret-pw" not in text
+
+
+def test_a_script_error_names_the_operation_and_the_role_it_ran_as(as_worker_role):
+    bug = redis.ResponseError("Error running script (call to f_1): @user_script:3: bad argument")
+    with pytest.raises(RedisRefused, match=r"claim: Redis at redis://127.0.0.1:6390/0 refused it from "
+                                           r"Redis user 'fleet-worker' \(worker role\): Error running script"):
+        retry_redis(Flaky(1, error=lambda _: bug), what="claim", stop=threading.Event())

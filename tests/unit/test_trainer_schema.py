@@ -67,7 +67,7 @@ def test_an_unknown_key_with_no_close_match_lists_the_known_keys():
     ("gbt", "learning_rate", "0.1"),
     ("gbt", "subsample", False),         # bool is not a float either
     ("gbt", "objective", 1),
-    ("mlp", "hidden_sizes", [64, 32]),   # the representation is a string
+    ("mlp", "hidden_sizes", 64),         # one width is still written as a list: [64]
     ("mlp", "optimizer", None),
 ])
 def test_a_value_of_the_wrong_type_is_reported(model, key, value):
@@ -130,6 +130,19 @@ def test_a_value_not_among_the_choices_lists_the_choices(model, key, value):
 def test_bad_hidden_sizes_are_reported(text):
     [(key, message, fix)] = check_hyper("mlp", {"hidden_sizes": text})
     assert key == "hidden_sizes" and message and fix == "use e.g. '64,32'"
+
+
+def test_hidden_sizes_may_be_a_toml_list_and_resolve_to_the_one_representation():
+    assert check_hyper("mlp", {"hidden_sizes": [64, 32]}) == []
+    assert resolve_hyper("mlp", {"hidden_sizes": [64, 32]})["hidden_sizes"] == "64,32"
+    assert resolve_hyper("mlp", {"hidden_sizes": [128]})["hidden_sizes"] == "128"
+
+
+@pytest.mark.parametrize("widths, said", [([], "is not a comma-separated list"), ([64, "x"], "'x' is not a whole"),
+                                          ([64.5], "'64.5' is not a whole"), ([0], "in 1..")])
+def test_a_bad_list_of_widths_names_the_bad_width(widths, said):
+    [(key, message, _)] = check_hyper("mlp", {"hidden_sizes": widths})
+    assert key == "hidden_sizes" and said in message
 
 
 def test_hidden_sizes_parse_to_a_tuple_of_widths():
