@@ -47,7 +47,8 @@ def version_line() -> str:
 def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="fleet", description=__doc__.splitlines()[0])
     p.add_argument("--version", action="version", version=version_line())
-    sub = p.add_subparsers(dest="cmd", required=True)
+    sub = p.add_subparsers(dest="cmd", required=True, metavar="VERB",
+                         title="verbs (`fleet VERB --help` explains each)")
     for module in VERB_MODULES:
         module.register(sub)
     return p

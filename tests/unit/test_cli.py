@@ -108,3 +108,15 @@ def test_each_folders_local_workers_carry_a_tag_of_that_folder(tmp_path):
     from fleet.localaddr import folder_tag
     assert folder_tag(tmp_path / "a") != folder_tag(tmp_path / "b")
     assert folder_tag(tmp_path / "a") == folder_tag(tmp_path / "x" / ".." / "a")
+
+
+def test_fleet_help_fits_80_columns_and_names_verbs_without_listing_them_in_the_usage_line(
+        monkeypatch, capsys):
+    from fleet.cli import build_parser
+    monkeypatch.setenv("COLUMNS", "80")
+    with pytest.raises(SystemExit):
+        build_parser().parse_args(["--help"])
+    out = capsys.readouterr().out
+    assert out.splitlines()[0] == "usage: fleet [-h] [--version] VERB ..."
+    assert max(len(line) for line in out.splitlines()) <= 80
+    assert "    publish " in out and "    results " in out
