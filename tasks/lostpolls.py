@@ -23,17 +23,18 @@ log = logging.getLogger("fleet.transport")
 
 
 class LostPolls:
+    """Queues of lost polls (queue -> when its latest poll was lost), not yet in Redis."""
+
     def __init__(self) -> None:
         self._lock = threading.Lock()
         self._pending: dict[str, float] = {}
 
     def add(self, queues: Iterable[str], at: float | None = None) -> None:
         at = time.time() if at is None else at
-        with self._lock:
-            self._pending.update((q, at) for q in queues)
+        self._note((q, at) for q in queues)
 
     def report(self, acquire: Callable[[], AbstractContextManager]) -> None:
-        """Hand the noted lists to Redis; kept for the next poll if Redis does not answer."""
+        """Hand the noted queues to Redis; kept for the next poll if Redis does not answer."""
         if not self._pending:
             return
         with self._lock:
@@ -43,14 +44,14 @@ class LostPolls:
                 ask_reconcile(client, lost)
         except (redis.RedisError, OSError) as e:
             log.warning("a lost poll's queues are not reported yet (%s); next poll retries", e)
-            self.add_all(lost)
+            self._note(lost.items())
             return
         log.warning("a poll's reply may be lost; the reaper reconciles queue(s) %s", ", ".join(lost))
 
-    def add_all(self, lost: dict[str, float]) -> None:
+    def _note(self, items: Iterable[tuple[str, float]]) -> None:
         with self._lock:
-            for key, at in lost.items():
-                self._pending[key] = max(at, self._pending.get(key, at))
+            for queue, at in items:
+                self._pending[queue] = max(at, self._pending.get(queue, at))
 
 
 LOST = LostPolls()    # one per worker process
