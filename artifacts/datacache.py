@@ -72,7 +72,8 @@ class DataCache:
         pin_dir.mkdir(parents=True, exist_ok=True)
         staged = pin_dir / f".{name}.{uuid.uuid4().hex}"
         try:
-            _replace(staged, pin_dir / OWNER, lambda tmp: tmp.write_text(str(Path(owner).absolute())))
+            where = str(Path(owner).absolute())
+            _replace(staged, pin_dir / OWNER, lambda tmp: tmp.write_text(where))
             target = pin_dir / name
             _replace(staged, target, lambda tmp: _link_tree(payload, tmp))
         finally:

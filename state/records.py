@@ -216,7 +216,10 @@ class Records:
         owners = queues.registered(self.r)
         for key in (k for q in wanted for k in queues.keys_of(q, owners.get(q, ()))):
             start = 0
-            while self._reconcile(keys=[C.RECONCILE_SEEN_KEY], args=["seen", key, start, chunk]) == chunk:
+            seen = chunk
+            while seen == chunk:
+                seen = self._reconcile(keys=[C.RECONCILE_SEEN_KEY],
+                                       args=["seen", key, start, chunk])
                 start += chunk
         out: list[str] = []
         for ids in self._created_before(before, chunk):

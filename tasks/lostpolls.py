@@ -46,7 +46,8 @@ class LostPolls:
             log.warning("a lost poll's queues are not reported yet (%s); next poll retries", e)
             self._note(lost.items())
             return
-        log.warning("a poll's reply may be lost; the reaper reconciles queue(s) %s", ", ".join(lost))
+        log.warning("a poll's reply may be lost; the reaper reconciles queue(s) %s",
+                    ", ".join(lost))
 
     def _note(self, items: Iterable[tuple[str, float]]) -> None:
         with self._lock:

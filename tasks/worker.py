@@ -124,7 +124,8 @@ def _reaper_loop(ctx: HostContext) -> None:
     every = min(C.REAPER_EVERY_S, ttl_s / 4)
     while not ctx.shutdown.wait(every):
         try:
-            if not ctx.redis.set(C.REAPER_LOCK, ctx.nodename or ctx.hostname, nx=True, px=int(every * 1000)):
+            me = ctx.nodename or ctx.hostname
+            if not ctx.redis.set(C.REAPER_LOCK, me, nx=True, px=int(every * 1000)):
                 continue
             # a poll whose reply was lost (a Redis restart above all) needs no lease to pass
             for line in ctx.records.reconcile_lost():

@@ -5,7 +5,8 @@
 --   'seen'  ARGV: mode, list_key, start, count    KEYS: seen_set
 --           the delivery tags of list entries start..start+count-1 go into seen_set;
 --           returns how many entries were read (fewer than count: the list's end)
---   'jobs'  ARGV: mode, job_prefix, then job ids  KEYS: seen_set, wanted_hash, unacked_hash, owner_lists
+--   'jobs'  ARGV: mode, job_prefix, then job ids
+--           KEYS: seen_set, wanted_hash, unacked_hash, owner_lists
 --           a queued job whose latest push went to a wanted queue, and whose tag is neither
 --           seen nor unacked nor (looked up at once, for pushes since 'seen') in its list,
 --           is pushed again to the front of that list. A copy that was not lost after all
@@ -30,7 +31,9 @@ if mode == 'seen' then
   return #items
 elseif mode == 'forget' then
   for i = 2, #ARGV, 2 do
-    if redis.call('HGET', KEYS[1], ARGV[i]) == ARGV[i + 1] then redis.call('HDEL', KEYS[1], ARGV[i]) end
+    if redis.call('HGET', KEYS[1], ARGV[i]) == ARGV[i + 1] then
+      redis.call('HDEL', KEYS[1], ARGV[i])
+    end
   end
   return 0
 end
@@ -39,7 +42,8 @@ for i = 3, #ARGV do
   local id = ARGV[i]
   local jk = ARGV[2] .. id
   local state, key, n, msg = unpack(redis.call('HMGET', jk, 'state', 'cur_key', 'pushes', 'msg'))
-  if state == 'queued' and key and n and msg and redis.call('HEXISTS', KEYS[2], queue_of(key)) == 1 then
+  if state == 'queued' and key and n and msg
+      and redis.call('HEXISTS', KEYS[2], queue_of(key)) == 1 then
     local tag = id .. '.' .. n
     local live = string.gsub(msg, '@@FLEET%-TAG@@', tag)
     if redis.call('SISMEMBER', KEYS[1], tag) == 0 and redis.call('HEXISTS', KEYS[3], tag) == 0

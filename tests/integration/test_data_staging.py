@@ -204,7 +204,8 @@ def _tree(path: Path) -> dict[str, bytes]:
 
 
 @pytest.mark.parametrize("name", ["big", "images"])
-def test_jobs_on_one_host_fetching_the_same_data_at_once_each_get_a_whole_pin(staged, tmp_path, name):
+def test_jobs_on_one_host_fetching_the_same_data_at_once_each_get_a_whole_pin(staged, tmp_path,
+                                                                              name):
     # every run's job dir is runs/<run>/work: same name, different runs (tasks.workdirs)
     m, downloads = staged
     job = next(j for j in m.jobs if j.name == name)
@@ -348,8 +349,9 @@ def test_worker_processes_pinning_the_same_data_at_once_all_succeed(staged, s3_s
     dirs = [tmp_path / "runs" / f"r{i}" / "work" for i in range(6)]
     for d in dirs:
         d.mkdir(parents=True)
-    procs = [subprocess.Popen([sys.executable, "-c", FETCH_IN_A_PROCESS, job.data, str(tmp_path / "cache"),
-                               str(d)], env=env, stdout=subprocess.PIPE, text=True) for d in dirs]
+    cache = str(tmp_path / "cache")
+    procs = [subprocess.Popen([sys.executable, "-c", FETCH_IN_A_PROCESS, job.data, cache, str(d)],
+                              env=env, stdout=subprocess.PIPE, text=True) for d in dirs]
     outs = [p.communicate(timeout=120)[0].split() for p in procs]
     assert [p.returncode for p in procs] == [0] * len(dirs)
     pins = {Path(path) for _, _, path in outs}

@@ -44,7 +44,8 @@ def test_a_message_a_lost_poll_reply_took_is_pushed_again_once(published):
     recs = Records(client)
     assert recs.reconcile_lost() == []                    # no poll was lost: nothing looked at
     ask_reconcile(client, {queue: time.time()})
-    assert recs.reconcile_lost(chunk=1) == [f"{ids['a']} pushed again: its message was lost with a poll's reply"]
+    lost = f"{ids['a']} pushed again: its message was lost with a poll's reply"
+    assert recs.reconcile_lost(chunk=1) == [lost]
     assert queued_messages(client, "cpu") == 2 and queued_messages(client, "cuda") == 1
     assert not client.exists(C.RECONCILE_KEY, C.RECONCILE_SEEN_KEY)
     assert recs.reconcile_lost() == []                    # answered once
