@@ -5,17 +5,22 @@ Layout under the cache root (``FLEET_WORK_DIR/data-cache``)::
     entries/<key>/payload     the bytes (a file), or the unpacked tree (a directory)
     entries/<key>/size        its size in bytes; the entry's mtime is its last use
     locks/<key>.lock          flock: one fill per key on the host, shared by threads and processes
-    pins/<job dir>/<name>     hard links a running job reads: eviction never pulls bytes
-                              from under a job; a pin goes once its job directory is gone
+    pins/<owner>/<name>       hard links a running job reads: eviction never pulls bytes
+                              from under a job; a pin goes once its job directory is gone.
+                              <owner> is a digest of the job directory's full path: every
+                              run's directory is named ``work``, so its name is no one's
+    pins/<owner>/.owner       that job directory's path
     tmp/<key>.<random>/       a fill in progress (removed by eviction once its lock is free)
 
 An entry appears by rename only after its bytes were verified, so a reader never sees a
-partial or unverified entry.
+partial or unverified entry. A pin appears by rename too: jobs pinning the same data at once
+(even into one job directory) each get a whole pin, never a half-made or removed one.
 """
 from __future__ import annotations
 
 import contextlib
 import fcntl
+import hashlib
 import logging
 import os
 import shutil
@@ -60,18 +65,21 @@ class DataCache:
         return entry / PAYLOAD
 
     def pin(self, payload: Path, owner: Path, name: str) -> Path:
-        """Hard-link ``payload`` as ``name`` for the job running in ``owner``; its path."""
+        """Hard-link ``payload`` as ``name`` for the job running in ``owner``; its path.
+        Safe to call for one payload from many threads and processes at once."""
         self._drop_stale_pins()
-        pin_dir = self.root / "pins" / owner.name
+        pin_dir = self.root / "pins" / owner_key(owner)
         pin_dir.mkdir(parents=True, exist_ok=True)
-        (pin_dir / OWNER).write_text(str(owner))
-        target = pin_dir / name
-        if target.exists() or target.is_symlink():
-            _remove(target)
-        if payload.is_dir():
-            shutil.copytree(payload, target, copy_function=_link_or_copy)
-        else:
-            _link_or_copy(payload, target)
+        staged = pin_dir / f".{name}.{uuid.uuid4().hex}"
+        try:
+            where = str(Path(owner).absolute())
+            _replace(staged, pin_dir / OWNER, lambda tmp: tmp.write_text(where))
+            target = pin_dir / name
+            _replace(staged, target, lambda tmp: _link_tree(payload, tmp))
+        finally:
+            shutil.rmtree(staged, ignore_errors=True)
+            with contextlib.suppress(FileNotFoundError):
+                staged.unlink()
         return target
 
     def evict(self, keep: str = "") -> list[str]:
@@ -188,16 +196,37 @@ def _read_only(path: Path) -> None:
         f.chmod(stat.S_IMODE(mode) & ~(stat.S_IWUSR | stat.S_IWGRP | stat.S_IWOTH))
 
 
+def owner_key(owner: Path) -> str:
+    """The pin folder of a job directory: a digest of its full path (run dirs share a name)."""
+    return hashlib.sha256(str(Path(owner).absolute()).encode()).hexdigest()[:32]
+
+
+def _replace(staged: Path, target: Path, make: Callable[[Path], object]) -> None:
+    """Make ``staged`` then rename it over ``target``: a reader sees the old or the new whole.
+    A directory cannot be renamed over a non-empty one: the old goes first, and a pin another
+    caller renamed in between is the same bytes, so it stays."""
+    make(staged)
+    try:
+        os.replace(staged, target)
+    except OSError:          # a directory in the way (ENOTEMPTY, EEXIST, EISDIR)
+        shutil.rmtree(target, ignore_errors=True)
+        try:
+            os.replace(staged, target)
+        except OSError:
+            if not target.exists():
+                raise
+
+
+def _link_tree(payload: Path, dest: Path) -> None:
+    if payload.is_dir():
+        shutil.copytree(payload, dest, copy_function=_link_or_copy)
+    else:
+        _link_or_copy(payload, dest)
+
+
 def _link_or_copy(src, dst) -> str:
     try:
         os.link(src, dst)
     except OSError:  # another filesystem, or links refused: a copy costs space, not safety
         shutil.copy2(src, dst)
     return str(dst)
-
-
-def _remove(path: Path) -> None:
-    if path.is_dir() and not path.is_symlink():
-        shutil.rmtree(path)
-    else:
-        path.unlink()

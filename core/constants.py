@@ -23,6 +23,13 @@ PREEMPT_LOCK_KEY = KEY_PREFIX + "preempt:"   # string with TTL per urgent job: o
 # kombu's Redis transport keeps delivered, unacked messages here (its default key names)
 KOMBU_UNACKED = "unacked"
 KOMBU_UNACKED_INDEX = "unacked_index"
+# A BRPOP whose reply was lost (Redis restarted, a connection reset mid-reply) may have taken
+# a message nobody received: the worker asks for its queues to be reconciled
+# (state/lua/reconcile.lua)
+RECONCILE_KEY = KEY_PREFIX + "reconcile"            # hash: queue -> time of the lost poll
+RECONCILE_SEEN_KEY = KEY_PREFIX + "reconcile-seen"  # set: delivery tags found in their lists
+RECONCILE_CHUNK = 1000           # list entries or job records per reconcile script call
+RECONCILE_SKEW_S = 60.0          # jobs created up to this long after a lost poll count (clock skew)
 
 LEASE_TTL_S = 60.0
 HEARTBEAT_EVERY_S = 1.0          # how often a running job checks its record (cancel) and renews

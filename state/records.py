@@ -17,7 +17,7 @@ import redis
 
 from core import constants as C
 from core.errors import JobNotFound
-from state import fairshare
+from state import fairshare, queues
 from state.bulk import PUBLISH_BATCH, Bulk
 from state.jobrecord import JobRecord, JobState, fetch, fetch_many
 from state.redis_conn import decoding
@@ -65,6 +65,12 @@ def _flat(fields: dict[str, Any]) -> list[str]:
     return out
 
 
+def ask_reconcile(client: redis.Redis, lost: dict[str, float]) -> None:
+    """Polls of these queues failed (queue -> when) with their reply maybe lost: the reaper
+    reconciles them (``Records.reconcile_lost``); a later failure of a queue overrides."""
+    client.hset(C.RECONCILE_KEY, mapping={key: repr(at) for key, at in lost.items()})
+
+
 class Records:
     """Job records on one Redis connection (one that returns bytes is given a decoding twin)."""
 
@@ -84,6 +90,7 @@ class Records:
         self._trained = client.register_script(_script("trained"))
         self._checkpoint = client.register_script(_script("checkpoint"))
         self._charge = client.register_script(_script("charge"))
+        self._reconcile = client.register_script(_script("reconcile"))
         self._charge_due: dict[str, float] = {}     # run token -> when to charge it next (heartbeat)
 
     # --- publishing ---------------------------------------------------------
@@ -195,6 +202,44 @@ class Records:
         older_than_s = 2 * self.lease_ttl_ms / 1000 if older_than_s is None else older_than_s
         return self._restore(keys=[C.KOMBU_UNACKED, C.KOMBU_UNACKED_INDEX, C.OWNER_LISTS_KEY],
                              args=[time.time() - older_than_s, C.JOB_KEY, max_entries])
+
+    def reconcile_lost(self, chunk: int = C.RECONCILE_CHUNK) -> list[str]:
+        """Push again the queued jobs whose message a lost poll reply took (lua/reconcile.lua).
+
+        Only when a poll was lost: every list of its queues is read once and the records of
+        jobs created before it are looked at, each in chunks of ``chunk`` per script call."""
+        wanted = self.r.hgetall(C.RECONCILE_KEY)
+        if not wanted:
+            return []
+        before = max(float(at) for at in wanted.values()) + C.RECONCILE_SKEW_S
+        self.r.delete(C.RECONCILE_SEEN_KEY)
+        owners = queues.registered(self.r)
+        for key in (k for q in wanted for k in queues.keys_of(q, owners.get(q, ()))):
+            start = 0
+            seen = chunk
+            while seen == chunk:
+                seen = self._reconcile(keys=[C.RECONCILE_SEEN_KEY],
+                                       args=["seen", key, start, chunk])
+                start += chunk
+        out: list[str] = []
+        for ids in self._created_before(before, chunk):
+            out += self._reconcile(keys=[C.RECONCILE_SEEN_KEY, C.RECONCILE_KEY, C.KOMBU_UNACKED,
+                                         C.OWNER_LISTS_KEY], args=["jobs", C.JOB_KEY, *ids])
+        self.r.delete(C.RECONCILE_SEEN_KEY)
+        self._reconcile(keys=[C.RECONCILE_KEY], args=["forget", *_flat(wanted)])
+        return out
+
+    def _created_before(self, before: float, chunk: int) -> Iterable[list[str]]:
+        """Job ids created up to ``before``, oldest first, ``chunk`` at a time."""
+        start = 0
+        while True:
+            rows = self.r.zrange(C.JOBS_INDEX, start, start + chunk - 1, withscores=True)
+            ids = [jid for jid, created in rows if created <= before]
+            if ids:
+                yield ids
+            if len(ids) < chunk:
+                return
+            start += chunk
 
     # --- operators ------------------------------------------------------------
     def get(self, job_id: str) -> JobRecord:

@@ -1,11 +1,12 @@
 """The one place fleet reaches into kombu's Redis transport (its private methods).
 
-fleet changes four things about how kombu's Redis channel consumes: which lists a BRPOP
+fleet changes five things about how kombu's Redis channel consumes: which lists a BRPOP
 asks for (queue order, fair share, admission), what happens to a popped entry before
 Celery sees it (poison, reservation), where a restored message goes back (its owner's
-list), and what an ack removes (state/lua/ack.lua). Each override below is kombu's own
-method with one call out to a plain method of the channel (``poll_keys``, ``receive``,
-``idle``, ``lists``, ``all_lists``, ``restore_key``, ``ack_entry``, ``ended``), which
+list), what an ack removes (state/lua/ack.lua), and who hears of a BRPOP whose reply was
+lost. Each override below is kombu's own method with one call out to a plain method of the
+channel (``poll_keys``, ``receive``, ``idle``, ``poll_lost``, ``lists``, ``all_lists``,
+``restore_key``, ``ack_entry``, ``ended``), which
 ``tasks.transport`` fills in without touching kombu.
 
 Every kombu private this module overrides or calls is listed in ``TOUCHED``; the pin test
@@ -89,6 +90,10 @@ class SeamChannelMixin:
     def idle(self) -> None:
         """A BRPOP timed out with nothing popped."""
 
+    def poll_lost(self, keys: list[str]) -> None:
+        """A BRPOP on ``keys`` failed with a connection error: Redis may have popped an entry
+        whose reply never arrived (kombu: lost, it is not in ``unacked`` yet)."""
+
     def lists(self, queue: str) -> list[str]:
         return self.poll_keys([queue])
 
@@ -141,6 +146,7 @@ class SeamChannelMixin:
                 dest__item = self.client.parse_response(self.client.connection, "BRPOP", **options)
             except self.connection_errors:
                 self.client.connection.disconnect()
+                self.poll_lost(self._last_brpop[0][1:-1])
                 raise
             if not dest__item:
                 self.idle()

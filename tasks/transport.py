@@ -35,6 +35,7 @@ from tasks import kombu_seam as seam
 from tasks.deliveryhooks import Admission, FairShare, PoisonCheck
 from tasks.fairorder import FairOrder
 from tasks.hooks import Delivery, Hooks
+from tasks.lostpolls import LOST
 
 log = logging.getLogger("fleet.transport")
 _ACK_LUA = resources.files("state").joinpath("lua/ack.lua").read_text()
@@ -54,7 +55,11 @@ class FleetChannelMixin:
         return self._hooks
 
     def poll_keys(self, names: list[str]) -> list[str]:
+        LOST.report(self.conn_or_acquire)     # a poll of this process lost its reply: say so
         return self.hooks.poll_keys(names, self._plain_lists)
+
+    def poll_lost(self, keys: list[str]) -> None:
+        LOST.add(queues.queue_of(k) for k in keys if not k.startswith(C.WAKE_KEY))
 
     _plain: dict[str, list[str]] | None = None
 

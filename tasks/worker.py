@@ -126,11 +126,15 @@ def _reaper_loop(ctx: HostContext) -> None:
     every = min(C.REAPER_EVERY_S, ttl_s / 4)
     while not ctx.shutdown.wait(every):
         try:
+            me = ctx.nodename or ctx.hostname
+            if not ctx.redis.set(C.REAPER_LOCK, me, nx=True, px=int(every * 1000)):
+                continue
+            # a poll whose reply was lost (a Redis restart above all) needs no lease to pass
+            for line in ctx.records.reconcile_lost():
+                log.warning("fleet reaper: %s", line)
             # Leases expire by the clock even while Redis is down; right after a restart give
             # running jobs one TTL to heartbeat again before calling them lost.
-            if ctx.redis.info("server").get("uptime_in_seconds", ttl_s) < ttl_s:
-                continue
-            if ctx.redis.set(C.REAPER_LOCK, ctx.nodename or ctx.hostname, nx=True, px=int(every * 1000)):
+            if ctx.redis.info("server").get("uptime_in_seconds", ttl_s) >= ttl_s:
                 for line in ctx.records.reap() + ctx.records.restore_unacked():
                     log.warning("fleet reaper: %s", line)
                 # ends whose advance never ran (its worker died between), publishers gone early

@@ -22,6 +22,7 @@ import pytest
 import redis
 
 from artifacts.stores import Store, open_store_at
+from core.constants import JOB_KEY as C_JOB_KEY
 from fleet.local import stop_worker
 from fleet.redis_server import RedisServer
 from state import fairshare
@@ -187,4 +188,25 @@ def test_a_reset_right_after_a_lost_claim_reply_costs_nothing_and_ends_no_worker
     net.proxy.heal()
     assert one_result(net, name, ids[name], A).attempts == 1
     reported_success(net, name, ids[name])
+    both_serve(net, f"{name}-{uuid.uuid4().hex[:4]}")
+
+
+def test_a_reset_that_loses_a_polls_reply_loses_no_job(net, monkeypatch):
+    # A's poll reaches Redis, Redis pops the job for it, the reply is held, then the reset:
+    # the message is in no list and not in kombu's unacked hash; the job still runs, once
+    name = "lost-poll"
+    net.chaos.wait(net.job(f"{name}-warm", 0.2, [A]))   # A consumes the queue A's jobs wait in
+    owner = f"lost-{uuid.uuid4().hex[:6]}"               # a list no poll has named yet
+    monkeypatch.setenv("FLEET_OWNER", owner)
+    # the first request of A naming the new owner's list is the poll that pops the job
+    fired = net.proxy.blackhole_after(f"\x06\x17{owner}\x06\x16".encode())
+    ids = net.job(name, 0.2, [A])
+    assert fired.wait(30), f"worker A never polled\n{net.chaos.logs()}"
+    client = net.chaos.client()
+    key = client.hget(C_JOB_KEY + ids[name], "cur_key")
+    wait_until(lambda: client.llen(key) == 0, "A's held poll to pop the job", net, timeout_s=10)
+    net.proxy.reset()
+    net.proxy.heal()
+    assert one_result(net, name, ids[name], A).attempts == 1
+    assert "the reaper reconciles queue(s)" in log_of(net, A)
     both_serve(net, f"{name}-{uuid.uuid4().hex[:4]}")

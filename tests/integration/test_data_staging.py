@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from artifacts.data import fetch
-from artifacts.datacache import DataCache
+from artifacts.datacache import DataCache, owner_key
 from artifacts.identity import DataResolver
 from artifacts.stores import S3Store, open_store, s3_client
 from core.errors import DigestMismatch, ManifestError, StoreError
@@ -197,6 +197,47 @@ def test_concurrent_jobs_on_one_worker_share_one_download(staged, tmp_path):
     assert downloads.count == 1 and len(set(paths)) == 1
 
 
+def _tree(path: Path) -> dict[str, bytes]:
+    if path.is_file():
+        return {"": path.read_bytes()}
+    return {p.relative_to(path).as_posix(): p.read_bytes() for p in path.rglob("*") if p.is_file()}
+
+
+@pytest.mark.parametrize("name", ["big", "images"])
+def test_jobs_on_one_host_fetching_the_same_data_at_once_each_get_a_whole_pin(staged, tmp_path,
+                                                                              name):
+    # every run's job dir is runs/<run>/work: same name, different runs (tasks.workdirs)
+    m, downloads = staged
+    job = next(j for j in m.jobs if j.name == name)
+    dirs = [tmp_path / "runs" / f"r{i}" / "work" for i in range(8)]
+    for d in dirs:
+        d.mkdir(parents=True)
+
+    def one(work: Path) -> Path:
+        return fetch(job.data, tmp_path / "cache", store_factory=downloads, into=work)
+    for _ in range(3):              # rounds: a pin made again while others are being made
+        with ThreadPoolExecutor(8) as pool:
+            pins = list(pool.map(one, dirs))
+        assert len(set(pins)) == len(dirs)          # one pin per job, none shared or replaced
+        assert len({tuple(sorted(_tree(p).items())) for p in pins}) == 1
+    assert downloads.count == 1
+    shutil.rmtree(dirs[0].parent)                   # one job ended: only its pin goes
+    fetch(job.data, tmp_path / "cache", store_factory=downloads, into=dirs[1])
+    assert not pins[0].exists() and all(p.exists() for p in pins[1:])
+
+
+def test_one_job_pinning_the_same_data_from_many_threads_keeps_a_whole_pin(staged, tmp_path):
+    m, downloads = staged
+    job = next(j for j in m.jobs if j.name == "images")
+    (tmp_path / "work").mkdir()
+    with ThreadPoolExecutor(8) as pool:
+        pins = list(pool.map(lambda _: fetch(job.data, tmp_path / "cache", store_factory=downloads,
+                                             into=tmp_path / "work"), range(16)))
+    assert len(set(pins)) == 1
+    assert _tree(pins[0]) == {"b.bin": b"\x02" * 7000, "cats/a.bin": b"\x01" * 5000}
+    assert sorted(p.name for p in pins[0].parent.iterdir()) == [".owner", "images"]   # no temp left
+
+
 def test_staged_data_whose_bytes_do_not_match_the_digest_is_refused_and_not_cached(s3_server, s3_store, tmp_path):
     digest = hashlib.sha256(b"the real bytes").hexdigest()
     # a corrupted copy under the digest's key, claiming the digest
@@ -262,7 +303,7 @@ def test_a_pinned_copy_outlives_the_eviction_of_its_entry(s3_store, tmp_path):
     shutil.rmtree(tmp_path / "job")                 # the job ended: its pin goes at the next pin
     (tmp_path / "next-job").mkdir()
     cache.pin(tmp_path / "a.bin", tmp_path / "next-job", "a.bin")
-    assert not (tmp_path / "cache" / "pins" / "job").exists()
+    assert not (tmp_path / "cache" / "pins" / owner_key(tmp_path / "job")).exists()
 
 
 FETCH_IN_A_PROCESS = """
@@ -280,8 +321,9 @@ def factory(url):
         return real(*a, **kw)
     store.get_data = counted
     return store
-path = fetch(sys.argv[1], sys.argv[2], store_factory=factory)
-print(downloads, path.stat().st_size)
+into = sys.argv[3] if len(sys.argv) > 3 else None
+path = fetch(sys.argv[1], sys.argv[2], store_factory=factory, into=into)
+print(downloads, path.stat().st_size, path)
 """
 
 
@@ -294,8 +336,26 @@ def test_worker_processes_on_one_host_share_one_download(staged, s3_server, tmp_
     procs = [subprocess.Popen([sys.executable, "-c", FETCH_IN_A_PROCESS, job.data, str(tmp_path / "cache")],
                               env=env, stdout=subprocess.PIPE, text=True) for _ in range(4)]
     outs = [p.communicate(timeout=120)[0].split() for p in procs]
-    assert sorted(int(n) for n, _ in outs) == [0, 0, 0, 1]
-    assert {int(size) for _, size in outs} == {1 << 20}
+    assert sorted(int(n) for n, _, _ in outs) == [0, 0, 0, 1]
+    assert {int(size) for _, size, _ in outs} == {1 << 20}
+
+
+def test_worker_processes_pinning_the_same_data_at_once_all_succeed(staged, s3_server, tmp_path):
+    import subprocess
+    import sys
+    m, downloads = staged
+    job = next(j for j in m.jobs if j.name == "big")
+    env = dict(os.environ, **s3_server.env, FLEET_STORE_URL=downloads.store_url)
+    dirs = [tmp_path / "runs" / f"r{i}" / "work" for i in range(6)]
+    for d in dirs:
+        d.mkdir(parents=True)
+    cache = str(tmp_path / "cache")
+    procs = [subprocess.Popen([sys.executable, "-c", FETCH_IN_A_PROCESS, job.data, cache, str(d)],
+                              env=env, stdout=subprocess.PIPE, text=True) for d in dirs]
+    outs = [p.communicate(timeout=120)[0].split() for p in procs]
+    assert [p.returncode for p in procs] == [0] * len(dirs)
+    pins = {Path(path) for _, _, path in outs}
+    assert len(pins) == len(dirs) and len({p.read_bytes() for p in pins}) == 1
 
 
 @pytest.fixture
