@@ -219,7 +219,7 @@ def _run_process(task, ctx: HostContext, run: Run, argv: list[str], env: dict) -
     job, work = run.job, run.work
     # Flower's Result cell says where it runs and on which GPUs
     where = ctx.hostname + (f" GPU {','.join(str(d.index) for d in run.gpus)}" if run.gpus else "")
-    flower = events.ProgressEvents(task, where, run.attempt)
+    flower = events.ProgressEvents(task, where, run.attempt, gpus=tuple(d.index for d in run.gpus))
     with open(work / workdirs.LOG_FILE, "w", encoding="utf-8") as log_file, \
             checkpoint.syncing(ctx, job, run.token, work, env) as ckpt:
         on_tick = _tick_loop(task, ctx, run, flower)
@@ -281,5 +281,7 @@ def _failed(ctx: HostContext, run: Run, outcome: runner.RunOutcome | None, error
     retry_redis(lambda: ctx.records.finish(job.job_id, run.token, JobState.QUEUED if again else JobState.FAILED,
                                            last_error=message[-4000:]), what="record failure", stop=ctx.shutdown)
     left = f"; queued again, {job.max_attempts - attempt} attempt(s) left" if again else ""
-    return Ended(Outcome.FAILED, message + ("\n(retrying: attempt %d of %d)" % (attempt, job.max_attempts)
-                                            if again else ""), end=end, detail=detail + left)
+    if again:
+        return Ended(Outcome.RETRYING, message + f"\n(retrying: attempt {attempt} of {job.max_attempts})",
+                     end=end, detail=detail + left)
+    return Ended(Outcome.FAILED, message, end=end, detail=detail)

@@ -62,7 +62,8 @@ class Outcome(str, Enum):
     """How one delivery of a job ended on this worker."""
 
     SUCCEEDED = "succeeded"     # trained, stored, recorded
-    FAILED = "failed"           # recorded failed (or queued for another attempt)
+    FAILED = "failed"           # recorded failed
+    RETRYING = "retrying"       # failed, queued again for another attempt (max_attempts)
     REDELIVER = "redeliver"     # the worker is stopping before the claim: back to the broker
     RELEASED = "released"       # handed back to its queue (worker shutting down)
     DROPPED = "dropped"         # a duplicate delivery, or a job cancelled while queued
