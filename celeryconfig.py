@@ -37,6 +37,8 @@ worker_hijack_root_logger = False
 # job so it stays a backstop (leases and the reaper are the mechanism). kombu reads it
 # from the broker and the result backend transport options.
 fleet_lease_ttl_s = _settings.value("FLEET_LEASE_TTL_S")
+# how long a worker's own Redis client waits for a reply before it retries the command
+fleet_redis_socket_timeout_s = _settings.value("FLEET_REDIS_SOCKET_TIMEOUT_S")
 visibility_timeout = _settings.value("FLEET_VISIBILITY_TIMEOUT_S")
 # How often kombu looks for unacked messages older than visibility_timeout (about
 # interval x throttle seconds; kombu's default is 10 x 10).
@@ -84,3 +86,8 @@ task_routes = ("tasks.router.route_task",)
 # trained run waits for its host to come back, how often a checkpoint dir is synced.
 fleet_trained_grace_s = _settings.value("FLEET_TRAINED_GRACE_S")
 fleet_checkpoint_every_s = _settings.value("FLEET_CHECKPOINT_EVERY_S")
+
+# Staged bundles (tasks.strays): one no record names is deleted once this old; how often
+# one worker sweeps them.
+fleet_staged_grace_s = _settings.value("FLEET_STAGED_GRACE_S")
+fleet_stray_sweep_every_s = _settings.value("FLEET_STRAY_SWEEP_EVERY_S")

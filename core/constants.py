@@ -92,6 +92,12 @@ RUNS_DIR = "runs"                # FLEET_WORK_DIR/runs/<run>: one locked folder 
 TRAINED_GRACE_S = 300.0
 CHECKPOINT_EVERY_S = 60.0        # how often a running job's checkpoint dir is synced, if changed
 CHECKPOINTS_PREFIX = "checkpoints"   # store key: <prefix>/checkpoints/<job_id>/<sha256>.tar.zst
+# A run's bundle goes first to a key of its own run token, never listed; it becomes an artifact
+# (<prefix>/<kind>/<sha256>/) only once the job's record names it (tasks.upload, tasks.strays)
+STAGING_DIR = ".staging"         # <prefix>/.staging/<token>/<kind>/<sha256>/bundle.tar.zst
+STAGED_GRACE_S = 3600.0          # a staged bundle no record names is deleted once this old
+STRAY_SWEEP_EVERY_S = 60.0       # how often one worker sweeps the staged bundles
+STRAY_SWEEP_LOCK = KEY_PREFIX + "stray-sweep-lock"
 
 # --- the fleet's store (state/fleetstore.py) -----------------------------------
 # string: the store URL every publisher and worker of this fleet uses (no credentials in it),
@@ -128,6 +134,9 @@ REDIS_WAIT_SKIP_S = 10.0         # after a WAIT no replica answered, skip waitin
 # (a Sentinel failover) this many times, backing off up to REDIS_RETRY_CAP_S between tries.
 REDIS_RETRIES = 8
 REDIS_RETRY_CAP_S = 2.0
+# A worker's own client gives up on a reply after this long and retries (the same command,
+# the same run token: every record script answers a retry as it answered the first call)
+REDIS_SOCKET_TIMEOUT_S = 10.0
 
 # --- operator views: job output in Redis, status, job references (cliops) ---
 JOB_LOG_KEY = KEY_PREFIX + "log:"    # stream per job: fleet:log:<job_id>, one entry per output line

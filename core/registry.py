@@ -68,6 +68,8 @@ SETTINGS: tuple[Setting, ...] = (
     # --- Celery and leases ---------------------------------------------------------------
     Setting("FLEET_LEASE_TTL_S", SECONDS, C.LEASE_TTL_S, "a running job's lease; the reaper "
             "requeues it after this long without a heartbeat"),
+    Setting("FLEET_REDIS_SOCKET_TIMEOUT_S", SECONDS, C.REDIS_SOCKET_TIMEOUT_S, "a worker's wait "
+            "for a Redis reply before it sends the command again"),
     Setting("FLEET_VISIBILITY_TIMEOUT_S", SECONDS, float(C.VISIBILITY_TIMEOUT_S),
             "Redis redelivers an unacked message after this (a backstop; above the longest job)"),
     Setting("FLEET_UNACKED_RESTORE_INTERVAL_S", SECONDS, UNACKED_RESTORE_INTERVAL_S,
@@ -78,6 +80,10 @@ SETTINGS: tuple[Setting, ...] = (
             "for its host to come back and upload"),
     Setting("FLEET_CHECKPOINT_EVERY_S", SECONDS, C.CHECKPOINT_EVERY_S, "how often a running "
             "job's checkpoint dir is synced, if it changed"),
+    Setting("FLEET_STAGED_GRACE_S", SECONDS, C.STAGED_GRACE_S, "a staged bundle no job record "
+            "names is deleted once this old (longer than any wait between upload and record)"),
+    Setting("FLEET_STRAY_SWEEP_EVERY_S", SECONDS, C.STRAY_SWEEP_EVERY_S, "how often one worker "
+            "sweeps the staged bundles"),
     Setting("FLEET_FAIRSHARE_HALF_LIFE_S", SECONDS, FAIRSHARE_HALF_LIFE_S, "half-life of fair-"
             "share usage; set it alike on workers and operators"),
     # --- store and caches ----------------------------------------------------------------

@@ -25,10 +25,9 @@ from typing import Iterable
 from celery import Celery, states
 
 from core import constants as C
-from state.records import JobState
+from state.jobrecord import fetch_many
 
 log = logging.getLogger("fleet.events")
-TERMINAL = {s.value for s in JobState if s.terminal}
 
 # Fields a previous run left on Flower's task; a re-run starts without them.
 RUN_FIELDS = ("result", "succeeded", "failed", "revoked", "started", "received", "rejected",
@@ -135,13 +134,9 @@ def announce_cancelled(app: Celery, job_ids: list[str]) -> None:
 def announce_reruns(app: Celery, client, job_ids: list[str]) -> list[str]:
     """Before ``Records.requeue`` pushes them: Flower forgets the earlier run of each finished
     job and lists it queued again. Returns the IDs announced (jobs a requeue would run)."""
-    pipe = client.pipeline(transaction=False)
-    for jid in job_ids:
-        pipe.hmget(C.JOB_KEY + jid, "state", "name", "pri_queue", "queue", "owner")
-        pipe.hexists(C.JOB_KEY + jid, "pri_msg")
-    replies = pipe.execute()
-    jobs = [QueuedJob(jid, name or jid, pri_queue or queue or "", rerun=True, owner=owner or "")
-            for jid, (state, name, pri_queue, queue, owner), published in zip(job_ids, replies[::2], replies[1::2])
-            if published and state in TERMINAL]
+    recs = fetch_many(client, job_ids, ("state", "name", "pri_queue", "queue", "owner", "pri_key",
+                                        "pri_msg"))
+    jobs = [QueuedJob(r.job_id, r.name, r.pri_queue or r.queue, rerun=True, owner=r.owner)
+            for r in recs if r.published and r.state.terminal]
     announce_queued(app, jobs)
     return [j.job_id for j in jobs]

@@ -10,7 +10,6 @@ from __future__ import annotations
 import json
 import time
 from dataclasses import dataclass
-from enum import Enum
 from typing import Any, Iterable
 
 import redis
@@ -18,23 +17,12 @@ import redis
 from core import constants as C
 from state import fairshare
 from state.bulk import PUBLISH_BATCH, Bulk
+from state.jobrecord import JobRecord, JobState, fetch, fetch_many
 from state.redis_conn import decoding
 from core.errors import JobNotFound
 
 
 CHARGE_DUE_MAX = 10_000     # runs a Records remembers when to charge next
-
-
-class JobState(str, Enum):
-    QUEUED = "queued"
-    RUNNING = "running"
-    SUCCEEDED = "succeeded"
-    FAILED = "failed"
-    CANCELLED = "cancelled"
-
-    @property
-    def terminal(self) -> bool:
-        return self in (JobState.SUCCEEDED, JobState.FAILED, JobState.CANCELLED)
 
 
 @dataclass(frozen=True)
@@ -58,48 +46,12 @@ class Claim:
 
 
 @dataclass(frozen=True)
-class JobRecord:
-    job_id: str
-    name: str
-    state: JobState
-    queue: str
-    attempts: int
-    worker: str | None
-    gpu: str | None
-    created_at: float | None
-    started_at: float | None
-    finished_at: float | None
-    last_error: str | None
-    artifact: dict | None
-    progress: dict | None
-    spec: dict
-    trained: dict | None = None       # trainer exited 0: {"at", "host", "dir"} (lua/trained.lua)
-    checkpoint: dict | None = None    # last synced: {"key", "sha256", "size", "synced_at"} (lua/checkpoint.lua)
-    runs: int = 0                     # every run it had (lua/claim.lua); attempts count towards max_attempts
-    owner: str | None = None          # who published it (fleet.owners); kept by a re-publish without --force
-    cores: int | None = None          # CPU cores its run holds, reported with its GPUs (tasks.execution)
-    preemptions: int = 0              # times it was handed back for a more urgent job (tasks.preemption)
-    preempted_by: dict | None = None  # the last job that did: {job_id, name, priority, host, at}
-    preempted: list | None = None     # the jobs it displaced to start: [{job_id, name, priority, host, at}]
+class Cancelled:
+    """What ``Records.cancel`` did: whether this call cancelled the job, and the state it was
+    in (for a job it did not cancel: the state it is in, a terminal one)."""
 
-    @classmethod
-    def from_hash(cls, h: dict[str, str]) -> "JobRecord":
-        num = lambda k: float(h[k]) if h.get(k) else None  # noqa: E731
-        load = lambda k: json.loads(h[k]) if h.get(k) else None  # noqa: E731
-        return cls(h.get("job_id", ""), h.get("name", ""), JobState(h.get("state", "queued")),
-                   h.get("queue", ""), int(h.get("attempts", 0)), h.get("worker"), h.get("gpu"),
-                   num("created_at"), num("started_at"), num("finished_at"), h.get("last_error"),
-                   load("artifact"), load("progress"), load("spec") or {},
-                   trained={"at": num("trained_at"), "host": h.get("trained_host"), "dir": h.get("trained_dir")}
-                   if h.get("trained_at") else None, checkpoint=load("checkpoint"),
-                   runs=int(h.get("runs") or h.get("attempts") or 0), owner=h.get("owner"),
-                   cores=int(h["cores"]) if h.get("cores") else None, preemptions=int(h.get("preemptions") or 0),
-                   preempted_by=load("preempted_by"), preempted=load("preempted"))
-
-    def to_dict(self) -> dict[str, Any]:
-        d = self.__dict__.copy()
-        d["state"] = self.state.value
-        return d
+    done: bool
+    was: JobState
 
 
 def _script(name: str) -> str:
@@ -215,8 +167,8 @@ class Records:
 
     def checkpoint(self, job_id: str) -> dict | None:
         """The job's last synced checkpoint ({key, sha256, size, synced_at}), if any."""
-        raw = self.r.hget(C.JOB_KEY + job_id, "checkpoint")
-        return json.loads(raw) if raw else None
+        rec = fetch(self.r, job_id, ("checkpoint",))
+        return rec.checkpoint if rec else None
 
     def record_checkpoint(self, job_id: str, token: str, value: dict) -> tuple[bool, dict | None]:
         """Make ``value`` the job's checkpoint if ``token`` owns it: (recorded, the one it replaced)."""
@@ -259,36 +211,33 @@ class Records:
         raise JobNotFound(f"no job named or with ID {name_or_id!r}; see `fleet status` for names and IDs")
 
     def get(self, job_id: str) -> JobRecord:
-        h = self.r.hgetall(C.JOB_KEY + job_id)
-        if not h:
+        rec = fetch(self.r, job_id)
+        if rec is None:
             raise JobNotFound(f"no record for job {job_id}")
-        return JobRecord.from_hash(h)
+        return rec
 
     def all(self, limit: int | None = None) -> list[JobRecord]:
         ids = self.r.zrange(C.JOBS_INDEX, 0, -1 if limit is None else limit - 1)
-        pipe = self.r.pipeline(transaction=False)
-        for jid in ids:
-            pipe.hgetall(C.JOB_KEY + jid)
-        return [JobRecord.from_hash(h) for h in pipe.execute() if h]
+        return fetch_many(self.r, ids)
 
-    def cancel(self, job_id: str) -> str:
-        """Cancel a queued or running job; returns the state it was in."""
-        res = self._cancel(keys=[C.JOB_KEY + job_id, C.LEASE_KEY + job_id, C.RUNNING_SET,
-                                 C.FALLBACK_ZSET], args=[job_id, time.time()])
-        if res == "missing":
+    def cancel(self, job_id: str) -> Cancelled:
+        """Cancel a queued or running job (lua/cancel.lua); a finished one is left as it is."""
+        done, was = self._cancel(keys=[C.JOB_KEY + job_id, C.LEASE_KEY + job_id, C.RUNNING_SET,
+                                       C.FALLBACK_ZSET], args=[job_id, time.time()])
+        if not was:
             raise JobNotFound(f"no record for job {job_id}")
-        return res
+        return Cancelled(done == "1", JobState(was))
 
     def requeue(self, job_id: str) -> str:
         """Run a finished job again (same ID, attempts reset); returns its prior state."""
-        state, name, key, msg, queue, grace = self.r.hmget(C.JOB_KEY + job_id, "state", "name", "pri_key",
-                                                           "pri_msg", "pri_queue", "fb_grace_s")
-        if state is None:
+        rec = fetch(self.r, job_id, ("state", "name", "pri_key", "pri_msg", "pri_queue", "fb_grace_s"))
+        if rec is None:
             raise JobNotFound(f"no record for job {job_id}")
-        if not JobState(state).terminal:
-            return state
-        if msg is None:
+        if not rec.state.terminal:
+            return rec.state.value
+        sent = rec.copy("pri")
+        if sent is None:
             raise JobNotFound(f"job {job_id} was not published by fleet; publish its manifest again")
-        fallback_at = time.time() + float(grace) if grace else None
-        item = PublishItem(job_id, name or job_id, key, msg, {"queue": queue or ""}, fallback_at)
+        fallback_at = time.time() + rec.fb_grace_s if rec.fb_grace_s is not None else None
+        item = PublishItem(job_id, rec.name, sent.key, sent.message, {"queue": rec.pri_queue}, fallback_at)
         return self.publish([item], force={job_id})[0][1]

@@ -77,11 +77,11 @@ def revoke(state, task_id, terminate=False, signal=None, **kwargs):
     ctx = context()
     jobs = fleet_jobs(ctx.redis, ids)
     for jid in jobs:
-        was = ctx.records.cancel(jid)   # every worker gets the broadcast: one of them wins
-        if was == "ok:queued":
+        res = ctx.records.cancel(jid)   # every worker gets the broadcast: one of them wins
+        if res.done and res.was is JobState.QUEUED:
             log.info("revoke: cancelled queued job %s", jid[:12])
             _announce(state, jid)
-        elif was.startswith("ok:"):
+        elif res.done:
             log.info("revoke: cancelled running job %s; its heartbeat stops it", jid[:12])
     for jid in jobs:   # (a LimitedSet: no difference_update)
         worker_state.revoked.discard(jid)

@@ -24,6 +24,7 @@ from artifacts.pyenv import EnvBuildFailed
 from core.constants import DATA_CACHE_DIR, TAIL_LINES
 from manifest.schema import JobSpec
 from state import deadletter
+from state.jobrecord import record_end
 from state.records import JobState
 from tasks import checkpoint, events, isolation, runner, ticks, trained, upload, vramwatch, workdirs, workspace
 from tasks.handback import HandBack
@@ -31,7 +32,8 @@ from tasks.host import HostContext, context
 from tasks.joblog import JobLog
 from tasks.lease import LeaseKeeper
 from tasks.retry import retry_redis
-from tasks.run import Ended, Outcome, Run, RunEnd, RunStopped, Stop, failure_end, run_end
+from tasks.run import (Ended, Outcome, Run, RunEnd, RunStopped, Stop, failure_end, failure_reason,
+                       run_end)
 from trainers import protocol
 
 log = logging.getLogger("fleet.execution")
@@ -68,7 +70,7 @@ def execute(task, job: JobSpec) -> Ended:
         with LeaseKeeper(ctx.records, job.job_id, token) as lease, \
                 JobLog(ctx.redis, job.job_id, run=claim.runs, worker=ctx.hostname) as output:
             ended = _with_grant(task, ctx, Run(job, token, claim.attempts, lease, work, queue=queue, output=output))
-            output.end(*run_end(ended, lease.reason))
+            output.end(*run_end(ended, lease.reason, lease.record))
             return ended
     finally:
         workdirs.remove(work)
@@ -132,7 +134,9 @@ def _refuse_unpublished(task, ctx: HostContext, job: JobSpec, queue: str) -> End
 def _release(task, ctx: HostContext, run: Run, why: str) -> Ended:
     """Hand the job back to its queue, without counting this attempt."""
     retry_redis(lambda: ctx.records.finish(run.job.job_id, run.token, JobState.QUEUED, count_attempt=False,
-                                           last_error=f"released: {why}"), what="release", stop=ctx.shutdown)
+                                           last_error=f"released: {why}",
+                                           **record_end(RunEnd.HANDED_BACK, f"handed back: {why}")),
+                what="release", stop=ctx.shutdown)
     log.warning("released %s back to its queue: %s", run.job.name, why)
     return _requeued(task, run, why)
 
@@ -142,7 +146,10 @@ def _handed_back(task, ctx: HostContext, run: Run, asked: HandBack) -> Ended:
     back to its queue with this attempt uncounted and the policy's fields recorded."""
     job = run.job
     owned = retry_redis(lambda: ctx.records.finish(job.job_id, run.token, JobState.QUEUED, count_attempt=False,
-                                                   last_error=f"handed back: {asked.why}", **asked.fields),
+                                                   last_error=f"handed back: {asked.why}",
+                                                   **asked.fields,
+                                                   **record_end(RunEnd.HANDED_BACK,
+                                                                f"handed back: {asked.why}")),
                         what="hand back", stop=ctx.shutdown)
     if not owned:   # cancelled or taken over meanwhile: the record says what happened
         return _stopped(task, ctx, run, run.lease.reason or Stop.LOST)
@@ -268,6 +275,7 @@ def _failed(ctx: HostContext, run: Run, outcome: runner.RunOutcome | None, error
     if outcome is None:
         message = f"job {job.name} ({job.job_id[:12]}) failed on {ctx.hostname}: {error}"
         end, detail = RunEnd.FAILED, error or ""
+        reason, text = failure_reason(end, "failed", (error or "").splitlines()[:1]), error or ""
     else:
         why = (f"timed out after {job.timeout_s:g}s" if outcome.stopped is Stop.TIMEOUT
                else "was stopped: over its VRAM budget" if outcome.stopped is Stop.OVER_BUDGET
@@ -275,11 +283,17 @@ def _failed(ctx: HostContext, run: Run, outcome: runner.RunOutcome | None, error
         tail = "\n".join(outcome.tail[-TAIL_LINES:])
         message = f"job {job.name} ({job.job_id[:12]}) {why}; last output:\n{tail}"
         end, detail = failure_end(outcome.stopped, outcome.returncode, job.timeout_s)
+        # over its budget, the watch's verdict (its output's last line) says why, not a traceback
+        reason = failure_reason(end, detail, outcome.tail[-TAIL_LINES:],
+                                last=outcome.stopped is Stop.OVER_BUDGET)
+        text = tail
     # over its budget it would be again anywhere: not retried
     again = (job.max_attempts is not None and attempt < job.max_attempts
              and (outcome is None or outcome.stopped is not Stop.OVER_BUDGET))
     retry_redis(lambda: ctx.records.finish(job.job_id, run.token, JobState.QUEUED if again else JobState.FAILED,
-                                           last_error=message[-4000:]), what="record failure", stop=ctx.shutdown)
+                                           last_error=message[-4000:],
+                                           **record_end(end, reason, text)),
+                what="record failure", stop=ctx.shutdown)
     left = f"; queued again, {job.max_attempts - attempt} attempt(s) left" if again else ""
     if again:
         return Ended(Outcome.RETRYING, message + f"\n(retrying: attempt {attempt} of {job.max_attempts})",

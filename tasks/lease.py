@@ -8,7 +8,8 @@ import redis
 
 from core.constants import HEARTBEAT_EVERY_S
 from state.records import Records
-from tasks.run import Stop
+from state.jobrecord import JobState
+from tasks.run import Stop, UnknownAnswer
 
 log = logging.getLogger("fleet.lease")
 
@@ -21,6 +22,7 @@ class LeaseKeeper:
         every_s = every_s or min(HEARTBEAT_EVERY_S, records.lease_ttl_ms / 4000)
         self.records, self.job_id, self.token, self.every_s = records, job_id, token, every_s
         self.reason: Stop | None = None
+        self.record: JobState | None = None    # the state the record answered, when it did
         self._fields: dict = {}
         self._done = threading.Event()
         self._thread = threading.Thread(target=self._loop, name=f"lease-{job_id[:8]}", daemon=True)
@@ -50,4 +52,13 @@ class LeaseKeeper:
                 self.reason = Stop.LOST
                 return
             if answer != "ok":
-                self.reason = Stop(answer)
+                self.reason, self.record = self._heard(answer)
+
+    def _heard(self, answer: str) -> tuple[Stop, JobState | None]:
+        """Why the run stops, by the record's answer. An answer nobody knows is logged as the
+        error it is (scripts and worker disagree); the run stops: it cannot know it owns the job."""
+        try:
+            return Stop.heard(answer)
+        except UnknownAnswer as e:
+            log.error("heartbeat for %s: %s; stopping the run", self.job_id[:12], e)
+            return Stop.LOST, None

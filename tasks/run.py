@@ -1,12 +1,19 @@
 """A run of one job on this worker, as one value, and the words for how it ends.
 
 ``Run`` travels from the claim (``tasks.execution``) to the stored bundle
-(``tasks.upload``); ``Stop`` says why the job's process was stopped, ``Outcome`` how the
-delivery ended, ``RunEnd`` how the run ended as its end mark in `fleet logs` says it.
-Only ``tasks.train`` turns an outcome into Celery's terms.
+(``tasks.upload``). Three words, each for one question:
+
+- ``Stop``: why this worker stops the job's process before it exits on its own;
+- ``Outcome``: how one Celery delivery ended on this worker (only ``tasks.train`` turns it
+  into Celery's terms); a delivery can end without a run (dropped, refused, redelivered);
+- ``RunEnd`` (``state.jobrecord``): how a run ended, as its record and its end mark in
+  `fleet logs` say it.
+
+A job's own state is ``state.jobrecord.JobState``; the lease hears it as the record's answer.
 """
 from __future__ import annotations
 
+import re
 import time
 from dataclasses import dataclass, field
 from enum import Enum
@@ -16,10 +23,13 @@ from typing import Protocol
 from manifest.schema import JobSpec
 from routing.capability import CudaDevice
 from routing.pool import Grant
+from state.jobrecord import JobState, RunEnd
 
 
 class Stop(str, Enum):
-    """Why a job's process was stopped before it exited on its own."""
+    """Why a job's process was stopped before it exited on its own: asked by the runner
+    (timeout, shutdown), a host policy (``tasks.handback``), the VRAM watch, or the lease
+    (``tasks.lease``: the record says the run must stop, see ``heard``)."""
 
     SHUTDOWN = "shutdown"       # the worker is stopping: the job goes back to its queue
     TIMEOUT = "timeout"         # past the job's timeout_s
@@ -27,15 +37,19 @@ class Stop(str, Enum):
     OVER_BUDGET = "over its VRAM budget"   # a sharing job used more GPU memory than it declared
     PREEMPTED = "preempted"     # a policy hands it back: an urgent job takes its place (tasks.handback)
     YIELDED = "yielded"         # a policy hands it back: the host's owner wants its GPU (tasks.yieldwatch)
-    # what the record says when it no longer says running (the lease's answer)
-    CANCELLED = "cancelled"
-    QUEUED = "queued"
-    FAILED = "failed"
-    SUCCEEDED = "succeeded"
+    CANCELLED = "cancelled"     # an operator cancelled the job (the record says cancelled)
 
     @classmethod
-    def _missing_(cls, value: object) -> "Stop":
-        return cls.LOST   # any other answer: this run does not own the job
+    def heard(cls, answer: str) -> tuple["Stop", JobState | None]:
+        """The lease's answer that is not 'ok' (lua/heartbeat.lua): why the run stops, and the
+        state the record is in when it says one. Raises ``UnknownAnswer`` for anything else."""
+        if answer == Stop.LOST.value:
+            return Stop.LOST, None
+        try:
+            state = JobState(answer)
+        except ValueError:
+            raise UnknownAnswer(answer) from None
+        return (Stop.CANCELLED if state is JobState.CANCELLED else Stop.LOST), state
 
     @property
     def record_decides(self) -> bool:
@@ -58,8 +72,22 @@ class Stop(str, Enum):
 POLICY_STOPS = frozenset({Stop.PREEMPTED, Stop.YIELDED})
 
 
+class UnknownAnswer(ValueError):
+    """Raised when a heartbeat's answer is none the lease knows: a script and its reader
+    disagree (a worker older or newer than the scripts), not a lost job."""
+
+    def __init__(self, answer: str):
+        super().__init__(f"heartbeat answered {answer!r}: expected 'ok', 'lost' or a job state "
+                         f"({', '.join(s.value for s in JobState)}); is this worker's fleet "
+                         f"the same version as lua/heartbeat.lua's?")
+        self.answer = answer
+
+
 class Outcome(str, Enum):
-    """How one delivery of a job ended on this worker."""
+    """How one Celery delivery of a job ended on this worker: ``tasks.execution`` returns it
+    (in ``Ended``), ``tasks.train.settle`` turns it into Celery's terms and ``run_end`` into
+    the run's ``RunEnd``. Not a ``RunEnd``: a delivery can end with no run (dropped, refused,
+    redelivered), and one run's end is stored, a delivery's is not."""
 
     SUCCEEDED = "succeeded"     # trained, stored, recorded
     FAILED = "failed"           # recorded failed
@@ -71,20 +99,13 @@ class Outcome(str, Enum):
     STOPPED = "stopped"         # cancelled or taken over while running
 
 
-class RunEnd(str, Enum):
-    """How one run of a job ended, in the words of its end mark (``tasks.joblog``)."""
-
-    SUCCEEDED = "succeeded"
-    FAILED = "failed"
-    TIMED_OUT = "timed out"
-    CANCELLED = "cancelled"
-    HANDED_BACK = "handed back"   # to its queue, uncounted: the worker is stopping, or lost a race here
-    LOST = "lost"                 # the job is no longer this run's (taken over, or its worker failed)
-
-
-# what a run that lost its job says about it, by the record's answer to its heartbeat
-LOST_BECAUSE = {Stop.LOST: "another run owns the job", Stop.QUEUED: "the job went back to its queue",
-                Stop.FAILED: "the job was recorded failed", Stop.SUCCEEDED: "the job was recorded succeeded"}
+# what a run that lost its job says about it, by the state the record answered its heartbeat
+LOST_BECAUSE = {None: "another run owns the job", JobState.QUEUED: "the job went back to its queue",
+                JobState.FAILED: "the job was recorded failed",
+                JobState.SUCCEEDED: "the job was recorded succeeded"}
+# an output line that names an error (the one `fleet status` shows of a failed run's output)
+EXCEPTION_LINE = re.compile(
+    r"^[A-Za-z_][\w.]*(Error|Exception|Exit|Interrupt|Failed|Fault|Warning)\b.*")
 
 
 @dataclass(frozen=True)
@@ -108,9 +129,22 @@ def failure_end(stopped: Stop | None, returncode: int | None, timeout_s: float |
     return RunEnd.FAILED, f"exit {returncode}"
 
 
-def run_end(ended: Ended, stop: Stop | None = None) -> tuple[RunEnd, str]:
-    """The end mark of a run that ended so, ``stop`` being what its lease last heard: how it
-    ended, and a few words more. Pure."""
+def failure_reason(end: RunEnd, words: str, tail: list[str], *, last: bool = False) -> str:
+    """A failed run in one line for `fleet status`: ``failure_end``'s words and the output
+    line that says what went wrong (its last error line, else its last line; ``last``: its
+    last line, e.g. the VRAM watch's verdict). Pure."""
+    lines = [ln.strip() for ln in tail if ln.strip() and not ln.startswith("FLEET_METRIC ")]
+    head = f"timed out {words}" if end is RunEnd.TIMED_OUT else words
+    if not lines:
+        return head + " (no output)"
+    errors = [] if last else [ln for ln in lines if EXCEPTION_LINE.match(ln)]
+    return f"{head}: {(errors or lines)[-1]}"
+
+
+def run_end(ended: Ended, stop: Stop | None = None,
+            record: JobState | None = None) -> tuple[RunEnd, str]:
+    """The end mark of a run that ended so, ``stop`` being why its lease stopped it and
+    ``record`` the state the record answered: how it ended, and a few words more. Pure."""
     if ended.end is not None:
         return ended.end, ended.detail
     if ended.outcome is Outcome.SUCCEEDED:
@@ -120,7 +154,8 @@ def run_end(ended: Ended, stop: Stop | None = None) -> tuple[RunEnd, str]:
     if ended.outcome is Outcome.STOPPED:
         if stop is Stop.CANCELLED:
             return RunEnd.CANCELLED, ended.detail
-        return RunEnd.LOST, ended.detail or (LOST_BECAUSE.get(stop, ended.why) if stop else ended.why)
+        because = LOST_BECAUSE.get(record, ended.why) if stop else ended.why
+        return RunEnd.LOST, ended.detail or because
     return RunEnd.FAILED, ended.detail or ended.why.partition("\n")[0]
 
 
@@ -152,6 +187,7 @@ class Lease(Protocol):
     """A run's claim, kept alive in the background (``tasks.lease.LeaseKeeper``)."""
 
     reason: Stop | None      # why the run must stop, once it must
+    record: JobState | None  # the state the record answered then, when it answered one
 
     def report(self, **fields) -> None:
         """Fields written to the record with the next heartbeat."""

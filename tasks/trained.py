@@ -26,7 +26,7 @@ from tasks import checkpoint, joblog, runner, upload, workdirs
 from tasks.host import HostContext
 from tasks.lease import LeaseKeeper
 from tasks.retry import Backoff, retry_redis
-from tasks.run import Run, RunEnd, RunStopped
+from tasks.run import Outcome, Run, RunEnd, RunStopped
 from trainers.protocol import parse_metric_line
 
 log = logging.getLogger("fleet.trained")
@@ -42,7 +42,8 @@ def run_info(job: JobSpec, token: str, attempts: int, host: str, runs: int = 0) 
 
 
 def mark(ctx: HostContext, run: Run) -> None:
-    """The trainer exited 0: say so in the record before bundling starts."""
+    """The trainer exited 0: say so in the record before bundling starts. Raises RunStopped
+    when the record says the job is no longer this run's: its output is not stored."""
     job = run.job
     grace_s = ctx.app.conf.fleet_trained_grace_s
     try:
@@ -51,8 +52,10 @@ def mark(ctx: HostContext, run: Run) -> None:
     except redis.RedisError as e:
         log.warning("could not mark %s trained (%s); its exit status is on disk in %s", job.name, e, run.work.parent)
         return
-    if not ok:
-        log.warning("%s trained, but the run no longer owns the job", job.name)
+    if not ok:   # superseded (taken over in a partition) or cancelled: nothing of it is stored
+        log.warning("%s trained, but the run no longer owns the job; its output is not stored",
+                    job.name)
+        raise RunStopped(Outcome.STOPPED, "trained, but the run no longer owns the job")
 
 
 def start(ctx: HostContext) -> threading.Thread:

@@ -4,6 +4,11 @@ The bundle is written under ``FLEET_WORK_DIR/pending/<job_id>/`` before the uplo
 and removed only once the record says succeeded. A store outage is waited out (training is
 never repeated for it); a worker stopped meanwhile keeps the bundle, and its next start
 stores and records it (``upload_kept``) before taking new work.
+
+The store is fenced by the record: the bundle is staged under this run's token
+(``Store.stage_bundle``), and becomes the job's listed artifact (``Store.promote``) only
+once finish.lua recorded it for this run. A run that lost its job meanwhile (another host
+took it over during a partition) discards what it staged and reports no success.
 """
 from __future__ import annotations
 
@@ -11,6 +16,7 @@ import json
 import logging
 import shutil
 import time
+import uuid
 from datetime import datetime, timezone
 from pathlib import Path
 
@@ -18,6 +24,7 @@ from artifacts import bundle as bundler
 from artifacts.stores import StoredArtifact, atomic_write
 from core.errors import DigestMismatch, StoreError
 from manifest.schema import JobSpec
+from state.jobrecord import RunEnd, record_end
 from state.records import JobState
 from tasks import workdirs
 from tasks.host import HostContext
@@ -67,12 +74,19 @@ def store_result(ctx: HostContext, run: Run, outcome: RunOutcome) -> dict:
     artifact = {"uri": stored.uri, "sha256": stored.sha256, "size": stored.size}
     # The kept bundle goes only once the success is recorded: if Redis stays down past every
     # retry, the next start of this worker records it (upload_kept) instead of a re-train.
+    # A lost reply is no loss of the job: finish.lua knows this run's own finish.
     recorded = retry_redis(lambda: ctx.records.finish(job.job_id, run.token, JobState.SUCCEEDED, artifact=artifact,
-                                                      result={"metrics": metrics}, last_error=""),
+                                                      result={"metrics": metrics}, last_error="",
+                                                      **record_end(RunEnd.SUCCEEDED, "")),
                            what="record success", stop=ctx.shutdown)
     shutil.rmtree(pending, ignore_errors=True)
     if not recorded:
-        log.warning("job %s was taken over while uploading; its artifact is stored anyway", job.name)
+        _settle(ctx, run.token, job.kind, stored.sha256, keep=False)
+        log.warning("job %s was taken over or cancelled while uploading; its staged bundle is "
+                    "discarded", job.name)
+        raise RunStopped(Outcome.STOPPED, "taken over or cancelled while uploading; its bundle was "
+                                          "discarded")
+    _settle(ctx, run.token, job.kind, stored.sha256, keep=True)
     return {"job_id": job.job_id, "name": job.name, "artifact_uri": stored.uri, "sha256": stored.sha256,
             "size": stored.size, "metrics": metrics, "worker": ctx.hostname, "attempt": run.attempt}
 
@@ -96,7 +110,7 @@ def _upload(ctx: HostContext, run: Run, result: bundler.BundleResult, meta: dict
     def attempt() -> StoredArtifact:
         if run.lease.reason:   # cancelled, or another run owns the job: its artifact is not ours to store
             raise RunStopped(Outcome.STOPPED, f"{run.lease.reason.value} while uploading")
-        return store.put_bundle(run.job.kind, result.path, result.sha256, meta)
+        return store.stage_bundle(run.token, run.job.kind, result.path, result.sha256, meta)
 
     try:
         return retry(attempt, on=StoreError, backoff=UPLOAD_BACKOFF, stop=ctx.shutdown,
@@ -104,6 +118,19 @@ def _upload(ctx: HostContext, run: Run, result: bundler.BundleResult, meta: dict
     except StoreError as e:   # only a shutdown ends the retries
         raise RunStopped(Outcome.FAILED, f"worker stopped before {run.job.name} could be uploaded; "
                                          f"bundle kept at {result.path}") from e
+
+
+def _settle(ctx: HostContext, token: str, kind: str, sha256: str, *, keep: bool) -> None:
+    """Promote (``keep``) or discard what run ``token`` staged, through a store outage; a
+    worker stopped first leaves it to the sweep (tasks.strays), which reads the record."""
+    store = ctx.open_store()
+    step = store.promote if keep else store.discard
+    try:
+        retry(lambda: step(token, kind, sha256), on=StoreError, backoff=UPLOAD_BACKOFF,
+              stop=ctx.shutdown, what=f"{step.__name__} of staged bundle {sha256[:12]}")
+    except StoreError as e:
+        log.warning("staged bundle %s of run %s not %sd (%s); the sweep of staged bundles does it",
+                    sha256[:12], token[:12], step.__name__, e)
 
 
 def upload_kept(ctx: HostContext) -> None:
@@ -132,16 +159,21 @@ def _upload_kept_one(ctx: HostContext, folder: Path) -> None:
         log.warning("dropping kept bundle of %s: the job is already %s", meta.get("name"), state.value)
         shutil.rmtree(folder, ignore_errors=True)
         return
+    token = uuid.uuid4().hex   # its run's token is not kept: staged under one of its own
     try:
         kind = (meta.get("job") or {}).get("model") or "command"
-        stored = ctx.open_store().put_bundle(kind, bundle_path, sha256, meta)
+        stored = ctx.open_store().stage_bundle(token, kind, bundle_path, sha256, meta)
     except StoreError as e:
         log.warning("kept bundle %s still cannot be uploaded (%s); will retry at next start", folder, e)
         return
     artifact = {"uri": stored.uri, "sha256": stored.sha256, "size": stored.size}
     answer = retry_redis(lambda: ctx.records.adopt(job_id, artifact, {"metrics": meta.get("metrics", {})}),
                          what="adopt", stop=ctx.shutdown)
-    log.warning("uploaded kept bundle of %s: %s (%s)", meta.get("name"), stored.uri, answer)
+    _settle(ctx, token, kind, sha256, keep=answer == "ok")
+    if answer == "ok":
+        log.warning("uploaded kept bundle of %s: %s", meta.get("name"), stored.uri)
+    else:   # recorded by another run meanwhile, cancelled, or gone: not this bundle's job
+        log.warning("dropped kept bundle of %s: the job is %s", meta.get("name"), answer)
     shutil.rmtree(folder, ignore_errors=True)
 
 

@@ -19,7 +19,8 @@ from core import constants as C
 from core.errors import FleetError
 from state.cluster import read_config
 from state.queuewatch import Watcher
-from tasks import admission, heartbeat, host, isolation, preemption, trained, upload, yieldwatch
+from tasks import (admission, heartbeat, host, isolation, preemption, strays, trained, upload,
+                   yieldwatch)
 from tasks.host import HostContext
 
 log = logging.getLogger("fleet.worker")
@@ -77,6 +78,7 @@ def choose_queues(sender=None, instance=None, conf=None, options=None, **kw):
 def start_background(sender=None, **kw):
     ctx = host.context()
     threading.Thread(target=_reaper_loop, args=(ctx,), name="fleet-reaper", daemon=True).start()
+    threading.Thread(target=strays.loop, args=(ctx,), name="fleet-strays", daemon=True).start()
     threading.Thread(target=_refresh_loop, args=(ctx, sender), name="fleet-queues", daemon=True).start()
     heartbeat.start(ctx, sender)   # fleet hosts / why / publish read the fleet from it
     threading.Thread(target=preemption.loop, args=(ctx,), name="fleet-preempt", daemon=True).start()

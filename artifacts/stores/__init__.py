@@ -9,12 +9,12 @@ from core.errors import StoreError
 from core.secrets import masked
 from core.settings import STORE_URL_ENV, StoreSettings
 
-from .base import Store, StoredArtifact, atomic_write
+from .base import StagedBundle, Store, StoredArtifact, atomic_write
 from .file import FileStore
 from .s3 import S3Store, object_identity, s3_client
 
-__all__ = ["FileStore", "S3Store", "Store", "StoredArtifact", "atomic_write", "object_identity",
-           "open_store", "open_store_at", "s3_client"]
+__all__ = ["FileStore", "S3Store", "StagedBundle", "Store", "StoredArtifact", "atomic_write",
+           "object_identity", "open_store", "open_store_at", "s3_client"]
 
 ACCEPTED_FORMS = "file:///abs/dir, file://./rel/dir or s3://bucket/prefix"
 

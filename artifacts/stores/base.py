@@ -3,20 +3,27 @@
 Bundles are content addressed: `<prefix>/<kind>/<sha256>/bundle.tar.zst` with a
 `meta.json` beside it. Every write is verified against the caller's digest
 before it becomes visible, so a stored bundle always hashes to its key.
+
+A worker's run stages its bundle under a key of its own run token
+(`<prefix>/.staging/<token>/<kind>/<sha256>/`), which nothing lists; only once the job's
+record names that bundle is it promoted to its content-addressed key. A run that lost its
+job discards its staged bundle, and `tasks.strays` deletes what a dead run left.
 """
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import shutil
 import tempfile
+import time
 from abc import ABC, abstractmethod
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
-from core.constants import BUNDLE_NAME, DATA_DIR, META_NAME
-from core.errors import DigestMismatch
+from core.constants import BUNDLE_NAME, DATA_DIR, META_NAME, STAGING_DIR
+from core.errors import DigestMismatch, StoreError
 
 from ..bundle import sha256_file
 
@@ -32,6 +39,17 @@ class StoredArtifact:
     sha256: str
     size: int
     existed: bool
+
+
+@dataclass(frozen=True)
+class StagedBundle:
+    """A bundle a run staged and nobody promoted or discarded yet (see `Store.staged`)."""
+
+    token: str                  # the run's claim token: whose upload it is
+    kind: str
+    sha256: str
+    job_id: str | None          # from its meta.json (None: unreadable)
+    staged_at: float | None     # when its meta.json was written (None: unreadable)
 
 
 class Store(ABC):
@@ -119,6 +137,97 @@ class Store(ABC):
     @abstractmethod
     def delete_file(self, key: str) -> None:
         """Remove the file at `key` (below the prefix); no error when it is not there."""
+
+    # --- staging: a run's bundle becomes an artifact only once its job's record names it ---
+    def staged_key(self, token: str, kind: str, sha256: str, name: str = BUNDLE_NAME) -> str:
+        """Key of a file of the bundle run ``token`` staged."""
+        return self.full_key(f"{STAGING_DIR}/{token}/{kind}/{sha256}/{name}")
+
+    def stage_bundle(self, token: str, kind: str, bundle_path: Path, sha256: str,
+                     meta: dict) -> StoredArtifact:
+        """Store run ``token``'s bundle where nothing lists it, verified; the returned URI is
+        the one it will have once promoted (what the job's record names)."""
+        size = Path(bundle_path).stat().st_size
+        # meta.json first: a staged bundle always says whose job it is and how old it is
+        meta = stored_meta(kind, sha256, size, {**meta, "staged_at": time.time()})
+        self._put_bytes_at(self.staged_key(token, kind, sha256, META_NAME), meta_bytes(meta))
+        try:
+            self._put_path_at(self.staged_key(token, kind, sha256), Path(bundle_path), sha256)
+        except BaseException:   # nothing half staged: a wrong digest or a failed upload
+            with contextlib.suppress(StoreError):   # down: the sweep deletes it once old
+                self.discard(token, kind, sha256)
+            raise
+        return StoredArtifact(self.uri_for(kind, sha256), sha256, size, False)
+
+    def promote(self, token: str, kind: str, sha256: str) -> None:
+        """Make run ``token``'s staged bundle the artifact its job's record names, then drop
+        the staged copy. Idempotent: a bundle promoted already is left as it is."""
+        bundle, meta = self.bundle_key(kind, sha256), self.meta_key(kind, sha256)
+        staged = self.staged_key(token, kind, sha256)
+        staged_meta = self.staged_key(token, kind, sha256, META_NAME)
+        if not self._has_key(staged) and not self._has_key(bundle):
+            raise StoreError(f"{self.uri_for(kind, sha256)}: neither stored nor staged by run "
+                             f"{token}; its kept bundle (if any) is stored at the worker's next start")
+        if not self._has_key(bundle):
+            self._move_key(staged, bundle, sha256)
+        if not self._has_key(meta) and self._has_key(staged_meta):
+            self._move_key(staged_meta, meta, None)
+        self.discard(token, kind, sha256)
+
+    def discard(self, token: str, kind: str, sha256: str) -> None:
+        """Delete run ``token``'s staged bundle (no error when it is not there)."""
+        self._delete_key(self.staged_key(token, kind, sha256))
+        self._delete_key(self.staged_key(token, kind, sha256, META_NAME))
+
+    def staged(self) -> list[StagedBundle]:
+        """Every staged bundle, oldest meta first where readable."""
+        root = self.full_key(STAGING_DIR) + "/"
+        found: dict[tuple[str, str, str], StagedBundle] = {}
+        for key in self._keys_under(root):
+            parts = key[len(root):].split("/")
+            if len(parts) != 4 or parts[3] not in (BUNDLE_NAME, META_NAME):
+                continue
+            token, kind, sha256, _ = parts
+            if (token, kind, sha256) not in found:
+                found[(token, kind, sha256)] = self._staged_entry(token, kind, sha256)
+        return sorted(found.values(), key=lambda b: b.staged_at or 0.0)
+
+    def _staged_entry(self, token: str, kind: str, sha256: str) -> StagedBundle:
+        try:
+            meta = json.loads(self._read_key(self.staged_key(token, kind, sha256, META_NAME)))
+            return StagedBundle(token, kind, sha256, str(meta["job_id"]), float(meta["staged_at"]))
+        except (StoreError, ValueError, KeyError, TypeError):
+            return StagedBundle(token, kind, sha256, None, None)
+
+    # the primitives staging is made of; keys are full keys (prefix included)
+    @abstractmethod
+    def _put_path_at(self, key: str, path: Path, sha256: str) -> None:
+        """Store the file at `path` under `key`, verified against `sha256`."""
+
+    @abstractmethod
+    def _put_bytes_at(self, key: str, data: bytes) -> None:
+        """Store `data` under `key`."""
+
+    @abstractmethod
+    def _move_key(self, src: str, dest: str, sha256: str | None) -> None:
+        """Move the object at `src` to `dest` inside the store, at once where the store can
+        (verified when `sha256` is given and the bytes travel)."""
+
+    @abstractmethod
+    def _has_key(self, key: str) -> bool:
+        """True when an object is stored under `key`."""
+
+    @abstractmethod
+    def _read_key(self, key: str) -> bytes:
+        """The bytes stored under `key`; StoreError when there are none."""
+
+    @abstractmethod
+    def _keys_under(self, prefix: str) -> Iterator[str]:
+        """Every key that starts with `prefix`."""
+
+    @abstractmethod
+    def _delete_key(self, key: str) -> None:
+        """Delete the object under `key`; no error when it is not there."""
 
 
 def digest_mismatch(where: str, expected: str, actual: str) -> DigestMismatch:

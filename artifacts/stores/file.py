@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import os
+from collections.abc import Iterator
 from pathlib import Path
 
 from core.constants import META_NAME
@@ -109,6 +110,47 @@ class FileStore(Store):
             path.unlink(missing_ok=True)
         except OSError as e:
             raise StoreError(f"{path.as_uri()}: cannot delete: {e}") from e
+
+    # --- staging primitives (base.Store) ----------------------------------------------
+    def _put_path_at(self, key: str, path: Path, sha256: str) -> None:
+        atomic_copy(Path(path), self._path(key), sha256)
+
+    def _put_bytes_at(self, key: str, data: bytes) -> None:
+        atomic_write(self._path(key), data)
+
+    def _move_key(self, src: str, dest: str, sha256: str | None) -> None:
+        # a rename: the record names the bundle a moment before it is listed, not a copy's time
+        target = self._path(dest)
+        target.parent.mkdir(parents=True, exist_ok=True)
+        try:
+            os.replace(self._existing(src), target)
+        except OSError as e:
+            raise StoreError(f"{target.as_uri()}: cannot move the staged file there: {e}") from e
+
+    def _has_key(self, key: str) -> bool:
+        return self._path(key).is_file()
+
+    def _read_key(self, key: str) -> bytes:
+        return self._existing(key).read_bytes()
+
+    def _keys_under(self, prefix: str) -> Iterator[str]:
+        base = self._path(prefix)
+        if base.is_dir():
+            for path in sorted(base.rglob("*")):
+                if path.is_file() and not path.name.endswith(".tmp"):
+                    yield path.relative_to(self.root).as_posix()
+
+    def _delete_key(self, key: str) -> None:
+        path = self._path(key)
+        try:
+            path.unlink(missing_ok=True)
+            for parent in path.parents:   # a staged run's folders go with their last file
+                if parent == self.root or not parent.is_relative_to(self.root):
+                    break
+                parent.rmdir()
+        except OSError as e:
+            if path.exists():
+                raise StoreError(f"{path.as_uri()}: cannot delete: {e}") from e
 
     def _existing(self, key: str) -> Path:
         path = self._path(key)

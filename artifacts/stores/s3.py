@@ -202,6 +202,42 @@ class S3Store(Store):
                 for obj in page.get("Contents", []):
                     yield obj["Key"]
 
+    # --- staging primitives (base.Store) ----------------------------------------------
+    def _put_path_at(self, key: str, path: Path, sha256: str) -> None:
+        self._upload(key, Path(path), sha256)
+
+    def _put_bytes_at(self, key: str, data: bytes) -> None:
+        self._ensure_bucket()
+        self._put_bytes(key, data, hashlib.sha256(data).hexdigest())
+
+    def _move_key(self, src: str, dest: str, sha256: str | None) -> None:
+        """A server-side copy (multipart where large) that keeps the source's sha256 metadata,
+        then the source deleted."""
+        digest = sha256 or _stored_sha256(self._existing_head(src))
+        with self._errors("copy", dest):
+            extra = {"MetadataDirective": "REPLACE", "ChecksumAlgorithm": "SHA256",
+                     "Metadata": {SHA256_METADATA: digest} if digest else {}}
+            self._client.copy({"Bucket": self.bucket, "Key": src}, self.bucket, dest, ExtraArgs=extra)
+        # the server's checksum of the copy where it reports one, else the bytes read back
+        if sha256 is not None and self._existing_head(dest).get("ChecksumSHA256") != b64(sha256):
+            self._read_back(dest, sha256)
+        self._delete(src)
+
+    def _has_key(self, key: str) -> bool:
+        return self._head(key) is not None
+
+    def _read_key(self, key: str) -> bytes:
+        if self._head(key) is None:
+            raise StoreError(f"{self._uri(key)}: no such object in the store")
+        return self._get_bytes(key)
+
+    def _keys_under(self, prefix: str) -> Iterator[str]:
+        return self.keys(prefix)
+
+    def _delete_key(self, key: str) -> None:
+        self._ensure_bucket()
+        self._delete(key)
+
     # --- plumbing --------------------------------------------------------------
     def _uri(self, key: str) -> str:
         return f"s3://{self.bucket}/{key}"

@@ -15,7 +15,7 @@ from fleet.cli.tables import Layout
 from core.errors import FleetError
 from fleet.query import jobs as Q
 from fleet.query import refs
-from state.records import JobState
+from state.jobrecord import JobRecord, JobState
 
 STATE_STYLE = {"running": "bold cyan", "failed": "bold red", "queued": "yellow", "cancelled": "magenta",
                "succeeded": "green"}
@@ -23,8 +23,8 @@ SHOW_ACTED = 20      # cancel/requeue list this many jobs by name, then count th
 
 
 # --- status -------------------------------------------------------------------------
-def when(row: Q.JobRow, now: float) -> str:
-    t = row.times(now)
+def when(row: JobRecord, now: float) -> str:
+    t = Q.times(row, now)
     if row.state is JobState.QUEUED:
         return f"waiting {Q.human_duration(t['queued_for_s'])}"
     if row.state is JobState.RUNNING:
@@ -33,7 +33,7 @@ def when(row: Q.JobRow, now: float) -> str:
     return f"{ran}{Q.human_duration(t['finished_ago_s'])} ago"
 
 
-def note(row: Q.JobRow) -> str:
+def note(row: JobRecord) -> str:
     if row.state is JobState.RUNNING and row.progress:
         metrics = Q.headline_metrics(row.progress.get("metrics"))
         if metrics:
@@ -42,7 +42,9 @@ def note(row: Q.JobRow) -> str:
         return tail[-1] if tail else ""
     if row.state is JobState.SUCCEEDED and isinstance(row.result, dict):
         return " ".join(f"{k}={_short(v)}" for k, v in Q.headline_metrics(row.result.get("metrics")).items())
-    return Q.error_line(row.last_error)
+    if row.problems:   # a record some of whose fields did not decode: say so, never hide the row
+        return f"record unreadable: {', '.join(row.problems)}; see `fleet show {row.job_id[:12]}`"
+    return row.reason
 
 
 def _short(v) -> str:
@@ -70,13 +72,13 @@ def fit_columns(natural: dict[str, int], width: int) -> dict[str, int]:
     return STATUS.fit(natural, width)
 
 
-def worker_cell(r: Q.JobRow) -> str:
+def worker_cell(r: JobRecord) -> str:
     """The worker, and the GPUs a running job holds there: ``big4 (GPU 0-1)``."""
     held = Q.gpu_list([g.index for g in Q.parse_gpus(r.gpu)]) if r.state is JobState.RUNNING else ""
     return f"{r.worker} (GPU {held})" if held else r.worker
 
 
-def _cells(r: Q.JobRow, now: float, id_len: int, text: str) -> dict:
+def _cells(r: JobRecord, now: float, id_len: int, text: str) -> dict:
     return {"job": Text(r.name), "id": r.job_id[:id_len],
             "state": Text(r.state.value, style=STATE_STYLE[r.state.value]), "queue": Text(r.queue),
             "tries": str(r.runs), "worker": Text(worker_cell(r)), "time": when(r, now),
@@ -247,9 +249,7 @@ def _cancel_one(rec, jid: str, dry_run: bool) -> tuple[bool, str, str]:
         ok = state is not None and not state.terminal
         return ok, state.value if state else "missing", "" if ok else f"already {state.value if state else 'gone'}"
     res = rec.cancel(jid)
-    if res.startswith("ok:"):
-        return True, res[3:], ""
-    return False, res, f"already {res}"
+    return res.done, res.was.value, "" if res.done else f"already {res.was.value}"
 
 
 def _requeue_one(rec, jid: str, dry_run: bool) -> tuple[bool, str, str]:

@@ -15,6 +15,7 @@ import redis
 from core import constants as C
 from fleet.query.pools import HostPool
 from routing.capability import Capability
+from state.jobrecord import JobState, fetch_many
 
 
 @dataclass(frozen=True)
@@ -76,16 +77,11 @@ class HostView:
 
 def running_jobs(client: redis.Redis) -> dict[str, list[RunningJob]]:
     """Running jobs by the worker (hostname) their record names."""
-    ids = sorted(client.smembers(C.RUNNING_SET))
-    pipe = client.pipeline(transaction=False)
-    for jid in ids:
-        pipe.hmget(C.JOB_KEY + jid, "state", "worker", "name", "queue", "started_at")
     out: dict[str, list[RunningJob]] = {}
-    for jid, vals in zip(ids, pipe.execute()):
-        state, worker, name, queue, started = vals
-        if state == "running" and worker:
-            out.setdefault(worker, []).append(RunningJob(jid, name or jid, queue or "",
-                                                         float(started) if started else None))
+    for r in fetch_many(client, sorted(client.smembers(C.RUNNING_SET)),
+                        ("state", "worker", "name", "queue", "started_at")):
+        if r.state is JobState.RUNNING and r.worker:
+            out.setdefault(r.worker, []).append(RunningJob(r.job_id, r.name, r.queue, r.started_at))
     return out
 
 

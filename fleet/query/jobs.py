@@ -2,11 +2,12 @@
 
 Reading is one pipelined HMGET of the fields a view needs per job (never the stored
 message or spec), so 100,000 jobs stay a few round trips. Everything after the read is
-pure and tested by tables: ``JobFilter``, ``error_line``, ``human_duration``, ``view``.
+pure and tested by tables: ``JobFilter``, ``human_duration``, ``view``. Records are decoded by
+``state.jobrecord``, the one reader of the job hash; how a run ended is its record's
+``end``/``end_reason`` fields, never read out of the error text.
 """
 from __future__ import annotations
 
-import json
 import re
 import time
 from dataclasses import asdict, dataclass, field
@@ -16,86 +17,46 @@ from typing import Iterable, Sequence
 
 from core import constants as C
 from core.errors import FleetError
-from state.records import JobState
+from state.jobrecord import READ_BATCH, JobRecord, JobState, fetch_many
 
-FIELDS = ("job_id", "name", "state", "queue", "attempts", "worker", "gpu", "created_at", "queued_at",
+# what a listing reads of each record (never the stored message, spec or output text)
+FIELDS = ("name", "state", "queue", "attempts", "worker", "gpu", "created_at", "queued_at",
           "started_at", "finished_at", "last_error", "artifact", "progress", "result", "runs", "owner",
-          "preemptions", "preempted_by")
-READ_BATCH = 5000
+          "preemptions", "preempted_by", "end", "end_reason")
+ROW_KEYS = ("job_id", *FIELDS)      # a row of `status --json`, before its times and GPUs
 # interest order: what an operator looks at first
 STATE_ORDER = {JobState.RUNNING: 0, JobState.FAILED: 1, JobState.QUEUED: 2, JobState.CANCELLED: 3,
                JobState.SUCCEEDED: 4}
-EXCEPTION_LINE = re.compile(r"^[A-Za-z_][\w.]*(Error|Exception|Exit|Interrupt|Failed|Fault|Warning)\b.*")
-WHY_FIRST_LINE = re.compile(r"^job .*? \([0-9a-f]+\) (?P<why>exited with status -?\d+|timed out after \S+)"
-                            r"; last output:$")
 
 
-@dataclass(frozen=True)
-class JobRow:
-    """One job as the status views show it."""
-
-    job_id: str
-    name: str
-    state: JobState
-    queue: str = ""
-    attempts: int = 0
-    worker: str = ""
-    gpu: str = ""
-    created_at: float | None = None
-    queued_at: float | None = None
-    started_at: float | None = None
-    finished_at: float | None = None
-    last_error: str = ""
-    artifact: dict | None = None
-    progress: dict | None = None
-    result: dict | None = None
-    runs: int = 0          # every run it had (the `tries` column); attempts count towards max_attempts
-    owner: str = ""        # who published it (fleet.owners)
-    preemptions: int = 0   # times handed back for a more urgent job (tasks.preemption)
-    preempted_by: dict | None = None   # the last job that did: {job_id, name, priority, host, at}
-
-    @classmethod
-    def from_values(cls, values: Sequence[str | None]) -> "JobRow | None":
-        v = dict(zip(FIELDS, values))
-        if not v.get("job_id"):
-            return None
-        num = lambda k: float(v[k]) if v.get(k) else None  # noqa: E731
-        return cls(v["job_id"], v.get("name") or v["job_id"], JobState(v.get("state") or "queued"),
-                   v.get("queue") or "", int(v.get("attempts") or 0), v.get("worker") or "", v.get("gpu") or "",
-                   num("created_at"), num("queued_at"), num("started_at"), num("finished_at"),
-                   v.get("last_error") or "", _load(v.get("artifact")), _load(v.get("progress")),
-                   _load(v.get("result")), int(v.get("runs") or v.get("attempts") or 0), v.get("owner") or "",
-                   int(v.get("preemptions") or 0), _load(v.get("preempted_by")))
-
-    def times(self, now: float) -> dict[str, float | None]:
-        """Seconds: how long it has waited, how long it ran (or runs), how long ago it ended."""
-        queued_since = self.queued_at or self.created_at
-        ran_until = self.finished_at if self.state.terminal else now
-        return {
-            "queued_for_s": now - queued_since if self.state is JobState.QUEUED and queued_since else None,
-            "ran_for_s": (ran_until - self.started_at if self.started_at and ran_until
-                          and self.state is not JobState.QUEUED else None),
-            "finished_ago_s": now - self.finished_at if self.state.terminal and self.finished_at else None,
-        }
-
-    def to_dict(self, now: float) -> dict:
-        d = {k: getattr(self, k) for k in FIELDS}
-        d["state"] = self.state.value
-        for k in ("created_at", "queued_at", "started_at", "finished_at"):
-            d[k] = _iso(d[k])
-        if isinstance(d.get("preempted_by"), dict):
-            d["preempted_by"] = _with_iso_at(d["preempted_by"])
-        d.update({k: None if s is None else round(s, 1) for k, s in self.times(now).items()})
-        d["error_line"] = error_line(self.last_error)
-        d["gpus"] = [asdict(g) for g in parse_gpus(self.gpu)]
-        return d
+def times(row: JobRecord, now: float) -> dict[str, float | None]:
+    """Seconds: how long it has waited, how long it ran (or runs), how long ago it ended."""
+    queued_since = row.queued_at or row.created_at
+    ran_until = row.finished_at if row.state.terminal else now
+    return {
+        "queued_for_s": (now - queued_since if row.state is JobState.QUEUED and queued_since
+                         else None),
+        "ran_for_s": (ran_until - row.started_at if row.started_at and ran_until
+                      and row.state is not JobState.QUEUED else None),
+        "finished_ago_s": now - row.finished_at if row.state.terminal and row.finished_at else None,
+    }
 
 
-def _load(text: str | None):
-    try:
-        return json.loads(text) if text else None
-    except ValueError:
-        return None
+def row_dict(row: JobRecord, now: float) -> dict:
+    """One row of `status --json`: ISO times, seconds, how it ended in one line, its GPUs."""
+    d = {k: getattr(row, k) for k in ROW_KEYS}
+    d["state"] = row.state.value
+    d["end"] = row.end.value if row.end else None
+    for k in ("created_at", "queued_at", "started_at", "finished_at"):
+        d[k] = _iso(d[k])
+    if isinstance(d.get("preempted_by"), dict):
+        d["preempted_by"] = _with_iso_at(d["preempted_by"])
+    d.update({k: None if s is None else round(s, 1) for k, s in times(row, now).items()})
+    d["error_line"] = row.reason if row.state is not JobState.SUCCEEDED else ""
+    d["gpus"] = [asdict(g) for g in parse_gpus(row.gpu)]
+    if row.problems:
+        d["problems"] = list(row.problems)
+    return d
 
 
 def _iso(t: float | None) -> str | None:
@@ -192,27 +153,6 @@ def human_hours(hours: float) -> str:
     return f"{hours:,.1f}"
 
 
-def error_line(text: str | None) -> str:
-    """The line of an error that says what went wrong.
-
-    A failed trainer's record starts with "job X (id) exited with status 1; last output:"
-    and then its output tail: the meaningful line is the last exception line of the tail
-    (or its last non-empty line), prefixed with the short reason ("exit 1: ValueError: ...").
-    """
-    lines = [ln.strip() for ln in (text or "").splitlines() if ln.strip()]
-    if not lines:
-        return ""
-    head = WHY_FIRST_LINE.match(lines[0])
-    if not head:
-        return lines[0]
-    why = head.group("why").replace("exited with status ", "exit ")
-    tail = [ln for ln in lines[1:] if not ln.startswith("FLEET_METRIC ")]
-    if not tail:
-        return why + " (no output)"
-    exc = [ln for ln in tail if EXCEPTION_LINE.match(ln)]
-    return f"{why}: {(exc or tail)[-1]}"
-
-
 def headline_metrics(metrics: dict | None, n: int = 3) -> dict:
     """The few metrics worth a glance: measured values (floats) before counters and labels."""
     items = list((metrics or {}).items())
@@ -266,7 +206,7 @@ class JobFilter:
     host: str | None = None
     owner: str | None = None
 
-    def __call__(self, row: JobRow) -> bool:
+    def __call__(self, row: JobRecord) -> bool:
         return ((not self.states or row.state in self.states)
                 and (self.name is None or name_matches(row.name, self.name))
                 and (self.host is None or glob_match(row.worker, self.host))
@@ -280,7 +220,7 @@ class JobFilter:
         return ", ".join(parts)
 
 
-def interest(row: JobRow) -> tuple:
+def interest(row: JobRecord) -> tuple:
     """Sort key: running (longest first), failed (latest first), queued (oldest first),
     cancelled, succeeded (latest first)."""
     rank = STATE_ORDER[row.state]
@@ -295,7 +235,7 @@ def interest(row: JobRow) -> tuple:
 class JobsView:
     """What a status view shows: the first ``limit`` interesting rows, and counts of all."""
 
-    rows: list[JobRow]
+    rows: list[JobRecord]
     counts: dict[str, int]          # per state, of the jobs that match the filter
     matched: int
     total: int                      # every job, filter or not
@@ -314,11 +254,12 @@ class JobsView:
 
     def to_dict(self) -> dict:
         return {"total": self.total, "matched": self.matched, "counts": self.counts, "shown": len(self.rows),
-                "hidden": self.hidden, "at": _iso(self.now), "jobs": [r.to_dict(self.now) for r in self.rows]}
+                "hidden": self.hidden, "at": _iso(self.now),
+                "jobs": [row_dict(r, self.now) for r in self.rows]}
 
 
-def view(rows: Iterable[JobRow], flt: JobFilter = JobFilter(), limit: int | None = C.STATUS_MAX_ROWS,
-         now: float | None = None) -> JobsView:
+def view(rows: Iterable[JobRecord], flt: JobFilter = JobFilter(),
+         limit: int | None = C.STATUS_MAX_ROWS, now: float | None = None) -> JobsView:
     """Filter, count and keep the ``limit`` most interesting rows (None: all)."""
     now = time.time() if now is None else now
     total, kept = 0, []
@@ -332,7 +273,7 @@ def view(rows: Iterable[JobRow], flt: JobFilter = JobFilter(), limit: int | None
     return JobsView(shown, counts, len(kept), total, now, flt)
 
 
-def _smallest(rows: list[JobRow], limit: int) -> list[JobRow]:
+def _smallest(rows: list[JobRecord], limit: int) -> list[JobRecord]:
     import heapq
     return heapq.nsmallest(limit, rows, key=interest)
 
@@ -342,16 +283,10 @@ def job_ids(client) -> list[str]:
     return client.zrange(C.JOBS_INDEX, 0, -1)
 
 
-def read_rows(client, ids: Sequence[str] | None = None, batch: int = READ_BATCH) -> list[JobRow]:
+def read_rows(client, ids: Sequence[str] | None = None,
+              batch: int = READ_BATCH) -> list[JobRecord]:
     """Rows for ``ids`` (default: every job), in pipelined batches."""
-    ids = job_ids(client) if ids is None else list(ids)
-    out: list[JobRow] = []
-    for start in range(0, len(ids), batch):
-        pipe = client.pipeline(transaction=False)
-        for jid in ids[start:start + batch]:
-            pipe.hmget(C.JOB_KEY + jid, FIELDS)
-        out += [r for r in map(JobRow.from_values, pipe.execute()) if r is not None]
-    return out
+    return fetch_many(client, job_ids(client) if ids is None else ids, FIELDS, batch)
 
 
 def status(client, flt: JobFilter = JobFilter(), limit: int | None = C.STATUS_MAX_ROWS) -> JobsView:

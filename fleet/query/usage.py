@@ -6,7 +6,7 @@ That run counts for the part of it inside the window, up to now while it still r
 job's earlier runs (preempted, handed back, retried) count in full when the job is in the
 window at all: the record keeps only their totals (``gpu_s``, ``core_s``: what every run was
 charged for fair share, ``state/lua/owned.lua``), less what its latest run was charged.
-``usage`` is pure (record dicts and ``now`` in, rows out); ``read_usage`` reads Redis.
+``usage`` is pure (records and ``now`` in, rows out); ``read_usage`` reads Redis.
 """
 from __future__ import annotations
 
@@ -14,16 +14,15 @@ import re
 import time
 from dataclasses import asdict, dataclass
 from datetime import datetime, timezone
-from typing import Iterable, Mapping, Sequence
+from typing import Iterable
 
 from core import constants as C
 from core.errors import FleetError
 from fleet.query.jobs import parse_gpus
-from state.records import JobState
+from state.jobrecord import READ_BATCH, JobRecord, JobState, fetch_many
 
 FIELDS = ("owner", "state", "created_at", "queued_at", "started_at", "finished_at", "gpu", "cores",
           "charged", "gpu_s", "core_s")
-READ_BATCH = 5000
 DEFAULT_SINCE = "7d"
 NO_OWNER = "(none)"          # records published before jobs had owners
 UNITS_S = {"m": 60, "h": 3600, "d": 86400, "w": 7 * 86400}
@@ -58,64 +57,51 @@ class OwnerUsage:
         return d
 
 
-def _float(text: str) -> float | None:
-    try:
-        return float(text)
-    except ValueError:
-        return None
-
-
-def _num(record: Mapping, key: str) -> float | None:
-    v = record.get(key)
-    return float(v) if v not in (None, "") else None
-
-
-def run_hours(record: Mapping, start: float, now: float) -> float:
+def run_hours(record: JobRecord, start: float, now: float) -> float:
     """Hours of the record's run inside [start, now]: a finished run to its end, a running
     one to ``now``; a queued job's record (an old run's times, if any) counts nothing."""
-    state = JobState(record.get("state") or "queued")
-    began = _num(record, "started_at")
-    if state is JobState.QUEUED or began is None:
+    began = record.started_at
+    if record.state is JobState.QUEUED or began is None:
         return 0.0
-    ended = now if state is JobState.RUNNING else _num(record, "finished_at")
+    ended = now if record.state is JobState.RUNNING else record.finished_at
     if ended is None:
         return 0.0
     return max(0.0, min(ended, now) - max(began, start)) / 3600
 
 
-def earlier_runs(record: Mapping, gpus: int, cores: int) -> tuple[float, float]:
+def earlier_runs(record: JobRecord, gpus: int, cores: int) -> tuple[float, float]:
     """GPU- and core-hours of the job's runs before its latest: all its runs' charged totals
     less what its latest run was charged (all of them once it is queued again)."""
-    total_gpu, total_core = _num(record, "gpu_s") or 0.0, _num(record, "core_s") or 0.0
+    total_gpu, total_core = record.gpu_s, record.core_s
     if not (total_gpu or total_core):
         return 0.0, 0.0
     latest_s = 0.0
-    upto = _float((record.get("charged") or "").rpartition(" ")[2])
-    began = _num(record, "started_at")
+    upto, began = record.charged_until, record.started_at
     # charged past the latest run's start: that charge is the latest run's (an earlier run's
     # ended before it began); a queued job's latest run is an earlier one
-    if JobState(record.get("state") or "queued") is not JobState.QUEUED and began is not None and upto:
+    if record.state is not JobState.QUEUED and began is not None and upto:
         latest_s = max(0.0, upto - began)
-    return max(0.0, total_gpu - gpus * latest_s) / 3600, max(0.0, total_core - cores * latest_s) / 3600
+    return (max(0.0, total_gpu - gpus * latest_s) / 3600,
+            max(0.0, total_core - cores * latest_s) / 3600)
 
 
-def one_job(record: Mapping, start: float, now: float) -> OwnerUsage:
+def one_job(record: JobRecord, start: float, now: float) -> OwnerUsage:
     """What one record adds to its owner's usage in the window [start, now]."""
-    owner = record.get("owner") or NO_OWNER
-    state = JobState(record.get("state") or "queued")
+    owner, state = record.owner or NO_OWNER, record.state
     hours = run_hours(record, start, now)
-    published = max(_num(record, "created_at") or 0.0, _num(record, "queued_at") or 0.0)
-    ended = _num(record, "finished_at") if state.terminal else None
-    active = published >= start or state is JobState.RUNNING or (ended is not None and ended >= start) or hours > 0
+    published = max(record.created_at or 0.0, record.queued_at or 0.0)
+    ended = record.finished_at if state.terminal else None
+    active = (published >= start or state is JobState.RUNNING or (ended is not None and ended >= start)
+              or hours > 0)
     if not active:
         return OwnerUsage(owner)
     failed = state is JobState.FAILED and ended is not None and ended >= start
-    cores, gpus = int(_num(record, "cores") or 0), len(parse_gpus(record.get("gpu")))
+    cores, gpus = record.cores or 0, len(parse_gpus(record.gpu))
     before_gpu, before_core = earlier_runs(record, gpus, cores)
     return OwnerUsage(owner, 1, int(failed), hours * gpus + before_gpu, hours * cores + before_core)
 
 
-def usage(records: Iterable[Mapping], *, since_s: float, now: float) -> list[OwnerUsage]:
+def usage(records: Iterable[JobRecord], *, since_s: float, now: float) -> list[OwnerUsage]:
     """Per owner, over the last ``since_s`` seconds before ``now``: most GPU-hours first. Pure."""
     start = now - since_s
     out: dict[str, OwnerUsage] = {}
@@ -138,16 +124,9 @@ class UsageView:
 
 
 # --- reading Redis ------------------------------------------------------------------
-def read_records(client, batch: int = READ_BATCH) -> list[dict]:
+def read_records(client, batch: int = READ_BATCH) -> list[JobRecord]:
     """The fields usage needs of every job record, in pipelined batches."""
-    ids: Sequence[str] = client.zrange(C.JOBS_INDEX, 0, -1)
-    out: list[dict] = []
-    for begin in range(0, len(ids), batch):
-        pipe = client.pipeline(transaction=False)
-        for jid in ids[begin:begin + batch]:
-            pipe.hmget(C.JOB_KEY + jid, FIELDS)
-        out += [dict(zip(FIELDS, values)) for values in pipe.execute() if values[1] is not None]
-    return out
+    return fetch_many(client, client.zrange(C.JOBS_INDEX, 0, -1), FIELDS, batch)
 
 
 def read_usage(client, since_s: float, now: float | None = None) -> UsageView:

@@ -12,13 +12,13 @@ from dataclasses import dataclass
 
 import redis
 
-from core import constants as C
 from routing import fairshare as F
 from state import fairshare, queues as Q
 from state.cluster import ClusterConfig, read_config
 from fleet.messages import TAG_PLACEHOLDER
 from fleet.query.hosts import HostView, live_hosts
-from state.records import JobRecord, Records
+from state.jobrecord import JobRecord, fetch
+from state.records import Records
 from manifest.schema import Needs
 from routing.explain import HostFacts, QueueFacts, Verdict, explain, fleet_lacks, nearest, queue_facts, waits_for
 from routing.pool import demand_of
@@ -74,7 +74,7 @@ def position(client: redis.Redis, job_id: str, queue: str, depth: list[int]) -> 
     more urgent ones, and those nearer the tail of its own list (kombu pops with BRPOP).
     ``ahead`` is None when its message is not in a list (a worker took it, or it waits as
     the other copy); ``fair_share`` says when other owners' jobs go first."""
-    out = _position_in_lists(client, job_id, queue, depth, client.hgetall(C.JOB_KEY + job_id))
+    out = _position_in_lists(client, job_id, queue, depth, fetch(client, job_id))
     key, ahead_own = out.pop("key", None), out.pop("ahead_in_owner", None)
     owner = key and Q.parse(key).owner
     if not owner:      # not waiting, or in kombu's plain lists: served before any owner's
@@ -89,13 +89,14 @@ def position(client: redis.Redis, job_id: str, queue: str, depth: list[int]) -> 
     return out
 
 
-def _position_in_lists(client: redis.Redis, job_id: str, queue: str, depth: list[int], h: dict) -> dict:
+def _position_in_lists(client: redis.Redis, job_id: str, queue: str, depth: list[int],
+                       rec: JobRecord | None) -> dict:
     found = None
-    for k, m in (("cur_key", "msg"), ("pri_key", "pri_msg"), ("fb_key", "fb_msg")):
-        key, msg = h.get(k), h.get(m)
-        if not key or not msg or _split_key(key)[0] != queue:
+    for copy in rec.copies if rec else ():
+        key, msg = copy.key, copy.message
+        if not key or _split_key(key)[0] != queue:
             continue
-        for n in range(int(h.get("pushes", 0) or 0), 0, -1):   # the newest copy first
+        for n in range(rec.pushes, 0, -1):   # the newest copy first
             idx = client.lpos(key, msg.replace(TAG_PLACEHOLDER, f"{job_id}.{n}"))
             if idx is not None:
                 found = (key, idx)
@@ -154,8 +155,7 @@ def why_each(client: redis.Redis, ref: str) -> tuple[bool, list[dict]]:
 
 
 def _job_queues(client: redis.Redis, rec: JobRecord) -> list[str]:
-    pri, fb = client.hmget(C.JOB_KEY + rec.job_id, "pri_queue", "fallback_queue")
-    out = [q for q in (pri or rec.queue, fb) if q]
+    out = [q for q in (rec.pri_queue or rec.queue, rec.fallback_queue) if q]
     return list(dict.fromkeys(out))
 
 

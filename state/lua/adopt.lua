@@ -4,9 +4,12 @@
 -- KEYS: job_key, lease_key, running_set   ARGV: job_id, now, artifact_json, result_json
 local state = redis.call('HGET', KEYS[1], 'state')
 if not state then return 'missing' end
+-- the same adopt again (its reply was lost): the same answer
+if state == 'succeeded' and redis.call('HGET', KEYS[1], 'artifact') == ARGV[3] then return 'ok' end
 if state == 'succeeded' or state == 'cancelled' then return state end
 redis.call('HSET', KEYS[1], 'state', 'succeeded', 'finished_at', ARGV[2], 'artifact', ARGV[3],
-           'result', ARGV[4], 'last_error', '')
+           'result', ARGV[4], 'last_error', '',
+           'end', 'succeeded', 'end_reason', '', 'end_detail', '')
 redis.call('HDEL', KEYS[1], 'token')
 redis.call('DEL', KEYS[2])
 redis.call('SREM', KEYS[3], ARGV[1])

@@ -14,6 +14,12 @@ if not state then
   redis.call('ZADD', KEYS[5], ARGV[5], ARGV[1])
   state = 'queued'
 end
+if state == 'running' and redis.call('HGET', KEYS[1], 'token') == ARGV[3] then
+  -- this very claim again (redis-py retries a command whose reply was lost): the same
+  -- answer, nothing counted twice, the lease renewed as the first call set it
+  redis.call('SET', KEYS[2], ARGV[3], 'PX', ARGV[4])
+  return {'run', redis.call('HGET', KEYS[1], 'attempts'), redis.call('HGET', KEYS[1], 'runs')}
+end
 if state == 'running' then
   if redis.call('EXISTS', KEYS[2]) == 1 then
     return {'drop', 'running on ' .. (redis.call('HGET', KEYS[1], 'worker') or '?')}
@@ -28,8 +34,9 @@ end
 local max = tonumber(redis.call('HGET', KEYS[1], 'max_attempts') or ARGV[7])
 local attempts = tonumber(redis.call('HGET', KEYS[1], 'attempts') or '0')
 if attempts >= max then
-  redis.call('HSET', KEYS[1], 'state', 'failed', 'finished_at', ARGV[5],
-             'last_error', 'gave up after ' .. attempts .. ' attempt(s) whose worker was lost')
+  local why = 'gave up after ' .. attempts .. ' attempt(s) whose worker was lost'
+  redis.call('HSET', KEYS[1], 'state', 'failed', 'finished_at', ARGV[5], 'last_error', why,
+             'end', 'lost', 'end_reason', why, 'end_detail', '')
   redis.call('SREM', KEYS[3], ARGV[1])
   return {'drop', 'failed'}
 end
@@ -37,7 +44,7 @@ attempts = redis.call('HINCRBY', KEYS[1], 'attempts', 1)
 local runs = redis.call('HINCRBY', KEYS[1], 'runs', 1)
 redis.call('HSET', KEYS[1], 'state', 'running', 'worker', ARGV[2], 'token', ARGV[3],
            'started_at', ARGV[5], 'heartbeat_at', ARGV[5], 'queue', ARGV[8])
-redis.call('HDEL', KEYS[1], 'last_error', 'finished_at')
+redis.call('HDEL', KEYS[1], 'last_error', 'finished_at', 'end', 'end_reason', 'end_detail')
 -- the previous run's progress and GPU are not this run's: it reports its own
 redis.call('HDEL', KEYS[1], 'progress', 'gpu', 'cores')
 redis.call('HDEL', KEYS[1], 'trained_at', 'trained_host', 'trained_dir', 'trained_grace_s')

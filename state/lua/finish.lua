@@ -2,16 +2,23 @@
 -- KEYS: job_key, lease_key, running_set, fallback_zset, owner_lists
 --@@OWNED@@
 -- ARGV: token, new_state, now, count_attempt ('1' or '0'), then field/value pairs
-if redis.call('HGET', KEYS[1], 'token') ~= ARGV[1] then return 'stale' end
+if redis.call('HGET', KEYS[1], 'token') ~= ARGV[1] then
+  -- this run's own finish again (its reply was lost, the client retried): done already
+  if redis.call('HGET', KEYS[1], 'ended_token') == ARGV[1] then return 'ok' end
+  return 'stale'
+end
 local state = redis.call('HGET', KEYS[1], 'state')
 if state ~= 'running' then return 'stale' end
 for i = 5, #ARGV, 2 do redis.call('HSET', KEYS[1], ARGV[i], ARGV[i + 1]) end
 redis.call('DEL', KEYS[2])
 redis.call('SREM', KEYS[3], redis.call('HGET', KEYS[1], 'job_id'))
 redis.call('HDEL', KEYS[1], 'token')
+redis.call('HSET', KEYS[1], 'ended_token', ARGV[1])
 if ARGV[2] == 'queued' and not redis.call('HGET', KEYS[1], 'pri_msg') then
-  redis.call('HSET', KEYS[1], 'state', 'failed', 'finished_at', ARGV[3], 'last_error',
-    (redis.call('HGET', KEYS[1], 'last_error') or '') .. ' (cannot requeue: it was not sent by fleet publish)')
+  local why = (redis.call('HGET', KEYS[1], 'last_error') or '')
+    .. ' (cannot requeue: it was not sent by fleet publish)'
+  redis.call('HSET', KEYS[1], 'state', 'failed', 'finished_at', ARGV[3], 'last_error', why,
+             'end', 'failed', 'end_reason', why)
 elseif ARGV[2] == 'queued' then
   if ARGV[4] == '0' then redis.call('HINCRBY', KEYS[1], 'attempts', -1) end
   local id = redis.call('HGET', KEYS[1], 'job_id')

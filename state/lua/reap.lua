@@ -10,6 +10,11 @@ local function trained_held(jk, now)
   local grace = redis.call('HGET', jk, 'trained_grace_s')
   return grace and now < tonumber(redis.call('HGET', jk, 'heartbeat_at') or '0') + tonumber(grace)
 end
+-- the run ended lost: its record says so (last_error, and the end fields state/jobrecord.py reads)
+local function lost(jk, state, why)
+  redis.call('HSET', jk, 'state', state, 'last_error', why,
+             'end', 'lost', 'end_reason', why, 'end_detail', '')
+end
 local out = {}
 for _, id in ipairs(redis.call('SMEMBERS', KEYS[1])) do
   local jk = ARGV[3] .. id
@@ -23,16 +28,18 @@ for _, id in ipairs(redis.call('SMEMBERS', KEYS[1])) do
                  tonumber(redis.call('HGET', jk, 'heartbeat_at') or ARGV[1]), tonumber(ARGV[1]), tonumber(ARGV[5]))
       redis.call('HDEL', jk, 'token')
       if not redis.call('HGET', jk, 'pri_msg') then
-        redis.call('HSET', jk, 'state', 'failed', 'finished_at', ARGV[1], 'last_error',
-          'lease expired on ' .. who .. '; cannot requeue: it was not sent by fleet publish')
+        lost(jk, 'failed', 'lease expired on ' .. who
+             .. '; cannot requeue: it was not sent by fleet publish')
+        redis.call('HSET', jk, 'finished_at', ARGV[1])
         table.insert(out, id .. ' failed')
       elseif attempts >= max then
-        redis.call('HSET', jk, 'state', 'failed', 'finished_at', ARGV[1], 'last_error',
-          'lease expired on ' .. who .. '; gave up after ' .. attempts .. ' attempt(s) (max_attempts=' .. max .. ')')
+        lost(jk, 'failed', 'lease expired on ' .. who .. '; gave up after ' .. attempts
+             .. ' attempt(s) (max_attempts=' .. max .. ')')
+        redis.call('HSET', jk, 'finished_at', ARGV[1])
         table.insert(out, id .. ' failed')
       else
-        redis.call('HSET', jk, 'state', 'queued', 'queued_at', ARGV[1],
-                   'last_error', 'lease expired on ' .. who .. ' (attempt ' .. attempts .. ')',
+        lost(jk, 'queued', 'lease expired on ' .. who .. ' (attempt ' .. attempts .. ')')
+        redis.call('HSET', jk, 'queued_at', ARGV[1],
                    'cur_key', redis.call('HGET', jk, 'pri_key'), 'msg', redis.call('HGET', jk, 'pri_msg'),
                    'queue', redis.call('HGET', jk, 'pri_queue'))
         redis.call('HDEL', jk, 'worker', 'gpu')

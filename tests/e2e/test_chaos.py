@@ -110,6 +110,15 @@ class Chaos:
                 pass
         return out
 
+    def kill_all(self) -> None:
+        """SIGKILL every worker still running and every job process left."""
+        for w in self.workers.values():
+            if w.poll() is None:
+                os.killpg(w.pid, signal.SIGKILL)
+                w.wait()
+        for p in self.job_processes():
+            p.kill()
+
     def logs(self) -> str:
         return "\n".join(f"--- {p.name}\n{p.read_text(errors='replace')[-3000:]}" for p in (self.root / "logs").glob("*.log"))
 
@@ -128,12 +137,7 @@ def chaos(tmp_path, s3_server, monkeypatch):
     try:
         yield c
     finally:
-        for w in c.workers.values():
-            if w.poll() is None:
-                os.killpg(w.pid, signal.SIGKILL)
-                w.wait()
-        for p in c.job_processes():
-            p.kill()
+        c.kill_all()
         server.stop()
         c.redis.stop()  # a test that restarts Redis leaves a new server here
 

@@ -18,7 +18,7 @@ from fleet.local import start_worker, stop_worker
 from fleet.query import jobs as Q
 from fleet.redis_server import RedisServer
 from state.redis_conn import decoding
-from state.records import JobState
+from state.jobrecord import JobRecord, JobState
 from tests.e2e.conftest import CPU, wait_for_workers
 
 pytestmark = pytest.mark.e2e
@@ -76,7 +76,7 @@ class Sampler(threading.Thread):
                 self.seen.append((row.runs, [ln for ln in (row.progress or {}).get("tail") or [] if ln]))
 
 
-def wait_row(env, job_id: str, ok, timeout_s: float = 60) -> Q.JobRow:
+def wait_row(env, job_id: str, ok, timeout_s: float = 60) -> JobRecord:
     client = decoding(redis.Redis.from_url(env["FLEET_BROKER_URL"]))
     deadline = time.monotonic() + timeout_s
     while True:

@@ -23,3 +23,16 @@ def app(redis_url):
     app.conf.broker_url = redis_url
     app.pool.force_close_all()
     yield app
+
+
+@pytest.fixture
+def job(redis_url, redis_client):
+    """One published job (command `true`) on the test's Redis: its ID."""
+    from fleet.manifests import loads
+    from fleet.publish import publish
+    from tasks import app
+    app.conf.broker_url = redis_url
+    app.pool.force_close_all()
+    manifest = loads('[[jobs]]\nname = "t"\ncommand = ["true"]\n', "m.toml")
+    (row,) = publish(app, redis_client, manifest)
+    return row.job.job_id

@@ -18,6 +18,7 @@ from artifacts.stores import FileStore
 from fleet import cli
 from core import constants as C
 from fleet.query import logs as L
+from state.jobrecord import record_end
 from state.records import JobState, Records
 from tasks.joblog import JobLog
 from tasks.run import RunEnd
@@ -320,7 +321,8 @@ def test_a_reference_that_names_nothing_is_reported_and_fails(fleet_cli, sweep, 
 def test_status_json_filters_by_state_name_and_host_and_counts_the_matches(fleet_cli, sweep, redis_client,
                                                                            capsys):
     finish(redis_client, sweep["gbt-x[seed=7]"], "failed", worker="cpu-9",
-           last_error="job gbt-x (abc) exited with status 1; last output:\nKeyError: 'label'")
+           last_error="job gbt-x (abc) exited with status 1; last output:\nKeyError: 'label'",
+           **record_end(RunEnd.FAILED, "exit 1: KeyError: 'label'", "KeyError: 'label'"))
     assert fleet_cli(["status", "--json", "--state", "failed", "--name", "gbt-x", "--host", "cpu-*"]) == 0
     v = json.loads(capsys.readouterr().out)
     assert v["total"] == 26 and v["matched"] == 1 and v["counts"]["failed"] == 1

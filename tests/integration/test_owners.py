@@ -106,7 +106,7 @@ def test_a_forced_re_publish_takes_the_job_over(fleet_cli, capsys, tmp_path, red
     assert records.get(jid).owner == "alice"
     publish(fleet_cli, capsys, tmp_path, "a", 1, "--owner", "bob", "--force", "a[seed=0]")
     rec = records.get(jid)
-    assert (rec.owner, rec.cores, rec.gpu, rec.state) == ("bob", None, None, JobState.QUEUED)
+    assert (rec.owner, rec.cores, rec.gpu, rec.state) == ("bob", None, "", JobState.QUEUED)
 
 
 def test_a_bad_owner_is_refused_before_anything_is_sent(fleet_cli, capsys, tmp_path, redis_client):

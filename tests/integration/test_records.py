@@ -8,7 +8,7 @@ import redis as redis_lib
 from core import constants as C
 from fleet.publish import publish
 from state import queues
-from state.records import JobState, Records
+from state.records import Cancelled, JobState, Records
 from fleet.manifests import loads
 
 pytestmark = pytest.mark.integration
@@ -150,10 +150,10 @@ def test_a_cancelled_queued_job_never_starts_and_a_running_one_hears_it(app, red
     publish(app, redis_client, manifest)
     recs = Records(redis_client)
     a, b = manifest.jobs[0].job_id, manifest.jobs[1].job_id
-    assert recs.cancel(a) == "ok:queued"
+    assert recs.cancel(a) == Cancelled(True, JobState.QUEUED)
     assert not recs.claim(a, "w", "t", {}, "cpu").run
     assert recs.claim(b, "w", "tb", {}, "cpu").run
-    assert recs.cancel(b) == "ok:running"
+    assert recs.cancel(b) == Cancelled(True, JobState.RUNNING)
     assert recs.heartbeat(b, "tb") == "cancelled"
 
 
@@ -296,7 +296,7 @@ with Connection(sys.argv[1], transport="tasks.transport:Transport",
     message = conn.default_channel.basic_get("cpu", no_ack=False)
     print(message.headers["id"], flush=True)
     if sys.argv[2] == "run":
-        from state.records import JobState, Records
+        from state.records import Cancelled, JobState, Records
         import redis
         recs = Records(redis.Redis.from_url(sys.argv[1]))
         assert recs.claim(message.headers["id"], "w", "t", {}, "cpu").run
@@ -369,4 +369,4 @@ def test_a_new_run_starts_without_the_previous_runs_progress_or_gpu(app, redis_c
     assert recs.finish(a, "t1", JobState.QUEUED, count_attempt=False)
     assert recs.claim(a, "w2", "t2", {}, "cpu").runs == 2
     rec = recs.get(a)
-    assert (rec.progress, rec.gpu, rec.worker) == (None, None, "w2")
+    assert (rec.progress, rec.gpu, rec.worker) == (None, "", "w2")

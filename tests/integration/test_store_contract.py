@@ -148,6 +148,45 @@ class StoreContract:
             store.get_file("checkpoints/j/a.tar.zst", tmp_path / "back")
         store.delete_file("checkpoints/j/a.tar.zst")
 
+    # --- staging: a run's bundle is listed only once its record names it -------------
+    def test_a_staged_bundle_is_not_listed_and_names_the_uri_it_will_have(self, store, made_bundle):
+        staged = store.stage_bundle("tok1", KIND, made_bundle.path, made_bundle.sha256,
+                                    {"job_id": "j1"})
+        assert staged.uri == store.uri_for(KIND, made_bundle.sha256)
+        assert staged.size == made_bundle.size
+        assert store.list_artifacts() == [] and not store.verify(KIND, made_bundle.sha256)
+
+    def test_staged_lists_each_staged_bundle_with_its_run_job_and_time(self, store, made_bundle):
+        store.stage_bundle("tok1", KIND, made_bundle.path, made_bundle.sha256, {"job_id": "j1"})
+        [staged] = store.staged()
+        assert (staged.token, staged.kind, staged.sha256, staged.job_id) == (
+            "tok1", KIND, made_bundle.sha256, "j1")
+        assert staged.staged_at is not None
+
+    def test_promote_makes_the_staged_bundle_the_listed_artifact_once(self, store, made_bundle):
+        store.stage_bundle("tok1", KIND, made_bundle.path, made_bundle.sha256, {"job_id": "j1"})
+        store.promote("tok1", KIND, made_bundle.sha256)
+        store.promote("tok1", KIND, made_bundle.sha256)    # a retry: nothing more to do
+        [listed] = store.list_artifacts()
+        assert listed["sha256"] == made_bundle.sha256 and listed["job_id"] == "j1"
+        assert store.verify(KIND, made_bundle.sha256) and store.staged() == []
+
+    def test_a_discarded_staged_bundle_leaves_nothing_and_a_second_discard_is_no_error(
+            self, store, made_bundle):
+        store.stage_bundle("tok1", KIND, made_bundle.path, made_bundle.sha256, {"job_id": "j1"})
+        store.discard("tok1", KIND, made_bundle.sha256)
+        store.discard("tok1", KIND, made_bundle.sha256)
+        assert store.staged() == [] and store.list_artifacts() == []
+
+    def test_promoting_what_was_neither_staged_nor_stored_names_the_run(self, store):
+        with pytest.raises(StoreError, match="staged by run tok9"):
+            store.promote("tok9", KIND, "ab" * 32)
+
+    def test_a_bundle_with_a_wrong_sha256_leaves_nothing_staged(self, store, made_bundle):
+        with pytest.raises(DigestMismatch):
+            store.stage_bundle("tok1", KIND, made_bundle.path, "0" * 64, {"job_id": "j1"})
+        assert store.staged() == []
+
 
 class TestFileStore(StoreContract):
     @pytest.fixture

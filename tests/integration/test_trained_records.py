@@ -4,21 +4,10 @@ import time
 import pytest
 
 from core import constants as C
-from fleet.publish import publish
 from state.records import JobState, Records
-from fleet.manifests import loads
 
 pytestmark = pytest.mark.integration
 TTL_S = 0.3
-
-
-@pytest.fixture
-def job(redis_url, redis_client):
-    from tasks import app
-    app.conf.broker_url = redis_url
-    app.pool.force_close_all()
-    (row,) = publish(app, redis_client, loads('[[jobs]]\nname = "t"\ncommand = ["true"]\n', "m.toml"))
-    return row.job.job_id
 
 
 @pytest.fixture

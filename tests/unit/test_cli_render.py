@@ -7,20 +7,24 @@ from rich.console import Console
 
 from fleet.cli.jobs import render, unique_prefix_len
 from fleet.query import jobs as Q
-from state.records import JobState
+from state.jobrecord import JobRecord, JobState, RunEnd
 
 NOW = 1_700_000_000.0
 ERROR = ("job gbt-breast-cancer[max_depth=2,seed=0] (b22a6aa4039b) exited with status 1; last output:\n"
          "Traceback (most recent call last):\nValueError: learning_rate must be > 0, got -0.1 in the manifest")
 ROWS = [
-    Q.JobRow("b0f99a1111aa", "gbt-breast-cancer[max_depth=2,seed=0]", JobState.FAILED, "cpu", 1, "local-cpu",
-             started_at=NOW - 20, finished_at=NOW - 5, last_error=ERROR),
-    Q.JobRow("b0f99b2222bb", "mlp-diabetes-large", JobState.RUNNING, "cuda-large", 1, "local-cuda-large",
+    JobRecord("b0f99a1111aa", "gbt-breast-cancer[max_depth=2,seed=0]", JobState.FAILED, "cpu", 1,
+              "local-cpu",
+             started_at=NOW - 20, finished_at=NOW - 5, last_error=ERROR, end=RunEnd.FAILED,
+              end_reason="exit 1: ValueError: learning_rate must be > 0, got -0.1 in the manifest"),
+    JobRecord("b0f99b2222bb", "mlp-diabetes-large", JobState.RUNNING, "cuda-large", 1,
+              "local-cuda-large",
              started_at=NOW - 30, progress={"metrics": {"epoch": 3, "train_loss": 0.51234}}),
-    Q.JobRow("c1d2e3f4a5b6", "gbt-diabetes-prefers-gpu", JobState.SUCCEEDED, "cuda", 1, "local-cuda",
+    JobRecord("c1d2e3f4a5b6", "gbt-diabetes-prefers-gpu", JobState.SUCCEEDED, "cuda", 1,
+              "local-cuda",
              started_at=NOW - 60, finished_at=NOW - 50, artifact={"sha256": "ab" * 32},
              result={"metrics": {"train_loss": 38.76, "valid_loss": 55.43}}),
-    Q.JobRow("d4e5f6a7b8c9", "mlp-wine", JobState.QUEUED, "cuda", 0, "", created_at=NOW - 12),
+    JobRecord("d4e5f6a7b8c9", "mlp-wine", JobState.QUEUED, "cuda", 0, "", created_at=NOW - 12),
 ]
 
 
@@ -103,13 +107,15 @@ def test_artifacts_are_marked_current_only_for_the_jobs_whose_records_were_read(
 ])
 def test_a_running_jobs_worker_cell_names_the_gpus_it_holds(field, shown):
     from fleet.cli.jobs import worker_cell
-    assert worker_cell(Q.JobRow("a" * 12, "ddp", JobState.RUNNING, "cuda", 1, "gpu8", gpu=field)) == shown
+    row = JobRecord("a" * 12, "ddp", JobState.RUNNING, "cuda", 1, "gpu8", gpu=field)
+    assert worker_cell(row) == shown
 
 
 @pytest.mark.parametrize("width", [80, 100])
 def test_a_job_holding_four_gpus_shows_them_beside_its_host_at_80_and_100_columns(width):
-    rows = ROWS + [Q.JobRow("e5f6a7b8c9d0", "ddp-llama[seed=0]", JobState.RUNNING, "cuda.gpus4.vram24", 1, "big4",
-                            gpu="0:NVIDIA H100,1:NVIDIA H100,2:NVIDIA H100,3:NVIDIA H100", started_at=NOW - 9)]
+    rows = ROWS + [JobRecord("e5f6a7b8c9d0", "ddp-llama[seed=0]", JobState.RUNNING, "cuda.gpus4.vram24",
+                             1, "big4", gpu="0:NVIDIA H100,1:NVIDIA H100,2:NVIDIA H100,3:NVIDIA H100",
+                             started_at=NOW - 9)]
     console = Console(width=width, record=True, file=io.StringIO(), color_system=None)
     console.print(render(Q.view(rows, now=NOW, limit=None), width=width))
     text = console.export_text()
@@ -117,8 +123,10 @@ def test_a_job_holding_four_gpus_shows_them_beside_its_host_at_80_and_100_column
 
 
 def test_status_json_and_show_list_each_gpu_a_job_holds():
-    row = Q.JobRow("a" * 12, "ddp", JobState.RUNNING, "cuda", 1, "gpu8", gpu="0:NVIDIA H100,1:NVIDIA H100")
+    row = JobRecord("a" * 12, "ddp", JobState.RUNNING, "cuda", 1, "gpu8",
+                    gpu="0:NVIDIA H100,1:NVIDIA H100")
     held = [{"index": 0, "name": "NVIDIA H100"}, {"index": 1, "name": "NVIDIA H100"}]
-    assert row.to_dict(NOW)["gpus"] == held and row.to_dict(NOW)["gpu"] == "0:NVIDIA H100,1:NVIDIA H100"
+    got = Q.row_dict(row, NOW)
+    assert got["gpus"] == held and got["gpu"] == "0:NVIDIA H100,1:NVIDIA H100"
     assert Q.record_view({"gpu": "0:NVIDIA H100,1:NVIDIA H100"})["gpus"] == held
     assert Q.record_view({"gpu": None, "state": "queued"})["gpus"] == []

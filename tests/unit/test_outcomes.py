@@ -4,19 +4,29 @@ from celery.exceptions import Ignore, Reject, Retry
 from kombu.utils.encoding import safe_repr
 
 from core.errors import TrainingFailed
-from tasks.run import Ended, Outcome, Stop
+from state.jobrecord import JobState
+from tasks.run import Ended, Outcome, Stop, UnknownAnswer
 from tasks.train import settle
 
 
-@pytest.mark.parametrize("answer, stop", [("cancelled", Stop.CANCELLED), ("lost", Stop.LOST),
-                                          ("queued", Stop.QUEUED), ("succeeded", Stop.SUCCEEDED),
-                                          ("something new", Stop.LOST)])
-def test_a_lease_answer_is_a_stop_reason_and_an_unknown_one_means_lost(answer, stop):
-    assert Stop(answer) is stop
+@pytest.mark.parametrize("answer, heard", [
+    ("lost", (Stop.LOST, None)), ("cancelled", (Stop.CANCELLED, JobState.CANCELLED)),
+    ("queued", (Stop.LOST, JobState.QUEUED)), ("succeeded", (Stop.LOST, JobState.SUCCEEDED)),
+    ("failed", (Stop.LOST, JobState.FAILED)),
+])
+def test_a_lease_answer_says_why_the_run_stops_and_what_the_record_says(answer, heard):
+    assert Stop.heard(answer) == heard
+
+
+@pytest.mark.parametrize("answer", ["something new", "", "OK", "ok:running"])
+def test_an_answer_the_lease_does_not_know_is_an_error_naming_it_not_lost(answer):
+    with pytest.raises(UnknownAnswer, match=repr(answer)):
+        Stop.heard(answer)
 
 
 @pytest.mark.parametrize("stop, decides", [(Stop.SHUTDOWN, False), (Stop.TIMEOUT, False), (Stop.CANCELLED, True),
-                                           (Stop.LOST, True), (Stop.QUEUED, True), (Stop.FAILED, True)])
+                                           (Stop.LOST, True), (Stop.OVER_BUDGET, False),
+                                           (Stop.PREEMPTED, False)])
 def test_the_record_decides_unless_the_worker_stopped_the_job_itself(stop, decides):
     assert stop.record_decides is decides
 

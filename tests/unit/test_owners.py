@@ -4,7 +4,7 @@ import pytest
 from core.errors import ConfigError
 from fleet import owners
 from fleet.query import jobs as Q
-from state.records import JobState
+from state.jobrecord import JobRecord, JobState
 
 
 @pytest.mark.parametrize("flag, env, expected", [
@@ -41,15 +41,17 @@ def test_a_bad_fleet_owner_is_named_as_such():
 
 @pytest.mark.parametrize("owner, kept", [("alice", ["a1", "a2"]), ("bob", ["b1"]), ("carol", []), (None, ["a1", "a2", "b1"])])
 def test_status_filters_by_owner_exactly(owner, kept):
-    rows = [Q.JobRow("a1", "a1", JobState.QUEUED, owner="alice"), Q.JobRow("a2", "a2", JobState.FAILED, owner="alice"),
-            Q.JobRow("b1", "b1", JobState.QUEUED, owner="bob")]
+    rows = [JobRecord("a1", "a1", JobState.QUEUED, owner="alice"),
+            JobRecord("a2", "a2", JobState.FAILED, owner="alice"),
+            JobRecord("b1", "b1", JobState.QUEUED, owner="bob")]
     v = Q.view(rows, Q.JobFilter(owner=owner), now=0.0, limit=None)
     assert sorted(r.job_id for r in v.rows) == kept
     assert ("owner = " + owner in v.summary()) if owner else "match" not in v.summary()
 
 
 def test_status_json_carries_the_owner():
-    assert Q.JobRow("a1", "a1", JobState.QUEUED, owner="alice").to_dict(0.0)["owner"] == "alice"
+    row = JobRecord("a1", "a1", JobState.QUEUED, owner="alice")
+    assert Q.row_dict(row, 0.0)["owner"] == "alice"
 
 
 def test_the_owner_column_is_the_first_dropped_when_the_table_does_not_fit():

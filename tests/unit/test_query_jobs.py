@@ -1,11 +1,11 @@
-"""The jobs query layer's pure parts: ages, the real error line, name and host globs,
+"""The jobs query layer's pure parts: ages, how a run ended in one line, name and host globs,
 state filters, and which rows a capped view keeps."""
 import pytest
 
 from core.errors import FleetError
-from fleet.query.jobs import (JobFilter, JobRow, error_line, glob_match, headline_metrics, human_duration, human_hours,
-                              human_span, name_matches, parse_states, view)
-from state.records import JobState
+from fleet.query.jobs import (JobFilter, glob_match, headline_metrics, human_duration, human_hours,
+                              human_span, name_matches, parse_states, times, view)
+from state.jobrecord import JobRecord, JobState, RunEnd
 
 NOW = 1_000_000.0
 
@@ -26,23 +26,16 @@ ValueError: learning_rate must be positive, got -1
 """
 
 
-@pytest.mark.parametrize("error, line", [
-    (None, ""),
-    ("", ""),
-    (TRACEBACK, "exit 1: ValueError: learning_rate must be positive, got -1"),
-    ("job x (abc123) exited with status 2; last output:\nusage: train.py [-h]\ntrain.py: error: bad flag\n\n",
-     "exit 2: train.py: error: bad flag"),
-    ("job x (abc123) exited with status -9; last output:\nepoch 3\nFLEET_METRIC {\"loss\": 1}\n",
-     "exit -9: epoch 3"),
-    ("job x (abc123) timed out after 5s; last output:\ntick 9\n", "timed out after 5s: tick 9"),
-    ("job x (abc123) exited with status 1; last output:\n", "exit 1 (no output)"),
-    ("job x (abc123) exited with status 1; last output:\ntorch.cuda.OutOfMemoryError: CUDA out of memory\n"
-     "during cleanup\n", "exit 1: torch.cuda.OutOfMemoryError: CUDA out of memory"),
-    ("lease expired on host-a (attempt 1)", "lease expired on host-a (attempt 1)"),
-    ("job x (abc) failed on h: FileNotFoundError: /data/x.csv\nmore", "job x (abc) failed on h: FileNotFoundError: /data/x.csv"),
+@pytest.mark.parametrize("fields, line", [
+    ({}, ""),
+    ({"end": RunEnd.FAILED, "end_reason": "exit 1: ValueError: bad", "last_error": TRACEBACK},
+     "exit 1: ValueError: bad"),
+    ({"last_error": "lease expired on host-a (attempt 1)\nmore"},
+     "lease expired on host-a (attempt 1)"),
+    ({"last_error": "\n  \nfirst words\n"}, "first words"),      # a record older than end fields
 ])
-def test_the_error_line_is_the_one_that_says_what_went_wrong(error, line):
-    assert error_line(error) == line
+def test_a_rows_reason_is_its_end_reason_else_its_errors_first_line(fields, line):
+    assert JobRecord("j", "j", JobState.FAILED, **fields).reason == line
 
 
 @pytest.mark.parametrize("name, pattern, matches", [
@@ -78,8 +71,8 @@ def test_a_bad_state_is_an_error_naming_it_and_the_choices():
         parse_states(["runing"])
 
 
-def row(name, state, **kw) -> JobRow:
-    return JobRow(job_id=name + "-id", name=name, state=JobState(state), **kw)
+def row(name, state, **kw) -> JobRecord:
+    return JobRecord(job_id=name + "-id", name=name, state=JobState(state), **kw)
 
 
 ROWS = [
@@ -87,7 +80,8 @@ ROWS = [
     row("done-new", "succeeded", started_at=NOW - 50, finished_at=NOW - 10),
     row("wait-new", "queued", created_at=NOW - 5),
     row("wait-old", "queued", created_at=NOW - 900),
-    row("fail", "failed", started_at=NOW - 100, finished_at=NOW - 90, last_error=TRACEBACK, worker="cpu-1"),
+    row("fail", "failed", started_at=NOW - 100, finished_at=NOW - 90, last_error=TRACEBACK,
+        worker="cpu-1", end=RunEnd.FAILED, end_reason="exit 1: ValueError: learning_rate must be positive, got -1"),
     row("run-short", "running", started_at=NOW - 3, worker="gpu-1"),
     row("run-long", "running", started_at=NOW - 3000, worker="gpu-2"),
     row("gone", "cancelled", finished_at=NOW - 1),
@@ -114,7 +108,7 @@ def test_filters_combine_state_name_and_host_and_the_summary_says_so():
     assert [r.name for r in view(ROWS, JobFilter(name="wait-*"), now=NOW).rows] == ["wait-old", "wait-new"]
 
 
-@pytest.mark.parametrize("r, times", [
+@pytest.mark.parametrize("r, expected", [
     (row("q", "queued", created_at=NOW - 90), {"queued_for_s": 90, "ran_for_s": None, "finished_ago_s": None}),
     (row("q", "queued", created_at=NOW - 90, queued_at=NOW - 30, started_at=NOW - 60),   # requeued
      {"queued_for_s": 30, "ran_for_s": None, "finished_ago_s": None}),
@@ -123,8 +117,8 @@ def test_filters_combine_state_name_and_host_and_the_summary_says_so():
      {"queued_for_s": None, "ran_for_s": 60, "finished_ago_s": 40}),
     (row("c", "cancelled", finished_at=NOW - 5), {"queued_for_s": None, "ran_for_s": None, "finished_ago_s": 5}),
 ])
-def test_times_say_how_long_a_job_waited_ran_and_how_long_ago_it_ended(r, times):
-    assert r.times(NOW) == times
+def test_times_say_how_long_a_job_waited_ran_and_how_long_ago_it_ended(r, expected):
+    assert times(r, NOW) == expected
 
 
 def test_json_rows_carry_iso_times_seconds_and_the_error_line():

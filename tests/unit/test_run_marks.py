@@ -8,28 +8,63 @@ import pytest
 
 from fleet.query.logs import LOST, NO_END_MARK, LogEntry, Runs
 from tasks.joblog import END_DETAIL_CHARS, end_fields
-from tasks.run import Ended, Outcome, RunEnd, Stop, failure_end, run_end
+from state.jobrecord import JobState
+from tasks.run import Ended, Outcome, RunEnd, Stop, failure_end, failure_reason, run_end
 
 FAILED_EXIT_1 = "job j (0123456789ab) exited with status 1; last output:\nboom"
 
 
-@pytest.mark.parametrize("ended, stop, expected", [
-    (Ended(Outcome.SUCCEEDED), None, (RunEnd.SUCCEEDED, "")),
-    (Ended(Outcome.FAILED, FAILED_EXIT_1, end=RunEnd.FAILED, detail="exit 1"), None, (RunEnd.FAILED, "exit 1")),
-    (Ended(Outcome.FAILED, "x", end=RunEnd.TIMED_OUT, detail="after 5s"), None, (RunEnd.TIMED_OUT, "after 5s")),
-    (Ended(Outcome.FAILED, FAILED_EXIT_1), None, (RunEnd.FAILED, FAILED_EXIT_1.splitlines()[0])),
-    (Ended(Outcome.RELEASED, "worker shutting down"), Stop.SHUTDOWN, (RunEnd.HANDED_BACK, "worker shutting down")),
-    (Ended(Outcome.RELEASED, "preempted by urgent-x (priority 9)"), None,
+@pytest.mark.parametrize("ended, stop, record, expected", [
+    (Ended(Outcome.SUCCEEDED), None, None, (RunEnd.SUCCEEDED, "")),
+    (Ended(Outcome.FAILED, FAILED_EXIT_1, end=RunEnd.FAILED, detail="exit 1"), None, None,
+     (RunEnd.FAILED, "exit 1")),
+    (Ended(Outcome.FAILED, "x", end=RunEnd.TIMED_OUT, detail="after 5s"), None, None,
+     (RunEnd.TIMED_OUT, "after 5s")),
+    (Ended(Outcome.FAILED, FAILED_EXIT_1), None, None,
+     (RunEnd.FAILED, FAILED_EXIT_1.splitlines()[0])),
+    (Ended(Outcome.RELEASED, "worker shutting down"), Stop.SHUTDOWN, None,
+     (RunEnd.HANDED_BACK, "worker shutting down")),
+    (Ended(Outcome.RELEASED, "preempted by urgent-x (priority 9)"), None, None,
      (RunEnd.HANDED_BACK, "preempted by urgent-x (priority 9)")),
-    (Ended(Outcome.STOPPED, "cancelled"), Stop.CANCELLED, (RunEnd.CANCELLED, "")),
-    (Ended(Outcome.STOPPED, "cancelled while uploading"), Stop.CANCELLED, (RunEnd.CANCELLED, "")),
-    (Ended(Outcome.STOPPED, "lost"), Stop.LOST, (RunEnd.LOST, "another run owns the job")),
-    (Ended(Outcome.STOPPED, "queued"), Stop.QUEUED, (RunEnd.LOST, "the job went back to its queue")),
-    (Ended(Outcome.STOPPED, "succeeded"), Stop.SUCCEEDED, (RunEnd.LOST, "the job was recorded succeeded")),
-    (Ended(Outcome.STOPPED, "lost"), None, (RunEnd.LOST, "lost")),
+    (Ended(Outcome.STOPPED, "cancelled"), Stop.CANCELLED, None, (RunEnd.CANCELLED, "")),
+    (Ended(Outcome.STOPPED, "cancelled while uploading"), Stop.CANCELLED, None,
+     (RunEnd.CANCELLED, "")),
+    (Ended(Outcome.STOPPED, "lost"), Stop.LOST, None, (RunEnd.LOST, "another run owns the job")),
+    (Ended(Outcome.STOPPED, "lost"), Stop.LOST, JobState.QUEUED,
+     (RunEnd.LOST, "the job went back to its queue")),
+    (Ended(Outcome.STOPPED, "lost"), Stop.LOST, JobState.SUCCEEDED,
+     (RunEnd.LOST, "the job was recorded succeeded")),
+    (Ended(Outcome.STOPPED, "lost"), None, None, (RunEnd.LOST, "lost")),
 ])
-def test_a_runs_end_is_named_by_how_the_delivery_ended_and_what_its_lease_heard(ended, stop, expected):
-    assert run_end(ended, stop) == expected
+def test_a_runs_end_is_named_by_how_the_delivery_ended_and_what_its_lease_heard(ended, stop, record,
+                                                                                 expected):
+    assert run_end(ended, stop, record) == expected
+
+
+TRACEBACK = ["step 2", "Traceback (most recent call last):",
+             '  File "<string>", line 4, in <module>',
+             "ValueError: learning_rate must be positive, got -1"]
+VERDICT = ("stopped: used 5.00 GiB of GPU memory on GPU 0, over its budget of 4 GiB "
+           "(min_vram_gib with share_gpu); raise min_vram_gib to what it needs, or drop "
+           "share_gpu to hold a whole GPU")
+
+
+@pytest.mark.parametrize("end, words, tail, last, line", [
+    (RunEnd.FAILED, "exit 1", TRACEBACK, False,
+     "exit 1: ValueError: learning_rate must be positive, got -1"),
+    (RunEnd.FAILED, "exit 2", ["usage: train.py [-h]", "train.py: error: bad flag", "", ""], False,
+     "exit 2: train.py: error: bad flag"),
+    (RunEnd.FAILED, "exit -9", ["epoch 3", 'FLEET_METRIC {"loss": 1}'], False, "exit -9: epoch 3"),
+    (RunEnd.TIMED_OUT, "after 5s", ["tick 9"], False, "timed out after 5s: tick 9"),
+    (RunEnd.FAILED, "exit 1", [], False, "exit 1 (no output)"),
+    (RunEnd.FAILED, "exit 1", ["torch.cuda.OutOfMemoryError: CUDA out of memory", "during cleanup"],
+     False, "exit 1: torch.cuda.OutOfMemoryError: CUDA out of memory"),
+    (RunEnd.FAILED, "over its VRAM budget", ["KeyboardInterrupt", VERDICT], True,
+     "over its VRAM budget: " + VERDICT),
+])
+def test_a_failed_runs_reason_is_its_end_and_the_output_line_that_says_why(end, words, tail, last,
+                                                                           line):
+    assert failure_reason(end, words, tail, last=last) == line
 
 
 @pytest.mark.parametrize("stopped, returncode, expected", [

@@ -1,19 +1,21 @@
-"""`fleet usage` is a pure function of record dicts and now, tested by table."""
+"""`fleet usage` is a pure function of job records and now, tested by table."""
 import pytest
 
 from core.errors import FleetError
 from fleet.query import usage as U
+from state.jobrecord import JobRecord
 
 NOW = 1_700_000_000.0
 H = 3600.0
 DAY = 86400.0
 
 
-def rec(owner="alice", state="succeeded", started=None, finished=None, gpu=None, cores=None, created=NOW - H):
-    return {"owner": owner, "state": state, "created_at": str(created), "queued_at": None,
-            "started_at": None if started is None else str(started),
-            "finished_at": None if finished is None else str(finished), "gpu": gpu,
-            "cores": None if cores is None else str(cores)}
+def rec(owner="alice", state="succeeded", started=None, finished=None, gpu=None, cores=None,
+        created=NOW - H) -> JobRecord:
+    """A record as a worker leaves it (None: the field is not stored)."""
+    fields = {"job_id": "j", "owner": owner, "state": state, "created_at": created,
+              "started_at": started, "finished_at": finished, "gpu": gpu, "cores": cores}
+    return JobRecord.from_hash({k: str(v) for k, v in fields.items() if v is not None})
 
 
 @pytest.mark.parametrize("record, jobs, failures, gpu_h, core_h", [

@@ -1,0 +1,128 @@
+"""How a run ended, read back as values on a real Redis: the record's end fields reach
+`fleet status`, an old or damaged record still lists, cancel says what it did, and a
+heartbeat answer nobody knows is an error that is logged."""
+import logging
+import threading
+import time
+from types import SimpleNamespace
+
+import pytest
+
+from core import constants as C
+from fleet.cli.jobs import note
+from fleet.manifests import loads
+from fleet.publish import publish
+from fleet.query import jobs as Q
+from state.jobrecord import RunEnd, fetch_many
+from state.records import Cancelled, JobState, Records
+from core.errors import JobNotFound
+from tasks.execution import _failed
+from tasks.lease import LeaseKeeper
+from tasks.run import Run, Stop
+from tasks.runner import RunOutcome
+
+pytestmark = pytest.mark.integration
+
+MANIFEST = """
+[[jobs]]
+name = "shares"
+command = ["python", "-c", "pass"]
+max_attempts = 3
+
+[[jobs]]
+name = "other"
+command = ["true"]
+"""
+VERDICT = ("stopped: used 5.00 GiB of GPU memory on GPU 0, over its budget of 4 GiB "
+           "(min_vram_gib with share_gpu); raise min_vram_gib to what it needs, or drop "
+           "share_gpu to hold a whole GPU")
+
+
+@pytest.fixture
+def jobs(app, redis_client):
+    manifest = loads(MANIFEST, "m.toml")
+    publish(app, redis_client, manifest)
+    return manifest.jobs
+
+
+def wait_until(ok, timeout_s: float = 10, what: str = "condition"):
+    deadline = time.monotonic() + timeout_s
+    while not ok():
+        assert time.monotonic() < deadline, f"timed out waiting for {what}"
+        time.sleep(0.01)
+
+
+def test_an_over_budget_vram_stop_shows_its_reason_in_status(jobs, redis_client, tmp_path):
+    recs, job = Records(redis_client), jobs[0]
+    assert recs.claim(job.job_id, "w1", "t1", {}, "cpu").run
+    ctx = SimpleNamespace(records=recs, hostname="w1", shutdown=threading.Event())
+    run = Run(job, "t1", 1, lease=None, work=tmp_path)
+    outcome = RunOutcome(-15, Stop.OVER_BUDGET, 3.0, ["epoch 1", "Terminated", VERDICT])
+    _failed(ctx, run, outcome)
+
+    [row] = [r for r in Q.status(redis_client).rows if r.job_id == job.job_id]
+    assert row.state is JobState.FAILED                     # over its budget: never retried
+    assert row.end is RunEnd.FAILED and row.reason == "over its VRAM budget: " + VERDICT
+    assert note(row) == row.reason
+    assert Q.status(redis_client).to_dict()["jobs"][0]["error_line"] == row.reason
+    assert VERDICT in recs.get(job.job_id).end_detail
+
+
+def test_a_record_written_before_end_fields_lists_with_its_first_error_line(jobs, redis_client):
+    jid = jobs[1].job_id
+    old = {"state": "failed", "finished_at": "1700000000",
+           "last_error": "lease expired on w9 (attempt 1)\nmore"}
+    redis_client.hset(C.JOB_KEY + jid, mapping=old)
+    [row] = [r for r in Q.status(redis_client).rows if r.job_id == jid]
+    assert row.end is None and note(row) == "lease expired on w9 (attempt 1)"
+
+
+def test_a_damaged_field_never_hides_the_job_from_a_listing(jobs, redis_client, caplog):
+    jid = jobs[1].job_id
+    redis_client.hset(C.JOB_KEY + jid, mapping={"state": "running", "progress": "{cut off"})
+    with caplog.at_level(logging.WARNING, "fleet.records"):
+        rows = Q.status(redis_client).rows
+    [row] = [r for r in rows if r.job_id == jid]
+    assert row.problems == ("progress",) and "record unreadable: progress" in note(row)
+    assert "progress" in caplog.text and jid in caplog.text
+    assert len(rows) == 2 and Records(redis_client).get(jid).problems == ("progress",)
+
+
+def test_the_reaper_records_a_lost_run_as_lost(jobs, redis_client):
+    recs, jid = Records(redis_client, lease_ttl_s=0.05), jobs[0].job_id
+    assert recs.claim(jid, "w1", "t1", {}, "cpu").run
+    wait_until(lambda: f"{jid} requeued" in recs.reap(), what="the reaper to requeue it")
+    rec = recs.get(jid)
+    assert rec.end is RunEnd.LOST and rec.reason == "lease expired on w1 (attempt 1)"
+    assert recs.claim(jid, "w2", "t2", {}, "cpu").run
+    assert recs.get(jid).end is None          # a new run clears the last one's end
+
+
+def test_cancel_says_whether_it_cancelled_and_the_state_the_job_was_in(jobs, redis_client):
+    recs, a, b = Records(redis_client), jobs[0].job_id, jobs[1].job_id
+    assert recs.claim(a, "w", "t", {}, "cpu").run
+    assert recs.cancel(a) == Cancelled(True, JobState.RUNNING)
+    assert recs.cancel(b) == Cancelled(True, JobState.QUEUED)
+    assert recs.cancel(b) == Cancelled(False, JobState.CANCELLED)     # already: nothing done
+    rec = recs.get(a)
+    assert rec.end is RunEnd.CANCELLED and rec.reason == "cancelled by operator"
+    with pytest.raises(JobNotFound):
+        recs.cancel("no-such-job")
+
+
+def test_a_heartbeat_answer_the_lease_does_not_know_is_logged_with_the_answer(jobs, redis_client,
+                                                                              caplog):
+    recs, jid = Records(redis_client), jobs[0].job_id
+    assert recs.claim(jid, "w1", "t1", {}, "cpu").run
+    redis_client.hset(C.JOB_KEY + jid, "state", "paused")   # a state no fleet script writes
+    with caplog.at_level(logging.ERROR, "fleet.lease"), \
+            LeaseKeeper(recs, jid, "t1", every_s=0.02) as lease:
+        wait_until(lambda: lease.reason is not None, what="the lease to hear the answer")
+    assert lease.reason is Stop.LOST and lease.record is None
+    [error] = [r for r in caplog.records if r.levelno == logging.ERROR][:1]
+    assert "'paused'" in error.getMessage() and jid[:12] in error.getMessage()
+
+
+def test_fetch_many_reads_only_the_fields_asked_and_skips_jobs_with_no_record(jobs, redis_client):
+    got = fetch_many(redis_client, [jobs[1].job_id, "missing", jobs[0].job_id], ("name", "state"))
+    assert [r.name for r in got] == ["other", "shares"] and all(r.spec == {} for r in got)
