@@ -13,9 +13,9 @@ FLOWER_* variables and before the command line, which wins); helpers are undersc
 import os as _os
 import sys as _sys
 
+from core.errors import ConfigError as _ConfigError
 from fleet import flower_extras as _extras
 from fleet import flower_view as _view
-from core.errors import ConfigError as _ConfigError
 
 try:
     _settings = _extras.settings(_os.environ, _sys.argv)

@@ -2,31 +2,30 @@
 
 Everything streams: each member is hashed while tarfile reads it, and the
 compressed bytes are hashed as they go to disk, so a bundle is read once and
-written once. Tar metadata is normalised, so equal files give equal bytes.
+written once. Tar metadata is normalised (artifacts.reprotar), so equal files give equal bytes.
 """
 from __future__ import annotations
 
 import hashlib
-import io
 import json
 import logging
 import os
-import stat
 import tarfile
-import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
 
 import zstandard
 
+from core import constants as C
 from core.constants import META_NAME, ZSTD_LEVEL
 from core.errors import DigestMismatch, StoreError
+from core.files import PRIVATE, atomic_file
 
-from . import safetar
+from . import reprotar, safetar
 
 log = logging.getLogger("fleet.bundle")
-CHUNK_BYTES = 1 << 20          # read/write unit for files, tar and zstd
-ZSTD_OUT_BYTES = 1 << 20       # compressed chunk handed to the hashing writer
+CHUNK_BYTES = C.IO_CHUNK_BYTES          # read/write unit for files, tar and zstd
+ZSTD_OUT_BYTES = C.IO_CHUNK_BYTES       # compressed chunk handed to the hashing writer
 
 
 @dataclass(frozen=True)
@@ -91,40 +90,19 @@ def collect(root: Path, globs: list[str]) -> list[tuple[str, Path]]:
     return sorted(found.items())
 
 
-def _tarinfo(arcname: str, st: os.stat_result) -> tarfile.TarInfo:
-    # Only content, size, mode and mtime reach the archive: owners and
-    # sub-second times differ between hosts and would break reproducibility.
-    info = tarfile.TarInfo(arcname)
-    info.size, info.mtime, info.mode = st.st_size, int(st.st_mtime), stat.S_IMODE(st.st_mode)
-    info.uid = info.gid = 0
-    info.uname = info.gname = ""
-    return info
-
-
-def _add_meta(tar: tarfile.TarFile, meta: dict, mtime: int) -> None:
-    data = json.dumps(meta, indent=2, sort_keys=True).encode() + b"\n"
-    info = tarfile.TarInfo(META_NAME)
-    info.size, info.mtime, info.mode = len(data), mtime, 0o644
-    tar.addfile(info, io.BytesIO(data))
-
-
 def _write_tar(out, files: list[tuple[str, Path]], meta: dict) -> dict[str, dict]:
-    """Write the tar stream to `out`; return {arcname: {"sha256", "size"}}."""
+    """Write the tar stream to `out` (artifacts.reprotar); return {arcname: {"sha256", "size"}}."""
     entries: dict[str, dict] = {}
-    newest = 0
-    with tarfile.open(fileobj=out, mode="w|", bufsize=CHUNK_BYTES,
-                      format=tarfile.PAX_FORMAT) as tar:
-        tar.copybufsize = CHUNK_BYTES
+    with reprotar.writer(out) as tar:
         for arcname, path in files:
             # Buffered, so a short read from a network filesystem is retried
             # rather than taken by tarfile for a truncated file.
             with open(path, "rb") as raw:
-                info = _tarinfo(arcname, os.fstat(raw.fileno()))
                 reader = _HashingReader(raw)
-                tar.addfile(info, reader)
+                tar.addfile(reprotar.file_member(arcname, os.fstat(raw.fileno())), reader)
             entries[arcname] = {"sha256": reader.hash.hexdigest(), "size": reader.size}
-            newest = max(newest, info.mtime)
-        _add_meta(tar, {**meta, "files": entries}, newest)
+        meta_json = json.dumps({**meta, "files": entries}, indent=2, sort_keys=True) + "\n"
+        reprotar.add_bytes(tar, META_NAME, meta_json.encode())
     return entries
 
 
@@ -140,16 +118,10 @@ def bundle(files: list[tuple[str, Path]], meta: dict, dest: Path, *,
         raise StoreError(f"{META_NAME!r} is reserved for the bundle's metadata; rename that file")
     cctx = zstandard.ZstdCompressor(level=level, threads=threads, write_checksum=True,
                                     write_content_size=False)
-    fd, tmp = tempfile.mkstemp(prefix=f".{dest.name}.", suffix=".tmp", dir=dest.parent)
-    try:
-        with open(fd, "wb", buffering=0) as raw:
-            out = _HashingWriter(raw)
-            with cctx.stream_writer(out, write_size=ZSTD_OUT_BYTES, closefd=False) as zw:
-                entries = _write_tar(zw, files, meta)
-        os.replace(tmp, dest)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
+    with atomic_file(dest, PRIVATE) as tmp, open(tmp, "wb", buffering=0) as raw:
+        out = _HashingWriter(raw)
+        with cctx.stream_writer(out, write_size=ZSTD_OUT_BYTES, closefd=False) as zw:
+            entries = _write_tar(zw, files, meta)
     return BundleResult(dest, out.hash.hexdigest(), out.size,
                         {name: e["sha256"] for name, e in entries.items()})
 
@@ -158,16 +130,6 @@ def _open_tar(bundle_path: Path):
     raw = open(bundle_path, "rb")
     stream = zstandard.ZstdDecompressor().stream_reader(raw, read_size=CHUNK_BYTES, closefd=True)
     return tarfile.open(fileobj=stream, mode="r|", bufsize=CHUNK_BYTES), stream
-
-
-def read_meta(bundle_path: Path) -> dict:
-    """The `meta.json` stored inside a bundle."""
-    tar, stream = _open_tar(bundle_path)
-    with stream, tar:
-        for member in tar:
-            if member.name == META_NAME:
-                return json.load(tar.extractfile(member))
-    raise StoreError(f"{bundle_path}: no {META_NAME} inside; was it written by artifacts.bundle?")
 
 
 def extract(bundle_path: Path, dest_dir: Path) -> list[Path]:

@@ -1,7 +1,7 @@
 """The content identity of a job's data: hash local files and directories, ask S3 for objects.
 
-A directory is identified by a deterministic tar of its regular files (sorted paths, no
-owners, times or permissions beyond the executable bit), so equal trees give equal digests
+A directory is identified by a deterministic tar of its regular files (sorted paths,
+artifacts.reprotar: no owners, times or permissions beyond the executable bit), so equal trees give equal digests
 wherever they are. ``DataResolver`` pins each data entry of a manifest once per load, so a
 sweep of 100,000 points over one file hashes that file once.
 """
@@ -10,18 +10,19 @@ from __future__ import annotations
 import hashlib
 import os
 import stat
-import tarfile
 from collections.abc import Callable, Iterable
 from pathlib import Path
 
+from core import constants as C
 from core.errors import DataProblem, StoreError
 from manifest import dataref
 from manifest.dataref import DIR, FILE, WORKDIR_NAME, DataSource, PinnedWorkdir
 
+from . import reprotar
 from . import workdir as workdirs
 from .pyenv import lock_digest
 
-CHUNK_BYTES = 1 << 20
+CHUNK_BYTES = C.IO_CHUNK_BYTES
 # progress(label, total_bytes) -> advance(n_bytes), or None to show nothing for it
 Progress = Callable[[str, int], Callable[[int], None] | None]
 
@@ -70,15 +71,6 @@ def dir_files(root: Path) -> list[tuple[str, Path]]:
     return sorted(found)
 
 
-def _tarinfo(arcname: str, st: os.stat_result) -> tarfile.TarInfo:
-    info = tarfile.TarInfo(arcname)
-    info.size, info.mtime = st.st_size, 0
-    info.mode = 0o755 if st.st_mode & stat.S_IXUSR else 0o644
-    info.uid = info.gid = 0
-    info.uname = info.gname = ""
-    return info
-
-
 def write_dir_tar(root: Path, out=None, advance: Callable[[int], None] | None = None) -> tuple[str, int]:
     """Write the directory's deterministic tar to ``out`` (or nowhere); (sha256, size) of it."""
     return write_files_tar(dir_files(root), out, advance)
@@ -88,10 +80,10 @@ def write_files_tar(files: Iterable[tuple[str, Path]], out=None,
                     advance: Callable[[int], None] | None = None) -> tuple[str, int]:
     """The deterministic tar of sorted (arcname, path) pairs, written to ``out`` (or nowhere)."""
     sink = _Sink(out, advance)
-    with tarfile.open(fileobj=sink, mode="w|", format=tarfile.PAX_FORMAT, bufsize=CHUNK_BYTES) as tar:
+    with reprotar.writer(sink) as tar:
         for arcname, path in files:
             with open(path, "rb") as f:
-                tar.addfile(_tarinfo(arcname, os.fstat(f.fileno())), f)
+                reprotar.add_file(tar, arcname, f)
     return sink.hash.hexdigest(), sink.size
 
 

@@ -30,11 +30,12 @@ import subprocess
 import sys
 import time
 import uuid
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable, Iterator, Mapping
 
 from core.errors import FleetError
+from core.ids import short_id
 
 COMPLETE = ".complete"         # written last: an environment without it was never finished
 BUILD_TIMEOUT_S = 3600.0
@@ -62,10 +63,6 @@ class EnvSpec:
     requirements: tuple[str, ...] = ()     # requirement lines (a requirements file's, read)
     lock: str | None = None                # sha256 of pyproject.toml + uv.lock in the workdir
     python: str | None = None              # "3.12"; None: the worker's own version
-
-    @property
-    def empty(self) -> bool:
-        return not self.requirements and self.lock is None
 
     def digest(self, platform_tag: str | None = None) -> str:
         body = {"requirements": list(self.requirements), "lock": self.lock,
@@ -97,11 +94,11 @@ def uv_binary() -> str:
     try:
         import uv
         return uv.find_uv_bin()
-    except (ImportError, FileNotFoundError):
+    except (ImportError, FileNotFoundError) as e:
         found = shutil.which("uv")
         if not found:
             raise EnvBuildFailed("uv is not installed on this worker; install fleet's worker "
-                                 "dependencies (pip install fleet) or put uv on PATH", permanent=False)
+                                 "dependencies (pip install fleet) or put uv on PATH", permanent=False) from e
         return found
 
 
@@ -149,14 +146,14 @@ class EnvCache:
         digest = spec.digest()
         with self._lock(digest, fcntl.LOCK_EX):
             if self.ready(digest):
-                log(f"environment {digest[:12]} cached")
+                log(f"environment {short_id(digest)} cached")
             else:
                 self._build(spec, digest, workdir, log)
                 self.evict(keep=digest)               # room for the new one, never itself
             os.utime(self.path(digest) / COMPLETE)     # recently used: evicted last
         with self._lock(digest, fcntl.LOCK_SH):
             if not self.ready(digest):   # evicted between the two locks: build again
-                raise EnvBuildFailed(f"environment {digest[:12]} was evicted before use; retry",
+                raise EnvBuildFailed(f"environment {short_id(digest)} was evicted before use; retry",
                                      permanent=False)
             yield self.python(digest)
         self.evict()
@@ -166,7 +163,7 @@ class EnvCache:
             shutil.rmtree(old, ignore_errors=True)       # an interrupted build's leftovers
         tmp = self.root / "tmp" / f"{digest}-{uuid.uuid4().hex[:8]}"
         started = time.monotonic()
-        log(f"building environment {digest[:12]} with uv")
+        log(f"building environment {short_id(digest)} with uv")
         try:
             self._uv_run(["venv", "--relocatable", "--python", spec.python or sys.executable, str(tmp)], log)
             if spec.lock is not None:
@@ -184,7 +181,7 @@ class EnvCache:
         except BaseException:
             shutil.rmtree(tmp, ignore_errors=True)
             raise
-        log(f"environment {digest[:12]} built in {time.monotonic() - started:.1f} s")
+        log(f"environment {short_id(digest)} built in {time.monotonic() - started:.1f} s")
 
     def _sync(self, target: Path, workdir: Path | None, log: Callable[[str], None]) -> None:
         if workdir is None:
@@ -220,7 +217,7 @@ class EnvCache:
                 used = (p / COMPLETE).stat().st_mtime
             except (OSError, ValueError):
                 continue
-            out.append({"digest": p.name[:12], "bytes": marker.get("bytes"),
+            out.append({"digest": short_id(p.name), "bytes": marker.get("bytes"),
                         "built_s": marker.get("built_s"), "used_at": round(used)})
         return out
 

@@ -15,9 +15,10 @@ import tarfile
 from enum import Enum
 from pathlib import Path, PurePosixPath
 
+from core import constants as C
 from core.errors import StoreError, UnsafeArchive
 
-COPY_BYTES = 1 << 20
+COPY_BYTES = C.IO_CHUNK_BYTES
 CREATE_FLAGS = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC
 
 

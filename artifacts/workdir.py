@@ -10,9 +10,9 @@ from __future__ import annotations
 
 import os
 import stat
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Mapping
 
 import pathspec
 
@@ -40,7 +40,7 @@ class Selection:
         return sum(self.sizes)
 
     def largest(self, n: int = LARGEST_SHOWN) -> list[tuple[str, int]]:
-        pairs = sorted(zip((rel for rel, _ in self.files), self.sizes), key=lambda p: (-p[1], p[0]))
+        pairs = sorted(zip((rel for rel, _ in self.files), self.sizes, strict=True), key=lambda p: (-p[1], p[0]))
         return pairs[:n]
 
 

@@ -29,6 +29,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 import redis  # noqa: E402
 from kombu import Connection, Consumer, Exchange, Queue  # noqa: E402
 
+from bench.timing import parse_args  # noqa: E402
 from fleet.redis_server import RedisServer  # noqa: E402
 
 TIERS = ["cuda-large", "cuda", "cpu"]
@@ -112,7 +113,7 @@ def wakes(conn: Connection, pusher: redis.Redis, key: str, msgs: list[str], got:
     lat = []
     for raw in msgs:
         sent: list = []
-        def push(raw=raw):
+        def push(raw=raw, sent=sent):
             time.sleep(0.02)                 # the consumer is blocked in BRPOP by then
             sent.append(time.perf_counter())
             pusher.lpush(key, raw)
@@ -131,7 +132,7 @@ def main() -> None:
     ap.add_argument("--messages", type=int, default=2000)
     ap.add_argument("--need-queues", type=int, default=100)
     ap.add_argument("--wakes", type=int, default=50)
-    args = ap.parse_args()
+    args = parse_args(ap, messages=50, need_queues=5, wakes=5)
     base = TIERS
     many = TIERS[:1] + need_queues(args.need_queues) + TIERS[1:]
     with RedisServer(Path(tempfile.mkdtemp(prefix="fleet-bench-brpop-"))) as server:

@@ -14,11 +14,10 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from bench.timing import best_of  # noqa: E402
-
 import numpy as np  # noqa: E402
 
 from artifacts.bundle import bundle, collect  # noqa: E402
+from bench.timing import best_of, parse_args  # noqa: E402
 
 LEVELS = (1, 3, 6, 10)
 SHARD_MIB = 32                 # weight shard size, like a sharded safetensors checkpoint
@@ -57,7 +56,7 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--mib", type=int, default=256)
     parser.add_argument("--runs", type=int, default=3)
-    args = parser.parse_args()
+    args = parse_args(parser, mib=2, runs=1)
     if shutil.which("zstd") is None:
         print("zstd CLI not on PATH; install it (apt-get update && apt-get install -y zstd)")
         return 2
@@ -75,7 +74,7 @@ def main() -> int:
         ratios = {}
         for level in LEVELS:
             dest = out / f"l{level}.tar.zst"
-            secs, res = best_of(args.runs, lambda: bundle(files, {"bench": True}, dest, level=level))
+            secs, res = best_of(args.runs, lambda dest=dest, level=level: bundle(files, {"bench": True}, dest, level=level))
             mbs = total / MIB / secs
             ratios[level] = mbs / base_mbs
             print(f"bundle level {level:2d}: {mbs:7.1f} MB/s  ratio {total / res.size:.3f}  "

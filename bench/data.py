@@ -25,7 +25,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from bench.timing import best_of  # noqa: E402
+from bench.timing import best_of, parse_args  # noqa: E402
 
 
 def mib_s(n_bytes: int, secs: float) -> str:
@@ -37,7 +37,7 @@ def main() -> None:
     parser.add_argument("--mib", type=int, default=256)
     parser.add_argument("--points", type=int, default=100_000)
     parser.add_argument("--runs", type=int, default=3)
-    args = parser.parse_args()
+    args = parse_args(parser, mib=2, points=1000, runs=1)
 
     import logging
 

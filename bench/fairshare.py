@@ -36,6 +36,7 @@ import redis  # noqa: E402
 from kombu import Connection  # noqa: E402
 
 from bench.brpop import brpop_usec, connect, consumer_for, drained, wakes  # noqa: E402
+from bench.timing import parse_args  # noqa: E402
 from core import constants as C  # noqa: E402
 from fleet.redis_server import RedisServer  # noqa: E402
 from state import queues  # noqa: E402
@@ -69,10 +70,16 @@ def waiting_owners(url: str, client: redis.Redis, owners: list[str]) -> None:
     pipe.execute()
 
 
+def fair_order(conn: Connection):
+    """The consumer's fair-share order (tasks.fairorder.FairOrder), behind its FairShare hook."""
+    from tasks.deliveryhooks import FairShare
+    return next(h for h in conn.default_channel.hooks.hooks if isinstance(h, FairShare)).order
+
+
 def frozen(conn: Connection, client: redis.Redis, owners: list[str]):
     """The consumer's fair-share order with every owner waiting, then kept (the worst case: each
     poll names every owner's lists and only the last one's hold messages)."""
-    fair = conn.default_channel._fair_order()
+    fair = fair_order(conn)
     fair.keys(TIERS[-1])
     assert fair.owners(TIERS[-1]) == owners, fair.owners(TIERS[-1])
     fair._next, fair.expire = float("inf"), lambda: None
@@ -104,7 +111,7 @@ def refresh(url: str, client: redis.Redis, owners: list[str], times: int = 50) -
     waiting_owners(url, client, owners)
     out = []
     with connect(url) as conn:
-        fair = conn.default_channel._fair_order()
+        fair = fair_order(conn)
         for _ in range(times):
             fair.expire()
             t = time.perf_counter()
@@ -130,7 +137,7 @@ def main() -> None:
     ap.add_argument("--messages", type=int, default=2000)
     ap.add_argument("--owners", type=int, default=50)
     ap.add_argument("--wakes", type=int, default=30)
-    args = ap.parse_args()
+    args = parse_args(ap, messages=50, owners=5, wakes=5)
     configs = (("baseline (plain lists)", []), ("1 owner", ["owner0"]),
                (f"{args.owners} owners", [f"owner{i:02d}" for i in range(args.owners)]))
     with RedisServer(Path(tempfile.mkdtemp(prefix="fleet-bench-fairshare-"))) as server:

@@ -24,9 +24,10 @@ import redis
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
+from bench.timing import parse_args  # noqa: E402
 from fleet.local import start_worker  # noqa: E402
-from state.records import JobState, Records  # noqa: E402
 from fleet.redis_server import RedisServer  # noqa: E402
+from state.records import JobState, Records  # noqa: E402
 
 BIGOUT = ROOT / "tests" / "e2e" / "bigout.py"
 CPU = {"cuda_devices": [], "ram_total_gib": 8}
@@ -55,7 +56,7 @@ def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--kills", type=int, default=20)
     ap.add_argument("--mib", type=int, default=48)
-    args = ap.parse_args()
+    args = parse_args(ap, kills=2, mib=2)
     root = Path(tempfile.mkdtemp(prefix="late-kill-"))
     server = RedisServer(root / "redis").start()
     counts = root / "counts"
@@ -63,8 +64,8 @@ def main() -> int:
     env = dict(os.environ, FLEET_BROKER_URL=server.url, FLEET_STORE_URL=f"file://{root / 'store'}",
                FLEET_LEASE_TTL_S="2", COUNT_DIR=str(counts))
     os.environ["FLEET_BROKER_URL"] = server.url
-    from fleet.publish import publish
     from fleet.manifests import load
+    from fleet.publish import publish
     from tasks import app
     app.conf.broker_url = app.conf.result_backend = server.url
     records = Records(redis.Redis.from_url(server.url))
@@ -78,13 +79,13 @@ def main() -> int:
                             f'"{args.mib}", "0.3", "{tag}"]\nartifacts = ["out/*"]\n')
             (row,) = publish(app, redis.Redis.from_url(server.url), load(path))
             done = counts / f"{name}.done"
-            wait_for(lambda: done.exists() and not job_alive(tag), 120, f"{name} to exit")
+            wait_for(lambda done=done, tag=tag: done.exists() and not job_alive(tag), 120, f"{name} to exit")
             rec = records.get(row.job.job_id)
             victim = rec.worker
             os.kill(workers[victim].pid, signal.SIGKILL)
             workers[victim].wait()
             workers[victim] = start_worker(victim, CPU, env, root / "logs")
-            wait_for(lambda: records.get(row.job.job_id).state is JobState.SUCCEEDED, 180, f"{name} to succeed")
+            wait_for(lambda row=row: records.get(row.job.job_id).state is JobState.SUCCEEDED, 180, f"{name} to succeed")
             starts = len((counts / f"{name}.start").read_text().split())
             retrains += starts - 1
             print(f"kill {i + 1}: {rec.state.value} on {victim} when killed; trainer started {starts}x", flush=True)

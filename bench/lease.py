@@ -11,7 +11,6 @@ Run from the repo root: `python bench/lease.py [--jobs 2000] [--path-jobs 15]`.
 from __future__ import annotations
 
 import argparse
-import statistics
 import sys
 import tempfile
 import time
@@ -22,8 +21,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 import redis  # noqa: E402
 
-from state.records import JobState, PublishItem, Records  # noqa: E402
+from bench.timing import parse_args  # noqa: E402
 from fleet.redis_server import RedisServer  # noqa: E402
+from state.records import JobState, PublishItem, Records  # noqa: E402
 
 
 def per_job_us(fn, n: int) -> float:
@@ -37,7 +37,7 @@ def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--jobs", type=int, default=2000)
     ap.add_argument("--path-jobs", type=int, default=15)
-    args = ap.parse_args()
+    args = parse_args(ap, jobs=50, path_jobs=2)
     n = args.jobs
     with RedisServer(Path(tempfile.mkdtemp(prefix="fleet-bench-lease-"))) as server:
         client = redis.Redis.from_url(server.url)

@@ -7,8 +7,8 @@ not the tier routing fleet uses: the gap between the two is what capable-idle me
 """
 from __future__ import annotations
 
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
-from typing import Iterable, Sequence
 
 from manifest.schema import Needs
 from routing.capability import Capability, CudaDevice

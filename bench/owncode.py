@@ -24,6 +24,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from artifacts.identity import DataResolver  # noqa: E402
 from artifacts.pyenv import EnvCache, EnvSpec  # noqa: E402
 from artifacts.stores import open_store_at  # noqa: E402
+from bench.timing import parse_args  # noqa: E402
 from fleet import staging  # noqa: E402
 from fleet.manifests import load  # noqa: E402
 from tests.fixtures.wheels import make_wheel, offline_index  # noqa: E402
@@ -56,7 +57,7 @@ def staging_figures(tmp: Path, files: int, runs: int) -> None:
     sends = []
     for i in range(runs):
         store = open_store_at((tmp / f"store{i}").as_uri())
-        sends.append(timed(lambda: staging.stage(m, m.jobs, store=store))[0])
+        sends.append(timed(lambda store=store: staging.stage(m, m.jobs, store=store))[0])
     again = min(timed(lambda: staging.stage(m, m.jobs, store=store))[0] for _ in range(runs))
     print(f"  publish (load + stage to a file:// store): {dry + min(sends):.2f} s; "
           f"re-publish staging (already stored): {again * 1e6:.0f} µs")
@@ -87,7 +88,7 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--files", type=int, default=3000)
     ap.add_argument("--runs", type=int, default=3)
-    args = ap.parse_args()
+    args = parse_args(ap, files=50, runs=1)
     with tempfile.TemporaryDirectory(prefix="fleet-owncode-") as tmp:
         staging_figures(Path(tmp), args.files, args.runs)
         env_figures(Path(tmp))

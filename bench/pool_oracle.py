@@ -10,8 +10,8 @@ to the next finish. Work conserving like fleet's hosts, but with global knowledg
 from __future__ import annotations
 
 import heapq
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
-from typing import Iterable, Sequence
 
 from routing.pool import Demand, GpuReserve, Grant, Pool, admit, release
 
@@ -120,7 +120,7 @@ def capable_idle(runs: Sequence[PoolRun], hosts: Sequence[PoolHost]) -> dict[str
     for host in hosts:
         gpu_s = core_s = 0.0
         mine = [r for r in runs if r.host == host.name]
-        for a, b in zip(times, times[1:]):
+        for a, b in zip(times, times[1:], strict=False):
             pool = _pool_at(host, mine, a)
             waiting = [r for r in runs if r.queued <= a and r.started > a]
             if any(admit(pool, r.demand) is not None for r in waiting):

@@ -11,8 +11,8 @@ from __future__ import annotations
 
 import json
 import random
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Mapping, Sequence
 
 from bench.pool_oracle import PoolHost, PoolJob, PoolRun, capable_idle, greedy, makespan
 from manifest.schema import Needs

@@ -32,6 +32,8 @@ sys.path.insert(0, str(ROOT))
 
 import redis  # noqa: E402
 
+from bench.timing import parse_args  # noqa: E402
+from core.ids import short_id  # noqa: E402
 from fleet.local import start_worker, stop_worker  # noqa: E402
 from fleet.redis_server import RedisServer  # noqa: E402
 from state.records import JobState, Records  # noqa: E402
@@ -60,7 +62,7 @@ def wait(records: Records, job_id: str, ok, timeout_s: float = 90):
         if ok(rec):
             return rec
         time.sleep(0.05)
-    raise SystemExit(f"bench: {job_id[:12]} did not get there in {timeout_s}s: {records.get(job_id)}")
+    raise SystemExit(f"bench: {short_id(job_id)} did not get there in {timeout_s}s: {records.get(job_id)}")
 
 
 def one_round(env: dict, root: Path, records: Records, i: int) -> dict:
@@ -83,7 +85,7 @@ def one_round(env: dict, root: Path, records: Records, i: int) -> dict:
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--rounds", type=int, default=5)
-    args = ap.parse_args()
+    args = parse_args(ap, rounds=1)
     with tempfile.TemporaryDirectory() as tmp:
         root = Path(tmp)
         (root / "counts").mkdir()

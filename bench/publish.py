@@ -28,11 +28,10 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from bench.timing import best_of  # noqa: E402
-
+from bench.timing import best_of, parse_args  # noqa: E402
 from core import constants as C  # noqa: E402
 from fleet.redis_server import RedisServer  # noqa: E402
-from state.queues import owner_key  # noqa: E402
+from state.queues import depths, list_key, owner_key  # noqa: E402
 
 QUEUE = "cpu"
 SWEEP_TARGET_S = 15.0   # the target: a 100,000-point sweep loads, validates, publishes and prints in 15 s
@@ -44,13 +43,8 @@ def manifest_text(n: int) -> str:
 
 
 def queued(client, queue: str = QUEUE) -> int:
-    """Messages waiting in ``queue``: kombu keeps one list per priority (`queue`, `queue\\x06\\x16N`)."""
-    total = 0
-    for key in client.scan_iter(match=queue + "*", count=1000):
-        name = key.decode()
-        if (name == queue or name.startswith(queue + "\x06\x16")) and client.type(key) == b"list":
-            total += client.llen(key)
-    return total
+    """Messages waiting in ``queue``: kombu's plain lists and every owner's (state.queues)."""
+    return sum(depths(client, [queue])[queue])
 
 
 def rate(n: int, secs: float) -> str:
@@ -64,7 +58,7 @@ def main() -> int:
     parser.add_argument("--runs", type=int, default=3)
     parser.add_argument("--sweep-jobs", type=int, default=100_000,
                         help="points of the end-to-end `fleet publish` sweep (0 skips it)")
-    args = parser.parse_args()
+    args = parse_args(parser, jobs=200, naive_jobs=50, runs=1, sweep_jobs=200)
     n = args.jobs
 
     with tempfile.TemporaryDirectory(prefix="fleet-bench-publish-") as tmp, RedisServer(Path(tmp, "redis")) as server:
@@ -72,9 +66,10 @@ def main() -> int:
         os.environ["FLEET_BROKER_URL"] = server.url
         os.environ.pop("FLEET_RESULT_BACKEND", None)
         import redis
+
+        from fleet.manifests import loads
         from fleet.messages import wire_priority
         from fleet.publish import publish
-        from fleet.manifests import loads
         from tasks import app
         from tasks.train import train
 
@@ -114,7 +109,7 @@ def main() -> int:
             apply_async_shared()
             base_s = min(base_s, time.perf_counter() - start)
             check(n, "apply_async (shared producer)")
-        apply_msg = json.loads(client.lindex(QUEUE + "\x06\x16" + str(wire_priority(jobs[0].priority)), 0))
+        apply_msg = json.loads(client.lindex(list_key(QUEUE, wire_priority(jobs[0].priority)), 0))
         base = n / base_s
         print(f"apply_async, shared producer, {n} jobs: {rate(n, base_s)} ({base_s:.2f} s)")
 
@@ -138,7 +133,7 @@ def main() -> int:
             assert sum(r.action == "publish" for r in rows) == n, "publish skipped jobs on a flushed Redis"
             check(n, "fleet publish")
         # publish pushes to the owner's list of the queue (fair share: state.queues)
-        owner = client.hget(C.JOB_KEY + jobs[0].job_id, "owner")
+        owner = (client.hget(C.JOB_KEY + jobs[0].job_id, "owner") or b"").decode()
         pub_msg = json.loads(client.lindex(owner_key(QUEUE, owner, wire_priority(jobs[0].priority)), 0))
         print(f"publish {n} jobs: {rate(n, pub_s)} = {(n / pub_s) / base:.1f}x apply_async ({base:,.0f} jobs/s)")
         print(f"load+validate+publish {n} jobs: {rate(n, load_s + pub_s)} = "

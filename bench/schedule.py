@@ -42,8 +42,9 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from bench import pool_workload  # noqa: E402
-from bench.pool_workload import Kind  # noqa: E402
 from bench.oracle import Host, Job, Run, capable_hosts, capable_idle, greedy, lower_bound, makespan  # noqa: E402
+from bench.pool_workload import Kind  # noqa: E402
+from bench.timing import parse_args  # noqa: E402
 from fleet.local import start_worker, stop_worker  # noqa: E402
 from fleet.redis_server import RedisServer  # noqa: E402
 from manifest.schema import Needs  # noqa: E402
@@ -148,7 +149,7 @@ def run_seed(app, client, seed: int, n: int, timeout_s: float) -> dict:
     runs = [Run(job.name, recs[job.name][b"worker"].decode(), f(recs[job.name], "queued_at"),
                 f(recs[job.name], "started_at"), f(recs[job.name], "finished_at"),
                 capable_hosts(job.needs, HOSTS)) for _, job in jobs]
-    measured = [Job(r.job, r.finished - r.started, job.needs) for r, (_, job) in zip(runs, jobs)]
+    measured = [Job(r.job, r.finished - r.started, job.needs) for r, (_, job) in zip(runs, jobs, strict=True)]
     nominal = [job for _, job in jobs]
     fleet_s = max(r.finished for r in runs) - t0
     return {"seed": seed, "jobs": jobs, "runs": runs, "fleet": fleet_s,
@@ -249,7 +250,7 @@ def main() -> int:
     parser.add_argument("--jobs", type=int, default=30)
     parser.add_argument("--timeout", type=float, default=600.0, help="seconds to wait for one seed's jobs")
     parser.add_argument("--runs-json", metavar="PATH", help="write every job's host and times here")
-    args = parser.parse_args()
+    args = parse_args(parser, jobs=4)
     seed = args.seed if args.seed is not None else random.SystemRandom().randrange(1, 100_000)
     seeds = list(range(seed, seed + args.runs))
     print(f"seeds {seeds} (replay: python bench/schedule.py{' --pools' if args.pools else ''} --seed {seed} "
@@ -267,6 +268,7 @@ def main() -> int:
         server, workers = start_fleet(Path(tmp), hosts)
         try:
             import redis
+
             from tasks import app
             app.conf.broker_url = app.conf.result_backend = server.url
             app.pool.force_close_all()

@@ -21,6 +21,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
+from bench.timing import parse_args  # noqa: E402
 from fleet.redis_server import RedisServer  # noqa: E402
 
 
@@ -52,15 +53,16 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--jobs", type=int, default=10_000)
     parser.add_argument("--runs", type=int, default=3)
-    args = parser.parse_args()
+    args = parse_args(parser, jobs=200, runs=1)
     n = args.jobs
     with tempfile.TemporaryDirectory(prefix="fleet-bench-events-") as tmp, RedisServer(Path(tmp, "redis")) as server:
         os.environ["FLEET_BROKER_URL"] = server.url
         os.environ.pop("FLEET_RESULT_BACKEND", None)
         import redis
-        from state.events import QueuedJob, announce_queued
-        from fleet.publish import publish
+
         from fleet.manifests import loads
+        from fleet.publish import publish
+        from state.events import QueuedJob, announce_queued
         from tasks import app
 
         client = redis.Redis.from_url(server.url)

@@ -23,6 +23,8 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
+from bench.timing import parse_args  # noqa: E402
+from core.ids import short_id  # noqa: E402
 from fleet.redis_server import RedisServer  # noqa: E402
 
 TAIL = ["epoch 1", "Traceback (most recent call last):", '  File "train.py", line 9, in <module>',
@@ -31,8 +33,8 @@ TAIL = ["epoch 1", "Traceback (most recent call last):", '  File "train.py", lin
 
 def populate(client, n: int) -> list[str]:
     from core import constants as C
-    from fleet.publish import publish
     from fleet.manifests import loads
+    from fleet.publish import publish
     from tasks import app
     seeds = ", ".join(str(i) for i in range(n))
     manifest = loads(f'[[jobs]]\nname = "noop"\ncommand = ["true"]\n[jobs.sweep]\nseed = [{seeds}]\n', "b.toml")
@@ -49,7 +51,7 @@ def populate(client, n: int) -> list[str]:
         elif i % 100 == 0:
             pipe.hset(key, mapping={"state": "failed", "worker": f"cpu-{i % 5}", "started_at": now - 900,
                                     "finished_at": now - 800, "last_error":
-                                        f"job noop ({jid[:12]}) exited with status 1; last output:\n" + "\n".join(TAIL)})
+                                        f"job noop ({short_id(jid)}) exited with status 1; last output:\n" + "\n".join(TAIL)})
         elif i % 2 == 0:
             pipe.hset(key, mapping={"state": "succeeded", "worker": f"cpu-{i % 5}", "started_at": now - 700,
                                     "finished_at": now - 650, "artifact": json.dumps(
@@ -66,6 +68,7 @@ def old_status(client) -> int:
     from rich.console import Console
     from rich.table import Table
     from rich.text import Text
+
     from state.records import Records
     recs = Records(client).all()
     table = Table(title=f"{len(recs)} job(s)")
@@ -73,14 +76,15 @@ def old_status(client) -> int:
         table.add_column(col, overflow="fold")
     for r in recs:
         note = (r.last_error or "").splitlines()[0][:80] if r.last_error else ""
-        table.add_row(*[Text(str(v)) for v in (r.name, r.job_id[:12], r.state.value, r.queue, str(r.attempts),
-                                                r.worker or "", note, (r.artifact or {}).get("sha256", "")[:12])])
+        table.add_row(*[Text(str(v)) for v in (r.name, short_id(r.job_id), r.state.value, r.queue, str(r.attempts),
+                                                r.worker or "", note, short_id((r.artifact or {}).get("sha256", "")))])
     Console(file=io.StringIO(), width=160).print(table)
     return len(recs)
 
 
 def new_status(client, name: str | None = None) -> int:
     from rich.console import Console
+
     from fleet.cli.jobs import render
     from fleet.query import jobs as Q
     v = Q.status(client, Q.JobFilter(name=name))
@@ -130,7 +134,7 @@ def main() -> int:
     p.add_argument("--baseline-jobs", type=int, default=None, help="jobs for the old status (default --jobs)")
     p.add_argument("--runs", type=int, default=3)
     p.add_argument("--log-lines", type=int, default=200_000)
-    args = p.parse_args()
+    args = parse_args(p, jobs=500, log_lines=1000, runs=1)
     import redis
     with tempfile.TemporaryDirectory() as tmp, RedisServer(Path(tmp) / "redis") as server:
         client = redis.Redis.from_url(server.url, decode_responses=True)   # as fleet's own clients

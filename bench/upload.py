@@ -28,7 +28,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from bench.timing import best_of  # noqa: E402
+from bench.timing import best_of, parse_args  # noqa: E402
 
 BUCKET = "bench"
 ENV = {"AWS_ACCESS_KEY_ID": "bench", "AWS_SECRET_ACCESS_KEY": "bench", "AWS_DEFAULT_REGION": "us-east-1"}
@@ -108,7 +108,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--mib", type=int, default=1024)
     parser.add_argument("--runs", type=int, default=5)
-    args = parser.parse_args()
+    args = parse_args(parser, mib=4, runs=1)
 
     spawn = multiprocessing.get_context("spawn")
     ports, stop = spawn.Queue(), spawn.Event()

@@ -16,6 +16,7 @@ FALLBACK_ZSET = KEY_PREFIX + "fallback"  # zset job_id -> time its prefer_cuda g
 CONFIG_KEY = KEY_PREFIX + "config"       # hash: tiers, hosts (JSON), written by publish
 CQUEUES_KEY = KEY_PREFIX + "cqueues"     # hash: constraint queue -> constraint JSON
 REAPER_LOCK = KEY_PREFIX + "reaper-lock"
+SHORT_ID_CHARS = 12                      # characters of a job ID or digest in logs and tables (core.ids)
 WAKE_KEY = KEY_PREFIX + "wake:"          # list per worker process: a release wakes its BRPOP
 WAKE_TTL_S = 60                          # a dead worker's wake list is gone after this
 PREEMPT_LOCK_KEY = KEY_PREFIX + "preempt:"   # string with TTL per urgent job: one host preempts for it
@@ -51,6 +52,7 @@ MAX_GPUS = 64                      # GPUs one job may ask for on one host
 # Chosen by bench/bundle.py: level 3 keeps the multi-threaded compressor at the
 # speed of `zstd -T0 -3` while ratio gains above it are small for checkpoints.
 ZSTD_LEVEL = 3
+IO_CHUNK_BYTES = 1 << 20         # 1 MiB: the unit files, tars, zstd and hashes are read and written in
 BUNDLE_NAME = "bundle.tar.zst"
 META_NAME = "meta.json"
 KILL_GRACE_S = 4.0               # a stopped job's process group gets this long after SIGTERM

@@ -16,7 +16,7 @@ class ConfigError(FleetError):
 class ManifestError(FleetError):
     """Raised when a manifest is invalid; carries every problem found."""
 
-    def __init__(self, problems: list["Problem"]):
+    def __init__(self, problems: list[Problem]):
         self.problems = problems
         lines = [str(p) for p in problems]
         super().__init__(f"{len(problems)} problem(s) in manifest:\n" + "\n".join(lines))
@@ -38,10 +38,6 @@ class Problem:
     def as_dict(self) -> dict:
         return {"file": self.file, "line": self.line, "field": self.field,
                 "message": self.message, "fix": self.fix}
-
-
-class RoutingError(FleetError):
-    """Raised when a host may not consume a queue it was asked to (worker -Q)."""
 
 
 class CapabilityError(FleetError):

@@ -8,12 +8,28 @@ worker sets them for each run, a trainer reads them.
 from __future__ import annotations
 
 import os
-from typing import Any, Mapping
+from collections.abc import Mapping
+from typing import Any
 
 from core import constants as C
 from core.errors import ConfigError
-from core.setting import (BOOL, COUNT, GIB, GIB_OR_ZERO, MIB, NAMES, PATH, SECONDS,
-                          SECONDS_OR_ZERO, TEXT, URL, Kind, Scope, Setting, Source)
+from core.setting import (
+    BOOL,
+    COUNT,
+    GIB,
+    GIB_OR_ZERO,
+    MIB,
+    NAMES,
+    PATH,
+    SECONDS,
+    SECONDS_OR_ZERO,
+    TEXT,
+    URL,
+    Kind,
+    Scope,
+    Setting,
+    Source,
+)
 
 # Defaults not in core.constants, with their units
 UNACKED_RESTORE_INTERVAL_S = 10.0   # kombu's own default

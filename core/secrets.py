@@ -7,13 +7,12 @@ readable by root.
 from __future__ import annotations
 
 import re
-from typing import Mapping
+from collections.abc import Mapping
 
 SECRET_NAME = re.compile(r"SECRET|TOKEN|PASSW|CREDENTIAL|PRIVATE|API_?KEY|ACCESS_?KEY|_KEY(_ID)?$|SESSION"
                          r"|BROKER|BACKEND|REDIS_URL|(^|_)AUTH", re.I)
 SECRET_PREFIXES = ("AWS_", "FLOWER_", "CELERY_", "AZURE_", "GOOGLE_APPLICATION_CREDENTIALS",
                    "FLEET_BROKER", "FLEET_RESULT", "FLEET_REDIS", "FLEET_SENTINEL", "FLEET_S3_")
-URL_PASSWORD = re.compile(r"[a-z][a-z0-9+.-]*://[^/@\s:]*:([^/@\s]+)@", re.I)
 # any userinfo: user:password@, :password@, or a token alone as the user (https://TOKEN@host)
 URL_USERINFO = re.compile(r"[a-z][a-z0-9+.-]*://([^/?#@\s]+)@", re.I)
 MIN_SECRET_LEN = 6      # shorter values are too likely to occur by chance in harmless ones

@@ -8,9 +8,10 @@ Declarations live in ``core.registry``; this module holds no variable of its own
 """
 from __future__ import annotations
 
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from enum import Enum
-from typing import Any, Callable, Mapping
+from typing import Any
 
 from core.errors import ConfigError
 

@@ -8,15 +8,21 @@ from __future__ import annotations
 
 import os
 import socket
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Mapping
 
 from core.constants import ENV_CACHE_GIB
 from core.errors import ConfigError
 from core.registry import (  # noqa: F401  (the defaults, re-exported)
-    DEFAULT_STORE_DIR, DEFAULT_WORK_DIR, YIELD_CHECK_TIMEOUT_S, YIELD_IGNORE, YIELD_POLL_S,
-    YIELD_RECLAIM_S, value)
+    DEFAULT_STORE_DIR,
+    DEFAULT_WORK_DIR,
+    YIELD_CHECK_TIMEOUT_S,
+    YIELD_IGNORE,
+    YIELD_POLL_S,
+    YIELD_RECLAIM_S,
+    value,
+)
 
 STORE_URL_ENV = "FLEET_STORE_URL"
 S3_ENDPOINT_ENV = "FLEET_S3_ENDPOINT_URL"
@@ -55,7 +61,7 @@ class StoreSettings:
     session_token: str | None = field(default=None, repr=False)
 
     @classmethod
-    def from_env(cls, env: Mapping[str, str] | None = None, url: str | None = None) -> "StoreSettings":
+    def from_env(cls, env: Mapping[str, str] | None = None, url: str | None = None) -> StoreSettings:
         """``url``, else FLEET_STORE_URL, else ./.fleet-local/store; credentials from AWS_*."""
         env = _env(env)
         default = Path(DEFAULT_STORE_DIR).resolve().as_uri()
@@ -92,7 +98,7 @@ class YieldSettings:
     sim_processes: Path | None = None    # simulated GPUs' process list (tests, trials)
 
     @classmethod
-    def from_env(cls, env: Mapping[str, str] | None = None) -> "YieldSettings":
+    def from_env(cls, env: Mapping[str, str] | None = None) -> YieldSettings:
         import shlex
         env = _env(env)
         raw_check = value(YIELD_CHECK_ENV, env) or ""
@@ -131,7 +137,7 @@ class WorkerSettings:
     yielding: YieldSettings = YieldSettings()
 
     @classmethod
-    def from_env(cls, env: Mapping[str, str] | None = None) -> "WorkerSettings":
+    def from_env(cls, env: Mapping[str, str] | None = None) -> WorkerSettings:
         env = _env(env)
         return cls(hostname=value(HOSTNAME_ENV, env) or socket.gethostname(),
                    work_dir=Path(value(WORK_DIR_ENV, env)).expanduser(),

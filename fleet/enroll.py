@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import math
 import re
+from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Mapping
 
 from core import constants as C
 from core.errors import ConfigError

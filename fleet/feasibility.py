@@ -9,16 +9,16 @@ not by the queues they consume now: need queues new in this publish are picked u
 from __future__ import annotations
 
 import json
+from collections.abc import Iterable
 from dataclasses import dataclass
-from typing import Iterable
 
 import redis
 
-from state.cluster import ClusterConfig
 from fleet.query.hosts import HostView, live_hosts
 from manifest.schema import Manifest, Needs
 from routing.explain import HostFacts, QueueFacts, Verdict, explain, fleet_lacks, nearest
 from routing.tiers import Constraint, route
+from state.cluster import ClusterConfig
 
 
 @dataclass(frozen=True)

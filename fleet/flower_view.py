@@ -10,8 +10,9 @@ fleet's thread pool whose size is the host's resources).
 from __future__ import annotations
 
 import ast
+from collections.abc import Iterable, Mapping
 from pathlib import Path
-from typing import Any, Iterable, Mapping
+from typing import Any
 
 from celery.events.state import Task
 

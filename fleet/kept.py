@@ -17,7 +17,8 @@ from pathlib import Path
 import psutil
 
 from core.errors import FleetError
-from fleet.rootlock import clear_stopped, live as _live
+from fleet.rootlock import clear_stopped
+from fleet.rootlock import live as _live
 
 STATE_FILE = "fleet.json"
 STOP_WAIT_S = 30.0
@@ -77,13 +78,6 @@ def load(root: Path) -> dict | None:
         return None
     except ValueError as e:
         raise FleetError(f"{path}: unreadable ({e}); stop its processes by hand and delete it") from e
-
-
-def refuse_if_running(root: Path) -> None:
-    state = load(root)
-    if state and any(_live(p) for p in state["processes"]):
-        raise FleetError(f"a kept fleet is still running from {root} ({export_line(state)}); "
-                         f"use it, or stop it first: {stop_line(state)}")
 
 
 def hints(root: Path) -> str:

@@ -20,7 +20,6 @@ from enum import Enum
 from pathlib import Path
 from typing import Protocol
 
-from core.errors import FleetError
 from core.registry import value
 from fleet import feasibility, localaddr
 from fleet.query import jobs as Q
@@ -136,9 +135,9 @@ def run_local(manifest: Manifest, show: Show, *, keep: bool = False, timeout_s: 
 def start(root: Path, lock: RootLock, *, kept: bool = False) -> Fleet:
     """Redis and the simulated workers, each holding ``lock``; returns once they beat."""
     from fleet.redis_server import RedisServer, free_port
+    from state import fleetstore
     from state.broker import parse
     from state.redis_conn import connect
-    from state import fleetstore
     port, note = localaddr.choose_port(root, localaddr.saved_port(root), localaddr.port_free,
                                        free_port)
     server = RedisServer(root / "redis", port=port, pass_fds=(lock.fd,)).start()

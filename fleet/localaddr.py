@@ -6,8 +6,8 @@ from __future__ import annotations
 
 import hashlib
 import socket
+from collections.abc import Callable
 from pathlib import Path
-from typing import Callable
 
 PORT_FILE = "redis.port"
 TAG_CHARS = 6

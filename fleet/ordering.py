@@ -6,7 +6,8 @@ Pure: rows in, rows out, routed once per queue (a sweep has few queues and many 
 """
 from __future__ import annotations
 
-from typing import Protocol, Sequence, TypeVar
+from collections.abc import Sequence
+from typing import Protocol, TypeVar
 
 from manifest.schema import HostPolicy, JobSpec, TierSpec
 from routing.tiers import demand, route

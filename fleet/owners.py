@@ -9,7 +9,7 @@ from __future__ import annotations
 import getpass
 import re
 import socket
-from typing import Mapping
+from collections.abc import Mapping
 
 from core.errors import ConfigError
 from core.registry import value

@@ -7,8 +7,8 @@ reads it); ``--json`` still lists every row.
 from __future__ import annotations
 
 from collections import Counter
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Sequence
 
 SUMMARY_ABOVE_ROWS = 300   # plans longer than this are summarised
 FIRST_ROWS = 20            # rows shown in full in a summary
@@ -44,7 +44,7 @@ def sweep_base(name: str) -> str:
 
 def _groups(keys: list[str], actions: list[str], limit: int) -> tuple[list[Group], int]:
     counts: dict[str, Counter] = {}
-    for key, action in zip(keys, actions):
+    for key, action in zip(keys, actions, strict=True):
         counts.setdefault(key, Counter())[action] += 1
     ordered = sorted(counts.items(), key=lambda kv: (-sum(kv[1].values()), kv[0]))
     return [Group(k, sum(c.values()), dict(c)) for k, c in ordered[:limit]], max(0, len(ordered) - limit)

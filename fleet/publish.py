@@ -13,16 +13,16 @@ import redis
 from celery import Celery
 
 from core import constants as C
-from fleet import owners, staging
-from state import events
 from core.gcpause import gc_paused
+from fleet import owners, staging
 from fleet.message_template import MessageTemplates
 from fleet.messages import MessageFactory
 from fleet.ordering import demanding_first
 from fleet.pickup import announce
-from state.records import JobState, PublishItem, Records
 from fleet.route_cache import RouteCache
 from manifest.schema import JobSpec, Manifest
+from state import events
+from state.records import JobState, PublishItem, Records
 
 
 @dataclass(frozen=True)
@@ -123,9 +123,9 @@ def publish(app: Celery, client: redis.Redis, manifest: Manifest, *, force: froz
         # a generator: messages are built while Redis stores the previous batch
         results = records.publish((_item(factory, row, owner) for row in todo), force=forced_ids)
     events.announce_queued(app, (events.QueuedJob(row.job.job_id, row.job.name, row.queue, owner=owner)
-                                 for row, res in zip(todo, results)
+                                 for row, res in zip(todo, results, strict=True)
                                  if res[0] == "publish" and row.job.job_id not in forced_ids), sent_at=sent_at)
-    by_id = {row.job.job_id: res for row, res in zip(todo, results)}
+    by_id = {row.job.job_id: res for row, res in zip(todo, results, strict=True)}
     out = []
     for row in rows:
         res = by_id.get(row.job.job_id)

@@ -42,7 +42,7 @@ class Holder:
                            "processes": list(self.processes)}, indent=2)
 
     @classmethod
-    def from_text(cls, text: str) -> "Holder | None":
+    def from_text(cls, text: str) -> Holder | None:
         try:
             d = json.loads(text)
             return cls(int(d["owner_pid"]), float(d["owner_started"]), bool(d["kept"]), str(d.get("redis_url", "")),
@@ -80,7 +80,7 @@ class RootLock:
         self.fd: int | None = None
         self.took_over: Holder | None = None     # a stale holder this lock replaced
 
-    def acquire(self, *, kept: bool, stop_hint: str = "") -> "RootLock":
+    def acquire(self, *, kept: bool, stop_hint: str = "") -> RootLock:
         """Take the lock, or raise naming the fleet that holds it. A fleet whose `fleet local`
         died without --keep is stale: its orphans are stopped and the lock taken over."""
         self.root.mkdir(parents=True, exist_ok=True)

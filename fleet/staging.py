@@ -90,8 +90,14 @@ def _payload(src: DataSource) -> Iterator[Path]:
 @contextlib.contextmanager
 def console_progress(console, min_bytes: int = DATA_PROGRESS_MIN_BYTES) -> Iterator[Progress]:
     """A Progress showing a rich bar per file of ``min_bytes`` or more on ``console``."""
-    from rich.progress import (BarColumn, DownloadColumn, Progress as Bars, TextColumn,
-                               TimeRemainingColumn, TransferSpeedColumn)
+    from rich.progress import (
+        BarColumn,
+        DownloadColumn,
+        TextColumn,
+        TimeRemainingColumn,
+        TransferSpeedColumn,
+    )
+    from rich.progress import Progress as Bars
 
     bars = Bars(TextColumn("{task.description}"), BarColumn(), DownloadColumn(), TransferSpeedColumn(),
                 TimeRemainingColumn(), console=console, transient=True)

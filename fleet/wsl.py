@@ -10,8 +10,8 @@ Pure rendering and parsing; ``fleet enroll`` does the I/O.
 from __future__ import annotations
 
 import re
+from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Mapping
 
 from core.errors import ConfigError
 

@@ -4,8 +4,9 @@ Nothing here does I/O; ``manifest.loader`` builds these from TOML.
 """
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import asdict, dataclass, field, fields, is_dataclass
-from typing import Any, Iterable
+from typing import Any
 
 from core.constants import DEFAULT_PRIORITY, PREFER_CUDA_GRACE_S
 from manifest.dataref import DataSource
@@ -48,7 +49,7 @@ class TierSpec:
         return {"name": self.name, **self.floor.to_dict()}
 
     @classmethod
-    def from_dict(cls, d: dict[str, Any]) -> "TierSpec":
+    def from_dict(cls, d: dict[str, Any]) -> TierSpec:
         return cls(d["name"], Needs(d.get("require_cuda", False), float(d.get("min_vram_gib", 0)),
                                     float(d.get("min_ram_gib", 0)), int(d.get("min_cores", 0)),
                                     int(d.get("gpus", 0)), bool(d.get("share_gpu", False))))
@@ -99,7 +100,7 @@ class HostPolicy:
                 "pass_env": list(self.pass_env)}
 
     @classmethod
-    def from_dict(cls, d: dict[str, Any]) -> "HostPolicy":
+    def from_dict(cls, d: dict[str, Any]) -> HostPolicy:
         tup = lambda v: None if v is None else tuple(v)  # noqa: E731
         return cls(d["name"], tup(d.get("tiers")), tup(d.get("allow_models")),
                    tuple(d.get("deny_models") or ()), dict(d.get("declared") or {}),
@@ -154,7 +155,7 @@ class JobSpec:
         return d
 
     @classmethod
-    def from_dict(cls, d: dict[str, Any]) -> "JobSpec":
+    def from_dict(cls, d: dict[str, Any]) -> JobSpec:
         d = dict(d)
         d["needs"] = Needs(**d.get("needs", {}))
         d["command"] = tuple(d["command"]) if d.get("command") else None

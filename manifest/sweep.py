@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import itertools
 import json
-from typing import Any, Iterator
+from collections.abc import Iterator
+from typing import Any
 
 from manifest.fields import MAX_SEED, date_problem
 from manifest.hyper import TRAINERS, check_hyper, unknown_key_fix
@@ -14,7 +15,7 @@ from manifest.problems import Problems
 def expand(sweep: dict[str, list[Any]]) -> list[dict[str, Any]]:
     """Every combination of the sweep's lists, keys in sorted order for stable names."""
     keys = sorted(sweep)
-    return [dict(zip(keys, combo)) for combo in itertools.product(*(sweep[k] for k in keys))]
+    return [dict(zip(keys, combo, strict=True)) for combo in itertools.product(*(sweep[k] for k in keys))]
 
 
 def point_name(base: str, point: dict[str, Any]) -> str:

@@ -48,7 +48,7 @@ class Capability:
         return d
 
     @classmethod
-    def from_dict(cls, d: dict[str, Any]) -> "Capability":
+    def from_dict(cls, d: dict[str, Any]) -> Capability:
         d = dict(d)
         d["cuda_devices"] = tuple(CudaDevice(**x) for x in d.get("cuda_devices", ()))
         d["overridden"] = tuple(d.get("overridden", ()))
@@ -88,13 +88,13 @@ def _number(key: str, value: Any, kind: type) -> float | int:
 def apply_override(cap: Capability, override: dict[str, Any]) -> Capability:
     """Replace detected values with the keys given; keys left out keep detected values."""
     changes: dict[str, Any] = {}
-    for key, value in override.items():
+    for key, given in override.items():
         if key == "cuda_devices":
-            if not isinstance(value, list):
+            if not isinstance(given, list):
                 raise CapabilityError(f"FLEET_CAPABILITY: cuda_devices must be a list of "
-                                      f'{{"name", "vram_total_gib"}} objects ([] for none), got {value!r}')
+                                      f'{{"name", "vram_total_gib"}} objects ([] for none), got {given!r}')
             devices = []
-            for i, dev in enumerate(value):
+            for i, dev in enumerate(given):
                 try:
                     total = float(dev["vram_total_gib"])
                     devices.append(CudaDevice(
@@ -106,9 +106,9 @@ def apply_override(cap: Capability, override: dict[str, Any]) -> Capability:
                         f"FLEET_CAPABILITY: cuda_devices[{i}] needs a number vram_total_gib ({e})") from e
             changes[key] = tuple(devices)
         elif key == "hostname":
-            changes[key] = str(value)
+            changes[key] = str(given)
         else:
-            changes[key] = _number(key, value, int if key == "cpu_cores" else float)
+            changes[key] = _number(key, given, int if key == "cpu_cores" else float)
     if "ram_total_gib" in changes and "ram_available_gib" not in changes:
         # a simulated smaller host cannot have more free RAM than it has in all
         changes["ram_available_gib"] = min(cap.ram_available_gib, changes["ram_total_gib"])
@@ -127,7 +127,7 @@ def restrict(cap: Capability, declared: dict[str, Any]) -> Capability:
     if "cuda_devices" in declared:
         limits = declared["cuda_devices"]
         devices = []
-        for dev, lim in zip(cap.cuda_devices, limits):  # a declared list shorter than detected hides devices
+        for dev, lim in zip(cap.cuda_devices, limits, strict=False):  # a declared list shorter than detected hides devices
             total = min(dev.vram_total_gib, float(lim.get("vram_total_gib", dev.vram_total_gib)))
             devices.append(replace(dev, vram_total_gib=total, vram_free_gib=min(dev.vram_free_gib, total)))
         changes["cuda_devices"] = tuple(devices)

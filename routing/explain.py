@@ -6,8 +6,8 @@ says about itself. `fleet why` and publish's feasibility check feed it from Redi
 """
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import asdict, dataclass, replace
-from typing import Iterable
 
 from core.constants import QUEUE_REFRESH_EVERY_S
 from manifest.schema import HostPolicy, Needs, TierSpec

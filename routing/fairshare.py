@@ -8,10 +8,10 @@ worker's transport and ``fleet why`` feed it numbers read from Redis.
 from __future__ import annotations
 
 import math
+from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Mapping
 
-from core.registry import FAIRSHARE_HALF_LIFE_S as HALF_LIFE_S   # FLEET_FAIRSHARE_HALF_LIFE_S
+from core.registry import FAIRSHARE_HALF_LIFE_S as HALF_LIFE_S  # FLEET_FAIRSHARE_HALF_LIFE_S
 
 CORE_HOUR_WEIGHT = 1 / 16          # sixteen core-hours weigh as much as one GPU-hour
 DEFAULT_SHARE = 1.0
@@ -29,7 +29,7 @@ class Usage:
             return self.value
         return self.value * math.pow(0.5, (now - self.at) / half_life_s)
 
-    def add(self, amount: float, now: float, half_life_s: float = HALF_LIFE_S) -> "Usage":
+    def add(self, amount: float, now: float, half_life_s: float = HALF_LIFE_S) -> Usage:
         return Usage(self.decayed(now, half_life_s) + amount, max(now, self.at))
 
 

@@ -14,8 +14,8 @@ asks ``admit`` before it takes a job; the scheduling benchmark's oracle asks the
 """
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass, replace
-from typing import Iterable
 
 from manifest.schema import Needs
 
@@ -92,7 +92,7 @@ class Pool:
 
     @classmethod
     def of(cls, vram_gib: Iterable[float], cores: int, ram_gib: float,
-           reserve: GpuReserve = GpuReserve()) -> "Pool":
+           reserve: GpuReserve = GpuReserve()) -> Pool:
         """An empty pool: GPUs (VRAM each, indexed in order), cores and RAM."""
         devices = tuple(Device(i, float(v)) for i, v in enumerate(vram_gib))
         return cls(devices, frozenset(range(cores)), cores, float(ram_gib), float(ram_gib), reserve)

@@ -16,8 +16,8 @@ running jobs (``tasks.preemption``).
 """
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Sequence
 
 from routing.pool import Demand, Grant, Pool, admit, release
 

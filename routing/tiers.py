@@ -18,9 +18,9 @@ from __future__ import annotations
 
 import hashlib
 import json
+from collections.abc import Iterable
+from dataclasses import dataclass, replace
 from functools import lru_cache
-from dataclasses import asdict, dataclass, replace
-from typing import Iterable
 
 # DEFAULT_TIERS, demand and ordered are model (manifest.schema); routing's callers get them here too
 from manifest.schema import DEFAULT_TIERS, HostPolicy, JobSpec, Needs, TierSpec, demand, ordered  # noqa: F401
@@ -111,8 +111,8 @@ class Route:
     queue: str
     fallback_tier: str | None = None
     fallback_queue: str | None = None
-    constraint: "Constraint | None" = None
-    fallback_constraint: "Constraint | None" = None
+    constraint: Constraint | None = None
+    fallback_constraint: Constraint | None = None
 
 
 @dataclass(frozen=True)
@@ -143,7 +143,7 @@ class Constraint:
         return d
 
     @classmethod
-    def from_dict(cls, d: dict) -> "Constraint":
+    def from_dict(cls, d: dict) -> Constraint:
         allowed = d.get("allowed")
         needs = Needs(**d["needs"]) if d.get("needs") else None
         return cls(None if allowed is None else frozenset(allowed), frozenset(d.get("denied", ())), needs)

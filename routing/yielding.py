@@ -8,8 +8,8 @@ taken back once the owner has left it alone for ``RECLAIM_AFTER_S``. Pure: the w
 """
 from __future__ import annotations
 
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, replace
-from typing import Iterable, Mapping
 
 from core.constants import KILL_GRACE_S
 from core.settings import YIELD_POLL_S, YIELD_RECLAIM_S

@@ -17,9 +17,9 @@ from __future__ import annotations
 
 import os
 import ssl
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Mapping
 from urllib.parse import unquote, urlsplit
 
 from core import constants as C
@@ -28,9 +28,6 @@ from core.registry import value
 from core.secrets import masked
 
 SCHEMES = ("redis", "rediss", "sentinel")
-# kombu transports: stock Redis with fleet's queue-major order, plain/TLS or Sentinel-managed
-TRANSPORT = "tasks.transport:Transport"
-SENTINEL_TRANSPORT = "tasks.transport:SentinelTransport"
 TLS_FILE_VARS = {"ssl_ca_certs": "FLEET_REDIS_CA_FILE", "ssl_certfile": "FLEET_REDIS_CERT_FILE",
                  "ssl_keyfile": "FLEET_REDIS_KEY_FILE"}
 
@@ -70,10 +67,6 @@ class BrokerSettings:
         if self.username:   # a userinfo with no password may well be a token: never shown
             return f"the user named in {self.var} (with no password)"
         return "the default user"
-
-    @property
-    def kombu_transport(self) -> str:
-        return SENTINEL_TRANSPORT if self.sentinel else TRANSPORT
 
     def transport_options(self) -> dict:
         """What kombu's transport and Celery's result backend need beyond the URL."""

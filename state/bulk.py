@@ -9,9 +9,9 @@ from __future__ import annotations
 
 import json
 from collections import deque
+from collections.abc import Iterable, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 from importlib import resources
-from typing import Iterable, Sequence
 
 import redis
 
@@ -60,7 +60,7 @@ class Bulk:
         out: dict[str, str | None] = {}
         for chunk in _chunks(ids, batch):
             res = self._read_only(self._states, [C.JOB_KEY + jid for jid in chunk])
-            out.update((jid, s or None) for jid, s in zip(chunk, res))
+            out.update((jid, s or None) for jid, s in zip(chunk, res, strict=True))
         return out
 
     def _read_only(self, script, keys: list[str]) -> list:

@@ -19,12 +19,13 @@ from __future__ import annotations
 
 import logging
 import socket
+from collections.abc import Iterable
 from dataclasses import dataclass
-from typing import Iterable
 
 from celery import Celery, states
 
 from core import constants as C
+from core.ids import short_id
 from state.jobrecord import fetch_many
 
 log = logging.getLogger("fleet.events")
@@ -124,7 +125,7 @@ def announce_cancelled(app: Celery, job_ids: list[str]) -> None:
         try:
             app.backend.mark_as_revoked(jid, reason="cancelled by operator")
         except Exception as e:
-            log.warning("could not mark %s revoked in the result backend: %s", jid[:12], e)
+            log.warning("could not mark %s revoked in the result backend: %s", short_id(jid), e)
     try:
         app.control.broadcast(C.ANNOUNCE_REVOKED, arguments={"job_id": list(job_ids)}, reply=False)
     except Exception as e:

@@ -8,10 +8,9 @@ operators); ``routing.fairshare`` turns them into standings and an order.
 """
 from __future__ import annotations
 
-import time
+from collections.abc import Mapping
 from dataclasses import dataclass
 from importlib import resources
-from typing import Mapping
 
 import redis
 
@@ -19,7 +18,6 @@ from core import constants as C
 from core.errors import ConfigError
 from core.registry import value
 from routing import fairshare as F
-from state import queues
 
 HALF_LIFE_ENV = "FLEET_FAIRSHARE_HALF_LIFE_S"
 MAX_SHARE = 1e6
@@ -49,7 +47,7 @@ class OwnerUsage:
         """As ``routing.fairshare`` weighs it: GPU-hours, core-hours weighted in."""
         return F.Usage(F.charge(self.gpu_s, self.core_s), self.at)
 
-    def decayed(self, now: float, half_life: float) -> "OwnerUsage":
+    def decayed(self, now: float, half_life: float) -> OwnerUsage:
         f = F.Usage(1.0, self.at).decayed(now, half_life)
         return OwnerUsage(self.gpu_s * f, self.core_s * f, max(now, self.at))
 
@@ -119,13 +117,6 @@ def standings(usage: Mapping[str, OwnerUsage], shares: Mapping[str, float], now:
         out.append(Standing(o, share, d.gpu_s / 3600, d.core_s / 3600,
                             F.standing(used[o], share, now, half_life)))
     return out
-
-
-def read_standings(client: redis.Redis, now: float | None = None,
-                   half_life: float | None = None) -> list[Standing]:
-    waiting = {o for owners in queues.registered(client).values() for o in owners}
-    return standings(read_usage(client), read_shares(client), time.time() if now is None else now,
-                     half_life_s() if half_life is None else half_life, waiting)
 
 
 def _text(v) -> str:

@@ -13,9 +13,11 @@ from __future__ import annotations
 
 import json
 import logging
-from dataclasses import dataclass, field, fields as dc_fields
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass, field
+from dataclasses import fields as dc_fields
 from enum import Enum
-from typing import Any, Callable, Iterable, Sequence
+from typing import Any
 
 from core import constants as C
 
@@ -116,7 +118,7 @@ class JobRecord:
     problems: tuple[str, ...] = ()    # stored fields that did not decode (left at defaults)
 
     @classmethod
-    def from_hash(cls, h: dict[str, str]) -> "JobRecord":
+    def from_hash(cls, h: dict[str, str]) -> JobRecord:
         """Decode a stored hash (as HGETALL returns it, decoded to str). Only the fields it
         holds are read (a listing's HMGET leaves most out); the rest keep their defaults."""
         values, problems = {}, []
@@ -154,7 +156,7 @@ class JobRecord:
                 out.update(_trained_fields(v))
             elif f.name == "copies":
                 out.update({k: x for c in v
-                            for k, x in zip(COPY_FIELDS[c.role], (c.key, c.message))})
+                            for k, x in zip(COPY_FIELDS[c.role], (c.key, c.message), strict=True)})
             else:
                 out[f.name] = _text(v)
         out.setdefault("state", self.state.value)
@@ -253,7 +255,7 @@ def fetch_many(client, job_ids: Iterable[str], fields: Sequence[str] | None = No
         for jid in ids[start:start + batch]:
             pipe.hgetall(C.JOB_KEY + jid) if names is None else pipe.hmget(C.JOB_KEY + jid, names)
         for reply in pipe.execute():
-            h = reply if names is None else {k: v for k, v in zip(names, reply) if v is not None}
+            h = reply if names is None else {k: v for k, v in zip(names, reply, strict=True) if v is not None}
             if h.get("job_id"):
                 out.append(JobRecord.from_hash(h))
     bad = [r for r in out if r.problems]

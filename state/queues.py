@@ -11,9 +11,9 @@ publisher older than owners), then each owner's lists in fair-share order
 """
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass
 from importlib import resources
-from typing import Iterable
 
 import redis
 

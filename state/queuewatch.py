@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import threading
 import time
+
 import redis
 
 from core import constants as C

@@ -9,18 +9,18 @@ from __future__ import annotations
 
 import json
 import time
+from collections.abc import Iterable
 from dataclasses import dataclass
-from typing import Any, Iterable
+from typing import Any
 
 import redis
 
 from core import constants as C
+from core.errors import JobNotFound
 from state import fairshare
 from state.bulk import PUBLISH_BATCH, Bulk
 from state.jobrecord import JobRecord, JobState, fetch, fetch_many
 from state.redis_conn import decoding
-from core.errors import JobNotFound
-
 
 CHARGE_DUE_MAX = 10_000     # runs a Records remembers when to charge next
 

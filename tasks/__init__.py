@@ -23,5 +23,5 @@ app = FleetApp(APP_NAME)
 app.config_from_object("celeryconfig")
 app.conf.include = ["tasks.train"]
 
-from tasks import worker as _worker  # noqa: E402,F401  (signal handlers pick the queues)
 from tasks import control as _control  # noqa: E402,F401  (inspect capability; revoke == fleet cancel)
+from tasks import worker as _worker  # noqa: E402,F401  (signal handlers pick the queues)

@@ -19,14 +19,22 @@ from __future__ import annotations
 import os
 import threading
 import time
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, replace
-from typing import Callable, Iterable, Mapping
 
 from core import constants as C
 from manifest.schema import Needs, TierSpec
 from routing.capability import Capability
-from routing.pool import GPU_RESERVE_CORES, GPU_RESERVE_RAM_GIB, Demand, GpuReserve, Grant, Pool, \
-    demand_of, release
+from routing.pool import (
+    GPU_RESERVE_CORES,
+    GPU_RESERVE_RAM_GIB,
+    Demand,
+    GpuReserve,
+    Grant,
+    Pool,
+    demand_of,
+    release,
+)
 from routing.tiers import qualifies
 from routing.yielding import admit_yielding
 from state import queues

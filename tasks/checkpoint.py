@@ -21,6 +21,7 @@ from artifacts import checkpoint as packer
 from artifacts.bundle import sha256_file
 from core.constants import CHECKPOINTS_PREFIX
 from core.errors import FleetError
+from core.ids import short_id
 from manifest.schema import JobSpec
 from tasks import isolation
 from tasks.run import Stop
@@ -63,7 +64,7 @@ class CheckpointSync:
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._loop, name=f"ckpt-{job.job_id[:8]}", daemon=True)
 
-    def __enter__(self) -> "CheckpointSync":
+    def __enter__(self) -> CheckpointSync:
         self.dir.mkdir(parents=True, exist_ok=True)
         self.restore()
         isolation.hand_over(self.dir, getattr(self.ctx, "job_user", None))   # FLEET_JOB_USER writes it
@@ -138,7 +139,7 @@ class CheckpointSync:
             self._synced = seen
             if previous and previous.get("key") != key:
                 store.delete_file(previous["key"])
-            log.info("synced %s's checkpoint: %d bytes (%s)", self.job.name, packed.size, packed.sha256[:12])
+            log.info("synced %s's checkpoint: %d bytes (%s)", self.job.name, packed.size, short_id(packed.sha256))
             return True
         except (FleetError, OSError, redis.RedisError) as e:   # the next tick tries again
             log.warning("could not sync %s's checkpoint: %s", self.job.name, e)

@@ -25,6 +25,7 @@ from celery.worker.control import Panel, control_command, inspect_command, ok
 from kombu.utils.encoding import safe_repr
 
 from core import constants as C
+from core.ids import short_id
 from state.records import JobState
 from tasks.host import HostContext, context
 
@@ -67,7 +68,7 @@ def fleet_jobs(client: redis.Redis, ids: list[str]) -> set[str]:
     pipe = client.pipeline(transaction=False)
     for jid in ids:
         pipe.exists(C.JOB_KEY + jid)
-    return {jid for jid, n in zip(ids, pipe.execute()) if n}
+    return {jid for jid, n in zip(ids, pipe.execute(), strict=True) if n}
 
 
 @control_command(variadic="task_id", signature="[id1 [id2 [... [idN]]]]")
@@ -79,10 +80,10 @@ def revoke(state, task_id, terminate=False, signal=None, **kwargs):
     for jid in jobs:
         res = ctx.records.cancel(jid)   # every worker gets the broadcast: one of them wins
         if res.done and res.was is JobState.QUEUED:
-            log.info("revoke: cancelled queued job %s", jid[:12])
+            log.info("revoke: cancelled queued job %s", short_id(jid))
             _announce(state, jid)
         elif res.done:
-            log.info("revoke: cancelled running job %s; its heartbeat stops it", jid[:12])
+            log.info("revoke: cancelled running job %s; its heartbeat stops it", short_id(jid))
     for jid in jobs:   # (a LimitedSet: no difference_update)
         worker_state.revoked.discard(jid)
     others = [i for i in ids if i not in jobs]
@@ -118,7 +119,7 @@ def _announce(state, jid: str) -> None:
             d.send("task-revoked", uuid=jid, terminated=False, signum=None, expired=False,
                    state=REVOKED, result="revoked: cancelled while queued")
     except Exception as e:  # Flower catches up when a worker drops the message
-        log.warning("could not announce cancelled job %s to Flower: %s", jid[:12], e)
+        log.warning("could not announce cancelled job %s to Flower: %s", short_id(jid), e)
 
 
 @signals.task_revoked.connect
@@ -135,6 +136,6 @@ def revoked_by_celery(sender=None, request=None, terminated=False, expired=False
         worker_state.revoked.discard(jid)
         if ctx.records.states([jid])[jid] is JobState.QUEUED:
             ctx.records.cancel(jid)
-            log.warning("job %s was on Celery's revoked list; cancelled it (`fleet requeue` runs it)", jid[:12])
+            log.warning("job %s was on Celery's revoked list; cancelled it (`fleet requeue` runs it)", short_id(jid))
     except redis.RedisError as e:
-        log.warning("could not check revoked task %s against fleet records: %s", jid[:12], e)
+        log.warning("could not check revoked task %s against fleet records: %s", short_id(jid), e)

@@ -11,8 +11,9 @@ from __future__ import annotations
 
 import logging
 import socket
+from collections.abc import Callable
+from contextlib import AbstractContextManager
 from dataclasses import fields
-from typing import Callable, ContextManager
 
 import redis
 from kombu.utils.encoding import bytes_to_str
@@ -26,7 +27,7 @@ from tasks.hooks import DELIVER, Delivery, TransportHook, Verdict
 
 log = logging.getLogger("fleet.transport")
 NEED_FIELDS = frozenset(f.name for f in fields(Needs))
-Acquire = Callable[[], ContextManager[redis.Redis]]
+Acquire = Callable[[], AbstractContextManager[redis.Redis]]
 
 
 class PoisonCheck(TransportHook):

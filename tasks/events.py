@@ -23,6 +23,7 @@ import time
 from celery import states
 
 from core.constants import PROGRESS_EVENT_EVERY_S
+from core.ids import short_id
 from state.events import RUN_FIELDS
 
 log = logging.getLogger("fleet.events")
@@ -96,7 +97,7 @@ def preempting(app, hostname: str, job_id: str, text: str) -> None:
         with app.connection_for_write() as conn, app.events.Dispatcher(conn, hostname=hostname) as d:
             d.send(QUEUED_AGAIN_EVENT, uuid=job_id, state=states.PENDING, result=text)
     except Exception as e:  # events are for watching; preemption goes on without them
-        log.debug("preempting event for %s failed: %s", job_id[:12], e)
+        log.debug("preempting event for %s failed: %s", short_id(job_id), e)
 
 
 def revoked(task, why: str) -> None:

@@ -22,18 +22,39 @@ import redis
 from artifacts.data import fetch
 from artifacts.pyenv import EnvBuildFailed
 from core.constants import DATA_CACHE_DIR, TAIL_LINES
+from core.ids import short_id
 from manifest.schema import JobSpec
 from state import deadletter
 from state.jobrecord import record_end
 from state.records import JobState
-from tasks import checkpoint, events, isolation, runner, ticks, trained, upload, vramwatch, workdirs, workspace
+from tasks import (
+    checkpoint,
+    events,
+    isolation,
+    runner,
+    ticks,
+    trained,
+    upload,
+    vramwatch,
+    workdirs,
+    workspace,
+)
 from tasks.handback import HandBack
 from tasks.host import HostContext, context
 from tasks.joblog import JobLog
 from tasks.lease import LeaseKeeper
 from tasks.retry import retry_redis
-from tasks.run import (Ended, Outcome, Run, RunEnd, RunStopped, Stop, failure_end, failure_reason,
-                       run_end)
+from tasks.run import (
+    Ended,
+    Outcome,
+    Run,
+    RunEnd,
+    RunStopped,
+    Stop,
+    failure_end,
+    failure_reason,
+    run_end,
+)
 from trainers import protocol
 
 log = logging.getLogger("fleet.execution")
@@ -59,7 +80,7 @@ def execute(task, job: JobSpec) -> Ended:
     if not claim.run:
         # a duplicate (redelivery, fallback copy, second publish): ack it, and leave the
         # task's stored result to the run that counts
-        log.info("dropping delivery of %s (%s): %s", job.name, job.job_id[:12], claim.reason)
+        log.info("dropping delivery of %s (%s): %s", job.name, short_id(job.job_id), claim.reason)
         if claim.reason == JobState.CANCELLED:
             events.revoked(task, "cancelled while queued")
         return Ended(Outcome.DROPPED, claim.reason)
@@ -123,7 +144,7 @@ def _refuse_unpublished(task, ctx: HostContext, job: JobSpec, queue: str) -> End
     """A message no `fleet publish` recorded (e.g. apply_async): set aside, not run."""
     why = (f"no record for job {job.job_id}: not published by fleet (set FLEET_ADOPT_UNPUBLISHED=1 "
            "on workers to run such messages)")
-    log.error("refusing delivery of %s (%s): %s", job.name, job.job_id[:12], why)
+    log.error("refusing delivery of %s (%s): %s", job.name, short_id(job.job_id), why)
     raw = json.dumps({"id": task.request.id, "task": task.name, "args": task.request.args,
                       "delivery_info": task.request.delivery_info})
     retry_redis(lambda: deadletter.set_aside(ctx.redis, deadletter.entry(raw, why, queue, worker=ctx.hostname)),
@@ -273,7 +294,7 @@ def _failed(ctx: HostContext, run: Run, outcome: runner.RunOutcome | None, error
     """Record the failure: queued again while attempts remain, else failed."""
     job, attempt = run.job, run.attempt
     if outcome is None:
-        message = f"job {job.name} ({job.job_id[:12]}) failed on {ctx.hostname}: {error}"
+        message = f"job {job.name} ({short_id(job.job_id)}) failed on {ctx.hostname}: {error}"
         end, detail = RunEnd.FAILED, error or ""
         reason, text = failure_reason(end, "failed", (error or "").splitlines()[:1]), error or ""
     else:
@@ -281,7 +302,7 @@ def _failed(ctx: HostContext, run: Run, outcome: runner.RunOutcome | None, error
                else "was stopped: over its VRAM budget" if outcome.stopped is Stop.OVER_BUDGET
                else f"exited with status {outcome.returncode}")
         tail = "\n".join(outcome.tail[-TAIL_LINES:])
-        message = f"job {job.name} ({job.job_id[:12]}) {why}; last output:\n{tail}"
+        message = f"job {job.name} ({short_id(job.job_id)}) {why}; last output:\n{tail}"
         end, detail = failure_end(outcome.stopped, outcome.returncode, job.timeout_s)
         # over its budget, the watch's verdict (its output's last line) says why, not a traceback
         reason = failure_reason(end, detail, outcome.tail[-TAIL_LINES:],

@@ -10,7 +10,8 @@ from __future__ import annotations
 
 import logging
 import time
-from typing import Callable, ContextManager, Sequence
+from collections.abc import Callable, Sequence
+from contextlib import AbstractContextManager
 
 import redis
 
@@ -24,7 +25,7 @@ log = logging.getLogger("fleet.fairshare")
 class FairOrder:
     """Owner lists per queue, in fair-share order, refreshed from Redis now and then."""
 
-    def __init__(self, acquire: Callable[[], ContextManager[redis.Redis]], steps: Sequence[int],
+    def __init__(self, acquire: Callable[[], AbstractContextManager[redis.Redis]], steps: Sequence[int],
                  every_s: float = C.FAIRSHARE_REFRESH_S, half_life_s: float | None = None):
         self.acquire = acquire
         self.steps = tuple(steps)

@@ -12,8 +12,8 @@ the first verdict that does not deliver winning. ``ended``: a delivery was acked
 """
 from __future__ import annotations
 
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Callable, Sequence
 
 
 @dataclass

@@ -84,7 +84,7 @@ def current() -> HostContext | None:
 
 
 def redis_client(app) -> redis.Redis:
-    from state.redis_conn import client_for   # password, TLS, Sentinel: one place
+    from state.redis_conn import client_for  # password, TLS, Sentinel: one place
     timeout_s = app.conf.get("fleet_redis_socket_timeout_s", C.REDIS_SOCKET_TIMEOUT_S)
     return client_for(app, socket_timeout=timeout_s, socket_connect_timeout=5, health_check_interval=30,
                       retry_on_timeout=True, decode_responses=True)

@@ -23,9 +23,9 @@ import pwd
 import shutil
 import subprocess
 import sys
+from collections.abc import Mapping
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Mapping
 
 from core.errors import ConfigError
 from core.secrets import is_secret, secret_values

@@ -18,6 +18,7 @@ from collections import deque
 import redis
 
 from core import constants as C
+from core.ids import short_id
 from tasks.run import RunEnd
 
 log = logging.getLogger("fleet.joblog")
@@ -71,7 +72,7 @@ class JobLog:
         self._buf: deque[dict] = deque(maxlen=buffer_lines)   # appended by the job's reader
         self._pending: list[dict] = []                         # taken, not yet sent
         self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._loop, name=f"joblog-{job_id[:12]}", daemon=True)
+        self._thread = threading.Thread(target=self._loop, name=f"joblog-{short_id(job_id)}", daemon=True)
         self.dropped = 0
         self._end: dict[str, str] = {}
 
@@ -86,7 +87,7 @@ class JobLog:
         self._buf.append({"ev": name, "run": str(self.run), "worker": self.worker, "t": f"{time.time():.3f}",
                           **fields})
 
-    def __enter__(self) -> "JobLog":
+    def __enter__(self) -> JobLog:
         self._event("start")
         self._thread.start()
         return self

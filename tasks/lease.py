@@ -7,8 +7,9 @@ import threading
 import redis
 
 from core.constants import HEARTBEAT_EVERY_S
-from state.records import Records
+from core.ids import short_id
 from state.jobrecord import JobState
+from state.records import Records
 from tasks.run import Stop, UnknownAnswer
 
 log = logging.getLogger("fleet.lease")
@@ -27,7 +28,7 @@ class LeaseKeeper:
         self._done = threading.Event()
         self._thread = threading.Thread(target=self._loop, name=f"lease-{job_id[:8]}", daemon=True)
 
-    def __enter__(self) -> "LeaseKeeper":
+    def __enter__(self) -> LeaseKeeper:
         self._thread.start()
         return self
 
@@ -45,10 +46,10 @@ class LeaseKeeper:
             try:
                 answer = self.records.heartbeat(self.job_id, self.token, **fields)
             except redis.RedisError as e:  # a broker blip: the lease TTL covers it
-                log.warning("heartbeat for %s failed (%s); retrying", self.job_id[:12], e)
+                log.warning("heartbeat for %s failed (%s); retrying", short_id(self.job_id), e)
                 continue
             except Exception:  # renewals would stop and the reaper would start a second run
-                log.exception("heartbeat for %s crashed; stopping the run", self.job_id[:12])
+                log.exception("heartbeat for %s crashed; stopping the run", short_id(self.job_id))
                 self.reason = Stop.LOST
                 return
             if answer != "ok":
@@ -60,5 +61,5 @@ class LeaseKeeper:
         try:
             return Stop.heard(answer)
         except UnknownAnswer as e:
-            log.error("heartbeat for %s: %s; stopping the run", self.job_id[:12], e)
+            log.error("heartbeat for %s: %s; stopping the run", short_id(self.job_id), e)
             return Stop.LOST, None

@@ -21,21 +21,22 @@ from __future__ import annotations
 import json
 import logging
 import time
+from collections.abc import Iterable
 from dataclasses import dataclass
-from typing import Iterable
 
 import redis
 
 from core import constants as C
+from core.ids import short_id
 from manifest.schema import Needs
 from routing.preempt import PREEMPT_MARGIN, Running, Waiting, plan, reason
 from routing.yielding import withhold
 from state import queues
 from tasks import events, joblog, poison
 from tasks.admission import Hold
+from tasks.deliveryhooks import NEED_FIELDS
 from tasks.host import HostContext
 from tasks.run import Stop
-from tasks.deliveryhooks import NEED_FIELDS
 
 log = logging.getLogger("fleet.preempt")
 # only jobs this urgent can displace anyone (a victim's priority is at least 0)
@@ -107,7 +108,7 @@ class Preemptor:
         pipe = self.ctx.redis.pipeline(transaction=False)
         for key in keys:
             pipe.lindex(key, -1)
-        key, raw = next(((k, r) for k, r in zip(keys, pipe.execute()) if r), (None, None))
+        key, raw = next(((k, r) for k, r in zip(keys, pipe.execute(), strict=True) if r), (None, None))
         if raw is None:
             return None
         msg, why = poison.inspect(raw)
@@ -120,7 +121,7 @@ class Preemptor:
             return None   # cancelled, or a stale copy: dropped when popped
         try:
             needs = Needs(**{k: v for k, v in (job.get("needs") or {}).items() if k in NEED_FIELDS})
-            return Waiting(jid, job.get("name") or jid[:12], int(job.get("priority", C.DEFAULT_PRIORITY)),
+            return Waiting(jid, job.get("name") or short_id(jid), int(job.get("priority", C.DEFAULT_PRIORITY)),
                            self.ctx.gate.demand(needs, queue), float(queued_at or created_at or now), key)
         except (TypeError, ValueError, AttributeError):
             return None   # its execution refuses it loudly when it is popped
@@ -133,7 +134,7 @@ class Preemptor:
             pipe.hget(C.JOB_KEY + r.job.job_id, "preemptions")
         counts = pipe.execute() if runs else []
         return [Running(r.job.job_id, r.job.priority, r.grant, r.started, bool(r.job.checkpoint) or r.job.preemptible,
-                        int(n or 0)) for r, n in zip(runs, counts)]
+                        int(n or 0)) for r, n in zip(runs, counts, strict=True)]
 
     # --- the preemption ---------------------------------------------------------------
     def _lock(self, waiting: Waiting) -> bool:
@@ -150,7 +151,7 @@ class Preemptor:
         why = reason(waiting)
         for v in victims:
             ctx.runs.hand_back(v.job_id, Stop.PREEMPTED, why, preempted_by=by, preemptions=v.preempted + 1)
-        took = [{"job_id": v.job_id, "name": names.get(v.job_id, v.job_id[:12]), "priority": v.priority,
+        took = [{"job_id": v.job_id, "name": names.get(v.job_id, short_id(v.job_id)), "priority": v.priority,
                  "host": ctx.hostname, "at": now} for v in victims]
         self._note(waiting, took)
         log.warning("preempting %s on %s for %s (priority %d, waited %.1fs): checkpoint, then hand back",
@@ -181,7 +182,7 @@ class Preemptor:
         if state in ("running", "succeeded", "failed") and worker == self.ctx.hostname and started_at:
             log.warning("preemption: %s started on %s %.2fs after the decision to preempt %s",
                         d.waiting.name, self.ctx.hostname, float(started_at) - d.at,
-                        ", ".join(v.job_id[:12] for v in d.victims))
+                        ", ".join(short_id(v.job_id) for v in d.victims))
         else:
             log.warning("preemption for %s ended without it starting here (state %s on %s)",
                         d.waiting.name, state, worker or "no host")

@@ -8,8 +8,9 @@ from __future__ import annotations
 
 import logging
 import threading
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Callable, TypeVar
+from typing import TypeVar
 
 import redis
 
@@ -31,7 +32,7 @@ class Backoff:
             raise ValueError(f"tries: expected at least 1, got {self.tries}")
 
     @classmethod
-    def doubling(cls, first_s: float, cap_s: float, tries: int | None = None) -> "Backoff":
+    def doubling(cls, first_s: float, cap_s: float, tries: int | None = None) -> Backoff:
         waits = [first_s]
         while waits[-1] * 2 < cap_s:
             waits.append(waits[-1] * 2)

@@ -40,7 +40,7 @@ class Stop(str, Enum):
     CANCELLED = "cancelled"     # an operator cancelled the job (the record says cancelled)
 
     @classmethod
-    def heard(cls, answer: str) -> tuple["Stop", JobState | None]:
+    def heard(cls, answer: str) -> tuple[Stop, JobState | None]:
         """The lease's answer that is not 'ok' (lua/heartbeat.lua): why the run stops, and the
         state the record is in when it says one. Raises ``UnknownAnswer`` for anything else."""
         if answer == Stop.LOST.value:

@@ -14,9 +14,9 @@ import sys
 import threading
 import time
 from collections import deque
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Callable
 
 from core.constants import KILL_GRACE_S, TAIL_LINES
 from tasks import supervisor

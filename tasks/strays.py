@@ -16,6 +16,7 @@ from artifacts.stores import Store
 from artifacts.strays import Verdict, verdict
 from core import constants as C
 from core.errors import JobNotFound, StoreError
+from core.ids import short_id
 from state.records import Records
 
 log = logging.getLogger("fleet.strays")
@@ -39,8 +40,8 @@ def sweep(records: Records, store: Store, grace_s: float, now: float | None = No
         elif action is Verdict.DISCARD:
             store.discard(bundle.token, bundle.kind, bundle.sha256)
         if action is not Verdict.KEEP:
-            done.append(f"{DONE[action]} bundle {bundle.sha256[:12]} of job {bundle.job_id or '?'} "
-                        f"staged by run {bundle.token[:12]}")
+            done.append(f"{DONE[action]} bundle {short_id(bundle.sha256)} of job {bundle.job_id or '?'} "
+                        f"staged by run {short_id(bundle.token)}")
     return done
 
 

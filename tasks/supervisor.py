@@ -48,7 +48,7 @@ def _watch(pid: int) -> int | None:
 
 
 def _die_with_parent() -> None:
-    import ctypes   # only here: importing it costs more than the rest of this module
+    import ctypes  # only here: importing it costs more than the rest of this module
     try:
         ctypes.CDLL("libc.so.6", use_errno=True).prctl(PR_SET_PDEATHSIG, signal.SIGTERM)
     except OSError:
@@ -139,7 +139,7 @@ def _record_exit(path: str, rc: int) -> None:
     """The job exited on its own: say so on disk, so that a worker killed from here on
     finds, when it restarts, that this job trained (tasks.trained) instead of training it again."""
     signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGTERM})   # the write is not cut short
-    tmp = f"{path}.tmp"
+    tmp = f"{path}.tmp"   # by hand, not core.files.atomic_write: this script imports no fleet module
     try:
         with open(tmp, "w") as f:
             f.write(f'{{"returncode": {rc}, "at": {time.time()!r}}}')   # JSON, without importing json

@@ -8,8 +8,9 @@ next tick). Reporting comes first, so a stopping run's last progress is still re
 from __future__ import annotations
 
 import logging
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Protocol, Sequence
+from typing import Protocol
 
 from tasks import vramwatch
 from tasks.handback import Runs

@@ -17,12 +17,13 @@ import logging
 import shutil
 import time
 import uuid
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
 
 from artifacts import bundle as bundler
 from artifacts.stores import StoredArtifact, atomic_write
 from core.errors import DigestMismatch, StoreError
+from core.ids import short_id
 from manifest.schema import JobSpec
 from state.jobrecord import RunEnd, record_end
 from state.records import JobState
@@ -127,10 +128,10 @@ def _settle(ctx: HostContext, token: str, kind: str, sha256: str, *, keep: bool)
     step = store.promote if keep else store.discard
     try:
         retry(lambda: step(token, kind, sha256), on=StoreError, backoff=UPLOAD_BACKOFF,
-              stop=ctx.shutdown, what=f"{step.__name__} of staged bundle {sha256[:12]}")
+              stop=ctx.shutdown, what=f"{step.__name__} of staged bundle {short_id(sha256)}")
     except StoreError as e:
         log.warning("staged bundle %s of run %s not %sd (%s); the sweep of staged bundles does it",
-                    sha256[:12], token[:12], step.__name__, e)
+                    short_id(sha256), short_id(token), step.__name__, e)
 
 
 def upload_kept(ctx: HostContext) -> None:
@@ -178,4 +179,4 @@ def _upload_kept_one(ctx: HostContext, folder: Path) -> None:
 
 
 def _iso(t: float) -> str:
-    return datetime.fromtimestamp(t, timezone.utc).isoformat()
+    return datetime.fromtimestamp(t, UTC).isoformat()

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import logging
 import os
-from typing import Callable, Mapping
+from collections.abc import Callable, Mapping
 
 log = logging.getLogger("fleet.vramwatch")
 GIB = 1 << 30

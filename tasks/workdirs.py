@@ -1,6 +1,6 @@
 """A job's folder on the worker's disk, locked while its run is alive.
 
-    FLEET_WORK_DIR/runs/<job_id[:12]>-<random>/     (0711: a job user may pass, not list)
+    FLEET_WORK_DIR/runs/<short job id>-<random>/     (0711: a job user may pass, not list)
         run.json    who ran it (job spec, token, attempt, start), flock'ed by the live worker
         work/       the job's working directory (its cwd, 0700; FLEET_OUTPUT_DIR is work/out)
             .fleet-exit.json   written by the job's supervisor the moment the job exits
@@ -24,6 +24,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from core.constants import RUNS_DIR
+from core.ids import short_id
 
 log = logging.getLogger("fleet.workdirs")
 RUN_FILE, EXIT_FILE, WORK = "run.json", ".fleet-exit.json", "work"
@@ -52,7 +53,7 @@ def create(work_root: Path, job_id: str, info: dict) -> Path:
     """A new locked run folder under ``work_root``; returns its ``work/`` dir."""
     runs = Path(work_root) / RUNS_DIR
     runs.mkdir(parents=True, exist_ok=True)
-    root = Path(tempfile.mkdtemp(prefix=f"{job_id[:12]}-", dir=runs))
+    root = Path(tempfile.mkdtemp(prefix=f"{short_id(job_id)}-", dir=runs))
     os.chmod(root, 0o711)   # a job run as FLEET_JOB_USER reaches work/, which is handed over to it
     fd = os.open(root / RUN_FILE, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600)
     fcntl.flock(fd, fcntl.LOCK_EX)

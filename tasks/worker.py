@@ -19,8 +19,17 @@ from core import constants as C
 from core.errors import FleetError
 from state.cluster import read_config
 from state.queuewatch import Watcher
-from tasks import (admission, heartbeat, host, isolation, preemption, strays, trained, upload,
-                   yieldwatch)
+from tasks import (
+    admission,
+    heartbeat,
+    host,
+    isolation,
+    preemption,
+    strays,
+    trained,
+    upload,
+    yieldwatch,
+)
 from tasks.host import HostContext
 
 log = logging.getLogger("fleet.worker")

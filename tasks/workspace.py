@@ -23,6 +23,7 @@ from artifacts.data import fetch
 from artifacts.pyenv import EnvBuildFailed, EnvCache, EnvSpec
 from core.constants import DATA_CACHE_DIR, ENV_CACHE_DIR
 from core.errors import FleetError
+from core.ids import short_id
 from manifest import dataref
 from manifest.schema import JobSpec
 from tasks.retry import Backoff, retry
@@ -98,7 +99,7 @@ def prepared(task, ctx, run) -> Iterator[Path | None]:
     if job.workdir:
         payload = fetch(job.workdir, ctx.work_root / DATA_CACHE_DIR, store_factory=ctx.open_store,
                         cache_bytes=ctx.settings.data_cache_bytes)
-        log.info("%s: workdir %s copied (%d files)", job.name, dataref.parse(job.workdir).sha256[:12],
+        log.info("%s: workdir %s copied (%d files)", job.name, short_id(dataref.parse(job.workdir).sha256),
                  copy_workdir(payload, run.work))
     if not job.own_env:
         yield None
@@ -121,7 +122,7 @@ def _hold_env(task, ctx, run, spec: EnvSpec, stack: contextlib.ExitStack) -> Pat
                     raise JobEnvFailed(str(e)) from e
                 raise
         return retry(enter, on=EnvBuildFailed, backoff=ENV_BACKOFF, stop=ctx.shutdown,
-                     what=f"environment {digest[:12]}")
+                     what=f"environment {short_id(digest)}")
 
 
 @contextlib.contextmanager

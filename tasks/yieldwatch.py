@@ -22,12 +22,13 @@ import shutil
 import subprocess
 import threading
 import time
+from collections.abc import Callable, Iterable, Mapping
 from pathlib import Path
-from typing import Callable, Iterable, Mapping
 
 import psutil
 
 from core.errors import ConfigError
+from core.ids import short_id
 from core.settings import YIELD_CHECK_ENV, YieldSettings
 from routing import yielding
 from routing.capability import CudaDevice
@@ -212,7 +213,7 @@ class YieldWatch:
         # asked again each poll until it is gone (a request lost in a race is made good)
         for job_id, why in jobs.items():
             if job_id not in self.asked:
-                log.warning("handing back %s: %s", job_id[:12], why)
+                log.warning("handing back %s: %s", short_id(job_id), why)
             self.hand_back(job_id, why)
         self.asked = set(jobs)
 

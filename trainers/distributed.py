@@ -12,8 +12,8 @@ from __future__ import annotations
 
 import os
 import sys
+from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Mapping
 
 ENV_GPUS = "FLEET_GPUS"
 RUN_MODULE = "trainers.run"

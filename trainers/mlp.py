@@ -1,12 +1,12 @@
 """The ``mlp`` trainer: a multilayer perceptron with torch. Runs inside the trainer subprocess."""
 from __future__ import annotations
 
-import os
 from pathlib import Path
 
 import numpy as np
 import torch
 
+from core.files import atomic_file
 from manifest.hyper import parse_hidden_sizes
 from trainers import distributed
 from trainers.data import Table
@@ -78,10 +78,8 @@ def _save_state(path: Path, epoch: int, net, opt, shuffle, hyper: dict, seed: in
     state = {"epoch": epoch, "hyper": hyper, "seed": seed, "model": net.state_dict(),
              "optimizer": opt.state_dict(), "shuffle": shuffle.get_state(), "torch_rng": torch.get_rng_state(),
              "cuda_rng": torch.cuda.get_rng_state_all() if device.startswith("cuda") else []}
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(f".{path.name}.tmp")
-    torch.save(state, tmp)
-    os.replace(tmp, path)   # a sync (or a kill) never sees half a state
+    with atomic_file(path) as tmp:   # a sync (or a kill) never sees half a state
+        torch.save(state, tmp)
 
 
 def _resume(path: Path | None, net, opt, shuffle, hyper: dict, seed: int, device: str) -> int:

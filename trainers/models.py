@@ -5,8 +5,9 @@ xgboost and torch are imported only when a model of that kind is built or loaded
 from __future__ import annotations
 
 import json
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any
 
 import numpy as np
 

@@ -5,8 +5,8 @@ Pure, so the worker's parent process can parse trainer output without torch or x
 from __future__ import annotations
 
 import json
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Sequence
 
 ENV_JOB_ID = "FLEET_JOB_ID"            # the job's content ID (64 hex characters)
 ENV_JOB_NAME = "FLEET_JOB_NAME"        # its name in the manifest, e.g. "gbt-small[seed=1]"

@@ -33,7 +33,7 @@ import os
 import random
 import sys
 import time
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from importlib import metadata
 from pathlib import Path
 
@@ -190,7 +190,7 @@ def checkpoint(spec: dict, hyper: dict, table: data.Table, task: str, data_path:
             "hyper": hyper, "seed": spec["seed"], "feature_names": list(table.feature_names),
             "classes": list(table.classes), "data": spec.get("data"),
             "data_sha256": sha256_file(data_path),
-            "created": datetime.now(timezone.utc).isoformat(timespec="seconds")}
+            "created": datetime.now(UTC).isoformat(timespec="seconds")}
 
 
 def sha256_file(path: Path) -> str:

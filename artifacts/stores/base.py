@@ -13,17 +13,17 @@ from __future__ import annotations
 
 import contextlib
 import json
-import os
 import shutil
-import tempfile
 import time
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
+from core import files
 from core.constants import BUNDLE_NAME, DATA_DIR, META_NAME, STAGING_DIR
 from core.errors import DigestMismatch, StoreError
+from core.files import PRIVATE, atomic_file
 
 from ..bundle import sha256_file
 
@@ -262,33 +262,14 @@ def bundle_dest(dest: Path) -> Path:
     return dest / BUNDLE_NAME if dest.is_dir() else dest
 
 
-def temp_beside(dest: Path) -> Path:
-    """An empty temp file in `dest`'s directory (made if needed), for a write-then-rename."""
-    dest.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{dest.name}.", suffix=".tmp", dir=dest.parent)
-    os.close(fd)
-    return Path(tmp)
-
-
 def atomic_copy(src: Path, dest: Path, sha256: str | None = None) -> None:
-    """Copy via a temp file beside `dest`; with `sha256`, re-hash the copy before renaming."""
-    tmp = temp_beside(dest)
-    try:
+    """Copy via a private temp file beside `dest`; with `sha256`, re-hash the copy before renaming."""
+    with atomic_file(dest, PRIVATE) as tmp:
         shutil.copyfile(src, tmp)
         if sha256 is not None and (actual := sha256_file(tmp)) != sha256:
             raise digest_mismatch(str(src), sha256, actual)
-        os.replace(tmp, dest)
-    except BaseException:
-        tmp.unlink(missing_ok=True)
-        raise
 
 
 def atomic_write(dest: Path, data: bytes) -> None:
-    """Write `data` to `dest` via a temp file and a rename: readers never see a partial file."""
-    tmp = temp_beside(dest)
-    try:
-        tmp.write_bytes(data)
-        os.replace(tmp, dest)
-    except BaseException:
-        tmp.unlink(missing_ok=True)
-        raise
+    """Write `data` to `dest` privately via a temp file and a rename (core.files)."""
+    files.atomic_write(dest, data, PRIVATE)

@@ -15,8 +15,17 @@ from core.errors import StoreError
 from core.settings import STORE_URL_ENV
 
 from ..bundle import sha256_file
-from .base import (Advance, Store, StoredArtifact, atomic_copy, atomic_write, bundle_dest,
-                   listing_entry, meta_bytes, stored_meta)
+from .base import (
+    Advance,
+    Store,
+    StoredArtifact,
+    atomic_copy,
+    atomic_write,
+    bundle_dest,
+    listing_entry,
+    meta_bytes,
+    stored_meta,
+)
 
 
 class FileStore(Store):

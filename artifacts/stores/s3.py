@@ -10,17 +10,25 @@ import base64
 import contextlib
 import hashlib
 import json
-import os
 from collections.abc import Iterator
 from pathlib import Path
 
 from core.constants import META_NAME
 from core.errors import DigestMismatch, StoreError
+from core.files import PRIVATE, atomic_file
 from core.settings import DEFAULT_REGION, S3_ENDPOINT_ENV, StoreSettings
 
 from ..bundle import CHUNK_BYTES, sha256_file
-from .base import (Advance, Store, StoredArtifact, bundle_dest, digest_mismatch, listing_entry,
-                   meta_bytes, stored_meta, temp_beside)
+from .base import (
+    Advance,
+    Store,
+    StoredArtifact,
+    bundle_dest,
+    digest_mismatch,
+    listing_entry,
+    meta_bytes,
+    stored_meta,
+)
 
 S3_CONNECT_TIMEOUT_S = 5
 S3_READ_TIMEOUT_S = 60
@@ -396,15 +404,10 @@ class S3Store(Store):
         from boto3.s3.transfer import TransferConfig
 
         self._ensure_bucket()
-        tmp = temp_beside(dest)
         config = TransferConfig(multipart_chunksize=PART_BYTES, max_concurrency=UPLOAD_THREADS)
-        try:
+        with atomic_file(dest, PRIVATE) as tmp:
             with self._errors("download", key):
                 extra = {"VersionId": version} if version else None
                 self._client.download_file(self.bucket, key, str(tmp), ExtraArgs=extra, Config=config)
             if sha256 is not None and (actual := sha256_file(tmp)) != sha256:
                 raise digest_mismatch(self._uri(key), sha256, actual)
-            os.replace(tmp, dest)
-        except BaseException:
-            tmp.unlink(missing_ok=True)
-            raise

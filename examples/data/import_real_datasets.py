@@ -55,7 +55,7 @@ def diabetes(src: Path) -> list[list[str]]:
     if len(features) != len(target) or any(len(r) != len(DIABETES_COLUMNS) for r in features):
         raise SystemExit(f"{src}: diabetes features and target do not line up")
     # The target is a whole number stored as 1.51e+02; write it as 151.
-    return [row + [str(int(float(t)))] for row, t in zip(features, target)]
+    return [row + [str(int(float(t)))] for row, t in zip(features, target, strict=True)]
 
 
 def write(name: str, columns, rows: list[list[str]]) -> None:

@@ -8,9 +8,8 @@ import os
 from pathlib import Path
 
 import numpy as np
-from tabulate import tabulate
-
 from linefit import fit, make_points
+from tabulate import tabulate
 
 out = Path(os.environ.get("FLEET_OUTPUT_DIR", "out"))
 out.mkdir(parents=True, exist_ok=True)

@@ -9,10 +9,24 @@ import argparse
 import os
 import sys
 
-from fleet.cli import (acl, artifacts, deadletter, enroll, hosts, jobs, local, logs, publish, settings,
-                       share, store, trainers, usage)
-from fleet.cli.common import app, broker_problem, err, where  # noqa: F401  (app, where: re-exported)
 from core.errors import FleetError
+from fleet.cli import (
+    acl,
+    artifacts,
+    deadletter,
+    enroll,
+    hosts,
+    jobs,
+    local,
+    logs,
+    publish,
+    settings,
+    share,
+    store,
+    trainers,
+    usage,
+)
+from fleet.cli.common import app, broker_problem, err, where  # noqa: F401  (app, where: re-exported)
 
 VERB_MODULES = (publish, jobs, logs, hosts, artifacts, local, enroll, deadletter, trainers, usage, share,
                 acl, settings, store)

@@ -11,8 +11,8 @@ from pathlib import Path
 from rich.table import Table
 from rich.text import Text
 
-from fleet.cli.common import console, err, plain, records
 from core.errors import DigestMismatch, FleetError
+from fleet.cli.common import console, err, plain, records
 from fleet.query import artifacts as A
 from fleet.query import refs
 
@@ -20,6 +20,7 @@ from fleet.query import refs
 def _current(v: A.ArtifactsView) -> A.ArtifactsView:
     """Mark the bundles the job records name now, when Redis answers (a listing needs only the store)."""
     import redis
+
     from fleet.cli.common import redis_client
     from fleet.query.jobs import read_rows
     ids = sorted({r.job_id for r in v.rows if r.job_id})

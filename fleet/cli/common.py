@@ -27,6 +27,7 @@ def redis_client():
     for a Redis that is not there)."""
     from redis.backoff import NoBackoff
     from redis.retry import Retry
+
     from state.redis_conn import client_for
     probe = client_for(app(), socket_connect_timeout=CONNECT_TIMEOUT_S, socket_timeout=CONNECT_TIMEOUT_S,
                        retry=Retry(NoBackoff(), 0))
@@ -40,6 +41,7 @@ def redis_client():
 def broker_problem(error) -> str:
     """What went wrong with Redis, in one line that names the variable and shows no secret."""
     import redis
+
     from state.broker import from_conf
     from state.redis_conn import explain
     line = explain(error, from_conf(app().conf))

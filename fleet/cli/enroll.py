@@ -12,11 +12,12 @@ from pathlib import Path
 from urllib.parse import urlparse
 
 from core import constants as C
+from core.errors import FleetError, StoreError
+from core.files import atomic_write
 from core.registry import value
 from core.settings import YIELD_POLL_S, YIELD_RECLAIM_S, YieldSettings
 from fleet import enroll
 from fleet.cli.common import console, err, where
-from core.errors import FleetError, StoreError
 
 
 def _check_redis(var: str, url: str):
@@ -56,8 +57,8 @@ def _record_store(client, url: str, broker: str) -> None:
 
 
 def _queues(client) -> tuple[list[str], bool, str]:
-    from state.cluster import read_config
     from routing.detect import detect
+    from state.cluster import read_config
     cap = detect()
     queues = read_config(client).queues(cap)
     if not queues:
@@ -83,6 +84,7 @@ def _mask(name: str, value: str) -> str:
 def _roles_exist(client) -> bool:
     """Whether this Redis has fleet's role users (only an administrator may list users)."""
     import redis
+
     from state import acl
     try:
         return acl.USERS[acl.Role.WORKER] in client.execute_command("ACL", "USERS")
@@ -120,13 +122,7 @@ def _wsl_task(args, env) -> tuple[str, str]:
 
 
 def _write(path: Path, text: str, mode: int) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(f".{path.name}.tmp")
-    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, mode)   # never readable by others, not even briefly
-    with os.fdopen(fd, "w") as f:
-        os.fchmod(f.fileno(), mode)
-        f.write(text)
-    os.replace(tmp, path)
+    atomic_write(path, text, mode)   # never readable by others, not even briefly
 
 
 def cmd_enroll(args) -> int:

@@ -10,16 +10,18 @@ from rich.console import Group
 from rich.text import Text
 
 from core.constants import HOST_TTL_S
+from core.ids import short_id
 from fleet.cli.common import console, redis_client
 from fleet.cli.tables import Layout
+from fleet.query.jobs import human_duration
 
 if TYPE_CHECKING:
     from fleet.query.hosts import HostView
 
 
 def cmd_capability(args) -> int:
-    from state.cluster import ClusterConfig, read_config
     from routing.detect import detect
+    from state.cluster import ClusterConfig, read_config
     cap = detect()
     try:
         config = read_config(redis_client())
@@ -61,8 +63,7 @@ def register(sub) -> None:
 
 
 def _ago(seconds: float) -> str:
-    s = max(0, int(seconds))
-    return f"{s}s ago" if s < 120 else f"{s // 60}m ago" if s < 7200 else f"{s // 3600}h ago"
+    return f"{human_duration(seconds)} ago"
 
 
 def gpu_models(cap: dict | None) -> str:
@@ -144,6 +145,7 @@ def render_hosts(views: list[HostView], now: float, *, width: int | None = None,
 
 def cmd_hosts(args) -> int:
     import time
+
     from fleet.query.hosts import read_hosts
     views = read_hosts(redis_client(), include_gone=args.all)
     now = time.time()
@@ -185,7 +187,7 @@ def needs_text(n: dict) -> str:
 def print_why(report: dict) -> None:
     from rich.markup import escape
     out = console.print
-    out(f"[bold]{escape(report['name'])}[/] ({report['job_id'][:12]}): {report['state']}"
+    out(f"[bold]{escape(report['name'])}[/] ({short_id(report['job_id'])}): {report['state']}"
         + (f" on {report['worker']}" if report["worker"] else "")
         + (f", attempts {report['attempts']}" if report["attempts"] else ""), markup=True, highlight=False)
     if report["last_error"]:

@@ -9,12 +9,13 @@ from rich.console import Group
 from rich.text import Text
 
 from core import constants as C
-from state import events
+from core.errors import FleetError
+from core.ids import short_id
 from fleet.cli.common import app, console, err, records, redis_client
 from fleet.cli.tables import Layout
-from core.errors import FleetError
 from fleet.query import jobs as Q
 from fleet.query import refs
+from state import events
 from state.jobrecord import JobRecord, JobState
 
 STATE_STYLE = {"running": "bold cyan", "failed": "bold red", "queued": "yellow", "cancelled": "magenta",
@@ -43,7 +44,7 @@ def note(row: JobRecord) -> str:
     if row.state is JobState.SUCCEEDED and isinstance(row.result, dict):
         return " ".join(f"{k}={_short(v)}" for k, v in Q.headline_metrics(row.result.get("metrics")).items())
     if row.problems:   # a record some of whose fields did not decode: say so, never hide the row
-        return f"record unreadable: {', '.join(row.problems)}; see `fleet show {row.job_id[:12]}`"
+        return f"record unreadable: {', '.join(row.problems)}; see `fleet show {short_id(row.job_id)}`"
     return row.reason
 
 
@@ -67,11 +68,6 @@ def unique_prefix_len(ids: list[str], least: int = ID_MIN_CHARS) -> int:
     return n
 
 
-def fit_columns(natural: dict[str, int], width: int) -> dict[str, int]:
-    """Which status columns a ``width``-wide terminal shows and how wide (``tables.Layout.fit``)."""
-    return STATUS.fit(natural, width)
-
-
 def worker_cell(r: JobRecord) -> str:
     """The worker, and the GPUs a running job holds there: ``big4 (GPU 0-1)``."""
     held = Q.gpu_list([g.index for g in Q.parse_gpus(r.gpu)]) if r.state is JobState.RUNNING else ""
@@ -82,7 +78,7 @@ def _cells(r: JobRecord, now: float, id_len: int, text: str) -> dict:
     return {"job": Text(r.name), "id": r.job_id[:id_len],
             "state": Text(r.state.value, style=STATE_STYLE[r.state.value]), "queue": Text(r.queue),
             "tries": str(r.runs), "worker": Text(worker_cell(r)), "time": when(r, now),
-            "progress / error": Text(text), "artifact": (r.artifact or {}).get("sha256", "")[:12],
+            "progress / error": Text(text), "artifact": short_id((r.artifact or {}).get("sha256", "")),
             "owner": Text(r.owner)}
 
 
@@ -223,7 +219,7 @@ def _print_report(verb: str, report: dict) -> None:
             continue
         console.print(f"{label} {len(rows):,}:", markup=False)
         for row in rows[:SHOW_ACTED]:
-            console.print(f"  {row['name']} ({row['job_id'][:12]}) " +
+            console.print(f"  {row['name']} ({short_id(row['job_id'])}) " +
                           (f"was {row['was']}" if "why" not in row else row["why"]), markup=False, highlight=False)
         if len(rows) > SHOW_ACTED:
             by: dict[str, int] = {}

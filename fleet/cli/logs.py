@@ -4,6 +4,7 @@ from __future__ import annotations
 import json
 
 from core import constants as C
+from core.ids import short_id
 from fleet.cli.common import console, err, records
 from fleet.query import logs as L
 from fleet.query import refs
@@ -30,7 +31,7 @@ def cmd_logs(args) -> int:
         hint = (f"it is {job.state.value}; follow it with `fleet logs {args.job} -f`" if not job.state.terminal else
                 f"it ran before output was kept, or its log expired ({C.JOB_LOG_TTL_S // 86400} days after its "
                 f"last line); the bundle holds fleet-log.txt: `fleet get {args.job} --extract`")
-        err.print(f"no output kept for {job.name} ({jid[:12]}): {hint}", markup=False, highlight=False)
+        err.print(f"no output kept for {job.name} ({short_id(jid)}): {hint}", markup=False, highlight=False)
     if args.follow:
         after = entries[-1].id if entries else ("-" if args.tail is None else _now_id(rec.r, jid))
         try:

@@ -6,9 +6,10 @@ import json
 
 from rich.table import Table
 
+from core.errors import ManifestError
+from core.ids import short_id
 from fleet import feasibility
 from fleet.cli.common import app, broker_problem, console, err, plain, redis_client
-from core.errors import ManifestError
 from fleet.plan_summary import SUMMARY_ABOVE_ROWS, summarise
 
 
@@ -20,10 +21,11 @@ def _progress(args):
 
 def cmd_publish(args) -> int:
     import redis
+
     from artifacts.identity import DataResolver
-    from fleet.publish import publish
     from fleet.manifests import load
     from fleet.owners import resolve
+    from fleet.publish import publish
     owner = resolve(args.owner)
     try:
         with _progress(args) as progress:
@@ -75,7 +77,7 @@ def print_workdirs(manifest) -> None:
         if src.files:
             size = sum(p.stat().st_size for _, p in src.files)
             console.print(f"workdir {src.path}: {len(src.files)} files, {size / 1024:.1f} KiB "
-                          f"(tar {src.size / 1024:.1f} KiB), sha256 {src.sha256[:12]}", markup=False, highlight=False)
+                          f"(tar {src.size / 1024:.1f} KiB), sha256 {short_id(src.sha256)}", markup=False, highlight=False)
 
 
 def print_problems(path: str, e: ManifestError) -> None:
@@ -97,7 +99,7 @@ def _rows_table(rows, title: str) -> Table:
     for col in ("job", "id", "queue", "action", "why"):
         table.add_column(col)
     for r in rows:
-        table.add_row(*plain(r.job.name, r.job.job_id[:12], r.queue, r.action, r.why))
+        table.add_row(*plain(r.job.name, short_id(r.job.job_id), r.queue, r.action, r.why))
     return table
 
 

@@ -5,7 +5,8 @@ from __future__ import annotations
 
 import json
 import os
-from typing import Any, Mapping
+from collections.abc import Mapping
+from typing import Any
 
 from core import registry
 from core.errors import ConfigError
@@ -53,10 +54,10 @@ def table(found: list[tuple[Setting, str, Source]], width: int = WIDTH) -> list[
     name_w = max(len(s.name) for s, _, _ in found)
     value_w = width - name_w - SOURCE_WIDTH - 4
     lines = [f"{'NAME':<{name_w}}  {'FROM':<{SOURCE_WIDTH}}  VALUE"]
-    for s, text, src in found:
-        if len(text) > value_w:
-            text = text[:value_w - len(ELLIPSIS)] + ELLIPSIS
-        lines.append(f"{s.name:<{name_w}}  {src.value:<{SOURCE_WIDTH}}  {text}".rstrip())
+    for s, shown, src in found:
+        if len(shown) > value_w:
+            shown = shown[:value_w - len(ELLIPSIS)] + ELLIPSIS
+        lines.append(f"{s.name:<{name_w}}  {src.value:<{SOURCE_WIDTH}}  {shown}".rstrip())
     return lines
 
 

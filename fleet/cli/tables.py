@@ -2,8 +2,8 @@
 they fit, one that may shrink cut with an ellipsis; ``--wide`` shows every column."""
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Mapping
 
 from rich import box
 from rich.table import Table

@@ -11,6 +11,7 @@ from urllib.parse import urlparse
 
 from core.constants import BUNDLE_NAME
 from core.errors import FleetError, StoreError
+from core.ids import short_id
 
 
 @dataclass(frozen=True)
@@ -95,7 +96,7 @@ def of_job(record) -> BundleLocation:
     """Where a job record's bundle is; an error saying why when it has none."""
     art = record.artifact or {}
     if not art.get("uri"):
-        raise FleetError(f"job {record.name} ({record.job_id[:12]}) is {record.state.value} and has no artifact"
+        raise FleetError(f"job {record.name} ({short_id(record.job_id)}) is {record.state.value} and has no artifact"
                          + ("; wait for it to succeed (`fleet logs -f` follows it)" if not record.state.terminal
                             else ""))
     loc = locate(art["uri"])

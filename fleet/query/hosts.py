@@ -91,7 +91,7 @@ def read_hosts(client: redis.Redis, *, include_gone: bool = True) -> list[HostVi
     bodies = client.mget([C.HOST_KEY + h for h, _ in seen]) if seen else []
     running = running_jobs(client)
     out = []
-    for (hostname, seen_at), raw in zip(seen, bodies):
+    for (hostname, seen_at), raw in zip(seen, bodies, strict=True):
         if raw is None:
             view = HostView(hostname, "lost", seen_at, running=tuple(running.get(hostname, ())))
         else:

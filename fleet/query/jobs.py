@@ -10,10 +10,10 @@ from __future__ import annotations
 
 import re
 import time
+from collections.abc import Iterable, Sequence
 from dataclasses import asdict, dataclass, field
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from functools import lru_cache
-from typing import Iterable, Sequence
 
 from core import constants as C
 from core.errors import FleetError
@@ -60,7 +60,7 @@ def row_dict(row: JobRecord, now: float) -> dict:
 
 
 def _iso(t: float | None) -> str | None:
-    return None if t is None else datetime.fromtimestamp(t, timezone.utc).isoformat(timespec="seconds")
+    return None if t is None else datetime.fromtimestamp(t, UTC).isoformat(timespec="seconds")
 
 
 def record_view(record: dict) -> dict:

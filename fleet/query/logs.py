@@ -8,9 +8,9 @@ into its next run. ``Runs`` closes a run whose worker never wrote its end mark.
 from __future__ import annotations
 
 import time
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, replace
 from datetime import datetime
-from typing import Callable, Iterable, Iterator
 
 from core import constants as C
 from state.records import JobState
@@ -38,7 +38,7 @@ class LogEntry:
     detail: str | None = None       # an end mark: a few words more ("exit 1")
 
     @classmethod
-    def from_stream(cls, entry_id, fields: dict) -> "LogEntry":
+    def from_stream(cls, entry_id, fields: dict) -> LogEntry:
         at = int(entry_id.split("-")[0]) / 1000
         if "ev" in fields:
             return cls(entry_id, at, event=fields["ev"], run=int(fields.get("run") or 0) or None,
@@ -90,10 +90,6 @@ def read(client, job_id: str, after: str = "-", tail: int | None = None) -> list
     else:
         raw = client.xrange(key(job_id), min="-" if after == "-" else f"({after}")
     return [LogEntry.from_stream(i, f) for i, f in raw]
-
-
-def length(client, job_id: str) -> int:
-    return int(client.xlen(key(job_id)))
 
 
 def follow(client, job_id: str, after: str, state: Callable[[], JobState | None],

@@ -7,10 +7,12 @@ from an older worker has no pool: callers fall back to its capability.
 """
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from enum import Enum
-from typing import Any, Mapping
+from typing import Any
 
+from core.ids import short_id
 from routing.explain import Holding
 from routing.pool import GPU_RESERVE_RAM_GIB, Device, GpuReserve, Pool
 
@@ -34,7 +36,7 @@ class GpuSlot:
     yielded: str = ""               # why it is yielded to the host's owner ("" if not)
 
     @classmethod
-    def from_dict(cls, d: Mapping[str, Any]) -> "GpuSlot":
+    def from_dict(cls, d: Mapping[str, Any]) -> GpuSlot:
         return cls(int(d["index"]), str(d.get("name", "")), float(d.get("vram_gib", 0)),
                    GpuUse(d.get("state", "free")), float(d.get("shared_gib", 0)), tuple(d.get("jobs", ())),
                    str(d.get("yielded") or ""))
@@ -50,7 +52,7 @@ class JobHold:
     shared_gib: float = 0.0
 
     @classmethod
-    def from_dict(cls, d: Mapping[str, Any]) -> "JobHold":
+    def from_dict(cls, d: Mapping[str, Any]) -> JobHold:
         return cls(tuple(int(i) for i in d.get("gpus", ())), int(d.get("cores", 0)),
                    float(d.get("ram_gib", 0)), float(d.get("shared_gib", 0)))
 
@@ -69,7 +71,7 @@ class HostPool:
     jobs: Mapping[str, JobHold] = field(default_factory=dict)
 
     @classmethod
-    def from_dict(cls, d: Mapping[str, Any]) -> "HostPool":
+    def from_dict(cls, d: Mapping[str, Any]) -> HostPool:
         cores, ram = d.get("cores") or {}, d.get("ram_gib") or {}
         kept_ram = ram.get("kept_for_gpus")
         return cls(tuple(GpuSlot.from_dict(g) for g in d.get("gpus") or ()),
@@ -114,5 +116,5 @@ class HostPool:
     def holdings(self, names: Mapping[str, str]) -> list[Holding]:
         """Each running job with what it holds, named from ``names`` (job ID -> name; an ID
         not there, a job the records no longer call running, goes by its ID's first 12)."""
-        return [Holding(names.get(jid) or jid[:12], h.gpus, h.cores, h.ram_gib)
+        return [Holding(names.get(jid) or short_id(jid), h.gpus, h.cores, h.ram_gib)
                 for jid, h in sorted(self.jobs.items(), key=lambda kv: names.get(kv[0]) or kv[0])]

@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 
 from core import constants as C
 from core.errors import AmbiguousJob, JobNotFound
+from core.ids import short_id
 from fleet.query.jobs import is_glob, name_matches
 
 HEX = re.compile(r"^[0-9a-f]+$")
@@ -57,7 +58,7 @@ def decide(ref: str, names: dict[str, str], prefix_hits: list[str] | None,
 
 
 def _candidates(hits: tuple[Hit, ...]) -> str:
-    shown = ", ".join(f"{h.job_id[:12]} {h.name}" for h in hits[:SHOW_CANDIDATES])
+    shown = ", ".join(f"{short_id(h.job_id)} {h.name}" for h in hits[:SHOW_CANDIDATES])
     more = f", and {len(hits) - SHOW_CANDIDATES} more" if len(hits) > SHOW_CANDIDATES else ""
     return shown + more
 

@@ -12,9 +12,9 @@ from __future__ import annotations
 
 import re
 import time
+from collections.abc import Iterable
 from dataclasses import asdict, dataclass
-from datetime import datetime, timezone
-from typing import Iterable
+from datetime import UTC, datetime
 
 from core import constants as C
 from core.errors import FleetError
@@ -47,7 +47,7 @@ class OwnerUsage:
     gpu_hours: float = 0.0
     core_hours: float = 0.0
 
-    def plus(self, other: "OwnerUsage") -> "OwnerUsage":
+    def plus(self, other: OwnerUsage) -> OwnerUsage:
         return OwnerUsage(self.owner, self.jobs + other.jobs, self.failures + other.failures,
                           self.gpu_hours + other.gpu_hours, self.core_hours + other.core_hours)
 
@@ -119,7 +119,7 @@ class UsageView:
     now: float
 
     def to_dict(self) -> dict:
-        at = datetime.fromtimestamp(self.now, timezone.utc).isoformat(timespec="seconds")
+        at = datetime.fromtimestamp(self.now, UTC).isoformat(timespec="seconds")
         return {"since_s": self.since_s, "at": at, "owners": [u.to_dict() for u in self.owners]}
 
 

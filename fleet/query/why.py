@@ -12,20 +12,29 @@ from dataclasses import dataclass
 
 import redis
 
-from routing import fairshare as F
-from state import fairshare, queues as Q
-from state.cluster import ClusterConfig, read_config
 from fleet.messages import TAG_PLACEHOLDER
 from fleet.query.hosts import HostView, live_hosts
-from state.jobrecord import JobRecord, fetch
-from state.records import Records
 from manifest.schema import Needs
-from routing.explain import HostFacts, QueueFacts, Verdict, explain, fleet_lacks, nearest, queue_facts, waits_for
+from routing import fairshare as F
+from routing.explain import (
+    HostFacts,
+    QueueFacts,
+    Verdict,
+    explain,
+    fleet_lacks,
+    nearest,
+    queue_facts,
+    waits_for,
+)
 from routing.pool import demand_of
 from routing.yielding import yield_note
+from state import fairshare
+from state import queues as Q
+from state.cluster import ClusterConfig, read_config
+from state.jobrecord import JobRecord, fetch
+from state.records import Records
 
 PRIORITIES = Q.PRIORITY_STEPS   # kombu's priority_steps (celeryconfig): 0..9
-list_key = Q.list_key
 
 
 def host_facts(view: HostView, config: ClusterConfig) -> HostFacts:

@@ -97,7 +97,7 @@ def test_an_operator_cancels_and_a_dashboard_user_is_refused_in_one_line(site):
 
 def refusals(site: Site, role: Role) -> list[dict]:
     admin = redis.Redis.from_url(site.server.url, decode_responses=True)
-    entries = [e if isinstance(e, dict) else dict(zip(e[::2], e[1::2]))
+    entries = [e if isinstance(e, dict) else dict(zip(e[::2], e[1::2], strict=True))
                for e in admin.execute_command("ACL", "LOG")]
     return [e for e in entries if e.get("username") == acl.USERS[role]]
 

@@ -85,7 +85,7 @@ def test_a_worker_killed_just_after_its_trainer_exited_finishes_the_job_on_resta
         if i % 2 == 0:
             rec = wait_trained(chaos, job_id)
         else:
-            wait_for(lambda: chaos.runs(name) == 1 and not chaos.job_processes(), 60, "the job's exit", chaos)
+            wait_for(lambda name=name: chaos.runs(name) == 1 and not chaos.job_processes(), 60, "the job's exit", chaos)
             rec = chaos.records().get(job_id)
         victim = rec.worker
         kill(chaos, victim)
@@ -107,7 +107,7 @@ def test_a_worker_killed_just_after_its_trainer_exited_finishes_the_job_on_resta
     for a in store.list_artifacts():
         assert a["files"]["out/big.bin"] and store.verify("command", a["sha256"])
     for h in hosts:   # every run folder went: the finished ones and the rest
-        wait_for(lambda: not run_dirs(chaos, h), 30, f"{h}'s run folders to go", chaos)
+        wait_for(lambda h=h: not run_dirs(chaos, h), 30, f"{h}'s run folders to go", chaos)
 
 
 def test_a_killed_runs_work_dir_is_removed_when_its_worker_starts_again(chaos):

@@ -17,9 +17,10 @@ import pytest
 from artifacts.stores import open_store, open_store_at
 from core.constants import TASK_NAME
 from core.settings import StoreSettings
+from fleet.local import start_worker
 from state.records import JobState, Records
 from tests.e2e.conftest import CPU, HOSTS, client_app
-from fleet.local import start_worker
+from tests.waiting import wait_until
 
 pytestmark = pytest.mark.e2e
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples" / "data"
@@ -88,7 +89,7 @@ def test_each_job_runs_on_a_qualifying_host_and_its_artifact_verifies_and_loads(
     recs = wait_terminal(Records(fleet.client()), set(ids))
     states = {ids[j]: r.state for j, r in recs.items()}
     assert states == {n: JobState.SUCCEEDED for n in ids.values()}, fleet.logs()
-    for jid, rec in recs.items():
+    for rec in recs.values():
         assert rec.worker in QUALIFIED[rec.name], (rec.name, rec.worker)
 
     again = json.loads(fleet.fleet("publish", str(manifest), "--json", check=True).stdout)
@@ -109,8 +110,9 @@ def test_each_job_runs_on_a_qualifying_host_and_its_artifact_verifies_and_loads(
         meta = json.loads((out / "meta.json").read_text())
         assert meta["job_id"] == jid and meta["worker"] == rec.worker
         if rec.spec.get("model"):
-            from trainers.models import load_model
             import pandas as pd
+
+            from trainers.models import load_model
             model = load_model(out)
             data = pd.read_csv(EXAMPLES / "moons.csv") if rec.name != "cpu-gbt" else pd.read_csv(EXAMPLES / "housing_small.csv")
             assert len(model.predict(data.drop(columns=["target"]).head(5))) == 5
@@ -120,6 +122,7 @@ def test_each_job_runs_on_a_qualifying_host_and_its_artifact_verifies_and_loads(
 
 def _zst(path):
     import io
+
     import zstandard
     return tarfile.open(fileobj=io.BytesIO(zstandard.ZstdDecompressor().decompressobj().decompress(path.read_bytes())))
 
@@ -136,11 +139,12 @@ def test_a_pickle_message_on_a_fleet_queue_is_never_executed(fleet, tmp_path):
     job_id = uuid.uuid4().hex
     job = {"name": "evil", "job_id": job_id, "command": ["touch", str(marker)]}
     client_app(fleet.env["FLEET_BROKER_URL"]).send_task(TASK_NAME, args=[job], task_id=job_id, queue="cpu", serializer="pickle")
-    time.sleep(6)
+    from state.deadletter import entries
+    wait_until("the worker sets the pickle message aside",
+               lambda: any("fleet accepts JSON only" in e["reason"] and e["queue"] == "cpu"
+                           for e in entries(fleet.client())), 60, fleet.logs)
     assert not marker.exists()
     assert not fleet.client().exists(f"fleet:job:{job_id}")
-    from state.deadletter import entries
-    assert any("fleet accepts JSON only" in e["reason"] and e["queue"] == "cpu" for e in entries(fleet.client()))
 
 
 def test_a_manifest_naming_missing_data_publishes_nothing_and_exits_2_with_the_line(fleet, tmp_path):
@@ -222,8 +226,8 @@ def test_workers_train_from_the_store_after_the_publishers_directory_is_deleted(
 
 
 def test_a_worker_given_q_serves_only_that_tier_and_the_constraint_queues_of_it_that_admit_it(fleet, tmp_path):
-    from tests.e2e.conftest import CUDA_LARGE, wait_for_workers
     from fleet.local import stop_worker
+    from tests.e2e.conftest import CUDA_LARGE, wait_for_workers
     manifest = tmp_path / "q.toml"
     manifest.write_text('[[jobs]]\nname = "for-q-host"\ncommand = ["true"]\nallowed_hosts = ["e2e-q"]\n')
     [row] = json.loads(fleet.fleet("publish", str(manifest), "--json", check=True).stdout)

@@ -25,10 +25,12 @@ import psutil
 import pytest
 import redis
 
+from core.ids import short_id
 from fleet.local import start_worker, stop_worker
-from state.records import JobState, Records
 from fleet.redis_server import RedisServer
+from state.records import JobState, Records
 from tests.e2e.conftest import CPU, CUDA_LARGE, wait_for_workers
+from tests.needs import missing
 
 pytestmark = pytest.mark.e2e
 ROOT = Path(__file__).resolve().parents[2]
@@ -47,7 +49,7 @@ def chromium(url: str, screenshot: Path) -> str:
     """Load ``url`` in headless Chromium: save a screenshot, return the DOM after scripts ran."""
     browser = shutil.which("chromium") or shutil.which("chromium-browser")
     if not browser:
-        pytest.skip("chromium is not installed (Debian: apt-get install chromium)")
+        missing("chromium is not installed (Debian: apt-get install chromium)")
     flags = [browser, "--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
              "--disable-background-networking", "--disable-component-update", "--disable-sync",
              f"--user-data-dir={screenshot.parent / 'chromium-profile'}", "--window-size=1400,1000",
@@ -112,7 +114,7 @@ class Watched:
             if task and check(task):
                 return task
             time.sleep(0.3)
-        raise AssertionError(f"Flower's task {job_id[:12]} never matched; last seen: {task}\n{self.logs()}")
+        raise AssertionError(f"Flower's task {short_id(job_id)} never matched; last seen: {task}\n{self.logs()}")
 
     def fleet(self, *args: str) -> subprocess.CompletedProcess:
         return subprocess.run([sys.executable, "-m", "fleet.cli", *args], env=self.env, capture_output=True,
@@ -142,7 +144,7 @@ class Watched:
             if rec.state is state:
                 return rec
             time.sleep(0.2)
-        raise AssertionError(f"{job_id[:12]} is {rec.state.value}, never {state.value}\n{self.logs()}")
+        raise AssertionError(f"{short_id(job_id)} is {rec.state.value}, never {state.value}\n{self.logs()}")
 
     def runs(self, name: str, kind: str) -> int:
         f = self.root / "counts" / f"{name}.{kind}"

@@ -5,7 +5,6 @@ from __future__ import annotations
 import json
 import os
 import shutil
-import signal
 import subprocess
 import sys
 import tempfile
@@ -17,10 +16,10 @@ import pytest
 import redis
 
 from core import constants as C
-from state.deadletter import entries
 from fleet.local import start_worker, stop_worker
-from state.records import JobState, Records
 from fleet.redis_server import RedisServer
+from state.deadletter import entries
+from state.records import JobState, Records
 from tests.e2e.conftest import CPU, CUDA, CUDA_LARGE, wait_for_workers
 
 pytestmark = pytest.mark.e2e
@@ -189,9 +188,11 @@ def test_a_job_hunting_for_its_workers_secrets_finds_none(site, tmp_path):
 
 
 def _found(site: Site, rec, tmp_path: Path) -> dict:
-    from artifacts.stores import open_store_at
     import tarfile
+
     import zstandard
+
+    from artifacts.stores import open_store_at
     path = open_store_at(site.env["FLEET_STORE_URL"]).get_bundle("command", rec.artifact["sha256"], tmp_path / "b.tar.zst")
     raw = zstandard.ZstdDecompressor().stream_reader(path.open("rb")).read()
     (tmp_path / "b.tar").write_bytes(raw)
@@ -235,7 +236,7 @@ def test_a_worker_whose_job_user_does_not_exist_refuses_to_start(solo):
 @pytest.fixture
 def job_user():
     if os.geteuid() != 0:
-        pytest.skip("FLEET_JOB_USER needs a root worker; this test runs as uid %d" % os.geteuid())
+        pytest.skip(f"FLEET_JOB_USER needs a root worker; this test runs as uid {os.geteuid()}")
     if not shutil.which("useradd"):
         pytest.skip("useradd is not installed: cannot make a job user")
     name = f"fjob{uuid.uuid4().hex[:6]}"

@@ -109,8 +109,9 @@ def test_a_kept_fleet_refuses_a_second_and_once_killed_with_9_its_folder_is_reus
     quick = tmp_path / "quick.toml"
     quick.write_text(QUICK)
     root = tmp_path / "root"
-    run = lambda *a: subprocess.run([sys.executable, "-m", "fleet.cli", "local", str(quick), "--root", str(root), *a],
-                                    cwd=REPO, capture_output=True, text=True, timeout=240)
+    def run(*a):
+        return subprocess.run([sys.executable, "-m", "fleet.cli", "local", str(quick), "--root", str(root), *a],
+                              cwd=REPO, capture_output=True, text=True, timeout=240)
     kept = run("--keep")
     state = json.loads((root / "fleet.json").read_text())
     try:
@@ -137,9 +138,9 @@ def test_a_kept_fleet_keeps_its_port_its_folders_names_and_a_clean_stop_is_not_t
     quick = tmp_path / "quick.toml"
     quick.write_text(QUICK)
     root = tmp_path / "root"
-    run = lambda *a: subprocess.run([sys.executable, "-m", "fleet.cli", "local", str(quick),
-                                     "--root", str(root), *a],
-                                    cwd=REPO, capture_output=True, text=True, timeout=240)
+    def run(*a):
+        return subprocess.run([sys.executable, "-m", "fleet.cli", "local", str(quick), "--root", str(root), *a],
+                              cwd=REPO, capture_output=True, text=True, timeout=240)
     states = []
 
     def keep() -> dict:

@@ -16,6 +16,7 @@ from fleet.local import start_worker, stop_worker
 from fleet.redis_server import RedisServer
 from state.records import JobState, Records
 from tests.e2e.conftest import wait_for_workers
+from tests.waiting import wait_until
 
 pytestmark = pytest.mark.e2e
 JOB = Path(__file__).with_name("pooljob.py")
@@ -136,9 +137,11 @@ def test_fleet_hosts_shows_a_job_taking_and_leaving_a_gpu_within_a_second_not_a_
 def test_gpu_jobs_start_at_once_on_a_gpu_host_already_full_of_cpu_jobs(pools):
     pools.start("gpu1", ONE_GPU)
     cpu = pools.publish("".join(job(f"busy{i}", 20, "min_cores = 1", seed=i) for i in range(12)))
-    time.sleep(4)     # the CPU jobs take every core they may
-    running = [r for r in pools.records().all() if r.state is JobState.RUNNING]
-    assert len(running) == 7, "one core stays kept for the idle GPU"
+    def running() -> int:
+        return sum(r.state is JobState.RUNNING for r in pools.records().all())
+    # the CPU jobs take every core they may, all at once: an eighth would start with them
+    assert wait_until("CPU jobs fill the host", lambda: running() >= 7, 60, pools.logs)
+    assert running() == 7, "one core stays kept for the idle GPU"
     gpu = pools.publish(job("urgent-gpu", 1, "require_cuda = true"))
     t0 = time.time()
     recs = pools.wait(gpu, timeout_s=60)

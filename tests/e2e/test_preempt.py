@@ -14,6 +14,7 @@ from pathlib import Path
 
 import pytest
 
+from core.ids import short_id
 from routing.preempt import MAX_PREEMPTIONS
 from state.records import JobState
 from tests.e2e.ckptjob import chain
@@ -49,7 +50,7 @@ def running_after(fleet, job_id: str, steps: int) -> None:
         if rec.state is JobState.RUNNING and done >= steps and fleet.records().checkpoint(job_id):
             return
         time.sleep(0.1)
-    raise AssertionError(f"{job_id[:12]} never ran past step {steps}\n{fleet.logs()}")
+    raise AssertionError(f"{short_id(job_id)} never ran past step {steps}\n{fleet.logs()}")
 
 
 def cli(fleet, *args: str) -> str:
@@ -134,7 +135,7 @@ def running_after_start(fleet, job_id: str) -> None:
             time.sleep(1.5)
             return
         time.sleep(0.1)
-    raise AssertionError(f"{job_id[:12]} never started\n{fleet.logs()}")
+    raise AssertionError(f"{short_id(job_id)} never started\n{fleet.logs()}")
 
 
 def test_one_host_preempts_for_an_urgent_job_when_several_could(pools):   # noqa: F811

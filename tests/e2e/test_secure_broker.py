@@ -15,6 +15,7 @@ from fleet.local import start_worker, stop_worker
 from fleet.redis_server import RedisServer, candidates, free_port
 from tests.e2e.conftest import CPU
 from tests.e2e.test_hardening import command_job
+from tests.needs import missing
 
 pytestmark = pytest.mark.e2e
 PASSWORD = "tls-s3cr3t/p@ss"
@@ -49,10 +50,10 @@ def tls_supported(binary: str, tls_args: tuple[str, ...]) -> bool:
     return "tls" not in (out.stdout + out.stderr).lower()
 
 
-def need_tls(site: "Locked") -> None:
+def need_tls(site: Locked) -> None:
     if not site.tls:
-        pytest.skip(f"no Redis server built with TLS among {candidates()}; install Debian's "
-                    "redis-server (.ci/run does)")
+        missing(f"no Redis server built with TLS among {candidates()}; install Debian's "
+                "redis-server (.ci/run does)")
 
 
 class Locked:
@@ -60,7 +61,7 @@ class Locked:
 
     def __init__(self, root: Path):
         if not Path("/usr/bin/openssl").exists():
-            pytest.skip("openssl is not installed: it makes the test certificates")
+            missing("openssl is not installed: it makes the test certificates")
         self.root = root
         self.certs = make_certs(root)
         self.tls_port = free_port()

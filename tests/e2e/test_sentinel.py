@@ -13,11 +13,11 @@ from pathlib import Path
 import pytest
 import redis
 
-from state.broker import parse
 from fleet.local import start_worker, stop_worker
+from fleet.redis_server import RedisServer, find_binary, free_port
+from state.broker import parse
 from state.records import Records
 from state.redis_conn import connect
-from fleet.redis_server import RedisServer, find_binary, free_port
 from tests.e2e.conftest import CPU
 from tests.e2e.test_hardening import command_job
 
@@ -109,11 +109,11 @@ def test_killing_the_master_mid_run_leaves_every_job_succeeded_exactly_once(ha):
         return all(s is not None and s.terminal for s in states.values()) and states
     try:
         states = wait_until("every job to finish", all_done, timeout_s=240)
-    except AssertionError:
+    except AssertionError as e:
         new = redis.Redis(port=replica.port)
         dump = {k.decode(errors="replace"): new.type(k).decode() for k in new.keys("*")}
         raise AssertionError(f"{records.states(ids)}\nkeys on the new master: {dump}\n"
-                             f"{new.info('replication')}")
+                             f"{new.info('replication')}") from e
     logs = "\n".join(p.read_text(errors="replace")[-3000:] for p in (root / "logs").glob("*.log"))
     assert {s.value for s in states.values()} == {"succeeded"}, f"{states}\n{logs}"
     counts = {p.name: p.read_text().count("run") for p in runs.iterdir()}

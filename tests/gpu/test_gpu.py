@@ -21,8 +21,8 @@ from pathlib import Path
 
 import pytest
 
-from state.records import JobState
 from routing.detect import detect_raw
+from state.records import JobState
 from tests.e2e.test_chaos import chaos  # noqa: F401  (the fixture: real Redis, file:// store)
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -164,7 +164,7 @@ def test_nvml_detection_matches_nvidia_smi():
     cap = detect_raw()
     rows = smi("index", "name", "memory.total", "uuid", "driver_version")
     assert len(cap.cuda_devices) == len(rows)
-    for dev, (index, name, mib, gpu_uuid, driver) in zip(cap.cuda_devices, rows):
+    for dev, (index, name, mib, gpu_uuid, driver) in zip(cap.cuda_devices, rows, strict=True):
         assert (dev.index, dev.name, dev.uuid) == (int(index), name, gpu_uuid)
         assert abs(dev.vram_total_gib - float(mib) / 1024) < 0.02, (dev, mib)
         assert 0 < dev.vram_free_gib <= dev.vram_total_gib

@@ -11,9 +11,9 @@ import redis as redis_lib
 from core import constants as C
 from fleet import cli
 from state.acl import Role
+from state.broker import parse
 from state.records import JobState, Records
 from state.redis_conn import connect
-from state.broker import parse
 
 pytestmark = pytest.mark.integration
 

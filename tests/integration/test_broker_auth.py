@@ -7,10 +7,10 @@ from pathlib import Path
 
 import pytest
 
+from fleet.redis_server import RedisServer
 from state.broker import parse
 from state.records import Records
 from state.redis_conn import connect
-from fleet.redis_server import RedisServer
 
 PASSWORD = "s3cr3t-p@ss/word"
 

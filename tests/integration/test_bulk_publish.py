@@ -6,12 +6,12 @@ import pytest
 import redis as redis_lib
 
 from core import constants as C
+from fleet.manifests import loads
 from fleet.message_template import MessageTemplates
 from fleet.messages import MessageFactory
 from fleet.publish import publish
-from state.records import Records
-from fleet.manifests import loads
 from manifest.schema import JobSpec
+from state.records import Records
 
 pytestmark = pytest.mark.integration
 

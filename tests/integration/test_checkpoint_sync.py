@@ -1,13 +1,12 @@
 """Checkpoint sync and restore against a real Redis and a file:// store (tasks.checkpoint)."""
 from types import SimpleNamespace
 
-from artifacts.stores import open_store
-
 import pytest
 
+from artifacts.stores import open_store
+from fleet.manifests import loads
 from fleet.publish import publish
 from state.records import Records
-from fleet.manifests import loads
 from tasks.checkpoint import CheckpointSync
 
 pytestmark = pytest.mark.integration

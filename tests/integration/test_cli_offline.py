@@ -55,6 +55,7 @@ def test_a_dry_run_against_a_closed_port_still_plans_at_once(closed_port_cli, tm
 
 def test_a_silent_host_times_out_and_says_it_was_silent(capsys):
     import socket
+
     from fleet.cli import common
     # a listening socket that never accepts: the connection is made but no reply ever comes
     with socket.socket() as s:

@@ -16,9 +16,9 @@ from artifacts.data import fetch
 from artifacts.datacache import DataCache
 from artifacts.identity import DataResolver
 from artifacts.stores import S3Store, open_store, s3_client
-from fleet import staging
 from core.errors import DigestMismatch, ManifestError, StoreError
 from core.settings import StoreSettings
+from fleet import staging
 from fleet.manifests import load
 
 pytestmark = pytest.mark.integration
@@ -106,7 +106,7 @@ def test_an_edited_csv_gives_one_new_job_and_stages_only_its_bytes(small_parts, 
     staging.stage(first, first.jobs, store=small_parts)
     (tmp_path / "data" / "images" / "b.bin").write_bytes(b"\x03" * 7000)
     edited = load(path)
-    changed = [j.name for j, k in zip(first.jobs, edited.jobs) if j.job_id != k.job_id]
+    changed = [j.name for j, k in zip(first.jobs, edited.jobs, strict=True) if j.job_id != k.job_id]
     assert changed == ["images"]
     report = staging.stage(edited, edited.jobs, store=small_parts)
     assert len(report.sent) == 1 and len(report.present) == 2

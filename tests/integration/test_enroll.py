@@ -68,7 +68,7 @@ def test_the_job_user_unit_is_accepted_by_systemd_too(env, tmp_path):
     unit = tmp_path / "root/etc/systemd/system/fleet-worker.service"
     assert "User=root" in unit.read_text() and f"FLEET_JOB_USER={worker_account()}" in unit.read_text()
     res = verify(unit)
-    assert res.returncode == 0 and not [l for l in res.stderr.splitlines() if "fleet-worker.service" in l], res.stderr
+    assert res.returncode == 0 and not [ln for ln in res.stderr.splitlines() if "fleet-worker.service" in ln], res.stderr
 
 
 def test_dry_run_prints_with_secrets_hidden_and_writes_nothing(env, tmp_path):
@@ -123,7 +123,7 @@ def test_a_yielding_host_gets_its_settings_in_the_environment_file_and_a_unit_sy
     unit = tmp_path / "root/etc/systemd/system/fleet-worker.service"
     assert "ProtectProc=default" in unit.read_text()
     res = verify(unit)
-    assert res.returncode == 0 and not [l for l in res.stderr.splitlines() if "fleet-worker.service" in l], res.stderr
+    assert res.returncode == 0 and not [ln for ln in res.stderr.splitlines() if "fleet-worker.service" in ln], res.stderr
 
 
 def test_tuning_yielding_without_turning_it_on_is_refused(env, tmp_path):

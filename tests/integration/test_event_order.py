@@ -12,7 +12,6 @@ import json
 import time
 
 import pytest
-import redis as redis_lib
 from celery.events.state import State
 
 from core import constants as C

@@ -10,15 +10,15 @@ from types import SimpleNamespace
 import pytest
 
 from fleet import feasibility
+from fleet.manifests import loads
+from fleet.pickup import announce
 from fleet.publish import plan, publish
 from fleet.query.hosts import live_hosts, read_hosts
 from fleet.query.why import why
-from fleet.pickup import announce
-from state.queuewatch import Watcher
-from state.records import Records
-from fleet.manifests import loads
 from routing.capability import Capability, CudaDevice
 from routing.pool import GpuReserve
+from state.queuewatch import Watcher
+from state.records import Records
 from tasks import heartbeat
 from tasks.admission import Gate, pool_for
 

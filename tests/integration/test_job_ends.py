@@ -9,13 +9,13 @@ from types import SimpleNamespace
 import pytest
 
 from core import constants as C
+from core.errors import JobNotFound
 from fleet.cli.jobs import note
 from fleet.manifests import loads
 from fleet.publish import publish
 from fleet.query import jobs as Q
 from state.jobrecord import RunEnd, fetch_many
 from state.records import Cancelled, JobState, Records
-from core.errors import JobNotFound
 from tasks.execution import _failed
 from tasks.lease import LeaseKeeper
 from tasks.run import Run, Stop

@@ -1,15 +1,15 @@
 """Job records on a real Redis: publish, claim races, leases, reaper, cancel, fallback."""
 import threading
-import time
 
 import pytest
 import redis as redis_lib
 
 from core import constants as C
+from fleet.manifests import loads
 from fleet.publish import publish
 from state import queues
 from state.records import Cancelled, JobState, Records
-from fleet.manifests import loads
+from tests.waiting import wait_until
 
 pytestmark = pytest.mark.integration
 
@@ -126,12 +126,12 @@ def test_an_expired_lease_is_requeued_by_the_reaper_then_failed_after_max_attemp
     b = manifest.jobs[1].job_id          # max_attempts = 2
     before = queued_messages(redis_client, "cpu")
     assert recs.claim(b, "w1", "t1", {}, "cpu").run
-    time.sleep(0.1)
+    wait_until("its lease expires", lambda: not redis_client.exists(C.LEASE_KEY + b), 5)
     assert f"{b} requeued" in recs.reap()
     assert recs.get(b).state is JobState.QUEUED
     assert queued_messages(redis_client, "cpu") == before + 2   # b again, and c's fallback copy
     assert recs.claim(b, "w2", "t2", {}, "cpu").attempts == 2
-    time.sleep(0.1)
+    wait_until("its lease expires", lambda: not redis_client.exists(C.LEASE_KEY + b), 5)
     assert f"{b} failed" in recs.reap()
     rec = recs.get(b)
     assert rec.state is JobState.FAILED and "gave up after 2" in rec.last_error
@@ -184,7 +184,7 @@ def test_a_stale_run_cannot_finish_a_job_another_run_took_over(app, redis_client
     recs = Records(redis_client, lease_ttl_s=0.05)
     a = manifest.jobs[0].job_id
     recs.claim(a, "w1", "t1", {}, "cpu")
-    time.sleep(0.1)
+    wait_until("its lease expires", lambda: not redis_client.exists(C.LEASE_KEY + a), 5)
     assert recs.claim(a, "w2", "t2", {}, "cpu").run   # lease expired: take over
     assert not recs.finish(a, "t1", JobState.SUCCEEDED)
     assert recs.heartbeat(a, "t1") == "lost"
@@ -197,7 +197,7 @@ def test_a_requeued_prefer_cuda_job_waits_on_its_cuda_queue_again_with_a_new_gra
     c = manifest.jobs[2].job_id                    # prefer_cuda, grace 0
     assert f"{c} fell back" in recs.reap()
     assert recs.claim(c, "cpu-host", "t1", {}, "cpu").run
-    time.sleep(0.1)
+    wait_until("its lease expires", lambda: not redis_client.exists(C.LEASE_KEY + c), 5)
     cuda_before = queued_messages(redis_client, "cuda")
     # its CPU worker died: back to the CUDA queue, and (grace 0) straight on to CPU again
     assert recs.reap() == [f"{c} requeued", f"{c} fell back"]
@@ -209,7 +209,7 @@ def test_a_requeued_prefer_cuda_job_waits_on_its_cuda_queue_again_with_a_new_gra
 def test_a_job_sent_without_fleet_publish_fails_clearly_when_its_worker_is_lost(redis_client):
     recs = Records(redis_client, lease_ttl_s=0.05)
     assert recs.claim("adopted", "w", "t", {"name": "x"}, "cpu", adopt=True).run
-    time.sleep(0.1)
+    wait_until("its lease expires", lambda: not redis_client.exists(C.LEASE_KEY + "adopted"), 5)
     assert recs.reap() == ["adopted failed"]
     rec = recs.get("adopted")
     assert rec.state is JobState.FAILED and "not sent by fleet publish" in rec.last_error
@@ -235,6 +235,13 @@ def take_and_die(redis_url: str) -> str:
                           check=True).stdout.strip()
 
 
+def took_deliveries_ago(client, seconds: float) -> None:
+    """Every unacked delivery as if taken ``seconds`` earlier: kombu's index holds when each
+    was taken, which is the only clock restore_unacked reads (no sleeping through TTLs)."""
+    for tag, at in client.zrange(C.KOMBU_UNACKED_INDEX, 0, -1, withscores=True):
+        client.zadd(C.KOMBU_UNACKED_INDEX, {tag: at - seconds})
+
+
 def test_a_message_taken_by_a_worker_that_died_before_claiming_it_is_given_back(app, redis_url, manifest):
     client = redis_lib.Redis.from_url(redis_url)
     publish(app, client, manifest)
@@ -242,7 +249,7 @@ def test_a_message_taken_by_a_worker_that_died_before_claiming_it_is_given_back(
     assert client.hlen(C.KOMBU_UNACKED) == 1 and queued_messages(client, "cpu") == 1
     recs = Records(client, lease_ttl_s=1)
     assert recs.restore_unacked() == []                    # younger than two TTLs: left alone
-    time.sleep(2.1)
+    took_deliveries_ago(client, 2.1)
     assert recs.restore_unacked() == [f"{taken} restored"]
     assert client.hlen(C.KOMBU_UNACKED) == 0 and queued_messages(client, "cpu") == 2
     assert recs.restore_unacked() == []                    # once
@@ -254,7 +261,7 @@ def test_a_dead_workers_leftover_message_is_dropped_not_restored_once_the_job_mo
     taken = take_and_die(redis_url)
     recs = Records(client, lease_ttl_s=1)
     assert recs.claim(taken, "w", "t", {}, "cpu").run      # another copy ran it
-    time.sleep(2.1)
+    took_deliveries_ago(client, 2.1)
     assert recs.restore_unacked() == [] and client.hlen(C.KOMBU_UNACKED) == 1   # running: its own message
     assert recs.finish(taken, "t", JobState.SUCCEEDED)
     assert recs.restore_unacked() == [] and client.hlen(C.KOMBU_UNACKED) == 0   # finished: dropped
@@ -268,7 +275,7 @@ def test_a_dead_workers_copy_of_a_job_pushed_again_since_is_dropped_not_restored
     recs = Records(client, lease_ttl_s=1)
     assert recs.claim(taken, "w", "t", {}, "cpu").run
     assert recs.finish(taken, "t", JobState.QUEUED)       # e.g. a retry: a newer push is queued
-    time.sleep(2.1)
+    took_deliveries_ago(client, 2.1)
     assert recs.restore_unacked() == [] and client.hlen(C.KOMBU_UNACKED) == 0
     assert queued_messages(client, "cpu") == 2            # the retry's copy and job b: no third
 
@@ -323,7 +330,7 @@ def test_a_delivery_acked_without_running_its_job_is_given_back_by_the_reaper(ap
     assert client.hexists(C.KOMBU_UNACKED, f"{taken}.1")      # the ack kept the only copy
     assert queued_messages(client, "cpu") == 1
     recs = Records(client, lease_ttl_s=1)
-    time.sleep(2.1)
+    took_deliveries_ago(client, 2.1)
     assert recs.restore_unacked() == [f"{taken} restored"]
     assert queued_messages(client, "cpu") == 2 and client.hlen(C.KOMBU_UNACKED) == 0
     assert recs.claim(taken, "w", "t", {}, "cpu").run          # and it runs, once

@@ -3,8 +3,8 @@ import json
 
 import pytest
 
-from fleet.publish import publish
 from fleet.manifests import loads
+from fleet.publish import publish
 
 pytestmark = pytest.mark.integration
 MANIFEST = """

@@ -113,6 +113,7 @@ def test_a_user_name_tells_its_role():
 ])
 def test_a_refused_command_says_which_role_the_user_has_and_which_it_needs(user, says):
     import redis
+
     from state.broker import parse
     from state.redis_conn import explain
     line = explain(redis.exceptions.NoPermissionError("this user has no permissions to run the 'evalsha' command"),

@@ -3,21 +3,21 @@ import ssl
 
 import pytest
 
-from state.broker import masked, parse
 from core.errors import ConfigError
+from state.broker import masked, parse
 
 
-@pytest.mark.parametrize("url, env, hosts, db, transport", [
-    ("redis://127.0.0.1:6379/0", {}, (("127.0.0.1", 6379),), 0, "tasks.transport:Transport"),
-    ("redis://u:p@h/3", {}, (("h", 6379),), 3, "tasks.transport:Transport"),
-    ("rediss://h:6380/1", {}, (("h", 6380),), 1, "tasks.transport:Transport"),
+@pytest.mark.parametrize("url, env, hosts, db, sentinel", [
+    ("redis://127.0.0.1:6379/0", {}, (("127.0.0.1", 6379),), 0, False),
+    ("redis://u:p@h/3", {}, (("h", 6379),), 3, False),
+    ("rediss://h:6380/1", {}, (("h", 6380),), 1, False),
     ("sentinel://a:26379;sentinel://b:26380", {"FLEET_SENTINEL_MASTER": "m"},
-     (("a", 26379), ("b", 26380)), 0, "tasks.transport:SentinelTransport"),
-    ("sentinel://a", {"FLEET_SENTINEL_MASTER": "m"}, (("a", 26379),), 0, "tasks.transport:SentinelTransport"),
+     (("a", 26379), ("b", 26380)), 0, True),
+    ("sentinel://a", {"FLEET_SENTINEL_MASTER": "m"}, (("a", 26379),), 0, True),
 ])
-def test_accepted_urls_give_their_hosts_database_and_transport(url, env, hosts, db, transport):
+def test_accepted_urls_give_their_hosts_database_and_transport(url, env, hosts, db, sentinel):
     s = parse(url, environ=env)
-    assert (s.hosts, s.db, s.kombu_transport) == (hosts, db, transport)
+    assert (s.hosts, s.db, s.sentinel) == (hosts, db, sentinel)
 
 
 @pytest.mark.parametrize("url, env, words", [

@@ -2,8 +2,8 @@
 import pytest
 
 from core.errors import ManifestError
-from manifest.checkpoint import checkpoint_dir, checkpoint_problem
 from fleet.manifests import loads
+from manifest.checkpoint import checkpoint_dir, checkpoint_problem
 
 JOB = '[[jobs]]\nname = "a"\ncommand = ["true"]\n'
 

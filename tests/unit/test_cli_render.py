@@ -60,7 +60,8 @@ def test_a_terminal_of_120_columns_shows_notes_in_the_table_and_the_error_below_
 
 
 def test_fit_columns_keeps_the_essentials_and_adds_the_rest_in_order_while_they_fit():
-    from fleet.cli.jobs import fit_columns
+    from fleet.cli.jobs import STATUS
+    fit_columns = STATUS.fit
     natural = {"job": 20, "id": 6, "state": 9, "owner": 8, "queue": 10, "tries": 5, "worker": 16, "time": 16,
                "progress / error": 40, "artifact": 12}
     assert list(fit_columns(natural, 60)) == ["job", "id", "state", "worker"]

@@ -1,8 +1,8 @@
 """The systemd unit and EnvironmentFile `fleet enroll` writes, rendered without I/O."""
 import pytest
 
-from fleet.enroll import UnitPlan, render_env, render_unit, settings, stop_timeout_s
 from core.errors import ConfigError
+from fleet.enroll import UnitPlan, render_env, render_unit, settings, stop_timeout_s
 
 PLAN = UnitPlan(celery="/opt/fleet/.venv/bin/celery", code_dir="/opt/fleet", env_file="/etc/fleet/worker.env",
                 stop_timeout_s=141)

@@ -1,11 +1,11 @@
 """Why a job waits, by table: each host gets "could run it" or the exact reason it cannot."""
 import pytest
 
+from fleet.ordering import demanding_first
 from manifest.schema import HostPolicy, JobSpec, Needs
 from routing.capability import Capability, CudaDevice
 from routing.explain import HostFacts, explain, nearest, queue_facts, verdict
 from routing.tiers import DEFAULT_TIERS, route
-from fleet.ordering import demanding_first
 
 
 def cap(name, vram=(), ram=32.0, cores=8):

@@ -4,7 +4,16 @@ import pytest
 
 from manifest.schema import Needs
 from routing.capability import Capability, CudaDevice
-from routing.explain import HostFacts, Holding, QueueFacts, fleet_lacks, nearest, shortfall, verdict, waits_for
+from routing.explain import (
+    Holding,
+    HostFacts,
+    QueueFacts,
+    fleet_lacks,
+    nearest,
+    shortfall,
+    verdict,
+    waits_for,
+)
 from routing.pool import Demand, GpuReserve, Pool, admit
 
 

@@ -1,6 +1,6 @@
 """Feasibility at publish, pure: which queues no live host could serve, and what to say."""
-from fleet.manifests import loads
 from fleet.feasibility import annotate, infeasible, messages
+from fleet.manifests import loads
 from fleet.publish import plan
 from routing.capability import Capability, CudaDevice
 from routing.explain import HostFacts

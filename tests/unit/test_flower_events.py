@@ -10,7 +10,13 @@ import pytest
 from celery.events.state import State
 
 from state.events import QueuedJob, sent_fields
-from tasks.events import PROGRESS_EVENT, QUEUED_AGAIN_EVENT, queued_again_fields, restart_fields, summary
+from tasks.events import (
+    PROGRESS_EVENT,
+    QUEUED_AGAIN_EVENT,
+    queued_again_fields,
+    restart_fields,
+    summary,
+)
 
 WORKER = "e2e-cpu@box"
 _clock = itertools.count(1)

@@ -143,3 +143,10 @@ def test_a_gpu_yielded_to_its_owner_is_not_free_and_says_why_under_the_table_at_
     assert "desk: yielded: GPU 3 in use by pid 4242 (not fleet)" in text
     assert max(len(line) for line in text.splitlines()) <= 80
     assert desk.to_dict(NOW)["yielded"] == {"3": "GPU 3 in use by pid 4242 (not fleet)"}
+
+
+@pytest.mark.parametrize("seen_ago_s, said", [(3, "lost 3s ago"), (245, "lost 4m05s ago"),
+                                              (7620, "lost 2h07m ago")])
+def test_a_lost_hosts_age_reads_like_every_other_duration(seen_ago_s, said):
+    gone = next(v for v in VIEWS if v.hostname == "gone")
+    assert host_cells(gone, gone.seen_at + seen_ago_s)["state"] == said

@@ -2,11 +2,10 @@
 sweeps, globs, and the reason when it names none or several."""
 import pytest
 
-from core.errors import AmbiguousJob, JobNotFound
+from core.errors import AmbiguousJob, JobNotFound, StoreError
+from fleet.cli.artifacts import file_stem
 from fleet.query.artifacts import locate
 from fleet.query.refs import decide, one
-from fleet.cli.artifacts import file_stem
-from core.errors import StoreError
 
 A, B, C = "abcd1234" + "0" * 56, "abcd9999" + "0" * 56, "ffff0000" + "0" * 56
 NAMES = {"gbt-wine[seed=1]": A, "gbt-wine[seed=2]": B, "report": C}

@@ -45,3 +45,32 @@ def test_an_import_circle_inside_a_package_breaks_them(tmp_path):
     (tree / "tasks" / "circle_b.py").write_text("import tasks.circle_a\n")
     broken = lint(tree)
     assert broken.returncode != 0 and "No cycles are allowed in tasks" in broken.stdout
+
+
+PURE = ("routing", "manifest")
+PROBE = "routing.detect"
+IO_MODULES = {"psutil", "pynvml", "subprocess", "socket", "redis", "kombu", "celery", "boto3", "requests"}
+
+
+def imported(path: Path) -> set[str]:
+    import ast
+    names: set[str] = set()
+    for node in ast.walk(ast.parse(path.read_text())):
+        if isinstance(node, ast.Import):
+            names |= {a.name for a in node.names}
+        elif isinstance(node, ast.ImportFrom) and node.module and not node.level:
+            names |= {node.module} | {f"{node.module}.{a.name}" for a in node.names}
+    return names
+
+
+def test_the_pure_floor_does_no_io_but_in_the_host_probe_and_nothing_pure_imports_the_probe():
+    found = {}
+    for pkg in (*PURE, "core"):
+        for path in (ROOT / pkg).rglob("*.py"):
+            if path == ROOT / "routing" / "detect.py":
+                continue
+            names = imported(path)
+            bad = {n for n in names if n.split(".")[0] in IO_MODULES and pkg in PURE} | {PROBE} & names
+            if bad:
+                found[str(path.relative_to(ROOT))] = sorted(bad)
+    assert found == {}, f"I/O in the pure floor (docs/layers.md): {found}"

@@ -8,7 +8,6 @@ from routing.tiers import DEFAULT_TIERS, route
 from tests.unit.manifest_cases import CPU_ONLY, GBT, only_problem, problems, write
 
 
-
 def test_a_cuda_job_with_no_cuda_tier_is_named_with_a_tier_to_add(tmp_path):
     p = only_problem(tmp_path, CPU_ONLY + GBT + "require_cuda = true\nmin_vram_gib = 80\n")
     assert (p.line, p.field) == (4, "jobs[0]")

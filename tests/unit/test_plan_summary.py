@@ -1,10 +1,9 @@
 """A long publish plan is summarised: counts per queue and per sweep, then the first rows."""
 import pytest
 
-from fleet.plan_summary import summarise, sweep_base
-from fleet.publish import PlanRow
 from fleet.manifests import loads
-from fleet.publish import plan
+from fleet.plan_summary import summarise, sweep_base
+from fleet.publish import PlanRow, plan
 
 
 @pytest.mark.parametrize("name, base", [

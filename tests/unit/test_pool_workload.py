@@ -6,8 +6,18 @@ import json
 import pytest
 
 from bench.pool_oracle import PoolHost
-from bench.pool_workload import (POOL_HOSTS, POOL_KINDS, PlannedJob, Times, capability, manifest_text, measure,
-                                 report_lines, summary_lines, workload)
+from bench.pool_workload import (
+    POOL_HOSTS,
+    POOL_KINDS,
+    PlannedJob,
+    Times,
+    capability,
+    manifest_text,
+    measure,
+    report_lines,
+    summary_lines,
+    workload,
+)
 from fleet.manifests import loads
 from manifest.schema import Needs
 from routing.capability import Capability, from_environment

@@ -2,7 +2,15 @@
 from __future__ import annotations
 
 from routing.pool import Demand, Pool, admit
-from routing.preempt import MAX_PREEMPTIONS, PREEMPT_GRACE_S, Running, Waiting, plan, reason, victims
+from routing.preempt import (
+    MAX_PREEMPTIONS,
+    PREEMPT_GRACE_S,
+    Running,
+    Waiting,
+    plan,
+    reason,
+    victims,
+)
 
 
 def host_running(*specs):

@@ -3,9 +3,20 @@ state filters, and which rows a capped view keeps."""
 import pytest
 
 from core.errors import FleetError
-from fleet.query.jobs import (JobFilter, glob_match, headline_metrics, human_duration, human_hours,
-                              human_span, name_matches, parse_states, times, view)
+from fleet.query.jobs import (
+    JobFilter,
+    glob_match,
+    headline_metrics,
+    human_duration,
+    human_hours,
+    human_span,
+    name_matches,
+    parse_states,
+    times,
+    view,
+)
 from state.jobrecord import JobRecord, JobState, RunEnd
+from state.records import JobState
 
 NOW = 1_000_000.0
 

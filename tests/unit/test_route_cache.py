@@ -1,6 +1,6 @@
 """Routing a sweep once per distinct routing input gives what routing each job gives."""
-from fleet.route_cache import KEY_FIELDS, RouteCache
 from fleet.manifests import loads
+from fleet.route_cache import KEY_FIELDS, RouteCache
 from routing import tiers as routing
 
 MANIFEST = """

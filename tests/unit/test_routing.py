@@ -1,10 +1,10 @@
 """Routing decisions, by table: job -> queue, and capability + policy -> queues."""
 import pytest
 
+from core.errors import CapabilityError
 from manifest.schema import HostPolicy, JobSpec, Needs, TierSpec
 from routing.capability import Capability, CudaDevice, apply_override, parse_override, restrict
 from routing.tiers import DEFAULT_TIERS, Constraint, host_queues, route, tier_for
-from core.errors import CapabilityError
 
 
 def cap(vram=(), ram=32.0, cores=8, name="h"):

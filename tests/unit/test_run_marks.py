@@ -7,8 +7,8 @@ from datetime import datetime
 import pytest
 
 from fleet.query.logs import LOST, NO_END_MARK, LogEntry, Runs
-from tasks.joblog import END_DETAIL_CHARS, end_fields
 from state.jobrecord import JobState
+from tasks.joblog import END_DETAIL_CHARS, end_fields
 from tasks.run import Ended, Outcome, RunEnd, Stop, failure_end, failure_reason, run_end
 
 FAILED_EXIT_1 = "job j (0123456789ab) exited with status 1; last output:\nboom"

@@ -1,8 +1,19 @@
 """The scheduling bench's yardsticks, by example: greedy oracle, lower bound, capable-idle."""
 import pytest
 
-from bench.oracle import (Host, Job, Run, capable_hosts, capable_idle, greedy, length, lower_bound,
-                          makespan, merge, minus)
+from bench.oracle import (
+    Host,
+    Job,
+    Run,
+    capable_hosts,
+    capable_idle,
+    greedy,
+    length,
+    lower_bound,
+    makespan,
+    merge,
+    minus,
+)
 from manifest.schema import Needs
 
 BIG = Host("big", vram_gib=80, ram_gib=64)
@@ -106,7 +117,8 @@ def test_a_busy_host_is_not_idle_however_long_the_queue():
 
 
 def test_a_workload_seed_replays_the_same_jobs_as_a_valid_manifest():
-    from bench.schedule import HOSTS as FLEET, manifest_text, workload
+    from bench.schedule import HOSTS as FLEET
+    from bench.schedule import manifest_text, workload
     from fleet.manifests import loads
     jobs = workload(7, 30)
     assert jobs == workload(7, 30) and jobs != workload(8, 30) and len(jobs) == 30

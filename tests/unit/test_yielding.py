@@ -1,9 +1,21 @@
 """When a host yields a device to its owner, and when it takes it back (routing.yielding)."""
 from __future__ import annotations
 
-from routing.pool import Demand, Grant, GpuReserve, Pool
-from routing.yielding import DeviceYield, admit_yielding, busy_reason, foreign_processes, handback_why, host_busy, \
-    step, step_all, to_hand_back, withhold, yield_note, yielded
+from routing.pool import Demand, GpuReserve, Grant, Pool
+from routing.yielding import (
+    DeviceYield,
+    admit_yielding,
+    busy_reason,
+    foreign_processes,
+    handback_why,
+    host_busy,
+    step,
+    step_all,
+    to_hand_back,
+    withhold,
+    yield_note,
+    yielded,
+)
 
 
 def test_a_gpu_process_fleet_did_not_start_yields_the_device_at_once():
