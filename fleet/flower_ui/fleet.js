@@ -1,8 +1,16 @@
 /* fleet's additions to Flower's pages (fleet/flower_view.py puts this at the end of every
    page): the Workers page shows each worker's GPUs and cores under its name, from the
-   heartbeat the worker keeps in Redis (the ``fleet_resources`` field fleet adds to the rows). */
+   heartbeat the worker keeps in Redis (the ``fleet_resources`` field fleet adds to the rows);
+   a task's page shows its exception with its own line breaks (the job's last output lines). */
 (function ($) {
     'use strict';
+    $(function () {
+        $('dt').filter(function () {
+            return $(this).text().trim() === 'Exception';
+        }).next('dd').each(function () {   // plain text: the template's indentation goes
+            $(this).text($(this).text().trim()).css('white-space', 'pre-wrap');
+        });
+    });
     $(function () {
         var table = $('#workers-table');
         if (!table.length || !$.fn.dataTable.isDataTable(table)) {

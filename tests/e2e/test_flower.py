@@ -399,3 +399,15 @@ def test_an_operator_sees_the_running_jobs_name_owner_progress_and_terminate_but
     assert "fleet_capability" in worker and "sim-A100-80GB" in worker
     assert ".worker-controls-panel" in worker   # Grow, Shrink and Autoscale are hidden
     flower.wait_state(jid, JobState.SUCCEEDED)
+
+
+def test_a_failed_jobs_exception_reads_with_its_line_breaks_in_a_browser(flower, tmp_path):
+    script = "print('first line'); print('second line'); raise SystemExit(3)"
+    jid = flower.publish_text(f'[[jobs]]\nname = "fails"\ncommand = ["{sys.executable}", "-c", "{script}"]\n')["fails"]
+    failed = flower.wait_task(jid, lambda t: t.get("state") == "FAILURE")
+    assert failed["exception"].startswith("TrainingFailed: ") and "\\n" not in failed["exception"]
+    assert "first line\nsecond line" in failed["exception"]
+    authed = flower.url.replace("http://", f"http://{USER}:{PASSWORD}@")
+    page = chromium(f"{authed}/task/{jid}", tmp_path / "flower-failed.png")
+    row = page.split(">Exception</dt>", 1)[1].split("</dd>", 1)[0]
+    assert "white-space: pre-wrap" in row and "first line\nsecond line" in row

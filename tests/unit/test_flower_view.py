@@ -96,3 +96,9 @@ def test_the_style_shows_the_short_id_and_hides_the_pool_controls_flowers_templa
 def test_the_workers_script_finds_the_table_flower_renders():
     assert 'id="workers-table"' in (FLOWER / "templates" / "workers.html").read_text()
     assert "#workers-table" in view.PAGE_SCRIPT and "fleet_resources" in view.PAGE_SCRIPT
+
+
+def test_a_tasks_exception_keeps_its_line_breaks_on_its_page():
+    task = (FLOWER / "templates" / "task.html").read_text()
+    assert "<dt>{{ humanize(name) }}</dt>" in task   # the Exception row's label, found by its text
+    assert "=== 'Exception'" in view.PAGE_SCRIPT and "pre-wrap" in view.PAGE_SCRIPT
