@@ -147,6 +147,8 @@ JOB_LOG_MAX_LINE_CHARS = 4_096       # a longer line is cut, marked with an elli
 JOB_LOG_TTL_S = 7 * 24 * 3600        # the stream expires this long after its last write
 JOB_LOG_FLUSH_EVERY_S = 1.0          # a worker sends buffered lines in one round trip this often
 JOB_LOG_BUFFER_LINES = 50_000        # lines a worker holds while Redis is away (oldest dropped)
+METRICS_KEY = KEY_PREFIX + "metrics:"  # list per job: fleet:metrics:<job_id>, one JSON point per metric line
+METRIC_HISTORY_MAX_POINTS = 10_000   # points kept per job, the oldest trimmed; no TTL, like the record
 STATUS_MAX_ROWS = 50                 # `fleet status` rows shown by default (the rest are counted)
 STATUS_WATCH_EVERY_S = 2.0           # `fleet status --watch` refresh period (longer if reads are slow)
 MIN_ID_PREFIX = 4                    # shortest job ID prefix an operator may type
@@ -159,3 +161,9 @@ USAGE_KEY = KEY_PREFIX + "usage"               # hash owner -> "gpu_s core_s at"
 SHARES_KEY = KEY_PREFIX + "shares"             # hash owner -> weight (`fleet share set`); absent: 1
 USAGE_CHARGE_EVERY_S = 60.0      # a running job is charged to its owner this often (and when it ends)
 FAIRSHARE_REFRESH_S = 2.0        # a worker recomputes its fair-share order (and prunes empty owner lists) this often
+
+# adaptive search ([jobs.search]; state/search.py, docs/search.md)
+SEARCH_KEY = KEY_PREFIX + "search:"        # hash per search: fleet:search:<id>; its trials under <id>:...
+SEARCHES_KEY = KEY_PREFIX + "searches"     # hash search name -> id of its latest search
+ACTIVE_SEARCHES_KEY = KEY_PREFIX + "searches:active"   # set of ids with trials left or live (the sweep)
+DEFAULT_MAX_FAILURES = 5                   # consecutive failed trials that stop a search

@@ -15,6 +15,7 @@ import re
 
 from fleet.messages import MessageFactory
 from manifest.schema import JobSpec
+from state.templates import fill
 
 ID = "@@FLEET-ID@@"
 NAME = "@@FLEET-NAME@@"
@@ -61,13 +62,12 @@ class MessageTemplates:
     def list_key(self, queue: str, priority: int, owner: str | None = None) -> str:
         return self.factory.list_key(queue, priority, owner)
 
+    def template(self, queue: str, priority: int, owner: str = "") -> tuple[str, str, str]:
+        """(text with slots, body before the spec, body after it): what ``state.templates.fill``
+        fills for one job (a search keeps it to make its trials' messages)."""
+        return self._template(queue, priority, owner)
+
     def message(self, job: JobSpec, queue: str, spec_json: str, owner: str = "") -> str:
         """``job``'s message on ``queue``; ``spec_json`` is ``json.dumps(job.to_dict())``."""
         text, before, after = self._template(queue, job.priority, owner)
-        return text.format(id=job.job_id, repr_name=_in_json(repr(job.name)), name=_in_json(job.name),
-                           body=base64.b64encode((before + spec_json + after).encode()).decode())
-
-
-def _in_json(s: str) -> str:
-    """``s`` as it appears inside a JSON string literal (json.dumps escaping, no quotes)."""
-    return json.dumps(s)[1:-1]
+        return fill(text, before, after, job.job_id, job.name, spec_json)

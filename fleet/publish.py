@@ -7,14 +7,14 @@ from __future__ import annotations
 
 import json
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import redis
 from celery import Celery
 
 from core import constants as C
 from core.gcpause import gc_paused
-from fleet import owners, staging
+from fleet import owners, searches, staging
 from fleet.message_template import MessageTemplates
 from fleet.messages import MessageFactory
 from fleet.ordering import demanding_first
@@ -73,7 +73,7 @@ def constraint_queues(manifest: Manifest) -> dict[str, str]:
     """Constraint queue name -> JSON {tier, constraint}, for workers to subscribe by."""
     out = {}
     route = RouteCache(manifest)
-    for job in manifest.jobs:
+    for job in manifest.jobs + tuple(s.base for s in manifest.searches):
         r = route(job)
         for tier, queue, c in ((r.tier, r.queue, r.constraint),
                                (r.fallback_tier, r.fallback_queue, r.fallback_constraint)):
@@ -99,13 +99,17 @@ def publish(app: Celery, client: redis.Redis, manifest: Manifest, *, force: froz
     records = Records(client)
     client = records.r   # replies decoded, whatever client the caller passed
     rows = plan(manifest, records.states(j.job_id for j in manifest.jobs), force)
+    found = searches.plan(client, manifest)
+    found_rows = [_search_row(f) for f in found]
     if dry_run:
-        return rows
+        return rows + found_rows
     # the fleet's store, or a refusal naming both when this publisher names another
     store = store or staging.fleet_store(client, app.conf.broker_url)
     todo = demanding_first([r for r in rows if r.action == "publish"], manifest.tiers, manifest.hosts)
+    new_searches = [r for r in found if r.action == "publish"]
     # data first: no message may name bytes the store lacks (fleet.staging)
-    staging.stage(manifest, [r.job for r in todo], progress=progress, store=store)
+    staging.stage(manifest, [r.job for r in todo] + [s.spec.base for s in new_searches], progress=progress,
+                  store=store)
     client.hset(C.CONFIG_KEY, mapping=config_fields(manifest))
     cq = constraint_queues(manifest)
     known = set(client.hkeys(C.CQUEUES_KEY)) if cq else set()
@@ -122,6 +126,7 @@ def publish(app: Celery, client: redis.Redis, manifest: Manifest, *, force: froz
         sent_at = time.time()
         # a generator: messages are built while Redis stores the previous batch
         results = records.publish((_item(factory, row, owner) for row in todo), force=forced_ids)
+        searches.publish(client, factory, new_searches, owner, record_fields)
     events.announce_queued(app, (events.QueuedJob(row.job.job_id, row.job.name, row.queue, owner=owner)
                                  for row, res in zip(todo, results, strict=True)
                                  if res[0] == "publish" and row.job.job_id not in forced_ids), sent_at=sent_at)
@@ -132,16 +137,26 @@ def publish(app: Celery, client: redis.Redis, manifest: Manifest, *, force: froz
         if res is not None and res[0] == "skip":  # lost a race with another publisher
             row = PlanRow(row.job, row.queue, row.fallback_queue, "skip", _why_skip(JobState(res[1])))
         out.append(row)
-    return out
+    return out + found_rows
+
+
+def _search_row(row: searches.SearchRow) -> PlanRow:
+    """A search as a plan row: its base job under the search's id."""
+    return PlanRow(replace(row.spec.base, job_id=row.spec.search_id), row.queue, None, row.action, row.why)
+
+
+def record_fields(job: JobSpec, queue: str, owner: str) -> dict[str, str]:
+    """The record fields every job of ``job``'s kind gets (a search's trials too)."""
+    fields = {"queue": queue, "priority": str(job.priority), "owner": owner}
+    if job.max_attempts is not None:
+        fields["max_attempts"] = str(job.max_attempts)
+    return fields
 
 
 def _item(factory: MessageTemplates, row: PlanRow, owner: str) -> PublishItem:
     job = row.job
     spec = json.dumps(job.to_dict())
-    fields = {"job_id": job.job_id, "name": job.name, "queue": row.queue,
-              "spec": spec, "priority": str(job.priority), "owner": owner}
-    if job.max_attempts is not None:
-        fields["max_attempts"] = str(job.max_attempts)
+    fields = {"job_id": job.job_id, "name": job.name, "spec": spec, **record_fields(job, row.queue, owner)}
     fallback_at = None
     if row.fallback_queue:
         fields.update(fallback_queue=row.fallback_queue, fb_grace_s=str(job.prefer_cuda_grace_s),

@@ -20,7 +20,7 @@ JOB_FIELDS = {
     "min_ram_gib": "num", "min_cores": "int", "allowed_hosts": "strs", "denied_hosts": "strs",
     "timeout_s": "num", "max_attempts": "int", "sweep": "table",
     "checkpoint": "str", "gpus": "int", "share_gpu": "bool", "workdir": "str", "requirements": "str|strs",
-    "python": "str", "env": "table", "preemptible": "bool",
+    "python": "str", "env": "table", "preemptible": "bool", "search": "table",
 }
 ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 PYTHON_VERSION = re.compile(r"^3(\.\d{1,2}){0,2}$")

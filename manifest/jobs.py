@@ -2,7 +2,7 @@
 sweep expanded, its routing checked, and every name and job ID unique."""
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 from core.constants import DEFAULT_PRIORITY, PREFER_CUDA_GRACE_S
@@ -16,6 +16,7 @@ from manifest.hyper import resolve_hyper
 from manifest.jobchecks import JOB_FIELDS, job_problems, unsupported_data
 from manifest.problems import Problems, field_name
 from manifest.schema import JobSpec
+from manifest.search import SearchSpec, read_config, search_id
 from manifest.sweep import hyper_problems, point_name, sweep_points
 
 # fields outside the job ID (manifest.ids): a problem in one of them still lets us compare IDs
@@ -64,9 +65,11 @@ class _Unique:
         return False
 
 
-def read_jobs(p: Problems, raw: list, reading: JobReading) -> tuple[JobSpec, ...]:
-    """Every job of every table, sweep points expanded."""
+def read_jobs(p: Problems, raw: list, reading: JobReading) -> tuple[tuple[JobSpec, ...], tuple[SearchSpec, ...]]:
+    """Every job of every table, sweep points expanded; and the searches (a table with
+    ``[jobs.search]`` is a search, whose trials are published as it runs)."""
     out: list[JobSpec] = []
+    searches: list[SearchSpec] = []
     unique = _Unique()
     for i, table in enumerate(raw or []):
         path = ("jobs", i)
@@ -77,13 +80,27 @@ def read_jobs(p: Problems, raw: list, reading: JobReading) -> tuple[JobSpec, ...
         code = _pin_workdir(p, path, t, reading)
         points = sweep_points(p, path, t)
         hyper_problems(p, path, t)
+        config = read_config(p, path, t)
         # a problem in the job's content would make its ID (and so an ID clash) meaningless
         content_ok = not any(len(q) > 2 and q[2] not in NOT_IN_ID for q in p.since(mark))
         if all(key in t for key in ROUTING_FIELDS if key in table):
             _routing_problems(p, path, t, reading)
-        if t.get("name", "").strip():
+        if "search" in t and t.get("name", "").strip():
+            if config is not None and content_ok and not unique.name_taken(p, path, t["name"]):
+                searches.append(_search(t, config, (data, code), p.lines.line(*path)))
+        elif t.get("name", "").strip():
             out.extend(_points(p, path, t, points, (data, code), unique, content_ok))
-    return tuple(out)
+    return tuple(out), tuple(searches)
+
+
+def _search(t: dict, config: dict, pins: tuple[str | None, PinnedWorkdir | None],
+            table_line: int | None) -> SearchSpec:
+    """Table ``t``'s search: its base job (the fixed hyper, defaults filled) and its id."""
+    base = _build_job(t, {}, t["name"], pins, table_line)
+    sid = search_id(ids.canonical(model=base.model, command=list(base.command) if base.command else None,
+                                  artifacts=list(base.artifacts), data=base.data, hyper=base.hyper,
+                                  seed=base.seed, needs=base.needs, own=own_code(t, pins[1])), config)
+    return SearchSpec(sid, replace(base, search=sid), config)
 
 
 def _points(p: Problems, path: tuple, t: dict, points: list[dict],

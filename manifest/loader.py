@@ -41,9 +41,9 @@ def loads(text: str, path: str = NO_FILE, *, pin_data: DataPinner | None = None,
         p.add(("jobs",), "the manifest has no jobs", "add at least one [[jobs]] table")
     tiers, hosts, routes = _placement(p, doc)
     base_dir = Path(path).resolve().parent if path != NO_FILE else Path.cwd()
-    jobs = read_jobs(p, doc.get("jobs", []), JobReading(base_dir, pinner, routes, check_route))
+    jobs, searches = read_jobs(p, doc.get("jobs", []), JobReading(base_dir, pinner, routes, check_route))
     p.raise_any()
-    return Manifest(path, tiers, hosts, jobs, dict(pinner.sources))
+    return Manifest(path, tiers, hosts, jobs, dict(pinner.sources), searches)
 
 
 def _placement(p: Problems, doc: dict) -> tuple[tuple[TierSpec, ...], dict[str, HostPolicy], Routes | None]:

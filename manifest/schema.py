@@ -135,6 +135,8 @@ class JobSpec:
     python: str | None = None      # the environment's Python version, e.g. "3.12"
     env: dict[str, str] = field(default_factory=dict)   # plain variables set for the job
     preemptible: bool = False      # stopping it loses nothing: an urgent job may take its place (routing.preempt)
+    search: str | None = None      # a trial's search id (state.search); None for every other job
+    trial: int | None = None       # a trial's number in its search
 
     @property
     def own_env(self) -> bool:
@@ -152,6 +154,8 @@ class JobSpec:
         d["command"] = list(self.command) if self.command else None
         if not self.preemptible:   # left out at its default: older workers read the spec, digests stay
             del d["preemptible"]
+        if self.search is None:
+            del d["search"], d["trial"]
         return d
 
     @classmethod
@@ -197,3 +201,4 @@ class Manifest:
     jobs: tuple[JobSpec, ...]
     # sha256 -> local bytes the jobs' data pins name; publish stages them in the store
     data_sources: dict[str, DataSource] = field(default_factory=dict)
+    searches: tuple = ()   # manifest.search.SearchSpec: searches, whose trials are published as they run

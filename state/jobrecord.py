@@ -36,10 +36,11 @@ class JobState(str, Enum):
     SUCCEEDED = "succeeded"
     FAILED = "failed"
     CANCELLED = "cancelled"
+    PRUNED = "pruned"        # a search's pruner stopped the trial early; its outputs kept like a success's
 
     @property
     def terminal(self) -> bool:
-        return self in (JobState.SUCCEEDED, JobState.FAILED, JobState.CANCELLED)
+        return self in (JobState.SUCCEEDED, JobState.FAILED, JobState.CANCELLED, JobState.PRUNED)
 
 
 class RunEnd(str, Enum):
@@ -52,6 +53,7 @@ class RunEnd(str, Enum):
     FAILED = "failed"
     TIMED_OUT = "timed out"
     CANCELLED = "cancelled"
+    PRUNED = "pruned"             # its search's pruner stopped it early; its outputs are kept
     HANDED_BACK = "handed back"   # to its queue, uncounted: the worker is stopping, or a policy
     LOST = "lost"                 # no longer this run's job (taken over, or its worker failed)
 

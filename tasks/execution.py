@@ -34,6 +34,7 @@ from tasks import (
     runner,
     ticks,
     trained,
+    trial,
     upload,
     vramwatch,
     workdirs,
@@ -43,6 +44,7 @@ from tasks.handback import HandBack
 from tasks.host import HostContext, context
 from tasks.joblog import JobLog
 from tasks.lease import LeaseKeeper
+from tasks.metrichistory import MetricHistory
 from tasks.retry import retry_redis
 from tasks.run import (
     Ended,
@@ -66,7 +68,15 @@ NO_RECORD = "no record"     # the claim's answer for a message `fleet publish` n
 
 
 def execute(task, job: JobSpec) -> Ended:
-    """Claim the delivered job and run it; how the delivery ended."""
+    """Claim the delivered job and run it; how the delivery ended. A search's trial advances
+    its search once the delivery is over, however it ended (tasks.trial)."""
+    try:
+        return _execute(task, job)
+    finally:
+        trial.ended(context().redis, job)
+
+
+def _execute(task, job: JobSpec) -> Ended:
     ctx = context()
     if ctx.shutdown.is_set():   # delivered while the worker is stopping: leave it to the next one
         return Ended(Outcome.REDELIVER, "worker shutting down")
@@ -90,7 +100,8 @@ def execute(task, job: JobSpec) -> Ended:
     try:
         with LeaseKeeper(ctx.records, job.job_id, token) as lease, \
                 JobLog(ctx.redis, job.job_id, run=claim.runs, worker=ctx.hostname) as output:
-            ended = _with_grant(task, ctx, Run(job, token, claim.attempts, lease, work, queue=queue, output=output))
+            ended = _with_grant(task, ctx, Run(job, token, claim.attempts, lease, work, queue=queue, output=output,
+                                                  number=claim.runs))
             output.end(*run_end(ended, lease.reason, lease.record))
             return ended
     finally:
@@ -212,6 +223,10 @@ def _run(task, ctx: HostContext, run: Run) -> Ended:
         raise
     if outcome.stopped is Stop.SHUTDOWN:
         return _release(task, ctx, run, "worker shutting down")
+    if outcome.stopped is Stop.PRUNED:   # its outputs are kept like a success's
+        result = upload.store_result(ctx, run, outcome, JobState.PRUNED)
+        checkpoint.drop(ctx, job)
+        return Ended(Outcome.SUCCEEDED, result=result, end=RunEnd.PRUNED, detail="by its search's pruner")
     if outcome.stopped is not None and outcome.stopped.by_policy:
         return _handed_back(task, ctx, run, ctx.runs.asked(job.job_id) or HandBack(outcome.stopped, outcome.stopped.value))
     if outcome.stopped is not None and outcome.stopped.record_decides:
@@ -248,25 +263,47 @@ def _run_process(task, ctx: HostContext, run: Run, argv: list[str], env: dict) -
     # Flower's Result cell says where it runs and on which GPUs
     where = ctx.hostname + (f" GPU {','.join(str(d.index) for d in run.gpus)}" if run.gpus else "")
     flower = events.ProgressEvents(task, where, run.attempt, gpus=tuple(d.index for d in run.gpus))
+    history = MetricHistory(ctx.redis, job.job_id, run.number)
+    pruning = trial.watch(ctx.redis, job, lambda: ctx.runs.wake(job.job_id))
     with open(work / workdirs.LOG_FILE, "w", encoding="utf-8") as log_file, \
             checkpoint.syncing(ctx, job, run.token, work, env) as ckpt:
-        on_tick = _tick_loop(task, ctx, run, flower)
+        on_tick = _tick_loop(task, ctx, run, flower, history, pruning)
         outcome = runner.run(argv, env=env, cwd=str(work), timeout_s=job.timeout_s, on_tick=on_tick,
                              stop=ctx.shutdown, log=lambda line: (log_file.write(line + "\n"), run.output.append(line)),
                              run_as=isolation.popen_user(ctx.job_user),
                              python=ctx.job_user.python if ctx.job_user else None,
-                             exit_file=workdirs.exit_file(work), wake_fd=ctx.runs.wake_fd(job.job_id))
+                             exit_file=workdirs.exit_file(work), wake_fd=ctx.runs.wake_fd(job.job_id),
+                             on_metric=_each(history.record, pruning))
+        _flush_history(ctx, history)
         ckpt.ended(outcome)   # handed back or failed: the checkpoint is synced once more on exit
     return outcome
 
 
-def _tick_loop(task, ctx: HostContext, run: Run, flower: events.ProgressEvents) -> ticks.TickLoop:
-    """Progress reported (lease, Celery, Flower), then each reason to stop (tasks.ticks)."""
-    policies = [ticks.Heartbeat(run.lease), ticks.TaskProgress(task, run, ctx.hostname),
+def _each(*hooks):
+    """One on_metric hook calling each of ``hooks`` that is set, in order."""
+    live = [h for h in hooks if h is not None]
+    return lambda report: [h(report) for h in live]
+
+
+def _flush_history(ctx: HostContext, history: MetricHistory) -> None:
+    """The run's last metric points reach Redis before its bundle is made from them."""
+    try:
+        retry_redis(history.send, what="send metric history", stop=ctx.shutdown)
+    except redis.RedisError as e:
+        log.warning("the last metric points of %s were not kept: %s", short_id(history.job_id), e)
+
+
+def _tick_loop(task, ctx: HostContext, run: Run, flower: events.ProgressEvents, history: MetricHistory,
+               pruning: trial.TrialWatch | None) -> ticks.TickLoop:
+    """Progress reported (lease, metric history, Celery, Flower), then each reason to stop
+    (tasks.ticks): over its VRAM budget, pruned by its search, the lease's answer, a hand-back."""
+    policies = [ticks.Heartbeat(run.lease), ticks.EachTick(history.flush), ticks.TaskProgress(task, run, ctx.hostname),
                 ticks.FlowerProgress(flower)]
     watch = _vram_watch(run)
     if watch is not None:
         policies.append(ticks.VramBudget(watch, run))
+    if pruning is not None:
+        policies.append(pruning)
     policies += [ticks.LeaseStop(run.lease), ticks.HandBackAsked(ctx.runs, run.job.job_id)]
     return ticks.TickLoop(policies)
 

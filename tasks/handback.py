@@ -82,11 +82,20 @@ class Runs:
             if job_id not in self._runs:
                 return None
             self._asked.setdefault(job_id, HandBack(stop, why, dict(fields)))
-            try:   # its runner ticks at once, not up to a second later
-                os.write(self._wake[job_id][1], b"!")
-            except (BlockingIOError, OSError):
-                pass   # already woken
+            self._wake_locked(job_id)
             return self._ended[job_id]
+
+    def wake(self, job_id: str) -> None:
+        """Make the runner of ``job_id`` tick at once (a search pruned it: tasks.trial)."""
+        with self._lock:
+            if job_id in self._wake:
+                self._wake_locked(job_id)
+
+    def _wake_locked(self, job_id: str) -> None:
+        try:   # its runner ticks at once, not up to a second later
+            os.write(self._wake[job_id][1], b"!")
+        except (BlockingIOError, OSError):
+            pass   # already woken
 
     def wake_fd(self, job_id: str) -> int | None:
         """The pipe end the runner of ``job_id`` selects on (``tasks.runner.run``'s wake_fd)."""

@@ -38,6 +38,7 @@ class Stop(str, Enum):
     PREEMPTED = "preempted"     # a policy hands it back: an urgent job takes its place (tasks.handback)
     YIELDED = "yielded"         # a policy hands it back: the host's owner wants its GPU (tasks.yieldwatch)
     CANCELLED = "cancelled"     # an operator cancelled the job (the record says cancelled)
+    PRUNED = "pruned"           # its search's pruner stopped it (tasks.trial): ends pruned, outputs kept
 
     @classmethod
     def heard(cls, answer: str) -> tuple[Stop, JobState | None]:
@@ -54,7 +55,7 @@ class Stop(str, Enum):
     @property
     def record_decides(self) -> bool:
         """The record already says what happened: the run ends without a result of its own."""
-        return self not in (Stop.SHUTDOWN, Stop.TIMEOUT, Stop.OVER_BUDGET) and not self.by_policy
+        return self not in (Stop.SHUTDOWN, Stop.TIMEOUT, Stop.OVER_BUDGET, Stop.PRUNED) and not self.by_policy
 
     @property
     def by_policy(self) -> bool:
@@ -207,6 +208,7 @@ class Run:
     started: float = field(default_factory=time.time)
     queue: str = ""
     output: Output = Discard()
+    number: int = 0             # its run number, as `fleet logs` and the metric history say it
 
     @property
     def gpu(self) -> CudaDevice | None:

@@ -54,12 +54,15 @@ class Progress:
                 "tail": list(self.tail)[-10:], "metrics": dict(self.metrics)}
 
 
-def _reader(stream, progress: Progress, log: Callable[[str], None] | None) -> None:
+def _reader(stream, progress: Progress, log: Callable[[str], None] | None,
+            on_metric: Callable[[dict], None] | None = None) -> None:
     for raw in iter(stream.readline, b""):
         line = raw.decode("utf-8", "replace").rstrip("\n")
         report = parse_metric_line(line)
         if report is not None:
             progress.metrics.update(report)
+            if on_metric is not None:   # e.g. a search's pruner hears each line (tasks.trial)
+                on_metric(report)
         progress.tail.append(line)
         if log:
             log(line)
@@ -117,10 +120,11 @@ def run(argv: list[str], *, env: dict[str, str], cwd: str, timeout_s: float | No
         on_tick: Callable[[Progress], Stop | None], stop: threading.Event,
         tick_s: float = 1.0, log: Callable[[str], None] | None = None,
         run_as: dict | None = None, python: str | None = None, exit_file: str | None = None,
-        wake_fd: int | None = None) -> RunOutcome:
+        wake_fd: int | None = None, on_metric: Callable[[dict], None] | None = None) -> RunOutcome:
     """``run_as``: Popen's user/group/extra_groups, to start the group as another user;
     ``python``: the interpreter for the supervisor (default: this one); ``wake_fd``: a
-    non-blocking pipe end whose byte calls ``on_tick`` at once (a hand-back was asked)."""
+    non-blocking pipe end whose byte calls ``on_tick`` at once (a hand-back was asked);
+    ``on_metric``: called with each FLEET_METRIC line's report as it is read."""
     started = time.monotonic()
     progress = Progress(started, deque(maxlen=TAIL_LINES), {})
     env = dict(env, **{supervisor.PARENT_ENV: str(os.getpid())})
@@ -131,7 +135,7 @@ def run(argv: list[str], *, env: dict[str, str], cwd: str, timeout_s: float | No
                             start_new_session=True, **(run_as or {}))
     progress.pgid = proc.pid
     _groups.add(proc.pid)
-    reader = threading.Thread(target=_reader, args=(proc.stdout, progress, log), daemon=True)
+    reader = threading.Thread(target=_reader, args=(proc.stdout, progress, log, on_metric), daemon=True)
     reader.start()
     pidfd = _pidfd(proc.pid)
     stopped = None

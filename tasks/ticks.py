@@ -67,6 +67,17 @@ class FlowerProgress:
         return None
 
 
+class EachTick:
+    """A plain call on every tick (the metric history's flush: tasks.metrichistory)."""
+
+    def __init__(self, call):
+        self.call = call
+
+    def on_tick(self, tick: Tick) -> Stop | None:
+        self.call()
+        return None
+
+
 class VramBudget:
     """A job sharing a GPU is stopped once over its VRAM budget (``tasks.vramwatch``)."""
 

@@ -22,7 +22,7 @@ import redis
 from core.constants import TAIL_LINES
 from core.errors import FleetError
 from manifest.schema import JobSpec
-from tasks import checkpoint, joblog, runner, upload, workdirs
+from tasks import checkpoint, joblog, metrichistory, runner, upload, workdirs
 from tasks.host import HostContext
 from tasks.lease import LeaseKeeper
 from tasks.retry import Backoff, retry_redis
@@ -91,6 +91,7 @@ def _finish(ctx: HostContext, dead: workdirs.DeadRun) -> None:
         return
     started = float(dead.info.get("started_at") or time.time())
     outcome = _outcome(dead, started)
+    _complete_history(ctx, job, dead)
     log.warning("finishing %s from the output its dead run left in %s (no re-train)", job.name, dead.work)
     try:
         with LeaseKeeper(ctx.records, job.job_id, token) as lease:
@@ -104,9 +105,22 @@ def _finish(ctx: HostContext, dead: workdirs.DeadRun) -> None:
     _end_mark(ctx, job, dead.info, "finished from its output after the worker restarted")
 
 
+def _run_number(info: dict) -> int:
+    return int(info.get("runs") or info.get("attempts") or 0)
+
+
+def _complete_history(ctx: HostContext, job: JobSpec, dead: workdirs.DeadRun) -> None:
+    """The dead run's last metric lines may never have reached the job's history (it is sent
+    once a second): what its log holds past the history's last step of that run goes now."""
+    reports = list(filter(None, map(parse_metric_line, _log_lines(dead))))
+    at = _ended_at(dead)
+    retry_redis(lambda: metrichistory.complete(ctx.redis, job.job_id, _run_number(dead.info), reports, at),
+                what="complete metric history", stop=ctx.shutdown)
+
+
 def _end_mark(ctx: HostContext, job: JobSpec, info: dict, detail: str) -> None:
     """`fleet logs` shows the dead run ended, not lost: its own end mark died with its worker."""
-    run = int(info.get("runs") or info.get("attempts") or 0)
+    run = _run_number(info)
     try:
         joblog.mark_end(ctx.redis, job.job_id, run=run, worker=str(info.get("host") or ctx.hostname),
                         how=RunEnd.SUCCEEDED, detail=detail)
@@ -114,15 +128,21 @@ def _end_mark(ctx: HostContext, job: JobSpec, info: dict, detail: str) -> None:
         log.warning("could not write %s's end mark to its log: %s", job.name, e)
 
 
+def _log_lines(dead: workdirs.DeadRun) -> list[str]:
+    try:
+        return (dead.work / workdirs.LOG_FILE).read_text(errors="replace").splitlines()
+    except OSError:
+        return []
+
+
+def _ended_at(dead: workdirs.DeadRun) -> float:
+    return float((dead.exit or {}).get("at") or time.time())
+
+
 def _outcome(dead: workdirs.DeadRun, started: float) -> runner.RunOutcome:
     """What the runner would have returned, rebuilt from the job's log and .fleet-exit.json."""
-    lines = []
-    try:
-        lines = (dead.work / workdirs.LOG_FILE).read_text(errors="replace").splitlines()
-    except OSError:
-        pass
+    lines = _log_lines(dead)
     metrics: dict = {}
     for report in filter(None, map(parse_metric_line, lines)):
         metrics.update(report)
-    ended = float((dead.exit or {}).get("at") or time.time())
-    return runner.RunOutcome(0, None, max(0.0, ended - started), lines[-TAIL_LINES:], metrics)
+    return runner.RunOutcome(0, None, max(0.0, _ended_at(dead) - started), lines[-TAIL_LINES:], metrics)

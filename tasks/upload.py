@@ -15,6 +15,7 @@ from __future__ import annotations
 import json
 import logging
 import shutil
+import threading
 import time
 import uuid
 from datetime import UTC, datetime
@@ -25,6 +26,7 @@ from artifacts.stores import StoredArtifact, atomic_write
 from core.errors import DigestMismatch, StoreError
 from core.ids import short_id
 from manifest.schema import JobSpec
+from state import history
 from state.jobrecord import RunEnd, record_end
 from state.records import JobState
 from tasks import workdirs
@@ -46,15 +48,18 @@ def files(job: JobSpec, work: Path) -> list[tuple[str, Path]]:
         found = bundler.collect(work, list(job.artifacts) or [f"{workdirs.OUT_DIR}/**/*"])
     else:
         found = bundler.collect(work / workdirs.OUT_DIR, [])
-    # the job's output log goes in once, even when an artifacts glob also matches it
-    log_file = workdirs.LOG_FILE
-    return [f for f in found if f[0] != log_file] + [(log_file, work / log_file)]
+    # the job's output log and metric history go in once, even when an artifacts glob also
+    # matches them; a job's own file of either name gives way to fleet's
+    ours = [workdirs.LOG_FILE] + ([workdirs.HISTORY_FILE] if (work / workdirs.HISTORY_FILE).exists() else [])
+    return [f for f in found if f[0] not in ours] + [(name, work / name) for name in ours]
 
 
-def store_result(ctx: HostContext, run: Run, outcome: RunOutcome) -> dict:
-    """Bundle, upload and record a run that trained; the task's result."""
+def store_result(ctx: HostContext, run: Run, outcome: RunOutcome, state: JobState = JobState.SUCCEEDED) -> dict:
+    """Bundle, upload and record a run that trained (or a trial its search pruned, ``state``
+    PRUNED: its outputs are kept alike); the task's result."""
     job, ended = run.job, time.time()
     metrics = _metrics(run.work, outcome)
+    write_history(ctx.redis, job.job_id, run.work, ctx.shutdown)
     meta = {"job": job.to_dict(), "job_id": job.job_id, "name": job.name, "worker": ctx.hostname,
             "capability": ctx.capability.to_dict(), "versions": ctx.capability.versions,
             "gpu": None if run.gpu is None else {"index": run.gpu.index, "name": run.gpu.name},
@@ -75,10 +80,11 @@ def store_result(ctx: HostContext, run: Run, outcome: RunOutcome) -> dict:
     artifact = {"uri": stored.uri, "sha256": stored.sha256, "size": stored.size}
     # The kept bundle goes only once the success is recorded: if Redis stays down past every
     # retry, the next start of this worker records it (upload_kept) instead of a re-train.
+    end = record_end(RunEnd.PRUNED, "by its search's pruner") if state is JobState.PRUNED else \
+        record_end(RunEnd.SUCCEEDED, "")
     # A lost reply is no loss of the job: finish.lua knows this run's own finish.
-    recorded = retry_redis(lambda: ctx.records.finish(job.job_id, run.token, JobState.SUCCEEDED, artifact=artifact,
-                                                      result={"metrics": metrics}, last_error="",
-                                                      **record_end(RunEnd.SUCCEEDED, "")),
+    recorded = retry_redis(lambda: ctx.records.finish(job.job_id, run.token, state, artifact=artifact,
+                                                      result={"metrics": metrics}, last_error="", **end),
                            what="record success", stop=ctx.shutdown)
     shutil.rmtree(pending, ignore_errors=True)
     if not recorded:
@@ -102,6 +108,14 @@ def _metrics(work: Path, outcome: RunOutcome) -> dict:
     except (OSError, ValueError) as e:
         log.warning("ignoring unreadable %s: %s", path, e)
     return metrics
+
+
+def write_history(client, job_id: str, work: Path, stop: threading.Event) -> Path:
+    """The job's metric history, its every run folded by step, as the bundle's metrics.jsonl."""
+    points = retry_redis(lambda: history.read(client, job_id), what="read metric history", stop=stop)
+    path = work / workdirs.HISTORY_FILE
+    atomic_write(path, history.jsonl(points))
+    return path
 
 
 def _upload(ctx: HostContext, run: Run, result: bundler.BundleResult, meta: dict) -> StoredArtifact:
@@ -156,7 +170,7 @@ def _upload_kept_one(ctx: HostContext, folder: Path) -> None:
         log.error("kept bundle %s is unreadable (%s); moved aside, not uploaded", folder, e)
         folder.rename(folder.with_name(f"{folder.name}.{time.time_ns()}{SET_ASIDE}"))
         return
-    if state in (JobState.SUCCEEDED, JobState.CANCELLED):
+    if state in (JobState.SUCCEEDED, JobState.CANCELLED, JobState.PRUNED):
         log.warning("dropping kept bundle of %s: the job is already %s", meta.get("name"), state.value)
         shutil.rmtree(folder, ignore_errors=True)
         return

@@ -30,6 +30,7 @@ log = logging.getLogger("fleet.workdirs")
 RUN_FILE, EXIT_FILE, WORK = "run.json", ".fleet-exit.json", "work"
 # inside work/: the job's output dir (FLEET_OUTPUT_DIR), its spec, and its output as the worker saw it
 OUT_DIR, SPEC_FILE, LOG_FILE = "out", "job.json", "fleet-log.txt"
+HISTORY_FILE = "metrics.jsonl"   # its metric history, every run folded by step (state.history)
 # a run folder this young with no run.json yet may be one being created right now
 YOUNG_S = 60.0
 

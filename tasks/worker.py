@@ -17,6 +17,8 @@ from celery.worker import state as worker_state
 
 from core import constants as C
 from core.errors import FleetError
+from core.ids import short_id
+from state import advance, study
 from state.cluster import read_config
 from state.queuewatch import Watcher
 from tasks import (
@@ -88,6 +90,8 @@ def start_background(sender=None, **kw):
     ctx = host.context()
     threading.Thread(target=_reaper_loop, args=(ctx,), name="fleet-reaper", daemon=True).start()
     threading.Thread(target=strays.loop, args=(ctx,), name="fleet-strays", daemon=True).start()
+    # Optuna loads in about a second: before a trial's first metric line or end needs it
+    threading.Thread(target=study.warm, name="fleet-optuna", daemon=True).start()
     threading.Thread(target=_refresh_loop, args=(ctx, sender), name="fleet-queues", daemon=True).start()
     heartbeat.start(ctx, sender)   # fleet hosts / why / publish read the fleet from it
     threading.Thread(target=preemption.loop, args=(ctx,), name="fleet-preempt", daemon=True).start()
@@ -127,6 +131,9 @@ def _reaper_loop(ctx: HostContext) -> None:
             if ctx.redis.set(C.REAPER_LOCK, ctx.nodename or ctx.hostname, nx=True, px=int(every * 1000)):
                 for line in ctx.records.reap() + ctx.records.restore_unacked():
                     log.warning("fleet reaper: %s", line)
+                # ends whose advance never ran (its worker died between), publishers gone early
+                for sid, issued in advance.sweep(ctx.redis).items():
+                    log.warning("fleet reaper: search %s issued trial(s) %s", short_id(sid), issued)
         except redis.ResponseError as e:
             log.error("fleet reaper: script error: %s", e)
         except redis.RedisError as e:

@@ -15,11 +15,13 @@ from fleet.cli import (
     artifacts,
     deadletter,
     enroll,
+    export,
     hosts,
     jobs,
     local,
     logs,
     publish,
+    results,
     settings,
     share,
     store,
@@ -29,7 +31,7 @@ from fleet.cli import (
 from fleet.cli.common import app, broker_problem, err, where  # noqa: F401  (app, where: re-exported)
 
 VERB_MODULES = (publish, jobs, logs, hosts, artifacts, local, enroll, deadletter, trainers, usage, share,
-                acl, settings, store)
+                acl, settings, store, results, export)
 
 
 def build_parser() -> argparse.ArgumentParser:

@@ -192,6 +192,8 @@ def print_why(report: dict) -> None:
         + (f", attempts {report['attempts']}" if report["attempts"] else ""), markup=True, highlight=False)
     if report["last_error"]:
         out(f"  last error: {report['last_error'].splitlines()[0]}", markup=False, highlight=False)
+    if search := report.get("search"):
+        out(f"  search: {search['summary']}", markup=False, highlight=False)
     for i, q in enumerate(report["queues"]):
         needs = needs_text(q["needs"])
         label = "queue" if i == 0 else "fallback queue"

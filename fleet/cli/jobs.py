@@ -19,7 +19,7 @@ from state import events
 from state.jobrecord import JobRecord, JobState
 
 STATE_STYLE = {"running": "bold cyan", "failed": "bold red", "queued": "yellow", "cancelled": "magenta",
-               "succeeded": "green"}
+               "succeeded": "green", "pruned": "dim green"}
 SHOW_ACTED = 20      # cancel/requeue list this many jobs by name, then count the rest
 
 
@@ -41,7 +41,7 @@ def note(row: JobRecord) -> str:
             return " ".join(f"{k}={_short(v)}" for k, v in metrics.items())
         tail = [ln for ln in row.progress.get("tail") or [] if ln.strip()]
         return tail[-1] if tail else ""
-    if row.state is JobState.SUCCEEDED and isinstance(row.result, dict):
+    if row.state in (JobState.SUCCEEDED, JobState.PRUNED) and isinstance(row.result, dict):
         return " ".join(f"{k}={_short(v)}" for k, v in Q.headline_metrics(row.result.get("metrics")).items())
     if row.problems:   # a record some of whose fields did not decode: say so, never hide the row
         return f"record unreadable: {', '.join(row.problems)}; see `fleet show {short_id(row.job_id)}`"
@@ -106,22 +106,33 @@ def render(v: Q.JobsView, title: str = "", *, width: int | None = None, wide: bo
     return Group(*parts)
 
 
-def _filter(args) -> Q.JobFilter:
-    return Q.JobFilter(Q.parse_states(args.state), args.name, args.host, args.owner)
+def _filter(args, folded: frozenset[str] = frozenset()) -> Q.JobFilter:
+    return Q.JobFilter(Q.parse_states(args.state), args.name, args.host, args.owner, folded)
 
 
 def cmd_status(args) -> int:
-    flt = _filter(args)
+    from fleet.query.searches import summaries
     client = redis_client()
+    searches = summaries(client)
+    flt = _filter(args, frozenset() if args.all else frozenset(s.name for s in searches))
     if args.watch:
         return _watch(client, flt, args)
     limit = args.limit if args.limit is not None else (None if args.json else C.STATUS_MAX_ROWS)
     v = Q.status(client, flt, limit or None)
     if args.json:
-        print(json.dumps(v.to_dict(), indent=2))
+        print(json.dumps({**v.to_dict(), "searches": [s.to_dict() for s in searches]}, indent=2))
     else:
         console.print(render(v, wide=args.wide))
+        for line in _search_lines(client, searches):
+            console.print(line)
     return 0
+
+
+def _search_lines(client, searches=None) -> list[Text]:
+    """One line per search (its trials are folded into it; --all lists them as rows)."""
+    from fleet.query.searches import summaries
+    return [Text(s.summary(), style="red" if s.stopped else "") for s in
+            (summaries(client) if searches is None else searches)]
 
 
 def _watch(client, flt: Q.JobFilter, args) -> int:
@@ -154,7 +165,8 @@ def _frames(client, flt: Q.JobFilter, args):
         # reading a huge fleet must not become the whole load on Redis: back off
         pause = max(every, 4 * took)
         stamp = time.strftime("%H:%M:%S")
-        yield render(v, f"fleet status · {stamp} · every {pause:.0f}s · Ctrl+C to stop", wide=args.wide)
+        yield Group(render(v, f"fleet status · {stamp} · every {pause:.0f}s · Ctrl+C to stop", wide=args.wide),
+                    *_search_lines(client) if flt.folded else ())
         time.sleep(pause)
 
 
@@ -245,7 +257,20 @@ def _cancel_one(rec, jid: str, dry_run: bool) -> tuple[bool, str, str]:
         ok = state is not None and not state.terminal
         return ok, state.value if state else "missing", "" if ok else f"already {state.value if state else 'gone'}"
     res = rec.cancel(jid)
+    if res.done:
+        _advance_search(rec, jid)
     return res.done, res.was.value, "" if res.done else f"already {res.was.value}"
+
+
+def _advance_search(rec, jid: str) -> None:
+    """A cancelled trial advances its search here, as its end would on a worker."""
+    sid = rec.r.hget(C.JOB_KEY + jid, "search")
+    if sid:
+        from state import advance
+        try:
+            advance.advance(rec.r, sid)
+        except Exception as e:   # no Optuna here, say: the workers' sweep advances it
+            err.print(f"search {short_id(sid)}: not advanced here ({e}); the workers' sweep will", markup=False)
 
 
 def _requeue_one(rec, jid: str, dry_run: bool) -> tuple[bool, str, str]:
@@ -269,7 +294,7 @@ def register(sub) -> None:
     s = sub.add_parser("status", help="every job's state, times and real error; --watch for a live view")
     s.add_argument("--watch", "-w", action="store_true", help="redraw live until Ctrl+C")
     s.add_argument("--state", action="append", default=[], metavar="STATE[,STATE]",
-                   help="only jobs in these states (queued, running, succeeded, failed, cancelled)")
+                   help="only jobs in these states (queued, running, succeeded, failed, cancelled, pruned)")
     s.add_argument("--name", metavar="GLOB", help="a job name, a sweep's base name, or a glob (* and ?)")
     s.add_argument("--host", metavar="GLOB", help="only jobs on these workers (glob)")
     s.add_argument("--owner", metavar="NAME", help="only jobs this owner published (see `fleet usage`)")
@@ -279,6 +304,7 @@ def register(sub) -> None:
     s.add_argument("--json", action="store_true", help="counts and rows as JSON (with --watch: one per line)")
     s.add_argument("--wide", action="store_true",
                    help="every column (owner, queue, tries, artifact) and whole notes, however wide the terminal")
+    s.add_argument("--all", action="store_true", help="a search's trials as rows too (else one line per search)")
     s.set_defaults(fn=cmd_status)
     s = sub.add_parser("show", help="one job's whole record (JSON)")
     s.add_argument("job", help="job name, ID, or ID prefix (4+ characters)")

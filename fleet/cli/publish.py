@@ -63,6 +63,8 @@ def cmd_publish(args) -> int:
         return 0
     title = "plan (dry run: nothing sent)" if args.dry_run else f"published {args.manifest}"
     print_plan(rows, title)
+    for search in manifest.searches:   # the space, the budget, how many at once
+        console.print("\n".join(search.describe()), markup=False, highlight=False)
     sent = sum(r.action == "publish" for r in rows)
     console.print(f"{sent} to publish, {len(rows) - sent} skipped" if args.dry_run else
                   f"{sent} published, {len(rows) - sent} skipped")

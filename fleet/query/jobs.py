@@ -17,6 +17,7 @@ from functools import lru_cache
 
 from core import constants as C
 from core.errors import FleetError
+from fleet.query.searches import trial_base
 from state.jobrecord import READ_BATCH, JobRecord, JobState, fetch_many
 
 # what a listing reads of each record (never the stored message, spec or output text)
@@ -26,7 +27,7 @@ FIELDS = ("name", "state", "queue", "attempts", "worker", "gpu", "created_at", "
 ROW_KEYS = ("job_id", *FIELDS)      # a row of `status --json`, before its times and GPUs
 # interest order: what an operator looks at first
 STATE_ORDER = {JobState.RUNNING: 0, JobState.FAILED: 1, JobState.QUEUED: 2, JobState.CANCELLED: 3,
-               JobState.SUCCEEDED: 4}
+               JobState.SUCCEEDED: 4, JobState.PRUNED: 5}
 
 
 def times(row: JobRecord, now: float) -> dict[str, float | None]:
@@ -205,9 +206,11 @@ class JobFilter:
     name: str | None = None
     host: str | None = None
     owner: str | None = None
+    folded: frozenset[str] = frozenset()   # searches whose trials show as one line (`status` without --all)
 
     def __call__(self, row: JobRecord) -> bool:
-        return ((not self.states or row.state in self.states)
+        return ((not self.folded or trial_base(row.name) not in self.folded)
+                and (not self.states or row.state in self.states)
                 and (self.name is None or name_matches(row.name, self.name))
                 and (self.host is None or glob_match(row.worker, self.host))
                 and (self.owner is None or row.owner == self.owner))
@@ -217,6 +220,7 @@ class JobFilter:
         parts += [f"name ~ {self.name}"] if self.name else []
         parts += [f"host ~ {self.host}"] if self.host else []
         parts += [f"owner = {self.owner}"] if self.owner else []
+        parts += ["not a search's trial (each search is one line below)"] if self.folded else []
         return ", ".join(parts)
 
 

@@ -14,6 +14,7 @@ import redis
 
 from fleet.messages import TAG_PLACEHOLDER
 from fleet.query.hosts import HostView, live_hosts
+from fleet.query.searches import of_job
 from manifest.schema import Needs
 from routing import fairshare as F
 from routing.explain import (
@@ -145,6 +146,8 @@ def why(client: redis.Redis, name_or_id: str) -> dict:
         q = queue_facts(queue, config.tiers, config.constraint_queues)
         verdicts = explain(q, model, facts.values(), config.hosts or {})
         out["queues"].append(_queue_report(client, rec, q, config, verdicts, views, depth))
+    if (search := of_job(client, rec.job_id)) is not None:   # a trial: its search's line, why it stopped
+        out["search"] = {"summary": search.summary(), "stopped": search.stopped, "search_id": search.search_id}
     return out
 
 
@@ -159,7 +162,7 @@ def why_each(client: redis.Redis, ref: str) -> tuple[bool, list[dict]]:
     if res.how != "sweep":
         return False, [why(client, ref)]
     reports = [why(client, hit.job_id) for hit in res.hits]
-    reports.sort(key=lambda r: r["state"] in ("succeeded", "failed", "cancelled"))
+    reports.sort(key=lambda r: r["state"] in ("succeeded", "failed", "cancelled", "pruned"))
     return True, reports[:WHY_SWEEP_MAX]
 
 

@@ -108,7 +108,7 @@ def test_a_capped_view_keeps_the_most_interesting_rows_and_counts_every_match():
     v = view(ROWS, limit=3, now=NOW)
     assert [r.name for r in v.rows] == ["run-long", "run-short", "fail"]
     assert v.hidden == 5 and v.matched == v.total == 8
-    assert v.counts == {"running": 2, "failed": 1, "queued": 2, "cancelled": 1, "succeeded": 2}
+    assert v.counts == {"running": 2, "failed": 1, "queued": 2, "cancelled": 1, "succeeded": 2, "pruned": 0}
     assert v.summary() == "8 jobs: 2 running, 1 failed, 2 queued, 1 cancelled, 2 succeeded"
 
 

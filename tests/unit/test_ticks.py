@@ -96,3 +96,11 @@ def test_the_loop_reports_first_and_stops_at_the_first_stop():
     loop = ticks.TickLoop([ticks.Heartbeat(lease), ticks.LeaseStop(lease), ticks.LeaseStop(later)])
     assert loop(Progress(started=0.0, tail=deque(), metrics={})) is Stop.CANCELLED
     assert "progress" in lease.fields
+
+
+
+def test_each_tick_makes_its_call_and_never_stops_the_run():
+    calls = []
+    policy = ticks.EachTick(lambda: calls.append(1))   # the metric history's flush
+    assert policy.on_tick(a_tick()) is None and policy.on_tick(a_tick()) is None
+    assert calls == [1, 1]

@@ -1,0 +1,146 @@
+"""Write a leaderboard's trials to MLflow: one run per job, found again by its job ID.
+
+Each trial becomes a run in an experiment (default: the search's or sweep's name) with its
+params, every point of its metric history by step, and tags that say where it came from
+(``fleet.job_id``, host, GPUs, owner, state, the bundle's URI and sha256). Exporting again
+finds each run by its ``fleet.job_id`` tag and adds only what is new: metric points it lacks,
+params it lacks, tags and status as they are now. No run is made twice.
+
+MLflow is the optional ``mlflow`` extra; without it the export says how to install it.
+"""
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+
+from core.errors import FleetError
+from fleet.query.results import Leaderboard, Trial
+
+JOB_TAG = "fleet.job_id"
+BATCH_METRICS = 1000          # MLflow takes at most this many metrics per log_batch
+BATCH_PARAMS = 100            # and this many params
+POINT_FIELDS = frozenset({"step", "t", "run"})   # a history point's bookkeeping, not metrics
+STATUS = {"succeeded": "FINISHED", "failed": "FAILED", "cancelled": "KILLED", "pruned": "KILLED",
+          "queued": "SCHEDULED", "running": "RUNNING"}
+PARAM_MAX_CHARS = 6000        # MLflow's limit on a param's value
+
+
+@dataclass(frozen=True)
+class Exported:
+    """What one export did."""
+
+    experiment_id: str
+    created: int
+    updated: int
+    points: int               # metric points logged this time
+
+    def to_dict(self) -> dict:
+        return self.__dict__.copy()
+
+
+def _mlflow():
+    try:
+        from mlflow.entities import Metric, Param
+        from mlflow.tracking import MlflowClient
+    except ImportError:
+        raise FleetError("fleet export mlflow needs MLflow: pip install 'fleet[mlflow]'") from None
+    return MlflowClient, Metric, Param
+
+
+def tags(t: Trial, metric: str) -> dict[str, str]:
+    """The tags that say where a run came from. Pure."""
+    artifact = t.artifact or {}
+    out = {JOB_TAG: t.job_id, "fleet.name": t.name, "fleet.state": t.state, "fleet.host": t.host,
+           "fleet.gpus": t.gpus, "fleet.owner": t.owner, "fleet.trial": str(t.trial), "fleet.metric": metric,
+           "fleet.bundle_uri": artifact.get("uri") or "", "fleet.bundle_sha256": artifact.get("sha256") or "",
+           "fleet.gpu_s": f"{t.gpu_s:g}", "fleet.core_s": f"{t.core_s:g}"}
+    if t.search:
+        out["fleet.search"] = t.search
+    return out
+
+
+def params(t: Trial) -> dict[str, str]:
+    """A trial's params as MLflow's strings. Pure."""
+    return {k: (v if isinstance(v, str) else json.dumps(v, separators=(",", ":")))[:PARAM_MAX_CHARS]
+            for k, v in t.params.items()}
+
+
+def points(history: list[dict]) -> list[tuple[str, float, int, int]]:
+    """``(key, value, timestamp_ms, step)`` of every metric in a folded history. Pure."""
+    out = []
+    for p in history:
+        step, at = p.get("step"), int(float(p.get("t") or 0) * 1000)
+        for k, v in p.items():
+            if k not in POINT_FIELDS and isinstance(v, (int, float)) and not isinstance(v, bool):
+                out.append((k, float(v), at, int(step)))
+    return out
+
+
+def _chunks(items: list, n: int):
+    for i in range(0, len(items), n):
+        yield items[i:i + n]
+
+
+class MlflowExport:
+    """One export of a leaderboard into one MLflow tracking store."""
+
+    def __init__(self, tracking_uri: str):
+        client_cls, self.Metric, self.Param = _mlflow()
+        self.client = client_cls(tracking_uri=tracking_uri)
+
+    def experiment(self, name: str) -> str:
+        found = self.client.get_experiment_by_name(name)
+        if found is None:
+            return self.client.create_experiment(name)
+        if found.lifecycle_stage == "deleted":
+            self.client.restore_experiment(found.experiment_id)
+        return found.experiment_id
+
+    def existing_runs(self, experiment_id: str) -> dict[str, str]:
+        """job ID -> run ID of the runs an earlier export made."""
+        out: dict[str, str] = {}
+        token = None
+        while True:
+            page = self.client.search_runs([experiment_id], filter_string=f"tags.`{JOB_TAG}` != ''",
+                                           max_results=1000, page_token=token)
+            out.update({r.data.tags[JOB_TAG]: r.info.run_id for r in page if JOB_TAG in r.data.tags})
+            token = page.token
+            if not token:
+                return out
+
+    def write(self, board: Leaderboard, experiment: str | None = None) -> Exported:
+        exp = self.experiment(experiment or board.name)
+        runs = self.existing_runs(exp)
+        created = logged = 0
+        for t in board.trials:
+            run_id = runs.get(t.job_id)
+            if run_id is None:
+                run_id = self.client.create_run(exp, run_name=t.name, tags=tags(t, board.objective.metric)).info.run_id
+                created += 1
+            logged += self._sync(run_id, t, board.histories.get(t.job_id, []), board.objective.metric,
+                                 fresh=t.job_id not in runs)
+        return Exported(exp, created, len(board.trials) - created, logged)
+
+    def _sync(self, run_id: str, t: Trial, history: list[dict], metric: str, *, fresh: bool) -> int:
+        """Bring one run up to date; the metric points logged."""
+        run = self.client.get_run(run_id)
+        have = run.data
+        new_params = [self.Param(k, v) for k, v in params(t).items() if k not in have.params]
+        todo = points(history)
+        if not fresh:   # one value per step (the history is folded): a logged step is done
+            seen = {(k, m.step) for k in have.metrics for m in self.client.get_metric_history(run_id, k)}
+            todo = [p for p in todo if (p[0], p[3]) not in seen]
+        for chunk in _chunks(new_params, BATCH_PARAMS):
+            self.client.log_batch(run_id, params=chunk)
+        for chunk in _chunks([self.Metric(k, v, at, step) for k, v, at, step in todo], BATCH_METRICS):
+            self.client.log_batch(run_id, metrics=chunk)
+        for k, v in tags(t, metric).items():
+            if have.tags.get(k) != v:
+                self.client.set_tag(run_id, k, v)
+        status = STATUS.get(t.state, "RUNNING")
+        if run.info.status != status:
+            if status in ("FINISHED", "FAILED", "KILLED"):
+                self.client.set_terminated(run_id, status)
+            else:
+                self.client.update_run(run_id, status=status)
+        return len(todo)

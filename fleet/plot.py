@@ -1,0 +1,95 @@
+"""Draw `fleet plot`'s picture from ``fleet.query.plotdata.PlotData`` with matplotlib (Agg,
+no display needed): learning curves on top, best-so-far and each parameter below.
+
+matplotlib is the optional ``plot`` extra; without it `fleet plot` says how to install it.
+"""
+from __future__ import annotations
+
+import math
+from pathlib import Path
+
+from core.errors import FleetError
+from fleet.query.plotdata import PlotData
+
+FORMATS = (".png", ".svg", ".pdf")
+PANELS_PER_ROW = 3
+BEST_COLOR, DIM_ALPHA, CURVE_ALPHA = "tab:red", 0.15, 0.6
+
+
+def _pyplot():
+    try:
+        import matplotlib
+    except ImportError:
+        raise FleetError("fleet plot needs matplotlib: pip install 'fleet[plot]'") from None
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    return plt
+
+
+def _curves(ax, data: PlotData) -> None:
+    for c in data.curves:
+        if not c.steps:
+            continue
+        if c.best:
+            ax.plot(c.steps, c.values, color=BEST_COLOR, linewidth=2.5, zorder=3, label=f"best: trial {c.trial}")
+        else:
+            ax.plot(c.steps, c.values, color="tab:blue" if not c.dimmed else "grey",
+                    alpha=DIM_ALPHA if c.dimmed else CURVE_ALPHA, linewidth=1,
+                    marker="." if len(c.steps) == 1 else None)   # a trial stopped at its first step
+    ax.set(title=f"learning curves ({sum(c.dimmed for c in data.curves)} stopped short, faint)",
+           xlabel="step", ylabel=data.metric)
+    if any(c.best and c.steps for c in data.curves):
+        ax.legend(loc="best")
+
+
+def _best_so_far(ax, data: PlotData) -> None:
+    if data.finals:
+        trials, values, states = zip(*data.finals, strict=True)
+        ax.scatter(trials, values, c=["grey" if s != "succeeded" else "tab:blue" for s in states], s=12,
+                   alpha=0.6)
+    if data.best_so_far:
+        ax.step(*zip(*data.best_so_far, strict=True), where="post", color=BEST_COLOR, linewidth=2)
+    ax.set(title=f"best so far ({data.direction.value})", xlabel="trial", ylabel=data.metric)
+
+
+def _param(ax, p, metric: str) -> None:
+    if p.numeric:
+        ax.scatter(p.values, p.metric, s=14, alpha=0.7)
+        if p.values and min(p.values) > 0 and max(p.values) / min(p.values) >= 100:
+            ax.set_xscale("log")
+    else:
+        labels = list(dict.fromkeys(p.values))
+        groups = [[m for v, m in zip(p.values, p.metric, strict=True) if v == label] for label in labels]
+        ax.boxplot(groups, showfliers=False)
+        for i, g in enumerate(groups, start=1):
+            ax.scatter([i] * len(g), g, s=12, alpha=0.7)
+        ax.set_xticks(range(1, len(labels) + 1), labels, rotation=30, fontsize=8)
+    ax.set(title=p.name, xlabel=p.name, ylabel=metric)
+
+
+def figure(data: PlotData):
+    """The matplotlib figure of ``data``."""
+    plt = _pyplot()
+    below = 1 + len(data.params)
+    rows = 1 + math.ceil(below / PANELS_PER_ROW)
+    fig = plt.figure(figsize=(5 * PANELS_PER_ROW, 4 * rows), layout="constrained")
+    grid = fig.add_gridspec(rows, PANELS_PER_ROW)
+    _curves(fig.add_subplot(grid[0, :]), data)
+    panels = [lambda ax: _best_so_far(ax, data)] + [lambda ax, p=p: _param(ax, p, data.metric) for p in data.params]
+    for i, draw in enumerate(panels):
+        draw(fig.add_subplot(grid[1 + i // PANELS_PER_ROW, i % PANELS_PER_ROW]))
+    fig.suptitle(f"{data.name}: {data.metric}")
+    return fig
+
+
+def save(data: PlotData, path: str | Path) -> Path:
+    """Write the picture to ``path`` (.png, .svg or .pdf); the path written."""
+    path = Path(path)
+    if path.suffix.lower() not in FORMATS:
+        raise FleetError(f"-o {path}: write a {', '.join(FORMATS)} file (the picture's format is its suffix)")
+    fig = figure(data)
+    try:
+        fig.savefig(path, dpi=100)
+    finally:
+        _pyplot().close(fig)
+    return path

@@ -1,0 +1,94 @@
+"""What `fleet plot` draws, as plain data: every trial's learning curve, the best value so
+far against the trial number, and each parameter against the final metric.
+
+Pure (``prepare``): the picture is drawn from this by ``fleet.plot`` and the tests check
+this, not the pixels.
+"""
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+
+from fleet.query.results import Direction, Leaderboard
+from state import history
+
+DIMMED_STATES = frozenset({"pruned", "failed", "cancelled"})   # drawn faint: they stopped short
+
+
+@dataclass(frozen=True)
+class Curve:
+    """One trial's metric against its step."""
+
+    trial: int
+    name: str
+    state: str
+    steps: list[float]
+    values: list[float]
+    best: bool = False        # the leaderboard's best: highlighted
+    dimmed: bool = False      # pruned (or stopped short): faint
+
+
+@dataclass(frozen=True)
+class ParamSeries:
+    """One parameter against the final metric, over the trials with a final value."""
+
+    name: str
+    numeric: bool             # a scatter; else a strip per category (values as text)
+    values: list              # the parameter's values (numbers, or category labels)
+    metric: list[float]       # the final metric of the same trials
+    trials: list[int]
+
+
+@dataclass(frozen=True)
+class PlotData:
+    name: str
+    metric: str
+    direction: Direction
+    curves: list[Curve]
+    finals: list[tuple[int, float, str]]      # (trial, final value, state), by trial number
+    best_so_far: list[tuple[int, float]]      # (trial, best final value up to it), finished trials
+    params: list[ParamSeries]
+
+
+def _numeric(v) -> bool:
+    return isinstance(v, (int, float)) and not isinstance(v, bool)
+
+
+def _label(v) -> str:
+    return v if isinstance(v, str) else json.dumps(v, separators=(",", ":"))
+
+
+def best_so_far(finals: list[tuple[int, float, str]], direction: Direction) -> list[tuple[int, float]]:
+    """The best final value of the succeeded trials up to each one, by trial number. Pure."""
+    pick = min if direction is Direction.MINIMIZE else max
+    out: list[tuple[int, float]] = []
+    for trial, value, state in finals:
+        if state == "succeeded":
+            out.append((trial, value if not out else pick(out[-1][1], value)))
+    return out
+
+
+def param_series(board: Leaderboard) -> list[ParamSeries]:
+    """Each parameter against the final metric; numeric when every value is a number. Pure."""
+    ranked = sorted((t for t in board.trials if t.value is not None), key=lambda t: t.trial)
+    keys = list(dict.fromkeys(k for t in ranked for k in t.params))
+    out = []
+    for key in keys:
+        have = [t for t in ranked if key in t.params]
+        numeric = all(_numeric(t.params[key]) for t in have)
+        out.append(ParamSeries(key, numeric, [t.params[key] if numeric else _label(t.params[key]) for t in have],
+                               [t.value for t in have], [t.trial for t in have]))
+    return out
+
+
+def prepare(board: Leaderboard) -> PlotData:
+    """Everything the picture shows of a leaderboard. Pure."""
+    metric = board.objective.metric
+    curves = []
+    for t in sorted(board.trials, key=lambda t: t.trial):
+        series = history.values(board.histories.get(t.job_id, []), metric)
+        curves.append(Curve(t.trial, t.name, t.state, [s for s, _ in series], [v for _, v in series],
+                            best=t.best, dimmed=t.state in DIMMED_STATES))
+    finals = [(t.trial, t.value, t.state) for t in sorted(board.trials, key=lambda t: t.trial) if t.value is not None]
+    return PlotData(board.name, metric, board.objective.direction, curves, finals,
+                    best_so_far(finals, board.objective.direction), param_series(board))

@@ -1,0 +1,309 @@
+"""A leaderboard of the jobs that share a name: a search's trials, a grid sweep's points, or
+any jobs named alike, best first, as plain values for `fleet results`, `plot` and `export`.
+
+Reading is two pipelined passes (the records' fields, then the metric histories of
+``state.history``), so a search of a thousand trials is a few round trips. Everything after
+the read is pure and tested by tables: which metric (``objective``), each trial's values
+(``trial``), the order (``rank``).
+
+Which metric, and which way is better: ``--metric``/``--direction`` when given, else the
+search's own (``state.search``, when the jobs are a search's trials), else the built-in
+trainers' ``valid_loss`` when reported, else the first key the jobs reported; a direction
+not given is guessed from the key's name (``accuracy`` is maximized, a loss minimized) and the
+header says so.
+"""
+from __future__ import annotations
+
+import json
+import math
+import re
+from collections.abc import Iterable, Sequence
+from dataclasses import asdict, dataclass, field, replace
+from enum import Enum
+from typing import Any
+
+from core import constants as C
+from core.errors import FleetError, JobNotFound
+from fleet.query import refs
+from state import history
+
+FIELDS = ("job_id", "name", "state", "worker", "gpu", "gpu_s", "core_s", "created_at", "result", "progress",
+          "spec", "owner", "artifact", "search", "trial", "params")
+READ_BATCH = 1000
+DEFAULT_METRIC = "valid_loss"     # what the built-in trainers report each epoch
+MAXIMIZED = re.compile(r"acc|auc|f1|score|r2|precision|recall|reward|return|map\b|iou|bleu", re.I)
+LABEL = re.compile(r"\[(?P<label>[^\[\]]*)\]$")
+
+
+class Direction(str, Enum):
+    MINIMIZE = "minimize"
+    MAXIMIZE = "maximize"
+
+    @classmethod
+    def parse(cls, text: str) -> Direction:
+        try:
+            return cls(text.strip().lower())
+        except ValueError:
+            raise FleetError(f"--direction {text!r}: choose minimize or maximize") from None
+
+    @classmethod
+    def guess(cls, metric: str) -> Direction:
+        """Maximize an accuracy, a score or a reward; minimize anything else (a loss, an error)."""
+        return cls.MAXIMIZE if MAXIMIZED.search(metric) else cls.MINIMIZE
+
+
+@dataclass(frozen=True)
+class Objective:
+    """The metric a leaderboard ranks by, which way is better, and where each came from."""
+
+    metric: str
+    direction: Direction
+    source: str = "given"         # "given", "search", "trainer's", "first reported"
+    direction_source: str = "given"
+
+    def describe(self) -> str:
+        how = self.direction.value if self.direction_source == self.source else \
+            f"{self.direction.value}, {self.direction_source}"
+        return f"{self.metric} ({how}; {self.source})"
+
+
+@dataclass(frozen=True)
+class Trial:
+    """One row of a leaderboard."""
+
+    trial: int                    # the search's trial number, else its place in publish order
+    name: str
+    job_id: str
+    state: str                    # a job state, or "pruned"
+    params: dict[str, Any]
+    value: float | None           # the metric at the last step that reported it
+    best_value: float | None      # the best it reached at any step
+    steps: int                    # steps in its metric history
+    host: str
+    gpu_s: float = 0.0
+    core_s: float = 0.0
+    label: str = ""               # its sweep point as the name says it: "lr=0.1,seed=0"
+    owner: str = ""
+    gpus: str = ""                # as the record says them: "0:NVIDIA H100,1:NVIDIA H100"
+    artifact: dict | None = None  # {uri, sha256, size} once stored
+    search: str = ""              # the search it is a trial of
+    best: bool = False            # the leaderboard's best
+
+    def to_dict(self) -> dict:
+        return asdict(self)
+
+
+@dataclass(frozen=True)
+class Leaderboard:
+    """Trials best first; ``kind`` says what they are (search, sweep or jobs)."""
+
+    name: str
+    kind: str
+    objective: Objective
+    trials: list[Trial]
+    histories: dict[str, list[dict]] = field(default_factory=dict)   # job_id -> folded points
+
+    @property
+    def best(self) -> Trial | None:
+        return next((t for t in self.trials if t.best), None)
+
+    def summary(self) -> str:
+        best = self.best
+        best_text = (f", best {self.objective.metric}={short(best.value)} (trial {best.trial})"
+                     if best is not None else "")
+        counts: dict[str, int] = {}
+        for t in self.trials:
+            counts[t.state] = counts.get(t.state, 0) + 1
+        states = ", ".join(f"{n} {s}" for s, n in sorted(counts.items(), key=lambda kv: -kv[1]))
+        return f"{self.name}: {self.kind} of {len(self.trials)} ({states}){best_text}"
+
+    def to_list(self) -> list[dict]:
+        return [{**t.to_dict(), "metric": self.objective.metric, "direction": self.objective.direction.value}
+                for t in self.trials]
+
+
+# --- pure parts -------------------------------------------------------------------
+def short(v: float | None) -> str:
+    return "" if v is None else f"{v:.4g}"
+
+
+def _number(v) -> bool:
+    return isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v)
+
+
+def label_of(name: str) -> str:
+    """``tune[lr=0.1,seed=0]`` -> ``lr=0.1,seed=0``; a name with no brackets has none."""
+    m = LABEL.search(name)
+    return m.group("label") if m else ""
+
+
+def varied_params(specs: Sequence[dict]) -> list[dict[str, Any]]:
+    """Each job's hyperparameters and seed that differ across the jobs (a grid's axes): what
+    tells the points apart. Pure."""
+    values = [{**(s.get("hyper") or {}), "seed": s.get("seed", 0)} for s in specs]
+    keys = sorted({k for v in values for k in v})
+    varied = [k for k in keys if len({json.dumps(v.get(k), sort_keys=True) for v in values}) > 1]
+    return [{k: v[k] for k in varied if k in v} for v in values]
+
+
+def reported_keys(points: Iterable[dict]) -> list[str]:
+    """Metric keys in the order first seen, without steps and bookkeeping. Pure."""
+    skip = {"step", "t", "run", *history.STEP_KEYS, *(k + "s" for k in history.STEP_KEYS)}
+    seen: dict[str, None] = {}
+    for p in points:
+        seen.update({k: None for k, v in p.items() if k not in skip and _number(v)})
+    return list(seen)
+
+
+def objective(points: Iterable[dict], *, metric: str | None = None, direction: str | None = None,
+              search: dict | None = None) -> Objective:
+    """Which metric ranks and which way: given, else the search's, else the trainers' default
+    if reported, else the first reported key. Pure."""
+    if metric:
+        source = "given"
+    elif search and search.get("metric"):
+        metric, source = str(search["metric"]), "search"
+    else:
+        keys = reported_keys(points)
+        if not keys:   # nothing printed a metric line yet: rank by the trainers' key, all empty
+            metric, source = DEFAULT_METRIC, "none reported yet"
+        else:
+            metric, source = (DEFAULT_METRIC, "trainer's") if DEFAULT_METRIC in keys else (keys[0], "first reported")
+    if direction:
+        return Objective(metric, Direction.parse(direction), source, "given")
+    if search and search.get("direction") and source == "search":
+        return Objective(metric, Direction.parse(str(search["direction"])), source, "search")
+    return Objective(metric, Direction.guess(metric), source, "guessed")
+
+
+def _final(record: dict, metric: str) -> float | None:
+    """The metric from the record when there is no history: its result, else its progress."""
+    for part in ("result", "progress"):
+        v = ((record.get(part) or {}).get("metrics") or {}).get(metric)
+        if _number(v):
+            return float(v)
+    return None
+
+
+def trial(record: dict, points: list[dict], obj: Objective, *, number: int, params: dict) -> Trial:
+    """One leaderboard row from a job's record fields and its folded history. Pure."""
+    series = history.values(points, obj.metric)
+    value = series[-1][1] if series else _final(record, obj.metric)
+    pick = min if obj.direction is Direction.MINIMIZE else max
+    best_value = pick(v for _, v in series) if series else value
+    trial_no = record.get("trial")
+    return Trial(
+        trial=int(trial_no) if str(trial_no or "").lstrip("-").isdigit() else number,
+        name=record.get("name") or record["job_id"], job_id=record["job_id"],
+        state=record.get("state") or "queued", params=params, value=value, best_value=best_value,
+        steps=len(points), host=record.get("worker") or "", gpu_s=_float(record.get("gpu_s")),
+        core_s=_float(record.get("core_s")), label=label_of(record.get("name") or ""),
+        owner=record.get("owner") or "", gpus=record.get("gpu") or "", artifact=record.get("artifact"),
+        search=record.get("search") or "")
+
+
+def _float(v) -> float:
+    try:
+        return float(v) if v not in (None, "") else 0.0
+    except (TypeError, ValueError):
+        return 0.0
+
+
+def rank(trials: Iterable[Trial], direction: Direction) -> list[Trial]:
+    """Best first: succeeded trials by value, then any other with a value (running, pruned,
+    failed) by value, then those with none; ties go to the better best value, then the earlier
+    trial. The first row is marked best when it has a value. Pure."""
+    sign = 1.0 if direction is Direction.MINIMIZE else -1.0
+
+    def key(t: Trial) -> tuple:
+        tier = 2 if t.value is None else 0 if t.state == "succeeded" else 1
+        best = sign * t.best_value if t.best_value is not None else math.inf
+        return tier, sign * t.value if t.value is not None else 0.0, best, t.trial
+
+    ordered = sorted(trials, key=key)
+    if ordered and ordered[0].value is not None:
+        ordered[0] = _marked(ordered[0])
+    return ordered
+
+
+def _marked(t: Trial) -> Trial:
+    return replace(t, best=True)
+
+
+def kind_of(records: Sequence[dict]) -> str:
+    if any(r.get("search") for r in records):
+        return "search"
+    if any(label_of(r.get("name") or "") for r in records):
+        return "sweep"
+    return "jobs"
+
+
+def build(name: str, records: Sequence[dict], histories: dict[str, list[dict]], *,
+          metric: str | None = None, direction: str | None = None, search: dict | None = None) -> Leaderboard:
+    """The leaderboard of ``records`` (decoded record fields) and their folded histories. Pure."""
+    records = sorted(records, key=lambda r: (_float(r.get("created_at")), r.get("name") or ""))
+    # a job with no history (yet) may still have a final metric in its record
+    points = [*(p for r in records for p in histories.get(r["job_id"], [])),
+              *(((r.get("result") or {}).get("metrics") or {}) for r in records)]
+    obj = objective(points, metric=metric, direction=direction, search=search)
+    given = [r.get("params") if isinstance(r.get("params"), dict) else None for r in records]
+    varied = varied_params([r.get("spec") or {} for r in records])
+    rows = [trial(r, histories.get(r["job_id"], []), obj, number=i, params=given[i] if given[i] is not None
+                  else varied[i]) for i, r in enumerate(records)]
+    return Leaderboard(name, kind_of(records), obj, rank(rows, obj.direction), dict(histories))
+
+
+# --- reading Redis ------------------------------------------------------------------
+def _decode(values: Sequence[str | None]) -> dict | None:
+    v = dict(zip(FIELDS, values, strict=True))
+    if not v.get("job_id"):
+        return None
+    for k in ("result", "progress", "spec", "artifact", "params"):
+        try:
+            v[k] = json.loads(v[k]) if v.get(k) else None
+        except ValueError:
+            v[k] = None
+    return v
+
+
+def read_records(client, ids: Sequence[str], batch: int = READ_BATCH) -> list[dict]:
+    """The fields a leaderboard needs of each job, in pipelined batches."""
+    out: list[dict] = []
+    for start in range(0, len(ids), batch):
+        pipe = client.pipeline(transaction=False)
+        for jid in ids[start:start + batch]:
+            pipe.hmget(C.JOB_KEY + jid, FIELDS)
+        out += [r for r in map(_decode, pipe.execute()) if r is not None]
+    return out
+
+
+def job_ids(client, name: str) -> list[str]:
+    """The jobs ``name`` names: one job, a sweep or search by its base name, or a glob."""
+    found = refs.lookup(client, name)
+    if not found.hits:
+        raise JobNotFound(found.note)
+    return [h.job_id for h in found.hits]
+
+
+def search_of(client, name: str, records: Sequence[dict]) -> dict | None:
+    """The metric, direction and best of the search these jobs are trials of (the ``search``
+    field of their records, else the latest search called ``name``), or None: no search, or
+    a fleet without adaptive search (``state.search`` absent)."""
+    try:
+        from state import search as searches
+    except ImportError:
+        return None
+    ids = sorted({r["search"] for r in records if r.get("search")}) or searches.find_searches(client, name)
+    for sid in ids:
+        view = searches.read_search(client, sid, trials=False)
+        if view is not None:
+            return {"metric": view.metric, "direction": view.direction, "best_trial": view.best_trial}
+    return None
+
+
+def leaderboard(client, name: str, *, metric: str | None = None, direction: str | None = None) -> Leaderboard:
+    """Read the jobs ``name`` names and rank them (see ``build``)."""
+    records = read_records(client, job_ids(client, name))
+    histories = history.read_many(client, [r["job_id"] for r in records])
+    search = search_of(client, name, records)
+    return build(name, records, histories, metric=metric, direction=direction, search=search)

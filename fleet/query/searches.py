@@ -1,0 +1,30 @@
+"""Searches as plain data for `fleet status` (one line each) and `fleet why` (a trial's
+search, and why it issues no more)."""
+from __future__ import annotations
+
+import re
+
+import redis
+
+from core import constants as C
+from state.search import SearchView, all_searches, read_search
+
+_TRIAL = re.compile(r"^(?P<base>.*)\[trial=(?P<n>\d+)\]$")
+
+
+def trial_base(name: str) -> str | None:
+    """``tune[trial=3]`` -> ``tune``; None for any other name."""
+    m = _TRIAL.match(name)
+    return m["base"] if m else None
+
+
+def summaries(client: redis.Redis) -> list[SearchView]:
+    """Every search's latest run, by name, without its trials."""
+    out = [read_search(client, sid, trials=False) for _, sid in sorted(all_searches(client).items())]
+    return [v for v in out if v is not None]
+
+
+def of_job(client: redis.Redis, job_id: str) -> SearchView | None:
+    """The search a trial belongs to (None for any other job)."""
+    sid = client.hget(C.JOB_KEY + job_id, "search")
+    return read_search(client, sid, trials=False) if sid else None

@@ -1,0 +1,258 @@
+"""An in-memory Optuna study that mirrors a search's trials in Redis (``state.search``).
+
+Redis holds the truth; a process that advances a search or decides a pruning keeps one
+mirror per search and brings it up to date before each use: trials issued since its last
+look are added, and its live trials' steps, rung values and ends are applied. Ended trials
+never change again, so a look reads only the new and the live ones, whatever the study's
+size. Optuna is imported here only: a host without the ``search`` extra runs other jobs.
+"""
+from __future__ import annotations
+
+import functools
+import hashlib
+import json
+import threading
+from typing import Any
+
+import redis
+
+from core.ids import short_id
+from state.redis_conn import decoding
+from state.search import key
+
+_STATES = {"succeeded": "COMPLETE", "pruned": "PRUNED", "failed": "FAIL", "cancelled": "FAIL"}
+
+
+def _optuna():
+    try:
+        import optuna
+    except ImportError as e:   # a worker without the extra took a trial
+        raise RuntimeError("this host runs a search's trial but lacks Optuna: install fleet[search]") from e
+    optuna.logging.set_verbosity(optuna.logging.WARNING)
+    return optuna
+
+
+def warm() -> None:
+    """Load Optuna now if this host has it (a worker at start), not at a trial's first line."""
+    try:
+        _optuna()
+    except RuntimeError:
+        pass
+
+
+def trial_seed(seed: int, number: int) -> int:
+    """The sampler's seed for trial ``number``: retries of one advance ask the same."""
+    return int.from_bytes(hashlib.sha256(f"{seed}:{number}".encode()).digest()[:4], "big")
+
+
+def distributions(space: dict) -> dict:
+    """Optuna distributions for a search's space (``manifest.search`` normalised it)."""
+    d = _optuna().distributions
+    out = {}
+    for name, s in space.items():
+        if "choices" in s:
+            out[name] = d.CategoricalDistribution([_choice(c) for c in s["choices"]])
+        elif s["int"]:
+            out[name] = d.IntDistribution(int(s["low"]), int(s["high"]), log=s["log"], step=int(s["step"] or 1))
+        else:
+            out[name] = d.FloatDistribution(float(s["low"]), float(s["high"]), log=s["log"], step=s["step"])
+    return out
+
+
+def _choice(c: Any) -> Any:
+    # Optuna's choices are scalars: a list or table goes in as its JSON text
+    return c if c is None or isinstance(c, (bool, int, float, str)) else json.dumps(c)
+
+
+def decode_params(params: dict, space: dict) -> dict:
+    """Sampled values as the job gets them (a JSON-text choice back to its list)."""
+    out = {}
+    for name, v in params.items():
+        s = space.get(name, {})
+        out[name] = json.loads(v) if "choices" in s and isinstance(v, str) and v not in s["choices"] else v
+    return out
+
+
+def sampler(config: dict, number: int):
+    """The search's sampler, seeded for trial ``number``."""
+    s = _optuna().samplers
+    seed, name = trial_seed(config["seed"], number), config["sampler"]
+    if name == "grid":
+        grid = {k: v["choices"] if "choices" in v else _steps(v) for k, v in config["space"].items()}
+        # the grid's shuffle must be one order for the whole search: the search's own seed
+        return s.GridSampler({k: [_choice(c) for c in vs] for k, vs in grid.items()}, seed=config["seed"])
+    made = {"tpe": lambda: s.TPESampler(seed=seed, constant_liar=True), "random": lambda: s.RandomSampler(seed),
+            "qmc": lambda: s.QMCSampler(seed=seed), "cmaes": lambda: s.CmaEsSampler(seed=seed),
+            "gp": lambda: s.GPSampler(seed=seed), "nsga2": lambda: s.NSGAIISampler(seed=seed),
+            "bruteforce": lambda: s.BruteForceSampler(seed=seed)}
+    return made[name]()
+
+
+def _steps(s: dict) -> list:
+    n = int(round((s["high"] - s["low"]) / s["step"]))
+    vals = [s["low"] + i * s["step"] for i in range(n + 1)]
+    return [int(v) for v in vals] if s["int"] else vals
+
+
+def pruner(config: dict):
+    """The search's pruner (asynchronous: no trial waits for a rung)."""
+    p = _optuna().pruners
+    first = config.get("min_resource", "auto")   # "auto": from the first trial that completes
+    made = {"none": p.NopPruner, "median": lambda: p.MedianPruner(n_startup_trials=3, n_warmup_steps=1),
+            "asha": lambda: p.SuccessiveHalvingPruner(min_resource=first),
+            "hyperband": lambda: p.HyperbandPruner(min_resource=1 if first == "auto" else first),   # its default
+            "percentile": lambda: p.PercentilePruner(25.0, n_startup_trials=3, n_warmup_steps=1)}
+    return made[config["pruner"]]()
+
+
+def _final(state: str, value: str | None):
+    """Optuna's state and value for a trial that ended ``state`` (a success that never
+    reported the metric counts as failed)."""
+    ts = _optuna().trial.TrialState
+    final = ts[_STATES[state]]
+    if final is ts.COMPLETE and value is None:
+        return ts.FAIL, None
+    return final, float(value) if final is ts.COMPLETE else None
+
+
+@functools.lru_cache(maxsize=256)
+def _distribution(text: str):
+    return _optuna().distributions.json_to_distribution(text)
+
+
+def _distributions(raw: str) -> dict:
+    # the trials of one search share their few distributions: each is parsed once
+    return {k: _distribution(v) for k, v in json.loads(raw).items()}
+
+
+class Mirror:
+    """One search's study, kept up to date from Redis; thread safe (``lock``)."""
+
+    def __init__(self, search_id: str, config: dict):
+        optuna = _optuna()
+        self.search_id, self.config = search_id, config
+        self.lock = threading.RLock()
+        self.study = optuna.create_study(storage=optuna.storages.InMemoryStorage(), study_name=search_id,
+                                         direction=config["direction"], pruner=pruner(config))
+        self.count = 0            # trials mirrored: numbers 0..count-1
+        self.live: set[int] = set()
+        self._ids: list[int] = []   # Optuna's trial id by trial number
+
+    def refresh(self, client: redis.Redis) -> Mirror:
+        """Apply what changed in Redis since the last look: new trials, live trials' steps,
+        rung values and ends."""
+        r = decoding(client)
+        issued = int(r.hget(key(self.search_id), "issued") or 0)
+        if issued < self.count:
+            raise Stale(f"search {short_id(self.search_id)} has {issued} trials, this mirror {self.count}")
+        look = sorted(self.live | set(range(self.count, issued)))
+        pipe = r.pipeline(transaction=False)
+        for n in look:
+            pipe.hgetall(key(self.search_id, "trial", n))
+            pipe.hgetall(key(self.search_id, "iv", n))
+        got = pipe.execute()
+        for i, n in enumerate(look):
+            self._apply(n, got[2 * i], {int(float(k)): float(v) for k, v in got[2 * i + 1].items()})
+        return self
+
+    def _apply(self, n: int, h: dict, steps: dict) -> None:
+        optuna = _optuna()
+        storage, state = self.study._storage, h.get("state")
+        if n >= self.count:   # a new trial: whole, as it is now (an ended one in its final state)
+            final, value = _final(state, h.get("value")) if state else (optuna.trial.TrialState.RUNNING, None)
+            trial = optuna.trial.create_trial(
+                state=final, value=value, params=json.loads(h.get("params") or "{}"),
+                distributions=_distributions(h.get("dists") or "{}"), intermediate_values=steps,
+                system_attrs=json.loads(h.get("sys") or "{}"))
+            self._ids.append(storage.create_new_trial(self.study._study_id, template_trial=trial))
+            self.count = n + 1
+            if not state:
+                self.live = self.live | {n}
+            return
+        tid = self._ids[n]
+        for step, v in steps.items():
+            storage.set_trial_intermediate_value(tid, step, v)
+        for k, v in json.loads(h.get("sys") or "{}").items():
+            storage.set_trial_system_attr(tid, k, v)
+        if state:
+            final, value = _final(state, h.get("value"))
+            storage.set_trial_state_values(tid, final, None if value is None else [value])
+            self.live.discard(n)
+
+    def ask(self, number: int) -> dict:
+        """Sample trial ``number`` (the next): {params, dists, sys}. The mirror then holds it
+        as running; a caller whose issue lost drops the mirror (``Mirrors.drop``)."""
+        optuna = _optuna()
+        if number != self.count:
+            raise Stale(f"asked for trial {number}, the mirror's next is {self.count}")
+        self.study.sampler = sampler(self.config, number)
+        trial = self.study.ask(fixed_distributions=distributions(self.config["space"]))
+        frozen = self.study._storage.get_trial(trial._trial_id)
+        self._ids.append(trial._trial_id)
+        self.count, self.live = number + 1, self.live | {number}
+        return {"params": frozen.params,
+                "dists": {k: optuna.distributions.distribution_to_json(v) for k, v in frozen.distributions.items()},
+                "sys": frozen.system_attrs}
+
+    def should_prune(self, number: int, step: int, value: float) -> tuple[bool, dict]:
+        """The pruner's verdict on trial ``number`` after its metric at ``step``, and the
+        trial's system attrs after it (a rung reached is written there, to keep)."""
+        storage, tid = self.study._storage, self._ids[number]
+        storage.set_trial_intermediate_value(tid, step, value)
+        prune = self.study.pruner.prune(self.study, storage.get_trial(tid))
+        return prune, storage.get_trial_system_attrs(tid)
+
+
+class Stale(Exception):
+    """Raised when a mirror is ahead of Redis (a restart lost the last writes): rebuild it."""
+
+
+class Mirrors:
+    """This process's mirrors, by search id."""
+
+    def __init__(self):
+        self._lock = threading.Lock()
+        self._by_id: dict[str, Mirror] = {}
+
+    def get(self, client: redis.Redis, search_id: str, config: dict) -> Mirror:
+        """The search's mirror, refreshed (rebuilt when Redis is behind it)."""
+        with self._lock:
+            m = self._by_id.get(search_id)
+            if m is None:
+                m = self._by_id[search_id] = Mirror(search_id, config)
+        try:
+            with m.lock:   # two threads refreshing at once would add a new trial twice
+                return m.refresh(client)
+        except Stale:
+            self.drop(search_id)
+            return self.get(client, search_id, config)
+
+    def drop(self, search_id: str) -> None:
+        with self._lock:
+            self._by_id.pop(search_id, None)
+
+    def keep_only(self, search_ids: set[str]) -> None:
+        """Forget the mirrors of searches that are over (a long-lived worker sees many)."""
+        with self._lock:
+            self._by_id = {k: m for k, m in self._by_id.items() if k in search_ids}
+
+
+MIRRORS = Mirrors()
+
+
+def export(client: redis.Redis, search_id: str, name: str, storage_url: str) -> int:
+    """Write the search as the Optuna study ``name`` in ``storage_url`` (e.g. sqlite:///s.db),
+    replacing an earlier export of it; returns the trials written."""
+    optuna = _optuna()
+    config = json.loads(decoding(client).hget(key(search_id), "config") or "null")
+    if config is None:
+        raise KeyError(search_id)
+    mirror = Mirror(search_id, config).refresh(client)
+    target = optuna.storages.get_storage(storage_url)
+    if name in [s.study_name for s in target.get_all_studies()]:
+        optuna.delete_study(study_name=name, storage=target)   # an export again replaces, never doubles
+    study = optuna.create_study(storage=target, study_name=name, direction=config["direction"])
+    study.set_user_attr("fleet_search_id", search_id)
+    study.set_user_attr("metric", config["metric"])
+    study.add_trials(mirror.study.get_trials(deepcopy=False))
+    return len(mirror.study.trials)

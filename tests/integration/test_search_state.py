@@ -1,0 +1,212 @@
+"""A search's fenced core on a real Redis, without workers: publish issues the first
+``parallel`` trials; each end advances once; races, budgets and re-publishing."""
+import json
+import threading
+
+import pytest
+
+from core import constants as C
+from fleet.manifests import loads
+from fleet.publish import publish
+from state import advance
+from state.records import JobState, Records
+from state.search import SearchStore, find_searches, read_search
+from state.study import Mirrors
+
+pytestmark = pytest.mark.integration
+
+
+def manifest(trials=6, parallel=2, sampler="tpe", max_failures=5, lr_high=1.0):
+    return loads(f'''[[jobs]]
+name = "tune"
+command = ["python", "obj.py"]
+hyper = {{ epochs = 5 }}
+[jobs.search]
+trials = {trials}
+parallel = {parallel}
+metric = "loss"
+sampler = "{sampler}"
+max_failures = {max_failures}
+[jobs.search.space]
+lr = {{ low = 0.0, high = {lr_high} }}
+width = {{ choices = [8, 16, 32] }}
+''', "m.toml")
+
+
+def search(name: str, setting: str, space: str, trials: int = 6):
+    """A command job's search of ``trials`` trials, all at once, with one more setting."""
+    return loads(f'[[jobs]]\nname = "{name}"\ncommand = ["true"]\n[jobs.search]\ntrials = {trials}\n'
+                 f'parallel = {trials}\nmetric = "loss"\n{setting}\n[jobs.search.space]\n{space}\n', "m.toml")
+
+
+def end(records: Records, job_id: str, state: JobState, store=None, sid=None, trial=None, value=None):
+    """Run the trial's job to ``state`` the way a worker does (claim, then finish)."""
+    assert records.claim(job_id, "w", "tok-" + job_id, {}, "cpu").run
+    if value is not None:
+        store.report(sid, trial, 5, value)
+    assert records.finish(job_id, "tok-" + job_id, state, last_error="boom" if state is JobState.FAILED else "")
+
+
+def live_jobs(view):
+    return [t for t in view.trials if t.state in ("queued", "running")]
+
+
+def test_publish_queues_the_first_parallel_trials_with_their_values_in_hyper(app, redis_client):
+    m = manifest()
+    rows = publish(app, redis_client, m)
+    assert [r.action for r in rows] == ["publish"]
+    sid = m.searches[0].search_id
+    view = read_search(redis_client, sid)
+    assert (view.issued, view.running, find_searches(redis_client, "tune")) == (2, 2, [sid])
+    rec = Records(redis_client).get(view.trials[1].job_id)
+    assert rec.name == "tune[trial=1]" and rec.state is JobState.QUEUED
+    assert rec.spec["hyper"] == {"epochs": 5, **view.trials[1].params} and rec.spec["trial"] == 1
+    assert redis_client.hget(C.JOB_KEY + rec.job_id, "search") == sid
+
+
+def test_publishing_the_same_search_again_neither_restarts_nor_duplicates_it(app, redis_client):
+    publish(app, redis_client, manifest())
+    rows = publish(app, redis_client, manifest())
+    assert rows[0].action == "skip"
+    view = read_search(redis_client, manifest().searches[0].search_id)
+    assert view.issued == 2
+    assert manifest(lr_high=2.0).searches[0].search_id != view.search_id   # a changed search is new
+
+
+def test_each_end_advances_once_and_the_budget_ends_the_search(app, redis_client):
+    m = manifest(trials=5, parallel=2)
+    publish(app, redis_client, m)
+    sid, records, store = m.searches[0].search_id, Records(redis_client), SearchStore(redis_client)
+    for i in range(5):
+        view = read_search(redis_client, sid)
+        t = live_jobs(view)[0]
+        end(records, t.job_id, JobState.SUCCEEDED, store, sid, t.number, value=float(10 - i))
+        advance.advance(redis_client, sid)
+        advance.advance(redis_client, sid)     # a second look at the same end changes nothing
+    view = read_search(redis_client, sid)
+    assert (view.issued, view.ended, view.counts["succeeded"], view.running) == (5, 5, 5, 0)
+    assert view.best_value == 6.0 and view.done
+    assert "5/5" in view.summary() and "best loss=6 (trial" in view.summary()
+    assert sid not in redis_client.smembers(C.ACTIVE_SEARCHES_KEY)
+
+
+def test_processes_advancing_at_once_never_issue_a_number_twice_or_exceed_parallel(app, redis_client):
+    m = manifest(trials=40, parallel=4)
+    publish(app, redis_client, m)
+    sid, records = m.searches[0].search_id, Records(redis_client)
+    for _ in range(8):
+        for t in live_jobs(read_search(redis_client, sid)):
+            end(records, t.job_id, JobState.SUCCEEDED, SearchStore(redis_client), sid, t.number, 1.0)
+        # four processes see the same ends, each with its own mirrors
+        threads = [threading.Thread(target=advance.advance, args=(redis_client, sid),
+                                    kwargs={"mirrors": Mirrors()}) for _ in range(4)]
+        [t.start() for t in threads]
+        [t.join() for t in threads]
+        assert read_search(redis_client, sid).running <= 4
+    view = read_search(redis_client, sid)
+    assert view.issued == 36 and len({t.job_id for t in view.trials}) == 36
+    assert [t.number for t in view.trials] == list(range(36))
+
+
+def test_max_failures_failed_in_a_row_stop_the_search_and_say_why(app, redis_client):
+    m = manifest(trials=20, parallel=2, max_failures=3)
+    publish(app, redis_client, m)
+    sid, records = m.searches[0].search_id, Records(redis_client)
+    for _ in range(3):
+        t = live_jobs(read_search(redis_client, sid))[0]
+        end(records, t.job_id, JobState.FAILED)
+        advance.advance(redis_client, sid)
+    view = read_search(redis_client, sid)
+    assert view.stopped.startswith("3 trials failed in a row (max_failures=3)")
+    assert view.running == 1 and view.issued == 4     # the one running finishes; nothing new
+    t = live_jobs(view)[0]
+    end(records, t.job_id, JobState.SUCCEEDED)
+    assert advance.advance(redis_client, sid) == [] and read_search(redis_client, sid).done
+    assert "stopped: 3 trials failed in a row" in read_search(redis_client, sid).summary()
+    from fleet.query.why import why
+    assert why(redis_client, "tune[trial=0]")["search"]["stopped"].endswith("the last: boom")
+
+
+def test_a_grid_search_samples_each_point_of_its_grid(app, redis_client):
+    m = search("grid", 'sampler = "grid"', 'a = { choices = ["x", "y"] }\nb = { low = 1, high = 3, step = 1 }')
+    publish(app, redis_client, m)
+    view = read_search(redis_client, m.searches[0].search_id)
+    assert sorted((t.params["a"], t.params["b"]) for t in view.trials) == [
+        (a, b) for a in ("x", "y") for b in (1, 2, 3)]
+
+
+def test_a_step_is_kept_once_so_a_resumed_run_does_not_report_it_twice(redis_client):
+    store = SearchStore(redis_client)
+    assert store.report("s", 0, 3, 0.5) and not store.report("s", 0, 3, 0.9)
+    assert json.loads(json.dumps(redis_client.hgetall(C.SEARCH_KEY + "s:iv:0"))) == {"3": "0.5"}
+
+
+@pytest.mark.parametrize("pruner, prunes", [("median", True), ("asha", True), ("percentile", True),
+                                            ("hyperband", None), ("none", False)])
+def test_a_trial_far_behind_the_finished_ones_is_pruned_by_the_search_pruner(app, redis_client, pruner, prunes):
+    from manifest.schema import JobSpec
+    from tasks.trial import TrialWatch
+    m = search("p", f'pruner = "{pruner}"', "x = { low = 0.0, high = 1.0 }", trials=8)
+    publish(app, redis_client, m)
+    sid, records = m.searches[0].search_id, Records(redis_client)
+    view = read_search(redis_client, sid)
+    config = json.loads(redis_client.hget(C.SEARCH_KEY + sid, "config"))
+    woken = []
+
+    def watch_of(n: int) -> TrialWatch:
+        job = JobSpec(name=f"p[trial={n}]", job_id=view.trials[n].job_id, search=sid, trial=n)
+        return TrialWatch(redis_client, job, config, lambda: woken.append(n))
+
+    for t in view.trials[:5]:      # five trials with good curves, one after another, as a worker hears them
+        good = watch_of(t.number)
+        for step in range(10):
+            good({"epoch": step, "loss": 1.0 / (step + 1)})
+        end(records, t.job_id, JobState.SUCCEEDED)
+        advance.advance(redis_client, sid)     # as its worker does
+    assert not woken
+    watch = watch_of(5)
+    for step in range(10):
+        watch({"epoch": step, "loss": 50.0})
+        if watch.pruned.is_set():
+            break
+    if prunes is not None:
+        assert watch.pruned.is_set() is prunes and bool(woken) is prunes
+    if prunes:
+        assert watch.pruned_at < 9
+
+
+def test_the_sweep_issues_the_first_trials_of_a_search_whose_publisher_died_and_counts_unadvanced_ends(
+        app, redis_client, monkeypatch):
+    m = manifest(trials=4, parallel=2)
+    monkeypatch.setattr(advance, "advance", lambda *a, **k: [])   # the publisher dies after the record
+    publish(app, redis_client, m)
+    monkeypatch.undo()
+    sid = m.searches[0].search_id
+    assert read_search(redis_client, sid).issued == 0
+    assert advance.sweep(redis_client) == {sid: [0, 1]}
+    t = live_jobs(read_search(redis_client, sid))[0]
+    end(Records(redis_client), t.job_id, JobState.SUCCEEDED)      # its worker died before advancing
+    assert advance.sweep(redis_client) == {sid: [2]}
+    view = read_search(redis_client, sid)
+    assert (view.ended, view.issued, view.running) == (1, 3, 2)
+    mirrors = Mirrors()
+    mirrors.get(redis_client, sid, view.config)
+    redis_client.srem(C.ACTIVE_SEARCHES_KEY, sid)      # over: the sweep forgets its mirror
+    advance.sweep(redis_client, mirrors=mirrors)
+    assert mirrors._by_id == {}
+
+
+def test_status_folds_a_search_into_one_line_and_all_lists_its_trials(app, redis_client, fleet_cli, capsys, tmp_path):
+    path = tmp_path / "s.toml"
+    path.write_text('[[jobs]]\nname = "folded"\ncommand = ["true"]\n[jobs.search]\ntrials = 5\nparallel = 3\n'
+                    'metric = "loss"\n[jobs.search.space]\nx = { low = 0.0, high = 1.0 }\n')
+    assert fleet_cli(["publish", str(path), "--dry-run"]) == 0
+    out = capsys.readouterr().out
+    assert "5 trials, at most 3 at once" in out and "x: uniform in [0, 1]" in out
+    assert fleet_cli(["publish", str(path)]) == 0
+    capsys.readouterr()
+    assert fleet_cli(["status", "--wide"]) == 0
+    out = capsys.readouterr().out
+    assert "folded: search 0/5, 3 running" in out and "folded[trial=" not in out
+    assert fleet_cli(["status", "--all", "--wide"]) == 0
+    assert out.count("folded[trial=") == 0 and capsys.readouterr().out.count("folded[trial=") == 3
