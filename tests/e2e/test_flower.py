@@ -397,6 +397,7 @@ def test_an_operator_sees_the_running_jobs_name_owner_progress_and_terminate_but
     node = next(k for k in json.loads(flower.http("/api/workers")[1]) if k.startswith("fl-large@"))
     worker = chromium(f"{authed}/worker/{node}#tab-config", tmp_path / "flower-worker.png")
     assert "fleet_capability" in worker and "sim-A100-80GB" in worker
+    assert "1 GPU (sim-A100-80GB 80 GiB)" in worker   # under its name, not only in the Config tab
     assert ".worker-controls-panel" in worker   # Grow, Shrink and Autoscale are hidden
     flower.wait_state(jid, JobState.SUCCEEDED)
 

@@ -93,8 +93,10 @@ def test_the_style_shows_the_short_id_and_hides_the_pool_controls_flowers_templa
     assert ".worker-controls-panel" in view.PAGE_STYLE and 'worker-autoscaler-panel' in worker
 
 
-def test_the_workers_script_finds_the_table_flower_renders():
+def test_the_workers_script_finds_the_table_and_the_worker_name_flower_renders():
     assert 'id="workers-table"' in (FLOWER / "templates" / "workers.html").read_text()
+    assert '<h1 id="workername">' in (FLOWER / "templates" / "worker.html").read_text()
+    assert "#workername" in view.PAGE_SCRIPT
     assert "#workers-table" in view.PAGE_SCRIPT and "fleet_resources" in view.PAGE_SCRIPT
 
 
