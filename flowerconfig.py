@@ -15,6 +15,7 @@ import sys as _sys
 
 from core.errors import ConfigError as _ConfigError
 from fleet import flower_extras as _extras
+from fleet import flower_view as _view
 
 try:
     _settings = _extras.settings(_os.environ, _sys.argv)
@@ -28,3 +29,7 @@ if "basic_auth" in _settings:
     basic_auth = _settings["basic_auth"]
 
 _extras.install()
+
+# fleet's columns: a short ID, the owner, the GPUs a job holds (fleet.flower_view)
+tasks_columns = _view.TASKS_COLUMNS
+format_task = _view.format_task

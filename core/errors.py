@@ -61,6 +61,11 @@ class UnsafeArchive(StoreError):
 class TrainingFailed(FleetError):
     """Raised when a trainer or command exits non-zero or times out."""
 
+    def __repr__(self) -> str:
+        # Celery's task events carry repr(exc), which Flower shows: the message's own line
+        # breaks (the job's last output lines), not a literal backslash-n
+        return f"{type(self).__name__}: {self}"
+
 
 class JobNotFound(FleetError):
     """Raised when an operator names a job that has no record in Redis."""

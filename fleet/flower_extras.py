@@ -6,6 +6,9 @@
   priority sub-lists (``priority_steps`` in ``broker_transport_options``) and every owner's
   lists (fair share, state.queues).
 - ``/metrics`` (Prometheus) asks for the same credentials as the UI: it names jobs and hosts.
+- The pages say what fleet knows (``fleet.flower_view``): the Tasks page shows a short ID,
+  each job's owner and the GPUs it holds; the Workers page each worker's GPUs and cores, from
+  the heartbeats ``fleet hosts`` reads; Celery's pool controls are hidden.
 - Logged in as the read-only role's Redis user (``state.acl``), Flower may not send control
   commands: it does not ask workers to turn events on (they send them already) nor to send
   a heartbeat when it starts listening; workers' own heartbeats tell it who is up.
@@ -13,6 +16,7 @@
 from __future__ import annotations
 
 import logging
+import time
 from collections.abc import Mapping, Sequence
 
 import redis
@@ -20,12 +24,15 @@ import redis
 from core import constants as C
 from core.errors import ConfigError
 from core.registry import value
+from fleet import flower_view as view
+from fleet.query.hosts import live_hosts
 from state import acl
 from state import queues as Q
 from state.cluster import read_config
 
 log = logging.getLogger("fleet.flower")
 DEFAULT_ADDRESS = "127.0.0.1"
+HEARTBEATS_EVERY_S = 1.0
 AUTH_OPTIONS = ("basic_auth", "auth")   # Flower's command-line options that turn auth on
 
 
@@ -86,6 +93,7 @@ def install() -> None:
         return sorted(names)
 
     BaseHandler.get_active_queue_names = get_active_queue_names
+    _install_pages()
     from flower.utils.broker import RedisBase
     RedisBase.queues = queue_lengths
     _tolerate_no_wakeup()
@@ -109,6 +117,42 @@ async def queue_lengths(self, names) -> list[dict]:
     finally:
         close = getattr(self.redis, "aclose", None) or self.redis.close
         await close()
+
+
+def _install_pages() -> None:
+    """fleet's columns on the Tasks page, its style and script in every page, and each
+    worker's GPUs and cores in the Workers page's rows (``fleet_resources``)."""
+    from flower.events import EventsState
+    from flower.views import BaseHandler
+    from flower.views import tasks as task_views
+    from flower.views.workers import WorkersView
+
+    task_views.TASK_COLUMNS.update(view.TASK_COLUMNS)
+    EventsState.Task = view.FleetTask   # before Flower makes its state: it keeps fleet's fields
+    render_string = BaseHandler.render_string
+    BaseHandler.render_string = lambda self, *a, **kw: view.with_page_extras(render_string(self, *a, **kw))
+    as_dict = WorkersView._as_dict
+
+    def _as_dict(self, worker):
+        out = as_dict(worker)   # Flower's classmethod, bound to the class
+        out["fleet_resources"] = view.worker_resources(_heartbeats(self.application).get(worker.hostname))
+        return out
+
+    WorkersView._as_dict = _as_dict
+
+
+def _heartbeats(application) -> dict[str, dict]:
+    """Each live worker's heartbeat by its Celery node name, read at most once a second (the
+    Workers page asks every second, once per worker); none when Redis cannot say."""
+    at, beats = getattr(application, "_fleet_heartbeats", (0.0, {}))
+    if time.monotonic() - at < HEARTBEATS_EVERY_S:
+        return beats
+    try:
+        beats = {h.nodename: {"capability": h.capability} for h in live_hosts(_client(application)) if h.nodename}
+    except redis.RedisError as e:
+        log.warning("Workers page: cannot read the workers' heartbeats from Redis: %s", e)
+    application._fleet_heartbeats = (time.monotonic(), beats)
+    return beats
 
 
 def _client(application) -> redis.Redis:

@@ -22,6 +22,8 @@ from fleet.rootlock import live as _live
 
 STATE_FILE = "fleet.json"
 STOP_WAIT_S = 30.0
+FLOWER_PORT = 5555                        # Flower's own default
+REPO = Path(__file__).resolve().parents[1]   # where flowerconfig.py is: Flower reads it from the cwd
 EXPORTED = ("FLEET_BROKER_URL", "FLEET_STORE_URL", "FLEET_S3_ENDPOINT_URL")   # never credentials
 
 
@@ -47,11 +49,23 @@ def stop_line(state: dict) -> str:
     return f"{_fleet_command()} local --stop --root {shlex.quote(state['root'])}"
 
 
+def flower_line(state: dict, port: int = FLOWER_PORT) -> str:
+    """The one command that starts Flower on this fleet, from the folder that holds
+    ``flowerconfig.py``; on loopback, so a local try needs no password."""
+    beside = Path(sys.executable).with_name("celery")
+    celery = str(beside) if beside.exists() else "celery"
+    broker = shlex.quote(state["env"].get("FLEET_BROKER_URL", ""))
+    return (f"cd {shlex.quote(str(REPO))} && FLEET_BROKER_URL={broker} FLOWER_UNAUTHENTICATED=1 "
+            f"{celery} -A tasks flower --port={port}")
+
+
 def announce(state: dict, console) -> None:
     procs = ", ".join(f"{p['name']} (pid {p['pid']})" for p in state["processes"])
     console.print(f"left running: {procs}; state in {Path(state['root']) / STATE_FILE}", markup=False)
     console.print("use it from another shell:", markup=False)
     console.print(f"  {export_line(state)}", markup=False, highlight=False, soft_wrap=True)
+    console.print(f"watch it in Flower, then open http://127.0.0.1:{FLOWER_PORT}/ :", markup=False)
+    console.print(f"  {flower_line(state)}", markup=False, highlight=False, soft_wrap=True)
     console.print("stop it:", markup=False)
     console.print(f"  {stop_line(state)}", markup=False, highlight=False, soft_wrap=True)
 

@@ -32,7 +32,7 @@ log = logging.getLogger("fleet.events")
 
 # Fields a previous run left on Flower's task; a re-run starts without them.
 RUN_FIELDS = ("result", "succeeded", "failed", "revoked", "started", "received", "rejected",
-              "retried", "runtime", "exception", "traceback")
+              "retried", "runtime", "exception", "traceback", "gpus")
 
 
 @dataclass(frozen=True)
@@ -62,8 +62,8 @@ def sent_fields(job: QueuedJob) -> dict:
     fields = {"uuid": job.job_id, "root_id": job.job_id, "parent_id": None, "name": job.name,
               "args": f"({job.name!r})", "kwargs": owner_repr(job.owner), "retries": 0, "eta": None,
               "expires": None, "queue": job.queue, "exchange": "", "routing_key": job.queue}
-    if job.rerun:
-        fields.update(dict.fromkeys(RUN_FIELDS), state=states.PENDING)
+    if job.rerun:   # and no worker: Flower would show the previous run's beside it
+        fields.update(dict.fromkeys(RUN_FIELDS), state=states.PENDING, worker=None)
     return fields
 
 

@@ -48,12 +48,13 @@ class ProgressEvents:
     """Sends a running task's progress to Flower, at most every ``every_s``."""
 
     def __init__(self, task, worker: str, attempt: int = 1, every_s: float = PROGRESS_EVENT_EVERY_S,
-                 started: float | None = None):
+                 started: float | None = None, gpus: tuple[int, ...] = ()):
         self.task, self.worker, self.every_s = task, worker, every_s
         # A later attempt's progress also says STARTED and clears the earlier failure: that
         # attempt's task-failed can reach Flower after this one began (the retry is queued first).
         self.fields = {} if attempt <= 1 else restart_fields(0, attempt)
         self.fields["started"] = time.time() if started is None else started
+        self.fields["gpus"] = list(gpus)   # Flower's GPUs column (fleet.flower_view)
         self._last = 0.0
 
     def tick(self, snap: dict) -> None:
@@ -84,7 +85,9 @@ def requeued(task, why: str) -> None:
 
 
 def queued_again_fields(why: str) -> dict:
-    return {**dict.fromkeys(RUN_FIELDS), "state": states.PENDING, "result": f"queued again: {why}"}
+    """Queued again, held by no worker: Flower would still show the one that handed it back."""
+    return {**dict.fromkeys(RUN_FIELDS), "state": states.PENDING, "result": f"queued again: {why}",
+            "worker": None}
 
 
 def preempting(app, hostname: str, job_id: str, text: str) -> None:

@@ -265,7 +265,7 @@ def _run_process(task, ctx: HostContext, run: Run, argv: list[str], env: dict) -
     job, work = run.job, run.work
     # Flower's Result cell says where it runs and on which GPUs
     where = ctx.hostname + (f" GPU {','.join(str(d.index) for d in run.gpus)}" if run.gpus else "")
-    flower = events.ProgressEvents(task, where, run.attempt)
+    flower = events.ProgressEvents(task, where, run.attempt, gpus=tuple(d.index for d in run.gpus))
     history = MetricHistory(ctx.redis, job.job_id, run.number)
     pruning = trial.watch(ctx.redis, job, lambda: ctx.runs.wake(job.job_id))
     with open(work / workdirs.LOG_FILE, "w", encoding="utf-8") as log_file, \
@@ -356,5 +356,7 @@ def _failed(ctx: HostContext, run: Run, outcome: runner.RunOutcome | None, error
                                            **record_end(end, reason, text)),
                 what="record failure", stop=ctx.shutdown)
     left = f"; queued again, {job.max_attempts - attempt} attempt(s) left" if again else ""
-    return Ended(Outcome.FAILED, message + (f"\n(retrying: attempt {attempt} of {job.max_attempts})"
-                                            if again else ""), end=end, detail=detail + left)
+    if again:
+        return Ended(Outcome.RETRYING, message + f"\n(retrying: attempt {attempt} of {job.max_attempts})",
+                     end=end, detail=detail + left)
+    return Ended(Outcome.FAILED, message, end=end, detail=detail)

@@ -91,7 +91,8 @@ class Outcome(str, Enum):
     redelivered), and one run's end is stored, a delivery's is not."""
 
     SUCCEEDED = "succeeded"     # trained, stored, recorded
-    FAILED = "failed"           # recorded failed (or queued for another attempt)
+    FAILED = "failed"           # recorded failed
+    RETRYING = "retrying"       # failed, queued again for another attempt (max_attempts)
     REDELIVER = "redeliver"     # the worker is stopping before the claim: back to the broker
     RELEASED = "released"       # handed back to its queue (worker shutting down)
     DROPPED = "dropped"         # a duplicate delivery, or a job cancelled while queued

@@ -1,8 +1,8 @@
 """The one Celery task: decode the job, hand it to ``tasks.execution``, and say in Celery's
-terms how the delivery ended (the only place that raises Ignore or Reject)."""
+terms how the delivery ended (the only place that raises Ignore, Reject or Retry)."""
 from __future__ import annotations
 
-from celery.exceptions import Ignore, Reject
+from celery.exceptions import Ignore, Reject, Retry
 
 from core.constants import TASK_NAME
 from core.errors import TrainingFailed
@@ -30,6 +30,8 @@ def settle(ended: Ended) -> dict:
         return ended.result or {}
     if ended.outcome is Outcome.FAILED:
         raise TrainingFailed(ended.why)
+    if ended.outcome is Outcome.RETRYING:   # Flower counts it retried, not failed, as fleet status does
+        raise Retry(ended.why.partition("\n")[0], exc=TrainingFailed(ended.why))
     if ended.outcome is Outcome.REDELIVER:
         raise Reject(ended.why, requeue=True)
     # released, dropped, refused, stopped: the record says what happened; ack without a result

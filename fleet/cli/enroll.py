@@ -216,7 +216,7 @@ def register(sub) -> None:
     s.add_argument("--upload-allowance", type=float, default=C.ENROLL_UPLOAD_ALLOWANCE_S,
                    help="seconds added to the stop timeout for an upload in flight (default %(default)s)")
     s.add_argument("--skip-checks", action="store_true", help="do not check Redis, the store or the queues")
-    y = s.add_argument_group("yielding to the host's owner (README: GPU host)")
+    y = s.add_argument_group("yielding to the host's owner (docs/yielding.md)")
     y.add_argument("--yield", dest="yield_to_owner", action="store_true",
                    help="give the GPUs back whenever the owner uses them (FLEET_YIELD=1; default off)")
     y.add_argument("--yield-check", metavar="COMMAND",

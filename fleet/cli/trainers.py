@@ -39,5 +39,5 @@ def register(sub) -> None:
     s = sub.add_parser("trainers", help="the built-in trainers and every hyperparameter they take")
     s.add_argument("trainer", nargs="?", help="only this trainer (gbt, mlp)")
     s.add_argument("--json", action="store_true", help="one object per hyperparameter, as JSON")
-    s.add_argument("--markdown", action="store_true", help="the table the README shows")
+    s.add_argument("--markdown", action="store_true", help="the table docs/manifest.md shows")
     s.set_defaults(fn=cmd_trainers)

@@ -1,6 +1,6 @@
 """The built-in trainers and their hyperparameters as plain rows, from the schema that
 validates manifests (``manifest.hyper``), for `fleet trainers`, its ``--json`` and the
-README's table (``markdown``; a test fails when the README drifts from it)."""
+table in docs/manifest.md (``markdown``; a test fails when the page drifts from it)."""
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -41,7 +41,7 @@ def rows(trainer: str | None = None) -> list[HyperRow]:
 
 
 def markdown() -> str:
-    """The README's table of every trainer's hyperparameters."""
+    """docs/manifest.md's table of every trainer's hyperparameters."""
     out = ["| trainer | hyperparameter | type | default | range | meaning |", "| --- | --- | --- | --- | --- | --- |"]
     for r in rows():
         out.append(f"| `{r.trainer}` | `{r.name}` | {r.type} | `{r.default!r}` | {r.range.replace('|', '&#124;')} "

@@ -15,6 +15,7 @@ import subprocess
 import sys
 import time
 import urllib.error
+import urllib.parse
 import urllib.request
 import uuid
 from dataclasses import dataclass
@@ -329,6 +330,12 @@ def test_a_retried_job_shows_its_new_attempt_started_not_the_previous_failure(fl
     assert again.get("exception") is None
     flower.wait_task(jid, lambda t: t.get("state") == "SUCCESS")
     assert flower.records().get(jid).attempts == 2
+    # the Workers page's Failed counts what fleet status calls failed: the first attempt was retried
+    code, body = flower.http("/workers?json=1")
+    assert code == 200, body
+    counts = json.loads(body)["data"]
+    assert sum(w.get("task-failed", 0) for w in counts) == 0
+    assert sum(w.get("task-retried", 0) for w in counts) == 1
 
 
 def test_each_workers_capability_is_readable_from_celery_inspect_and_from_flower(flower):
@@ -343,6 +350,24 @@ def test_each_workers_capability_is_readable_from_celery_inspect_and_from_flower
     workers = json.loads(flower.http("/api/workers?refresh=1")[1])
     large = next(v for k, v in workers.items() if k.startswith("fl-large@"))
     assert large["conf"]["fleet_capability"]["gpus"][0]["name"] == "sim-A100-80GB"
+
+
+def datatable(flower, search: str) -> list[dict]:
+    columns = "name,uuid,state,owner,gpus,received,runtime,worker".split(",")
+    query = {"draw": 1, "start": 0, "length": 50, "search[value]": search, "order[0][column]": 5,
+             "order[0][dir]": "desc", **{f"columns[{i}][data]": c for i, c in enumerate(columns)}}
+    code, body = flower.http("/tasks/datatable?" + urllib.parse.urlencode(query))
+    assert code == 200, body
+    return json.loads(body)["data"]
+
+
+def test_the_tasks_page_rows_carry_the_owner_and_the_gpus_a_running_job_holds(flower):
+    name = "owned[seed=6]"
+    jid = flower.publish({name: 6}, "--owner", "erin", require_cuda=True)[name]
+    flower.wait_task(jid, lambda t: t.get("state") == "STARTED" and "running" in str(t.get("result")))
+    row = next(r for r in datatable(flower, name) if r["uuid"] == jid)
+    assert (row["owner"], row["gpus"], row["worker"].split("@")[0]) == ("erin", "0", "fl-large"), row
+    flower.wait_task(jid, lambda t: t.get("state") == "SUCCESS")
 
 
 def test_prometheus_metrics_need_the_password_and_count_events_by_job_name(flower):
@@ -364,10 +389,26 @@ def test_an_operator_sees_the_running_jobs_name_owner_progress_and_terminate_but
     assert name in page and "STARTED" in page and "Terminate" in page and "'owner': 'carol'" in page
     assert "running" in page and "last: sleeping" in page
     listing = chromium(f"{authed}/tasks", tmp_path / "flower-tasks.png")
-    assert name in listing
+    assert name in listing and 'id="fleet-style"' in listing   # the short ID's style
+    row = listing.split(f'id="{jid}"', 1)[1].split("</tr>", 1)[0]
+    assert ">carol<" in row and jid[:8] in row   # the owner column; the short ID
     workers = chromium(f"{authed}/workers", tmp_path / "flower-workers.png")
-    assert "fl-large@" in workers
+    assert "fl-large@" in workers and "1 GPU (sim-A100-80GB 80 GiB)" in workers
     node = next(k for k in json.loads(flower.http("/api/workers")[1]) if k.startswith("fl-large@"))
     worker = chromium(f"{authed}/worker/{node}#tab-config", tmp_path / "flower-worker.png")
     assert "fleet_capability" in worker and "sim-A100-80GB" in worker
+    assert "1 GPU (sim-A100-80GB 80 GiB)" in worker   # under its name, not only in the Config tab
+    assert ".worker-controls-panel" in worker   # Grow, Shrink and Autoscale are hidden
     flower.wait_state(jid, JobState.SUCCEEDED)
+
+
+def test_a_failed_jobs_exception_reads_with_its_line_breaks_in_a_browser(flower, tmp_path):
+    script = "print('first line'); print('second line'); raise SystemExit(3)"
+    jid = flower.publish_text(f'[[jobs]]\nname = "fails"\ncommand = ["{sys.executable}", "-c", "{script}"]\n')["fails"]
+    failed = flower.wait_task(jid, lambda t: t.get("state") == "FAILURE")
+    assert failed["exception"].startswith("TrainingFailed: ") and "\\n" not in failed["exception"]
+    assert "first line\nsecond line" in failed["exception"]
+    authed = flower.url.replace("http://", f"http://{USER}:{PASSWORD}@")
+    page = chromium(f"{authed}/task/{jid}", tmp_path / "flower-failed.png")
+    row = page.split(">Exception</dt>", 1)[1].split("</dd>", 1)[0]
+    assert "white-space: pre-wrap" in row and "first line\nsecond line" in row

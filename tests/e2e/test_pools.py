@@ -172,3 +172,12 @@ def test_sharing_jobs_run_together_on_one_gpu_while_their_budgets_fit(pools):
     assert all(r["budget"] == "30" and r["gpus"] == "1" for r in seen)
     assert seen[1]["start"] < seen[0]["end"], "two 30 GiB budgets fit one 80 GiB GPU together"
     assert seen[2]["start"] >= min(seen[0]["end"], seen[1]["end"]) - 0.5, "a third does not fit beside them"
+
+
+def test_a_2_gpu_job_gets_two_gpus_and_its_pinned_cores_and_runs_under_its_supervisor(pools):
+    # the GPU suite's multi-GPU check (tests/gpu/test_multi_gpu.py) on simulated GPUs
+    from tests.gpu import multi_gpu
+    pools.start("quad", FOUR_GPU)
+    ids = pools.publish(multi_gpu.manifest(sys.executable, "pair", 2, 2))
+    assert pools.wait(ids)["pair"].state is JobState.SUCCEEDED, pools.logs()
+    assert multi_gpu.problems(pools.reports(["pair"])["pair"], gpus=2, cores=2) == []

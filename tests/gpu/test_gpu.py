@@ -2,9 +2,10 @@
 
 Skipped, with the reason, where there is none (no nvidia-smi, or NVML cannot start): CI
 and most dev machines. Workers here detect the real GPUs (no simulated capability), run on
-a local Redis and a ``file://`` store, and report figures with ``-s``:
+a local Redis and a ``file://`` store, and report figures with ``-s``. On a GPU host, one
+command installs the CUDA build of torch where bootstrap put the CPU one, and runs it all:
 
-    .venv/bin/python -m pytest -m gpu -s tests/gpu
+    scripts/test-gpu
 """
 from __future__ import annotations
 
@@ -13,6 +14,7 @@ import os
 import shutil
 import subprocess
 import sys
+import time
 import uuid
 from dataclasses import asdict
 from pathlib import Path
@@ -25,6 +27,8 @@ from tests.e2e.test_chaos import chaos  # noqa: F401  (the fixture: real Redis, 
 
 ROOT = Path(__file__).resolve().parents[2]
 CUDA_JOB = Path(__file__).with_name("cuda_job.py")
+OWNER_CUDA = Path(__file__).with_name("owner_cuda.py")
+NVML_LISTS_WITHIN_S = 10.0
 MOONS = ROOT / "examples" / "data" / "moons.csv"
 
 
@@ -74,6 +78,43 @@ def mig_enabled() -> bool:
 def needs_whole_gpus() -> None:
     if mig_enabled():
         pytest.skip("a GPU is in MIG mode: fleet hands out whole GPUs (CUDA_VISIBLE_DEVICES=GPU-uuid)")
+
+
+def gpu_pids(uuid: str) -> set[int]:
+    """The pids NVML lists on the GPU with this UUID (compute processes)."""
+    import pynvml
+    pynvml.nvmlInit()
+    try:
+        h = pynvml.nvmlDeviceGetHandleByUUID(uuid)
+        return {p.pid for p in pynvml.nvmlDeviceGetComputeRunningProcesses(h)}
+    finally:
+        pynvml.nvmlShutdown()
+
+
+def nvml_hides_our_pids(uuid: str) -> str | None:
+    """Why NVML's process list on this GPU cannot be matched to our pids, or None when it can:
+    a CUDA process of the test's own must show there under its pid. In a container without
+    the host's PID namespace NVML names the host's pids, so no VRAM budget can be watched."""
+    proc = subprocess.Popen([sys.executable, str(OWNER_CUDA), "60"], stdout=subprocess.PIPE, text=True,
+                            env={**os.environ, "CUDA_VISIBLE_DEVICES": uuid})
+    try:
+        assert proc.stdout.readline().strip() == "ready", "the probe CUDA process did not start"
+        deadline = time.monotonic() + NVML_LISTS_WITHIN_S
+        while proc.pid not in (pids := gpu_pids(uuid)):
+            if time.monotonic() > deadline:
+                return (f"NVML lists pids {sorted(pids)} on {uuid}, not our CUDA process's {proc.pid}: this "
+                        "PID namespace is not the host's, so VRAM budgets cannot be watched (docs/limits.md)")
+            time.sleep(0.1)
+        return None
+    finally:
+        proc.kill()
+        proc.wait()
+
+
+def needs_visible_pids(uuid: str) -> None:
+    hidden = nvml_hides_our_pids(uuid)
+    if hidden:
+        pytest.skip(hidden)
 
 
 def torch_cuda() -> bool:
@@ -208,6 +249,7 @@ SHARING = "require_cuda = true\nshare_gpu = true\nmin_vram_gib = 2\n"
 def test_two_jobs_share_one_real_gpu_within_their_vram_budgets(chaos):
     needs_whole_gpus()
     first = detect_raw().cuda_devices[0]
+    needs_visible_pids(first.uuid)   # else the worker serves no sharing job
     one_gpu = {k: v for k, v in asdict(first).items() if k != "index"}
     # packing is under test here, not the budget: served even where NVML cannot see the jobs
     chaos.start("gpu-share", capability={"cuda_devices": [one_gpu]}, FLEET_SHARE_GPU_UNWATCHED="1")
@@ -226,6 +268,7 @@ def test_a_sharing_job_over_its_vram_budget_is_stopped_with_the_budget_named(cha
     if nested_pid_namespace(own_status()):
         pytest.skip("this PID namespace hides the job's processes from NVML: no budget can be held here")
     first = detect_raw().cuda_devices[0]
+    needs_visible_pids(first.uuid)   # as the yield test: the watch matches NVML's pids to the job's
     one_gpu = {k: v for k, v in asdict(first).items() if k != "index"}
     chaos.start("gpu-greedy", capability={"cuda_devices": [one_gpu]}, CUDA_JOB_MIB="4096")
     ids = chaos.publish(cuda_manifest(chaos, {"greedy": 30.0}, SHARING))

@@ -21,21 +21,11 @@ from routing.yielding import HANDBACK_WITHIN_S
 from state.records import JobState
 from tests.e2e.test_chaos import chaos  # noqa: F401  (the fixture: real Redis, file:// store)
 from tests.e2e.test_durable import wait_for
-from tests.gpu.test_gpu import NO_GPU, cuda_manifest, needs_whole_gpus
+from tests.gpu.test_gpu import NO_GPU, cuda_manifest, gpu_pids, needs_whole_gpus
 
 OWNER = Path(__file__).with_name("owner_cuda.py")
 RECLAIM_S = 3.0
 pytestmark = [pytest.mark.gpu, pytest.mark.skipif(NO_GPU is not None, reason=NO_GPU or "")]
-
-
-def gpu_pids(uuid: str) -> set[int]:
-    import pynvml
-    pynvml.nvmlInit()
-    try:
-        h = pynvml.nvmlDeviceGetHandleByUUID(uuid)
-        return {p.pid for p in pynvml.nvmlDeviceGetComputeRunningProcesses(h)}
-    finally:
-        pynvml.nvmlShutdown()
 
 
 def wait_until(what: str, check, timeout_s: float, chaos):

@@ -1,5 +1,5 @@
-"""`fleet trainers` reads the schema that validates manifests, and the README's table is its
-markdown: change a hyperparameter and this test says the README must follow."""
+"""`fleet trainers` reads the schema that validates manifests, and docs/manifest.md's table is
+its markdown: change a hyperparameter and this test says the page must follow."""
 import json
 import re
 from pathlib import Path
@@ -8,7 +8,7 @@ from fleet import cli
 from fleet.query import trainers as T
 from manifest.hyper import TRAINERS
 
-README = Path(__file__).resolve().parents[2] / "README.md"
+PAGE = Path(__file__).resolve().parents[2] / "docs" / "manifest.md"
 
 
 def test_every_hyperparameter_of_the_schema_is_listed_with_type_default_and_range(capsys):
@@ -25,11 +25,12 @@ def test_bounds_read_as_written():
         "[1, 10000]", ">= 0", "adam | adamw | sgd", ""]
 
 
-def test_the_readme_table_is_the_schema_as_fleet_trainers_prints_it():
-    text = README.read_text()
+def test_the_manifest_pages_table_is_the_schema_as_fleet_trainers_prints_it():
+    text = PAGE.read_text()
     table = re.search(r"<!-- trainers:begin -->\n(.*?)<!-- trainers:end -->", text, re.S)
-    assert table, "README lost its trainers table markers"
-    assert table.group(1) == T.markdown(), "README's trainers table drifted: paste `fleet trainers --markdown`"
+    assert table, "docs/manifest.md lost its trainers table markers"
+    assert table.group(1) == T.markdown(), \
+        "docs/manifest.md's trainers table drifted: paste `fleet trainers --markdown`"
 
 
 def test_an_unknown_trainer_is_named_with_the_choices(capsys):

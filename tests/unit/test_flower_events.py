@@ -179,3 +179,30 @@ def test_a_first_publish_does_not_clear_anything():
 ])
 def test_the_progress_summary_names_elapsed_time_metrics_and_the_last_line(snap, expected):
     assert summary(snap, "w1") == expected
+
+
+def test_a_job_requeued_after_its_run_was_cancelled_is_shown_with_no_worker_until_one_takes_it():
+    state = State()
+    feed(state, "task-received", name="gbt[seed=1]")
+    feed(state, "task-started")
+    feed(state, "task-revoked", terminated=True, state="REVOKED", result="revoked: cancelled")
+    task = rerun_reset(state)                               # fleet requeue
+    assert (task.state, task.worker) == ("PENDING", None)   # not the cancelled run's worker
+    assert feed(state, "task-received", hostname="other@box", name="gbt[seed=1]").worker.hostname == "other@box"
+
+
+def test_a_job_handed_back_is_shown_with_no_worker_while_it_waits_in_its_queue():
+    state = State()
+    feed(state, "task-received", name="gbt[seed=1]")
+    feed(state, "task-started")
+    task = feed(state, QUEUED_AGAIN_EVENT, **queued_again_fields("worker shutting down"))
+    assert (task.state, task.worker) == ("PENDING", None)
+
+
+def test_a_running_jobs_gpus_come_with_its_progress_and_a_rerun_forgets_them():
+    state = State()
+    feed(state, "task-received", name="ddp")
+    feed(state, "task-started")
+    assert feed(state, PROGRESS_EVENT, result="running 2s", gpus=[0, 1]).gpus == [0, 1]
+    feed(state, "task-succeeded", result="ok", runtime=2.0)
+    assert rerun_reset(state).gpus is None

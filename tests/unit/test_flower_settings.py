@@ -28,3 +28,23 @@ def test_a_malformed_basic_auth_entry_is_named_by_position_without_echoing_it(ra
     with pytest.raises(ConfigError, match=f"entry {bad}:") as e:
         basic_auth_users(raw)
     assert "hunter2x" not in str(e.value)
+
+
+def test_a_kept_local_fleet_prints_the_one_command_that_starts_flower_on_it_with_its_url():
+    import io
+    import shlex
+    from pathlib import Path
+
+    from rich.console import Console
+
+    from fleet.kept import FLOWER_PORT, announce, flower_line
+    state = {"root": "/tmp/f", "env": {"FLEET_BROKER_URL": "redis://127.0.0.1:7001/0"},
+             "processes": [{"name": "redis", "pid": 1}]}
+    line = flower_line(state)
+    folder = Path(shlex.split(line)[1])
+    assert (folder / "flowerconfig.py").is_file()   # Flower reads it from its working directory
+    assert "FLEET_BROKER_URL=redis://127.0.0.1:7001/0" in line and "FLOWER_UNAUTHENTICATED=1" in line
+    assert line.endswith(f"-A tasks flower --port={FLOWER_PORT}")
+    out = io.StringIO()
+    announce(state, Console(file=out, width=300))
+    assert line in out.getvalue() and f"http://127.0.0.1:{FLOWER_PORT}/" in out.getvalue()

@@ -1,4 +1,4 @@
-"""The example manifest and the README's manifest load, route as their comments say, and
+"""The example manifest and docs/manifest.md's manifest load, route as their comments say, and
 pin their data to the files beside them."""
 import hashlib
 from pathlib import Path
@@ -39,10 +39,10 @@ def test_the_example_manifests_data_is_pinned_to_the_files_next_to_it():
             assert job.data == f"store+sha256://{sha(source.path.read_bytes())}/{source.path.name}"
 
 
-def test_the_readme_manifest_example_is_valid():
+def test_the_manifest_pages_example_is_valid():
     import re
-    readme = (Path(__file__).resolve().parents[2] / "README.md").read_text()
-    block = re.search(r"## Manifest\n\n```toml\n(.*?)```", readme, re.S).group(1)
+    page = (Path(__file__).resolve().parents[2] / "docs" / "manifest.md").read_text()
+    block = re.search(r"^# Manifests\n.*?```toml\n(.*?)```", page, re.S).group(1)
     manifest = loads(block, str(EXAMPLE))  # its data paths are the example's
     assert [t.name for t in manifest.tiers] == ["cuda-xl", "cuda", "cpu"]
     assert len(manifest.jobs) == 6

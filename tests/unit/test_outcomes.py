@@ -1,6 +1,7 @@
 """How a run ends (tasks.run) and what Celery is told (tasks.train.settle)."""
 import pytest
-from celery.exceptions import Ignore, Reject
+from celery.exceptions import Ignore, Reject, Retry
+from kombu.utils.encoding import safe_repr
 
 from core.errors import TrainingFailed
 from state.jobrecord import JobState
@@ -49,3 +50,18 @@ def test_a_delivery_during_shutdown_goes_back_to_the_broker():
 def test_every_other_ending_is_acked_without_a_result(outcome):
     with pytest.raises(Ignore):
         settle(Ended(outcome, "why"))
+
+
+def test_a_failure_queued_for_another_attempt_is_a_retry_for_celery_not_a_failure():
+    # Flower counts task-failed events as Failed; fleet status counts this job queued
+    why = "job j exited with status 3; last output:\nboom\n(retrying: attempt 1 of 2)"
+    with pytest.raises(Retry) as caught:
+        settle(Ended(Outcome.RETRYING, why))
+    assert isinstance(caught.value.exc, TrainingFailed) and str(caught.value.exc) == why
+
+
+def test_a_failures_repr_keeps_its_line_breaks_for_flower():
+    # Celery's task events carry repr(exc); Flower showed a literal backslash-n
+    shown = safe_repr(TrainingFailed("exited with status 1; last output:\nTraceback\nValueError: x"))
+    assert "\\n" not in shown and shown.endswith("last output:\nTraceback\nValueError: x")
+    assert shown.startswith("TrainingFailed: ")

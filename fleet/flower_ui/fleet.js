@@ -1,0 +1,41 @@
+/* fleet's additions to Flower's pages (fleet/flower_view.py puts this at the end of every
+   page): the Workers page shows each worker's GPUs and cores under its name, from the
+   heartbeat the worker keeps in Redis (the ``fleet_resources`` field fleet adds to the rows),
+   and a worker's own page the same line under its name;
+   a task's page shows its exception with its own line breaks (the job's last output lines). */
+(function ($) {
+    'use strict';
+    $(function () {
+        $('dt').filter(function () {
+            return $(this).text().trim() === 'Exception';
+        }).next('dd').each(function () {   // plain text: the template's indentation goes
+            $(this).text($(this).text().trim()).css('white-space', 'pre-wrap');
+        });
+    });
+    $(function () {
+        var title = $('#workername');
+        if (!title.length) {
+            return;
+        }
+        $.getJSON($('#url_prefix').val() + '/workers?json=1', function (answer) {
+            var row = (answer.data || []).find(function (w) { return w.hostname === title.text(); });
+            if (row && row.fleet_resources) {
+                title.after($('<p class="fleet-resources"></p>').text(row.fleet_resources));
+            }
+        });
+    });
+    $(function () {
+        var table = $('#workers-table');
+        if (!table.length || !$.fn.dataTable.isDataTable(table)) {
+            return;
+        }
+        table.on('draw.dt', function () {
+            table.DataTable().rows().every(function () {
+                var data = this.data(), cell = $(this.node()).children('td').first();
+                if (data && data.fleet_resources && !cell.find('.fleet-resources').length) {
+                    cell.append($('<span class="fleet-resources"></span>').text(data.fleet_resources));
+                }
+            });
+        });
+    });
+}(jQuery));
