@@ -3,6 +3,7 @@
 Flat and free of side effects. Every FLEET_* variable is declared in ``core.registry``
 and read through it; a bad value raises ConfigError naming the variable.
 """
+
 from core import registry as _settings
 from state import broker as _broker
 
@@ -48,11 +49,14 @@ broker_transport_options = {
     "visibility_timeout": visibility_timeout,
     "unacked_restore_interval": unacked_restore_interval,
     "unacked_restore_throttle": 1 if _restore_given else 10,
-    "queue_order_strategy": "priority",   # most demanding tier first
+    "queue_order_strategy": "priority",  # most demanding tier first
     "priority_steps": list(range(10)),
-    **_broker_at.transport_options(),   # Sentinel: master_name
+    **_broker_at.transport_options(),  # Sentinel: master_name
 }
-result_backend_transport_options = {"visibility_timeout": visibility_timeout, **_results_at.transport_options()}
+result_backend_transport_options = {
+    "visibility_timeout": visibility_timeout,
+    **_results_at.transport_options(),
+}
 # Stock Redis transport (or its Sentinel one), except a worker serves its queues in order first,
 # priority second: tasks.transport.register() points redis://, rediss:// and sentinel:// at
 # them, so the URL stays plain (Flower reads it).

@@ -10,6 +10,7 @@ history across restarts (in ``--db``, default ``./flower``).
 Module-level names that match a Flower option set it (tornado config files, read after
 FLOWER_* variables and before the command line, which wins); helpers are underscored.
 """
+
 import os as _os
 import sys as _sys
 

@@ -4,6 +4,7 @@ Everything streams: each member is hashed while tarfile reads it, and the
 compressed bytes are hashed as they go to disk, so a bundle is read once and
 written once. Tar metadata is normalised (artifacts.reprotar), so equal files give equal bytes.
 """
+
 from __future__ import annotations
 
 import hashlib
@@ -24,8 +25,8 @@ from core.files import PRIVATE, atomic_file
 from . import reprotar, safetar
 
 log = logging.getLogger("fleet.bundle")
-CHUNK_BYTES = C.IO_CHUNK_BYTES          # read/write unit for files, tar and zstd
-ZSTD_OUT_BYTES = C.IO_CHUNK_BYTES       # compressed chunk handed to the hashing writer
+CHUNK_BYTES = C.IO_CHUNK_BYTES  # read/write unit for files, tar and zstd
+ZSTD_OUT_BYTES = C.IO_CHUNK_BYTES  # compressed chunk handed to the hashing writer
 
 
 @dataclass(frozen=True)
@@ -83,8 +84,11 @@ def collect(root: Path, globs: list[str]) -> list[tuple[str, Path]]:
             if not path.is_file():
                 continue
             if not path.resolve().is_relative_to(real_root):
-                log.warning("artifact %s resolves outside the job's directory (%s); left out",
-                            path.relative_to(root).as_posix(), path.resolve())
+                log.warning(
+                    "artifact %s resolves outside the job's directory (%s); left out",
+                    path.relative_to(root).as_posix(),
+                    path.resolve(),
+                )
                 continue
             found[path.relative_to(root).as_posix()] = path
     return sorted(found.items())
@@ -106,8 +110,14 @@ def _write_tar(out, files: list[tuple[str, Path]], meta: dict) -> dict[str, dict
     return entries
 
 
-def bundle(files: list[tuple[str, Path]], meta: dict, dest: Path, *,
-           level: int = ZSTD_LEVEL, threads: int = -1) -> BundleResult:
+def bundle(
+    files: list[tuple[str, Path]],
+    meta: dict,
+    dest: Path,
+    *,
+    level: int = ZSTD_LEVEL,
+    threads: int = -1,
+) -> BundleResult:
     """Write `files` plus a `meta.json` as a zstd tar at `dest`, atomically.
 
     `threads=-1` compresses on every core. The returned sha256 is of the
@@ -116,14 +126,16 @@ def bundle(files: list[tuple[str, Path]], meta: dict, dest: Path, *,
     dest = Path(dest)
     if META_NAME in {name for name, _ in files}:
         raise StoreError(f"{META_NAME!r} is reserved for the bundle's metadata; rename that file")
-    cctx = zstandard.ZstdCompressor(level=level, threads=threads, write_checksum=True,
-                                    write_content_size=False)
+    cctx = zstandard.ZstdCompressor(
+        level=level, threads=threads, write_checksum=True, write_content_size=False
+    )
     with atomic_file(dest, PRIVATE) as tmp, open(tmp, "wb", buffering=0) as raw:
         out = _HashingWriter(raw)
         with cctx.stream_writer(out, write_size=ZSTD_OUT_BYTES, closefd=False) as zw:
             entries = _write_tar(zw, files, meta)
-    return BundleResult(dest, out.hash.hexdigest(), out.size,
-                        {name: e["sha256"] for name, e in entries.items()})
+    return BundleResult(
+        dest, out.hash.hexdigest(), out.size, {name: e["sha256"] for name, e in entries.items()}
+    )
 
 
 def _open_tar(bundle_path: Path):
@@ -150,5 +162,7 @@ def verify_bundle(path: Path, sha256: str) -> None:
     """Raise DigestMismatch unless the file at `path` hashes to `sha256`."""
     actual = sha256_file(path)
     if actual != sha256:
-        raise DigestMismatch(f"{path}: expected sha256 {sha256}, found {actual}; "
-                             "the file is corrupt or was changed after bundling")
+        raise DigestMismatch(
+            f"{path}: expected sha256 {sha256}, found {actual}; "
+            "the file is corrupt or was changed after bundling"
+        )

@@ -4,6 +4,7 @@ Built on ``artifacts.bundle`` (reproducible tar, zstd, sha256 in the same pass, 
 that refuses paths escaping the target), with every file under ``ckpt/`` in the archive so
 that the bundle's own ``meta.json`` never clashes with a checkpoint file of that name.
 """
+
 from __future__ import annotations
 
 import os
@@ -14,7 +15,7 @@ from pathlib import Path
 from artifacts import bundle as bundler
 
 PREFIX = "ckpt"
-ZSTD_LEVEL = 1     # checkpoints are mostly floats: a higher level costs time and saves little
+ZSTD_LEVEL = 1  # checkpoints are mostly floats: a higher level costs time and saves little
 
 
 def fingerprint(directory: Path) -> tuple:
@@ -23,7 +24,7 @@ def fingerprint(directory: Path) -> tuple:
     for arcname, path in bundler.collect(directory, []):
         try:
             st = path.stat()
-        except FileNotFoundError:   # removed while we looked: the next look sees it
+        except FileNotFoundError:  # removed while we looked: the next look sees it
             continue
         out.append((arcname, st.st_size, st.st_mtime_ns))
     return tuple(out)

@@ -16,6 +16,7 @@ An entry appears by rename only after its bytes were verified, so a reader never
 partial or unverified entry. A pin appears by rename too: jobs pinning the same data at once
 (even into one job directory) each get a whole pin, never a half-made or removed one.
 """
+
 from __future__ import annotations
 
 import contextlib
@@ -48,7 +49,9 @@ class DataCache:
         for sub in ("entries", "locks", "pins", "tmp"):
             (self.root / sub).mkdir(parents=True, exist_ok=True)
 
-    def get(self, key: str, kind: str, fill: Callable[[Path], None], sha256: str | None = None) -> Path:
+    def get(
+        self, key: str, kind: str, fill: Callable[[Path], None], sha256: str | None = None
+    ) -> Path:
         """The payload for ``key``, filled once on this host by ``fill(dest_file)``.
 
         With ``sha256``, the filled bytes must hash to it (DigestMismatch otherwise, nothing
@@ -105,7 +108,9 @@ class DataCache:
         return sum(size for _, _, size in self._entries())
 
     # --- plumbing ---------------------------------------------------------------
-    def _fill(self, entry: Path, kind: str, fill: Callable[[Path], None], sha256: str | None) -> int:
+    def _fill(
+        self, entry: Path, kind: str, fill: Callable[[Path], None], sha256: str | None
+    ) -> int:
         work = self.root / "tmp" / f"{entry.name}.{uuid.uuid4().hex}"
         work.mkdir(parents=True)
         try:
@@ -114,8 +119,10 @@ class DataCache:
             if sha256 is not None:
                 actual, _ = hash_file(raw)
                 if actual != sha256:
-                    raise DigestMismatch(f"data {sha256[:16]}: expected sha256 {sha256}, got {actual}; "
-                                         "refused (corrupt in transit, or changed after publish)")
+                    raise DigestMismatch(
+                        f"data {sha256[:16]}: expected sha256 {sha256}, got {actual}; "
+                        "refused (corrupt in transit, or changed after publish)"
+                    )
             staged = work / "entry"
             staged.mkdir()
             if kind == DIR:
@@ -208,7 +215,7 @@ def _replace(staged: Path, target: Path, make: Callable[[Path], object]) -> None
     make(staged)
     try:
         os.replace(staged, target)
-    except OSError:          # a directory in the way (ENOTEMPTY, EEXIST, EISDIR)
+    except OSError:  # a directory in the way (ENOTEMPTY, EEXIST, EISDIR)
         shutil.rmtree(target, ignore_errors=True)
         try:
             os.replace(staged, target)

@@ -5,6 +5,7 @@ artifacts.reprotar: no owners, times or permissions beyond the executable bit), 
 wherever they are. ``DataResolver`` pins each data entry of a manifest once per load, so a
 sweep of 100,000 points over one file hashes that file once.
 """
+
 from __future__ import annotations
 
 import hashlib
@@ -71,13 +72,16 @@ def dir_files(root: Path) -> list[tuple[str, Path]]:
     return sorted(found)
 
 
-def write_dir_tar(root: Path, out=None, advance: Callable[[int], None] | None = None) -> tuple[str, int]:
+def write_dir_tar(
+    root: Path, out=None, advance: Callable[[int], None] | None = None
+) -> tuple[str, int]:
     """Write the directory's deterministic tar to ``out`` (or nowhere); (sha256, size) of it."""
     return write_files_tar(dir_files(root), out, advance)
 
 
-def write_files_tar(files: Iterable[tuple[str, Path]], out=None,
-                    advance: Callable[[int], None] | None = None) -> tuple[str, int]:
+def write_files_tar(
+    files: Iterable[tuple[str, Path]], out=None, advance: Callable[[int], None] | None = None
+) -> tuple[str, int]:
     """The deterministic tar of sorted (arcname, path) pairs, written to ``out`` (or nowhere)."""
     sink = _Sink(out, advance)
     with reprotar.writer(sink) as tar:
@@ -108,15 +112,21 @@ class DataResolver:
 
     def __init__(self, s3: Callable[[str], dict] = s3_identity, progress: Progress | None = None):
         self.s3, self.progress = s3, progress
-        self.sources: dict[str, DataSource] = {}    # sha256 -> local bytes to stage
+        self.sources: dict[str, DataSource] = {}  # sha256 -> local bytes to stage
         self._pinned: dict[str, str | DataProblem] = {}
 
     def pin(self, written: str, base_dir: Path) -> str:
         """The pinned URI for ``written`` (a path relative to ``base_dir`` or an s3:// URI)."""
-        where = written if written.startswith("s3://") else str((base_dir / os.path.expanduser(written)).resolve())
+        where = (
+            written
+            if written.startswith("s3://")
+            else str((base_dir / os.path.expanduser(written)).resolve())
+        )
         if where not in self._pinned:
             try:
-                self._pinned[where] = self._s3(where) if written.startswith("s3://") else self._local(Path(where))
+                self._pinned[where] = (
+                    self._s3(where) if written.startswith("s3://") else self._local(Path(where))
+                )
             except DataProblem as e:
                 self._pinned[where] = e
         found = self._pinned[where]
@@ -128,15 +138,19 @@ class DataResolver:
         try:
             return dataref.s3_uri(uri, self.s3(uri))
         except StoreError as e:
-            raise DataProblem(f"cannot read the identity of {uri}: {e}",
-                              "check the object exists and FLEET_S3_ENDPOINT_URL and the AWS_* "
-                              "credentials (the job ID depends on the object's content)") from e
+            raise DataProblem(
+                f"cannot read the identity of {uri}: {e}",
+                "check the object exists and FLEET_S3_ENDPOINT_URL and the AWS_* "
+                "credentials (the job ID depends on the object's content)",
+            ) from e
 
     def _local(self, path: Path) -> str:
         if not path.exists():
-            raise DataProblem(f"data {str(path)!r} does not exist",
-                              "paths are relative to the manifest's directory; check the path, "
-                              "or use s3://bucket/key")
+            raise DataProblem(
+                f"data {str(path)!r} does not exist",
+                "paths are relative to the manifest's directory; check the path, "
+                "or use s3://bucket/key",
+            )
         kind = DIR if path.is_dir() else FILE
         try:
             if kind == DIR:
@@ -145,25 +159,33 @@ class DataResolver:
             else:
                 sha, size = hash_file(path, self._advance(path, path.stat().st_size))
         except OSError as e:
-            raise DataProblem(f"cannot read data {str(path)!r}: {e.strerror or e}",
-                              "make it readable by the publishing user") from e
+            raise DataProblem(
+                f"cannot read data {str(path)!r}: {e.strerror or e}",
+                "make it readable by the publishing user",
+            ) from e
         self.sources.setdefault(sha, DataSource(sha, path, kind, size))
         return dataref.store_uri(sha, path.name, kind)
 
-    def pin_workdir(self, written: str, base_dir: Path, requirements_file: str | None) -> PinnedWorkdir:
+    def pin_workdir(
+        self, written: str, base_dir: Path, requirements_file: str | None
+    ) -> PinnedWorkdir:
         """The workdir's selected files pinned (artifacts.workdir), refused over the size limit."""
         root = (base_dir / os.path.expanduser(written)).resolve()
         if not root.is_dir():
-            raise DataProblem(f"workdir {str(root)!r} is not a directory",
-                              "workdir is relative to the manifest's directory; name the project folder")
+            raise DataProblem(
+                f"workdir {str(root)!r} is not a directory",
+                "workdir is relative to the manifest's directory; name the project folder",
+            )
         try:
             sel = workdirs.select(root)
             workdirs.check_size(sel, workdirs.max_bytes())
             sha, size = write_files_tar(sel.files, advance=self._advance(root, sel.total_bytes))
         except OSError as e:
-            raise DataProblem(f"cannot read workdir {str(root)!r}: {e.strerror or e} ({e.filename})",
-                              "make it readable by the publishing user, or leave the file out "
-                              f"with a {workdirs.FLEETIGNORE}") from e
+            raise DataProblem(
+                f"cannot read workdir {str(root)!r}: {e.strerror or e} ({e.filename})",
+                "make it readable by the publishing user, or leave the file out "
+                f"with a {workdirs.FLEETIGNORE}",
+            ) from e
         self.sources.setdefault(sha, DataSource(sha, root, DIR, size, files=sel.files))
         traveling = {rel for rel, _ in sel.files}
         lock = lock_digest(root) if {"pyproject.toml", "uv.lock"} <= traveling else None
@@ -178,8 +200,12 @@ def _requirement_lines(root: Path, name: str, traveling: set[str]) -> tuple[str,
     """The requirement lines of the file ``name`` in the workdir, comments and blanks left out."""
     rel = Path(name).as_posix()
     if rel not in traveling:
-        raise DataProblem(f"requirements file {name!r} is not in workdir {str(root)!r}"
-                          + (" (it is ignored)" if (root / name).is_file() else ""),
-                          "name a file inside the workdir, relative to it, e.g. requirements.txt")
-    lines = (ln.split(" #", 1)[0].strip() for ln in (root / rel).read_text(encoding="utf-8").splitlines())
+        raise DataProblem(
+            f"requirements file {name!r} is not in workdir {str(root)!r}"
+            + (" (it is ignored)" if (root / name).is_file() else ""),
+            "name a file inside the workdir, relative to it, e.g. requirements.txt",
+        )
+    lines = (
+        ln.split(" #", 1)[0].strip() for ln in (root / rel).read_text(encoding="utf-8").splitlines()
+    )
     return tuple(ln for ln in lines if ln and not ln.startswith("#"))

@@ -17,6 +17,7 @@ uv reads its own settings from the worker's environment (``UV_INDEX_URL``,
 ``UV_EXTRA_INDEX_URL``, ``UV_FIND_LINKS``, ``UV_OFFLINE``, ``UV_TORCH_BACKEND`` ...): a mirror,
 an internal index or a folder of wheels reach it unchanged. Their values are never logged.
 """
+
 from __future__ import annotations
 
 import contextlib
@@ -37,14 +38,37 @@ from pathlib import Path
 from core.errors import FleetError
 from core.ids import short_id
 
-COMPLETE = ".complete"         # written last: an environment without it was never finished
+COMPLETE = ".complete"  # written last: an environment without it was never finished
 BUILD_TIMEOUT_S = 3600.0
 # uv's messages that mean the job's own requirements are wrong: retrying elsewhere cannot help
-JOB_ERRORS = ("No solution found", "not found in the package registry", "were not found in",
-              "Because ", "is not a valid", "Failed to parse", "No matching distribution",
-              "requires Python", "No interpreter found", "lockfile", "uv.lock", "needs to be updated")
-UV_ENV_PREFIXES = ("UV_", "PIP_INDEX", "PIP_EXTRA_INDEX", "PIP_FIND_LINKS", "SSL_CERT", "REQUESTS_CA",
-                   "HTTP_PROXY", "HTTPS_PROXY", "NO_PROXY", "http_proxy", "https_proxy", "no_proxy")
+JOB_ERRORS = (
+    "No solution found",
+    "not found in the package registry",
+    "were not found in",
+    "Because ",
+    "is not a valid",
+    "Failed to parse",
+    "No matching distribution",
+    "requires Python",
+    "No interpreter found",
+    "lockfile",
+    "uv.lock",
+    "needs to be updated",
+)
+UV_ENV_PREFIXES = (
+    "UV_",
+    "PIP_INDEX",
+    "PIP_EXTRA_INDEX",
+    "PIP_FIND_LINKS",
+    "SSL_CERT",
+    "REQUESTS_CA",
+    "HTTP_PROXY",
+    "HTTPS_PROXY",
+    "NO_PROXY",
+    "http_proxy",
+    "https_proxy",
+    "no_proxy",
+)
 
 
 class EnvBuildFailed(FleetError):
@@ -60,13 +84,17 @@ class EnvBuildFailed(FleetError):
 class EnvSpec:
     """What defines a job's environment."""
 
-    requirements: tuple[str, ...] = ()     # requirement lines (a requirements file's, read)
-    lock: str | None = None                # sha256 of pyproject.toml + uv.lock in the workdir
-    python: str | None = None              # "3.12"; None: the worker's own version
+    requirements: tuple[str, ...] = ()  # requirement lines (a requirements file's, read)
+    lock: str | None = None  # sha256 of pyproject.toml + uv.lock in the workdir
+    python: str | None = None  # "3.12"; None: the worker's own version
 
     def digest(self, platform_tag: str | None = None) -> str:
-        body = {"requirements": list(self.requirements), "lock": self.lock,
-                "python": self.python or _own_python(), "platform": platform_tag or host_platform()}
+        body = {
+            "requirements": list(self.requirements),
+            "lock": self.lock,
+            "python": self.python or _own_python(),
+            "platform": platform_tag or host_platform(),
+        }
         return hashlib.sha256(json.dumps(body, sort_keys=True).encode()).hexdigest()
 
 
@@ -93,28 +121,42 @@ def uv_binary() -> str:
     """The uv that ships as a worker dependency, else one on PATH."""
     try:
         import uv
+
         return uv.find_uv_bin()
     except (ImportError, FileNotFoundError) as e:
         found = shutil.which("uv")
         if not found:
-            raise EnvBuildFailed("uv is not installed on this worker; install fleet's worker "
-                                 "dependencies (pip install fleet) or put uv on PATH", permanent=False) from e
+            raise EnvBuildFailed(
+                "uv is not installed on this worker; install fleet's worker "
+                "dependencies (pip install fleet) or put uv on PATH",
+                permanent=False,
+            ) from e
         return found
 
 
 def uv_environment(env: Mapping[str, str], cache_dir: Path) -> dict[str, str]:
     """What uv runs with: PATH and HOME, uv's and the index settings, nothing else of the worker's."""
-    keep = {k: v for k, v in env.items() if k.startswith(UV_ENV_PREFIXES) or k in ("PATH", "HOME", "LANG")}
+    keep = {
+        k: v
+        for k, v in env.items()
+        if k.startswith(UV_ENV_PREFIXES) or k in ("PATH", "HOME", "LANG")
+    }
     keep["UV_CACHE_DIR"] = str(cache_dir)
-    keep.setdefault("UV_PYTHON_DOWNLOADS", "never")   # a worker never fetches interpreters unasked
+    keep.setdefault("UV_PYTHON_DOWNLOADS", "never")  # a worker never fetches interpreters unasked
     return keep
 
 
 class EnvCache:
     """Environments under ``root``: ``envs/<digest>``, ``tmp/``, ``locks/``, ``uv-cache/``."""
 
-    def __init__(self, root: Path, max_bytes: int, *, env: Mapping[str, str] | None = None,
-                 uv: str | None = None):
+    def __init__(
+        self,
+        root: Path,
+        max_bytes: int,
+        *,
+        env: Mapping[str, str] | None = None,
+        uv: str | None = None,
+    ):
         self.root, self.max_bytes = Path(root), max_bytes
         self.env = os.environ if env is None else env
         self._uv = uv
@@ -140,8 +182,13 @@ class EnvCache:
                 fcntl.flock(f, fcntl.LOCK_UN)
 
     @contextlib.contextmanager
-    def use(self, spec: EnvSpec, *, workdir: Path | None = None,
-            log: Callable[[str], None] = lambda line: None) -> Iterator[Path]:
+    def use(
+        self,
+        spec: EnvSpec,
+        *,
+        workdir: Path | None = None,
+        log: Callable[[str], None] = lambda line: None,
+    ) -> Iterator[Path]:
         """The environment's python, built if needed, held (not evicted) inside the block."""
         digest = spec.digest()
         with self._lock(digest, fcntl.LOCK_EX):
@@ -149,33 +196,46 @@ class EnvCache:
                 log(f"environment {short_id(digest)} cached")
             else:
                 self._build(spec, digest, workdir, log)
-                self.evict(keep=digest)               # room for the new one, never itself
-            os.utime(self.path(digest) / COMPLETE)     # recently used: evicted last
+                self.evict(keep=digest)  # room for the new one, never itself
+            os.utime(self.path(digest) / COMPLETE)  # recently used: evicted last
         with self._lock(digest, fcntl.LOCK_SH):
-            if not self.ready(digest):   # evicted between the two locks: build again
-                raise EnvBuildFailed(f"environment {short_id(digest)} was evicted before use; retry",
-                                     permanent=False)
+            if not self.ready(digest):  # evicted between the two locks: build again
+                raise EnvBuildFailed(
+                    f"environment {short_id(digest)} was evicted before use; retry", permanent=False
+                )
             yield self.python(digest)
         self.evict()
 
-    def _build(self, spec: EnvSpec, digest: str, workdir: Path | None, log: Callable[[str], None]) -> None:
+    def _build(
+        self, spec: EnvSpec, digest: str, workdir: Path | None, log: Callable[[str], None]
+    ) -> None:
         for old in (self.root / "tmp").glob(f"{digest}-*"):
-            shutil.rmtree(old, ignore_errors=True)       # an interrupted build's leftovers
+            shutil.rmtree(old, ignore_errors=True)  # an interrupted build's leftovers
         tmp = self.root / "tmp" / f"{digest}-{uuid.uuid4().hex[:8]}"
         started = time.monotonic()
         log(f"building environment {short_id(digest)} with uv")
         try:
-            self._uv_run(["venv", "--relocatable", "--python", spec.python or sys.executable, str(tmp)], log)
+            self._uv_run(
+                ["venv", "--relocatable", "--python", spec.python or sys.executable, str(tmp)], log
+            )
             if spec.lock is not None:
                 self._sync(tmp, workdir, log)
             else:
                 req = tmp / "fleet-requirements.txt"
                 req.write_text("".join(line + "\n" for line in spec.requirements))
-                self._uv_run(["pip", "install", "--python", str(tmp / "bin" / "python"), "-r", str(req)], log)
+                self._uv_run(
+                    ["pip", "install", "--python", str(tmp / "bin" / "python"), "-r", str(req)], log
+                )
             _inherit_worker_packages(tmp, spec)
-            (tmp / COMPLETE).write_text(json.dumps({"spec": spec.__dict__ | {"requirements": list(spec.requirements)},
-                                                    "built_s": round(time.monotonic() - started, 2),
-                                                    "bytes": _du(tmp)}))
+            (tmp / COMPLETE).write_text(
+                json.dumps(
+                    {
+                        "spec": spec.__dict__ | {"requirements": list(spec.requirements)},
+                        "built_s": round(time.monotonic() - started, 2),
+                        "bytes": _du(tmp),
+                    }
+                )
+            )
             shutil.rmtree(self.path(digest), ignore_errors=True)
             os.rename(tmp, self.path(digest))
         except BaseException:
@@ -186,15 +246,26 @@ class EnvCache:
     def _sync(self, target: Path, workdir: Path | None, log: Callable[[str], None]) -> None:
         if workdir is None:
             raise EnvBuildFailed("a uv.lock environment needs the job's workdir", permanent=True)
-        self._uv_run(["sync", "--frozen", "--no-install-project", "--project", str(workdir)], log,
-                     extra={"UV_PROJECT_ENVIRONMENT": str(target)})
+        self._uv_run(
+            ["sync", "--frozen", "--no-install-project", "--project", str(workdir)],
+            log,
+            extra={"UV_PROJECT_ENVIRONMENT": str(target)},
+        )
 
-    def _uv_run(self, args: list[str], log: Callable[[str], None], extra: Mapping[str, str] = {}) -> None:
+    def _uv_run(
+        self, args: list[str], log: Callable[[str], None], extra: Mapping[str, str] = {}
+    ) -> None:
         env = uv_environment(self.env, self.root / "uv-cache") | dict(extra)
         cmd = [self._uv or uv_binary(), *args]
         try:
-            proc = subprocess.Popen(cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-                                    text=True, errors="replace")
+            proc = subprocess.Popen(
+                cmd,
+                env=env,
+                stdout=subprocess.PIPE,
+                stderr=subprocess.STDOUT,
+                text=True,
+                errors="replace",
+            )
         except OSError as e:
             raise EnvBuildFailed(f"cannot run uv ({e.strerror})", permanent=False) from e
         lines = []
@@ -217,14 +288,23 @@ class EnvCache:
                 used = (p / COMPLETE).stat().st_mtime
             except (OSError, ValueError):
                 continue
-            out.append({"digest": short_id(p.name), "bytes": marker.get("bytes"),
-                        "built_s": marker.get("built_s"), "used_at": round(used)})
+            out.append(
+                {
+                    "digest": short_id(p.name),
+                    "bytes": marker.get("bytes"),
+                    "built_s": marker.get("built_s"),
+                    "used_at": round(used),
+                }
+            )
         return out
 
     def evict(self, keep: str | None = None) -> list[str]:
         """Remove least recently used environments until the cache fits its bound."""
-        envs = sorted(((p / COMPLETE).stat().st_mtime, p.name, _du(p))
-                      for p in (self.root / "envs").iterdir() if (p / COMPLETE).is_file())
+        envs = sorted(
+            ((p / COMPLETE).stat().st_mtime, p.name, _du(p))
+            for p in (self.root / "envs").iterdir()
+            if (p / COMPLETE).is_file()
+        )
         total = sum(size for _, _, size in envs)
         gone = []
         for _, digest, size in envs:
@@ -241,9 +321,9 @@ class EnvCache:
             try:
                 fcntl.flock(f, fcntl.LOCK_EX | fcntl.LOCK_NB)
             except BlockingIOError:
-                return False      # a job is using it
+                return False  # a job is using it
             try:
-                (self.path(digest) / COMPLETE).unlink(missing_ok=True)   # unusable before it is gone
+                (self.path(digest) / COMPLETE).unlink(missing_ok=True)  # unusable before it is gone
                 shutil.rmtree(self.path(digest), ignore_errors=True)
                 return True
             finally:
@@ -260,6 +340,7 @@ def _inherit_worker_packages(env_dir: Path, spec: EnvSpec) -> None:
     if spec.python not in (None, _own_python()):
         return
     import sysconfig
+
     paths = dict.fromkeys(sysconfig.get_paths()[k] for k in ("purelib", "platlib"))
     for site in env_dir.glob("lib/python*/site-packages"):
         (site / WORKER_PTH).write_text("".join(p + "\n" for p in paths))

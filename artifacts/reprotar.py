@@ -6,6 +6,7 @@ between hosts for equal files is normalised: owners (0, no names), times (``MTIM
 other permission bits (``FILE_MODE`` or ``EXEC_MODE``). The stream is PAX, written in order,
 never seeked, so it can go straight into a compressor or a hash.
 """
+
 from __future__ import annotations
 
 import io
@@ -16,10 +17,10 @@ from typing import BinaryIO
 
 from core import constants as C
 
-CHUNK_BYTES = C.IO_CHUNK_BYTES   # tarfile's read and write unit
-MTIME = 0                  # every member's time, s since the epoch: a file's own mtime is host noise
+CHUNK_BYTES = C.IO_CHUNK_BYTES  # tarfile's read and write unit
+MTIME = 0  # every member's time, s since the epoch: a file's own mtime is host noise
 FILE_MODE = 0o644
-EXEC_MODE = 0o755          # a file its owner may execute
+EXEC_MODE = 0o755  # a file its owner may execute
 
 
 def member(arcname: str, size: int, executable: bool = False) -> tarfile.TarInfo:

@@ -6,6 +6,7 @@ Honours ``.gitignore`` files (at any depth, each for the folder it sits in) and 
 compiled ``*.pyc``. Symbolic links are not followed (they could name bytes outside the
 tree). The selection is sorted, so the same tree gives the same tar and digest anywhere.
 """
+
 from __future__ import annotations
 
 import os
@@ -19,11 +20,19 @@ import pathspec
 from core.errors import DataProblem
 from core.registry import value
 
-WORKDIR_MAX_ENV = "FLEET_WORKDIR_MAX_MIB"   # a bigger workdir is refused at publish
+WORKDIR_MAX_ENV = "FLEET_WORKDIR_MAX_MIB"  # a bigger workdir is refused at publish
 IGNORE_FILES = (".gitignore",)
-FLEETIGNORE = ".fleetignore"   # top level only: what the publisher wants left behind
-ALWAYS_LEFT_OUT = (".git/", "__pycache__/", "*.pyc", ".venv/", ".tox/", ".mypy_cache/",
-                   ".pytest_cache/", ".ipynb_checkpoints/")
+FLEETIGNORE = ".fleetignore"  # top level only: what the publisher wants left behind
+ALWAYS_LEFT_OUT = (
+    ".git/",
+    "__pycache__/",
+    "*.pyc",
+    ".venv/",
+    ".tox/",
+    ".mypy_cache/",
+    ".pytest_cache/",
+    ".ipynb_checkpoints/",
+)
 LARGEST_SHOWN = 5
 
 
@@ -40,7 +49,10 @@ class Selection:
         return sum(self.sizes)
 
     def largest(self, n: int = LARGEST_SHOWN) -> list[tuple[str, int]]:
-        pairs = sorted(zip((rel for rel, _ in self.files), self.sizes, strict=True), key=lambda p: (-p[1], p[0]))
+        pairs = sorted(
+            zip((rel for rel, _ in self.files), self.sizes, strict=True),
+            key=lambda p: (-p[1], p[0]),
+        )
         return pairs[:n]
 
 
@@ -58,7 +70,7 @@ def _read_lines(path: Path) -> list[str]:
 def _ignored(stack: list[tuple[str, pathspec.PathSpec]], rel: str, is_dir: bool) -> bool:
     """Whether any spec in force (each relative to its own folder) leaves ``rel`` out."""
     for base, spec in stack:
-        sub = rel[len(base) + 1:] if base else rel
+        sub = rel[len(base) + 1 :] if base else rel
         if spec.match_file(sub + "/" if is_dir else sub):
             return True
     return False
@@ -88,7 +100,11 @@ def select(root: Path) -> Selection:
         for name in sorted(dirnames):
             rel = f"{rel_dir}/{name}" if rel_dir else name
             folder = Path(dirpath, name)
-            if folder.is_symlink() or (folder / "pyvenv.cfg").exists() or _ignored(stack, rel, True):
+            if (
+                folder.is_symlink()
+                or (folder / "pyvenv.cfg").exists()
+                or _ignored(stack, rel, True)
+            ):
                 continue
             keep.append(name)
             stacks[rel] = _entered(stack, rel, folder)
@@ -112,10 +128,12 @@ def check_size(sel: Selection, limit: int) -> None:
     if sel.total_bytes <= limit:
         return
     biggest = ", ".join(f"{rel} ({_mib(size)})" for rel, size in sel.largest())
-    raise DataProblem(f"workdir {str(sel.root)!r} is {_mib(sel.total_bytes)}, over the "
-                      f"{_mib(limit)} limit; largest files: {biggest}",
-                      f"leave data and environments out with a {FLEETIGNORE} (gitignore syntax) "
-                      f"and ship data with `data = ...`, or raise {WORKDIR_MAX_ENV}")
+    raise DataProblem(
+        f"workdir {str(sel.root)!r} is {_mib(sel.total_bytes)}, over the "
+        f"{_mib(limit)} limit; largest files: {biggest}",
+        f"leave data and environments out with a {FLEETIGNORE} (gitignore syntax) "
+        f"and ship data with `data = ...`, or raise {WORKDIR_MAX_ENV}",
+    )
 
 
 def _mib(n: int) -> str:

@@ -14,6 +14,7 @@ messages from its least demanding queue (the last key Redis looks at: the worst 
 
 Run from the repo root: `python bench/brpop.py [--messages 2000] [--need-queues 100] [--wakes 50]`.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -51,12 +52,14 @@ def fleet_messages(url: str, queue: str, n: int) -> tuple[str, list[str]]:
     from fleet.messages import TAG_PLACEHOLDER, MessageFactory
     from manifest.schema import JobSpec
     from tasks import app
+
     job = JobSpec(name="bench", job_id="b" * 64, command=("true",))
     with connect(url) as conn:
         factory = MessageFactory(app, conn.default_channel)
         msg = factory.message(job, queue)
-        return factory.list_key(queue, job.priority), [msg.replace(TAG_PLACEHOLDER, f"{job.job_id}.{i}")
-                                                       for i in range(n)]
+        return factory.list_key(queue, job.priority), [
+            msg.replace(TAG_PLACEHOLDER, f"{job.job_id}.{i}") for i in range(n)
+        ]
 
 
 def fill(url: str, queue: str, n: int) -> None:
@@ -66,8 +69,10 @@ def fill(url: str, queue: str, n: int) -> None:
 
 def consumer_for(conn: Connection, names: list[str], got: list) -> Consumer:
     queues = [Queue(q, Exchange(q, type="direct"), routing_key=q) for q in names]
+
     def on_message(body, message):
         got.append(time.perf_counter())
+
     # no_ack: the cost measured is the BRPOP's, not fleet's ack script (the same either way)
     c = Consumer(conn.default_channel, queues, callbacks=[on_message], accept=["json"], no_ack=True)
     c.consume()
@@ -113,10 +118,12 @@ def wakes(conn: Connection, pusher: redis.Redis, key: str, msgs: list[str], got:
     lat = []
     for raw in msgs:
         sent: list = []
+
         def push(raw=raw, sent=sent):
-            time.sleep(0.02)                 # the consumer is blocked in BRPOP by then
+            time.sleep(0.02)  # the consumer is blocked in BRPOP by then
             sent.append(time.perf_counter())
             pusher.lpush(key, raw)
+
         t = threading.Thread(target=push)
         before = len(got)
         t.start()
@@ -144,14 +151,20 @@ def main() -> None:
             client.flushall()
             w = wake(server.url, names, args.wakes)
             rows.append((label, len(names) * 10, rate, brpop_us, w))
-        print(f"redis {server.url}; {args.messages} messages drained from the last queue; "
-              f"{args.wakes} wakes (median)")
-        print(f"{'queues':>20} {'BRPOP keys':>10} {'drain msg/s':>12} {'BRPOP us/call':>14} {'wake ms':>8}")
+        print(
+            f"redis {server.url}; {args.messages} messages drained from the last queue; "
+            f"{args.wakes} wakes (median)"
+        )
+        print(
+            f"{'queues':>20} {'BRPOP keys':>10} {'drain msg/s':>12} {'BRPOP us/call':>14} {'wake ms':>8}"
+        )
         for label, keys, rate, us, w in rows:
             print(f"{label:>20} {keys:>10} {rate:>12.0f} {us:>14.1f} {w * 1000:>8.2f}")
         (_, _, r0, u0, w0), (_, _, r1, u1, w1) = rows
-        print(f"ratio (need queues / baseline): drain time x{r0 / r1:.2f}, BRPOP server cost x{u1 / u0:.2f}, "
-              f"wake latency x{w1 / w0:.2f}")
+        print(
+            f"ratio (need queues / baseline): drain time x{r0 / r1:.2f}, BRPOP server cost x{u1 / u0:.2f}, "
+            f"wake latency x{w1 / w0:.2f}"
+        )
 
 
 if __name__ == "__main__":

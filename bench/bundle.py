@@ -2,6 +2,7 @@
 
 Run from the repo root: `python bench/bundle.py [--mib 256] [--runs 3]`.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -20,7 +21,7 @@ from artifacts.bundle import bundle, collect  # noqa: E402
 from bench.timing import best_of, parse_args  # noqa: E402
 
 LEVELS = (1, 3, 6, 10)
-SHARD_MIB = 32                 # weight shard size, like a sharded safetensors checkpoint
+SHARD_MIB = 32  # weight shard size, like a sharded safetensors checkpoint
 MIB = 1 << 20
 
 
@@ -35,7 +36,9 @@ def make_checkpoint(root: Path, mib: int) -> int:
         left, shard = left - n, shard + 1
     (root / "config.json").write_text(json.dumps({"hidden": 4096, "layers": 32}, indent=2))
     (root / "optimizer_state.json").write_text(json.dumps({"step": 1000, "lr": 3e-4}))
-    (root / "train.log").write_text("".join(f"step {i} loss {1 / (i + 1):.6f}\n" for i in range(5000)))
+    (root / "train.log").write_text(
+        "".join(f"step {i} loss {1 / (i + 1):.6f}\n" for i in range(5000))
+    )
     return sum(p.stat().st_size for p in root.iterdir())
 
 
@@ -47,8 +50,9 @@ def baseline(src: Path) -> None:
 def baseline_size(src: Path) -> int:
     """Compressed size of the baseline, measured outside the timed runs."""
     cmd = f"tar -cf - -C '{src}' . | zstd -T0 -3 -q | wc -c"
-    done = subprocess.run(["bash", "-o", "pipefail", "-c", cmd], check=True,
-                          capture_output=True, text=True)
+    done = subprocess.run(
+        ["bash", "-o", "pipefail", "-c", cmd], check=True, capture_output=True, text=True
+    )
     return int(done.stdout)
 
 
@@ -69,16 +73,23 @@ def main() -> int:
         base_size = baseline_size(src)
         base_mbs = total / MIB / base_s
         print(f"input {total / MIB:.0f} MiB in {len(files)} files, best of {args.runs}")
-        print(f"baseline tar|zstd -T0 -3|sha256sum: {base_mbs:7.1f} MB/s  "
-              f"ratio {total / base_size:.3f}")
+        print(
+            f"baseline tar|zstd -T0 -3|sha256sum: {base_mbs:7.1f} MB/s  "
+            f"ratio {total / base_size:.3f}"
+        )
         ratios = {}
         for level in LEVELS:
             dest = out / f"l{level}.tar.zst"
-            secs, res = best_of(args.runs, lambda dest=dest, level=level: bundle(files, {"bench": True}, dest, level=level))
+            secs, res = best_of(
+                args.runs,
+                lambda dest=dest, level=level: bundle(files, {"bench": True}, dest, level=level),
+            )
             mbs = total / MIB / secs
             ratios[level] = mbs / base_mbs
-            print(f"bundle level {level:2d}: {mbs:7.1f} MB/s  ratio {total / res.size:.3f}  "
-                  f"{ratios[level]:.2f}x baseline")
+            print(
+                f"bundle level {level:2d}: {mbs:7.1f} MB/s  ratio {total / res.size:.3f}  "
+                f"{ratios[level]:.2f}x baseline"
+            )
     print(f"bundle level 3: {ratios[3]:.2f}x baseline")
     return 0
 

@@ -12,6 +12,7 @@ Best of --runs each.
 
 Run from the repo root: `python bench/data.py [--mib 256] [--points 100000] [--runs 3]`.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -33,7 +34,9 @@ def mib_s(n_bytes: int, secs: float) -> str:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     parser.add_argument("--mib", type=int, default=256)
     parser.add_argument("--points", type=int, default=100_000)
     parser.add_argument("--runs", type=int, default=3)
@@ -42,6 +45,7 @@ def main() -> None:
     import logging
 
     from moto.server import ThreadedMotoServer
+
     logging.getLogger("werkzeug").setLevel(logging.WARNING)  # moto logs every request
 
     from artifacts.stores import S3Store, s3_client
@@ -52,7 +56,11 @@ def main() -> None:
     server = ThreadedMotoServer(ip_address="127.0.0.1", port=0, verbose=False)
     server.start()
     host, port = server.get_host_and_port()
-    env = {"AWS_ACCESS_KEY_ID": "bench", "AWS_SECRET_ACCESS_KEY": "bench", "AWS_DEFAULT_REGION": "us-east-1"}
+    env = {
+        "AWS_ACCESS_KEY_ID": "bench",
+        "AWS_SECRET_ACCESS_KEY": "bench",
+        "AWS_DEFAULT_REGION": "us-east-1",
+    }
     try:
         with tempfile.TemporaryDirectory(prefix="fleet-bench-data-") as tmp:
             data = Path(tmp, "train.bin")
@@ -64,39 +72,66 @@ def main() -> None:
             one = '[[jobs]]\nname = "a"\ncommand = ["true"]\ndata = "train.bin"\n'
             print(f"{args.mib} MiB file, moto S3 at http://{host}:{port}, best of {args.runs}")
 
-            raw_s, _ = best_of(args.runs, lambda: hashlib.file_digest(open(data, "rb"), "sha256").hexdigest())
+            raw_s, _ = best_of(
+                args.runs, lambda: hashlib.file_digest(open(data, "rb"), "sha256").hexdigest()
+            )
             pin_s, manifest = best_of(args.runs, lambda: loads(one, str(manifest_path)))
-            print(f"hash:   file_digest {raw_s:.2f} s ({mib_s(size, raw_s)}); fleet pin {pin_s:.2f} s "
-                  f"({mib_s(size, pin_s)}); ratio {pin_s / raw_s:.2f}x")
+            print(
+                f"hash:   file_digest {raw_s:.2f} s ({mib_s(size, raw_s)}); fleet pin {pin_s:.2f} s "
+                f"({mib_s(size, pin_s)}); ratio {pin_s / raw_s:.2f}x"
+            )
 
-            client = s3_client(StoreSettings.from_env({**env, "FLEET_S3_ENDPOINT_URL": f"http://{host}:{port}"}))
+            client = s3_client(
+                StoreSettings.from_env({**env, "FLEET_S3_ENDPOINT_URL": f"http://{host}:{port}"})
+            )
             client.create_bucket(Bucket="bench")
-            base_s, _ = best_of(args.runs, lambda: client.upload_file(str(data), "bench", f"raw/{uuid.uuid4().hex}"))
+            base_s, _ = best_of(
+                args.runs, lambda: client.upload_file(str(data), "bench", f"raw/{uuid.uuid4().hex}")
+            )
             stores = []
 
             def fresh_store():
                 stores.append(S3Store("bench", f"run-{uuid.uuid4().hex[:8]}", client=client))
-            stage_s, report = best_of(args.runs, lambda: staging.stage(manifest, manifest.jobs, store=stores[-1]),
-                                      setup=fresh_store)
+
+            stage_s, report = best_of(
+                args.runs,
+                lambda: staging.stage(manifest, manifest.jobs, store=stores[-1]),
+                setup=fresh_store,
+            )
             assert len(report.sent) == 1
-            print(f"stage:  boto3 upload_file {base_s:.2f} s ({mib_s(size, base_s)}); fleet stage {stage_s:.2f} s "
-                  f"({mib_s(size, stage_s)}, sha256 verified by the server); ratio {stage_s / base_s:.2f}x")
+            print(
+                f"stage:  boto3 upload_file {base_s:.2f} s ({mib_s(size, base_s)}); fleet stage {stage_s:.2f} s "
+                f"({mib_s(size, stage_s)}, sha256 verified by the server); ratio {stage_s / base_s:.2f}x"
+            )
 
             seen: collections.Counter = collections.Counter()
-            client.meta.events.register("before-call.s3", lambda model, **_: seen.update([model.name]))
-            again_s, again = best_of(args.runs, lambda: staging.stage(manifest, manifest.jobs, store=stores[-1]))
+            client.meta.events.register(
+                "before-call.s3", lambda model, **_: seen.update([model.name])
+            )
+            again_s, again = best_of(
+                args.runs, lambda: staging.stage(manifest, manifest.jobs, store=stores[-1])
+            )
             assert again.sent == () and len(again.present) == 1
             per_run = {op: n // args.runs for op, n in seen.items()}
-            print(f"re-publish staging: {again_s * 1000:.1f} ms, requests per publish {per_run} "
-                  f"({again_s / stage_s:.4f}x of the first staging)")
+            print(
+                f"re-publish staging: {again_s * 1000:.1f} ms, requests per publish {per_run} "
+                f"({again_s / stage_s:.4f}x of the first staging)"
+            )
 
             seeds = ", ".join(str(i) for i in range(args.points))
             sweep = f'[[jobs]]\nname = "a"\ncommand = ["true"]\n{{data}}[jobs.sweep]\nseed = [{seeds}]\n'
-            without_s, _ = best_of(args.runs, lambda: loads(sweep.format(data=""), str(manifest_path)))
-            with_s, m = best_of(args.runs, lambda: loads(sweep.format(data='data = "train.bin"\n'), str(manifest_path)))
+            without_s, _ = best_of(
+                args.runs, lambda: loads(sweep.format(data=""), str(manifest_path))
+            )
+            with_s, m = best_of(
+                args.runs,
+                lambda: loads(sweep.format(data='data = "train.bin"\n'), str(manifest_path)),
+            )
             assert len(m.jobs) == args.points and len(m.data_sources) == 1
-            print(f"sweep:  {args.points:,} points load without data {without_s:.2f} s, with data {with_s:.2f} s "
-                  f"(one hash: {pin_s:.2f} s); ratio {with_s / without_s:.2f}x")
+            print(
+                f"sweep:  {args.points:,} points load without data {without_s:.2f} s, with data {with_s:.2f} s "
+                f"(one hash: {pin_s:.2f} s); ratio {with_s / without_s:.2f}x"
+            )
     finally:
         server.stop()
 

@@ -21,6 +21,7 @@ receive a message pushed to the last owner's list).
 
 Run from the repo root: `python bench/fairshare.py [--messages 2000] [--owners 50] [--wakes 30]`.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -51,6 +52,7 @@ def messages(url: str, queue: str, owner: str | None, n: int) -> tuple[str, list
     from fleet.messages import TAG_PLACEHOLDER, MessageFactory
     from manifest.schema import JobSpec
     from tasks import app
+
     job = JobSpec(name="bench", job_id="b" * 64, command=("true",))
     with connect(url) as conn:
         factory = MessageFactory(app, conn.default_channel)
@@ -73,6 +75,7 @@ def waiting_owners(url: str, client: redis.Redis, owners: list[str]) -> None:
 def fair_order(conn: Connection):
     """The consumer's fair-share order (tasks.fairorder.FairOrder), behind its FairShare hook."""
     from tasks.deliveryhooks import FairShare
+
     return next(h for h in conn.default_channel.hooks.hooks if isinstance(h, FairShare)).order
 
 
@@ -138,8 +141,11 @@ def main() -> None:
     ap.add_argument("--owners", type=int, default=50)
     ap.add_argument("--wakes", type=int, default=30)
     args = parse_args(ap, messages=50, owners=5, wakes=5)
-    configs = (("baseline (plain lists)", []), ("1 owner", ["owner0"]),
-               (f"{args.owners} owners", [f"owner{i:02d}" for i in range(args.owners)]))
+    configs = (
+        ("baseline (plain lists)", []),
+        ("1 owner", ["owner0"]),
+        (f"{args.owners} owners", [f"owner{i:02d}" for i in range(args.owners)]),
+    )
     with RedisServer(Path(tempfile.mkdtemp(prefix="fleet-bench-fairshare-"))) as server:
         client = redis.Redis.from_url(server.url)
         rows = []
@@ -152,15 +158,21 @@ def main() -> None:
             w = wake(server.url, client, owners, args.wakes)
             keys = len(TIERS) * 10 + len(owners) * 10
             rows.append((label, keys, rate, brpop_us, refresh_ms, w))
-        print(f"redis {server.url}; {args.messages} messages drained from the last tier queue; "
-              f"{args.wakes} wakes (median); refresh every {C.FAIRSHARE_REFRESH_S:g} s")
-        print(f"{'lists':>22} {'BRPOP keys':>10} {'drain msg/s':>12} {'BRPOP us/call':>14} "
-              f"{'refresh ms':>11} {'wake ms':>8}")
+        print(
+            f"redis {server.url}; {args.messages} messages drained from the last tier queue; "
+            f"{args.wakes} wakes (median); refresh every {C.FAIRSHARE_REFRESH_S:g} s"
+        )
+        print(
+            f"{'lists':>22} {'BRPOP keys':>10} {'drain msg/s':>12} {'BRPOP us/call':>14} "
+            f"{'refresh ms':>11} {'wake ms':>8}"
+        )
         for label, keys, rate, us, ref, w in rows:
             print(f"{label:>22} {keys:>10} {rate:>12.0f} {us:>14.1f} {ref:>11.2f} {w * 1000:>8.2f}")
         (_, _, r0, u0, _, w0), _, (_, _, r1, u1, _, w1) = rows
-        print(f"ratio ({args.owners} owners / baseline): drain time x{r0 / r1:.2f}, BRPOP server cost x{u1 / u0:.2f}, "
-              f"wake latency x{w1 / w0:.2f}")
+        print(
+            f"ratio ({args.owners} owners / baseline): drain time x{r0 / r1:.2f}, BRPOP server cost x{u1 / u0:.2f}, "
+            f"wake latency x{w1 / w0:.2f}"
+        )
 
 
 if __name__ == "__main__":

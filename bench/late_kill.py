@@ -8,6 +8,7 @@ worker that ran it is SIGKILLed and started again under the same name. A re-trai
 second start of the job (counted by the job itself). Uses only what every version of fleet
 has, so it runs the same against an older checkout: the baseline.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -61,12 +62,18 @@ def main() -> int:
     server = RedisServer(root / "redis").start()
     counts = root / "counts"
     counts.mkdir()
-    env = dict(os.environ, FLEET_BROKER_URL=server.url, FLEET_STORE_URL=f"file://{root / 'store'}",
-               FLEET_LEASE_TTL_S="2", COUNT_DIR=str(counts))
+    env = dict(
+        os.environ,
+        FLEET_BROKER_URL=server.url,
+        FLEET_STORE_URL=f"file://{root / 'store'}",
+        FLEET_LEASE_TTL_S="2",
+        COUNT_DIR=str(counts),
+    )
     os.environ["FLEET_BROKER_URL"] = server.url
     from fleet.manifests import load
     from fleet.publish import publish
     from tasks import app
+
     app.conf.broker_url = app.conf.result_backend = server.url
     records = Records(redis.Redis.from_url(server.url))
     workers = {h: start_worker(h, CPU, env, root / "logs") for h in ("late-a", "late-b")}
@@ -75,27 +82,42 @@ def main() -> int:
         for i in range(args.kills):
             name, tag = f"late{i}", f"tag-{i}-{os.getpid()}"
             path = root / f"{name}.toml"
-            path.write_text(f'[[jobs]]\nname = "{name}"\ncommand = ["{sys.executable}", "{BIGOUT}", '
-                            f'"{args.mib}", "0.3", "{tag}"]\nartifacts = ["out/*"]\n')
+            path.write_text(
+                f'[[jobs]]\nname = "{name}"\ncommand = ["{sys.executable}", "{BIGOUT}", '
+                f'"{args.mib}", "0.3", "{tag}"]\nartifacts = ["out/*"]\n'
+            )
             (row,) = publish(app, redis.Redis.from_url(server.url), load(path))
             done = counts / f"{name}.done"
-            wait_for(lambda done=done, tag=tag: done.exists() and not job_alive(tag), 120, f"{name} to exit")
+            wait_for(
+                lambda done=done, tag=tag: done.exists() and not job_alive(tag),
+                120,
+                f"{name} to exit",
+            )
             rec = records.get(row.job.job_id)
             victim = rec.worker
             os.kill(workers[victim].pid, signal.SIGKILL)
             workers[victim].wait()
             workers[victim] = start_worker(victim, CPU, env, root / "logs")
-            wait_for(lambda row=row: records.get(row.job.job_id).state is JobState.SUCCEEDED, 180, f"{name} to succeed")
+            wait_for(
+                lambda row=row: records.get(row.job.job_id).state is JobState.SUCCEEDED,
+                180,
+                f"{name} to succeed",
+            )
             starts = len((counts / f"{name}.start").read_text().split())
             retrains += starts - 1
-            print(f"kill {i + 1}: {rec.state.value} on {victim} when killed; trainer started {starts}x", flush=True)
+            print(
+                f"kill {i + 1}: {rec.state.value} on {victim} when killed; trainer started {starts}x",
+                flush=True,
+            )
     finally:
         for w in workers.values():
             if w.poll() is None:
                 os.killpg(w.pid, signal.SIGKILL)
                 w.wait()
         server.stop()
-    print(f"late kills: {args.kills}, re-trains: {retrains} ({args.mib} MiB output each); logs in {root}")
+    print(
+        f"late kills: {args.kills}, re-trains: {retrains} ({args.mib} MiB output each); logs in {root}"
+    )
     return 0
 
 

@@ -8,6 +8,7 @@ is that path without the lease: its median minus the lease's share.
 
 Run from the repo root: `python bench/lease.py [--jobs 2000] [--path-jobs 15]`.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -43,8 +44,10 @@ def main() -> None:
         client = redis.Redis.from_url(server.url)
         recs = Records(client)
         ids = [uuid.uuid4().hex for _ in range(n)]
-        items = [PublishItem(j, f"j{i}", "bench", '{"tag": "@@FLEET-TAG@@"}', {"job_id": j})
-                 for i, j in enumerate(ids)]
+        items = [
+            PublishItem(j, f"j{i}", "bench", '{"tag": "@@FLEET-TAG@@"}', {"job_id": j})
+            for i, j in enumerate(ids)
+        ]
         t0 = time.perf_counter()
         recs.publish(items)
         publish_us = (time.perf_counter() - t0) / n * 1e6
@@ -53,18 +56,27 @@ def main() -> None:
         finish_us = per_job_us(lambda i: recs.finish(ids[i], "t", JobState.SUCCEEDED), n)
         assert all(r.state is JobState.SUCCEEDED for r in recs.all())
         lease_us = claim_us + finish_us
-        print(f"redis {server.url}; {n} jobs, one round trip each (no pipelining on the worker side)")
+        print(
+            f"redis {server.url}; {n} jobs, one round trip each (no pipelining on the worker side)"
+        )
         print(f"publish per job (pipelined, for scale): {publish_us:8.1f} us")
-        print(f"claim (lease taken): {claim_us:8.1f} us   finish (lease dropped): {finish_us:8.1f} us")
+        print(
+            f"claim (lease taken): {claim_us:8.1f} us   finish (lease dropped): {finish_us:8.1f} us"
+        )
         print(f"heartbeat (lease renewed, once per second of running): {beat_us:8.1f} us")
     from overhead import measure_noop_path
+
     path = measure_noop_path(args.path_jobs)
     lease_s, core_s = lease_us / 1e6, path["median"] - lease_us / 1e6
-    print(f"whole no-op path (publish -> artifact stored), median of {args.path_jobs}: "
-          f"{path['median'] * 1000:.1f} ms; without the lease: {core_s * 1000:.1f} ms")
-    print(f"lease per job (claim + finish, counted whole: an upper bound): {lease_s * 1000:.2f} ms = {lease_s / core_s * 100:.2f}% of the core path "
-          f"without it (ratio {(core_s + lease_s) / core_s:.4f}); +{beat_us / 1e6 * 100:.3f}% of each running "
-          f"second for heartbeats")
+    print(
+        f"whole no-op path (publish -> artifact stored), median of {args.path_jobs}: "
+        f"{path['median'] * 1000:.1f} ms; without the lease: {core_s * 1000:.1f} ms"
+    )
+    print(
+        f"lease per job (claim + finish, counted whole: an upper bound): {lease_s * 1000:.2f} ms = {lease_s / core_s * 100:.2f}% of the core path "
+        f"without it (ratio {(core_s + lease_s) / core_s:.4f}); +{beat_us / 1e6 * 100:.3f}% of each running "
+        f"second for heartbeats"
+    )
 
 
 if __name__ == "__main__":

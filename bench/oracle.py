@@ -5,6 +5,7 @@ No broker, no processes: hosts and jobs are values, times are seconds. "Can run"
 hardware question a worker asks itself (``routing.tiers.qualifies`` on the job's needs),
 not the tier routing fleet uses: the gap between the two is what capable-idle measures.
 """
+
 from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
@@ -22,12 +23,16 @@ class Host:
     """One simulated host with one job slot."""
 
     name: str
-    vram_gib: float = 0.0        # its one GPU's VRAM; 0: no GPU
+    vram_gib: float = 0.0  # its one GPU's VRAM; 0: no GPU
     ram_gib: float = 8.0
     cores: int = 4
 
     def capability(self) -> Capability:
-        gpus = (CudaDevice(0, f"sim-{self.vram_gib:g}GB", self.vram_gib, self.vram_gib),) if self.vram_gib else ()
+        gpus = (
+            (CudaDevice(0, f"sim-{self.vram_gib:g}GB", self.vram_gib, self.vram_gib),)
+            if self.vram_gib
+            else ()
+        )
         return Capability(self.name, self.cores, self.ram_gib, self.ram_gib, gpus)
 
     def rank(self) -> tuple:
@@ -98,7 +103,7 @@ class Run:
     queued: float
     started: float
     finished: float
-    capable: frozenset[str]      # hosts whose hardware could have run it
+    capable: frozenset[str]  # hosts whose hardware could have run it
 
 
 def merge(intervals: Iterable[Interval]) -> list[Interval]:

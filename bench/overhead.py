@@ -8,6 +8,7 @@ the same command run with a plain `subprocess.run`. One warm-up job is not count
 
 Run from the repo root: `python bench/overhead.py [--jobs 20]`.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -37,6 +38,7 @@ def manifest_text(seed: int) -> str:
 
 def wait_for_worker(url: str, name: str, timeout_s: float = 60) -> None:
     from celery import Celery
+
     probe = Celery("bench-probe", broker=url, backend=url)
     deadline = time.monotonic() + timeout_s
     while time.monotonic() < deadline:
@@ -67,8 +69,10 @@ def measure_noop_path(jobs: int, timeout_s: float = 60.0) -> dict:
             t0 = time.perf_counter()
             worker = start_worker(WORKER, CAPABILITY, env, root / "logs")
             wait_for_worker(server.url, WORKER)
-            print(f"redis {server.url}, store {store_url}; worker {WORKER} answered ping after "
-                  f"{time.perf_counter() - t0:.1f} s")
+            print(
+                f"redis {server.url}, store {store_url}; worker {WORKER} answered ping after "
+                f"{time.perf_counter() - t0:.1f} s"
+            )
 
             import redis
 
@@ -76,6 +80,7 @@ def measure_noop_path(jobs: int, timeout_s: float = 60.0) -> dict:
             from fleet.publish import publish
             from state.records import JobState, Records
             from tasks import app
+
             app.conf.broker_url = app.conf.result_backend = server.url
             app.pool.force_close_all()
 
@@ -98,7 +103,9 @@ def measure_noop_path(jobs: int, timeout_s: float = 60.0) -> dict:
                     if rec.state in (JobState.FAILED, JobState.CANCELLED):
                         raise RuntimeError(f"job {rec.name} {rec.state.value}: {rec.last_error}")
                     if time.perf_counter() > deadline:
-                        raise RuntimeError(f"job {rec.name} still {rec.state.value} after {timeout_s}s")
+                        raise RuntimeError(
+                            f"job {rec.name} still {rec.state.value} after {timeout_s}s"
+                        )
                     time.sleep(POLL_S)
                 return elapsed, (rec, wall0)
 
@@ -113,8 +120,14 @@ def measure_noop_path(jobs: int, timeout_s: float = 60.0) -> dict:
             if worker is not None:
                 stop_worker(worker)
             server.stop()
-    return {"warm": warm, "totals": totals, "median": statistics.median(totals), "p90": pct(totals, 0.9),
-            "to_start": statistics.median(to_start), "running": statistics.median(running)}
+    return {
+        "warm": warm,
+        "totals": totals,
+        "median": statistics.median(totals),
+        "p90": pct(totals, 0.9),
+        "to_start": statistics.median(to_start),
+        "running": statistics.median(running),
+    }
 
 
 def stored(artifact: dict) -> bool:
@@ -124,7 +137,9 @@ def stored(artifact: dict) -> bool:
 
 
 def main() -> int:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     parser.add_argument("--jobs", type=int, default=20)
     parser.add_argument("--timeout", type=float, default=60.0, help="seconds to wait for one job")
     args = parse_args(parser, jobs=2)
@@ -137,11 +152,15 @@ def main() -> int:
     totals, floor = m["totals"], statistics.median(floors)
     ms = lambda s: f"{s * 1000:,.0f} ms"  # noqa: E731
     print(f"warm-up job (not counted): {ms(m['warm'])}")
-    print(f"no-op job, publish -> artifact stored: median {ms(m['median'])}, p90 {ms(m['p90'])}, "
-          f"min {ms(min(totals))}, max {ms(max(totals))} over {args.jobs} jobs "
-          f"(subprocess alone: {floor * 1000:.1f} ms)")
-    print(f"  publish -> claimed by the worker: median {ms(m['to_start'])}; "
-          f"claimed -> succeeded (run, bundle, store, record): median {ms(m['running'])}")
+    print(
+        f"no-op job, publish -> artifact stored: median {ms(m['median'])}, p90 {ms(m['p90'])}, "
+        f"min {ms(min(totals))}, max {ms(max(totals))} over {args.jobs} jobs "
+        f"(subprocess alone: {floor * 1000:.1f} ms)"
+    )
+    print(
+        f"  publish -> claimed by the worker: median {ms(m['to_start'])}; "
+        f"claimed -> succeeded (run, bundle, store, record): median {ms(m['running'])}"
+    )
     print(f"  overhead ratio: {m['median'] / floor:,.0f}x a plain subprocess.run(['true'])")
     return 0
 

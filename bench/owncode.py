@@ -9,6 +9,7 @@
 
 Run from the repo root: `python bench/owncode.py [--files 3000] [--runs 3]`.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -36,7 +37,9 @@ def workdir(root: Path, n: int) -> Path:
         f = root / "proj" / f"pkg{i % 40}" / f"sub{i % 7}" / f"m{i}.py"
         f.parent.mkdir(parents=True, exist_ok=True)
         f.write_bytes(rng.randbytes(rng.randint(1024, 4096)))
-    (root / "m.toml").write_text('[[jobs]]\nname = "b"\nworkdir = "proj"\ncommand = ["python", "m0.py"]\n')
+    (root / "m.toml").write_text(
+        '[[jobs]]\nname = "b"\nworkdir = "proj"\ncommand = ["python", "m0.py"]\n'
+    )
     return root / "m.toml"
 
 
@@ -52,15 +55,19 @@ def staging_figures(tmp: Path, files: int, runs: int) -> None:
     m = load(manifest_path, DataResolver())
     [src] = m.data_sources.values()
     size = sum(p.stat().st_size for _, p in src.files)
-    print(f"workdir: {len(src.files)} files, {size / 2**20:.1f} MiB, tar {src.size / 2**20:.1f} MiB")
+    print(
+        f"workdir: {len(src.files)} files, {size / 2**20:.1f} MiB, tar {src.size / 2**20:.1f} MiB"
+    )
     print(f"  dry run (select + hash, nothing sent): {dry:.2f} s (best of {runs})")
     sends = []
     for i in range(runs):
         store = open_store_at((tmp / f"store{i}").as_uri())
         sends.append(timed(lambda store=store: staging.stage(m, m.jobs, store=store))[0])
     again = min(timed(lambda: staging.stage(m, m.jobs, store=store))[0] for _ in range(runs))
-    print(f"  publish (load + stage to a file:// store): {dry + min(sends):.2f} s; "
-          f"re-publish staging (already stored): {again * 1e6:.0f} µs")
+    print(
+        f"  publish (load + stage to a file:// store): {dry + min(sends):.2f} s; "
+        f"re-publish staging (already stored): {again * 1e6:.0f} µs"
+    )
 
 
 def env_figures(tmp: Path) -> None:
@@ -73,10 +80,14 @@ def env_figures(tmp: Path) -> None:
     reuse = min(timed(lambda: _use(cache, EnvSpec(("tabulate==0.9.0",))))[0] for _ in range(5))
     sizes = cache.sizes()
     uv_cache = sum(p.stat().st_size for p in (tmp / "pyenv" / "uv-cache").rglob("*") if p.is_file())
-    print(f"environment (offline wheels): cold build {cold:.2f} s, new digest with uv's cache warm "
-          f"{warm_uv:.2f} s, reused {reuse * 1000:.0f} ms")
-    print(f"  cache: {len(sizes)} environments, {sum(sizes.values()) / 1024:.0f} KiB "
-          f"({', '.join(f'{v / 1024:.0f}' for v in sizes.values())} KiB each), uv cache {uv_cache / 1024:.0f} KiB")
+    print(
+        f"environment (offline wheels): cold build {cold:.2f} s, new digest with uv's cache warm "
+        f"{warm_uv:.2f} s, reused {reuse * 1000:.0f} ms"
+    )
+    print(
+        f"  cache: {len(sizes)} environments, {sum(sizes.values()) / 1024:.0f} KiB "
+        f"({', '.join(f'{v / 1024:.0f}' for v in sizes.values())} KiB each), uv cache {uv_cache / 1024:.0f} KiB"
+    )
 
 
 def _use(cache: EnvCache, spec: EnvSpec) -> None:

@@ -7,6 +7,7 @@ each moment it starts, longest first, every waiting job that fits some host now,
 least capable host it fits (so big hosts stay free for jobs only they can run), and moves
 to the next finish. Work conserving like fleet's hosts, but with global knowledge.
 """
+
 from __future__ import annotations
 
 import heapq
@@ -59,7 +60,7 @@ def greedy(jobs: Sequence[PoolJob], hosts: Sequence[PoolHost]) -> list[PoolPlace
     pools = {h.name: h.pool() for h in hosts}
     ranked = sorted(hosts, key=PoolHost.rank)
     waiting = sorted(jobs, key=lambda j: (-j.duration_s, j.name))
-    running: list[tuple[float, int, str, Grant]] = []   # (end, seq, host, grant)
+    running: list[tuple[float, int, str, Grant]] = []  # (end, seq, host, grant)
     out: list[PoolPlacement] = []
     now, seq = 0.0, 0
     while waiting:
@@ -83,7 +84,9 @@ def greedy(jobs: Sequence[PoolJob], hosts: Sequence[PoolHost]) -> list[PoolPlace
     return out
 
 
-def _place(job: PoolJob, ranked: Sequence[PoolHost], pools: dict[str, Pool]) -> tuple[str, Grant] | None:
+def _place(
+    job: PoolJob, ranked: Sequence[PoolHost], pools: dict[str, Pool]
+) -> tuple[str, Grant] | None:
     for h in ranked:
         got = admit(pools[h.name], job.demand)
         if got is not None:
@@ -108,7 +111,9 @@ class PoolRun:
     demand: Demand
 
 
-def capable_idle(runs: Sequence[PoolRun], hosts: Sequence[PoolHost]) -> dict[str, tuple[float, float]]:
+def capable_idle(
+    runs: Sequence[PoolRun], hosts: Sequence[PoolHost]
+) -> dict[str, tuple[float, float]]:
     """Per host, (GPU-seconds, core-seconds) left idle while a waiting job fit there.
 
     The host's pool is replayed from the runs it really did (in start order); between any
@@ -135,6 +140,6 @@ def _pool_at(host: PoolHost, runs: Sequence[PoolRun], t: float) -> Pool:
     for r in sorted(runs, key=lambda r: r.started):
         if r.started <= t < r.finished:
             got = admit(pool, r.demand)
-            if got is not None:   # over-subscription in a real run would be a bug; not counted twice
+            if got is not None:  # over-subscription in a real run would be a bug; not counted twice
                 pool = got[1]
     return pool

@@ -15,6 +15,7 @@ the urgent job's own report:
 
 Run from the repo root: `python bench/preempt.py [--rounds 5]`.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -39,19 +40,31 @@ from fleet.redis_server import RedisServer  # noqa: E402
 from state.records import JobState, Records  # noqa: E402
 
 JOB = ROOT / "tests" / "e2e" / "ckptjob.py"
-BIG = {"cuda_devices": [{"name": "sim-80GB", "vram_total_gib": 80}], "ram_total_gib": 64, "cpu_cores": 4}
+BIG = {
+    "cuda_devices": [{"name": "sim-80GB", "vram_total_gib": 80}],
+    "ram_total_gib": 64,
+    "cpu_cores": 4,
+}
 
 
 def manifest(name: str, priority: int, steps: int, seed: int, extra: str = "") -> str:
-    return (f'[[jobs]]\nname = "{name}"\ncommand = ["{sys.executable}", "{JOB}", "{steps}", "0.5"]\n'
-            f"seed = {seed}\npriority = {priority}\nrequire_cuda = true\nmin_vram_gib = 60\n{extra}\n")
+    return (
+        f'[[jobs]]\nname = "{name}"\ncommand = ["{sys.executable}", "{JOB}", "{steps}", "0.5"]\n'
+        f"seed = {seed}\npriority = {priority}\nrequire_cuda = true\nmin_vram_gib = 60\n{extra}\n"
+    )
 
 
 def publish(env: dict, root: Path, text: str) -> str:
     path = root / f"m-{time.monotonic_ns()}.toml"
     path.write_text(text)
-    done = subprocess.run([sys.executable, "-m", "fleet.cli", "publish", str(path), "--json"], env=env,
-                          capture_output=True, text=True, timeout=120, check=True)
+    done = subprocess.run(
+        [sys.executable, "-m", "fleet.cli", "publish", str(path), "--json"],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=True,
+    )
     return json.loads(done.stdout)[0]["job_id"]
 
 
@@ -62,7 +75,9 @@ def wait(records: Records, job_id: str, ok, timeout_s: float = 90):
         if ok(rec):
             return rec
         time.sleep(0.05)
-    raise SystemExit(f"bench: {short_id(job_id)} did not get there in {timeout_s}s: {records.get(job_id)}")
+    raise SystemExit(
+        f"bench: {short_id(job_id)} did not get there in {timeout_s}s: {records.get(job_id)}"
+    )
 
 
 def one_round(env: dict, root: Path, records: Records, i: int) -> dict:
@@ -71,15 +86,25 @@ def one_round(env: dict, root: Path, records: Records, i: int) -> dict:
     published = time.time()
     urgent = publish(env, root, manifest(f"urgent{i}", 9, 1, i))
     wait(records, urgent, lambda r: r.state is not JobState.QUEUED)
-    synced = records.checkpoint(low)["synced_at"]   # the GPU is the urgent job's: low cannot resume yet
+    synced = records.checkpoint(low)[
+        "synced_at"
+    ]  # the GPU is the urgent job's: low cannot resume yet
     rec = wait(records, urgent, lambda r: r.state is JobState.SUCCEEDED)
     decided = rec.preempted[0]["at"]
     report = json.loads((Path(env["COUNT_DIR"]) / f"urgent{i}.json").read_text())
-    subprocess.run([sys.executable, "-m", "fleet.cli", "cancel", low, "--yes"], env=env, capture_output=True,
-                   timeout=60)
+    subprocess.run(
+        [sys.executable, "-m", "fleet.cli", "cancel", low, "--yes"],
+        env=env,
+        capture_output=True,
+        timeout=60,
+    )
     wait(records, low, lambda r: r.state is JobState.CANCELLED)
-    return {"decision->claim": rec.started_at - decided, "decision->process": report["starts"][0]["at"] - decided,
-            "sync->claim": rec.started_at - synced, "publish->claim": rec.started_at - published}
+    return {
+        "decision->claim": rec.started_at - decided,
+        "decision->process": report["starts"][0]["at"] - decided,
+        "sync->claim": rec.started_at - synced,
+        "publish->claim": rec.started_at - published,
+    }
 
 
 def main() -> None:
@@ -90,8 +115,13 @@ def main() -> None:
         root = Path(tmp)
         (root / "counts").mkdir()
         server = RedisServer(root / "redis").start()
-        env = dict(os.environ, FLEET_BROKER_URL=server.url, FLEET_STORE_URL=f"file://{root / 'store'}",
-                   FLEET_CHECKPOINT_EVERY_S="0.5", COUNT_DIR=str(root / "counts"))
+        env = dict(
+            os.environ,
+            FLEET_BROKER_URL=server.url,
+            FLEET_STORE_URL=f"file://{root / 'store'}",
+            FLEET_CHECKPOINT_EVERY_S="0.5",
+            COUNT_DIR=str(root / "counts"),
+        )
         env.pop("FLEET_CAPABILITY", None)
         worker = start_worker("big", BIG, env, root / "logs")
         try:
@@ -99,7 +129,9 @@ def main() -> None:
             try:
                 rows = [one_round(env, root, records, i) for i in range(args.rounds)]
             except SystemExit:
-                print((root / "logs" / "big.log").read_text(errors="replace")[-6000:], file=sys.stderr)
+                print(
+                    (root / "logs" / "big.log").read_text(errors="replace")[-6000:], file=sys.stderr
+                )
                 raise
         finally:
             stop_worker(worker)

@@ -27,6 +27,7 @@ took, with capable-idle GPU-seconds and core-seconds.
 
 Run from the repo root: `python bench/schedule.py [--pools] [--seed N] [--runs 3] [--jobs 30]`.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -51,9 +52,12 @@ from manifest.schema import Needs  # noqa: E402
 
 HOSTS = [
     Host("big-80", vram_gib=80, ram_gib=64, cores=16),
-    Host("mid-24a", vram_gib=24, ram_gib=32, cores=8), Host("mid-24b", vram_gib=24, ram_gib=32, cores=8),
-    Host("small-16a", vram_gib=16, ram_gib=32, cores=8), Host("small-16b", vram_gib=16, ram_gib=32, cores=8),
-    Host("cpu-a", ram_gib=8, cores=4), Host("cpu-b", ram_gib=8, cores=4),
+    Host("mid-24a", vram_gib=24, ram_gib=32, cores=8),
+    Host("mid-24b", vram_gib=24, ram_gib=32, cores=8),
+    Host("small-16a", vram_gib=16, ram_gib=32, cores=8),
+    Host("small-16b", vram_gib=16, ram_gib=32, cores=8),
+    Host("cpu-a", ram_gib=8, cores=4),
+    Host("cpu-b", ram_gib=8, cores=4),
 ]
 
 
@@ -71,9 +75,17 @@ KINDS = [
 
 def capability(host: Host) -> dict:
     """FLEET_CAPABILITY for a simulated host (start_worker adds the hostname)."""
-    devices = [{"name": f"sim-{host.vram_gib:g}GB", "vram_total_gib": host.vram_gib}] if host.vram_gib else []
-    return {"cuda_devices": devices, "ram_total_gib": host.ram_gib, "ram_available_gib": host.ram_gib,
-            "cpu_cores": host.cores}
+    devices = (
+        [{"name": f"sim-{host.vram_gib:g}GB", "vram_total_gib": host.vram_gib}]
+        if host.vram_gib
+        else []
+    )
+    return {
+        "cuda_devices": devices,
+        "ram_total_gib": host.ram_gib,
+        "ram_available_gib": host.ram_gib,
+        "cpu_cores": host.cores,
+    }
 
 
 def workload(seed: int, n: int) -> list[tuple[str, Job]]:
@@ -94,16 +106,25 @@ def manifest_text(jobs: list[tuple[str, Job]], seed: int) -> str:
     blocks = []
     for i, (_, job) in enumerate(jobs):
         n = job.needs
-        needs = "".join(f"{k} = {json.dumps(v)}\n" for k, v in (
-            ("require_cuda", n.require_cuda), ("min_vram_gib", n.min_vram_gib),
-            ("min_ram_gib", n.min_ram_gib)) if v)
-        blocks.append(f'[[jobs]]\nname = "{job.name}"\ncommand = ["sleep", "{job.duration_s}"]\n'
-                      f"seed = {seed * 1000 + i}\n{needs}")
+        needs = "".join(
+            f"{k} = {json.dumps(v)}\n"
+            for k, v in (
+                ("require_cuda", n.require_cuda),
+                ("min_vram_gib", n.min_vram_gib),
+                ("min_ram_gib", n.min_ram_gib),
+            )
+            if v
+        )
+        blocks.append(
+            f'[[jobs]]\nname = "{job.name}"\ncommand = ["sleep", "{job.duration_s}"]\n'
+            f"seed = {seed * 1000 + i}\n{needs}"
+        )
     return "\n".join(blocks)
 
 
 def wait_for_workers(url: str, names: list[str], timeout_s: float = 180) -> None:
     from celery import Celery
+
     probe = Celery("bench-probe", broker=url, backend=url)
     deadline = time.monotonic() + timeout_s
     seen: set[str] = set()
@@ -111,7 +132,9 @@ def wait_for_workers(url: str, names: list[str], timeout_s: float = 180) -> None
         seen |= {list(r)[0].split("@")[0] for r in probe.control.ping(timeout=1.0) or []}
         if set(names) <= seen:
             return
-    raise RuntimeError(f"workers {sorted(set(names) - seen)} did not answer ping within {timeout_s}s")
+    raise RuntimeError(
+        f"workers {sorted(set(names) - seen)} did not answer ping within {timeout_s}s"
+    )
 
 
 def wait_for_jobs(client, ids: dict[str, str], label: str, timeout_s: float) -> dict[str, dict]:
@@ -131,10 +154,13 @@ def wait_for_jobs(client, ids: dict[str, str], label: str, timeout_s: float) -> 
     return recs
 
 
-def publish_and_wait(app, client, text: str, label: str, timeout_s: float) -> tuple[float, dict[str, dict]]:
+def publish_and_wait(
+    app, client, text: str, label: str, timeout_s: float
+) -> tuple[float, dict[str, dict]]:
     """Publish a manifest's text; the publish time and every job's record once done."""
     from fleet.manifests import loads
     from fleet.publish import publish
+
     manifest = loads(text, f"<{label}>")
     t0 = time.time()
     publish(app, client, manifest)
@@ -144,26 +170,55 @@ def publish_and_wait(app, client, text: str, label: str, timeout_s: float) -> tu
 def run_seed(app, client, seed: int, n: int, timeout_s: float) -> dict:
     """Publish one seed's workload on the idle fleet, wait for it, and measure it."""
     jobs = workload(seed, n)
-    t0, recs = publish_and_wait(app, client, manifest_text(jobs, seed), f"schedule seed {seed}", timeout_s)
+    t0, recs = publish_and_wait(
+        app, client, manifest_text(jobs, seed), f"schedule seed {seed}", timeout_s
+    )
     f = lambda r, k: float(r[k.encode()])  # noqa: E731
-    runs = [Run(job.name, recs[job.name][b"worker"].decode(), f(recs[job.name], "queued_at"),
-                f(recs[job.name], "started_at"), f(recs[job.name], "finished_at"),
-                capable_hosts(job.needs, HOSTS)) for _, job in jobs]
-    measured = [Job(r.job, r.finished - r.started, job.needs) for r, (_, job) in zip(runs, jobs, strict=True)]
+    runs = [
+        Run(
+            job.name,
+            recs[job.name][b"worker"].decode(),
+            f(recs[job.name], "queued_at"),
+            f(recs[job.name], "started_at"),
+            f(recs[job.name], "finished_at"),
+            capable_hosts(job.needs, HOSTS),
+        )
+        for _, job in jobs
+    ]
+    measured = [
+        Job(r.job, r.finished - r.started, job.needs)
+        for r, (_, job) in zip(runs, jobs, strict=True)
+    ]
     nominal = [job for _, job in jobs]
     fleet_s = max(r.finished for r in runs) - t0
-    return {"seed": seed, "jobs": jobs, "runs": runs, "fleet": fleet_s,
-            "oracle_nominal": makespan(greedy(nominal, HOSTS)), "oracle": makespan(greedy(measured, HOSTS)),
-            "bound": lower_bound(measured, HOSTS), "idle": capable_idle(runs, [h.name for h in HOSTS]),
-            "queues": {name: r.get(b"queue", b"").decode() for name, r in recs.items()}}
+    return {
+        "seed": seed,
+        "jobs": jobs,
+        "runs": runs,
+        "fleet": fleet_s,
+        "oracle_nominal": makespan(greedy(nominal, HOSTS)),
+        "oracle": makespan(greedy(measured, HOSTS)),
+        "bound": lower_bound(measured, HOSTS),
+        "idle": capable_idle(runs, [h.name for h in HOSTS]),
+        "queues": {name: r.get(b"queue", b"").decode() for name, r in recs.items()},
+    }
 
 
 def run_pool_seed(app, client, seed: int, n: int, timeout_s: float) -> pool_workload.PoolFigures:
     """The multi-resource workload of one seed, published on the idle pool hosts and measured."""
     jobs = pool_workload.workload(seed, n)
-    t0, recs = publish_and_wait(app, client, pool_workload.manifest_text(jobs, seed), f"pools seed {seed}", timeout_s)
-    times = {name: pool_workload.Times(r[b"worker"].decode(), float(r[b"queued_at"]), float(r[b"started_at"]),
-                                       float(r[b"finished_at"])) for name, r in recs.items()}
+    t0, recs = publish_and_wait(
+        app, client, pool_workload.manifest_text(jobs, seed), f"pools seed {seed}", timeout_s
+    )
+    times = {
+        name: pool_workload.Times(
+            r[b"worker"].decode(),
+            float(r[b"queued_at"]),
+            float(r[b"started_at"]),
+            float(r[b"finished_at"]),
+        )
+        for name, r in recs.items()
+    }
     fig = pool_workload.measure(seed, jobs, times, t0)
     print("\n" + "\n".join(pool_workload.report_lines(fig, jobs)))
     queues = sorted({(j.kind, recs[j.name].get(b"queue", b"").decode()) for j in jobs})
@@ -177,8 +232,10 @@ def report(m: dict) -> None:
     kinds = {}
     for kind, _ in jobs:
         kinds[kind] = kinds.get(kind, 0) + 1
-    print(f"\nseed {m['seed']}: {len(jobs)} jobs, {work:.0f} s of sleep "
-          f"({', '.join(f'{k} {v}' for k, v in kinds.items())}, in publish order)")
+    print(
+        f"\nseed {m['seed']}: {len(jobs)} jobs, {work:.0f} s of sleep "
+        f"({', '.join(f'{k} {v}' for k, v in kinds.items())}, in publish order)"
+    )
     by_kind_queue = sorted({(k, m["queues"][j.name]) for k, j in jobs})
     print("  queues: " + ", ".join(f"{k}->{q}" for k, q in by_kind_queue))
     print(f"  {'host':10s} {'jobs':>4s} {'busy s':>7s} {'capable-idle s':>15s}  ran")
@@ -188,13 +245,19 @@ def report(m: dict) -> None:
         for r in mine:
             kind = r.job.rsplit("-", 1)[0]
             ran[kind] = ran.get(kind, 0) + 1
-        print(f"  {h.name:10s} {len(mine):4d} {sum(r.finished - r.started for r in mine):7.1f} "
-              f"{m['idle'][h.name]:15.1f}  {', '.join(f'{k} {v}' for k, v in sorted(ran.items())) or '-'}")
+        print(
+            f"  {h.name:10s} {len(mine):4d} {sum(r.finished - r.started for r in mine):7.1f} "
+            f"{m['idle'][h.name]:15.1f}  {', '.join(f'{k} {v}' for k, v in sorted(ran.items())) or '-'}"
+        )
     idle = sum(m["idle"].values())
-    print(f"  makespan: fleet {m['fleet']:.1f} s; oracle {m['oracle']:.1f} s on measured run times "
-          f"({m['oracle_nominal']:.1f} s on nominal sleeps); lower bound {m['bound']:.1f} s")
-    print(f"  makespan / oracle = {m['fleet'] / m['oracle']:.2f} (oracle / makespan = {m['oracle'] / m['fleet']:.2f}); "
-          f"makespan / lower bound = {m['fleet'] / m['bound']:.2f}; capable-idle {idle:.1f} s in all")
+    print(
+        f"  makespan: fleet {m['fleet']:.1f} s; oracle {m['oracle']:.1f} s on measured run times "
+        f"({m['oracle_nominal']:.1f} s on nominal sleeps); lower bound {m['bound']:.1f} s"
+    )
+    print(
+        f"  makespan / oracle = {m['fleet'] / m['oracle']:.2f} (oracle / makespan = {m['oracle'] / m['fleet']:.2f}); "
+        f"makespan / lower bound = {m['fleet'] / m['bound']:.2f}; capable-idle {idle:.1f} s in all"
+    )
 
 
 def start_fleet(root: Path, hosts: list[tuple[str, dict]]):
@@ -211,12 +274,14 @@ def start_fleet(root: Path, hosts: list[tuple[str, dict]]):
     except BaseException:
         stop_fleet(server, workers)
         raise
-    print(f"redis {server.url}; {len(workers)} workers answered ping after {time.monotonic() - started:.0f} s")
+    print(
+        f"redis {server.url}; {len(workers)} workers answered ping after {time.monotonic() - started:.0f} s"
+    )
     return server, workers
 
 
 def stop_fleet(server, workers) -> None:
-    for w in workers:          # all at once: each takes a few seconds to shut down
+    for w in workers:  # all at once: each takes a few seconds to shut down
         if w.poll() is None:
             w.send_signal(signal.SIGTERM)
     for w in workers:
@@ -227,42 +292,82 @@ def stop_fleet(server, workers) -> None:
 def print_summary(results: list[dict]) -> None:
     print("\nseed  makespan  oracle  bound  makespan/oracle  capable-idle s")
     for m in results:
-        print(f"{m['seed']:<5d} {m['fleet']:8.1f} {m['oracle']:7.1f} {m['bound']:6.1f} "
-              f"{m['fleet'] / m['oracle']:16.2f} {sum(m['idle'].values()):15.1f}")
+        print(
+            f"{m['seed']:<5d} {m['fleet']:8.1f} {m['oracle']:7.1f} {m['bound']:6.1f} "
+            f"{m['fleet'] / m['oracle']:16.2f} {sum(m['idle'].values()):15.1f}"
+        )
 
 
 def runs_json(results: list, pools: bool) -> list[dict]:
     if pools:
-        return [{"seed": f.seed, "fleet_makespan_s": f.fleet_s, "publish_s": f.publish_s, "oracle_s": f.oracle_s,
-                 "ratio": f.ratio,
-                 "capable_idle_gpu_core_s": dict(f.idle),
-                 "runs": [{**r.__dict__, "demand": r.demand.__dict__} for r in f.runs]} for f in results]
-    return [{"seed": m["seed"], "fleet_makespan_s": m["fleet"], "oracle_s": m["oracle"], "bound_s": m["bound"],
-             "capable_idle_s": m["idle"], "runs": [{**r.__dict__, "capable": sorted(r.capable)} for r in m["runs"]]}
-            for m in results]
+        return [
+            {
+                "seed": f.seed,
+                "fleet_makespan_s": f.fleet_s,
+                "publish_s": f.publish_s,
+                "oracle_s": f.oracle_s,
+                "ratio": f.ratio,
+                "capable_idle_gpu_core_s": dict(f.idle),
+                "runs": [{**r.__dict__, "demand": r.demand.__dict__} for r in f.runs],
+            }
+            for f in results
+        ]
+    return [
+        {
+            "seed": m["seed"],
+            "fleet_makespan_s": m["fleet"],
+            "oracle_s": m["oracle"],
+            "bound_s": m["bound"],
+            "capable_idle_s": m["idle"],
+            "runs": [{**r.__dict__, "capable": sorted(r.capable)} for r in m["runs"]],
+        }
+        for m in results
+    ]
 
 
 def main() -> int:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--pools", action="store_true", help="the multi-resource hosts and workload")
-    parser.add_argument("--seed", type=int, default=None, help="workload seed (default: random, printed)")
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument(
+        "--pools", action="store_true", help="the multi-resource hosts and workload"
+    )
+    parser.add_argument(
+        "--seed", type=int, default=None, help="workload seed (default: random, printed)"
+    )
     parser.add_argument("--runs", type=int, default=1, help="seeds SEED, SEED+1, ... on one fleet")
     parser.add_argument("--jobs", type=int, default=30)
-    parser.add_argument("--timeout", type=float, default=600.0, help="seconds to wait for one seed's jobs")
+    parser.add_argument(
+        "--timeout", type=float, default=600.0, help="seconds to wait for one seed's jobs"
+    )
     parser.add_argument("--runs-json", metavar="PATH", help="write every job's host and times here")
     args = parse_args(parser, jobs=4)
     seed = args.seed if args.seed is not None else random.SystemRandom().randrange(1, 100_000)
     seeds = list(range(seed, seed + args.runs))
-    print(f"seeds {seeds} (replay: python bench/schedule.py{' --pools' if args.pools else ''} --seed {seed} "
-          f"--runs {args.runs} --jobs {args.jobs})")
+    print(
+        f"seeds {seeds} (replay: python bench/schedule.py{' --pools' if args.pools else ''} --seed {seed} "
+        f"--runs {args.runs} --jobs {args.jobs})"
+    )
     if args.pools:
         hosts = [(h.name, pool_workload.capability(h)) for h in pool_workload.POOL_HOSTS]
-        print("hosts: " + ", ".join(f"{h.name} ({len(h.gpus)} GPU x {max(h.gpus, default=0):g} GiB, "
-                                    f"{h.cores} cores, {h.ram_gib:g} GiB RAM)" for h in pool_workload.POOL_HOSTS))
+        print(
+            "hosts: "
+            + ", ".join(
+                f"{h.name} ({len(h.gpus)} GPU x {max(h.gpus, default=0):g} GiB, "
+                f"{h.cores} cores, {h.ram_gib:g} GiB RAM)"
+                for h in pool_workload.POOL_HOSTS
+            )
+        )
     else:
         hosts = [(h.name, capability(h)) for h in HOSTS]
-        print("hosts: " + ", ".join(f"{h.name} ({f'{h.vram_gib:g} GiB GPU' if h.vram_gib else 'CPU'}, "
-                                    f"{h.ram_gib:g} GiB RAM)" for h in HOSTS))
+        print(
+            "hosts: "
+            + ", ".join(
+                f"{h.name} ({f'{h.vram_gib:g} GiB GPU' if h.vram_gib else 'CPU'}, "
+                f"{h.ram_gib:g} GiB RAM)"
+                for h in HOSTS
+            )
+        )
     run = run_pool_seed if args.pools else run_seed
     with tempfile.TemporaryDirectory(prefix="fleet-bench-schedule-") as tmp:
         server, workers = start_fleet(Path(tmp), hosts)
@@ -270,6 +375,7 @@ def main() -> int:
             import redis
 
             from tasks import app
+
             app.conf.broker_url = app.conf.result_backend = server.url
             app.pool.force_close_all()
             client = redis.Redis.from_url(server.url)

@@ -13,6 +13,7 @@ worker-seconds; advance p50 <= 200 ms at 10 and at 1,000 trials; pruning within 
 
 Run from the repo root: `python bench/search.py [--trials 48] [--smoke]`.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -40,17 +41,26 @@ from state.study import Mirrors  # noqa: E402
 JOB = ROOT / "bench" / "searchjob.py"
 HOST = {"cuda_devices": [], "ram_total_gib": 8, "cpu_cores": 2}
 SPACE = "x = { low = -5.0, high = 5.0 }\ny = { low = -5.0, high = 5.0 }\n"
-GRID_SPACE = "x = { low = -5.0, high = 5.0, step = 1.25 }\ny = { low = -5.0, high = 5.0, step = 1.25 }\n"
-RUNS = {"grid": ("grid", "none"), "random": ("random", "none"), "tpe": ("tpe", "none"), "tpe+asha": ("tpe", "asha")}
+GRID_SPACE = (
+    "x = { low = -5.0, high = 5.0, step = 1.25 }\ny = { low = -5.0, high = 5.0, step = 1.25 }\n"
+)
+RUNS = {
+    "grid": ("grid", "none"),
+    "random": ("random", "none"),
+    "tpe": ("tpe", "none"),
+    "tpe+asha": ("tpe", "asha"),
+}
 
 
 def manifest(name: str, sampler: str, pruner: str, a: argparse.Namespace) -> str:
-    return (f'[[jobs]]\nname = "{name}"\ncommand = ["{sys.executable}", "{JOB}", "{a.pause}"]\n'
-            f'hyper = {{ epochs = {a.epochs} }}\n[jobs.search]\ntrials = {a.trials}\nparallel = {a.parallel}\n'
-            f'metric = "loss"\nsampler = "{sampler}"\npruner = "{pruner}"\nseed = {a.seed}\n'
-            # the first rung at the first epoch: "auto" would wait for one trial to complete
-            + ("min_resource = 1\n" if pruner == "asha" else "")
-            + f"[jobs.search.space]\n{GRID_SPACE if sampler == 'grid' else SPACE}")
+    return (
+        f'[[jobs]]\nname = "{name}"\ncommand = ["{sys.executable}", "{JOB}", "{a.pause}"]\n'
+        f"hyper = {{ epochs = {a.epochs} }}\n[jobs.search]\ntrials = {a.trials}\nparallel = {a.parallel}\n"
+        f'metric = "loss"\nsampler = "{sampler}"\npruner = "{pruner}"\nseed = {a.seed}\n'
+        # the first rung at the first epoch: "auto" would wait for one trial to complete
+        + ("min_resource = 1\n" if pruner == "asha" else "")
+        + f"[jobs.search.space]\n{GRID_SPACE if sampler == 'grid' else SPACE}"
+    )
 
 
 def pct(values: list[float], q: float) -> float:
@@ -60,6 +70,7 @@ def pct(values: list[float], q: float) -> float:
 
 def run_search(client, app, root: Path, name: str, sampler: str, pruner: str, a) -> dict:
     from fleet.publish import publish
+
     path = root / f"{name}.toml"
     path.write_text(manifest(name, sampler, pruner, a))
     m = loads(path.read_text(), str(path))
@@ -78,8 +89,10 @@ def run_search(client, app, root: Path, name: str, sampler: str, pruner: str, a)
 def measure(client, view, lines_dir: Path) -> dict:
     records = Records(client)
     recs = {t.number: records.get(t.job_id) for t in view.trials}
-    issued_at = {t.number: float(client.hget(key(view.search_id, "trial", t.number), "issued_at"))
-                 for t in view.trials}
+    issued_at = {
+        t.number: float(client.hget(key(view.search_id, "trial", t.number), "issued_at"))
+        for t in view.trials
+    }
     ends = sorted(r.finished_at for r in recs.values())
     advance_s = []
     for n, at in issued_at.items():
@@ -91,21 +104,35 @@ def measure(client, view, lines_dir: Path) -> dict:
         if t.state == "pruned":
             seen = dict(line.split() for line in (lines_dir / t.job_id).read_text().splitlines())
             prune_s.append(recs[t.number].finished_at - float(seen[str(max(t.steps))]))
-    return {"best": view.best_value, "worker_s": sum(r.finished_at - r.started_at for r in recs.values()),
-            "pruned": view.counts["pruned"], "advance_s": advance_s, "prune_s": prune_s}
+    return {
+        "best": view.best_value,
+        "worker_s": sum(r.finished_at - r.started_at for r in recs.values()),
+        "pruned": view.counts["pruned"],
+        "advance_s": advance_s,
+        "prune_s": prune_s,
+    }
 
 
 def fill(client, sid: str, finished: int) -> None:
     """Make ``finished`` trials of search ``sid`` look finished (records, values, steps)."""
     from manifest.search import trial_job_id
+
     pipe = client.pipeline(transaction=False)
     first = json.loads(client.hget(key(sid, "trial", 0), "dists"))
     for n in range(1, finished):
         jid = trial_job_id(sid, n)
         x, y = (n * 0.37) % 10 - 5, (n * 0.73) % 10 - 5
-        pipe.hset(key(sid, "trial", n), mapping={"job_id": jid, "params": json.dumps({"x": x, "y": y}),
-                                                 "dists": json.dumps(first), "sys": "{}", "state": "succeeded",
-                                                 "value": 0.5 + ((x - 1) ** 2 + (y + 2) ** 2) / 10})
+        pipe.hset(
+            key(sid, "trial", n),
+            mapping={
+                "job_id": jid,
+                "params": json.dumps({"x": x, "y": y}),
+                "dists": json.dumps(first),
+                "sys": "{}",
+                "state": "succeeded",
+                "value": 0.5 + ((x - 1) ** 2 + (y + 2) ** 2) / 10,
+            },
+        )
         pipe.hset(key(sid, "iv", n), mapping={s: 1.0 + s for s in range(5)})
         pipe.hset("fleet:job:" + jid, mapping={"job_id": jid, "state": "succeeded"})
     pipe.hset(key(sid), "issued", finished)
@@ -116,17 +143,20 @@ def advance_direct(client, app, root: Path, finished: int, rounds: int) -> dict:
     """p50/p99 of one advance (end counted, next trial sampled with TPE and issued) after
     ``finished`` finished trials, Redis only; and the first (cold: the study rebuilt)."""
     from fleet.publish import publish
-    text = (f'[[jobs]]\nname = "direct{finished}"\ncommand = ["true"]\n[jobs.search]\n'
-            f'trials = {finished + rounds + 1}\nparallel = 1\nmetric = "loss"\nsampler = "tpe"\n'
-            f"[jobs.search.space]\n{SPACE}")
+
+    text = (
+        f'[[jobs]]\nname = "direct{finished}"\ncommand = ["true"]\n[jobs.search]\n'
+        f'trials = {finished + rounds + 1}\nparallel = 1\nmetric = "loss"\nsampler = "tpe"\n'
+        f"[jobs.search.space]\n{SPACE}"
+    )
     m = loads(text, str(root / "direct.toml"))
     publish(app, client, m)
     sid = m.searches[0].search_id
     mirrors, took = Mirrors(), []
     jid = client.hget(key(sid, "trial", 0), "job_id")
-    fill(client, sid, finished)     # trial 0 is the one running; 1..finished-1 ended
+    fill(client, sid, finished)  # trial 0 is the one running; 1..finished-1 ended
     for _ in range(rounds):
-        client.hset("fleet:job:" + jid, "state", "succeeded")     # its worker recorded its end
+        client.hset("fleet:job:" + jid, "state", "succeeded")  # its worker recorded its end
         t0 = time.perf_counter()
         (n,) = advance.advance(client, sid, mirrors=mirrors)
         took.append(time.perf_counter() - t0)
@@ -151,26 +181,38 @@ def main() -> None:
     root = Path(tempfile.mkdtemp(prefix="fleet-bench-search-"))
     server = RedisServer(root / "redis").start()
     (root / "lines").mkdir()
-    env = dict(os.environ, FLEET_BROKER_URL=server.url, FLEET_STORE_URL=(root / "store").as_uri(),
-               LINES_DIR=str(root / "lines"))
+    env = dict(
+        os.environ,
+        FLEET_BROKER_URL=server.url,
+        FLEET_STORE_URL=(root / "store").as_uri(),
+        LINES_DIR=str(root / "lines"),
+    )
     os.environ.update(FLEET_BROKER_URL=server.url, FLEET_STORE_URL=env["FLEET_STORE_URL"])
     from tasks import app
+
     app.conf.broker_url = app.conf.result_backend = server.url
     client = redis.Redis.from_url(server.url, decode_responses=True)
     workers = []
     try:
         rounds = 5 if a.smoke else 30
-        direct = {n: advance_direct(client, app, root, n, rounds) for n in (10, 20 if a.smoke else 1000)}
+        direct = {
+            n: advance_direct(client, app, root, n, rounds) for n in (10, 20 if a.smoke else 1000)
+        }
         for n, d in direct.items():
-            print(f"advance, Redis only, after {n:>4} finished trials: p50 {ms(d['p50'])}, p99 {ms(d['p99'])}, "
-                  f"first (study rebuilt) {ms(d['cold'])}")
+            print(
+                f"advance, Redis only, after {n:>4} finished trials: p50 {ms(d['p50'])}, p99 {ms(d['p99'])}, "
+                f"first (study rebuilt) {ms(d['cold'])}"
+            )
         if a.advance_only:
             return
         workers = [start_worker(f"bench-s{i}", HOST, env, root / "logs") for i in range(2)]
         from tests.e2e.conftest import wait_for_workers
+
         wait_for_workers(env, [f"bench-s{i}" for i in range(2)])
-        got = {name: run_search(client, app, root, f"b-{name.replace('+', '-')}", *cfg, a)
-               for name, cfg in RUNS.items()}
+        got = {
+            name: run_search(client, app, root, f"b-{name.replace('+', '-')}", *cfg, a)
+            for name, cfg in RUNS.items()
+        }
         report(got, a)
     finally:
         for w in workers:
@@ -180,21 +222,33 @@ def main() -> None:
 
 def report(got: dict, a) -> None:
     base = got["random"]
-    print(f"\n{a.trials} trials, {a.parallel} at once, {a.epochs} epochs of {a.pause}s; optimum 0.5")
-    print(f"{'sampler':<10} {'best':>8} {'vs random':>10} {'worker-s':>9} {'vs random':>10} {'pruned':>7}")
+    print(
+        f"\n{a.trials} trials, {a.parallel} at once, {a.epochs} epochs of {a.pause}s; optimum 0.5"
+    )
+    print(
+        f"{'sampler':<10} {'best':>8} {'vs random':>10} {'worker-s':>9} {'vs random':>10} {'pruned':>7}"
+    )
     for name, g in got.items():
-        print(f"{name:<10} {g['best']:>8.4f} {g['best'] / base['best'] - 1:>+10.2%} {g['worker_s']:>9.1f} "
-              f"{g['worker_s'] / base['worker_s']:>10.0%} {g['pruned']:>7}")
+        print(
+            f"{name:<10} {g['best']:>8.4f} {g['best'] / base['best'] - 1:>+10.2%} {g['worker_s']:>9.1f} "
+            f"{g['worker_s'] / base['worker_s']:>10.0%} {g['pruned']:>7}"
+        )
     adv = [s for g in got.values() for s in g["advance_s"]]
     prune = [s for g in got.values() for s in g["prune_s"]]
-    print(f"advance, trial end -> next trial queued (all runs, {len(adv)}): p50 {ms(pct(adv, 0.5))}, "
-          f"p99 {ms(pct(adv, 0.99))}")
-    print(f"pruning, metric line -> trial recorded pruned ({len(prune)}): p50 {ms(pct(prune, 0.5))}, "
-          f"p99 {ms(pct(prune, 0.99))}")
+    print(
+        f"advance, trial end -> next trial queued (all runs, {len(adv)}): p50 {ms(pct(adv, 0.5))}, "
+        f"p99 {ms(pct(adv, 0.99))}"
+    )
+    print(
+        f"pruning, metric line -> trial recorded pruned ({len(prune)}): p50 {ms(pct(prune, 0.5))}, "
+        f"p99 {ms(pct(prune, 0.99))}"
+    )
     asha = got["tpe+asha"]
-    print(f"goals: TPE+ASHA best within 1% of random's: {asha['best'] <= base['best'] * 1.01}; "
-          f"worker-seconds <= 40% of random's: {asha['worker_s'] <= 0.4 * base['worker_s']}; "
-          f"pruning within 1 s: {bool(prune) and max(prune) <= 1.0}")
+    print(
+        f"goals: TPE+ASHA best within 1% of random's: {asha['best'] <= base['best'] * 1.01}; "
+        f"worker-seconds <= 40% of random's: {asha['worker_s'] <= 0.4 * base['worker_s']}; "
+        f"pruning within 1 s: {bool(prune) and max(prune) <= 1.0}"
+    )
 
 
 if __name__ == "__main__":

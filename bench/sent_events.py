@@ -9,6 +9,7 @@ Best of --runs each, Redis flushed between runs.
 
 Run from the repo root: `python bench/sent_events.py [--jobs 10000] [--runs 3]`.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -33,12 +34,14 @@ def manifest_text(n: int) -> str:
 def count_sent(app, want: int, got: list, ready: threading.Event, timeout_s: float) -> None:
     """A monitor like Flower: count task-sent events until ``want`` arrived."""
     with app.connection() as conn:
+
         def on_sent(event):
             got.append(event["uuid"])
+
         recv = app.events.Receiver(conn, handlers={"task-sent": on_sent})
         deadline = time.monotonic() + timeout_s
         it = recv.itercapture(limit=None, timeout=1.0, wakeup=False)
-        next(it)   # consumer is declared: events published from now on arrive
+        next(it)  # consumer is declared: events published from now on arrive
         ready.set()
         while len(got) < want and time.monotonic() < deadline:
             try:
@@ -50,12 +53,17 @@ def count_sent(app, want: int, got: list, ready: threading.Event, timeout_s: flo
 
 
 def main() -> int:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     parser.add_argument("--jobs", type=int, default=10_000)
     parser.add_argument("--runs", type=int, default=3)
     args = parse_args(parser, jobs=200, runs=1)
     n = args.jobs
-    with tempfile.TemporaryDirectory(prefix="fleet-bench-events-") as tmp, RedisServer(Path(tmp, "redis")) as server:
+    with (
+        tempfile.TemporaryDirectory(prefix="fleet-bench-events-") as tmp,
+        RedisServer(Path(tmp, "redis")) as server,
+    ):
         os.environ["FLEET_BROKER_URL"] = server.url
         os.environ.pop("FLEET_RESULT_BACKEND", None)
         import redis
@@ -78,11 +86,13 @@ def main() -> int:
                 best = min(best, time.perf_counter() - start)
             return best
 
-        timed(False)   # warm-up
+        timed(False)  # warm-up
         base_s, with_s = timed(False), timed(True)
         print(f"redis {server.url}; {n:,} jobs, best of {args.runs}")
-        print(f"publish without events: {base_s:.2f} s; with task-sent events: {with_s:.2f} s "
-              f"= {with_s / base_s:.2f}x (events add {(with_s - base_s) * 1000:,.0f} ms)")
+        print(
+            f"publish without events: {base_s:.2f} s; with task-sent events: {with_s:.2f} s "
+            f"= {with_s / base_s:.2f}x (events add {(with_s - base_s) * 1000:,.0f} ms)"
+        )
 
         jobs = [QueuedJob(j.job_id, j.name, "cpu") for j in manifest.jobs]
         got: list = []
@@ -94,8 +104,10 @@ def main() -> int:
         sent = announce_queued(app, jobs)
         send_s = time.perf_counter() - start
         t.join(120)
-        print(f"announce_queued alone: {sent:,} task-sent events in {send_s * 1000:,.0f} ms "
-              f"({n / send_s:,.0f} events/s); a Celery event receiver saw {len(set(got)):,} of {n:,}")
+        print(
+            f"announce_queued alone: {sent:,} task-sent events in {send_s * 1000:,.0f} ms "
+            f"({n / send_s:,.0f} events/s); a Celery event receiver saw {len(set(got)):,} of {n:,}"
+        )
         client.flushall()
         return 0 if len(set(got)) == n else 1
 

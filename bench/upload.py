@@ -15,6 +15,7 @@ process) is printed too: it does not depend on what else the machine runs.
 
 Run from the repo root: `python bench/upload.py [--mib 1024] [--runs 5]`.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -31,7 +32,11 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from bench.timing import best_of, parse_args  # noqa: E402
 
 BUCKET = "bench"
-ENV = {"AWS_ACCESS_KEY_ID": "bench", "AWS_SECRET_ACCESS_KEY": "bench", "AWS_DEFAULT_REGION": "us-east-1"}
+ENV = {
+    "AWS_ACCESS_KEY_ID": "bench",
+    "AWS_SECRET_ACCESS_KEY": "bench",
+    "AWS_DEFAULT_REGION": "us-east-1",
+}
 
 
 def serve(ports, stop) -> None:
@@ -39,6 +44,7 @@ def serve(ports, stop) -> None:
     import logging
 
     from moto.server import ThreadedMotoServer
+
     logging.getLogger("werkzeug").setLevel(logging.WARNING)  # moto logs every request
     server = ThreadedMotoServer(ip_address="127.0.0.1", port=0, verbose=False)
     server.start()
@@ -85,11 +91,18 @@ def measure(endpoint: str, path: Path, sha256: str, runs: int) -> dict[str, tupl
     store = S3Store(BUCKET, "runs", client)
     store.ping()
     key = store.data_key(sha256)
-    config = TransferConfig(multipart_threshold=SINGLE_PUT_MAX_BYTES, multipart_chunksize=PART_BYTES,
-                            max_concurrency=UPLOAD_THREADS)
+    config = TransferConfig(
+        multipart_threshold=SINGLE_PUT_MAX_BYTES,
+        multipart_chunksize=PART_BYTES,
+        max_concurrency=UPLOAD_THREADS,
+    )
     extra = {"ChecksumAlgorithm": "SHA256", "Metadata": {"sha256": sha256}}
-    ways = {"store": lambda: store.put_data(path, sha256),
-            "upload_file": lambda: client.upload_file(str(path), BUCKET, key, ExtraArgs=extra, Config=config)}
+    ways = {
+        "store": lambda: store.put_data(path, sha256),
+        "upload_file": lambda: client.upload_file(
+            str(path), BUCKET, key, ExtraArgs=extra, Config=config
+        ),
+    }
 
     def fresh() -> None:
         client.delete_object(Bucket=BUCKET, Key=key)
@@ -105,7 +118,9 @@ def measure(endpoint: str, path: Path, sha256: str, runs: int) -> dict[str, tupl
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     parser.add_argument("--mib", type=int, default=1024)
     parser.add_argument("--runs", type=int, default=5)
     args = parse_args(parser, mib=4, runs=1)
@@ -123,11 +138,17 @@ def main() -> None:
             print(f"{args.mib} MiB incompressible file, moto S3 at {endpoint}, best of {args.runs}")
             best = measure(endpoint, path, sha256, args.runs)
             (store_s, store_cpu), (boto_s, boto_cpu) = best["store"], best["upload_file"]
-            print(f"S3Store.put_data  {store_s:.2f} s ({mib_s(size, store_s)}), client CPU {store_cpu:.2f} s; "
-                  "verified against its sha256")
-            print(f"boto3 upload_file {boto_s:.2f} s ({mib_s(size, boto_s)}), client CPU {boto_cpu:.2f} s; "
-                  "ChecksumAlgorithm=SHA256, nothing checked")
-            print(f"ratio store / upload_file: {store_s / boto_s:.2f}x wall, {store_cpu / boto_cpu:.2f}x client CPU")
+            print(
+                f"S3Store.put_data  {store_s:.2f} s ({mib_s(size, store_s)}), client CPU {store_cpu:.2f} s; "
+                "verified against its sha256"
+            )
+            print(
+                f"boto3 upload_file {boto_s:.2f} s ({mib_s(size, boto_s)}), client CPU {boto_cpu:.2f} s; "
+                "ChecksumAlgorithm=SHA256, nothing checked"
+            )
+            print(
+                f"ratio store / upload_file: {store_s / boto_s:.2f}x wall, {store_cpu / boto_cpu:.2f}x client CPU"
+            )
     finally:
         stop.set()
         server.join(timeout=30)

@@ -2,6 +2,7 @@
 
 Every message names the offending value and says what to do next.
 """
+
 from __future__ import annotations
 
 
@@ -36,8 +37,13 @@ class Problem:
         return f"{where}: {self.field}: {self.message}{fix}"
 
     def as_dict(self) -> dict:
-        return {"file": self.file, "line": self.line, "field": self.field,
-                "message": self.message, "fix": self.fix}
+        return {
+            "file": self.file,
+            "line": self.line,
+            "field": self.field,
+            "message": self.message,
+            "fix": self.fix,
+        }
 
 
 class CapabilityError(FleetError):

@@ -1,4 +1,5 @@
 """Files replaced whole: readers (and a crash) see the old file or the new one, never part."""
+
 from __future__ import annotations
 
 import os
@@ -6,7 +7,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
-PRIVATE = 0o600   # a file only its owner reads: downloads and bundles until they are checked
+PRIVATE = 0o600  # a file only its owner reads: downloads and bundles until they are checked
 
 
 @contextmanager
@@ -22,7 +23,7 @@ def atomic_file(dest: Path | str, mode: int | None = None) -> Iterator[Path]:
     fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o666 if mode is None else mode)
     try:
         if mode is not None:
-            os.fchmod(fd, mode)   # the umask does not narrow an explicit mode
+            os.fchmod(fd, mode)  # the umask does not narrow an explicit mode
     finally:
         os.close(fd)
     try:

@@ -1,4 +1,5 @@
 """A pause of Python's cyclic garbage collector around bulk building of acyclic objects."""
+
 from __future__ import annotations
 
 import gc

@@ -5,6 +5,7 @@ is generated from ``SETTINGS`` (``fleet settings --markdown``) and a test keeps 
 Variables given to jobs are fleet's contract with a trainer (``trainers.protocol``): the
 worker sets them for each run, a trainer reads them.
 """
+
 from __future__ import annotations
 
 import os
@@ -32,122 +33,322 @@ from core.setting import (
 )
 
 # Defaults not in core.constants, with their units
-UNACKED_RESTORE_INTERVAL_S = 10.0   # kombu's own default
-FAIRSHARE_HALF_LIFE_S = 7 * 24 * 3600.0   # usage a week old counts half
-WORKDIR_MAX_MIB = 200.0         # a bigger workdir is refused at publish
-YIELD_POLL_S = 2.0              # how often the owner's activity is looked at
-YIELD_RECLAIM_S = 300.0         # a yielded device is left alone this long before it is taken back
-YIELD_CHECK_TIMEOUT_S = 5.0     # a busy check that runs longer counts as "not busy" (and is logged)
+UNACKED_RESTORE_INTERVAL_S = 10.0  # kombu's own default
+FAIRSHARE_HALF_LIFE_S = 7 * 24 * 3600.0  # usage a week old counts half
+WORKDIR_MAX_MIB = 200.0  # a bigger workdir is refused at publish
+YIELD_POLL_S = 2.0  # how often the owner's activity is looked at
+YIELD_RECLAIM_S = 300.0  # a yielded device is left alone this long before it is taken back
+YIELD_CHECK_TIMEOUT_S = 5.0  # a busy check that runs longer counts as "not busy" (and is logged)
 # the desktop itself: display servers and compositors hold a graphics context on the GPU
 # that drives a screen all the time, owner present or not
-YIELD_IGNORE = ("Xorg", "X", "Xwayland", "gnome-shell", "kwin_x11", "kwin_wayland", "plasmashell",
-                "sway", "mutter", "cinnamon", "xfwm4", "gdm-x-session")
-DEFAULT_STORE_DIR = ".fleet-local/store"      # relative to the working directory
+YIELD_IGNORE = (
+    "Xorg",
+    "X",
+    "Xwayland",
+    "gnome-shell",
+    "kwin_x11",
+    "kwin_wayland",
+    "plasmashell",
+    "sway",
+    "mutter",
+    "cinnamon",
+    "xfwm4",
+    "gdm-x-session",
+)
+DEFAULT_STORE_DIR = ".fleet-local/store"  # relative to the working directory
 DEFAULT_WORK_DIR = "~/.cache/fleet"
 
 
 def _given(name: str, doc: str, kind: Kind = TEXT) -> Setting:
     """A variable the worker sets for each run and a job reads: no default of its own."""
-    return Setting(name, kind, None, doc, scope=Scope.JOB, example="...",
-                   default_doc="set by the worker")
+    return Setting(
+        name, kind, None, doc, scope=Scope.JOB, example="...", default_doc="set by the worker"
+    )
 
 
 SETTINGS: tuple[Setting, ...] = (
     # --- broker -------------------------------------------------------------------------
-    Setting("FLEET_BROKER_URL", URL, C.DEFAULT_BROKER_URL,
-            "Redis: redis://, rediss:// (TLS) or sentinel://; user and password in the URL",
-            secret=True),
-    Setting("FLEET_RESULT_BACKEND", URL, None, "Celery's result backend, if not the broker",
-            secret=True, default_doc="FLEET_BROKER_URL", example="redis://127.0.0.1:6379/1"),
-    Setting("FLEET_REDIS_CA_FILE", PATH, None,
-            "CA file that signs a rediss:// server's certificate",
-            example="/etc/fleet/ca.pem", default_doc="the system's trust store"),
-    Setting("FLEET_REDIS_CERT_FILE", PATH, None, "client certificate for rediss://",
-            example="/etc/fleet/client.pem"),
-    Setting("FLEET_REDIS_KEY_FILE", PATH, None, "the client certificate's key for rediss://",
-            example="/etc/fleet/client.key"),
-    Setting("FLEET_SENTINEL_MASTER", TEXT, None, "the master name the sentinels watch "
-            "(sentinel:// only)", example="fleet"),
-    Setting("FLEET_SENTINEL_PASSWORD", TEXT, None, "the sentinels' own password", secret=True,
-            example="PASSWORD"),
-    Setting("FLEET_REDIS_WAIT_REPLICAS", COUNT, None,
-            "replicas a state change waits for (WAIT; 0: off)",
-            example="1", default_doc=f"{C.SENTINEL_WAIT_REPLICAS} with sentinel://, else 0"),
-    Setting("FLEET_ACL_WORKER_PASSWORD", TEXT, None, "fleet-worker's password (`fleet acl`, "
-            "`fleet enroll`)", secret=True, example="PASSWORD"),
-    Setting("FLEET_ACL_OPERATOR_PASSWORD", TEXT, None, "fleet-operator's password (`fleet acl`)",
-            secret=True, example="PASSWORD"),
-    Setting("FLEET_ACL_READONLY_PASSWORD", TEXT, None, "fleet-readonly's password (`fleet acl`)",
-            secret=True, example="PASSWORD"),
-    Setting("FLEET_ACL_ADMIN_PASSWORD", TEXT, None, "the default user's password in an aclfile",
-            secret=True, example="PASSWORD"),
+    Setting(
+        "FLEET_BROKER_URL",
+        URL,
+        C.DEFAULT_BROKER_URL,
+        "Redis: redis://, rediss:// (TLS) or sentinel://; user and password in the URL",
+        secret=True,
+    ),
+    Setting(
+        "FLEET_RESULT_BACKEND",
+        URL,
+        None,
+        "Celery's result backend, if not the broker",
+        secret=True,
+        default_doc="FLEET_BROKER_URL",
+        example="redis://127.0.0.1:6379/1",
+    ),
+    Setting(
+        "FLEET_REDIS_CA_FILE",
+        PATH,
+        None,
+        "CA file that signs a rediss:// server's certificate",
+        example="/etc/fleet/ca.pem",
+        default_doc="the system's trust store",
+    ),
+    Setting(
+        "FLEET_REDIS_CERT_FILE",
+        PATH,
+        None,
+        "client certificate for rediss://",
+        example="/etc/fleet/client.pem",
+    ),
+    Setting(
+        "FLEET_REDIS_KEY_FILE",
+        PATH,
+        None,
+        "the client certificate's key for rediss://",
+        example="/etc/fleet/client.key",
+    ),
+    Setting(
+        "FLEET_SENTINEL_MASTER",
+        TEXT,
+        None,
+        "the master name the sentinels watch (sentinel:// only)",
+        example="fleet",
+    ),
+    Setting(
+        "FLEET_SENTINEL_PASSWORD",
+        TEXT,
+        None,
+        "the sentinels' own password",
+        secret=True,
+        example="PASSWORD",
+    ),
+    Setting(
+        "FLEET_REDIS_WAIT_REPLICAS",
+        COUNT,
+        None,
+        "replicas a state change waits for (WAIT; 0: off)",
+        example="1",
+        default_doc=f"{C.SENTINEL_WAIT_REPLICAS} with sentinel://, else 0",
+    ),
+    Setting(
+        "FLEET_ACL_WORKER_PASSWORD",
+        TEXT,
+        None,
+        "fleet-worker's password (`fleet acl`, `fleet enroll`)",
+        secret=True,
+        example="PASSWORD",
+    ),
+    Setting(
+        "FLEET_ACL_OPERATOR_PASSWORD",
+        TEXT,
+        None,
+        "fleet-operator's password (`fleet acl`)",
+        secret=True,
+        example="PASSWORD",
+    ),
+    Setting(
+        "FLEET_ACL_READONLY_PASSWORD",
+        TEXT,
+        None,
+        "fleet-readonly's password (`fleet acl`)",
+        secret=True,
+        example="PASSWORD",
+    ),
+    Setting(
+        "FLEET_ACL_ADMIN_PASSWORD",
+        TEXT,
+        None,
+        "the default user's password in an aclfile",
+        secret=True,
+        example="PASSWORD",
+    ),
     # --- Celery and leases ---------------------------------------------------------------
-    Setting("FLEET_LEASE_TTL_S", SECONDS, C.LEASE_TTL_S, "a running job's lease; the reaper "
-            "requeues it after this long without a heartbeat"),
-    Setting("FLEET_REDIS_SOCKET_TIMEOUT_S", SECONDS, C.REDIS_SOCKET_TIMEOUT_S, "a worker's wait "
-            "for a Redis reply before it sends the command again"),
-    Setting("FLEET_VISIBILITY_TIMEOUT_S", SECONDS, float(C.VISIBILITY_TIMEOUT_S),
-            "Redis redelivers an unacked message after this (a backstop; above the longest job)"),
-    Setting("FLEET_UNACKED_RESTORE_INTERVAL_S", SECONDS, UNACKED_RESTORE_INTERVAL_S,
-            "how often kombu looks for unacked messages past the visibility timeout"),
-    Setting("FLEET_ADOPT_UNPUBLISHED", BOOL, False, "run a message with no job record (not sent "
-            "by `fleet publish`) instead of setting it aside"),
-    Setting("FLEET_TRAINED_GRACE_S", SECONDS, C.TRAINED_GRACE_S, "how long a trained run waits "
-            "for its host to come back and upload"),
-    Setting("FLEET_CHECKPOINT_EVERY_S", SECONDS, C.CHECKPOINT_EVERY_S, "how often a running "
-            "job's checkpoint dir is synced, if it changed"),
-    Setting("FLEET_STAGED_GRACE_S", SECONDS, C.STAGED_GRACE_S, "a staged bundle no job record "
-            "names is deleted once this old (longer than any wait between upload and record)"),
-    Setting("FLEET_STRAY_SWEEP_EVERY_S", SECONDS, C.STRAY_SWEEP_EVERY_S, "how often one worker "
-            "sweeps the staged bundles"),
-    Setting("FLEET_FAIRSHARE_HALF_LIFE_S", SECONDS, FAIRSHARE_HALF_LIFE_S, "half-life of fair-"
-            "share usage; set it alike on workers and operators"),
+    Setting(
+        "FLEET_LEASE_TTL_S",
+        SECONDS,
+        C.LEASE_TTL_S,
+        "a running job's lease; the reaper requeues it after this long without a heartbeat",
+    ),
+    Setting(
+        "FLEET_REDIS_SOCKET_TIMEOUT_S",
+        SECONDS,
+        C.REDIS_SOCKET_TIMEOUT_S,
+        "a worker's wait for a Redis reply before it sends the command again",
+    ),
+    Setting(
+        "FLEET_VISIBILITY_TIMEOUT_S",
+        SECONDS,
+        float(C.VISIBILITY_TIMEOUT_S),
+        "Redis redelivers an unacked message after this (a backstop; above the longest job)",
+    ),
+    Setting(
+        "FLEET_UNACKED_RESTORE_INTERVAL_S",
+        SECONDS,
+        UNACKED_RESTORE_INTERVAL_S,
+        "how often kombu looks for unacked messages past the visibility timeout",
+    ),
+    Setting(
+        "FLEET_ADOPT_UNPUBLISHED",
+        BOOL,
+        False,
+        "run a message with no job record (not sent "
+        "by `fleet publish`) instead of setting it aside",
+    ),
+    Setting(
+        "FLEET_TRAINED_GRACE_S",
+        SECONDS,
+        C.TRAINED_GRACE_S,
+        "how long a trained run waits for its host to come back and upload",
+    ),
+    Setting(
+        "FLEET_CHECKPOINT_EVERY_S",
+        SECONDS,
+        C.CHECKPOINT_EVERY_S,
+        "how often a running job's checkpoint dir is synced, if it changed",
+    ),
+    Setting(
+        "FLEET_STAGED_GRACE_S",
+        SECONDS,
+        C.STAGED_GRACE_S,
+        "a staged bundle no job record "
+        "names is deleted once this old (longer than any wait between upload and record)",
+    ),
+    Setting(
+        "FLEET_STRAY_SWEEP_EVERY_S",
+        SECONDS,
+        C.STRAY_SWEEP_EVERY_S,
+        "how often one worker sweeps the staged bundles",
+    ),
+    Setting(
+        "FLEET_FAIRSHARE_HALF_LIFE_S",
+        SECONDS,
+        FAIRSHARE_HALF_LIFE_S,
+        "half-life of fair-share usage; set it alike on workers and operators",
+    ),
     # --- store and caches ----------------------------------------------------------------
-    Setting("FLEET_STORE_URL", URL, None,
-            "where bundles, data and checkpoints go: file:// or s3://",
-            default_doc=f"file://./{DEFAULT_STORE_DIR}", example="s3://bucket/fleet"),
-    Setting("FLEET_S3_ENDPOINT_URL", URL, None, "an S3-compatible endpoint (MinIO); AWS if unset",
-            secret=True, example="http://127.0.0.1:9000", default_doc="AWS"),
-    Setting("FLEET_WORK_DIR", PATH, DEFAULT_WORK_DIR,
-            "a worker's runs, caches and pending uploads"),
+    Setting(
+        "FLEET_STORE_URL",
+        URL,
+        None,
+        "where bundles, data and checkpoints go: file:// or s3://",
+        default_doc=f"file://./{DEFAULT_STORE_DIR}",
+        example="s3://bucket/fleet",
+    ),
+    Setting(
+        "FLEET_S3_ENDPOINT_URL",
+        URL,
+        None,
+        "an S3-compatible endpoint (MinIO); AWS if unset",
+        secret=True,
+        example="http://127.0.0.1:9000",
+        default_doc="AWS",
+    ),
+    Setting(
+        "FLEET_WORK_DIR", PATH, DEFAULT_WORK_DIR, "a worker's runs, caches and pending uploads"
+    ),
     Setting("FLEET_DATA_CACHE_GIB", GIB, C.DATA_CACHE_GIB, "bound of a worker's data cache"),
     Setting("FLEET_ENV_CACHE_GIB", GIB, C.ENV_CACHE_GIB, "bound of jobs' Python environments"),
-    Setting("FLEET_WORKDIR_MAX_MIB", MIB, WORKDIR_MAX_MIB,
-            "a bigger workdir is refused at publish"),
+    Setting(
+        "FLEET_WORKDIR_MAX_MIB", MIB, WORKDIR_MAX_MIB, "a bigger workdir is refused at publish"
+    ),
     # --- the host ------------------------------------------------------------------------
-    Setting("FLEET_HOSTNAME", TEXT, None, "this host's name in fleet", example="gpu-box-1",
-            default_doc="the host's name"),
-    Setting("FLEET_CAPABILITY", TEXT, None, "override detected resources: inline JSON or a JSON "
-            "file", example='{"cpu_cores":4}', default_doc="detected"),
-    Setting("FLEET_JOB_USER", TEXT, None, "a root worker runs jobs as this user",
-            example="fleetjob",
-            default_doc="the worker's own user"),
-    Setting("FLEET_GPU_RESERVE_CORES", COUNT, None, "cores kept back per idle GPU from CPU jobs",
-            example="2", default_doc="worked out per host"),
-    Setting("FLEET_GPU_RESERVE_RAM_GIB", GIB_OR_ZERO, None,
-            "RAM kept back per idle GPU from CPU jobs",
-            example="8", default_doc="worked out per host"),
-    Setting("FLEET_SHARE_GPU_UNWATCHED", BOOL, False, "serve share_gpu jobs where their VRAM "
-            "budgets cannot be held (a worker in its own PID namespace: NVML cannot see its "
-            "processes)"),
-    Setting("FLEET_OWNER", TEXT, None, "who published jobs belong to (`fleet publish`)",
-            example="alice", default_doc="user@host"),
+    Setting(
+        "FLEET_HOSTNAME",
+        TEXT,
+        None,
+        "this host's name in fleet",
+        example="gpu-box-1",
+        default_doc="the host's name",
+    ),
+    Setting(
+        "FLEET_CAPABILITY",
+        TEXT,
+        None,
+        "override detected resources: inline JSON or a JSON file",
+        example='{"cpu_cores":4}',
+        default_doc="detected",
+    ),
+    Setting(
+        "FLEET_JOB_USER",
+        TEXT,
+        None,
+        "a root worker runs jobs as this user",
+        example="fleetjob",
+        default_doc="the worker's own user",
+    ),
+    Setting(
+        "FLEET_GPU_RESERVE_CORES",
+        COUNT,
+        None,
+        "cores kept back per idle GPU from CPU jobs",
+        example="2",
+        default_doc="worked out per host",
+    ),
+    Setting(
+        "FLEET_GPU_RESERVE_RAM_GIB",
+        GIB_OR_ZERO,
+        None,
+        "RAM kept back per idle GPU from CPU jobs",
+        example="8",
+        default_doc="worked out per host",
+    ),
+    Setting(
+        "FLEET_SHARE_GPU_UNWATCHED",
+        BOOL,
+        False,
+        "serve share_gpu jobs where their VRAM "
+        "budgets cannot be held (a worker in its own PID namespace: NVML cannot see its "
+        "processes)",
+    ),
+    Setting(
+        "FLEET_OWNER",
+        TEXT,
+        None,
+        "who published jobs belong to (`fleet publish`)",
+        example="alice",
+        default_doc="user@host",
+    ),
     # --- yielding GPUs to the host's owner -----------------------------------------------
     Setting("FLEET_YIELD", BOOL, False, "give GPUs back to the host's owner while they use them"),
-    Setting("FLEET_YIELD_CHECK", TEXT, None, "a command (no shell); exit 0 means the owner is busy",
-            example="'pgrep -x steam'"),
-    Setting("FLEET_YIELD_CHECK_TIMEOUT_S", SECONDS, YIELD_CHECK_TIMEOUT_S, "a busy check running "
-            "longer counts as not busy"),
-    Setting("FLEET_YIELD_IDLE_HINT", BOOL, False,
-            "an active graphical console session counts as busy"),
-    Setting("FLEET_YIELD_RECLAIM_S", SECONDS_OR_ZERO, YIELD_RECLAIM_S, "a yielded GPU is left "
-            "alone this long before fleet takes it again"),
-    Setting("FLEET_YIELD_POLL_S", SECONDS, YIELD_POLL_S,
-            "how often the owner's activity is looked at"),
-    Setting("FLEET_YIELD_IGNORE", NAMES, YIELD_IGNORE, "process names on a GPU that never count "
-            "as the owner", example="Xorg,gnome-shell", default_doc="the desktop's (Xorg, ...)"),
-    Setting("FLEET_SIM_GPU_PROCESSES", PATH, None, "simulated GPUs: a JSON file of their processes",
-            example="/tmp/gpu-processes.json"),
+    Setting(
+        "FLEET_YIELD_CHECK",
+        TEXT,
+        None,
+        "a command (no shell); exit 0 means the owner is busy",
+        example="'pgrep -x steam'",
+    ),
+    Setting(
+        "FLEET_YIELD_CHECK_TIMEOUT_S",
+        SECONDS,
+        YIELD_CHECK_TIMEOUT_S,
+        "a busy check running longer counts as not busy",
+    ),
+    Setting(
+        "FLEET_YIELD_IDLE_HINT", BOOL, False, "an active graphical console session counts as busy"
+    ),
+    Setting(
+        "FLEET_YIELD_RECLAIM_S",
+        SECONDS_OR_ZERO,
+        YIELD_RECLAIM_S,
+        "a yielded GPU is left alone this long before fleet takes it again",
+    ),
+    Setting(
+        "FLEET_YIELD_POLL_S", SECONDS, YIELD_POLL_S, "how often the owner's activity is looked at"
+    ),
+    Setting(
+        "FLEET_YIELD_IGNORE",
+        NAMES,
+        YIELD_IGNORE,
+        "process names on a GPU that never count as the owner",
+        example="Xorg,gnome-shell",
+        default_doc="the desktop's (Xorg, ...)",
+    ),
+    Setting(
+        "FLEET_SIM_GPU_PROCESSES",
+        PATH,
+        None,
+        "simulated GPUs: a JSON file of their processes",
+        example="/tmp/gpu-processes.json",
+    ),
     # --- given to jobs (trainers.protocol) -----------------------------------------------
     _given("FLEET_JOB_ID", "the job's content ID (64 hex characters)"),
     _given("FLEET_JOB_NAME", "its name in the manifest"),

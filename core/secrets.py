@@ -4,18 +4,32 @@ value), and ``masked``: the one way fleet shows a URL in a message or a log.
 Jobs never see these (``tasks.isolation``); ``fleet enroll`` writes them only into files
 readable by root.
 """
+
 from __future__ import annotations
 
 import re
 from collections.abc import Mapping
 
-SECRET_NAME = re.compile(r"SECRET|TOKEN|PASSW|CREDENTIAL|PRIVATE|API_?KEY|ACCESS_?KEY|_KEY(_ID)?$|SESSION"
-                         r"|BROKER|BACKEND|REDIS_URL|(^|_)AUTH", re.I)
-SECRET_PREFIXES = ("AWS_", "FLOWER_", "CELERY_", "AZURE_", "GOOGLE_APPLICATION_CREDENTIALS",
-                   "FLEET_BROKER", "FLEET_RESULT", "FLEET_REDIS", "FLEET_SENTINEL", "FLEET_S3_")
+SECRET_NAME = re.compile(
+    r"SECRET|TOKEN|PASSW|CREDENTIAL|PRIVATE|API_?KEY|ACCESS_?KEY|_KEY(_ID)?$|SESSION"
+    r"|BROKER|BACKEND|REDIS_URL|(^|_)AUTH",
+    re.I,
+)
+SECRET_PREFIXES = (
+    "AWS_",
+    "FLOWER_",
+    "CELERY_",
+    "AZURE_",
+    "GOOGLE_APPLICATION_CREDENTIALS",
+    "FLEET_BROKER",
+    "FLEET_RESULT",
+    "FLEET_REDIS",
+    "FLEET_SENTINEL",
+    "FLEET_S3_",
+)
 # any userinfo: user:password@, :password@, or a token alone as the user (https://TOKEN@host)
 URL_USERINFO = re.compile(r"[a-z][a-z0-9+.-]*://([^/?#@\s]+)@", re.I)
-MIN_SECRET_LEN = 6      # shorter values are too likely to occur by chance in harmless ones
+MIN_SECRET_LEN = 6  # shorter values are too likely to occur by chance in harmless ones
 # A user alone in a URL is taken for a token when at least this long: shorter ones are login
 # names (git@, ubuntu@) that harmless values hold too (HOME=/home/ubuntu).
 MIN_TOKEN_LEN = 16
@@ -66,5 +80,4 @@ def secret_values(env: Mapping[str, str]) -> set[str]:
 def is_secret(name: str, value: str, secrets: set[str]) -> bool:
     """A variable a job must not see: by its name, a URL with any userinfo in its value, or a
     secret value within it."""
-    return (secret_name(name) or bool(URL_USERINFO.search(value))
-            or any(s in value for s in secrets))
+    return secret_name(name) or bool(URL_USERINFO.search(value)) or any(s in value for s in secrets)

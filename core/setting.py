@@ -6,6 +6,7 @@ ConfigError naming the variable, the value and the fix:
 ``FLEET_YIELD='maybe': expected 1 or 0 (yes/no, true/false, on/off), e.g. FLEET_YIELD=1``.
 Declarations live in ``core.registry``; this module holds no variable of its own.
 """
+
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
@@ -59,6 +60,7 @@ def _number(kind: type, *, least: float, above: bool) -> Callable[[str], Any]:
         if value < least or (above and value == least):
             raise ValueError(raw)
         return value
+
     return convert
 
 
@@ -116,9 +118,11 @@ class Setting:
             return self.kind.convert(raw)
         except ValueError:
             shown = "***" if self.secret else repr(raw)
-            raise ConfigError(f"{self.name}={shown}: expected {self.kind.expected}, e.g. "
-                              f"{self.name}={self.example_value}, or unset it for the default "
-                              f"({self.default_text})") from None
+            raise ConfigError(
+                f"{self.name}={shown}: expected {self.kind.expected}, e.g. "
+                f"{self.name}={self.example_value}, or unset it for the default "
+                f"({self.default_text})"
+            ) from None
 
     def read(self, env: Mapping[str, str]) -> tuple[Any, Source]:
         """The effective value in ``env`` and where it came from."""

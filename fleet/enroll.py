@@ -1,6 +1,7 @@
 """What `fleet enroll` writes: a systemd unit for `celery -A tasks worker` and its
 EnvironmentFile. Pure rendering, no I/O; ``fleet.cli.enroll`` checks the host and installs.
 """
+
 from __future__ import annotations
 
 import math
@@ -18,29 +19,36 @@ ENV_PREFIXES = ("FLEET_", "AWS_")
 ENV_EXTRA = ("REQUESTS_CA_BUNDLE", "SSL_CERT_FILE", "NVIDIA_VISIBLE_DEVICES")
 # set by the unit itself, or meaningless in a service
 ENV_LEFT_OUT = ("FLEET_WORK_DIR", "FLEET_JOB_USER", "FLEET_SUPERVISOR_PARENT")
-ENV_LEFT_OUT_PREFIXES = ("FLEET_ACL_",)   # the roles' passwords: a worker gets its own login only
+ENV_LEFT_OUT_PREFIXES = ("FLEET_ACL_",)  # the roles' passwords: a worker gets its own login only
 REDIS_URL_VARS = ("FLEET_BROKER_URL", "FLEET_RESULT_BACKEND")
 REQUIRED = ("FLEET_BROKER_URL", "FLEET_STORE_URL")
 # What a worker running as root needs to start jobs as FLEET_JOB_USER, hand them their
 # work directory, stop them, and read and remove what they wrote.
-JOB_USER_CAPABILITIES = ("CAP_SETUID", "CAP_SETGID", "CAP_CHOWN", "CAP_FOWNER", "CAP_KILL",
-                         "CAP_DAC_OVERRIDE", "CAP_DAC_READ_SEARCH")
+JOB_USER_CAPABILITIES = (
+    "CAP_SETUID",
+    "CAP_SETGID",
+    "CAP_CHOWN",
+    "CAP_FOWNER",
+    "CAP_KILL",
+    "CAP_DAC_OVERRIDE",
+    "CAP_DAC_READ_SEARCH",
+)
 
 
 @dataclass(frozen=True)
 class UnitPlan:
     """Everything the unit depends on, decided by the CLI from the host and its options."""
 
-    celery: str                      # absolute path of the venv's celery executable
-    code_dir: str                    # WorkingDirectory: where `tasks` and `celeryconfig` import from
-    env_file: str                    # absolute path of the EnvironmentFile
+    celery: str  # absolute path of the venv's celery executable
+    code_dir: str  # WorkingDirectory: where `tasks` and `celeryconfig` import from
+    env_file: str  # absolute path of the EnvironmentFile
     stop_timeout_s: int
-    user: str = "fleet"              # the worker's account (root when jobs run as job_user)
+    user: str = "fleet"  # the worker's account (root when jobs run as job_user)
     job_user: str | None = None
-    work_dir: str | None = None      # None: StateDirectory=fleet, i.e. /var/lib/fleet
-    gpu: bool = False                # GPU hosts keep /dev/nvidia* reachable
-    writable: tuple[str, ...] = field(default_factory=tuple)   # e.g. a file:// store's directory
-    yield_to_owner: bool = False     # FLEET_YIELD=1: the worker must see the owner's processes
+    work_dir: str | None = None  # None: StateDirectory=fleet, i.e. /var/lib/fleet
+    gpu: bool = False  # GPU hosts keep /dev/nvidia* reachable
+    writable: tuple[str, ...] = field(default_factory=tuple)  # e.g. a file:// store's directory
+    yield_to_owner: bool = False  # FLEET_YIELD=1: the worker must see the owner's processes
 
 
 def placed(prefix: str | None, path: str) -> str:
@@ -59,25 +67,38 @@ def settings(env: Mapping[str, str]) -> dict[str, str]:
     """The worker settings to write to the EnvironmentFile, from the enrolling shell's env."""
     missing = [v for v in REQUIRED if not env.get(v)]
     if missing:
-        raise ConfigError(f"{', '.join(missing)} not set: export the broker and store the fleet shares "
-                          "(e.g. FLEET_BROKER_URL=redis://:PASSWORD@redis-host:6379/0 "
-                          "FLEET_STORE_URL=s3://bucket/fleet) and run `fleet enroll` again")
+        raise ConfigError(
+            f"{', '.join(missing)} not set: export the broker and store the fleet shares "
+            "(e.g. FLEET_BROKER_URL=redis://:PASSWORD@redis-host:6379/0 "
+            "FLEET_STORE_URL=s3://bucket/fleet) and run `fleet enroll` again"
+        )
     out = {}
     for name in sorted(env):
-        if ((name.startswith(ENV_PREFIXES) or name in ENV_EXTRA) and name not in ENV_LEFT_OUT
-                and not name.startswith(ENV_LEFT_OUT_PREFIXES)):
+        if (
+            (name.startswith(ENV_PREFIXES) or name in ENV_EXTRA)
+            and name not in ENV_LEFT_OUT
+            and not name.startswith(ENV_LEFT_OUT_PREFIXES)
+        ):
             value = env[name]
             if "\n" in value or "\r" in value:
-                raise ConfigError(f"{name}: contains a line break, which an EnvironmentFile cannot hold")
+                raise ConfigError(
+                    f"{name}: contains a line break, which an EnvironmentFile cannot hold"
+                )
             out[name] = value
     return out
 
 
-def yield_values(enabled: bool, check: str | None = None, idle_hint: bool = False,
-                 reclaim_s: float | None = None, poll_s: float | None = None) -> dict[str, str]:
+def yield_values(
+    enabled: bool,
+    check: str | None = None,
+    idle_hint: bool = False,
+    reclaim_s: float | None = None,
+    poll_s: float | None = None,
+) -> dict[str, str]:
     """The EnvironmentFile lines of `fleet enroll --yield ...`, checked as the worker will
     read them (so a bad value fails here, naming its variable)."""
     from core import settings as S
+
     out = {S.YIELD_ENV: "1" if enabled else "0"}
     if check is not None:
         out[S.YIELD_CHECK_ENV] = check
@@ -89,7 +110,9 @@ def yield_values(enabled: bool, check: str | None = None, idle_hint: bool = Fals
         out[S.YIELD_POLL_ENV] = f"{poll_s:g}"
     for name, value in out.items():
         if "\n" in value or "\r" in value:
-            raise ConfigError(f"{name}: contains a line break, which an EnvironmentFile cannot hold")
+            raise ConfigError(
+                f"{name}: contains a line break, which an EnvironmentFile cannot hold"
+            )
     S.YieldSettings.from_env(out)
     return out
 
@@ -98,12 +121,13 @@ def yield_values(enabled: bool, check: str | None = None, idle_hint: bool = Fals
 class Login:
     """The Redis URLs a worker is enrolled with, and how they log in."""
 
-    urls: dict[str, str]             # FLEET_BROKER_URL (and FLEET_RESULT_BACKEND) to write
-    as_admin: bool                   # they log in as the default user: this host gets its password
+    urls: dict[str, str]  # FLEET_BROKER_URL (and FLEET_RESULT_BACKEND) to write
+    as_admin: bool  # they log in as the default user: this host gets its password
 
 
 def _username(url: str) -> str | None:
     from urllib.parse import unquote, urlsplit
+
     user = urlsplit(url.split(";")[0]).username
     return unquote(user) if user else None
 
@@ -123,9 +147,11 @@ def worker_login(env: Mapping[str, str]) -> Login:
         if password:
             url = acl.with_user(url, worker, password)
         elif role not in (None, acl.Role.WORKER):
-            raise ConfigError(f"{var} logs in as {_username(url)!r} ({role.value} role): a worker logs in as "
-                              f"{worker}; set {acl.PASSWORD_VARS[acl.Role.WORKER]} to its password (`fleet acl`) "
-                              "and run `fleet enroll` again")
+            raise ConfigError(
+                f"{var} logs in as {_username(url)!r} ({role.value} role): a worker logs in as "
+                f"{worker}; set {acl.PASSWORD_VARS[acl.Role.WORKER]} to its password (`fleet acl`) "
+                "and run `fleet enroll` again"
+            )
         elif role is None:
             as_admin = True
         urls[var] = url
@@ -139,8 +165,10 @@ def _quote(value: str) -> str:
 
 def render_env(values: Mapping[str, str], mask=None) -> str:
     """The EnvironmentFile text; ``mask(name, value)`` hides secrets for printing."""
-    lines = ["# fleet worker settings, read by systemd (root) before it starts the worker.",
-             "# Holds credentials: keep it mode 0600, owned by root."]
+    lines = [
+        "# fleet worker settings, read by systemd (root) before it starts the worker.",
+        "# Holds credentials: keep it mode 0600, owned by root.",
+    ]
     for name, value in values.items():
         lines.append(f"{name}={_quote(mask(name, value) if mask else value)}")
     return "\n".join(lines) + "\n"
@@ -151,7 +179,9 @@ _UNIT_ARG = re.compile(r"^[\w./@:+-]+$")
 
 def _path(value: str, what: str) -> str:
     if not value.startswith("/") or not _UNIT_ARG.match(value):
-        raise ConfigError(f"{what} {value!r}: needs an absolute path of plain characters for a systemd unit")
+        raise ConfigError(
+            f"{what} {value!r}: needs an absolute path of plain characters for a systemd unit"
+        )
     return value
 
 
@@ -159,7 +189,11 @@ def render_unit(plan: UnitPlan) -> str:
     """The systemd unit for one host's worker."""
     celery, code = _path(plan.celery, "celery executable"), _path(plan.code_dir, "code directory")
     env_file = _path(plan.env_file, "environment file")
-    work = _path(plan.work_dir, "FLEET_WORK_DIR") if plan.work_dir else f"/var/lib/{C.ENROLL_STATE_DIR}"
+    work = (
+        _path(plan.work_dir, "FLEET_WORK_DIR")
+        if plan.work_dir
+        else f"/var/lib/{C.ENROLL_STATE_DIR}"
+    )
     writable = [_path(p, "writable path") for p in plan.writable]
     user = "root" if plan.job_user else plan.user
     lines = [
@@ -192,8 +226,10 @@ def render_unit(plan: UnitPlan) -> str:
     ]
     # a job user must enter the work dir and read the data cache the worker fills
     if not plan.work_dir:
-        lines += [f"StateDirectory={C.ENROLL_STATE_DIR}",
-                  f"StateDirectoryMode={'0711' if plan.job_user else '0750'}"]
+        lines += [
+            f"StateDirectory={C.ENROLL_STATE_DIR}",
+            f"StateDirectoryMode={'0711' if plan.job_user else '0750'}",
+        ]
     lines += [
         "# Hardening. Not MemoryDenyWriteExecute: torch and xgboost JIT-compile code.",
         "NoNewPrivileges=yes",
@@ -221,8 +257,10 @@ def render_unit(plan: UnitPlan) -> str:
     else:
         lines += ["CapabilityBoundingSet=", "AmbientCapabilities="]
     if plan.gpu:
-        lines += ["# GPU host: CUDA opens /dev/nvidia0.., nvidiactl and nvidia-uvm (created on first use),",
-                  "# so the device list stays open: no PrivateDevices=, DevicePolicy=auto."]
+        lines += [
+            "# GPU host: CUDA opens /dev/nvidia0.., nvidiactl and nvidia-uvm (created on first use),",
+            "# so the device list stays open: no PrivateDevices=, DevicePolicy=auto.",
+        ]
     else:
         lines.append("PrivateDevices=yes")
     if plan.work_dir or writable:

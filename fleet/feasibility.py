@@ -6,6 +6,7 @@ computed once per queue, not per job. Hosts come from worker heartbeats (tasks/h
 their capability is judged under the manifest being published (its tiers and policies),
 not by the queues they consume now: need queues new in this publish are picked up later.
 """
+
 from __future__ import annotations
 
 import json
@@ -26,23 +27,34 @@ class Infeasible:
     """No live host can serve ``queue`` (nor the job's fallback queue, if it has one)."""
 
     queue: str
-    jobs: tuple[str, ...]            # job names, in manifest order
-    nearest: Verdict | None          # None: no live host at all
-    missing: str | None = None       # what no live host has, for a multi-GPU queue
+    jobs: tuple[str, ...]  # job names, in manifest order
+    nearest: Verdict | None  # None: no live host at all
+    missing: str | None = None  # what no live host has, for a multi-GPU queue
 
     def message(self, show: int = 3, dry_run: bool = False) -> str:
-        names = ", ".join(self.jobs[:show]) + (f" and {len(self.jobs) - show} more" if len(self.jobs) > show else "")
-        where = (self.missing if self.missing
-                 else f"nearest host {self.nearest.hostname}: {'; '.join(self.nearest.reasons)}" if self.nearest
-                 else "no live workers (no heartbeat in Redis)")
-        return (f"no live worker can run {len(self.jobs)} job(s) in queue {self.queue} ({names}); "
-                f"{where}. {'Publishing would queue them' if dry_run else 'Queued'} anyway: they start when such "
-                "a host joins")
+        names = ", ".join(self.jobs[:show]) + (
+            f" and {len(self.jobs) - show} more" if len(self.jobs) > show else ""
+        )
+        where = (
+            self.missing
+            if self.missing
+            else f"nearest host {self.nearest.hostname}: {'; '.join(self.nearest.reasons)}"
+            if self.nearest
+            else "no live workers (no heartbeat in Redis)"
+        )
+        return (
+            f"no live worker can run {len(self.jobs)} job(s) in queue {self.queue} ({names}); "
+            f"{where}. {'Publishing would queue them' if dry_run else 'Queued'} anyway: they start when such "
+            "a host joins"
+        )
 
     def to_dict(self) -> dict:
-        d = {"queue": self.queue, "jobs": len(self.jobs),
-             "nearest_host": self.nearest.hostname if self.nearest else None,
-             "shortfall": list(self.nearest.reasons) if self.nearest else []}
+        d = {
+            "queue": self.queue,
+            "jobs": len(self.jobs),
+            "nearest_host": self.nearest.hostname if self.nearest else None,
+            "shortfall": list(self.nearest.reasons) if self.nearest else [],
+        }
         return {**d, "no_live_host_has": self.missing} if self.missing else d
 
 
@@ -55,8 +67,10 @@ def _queue_facts(manifest: Manifest, rows) -> dict[str, tuple[QueueFacts, str]]:
         if row.queue in out and (not row.fallback_queue or row.fallback_queue in out):
             continue
         r = route(row.job, manifest.tiers, manifest.hosts)
-        for tier, queue, c in ((r.tier, r.queue, r.constraint),
-                               (r.fallback_tier, r.fallback_queue, r.fallback_constraint)):
+        for tier, queue, c in (
+            (r.tier, r.queue, r.constraint),
+            (r.fallback_tier, r.fallback_queue, r.fallback_constraint),
+        ):
             if queue and queue not in out:
                 needs = c.needs if c is not None and c.needs is not None else floors[tier]
                 out[queue] = (QueueFacts(queue, tier, needs, c), row.job.kind)
@@ -74,8 +88,10 @@ def infeasible(rows: Iterable, manifest: Manifest, hosts: list[HostFacts]) -> li
         if not ok[row.queue] and not (row.fallback_queue and ok[row.fallback_queue]):
             stuck.setdefault(row.queue, []).append(row.job.name)
     caps = [h.capability for h in hosts]
-    out = [Infeasible(q, tuple(names), nearest(verdicts[q]), _missing(facts[q][0].needs, caps))
-           for q, names in stuck.items()]
+    out = [
+        Infeasible(q, tuple(names), nearest(verdicts[q]), _missing(facts[q][0].needs, caps))
+        for q, names in stuck.items()
+    ]
     return sorted(out, key=lambda i: (-len(i.jobs), i.queue))
 
 
@@ -89,11 +105,16 @@ def _missing(needs: Needs, caps: list) -> str | None:
 def host_facts(views: list[HostView], manifest: Manifest) -> list[HostFacts]:
     """Live hosts as the manifest's policies will cap them; what they consume is not asked."""
     config = ClusterConfig(manifest.tiers, manifest.hosts)
-    return [HostFacts(config.effective(v.detected_cap()), None, v.asked) for v in views if v.detected_cap()]
+    return [
+        HostFacts(config.effective(v.detected_cap()), None, v.asked)
+        for v in views
+        if v.detected_cap()
+    ]
 
 
-def expected_consumers(client: redis.Redis, manifest: Manifest,
-                       cqueues: dict[str, str]) -> dict[str, dict[str, tuple[str, ...]]]:
+def expected_consumers(
+    client: redis.Redis, manifest: Manifest, cqueues: dict[str, str]
+) -> dict[str, dict[str, tuple[str, ...]]]:
     """For each queue of ``cqueues`` (publish's name -> JSON {tier, constraint}), the live
     hosts that can serve it, each with the queues its heartbeat says it consumes now."""
     views = [v for v in live_hosts(client) if v.detected_cap()]
@@ -128,8 +149,10 @@ def messages(warnings: list[Infeasible], dry_run: bool = False) -> list[str]:
     if warnings and all(w.nearest is None for w in warnings):
         jobs = sum(len(w.jobs) for w in warnings)
         queued = "would wait, once published," if dry_run else "queued wait"
-        return [f"no live workers (no worker heartbeat in Redis): the {jobs} job(s) {queued} "
-                "until workers start (`celery -A tasks worker`; `fleet hosts` lists them)"]
+        return [
+            f"no live workers (no worker heartbeat in Redis): the {jobs} job(s) {queued} "
+            "until workers start (`celery -A tasks worker`; `fleet hosts` lists them)"
+        ]
     return [w.message(dry_run=dry_run) for w in warnings]
 
 

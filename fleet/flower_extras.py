@@ -13,6 +13,7 @@
   commands: it does not ask workers to turn events on (they send them already) nor to send
   a heartbeat when it starts listening; workers' own heartbeats tell it who is up.
 """
+
 from __future__ import annotations
 
 import logging
@@ -33,7 +34,7 @@ from state.cluster import read_config
 log = logging.getLogger("fleet.flower")
 DEFAULT_ADDRESS = "127.0.0.1"
 HEARTBEATS_EVERY_S = 1.0
-AUTH_OPTIONS = ("basic_auth", "auth")   # Flower's command-line options that turn auth on
+AUTH_OPTIONS = ("basic_auth", "auth")  # Flower's command-line options that turn auth on
 
 
 def basic_auth_users(raw: str) -> list[str]:
@@ -42,8 +43,10 @@ def basic_auth_users(raw: str) -> list[str]:
     for i, user in enumerate(users, 1):
         name, sep, password = user.partition(":")
         if not (sep and name and password):
-            raise ConfigError(f"FLOWER_BASIC_AUTH entry {i}: expected user:password (several users: "
-                              "comma-separated), e.g. FLOWER_BASIC_AUTH=ops:a-long-secret")
+            raise ConfigError(
+                f"FLOWER_BASIC_AUTH entry {i}: expected user:password (several users: "
+                "comma-separated), e.g. FLOWER_BASIC_AUTH=ops:a-long-secret"
+            )
     return users
 
 
@@ -53,11 +56,16 @@ def settings(env: Mapping[str, str], argv: Sequence[str]) -> dict:
     given = {a.lstrip("-").split("=")[0].replace("-", "_") for a in argv if a.startswith("--")}
     if env.get("FLOWER_BASIC_AUTH"):
         out["basic_auth"] = basic_auth_users(env["FLOWER_BASIC_AUTH"])
-    elif not (given & set(AUTH_OPTIONS) or env.get("FLOWER_AUTH")
-              or env.get("FLOWER_UNAUTHENTICATED", "").lower() in ("1", "true", "yes")):
-        raise ConfigError("refusing to start Flower without authentication; set "
-                          "FLOWER_BASIC_AUTH=user:password (or --basic-auth=user:password), "
-                          "or FLOWER_UNAUTHENTICATED=1 for a local try on 127.0.0.1")
+    elif not (
+        given & set(AUTH_OPTIONS)
+        or env.get("FLOWER_AUTH")
+        or env.get("FLOWER_UNAUTHENTICATED", "").lower() in ("1", "true", "yes")
+    ):
+        raise ConfigError(
+            "refusing to start Flower without authentication; set "
+            "FLOWER_BASIC_AUTH=user:password (or --basic-auth=user:password), "
+            "or FLOWER_UNAUTHENTICATED=1 for a local try on 127.0.0.1"
+        )
     if _read_only(value("FLEET_BROKER_URL", env)):
         out["enable_events"] = False
     return out
@@ -65,6 +73,7 @@ def settings(env: Mapping[str, str], argv: Sequence[str]) -> dict:
 
 def _read_only(url: str) -> bool:
     from urllib.parse import unquote, urlsplit
+
     user = urlsplit(url.split(";")[0]).username
     return acl.role_of(unquote(user) if user else None) is acl.Role.READONLY
 
@@ -95,6 +104,7 @@ def install() -> None:
     BaseHandler.get_active_queue_names = get_active_queue_names
     _install_pages()
     from flower.utils.broker import RedisBase
+
     RedisBase.queues = queue_lengths
     _tolerate_no_wakeup()
     Metrics.get = web.authenticated(Metrics.get)
@@ -113,7 +123,9 @@ async def queue_lengths(self, names) -> list[dict]:
                 for key in keys[name]:
                     pipeline.llen(self.broker_prefix + key)
             lengths = iter(await pipeline.execute())
-        return [{"name": name, "messages": sum(next(lengths) for _ in keys[name])} for name in names]
+        return [
+            {"name": name, "messages": sum(next(lengths) for _ in keys[name])} for name in names
+        ]
     finally:
         close = getattr(self.redis, "aclose", None) or self.redis.close
         await close()
@@ -128,14 +140,18 @@ def _install_pages() -> None:
     from flower.views.workers import WorkersView
 
     task_views.TASK_COLUMNS.update(view.TASK_COLUMNS)
-    EventsState.Task = view.FleetTask   # before Flower makes its state: it keeps fleet's fields
+    EventsState.Task = view.FleetTask  # before Flower makes its state: it keeps fleet's fields
     render_string = BaseHandler.render_string
-    BaseHandler.render_string = lambda self, *a, **kw: view.with_page_extras(render_string(self, *a, **kw))
+    BaseHandler.render_string = lambda self, *a, **kw: view.with_page_extras(
+        render_string(self, *a, **kw)
+    )
     as_dict = WorkersView._as_dict
 
     def _as_dict(self, worker):
-        out = as_dict(worker)   # Flower's classmethod, bound to the class
-        out["fleet_resources"] = view.worker_resources(_heartbeats(self.application).get(worker.hostname))
+        out = as_dict(worker)  # Flower's classmethod, bound to the class
+        out["fleet_resources"] = view.worker_resources(
+            _heartbeats(self.application).get(worker.hostname)
+        )
         return out
 
     WorkersView._as_dict = _as_dict
@@ -148,7 +164,11 @@ def _heartbeats(application) -> dict[str, dict]:
     if time.monotonic() - at < HEARTBEATS_EVERY_S:
         return beats
     try:
-        beats = {h.nodename: {"capability": h.capability} for h in live_hosts(_client(application)) if h.nodename}
+        beats = {
+            h.nodename: {"capability": h.capability}
+            for h in live_hosts(_client(application))
+            if h.nodename
+        }
     except redis.RedisError as e:
         log.warning("Workers page: cannot read the workers' heartbeats from Redis: %s", e)
     application._fleet_heartbeats = (time.monotonic(), beats)
@@ -159,7 +179,11 @@ def _client(application) -> redis.Redis:
     client = getattr(application, "_fleet_redis", None)
     if client is None:
         client = application._fleet_redis = redis.Redis.from_url(
-            application.capp.conf.broker_url, socket_connect_timeout=2, socket_timeout=5, decode_responses=True)
+            application.capp.conf.broker_url,
+            socket_connect_timeout=2,
+            socket_timeout=5,
+            decode_responses=True,
+        )
     return client
 
 
@@ -167,16 +191,20 @@ def _tolerate_no_wakeup() -> None:
     """Flower listens with ``wakeup=True`` (a heartbeat broadcast): a user that may not
     publish would end every capture there, so the refusal is noted and listening goes on."""
     from celery.events.receiver import EventReceiver
+
     wakeup = EventReceiver.wakeup_workers
 
     def wakeup_workers(self, channel=None):
         try:
             wakeup(self, channel)
-        except Exception as e:   # kombu wraps Redis's refusal in its OperationalError
-            if not isinstance(e.__cause__ or e.__context__ or e, redis.exceptions.NoPermissionError) \
-                    and "no permissions" not in str(e):
+        except Exception as e:  # kombu wraps Redis's refusal in its OperationalError
+            if not isinstance(
+                e.__cause__ or e.__context__ or e, redis.exceptions.NoPermissionError
+            ) and "no permissions" not in str(e):
                 raise
-            log.info("Flower's Redis user may not send control commands (read-only role): "
-                     "workers are not woken, their heartbeats arrive on their own")
+            log.info(
+                "Flower's Redis user may not send control commands (read-only role): "
+                "workers are not woken, their heartbeats arrive on their own"
+            )
 
     EventReceiver.wakeup_workers = wakeup_workers

@@ -7,6 +7,7 @@ Workers page shows under each worker (from the heartbeat ``fleet hosts`` reads);
 and ``PAGE_SCRIPT`` go into every page (a short ID; no pool controls, which mean nothing for
 fleet's thread pool whose size is the host's resources).
 """
+
 from __future__ import annotations
 
 import ast
@@ -19,7 +20,7 @@ from celery.events.state import Task
 # the Tasks page's columns, in order: Flower's own slugs, and fleet's two (TASK_COLUMNS)
 TASKS_COLUMNS = "name,uuid,state,owner,gpus,received,runtime,worker"
 TASK_COLUMNS = {"owner": "Owner", "gpus": "GPUs"}
-QUEUED = ("PENDING",)   # states of a job waiting in its queue: no worker holds it
+QUEUED = ("PENDING",)  # states of a job waiting in its queue: no worker holds it
 _HERE = Path(__file__).with_name("flower_ui")
 PAGE_STYLE = (_HERE / "fleet.css").read_text(encoding="utf-8")
 PAGE_SCRIPT = (_HERE / "fleet.js").read_text(encoding="utf-8")
@@ -70,7 +71,9 @@ def worker_resources(heartbeat: Mapping[str, Any] | None) -> str:
     if not cap:
         return ""
     gpus = cap.get("cuda_devices") or []
-    parts = [f"{len(gpus)} GPU{'s' if len(gpus) != 1 else ''}" + (f" ({_models(gpus)})" if gpus else "")]
+    parts = [
+        f"{len(gpus)} GPU{'s' if len(gpus) != 1 else ''}" + (f" ({_models(gpus)})" if gpus else "")
+    ]
     parts.append(f"{cap.get('cpu_cores', '?')} cores")
     if cap.get("ram_total_gib") is not None:
         parts.append(f"{cap['ram_total_gib']:g} GiB RAM")
@@ -87,8 +90,8 @@ def _models(gpus: Iterable[Mapping[str, Any]]) -> str:
 
 def with_page_extras(html: bytes) -> bytes:
     """A Flower page with fleet's style in its head and fleet's script at the end of its body."""
-    style = f"<style id=\"fleet-style\">{PAGE_STYLE}</style>".encode()
-    script = f"<script id=\"fleet-script\">{PAGE_SCRIPT}</script>".encode()
+    style = f'<style id="fleet-style">{PAGE_STYLE}</style>'.encode()
+    script = f'<script id="fleet-script">{PAGE_SCRIPT}</script>'.encode()
     if b"</head>" in html:
         html = html.replace(b"</head>", style + b"</head>", 1)
     if b"</body>" in html:

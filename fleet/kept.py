@@ -4,6 +4,7 @@ The state file (``<root>/fleet.json``) names each process with its pid and what 
 line must contain, so `fleet local --stop` never signals a pid the system has since given
 to something else.
 """
+
 from __future__ import annotations
 
 import json
@@ -22,9 +23,9 @@ from fleet.rootlock import live as _live
 
 STATE_FILE = "fleet.json"
 STOP_WAIT_S = 30.0
-FLOWER_PORT = 5555                        # Flower's own default
-REPO = Path(__file__).resolve().parents[1]   # where flowerconfig.py is: Flower reads it from the cwd
-EXPORTED = ("FLEET_BROKER_URL", "FLEET_STORE_URL", "FLEET_S3_ENDPOINT_URL")   # never credentials
+FLOWER_PORT = 5555  # Flower's own default
+REPO = Path(__file__).resolve().parents[1]  # where flowerconfig.py is: Flower reads it from the cwd
+EXPORTED = ("FLEET_BROKER_URL", "FLEET_STORE_URL", "FLEET_S3_ENDPOINT_URL")  # never credentials
 
 
 def _fleet_command() -> str:
@@ -33,10 +34,13 @@ def _fleet_command() -> str:
 
 
 def save(root: Path, server, workers: dict, env: dict) -> dict:
-    state = {"root": str(root), "started_at": time.time(),
-             "env": {k: env[k] for k in EXPORTED if env.get(k)},
-             "processes": [{"name": "redis", "pid": server.proc.pid, "expect": server.expect}]
-             + [{"name": n, "pid": p.pid, "expect": "celery"} for n, p in workers.items()]}
+    state = {
+        "root": str(root),
+        "started_at": time.time(),
+        "env": {k: env[k] for k in EXPORTED if env.get(k)},
+        "processes": [{"name": "redis", "pid": server.proc.pid, "expect": server.expect}]
+        + [{"name": n, "pid": p.pid, "expect": "celery"} for n, p in workers.items()],
+    }
     (root / STATE_FILE).write_text(json.dumps(state, indent=2))
     return state
 
@@ -55,13 +59,17 @@ def flower_line(state: dict, port: int = FLOWER_PORT) -> str:
     beside = Path(sys.executable).with_name("celery")
     celery = str(beside) if beside.exists() else "celery"
     broker = shlex.quote(state["env"].get("FLEET_BROKER_URL", ""))
-    return (f"cd {shlex.quote(str(REPO))} && FLEET_BROKER_URL={broker} FLOWER_UNAUTHENTICATED=1 "
-            f"{celery} -A tasks flower --port={port}")
+    return (
+        f"cd {shlex.quote(str(REPO))} && FLEET_BROKER_URL={broker} FLOWER_UNAUTHENTICATED=1 "
+        f"{celery} -A tasks flower --port={port}"
+    )
 
 
 def announce(state: dict, console) -> None:
     procs = ", ".join(f"{p['name']} (pid {p['pid']})" for p in state["processes"])
-    console.print(f"left running: {procs}; state in {Path(state['root']) / STATE_FILE}", markup=False)
+    console.print(
+        f"left running: {procs}; state in {Path(state['root']) / STATE_FILE}", markup=False
+    )
     console.print("use it from another shell:", markup=False)
     console.print(f"  {export_line(state)}", markup=False, highlight=False, soft_wrap=True)
     console.print(f"watch it in Flower, then open http://127.0.0.1:{FLOWER_PORT}/ :", markup=False)
@@ -77,7 +85,9 @@ def load(root: Path) -> dict | None:
     except FileNotFoundError:
         return None
     except ValueError as e:
-        raise FleetError(f"{path}: unreadable ({e}); stop its processes by hand and delete it") from e
+        raise FleetError(
+            f"{path}: unreadable ({e}); stop its processes by hand and delete it"
+        ) from e
 
 
 def hints(root: Path) -> str:
@@ -93,8 +103,10 @@ def stop(root: Path, console, wait_s: float = STOP_WAIT_S) -> int:
     """Stop a kept fleet: workers first (warm shutdown, their jobs go back), then Redis."""
     state = load(root)
     if state is None:
-        raise FleetError(f"no kept fleet in {root} (no {STATE_FILE}); was it started with "
-                         "`fleet local --keep` from this directory? Give --root DIR otherwise")
+        raise FleetError(
+            f"no kept fleet in {root} (no {STATE_FILE}); was it started with "
+            "`fleet local --keep` from this directory? Give --root DIR otherwise"
+        )
     workers = [p for p in state["processes"] if p["name"] != "redis"]
     redis = [p for p in state["processes"] if p["name"] == "redis"]
     for group in (workers, redis):

@@ -2,6 +2,7 @@
 so a kept fleet's export lines stay good across restarts, and a tag of the folder that its
 workers' node names carry, so two folders' fleets on one machine are told apart.
 """
+
 from __future__ import annotations
 
 import hashlib
@@ -25,17 +26,20 @@ def remember(root: Path, port: int) -> None:
     (root / PORT_FILE).write_text(f"{port}\n")
 
 
-def choose_port(root: Path, saved: int | None, free: Callable[[int], bool],
-                pick: Callable[[], int]) -> tuple[int, str]:
+def choose_port(
+    root: Path, saved: int | None, free: Callable[[int], bool], pick: Callable[[], int]
+) -> tuple[int, str]:
     """Pure: the folder's port when it is free, else a new one with a note saying why."""
     if saved is None:
         return pick(), ""
     if free(saved):
         return saved, ""
     port = pick()
-    return port, (f"port {saved}, recorded for this folder in {root / PORT_FILE}, is taken by "
-                  f"another program: Redis listens on {port} now (export lines printed before are "
-                  f"stale; stop that program to get {saved} back)")
+    return port, (
+        f"port {saved}, recorded for this folder in {root / PORT_FILE}, is taken by "
+        f"another program: Redis listens on {port} now (export lines printed before are "
+        f"stale; stop that program to get {saved} back)"
+    )
 
 
 def port_free(port: int) -> bool:

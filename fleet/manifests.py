@@ -1,6 +1,7 @@
 """Load a manifest as publish sees it: data pinned to its bytes (local files hashed, S3
 asked), and every job checked to route somewhere. What `fleet publish`, the local fleet and
 the benches read: ``manifest.loader`` with the artifacts and routing layers' parts passed in."""
+
 from __future__ import annotations
 
 import os
@@ -13,9 +14,13 @@ from routing.reach import route_problems
 
 def loads(text: str, path: str = loader.NO_FILE, data: DataResolver | None = None) -> Manifest:
     """Validate manifest text; ``data`` pins its data (a fresh DataResolver when None)."""
-    return loader.loads(text, path, pin_data=DataResolver() if data is None else data, check_route=route_problems)
+    return loader.loads(
+        text, path, pin_data=DataResolver() if data is None else data, check_route=route_problems
+    )
 
 
 def load(path: str | os.PathLike, data: DataResolver | None = None) -> Manifest:
     """Read and validate the manifest file at ``path``; raises ManifestError."""
-    return loader.load(path, pin_data=DataResolver() if data is None else data, check_route=route_problems)
+    return loader.load(
+        path, pin_data=DataResolver() if data is None else data, check_route=route_problems
+    )

@@ -7,6 +7,7 @@ builds one message for a probe job whose fields are sentinels, and each job's me
 that text with the sentinels replaced. The result is byte-for-byte what the factory would
 build (tests/unit/test_message_template.py holds the two side by side).
 """
+
 from __future__ import annotations
 
 import base64
@@ -25,8 +26,15 @@ BODY = "@@FLEET-BODY@@"
 
 # how each sentinel shows in the message text: argsrepr holds repr(name) inside a JSON
 # string; a bare name (a shadow header, say) is plain JSON string content
-_SLOTS = {_in: key for key, _in in (("repr_name", json.dumps(repr(NAME))[1:-1]), ("id", ID),
-                                     ("name", NAME), ("body", BODY))}
+_SLOTS = {
+    _in: key
+    for key, _in in (
+        ("repr_name", json.dumps(repr(NAME))[1:-1]),
+        ("id", ID),
+        ("name", NAME),
+        ("body", BODY),
+    )
+}
 _SLOT_RE = re.compile("(" + "|".join(re.escape(k) for k in _SLOTS) + ")")
 
 
@@ -49,13 +57,17 @@ class MessageTemplates:
             body = base64.b64decode(msg["body"]).decode()
             before, sep, after = body.partition(json.dumps(SPEC))
             if not sep or SPEC in after or ID in body or NAME in body:
-                raise RuntimeError("task body does not hold the spec once and only the spec: "
-                                   "use MessageFactory.message")
+                raise RuntimeError(
+                    "task body does not hold the spec once and only the spec: "
+                    "use MessageFactory.message"
+                )
             msg["body"] = BODY
             # literal text and slots alternate; str.format fills the slots in one pass
             parts = _SLOT_RE.split(json.dumps(msg))
-            text = "".join(p.replace("{", "{{").replace("}", "}}") if i % 2 == 0 else "{" + _SLOTS[p] + "}"
-                           for i, p in enumerate(parts))
+            text = "".join(
+                p.replace("{", "{{").replace("}", "}}") if i % 2 == 0 else "{" + _SLOTS[p] + "}"
+                for i, p in enumerate(parts)
+            )
             self._cache[key] = (text, before, after)
         return self._cache[key]
 

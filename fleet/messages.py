@@ -5,6 +5,7 @@ recorded without its message or sent without its record, and 10,000 jobs go out 
 few pipelined round trips. The delivery tag is a placeholder the script fills in, so
 every copy pushed (requeue, fallback) has its own tag.
 """
+
 from __future__ import annotations
 
 import json
@@ -41,13 +42,20 @@ class MessageFactory:
     def message(self, job: JobSpec, queue: str, spec: dict | None = None, owner: str = "") -> str:
         pri = wire_priority(job.priority)
         headers, properties, body, _ = self.app.amqp.as_task_v2(
-            job.job_id, TASK_NAME, args=(spec or job.to_dict(),), kwargs={},
-            argsrepr=f"({job.name!r})", kwargsrepr=owner_repr(owner),
-            shadow=job.name)  # the name Flower and worker logs show
+            job.job_id,
+            TASK_NAME,
+            args=(spec or job.to_dict(),),
+            kwargs={},
+            argsrepr=f"({job.name!r})",
+            kwargsrepr=owner_repr(owner),
+            shadow=job.name,
+        )  # the name Flower and worker logs show
         content_type, encoding, data = kombu_dumps(body, serializer="json")
         properties = dict(properties, delivery_mode=2, priority=pri)
         msg = self.channel.prepare_message(data, pri, content_type, encoding, headers, properties)
-        msg["body"], body_encoding = self.channel.encode_body(msg["body"], self.channel.body_encoding)
+        msg["body"], body_encoding = self.channel.encode_body(
+            msg["body"], self.channel.body_encoding
+        )
         msg["properties"].update(body_encoding=body_encoding, delivery_tag=TAG_PLACEHOLDER)
         msg["properties"]["delivery_info"].update(exchange=queue, routing_key=queue)
         return json.dumps(msg)

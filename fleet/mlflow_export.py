@@ -8,6 +8,7 @@ params it lacks, tags and status as they are now. No run is made twice.
 
 MLflow is the optional ``mlflow`` extra; without it the export says how to install it.
 """
+
 from __future__ import annotations
 
 import json
@@ -17,12 +18,18 @@ from core.errors import FleetError
 from fleet.query.results import Leaderboard, Trial
 
 JOB_TAG = "fleet.job_id"
-BATCH_METRICS = 1000          # MLflow takes at most this many metrics per log_batch
-BATCH_PARAMS = 100            # and this many params
-POINT_FIELDS = frozenset({"step", "t", "run"})   # a history point's bookkeeping, not metrics
-STATUS = {"succeeded": "FINISHED", "failed": "FAILED", "cancelled": "KILLED", "pruned": "KILLED",
-          "queued": "SCHEDULED", "running": "RUNNING"}
-PARAM_MAX_CHARS = 6000        # MLflow's limit on a param's value
+BATCH_METRICS = 1000  # MLflow takes at most this many metrics per log_batch
+BATCH_PARAMS = 100  # and this many params
+POINT_FIELDS = frozenset({"step", "t", "run"})  # a history point's bookkeeping, not metrics
+STATUS = {
+    "succeeded": "FINISHED",
+    "failed": "FAILED",
+    "cancelled": "KILLED",
+    "pruned": "KILLED",
+    "queued": "SCHEDULED",
+    "running": "RUNNING",
+}
+PARAM_MAX_CHARS = 6000  # MLflow's limit on a param's value
 
 
 @dataclass(frozen=True)
@@ -32,7 +39,7 @@ class Exported:
     experiment_id: str
     created: int
     updated: int
-    points: int               # metric points logged this time
+    points: int  # metric points logged this time
 
     def to_dict(self) -> dict:
         return self.__dict__.copy()
@@ -50,10 +57,20 @@ def _mlflow():
 def tags(t: Trial, metric: str) -> dict[str, str]:
     """The tags that say where a run came from. Pure."""
     artifact = t.artifact or {}
-    out = {JOB_TAG: t.job_id, "fleet.name": t.name, "fleet.state": t.state, "fleet.host": t.host,
-           "fleet.gpus": t.gpus, "fleet.owner": t.owner, "fleet.trial": str(t.trial), "fleet.metric": metric,
-           "fleet.bundle_uri": artifact.get("uri") or "", "fleet.bundle_sha256": artifact.get("sha256") or "",
-           "fleet.gpu_s": f"{t.gpu_s:g}", "fleet.core_s": f"{t.core_s:g}"}
+    out = {
+        JOB_TAG: t.job_id,
+        "fleet.name": t.name,
+        "fleet.state": t.state,
+        "fleet.host": t.host,
+        "fleet.gpus": t.gpus,
+        "fleet.owner": t.owner,
+        "fleet.trial": str(t.trial),
+        "fleet.metric": metric,
+        "fleet.bundle_uri": artifact.get("uri") or "",
+        "fleet.bundle_sha256": artifact.get("sha256") or "",
+        "fleet.gpu_s": f"{t.gpu_s:g}",
+        "fleet.core_s": f"{t.core_s:g}",
+    }
     if t.search:
         out["fleet.search"] = t.search
     return out
@@ -61,8 +78,10 @@ def tags(t: Trial, metric: str) -> dict[str, str]:
 
 def params(t: Trial) -> dict[str, str]:
     """A trial's params as MLflow's strings. Pure."""
-    return {k: (v if isinstance(v, str) else json.dumps(v, separators=(",", ":")))[:PARAM_MAX_CHARS]
-            for k, v in t.params.items()}
+    return {
+        k: (v if isinstance(v, str) else json.dumps(v, separators=(",", ":")))[:PARAM_MAX_CHARS]
+        for k, v in t.params.items()
+    }
 
 
 def points(history: list[dict]) -> list[tuple[str, float, int, int]]:
@@ -78,7 +97,7 @@ def points(history: list[dict]) -> list[tuple[str, float, int, int]]:
 
 def _chunks(items: list, n: int):
     for i in range(0, len(items), n):
-        yield items[i:i + n]
+        yield items[i : i + n]
 
 
 class MlflowExport:
@@ -101,9 +120,15 @@ class MlflowExport:
         out: dict[str, str] = {}
         token = None
         while True:
-            page = self.client.search_runs([experiment_id], filter_string=f"tags.`{JOB_TAG}` != ''",
-                                           max_results=1000, page_token=token)
-            out.update({r.data.tags[JOB_TAG]: r.info.run_id for r in page if JOB_TAG in r.data.tags})
+            page = self.client.search_runs(
+                [experiment_id],
+                filter_string=f"tags.`{JOB_TAG}` != ''",
+                max_results=1000,
+                page_token=token,
+            )
+            out.update(
+                {r.data.tags[JOB_TAG]: r.info.run_id for r in page if JOB_TAG in r.data.tags}
+            )
             token = page.token
             if not token:
                 return out
@@ -115,10 +140,17 @@ class MlflowExport:
         for t in board.trials:
             run_id = runs.get(t.job_id)
             if run_id is None:
-                run_id = self.client.create_run(exp, run_name=t.name, tags=tags(t, board.objective.metric)).info.run_id
+                run_id = self.client.create_run(
+                    exp, run_name=t.name, tags=tags(t, board.objective.metric)
+                ).info.run_id
                 created += 1
-            logged += self._sync(run_id, t, board.histories.get(t.job_id, []), board.objective.metric,
-                                 fresh=t.job_id not in runs)
+            logged += self._sync(
+                run_id,
+                t,
+                board.histories.get(t.job_id, []),
+                board.objective.metric,
+                fresh=t.job_id not in runs,
+            )
         return Exported(exp, created, len(board.trials) - created, logged)
 
     def _sync(self, run_id: str, t: Trial, history: list[dict], metric: str, *, fresh: bool) -> int:
@@ -127,12 +159,16 @@ class MlflowExport:
         have = run.data
         new_params = [self.Param(k, v) for k, v in params(t).items() if k not in have.params]
         todo = points(history)
-        if not fresh:   # one value per step (the history is folded): a logged step is done
-            seen = {(k, m.step) for k in have.metrics for m in self.client.get_metric_history(run_id, k)}
+        if not fresh:  # one value per step (the history is folded): a logged step is done
+            seen = {
+                (k, m.step) for k in have.metrics for m in self.client.get_metric_history(run_id, k)
+            }
             todo = [p for p in todo if (p[0], p[3]) not in seen]
         for chunk in _chunks(new_params, BATCH_PARAMS):
             self.client.log_batch(run_id, params=chunk)
-        for chunk in _chunks([self.Metric(k, v, at, step) for k, v, at, step in todo], BATCH_METRICS):
+        for chunk in _chunks(
+            [self.Metric(k, v, at, step) for k, v, at, step in todo], BATCH_METRICS
+        ):
             self.client.log_batch(run_id, metrics=chunk)
         for k, v in tags(t, metric).items():
             if have.tags.get(k) != v:

@@ -4,6 +4,7 @@ An idle big host blocked on its queues takes whatever is pushed first; publishin
 ``cuda`` job before the ``cuda-large`` job only it can run would spend it on the small one.
 Pure: rows in, rows out, routed once per queue (a sweep has few queues and many jobs).
 """
+
 from __future__ import annotations
 
 from collections.abc import Sequence
@@ -21,7 +22,9 @@ class _Row(Protocol):
 R = TypeVar("R", bound=_Row)
 
 
-def demanding_first(rows: Sequence[R], tiers: Sequence[TierSpec], hosts: dict[str, HostPolicy]) -> list[R]:
+def demanding_first(
+    rows: Sequence[R], tiers: Sequence[TierSpec], hosts: dict[str, HostPolicy]
+) -> list[R]:
     """``rows`` sorted by what their queue demands of a host, most first; stable otherwise."""
     floors = {t.name: t.floor for t in tiers}
     keys: dict[str, tuple] = {}
@@ -29,6 +32,10 @@ def demanding_first(rows: Sequence[R], tiers: Sequence[TierSpec], hosts: dict[st
         if row.queue not in keys:
             r = route(row.job, tiers, hosts)
             c = r.constraint if r is not None and r.queue == row.queue else None
-            needs = c.needs if c is not None and c.needs is not None else floors.get(row.queue.split(".")[0])
+            needs = (
+                c.needs
+                if c is not None and c.needs is not None
+                else floors.get(row.queue.split(".")[0])
+            )
             keys[row.queue] = demand(needs) if needs is not None else (False, 0.0, 0.0, 0)
     return sorted(rows, key=lambda row: keys[row.queue], reverse=True)

@@ -4,6 +4,7 @@ The owner is a field of the job's record, not part of its ID: the same job publi
 two people is one job, and it keeps the owner of whoever published it first (a re-publish
 by anyone else is skipped like any other) until someone runs it again with ``--force``.
 """
+
 from __future__ import annotations
 
 import getpass
@@ -37,4 +38,6 @@ def resolve(flag: str | None, env: Mapping[str, str] | None = None) -> str:
     given = value(OWNER_ENV, env)
     if given:
         return validate(given, source=OWNER_ENV)
-    return validate(default_owner(), source=f"the default owner (user@host; set {OWNER_ENV} or pass --owner)")
+    return validate(
+        default_owner(), source=f"the default owner (user@host; set {OWNER_ENV} or pass --owner)"
+    )

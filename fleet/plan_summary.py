@@ -4,15 +4,16 @@ Pure: plan rows in, plain data out. ``fleet publish`` prints this above
 ``SUMMARY_ABOVE_ROWS`` rows (a 100,000-row table takes minutes to render and nobody
 reads it); ``--json`` still lists every row.
 """
+
 from __future__ import annotations
 
 from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-SUMMARY_ABOVE_ROWS = 300   # plans longer than this are summarised
-FIRST_ROWS = 20            # rows shown in full in a summary
-MAX_GROUPS = 20            # queues or sweeps listed; the rest are counted in one line
+SUMMARY_ABOVE_ROWS = 300  # plans longer than this are summarised
+FIRST_ROWS = 20  # rows shown in full in a summary
+MAX_GROUPS = 20  # queues or sweeps listed; the rest are counted in one line
 
 
 @dataclass(frozen=True)
@@ -28,12 +29,12 @@ class Group:
 class PlanSummary:
     total: int
     actions: dict[str, int]
-    queues: list[Group]          # largest first, at most MAX_GROUPS
-    sweeps: list[Group]          # largest first, at most MAX_GROUPS
-    more_queues: int             # groups left out of ``queues``
+    queues: list[Group]  # largest first, at most MAX_GROUPS
+    sweeps: list[Group]  # largest first, at most MAX_GROUPS
+    more_queues: int  # groups left out of ``queues``
     more_sweeps: int
-    first: list                  # the first FIRST_ROWS PlanRows
-    more_rows: int               # rows not in ``first``
+    first: list  # the first FIRST_ROWS PlanRows
+    more_rows: int  # rows not in ``first``
 
 
 def sweep_base(name: str) -> str:
@@ -47,7 +48,9 @@ def _groups(keys: list[str], actions: list[str], limit: int) -> tuple[list[Group
     for key, action in zip(keys, actions, strict=True):
         counts.setdefault(key, Counter())[action] += 1
     ordered = sorted(counts.items(), key=lambda kv: (-sum(kv[1].values()), kv[0]))
-    return [Group(k, sum(c.values()), dict(c)) for k, c in ordered[:limit]], max(0, len(ordered) - limit)
+    return [Group(k, sum(c.values()), dict(c)) for k, c in ordered[:limit]], max(
+        0, len(ordered) - limit
+    )
 
 
 def summarise(rows: Sequence, first: int = FIRST_ROWS, limit: int = MAX_GROUPS) -> PlanSummary:
@@ -55,5 +58,13 @@ def summarise(rows: Sequence, first: int = FIRST_ROWS, limit: int = MAX_GROUPS) 
     actions = [r.action for r in rows]
     queues, more_q = _groups([r.queue for r in rows], actions, limit)
     sweeps, more_s = _groups([sweep_base(r.job.name) for r in rows], actions, limit)
-    return PlanSummary(len(rows), dict(Counter(actions)), queues, sweeps, more_q, more_s,
-                       list(rows[:first]), max(0, len(rows) - first))
+    return PlanSummary(
+        len(rows),
+        dict(Counter(actions)),
+        queues,
+        sweeps,
+        more_q,
+        more_s,
+        list(rows[:first]),
+        max(0, len(rows) - first),
+    )

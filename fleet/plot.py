@@ -3,6 +3,7 @@ no display needed): learning curves on top, best-so-far and each parameter below
 
 matplotlib is the optional ``plot`` extra; without it `fleet plot` says how to install it.
 """
+
 from __future__ import annotations
 
 import math
@@ -23,6 +24,7 @@ def _pyplot():
         raise FleetError("fleet plot needs matplotlib: pip install 'fleet[plot]'") from None
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
+
     return plt
 
 
@@ -31,13 +33,28 @@ def _curves(ax, data: PlotData) -> None:
         if not c.steps:
             continue
         if c.best:
-            ax.plot(c.steps, c.values, color=BEST_COLOR, linewidth=2.5, zorder=3, label=f"best: trial {c.trial}")
+            ax.plot(
+                c.steps,
+                c.values,
+                color=BEST_COLOR,
+                linewidth=2.5,
+                zorder=3,
+                label=f"best: trial {c.trial}",
+            )
         else:
-            ax.plot(c.steps, c.values, color="tab:blue" if not c.dimmed else "grey",
-                    alpha=DIM_ALPHA if c.dimmed else CURVE_ALPHA, linewidth=1,
-                    marker="." if len(c.steps) == 1 else None)   # a trial stopped at its first step
-    ax.set(title=f"learning curves ({sum(c.dimmed for c in data.curves)} stopped short, faint)",
-           xlabel="step", ylabel=data.metric)
+            ax.plot(
+                c.steps,
+                c.values,
+                color="tab:blue" if not c.dimmed else "grey",
+                alpha=DIM_ALPHA if c.dimmed else CURVE_ALPHA,
+                linewidth=1,
+                marker="." if len(c.steps) == 1 else None,
+            )  # a trial stopped at its first step
+    ax.set(
+        title=f"learning curves ({sum(c.dimmed for c in data.curves)} stopped short, faint)",
+        xlabel="step",
+        ylabel=data.metric,
+    )
     if any(c.best and c.steps for c in data.curves):
         ax.legend(loc="best")
 
@@ -45,8 +62,13 @@ def _curves(ax, data: PlotData) -> None:
 def _best_so_far(ax, data: PlotData) -> None:
     if data.finals:
         trials, values, states = zip(*data.finals, strict=True)
-        ax.scatter(trials, values, c=["grey" if s != "succeeded" else "tab:blue" for s in states], s=12,
-                   alpha=0.6)
+        ax.scatter(
+            trials,
+            values,
+            c=["grey" if s != "succeeded" else "tab:blue" for s in states],
+            s=12,
+            alpha=0.6,
+        )
     if data.best_so_far:
         ax.step(*zip(*data.best_so_far, strict=True), where="post", color=BEST_COLOR, linewidth=2)
     ax.set(title=f"best so far ({data.direction.value})", xlabel="trial", ylabel=data.metric)
@@ -59,7 +81,9 @@ def _param(ax, p, metric: str) -> None:
             ax.set_xscale("log")
     else:
         labels = list(dict.fromkeys(p.values))
-        groups = [[m for v, m in zip(p.values, p.metric, strict=True) if v == label] for label in labels]
+        groups = [
+            [m for v, m in zip(p.values, p.metric, strict=True) if v == label] for label in labels
+        ]
         ax.boxplot(groups, showfliers=False)
         for i, g in enumerate(groups, start=1):
             ax.scatter([i] * len(g), g, s=12, alpha=0.7)
@@ -75,7 +99,9 @@ def figure(data: PlotData):
     fig = plt.figure(figsize=(5 * PANELS_PER_ROW, 4 * rows), layout="constrained")
     grid = fig.add_gridspec(rows, PANELS_PER_ROW)
     _curves(fig.add_subplot(grid[0, :]), data)
-    panels = [lambda ax: _best_so_far(ax, data)] + [lambda ax, p=p: _param(ax, p, data.metric) for p in data.params]
+    panels = [lambda ax: _best_so_far(ax, data)] + [
+        lambda ax, p=p: _param(ax, p, data.metric) for p in data.params
+    ]
     for i, draw in enumerate(panels):
         draw(fig.add_subplot(grid[1 + i // PANELS_PER_ROW, i % PANELS_PER_ROW]))
     fig.suptitle(f"{data.name}: {data.metric}")
@@ -86,7 +112,9 @@ def save(data: PlotData, path: str | Path) -> Path:
     """Write the picture to ``path`` (.png, .svg or .pdf); the path written."""
     path = Path(path)
     if path.suffix.lower() not in FORMATS:
-        raise FleetError(f"-o {path}: write a {', '.join(FORMATS)} file (the picture's format is its suffix)")
+        raise FleetError(
+            f"-o {path}: write a {', '.join(FORMATS)} file (the picture's format is its suffix)"
+        )
     fig = figure(data)
     try:
         fig.savefig(path, dpi=100)

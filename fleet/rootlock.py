@@ -8,6 +8,7 @@ refusal message and for taking it over: a fleet that was not kept whose `fleet l
 leaves orphans, which the next `fleet local` stops before it starts its own. A fleet that
 stopped cleanly empties the file, so only a crash leaves a holder to take over from.
 """
+
 from __future__ import annotations
 
 import fcntl
@@ -22,7 +23,7 @@ import psutil
 from core.errors import FleetError
 
 LOCK_FILE = "fleet.lock"
-TAKEOVER_WAIT_S = 30.0       # how long orphans of a dead `fleet local` get to stop
+TAKEOVER_WAIT_S = 30.0  # how long orphans of a dead `fleet local` get to stop
 
 
 @dataclass(frozen=True)
@@ -30,23 +31,37 @@ class Holder:
     """Who holds (or held) a folder's lock, as its file says."""
 
     owner_pid: int
-    owner_started: float            # the owner's process create time: a reused pid is not it
+    owner_started: float  # the owner's process create time: a reused pid is not it
     kept: bool
     redis_url: str = ""
     started_at: float = 0.0
-    processes: tuple[dict, ...] = field(default_factory=tuple)   # {"name", "pid", "expect"}
+    processes: tuple[dict, ...] = field(default_factory=tuple)  # {"name", "pid", "expect"}
 
     def to_json(self) -> str:
-        return json.dumps({"owner_pid": self.owner_pid, "owner_started": self.owner_started, "kept": self.kept,
-                           "redis_url": self.redis_url, "started_at": self.started_at,
-                           "processes": list(self.processes)}, indent=2)
+        return json.dumps(
+            {
+                "owner_pid": self.owner_pid,
+                "owner_started": self.owner_started,
+                "kept": self.kept,
+                "redis_url": self.redis_url,
+                "started_at": self.started_at,
+                "processes": list(self.processes),
+            },
+            indent=2,
+        )
 
     @classmethod
     def from_text(cls, text: str) -> Holder | None:
         try:
             d = json.loads(text)
-            return cls(int(d["owner_pid"]), float(d["owner_started"]), bool(d["kept"]), str(d.get("redis_url", "")),
-                       float(d.get("started_at", 0)), tuple(d.get("processes") or ()))
+            return cls(
+                int(d["owner_pid"]),
+                float(d["owner_started"]),
+                bool(d["kept"]),
+                str(d.get("redis_url", "")),
+                float(d.get("started_at", 0)),
+                tuple(d.get("processes") or ()),
+            )
         except (ValueError, KeyError, TypeError):
             return None
 
@@ -57,8 +72,14 @@ class Holder:
             return False
 
     def describe(self) -> str:
-        when = time.strftime("%H:%M:%S", time.localtime(self.started_at)) if self.started_at else "?"
-        how = "kept (fleet local --keep)" if self.kept else f"run by `fleet local` pid {self.owner_pid}"
+        when = (
+            time.strftime("%H:%M:%S", time.localtime(self.started_at)) if self.started_at else "?"
+        )
+        how = (
+            "kept (fleet local --keep)"
+            if self.kept
+            else f"run by `fleet local` pid {self.owner_pid}"
+        )
         return f"{how}, started {when}" + (f", Redis at {self.redis_url}" if self.redis_url else "")
 
 
@@ -78,7 +99,7 @@ class RootLock:
         self.root = Path(root)
         self.path = self.root / LOCK_FILE
         self.fd: int | None = None
-        self.took_over: Holder | None = None     # a stale holder this lock replaced
+        self.took_over: Holder | None = None  # a stale holder this lock replaced
 
     def acquire(self, *, kept: bool, stop_hint: str = "") -> RootLock:
         """Take the lock, or raise naming the fleet that holds it. A fleet whose `fleet local`
@@ -93,14 +114,18 @@ class RootLock:
             stop_orphans(holder)
             if not _wait_lock(fd, TAKEOVER_WAIT_S):
                 os.close(fd)
-                raise FleetError(f"{self.path}: the processes of a dead `fleet local` (pid {holder.owner_pid}) "
-                                 f"still hold it after {TAKEOVER_WAIT_S:g} s; stop them by hand (`fuser {self.path}`)")
+                raise FleetError(
+                    f"{self.path}: the processes of a dead `fleet local` (pid {holder.owner_pid}) "
+                    f"still hold it after {TAKEOVER_WAIT_S:g} s; stop them by hand (`fuser {self.path}`)"
+                )
             self.took_over = holder
         else:
             previous = Holder.from_text(_read(fd))
-            self.took_over = previous   # every process of it is gone: the kernel dropped its lock
+            self.took_over = previous  # every process of it is gone: the kernel dropped its lock
         self.fd = fd
-        self.write(Holder(os.getpid(), psutil.Process().create_time(), kept, started_at=time.time()))
+        self.write(
+            Holder(os.getpid(), psutil.Process().create_time(), kept, started_at=time.time())
+        )
         return self
 
     def write(self, holder: Holder) -> None:
@@ -133,7 +158,7 @@ def clear_stopped(root: Path, wait_s: float = 5.0) -> bool:
         os.ftruncate(fd, 0)
         return True
     finally:
-        os.close(fd)   # closing drops the lock too
+        os.close(fd)  # closing drops the lock too
 
 
 def _try_lock(fd: int) -> bool:
@@ -159,8 +184,10 @@ def _read(fd: int) -> str:
 
 def stop_orphans(holder: Holder, wait_s: float = TAKEOVER_WAIT_S) -> None:
     """Workers first (their jobs go back to the queue), then Redis."""
-    for group in ([p for p in holder.processes if p.get("name") != "redis"],
-                  [p for p in holder.processes if p.get("name") == "redis"]):
+    for group in (
+        [p for p in holder.processes if p.get("name") != "redis"],
+        [p for p in holder.processes if p.get("name") == "redis"],
+    ):
         procs = [proc for p in group if (proc := live(p))]
         for proc in procs:
             _quietly(proc.terminate)
@@ -182,8 +209,10 @@ def _refusal(root: Path, holder: Holder | None, stop_hint: str) -> str:
         todo = f"wait for it, or stop it with Ctrl+C in its terminal (or `kill {holder.owner_pid}`)"
     else:
         todo = stop_hint or f"stop it: fleet local --stop --root {root}"
-    return (f"a local fleet is already running from {root} ({what}); one fleet per folder: {todo}, "
-            "or give this one another --root DIR")
+    return (
+        f"a local fleet is already running from {root} ({what}); one fleet per folder: {todo}, "
+        "or give this one another --root DIR"
+    )
 
 
 __all__ = ["Holder", "LOCK_FILE", "RootLock", "clear_stopped", "live", "stop_orphans"]

@@ -4,6 +4,7 @@ The points of a sweep differ only in name, ID, hyper and seed, none of which rou
 reads, so a 100,000-point sweep routes once. Every other JobSpec field is part of the
 key, so a field added later is never silently left out of it.
 """
+
 from __future__ import annotations
 
 from dataclasses import fields
@@ -13,8 +14,20 @@ from manifest.schema import JobSpec, Manifest
 from routing import tiers as routing
 
 # fields routing does not read: those that vary between a sweep's points, and the job's code and environment
-NOT_ROUTED = frozenset({"name", "job_id", "hyper", "seed", "line", "workdir", "requirements", "env_lock",
-                        "python", "env"})
+NOT_ROUTED = frozenset(
+    {
+        "name",
+        "job_id",
+        "hyper",
+        "seed",
+        "line",
+        "workdir",
+        "requirements",
+        "env_lock",
+        "python",
+        "env",
+    }
+)
 KEY_FIELDS = tuple(f.name for f in fields(JobSpec) if f.name not in NOT_ROUTED)
 _key = attrgetter(*KEY_FIELDS)
 

@@ -4,6 +4,7 @@ Runs before any message is sent, so no queued job names data the store lacks. By
 store already holds (one HEAD or stat per digest) are not sent again; a directory is sent as
 the deterministic tar its digest was taken of (``artifacts.identity``).
 """
+
 from __future__ import annotations
 
 import contextlib
@@ -47,13 +48,19 @@ def fleet_store(client, broker_url: str, env: Mapping[str, str] | None = None) -
     """The store a publisher stages into: the fleet's (``state.fleetstore``), or its own
     (FLEET_STORE_URL, else ./.fleet-local/store) while none is recorded; refused at once when
     it names another than the fleet's."""
-    url = fleetstore.settle(client, value(STORE_URL_ENV, env), StoreSettings.from_env(env).url,
-                            "publisher", broker_url)
+    url = fleetstore.settle(
+        client, value(STORE_URL_ENV, env), StoreSettings.from_env(env).url, "publisher", broker_url
+    )
     return open_store(StoreSettings.from_env(env, url=url))
 
 
-def stage(manifest: Manifest, jobs: Iterable[JobSpec], *, store: Store | None = None,
-          progress: Progress | None = None) -> StageReport:
+def stage(
+    manifest: Manifest,
+    jobs: Iterable[JobSpec],
+    *,
+    store: Store | None = None,
+    progress: Progress | None = None,
+) -> StageReport:
     """Put every local source ``jobs`` need in the store; the store is opened only if needed."""
     sources = sources_for(manifest, jobs)
     if not sources:
@@ -82,8 +89,10 @@ def _payload(src: DataSource) -> Iterator[Path]:
         sha, _ = write_files_tar(src.files, tmp) if src.files else write_dir_tar(src.path, tmp)
         tmp.flush()
         if sha != src.sha256:
-            raise DigestMismatch(f"directory {src.path} changed while publishing "
-                                 f"(sha256 {src.sha256} at validation, {sha} now); publish again")
+            raise DigestMismatch(
+                f"directory {src.path} changed while publishing "
+                f"(sha256 {src.sha256} at validation, {sha} now); publish again"
+            )
         yield Path(tmp.name)
 
 
@@ -99,8 +108,15 @@ def console_progress(console, min_bytes: int = DATA_PROGRESS_MIN_BYTES) -> Itera
     )
     from rich.progress import Progress as Bars
 
-    bars = Bars(TextColumn("{task.description}"), BarColumn(), DownloadColumn(), TransferSpeedColumn(),
-                TimeRemainingColumn(), console=console, transient=True)
+    bars = Bars(
+        TextColumn("{task.description}"),
+        BarColumn(),
+        DownloadColumn(),
+        TransferSpeedColumn(),
+        TimeRemainingColumn(),
+        console=console,
+        transient=True,
+    )
 
     def start(label: str, total: int) -> Callable[[int], None] | None:
         if total < min_bytes:

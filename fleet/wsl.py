@@ -7,6 +7,7 @@ uses it, so ``fleet enroll --wsl`` writes a PowerShell script that registers a S
 Task starting the distribution's worker at logon (or at boot) and keeping it running.
 Pure rendering and parsing; ``fleet enroll`` does the I/O.
 """
+
 from __future__ import annotations
 
 import re
@@ -15,7 +16,7 @@ from dataclasses import dataclass
 
 from core.errors import ConfigError
 
-WSL_LIB_DIR = "/usr/lib/wsl/lib"                     # the Windows driver's CUDA and NVML for Linux
+WSL_LIB_DIR = "/usr/lib/wsl/lib"  # the Windows driver's CUDA and NVML for Linux
 NVML_LIB = f"{WSL_LIB_DIR}/libnvidia-ml.so.1"
 TASK_NAME = "fleet-worker"
 TRIGGERS = ("logon", "boot")
@@ -29,7 +30,7 @@ class WslInfo:
 
     distro: str
     kernel: str
-    nvml: bool          # the Windows driver's NVML is mapped in
+    nvml: bool  # the Windows driver's NVML is mapped in
 
 
 def detect(osrelease: str, env: Mapping[str, str], nvml_present: bool) -> WslInfo | None:
@@ -48,10 +49,10 @@ class TaskPlan:
     """What the Scheduled Task runs: ``wsl.exe -d DISTRO -u USER -- COMMAND``."""
 
     distro: str
-    linux_user: str                 # the account the worker runs as inside WSL
-    start_command: str              # e.g. "systemctl start fleet-worker" or the celery command
-    trigger: str = "logon"          # "logon": the owner's session; "boot": before anyone logs on
-    windows_user: str = ""          # for "logon": whose logon (empty: any user)
+    linux_user: str  # the account the worker runs as inside WSL
+    start_command: str  # e.g. "systemctl start fleet-worker" or the celery command
+    trigger: str = "logon"  # "logon": the owner's session; "boot": before anyone logs on
+    windows_user: str = ""  # for "logon": whose logon (empty: any user)
 
 
 def _safe(value: str, what: str, pattern: re.Pattern = _SAFE) -> str:
@@ -73,13 +74,21 @@ def render_task_script(plan: TaskPlan) -> str:
     if plan.windows_user:
         _safe(plan.windows_user.replace("\\", "@"), "Windows user")
     if '"' in plan.start_command:
-        raise ConfigError("the start command may not hold a double quote (it goes into bash -c \"...\")")
+        raise ConfigError(
+            'the start command may not hold a double quote (it goes into bash -c "...")'
+        )
     args = f'-d {distro} -u {user} -- bash -c "{plan.start_command}"'
-    trigger = ("New-ScheduledTaskTrigger -AtStartup" if plan.trigger == "boot" else
-               "New-ScheduledTaskTrigger -AtLogOn" + (f" -User {_ps_quote(plan.windows_user)}"
-                                                       if plan.windows_user else ""))
-    principal = ("New-ScheduledTaskPrincipal -UserId 'SYSTEM' -RunLevel Highest" if plan.trigger == "boot" else
-                 "New-ScheduledTaskPrincipal -GroupId 'BUILTIN\\Users' -RunLevel Limited")
+    trigger = (
+        "New-ScheduledTaskTrigger -AtStartup"
+        if plan.trigger == "boot"
+        else "New-ScheduledTaskTrigger -AtLogOn"
+        + (f" -User {_ps_quote(plan.windows_user)}" if plan.windows_user else "")
+    )
+    principal = (
+        "New-ScheduledTaskPrincipal -UserId 'SYSTEM' -RunLevel Highest"
+        if plan.trigger == "boot"
+        else "New-ScheduledTaskPrincipal -GroupId 'BUILTIN\\Users' -RunLevel Limited"
+    )
     lines = [
         "# fleet: start this PC's WSL2 worker and keep it running (written by `fleet enroll --wsl`).",
         "# Run once in an elevated PowerShell. Undo: Unregister-ScheduledTask -TaskName "
@@ -96,8 +105,8 @@ def render_task_script(plan: TaskPlan) -> str:
         f"Register-ScheduledTask -TaskName {_ps_quote(TASK_NAME)} -Action $action -Trigger $trigger "
         "-Principal $principal -Settings $settings -Force | Out-Null",
         f"Start-ScheduledTask -TaskName {_ps_quote(TASK_NAME)}",
-        f"Write-Host \"fleet: task {TASK_NAME} registered; the worker starts at {plan.trigger} "
-        f"in WSL distribution {distro}.\"",
+        f'Write-Host "fleet: task {TASK_NAME} registered; the worker starts at {plan.trigger} '
+        f'in WSL distribution {distro}."',
     ]
     return "\r\n".join(lines) + "\r\n"
 
@@ -113,22 +122,40 @@ def start_command(systemd: bool, unit: str, celery: str = "", code_dir: str = ""
     return f"cd {code} && exec {celery} -A tasks worker --loglevel=INFO --without-mingle --without-gossip"
 
 
-def enrollment(osrelease: str, env: Mapping[str, str], nvml_present: bool, systemd: bool, unit: str,
-               trigger: str = "logon", windows_user: str = "") -> tuple[WslInfo, str]:
+def enrollment(
+    osrelease: str,
+    env: Mapping[str, str],
+    nvml_present: bool,
+    systemd: bool,
+    unit: str,
+    trigger: str = "logon",
+    windows_user: str = "",
+) -> tuple[WslInfo, str]:
     """What ``fleet enroll --wsl`` decides: this distribution and the task script that starts
     its worker's unit. Refuses anything but WSL2 running systemd (the unit is the install)."""
     info = detect(osrelease, env, nvml_present)
     if info is None:
-        raise ConfigError(f"--wsl: this is not a WSL2 distribution (kernel {osrelease.strip()!r}); run "
-                          "`fleet enroll --wsl` inside the WSL2 distribution on the Windows PC (WSL1 has no GPU)")
+        raise ConfigError(
+            f"--wsl: this is not a WSL2 distribution (kernel {osrelease.strip()!r}); run "
+            "`fleet enroll --wsl` inside the WSL2 distribution on the Windows PC (WSL1 has no GPU)"
+        )
     if not systemd:
-        raise ConfigError(f"--wsl: systemd is not running in WSL distribution {info.distro}: add "
-                          "'[boot]' and 'systemd=true' to /etc/wsl.conf, run `wsl --shutdown` in Windows, "
-                          "open the distribution again and enroll again")
-    plan = TaskPlan(info.distro, "root", start_command(True, unit), trigger=trigger, windows_user=windows_user)
+        raise ConfigError(
+            f"--wsl: systemd is not running in WSL distribution {info.distro}: add "
+            "'[boot]' and 'systemd=true' to /etc/wsl.conf, run `wsl --shutdown` in Windows, "
+            "open the distribution again and enroll again"
+        )
+    plan = TaskPlan(
+        info.distro, "root", start_command(True, unit), trigger=trigger, windows_user=windows_user
+    )
     return info, render_task_script(plan)
 
 
 def windows_path(distro: str, linux_path: str) -> str:
     r"""Where Windows sees a file of the distribution: ``\\wsl.localhost\<distro>\...``."""
-    return r"\\wsl.localhost" + "\\" + _safe(distro, "WSL distribution") + linux_path.replace("/", "\\")
+    return (
+        r"\\wsl.localhost"
+        + "\\"
+        + _safe(distro, "WSL distribution")
+        + linux_path.replace("/", "\\")
+    )

@@ -1,4 +1,5 @@
 """A job's ``checkpoint`` directory: a relative path inside its work dir (pure checks)."""
+
 from __future__ import annotations
 
 from pathlib import PurePosixPath
@@ -19,8 +20,10 @@ def checkpoint_problem(value: str) -> tuple[str, str] | None:
     if not parts or ".." in parts:
         return f"checkpoint {value!r} must stay inside the job's work dir", fix
     if parts[0] in RESERVED:
-        return (f"checkpoint {value!r} is inside {parts[0]!r}, which the worker writes itself",
-                'name another folder, e.g. checkpoint = "ckpt/"')
+        return (
+            f"checkpoint {value!r} is inside {parts[0]!r}, which the worker writes itself",
+            'name another folder, e.g. checkpoint = "ckpt/"',
+        )
     return None
 
 

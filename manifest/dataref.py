@@ -11,6 +11,7 @@ The pinned URI is the job's ``data`` and goes into its ID as written: the same b
 same name give the same ID from any directory, and changed bytes a new one. The publisher's
 path never leaves the publisher. Pure: no I/O here.
 """
+
 from __future__ import annotations
 
 import re
@@ -29,23 +30,25 @@ class DataSource:
 
     sha256: str
     path: Path
-    kind: str          # FILE or DIR
-    size: int          # bytes of the file, or of the directory's tar
+    kind: str  # FILE or DIR
+    size: int  # bytes of the file, or of the directory's tar
     # a workdir's selection (artifacts.workdir): (posix relative path, path) pairs; empty
     # for a data directory, which travels whole
     files: tuple[tuple[str, Path], ...] = ()
 
 
-WORKDIR_NAME = "workdir"   # the name a workdir is staged under: the same from any clone
+WORKDIR_NAME = "workdir"  # the name a workdir is staged under: the same from any clone
 
 
 @dataclass(frozen=True)
 class PinnedWorkdir:
     """A job's workdir pinned to its content, with what its environment is defined by."""
 
-    uri: str                                  # store+sha256://<hex>/workdir/
-    requirements: tuple[str, ...] | None = None   # the lines of a requirements file, if one was named
-    lock: str | None = None                   # sha256 of pyproject.toml + uv.lock, when both travel
+    uri: str  # store+sha256://<hex>/workdir/
+    requirements: tuple[str, ...] | None = (
+        None  # the lines of a requirements file, if one was named
+    )
+    lock: str | None = None  # sha256 of pyproject.toml + uv.lock, when both travel
 
 
 @dataclass(frozen=True)
@@ -117,9 +120,16 @@ def _parse_s3(uri: str, parsed) -> DataRef:
     if sha is not None and not SHA256_HEX.match(sha):
         raise ValueError(f"data {uri!r}: sha256 must be 64 lowercase hex digits")
     size = pin.get("size")
-    return DataRef("s3", Path(key).name, sha256=sha, bucket=parsed.netloc, key=key,
-                   etag=pin.get("etag"), size=int(size) if size and size.isdigit() else None,
-                   version=pin.get("version"))
+    return DataRef(
+        "s3",
+        Path(key).name,
+        sha256=sha,
+        bucket=parsed.netloc,
+        key=key,
+        etag=pin.get("etag"),
+        size=int(size) if size and size.isdigit() else None,
+        version=pin.get("version"),
+    )
 
 
 def unpinned(uri: str) -> str:

@@ -5,6 +5,7 @@ values of the wrong kind are named with the kind expected, and only well-typed v
 on to the checks of their noun (tiers, hosts, jobs). Resource needs are bounded here too,
 as tiers and jobs state them alike.
 """
+
 from __future__ import annotations
 
 import datetime as dt
@@ -17,18 +18,32 @@ from core.constants import MAX_CORES, MAX_GPUS, MAX_RAM_GIB, MAX_VRAM_GIB
 from manifest.problems import Problems, suggest
 from manifest.schema import Needs
 
-KIND_WORDS = {"bool": "true or false", "int": "an integer", "num": "a number", "str": "a string",
-              "strs": "a list of strings", "table": "a table", "tables": "a list of tables",
-              "str|strs": "a string or a list of strings"}
+KIND_WORDS = {
+    "bool": "true or false",
+    "int": "an integer",
+    "num": "a number",
+    "str": "a string",
+    "strs": "a list of strings",
+    "table": "a table",
+    "tables": "a list of tables",
+    "str|strs": "a string or a list of strings",
+}
 # what a tier's floor and a job's needs share; each need is bounded by what no host exceeds
-NEED_FIELDS = {"require_cuda": "bool", "min_vram_gib": "num", "min_ram_gib": "num", "min_cores": "int",
-               "gpus": "int"}
+NEED_FIELDS = {
+    "require_cuda": "bool",
+    "min_vram_gib": "num",
+    "min_ram_gib": "num",
+    "min_cores": "int",
+    "gpus": "int",
+}
 MAX_SEED = 2**32 - 1  # numpy's and xgboost's seeds are unsigned 32-bit
 # key -> (bound, what it bounds, the unit a fix names)
-NEED_BOUNDS = {"min_vram_gib": (MAX_VRAM_GIB, "GiB of VRAM on one device", "GiB"),
-               "min_ram_gib": (MAX_RAM_GIB, "GiB of RAM", "GiB"),
-               "min_cores": (MAX_CORES, "cores", "logical cores"),
-               "gpus": (MAX_GPUS, "GPUs on one host", "GPUs")}
+NEED_BOUNDS = {
+    "min_vram_gib": (MAX_VRAM_GIB, "GiB of VRAM on one device", "GiB"),
+    "min_ram_gib": (MAX_RAM_GIB, "GiB of RAM", "GiB"),
+    "min_cores": (MAX_CORES, "cores", "logical cores"),
+    "gpus": (MAX_GPUS, "GPUs on one host", "GPUs"),
+}
 
 
 def is_kind(value: Any, kind: str) -> bool:
@@ -59,7 +74,9 @@ def check_table(p: Problems, path: tuple, table: dict, fields: dict[str, str]) -
         elif not is_kind(value, fields[key]):
             p.add(path + (key,), *wrong_kind(key, value, fields[key]))
         elif isinstance(value, float) and not math.isfinite(value):  # TOML has inf and nan
-            p.add(path + (key,), f"must be a finite number, got {value}", "write a number, e.g. 1.5")
+            p.add(
+                path + (key,), f"must be a finite number, got {value}", "write a number, e.g. 1.5"
+            )
         else:
             good[key] = value
     return good
@@ -70,7 +87,10 @@ def wrong_kind(key: str, value: Any, kind: str) -> tuple[str, str]:
     if key == "command" and isinstance(value, str):  # a shell line where an argv list belongs
         return f"must be an argv list, got the string {value!r}", f"write command = {_argv(value)}"
     if key == "jobs" and isinstance(value, dict):  # [jobs] where [[jobs]] was meant
-        return "is a single [jobs] table, not a list of jobs", "use [[jobs]] (double brackets) for each job"
+        return (
+            "is a single [jobs] table, not a list of jobs",
+            "use [[jobs]] (double brackets) for each job",
+        )
     return f"must be {KIND_WORDS[kind]}, got {value!r}", f"write it as {KIND_WORDS[kind]}"
 
 
@@ -98,7 +118,10 @@ def date_problem(value: Any) -> tuple[str, str] | None:
     d = first_date(value)
     if d is None:
         return None
-    return f"TOML dates and times are not supported, got {d.isoformat()}", f'use a string, e.g. "{d.isoformat()}"'
+    return (
+        f"TOML dates and times are not supported, got {d.isoformat()}",
+        f'use a string, e.g. "{d.isoformat()}"',
+    )
 
 
 def non_negative(p: Problems, path: tuple, table: dict, keys) -> None:
@@ -113,9 +136,14 @@ def check_needs(p: Problems, path: tuple, table: dict) -> None:
     non_negative(p, path, table, NEED_BOUNDS)
     for key, (bound, what, unit) in NEED_BOUNDS.items():
         if key in table and table[key] > bound:
-            shown = f"{table[key]:g}" if isinstance(table[key], float) else table[key]  # 1e+308, not 308 digits
-            p.add(path + (key,), f"{shown} is above {bound} {what}, more than any host has",
-                  f"write it in {unit}, at most {bound}")
+            shown = (
+                f"{table[key]:g}" if isinstance(table[key], float) else table[key]
+            )  # 1e+308, not 308 digits
+            p.add(
+                path + (key,),
+                f"{shown} is above {bound} {what}, more than any host has",
+                f"write it in {unit}, at most {bound}",
+            )
 
 
 def needs_cuda(t: dict) -> bool:
@@ -127,5 +155,11 @@ def needs_cuda(t: dict) -> bool:
 
 def read_needs(t: dict) -> Needs:
     """The needs (or a tier's floor) written in well-typed table ``t``; 0 where left out."""
-    return Needs(needs_cuda(t), float(t.get("min_vram_gib", 0)), float(t.get("min_ram_gib", 0)),
-                 int(t.get("min_cores", 0)), int(t.get("gpus", 0)), bool(t.get("share_gpu", False)))
+    return Needs(
+        needs_cuda(t),
+        float(t.get("min_vram_gib", 0)),
+        float(t.get("min_ram_gib", 0)),
+        int(t.get("min_cores", 0)),
+        int(t.get("gpus", 0)),
+        bool(t.get("share_gpu", False)),
+    )

@@ -4,6 +4,7 @@ Pinning hashes files and asks S3 (``artifacts.identity.DataResolver``); routing 
 ``routing``'s decision. The manifest package knows neither: the operator's loader
 (``fleet.manifests``) hands both in, so what a manifest is stays pure and testable alone.
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -27,7 +28,9 @@ class DataPinner(Protocol):
         raises ``core.errors.DataProblem`` when it cannot be pinned."""
         ...
 
-    def pin_workdir(self, written: str, base_dir: Path, requirements_file: str | None) -> PinnedWorkdir:
+    def pin_workdir(
+        self, written: str, base_dir: Path, requirements_file: str | None
+    ) -> PinnedWorkdir:
         """The workdir ``written`` (relative to ``base_dir``) pinned to the files that travel,
         with ``requirements_file`` (a path inside it) read; raises ``DataProblem``."""
         ...
@@ -44,7 +47,9 @@ class Unpinned:
     def pin(self, written: str, base_dir: Path) -> str:
         return written
 
-    def pin_workdir(self, written: str, base_dir: Path, requirements_file: str | None) -> PinnedWorkdir:
+    def pin_workdir(
+        self, written: str, base_dir: Path, requirements_file: str | None
+    ) -> PinnedWorkdir:
         return PinnedWorkdir(written, () if requirements_file else None)
 
 

@@ -5,6 +5,7 @@ manifest's ``hyper`` tables on a host without the ``train`` extra, and an operat
 what each trainer takes (``TRAINERS``, each ``Param.to_dict()``). The trainers themselves
 (``trainers/``) read their defaults from here.
 """
+
 from __future__ import annotations
 
 import difflib
@@ -18,11 +19,23 @@ from core.errors import ManifestError, Problem
 MAX_HIDDEN_LAYERS = 16
 MAX_LAYER_WIDTH = 65536
 # Names other libraries use for our keys; difflib alone cannot see that 'lr' is 'learning_rate'.
-ALIASES = {"lr": "learning_rate", "eta": "learning_rate", "num_boost_round": "n_estimators",
-           "rounds": "n_estimators", "depth": "max_depth", "lambda": "reg_lambda",
-           "hidden": "hidden_sizes", "layers": "hidden_sizes", "bs": "batch_size",
-           "wd": "weight_decay", "optim": "optimizer", "label": "target", "y": "target",
-           "validation_fraction": "valid_fraction", "num_epochs": "epochs"}
+ALIASES = {
+    "lr": "learning_rate",
+    "eta": "learning_rate",
+    "num_boost_round": "n_estimators",
+    "rounds": "n_estimators",
+    "depth": "max_depth",
+    "lambda": "reg_lambda",
+    "hidden": "hidden_sizes",
+    "layers": "hidden_sizes",
+    "bs": "batch_size",
+    "wd": "weight_decay",
+    "optim": "optimizer",
+    "label": "target",
+    "y": "target",
+    "validation_fraction": "valid_fraction",
+    "num_epochs": "epochs",
+}
 
 
 @dataclass(frozen=True)
@@ -52,9 +65,14 @@ class Param:
     def to_dict(self) -> dict[str, Any]:
         """JSON-ready: what a listing of the trainer's hyperparameters shows."""
         numeric = self.type in (int, float)
-        return {"name": self.name, "type": self.type.__name__, "default": self.default,
-                "range": self.range_text if numeric else None,
-                "choices": list(self.choices) if self.choices is not None else None, "help": self.help}
+        return {
+            "name": self.name,
+            "type": self.type.__name__,
+            "default": self.default,
+            "range": self.range_text if numeric else None,
+            "choices": list(self.choices) if self.choices is not None else None,
+            "help": self.help,
+        }
 
 
 def parse_hidden_sizes(value: str) -> tuple[int, ...]:
@@ -110,24 +128,39 @@ TRAINERS: dict[str, dict[str, Param]] = {
         Param("colsample_bytree", float, 1.0, 0, 1, min_exclusive=True),
         Param("min_child_weight", float, 1.0, 0),
         Param("reg_lambda", float, 1.0, 0),
-        Param("objective", str, "auto",
-              choices=("auto", "binary:logistic", "multi:softprob", "reg:squarederror"),
-              help="auto: chosen from the target column"),
+        Param(
+            "objective",
+            str,
+            "auto",
+            choices=("auto", "binary:logistic", "multi:softprob", "reg:squarederror"),
+            help="auto: chosen from the target column",
+        ),
         Param("early_stopping_rounds", int, 20, 0, 10000, help="0 turns early stopping off"),
         _target(),
         _valid_fraction(),
     ),
     "mlp": _table(
-        Param("hidden_sizes", str, "64,32", help='layer widths, e.g. "64,32"',
-              check=_check_hidden_sizes, coerce=widths_text),
+        Param(
+            "hidden_sizes",
+            str,
+            "64,32",
+            help='layer widths, e.g. "64,32"',
+            check=_check_hidden_sizes,
+            coerce=widths_text,
+        ),
         Param("epochs", int, 20, 1, 10000),
         Param("batch_size", int, 256, 1, 65536),
         Param("learning_rate", float, 1e-3, 0, 10, min_exclusive=True),
         Param("weight_decay", float, 0.0, 0),
         Param("dropout", float, 0.0, 0, 0.95),
         Param("optimizer", str, "adam", choices=("adam", "adamw", "sgd")),
-        Param("task", str, "auto", choices=("auto", "classification", "regression"),
-              help="auto: classification when the target looks like labels"),
+        Param(
+            "task",
+            str,
+            "auto",
+            choices=("auto", "classification", "regression"),
+            help="auto: classification when the target looks like labels",
+        ),
         _target(),
         _valid_fraction(),
     ),
@@ -156,8 +189,10 @@ def _check_value(p: Param, value: Any) -> tuple[str, str] | None:
         if too_low or too_high:
             return f"{value!r} is out of range {p.range_text}", f"use a value in {p.range_text}"
     if p.choices is not None and value not in p.choices:
-        return (f"{value!r} is not one of {', '.join(map(repr, p.choices))}",
-                f"use one of {', '.join(map(repr, p.choices))}")
+        return (
+            f"{value!r} is not one of {', '.join(map(repr, p.choices))}",
+            f"use one of {', '.join(map(repr, p.choices))}",
+        )
     if p.check is not None and (message := p.check(value)):
         return message, f"use e.g. {p.default!r}"
     return None
@@ -195,8 +230,9 @@ def resolve_hyper(model: str, hyper: dict) -> dict:
     """``hyper`` with every default filled in; raises ManifestError listing every problem."""
     problems = check_hyper(model, hyper)
     if problems:
-        raise ManifestError([Problem("hyper", None, key or "model", message, fix)
-                             for key, message, fix in problems])
+        raise ManifestError(
+            [Problem("hyper", None, key or "model", message, fix) for key, message, fix in problems]
+        )
     params = TRAINERS[model]
     resolved = {name: p.default for name, p in params.items()}
     resolved.update({k: params[k].coerce(v) if params[k].coerce else v for k, v in hyper.items()})

@@ -5,6 +5,7 @@ seed, resource needs, its workdir by content and its environment's definition) a
 that only changes scheduling (name, priority, hosts, timeouts), so editing a priority or
 renaming a job keeps its ID and its history.
 """
+
 from __future__ import annotations
 
 import hashlib
@@ -18,17 +19,33 @@ from manifest.schema import Needs
 ID_VERSION = 2
 
 
-def canonical(*, model: str | None, command: list[str] | None, artifacts: list[str],
-              data: str | None, hyper: dict[str, Any], seed: int, needs: Needs,
-              own: dict[str, Any] | None = None) -> bytes:
+def canonical(
+    *,
+    model: str | None,
+    command: list[str] | None,
+    artifacts: list[str],
+    data: str | None,
+    hyper: dict[str, Any],
+    seed: int,
+    needs: Needs,
+    own: dict[str, Any] | None = None,
+) -> bytes:
     """``own``: the job's code and environment (workdir, requirements, lock, python, env),
     only the keys written, so a job without them keeps the ID it always had."""
     doc = {
-        "v": ID_VERSION, "model": model, "command": command,
+        "v": ID_VERSION,
+        "model": model,
+        "command": command,
         "artifacts": sorted(artifacts) if command else [],
-        "data": data, "hyper": hyper, "seed": seed,
-        "needs": {"require_cuda": needs.require_cuda, "min_vram_gib": float(needs.min_vram_gib),
-                  "min_ram_gib": float(needs.min_ram_gib), "min_cores": int(needs.min_cores)},
+        "data": data,
+        "hyper": hyper,
+        "seed": seed,
+        "needs": {
+            "require_cuda": needs.require_cuda,
+            "min_vram_gib": float(needs.min_vram_gib),
+            "min_ram_gib": float(needs.min_ram_gib),
+            "min_cores": int(needs.min_cores),
+        },
     }
     # left out at their defaults, so the IDs of jobs written before these fields stay the same
     if needs.gpu_count > 1:

@@ -3,6 +3,7 @@
 A light scan, good for the manifests people write: table headers, ``[[jobs]]`` entries
 (numbered from 0), ``key = value`` lines and the keys of one-line inline tables.
 """
+
 from __future__ import annotations
 
 import re
@@ -57,7 +58,7 @@ class LineMap:
                 self._parents(header, n)  # [colour.x] also writes the table colour
             elif m := _KEY.match(line):
                 path = header + _split(m.group(1))
-                self._parents(path, n)    # colour.x = 1 also writes the table colour
+                self._parents(path, n)  # colour.x = 1 also writes the table colour
                 rest = m.group(2)
                 for k in _INLINE_KEY.findall(rest):
                     self._lines.setdefault(path + (k.strip("\"'"),), n)
@@ -79,13 +80,11 @@ class LineMap:
         return None
 
 
-
-
 @dataclass(frozen=True)
 class Opening:
     """Where a bracket or string was opened: what it is and its 1-based line."""
 
-    kind: str   # array, inline table, multi-line string
+    kind: str  # array, inline table, multi-line string
     line: int
 
 
@@ -93,14 +92,14 @@ class Opening:
 class Scan:
     """What a bracket scan of TOML text found."""
 
-    unclosed: Opening | None    # the innermost construct still open at the end of the text
-    outer: Opening | None       # the outermost one, when more than one is open
-    too_deep: int | None        # the first line where brackets nest deeper than the limit
-    continued: frozenset[int]   # lines that begin inside an array, inline table or string
+    unclosed: Opening | None  # the innermost construct still open at the end of the text
+    outer: Opening | None  # the outermost one, when more than one is open
+    too_deep: int | None  # the first line where brackets nest deeper than the limit
+    continued: frozenset[int]  # lines that begin inside an array, inline table or string
 
 
 _KINDS = {"[": "array", "{": "inline table"}
-_TOKEN = re.compile(r'#[^\n]*|"""|' + r"'''" + r'''|["'\[\]{}\n]''')
+_TOKEN = re.compile(r'#[^\n]*|"""|' + r"'''" + r"""|["'\[\]{}\n]""")
 _STRING = {  # a whole string from its opening quote; a one-line string cannot span lines
     '"""': re.compile(r'"""(?:[^"\\]|\\.|"(?!""))*""""{0,2}', re.S),
     "'''": re.compile(r"'''(?:[^']|'(?!''))*''''{0,2}", re.S),
@@ -129,8 +128,12 @@ def scan(text: str, max_depth: int = 1_000_000) -> Scan:
         elif tok[0] in "\"'":
             whole = _STRING[tok].match(text, m.start())
             if whole is None and len(tok) == 3:
-                return Scan(Opening("multi-line string", line), stack[0] if stack else None, deep,
-                            frozenset(continued))
+                return Scan(
+                    Opening("multi-line string", line),
+                    stack[0] if stack else None,
+                    deep,
+                    frozenset(continued),
+                )
             if whole is None:  # cut by its line's end: tomllib names that line itself
                 continue
             lines = text.count("\n", whole.start(), whole.end())
@@ -142,5 +145,9 @@ def scan(text: str, max_depth: int = 1_000_000) -> Scan:
                 deep = line
         elif tok in "]}" and stack:
             stack.pop()
-    return Scan(stack[-1] if stack else None, stack[0] if len(stack) > 1 else None, deep,
-                frozenset(continued))
+    return Scan(
+        stack[-1] if stack else None,
+        stack[0] if len(stack) > 1 else None,
+        deep,
+        frozenset(continued),
+    )

@@ -4,6 +4,7 @@ Nothing is published from a manifest that has any problem. The nouns are read in
 modules (``tiers``, ``hosts``, ``jobs``, ``sweep``); pinning data and routing jobs are
 passed in (``manifest.hooks``): ``fleet.manifests`` loads with the real ones.
 """
+
 from __future__ import annotations
 
 import os
@@ -21,11 +22,16 @@ from manifest.schema import HostPolicy, Manifest, TierSpec
 from manifest.tiers import read_tiers
 
 TOP_LEVEL = {"tiers": "table", "hosts": "table", "jobs": "tables"}
-NO_FILE = "<manifest>"   # the path of text that was not read from a file
+NO_FILE = "<manifest>"  # the path of text that was not read from a file
 
 
-def loads(text: str, path: str = NO_FILE, *, pin_data: DataPinner | None = None,
-          check_route: RouteCheck | None = None) -> Manifest:
+def loads(
+    text: str,
+    path: str = NO_FILE,
+    *,
+    pin_data: DataPinner | None = None,
+    check_route: RouteCheck | None = None,
+) -> Manifest:
     """Validate manifest text; raise ManifestError listing every problem.
 
     ``pin_data`` pins each job's data to its content (without it, data stays as written);
@@ -41,12 +47,16 @@ def loads(text: str, path: str = NO_FILE, *, pin_data: DataPinner | None = None,
         p.add(("jobs",), "the manifest has no jobs", "add at least one [[jobs]] table")
     tiers, hosts, routes = _placement(p, doc)
     base_dir = Path(path).resolve().parent if path != NO_FILE else Path.cwd()
-    jobs, searches = read_jobs(p, doc.get("jobs", []), JobReading(base_dir, pinner, routes, check_route))
+    jobs, searches = read_jobs(
+        p, doc.get("jobs", []), JobReading(base_dir, pinner, routes, check_route)
+    )
     p.raise_any()
     return Manifest(path, tiers, hosts, jobs, dict(pinner.sources), searches)
 
 
-def _placement(p: Problems, doc: dict) -> tuple[tuple[TierSpec, ...], dict[str, HostPolicy], Routes | None]:
+def _placement(
+    p: Problems, doc: dict
+) -> tuple[tuple[TierSpec, ...], dict[str, HostPolicy], Routes | None]:
     """The tiers and host policies; what routing checks need, or None when the tiers are
     broken (every job would look unroutable: the tier is reported once, not once per job)."""
     before = len(p.items)
@@ -56,8 +66,12 @@ def _placement(p: Problems, doc: dict) -> tuple[tuple[TierSpec, ...], dict[str, 
     return tiers, hosts, Routes(tiers, hosts, defaults=not doc.get("tiers")) if tiers_ok else None
 
 
-def load(path: str | os.PathLike, *, pin_data: DataPinner | None = None,
-         check_route: RouteCheck | None = None) -> Manifest:
+def load(
+    path: str | os.PathLike,
+    *,
+    pin_data: DataPinner | None = None,
+    check_route: RouteCheck | None = None,
+) -> Manifest:
     """Read and validate the manifest file at ``path`` (see ``loads``)."""
     path = str(path)
     text = read_text(path)

@@ -2,6 +2,7 @@
 
 Nothing here does I/O; ``manifest.loader`` builds these from TOML.
 """
+
 from __future__ import annotations
 
 from collections.abc import Iterable
@@ -17,11 +18,11 @@ class Needs:
     """What a job needs from a host (or what a tier guarantees as a floor)."""
 
     require_cuda: bool = False
-    min_vram_gib: float = 0.0    # per GPU; with share_gpu, the VRAM budget on its one GPU
+    min_vram_gib: float = 0.0  # per GPU; with share_gpu, the VRAM budget on its one GPU
     min_ram_gib: float = 0.0
     min_cores: int = 0
-    gpus: int = 0                # GPUs on one host; a CUDA job that leaves it out gets 1
-    share_gpu: bool = False      # may share one GPU with other sharing jobs, by VRAM budget
+    gpus: int = 0  # GPUs on one host; a CUDA job that leaves it out gets 1
+    share_gpu: bool = False  # may share one GPU with other sharing jobs, by VRAM budget
 
     @property
     def gpu_count(self) -> int:
@@ -50,9 +51,17 @@ class TierSpec:
 
     @classmethod
     def from_dict(cls, d: dict[str, Any]) -> TierSpec:
-        return cls(d["name"], Needs(d.get("require_cuda", False), float(d.get("min_vram_gib", 0)),
-                                    float(d.get("min_ram_gib", 0)), int(d.get("min_cores", 0)),
-                                    int(d.get("gpus", 0)), bool(d.get("share_gpu", False))))
+        return cls(
+            d["name"],
+            Needs(
+                d.get("require_cuda", False),
+                float(d.get("min_vram_gib", 0)),
+                float(d.get("min_ram_gib", 0)),
+                int(d.get("min_cores", 0)),
+                int(d.get("gpus", 0)),
+                bool(d.get("share_gpu", False)),
+            ),
+        )
 
 
 # Floors of the default tiers, documented in the README. RAM floors are modest on
@@ -67,7 +76,13 @@ DEFAULT_TIERS: tuple[TierSpec, ...] = (
 
 def demand(floor: Needs) -> tuple:
     """Sort key: a larger tuple is a more demanding floor."""
-    return (floor.require_cuda, floor.gpu_count, floor.min_vram_gib, floor.min_ram_gib, floor.min_cores)
+    return (
+        floor.require_cuda,
+        floor.gpu_count,
+        floor.min_vram_gib,
+        floor.min_ram_gib,
+        floor.min_cores,
+    )
 
 
 def ordered(tiers: Iterable[TierSpec]) -> tuple[TierSpec, ...]:
@@ -80,11 +95,11 @@ class HostPolicy:
     """Per-host policy from ``[hosts.NAME]``; declared capability keys cap detection."""
 
     name: str
-    tiers: tuple[str, ...] | None = None          # None: every tier it qualifies for
-    allow_models: tuple[str, ...] | None = None   # None: every model
+    tiers: tuple[str, ...] | None = None  # None: every tier it qualifies for
+    allow_models: tuple[str, ...] | None = None  # None: every model
     deny_models: tuple[str, ...] = ()
     declared: dict[str, Any] = field(default_factory=dict)  # FLEET_CAPABILITY keys
-    pass_env: tuple[str, ...] = ()                # worker variables its jobs may see (names only)
+    pass_env: tuple[str, ...] = ()  # worker variables its jobs may see (names only)
 
     def allows_model(self, model: str | None) -> bool:
         if model is None:
@@ -94,17 +109,26 @@ class HostPolicy:
         return self.allow_models is None or model in self.allow_models
 
     def to_dict(self) -> dict[str, Any]:
-        return {"name": self.name, "tiers": self.tiers and list(self.tiers),
-                "allow_models": self.allow_models and list(self.allow_models),
-                "deny_models": list(self.deny_models), "declared": self.declared,
-                "pass_env": list(self.pass_env)}
+        return {
+            "name": self.name,
+            "tiers": self.tiers and list(self.tiers),
+            "allow_models": self.allow_models and list(self.allow_models),
+            "deny_models": list(self.deny_models),
+            "declared": self.declared,
+            "pass_env": list(self.pass_env),
+        }
 
     @classmethod
     def from_dict(cls, d: dict[str, Any]) -> HostPolicy:
         tup = lambda v: None if v is None else tuple(v)  # noqa: E731
-        return cls(d["name"], tup(d.get("tiers")), tup(d.get("allow_models")),
-                   tuple(d.get("deny_models") or ()), dict(d.get("declared") or {}),
-                   tuple(d.get("pass_env") or ()))
+        return cls(
+            d["name"],
+            tup(d.get("tiers")),
+            tup(d.get("allow_models")),
+            tuple(d.get("deny_models") or ()),
+            dict(d.get("declared") or {}),
+            tuple(d.get("pass_env") or ()),
+        )
 
 
 @dataclass(frozen=True)
@@ -128,16 +152,24 @@ class JobSpec:
     timeout_s: float | None = None
     max_attempts: int | None = None
     line: int | None = None  # where the job starts in its manifest, for messages
-    checkpoint: str | None = None  # dir (relative to the job's work dir) synced to the store while it runs
-    workdir: str | None = None     # its code: a pinned store URI (manifest.dataref) copied in as its cwd
-    requirements: tuple[str, ...] = ()   # requirement lines of its own environment
-    env_lock: str | None = None    # sha256 of the workdir's pyproject.toml + uv.lock: `uv sync --frozen`
-    python: str | None = None      # the environment's Python version, e.g. "3.12"
-    env: dict[str, str] = field(default_factory=dict)   # plain variables set for the job
-    preemptible: bool = False      # stopping it loses nothing: an urgent job may take its place (routing.preempt)
-    search: str | None = None      # a trial's search id (state.search); None for every other job
-    trial: int | None = None       # a trial's number in its search
-    owner: str | None = None       # who it belongs to, if its table says (else the publisher's --owner)
+    checkpoint: str | None = (
+        None  # dir (relative to the job's work dir) synced to the store while it runs
+    )
+    workdir: str | None = (
+        None  # its code: a pinned store URI (manifest.dataref) copied in as its cwd
+    )
+    requirements: tuple[str, ...] = ()  # requirement lines of its own environment
+    env_lock: str | None = (
+        None  # sha256 of the workdir's pyproject.toml + uv.lock: `uv sync --frozen`
+    )
+    python: str | None = None  # the environment's Python version, e.g. "3.12"
+    env: dict[str, str] = field(default_factory=dict)  # plain variables set for the job
+    preemptible: bool = (
+        False  # stopping it loses nothing: an urgent job may take its place (routing.preempt)
+    )
+    search: str | None = None  # a trial's search id (state.search); None for every other job
+    trial: int | None = None  # a trial's number in its search
+    owner: str | None = None  # who it belongs to, if its table says (else the publisher's --owner)
 
     @property
     def own_env(self) -> bool:
@@ -153,7 +185,9 @@ class JobSpec:
         # by hand, not asdict: asdict deep-copies every value, a second per 100,000 jobs
         d = {f: _plain(getattr(self, f)) for f in _JOB_FIELDS}
         d["command"] = list(self.command) if self.command else None
-        if not self.preemptible:   # left out at its default: older workers read the spec, digests stay
+        if (
+            not self.preemptible
+        ):  # left out at its default: older workers read the spec, digests stay
             del d["preemptible"]
         if self.search is None:
             del d["search"], d["trial"]
@@ -204,4 +238,4 @@ class Manifest:
     jobs: tuple[JobSpec, ...]
     # sha256 -> local bytes the jobs' data pins name; publish stages them in the store
     data_sources: dict[str, DataSource] = field(default_factory=dict)
-    searches: tuple = ()   # manifest.search.SearchSpec: searches, whose trials are published as they run
+    searches: tuple = ()  # manifest.search.SearchSpec: searches, whose trials are published as they run

@@ -5,6 +5,7 @@ schema, "did you mean" for unknown keys) and becomes a ``SearchSpec``, whose id 
 digest of the base job's content and the search's own settings. The samplers and pruners
 are Optuna's, named here and built where the search runs (``state.study``).
 """
+
 from __future__ import annotations
 
 import hashlib
@@ -19,9 +20,18 @@ from manifest.hyper import TRAINERS, check_hyper, unknown_key_fix
 from manifest.problems import Problems, suggest
 from manifest.schema import JobSpec
 
-SEARCH_FIELDS = {"trials": "int", "parallel": "int", "metric": "str", "direction": "str",
-                 "sampler": "str", "pruner": "str", "seed": "int", "max_failures": "int", "space": "table",
-                 "min_resource": "int"}
+SEARCH_FIELDS = {
+    "trials": "int",
+    "parallel": "int",
+    "metric": "str",
+    "direction": "str",
+    "sampler": "str",
+    "pruner": "str",
+    "seed": "int",
+    "max_failures": "int",
+    "space": "table",
+    "min_resource": "int",
+}
 # the pruners that judge by rungs; min_resource is their first rung's step ("auto" when left out)
 RUNG_PRUNERS = ("asha", "hyperband")
 RANGE_FIELDS = {"low": "num", "high": "num", "log": "bool", "step": "num", "choices": "table"}
@@ -29,8 +39,15 @@ RANGE_FIELDS = {"low": "num", "high": "num", "log": "bool", "step": "num", "choi
 SAMPLERS = ("tpe", "random", "grid", "qmc", "cmaes", "gp", "nsga2", "bruteforce")
 PRUNERS = ("none", "median", "asha", "hyperband", "percentile")
 DIRECTIONS = ("minimize", "maximize")
-DEFAULTS = {"trials": 20, "parallel": 4, "direction": "minimize", "sampler": "tpe", "pruner": "none",
-            "seed": 0, "max_failures": DEFAULT_MAX_FAILURES}
+DEFAULTS = {
+    "trials": 20,
+    "parallel": 4,
+    "direction": "minimize",
+    "sampler": "tpe",
+    "pruner": "none",
+    "seed": 0,
+    "max_failures": DEFAULT_MAX_FAILURES,
+}
 MAX_TRIALS = 100_000
 
 
@@ -39,8 +56,8 @@ class SearchSpec:
     """One search: its base job (name, fixed hyper, needs) and its settings and space."""
 
     search_id: str
-    base: JobSpec            # the job every trial is, before the trial's values go into hyper
-    config: dict             # trials, parallel, metric, direction, sampler, pruner, seed, max_failures, space
+    base: JobSpec  # the job every trial is, before the trial's values go into hyper
+    config: dict  # trials, parallel, metric, direction, sampler, pruner, seed, max_failures, space
 
     @property
     def name(self) -> str:
@@ -52,9 +69,11 @@ class SearchSpec:
     def describe(self) -> list[str]:
         """What `publish --dry-run` shows: the budget, how many at once, the space."""
         c = self.config
-        lines = [f"search {self.name} ({short_id(self.search_id)}): {c['trials']} trials, at most {c['parallel']} "
-                 f"at once, {c['direction']} {c['metric']}, sampler {c['sampler']}, pruner {c['pruner']}, "
-                 f"stops after {c['max_failures']} failed in a row"]
+        lines = [
+            f"search {self.name} ({short_id(self.search_id)}): {c['trials']} trials, at most {c['parallel']} "
+            f"at once, {c['direction']} {c['metric']}, sampler {c['sampler']}, pruner {c['pruner']}, "
+            f"stops after {c['max_failures']} failed in a row"
+        ]
         lines += [f"  {k}: {space_text(v)}" for k, v in c["space"].items()]
         return lines
 
@@ -91,37 +110,60 @@ def read_config(p: Problems, path: tuple, t: dict) -> dict | None:
     config = {**DEFAULTS, **s}
     _settings(p, path, raw, config)
     if t.get("sweep"):
-        p.add(path[:-1] + ("sweep",), "a job cannot have both sweep and search",
-              "move each swept key into [jobs.search.space] as { choices = [...] }, or split the job in two")
+        p.add(
+            path[:-1] + ("sweep",),
+            "a job cannot have both sweep and search",
+            "move each swept key into [jobs.search.space] as { choices = [...] }, or split the job in two",
+        )
     if t.get("prefer_cuda"):
-        p.add(path[:-1] + ("prefer_cuda",), "a search's trials cannot fall back from GPU to CPU yet",
-              "set require_cuda = true, or leave both out to run on CPU")
+        p.add(
+            path[:-1] + ("prefer_cuda",),
+            "a search's trials cannot fall back from GPU to CPU yet",
+            "set require_cuda = true, or leave both out to run on CPU",
+        )
     config["space"] = _space(p, path + ("space",), s.get("space"), t, config["sampler"])
     return None if len(p.paths) > mark else config
 
 
 def _settings(p: Problems, path: tuple, raw: dict, c: dict) -> None:
     if "metric" not in raw:
-        p.add(path, "a search needs the metric it optimises", 'add metric = "valid_loss" (a key of the '
-              "job's FLEET_METRIC lines)")
-    for key, lo, hi in (("trials", 1, MAX_TRIALS), ("parallel", 1, 10_000), ("max_failures", 1, MAX_TRIALS),
-                        ("seed", 0, 2**32 - 1)):
+        p.add(
+            path,
+            "a search needs the metric it optimises",
+            'add metric = "valid_loss" (a key of the job\'s FLEET_METRIC lines)',
+        )
+    for key, lo, hi in (
+        ("trials", 1, MAX_TRIALS),
+        ("parallel", 1, 10_000),
+        ("max_failures", 1, MAX_TRIALS),
+        ("seed", 0, 2**32 - 1),
+    ):
         if is_kind(c.get(key), "int") and not lo <= c[key] <= hi:
             p.add(path + (key,), f"must be {lo}..{hi}, got {c[key]}", f"use a value in {lo}..{hi}")
     for key, names in (("direction", DIRECTIONS), ("sampler", SAMPLERS), ("pruner", PRUNERS)):
         if isinstance(c.get(key), str) and c[key] not in names:
             p.add(path + (key,), f"unknown {key} {c[key]!r}", f"use one of: {', '.join(names)}")
     if "min_resource" in raw and c.get("pruner") not in RUNG_PRUNERS:
-        p.add(path + ("min_resource",), f"min_resource is the first rung of {' or '.join(RUNG_PRUNERS)}",
-              'set pruner = "asha", or remove min_resource')
+        p.add(
+            path + ("min_resource",),
+            f"min_resource is the first rung of {' or '.join(RUNG_PRUNERS)}",
+            'set pruner = "asha", or remove min_resource',
+        )
     elif is_kind(c.get("min_resource"), "int") and c["min_resource"] < 1:
-        p.add(path + ("min_resource",), f"must be >= 1, got {c['min_resource']}", "use e.g. 1 (the first step)")
+        p.add(
+            path + ("min_resource",),
+            f"must be >= 1, got {c['min_resource']}",
+            "use e.g. 1 (the first step)",
+        )
 
 
 def _space(p: Problems, path: tuple, space: dict | None, t: dict, sampler: str) -> dict:
     if not space:
-        p.add(path, "a search needs a space of at least one key",
-              "add [jobs.search.space] with e.g. learning_rate = { low = 1e-4, high = 1e-1, log = true }")
+        p.add(
+            path,
+            "a search needs a space of at least one key",
+            "add [jobs.search.space] with e.g. learning_rate = { low = 1e-4, high = 1e-1, log = true }",
+        )
         return {}
     out = {}
     for name, raw in space.items():
@@ -147,8 +189,17 @@ def _one(p: Problems, path: tuple, name: str, raw: Any, t: dict, sampler: str) -
         p.add(path + (k,), "unknown key", suggest(k, RANGE_FIELDS))
     if bad:
         return None
-    dist = _choices(p, path, raw, model, name) if "choices" in raw else _range(p, path, raw, model, name)
-    if dist is not None and sampler == "grid" and "choices" not in dist and dist.get("step") is None:
+    dist = (
+        _choices(p, path, raw, model, name)
+        if "choices" in raw
+        else _range(p, path, raw, model, name)
+    )
+    if (
+        dist is not None
+        and sampler == "grid"
+        and "choices" not in dist
+        and dist.get("step") is None
+    ):
         p.add(path, "the grid sampler needs a finite grid", "give it choices = [...] or a step")
         return None
     return dist
@@ -182,7 +233,11 @@ def _range(p: Problems, path: tuple, raw: dict, model: str | None, name: str) ->
     if model in TRAINERS:
         as_int = TRAINERS[model][name].type is int
         if as_int and not all(is_kind(v, "int") for v in (low, high)):
-            p.add(path, f"{name} is an integer: low and high must be integers", "write e.g. { low = 32, high = 256 }")
+            p.add(
+                path,
+                f"{name} is an integer: low and high must be integers",
+                "write e.g. { low = 32, high = 256 }",
+            )
             return None
         if not _checked(p, path, model, name, [low, high]):
             return None

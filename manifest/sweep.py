@@ -1,5 +1,6 @@
 """A job's ``[jobs.sweep]`` table: its checks, the cross product of its lists, point names,
 and the hyper values (written or swept) checked against the trainer's schema."""
+
 from __future__ import annotations
 
 import itertools
@@ -15,7 +16,10 @@ from manifest.problems import Problems
 def expand(sweep: dict[str, list[Any]]) -> list[dict[str, Any]]:
     """Every combination of the sweep's lists, keys in sorted order for stable names."""
     keys = sorted(sweep)
-    return [dict(zip(keys, combo, strict=True)) for combo in itertools.product(*(sweep[k] for k in keys))]
+    return [
+        dict(zip(keys, combo, strict=True))
+        for combo in itertools.product(*(sweep[k] for k in keys))
+    ]
 
 
 def point_name(base: str, point: dict[str, Any]) -> str:
@@ -49,7 +53,11 @@ def _sweep_problem(key: str, values: Any, t: dict) -> tuple[str, str, str] | Non
     if key == "seed" and not all(isinstance(v, int) and not isinstance(v, bool) for v in values):
         return key, "seeds must be integers", "write seed = [0, 1, 2]"
     if key == "seed" and (bad := [v for v in values if not 0 <= v <= MAX_SEED]):
-        return key, f"seeds must be 0..{MAX_SEED}, got {bad[0]}", "numpy and xgboost take 32-bit seeds"
+        return (
+            key,
+            f"seeds must be 0..{MAX_SEED}, got {bad[0]}",
+            "numpy and xgboost take 32-bit seeds",
+        )
     if key != "seed" and key in (t.get("hyper") or {}):
         return key, f"{key} is set in both hyper and sweep", "keep it in one place"
     return None
@@ -80,8 +88,10 @@ def hyper_problems(p: Problems, path: tuple, t: dict) -> None:
     reported = set()
     for where, key, value in _hyper_values(t):
         if t.get("model") in TRAINERS:  # its schema rejects dates too: no trainer takes one
-            bad = [(m, _sweep_fix(t["model"], k, f) if where[0] == "sweep" else f)
-                   for k, m, f in check_hyper(t["model"], {key: value})]
+            bad = [
+                (m, _sweep_fix(t["model"], k, f) if where[0] == "sweep" else f)
+                for k, m, f in check_hyper(t["model"], {key: value})
+            ]
         else:
             bad = [b] if (b := date_problem(value)) else []
         for message, fix in bad:

@@ -1,4 +1,5 @@
 """What a host has: a frozen value object, plus pure ways to combine and override it."""
+
 from __future__ import annotations
 
 import json
@@ -65,10 +66,12 @@ def nvml_warning(error: str, evidence: list[str]) -> str | None:
     (a CPU host, whose NVML fails as it should)."""
     if not evidence:
         return None
-    return (f"NVML failed to start ({error}) although {', '.join(evidence[:3])} "
-            f"{'is' if len(evidence) == 1 else 'are'} present: this host's GPUs are not "
-            "detected, so it serves as a CPU host; check the NVIDIA driver (nvidia-smi) and "
-            "that libnvidia-ml.so.1 can be loaded (in a container: the NVIDIA runtime)")
+    return (
+        f"NVML failed to start ({error}) although {', '.join(evidence[:3])} "
+        f"{'is' if len(evidence) == 1 else 'are'} present: this host's GPUs are not "
+        "detected, so it serves as a CPU host; check the NVIDIA driver (nvidia-smi) and "
+        "that libnvidia-ml.so.1 can be loaded (in a container: the NVIDIA runtime)"
+    )
 
 
 def parse_override(raw: str) -> dict[str, Any]:
@@ -81,23 +84,31 @@ def parse_override(raw: str) -> dict[str, Any]:
             with open(text, encoding="utf-8") as f:
                 text = f.read()
         except OSError as e:
-            raise CapabilityError(f"{source}: cannot read ({e.strerror}); "
-                                  "set it to inline JSON or a readable JSON file") from e
+            raise CapabilityError(
+                f"{source}: cannot read ({e.strerror}); "
+                "set it to inline JSON or a readable JSON file"
+            ) from e
     try:
         data = json.loads(text)
     except json.JSONDecodeError as e:
         raise CapabilityError(f"{source}: not valid JSON ({e})") from e
     if not isinstance(data, dict):
-        raise CapabilityError(f"{source}: must be a JSON object with keys {', '.join(OVERRIDE_KEYS)}")
+        raise CapabilityError(
+            f"{source}: must be a JSON object with keys {', '.join(OVERRIDE_KEYS)}"
+        )
     unknown = sorted(set(data) - set(OVERRIDE_KEYS))
     if unknown:
-        raise CapabilityError(f"{source}: unknown key(s) {unknown}; known keys: {', '.join(OVERRIDE_KEYS)}")
+        raise CapabilityError(
+            f"{source}: unknown key(s) {unknown}; known keys: {', '.join(OVERRIDE_KEYS)}"
+        )
     return data
 
 
 def _number(key: str, value: Any, kind: type) -> float | int:
     if isinstance(value, bool) or not isinstance(value, (int, float)) or value < 0:
-        raise CapabilityError(f"FLEET_CAPABILITY: {key} must be a non-negative number, got {value!r}")
+        raise CapabilityError(
+            f"FLEET_CAPABILITY: {key} must be a non-negative number, got {value!r}"
+        )
     return kind(value)
 
 
@@ -107,21 +118,30 @@ def apply_override(cap: Capability, override: dict[str, Any]) -> Capability:
     for key, given in override.items():
         if key == "cuda_devices":
             if not isinstance(given, list):
-                raise CapabilityError(f"FLEET_CAPABILITY: cuda_devices must be a list of "
-                                      f'{{"name", "vram_total_gib"}} objects ([] for none), got {given!r}')
+                raise CapabilityError(
+                    f"FLEET_CAPABILITY: cuda_devices must be a list of "
+                    f'{{"name", "vram_total_gib"}} objects ([] for none), got {given!r}'
+                )
             devices = []
             for i, dev in enumerate(given):
                 try:
                     total = float(dev["vram_total_gib"])
-                    devices.append(CudaDevice(
-                        index=i, name=str(dev.get("name", f"simulated-{i}")), vram_total_gib=total,
-                        vram_free_gib=float(dev.get("vram_free_gib", total)),
-                        compute_capability=dev.get("compute_capability"), uuid=dev.get("uuid")))
+                    devices.append(
+                        CudaDevice(
+                            index=i,
+                            name=str(dev.get("name", f"simulated-{i}")),
+                            vram_total_gib=total,
+                            vram_free_gib=float(dev.get("vram_free_gib", total)),
+                            compute_capability=dev.get("compute_capability"),
+                            uuid=dev.get("uuid"),
+                        )
+                    )
                 except (KeyError, TypeError, ValueError) as e:
                     raise CapabilityError(
-                        f"FLEET_CAPABILITY: cuda_devices[{i}] needs a number vram_total_gib ({e})") from e
+                        f"FLEET_CAPABILITY: cuda_devices[{i}] needs a number vram_total_gib ({e})"
+                    ) from e
             changes[key] = tuple(devices)
-            changes["warnings"] = ()   # the devices are declared: what NVML could not tell is moot
+            changes["warnings"] = ()  # the devices are declared: what NVML could not tell is moot
         elif key == "hostname":
             changes[key] = str(given)
         else:
@@ -144,9 +164,13 @@ def restrict(cap: Capability, declared: dict[str, Any]) -> Capability:
     if "cuda_devices" in declared:
         limits = declared["cuda_devices"]
         devices = []
-        for dev, lim in zip(cap.cuda_devices, limits, strict=False):  # a declared list shorter than detected hides devices
+        for dev, lim in zip(
+            cap.cuda_devices, limits, strict=False
+        ):  # a declared list shorter than detected hides devices
             total = min(dev.vram_total_gib, float(lim.get("vram_total_gib", dev.vram_total_gib)))
-            devices.append(replace(dev, vram_total_gib=total, vram_free_gib=min(dev.vram_free_gib, total)))
+            devices.append(
+                replace(dev, vram_total_gib=total, vram_free_gib=min(dev.vram_free_gib, total))
+            )
         changes["cuda_devices"] = tuple(devices)
     return replace(cap, **changes)
 

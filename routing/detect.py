@@ -3,6 +3,7 @@
 Never imports torch or initialises CUDA: the worker's parent process must stay light
 and safe to fork.
 """
+
 from __future__ import annotations
 
 import glob
@@ -16,7 +17,7 @@ import psutil
 
 from routing.capability import Capability, CudaDevice, from_environment, nvml_warning
 
-GIB = 1024 ** 3
+GIB = 1024**3
 VERSIONED = ("celery", "kombu", "redis", "zstandard", "xgboost", "torch", "numpy", "nvidia-ml-py")
 
 
@@ -26,13 +27,16 @@ NVIDIA_DRIVER = "/proc/driver/nvidia"
 
 def nvidia_evidence() -> list[str]:
     """The NVIDIA device files and driver directory present on this host."""
-    return sorted(glob.glob(NVIDIA_DEVICES)) + ([NVIDIA_DRIVER] if os.path.isdir(NVIDIA_DRIVER) else [])
+    return sorted(glob.glob(NVIDIA_DEVICES)) + (
+        [NVIDIA_DRIVER] if os.path.isdir(NVIDIA_DRIVER) else []
+    )
 
 
 def _cuda_devices() -> tuple[tuple[CudaDevice, ...], str | None, str | None]:
     """The devices, the driver version, and a warning if NVML failed where a GPU is present."""
     try:
         import pynvml
+
         pynvml.nvmlInit()
     except Exception as e:  # no driver, no library, no GPU: a CPU host, unless NVIDIA is there
         return (), None, nvml_warning(f"{type(e).__name__}: {e}", nvidia_evidence())
@@ -49,9 +53,16 @@ def _cuda_devices() -> tuple[tuple[CudaDevice, ...], str | None, str | None]:
                 cc = None
             name = pynvml.nvmlDeviceGetName(h)
             uuid = pynvml.nvmlDeviceGetUUID(h)
-            devices.append(CudaDevice(i, name.decode() if isinstance(name, bytes) else name,
-                                      round(mem.total / GIB, 2), round(mem.free / GIB, 2), cc,
-                                      uuid.decode() if isinstance(uuid, bytes) else uuid))
+            devices.append(
+                CudaDevice(
+                    i,
+                    name.decode() if isinstance(name, bytes) else name,
+                    round(mem.total / GIB, 2),
+                    round(mem.free / GIB, 2),
+                    cc,
+                    uuid.decode() if isinstance(uuid, bytes) else uuid,
+                )
+            )
         return tuple(devices), driver.decode() if isinstance(driver, bytes) else driver, None
     finally:
         pynvml.nvmlShutdown()
@@ -69,8 +80,13 @@ def _versions() -> dict[str, str]:
 
 def _git_commit() -> str | None:
     try:
-        res = subprocess.run(["git", "rev-parse", "HEAD"], cwd=Path(__file__).resolve().parent,
-                             capture_output=True, text=True, timeout=5)
+        res = subprocess.run(
+            ["git", "rev-parse", "HEAD"],
+            cwd=Path(__file__).resolve().parent,
+            capture_output=True,
+            text=True,
+            timeout=5,
+        )
         return res.stdout.strip() or None
     except (OSError, subprocess.SubprocessError):
         return None
@@ -83,9 +99,14 @@ def detect_raw() -> Capability:
     return Capability(
         hostname=socket.gethostname(),
         cpu_cores=psutil.cpu_count(logical=False) or os.cpu_count() or 1,
-        ram_total_gib=round(vm.total / GIB, 2), ram_available_gib=round(vm.available / GIB, 2),
-        cuda_devices=devices, driver_version=driver, versions=_versions(), git_commit=_git_commit(),
-        warnings=(warning,) if warning else ())
+        ram_total_gib=round(vm.total / GIB, 2),
+        ram_available_gib=round(vm.available / GIB, 2),
+        cuda_devices=devices,
+        driver_version=driver,
+        versions=_versions(),
+        git_commit=_git_commit(),
+        warnings=(warning,) if warning else (),
+    )
 
 
 def detect() -> Capability:

@@ -4,6 +4,7 @@ Pure (like `condor_q -better-analyze`, over values): the job, the queue it sits 
 tiers, host policies and need/constraint queues as published, and what each live host
 says about itself. `fleet why` and publish's feasibility check feed it from Redis.
 """
+
 from __future__ import annotations
 
 from collections.abc import Iterable
@@ -15,7 +16,7 @@ from routing.capability import Capability
 from routing.pool import Demand, Pool, fits, lacking
 from routing.tiers import Constraint, qualifies
 
-BUSY_NAMES_SHOWN = 3     # "busy with a, b, c and 2 more"
+BUSY_NAMES_SHOWN = 3  # "busy with a, b, c and 2 more"
 
 
 @dataclass(frozen=True)
@@ -23,8 +24,8 @@ class HostFacts:
     """A live host as its heartbeat describes it; ``capability`` with policy caps applied."""
 
     capability: Capability
-    queues: tuple[str, ...] | None = None   # what it consumes now (None: not known, e.g. at publish)
-    asked: tuple[str, ...] = ()             # its -Q
+    queues: tuple[str, ...] | None = None  # what it consumes now (None: not known, e.g. at publish)
+    asked: tuple[str, ...] = ()  # its -Q
 
     @property
     def hostname(self) -> str:
@@ -39,34 +40,48 @@ class QueueFacts:
     tier: str
     needs: Needs
     constraint: Constraint | None = None
-    known: bool = True      # False: the current config has no such queue (published under older tiers)
+    known: bool = True  # False: the current config has no such queue (published under older tiers)
 
     def to_dict(self) -> dict:
-        return {"queue": self.name, "tier": self.tier, "needs": asdict(self.needs), "known": self.known,
-                "allowed_hosts": None if self.constraint is None or self.constraint.allowed is None
-                else sorted(self.constraint.allowed),
-                "denied_hosts": [] if self.constraint is None else sorted(self.constraint.denied)}
+        return {
+            "queue": self.name,
+            "tier": self.tier,
+            "needs": asdict(self.needs),
+            "known": self.known,
+            "allowed_hosts": None
+            if self.constraint is None or self.constraint.allowed is None
+            else sorted(self.constraint.allowed),
+            "denied_hosts": [] if self.constraint is None else sorted(self.constraint.denied),
+        }
 
 
 @dataclass(frozen=True)
 class Verdict:
     hostname: str
     ok: bool
-    reasons: tuple[str, ...]    # empty when ok
-    gap: float = 0.0            # how far off: the sum of relative shortfalls (see ``gap``)
+    reasons: tuple[str, ...]  # empty when ok
+    gap: float = 0.0  # how far off: the sum of relative shortfalls (see ``gap``)
 
     def to_dict(self) -> dict:
         return {"host": self.hostname, "could_run": self.ok, "reasons": list(self.reasons)}
 
 
-def queue_facts(queue: str, tiers: Iterable[TierSpec],
-                constraint_queues: dict[str, tuple[str, Constraint]] | None) -> QueueFacts:
+def queue_facts(
+    queue: str,
+    tiers: Iterable[TierSpec],
+    constraint_queues: dict[str, tuple[str, Constraint]] | None,
+) -> QueueFacts:
     """What ``queue`` asks of a host, from the published tiers and need/constraint queues."""
     floors = {t.name: t.floor for t in tiers}
     if queue in (constraint_queues or {}):
         tier, c = constraint_queues[queue]
-        return QueueFacts(queue, tier, c.needs if c.needs is not None else floors.get(tier, Needs()), c,
-                          known=tier in floors)
+        return QueueFacts(
+            queue,
+            tier,
+            c.needs if c.needs is not None else floors.get(tier, Needs()),
+            c,
+            known=tier in floors,
+        )
     tier = queue.split(".")[0]
     return QueueFacts(queue, tier, floors.get(tier, Needs()), None, known=queue in floors)
 
@@ -95,8 +110,10 @@ def fitting_gpus(cap: Capability, needs: Needs) -> int:
 
 def gap(cap: Capability, needs: Needs) -> float:
     """How far ``cap`` is from ``needs``: each resource's missing fraction, 1 for no CUDA."""
+
     def short(have: float, need: float) -> float:
         return max(0.0, need - have) / need if need > 0 else 0.0
+
     g = 0.0
     if needs.require_cuda and not cap.cuda_devices:
         g += 1.0
@@ -108,7 +125,9 @@ def gap(cap: Capability, needs: Needs) -> float:
     return g + short(cap.ram_total_gib, needs.min_ram_gib) + short(cap.cpu_cores, needs.min_cores)
 
 
-def policy_reasons(hostname: str, q: QueueFacts, model: str | None, policy: HostPolicy | None) -> list[str]:
+def policy_reasons(
+    hostname: str, q: QueueFacts, model: str | None, policy: HostPolicy | None
+) -> list[str]:
     """Reasons from host policies and the job's host constraint."""
     out = []
     if policy is not None and policy.tiers is not None and q.tier not in policy.tiers:
@@ -128,7 +147,9 @@ def policy_reasons(hostname: str, q: QueueFacts, model: str | None, policy: Host
     return out
 
 
-def verdict(host: HostFacts, q: QueueFacts, model: str | None, policy: HostPolicy | None) -> Verdict:
+def verdict(
+    host: HostFacts, q: QueueFacts, model: str | None, policy: HostPolicy | None
+) -> Verdict:
     """Could ``host`` take jobs from ``q``? A host already consuming it can, whatever the
     config now says; one that qualifies but does not consume it yet is told why. With
     ``host.queues`` unknown (at publish, before workers look), capability and policy decide."""
@@ -138,13 +159,18 @@ def verdict(host: HostFacts, q: QueueFacts, model: str | None, policy: HostPolic
     if host.asked and q.tier not in host.asked:
         reasons.append(f"started with -Q {','.join(host.asked)}")
     if host.queues is not None and not reasons:
-        reasons.append(f"has not picked this queue up yet (workers look every {QUEUE_REFRESH_EVERY_S:g} s)")
+        reasons.append(
+            f"has not picked this queue up yet (workers look every {QUEUE_REFRESH_EVERY_S:g} s)"
+        )
     policy_count = len(reasons) - len(shortfall(host.capability, q.needs))
-    return Verdict(host.hostname, not reasons, tuple(reasons), gap(host.capability, q.needs) + policy_count)
+    return Verdict(
+        host.hostname, not reasons, tuple(reasons), gap(host.capability, q.needs) + policy_count
+    )
 
 
-def explain(q: QueueFacts, model: str | None, hosts: Iterable[HostFacts],
-            policies: dict[str, HostPolicy]) -> list[Verdict]:
+def explain(
+    q: QueueFacts, model: str | None, hosts: Iterable[HostFacts], policies: dict[str, HostPolicy]
+) -> list[Verdict]:
     """A verdict per host: those that could run it first, then by name."""
     out = [verdict(h, q, model, policies.get(h.hostname)) for h in hosts]
     return sorted(out, key=lambda v: (not v.ok, v.hostname))
@@ -156,7 +182,7 @@ def nearest(verdicts: Iterable[Verdict]) -> Verdict | None:
 
 
 def _most(caps: list[Capability], have, unit: str = "", word: str = "most") -> str:
-    best = max(sorted(caps, key=lambda c: c.hostname), key=have)   # ties: the first by name
+    best = max(sorted(caps, key=lambda c: c.hostname), key=have)  # ties: the first by name
     return f"({word}: {have(best):g}{unit} on {best.hostname})"
 
 
@@ -172,12 +198,26 @@ def fleet_lacks(needs: Needs, caps: Iterable[Capability]) -> str | None:
     n = needs.gpu_count
     checks = (
         (Needs(require_cuda=needs.require_cuda), "a CUDA device", None),
-        (Needs(needs.require_cuda, vram), f"a GPU{each}", _most(caps, lambda c: c.max_vram_gib, " GiB", "largest")),
-        (Needs(needs.require_cuda, vram, gpus=n if n > 1 else 0), f"{n} GPUs{each}",
-         _most(caps, lambda c: fitting_gpus(c, needs))),
-        (Needs(min_ram_gib=needs.min_ram_gib), f"{needs.min_ram_gib:g} GiB RAM",
-         _most(caps, lambda c: round(c.ram_total_gib, 1), " GiB")),
-        (Needs(min_cores=needs.min_cores), f"{needs.min_cores} cores", _most(caps, lambda c: c.cpu_cores)),
+        (
+            Needs(needs.require_cuda, vram),
+            f"a GPU{each}",
+            _most(caps, lambda c: c.max_vram_gib, " GiB", "largest"),
+        ),
+        (
+            Needs(needs.require_cuda, vram, gpus=n if n > 1 else 0),
+            f"{n} GPUs{each}",
+            _most(caps, lambda c: fitting_gpus(c, needs)),
+        ),
+        (
+            Needs(min_ram_gib=needs.min_ram_gib),
+            f"{needs.min_ram_gib:g} GiB RAM",
+            _most(caps, lambda c: round(c.ram_total_gib, 1), " GiB"),
+        ),
+        (
+            Needs(min_cores=needs.min_cores),
+            f"{needs.min_cores} cores",
+            _most(caps, lambda c: c.cpu_cores),
+        ),
     )
     for one, what, most in checks:
         if all(qualifies(c, one) is not None for c in caps):
@@ -195,7 +235,9 @@ class Holding:
     ram_gib: float = 0.0
 
 
-def waits_for(hostname: str, pool: Pool, demand: Demand, holding: Iterable[Holding] = ()) -> str | None:
+def waits_for(
+    hostname: str, pool: Pool, demand: Demand, holding: Iterable[Holding] = ()
+) -> str | None:
     """None when ``demand`` starts on this host now; else what it lacks there and which jobs
     hold that: "needs 2 free GPUs with >= 24 GiB: big4 has 1 free, busy with a, b"."""
     lack = lacking(pool, demand)
@@ -204,8 +246,11 @@ def waits_for(hostname: str, pool: Pool, demand: Demand, holding: Iterable[Holdi
     head, _, tail = lack.partition("; ")
     short_of_gpus = demand.gpus and not fits(pool, replace(demand, cores=0, ram_gib=0.0))
     short_of_cores = not short_of_gpus and not fits(pool, replace(demand, ram_gib=0.0))
-    holders = [h.name for h in holding
-               if (h.gpus if short_of_gpus else h.cores if short_of_cores else h.ram_gib)]
+    holders = [
+        h.name
+        for h in holding
+        if (h.gpus if short_of_gpus else h.cores if short_of_cores else h.ram_gib)
+    ]
     where = f"{hostname} has {tail}" if tail[:1].isdigit() else f"on {hostname}, {tail}"
     return f"{head}: {where}" + (f", busy with {_names(holders)}" if holders else "")
 

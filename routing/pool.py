@@ -12,6 +12,7 @@ asks ``admit`` before it takes a job; the scheduling benchmark's oracle asks the
 * GPU work keeps its room: a CPU-only job may not take the cores or RAM that the host's idle
   GPUs need to start GPU jobs (``GpuReserve`` per idle device).
 """
+
 from __future__ import annotations
 
 from collections.abc import Iterable
@@ -20,9 +21,9 @@ from dataclasses import dataclass, replace
 from manifest.schema import Needs
 
 # What an idle GPU keeps back from CPU-only jobs, so a GPU job can start on it at once.
-GPU_RESERVE_CORES = 1          # what a GPU job takes when it says nothing (raised to GPU tier floors)
-GPU_RESERVE_RAM_GIB = 8.0      # raised to the RAM floors of the GPU tiers a host serves
-DEFAULT_JOB_CORES = 1          # a job that declares no cores still takes one
+GPU_RESERVE_CORES = 1  # what a GPU job takes when it says nothing (raised to GPU tier floors)
+GPU_RESERVE_RAM_GIB = 8.0  # raised to the RAM floors of the GPU tiers a host serves
+DEFAULT_JOB_CORES = 1  # a job that declares no cores still takes one
 EPSILON_GIB = 1e-9
 
 
@@ -31,7 +32,7 @@ class Demand:
     """What one job reserves on a host while its process group lives."""
 
     gpus: int = 0
-    vram_gib: float = 0.0        # per GPU; with share_gpu, the budget on its one device
+    vram_gib: float = 0.0  # per GPU; with share_gpu, the budget on its one device
     share_gpu: bool = False
     cores: int = DEFAULT_JOB_CORES
     ram_gib: float = 0.0
@@ -57,8 +58,8 @@ class Device:
 
     index: int
     vram_gib: float
-    whole: bool = False          # held entirely by one job
-    shared_gib: float = 0.0      # sum of the budgets of the sharing jobs on it
+    whole: bool = False  # held entirely by one job
+    shared_gib: float = 0.0  # sum of the budgets of the sharing jobs on it
 
     @property
     def idle(self) -> bool:
@@ -74,7 +75,7 @@ class Grant:
     """What an admitted job holds: give it back with ``release``."""
 
     gpus: tuple[int, ...] = ()
-    shared_gib: float = 0.0      # > 0: a VRAM budget on gpus[0], shared with others
+    shared_gib: float = 0.0  # > 0: a VRAM budget on gpus[0], shared with others
     cores: tuple[int, ...] = ()
     ram_gib: float = 0.0
 
@@ -91,8 +92,13 @@ class Pool:
     reserve: GpuReserve = GpuReserve()
 
     @classmethod
-    def of(cls, vram_gib: Iterable[float], cores: int, ram_gib: float,
-           reserve: GpuReserve = GpuReserve()) -> Pool:
+    def of(
+        cls,
+        vram_gib: Iterable[float],
+        cores: int,
+        ram_gib: float,
+        reserve: GpuReserve = GpuReserve(),
+    ) -> Pool:
         """An empty pool: GPUs (VRAM each, indexed in order), cores and RAM."""
         devices = tuple(Device(i, float(v)) for i, v in enumerate(vram_gib))
         return cls(devices, frozenset(range(cores)), cores, float(ram_gib), float(ram_gib), reserve)
@@ -109,9 +115,11 @@ class Pool:
 
 def _whole_devices(pool: Pool, demand: Demand) -> tuple[int, ...] | None:
     # smallest devices that fit first: the big ones stay free for jobs only they can run
-    fit = sorted((d for d in pool.devices if d.idle and d.vram_gib + EPSILON_GIB >= demand.vram_gib),
-                 key=lambda d: (d.vram_gib, d.index))
-    return tuple(d.index for d in fit[:demand.gpus]) if len(fit) >= demand.gpus else None
+    fit = sorted(
+        (d for d in pool.devices if d.idle and d.vram_gib + EPSILON_GIB >= demand.vram_gib),
+        key=lambda d: (d.vram_gib, d.index),
+    )
+    return tuple(d.index for d in fit[: demand.gpus]) if len(fit) >= demand.gpus else None
 
 
 def _shared_device(pool: Pool, demand: Demand) -> int | None:
@@ -142,7 +150,7 @@ def admit(pool: Pool, demand: Demand) -> tuple[Grant, Pool] | None:
         return None
     if pool.free_ram_gib - kept_ram + EPSILON_GIB < demand.ram_gib:
         return None
-    cores = tuple(sorted(pool.free_cores)[:demand.cores])
+    cores = tuple(sorted(pool.free_cores)[: demand.cores])
     grant = Grant(gpus, demand.vram_gib if demand.share_gpu else 0.0, cores, demand.ram_gib)
     return grant, _take(pool, grant)
 
@@ -151,9 +159,13 @@ def demand_of(needs: Needs, on_gpu: bool) -> Demand:
     """What a job (or a queue's most demanding job) with ``needs`` reserves; ``on_gpu``: it
     runs in a CUDA tier (a prefer_cuda job takes GPUs only there)."""
     gpus = max(1, needs.gpus) if on_gpu else 0
-    return Demand(gpus=gpus, vram_gib=float(needs.min_vram_gib) if gpus else 0.0,
-                  share_gpu=bool(needs.share_gpu and gpus == 1),
-                  cores=max(DEFAULT_JOB_CORES, int(needs.min_cores)), ram_gib=float(needs.min_ram_gib))
+    return Demand(
+        gpus=gpus,
+        vram_gib=float(needs.min_vram_gib) if gpus else 0.0,
+        share_gpu=bool(needs.share_gpu and gpus == 1),
+        cores=max(DEFAULT_JOB_CORES, int(needs.min_cores)),
+        ram_gib=float(needs.min_ram_gib),
+    )
 
 
 def fits(pool: Pool, demand: Demand) -> bool:
@@ -162,15 +174,23 @@ def fits(pool: Pool, demand: Demand) -> bool:
 
 def _take(pool: Pool, grant: Grant) -> Pool:
     devices = tuple(_held(d, grant, +1) if d.index in grant.gpus else d for d in pool.devices)
-    return replace(pool, devices=devices, free_cores=pool.free_cores - set(grant.cores),
-                   free_ram_gib=pool.free_ram_gib - grant.ram_gib)
+    return replace(
+        pool,
+        devices=devices,
+        free_cores=pool.free_cores - set(grant.cores),
+        free_ram_gib=pool.free_ram_gib - grant.ram_gib,
+    )
 
 
 def release(pool: Pool, grant: Grant) -> Pool:
     """The pool with ``grant`` given back."""
     devices = tuple(_held(d, grant, -1) if d.index in grant.gpus else d for d in pool.devices)
-    return replace(pool, devices=devices, free_cores=pool.free_cores | set(grant.cores),
-                   free_ram_gib=min(pool.total_ram_gib, pool.free_ram_gib + grant.ram_gib))
+    return replace(
+        pool,
+        devices=devices,
+        free_cores=pool.free_cores | set(grant.cores),
+        free_ram_gib=min(pool.total_ram_gib, pool.free_ram_gib + grant.ram_gib),
+    )
 
 
 def _held(device: Device, grant: Grant, sign: int) -> Device:
@@ -187,7 +207,9 @@ def lacking(pool: Pool, demand: Demand) -> str | None:
         if demand.share_gpu:
             best = max((d.room() for d in pool.devices), default=0.0)
             return f"needs {demand.vram_gib:g} GiB of VRAM on one GPU to share; most room left is {best:g} GiB"
-        free = sum(1 for d in pool.devices if d.idle and d.vram_gib + EPSILON_GIB >= demand.vram_gib)
+        free = sum(
+            1 for d in pool.devices if d.idle and d.vram_gib + EPSILON_GIB >= demand.vram_gib
+        )
         vram = f" with >= {demand.vram_gib:g} GiB" if demand.vram_gib > 0 else ""
         return f"needs {demand.gpus} free GPU{'s' if demand.gpus > 1 else ''}{vram}; {free} free"
     kept_cores, kept_ram = pool.held_back() if demand.gpus == 0 else (0, 0.0)
@@ -196,10 +218,14 @@ def lacking(pool: Pool, demand: Demand) -> str | None:
         if not kept_cores:
             return f"needs {demand.cores} free cores; {free} free"
         # the figure that decides first: "2 free (1 kept)" left the reader to subtract
-        return (f"needs {demand.cores} free cores; {max(0, free - kept_cores)} free for CPU jobs "
-                f"({free} free, {kept_cores} kept for idle GPUs)")
+        return (
+            f"needs {demand.cores} free cores; {max(0, free - kept_cores)} free for CPU jobs "
+            f"({free} free, {kept_cores} kept for idle GPUs)"
+        )
     free_ram = pool.free_ram_gib
     if not kept_ram:
         return f"needs {demand.ram_gib:g} GiB free RAM; {free_ram:g} GiB free"
-    return (f"needs {demand.ram_gib:g} GiB free RAM; {max(0.0, free_ram - kept_ram):g} GiB free for CPU jobs "
-            f"({free_ram:g} GiB free, {kept_ram:g} GiB kept for idle GPUs)")
+    return (
+        f"needs {demand.ram_gib:g} GiB free RAM; {max(0.0, free_ram - kept_ram):g} GiB free for CPU jobs "
+        f"({free_ram:g} GiB free, {kept_ram:g} GiB kept for idle GPUs)"
+    )

@@ -14,6 +14,7 @@ since it began). A waiting job displaces anyone only after it waited ``PREEMPT_G
 waiting then found no capable free host). Pure: the worker asks it with its pool and its
 running jobs (``tasks.preemption``).
 """
+
 from __future__ import annotations
 
 from collections.abc import Sequence
@@ -21,9 +22,9 @@ from dataclasses import dataclass
 
 from routing.pool import Demand, Grant, Pool, admit, release
 
-PREEMPT_MARGIN = 3        # 9 may displace 6 or lower; 5 (the default) may displace 2 or lower
-MAX_PREEMPTIONS = 3       # a job handed back this often runs to its end
-PREEMPT_GRACE_S = 2.0     # an urgent job waits this long for a free capable host first
+PREEMPT_MARGIN = 3  # 9 may displace 6 or lower; 5 (the default) may displace 2 or lower
+MAX_PREEMPTIONS = 3  # a job handed back this often runs to its end
+PREEMPT_GRACE_S = 2.0  # an urgent job waits this long for a free capable host first
 
 
 @dataclass(frozen=True)
@@ -35,7 +36,7 @@ class Waiting:
     priority: int
     demand: Demand
     queued_at: float
-    list_key: str = ""        # the broker list its message waits in
+    list_key: str = ""  # the broker list its message waits in
 
 
 @dataclass(frozen=True)
@@ -46,24 +47,41 @@ class Running:
     priority: int
     grant: Grant
     started_at: float
-    handback: bool            # checkpoint or preemptible: stopping it loses no work
+    handback: bool  # checkpoint or preemptible: stopping it loses no work
     preempted: int = 0
 
 
-def eligible(r: Running, priority: int, *, margin: int = PREEMPT_MARGIN,
-             max_preemptions: int = MAX_PREEMPTIONS) -> bool:
+def eligible(
+    r: Running,
+    priority: int,
+    *,
+    margin: int = PREEMPT_MARGIN,
+    max_preemptions: int = MAX_PREEMPTIONS,
+) -> bool:
     return r.handback and r.preempted < max_preemptions and priority - r.priority >= margin
 
 
-def victims(pool: Pool, priority: int, demand: Demand, running: Sequence[Running], *,
-            margin: int = PREEMPT_MARGIN, max_preemptions: int = MAX_PREEMPTIONS) -> list[Running] | None:
+def victims(
+    pool: Pool,
+    priority: int,
+    demand: Demand,
+    running: Sequence[Running],
+    *,
+    margin: int = PREEMPT_MARGIN,
+    max_preemptions: int = MAX_PREEMPTIONS,
+) -> list[Running] | None:
     """The running jobs to hand back so ``demand`` starts here; [] when it fits already;
     None when no allowed set frees enough."""
     if admit(pool, demand) is not None:
         return []
-    candidates = sorted((r for r in running if eligible(r, priority, margin=margin,
-                                                         max_preemptions=max_preemptions)),
-                        key=lambda r: (r.priority, -r.started_at, r.job_id))
+    candidates = sorted(
+        (
+            r
+            for r in running
+            if eligible(r, priority, margin=margin, max_preemptions=max_preemptions)
+        ),
+        key=lambda r: (r.priority, -r.started_at, r.job_id),
+    )
     chosen: list[Running] = []
     freed = pool
     for r in candidates:
@@ -87,15 +105,31 @@ def _pruned(pool: Pool, demand: Demand, chosen: list[Running]) -> list[Running]:
     return keep
 
 
-def plan(pool: Pool, waiting: Waiting, running: Sequence[Running], now: float, *,
-         grace_s: float = PREEMPT_GRACE_S, margin: int = PREEMPT_MARGIN,
-         max_preemptions: int = MAX_PREEMPTIONS) -> list[Running]:
+def plan(
+    pool: Pool,
+    waiting: Waiting,
+    running: Sequence[Running],
+    now: float,
+    *,
+    grace_s: float = PREEMPT_GRACE_S,
+    margin: int = PREEMPT_MARGIN,
+    max_preemptions: int = MAX_PREEMPTIONS,
+) -> list[Running]:
     """The running jobs to hand back now so ``waiting`` starts here; [] when none should be
     (it has not waited its grace, it fits already, or no allowed set frees enough)."""
     if now - waiting.queued_at < grace_s:
         return []
-    return victims(pool, waiting.priority, waiting.demand, running, margin=margin,
-                   max_preemptions=max_preemptions) or []
+    return (
+        victims(
+            pool,
+            waiting.priority,
+            waiting.demand,
+            running,
+            margin=margin,
+            max_preemptions=max_preemptions,
+        )
+        or []
+    )
 
 
 def reason(waiting: Waiting) -> str:

@@ -14,6 +14,7 @@ needing 10 GiB of VRAM goes to ``cuda.vram10``, which every host serving ``cuda`
 mechanism: the queue's constraint carries the job's effective needs, and a queue with both
 needs and host constraints is named ``<tier>.<needs>.<digest>``.
 """
+
 from __future__ import annotations
 
 import hashlib
@@ -31,10 +32,14 @@ def guarantees(floor: Needs, needs: Needs) -> bool:
     """True when every host meeting ``floor`` is sure to meet ``needs``."""
     if needs.require_cuda and not floor.require_cuda:
         return False
-    if needs.min_vram_gib > 0 and not (floor.require_cuda and floor.min_vram_gib >= needs.min_vram_gib):
+    if needs.min_vram_gib > 0 and not (
+        floor.require_cuda and floor.min_vram_gib >= needs.min_vram_gib
+    ):
         return False
     if needs.gpu_count > floor.gpu_count or (needs.share_gpu and not floor.share_gpu):
-        return False   # a sharing job waits in a queue of its own: its hosts need room, not a free GPU
+        return (
+            False  # a sharing job waits in a queue of its own: its hosts need room, not a free GPU
+        )
     return floor.min_ram_gib >= needs.min_ram_gib and floor.min_cores >= needs.min_cores
 
 
@@ -47,10 +52,14 @@ def at_least(floor: Needs, needs: Needs) -> Needs:
     cuda = floor.require_cuda or _cuda(needs)
     # a sharing job's VRAM is its budget on a device its tier's hosts have anyway: not raised
     vram = needs.min_vram_gib if needs.share_gpu else max(floor.min_vram_gib, needs.min_vram_gib)
-    return Needs(cuda, float(vram) if cuda else 0.0,
-                 float(max(floor.min_ram_gib, needs.min_ram_gib)), int(max(floor.min_cores, needs.min_cores)),
-                 max(floor.gpus, needs.gpus) if cuda and max(floor.gpus, needs.gpus) > 1 else 0,
-                 needs.share_gpu and cuda)
+    return Needs(
+        cuda,
+        float(vram) if cuda else 0.0,
+        float(max(floor.min_ram_gib, needs.min_ram_gib)),
+        int(max(floor.min_cores, needs.min_cores)),
+        max(floor.gpus, needs.gpus) if cuda and max(floor.gpus, needs.gpus) > 1 else 0,
+        needs.share_gpu and cuda,
+    )
 
 
 def _states_floor(floor: Needs, needs: Needs) -> bool:
@@ -58,8 +67,12 @@ def _states_floor(floor: Needs, needs: Needs) -> bool:
     gives (non-zero) equals the floor's; those it leaves out take the floor."""
     if not guarantees(floor, needs):
         return False
-    stated = ((needs.min_vram_gib, floor.min_vram_gib), (needs.min_ram_gib, floor.min_ram_gib),
-              (needs.min_cores, floor.min_cores), (needs.gpus, floor.gpus))
+    stated = (
+        (needs.min_vram_gib, floor.min_vram_gib),
+        (needs.min_ram_gib, floor.min_ram_gib),
+        (needs.min_cores, floor.min_cores),
+        (needs.gpus, floor.gpus),
+    )
     return all(n == f for n, f in stated if n)
 
 
@@ -76,7 +89,7 @@ def place(needs: Needs, tiers: Iterable[TierSpec]) -> tuple[TierSpec, Needs] | N
     return _place(needs, tuple(tiers))
 
 
-@lru_cache(maxsize=4096)   # a sweep routes the same few needs many times
+@lru_cache(maxsize=4096)  # a sweep routes the same few needs many times
 def _place(needs: Needs, tiers: tuple[TierSpec, ...]) -> tuple[TierSpec, Needs] | None:
     tiers = ordered(tiers)
     kind = [t for t in tiers if t.floor.require_cuda == _cuda(needs)]
@@ -121,7 +134,7 @@ class Constraint:
 
     allowed: frozenset[str] | None
     denied: frozenset[str]
-    needs: Needs | None = None    # a need queue: what a host must have (tier floor included)
+    needs: Needs | None = None  # a need queue: what a host must have (tier floor included)
 
     def admits(self, hostname: str) -> bool:
         if hostname in self.denied:
@@ -130,15 +143,20 @@ class Constraint:
 
     def admits_host(self, cap: Capability) -> bool:
         """The host's name is admitted and it meets the needs, if any."""
-        return self.admits(cap.hostname) and (self.needs is None or qualifies(cap, self.needs) is None)
+        return self.admits(cap.hostname) and (
+            self.needs is None or qualifies(cap, self.needs) is None
+        )
 
     @property
     def hosts_limited(self) -> bool:
         return self.allowed is not None or bool(self.denied)
 
     def to_dict(self) -> dict:
-        d = {"allowed": None if self.allowed is None else sorted(self.allowed), "denied": sorted(self.denied)}
-        if self.needs is not None:   # left out otherwise: host-only digests stay what they were
+        d = {
+            "allowed": None if self.allowed is None else sorted(self.allowed),
+            "denied": sorted(self.denied),
+        }
+        if self.needs is not None:  # left out otherwise: host-only digests stay what they were
             d["needs"] = self.needs.to_dict()
         return d
 
@@ -146,21 +164,29 @@ class Constraint:
     def from_dict(cls, d: dict) -> Constraint:
         allowed = d.get("allowed")
         needs = Needs(**d["needs"]) if d.get("needs") else None
-        return cls(None if allowed is None else frozenset(allowed), frozenset(d.get("denied", ())), needs)
+        return cls(
+            None if allowed is None else frozenset(allowed), frozenset(d.get("denied", ())), needs
+        )
 
     def digest(self) -> str:
         return hashlib.sha256(json.dumps(self.to_dict(), sort_keys=True).encode()).hexdigest()[:10]
 
 
-def constraint_for(job: JobSpec, hosts: dict[str, HostPolicy], tier: str | None = None) -> Constraint | None:
+def constraint_for(
+    job: JobSpec, hosts: dict[str, HostPolicy], tier: str | None = None
+) -> Constraint | None:
     """The job's host constraint, folding in host policies that refuse its model.
 
     A host whose policy does not serve ``tier`` never sees the tier's queues, so its
     model policy does not need a constraint queue there.
     """
     denied = set(job.denied_hosts)
-    denied.update(name for name, pol in hosts.items() if not pol.allows_model(job.kind)
-                  and (tier is None or pol.tiers is None or tier in pol.tiers))
+    denied.update(
+        name
+        for name, pol in hosts.items()
+        if not pol.allows_model(job.kind)
+        and (tier is None or pol.tiers is None or tier in pol.tiers)
+    )
     allowed = frozenset(job.allowed_hosts) if job.allowed_hosts else None
     if allowed is None and not denied:
         return None
@@ -190,11 +216,14 @@ def queue_name(tier: str, constraint: Constraint | None, floor: Needs | None = N
     label = need_label(floor or Needs(), constraint.needs) if constraint.needs is not None else ""
     if not label:
         return f"{tier}.{constraint.digest()}"
-    return f"{tier}.{label}.{constraint.digest()}" if constraint.hosts_limited else f"{tier}.{label}"
+    return (
+        f"{tier}.{label}.{constraint.digest()}" if constraint.hosts_limited else f"{tier}.{label}"
+    )
 
 
-def _target(job: JobSpec, needs: Needs, tiers: tuple[TierSpec, ...],
-            hosts: dict[str, HostPolicy]) -> tuple[str, str, Constraint | None] | None:
+def _target(
+    job: JobSpec, needs: Needs, tiers: tuple[TierSpec, ...], hosts: dict[str, HostPolicy]
+) -> tuple[str, str, Constraint | None] | None:
     """(tier, queue, constraint) for ``needs``: a need queue when the floor falls short."""
     placed = place(needs, tiers)
     if placed is None:
@@ -211,7 +240,9 @@ def route(job: JobSpec, tiers: Iterable[TierSpec], hosts: dict[str, HostPolicy])
     tiers = tuple(tiers)
     needs = job.needs
     if job.prefer_cuda and not needs.require_cuda:
-        needs = replace(needs, min_vram_gib=0, gpus=0, share_gpu=False)   # GPU needs matter on its GPU tier only
+        needs = replace(
+            needs, min_vram_gib=0, gpus=0, share_gpu=False
+        )  # GPU needs matter on its GPU tier only
     base = _target(job, needs, tiers, hosts)
     if base is None:
         return None
@@ -223,8 +254,11 @@ def route(job: JobSpec, tiers: Iterable[TierSpec], hosts: dict[str, HostPolicy])
     return Route(base[0], base[1], constraint=base[2])
 
 
-def queue_needs(queue: str, tiers: Iterable[TierSpec],
-                constraint_queues: dict[str, tuple[str, Constraint]] | None = None) -> Needs | None:
+def queue_needs(
+    queue: str,
+    tiers: Iterable[TierSpec],
+    constraint_queues: dict[str, tuple[str, Constraint]] | None = None,
+) -> Needs | None:
     """What a host must have to take from ``queue`` (None: not a known queue)."""
     cq = (constraint_queues or {}).get(queue)
     floors = {t.name: t.floor for t in tiers}
@@ -234,13 +268,18 @@ def queue_needs(queue: str, tiers: Iterable[TierSpec],
     return floors.get(queue)
 
 
-def most_demanding_first(queues: Iterable[str], tiers: Iterable[TierSpec],
-                         constraint_queues: dict[str, tuple[str, Constraint]] | None = None) -> list[str]:
+def most_demanding_first(
+    queues: Iterable[str],
+    tiers: Iterable[TierSpec],
+    constraint_queues: dict[str, tuple[str, Constraint]] | None = None,
+) -> list[str]:
     """``queues`` sorted by what they demand of a host, most first (ties keep their order)."""
     tiers = tuple(tiers)
+
     def key(q: str) -> tuple:
         n = queue_needs(q, tiers, constraint_queues)
         return demand(n) if n is not None else (False, 0.0, 0.0, 0)
+
     return sorted(queues, key=key, reverse=True)
 
 
@@ -252,8 +291,9 @@ def qualifies(cap: Capability, floor: Needs) -> str | None:
         return f"needs {floor.min_vram_gib:g} GiB VRAM on one device; largest here is {cap.max_vram_gib:g} GiB"
     fit = sum(d.vram_total_gib >= floor.min_vram_gib for d in cap.cuda_devices)
     if floor.gpu_count > 1 and fit < floor.gpu_count:
-        return (f"needs {floor.gpu_count} GPUs with >= {floor.min_vram_gib:g} GiB; "
-                f"this host has {fit}")
+        return (
+            f"needs {floor.gpu_count} GPUs with >= {floor.min_vram_gib:g} GiB; this host has {fit}"
+        )
     if cap.ram_total_gib < floor.min_ram_gib:
         return f"needs {floor.min_ram_gib:g} GiB RAM; this host has {cap.ram_total_gib:.1f} GiB"
     if cap.cpu_cores < floor.min_cores:
@@ -261,19 +301,30 @@ def qualifies(cap: Capability, floor: Needs) -> str | None:
     return None
 
 
-def host_tiers(cap: Capability, tiers: Iterable[TierSpec], policy: HostPolicy | None) -> dict[str, str | None]:
+def host_tiers(
+    cap: Capability, tiers: Iterable[TierSpec], policy: HostPolicy | None
+) -> dict[str, str | None]:
     """Every tier (most demanding first) -> None if the host serves it, else why not."""
     out: dict[str, str | None] = {}
     for tier in ordered(tiers):
         reason = qualifies(cap, tier.floor)
-        if reason is None and policy is not None and policy.tiers is not None and tier.name not in policy.tiers:
+        if (
+            reason is None
+            and policy is not None
+            and policy.tiers is not None
+            and tier.name not in policy.tiers
+        ):
             reason = f"[hosts.{policy.name}] tiers does not list it"
         out[tier.name] = reason
     return out
 
 
-def host_queues(cap: Capability, tiers: Iterable[TierSpec], policy: HostPolicy | None,
-                constraint_queues: dict[str, tuple[str, Constraint]] | None = None) -> list[str]:
+def host_queues(
+    cap: Capability,
+    tiers: Iterable[TierSpec],
+    policy: HostPolicy | None,
+    constraint_queues: dict[str, tuple[str, Constraint]] | None = None,
+) -> list[str]:
     """Queues this host consumes, most demanding first.
 
     ``constraint_queues`` maps a constraint or need queue name to (tier, constraint); the
@@ -286,8 +337,9 @@ def host_queues(cap: Capability, tiers: Iterable[TierSpec], policy: HostPolicy |
     served = [t for t, why in host_tiers(cap, tiers, policy).items() if why is None]
     out: list[str] = []
     for tier in served:
-        extra = sorted(q for q, (t, c) in (constraint_queues or {}).items()
-                       if t == tier and c.admits_host(cap))
+        extra = sorted(
+            q for q, (t, c) in (constraint_queues or {}).items() if t == tier and c.admits_host(cap)
+        )
         out.extend(extra)
         out.append(tier)
     return most_demanding_first(out, tiers, constraint_queues)

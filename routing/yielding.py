@@ -6,6 +6,7 @@ device is yielded: the worker takes no job needing it and hands back the jobs on
 taken back once the owner has left it alone for ``RECLAIM_AFTER_S``. Pure: the worker
 (``tasks.yieldwatch``) feeds observations in and applies the verdicts.
 """
+
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
@@ -15,8 +16,10 @@ from core.constants import KILL_GRACE_S
 from core.settings import YIELD_POLL_S, YIELD_RECLAIM_S
 from routing.pool import Demand, Grant, Pool, admit
 
-RECLAIM_AFTER_S = YIELD_RECLAIM_S     # the owner must leave the device alone this long (FLEET_YIELD_RECLAIM_S)
-RUN_TICK_S = 1.0                      # a run looks at hand-back requests this often (tasks.runner)
+RECLAIM_AFTER_S = (
+    YIELD_RECLAIM_S  # the owner must leave the device alone this long (FLEET_YIELD_RECLAIM_S)
+)
+RUN_TICK_S = 1.0  # a run looks at hand-back requests this often (tasks.runner)
 # A job on a yielded device is told to stop within one poll and one run tick; its process
 # group then gets KILL_GRACE_S after SIGTERM. The device is free when the group is gone; the
 # checkpoint is synced right after, before the job goes back to its queue. (Default poll.)
@@ -30,7 +33,7 @@ class DeviceYield:
     """One device's yield state."""
 
     yielded: bool = False
-    reason: str = ""              # "GPU 0 in use by pid 4242 (not fleet)"
+    reason: str = ""  # "GPU 0 in use by pid 4242 (not fleet)"
     quiet_since: float | None = None
 
 
@@ -49,8 +52,13 @@ def host_busy(check_busy: bool, check_name: str = "", console_active: bool = Fal
     return None
 
 
-def busy_reason(device: int, foreign: set[int], check_busy: bool, check_name: str = "",
-                console_active: bool = False) -> str | None:
+def busy_reason(
+    device: int,
+    foreign: set[int],
+    check_busy: bool,
+    check_name: str = "",
+    console_active: bool = False,
+) -> str | None:
     """Why the owner counts as busy on ``device`` now (None: not busy)."""
     if foreign:
         pids = ", ".join(str(p) for p in sorted(foreign))
@@ -58,8 +66,9 @@ def busy_reason(device: int, foreign: set[int], check_busy: bool, check_name: st
     return host_busy(check_busy, check_name, console_active)
 
 
-def step(state: DeviceYield, reason: str | None, now: float,
-         reclaim_after_s: float = RECLAIM_AFTER_S) -> DeviceYield:
+def step(
+    state: DeviceYield, reason: str | None, now: float, reclaim_after_s: float = RECLAIM_AFTER_S
+) -> DeviceYield:
     """The device's state after observing ``reason`` (None: the owner is not busy) at ``now``."""
     if reason is not None:
         return DeviceYield(True, reason, None)
@@ -71,10 +80,16 @@ def step(state: DeviceYield, reason: str | None, now: float,
     return DeviceYield(True, state.reason, quiet)
 
 
-def step_all(states: Mapping[int, DeviceYield], reasons: Mapping[int, str | None], now: float,
-             reclaim_after_s: float = RECLAIM_AFTER_S) -> dict[int, DeviceYield]:
+def step_all(
+    states: Mapping[int, DeviceYield],
+    reasons: Mapping[int, str | None],
+    now: float,
+    reclaim_after_s: float = RECLAIM_AFTER_S,
+) -> dict[int, DeviceYield]:
     """Every device's state after one observation (``reasons`` by device index)."""
-    return {i: step(states.get(i, DeviceYield()), reasons.get(i), now, reclaim_after_s) for i in reasons}
+    return {
+        i: step(states.get(i, DeviceYield()), reasons.get(i), now, reclaim_after_s) for i in reasons
+    }
 
 
 def yielded(states: Mapping[int, DeviceYield]) -> dict[int, str]:
@@ -88,7 +103,9 @@ def withhold(pool: Pool, devices: Iterable[int]) -> Pool:
     out = set(devices)
     if not out:
         return pool
-    return replace(pool, devices=tuple(replace(d, whole=True) if d.index in out else d for d in pool.devices))
+    return replace(
+        pool, devices=tuple(replace(d, whole=True) if d.index in out else d for d in pool.devices)
+    )
 
 
 def admit_yielding(pool: Pool, demand: Demand, devices: Iterable[int]) -> tuple[Grant, Pool] | None:
@@ -100,10 +117,14 @@ def admit_yielding(pool: Pool, demand: Demand, devices: Iterable[int]) -> tuple[
         return got
     grant, after = got
     before = {d.index: d for d in pool.devices}
-    return grant, replace(after, devices=tuple(before[d.index] if d.index in out else d for d in after.devices))
+    return grant, replace(
+        after, devices=tuple(before[d.index] if d.index in out else d for d in after.devices)
+    )
 
 
-def to_hand_back(held: Mapping[str, tuple[str, Grant]], devices: Mapping[int, str]) -> dict[str, str]:
+def to_hand_back(
+    held: Mapping[str, tuple[str, Grant]], devices: Mapping[int, str]
+) -> dict[str, str]:
     """The running jobs (job id -> why) that hold a yielded device, from the gate's
     reservations (delivery tag -> (job id, grant))."""
     out: dict[str, str] = {}
@@ -118,7 +139,7 @@ def handback_why(reason: str) -> str:
     """What a handed-back run's end mark says: ``yielded to the host's owner (GPU 0 in use by pid 4242)``."""
     inner = reason.removesuffix(NOT_FLEET)
     if inner.startswith(OWNER_BUSY) and inner.endswith(")"):
-        inner = inner[len(OWNER_BUSY):-1]
+        inner = inner[len(OWNER_BUSY) : -1]
     return f"yielded to the host's owner ({inner})"
 
 
@@ -128,5 +149,7 @@ def yield_note(devices: Mapping[int, str]) -> str:
     by_reason: dict[str, list[int]] = {}
     for i, why in sorted(devices.items()):
         by_reason.setdefault(why, []).append(i)
-    return "; ".join(f"GPU{'s' if len(ix) > 1 else ''} {', '.join(map(str, ix))} yielded to its owner ({why})"
-                     for why, ix in by_reason.items())
+    return "; ".join(
+        f"GPU{'s' if len(ix) > 1 else ''} {', '.join(map(str, ix))} yielded to its owner ({why})"
+        for why, ix in by_reason.items()
+    )

@@ -19,6 +19,7 @@ Worker-writable ``fleet:`` keys are found from ``core.constants`` (every name th
 starts with ``KEY_PREFIX``), so a key added there is a worker's to write unless it is
 listed in ``OPERATOR_KEYS``. Pure: ``fleet acl`` applies the rules or writes an aclfile.
 """
+
 from __future__ import annotations
 
 import hashlib
@@ -35,14 +36,28 @@ class Role(str, Enum):
     READONLY = "readonly"
 
 
-USERS = {Role.WORKER: "fleet-worker", Role.OPERATOR: "fleet-operator", Role.READONLY: "fleet-readonly"}
+USERS = {
+    Role.WORKER: "fleet-worker",
+    Role.OPERATOR: "fleet-operator",
+    Role.READONLY: "fleet-readonly",
+}
 # where `fleet acl` and `fleet enroll` read each role's password (never written to a worker's env file)
-PASSWORD_VARS = {Role.WORKER: "FLEET_ACL_WORKER_PASSWORD", Role.OPERATOR: "FLEET_ACL_OPERATOR_PASSWORD",
-                 Role.READONLY: "FLEET_ACL_READONLY_PASSWORD"}
-ADMIN_PASSWORD_VAR = "FLEET_ACL_ADMIN_PASSWORD"   # the default user's, in an aclfile
+PASSWORD_VARS = {
+    Role.WORKER: "FLEET_ACL_WORKER_PASSWORD",
+    Role.OPERATOR: "FLEET_ACL_OPERATOR_PASSWORD",
+    Role.READONLY: "FLEET_ACL_READONLY_PASSWORD",
+}
+ADMIN_PASSWORD_VAR = "FLEET_ACL_ADMIN_PASSWORD"  # the default user's, in an aclfile
 # Keys only operators write: what publish, requeue and a change of the fleet's tiers touch.
 # fair-share weights are the operators' to set (`fleet share set`); workers only read them
-OPERATOR_KEYS = (C.JOBS_INDEX, C.NAMES_INDEX, C.CONFIG_KEY, C.CQUEUES_KEY, C.QUEUES_VERSION_KEY, C.SHARES_KEY)
+OPERATOR_KEYS = (
+    C.JOBS_INDEX,
+    C.NAMES_INDEX,
+    C.CONFIG_KEY,
+    C.CQUEUES_KEY,
+    C.QUEUES_VERSION_KEY,
+    C.SHARES_KEY,
+)
 # Celery's pub/sub: events (fanout, one channel per event type) and the broadcast control
 # box (pidbox). kombu names a fanout channel /<db>.<exchange>[/<routing key>] and listens
 # with PSUBSCRIBE, whose pattern Redis allows only if a user's pattern is that very text:
@@ -52,24 +67,55 @@ EVENT_CHANNELS = ("/{db}.celeryev/*",)
 # event exchange and keeps the binding's deadline fresh (SADD and ZADD, in a MULTI or in
 # its own script), and deletes it when it stops. These keys alone a read-only user writes;
 # the scripts it may run are held to them too (Redis checks each call inside a script).
-EVENT_LISTENER_KEYS = ("_kombu.binding.celeryev", "_kombu.binding_permanent.celeryev",
-                       "_kombu.binding_deadlines", "celeryev.*")
-EVENT_LISTENER_COMMANDS = ("+multi", "+exec", "+discard", "+sadd", "+srem", "+zadd", "+zrem", "+del",
-                           "+time", "+evalsha", "+eval")
+EVENT_LISTENER_KEYS = (
+    "_kombu.binding.celeryev",
+    "_kombu.binding_permanent.celeryev",
+    "_kombu.binding_deadlines",
+    "celeryev.*",
+)
+EVENT_LISTENER_COMMANDS = (
+    "+multi",
+    "+exec",
+    "+discard",
+    "+sadd",
+    "+srem",
+    "+zadd",
+    "+zrem",
+    "+del",
+    "+time",
+    "+evalsha",
+    "+eval",
+)
 CONTROL_CHANNELS = ("/{db}.celery.pidbox", "/{db}.celery.pidbox/*")
-RESULT_CHANNELS = "celery-task-meta-*"   # Celery's Redis result backend announces each result here
+RESULT_CHANNELS = "celery-task-meta-*"  # Celery's Redis result backend announces each result here
 # Commands every role lacks: Redis administration and whole-database wipes. INFO is in
 # @dangerous but harmless, and workers read the server's uptime from it.
 NOT_ADMIN = ("+@all", "-@admin", "-@dangerous", "+info")
-READ_COMMANDS = ("+@read", "+@connection", "+info", "+evalsha_ro", "+eval_ro", "+script|load",
-                 "+script|exists", "+subscribe", "+psubscribe", "+unsubscribe", "+punsubscribe",
-                 "-keys", "-publish", "-spublish")
+READ_COMMANDS = (
+    "+@read",
+    "+@connection",
+    "+info",
+    "+evalsha_ro",
+    "+eval_ro",
+    "+script|load",
+    "+script|exists",
+    "+subscribe",
+    "+psubscribe",
+    "+unsubscribe",
+    "+punsubscribe",
+    "-keys",
+    "-publish",
+    "-spublish",
+)
 
 
 def fleet_keys() -> tuple[str, ...]:
     """Every ``fleet:`` key or key family named in core.constants, as ACL glob patterns."""
-    names = {v for k, v in vars(C).items()
-             if k.isupper() and isinstance(v, str) and v.startswith(C.KEY_PREFIX) and v != C.KEY_PREFIX}
+    names = {
+        v
+        for k, v in vars(C).items()
+        if k.isupper() and isinstance(v, str) and v.startswith(C.KEY_PREFIX) and v != C.KEY_PREFIX
+    }
     return tuple(sorted(v + "*" if v.endswith(":") else v for v in names))
 
 
@@ -79,8 +125,11 @@ def outside(prefix: str) -> tuple[str, ...]:
     ``f[^l]*``, ...)."""
     if any(c in prefix for c in "*?[]\\^"):
         raise ConfigError(f"key prefix {prefix!r}: glob characters cannot be excluded this way")
-    return tuple(p for i, c in enumerate(prefix)
-                 for p in ((prefix[:i] + f"[^{c}]*",) + ((prefix[:i],) if i else ())))
+    return tuple(
+        p
+        for i, c in enumerate(prefix)
+        for p in ((prefix[:i] + f"[^{c}]*",) + ((prefix[:i],) if i else ()))
+    )
 
 
 def worker_writes() -> tuple[str, ...]:
@@ -125,8 +174,10 @@ def rule(role: Role, db: int = 0) -> UserRule:
     events = _channels(EVENT_CHANNELS, db)
     if role is Role.WORKER:
         keys = ("%R~*", *(f"%RW~{p}" for p in worker_writes()))
-        return UserRule(role, (*keys, *events, *_channels(CONTROL_CHANNELS, db), f"&{RESULT_CHANNELS}",
-                               *NOT_ADMIN))
+        return UserRule(
+            role,
+            (*keys, *events, *_channels(CONTROL_CHANNELS, db), f"&{RESULT_CHANNELS}", *NOT_ADMIN),
+        )
     listener = tuple(f"%RW~{k}" for k in EVENT_LISTENER_KEYS)
     return UserRule(role, ("%R~*", *listener, *events, *READ_COMMANDS, *EVENT_LISTENER_COMMANDS))
 
@@ -152,13 +203,31 @@ def role_of(username: str | None) -> Role | None:
 def with_user(url: str, user: str, password: str) -> str:
     """``url`` (each ;-separated address of it) logging in as ``user`` with ``password``."""
     from urllib.parse import quote, urlsplit, urlunsplit
+
     parts = []
     for part in url.split(";"):
         u = urlsplit(part)
         host = u.netloc.rpartition("@")[2]
-        parts.append(urlunsplit(u._replace(netloc=f"{quote(user, safe='')}:{quote(password, safe='')}@{host}")))
+        parts.append(
+            urlunsplit(
+                u._replace(netloc=f"{quote(user, safe='')}:{quote(password, safe='')}@{host}")
+            )
+        )
     return ";".join(parts)
 
 
-__all__ = ["Role", "USERS", "PASSWORD_VARS", "OPERATOR_KEYS", "UserRule", "rule", "rules", "aclfile",
-           "fleet_keys", "outside", "worker_writes", "role_of", "with_user"]
+__all__ = [
+    "Role",
+    "USERS",
+    "PASSWORD_VARS",
+    "OPERATOR_KEYS",
+    "UserRule",
+    "rule",
+    "rules",
+    "aclfile",
+    "fleet_keys",
+    "outside",
+    "worker_writes",
+    "role_of",
+    "with_user",
+]

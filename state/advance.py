@@ -11,6 +11,7 @@ crash, neither skip nor duplicate a trial (docs/search.md):
 3. ``SearchStore.issue`` publishes it only if its number is still the next one and the budget
    (``trials``, ``parallel``, the failure budget) allows; a lost race asks again.
 """
+
 from __future__ import annotations
 
 import json
@@ -52,16 +53,18 @@ def advance(client: redis.Redis, search_id: str, *, mirrors: Mirrors = MIRRORS) 
         return []
     config, tpl = got
     issued: list[int] = []
-    for _ in range(2 * config["parallel"] + 4):     # each pass issues one, or loses one race
+    for _ in range(2 * config["parallel"] + 4):  # each pass issues one, or loses one race
         if room(r, search_id) is None:
             break
         mirror = mirrors.get(r, search_id, config)
         with mirror.lock:
             number = mirror.count
             trial = mirror.ask(number)
-        status, _ = store.issue(search_id, number, trial, *trial_job(search_id, number, config, tpl, trial))
+        status, _ = store.issue(
+            search_id, number, trial, *trial_job(search_id, number, config, tpl, trial)
+        )
         if status != "ok":
-            mirrors.drop(search_id)   # it holds the trial it asked for; Redis does not
+            mirrors.drop(search_id)  # it holds the trial it asked for; Redis does not
             if status == "race":
                 continue
             break
@@ -75,24 +78,47 @@ def trial_spec(search_id: str, number: int, config: dict, base: dict, params: di
     """Trial ``number``'s job spec: the base job with the trial's values in its hyper."""
     hyper = {**base["hyper"], **params}
     model = TRAINERS.get(base.get("model") or "")
-    for name, p in (model or {}).items():   # an int sampled for a float stays a float downstream
+    for name, p in (model or {}).items():  # an int sampled for a float stays a float downstream
         if p.type is float and name in hyper:
             hyper[name] = float(hyper[name])
-    return {**base, "name": f"{base['name']}[trial={number}]", "job_id": trial_job_id(search_id, number),
-            "hyper": hyper, "search": search_id, "trial": number}
+    return {
+        **base,
+        "name": f"{base['name']}[trial={number}]",
+        "job_id": trial_job_id(search_id, number),
+        "hyper": hyper,
+        "search": search_id,
+        "trial": number,
+    }
 
 
-def trial_job(search_id: str, number: int, config: dict, tpl: Template, trial: dict) -> tuple[list, list]:
+def trial_job(
+    search_id: str, number: int, config: dict, tpl: Template, trial: dict
+) -> tuple[list, list]:
     """publish.lua's KEYS and ARGV for trial ``number``: its record and its message."""
     params = decode_params(trial["params"], config["space"])
     spec = trial_spec(search_id, number, config, tpl.base, params)
     spec_json = json.dumps(spec)
     jid, name = spec["job_id"], spec["name"]
-    fields = {**tpl.fields, "job_id": jid, "name": name, "spec": spec_json, "search": search_id,
-              "trial": str(number), "params": json.dumps(params)}
+    fields = {
+        **tpl.fields,
+        "job_id": jid,
+        "name": name,
+        "spec": spec_json,
+        "search": search_id,
+        "trial": str(number),
+        "params": json.dumps(params),
+    }
     keys = [C.JOB_KEY + jid, C.JOBS_INDEX, C.NAMES_INDEX, C.FALLBACK_ZSET, C.OWNER_LISTS_KEY]
-    args = [jid, name, str(time.time()), "0", tpl.list_key, fill(tpl.text, tpl.before, tpl.after, jid, name, spec_json),
-            "", *[x for kv in fields.items() for x in kv]]
+    args = [
+        jid,
+        name,
+        str(time.time()),
+        "0",
+        tpl.list_key,
+        fill(tpl.text, tpl.before, tpl.after, jid, name, spec_json),
+        "",
+        *[x for kv in fields.items() for x in kv],
+    ]
     return keys, args
 
 
@@ -109,6 +135,6 @@ def sweep(client: redis.Redis, *, mirrors: Mirrors = MIRRORS) -> dict[str, list[
                 out[sid] = issued
         except redis.ConnectionError:
             raise
-        except Exception as e:   # one broken search (a script error, no Optuna here) spares the rest
+        except Exception as e:  # one broken search (a script error, no Optuna here) spares the rest
             log.error("search %s: advance failed: %s", short_id(sid), e)
     return out

@@ -5,6 +5,7 @@ and control commands through it. The worker's app (``tasks``) reads the same set
 the task, its transport and its soft shutdown. Nothing here imports ``celeryconfig`` (it sits
 above every package): the surface that owns it passes it in.
 """
+
 from __future__ import annotations
 
 from functools import cache

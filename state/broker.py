@@ -13,6 +13,7 @@ Accepted URLs:
 Secrets never leave this module in a message: ``where`` and ``masked`` (``core.secrets``)
 drop them; anything else that shows a URL shows ``masked(url)``.
 """
+
 from __future__ import annotations
 
 import os
@@ -28,25 +29,28 @@ from core.registry import value
 from core.secrets import masked
 
 SCHEMES = ("redis", "rediss", "sentinel")
-TLS_FILE_VARS = {"ssl_ca_certs": "FLEET_REDIS_CA_FILE", "ssl_certfile": "FLEET_REDIS_CERT_FILE",
-                 "ssl_keyfile": "FLEET_REDIS_KEY_FILE"}
+TLS_FILE_VARS = {
+    "ssl_ca_certs": "FLEET_REDIS_CA_FILE",
+    "ssl_certfile": "FLEET_REDIS_CERT_FILE",
+    "ssl_keyfile": "FLEET_REDIS_KEY_FILE",
+}
 
 
 @dataclass(frozen=True)
 class BrokerSettings:
     """One Redis deployment as fleet reaches it (a single server, or a Sentinel-watched master)."""
 
-    url: str = field(repr=False)                    # as given, credentials included
-    var: str                                         # the variable it came from, for messages
+    url: str = field(repr=False)  # as given, credentials included
+    var: str  # the variable it came from, for messages
     scheme: str
-    hosts: tuple[tuple[str, int], ...]               # the server, or every sentinel
+    hosts: tuple[tuple[str, int], ...]  # the server, or every sentinel
     db: int
     username: str | None = None
     password: str | None = field(default=None, repr=False)
-    ssl: dict | None = None                          # redis-py/kombu ssl_* keyword arguments
-    master_name: str | None = None                   # Sentinel only
+    ssl: dict | None = None  # redis-py/kombu ssl_* keyword arguments
+    master_name: str | None = None  # Sentinel only
     sentinel_password: str | None = field(default=None, repr=False)
-    wait_replicas: int = 0                           # WAIT for this many replicas after a transition
+    wait_replicas: int = 0  # WAIT for this many replicas after a transition
 
     @property
     def sentinel(self) -> bool:
@@ -64,7 +68,7 @@ class BrokerSettings:
     def who(self) -> str:
         if self.username and self.password is not None:
             return f"user {self.username!r}"
-        if self.username:   # a userinfo with no password may well be a token: never shown
+        if self.username:  # a userinfo with no password may well be a token: never shown
             return f"the user named in {self.var} (with no password)"
         return "the default user"
 
@@ -85,7 +89,9 @@ class BrokerSettings:
         return kw
 
 
-def parse(url: str, *, var: str = "FLEET_BROKER_URL", environ: Mapping[str, str] | None = None) -> BrokerSettings:
+def parse(
+    url: str, *, var: str = "FLEET_BROKER_URL", environ: Mapping[str, str] | None = None
+) -> BrokerSettings:
     """Validate ``url`` (read from ``var``) and the FLEET_REDIS_* / FLEET_SENTINEL_* variables."""
     env = os.environ if environ is None else environ
     parts = [p.strip() for p in url.split(";") if p.strip()]
@@ -94,8 +100,10 @@ def parse(url: str, *, var: str = "FLEET_BROKER_URL", environ: Mapping[str, str]
     splits = [_split(p, var) for p in parts]
     schemes = {s.scheme for s in splits}
     if len(schemes) > 1 or (len(parts) > 1 and schemes != {"sentinel"}):
-        raise ConfigError(f"{var}={masked(url)!r}: several ;-separated addresses are only for "
-                          "sentinel:// URLs, all of the same scheme")
+        raise ConfigError(
+            f"{var}={masked(url)!r}: several ;-separated addresses are only for "
+            "sentinel:// URLs, all of the same scheme"
+        )
     scheme, first = splits[0].scheme, splits[0]
     hosts = tuple((s.hostname or "127.0.0.1", _port(s, var, url)) for s in splits)
     db = _db(first.path, var, url)
@@ -104,16 +112,29 @@ def parse(url: str, *, var: str = "FLEET_BROKER_URL", environ: Mapping[str, str]
     if scheme == "sentinel":
         master = value("FLEET_SENTINEL_MASTER", env)
         if not master:
-            raise ConfigError(f"{var} is a sentinel:// URL: set FLEET_SENTINEL_MASTER to the master "
-                              "name the sentinels monitor (the <name> of `sentinel monitor <name> host port quorum`)")
+            raise ConfigError(
+                f"{var} is a sentinel:// URL: set FLEET_SENTINEL_MASTER to the master "
+                "name the sentinels monitor (the <name> of `sentinel monitor <name> host port quorum`)"
+            )
         sentinel_pw = value("FLEET_SENTINEL_PASSWORD", env)
-    return BrokerSettings(url, var, scheme, hosts, db, unquote(first.username) if first.username else None,
-                          unquote(first.password) if first.password is not None else None, tls, master,
-                          sentinel_pw, _wait_replicas(scheme, env))
+    return BrokerSettings(
+        url,
+        var,
+        scheme,
+        hosts,
+        db,
+        unquote(first.username) if first.username else None,
+        unquote(first.password) if first.password is not None else None,
+        tls,
+        master,
+        sentinel_pw,
+        _wait_replicas(scheme, env),
+    )
 
 
-def from_env(var: str, default: str | None = None,
-             environ: Mapping[str, str] | None = None) -> BrokerSettings:
+def from_env(
+    var: str, default: str | None = None, environ: Mapping[str, str] | None = None
+) -> BrokerSettings:
     """The Redis URL in ``var`` (core.registry's default, else ``default``), validated."""
     env = os.environ if environ is None else environ
     return parse(value(var, env) or default, var=var, environ=env)
@@ -130,8 +151,10 @@ def from_conf(conf) -> BrokerSettings:
 def _split(part: str, var: str):
     s = urlsplit(part)
     if s.scheme not in SCHEMES:
-        raise ConfigError(f"{var}={masked(part)!r}: expected a redis://, rediss:// or sentinel:// URL, "
-                          f"e.g. {C.DEFAULT_BROKER_URL} (unix sockets are not supported)")
+        raise ConfigError(
+            f"{var}={masked(part)!r}: expected a redis://, rediss:// or sentinel:// URL, "
+            f"e.g. {C.DEFAULT_BROKER_URL} (unix sockets are not supported)"
+        )
     return s
 
 
@@ -156,15 +179,19 @@ def _tls(scheme: str, env: Mapping[str, str]) -> dict | None:
     if scheme != "rediss":
         if given:
             names = ", ".join(TLS_FILE_VARS[k] for k in given)
-            raise ConfigError(f"{names} set, but FLEET_BROKER_URL is not a rediss:// URL: use rediss:// "
-                              "for TLS, or unset them")
+            raise ConfigError(
+                f"{names} set, but FLEET_BROKER_URL is not a rediss:// URL: use rediss:// "
+                "for TLS, or unset them"
+            )
         return None
     for key, path in given.items():
         if not Path(path).is_file():
             raise ConfigError(f"{TLS_FILE_VARS[key]}={path!r}: no such file")
     if ("ssl_certfile" in given) != ("ssl_keyfile" in given):
-        raise ConfigError("FLEET_REDIS_CERT_FILE and FLEET_REDIS_KEY_FILE go together (a client certificate "
-                          "and its key): set both or neither")
+        raise ConfigError(
+            "FLEET_REDIS_CERT_FILE and FLEET_REDIS_KEY_FILE go together (a client certificate "
+            "and its key): set both or neither"
+        )
     # always verified: a CA file, or the system's trust store when none is given
     return {"ssl_cert_reqs": ssl.CERT_REQUIRED, **given}
 

@@ -5,6 +5,7 @@ spends on it. Here one script call carries a batch of jobs: ``states`` and ``nam
 batch of records' states or names, ``publish`` runs lua/publish.lua once per job inside lua/publish_many.lua,
 so every job is still created with its message in one atomic step.
 """
+
 from __future__ import annotations
 
 import json
@@ -17,9 +18,9 @@ import redis
 
 from core import constants as C
 
-STATES_BATCH = 5000   # job IDs per states script call
-PUBLISH_BATCH = 500   # jobs per publish script call (a few MB of arguments; ~20 ms in Redis)
-IN_FLIGHT = 2         # batches built ahead of Redis's replies: bounds the memory held
+STATES_BATCH = 5000  # job IDs per states script call
+PUBLISH_BATCH = 500  # jobs per publish script call (a few MB of arguments; ~20 ms in Redis)
+IN_FLIGHT = 2  # batches built ahead of Redis's replies: bounds the memory held
 
 
 def _script(name: str) -> str:
@@ -28,13 +29,17 @@ def _script(name: str) -> str:
 
 def publish_many_script() -> str:
     """lua/publish_many.lua with lua/publish.lua spliced in as its per-job function."""
-    owned = _script("owned")   # owned_push: an owner's list is registered with its push
-    return _script("publish_many").replace("--@@PUBLISH@@", _script("publish")).replace("--@@OWNED@@", owned)
+    owned = _script("owned")  # owned_push: an owner's list is registered with its push
+    return (
+        _script("publish_many")
+        .replace("--@@PUBLISH@@", _script("publish"))
+        .replace("--@@OWNED@@", owned)
+    )
 
 
 def _chunks(seq: Sequence, size: int):
     for start in range(0, len(seq), size):
-        yield seq[start:start + size]
+        yield seq[start : start + size]
 
 
 def _loaded(client: redis.Redis, run, script, keys: list[str]) -> list:
@@ -80,11 +85,12 @@ class Bulk:
             except redis.exceptions.ResponseError as e:
                 if "unknown command" not in str(e).lower():
                     raise
-                self.r._fleet_no_eval_ro = True   # remembered for this client: asked once
+                self.r._fleet_no_eval_ro = True  # remembered for this client: asked once
         return _loaded(self.r, self.r.evalsha, script, keys)
 
-    def publish(self, jobs: Iterable[tuple[list[str], list[str]]],
-                batch: int = PUBLISH_BATCH) -> list[tuple[str, str]]:
+    def publish(
+        self, jobs: Iterable[tuple[list[str], list[str]]], batch: int = PUBLISH_BATCH
+    ) -> list[tuple[str, str]]:
         """Run publish.lua for each (KEYS, ARGV); returns each job's (action, prior state).
 
         ``jobs`` may be a generator: a sender thread waits on Redis with one batch while
@@ -94,7 +100,9 @@ class Bulk:
         out: list[tuple[str, str]] = []
         with ThreadPoolExecutor(max_workers=1, thread_name_prefix="fleet-publish") as sender:
             for chunk in _batched(jobs, batch):
-                pending.append(sender.submit(self._publish_many, args=[json.dumps(chunk, ensure_ascii=False)]))
+                pending.append(
+                    sender.submit(self._publish_many, args=[json.dumps(chunk, ensure_ascii=False)])
+                )
                 while len(pending) > IN_FLIGHT:
                     out += _pairs(pending.popleft().result())
             while pending:

@@ -1,4 +1,5 @@
 """What publish left in Redis for workers: tiers, host policies and constraint queues."""
+
 from __future__ import annotations
 
 import json
@@ -47,8 +48,16 @@ def read_config(client: redis.Redis) -> ClusterConfig:
     pipe.hgetall(C.CONFIG_KEY)
     pipe.hgetall(C.CQUEUES_KEY)
     conf, cq = pipe.execute()
-    tiers = tuple(TierSpec.from_dict(t) for t in json.loads(conf["tiers"])) if conf.get("tiers") else DEFAULT_TIERS
-    hosts = {n: HostPolicy.from_dict(h) for n, h in json.loads(conf["hosts"]).items()} if conf.get("hosts") else {}
+    tiers = (
+        tuple(TierSpec.from_dict(t) for t in json.loads(conf["tiers"]))
+        if conf.get("tiers")
+        else DEFAULT_TIERS
+    )
+    hosts = (
+        {n: HostPolicy.from_dict(h) for n, h in json.loads(conf["hosts"]).items()}
+        if conf.get("hosts")
+        else {}
+    )
     cqueues = {}
     for q, raw in cq.items():
         d = json.loads(raw)

@@ -4,6 +4,7 @@ A poison entry (not JSON, not a fleet task, a body that does not decode) or a me
 a job with no record is pushed here instead of killing a worker or running unpublished
 work. Newest first, trimmed to ``DEAD_LETTER_MAX``; ``fleet dead-letter`` lists it.
 """
+
 from __future__ import annotations
 
 import json
@@ -14,14 +15,25 @@ import redis
 from core import constants as C
 
 
-def entry(raw: bytes | str, reason: str, queue: str, list_key: str = "", worker: str = "",
-          now: float | None = None) -> dict:
+def entry(
+    raw: bytes | str,
+    reason: str,
+    queue: str,
+    list_key: str = "",
+    worker: str = "",
+    now: float | None = None,
+) -> dict:
     """The record kept for one set-aside entry (raw text cut to a bounded size)."""
     text = raw.decode("utf-8", "replace") if isinstance(raw, bytes) else str(raw)
-    return {"at": time.time() if now is None else now, "reason": reason, "queue": queue,
-            "list": list_key or queue, "worker": worker,
-            "entry": text[:C.DEAD_LETTER_ENTRY_MAX_CHARS],
-            "truncated": len(text) > C.DEAD_LETTER_ENTRY_MAX_CHARS}
+    return {
+        "at": time.time() if now is None else now,
+        "reason": reason,
+        "queue": queue,
+        "list": list_key or queue,
+        "worker": worker,
+        "entry": text[: C.DEAD_LETTER_ENTRY_MAX_CHARS],
+        "truncated": len(text) > C.DEAD_LETTER_ENTRY_MAX_CHARS,
+    }
 
 
 def set_aside(client: redis.Redis, record: dict) -> None:

@@ -15,6 +15,7 @@ SUCCESS. For the same reason it must reach Flower before any event of the new ru
 can have started it yet (a worker's progress lifts a task back to STARTED in any case,
 ``tasks.events``).
 """
+
 from __future__ import annotations
 
 import logging
@@ -31,8 +32,20 @@ from state.jobrecord import fetch_many
 log = logging.getLogger("fleet.events")
 
 # Fields a previous run left on Flower's task; a re-run starts without them.
-RUN_FIELDS = ("result", "succeeded", "failed", "revoked", "started", "received", "rejected",
-              "retried", "runtime", "exception", "traceback", "gpus")
+RUN_FIELDS = (
+    "result",
+    "succeeded",
+    "failed",
+    "revoked",
+    "started",
+    "received",
+    "rejected",
+    "retried",
+    "runtime",
+    "exception",
+    "traceback",
+    "gpus",
+)
 
 
 @dataclass(frozen=True)
@@ -42,8 +55,8 @@ class QueuedJob:
     job_id: str
     name: str
     queue: str
-    rerun: bool = False    # it ran (or was cancelled) before: Flower forgets that run
-    owner: str = ""        # who published it: Flower shows it as the task's keyword arguments
+    rerun: bool = False  # it ran (or was cancelled) before: Flower forgets that run
+    owner: str = ""  # who published it: Flower shows it as the task's keyword arguments
 
 
 def owner_repr(owner: str) -> str:
@@ -59,16 +72,32 @@ def client_hostname() -> str:
 
 def sent_fields(job: QueuedJob) -> dict:
     """A ``task-sent`` event's fields, as Celery's own publisher would send them."""
-    fields = {"uuid": job.job_id, "root_id": job.job_id, "parent_id": None, "name": job.name,
-              "args": f"({job.name!r})", "kwargs": owner_repr(job.owner), "retries": 0, "eta": None,
-              "expires": None, "queue": job.queue, "exchange": "", "routing_key": job.queue}
-    if job.rerun:   # and no worker: Flower would show the previous run's beside it
+    fields = {
+        "uuid": job.job_id,
+        "root_id": job.job_id,
+        "parent_id": None,
+        "name": job.name,
+        "args": f"({job.name!r})",
+        "kwargs": owner_repr(job.owner),
+        "retries": 0,
+        "eta": None,
+        "expires": None,
+        "queue": job.queue,
+        "exchange": "",
+        "routing_key": job.queue,
+    }
+    if job.rerun:  # and no worker: Flower would show the previous run's beside it
         fields.update(dict.fromkeys(RUN_FIELDS), state=states.PENDING, worker=None)
     return fields
 
 
-def announce_queued(app: Celery, jobs: Iterable[QueuedJob], *, sent_at: float | None = None,
-                    batch: int = C.EVENT_BATCH) -> int:
+def announce_queued(
+    app: Celery,
+    jobs: Iterable[QueuedJob],
+    *,
+    sent_at: float | None = None,
+    batch: int = C.EVENT_BATCH,
+) -> int:
     """Send ``task-sent`` for each job (dated ``sent_at``, when the messages were pushed, if
     given), a re-run's earlier result dropped first; best effort (queuing goes ahead whatever
     happens here)."""
@@ -78,12 +107,23 @@ def announce_queued(app: Celery, jobs: Iterable[QueuedJob], *, sent_at: float | 
     reruns = [j.job_id for j in jobs if j.rerun]
     try:
         forget_results(app, reruns)
-    except Exception as e:  # AsyncResult shows the old run's result; Flower still hears of the new one
-        log.warning("could not drop the earlier results of %d re-run(s) from the result backend: %s", len(reruns), e)
+    except (
+        Exception
+    ) as e:  # AsyncResult shows the old run's result; Flower still hears of the new one
+        log.warning(
+            "could not drop the earlier results of %d re-run(s) from the result backend: %s",
+            len(reruns),
+            e,
+        )
     try:
         with app.connection_for_write() as conn:
-            dispatcher = app.events.Dispatcher(conn, hostname=client_hostname(), buffer_group=["task"],
-                                               buffer_limit=batch, buffer_while_offline=False)
+            dispatcher = app.events.Dispatcher(
+                conn,
+                hostname=client_hostname(),
+                buffer_group=["task"],
+                buffer_limit=batch,
+                buffer_while_offline=False,
+            )
             with dispatcher:
                 dated = {} if sent_at is None else {"timestamp": sent_at}
                 for job in jobs:
@@ -107,7 +147,7 @@ def forget_results(app: Celery, job_ids: list[str]) -> None:
         return
     for start in range(0, len(job_ids), C.EVENT_BATCH):
         pipe = client.pipeline(transaction=False)
-        for jid in job_ids[start:start + C.EVENT_BATCH]:
+        for jid in job_ids[start : start + C.EVENT_BATCH]:
             pipe.delete(backend.get_key_for_task(jid))
         pipe.execute()
 
@@ -129,15 +169,21 @@ def announce_cancelled(app: Celery, job_ids: list[str]) -> None:
     try:
         app.control.broadcast(C.ANNOUNCE_REVOKED, arguments={"job_id": list(job_ids)}, reply=False)
     except Exception as e:
-        log.warning("could not ask workers to show %d cancelled job(s) in Flower: %s", len(job_ids), e)
+        log.warning(
+            "could not ask workers to show %d cancelled job(s) in Flower: %s", len(job_ids), e
+        )
 
 
 def announce_reruns(app: Celery, client, job_ids: list[str]) -> list[str]:
     """Before ``Records.requeue`` pushes them: Flower forgets the earlier run of each finished
     job and lists it queued again. Returns the IDs announced (jobs a requeue would run)."""
-    recs = fetch_many(client, job_ids, ("state", "name", "pri_queue", "queue", "owner", "pri_key",
-                                        "pri_msg"))
-    jobs = [QueuedJob(r.job_id, r.name, r.pri_queue or r.queue, rerun=True, owner=r.owner)
-            for r in recs if r.published and r.state.terminal]
+    recs = fetch_many(
+        client, job_ids, ("state", "name", "pri_queue", "queue", "owner", "pri_key", "pri_msg")
+    )
+    jobs = [
+        QueuedJob(r.job_id, r.name, r.pri_queue or r.queue, rerun=True, owner=r.owner)
+        for r in recs
+        if r.published and r.state.terminal
+    ]
     announce_queued(app, jobs)
     return [j.job_id for j in jobs]

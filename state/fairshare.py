@@ -6,6 +6,7 @@ a run is charged once. Usage is kept as GPU-seconds and core-seconds decayed wit
 half-life (FLEET_FAIRSHARE_HALF_LIFE_S, default 7 days; set it alike on workers and
 operators); ``routing.fairshare`` turns them into standings and an order.
 """
+
 from __future__ import annotations
 
 from collections.abc import Mapping
@@ -31,8 +32,11 @@ def half_life_s(env: Mapping[str, str] | None = None) -> float:
 def lua(name: str) -> str:
     """A script under state/lua with the shared functions of lua/owned.lua spliced in."""
     pkg = resources.files("state")
-    return pkg.joinpath(f"lua/{name}.lua").read_text().replace(
-        "--@@OWNED@@", pkg.joinpath("lua/owned.lua").read_text())
+    return (
+        pkg.joinpath(f"lua/{name}.lua")
+        .read_text()
+        .replace("--@@OWNED@@", pkg.joinpath("lua/owned.lua").read_text())
+    )
 
 
 @dataclass(frozen=True)
@@ -76,8 +80,10 @@ def read_shares(client: redis.Redis) -> dict[str, float]:
 
 def validate_share(weight: float) -> float:
     if not (0 < weight <= MAX_SHARE):
-        raise ConfigError(f"share {weight:g}: give a positive weight up to {MAX_SHARE:g} "
-                          f"(1 is the default; 2 means twice the fair share of an owner with 1)")
+        raise ConfigError(
+            f"share {weight:g}: give a positive weight up to {MAX_SHARE:g} "
+            f"(1 is the default; 2 means twice the fair share of an owner with 1)"
+        )
     return weight
 
 
@@ -96,17 +102,27 @@ class Standing:
 
     owner: str
     share: float
-    gpu_hours: float       # decayed
-    core_hours: float      # decayed
-    standing: float        # decayed weighted usage per share: lower goes first
+    gpu_hours: float  # decayed
+    core_hours: float  # decayed
+    standing: float  # decayed weighted usage per share: lower goes first
 
     def to_dict(self) -> dict:
-        return {"owner": self.owner, "share": self.share, "gpu_hours": round(self.gpu_hours, 3),
-                "core_hours": round(self.core_hours, 3), "standing": round(self.standing, 4)}
+        return {
+            "owner": self.owner,
+            "share": self.share,
+            "gpu_hours": round(self.gpu_hours, 3),
+            "core_hours": round(self.core_hours, 3),
+            "standing": round(self.standing, 4),
+        }
 
 
-def standings(usage: Mapping[str, OwnerUsage], shares: Mapping[str, float], now: float,
-              half_life: float, owners: set[str] = frozenset()) -> list[Standing]:
+def standings(
+    usage: Mapping[str, OwnerUsage],
+    shares: Mapping[str, float],
+    now: float,
+    half_life: float,
+    owners: set[str] = frozenset(),
+) -> list[Standing]:
     """Every owner with usage, a share or in ``owners``, least standing first. Pure."""
     names = set(usage) | set(shares) | set(owners)
     used = {o: usage.get(o, OwnerUsage()).usage() for o in names}
@@ -114,8 +130,15 @@ def standings(usage: Mapping[str, OwnerUsage], shares: Mapping[str, float], now:
     for o in F.order(used, shares, now, half_life):
         d = usage.get(o, OwnerUsage()).decayed(now, half_life)
         share = shares.get(o, F.DEFAULT_SHARE)
-        out.append(Standing(o, share, d.gpu_s / 3600, d.core_s / 3600,
-                            F.standing(used[o], share, now, half_life)))
+        out.append(
+            Standing(
+                o,
+                share,
+                d.gpu_s / 3600,
+                d.core_s / 3600,
+                F.standing(used[o], share, now, half_life),
+            )
+        )
     return out
 
 

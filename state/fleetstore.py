@@ -5,6 +5,7 @@ Whoever sets the fleet up records it (`fleet local`, `fleet enroll`, the first w
 that names another store is refused at once, with both URLs masked: data staged in one
 store is missing in the other, and the job would fail late on a worker.
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -51,14 +52,23 @@ def choose(recorded: str | None, given: str | None, default: str, who: str, brok
 
 
 def conflict(recorded: str, given: str, who: str, broker: str) -> str:
-    return (f"this {who}'s store {masked(given)} ({STORE_URL_ENV}) is not the fleet's store "
-            f"{masked(recorded)} (recorded in {masked(broker)}): data staged in one is missing "
-            f"from the other; unset {STORE_URL_ENV} (or set it to the fleet's store), or, if the "
-            "fleet's store moved, record the new one: fleet store set URL")
+    return (
+        f"this {who}'s store {masked(given)} ({STORE_URL_ENV}) is not the fleet's store "
+        f"{masked(recorded)} (recorded in {masked(broker)}): data staged in one is missing "
+        f"from the other; unset {STORE_URL_ENV} (or set it to the fleet's store), or, if the "
+        "fleet's store moved, record the new one: fleet store set URL"
+    )
 
 
-def settle(client: redis.Redis, given: str | None, default: str, who: str, broker: str, *,
-           record_it: bool = False) -> str:
+def settle(
+    client: redis.Redis,
+    given: str | None,
+    default: str,
+    who: str,
+    broker: str,
+    *,
+    record_it: bool = False,
+) -> str:
     """The store ``who`` uses (``choose``); with ``record_it``, a store it names becomes the
     fleet's when none is recorded yet (a race with another is decided by Redis: SET NX)."""
     choice = choose(recorded(client), given, default, who, broker)

@@ -12,6 +12,7 @@ line as it was printed (an append is all a worker does), and readers fold it by 
 (``by_step``): the points of one step merge in the order they were written, so the later
 run's values replace the ones its replay repeats, and each step counts once.
 """
+
 from __future__ import annotations
 
 import json
@@ -20,8 +21,8 @@ from collections.abc import Iterable, Sequence
 
 from core import constants as C
 
-STEP_KEYS = ("step", "epoch", "round")   # a metric line's step, the first of these it has
-READ_BATCH = 500                         # jobs per pipelined read
+STEP_KEYS = ("step", "epoch", "round")  # a metric line's step, the first of these it has
+READ_BATCH = 500  # jobs per pipelined read
 
 
 def key(job_id: str) -> str:
@@ -67,8 +68,11 @@ def by_step(points: Iterable[dict]) -> list[dict]:
 
 def values(points: Sequence[dict], metric: str) -> list[tuple[float, float]]:
     """``(step, value)`` of one metric over folded points, finite values only. Pure."""
-    return [(p["step"], float(p[metric])) for p in points
-            if _number(p.get(metric)) and math.isfinite(p[metric])]
+    return [
+        (p["step"], float(p[metric]))
+        for p in points
+        if _number(p.get(metric)) and math.isfinite(p[metric])
+    ]
 
 
 def decode(raw: Iterable[str | bytes]) -> list[dict]:
@@ -90,7 +94,9 @@ def jsonl(points: Iterable[dict]) -> bytes:
 
 
 # --- Redis -------------------------------------------------------------------------
-def append(client, job_id: str, points: Sequence[dict], max_points: int = C.METRIC_HISTORY_MAX_POINTS) -> None:
+def append(
+    client, job_id: str, points: Sequence[dict], max_points: int = C.METRIC_HISTORY_MAX_POINTS
+) -> None:
     """Add points to a job's history and trim it to its last ``max_points``, atomically."""
     if not points:
         return
@@ -109,7 +115,7 @@ def read_many(client, job_ids: Sequence[str], batch: int = READ_BATCH) -> dict[s
     """Many jobs' histories (a search's trials), folded by step, in pipelined batches."""
     out: dict[str, list[dict]] = {}
     for start in range(0, len(job_ids), batch):
-        chunk = job_ids[start:start + batch]
+        chunk = job_ids[start : start + batch]
         pipe = client.pipeline(transaction=False)
         for jid in chunk:
             pipe.lrange(key(jid), 0, -1)

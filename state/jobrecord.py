@@ -9,6 +9,7 @@ decodes too (a field it lacks takes its default).
 Bad stored text never crashes a reader: a field that does not decode is left at its
 default and named in ``JobRecord.problems``, which listings show and ``fetch_many`` logs.
 """
+
 from __future__ import annotations
 
 import json
@@ -23,8 +24,8 @@ from core import constants as C
 
 log = logging.getLogger("fleet.records")
 
-READ_BATCH = 5000    # job records per pipelined read
-END_DETAIL_CHARS = 4000   # the end of a run's text a record keeps (its output's last lines)
+READ_BATCH = 5000  # job records per pipelined read
+END_DETAIL_CHARS = 4000  # the end of a run's text a record keeps (its output's last lines)
 
 
 class JobState(str, Enum):
@@ -36,7 +37,9 @@ class JobState(str, Enum):
     SUCCEEDED = "succeeded"
     FAILED = "failed"
     CANCELLED = "cancelled"
-    PRUNED = "pruned"        # a search's pruner stopped the trial early; its outputs kept like a success's
+    PRUNED = (
+        "pruned"  # a search's pruner stopped the trial early; its outputs kept like a success's
+    )
 
     @property
     def terminal(self) -> bool:
@@ -53,9 +56,9 @@ class RunEnd(str, Enum):
     FAILED = "failed"
     TIMED_OUT = "timed out"
     CANCELLED = "cancelled"
-    PRUNED = "pruned"             # its search's pruner stopped it early; its outputs are kept
-    HANDED_BACK = "handed back"   # to its queue, uncounted: the worker is stopping, or a policy
-    LOST = "lost"                 # no longer this run's job (taken over, or its worker failed)
+    PRUNED = "pruned"  # its search's pruner stopped it early; its outputs are kept
+    HANDED_BACK = "handed back"  # to its queue, uncounted: the worker is stopping, or a policy
+    LOST = "lost"  # no longer this run's job (taken over, or its worker failed)
 
 
 def record_end(end: RunEnd, reason: str, detail: str = "") -> dict[str, str]:
@@ -97,27 +100,27 @@ class JobRecord:
     artifact: dict | None = None
     progress: dict | None = None
     result: dict | None = None
-    runs: int = 0            # every run it had (lua/claim.lua); attempts count towards max_attempts
-    owner: str = ""          # who published it (fleet.owners); kept by a re-publish without --force
-    preemptions: int = 0     # times it was handed back for a more urgent job (tasks.preemption)
+    runs: int = 0  # every run it had (lua/claim.lua); attempts count towards max_attempts
+    owner: str = ""  # who published it (fleet.owners); kept by a re-publish without --force
+    preemptions: int = 0  # times it was handed back for a more urgent job (tasks.preemption)
     preempted_by: dict | None = None  # the last job that did: {job_id, name, priority, host, at}
-    preempted: list | None = None     # the jobs it displaced to start: [{job_id, name, ...}]
+    preempted: list | None = None  # the jobs it displaced to start: [{job_id, name, ...}]
     spec: dict = field(default_factory=dict)
-    trained: dict | None = None       # trainer exited 0: {"at", "host", "dir"} (lua/trained.lua)
-    checkpoint: dict | None = None    # last synced: {"key", "sha256", "size", "synced_at"}
-    cores: int | None = None          # CPU cores its run holds (tasks.execution)
-    gpu_s: float = 0.0                # GPU-seconds every run of it was charged (lua/owned.lua)
-    core_s: float = 0.0               # core-seconds likewise
-    charged: str = ""                 # how far its run was charged: "<token> <time>" (owned.lua)
-    end: RunEnd | None = None         # how its last run ended (None: not ended, or older code)
-    end_reason: str = ""              # that, in one line: "exit 1: ValueError: ..."
-    end_detail: str = ""              # the whole text: the output tail, the error
-    pri_queue: str = ""               # the queue it was published to (lua/publish.lua)
-    fallback_queue: str = ""          # prefer_cuda: the queue its other copy waits in
-    fb_grace_s: float | None = None   # prefer_cuda: how long it waits before that copy is pushed
-    pushes: int = 0                   # messages pushed for it so far (each tagged <id>.<n>)
-    copies: tuple[QueuedCopy, ...] = ()   # its messages as stored (only when read whole)
-    problems: tuple[str, ...] = ()    # stored fields that did not decode (left at defaults)
+    trained: dict | None = None  # trainer exited 0: {"at", "host", "dir"} (lua/trained.lua)
+    checkpoint: dict | None = None  # last synced: {"key", "sha256", "size", "synced_at"}
+    cores: int | None = None  # CPU cores its run holds (tasks.execution)
+    gpu_s: float = 0.0  # GPU-seconds every run of it was charged (lua/owned.lua)
+    core_s: float = 0.0  # core-seconds likewise
+    charged: str = ""  # how far its run was charged: "<token> <time>" (owned.lua)
+    end: RunEnd | None = None  # how its last run ended (None: not ended, or older code)
+    end_reason: str = ""  # that, in one line: "exit 1: ValueError: ..."
+    end_detail: str = ""  # the whole text: the output tail, the error
+    pri_queue: str = ""  # the queue it was published to (lua/publish.lua)
+    fallback_queue: str = ""  # prefer_cuda: the queue its other copy waits in
+    fb_grace_s: float | None = None  # prefer_cuda: how long it waits before that copy is pushed
+    pushes: int = 0  # messages pushed for it so far (each tagged <id>.<n>)
+    copies: tuple[QueuedCopy, ...] = ()  # its messages as stored (only when read whole)
+    problems: tuple[str, ...] = ()  # stored fields that did not decode (left at defaults)
 
     @classmethod
     def from_hash(cls, h: dict[str, str]) -> JobRecord:
@@ -134,17 +137,29 @@ class JobRecord:
                 problems.append(key)
         job_id = h.get("job_id", "")
         trained_at = values.pop("trained_at", None)
-        trained = {"at": trained_at, "host": values.pop("trained_host", None),
-                   "dir": values.pop("trained_dir", None)}
+        trained = {
+            "at": trained_at,
+            "host": values.pop("trained_host", None),
+            "dir": values.pop("trained_dir", None),
+        }
         if not values.get("spec"):
             values.pop("spec", None)
-        return cls(job_id=job_id, **{
-            "state": JobState.QUEUED, **values, "name": h.get("name") or job_id,
-            "runs": values.get("runs") or values.get("attempts", 0),
-            "trained": trained if trained_at is not None else None,
-            "copies": tuple(QueuedCopy(role, h.get(k) or "", h[m])
-                            for role, (k, m) in COPY_FIELDS.items() if h.get(m)),
-            "problems": tuple(problems)})
+        return cls(
+            job_id=job_id,
+            **{
+                "state": JobState.QUEUED,
+                **values,
+                "name": h.get("name") or job_id,
+                "runs": values.get("runs") or values.get("attempts", 0),
+                "trained": trained if trained_at is not None else None,
+                "copies": tuple(
+                    QueuedCopy(role, h.get(k) or "", h[m])
+                    for role, (k, m) in COPY_FIELDS.items()
+                    if h.get(m)
+                ),
+                "problems": tuple(problems),
+            },
+        )
 
     def to_hash(self) -> dict[str, str]:
         """The fields as the record stores them (defaults left out); ``from_hash`` reads them
@@ -157,8 +172,13 @@ class JobRecord:
             if f.name == "trained":
                 out.update(_trained_fields(v))
             elif f.name == "copies":
-                out.update({k: x for c in v
-                            for k, x in zip(COPY_FIELDS[c.role], (c.key, c.message), strict=True)})
+                out.update(
+                    {
+                        k: x
+                        for c in v
+                        for k, x in zip(COPY_FIELDS[c.role], (c.key, c.message), strict=True)
+                    }
+                )
             else:
                 out[f.name] = _text(v)
         out.setdefault("state", self.state.value)
@@ -195,9 +215,9 @@ class JobRecord:
         d["state"] = self.state.value
         d["end"] = self.end.value if self.end else None
         d["problems"] = list(self.problems)
-        del d["copies"]     # the stored messages: `fleet why` says where they wait
+        del d["copies"]  # the stored messages: `fleet why` says where they wait
         d["charged_until"] = self.charged_until
-        del d["charged"]    # it names the run's token, the claim on the record
+        del d["charged"]  # it names the run's token, the claim on the record
         d["published"] = self.published
         return d
 
@@ -206,8 +226,11 @@ _NOT_STORED = ("problems",)
 
 
 def _trained_fields(t: dict) -> dict[str, str]:
-    pairs = (("trained_at", t.get("at")), ("trained_host", t.get("host")),
-             ("trained_dir", t.get("dir")))
+    pairs = (
+        ("trained_at", t.get("at")),
+        ("trained_host", t.get("host")),
+        ("trained_dir", t.get("dir")),
+    )
     return {k: _text(v) for k, v in pairs if v is not None}
 
 
@@ -226,15 +249,43 @@ def _text(v: Any) -> str:
 # how each stored field is read (a field not named here is not the record's: token, msg, ...);
 # a parser that raises ValueError or TypeError leaves the field at its default, named in problems
 _DECODE: dict[str, Callable[[str], Any]] = {
-    **dict.fromkeys(("queue", "worker", "gpu", "last_error", "owner", "charged", "end_reason",
-                     "end_detail", "pri_queue", "fallback_queue", "trained_host", "trained_dir"),
-                    str),
-    **dict.fromkeys(("created_at", "queued_at", "started_at", "finished_at", "trained_at",
-                     "fb_grace_s", "gpu_s", "core_s"), float),
+    **dict.fromkeys(
+        (
+            "queue",
+            "worker",
+            "gpu",
+            "last_error",
+            "owner",
+            "charged",
+            "end_reason",
+            "end_detail",
+            "pri_queue",
+            "fallback_queue",
+            "trained_host",
+            "trained_dir",
+        ),
+        str,
+    ),
+    **dict.fromkeys(
+        (
+            "created_at",
+            "queued_at",
+            "started_at",
+            "finished_at",
+            "trained_at",
+            "fb_grace_s",
+            "gpu_s",
+            "core_s",
+        ),
+        float,
+    ),
     **dict.fromkeys(("attempts", "runs", "preemptions", "pushes", "cores"), int),
-    **dict.fromkeys(("artifact", "progress", "result", "preempted_by", "preempted", "spec",
-                     "checkpoint"), json.loads),
-    "state": JobState, "end": RunEnd,
+    **dict.fromkeys(
+        ("artifact", "progress", "result", "preempted_by", "preempted", "spec", "checkpoint"),
+        json.loads,
+    ),
+    "state": JobState,
+    "end": RunEnd,
 }
 
 
@@ -245,8 +296,9 @@ def fetch(client, job_id: str, fields: Sequence[str] | None = None) -> JobRecord
     return found[0] if found else None
 
 
-def fetch_many(client, job_ids: Iterable[str], fields: Sequence[str] | None = None,
-               batch: int = READ_BATCH) -> list[JobRecord]:
+def fetch_many(
+    client, job_ids: Iterable[str], fields: Sequence[str] | None = None, batch: int = READ_BATCH
+) -> list[JobRecord]:
     """Records of ``job_ids`` that exist, in their order, in pipelined batches: whole (HGETALL)
     or only ``fields`` (HMGET; a listing never needs the message or spec)."""
     ids = list(job_ids)
@@ -254,14 +306,22 @@ def fetch_many(client, job_ids: Iterable[str], fields: Sequence[str] | None = No
     out: list[JobRecord] = []
     for start in range(0, len(ids), batch):
         pipe = client.pipeline(transaction=False)
-        for jid in ids[start:start + batch]:
+        for jid in ids[start : start + batch]:
             pipe.hgetall(C.JOB_KEY + jid) if names is None else pipe.hmget(C.JOB_KEY + jid, names)
         for reply in pipe.execute():
-            h = reply if names is None else {k: v for k, v in zip(names, reply, strict=True) if v is not None}
+            h = (
+                reply
+                if names is None
+                else {k: v for k, v in zip(names, reply, strict=True) if v is not None}
+            )
             if h.get("job_id"):
                 out.append(JobRecord.from_hash(h))
     bad = [r for r in out if r.problems]
     if bad:
-        log.warning("%d job record(s) have fields that do not decode, e.g. %s: %s", len(bad),
-                    bad[0].job_id, ", ".join(bad[0].problems))
+        log.warning(
+            "%d job record(s) have fields that do not decode, e.g. %s: %s",
+            len(bad),
+            bad[0].job_id,
+            ", ".join(bad[0].problems),
+        )
     return out

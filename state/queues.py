@@ -9,6 +9,7 @@ publisher older than owners), then each owner's lists in fair-share order
 (tasks/transport.py). Everything that counts or looks for a queue's messages goes through
 ``depths`` and ``keys_of`` here, so owner lists are never missed.
 """
+
 from __future__ import annotations
 
 from collections.abc import Iterable
@@ -19,9 +20,9 @@ import redis
 
 from core import constants as C
 
-PRIORITY_SEP = "\x06\x16"          # kombu's Channel.sep
+PRIORITY_SEP = "\x06\x16"  # kombu's Channel.sep
 OWNER_SEP = "\x06\x17"
-PRIORITY_STEPS = tuple(range(C.MAX_PRIORITY + 1))   # kombu's priority_steps (celeryconfig): 0..9
+PRIORITY_STEPS = tuple(range(C.MAX_PRIORITY + 1))  # kombu's priority_steps (celeryconfig): 0..9
 
 
 def list_key(queue: str, wire_pri: int) -> str:
@@ -143,7 +144,7 @@ def owner_depths(client: redis.Redis, queue: str) -> dict[str | None, int]:
     n = len(PRIORITY_STEPS)
     out: dict[str | None, int] = {None: sum(flat[:n])}
     for i, owner in enumerate(owners, 1):
-        out[owner] = sum(flat[i * n:(i + 1) * n])
+        out[owner] = sum(flat[i * n : (i + 1) * n])
     return out
 
 

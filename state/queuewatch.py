@@ -7,6 +7,7 @@ host that can serve a new queue lists it in its heartbeat, and only then pushes:
 an idle 80 GiB host, still blind to ``cuda.vram40``, would take a ``cuda.vram10`` job
 pushed after it, and the job only it can run would wait behind that.
 """
+
 from __future__ import annotations
 
 import threading

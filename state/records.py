@@ -5,6 +5,7 @@ redelivery, a duplicate publish, the prefer_cuda copy) see exactly one winner.
 The record keeps the job's message too, so whoever requeues it (the reaper, a retry,
 a worker shutting down, an operator) pushes the very same task again.
 """
+
 from __future__ import annotations
 
 import json
@@ -22,7 +23,7 @@ from state.bulk import PUBLISH_BATCH, Bulk
 from state.jobrecord import JobRecord, JobState, fetch, fetch_many
 from state.redis_conn import decoding
 
-CHARGE_DUE_MAX = 10_000     # runs a Records remembers when to charge next
+CHARGE_DUE_MAX = 10_000  # runs a Records remembers when to charge next
 
 
 @dataclass(frozen=True)
@@ -32,7 +33,7 @@ class PublishItem:
     job_id: str
     name: str
     list_key: str
-    message: str                      # JSON with the delivery-tag placeholder
+    message: str  # JSON with the delivery-tag placeholder
     fields: dict[str, str]
     fallback_at: float | None = None  # prefer_cuda: when to copy it to fb_key
 
@@ -40,9 +41,9 @@ class PublishItem:
 @dataclass(frozen=True)
 class Claim:
     run: bool
-    reason: str        # why it was dropped, or the attempt number when run
+    reason: str  # why it was dropped, or the attempt number when run
     attempts: int = 0  # counted towards max_attempts since the last publish (lua/claim.lua)
-    runs: int = 0      # every run the job had, this one included: its number in `fleet logs`
+    runs: int = 0  # every run the job had, this one included: its number in `fleet logs`
 
 
 @dataclass(frozen=True)
@@ -55,7 +56,7 @@ class Cancelled:
 
 
 def _script(name: str) -> str:
-    return fairshare.lua(name)   # with lua/owned.lua's shared functions where a script asks for them
+    return fairshare.lua(name)  # with lua/owned.lua's shared functions where a script asks for them
 
 
 def _flat(fields: dict[str, Any]) -> list[str]:
@@ -74,8 +75,14 @@ def ask_reconcile(client: redis.Redis, lost: dict[str, float]) -> None:
 class Records:
     """Job records on one Redis connection (one that returns bytes is given a decoding twin)."""
 
-    def __init__(self, client: redis.Redis, *, lease_ttl_s: float = C.LEASE_TTL_S,
-                 max_attempts: int = C.DEFAULT_MAX_ATTEMPTS, half_life_s: float | None = None):
+    def __init__(
+        self,
+        client: redis.Redis,
+        *,
+        lease_ttl_s: float = C.LEASE_TTL_S,
+        max_attempts: int = C.DEFAULT_MAX_ATTEMPTS,
+        half_life_s: float | None = None,
+    ):
         self.r = client = decoding(client)
         self.half_life_s = fairshare.half_life_s() if half_life_s is None else half_life_s
         self.lease_ttl_ms = int(lease_ttl_s * 1000)
@@ -91,37 +98,77 @@ class Records:
         self._checkpoint = client.register_script(_script("checkpoint"))
         self._charge = client.register_script(_script("charge"))
         self._reconcile = client.register_script(_script("reconcile"))
-        self._charge_due: dict[str, float] = {}     # run token -> when to charge it next (heartbeat)
+        self._charge_due: dict[str, float] = {}  # run token -> when to charge it next (heartbeat)
 
     # --- publishing ---------------------------------------------------------
     def states(self, job_ids: Iterable[str]) -> dict[str, JobState | None]:
         """Current state of each job (None: never published), a few thousand per script call."""
         return {jid: JobState(s) if s else None for jid, s in Bulk(self.r).states(job_ids).items()}
 
-    def publish(self, items: Iterable[PublishItem], force: set[str] = frozenset(),
-                batch: int = PUBLISH_BATCH) -> list[tuple[str, str]]:
+    def publish(
+        self,
+        items: Iterable[PublishItem],
+        force: set[str] = frozenset(),
+        batch: int = PUBLISH_BATCH,
+    ) -> list[tuple[str, str]]:
         """Create records and push messages atomically per job; returns (action, prior state).
 
         Batches of jobs go in one script call each (state.bulk); each job stays atomic."""
         now = str(time.time())
-        return Bulk(self.r).publish((
-            ([C.JOB_KEY + it.job_id, C.JOBS_INDEX, C.NAMES_INDEX, C.FALLBACK_ZSET, C.OWNER_LISTS_KEY],
-             [it.job_id, it.name, now, "1" if it.job_id in force else "0", it.list_key,
-              it.message, "" if it.fallback_at is None else str(it.fallback_at), *_flat(it.fields)])
-            for it in items), batch)
+        return Bulk(self.r).publish(
+            (
+                (
+                    [
+                        C.JOB_KEY + it.job_id,
+                        C.JOBS_INDEX,
+                        C.NAMES_INDEX,
+                        C.FALLBACK_ZSET,
+                        C.OWNER_LISTS_KEY,
+                    ],
+                    [
+                        it.job_id,
+                        it.name,
+                        now,
+                        "1" if it.job_id in force else "0",
+                        it.list_key,
+                        it.message,
+                        "" if it.fallback_at is None else str(it.fallback_at),
+                        *_flat(it.fields),
+                    ],
+                )
+                for it in items
+            ),
+            batch,
+        )
 
     # --- a worker's side ----------------------------------------------------
-    def claim(self, job_id: str, worker: str, token: str, spec: dict, queue: str, *,
-              adopt: bool = False) -> Claim:
+    def claim(
+        self, job_id: str, worker: str, token: str, spec: dict, queue: str, *, adopt: bool = False
+    ) -> Claim:
         """Take a job to run it. A job with no record is dropped ('no record') unless
         ``adopt``: then a record is made for it (FLEET_ADOPT_UNPUBLISHED)."""
         action, detail, *runs = self._claim(
             # the jobs index is declared only when adopting writes it: Redis refuses a script
             # whose declared keys its user may not write (a worker's ACL user may not write it)
-            keys=[C.JOB_KEY + job_id, C.LEASE_KEY + job_id, C.RUNNING_SET, C.FALLBACK_ZSET,
-                  *([C.JOBS_INDEX] if adopt else [])],
-            args=[job_id, worker, token, self.lease_ttl_ms, time.time(), json.dumps(spec),
-                  self.max_attempts, queue, "1" if adopt else "0"])
+            keys=[
+                C.JOB_KEY + job_id,
+                C.LEASE_KEY + job_id,
+                C.RUNNING_SET,
+                C.FALLBACK_ZSET,
+                *([C.JOBS_INDEX] if adopt else []),
+            ],
+            args=[
+                job_id,
+                worker,
+                token,
+                self.lease_ttl_ms,
+                time.time(),
+                json.dumps(spec),
+                self.max_attempts,
+                queue,
+                "1" if adopt else "0",
+            ],
+        )
         if action != "run":
             return Claim(False, detail)
         return Claim(True, detail, int(detail), int(runs[0]))
@@ -130,47 +177,70 @@ class Records:
         """Renew the lease; returns 'ok' or why the run must stop ('cancelled', 'lost', ...).
         Every USAGE_CHARGE_EVERY_S it also charges the run so far to its owner (fair share
         counts a long run while it runs, not only at its end)."""
-        res = self._heartbeat(keys=[C.JOB_KEY + job_id, C.LEASE_KEY + job_id],
-                              args=[token, self.lease_ttl_ms, time.time(), *_flat(fields)])
+        res = self._heartbeat(
+            keys=[C.JOB_KEY + job_id, C.LEASE_KEY + job_id],
+            args=[token, self.lease_ttl_ms, time.time(), *_flat(fields)],
+        )
         if time.monotonic() >= self._charge_due.get(token, 0.0):
-            if len(self._charge_due) > CHARGE_DUE_MAX:     # runs that ended elsewhere (lost, reaped)
+            if len(self._charge_due) > CHARGE_DUE_MAX:  # runs that ended elsewhere (lost, reaped)
                 self._charge_due.clear()
             self._charge_due[token] = time.monotonic() + C.USAGE_CHARGE_EVERY_S
             self.charge(job_id, token)
         return res
 
-    def finish(self, job_id: str, token: str, state: JobState, *, count_attempt: bool = True,
-               **fields: Any) -> bool:
+    def finish(
+        self, job_id: str, token: str, state: JobState, *, count_attempt: bool = True, **fields: Any
+    ) -> bool:
         """End a run owned by ``token``; False if the run no longer owns the job. The run's
         owner is charged first with what it held (once per run, also when it was cancelled)."""
         self.charge(job_id, token)
         self._charge_due.pop(token, None)
-        res = self._finish(keys=[C.JOB_KEY + job_id, C.LEASE_KEY + job_id, C.RUNNING_SET, C.FALLBACK_ZSET,
-                                 C.OWNER_LISTS_KEY],
-                           args=[token, state.value, time.time(), "1" if count_attempt else "0",
-                                 *_flat(fields)])
+        res = self._finish(
+            keys=[
+                C.JOB_KEY + job_id,
+                C.LEASE_KEY + job_id,
+                C.RUNNING_SET,
+                C.FALLBACK_ZSET,
+                C.OWNER_LISTS_KEY,
+            ],
+            args=[token, state.value, time.time(), "1" if count_attempt else "0", *_flat(fields)],
+        )
         return res == "ok"
 
     def charge(self, job_id: str, token: str) -> float:
         """Charge the run ``token`` owns to its owner's fair-share usage (lua/charge.lua);
         returns the seconds charged (0: not its run, or charged already)."""
-        return float(self._charge(keys=[C.JOB_KEY + job_id, C.USAGE_KEY],
-                                  args=[token, time.time(), self.half_life_s]))
+        return float(
+            self._charge(
+                keys=[C.JOB_KEY + job_id, C.USAGE_KEY], args=[token, time.time(), self.half_life_s]
+            )
+        )
 
     def adopt(self, job_id: str, artifact: dict, result: dict) -> str:
         """Record a kept bundle, now stored, as the job's success (see lua/adopt.lua)."""
-        return self._adopt(keys=[C.JOB_KEY + job_id, C.LEASE_KEY + job_id, C.RUNNING_SET],
-                           args=[job_id, time.time(), json.dumps(artifact), json.dumps(result)])
+        return self._adopt(
+            keys=[C.JOB_KEY + job_id, C.LEASE_KEY + job_id, C.RUNNING_SET],
+            args=[job_id, time.time(), json.dumps(artifact), json.dumps(result)],
+        )
 
-    def mark_trained(self, job_id: str, token: str, host: str, work_dir: str, grace_s: float) -> bool:
+    def mark_trained(
+        self, job_id: str, token: str, host: str, work_dir: str, grace_s: float
+    ) -> bool:
         """The run's trainer exited 0: record it (see lua/trained.lua); False if the run is stale."""
-        return self._trained(keys=[C.JOB_KEY + job_id, C.LEASE_KEY + job_id, C.RUNNING_SET],
-                             args=["mark", token, host, work_dir, time.time(), grace_s]) == "ok"
+        return (
+            self._trained(
+                keys=[C.JOB_KEY + job_id, C.LEASE_KEY + job_id, C.RUNNING_SET],
+                args=["mark", token, host, work_dir, time.time(), grace_s],
+            )
+            == "ok"
+        )
 
     def resume_trained(self, job_id: str, token: str, host: str, work_dir: str) -> str:
         """A restarted worker takes back its dead run's trained job: 'ok', or the job's state."""
-        return self._trained(keys=[C.JOB_KEY + job_id, C.LEASE_KEY + job_id, C.RUNNING_SET],
-                             args=["resume", token, host, work_dir, time.time(), self.lease_ttl_ms])
+        return self._trained(
+            keys=[C.JOB_KEY + job_id, C.LEASE_KEY + job_id, C.RUNNING_SET],
+            args=["resume", token, host, work_dir, time.time(), self.lease_ttl_ms],
+        )
 
     def checkpoint(self, job_id: str) -> dict | None:
         """The job's last synced checkpoint ({key, sha256, size, synced_at}), if any."""
@@ -191,17 +261,23 @@ class Records:
 
     def reap(self) -> list[str]:
         """Requeue or fail jobs whose lease expired; apply prefer_cuda fallbacks."""
-        return self._reap(keys=[C.RUNNING_SET, C.FALLBACK_ZSET, C.OWNER_LISTS_KEY, C.USAGE_KEY],
-                          args=[time.time(), self.max_attempts, C.JOB_KEY, C.LEASE_KEY, self.half_life_s])
+        return self._reap(
+            keys=[C.RUNNING_SET, C.FALLBACK_ZSET, C.OWNER_LISTS_KEY, C.USAGE_KEY],
+            args=[time.time(), self.max_attempts, C.JOB_KEY, C.LEASE_KEY, self.half_life_s],
+        )
 
-    def restore_unacked(self, older_than_s: float | None = None, max_entries: int = 5000) -> list[str]:
+    def restore_unacked(
+        self, older_than_s: float | None = None, max_entries: int = 5000
+    ) -> list[str]:
         """Give back messages a lost worker took but never claimed (see lua/restore.lua).
 
         Entries left alone (running jobs' own messages) are the oldest and come first, so
         ``max_entries`` must exceed the fleet's job slots; thousands is plenty."""
         older_than_s = 2 * self.lease_ttl_ms / 1000 if older_than_s is None else older_than_s
-        return self._restore(keys=[C.KOMBU_UNACKED, C.KOMBU_UNACKED_INDEX, C.OWNER_LISTS_KEY],
-                             args=[time.time() - older_than_s, C.JOB_KEY, max_entries])
+        return self._restore(
+            keys=[C.KOMBU_UNACKED, C.KOMBU_UNACKED_INDEX, C.OWNER_LISTS_KEY],
+            args=[time.time() - older_than_s, C.JOB_KEY, max_entries],
+        )
 
     def reconcile_lost(self, chunk: int = C.RECONCILE_CHUNK) -> list[str]:
         """Push again the queued jobs whose message a lost poll reply took (lua/reconcile.lua).
@@ -218,13 +294,16 @@ class Records:
             start = 0
             seen = chunk
             while seen == chunk:
-                seen = self._reconcile(keys=[C.RECONCILE_SEEN_KEY],
-                                       args=["seen", key, start, chunk])
+                seen = self._reconcile(
+                    keys=[C.RECONCILE_SEEN_KEY], args=["seen", key, start, chunk]
+                )
                 start += chunk
         out: list[str] = []
         for ids in self._created_before(before, chunk):
-            out += self._reconcile(keys=[C.RECONCILE_SEEN_KEY, C.RECONCILE_KEY, C.KOMBU_UNACKED,
-                                         C.OWNER_LISTS_KEY], args=["jobs", C.JOB_KEY, *ids])
+            out += self._reconcile(
+                keys=[C.RECONCILE_SEEN_KEY, C.RECONCILE_KEY, C.KOMBU_UNACKED, C.OWNER_LISTS_KEY],
+                args=["jobs", C.JOB_KEY, *ids],
+            )
         self.r.delete(C.RECONCILE_SEEN_KEY)
         self._reconcile(keys=[C.RECONCILE_KEY], args=["forget", *_flat(wanted)])
         return out
@@ -254,22 +333,30 @@ class Records:
 
     def cancel(self, job_id: str) -> Cancelled:
         """Cancel a queued or running job (lua/cancel.lua); a finished one is left as it is."""
-        done, was = self._cancel(keys=[C.JOB_KEY + job_id, C.LEASE_KEY + job_id, C.RUNNING_SET,
-                                       C.FALLBACK_ZSET], args=[job_id, time.time()])
+        done, was = self._cancel(
+            keys=[C.JOB_KEY + job_id, C.LEASE_KEY + job_id, C.RUNNING_SET, C.FALLBACK_ZSET],
+            args=[job_id, time.time()],
+        )
         if not was:
             raise JobNotFound(f"no record for job {job_id}")
         return Cancelled(done == "1", JobState(was))
 
     def requeue(self, job_id: str) -> str:
         """Run a finished job again (same ID, attempts reset); returns its prior state."""
-        rec = fetch(self.r, job_id, ("state", "name", "pri_key", "pri_msg", "pri_queue", "fb_grace_s"))
+        rec = fetch(
+            self.r, job_id, ("state", "name", "pri_key", "pri_msg", "pri_queue", "fb_grace_s")
+        )
         if rec is None:
             raise JobNotFound(f"no record for job {job_id}")
         if not rec.state.terminal:
             return rec.state.value
         sent = rec.copy("pri")
         if sent is None:
-            raise JobNotFound(f"job {job_id} was not published by fleet; publish its manifest again")
+            raise JobNotFound(
+                f"job {job_id} was not published by fleet; publish its manifest again"
+            )
         fallback_at = time.time() + rec.fb_grace_s if rec.fb_grace_s is not None else None
-        item = PublishItem(job_id, rec.name, sent.key, sent.message, {"queue": rec.pri_queue}, fallback_at)
+        item = PublishItem(
+            job_id, rec.name, sent.key, sent.message, {"queue": rec.pri_queue}, fallback_at
+        )
         return self.publish([item], force={job_id})[0][1]

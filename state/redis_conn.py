@@ -10,6 +10,7 @@ that meets a failover lands on the new master. ``explain`` turns a Redis error i
 one line an operator reads: a refused password is "authentication failed", not "cannot
 reach", and neither ever shows the password.
 """
+
 from __future__ import annotations
 
 import logging
@@ -30,8 +31,12 @@ NOT_RETRIED = (redis.AuthenticationError, redis.exceptions.AuthorizationError)
 # What an outage or a failover raises: the server is away, still loading its data, or was
 # demoted to a replica under us. Anything else (a script's bug, a missing ACL right, a
 # refused password) would only fail the same way again.
-OUTAGE = (redis.ConnectionError, redis.TimeoutError, redis.exceptions.ReadOnlyError,
-          redis.exceptions.MasterDownError)
+OUTAGE = (
+    redis.ConnectionError,
+    redis.TimeoutError,
+    redis.exceptions.ReadOnlyError,
+    redis.exceptions.MasterDownError,
+)
 
 
 class _Retry(Retry):
@@ -40,6 +45,7 @@ class _Retry(Retry):
     def call_with_retry(self, do, fail, is_retryable=None, with_failure_count=False):
         def retryable(e: Exception) -> bool:
             return not isinstance(e, NOT_RETRIED) and (is_retryable is None or is_retryable(e))
+
         return super().call_with_retry(do, fail, retryable, with_failure_count)
 
 
@@ -73,8 +79,14 @@ class _Replicas:
         if int(count) < self.wanted:
             # no replica: the transition stands on the master alone; try again later
             self.skip_until = time.monotonic() + C.REDIS_WAIT_SKIP_S
-            log.warning("only %s of %s replica(s) acknowledged within %d ms; not waiting for "
-                        "replicas for %gs", count, self.wanted, C.REDIS_WAIT_TIMEOUT_MS, C.REDIS_WAIT_SKIP_S)
+            log.warning(
+                "only %s of %s replica(s) acknowledged within %d ms; not waiting for "
+                "replicas for %gs",
+                count,
+                self.wanted,
+                C.REDIS_WAIT_TIMEOUT_MS,
+                C.REDIS_WAIT_SKIP_S,
+            )
 
 
 class FleetRedis(redis.Redis):
@@ -93,7 +105,9 @@ class FleetRedis(redis.Redis):
             self.replicas.acked(self.execute_command(*wait))
 
     def pipeline(self, transaction=True, shard_hint=None):
-        pipe = _FleetPipeline(self.connection_pool, self.response_callbacks, transaction, shard_hint)
+        pipe = _FleetPipeline(
+            self.connection_pool, self.response_callbacks, transaction, shard_hint
+        )
         pipe.replicas = self.replicas
         return pipe
 
@@ -116,14 +130,18 @@ def connect(settings: BrokerSettings, **kw) -> FleetRedis:
     kw = {"retry": _retry(), "decode_responses": True, **kw}
     if settings.sentinel:
         from redis.sentinel import Sentinel
+
         sentinel_kw = {"password": settings.sentinel_password} if settings.sentinel_password else {}
-        sentinel_kw.update(socket_connect_timeout=kw.get("socket_connect_timeout", 5),
-                           socket_timeout=kw.get("socket_connect_timeout", 5))
+        sentinel_kw.update(
+            socket_connect_timeout=kw.get("socket_connect_timeout", 5),
+            socket_timeout=kw.get("socket_connect_timeout", 5),
+        )
         sentinels = Sentinel(list(settings.hosts), sentinel_kwargs=sentinel_kw)
-        client = sentinels.master_for(settings.master_name, redis_class=FleetRedis,
-                                      **settings.redis_kwargs(), **kw)
+        client = sentinels.master_for(
+            settings.master_name, redis_class=FleetRedis, **settings.redis_kwargs(), **kw
+        )
     else:
-        (host, port), = settings.hosts
+        ((host, port),) = settings.hosts
         client = FleetRedis(host=host, port=port, **settings.redis_kwargs(), **kw)
     client.replicas = _Replicas(settings.wait_replicas)
     return client
@@ -140,10 +158,16 @@ def decoding(client: redis.Redis) -> redis.Redis:
         return client
     pool = client.connection_pool
     if type(pool) not in (redis.ConnectionPool, redis.BlockingConnectionPool):
-        raise ConfigError(f"a Redis client on a {type(pool).__name__} that returns bytes: make it with "
-                          "decode_responses=True (state.redis_conn.connect does)")
-    twin = type(client)(connection_pool=type(pool)(connection_class=pool.connection_class,
-                                                   **{**pool.connection_kwargs, "decode_responses": True}))
+        raise ConfigError(
+            f"a Redis client on a {type(pool).__name__} that returns bytes: make it with "
+            "decode_responses=True (state.redis_conn.connect does)"
+        )
+    twin = type(client)(
+        connection_pool=type(pool)(
+            connection_class=pool.connection_class,
+            **{**pool.connection_kwargs, "decode_responses": True},
+        )
+    )
     if isinstance(client, FleetRedis):
         twin.replicas = client.replicas
     return twin
@@ -153,18 +177,26 @@ def explain(error: redis.RedisError, settings: BrokerSettings) -> str:
     """One line for an operator: what failed, where, which variable to fix. No secret."""
     where, var = settings.where, settings.var
     if isinstance(error, redis.AuthenticationError):
-        return (f"authentication failed at {where} for {settings.who}: the password in {var} was refused "
-                f"(check the user and password in {var}; percent-encode @ : / in the password)")
+        return (
+            f"authentication failed at {where} for {settings.who}: the password in {var} was refused "
+            f"(check the user and password in {var}; percent-encode @ : / in the password)"
+        )
     if isinstance(error, redis.exceptions.NoPermissionError):
         return _refused(error, settings)
     if _tls_refused(error):
-        return (f"TLS handshake with {where} failed ({_first_line(error)}); check FLEET_REDIS_CA_FILE "
-                f"(the CA that signed the server's certificate) and the host name in {var}")
+        return (
+            f"TLS handshake with {where} failed ({_first_line(error)}); check FLEET_REDIS_CA_FILE "
+            f"(the CA that signed the server's certificate) and the host name in {var}"
+        )
     if settings.sentinel and "master" in str(error).lower():
-        return (f"no master {settings.master_name!r} known to the sentinels at {where} ({_first_line(error)}); "
-                "check FLEET_SENTINEL_MASTER and that the sentinels are up")
-    return (f"cannot reach Redis at {where} ({var}): {_first_line(error)}; start it, or point {var} at "
-            "your broker (`fleet local --keep` starts one here and prints the export lines)")
+        return (
+            f"no master {settings.master_name!r} known to the sentinels at {where} ({_first_line(error)}); "
+            "check FLEET_SENTINEL_MASTER and that the sentinels are up"
+        )
+    return (
+        f"cannot reach Redis at {where} ({var}): {_first_line(error)}; start it, or point {var} at "
+        "your broker (`fleet local --keep` starts one here and prints the export lines)"
+    )
 
 
 def refused(what: str, error: redis.RedisError, settings: BrokerSettings) -> str:
@@ -173,21 +205,29 @@ def refused(what: str, error: redis.RedisError, settings: BrokerSettings) -> str
         return f"{what}: {explain(error, settings)}"
     role = acl.role_of(settings.username)
     who = f"Redis user {settings.username!r} ({role.value} role)" if role else settings.who
-    return (f"{what}: Redis at {settings.where} refused it from {who}: {_first_line(error)}; "
-            "not an outage, so not retried")
+    return (
+        f"{what}: Redis at {settings.where} refused it from {who}: {_first_line(error)}; "
+        "not an outage, so not retried"
+    )
 
 
 def _refused(error: Exception, settings: BrokerSettings) -> str:
     role = acl.role_of(settings.username)
     if role is None:
-        return (f"Redis {settings.who} at {settings.where} may not do this ({_first_line(error)}); "
-                "give that ACL user the commands and keys fleet uses (`fleet acl`), or use the default user")
+        return (
+            f"Redis {settings.who} at {settings.where} may not do this ({_first_line(error)}); "
+            "give that ACL user the commands and keys fleet uses (`fleet acl`), or use the default user"
+        )
     if role is acl.Role.OPERATOR:
-        return (f"Redis user {settings.username!r} has the operator role at {settings.where}, which may not do "
-                f"this ({_first_line(error)}); it needs the administrator's login (the default user) in {settings.var}")
-    return (f"Redis user {settings.username!r} has the {role.value} role at {settings.where} and lacks the operator "
-            f"role this needs ({_first_line(error)}); set {settings.var} to the {acl.USERS[acl.Role.OPERATOR]} "
-            "user's URL (see `fleet acl`)")
+        return (
+            f"Redis user {settings.username!r} has the operator role at {settings.where}, which may not do "
+            f"this ({_first_line(error)}); it needs the administrator's login (the default user) in {settings.var}"
+        )
+    return (
+        f"Redis user {settings.username!r} has the {role.value} role at {settings.where} and lacks the operator "
+        f"role this needs ({_first_line(error)}); set {settings.var} to the {acl.USERS[acl.Role.OPERATOR]} "
+        "user's URL (see `fleet acl`)"
+    )
 
 
 def _tls_refused(error: Exception) -> bool:
@@ -198,7 +238,9 @@ def _tls_refused(error: Exception) -> bool:
 def _first_line(error: Exception) -> str:
     """The error's first line as a clause of ours: redis-py ends its sentences with a full
     stop ("Connection refused."), which before our "; fix ..." read as ".;"."""
-    return (str(error).splitlines() or [type(error).__name__])[0].rstrip(". ") or type(error).__name__
+    return (str(error).splitlines() or [type(error).__name__])[0].rstrip(". ") or type(
+        error
+    ).__name__
 
 
 __all__ = ["FleetRedis", "client_for", "connect", "decoding", "explain", "outage", "refused"]

@@ -24,6 +24,7 @@ Contract (read by ``fleet results`` / ``fleet plot`` as well as the search itsel
 ``read_search`` and ``find_searches`` are the pure-data reads; ``lua/search_*.lua`` hold the
 fences (see docs/search.md).
 """
+
 from __future__ import annotations
 
 import json
@@ -52,13 +53,19 @@ class TrialView:
     number: int
     job_id: str
     params: dict
-    state: str                 # queued/running (from the job record) until ended, then its end
-    value: float | None        # its final metric value (the last step's), once ended
-    steps: dict[int, float] = field(default_factory=dict)   # intermediate values by step
+    state: str  # queued/running (from the job record) until ended, then its end
+    value: float | None  # its final metric value (the last step's), once ended
+    steps: dict[int, float] = field(default_factory=dict)  # intermediate values by step
 
     def to_dict(self) -> dict:
-        return {"trial": self.number, "job_id": self.job_id, "params": self.params, "state": self.state,
-                "value": self.value, "steps": len(self.steps)}
+        return {
+            "trial": self.number,
+            "job_id": self.job_id,
+            "params": self.params,
+            "state": self.state,
+            "value": self.value,
+            "steps": len(self.steps),
+        }
 
 
 @dataclass(frozen=True)
@@ -70,13 +77,13 @@ class SearchView:
     config: dict
     issued: int
     ended: int
-    counts: dict[str, int]       # succeeded, pruned, failed, cancelled
-    running: int                 # live trials: queued or running now (``queued`` of them queued)
-    stopped: str                 # why it issues no more trials ('' while it may)
+    counts: dict[str, int]  # succeeded, pruned, failed, cancelled
+    running: int  # live trials: queued or running now (``queued`` of them queued)
+    stopped: str  # why it issues no more trials ('' while it may)
     best_value: float | None
     best_trial: int | None
     trials: tuple[TrialView, ...] = ()
-    queued: int = 0              # of the live trials, those whose job waits in a queue
+    queued: int = 0  # of the live trials, those whose job waits in a queue
 
     @property
     def metric(self) -> str:
@@ -95,28 +102,46 @@ class SearchView:
         (trial 23)``; within ``width`` columns when a shorter wording fits ("trial", then the
         best's metric name, left out), the stop's reason on a line of its own."""
         parts = [f"{self.name}: search {self.ended}/{self.config['trials']}"]
-        for n, what in ((self.running - self.queued, "running"), (self.queued, "queued"),
-                        *((self.counts.get(s, 0), s) for s in ("pruned", "failed", "cancelled"))):
+        for n, what in (
+            (self.running - self.queued, "running"),
+            (self.queued, "queued"),
+            *((self.counts.get(s, 0), s) for s in ("pruned", "failed", "cancelled")),
+        ):
             if n:
                 parts.append(f"{n} {what}")
         head = ", ".join(parts)
         if self.best_value is not None:
             v, t = f"{self.best_value:.4g}", self.best_trial
-            wordings = [f"best {self.metric}={v} (trial {t})", f"best {self.metric}={v} (#{t})",
-                        f"best {v} (trial {t})", f"best {v} (#{t})"]
+            wordings = [
+                f"best {self.metric}={v} (trial {t})",
+                f"best {self.metric}={v} (#{t})",
+                f"best {v} (trial {t})",
+                f"best {v} (#{t})",
+            ]
             fits = [w for w in wordings if width is None or len(head) + 2 + len(w) <= width]
             head += ", " + (fits[0] if fits else wordings[-1])
         if not self.stopped:
             return head
         tail = f"; stopped: {self.stopped}"
-        return head + (tail if width is None or len(head) + len(tail) <= width else "\n " + tail[1:])
+        return head + (
+            tail if width is None or len(head) + len(tail) <= width else "\n " + tail[1:]
+        )
 
     def to_dict(self) -> dict:
-        return {"search_id": self.search_id, "name": self.name, "config": self.config, "issued": self.issued,
-                "ended": self.ended, "counts": self.counts, "running": self.running,
-                "queued": self.queued, "stopped": self.stopped,
-                "best_value": self.best_value, "best_trial": self.best_trial,
-                "trials": [t.to_dict() for t in self.trials]}
+        return {
+            "search_id": self.search_id,
+            "name": self.name,
+            "config": self.config,
+            "issued": self.issued,
+            "ended": self.ended,
+            "counts": self.counts,
+            "running": self.running,
+            "queued": self.queued,
+            "stopped": self.stopped,
+            "best_value": self.best_value,
+            "best_trial": self.best_trial,
+            "trials": [t.to_dict() for t in self.trials],
+        }
 
 
 def _num(v: str | None) -> float | None:
@@ -132,11 +157,19 @@ def read_search(client: redis.Redis, search_id: str, *, trials: bool = True) -> 
         return None
     issued = int(h.get("issued") or 0)
     live = _live_states(r, search_id)
-    view = SearchView(search_id, h.get("name", ""), json.loads(h.get("config") or "{}"), issued,
-                      int(h.get("ended") or 0), {s: int(h.get(s) or 0) for s in ENDED_STATES},
-                      len(live), h.get("stopped", ""), _num(h.get("best_value")),
-                      int(h["best_trial"]) if h.get("best_trial") else None,
-                      queued=sum(state in (None, "queued") for state in live))
+    view = SearchView(
+        search_id,
+        h.get("name", ""),
+        json.loads(h.get("config") or "{}"),
+        issued,
+        int(h.get("ended") or 0),
+        {s: int(h.get(s) or 0) for s in ENDED_STATES},
+        len(live),
+        h.get("stopped", ""),
+        _num(h.get("best_value")),
+        int(h["best_trial"]) if h.get("best_trial") else None,
+        queued=sum(state in (None, "queued") for state in live),
+    )
     if not trials:
         return view
     return SearchView(**{**view.__dict__, "trials": _trials(r, search_id, issued)})
@@ -166,10 +199,17 @@ def _trials(r: redis.Redis, search_id: str, issued: int) -> tuple[TrialView, ...
     for h in heads:
         pipe.hget(C.JOB_KEY + h.get("job_id", ""), "state")
     states = pipe.execute()
-    return tuple(TrialView(n, h.get("job_id", ""), json.loads(h.get("params") or "{}"),
-                           h.get("state") or states[n] or "queued", _num(h.get("value")),
-                           dict(sorted((int(float(k)), float(v)) for k, v in got[2 * n + 1].items())))
-                 for n, h in enumerate(heads))
+    return tuple(
+        TrialView(
+            n,
+            h.get("job_id", ""),
+            json.loads(h.get("params") or "{}"),
+            h.get("state") or states[n] or "queued",
+            _num(h.get("value")),
+            dict(sorted((int(float(k)), float(v)) for k, v in got[2 * n + 1].items())),
+        )
+        for n, h in enumerate(heads)
+    )
 
 
 def find_searches(client: redis.Redis, name: str) -> list[str]:
@@ -192,6 +232,7 @@ def _issue_script() -> str:
     """lua/search_issue.lua with lua/publish.lua spliced in: a trial is published exactly as
     `fleet publish` publishes a job (its record, its message on its owner's list)."""
     from importlib import resources
+
     text = resources.files("state").joinpath("lua/publish.lua").read_text()
     return lua("search_issue").replace("--@@PUBLISH@@", text)
 
@@ -209,13 +250,19 @@ class Template:
     fields: dict[str, str]
 
     def to_fields(self) -> dict[str, str]:
-        return {"base": json.dumps(self.base), "template": json.dumps([self.text, self.before, self.after]),
-                "list_key": self.list_key, "job_fields": json.dumps(self.fields)}
+        return {
+            "base": json.dumps(self.base),
+            "template": json.dumps([self.text, self.before, self.after]),
+            "list_key": self.list_key,
+            "job_fields": json.dumps(self.fields),
+        }
 
     @classmethod
     def from_hash(cls, h: dict[str, str]) -> Template:
         text, before, after = json.loads(h["template"])
-        return cls(json.loads(h["base"]), text, before, after, h["list_key"], json.loads(h["job_fields"]))
+        return cls(
+            json.loads(h["base"]), text, before, after, h["list_key"], json.loads(h["job_fields"])
+        )
 
 
 class SearchStore:
@@ -230,33 +277,66 @@ class SearchStore:
 
     def create(self, search_id: str, name: str, config: dict, template: Template) -> str:
         """Record the search unless it exists: 'new' or 'exists'."""
-        flat = {"config": json.dumps(config), **template.to_fields(),
-                **{k: str(config[k]) for k in ("trials", "parallel", "metric", "direction", "max_failures")}}
+        flat = {
+            "config": json.dumps(config),
+            **template.to_fields(),
+            **{
+                k: str(config[k])
+                for k in ("trials", "parallel", "metric", "direction", "max_failures")
+            },
+        }
         args = [search_id, name, time.time()] + [x for kv in flat.items() for x in kv]
         return self._create(keys=[key(search_id), C.SEARCHES_KEY, C.ACTIVE_SEARCHES_KEY], args=args)
 
     def sync(self, search_id: str) -> list[int]:
         """Count the trials that ended since the last sync (lua/search_sync.lua); their numbers."""
-        ended = self._sync(keys=[key(search_id), key(search_id, "live"), C.ACTIVE_SEARCHES_KEY],
-                           args=[C.JOB_KEY, time.time()])
+        ended = self._sync(
+            keys=[key(search_id), key(search_id, "live"), C.ACTIVE_SEARCHES_KEY],
+            args=[C.JOB_KEY, time.time()],
+        )
         return [int(n) for n in ended]
 
-    def issue(self, search_id: str, number: int, trial: dict, publish_keys: list[str],
-              publish_args: list[str]) -> tuple[str, str]:
+    def issue(
+        self,
+        search_id: str,
+        number: int,
+        trial: dict,
+        publish_keys: list[str],
+        publish_args: list[str],
+    ) -> tuple[str, str]:
         """Issue trial ``number`` and publish its job: ('ok', publish's action), or why not
         ('race', 'stopped', 'full', 'busy')."""
-        res = self._issue(keys=[key(search_id), key(search_id, "live"), key(search_id, "trial", number),
-                                *publish_keys],
-                          args=[number, time.time(), json.dumps(trial["params"]), json.dumps(trial["dists"]),
-                                json.dumps(trial["sys"]), *publish_args])
+        res = self._issue(
+            keys=[
+                key(search_id),
+                key(search_id, "live"),
+                key(search_id, "trial", number),
+                *publish_keys,
+            ],
+            args=[
+                number,
+                time.time(),
+                json.dumps(trial["params"]),
+                json.dumps(trial["dists"]),
+                json.dumps(trial["sys"]),
+                *publish_args,
+            ],
+        )
         return res[0], res[1]
 
     def reopen(self, search_id: str, number: int) -> str:
         """Trial ``number``'s job was requeued after it ended: it runs again, so its end is
         taken back and it is live again, for the next sync to count its new end once
         (lua/search_reopen.lua). 'reopened', 'live' (its end was not counted yet) or 'missing'."""
-        return self._reopen(keys=[key(search_id), key(search_id, "live"), key(search_id, "trial", number),
-                                  C.ACTIVE_SEARCHES_KEY], args=[number])
+        return self._reopen(
+            keys=[
+                key(search_id),
+                key(search_id, "live"),
+                key(search_id, "trial", number),
+                C.ACTIVE_SEARCHES_KEY,
+            ],
+            args=[number],
+        )
 
     def template(self, search_id: str) -> tuple[dict, Template] | None:
         """The search's config and trial template; None when there is no such search."""

@@ -6,6 +6,7 @@ look are added, and its live trials' steps, rung values and ends are applied. En
 never change again, so a look reads only the new and the live ones, whatever the study's
 size. Optuna is imported here only: a host without the ``search`` extra runs other jobs.
 """
+
 from __future__ import annotations
 
 import functools
@@ -26,8 +27,10 @@ _STATES = {"succeeded": "COMPLETE", "pruned": "PRUNED", "failed": "FAIL", "cance
 def _optuna():
     try:
         import optuna
-    except ImportError as e:   # a worker without the extra took a trial
-        raise RuntimeError("this host runs a search's trial but lacks Optuna: install fleet[search]") from e
+    except ImportError as e:  # a worker without the extra took a trial
+        raise RuntimeError(
+            "this host runs a search's trial but lacks Optuna: install fleet[search]"
+        ) from e
     optuna.logging.set_verbosity(optuna.logging.WARNING)
     return optuna
 
@@ -53,9 +56,13 @@ def distributions(space: dict) -> dict:
         if "choices" in s:
             out[name] = d.CategoricalDistribution([_choice(c) for c in s["choices"]])
         elif s["int"]:
-            out[name] = d.IntDistribution(int(s["low"]), int(s["high"]), log=s["log"], step=int(s["step"] or 1))
+            out[name] = d.IntDistribution(
+                int(s["low"]), int(s["high"]), log=s["log"], step=int(s["step"] or 1)
+            )
         else:
-            out[name] = d.FloatDistribution(float(s["low"]), float(s["high"]), log=s["log"], step=s["step"])
+            out[name] = d.FloatDistribution(
+                float(s["low"]), float(s["high"]), log=s["log"], step=s["step"]
+            )
     return out
 
 
@@ -69,7 +76,9 @@ def decode_params(params: dict, space: dict) -> dict:
     out = {}
     for name, v in params.items():
         s = space.get(name, {})
-        out[name] = json.loads(v) if "choices" in s and isinstance(v, str) and v not in s["choices"] else v
+        out[name] = (
+            json.loads(v) if "choices" in s and isinstance(v, str) and v not in s["choices"] else v
+        )
     return out
 
 
@@ -78,13 +87,22 @@ def sampler(config: dict, number: int):
     s = _optuna().samplers
     seed, name = trial_seed(config["seed"], number), config["sampler"]
     if name == "grid":
-        grid = {k: v["choices"] if "choices" in v else _steps(v) for k, v in config["space"].items()}
+        grid = {
+            k: v["choices"] if "choices" in v else _steps(v) for k, v in config["space"].items()
+        }
         # the grid's shuffle must be one order for the whole search: the search's own seed
-        return s.GridSampler({k: [_choice(c) for c in vs] for k, vs in grid.items()}, seed=config["seed"])
-    made = {"tpe": lambda: s.TPESampler(seed=seed, constant_liar=True), "random": lambda: s.RandomSampler(seed),
-            "qmc": lambda: s.QMCSampler(seed=seed), "cmaes": lambda: s.CmaEsSampler(seed=seed),
-            "gp": lambda: s.GPSampler(seed=seed), "nsga2": lambda: s.NSGAIISampler(seed=seed),
-            "bruteforce": lambda: s.BruteForceSampler(seed=seed)}
+        return s.GridSampler(
+            {k: [_choice(c) for c in vs] for k, vs in grid.items()}, seed=config["seed"]
+        )
+    made = {
+        "tpe": lambda: s.TPESampler(seed=seed, constant_liar=True),
+        "random": lambda: s.RandomSampler(seed),
+        "qmc": lambda: s.QMCSampler(seed=seed),
+        "cmaes": lambda: s.CmaEsSampler(seed=seed),
+        "gp": lambda: s.GPSampler(seed=seed),
+        "nsga2": lambda: s.NSGAIISampler(seed=seed),
+        "bruteforce": lambda: s.BruteForceSampler(seed=seed),
+    }
     return made[name]()
 
 
@@ -97,11 +115,16 @@ def _steps(s: dict) -> list:
 def pruner(config: dict):
     """The search's pruner (asynchronous: no trial waits for a rung)."""
     p = _optuna().pruners
-    first = config.get("min_resource", "auto")   # "auto": from the first trial that completes
-    made = {"none": p.NopPruner, "median": lambda: p.MedianPruner(n_startup_trials=3, n_warmup_steps=1),
-            "asha": lambda: p.SuccessiveHalvingPruner(min_resource=first),
-            "hyperband": lambda: p.HyperbandPruner(min_resource=1 if first == "auto" else first),   # its default
-            "percentile": lambda: p.PercentilePruner(25.0, n_startup_trials=3, n_warmup_steps=1)}
+    first = config.get("min_resource", "auto")  # "auto": from the first trial that completes
+    made = {
+        "none": p.NopPruner,
+        "median": lambda: p.MedianPruner(n_startup_trials=3, n_warmup_steps=1),
+        "asha": lambda: p.SuccessiveHalvingPruner(min_resource=first),
+        "hyperband": lambda: p.HyperbandPruner(
+            min_resource=1 if first == "auto" else first
+        ),  # its default
+        "percentile": lambda: p.PercentilePruner(25.0, n_startup_trials=3, n_warmup_steps=1),
+    }
     return made[config["pruner"]]()
 
 
@@ -132,12 +155,16 @@ class Mirror:
         optuna = _optuna()
         self.search_id, self.config = search_id, config
         self.lock = threading.RLock()
-        self.study = optuna.create_study(storage=optuna.storages.InMemoryStorage(), study_name=search_id,
-                                         direction=config["direction"], pruner=pruner(config))
-        self.count = 0            # trials mirrored: numbers 0..count-1
+        self.study = optuna.create_study(
+            storage=optuna.storages.InMemoryStorage(),
+            study_name=search_id,
+            direction=config["direction"],
+            pruner=pruner(config),
+        )
+        self.count = 0  # trials mirrored: numbers 0..count-1
         self.live: set[int] = set()
-        self._ids: list[int] = []   # Optuna's trial id by trial number
-        self.reopened: str | None = None   # the search's count of requeued ended trials, at build
+        self._ids: list[int] = []  # Optuna's trial id by trial number
+        self.reopened: str | None = None  # the search's count of requeued ended trials, at build
 
     def refresh(self, client: redis.Redis) -> Mirror:
         """Apply what changed in Redis since the last look: new trials, live trials' steps,
@@ -146,7 +173,9 @@ class Mirror:
         issued, reopened = r.hmget(key(self.search_id), "issued", "reopened")
         issued = int(issued or 0)
         if issued < self.count:
-            raise Stale(f"search {short_id(self.search_id)} has {issued} trials, this mirror {self.count}")
+            raise Stale(
+                f"search {short_id(self.search_id)} has {issued} trials, this mirror {self.count}"
+            )
         if self.count and reopened != self.reopened:
             raise Stale(f"search {short_id(self.search_id)}: an ended trial was requeued")
         self.reopened = reopened
@@ -163,12 +192,18 @@ class Mirror:
     def _apply(self, n: int, h: dict, steps: dict) -> None:
         optuna = _optuna()
         storage, state = self.study._storage, h.get("state")
-        if n >= self.count:   # a new trial: whole, as it is now (an ended one in its final state)
-            final, value = _final(state, h.get("value")) if state else (optuna.trial.TrialState.RUNNING, None)
+        if n >= self.count:  # a new trial: whole, as it is now (an ended one in its final state)
+            final, value = (
+                _final(state, h.get("value")) if state else (optuna.trial.TrialState.RUNNING, None)
+            )
             trial = optuna.trial.create_trial(
-                state=final, value=value, params=json.loads(h.get("params") or "{}"),
-                distributions=_distributions(h.get("dists") or "{}"), intermediate_values=steps,
-                system_attrs=json.loads(h.get("sys") or "{}"))
+                state=final,
+                value=value,
+                params=json.loads(h.get("params") or "{}"),
+                distributions=_distributions(h.get("dists") or "{}"),
+                intermediate_values=steps,
+                system_attrs=json.loads(h.get("sys") or "{}"),
+            )
             self._ids.append(storage.create_new_trial(self.study._study_id, template_trial=trial))
             self.count = n + 1
             if not state:
@@ -195,9 +230,14 @@ class Mirror:
         frozen = self.study._storage.get_trial(trial._trial_id)
         self._ids.append(trial._trial_id)
         self.count, self.live = number + 1, self.live | {number}
-        return {"params": frozen.params,
-                "dists": {k: optuna.distributions.distribution_to_json(v) for k, v in frozen.distributions.items()},
-                "sys": frozen.system_attrs}
+        return {
+            "params": frozen.params,
+            "dists": {
+                k: optuna.distributions.distribution_to_json(v)
+                for k, v in frozen.distributions.items()
+            },
+            "sys": frozen.system_attrs,
+        }
 
     def should_prune(self, number: int, step: int, value: float) -> tuple[bool, dict]:
         """The pruner's verdict on trial ``number`` after its metric at ``step``, and the
@@ -226,7 +266,7 @@ class Mirrors:
             if m is None:
                 m = self._by_id[search_id] = Mirror(search_id, config)
         try:
-            with m.lock:   # two threads refreshing at once would add a new trial twice
+            with m.lock:  # two threads refreshing at once would add a new trial twice
                 return m.refresh(client)
         except Stale:
             self.drop(search_id)
@@ -255,7 +295,9 @@ def export(client: redis.Redis, search_id: str, name: str, storage_url: str) -> 
     mirror = Mirror(search_id, config).refresh(client)
     target = optuna.storages.get_storage(storage_url)
     if name in [s.study_name for s in target.get_all_studies()]:
-        optuna.delete_study(study_name=name, storage=target)   # an export again replaces, never doubles
+        optuna.delete_study(
+            study_name=name, storage=target
+        )  # an export again replaces, never doubles
     study = optuna.create_study(storage=target, study_name=name, direction=config["direction"])
     study.set_user_attr("fleet_search_id", search_id)
     study.set_user_attr("metric", config["metric"])

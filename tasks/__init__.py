@@ -1,15 +1,16 @@
 """The Celery app: ``celery -A tasks worker`` detects the host and consumes its queues."""
+
 from functools import cached_property
 
 from celery import Celery
 
 from state.app import APP_NAME, load_settings
 
-load_settings("celeryconfig")   # a bad value ends `celery -A tasks ...` with one line
+load_settings("celeryconfig")  # a bad value ends `celery -A tasks ...` with one line
 
 from tasks import transport  # noqa: E402
 
-transport.register()   # redis:// URLs get fleet's queue-ordered transport
+transport.register()  # redis:// URLs get fleet's queue-ordered transport
 
 
 class FleetApp(Celery):

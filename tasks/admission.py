@@ -14,6 +14,7 @@ alone: while it lasts, only that job's queue is consumed, and only once the room
 and only that job may take it, so neither the job handed back (queued again at the head
 of its list), another queue nor another owner's turn takes the GPU it was stopped for.
 """
+
 from __future__ import annotations
 
 import os
@@ -48,25 +49,32 @@ class Hold:
     """Room kept for one waiting job until it is delivered here or ``until`` passes."""
 
     job_id: str
-    queue: str          # the queue it waits on: the only one consumed meanwhile
+    queue: str  # the queue it waits on: the only one consumed meanwhile
     demand: Demand
-    until: float        # time.monotonic()
-    lists: tuple[str, ...] = ()   # the lists its message waits in: the only ones BRPOP asks (all: ())
+    until: float  # time.monotonic()
+    lists: tuple[
+        str, ...
+    ] = ()  # the lists its message waits in: the only ones BRPOP asks (all: ())
 
 
 class Gate:
-    def __init__(self, pool: Pool, queue_demand: QueueDemand, on_release: Callable[[], None] = lambda: None,
-                 wake_key: str = ""):
+    def __init__(
+        self,
+        pool: Pool,
+        queue_demand: QueueDemand,
+        on_release: Callable[[], None] = lambda: None,
+        wake_key: str = "",
+    ):
         self._pool = pool
-        self.queue_demand = queue_demand   # set again once the host context exists
+        self.queue_demand = queue_demand  # set again once the host context exists
         self._grants: dict[str, Grant] = {}
-        self._jobs: dict[str, str] = {}            # delivery tag -> job id
+        self._jobs: dict[str, str] = {}  # delivery tag -> job id
         self._unclaimed: dict[str, list[str]] = {}  # job id -> tags no execution claimed yet
         self._lock = threading.Lock()
         self._on_release = on_release
         self.wake_key = wake_key
         self._hold: Hold | None = None
-        self._yielded: dict[int, str] = {}   # device -> why it is yielded to the host's owner
+        self._yielded: dict[int, str] = {}  # device -> why it is yielded to the host's owner
         # why no share_gpu job starts here (tasks.vramwatch.accounting_problem); None: they may
         self.no_sharing: str | None = None
 
@@ -102,7 +110,7 @@ class Gate:
         """Keep what the host frees for ``hold.job_id`` alone (one hold at a time)."""
         with self._lock:
             self._hold = hold
-        self._on_release()   # BRPOP again, on the held queue alone
+        self._on_release()  # BRPOP again, on the held queue alone
 
     def unhold(self, job_id: str) -> None:
         """Stop keeping room for ``job_id`` (it runs elsewhere, or waited too long)."""
@@ -136,8 +144,12 @@ class Gate:
         """The queues (in their order) whose jobs would all start here now."""
         with self._lock:
             pool, held, yielded = self._pool, self._live_hold(), set(self._yielded)
-        if held is not None:   # only the held job's queue, once the room for it is free
-            return [held.queue] if held.queue in queues and self._admit(pool, held.demand, yielded) else []
+        if held is not None:  # only the held job's queue, once the room for it is free
+            return (
+                [held.queue]
+                if held.queue in queues and self._admit(pool, held.demand, yielded)
+                else []
+            )
         out = []
         for q in queues:
             need = self.queue_demand(q)
@@ -162,12 +174,12 @@ class Gate:
                 return self._grants[tag]
             held = self._live_hold()
             if held is not None and held.job_id != job_id:
-                return None   # the room is kept for the held job
+                return None  # the room is kept for the held job
             got = self._admit(self._pool, demand, self._yielded)
             if got is None:
                 return None
             if held is not None:
-                self._hold = None   # delivered: the room is its own now
+                self._hold = None  # delivered: the room is its own now
             self._grants[tag], self._pool = got
             self._jobs[tag] = job_id
             self._unclaimed.setdefault(job_id, []).append(tag)
@@ -198,8 +210,12 @@ class Gate:
         self._on_release()
 
 
-def reserve_for(cap: Capability, served: Iterable[TierSpec], cores: int | None = None,
-                ram_gib: float | None = None) -> GpuReserve:
+def reserve_for(
+    cap: Capability,
+    served: Iterable[TierSpec],
+    cores: int | None = None,
+    ram_gib: float | None = None,
+) -> GpuReserve:
     """What each idle GPU keeps back from CPU-only jobs: the named default, raised to the
     floors of the GPU tiers this host ``served`` (so its GPU queues stay consumable), unless
     the host says otherwise (FLEET_GPU_RESERVE_CORES / FLEET_GPU_RESERVE_RAM_GIB). A host
@@ -207,12 +223,21 @@ def reserve_for(cap: Capability, served: Iterable[TierSpec], cores: int | None =
     floors = [t.floor for t in served if t.floor.require_cuda and qualifies(cap, t.floor) is None]
     if not cap.cuda_devices or not floors:
         return GpuReserve(0, 0.0)
-    return GpuReserve(cores if cores is not None else max([GPU_RESERVE_CORES] + [f.min_cores for f in floors]),
-                      ram_gib if ram_gib is not None else max([GPU_RESERVE_RAM_GIB] + [f.min_ram_gib for f in floors]))
+    return GpuReserve(
+        cores if cores is not None else max([GPU_RESERVE_CORES] + [f.min_cores for f in floors]),
+        ram_gib
+        if ram_gib is not None
+        else max([GPU_RESERVE_RAM_GIB] + [f.min_ram_gib for f in floors]),
+    )
 
 
 def pool_for(cap: Capability, reserve: GpuReserve) -> Pool:
-    return Pool.of([d.vram_total_gib for d in cap.cuda_devices], max(1, cap.cpu_cores), cap.ram_total_gib, reserve)
+    return Pool.of(
+        [d.vram_total_gib for d in cap.cuda_devices],
+        max(1, cap.cpu_cores),
+        cap.ram_total_gib,
+        reserve,
+    )
 
 
 def wake_key(hostname: str) -> str:

@@ -8,6 +8,7 @@ addressed (``<prefix>/checkpoints/<job_id>/<sha256>.tar.zst``) and only the run 
 job may record one (``state/lua/checkpoint.lua``), so a stale or torn upload is never what
 a later run restores: it restores exactly the bytes whose sha256 the record holds.
 """
+
 from __future__ import annotations
 
 import logging
@@ -28,8 +29,8 @@ from tasks.run import Stop
 from trainers.protocol import ENV_CHECKPOINT_DIR
 
 log = logging.getLogger("fleet.checkpoint")
-ARCHIVE = "ckpt.tar.zst"         # packed in the run folder, beside the job's work dir
-FIRST_POLL_S = 1.0               # until the store holds a checkpoint, look this often
+ARCHIVE = "ckpt.tar.zst"  # packed in the run folder, beside the job's work dir
+FIRST_POLL_S = 1.0  # until the store holds a checkpoint, look this often
 
 
 def key_for(job_id: str, sha256: str) -> str:
@@ -60,14 +61,18 @@ class CheckpointSync:
         self.every_s = float(ctx.app.conf.fleet_checkpoint_every_s)
         self.env, self.outcome = env, None
         self._synced: tuple = ()
-        self._stored = False         # the store holds a checkpoint of this job (restored or synced)
+        self._stored = False  # the store holds a checkpoint of this job (restored or synced)
         self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._loop, name=f"ckpt-{job.job_id[:8]}", daemon=True)
+        self._thread = threading.Thread(
+            target=self._loop, name=f"ckpt-{job.job_id[:8]}", daemon=True
+        )
 
     def __enter__(self) -> CheckpointSync:
         self.dir.mkdir(parents=True, exist_ok=True)
         self.restore()
-        isolation.hand_over(self.dir, getattr(self.ctx, "job_user", None))   # FLEET_JOB_USER writes it
+        isolation.hand_over(
+            self.dir, getattr(self.ctx, "job_user", None)
+        )  # FLEET_JOB_USER writes it
         self._synced = packer.fingerprint(self.dir)
         self.env[ENV_CHECKPOINT_DIR] = str(self.dir)
         self._thread.start()
@@ -84,8 +89,10 @@ class CheckpointSync:
         o = self.outcome
         # handed back at shutdown, or failed (and maybe retried): the next run starts from here.
         # Not when cancelled or lost: the job is not this run's to checkpoint any more.
-        if o is not None and ((o.stopped is not None and (o.stopped.hands_back or o.stopped is Stop.TIMEOUT))
-                              or (o.stopped is None and o.returncode != 0)):
+        if o is not None and (
+            (o.stopped is not None and (o.stopped.hands_back or o.stopped is Stop.TIMEOUT))
+            or (o.stopped is None and o.returncode != 0)
+        ):
             self.sync()
 
     # --- restore -----------------------------------------------------------------
@@ -93,14 +100,18 @@ class CheckpointSync:
         try:
             last = self.ctx.records.checkpoint(self.job.job_id)
         except (redis.RedisError, ValueError) as e:
-            log.warning("cannot read %s's checkpoint record (%s); starting it fresh", self.job.name, e)
+            log.warning(
+                "cannot read %s's checkpoint record (%s); starting it fresh", self.job.name, e
+            )
             return
         if not last:
             return
         try:
             self.ctx.open_store().get_file(last["key"], self.archive)
             if (actual := sha256_file(self.archive)) != last["sha256"]:
-                raise FleetError(f"{last['key']}: sha256 {actual}, the record says {last['sha256']}")
+                raise FleetError(
+                    f"{last['key']}: sha256 {actual}, the record says {last['sha256']}"
+                )
             count = packer.unpack(self.archive, self.dir)
         except (FleetError, OSError, KeyError) as e:
             log.error("not restoring %s's checkpoint (%s); starting it fresh", self.job.name, e)
@@ -108,13 +119,19 @@ class CheckpointSync:
         finally:
             self.archive.unlink(missing_ok=True)
         self._stored = True
-        log.warning("restored %s's checkpoint: %d file(s) synced at %s", self.job.name, count,
-                    time.strftime("%H:%M:%S", time.localtime(last.get("synced_at", 0))))
+        log.warning(
+            "restored %s's checkpoint: %d file(s) synced at %s",
+            self.job.name,
+            count,
+            time.strftime("%H:%M:%S", time.localtime(last.get("synced_at", 0))),
+        )
 
     # --- sync ----------------------------------------------------------------------
     def _loop(self) -> None:
         # the first checkpoint goes up as soon as the job writes it, later ones every every_s
-        while not self._stop.wait(self.every_s if self._stored else min(self.every_s, FIRST_POLL_S)):
+        while not self._stop.wait(
+            self.every_s if self._stored else min(self.every_s, FIRST_POLL_S)
+        ):
             self._stored = self.sync() or self._stored
 
     def sync(self) -> bool:
@@ -123,25 +140,41 @@ class CheckpointSync:
         if not seen or seen == self._synced:
             return False
         try:
-            packed = packer.pack(self.dir, self.archive, {"job_id": self.job.job_id, "name": self.job.name})
-            if packer.fingerprint(self.dir) != seen:   # written while we packed: a torn copy
+            packed = packer.pack(
+                self.dir, self.archive, {"job_id": self.job.job_id, "name": self.job.name}
+            )
+            if packer.fingerprint(self.dir) != seen:  # written while we packed: a torn copy
                 log.info("%s's checkpoint changed while packing; next time", self.job.name)
                 return False
             store = self.ctx.open_store()
             key = key_for(self.job.job_id, packed.sha256)
             store.put_file(key, packed.path)
-            value = {"key": key, "sha256": packed.sha256, "size": packed.size, "synced_at": time.time(),
-                     "files": len(seen)}
-            recorded, previous = self.ctx.records.record_checkpoint(self.job.job_id, self.token, value)
+            value = {
+                "key": key,
+                "sha256": packed.sha256,
+                "size": packed.size,
+                "synced_at": time.time(),
+                "files": len(seen),
+            }
+            recorded, previous = self.ctx.records.record_checkpoint(
+                self.job.job_id, self.token, value
+            )
             if not recorded:
-                log.warning("%s's checkpoint not recorded: this run no longer owns the job", self.job.name)
+                log.warning(
+                    "%s's checkpoint not recorded: this run no longer owns the job", self.job.name
+                )
                 return False
             self._synced = seen
             if previous and previous.get("key") != key:
                 store.delete_file(previous["key"])
-            log.info("synced %s's checkpoint: %d bytes (%s)", self.job.name, packed.size, short_id(packed.sha256))
+            log.info(
+                "synced %s's checkpoint: %d bytes (%s)",
+                self.job.name,
+                packed.size,
+                short_id(packed.sha256),
+            )
             return True
-        except (FleetError, OSError, redis.RedisError) as e:   # the next tick tries again
+        except (FleetError, OSError, redis.RedisError) as e:  # the next tick tries again
             log.warning("could not sync %s's checkpoint: %s", self.job.name, e)
             return False
         finally:

@@ -11,6 +11,7 @@
 - A message Celery still discards as revoked (a list filled by an older worker, or by
   ``revoke_by_stamped_headers``) ends its job cancelled, not queued for ever.
 """
+
 from __future__ import annotations
 
 import logging
@@ -37,12 +38,24 @@ _celery_conf = Panel.data["conf"]
 def capability_info(ctx: HostContext) -> dict:
     """The host as fleet routes by it: plain JSON for inspect replies and Flower."""
     cap = ctx.capability
-    return {"hostname": cap.hostname, "cpu_cores": cap.cpu_cores, "ram_total_gib": cap.ram_total_gib,
-            "ram_available_gib": cap.ram_available_gib,
-            "gpus": [{"index": d.index, "name": d.name, "vram_total_gib": d.vram_total_gib,
-                      "vram_free_gib": d.vram_free_gib} for d in cap.cuda_devices],
-            "queues": list(ctx.queues), "busy_slots": len(worker_state.active_requests),
-            "overridden": list(cap.overridden)}
+    return {
+        "hostname": cap.hostname,
+        "cpu_cores": cap.cpu_cores,
+        "ram_total_gib": cap.ram_total_gib,
+        "ram_available_gib": cap.ram_available_gib,
+        "gpus": [
+            {
+                "index": d.index,
+                "name": d.name,
+                "vram_total_gib": d.vram_total_gib,
+                "vram_free_gib": d.vram_free_gib,
+            }
+            for d in cap.cuda_devices
+        ],
+        "queues": list(ctx.queues),
+        "busy_slots": len(worker_state.active_requests),
+        "overridden": list(cap.overridden),
+    }
 
 
 @inspect_command(name=C.INSPECT_CAPABILITY)
@@ -51,8 +64,9 @@ def capability(state) -> dict:
     return capability_info(context())
 
 
-@inspect_command(alias="dump_conf", signature="[include_defaults=False]",
-                 args=[("with_defaults", strtobool)])
+@inspect_command(
+    alias="dump_conf", signature="[include_defaults=False]", args=[("with_defaults", strtobool)]
+)
 def conf(state, with_defaults=False, **kwargs):
     """List configuration, with this host's capability as ``fleet_capability``."""
     out = _celery_conf(state, with_defaults=with_defaults, **kwargs)
@@ -78,13 +92,13 @@ def revoke(state, task_id, terminate=False, signal=None, **kwargs):
     ctx = context()
     jobs = fleet_jobs(ctx.redis, ids)
     for jid in jobs:
-        res = ctx.records.cancel(jid)   # every worker gets the broadcast: one of them wins
+        res = ctx.records.cancel(jid)  # every worker gets the broadcast: one of them wins
         if res.done and res.was is JobState.QUEUED:
             log.info("revoke: cancelled queued job %s", short_id(jid))
             _announce(state, jid)
         elif res.done:
             log.info("revoke: cancelled running job %s; its heartbeat stops it", short_id(jid))
-    for jid in jobs:   # (a LimitedSet: no difference_update)
+    for jid in jobs:  # (a LimitedSet: no difference_update)
         worker_state.revoked.discard(jid)
     others = [i for i in ids if i not in jobs]
     if others:
@@ -92,7 +106,9 @@ def revoke(state, task_id, terminate=False, signal=None, **kwargs):
     return ok(f"jobs {sorted(jobs)} cancelled (fleet cancel)")
 
 
-@control_command(variadic="task_id", args=[("signal", str)], signature="<signal> [id1 [id2 [... [idN]]]]")
+@control_command(
+    variadic="task_id", args=[("signal", str)], signature="<signal> [id1 [id2 [... [idN]]]]"
+)
 def terminate(state, signal, task_id, **kwargs):
     """Terminate task by ID (or list of ids); a fleet job is cancelled as ``fleet cancel`` does."""
     return revoke(state, task_id, terminate=True, signal=signal)
@@ -110,14 +126,21 @@ def _announce(state, jid: str) -> None:
     """One worker (the first to take the Redis marker) sends the job's ``task-revoked``."""
     ctx = context()
     try:
-        cancelled_at = ctx.redis.hget(C.JOB_KEY + jid, "finished_at") or ""   # one marker per cancel
+        cancelled_at = ctx.redis.hget(C.JOB_KEY + jid, "finished_at") or ""  # one marker per cancel
         marker = C.FLOWER_REVOKED_KEY + jid + ":" + cancelled_at
         if not ctx.redis.set(marker, state.hostname, nx=True, ex=C.FLOWER_REVOKED_TTL_S):
             return
         state.app.backend.mark_as_revoked(jid, reason="cancelled by operator")
         with state.app.events.default_dispatcher(hostname=state.hostname) as d:
-            d.send("task-revoked", uuid=jid, terminated=False, signum=None, expired=False,
-                   state=REVOKED, result="revoked: cancelled while queued")
+            d.send(
+                "task-revoked",
+                uuid=jid,
+                terminated=False,
+                signum=None,
+                expired=False,
+                state=REVOKED,
+                result="revoked: cancelled while queued",
+            )
     except Exception as e:  # Flower catches up when a worker drops the message
         log.warning("could not announce cancelled job %s to Flower: %s", short_id(jid), e)
 
@@ -136,6 +159,9 @@ def revoked_by_celery(sender=None, request=None, terminated=False, expired=False
         worker_state.revoked.discard(jid)
         if ctx.records.states([jid])[jid] is JobState.QUEUED:
             ctx.records.cancel(jid)
-            log.warning("job %s was on Celery's revoked list; cancelled it (`fleet requeue` runs it)", short_id(jid))
+            log.warning(
+                "job %s was on Celery's revoked list; cancelled it (`fleet requeue` runs it)",
+                short_id(jid),
+            )
     except redis.RedisError as e:
         log.warning("could not check revoked task %s against fleet records: %s", short_id(jid), e)

@@ -7,6 +7,7 @@
 - ``Admission``: only queues whose jobs would start now (``tasks.admission``), a wake-up
   when room frees, and the delivered job's resources reserved before Celery sees it.
 """
+
 from __future__ import annotations
 
 import logging
@@ -46,15 +47,20 @@ class PoisonCheck(TransportHook):
         return DELIVER
 
     def _set_aside(self, delivery: Delivery, why: str) -> None:
-        ctx = host.current()   # built at worker start, before the consumer runs
+        ctx = host.current()  # built at worker start, before the consumer runs
         worker = ctx.settings.hostname if ctx is not None else socket.gethostname()
         record = deadletter.entry(delivery.item, why, delivery.queue, delivery.key, worker)
         try:
             with self.acquire() as client:
                 deadletter.set_aside(client, record)
         except redis.RedisError as e:
-            log.error("poison entry on %s (%s) could not be set aside (%s); dropped: %.500s",
-                      delivery.key, why, e, record["entry"])
+            log.error(
+                "poison entry on %s (%s) could not be set aside (%s); dropped: %.500s",
+                delivery.key,
+                why,
+                e,
+                record["entry"],
+            )
             return
         log.error("poison entry on %s set aside in %s: %s", delivery.key, C.DEAD_LETTER_KEY, why)
 
@@ -69,7 +75,7 @@ class FairShare(TransportHook):
         return self.order.keys(queue)
 
     def idle(self) -> None:
-        self.order.expire()    # look for owners that appeared meanwhile
+        self.order.expire()  # look for owners that appeared meanwhile
 
     def restore_key(self, payload: dict, queue: str, wire_pri: int) -> str | None:
         owner = self._owner_of(payload)
@@ -104,7 +110,7 @@ class Admission(TransportHook):
 
     def is_delivery(self, key: str) -> bool:
         gate = self.gate()
-        return gate is None or key != gate.wake_key   # resources freed: BRPOP again on more
+        return gate is None or key != gate.wake_key  # resources freed: BRPOP again on more
 
     def before_deliver(self, delivery: Delivery) -> Verdict:
         # a job that no longer fits (a race) is still delivered, never dropped: its execution
@@ -115,7 +121,7 @@ class Admission(TransportHook):
         return DELIVER
 
     def ended(self, tag: str) -> None:
-        gate = self.gate()   # a delivery that ended gives back what it reserved
+        gate = self.gate()  # a delivery that ended gives back what it reserved
         if gate is not None:
             gate.release(tag)
 
@@ -128,7 +134,7 @@ def reserve(gate: admission.Gate, message: dict, queue: str) -> bool:
         written = job.get("needs") or {}
         # only the fields this fleet knows: a newer publisher's extra ones do not block it
         needs = Needs(**{k: v for k, v in written.items() if k in NEED_FIELDS})
-    except (KeyError, TypeError, ValueError, AttributeError) as e:   # execution refuses it, loudly
+    except (KeyError, TypeError, ValueError, AttributeError) as e:  # execution refuses it, loudly
         log.debug("delivery on %s: cannot read its needs (%s); taking it as one core", queue, e)
         needs, job = Needs(), {}
     tag = message["properties"]["delivery_tag"]

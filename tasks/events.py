@@ -14,6 +14,7 @@ PROGRESS would rank above REVOKED, and a later ``task-revoked`` would be ignored
 A cancelled job (``fleet cancel``, Flower's Terminate, ``celery control revoke``) ends
 REVOKED in both the result backend and Flower, sent by the worker that stopped or dropped it.
 """
+
 from __future__ import annotations
 
 import json
@@ -28,7 +29,7 @@ from state.events import RUN_FIELDS
 
 log = logging.getLogger("fleet.events")
 PROGRESS_EVENT = "task-STARTED"
-QUEUED_AGAIN_EVENT = "task-pending"   # PENDING sorts last: merged, its own state field applies
+QUEUED_AGAIN_EVENT = "task-pending"  # PENDING sorts last: merged, its own state field applies
 LINE_CHARS = 160
 
 
@@ -47,14 +48,21 @@ def summary(snap: dict, worker: str) -> str:
 class ProgressEvents:
     """Sends a running task's progress to Flower, at most every ``every_s``."""
 
-    def __init__(self, task, worker: str, attempt: int = 1, every_s: float = PROGRESS_EVENT_EVERY_S,
-                 started: float | None = None, gpus: tuple[int, ...] = ()):
+    def __init__(
+        self,
+        task,
+        worker: str,
+        attempt: int = 1,
+        every_s: float = PROGRESS_EVENT_EVERY_S,
+        started: float | None = None,
+        gpus: tuple[int, ...] = (),
+    ):
         self.task, self.worker, self.every_s = task, worker, every_s
         # A later attempt's progress also says STARTED and clears the earlier failure: that
         # attempt's task-failed can reach Flower after this one began (the retry is queued first).
         self.fields = {} if attempt <= 1 else restart_fields(0, attempt)
         self.fields["started"] = time.time() if started is None else started
-        self.fields["gpus"] = list(gpus)   # Flower's GPUs column (fleet.flower_view)
+        self.fields["gpus"] = list(gpus)  # Flower's GPUs column (fleet.flower_view)
         self._last = 0.0
 
     def tick(self, snap: dict) -> None:
@@ -62,8 +70,14 @@ class ProgressEvents:
         if now - self._last < self.every_s:
             return
         self._last = now
-        _send(self.task, PROGRESS_EVENT, **self.fields, result=summary(snap, self.worker),
-              elapsed_s=snap.get("elapsed_s"), metrics=snap.get("metrics") or {})
+        _send(
+            self.task,
+            PROGRESS_EVENT,
+            **self.fields,
+            result=summary(snap, self.worker),
+            elapsed_s=snap.get("elapsed_s"),
+            metrics=snap.get("metrics") or {},
+        )
 
 
 def restarted(task, attempt: int) -> None:
@@ -74,8 +88,13 @@ def restarted(task, attempt: int) -> None:
 
 def restart_fields(now: float, attempt: int) -> dict:
     """Fields that make Flower show attempt ``attempt`` as a run that started at ``now``."""
-    fields = {**dict.fromkeys(RUN_FIELDS), "state": states.STARTED, "started": now, "retries": attempt - 1}
-    fields.pop("result")   # each event that carries these sets the result itself
+    fields = {
+        **dict.fromkeys(RUN_FIELDS),
+        "state": states.STARTED,
+        "started": now,
+        "retries": attempt - 1,
+    }
+    fields.pop("result")  # each event that carries these sets the result itself
     return fields
 
 
@@ -86,15 +105,22 @@ def requeued(task, why: str) -> None:
 
 def queued_again_fields(why: str) -> dict:
     """Queued again, held by no worker: Flower would still show the one that handed it back."""
-    return {**dict.fromkeys(RUN_FIELDS), "state": states.PENDING, "result": f"queued again: {why}",
-            "worker": None}
+    return {
+        **dict.fromkeys(RUN_FIELDS),
+        "state": states.PENDING,
+        "result": f"queued again: {why}",
+        "worker": None,
+    }
 
 
 def preempting(app, hostname: str, job_id: str, text: str) -> None:
     """A queued job displaces running ones (tasks.preemption): its Flower row says whom.
     Its task ID is its job ID; PENDING still, the run's own events follow."""
-    try:   # a connection of its own: preemption is rare, and runs outside any task
-        with app.connection_for_write() as conn, app.events.Dispatcher(conn, hostname=hostname) as d:
+    try:  # a connection of its own: preemption is rare, and runs outside any task
+        with (
+            app.connection_for_write() as conn,
+            app.events.Dispatcher(conn, hostname=hostname) as d,
+        ):
             d.send(QUEUED_AGAIN_EVENT, uuid=job_id, state=states.PENDING, result=text)
     except Exception as e:  # events are for watching; preemption goes on without them
         log.debug("preempting event for %s failed: %s", short_id(job_id), e)
@@ -106,8 +132,15 @@ def revoked(task, why: str) -> None:
         task.backend.mark_as_revoked(task.request.id, reason=why, request=task.request)
     except Exception as e:  # the result backend is down: the job record is what counts
         log.debug("revoked state update failed: %s", e)
-    _send(task, "task-revoked", terminated=True, signum=None, expired=False, state=states.REVOKED,
-          result=f"revoked: {why}")
+    _send(
+        task,
+        "task-revoked",
+        terminated=True,
+        signum=None,
+        expired=False,
+        state=states.REVOKED,
+        result=f"revoked: {why}",
+    )
 
 
 def _send(task, type_: str, **fields) -> None:

@@ -6,6 +6,7 @@ group, ``tasks.trained`` marks the output durable, ``tasks.upload`` bundles, sto
 records it. Every way a delivery can end is an ``Outcome`` (``tasks.run``) handed back to
 ``tasks.train``, the only place that speaks Celery's Ignore/Reject.
 """
+
 from __future__ import annotations
 
 import json
@@ -64,7 +65,7 @@ log = logging.getLogger("fleet.execution")
 # A custom name: Celery's RETRY is an exception state whose meta must be an error. A cancelled
 # delivery ends REVOKED (tasks.events).
 REQUEUED_STATE = "REQUEUED"
-NO_RECORD = "no record"     # the claim's answer for a message `fleet publish` never recorded
+NO_RECORD = "no record"  # the claim's answer for a message `fleet publish` never recorded
 
 
 def execute(task, job: JobSpec) -> Ended:
@@ -78,13 +79,18 @@ def execute(task, job: JobSpec) -> Ended:
 
 def _execute(task, job: JobSpec) -> Ended:
     ctx = context()
-    if ctx.shutdown.is_set():   # delivered while the worker is stopping: leave it to the next one
+    if ctx.shutdown.is_set():  # delivered while the worker is stopping: leave it to the next one
         return Ended(Outcome.REDELIVER, "worker shutting down")
     queue = (task.request.delivery_info or {}).get("routing_key") or ""
     token = uuid.uuid4().hex
     adopt = bool(ctx.app.conf.get("fleet_adopt_unpublished"))
-    claim = retry_redis(lambda: ctx.records.claim(job.job_id, ctx.hostname, token, job.to_dict(), queue, adopt=adopt),
-                        what="claim", stop=ctx.shutdown)
+    claim = retry_redis(
+        lambda: ctx.records.claim(
+            job.job_id, ctx.hostname, token, job.to_dict(), queue, adopt=adopt
+        ),
+        what="claim",
+        stop=ctx.shutdown,
+    )
     if claim.reason == NO_RECORD:
         return _refuse_unpublished(task, ctx, job, queue)
     if not claim.run:
@@ -96,12 +102,30 @@ def _execute(task, job: JobSpec) -> Ended:
         return Ended(Outcome.DROPPED, claim.reason)
     if claim.attempts > 1:
         events.restarted(task, claim.attempts)
-    work = workdirs.create(ctx.work_root, job.job_id, trained.run_info(job, token, claim.attempts, ctx.hostname, claim.runs))
+    work = workdirs.create(
+        ctx.work_root,
+        job.job_id,
+        trained.run_info(job, token, claim.attempts, ctx.hostname, claim.runs),
+    )
     try:
-        with LeaseKeeper(ctx.records, job.job_id, token) as lease, \
-                JobLog(ctx.redis, job.job_id, run=claim.runs, worker=ctx.hostname) as output:
-            ended = _with_grant(task, ctx, Run(job, token, claim.attempts, lease, work, queue=queue, output=output,
-                                                  number=claim.runs))
+        with (
+            LeaseKeeper(ctx.records, job.job_id, token) as lease,
+            JobLog(ctx.redis, job.job_id, run=claim.runs, worker=ctx.hostname) as output,
+        ):
+            ended = _with_grant(
+                task,
+                ctx,
+                Run(
+                    job,
+                    token,
+                    claim.attempts,
+                    lease,
+                    work,
+                    queue=queue,
+                    output=output,
+                    number=claim.runs,
+                ),
+            )
             output.end(*run_end(ended, lease.reason, lease.record))
             return ended
     finally:
@@ -112,7 +136,7 @@ def _with_grant(task, ctx: HostContext, run: Run) -> Ended:
     """Run holding what the transport reserved for this delivery (GPUs, cores, RAM), and
     give it back once the job's whole process group has exited, however the run ends."""
     claimed = ctx.gate.claim(run.job.job_id)
-    if claimed is None:   # delivered around the gate (e.g. no reservation made): reserve now
+    if claimed is None:  # delivered around the gate (e.g. no reservation made): reserve now
         tag = f"run:{run.token}"
         grant = ctx.gate.take(tag, ctx.gate.demand(run.job.needs, run.queue), run.job.job_id)
         if grant is None:
@@ -131,7 +155,7 @@ def _with_grant(task, ctx: HostContext, run: Run) -> Ended:
     with ctx.runs.running(run):
         try:
             held = {"gpu": ",".join(f"{d.index}:{d.name}" for d in gpus)} if gpus else {}
-            run.lease.report(cores=len(grant.cores), **held)   # what `fleet usage` counts
+            run.lease.report(cores=len(grant.cores), **held)  # what `fleet usage` counts
             return _guarded(task, ctx, run)
         finally:
             ctx.gate.release(tag)
@@ -149,29 +173,54 @@ def _guarded(task, ctx: HostContext, run: Run) -> Ended:
         raise
     except Exception as e:  # anything unforeseen ends the run, recorded, not left to a lease
         # the record keeps one line; the traceback, which says where, goes to this worker's log
-        log.exception("%s (%s) failed on %s with an unforeseen error", run.job.name,
-                      short_id(run.job.job_id), ctx.hostname)
+        log.exception(
+            "%s (%s) failed on %s with an unforeseen error",
+            run.job.name,
+            short_id(run.job.job_id),
+            ctx.hostname,
+        )
         return _failed(ctx, run, None, error=f"{type(e).__name__}: {e}")
 
 
 def _refuse_unpublished(task, ctx: HostContext, job: JobSpec, queue: str) -> Ended:
     """A message no `fleet publish` recorded (e.g. apply_async): set aside, not run."""
-    why = (f"no record for job {job.job_id}: not published by fleet (set FLEET_ADOPT_UNPUBLISHED=1 "
-           "on workers to run such messages)")
+    why = (
+        f"no record for job {job.job_id}: not published by fleet (set FLEET_ADOPT_UNPUBLISHED=1 "
+        "on workers to run such messages)"
+    )
     log.error("refusing delivery of %s (%s): %s", job.name, short_id(job.job_id), why)
-    raw = json.dumps({"id": task.request.id, "task": task.name, "args": task.request.args,
-                      "delivery_info": task.request.delivery_info})
-    retry_redis(lambda: deadletter.set_aside(ctx.redis, deadletter.entry(raw, why, queue, worker=ctx.hostname)),
-                what="set aside", stop=ctx.shutdown)
+    raw = json.dumps(
+        {
+            "id": task.request.id,
+            "task": task.name,
+            "args": task.request.args,
+            "delivery_info": task.request.delivery_info,
+        }
+    )
+    retry_redis(
+        lambda: deadletter.set_aside(
+            ctx.redis, deadletter.entry(raw, why, queue, worker=ctx.hostname)
+        ),
+        what="set aside",
+        stop=ctx.shutdown,
+    )
     return Ended(Outcome.REFUSED, why)
 
 
 def _release(task, ctx: HostContext, run: Run, why: str) -> Ended:
     """Hand the job back to its queue, without counting this attempt."""
-    retry_redis(lambda: ctx.records.finish(run.job.job_id, run.token, JobState.QUEUED, count_attempt=False,
-                                           last_error=f"released: {why}",
-                                           **record_end(RunEnd.HANDED_BACK, f"handed back: {why}")),
-                what="release", stop=ctx.shutdown)
+    retry_redis(
+        lambda: ctx.records.finish(
+            run.job.job_id,
+            run.token,
+            JobState.QUEUED,
+            count_attempt=False,
+            last_error=f"released: {why}",
+            **record_end(RunEnd.HANDED_BACK, f"handed back: {why}"),
+        ),
+        what="release",
+        stop=ctx.shutdown,
+    )
     log.warning("released %s back to its queue: %s", run.job.name, why)
     return _requeued(task, run, why)
 
@@ -180,13 +229,20 @@ def _handed_back(task, ctx: HostContext, run: Run, asked: HandBack) -> Ended:
     """A policy handed the run back (tasks.handback): its checkpoint is synced, the job goes
     back to its queue with this attempt uncounted and the policy's fields recorded."""
     job = run.job
-    owned = retry_redis(lambda: ctx.records.finish(job.job_id, run.token, JobState.QUEUED, count_attempt=False,
-                                                   last_error=f"handed back: {asked.why}",
-                                                   **asked.fields,
-                                                   **record_end(RunEnd.HANDED_BACK,
-                                                                f"handed back: {asked.why}")),
-                        what="hand back", stop=ctx.shutdown)
-    if not owned:   # cancelled or taken over meanwhile: the record says what happened
+    owned = retry_redis(
+        lambda: ctx.records.finish(
+            job.job_id,
+            run.token,
+            JobState.QUEUED,
+            count_attempt=False,
+            last_error=f"handed back: {asked.why}",
+            **asked.fields,
+            **record_end(RunEnd.HANDED_BACK, f"handed back: {asked.why}"),
+        ),
+        what="hand back",
+        stop=ctx.shutdown,
+    )
+    if not owned:  # cancelled or taken over meanwhile: the record says what happened
         return _stopped(task, ctx, run, run.lease.reason or Stop.LOST)
     log.warning("handed %s back to its queue: %s", job.name, asked.why)
     return _requeued(task, run, asked.why)
@@ -209,16 +265,27 @@ def _task_state(task, state: str, meta: dict) -> None:
 
 def _run(task, ctx: HostContext, run: Run) -> Ended:
     job, work = run.job, run.work
-    data_path = (fetch(job.data, ctx.work_root / DATA_CACHE_DIR, store_factory=ctx.open_store, into=work,
-                       cache_bytes=ctx.settings.data_cache_bytes) if job.data else None)
+    data_path = (
+        fetch(
+            job.data,
+            ctx.work_root / DATA_CACHE_DIR,
+            store_factory=ctx.open_store,
+            into=work,
+            cache_bytes=ctx.settings.data_cache_bytes,
+        )
+        if job.data
+        else None
+    )
     try:
-        with workspace.prepared(task, ctx, run) as python:   # its code copied in, its environment held
+        with workspace.prepared(
+            task, ctx, run
+        ) as python:  # its code copied in, its environment held
             argv, env = _argv_env(job, work, data_path, run, ctx.job_user)
             argv = workspace.adapt(argv, env, job, python)
             env.update(workspace.job_variables(job, ctx))
-            isolation.hand_over(work, ctx.job_user)   # the data pin lives in the cache, not in work
+            isolation.hand_over(work, ctx.job_user)  # the data pin lives in the cache, not in work
             outcome = _run_process(task, ctx, run, argv, env)
-    except workspace.JobEnvFailed as e:   # the job's own requirements: no other host can do better
+    except workspace.JobEnvFailed as e:  # the job's own requirements: no other host can do better
         return _failed(ctx, replace(run, job=replace(job, max_attempts=None)), None, error=str(e))
     except EnvBuildFailed:
         if ctx.shutdown.is_set():
@@ -226,12 +293,19 @@ def _run(task, ctx: HostContext, run: Run) -> Ended:
         raise
     if outcome.stopped is Stop.SHUTDOWN:
         return _release(task, ctx, run, "worker shutting down")
-    if outcome.stopped is Stop.PRUNED:   # its outputs are kept like a success's
+    if outcome.stopped is Stop.PRUNED:  # its outputs are kept like a success's
         result = upload.store_result(ctx, run, outcome, JobState.PRUNED)
         checkpoint.drop(ctx, job)
-        return Ended(Outcome.SUCCEEDED, result=result, end=RunEnd.PRUNED, detail="by its search's pruner")
+        return Ended(
+            Outcome.SUCCEEDED, result=result, end=RunEnd.PRUNED, detail="by its search's pruner"
+        )
     if outcome.stopped is not None and outcome.stopped.by_policy:
-        return _handed_back(task, ctx, run, ctx.runs.asked(job.job_id) or HandBack(outcome.stopped, outcome.stopped.value))
+        return _handed_back(
+            task,
+            ctx,
+            run,
+            ctx.runs.asked(job.job_id) or HandBack(outcome.stopped, outcome.stopped.value),
+        )
     if outcome.stopped is not None and outcome.stopped.record_decides:
         return _stopped(task, ctx, run, outcome.stopped)
     if outcome.stopped is Stop.TIMEOUT or outcome.returncode != 0:
@@ -242,8 +316,13 @@ def _run(task, ctx: HostContext, run: Run) -> Ended:
     return Ended(Outcome.SUCCEEDED, result=result)
 
 
-def _argv_env(job: JobSpec, work: Path, data_path: Path | None, run: Run,
-              user: isolation.JobUser | None = None) -> tuple[list[str], dict]:
+def _argv_env(
+    job: JobSpec,
+    work: Path,
+    data_path: Path | None,
+    run: Run,
+    user: isolation.JobUser | None = None,
+) -> tuple[list[str], dict]:
     out_dir = work / workdirs.OUT_DIR
     out_dir.mkdir(parents=True, exist_ok=True)
     spec_path = work / workdirs.SPEC_FILE
@@ -251,11 +330,20 @@ def _argv_env(job: JobSpec, work: Path, data_path: Path | None, run: Run,
     # the job never sees the worker's credentials: its output reaches records, Flower, errors
     env = isolation.job_environment(os.environ, user)
     grant = run.grant
-    env.update(protocol.job_environment(job_id=job.job_id, name=job.name, spec=spec_path, output_dir=out_dir,
-                                        hyper=job.hyper, seed=job.seed, data_path=data_path,
-                                        gpu_ids=[d.uuid or str(d.index) for d in run.gpus],
-                                        cores=grant.cores if grant else (),
-                                        gpu_memory_gib=grant.shared_gib if grant else 0.0))
+    env.update(
+        protocol.job_environment(
+            job_id=job.job_id,
+            name=job.name,
+            spec=spec_path,
+            output_dir=out_dir,
+            hyper=job.hyper,
+            seed=job.seed,
+            data_path=data_path,
+            gpu_ids=[d.uuid or str(d.index) for d in run.gpus],
+            cores=grant.cores if grant else (),
+            gpu_memory_gib=grant.shared_gib if grant else 0.0,
+        )
+    )
     argv = list(job.command) if job.command else [sys.executable, "-m", "trainers.run"]
     return argv, env
 
@@ -268,17 +356,27 @@ def _run_process(task, ctx: HostContext, run: Run, argv: list[str], env: dict) -
     flower = events.ProgressEvents(task, where, run.attempt, gpus=tuple(d.index for d in run.gpus))
     history = MetricHistory(ctx.redis, job.job_id, run.number)
     pruning = trial.watch(ctx.redis, job, lambda: ctx.runs.wake(job.job_id))
-    with open(work / workdirs.LOG_FILE, "w", encoding="utf-8") as log_file, \
-            checkpoint.syncing(ctx, job, run.token, work, env) as ckpt:
+    with (
+        open(work / workdirs.LOG_FILE, "w", encoding="utf-8") as log_file,
+        checkpoint.syncing(ctx, job, run.token, work, env) as ckpt,
+    ):
         on_tick = _tick_loop(task, ctx, run, flower, history, pruning)
-        outcome = runner.run(argv, env=env, cwd=str(work), timeout_s=job.timeout_s, on_tick=on_tick,
-                             stop=ctx.shutdown, log=lambda line: (log_file.write(line + "\n"), run.output.append(line)),
-                             run_as=isolation.popen_user(ctx.job_user),
-                             python=ctx.job_user.python if ctx.job_user else None,
-                             exit_file=workdirs.exit_file(work), wake_fd=ctx.runs.wake_fd(job.job_id),
-                             on_metric=_each(history.record, pruning))
+        outcome = runner.run(
+            argv,
+            env=env,
+            cwd=str(work),
+            timeout_s=job.timeout_s,
+            on_tick=on_tick,
+            stop=ctx.shutdown,
+            log=lambda line: (log_file.write(line + "\n"), run.output.append(line)),
+            run_as=isolation.popen_user(ctx.job_user),
+            python=ctx.job_user.python if ctx.job_user else None,
+            exit_file=workdirs.exit_file(work),
+            wake_fd=ctx.runs.wake_fd(job.job_id),
+            on_metric=_each(history.record, pruning),
+        )
         _flush_history(ctx, history)
-        ckpt.ended(outcome)   # handed back or failed: the checkpoint is synced once more on exit
+        ckpt.ended(outcome)  # handed back or failed: the checkpoint is synced once more on exit
     return outcome
 
 
@@ -296,12 +394,22 @@ def _flush_history(ctx: HostContext, history: MetricHistory) -> None:
         log.warning("the last metric points of %s were not kept: %s", short_id(history.job_id), e)
 
 
-def _tick_loop(task, ctx: HostContext, run: Run, flower: events.ProgressEvents, history: MetricHistory,
-               pruning: trial.TrialWatch | None) -> ticks.TickLoop:
+def _tick_loop(
+    task,
+    ctx: HostContext,
+    run: Run,
+    flower: events.ProgressEvents,
+    history: MetricHistory,
+    pruning: trial.TrialWatch | None,
+) -> ticks.TickLoop:
     """Progress reported (lease, metric history, Celery, Flower), then each reason to stop
     (tasks.ticks): over its VRAM budget, pruned by its search, the lease's answer, a hand-back."""
-    policies = [ticks.Heartbeat(run.lease), ticks.EachTick(history.flush), ticks.TaskProgress(task, run, ctx.hostname),
-                ticks.FlowerProgress(flower)]
+    policies = [
+        ticks.Heartbeat(run.lease),
+        ticks.EachTick(history.flush),
+        ticks.TaskProgress(task, run, ctx.hostname),
+        ticks.FlowerProgress(flower),
+    ]
     watch = _vram_watch(run)
     if watch is not None:
         policies.append(ticks.VramBudget(watch, run))
@@ -316,21 +424,31 @@ def _vram_watch(run: Run) -> vramwatch.VramWatch | None:
     if run.grant is None or run.grant.shared_gib <= 0 or not run.gpus:
         return None
     gpu = run.gpus[0]
-    return vramwatch.VramWatch(vramwatch.nvml_usage(gpu.uuid), run.grant.shared_gib, f"GPU {gpu.index}",
-                               time.monotonic)
+    return vramwatch.VramWatch(
+        vramwatch.nvml_usage(gpu.uuid), run.grant.shared_gib, f"GPU {gpu.index}", time.monotonic
+    )
 
 
 def _stopped(task, ctx: HostContext, run: Run, why: Stop) -> Ended:
     """The record already says what happened (cancelled, or another run owns the job):
     this run stops without a result of its own."""
     log.warning("stopped %s: %s", run.job.name, why.value)
-    if why is Stop.CANCELLED and retry_redis(lambda: ctx.records.states([run.job.job_id])[run.job.job_id],
-                                             what="read state", stop=ctx.shutdown) is JobState.CANCELLED:
+    if (
+        why is Stop.CANCELLED
+        and retry_redis(
+            lambda: ctx.records.states([run.job.job_id])[run.job.job_id],
+            what="read state",
+            stop=ctx.shutdown,
+        )
+        is JobState.CANCELLED
+    ):
         events.revoked(task, "cancelled by operator")  # unless already requeued: the new run shows
     return Ended(Outcome.STOPPED, why.value)
 
 
-def _failed(ctx: HostContext, run: Run, outcome: runner.RunOutcome | None, error: str | None = None) -> Ended:
+def _failed(
+    ctx: HostContext, run: Run, outcome: runner.RunOutcome | None, error: str | None = None
+) -> Ended:
     """Record the failure: queued again while attempts remain, else failed."""
     job, attempt = run.job, run.attempt
     if outcome is None:
@@ -338,25 +456,44 @@ def _failed(ctx: HostContext, run: Run, outcome: runner.RunOutcome | None, error
         end, detail = RunEnd.FAILED, error or ""
         reason, text = failure_reason(end, "failed", (error or "").splitlines()[:1]), error or ""
     else:
-        why = (f"timed out after {job.timeout_s:g}s" if outcome.stopped is Stop.TIMEOUT
-               else "was stopped: over its VRAM budget" if outcome.stopped is Stop.OVER_BUDGET
-               else f"exited with status {outcome.returncode}")
+        why = (
+            f"timed out after {job.timeout_s:g}s"
+            if outcome.stopped is Stop.TIMEOUT
+            else "was stopped: over its VRAM budget"
+            if outcome.stopped is Stop.OVER_BUDGET
+            else f"exited with status {outcome.returncode}"
+        )
         tail = "\n".join(outcome.tail[-TAIL_LINES:])
         message = f"job {job.name} ({short_id(job.job_id)}) {why}; last output:\n{tail}"
         end, detail = failure_end(outcome.stopped, outcome.returncode, job.timeout_s)
         # over its budget, the watch's verdict (its output's last line) says why, not a traceback
-        reason = failure_reason(end, detail, outcome.tail[-TAIL_LINES:],
-                                last=outcome.stopped is Stop.OVER_BUDGET)
+        reason = failure_reason(
+            end, detail, outcome.tail[-TAIL_LINES:], last=outcome.stopped is Stop.OVER_BUDGET
+        )
         text = tail
     # over its budget it would be again anywhere: not retried
-    again = (job.max_attempts is not None and attempt < job.max_attempts
-             and (outcome is None or outcome.stopped is not Stop.OVER_BUDGET))
-    retry_redis(lambda: ctx.records.finish(job.job_id, run.token, JobState.QUEUED if again else JobState.FAILED,
-                                           last_error=message[-4000:],
-                                           **record_end(end, reason, text)),
-                what="record failure", stop=ctx.shutdown)
+    again = (
+        job.max_attempts is not None
+        and attempt < job.max_attempts
+        and (outcome is None or outcome.stopped is not Stop.OVER_BUDGET)
+    )
+    retry_redis(
+        lambda: ctx.records.finish(
+            job.job_id,
+            run.token,
+            JobState.QUEUED if again else JobState.FAILED,
+            last_error=message[-4000:],
+            **record_end(end, reason, text),
+        ),
+        what="record failure",
+        stop=ctx.shutdown,
+    )
     left = f"; queued again, {job.max_attempts - attempt} attempt(s) left" if again else ""
     if again:
-        return Ended(Outcome.RETRYING, message + f"\n(retrying: attempt {attempt} of {job.max_attempts})",
-                     end=end, detail=detail + left)
+        return Ended(
+            Outcome.RETRYING,
+            message + f"\n(retrying: attempt {attempt} of {job.max_attempts})",
+            end=end,
+            detail=detail + left,
+        )
     return Ended(Outcome.FAILED, message, end=end, detail=detail)

@@ -6,6 +6,7 @@ prunes emptied owner lists (state.queues.live) and reads usage and shares. Betwe
 refreshes every poll reuses the same key lists, so fair share costs a poll only the longer
 BRPOP key list (bench/fairshare.py measures it).
 """
+
 from __future__ import annotations
 
 import logging
@@ -25,8 +26,13 @@ log = logging.getLogger("fleet.fairshare")
 class FairOrder:
     """Owner lists per queue, in fair-share order, refreshed from Redis now and then."""
 
-    def __init__(self, acquire: Callable[[], AbstractContextManager[redis.Redis]], steps: Sequence[int],
-                 every_s: float = C.FAIRSHARE_REFRESH_S, half_life_s: float | None = None):
+    def __init__(
+        self,
+        acquire: Callable[[], AbstractContextManager[redis.Redis]],
+        steps: Sequence[int],
+        every_s: float = C.FAIRSHARE_REFRESH_S,
+        half_life_s: float | None = None,
+    ):
         self.acquire = acquire
         self.steps = tuple(steps)
         self.every_s = every_s
@@ -62,16 +68,25 @@ class FairOrder:
                 usage = fairshare.read_usage(client) if live else {}
                 shares = fairshare.read_shares(client) if live else {}
         except redis.RedisError as e:
-            log.warning("fair share: cannot read owner lists or usage (%s); keeping the last order", e)
+            log.warning(
+                "fair share: cannot read owner lists or usage (%s); keeping the last order", e
+            )
             return
         self._owners = ranked(live, usage, shares, time.time(), self.half_life_s)
         self._keys = {}
 
 
-def ranked(live: dict[str, list[str]], usage: dict[str, fairshare.OwnerUsage], shares: dict[str, float],
-           now: float, half_life_s: float) -> dict[str, list[str]]:
+def ranked(
+    live: dict[str, list[str]],
+    usage: dict[str, fairshare.OwnerUsage],
+    shares: dict[str, float],
+    now: float,
+    half_life_s: float,
+) -> dict[str, list[str]]:
     """Each queue's waiting owners in fair-share order (least standing first). Pure."""
     names = {o for owners in live.values() for o in owners}
-    order = F.order({o: usage.get(o, fairshare.OwnerUsage()).usage() for o in names}, shares, now, half_life_s)
+    order = F.order(
+        {o: usage.get(o, fairshare.OwnerUsage()).usage() for o in names}, shares, now, half_life_s
+    )
     rank = {o: i for i, o in enumerate(order)}
     return {q: sorted(owners, key=rank.__getitem__) for q, owners in live.items()}

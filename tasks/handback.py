@@ -10,6 +10,7 @@ checkpoint is synced once more (``tasks.checkpoint``); the job is recorded queue
 says "handed back (<why>)". Only then is its grant released, so whatever takes its place
 starts after the checkpoint sync. The event ``hand_back`` returns is set at that moment.
 """
+
 from __future__ import annotations
 
 import os
@@ -27,9 +28,9 @@ from tasks.run import Run, Stop
 class HandBack:
     """A policy's request to hand one run back."""
 
-    stop: Stop                # what the run's on_tick returns (Stop.PREEMPTED, ...)
-    why: str                  # its end mark and the record's last_error say this
-    fields: dict[str, Any] = field(default_factory=dict)   # written to the record with the requeue
+    stop: Stop  # what the run's on_tick returns (Stop.PREEMPTED, ...)
+    why: str  # its end mark and the record's last_error say this
+    fields: dict[str, Any] = field(default_factory=dict)  # written to the record with the requeue
     asked_at: float = field(default_factory=time.time)
 
 
@@ -41,7 +42,9 @@ class Runs:
         self._runs: dict[str, Run] = {}
         self._asked: dict[str, HandBack] = {}
         self._ended: dict[str, threading.Event] = {}
-        self._wake: dict[str, tuple[int, int]] = {}   # job ID -> pipe whose byte wakes its runner's tick
+        self._wake: dict[
+            str, tuple[int, int]
+        ] = {}  # job ID -> pipe whose byte wakes its runner's tick
 
     @contextmanager
     def running(self, run: Run) -> Iterator[Run]:
@@ -76,8 +79,10 @@ class Runs:
         run is over (checkpoint synced, record written, grant released), or None when no
         run of that job executes here. The first request stands."""
         if not stop.by_policy:
-            raise ValueError(f"hand_back: {stop!r} is not a policy stop; use one of "
-                             f"{sorted(s.name for s in Stop if s.by_policy)}")
+            raise ValueError(
+                f"hand_back: {stop!r} is not a policy stop; use one of "
+                f"{sorted(s.name for s in Stop if s.by_policy)}"
+            )
         with self._lock:
             if job_id not in self._runs:
                 return None
@@ -92,10 +97,10 @@ class Runs:
                 self._wake_locked(job_id)
 
     def _wake_locked(self, job_id: str) -> None:
-        try:   # its runner ticks at once, not up to a second later
+        try:  # its runner ticks at once, not up to a second later
             os.write(self._wake[job_id][1], b"!")
         except (BlockingIOError, OSError):
-            pass   # already woken
+            pass  # already woken
 
     def wake_fd(self, job_id: str) -> int | None:
         """The pipe end the runner of ``job_id`` selects on (``tasks.runner.run``'s wake_fd)."""

@@ -10,6 +10,7 @@ queue's lists in serving order, ``polled`` edits the whole key list. One popped 
 ``is_delivery`` (False: a wake-up, not a message), then ``before_deliver`` in hook order,
 the first verdict that does not deliver winning. ``ended``: a delivery was acked or rejected.
 """
+
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence

@@ -1,4 +1,5 @@
 """The host context: what a running worker knows about itself, built once at start-up."""
+
 from __future__ import annotations
 
 import logging
@@ -30,20 +31,20 @@ class HostContext:
     """Everything a running worker knows about itself; built once at start."""
 
     app: object
-    settings: WorkerSettings        # the worker's environment, read once
-    capability: Capability          # as detected, capped by the published host policy
+    settings: WorkerSettings  # the worker's environment, read once
+    capability: Capability  # as detected, capped by the published host policy
     config: ClusterConfig
     queues: list[str]
     redis: redis.Redis
     records: Records
-    gate: Gate                      # its resource pool: what it may take, what jobs hold
+    gate: Gate  # its resource pool: what it may take, what jobs hold
     nodename: str = ""
     # before any policy cap (always set by build_context): a newly published policy applies to this
     detected: Capability | None = None
-    asked: tuple[str, ...] = ()          # -Q, if given: the worker serves no other tier
-    job_user: isolation.JobUser | None = None   # FLEET_JOB_USER: jobs run as this user
+    asked: tuple[str, ...] = ()  # -Q, if given: the worker serves no other tier
+    job_user: isolation.JobUser | None = None  # FLEET_JOB_USER: jobs run as this user
     shutdown: threading.Event = field(default_factory=threading.Event)
-    runs: Runs = field(default_factory=Runs)   # the runs executing here, for policies to hand back
+    runs: Runs = field(default_factory=Runs)  # the runs executing here, for policies to hand back
     # what the operator must know about this worker (worker log at start, fleet hosts)
     warnings: tuple[str, ...] = ()
 
@@ -69,6 +70,7 @@ def context() -> HostContext:
     global _ctx
     if _ctx is None:
         from tasks import app
+
         _ctx = build_context(app)
     return _ctx
 
@@ -87,9 +89,16 @@ def current() -> HostContext | None:
 
 def redis_client(app) -> redis.Redis:
     from state.redis_conn import client_for  # password, TLS, Sentinel: one place
+
     timeout_s = app.conf.get("fleet_redis_socket_timeout_s", C.REDIS_SOCKET_TIMEOUT_S)
-    return client_for(app, socket_timeout=timeout_s, socket_connect_timeout=5, health_check_interval=30,
-                      retry_on_timeout=True, decode_responses=True)
+    return client_for(
+        app,
+        socket_timeout=timeout_s,
+        socket_connect_timeout=5,
+        health_check_interval=30,
+        retry_on_timeout=True,
+        decode_responses=True,
+    )
 
 
 def build_context(app, settings: WorkerSettings | None = None) -> HostContext:
@@ -102,6 +111,7 @@ def build_context(app, settings: WorkerSettings | None = None) -> HostContext:
         config = read_config(client)
     except (redis.AuthenticationError, redis.exceptions.NoPermissionError) as e:
         from state.redis_conn import explain, from_conf
+
         raise SystemExit(f"fleet: refusing to start: {explain(e, from_conf(app.conf))}") from None
     except redis.RedisError as e:
         log.warning("cannot read the published config from Redis (%s); using the default tiers", e)
@@ -109,9 +119,19 @@ def build_context(app, settings: WorkerSettings | None = None) -> HostContext:
     settings = _fleet_store(client, settings, app.conf.broker_url)
     cap = config.effective(detected)
     records = Records(client, lease_ttl_s=app.conf.fleet_lease_ttl_s)
-    ctx = HostContext(app, settings, cap, config, config.queues(detected), client, records,
-                      _gate(cap, config, settings, client), detected=detected, job_user=job_user)
-    ctx.gate.queue_demand = lambda queue: queue_demand(ctx, queue)   # follows config refreshes
+    ctx = HostContext(
+        app,
+        settings,
+        cap,
+        config,
+        config.queues(detected),
+        client,
+        records,
+        _gate(cap, config, settings, client),
+        detected=detected,
+        job_user=job_user,
+    )
+    ctx.gate.queue_demand = lambda queue: queue_demand(ctx, queue)  # follows config refreshes
     _check_sharing(ctx)
     return ctx
 
@@ -119,8 +139,9 @@ def build_context(app, settings: WorkerSettings | None = None) -> HostContext:
 def _check_sharing(ctx: HostContext) -> None:
     """Serve share_gpu jobs only where their VRAM budgets can be held (tasks.vramwatch)."""
     unwatched = ctx.settings.share_gpu_unwatched
-    problem = vramwatch.accounting_problem(any(d.uuid for d in ctx.capability.cuda_devices),
-                                           vramwatch.own_status(), unwatched)
+    problem = vramwatch.accounting_problem(
+        any(d.uuid for d in ctx.capability.cuda_devices), vramwatch.own_status(), unwatched
+    )
     ctx.warnings = (ctx.detected or ctx.capability).warnings + ((problem,) if problem else ())
     ctx.gate.no_sharing = None if unwatched else problem
 
@@ -129,15 +150,18 @@ def _fleet_store(client: redis.Redis, settings: WorkerSettings, broker_url: str)
     """The fleet's store (``state.fleetstore``): used when this worker names none, recorded
     when none is; a worker that names another is refused at start."""
     from state import fleetstore
+
     given = settings.store.url if value(STORE_URL_ENV) else None
     try:
-        url = fleetstore.settle(client, given, settings.store.url, "worker", broker_url,
-                                record_it=True)
+        url = fleetstore.settle(
+            client, given, settings.store.url, "worker", broker_url, record_it=True
+        )
     except ConfigError as e:
         raise SystemExit(f"fleet: refusing to start: {e}") from None
     except redis.RedisError as e:
-        log.warning("cannot read the fleet's store from Redis (%s); using %s", e,
-                    masked(settings.store.url))
+        log.warning(
+            "cannot read the fleet's store from Redis (%s); using %s", e, masked(settings.store.url)
+        )
         return settings
     return replace(settings, store=replace(settings.store, url=url))
 
@@ -152,28 +176,42 @@ def served_tiers(config: ClusterConfig, queues: list[str]) -> list:
 def keep_for_gpus(ctx: HostContext) -> None:
     """Size the GPU reserve from the queues the host serves now (after -Q, after a refresh)."""
     s = ctx.settings
-    ctx.gate.keep_for_gpus(admission.reserve_for(ctx.capability, served_tiers(ctx.config, ctx.queues),
-                                                 s.gpu_reserve_cores, s.gpu_reserve_ram_gib))
+    ctx.gate.keep_for_gpus(
+        admission.reserve_for(
+            ctx.capability,
+            served_tiers(ctx.config, ctx.queues),
+            s.gpu_reserve_cores,
+            s.gpu_reserve_ram_gib,
+        )
+    )
 
 
 def queue_demand(ctx: HostContext, queue: str):
     """What the most demanding job on ``queue`` reserves here (None: not a job queue)."""
     from routing.pool import demand_of
     from routing.tiers import queue_needs
+
     needs = queue_needs(queue, ctx.config.tiers, ctx.config.constraint_queues)
     return None if needs is None else demand_of(needs, on_gpu=needs.require_cuda)
 
 
-def _gate(cap: Capability, config: ClusterConfig, settings: WorkerSettings, client: redis.Redis) -> Gate:
-    reserve = admission.reserve_for(cap, served_tiers(config, config.queues(cap)), settings.gpu_reserve_cores,
-                                    settings.gpu_reserve_ram_gib)
+def _gate(
+    cap: Capability, config: ClusterConfig, settings: WorkerSettings, client: redis.Redis
+) -> Gate:
+    reserve = admission.reserve_for(
+        cap,
+        served_tiers(config, config.queues(cap)),
+        settings.gpu_reserve_cores,
+        settings.gpu_reserve_ram_gib,
+    )
     wake = admission.wake_key(cap.hostname)
 
     def on_release() -> None:
-        try:   # wake the consumer's BRPOP: it may now take from queues it could not before
+        try:  # wake the consumer's BRPOP: it may now take from queues it could not before
             client.pipeline(transaction=False).lpush(wake, 1).expire(wake, C.WAKE_TTL_S).execute()
         except redis.RedisError as e:
             log.debug("wake not sent (%s); the next BRPOP timeout picks the change up", e)
+
     return Gate(admission.pool_for(cap, reserve), lambda queue: None, on_release, wake)
 
 
@@ -181,8 +219,10 @@ def _make_work_dir(work_dir: Path) -> None:
     try:
         work_dir.mkdir(parents=True, exist_ok=True)
     except OSError as e:
-        raise ConfigError(f"{WORK_DIR_ENV}={str(work_dir)!r}: cannot create it ({e.strerror}); "
-                          "point it at a writable directory") from e
+        raise ConfigError(
+            f"{WORK_DIR_ENV}={str(work_dir)!r}: cannot create it ({e.strerror}); "
+            "point it at a writable directory"
+        ) from e
 
 
 def _job_user(settings: WorkerSettings) -> isolation.JobUser | None:
@@ -191,4 +231,5 @@ def _job_user(settings: WorkerSettings) -> isolation.JobUser | None:
     if user is None:
         return None
     from tasks.runner import SUPERVISOR
+
     return isolation.probe_job_user(user, settings.work_dir, SUPERVISOR)

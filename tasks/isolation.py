@@ -15,6 +15,7 @@ store's keys: its output reaches records, Flower and error messages.
   user (uid, gid and groups), with its work directory handed over. A job as root could
   still read the worker's memory; a different uid cannot.
 """
+
 from __future__ import annotations
 
 import ctypes
@@ -43,7 +44,7 @@ class JobUser:
     gid: int
     groups: tuple[int, ...]
     home: str
-    python: str = sys.executable   # runs the job's supervisor (standard library only)
+    python: str = sys.executable  # runs the job's supervisor (standard library only)
 
 
 def job_environment(env: Mapping[str, str], user: JobUser | None = None) -> dict[str, str]:
@@ -89,15 +90,21 @@ def job_user(name: str) -> JobUser | None:
     try:
         pw = pwd.getpwnam(name)
     except KeyError:
-        raise ConfigError(f"{JOB_USER_ENV}={name!r}: no such user on this host; create it "
-                          f"(useradd --system --create-home {name}) or unset {JOB_USER_ENV}") from None
+        raise ConfigError(
+            f"{JOB_USER_ENV}={name!r}: no such user on this host; create it "
+            f"(useradd --system --create-home {name}) or unset {JOB_USER_ENV}"
+        ) from None
     if pw.pw_uid == 0:
-        raise ConfigError(f"{JOB_USER_ENV}={name!r} is root: jobs would keep every right of the worker; "
-                          "name an unprivileged user")
+        raise ConfigError(
+            f"{JOB_USER_ENV}={name!r} is root: jobs would keep every right of the worker; "
+            "name an unprivileged user"
+        )
     if os.geteuid() != 0:
-        raise ConfigError(f"{JOB_USER_ENV}={name!r} needs the worker to run as root to start jobs as "
-                          f"another user (it runs as uid {os.geteuid()}); unset it to run jobs as the "
-                          "worker's own user")
+        raise ConfigError(
+            f"{JOB_USER_ENV}={name!r} needs the worker to run as root to start jobs as "
+            f"another user (it runs as uid {os.geteuid()}); unset it to run jobs as the "
+            "worker's own user"
+        )
     groups = tuple(sorted(set(os.getgrouplist(name, pw.pw_gid)) - {pw.pw_gid}))
     return JobUser(name, pw.pw_uid, pw.pw_gid, groups, pw.pw_dir)
 
@@ -110,17 +117,26 @@ def probe_job_user(user: JobUser, work_root: Path, supervisor: str) -> JobUser:
     errors = []
     for python in dict.fromkeys(candidates):
         try:
-            res = subprocess.run([python, supervisor, "--", "true"], cwd=work_root, env={"PATH": os.defpath},
-                                 capture_output=True, text=True, timeout=30, **popen_user(user))
+            res = subprocess.run(
+                [python, supervisor, "--", "true"],
+                cwd=work_root,
+                env={"PATH": os.defpath},
+                capture_output=True,
+                text=True,
+                timeout=30,
+                **popen_user(user),
+            )
         except (OSError, subprocess.SubprocessError) as e:
             errors.append(f"{python}: {getattr(e, 'strerror', None) or e}")
             continue
         if res.returncode == 0:
             return replace(user, python=python)
         errors.append(f"{python}: exit {res.returncode} {res.stderr.strip()[-200:]}")
-    raise ConfigError(f"{JOB_USER_ENV}={user.name!r} cannot start a job in {WORK_DIR_ENV}={str(work_root)!r} "
-                      f"({'; '.join(errors)}); make the work directory, fleet's code ({supervisor}) and a "
-                      f"Python readable and executable by {user.name}")
+    raise ConfigError(
+        f"{JOB_USER_ENV}={user.name!r} cannot start a job in {WORK_DIR_ENV}={str(work_root)!r} "
+        f"({'; '.join(errors)}); make the work directory, fleet's code ({supervisor}) and a "
+        f"Python readable and executable by {user.name}"
+    )
 
 
 def hand_over(workdir: Path, user: JobUser | None) -> None:
@@ -139,5 +155,13 @@ def popen_user(user: JobUser | None) -> dict:
     return {"user": user.uid, "group": user.gid, "extra_groups": list(user.groups)}
 
 
-__all__ = ["JobUser", "job_environment", "harden_worker", "job_user", "hand_over", "popen_user",
-           "secret_values", "is_secret"]
+__all__ = [
+    "JobUser",
+    "job_environment",
+    "harden_worker",
+    "job_user",
+    "hand_over",
+    "popen_user",
+    "secret_values",
+    "is_secret",
+]

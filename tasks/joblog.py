@@ -8,6 +8,7 @@ buffered and sent about once a second in one pipelined round trip; the stream is
 (``XADD MAXLEN ~``) and expires ``JOB_LOG_TTL_S`` after its last write. Redis being away
 never slows the job: lines wait in a bounded buffer (oldest dropped) and go next time.
 """
+
 from __future__ import annotations
 
 import logging
@@ -22,7 +23,7 @@ from core.ids import short_id
 from tasks.run import RunEnd
 
 log = logging.getLogger("fleet.joblog")
-END_DETAIL_CHARS = 200   # an end mark's detail is one short line; the record keeps the whole error
+END_DETAIL_CHARS = 200  # an end mark's detail is one short line; the record keeps the whole error
 
 
 def log_key(job_id: str) -> str:
@@ -30,7 +31,7 @@ def log_key(job_id: str) -> str:
 
 
 def clip(line: str, limit: int = C.JOB_LOG_MAX_LINE_CHARS) -> str:
-    return line if len(line) <= limit else line[:limit - 1] + "…"
+    return line if len(line) <= limit else line[: limit - 1] + "…"
 
 
 def end_fields(end: RunEnd, detail: str = "") -> dict[str, str]:
@@ -44,10 +45,24 @@ def note(client: redis.Redis, job_id: str, line: str, *, ttl_s: int = C.JOB_LOG_
     _send_one(client, job_id, {"l": clip(line)}, ttl_s)
 
 
-def mark_end(client: redis.Redis, job_id: str, *, run: int, worker: str, how: RunEnd, detail: str = "",
-             ttl_s: int = C.JOB_LOG_TTL_S) -> None:
+def mark_end(
+    client: redis.Redis,
+    job_id: str,
+    *,
+    run: int,
+    worker: str,
+    how: RunEnd,
+    detail: str = "",
+    ttl_s: int = C.JOB_LOG_TTL_S,
+) -> None:
     """The end mark of a run whose own JobLog died with its worker (``tasks.trained``)."""
-    fields = {"ev": "end", "run": str(run), "worker": worker, "t": f"{time.time():.3f}", **end_fields(how, detail)}
+    fields = {
+        "ev": "end",
+        "run": str(run),
+        "worker": worker,
+        "t": f"{time.time():.3f}",
+        **end_fields(how, detail),
+    }
     _send_one(client, job_id, fields, ttl_s)
 
 
@@ -63,16 +78,27 @@ class JobLog:
     from any thread. Say how the run ended with ``end`` before leaving: a run left by an
     exception is marked lost."""
 
-    def __init__(self, client: redis.Redis, job_id: str, *, run: int, worker: str,
-                 every_s: float = C.JOB_LOG_FLUSH_EVERY_S, max_lines: int = C.JOB_LOG_MAX_LINES,
-                 ttl_s: int = C.JOB_LOG_TTL_S, buffer_lines: int = C.JOB_LOG_BUFFER_LINES):
+    def __init__(
+        self,
+        client: redis.Redis,
+        job_id: str,
+        *,
+        run: int,
+        worker: str,
+        every_s: float = C.JOB_LOG_FLUSH_EVERY_S,
+        max_lines: int = C.JOB_LOG_MAX_LINES,
+        ttl_s: int = C.JOB_LOG_TTL_S,
+        buffer_lines: int = C.JOB_LOG_BUFFER_LINES,
+    ):
         self.r, self.key = client, log_key(job_id)
         self.run, self.worker = run, worker
         self.every_s, self.max_lines, self.ttl_s = every_s, max_lines, ttl_s
-        self._buf: deque[dict] = deque(maxlen=buffer_lines)   # appended by the job's reader
-        self._pending: list[dict] = []                         # taken, not yet sent
+        self._buf: deque[dict] = deque(maxlen=buffer_lines)  # appended by the job's reader
+        self._pending: list[dict] = []  # taken, not yet sent
         self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._loop, name=f"joblog-{short_id(job_id)}", daemon=True)
+        self._thread = threading.Thread(
+            target=self._loop, name=f"joblog-{short_id(job_id)}", daemon=True
+        )
         self.dropped = 0
         self._end: dict[str, str] = {}
 
@@ -84,8 +110,15 @@ class JobLog:
         self._buf.append({"l": clip(line)})
 
     def _event(self, name: str, **fields: str) -> None:
-        self._buf.append({"ev": name, "run": str(self.run), "worker": self.worker, "t": f"{time.time():.3f}",
-                          **fields})
+        self._buf.append(
+            {
+                "ev": name,
+                "run": str(self.run),
+                "worker": self.worker,
+                "t": f"{time.time():.3f}",
+                **fields,
+            }
+        )
 
     def __enter__(self) -> JobLog:
         self._event("start")
@@ -124,7 +157,9 @@ class JobLog:
         try:
             pipe.execute()
         except redis.RedisError as e:
-            log.debug("job output not sent to Redis yet (%s); %d line(s) kept", e, len(self._pending))
+            log.debug(
+                "job output not sent to Redis yet (%s); %d line(s) kept", e, len(self._pending)
+            )
             return False
         self._pending.clear()
         return True

@@ -19,6 +19,7 @@ attribute 'hostname'" (its transport's ``client`` is gone) while it closes the c
 restores those messages, and the worker exits. ``_connparams`` here keeps the last good
 parameters, so the restore still reaches Redis and the reset stays a reconnect.
 """
+
 from __future__ import annotations
 
 import logging
@@ -31,26 +32,26 @@ log = logging.getLogger("fleet.transport")
 
 # kombu privates overridden (o) or called (c) here: re-read each one when the pin test fails
 TOUCHED = (
-    "kombu.transport.redis:Channel._brpop_start",         # o: which lists, in which order
-    "kombu.transport.redis:Channel._brpop_read",          # o: a popped entry, before Celery
-    "kombu.transport.redis:Channel._get",                 # o: basic_get, the same lists
-    "kombu.transport.redis:Channel._size",                # o: every owner's lists counted
-    "kombu.transport.redis:Channel._purge",               # o: every owner's lists purged
+    "kombu.transport.redis:Channel._brpop_start",  # o: which lists, in which order
+    "kombu.transport.redis:Channel._brpop_read",  # o: a popped entry, before Celery
+    "kombu.transport.redis:Channel._get",  # o: basic_get, the same lists
+    "kombu.transport.redis:Channel._size",  # o: every owner's lists counted
+    "kombu.transport.redis:Channel._purge",  # o: every owner's lists purged
     "kombu.transport.redis:Channel._do_restore_message",  # o: back to its owner's list
-    "kombu.transport.redis:Channel._connparams",          # o: survives a closed connection
-    "kombu.transport.redis:Channel._q_for_pri",           # c: kombu's list names
+    "kombu.transport.redis:Channel._connparams",  # o: survives a closed connection
+    "kombu.transport.redis:Channel._q_for_pri",  # c: kombu's list names
     "kombu.transport.redis:Channel._get_message_priority",  # c
-    "kombu.transport.redis:Channel._restore",             # c: calls _do_restore_message
-    "kombu.transport.redis:QoS.ack",                      # o: skipped for state/lua/ack.lua
-    "kombu.transport.redis:QoS.reject",                   # c
+    "kombu.transport.redis:Channel._restore",  # c: calls _do_restore_message
+    "kombu.transport.redis:QoS.ack",  # o: skipped for state/lua/ack.lua
+    "kombu.transport.redis:QoS.reject",  # c
     "kombu.transport.redis:PrefixedStrictRedis._prefix_args",  # c
-    "kombu.transport.virtual.base:Channel._lookup",       # c
-    "kombu.transport.virtual.base:Transport._deliver",    # c: hands a message to Celery
+    "kombu.transport.virtual.base:Channel._lookup",  # c
+    "kombu.transport.virtual.base:Transport._deliver",  # c: hands a message to Celery
     "kombu.transport.redis:Channel._flush_brpop_reauth",  # c
-    "kombu.transport.redis:Channel.close",                # the reset path _connparams guards
-    "kombu.transport.redis:QoS.restore_unacked",          # the reset path _connparams guards
-    "kombu.utils.scheduling:round_robin_cycle.consume",   # c: _queue_cycle
-    "kombu.utils.scheduling:priority_cycle.rotate",       # c: _queue_cycle (celeryconfig's)
+    "kombu.transport.redis:Channel.close",  # the reset path _connparams guards
+    "kombu.transport.redis:QoS.restore_unacked",  # the reset path _connparams guards
+    "kombu.utils.scheduling:round_robin_cycle.consume",  # c: _queue_cycle
+    "kombu.utils.scheduling:priority_cycle.rotate",  # c: _queue_cycle (celeryconfig's)
 )
 
 Empty = kombu_redis.Empty
@@ -161,7 +162,7 @@ class SeamChannelMixin:
             return True
         finally:
             self._in_poll = None
-            flush = getattr(self, "_flush_brpop_reauth", None)   # kombu >= 5.6
+            flush = getattr(self, "_flush_brpop_reauth", None)  # kombu >= 5.6
             if flush:
                 flush()
 
@@ -215,8 +216,9 @@ class SeamChannelMixin:
         transport = getattr(self, "connection", None)
         last = self._last_connparams.get(asynchronous)
         if (transport is None or transport.client is None) and last is not None:
-            log.warning("broker connection closed under a channel: "
-                        "reconnecting with its last settings")
+            log.warning(
+                "broker connection closed under a channel: reconnecting with its last settings"
+            )
             return dict(last)
         params = super()._connparams(asynchronous=asynchronous)
         self._last_connparams = {**self._last_connparams, asynchronous: dict(params)}

@@ -1,4 +1,5 @@
 """Keep a running job's lease alive from a background thread, and notice cancel or loss."""
+
 from __future__ import annotations
 
 import logging
@@ -23,7 +24,7 @@ class LeaseKeeper:
         every_s = every_s or min(HEARTBEAT_EVERY_S, records.lease_ttl_ms / 4000)
         self.records, self.job_id, self.token, self.every_s = records, job_id, token, every_s
         self.reason: Stop | None = None
-        self.record: JobState | None = None    # the state the record answered, when it did
+        self.record: JobState | None = None  # the state the record answered, when it did
         self._fields: dict = {}
         self._done = threading.Event()
         self._thread = threading.Thread(target=self._loop, name=f"lease-{job_id[:8]}", daemon=True)

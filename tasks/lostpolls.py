@@ -7,6 +7,7 @@ and the next poll of any channel in this process reports them (``state.records
 .ask_reconcile``): kombu makes new channels after a reconnect, so the note outlives the
 channel that lost the reply. The reaper then pushes again what no list holds.
 """
+
 from __future__ import annotations
 
 import logging
@@ -46,8 +47,9 @@ class LostPolls:
             log.warning("a lost poll's queues are not reported yet (%s); next poll retries", e)
             self._note(lost.items())
             return
-        log.warning("a poll's reply may be lost; the reaper reconciles queue(s) %s",
-                    ", ".join(lost))
+        log.warning(
+            "a poll's reply may be lost; the reaper reconciles queue(s) %s", ", ".join(lost)
+        )
 
     def _note(self, items: Iterable[tuple[str, float]]) -> None:
         with self._lock:
@@ -55,4 +57,4 @@ class LostPolls:
                 self._pending[queue] = max(at, self._pending.get(queue, at))
 
 
-LOST = LostPolls()    # one per worker process
+LOST = LostPolls()  # one per worker process

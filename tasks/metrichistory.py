@@ -5,6 +5,7 @@ point and buffers it, so a slow or absent Redis never holds up the job's output.
 sends what is buffered in one round trip: the run's tick calls it about once a second, and
 the run once more when its process has exited, before the bundle is made.
 """
+
 from __future__ import annotations
 
 import logging
@@ -23,11 +24,16 @@ log = logging.getLogger("fleet.metrichistory")
 class MetricHistory:
     """The history writer of one run (``run``: its number in `fleet logs`)."""
 
-    def __init__(self, client: redis.Redis, job_id: str, run: int,
-                 buffer_points: int = C.METRIC_HISTORY_MAX_POINTS):
+    def __init__(
+        self,
+        client: redis.Redis,
+        job_id: str,
+        run: int,
+        buffer_points: int = C.METRIC_HISTORY_MAX_POINTS,
+    ):
         self.r, self.job_id, self.run = client, job_id, run
-        self._buf: deque[dict] = deque(maxlen=buffer_points)   # appended by the reader thread
-        self._pending: list[dict] = []                          # taken, not yet sent
+        self._buf: deque[dict] = deque(maxlen=buffer_points)  # appended by the reader thread
+        self._pending: list[dict] = []  # taken, not yet sent
         self._lines = 0
 
     def record(self, report: dict) -> None:
@@ -41,7 +47,7 @@ class MetricHistory:
         """Send the buffered points; a RedisError keeps them for the next try."""
         while self._buf:
             self._pending.append(self._buf.popleft())
-        del self._pending[:-C.METRIC_HISTORY_MAX_POINTS]   # more would be trimmed at once
+        del self._pending[: -C.METRIC_HISTORY_MAX_POINTS]  # more would be trimmed at once
         history.append(self.r, self.job_id, self._pending)
         self._pending.clear()
 
@@ -50,8 +56,12 @@ class MetricHistory:
         try:
             self.send()
         except redis.RedisError as e:
-            log.warning("metric history of %s not sent yet (%d points kept): %s", short_id(self.job_id),
-                        len(self._pending), e)
+            log.warning(
+                "metric history of %s not sent yet (%d points kept): %s",
+                short_id(self.job_id),
+                len(self._pending),
+                e,
+            )
             return False
         return True
 
@@ -60,6 +70,8 @@ def complete(client: redis.Redis, job_id: str, run: int, reports: list[dict], at
     """Send a finished run's metric lines (read back from its log) that its history lacks: those
     past the last step the history has from that run. ``at``: their time. How many were sent."""
     have = [p["step"] for p in history.read(client, job_id) if p.get("run") == run]
-    missing = [p for p in history.points(reports, t=at, run=run) if not have or p["step"] > max(have)]
+    missing = [
+        p for p in history.points(reports, t=at, run=run) if not have or p["step"] > max(have)
+    ]
     history.append(client, job_id, missing)
     return len(missing)

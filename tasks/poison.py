@@ -5,6 +5,7 @@ one entry that is not JSON, lacks a field, or has a body that is not base64 woul
 inside the worker's event loop and end the worker. The transport (``tasks.transport``)
 asks :func:`inspect` first and sets a bad entry aside instead (``state.deadletter``).
 """
+
 from __future__ import annotations
 
 import base64

@@ -16,6 +16,7 @@ grace, so no capable host was free), the worker
 4. notes on the urgent job's record (``preempted``), in `fleet logs` and in Flower whom it
    displaced, and logs the time from this decision to the urgent job's start.
 """
+
 from __future__ import annotations
 
 import json
@@ -66,7 +67,7 @@ def loop(ctx: HostContext) -> None:
             preemptor.tick()
         except redis.RedisError as e:
             log.debug("preemption: Redis unavailable (%s); next time", e)
-        except Exception:   # never end the thread: preemption is an optimisation
+        except Exception:  # never end the thread: preemption is an optimisation
             log.exception("preemption: look failed")
 
 
@@ -82,13 +83,15 @@ class Preemptor:
             return None
         running, owners = None, None
         for queue in self._blocked():
-            owners = queues.registered(self.ctx.redis) if owners is None else owners   # once a look
+            owners = queues.registered(self.ctx.redis) if owners is None else owners  # once a look
             waiting = self._head(queue, owners.get(queue, ()), now)
             if waiting is None:
                 continue
             running = self._running() if running is None else running
             # a GPU yielded to its owner is no room to plan on, however idle it looks
-            chosen = plan(withhold(self.ctx.gate.pool, self.ctx.gate.yielded()), waiting, running, now)
+            chosen = plan(
+                withhold(self.ctx.gate.pool, self.ctx.gate.yielded()), waiting, running, now
+            )
             if chosen and self._lock(waiting):
                 self.decision = self._preempt(queue, waiting, tuple(chosen), now)
                 return self.decision
@@ -108,55 +111,113 @@ class Preemptor:
         pipe = self.ctx.redis.pipeline(transaction=False)
         for key in keys:
             pipe.lindex(key, -1)
-        key, raw = next(((k, r) for k, r in zip(keys, pipe.execute(), strict=True) if r), (None, None))
+        key, raw = next(
+            ((k, r) for k, r in zip(keys, pipe.execute(), strict=True) if r), (None, None)
+        )
         if raw is None:
             return None
         msg, why = poison.inspect(raw)
         if why:
-            return None   # the transport sets it aside when it pops it
+            return None  # the transport sets it aside when it pops it
         job = poison.job_of(msg)
         jid = job.get("job_id") or ""
-        state, queued_at, created_at = self.ctx.redis.hmget(C.JOB_KEY + jid, "state", "queued_at", "created_at")
+        state, queued_at, created_at = self.ctx.redis.hmget(
+            C.JOB_KEY + jid, "state", "queued_at", "created_at"
+        )
         if state != "queued":
-            return None   # cancelled, or a stale copy: dropped when popped
+            return None  # cancelled, or a stale copy: dropped when popped
         try:
             needs = Needs(**{k: v for k, v in (job.get("needs") or {}).items() if k in NEED_FIELDS})
-            return Waiting(jid, job.get("name") or short_id(jid), int(job.get("priority", C.DEFAULT_PRIORITY)),
-                           self.ctx.gate.demand(needs, queue), float(queued_at or created_at or now), key)
+            return Waiting(
+                jid,
+                job.get("name") or short_id(jid),
+                int(job.get("priority", C.DEFAULT_PRIORITY)),
+                self.ctx.gate.demand(needs, queue),
+                float(queued_at or created_at or now),
+                key,
+            )
         except (TypeError, ValueError, AttributeError):
-            return None   # its execution refuses it loudly when it is popped
+            return None  # its execution refuses it loudly when it is popped
 
     def _running(self) -> list[Running]:
         """This host's runs as preemption sees them (one already asked to go is not counted)."""
-        runs = [r for r in self.ctx.runs.active() if r.grant is not None and self.ctx.runs.asked(r.job.job_id) is None]
+        runs = [
+            r
+            for r in self.ctx.runs.active()
+            if r.grant is not None and self.ctx.runs.asked(r.job.job_id) is None
+        ]
         pipe = self.ctx.redis.pipeline(transaction=False)
         for r in runs:
             pipe.hget(C.JOB_KEY + r.job.job_id, "preemptions")
         counts = pipe.execute() if runs else []
-        return [Running(r.job.job_id, r.job.priority, r.grant, r.started, bool(r.job.checkpoint) or r.job.preemptible,
-                        int(n or 0)) for r, n in zip(runs, counts, strict=True)]
+        return [
+            Running(
+                r.job.job_id,
+                r.job.priority,
+                r.grant,
+                r.started,
+                bool(r.job.checkpoint) or r.job.preemptible,
+                int(n or 0),
+            )
+            for r, n in zip(runs, counts, strict=True)
+        ]
 
     # --- the preemption ---------------------------------------------------------------
     def _lock(self, waiting: Waiting) -> bool:
-        return bool(self.ctx.redis.set(C.PREEMPT_LOCK_KEY + waiting.job_id, self.ctx.hostname, nx=True,
-                                       px=int(C.PREEMPT_HOLD_S * 1000)))
+        return bool(
+            self.ctx.redis.set(
+                C.PREEMPT_LOCK_KEY + waiting.job_id,
+                self.ctx.hostname,
+                nx=True,
+                px=int(C.PREEMPT_HOLD_S * 1000),
+            )
+        )
 
-    def _preempt(self, queue: str, waiting: Waiting, victims: tuple[Running, ...], now: float) -> Decision:
+    def _preempt(
+        self, queue: str, waiting: Waiting, victims: tuple[Running, ...], now: float
+    ) -> Decision:
         ctx = self.ctx
-        ctx.gate.hold(Hold(waiting.job_id, queue, waiting.demand, time.monotonic() + C.PREEMPT_HOLD_S,
-                           (waiting.list_key,) if waiting.list_key else ()))
-        by = {"job_id": waiting.job_id, "name": waiting.name, "priority": waiting.priority,
-              "host": ctx.hostname, "at": now}
+        ctx.gate.hold(
+            Hold(
+                waiting.job_id,
+                queue,
+                waiting.demand,
+                time.monotonic() + C.PREEMPT_HOLD_S,
+                (waiting.list_key,) if waiting.list_key else (),
+            )
+        )
+        by = {
+            "job_id": waiting.job_id,
+            "name": waiting.name,
+            "priority": waiting.priority,
+            "host": ctx.hostname,
+            "at": now,
+        }
         names = {r.job.job_id: r.job.name for r in ctx.runs.active()}
         why = reason(waiting)
         for v in victims:
-            ctx.runs.hand_back(v.job_id, Stop.PREEMPTED, why, preempted_by=by, preemptions=v.preempted + 1)
-        took = [{"job_id": v.job_id, "name": names.get(v.job_id, short_id(v.job_id)), "priority": v.priority,
-                 "host": ctx.hostname, "at": now} for v in victims]
+            ctx.runs.hand_back(
+                v.job_id, Stop.PREEMPTED, why, preempted_by=by, preemptions=v.preempted + 1
+            )
+        took = [
+            {
+                "job_id": v.job_id,
+                "name": names.get(v.job_id, short_id(v.job_id)),
+                "priority": v.priority,
+                "host": ctx.hostname,
+                "at": now,
+            }
+            for v in victims
+        ]
         self._note(waiting, took)
-        log.warning("preempting %s on %s for %s (priority %d, waited %.1fs): checkpoint, then hand back",
-                    ", ".join(f"{t['name']} (priority {t['priority']})" for t in took), ctx.hostname,
-                    waiting.name, waiting.priority, now - waiting.queued_at)
+        log.warning(
+            "preempting %s on %s for %s (priority %d, waited %.1fs): checkpoint, then hand back",
+            ", ".join(f"{t['name']} (priority {t['priority']})" for t in took),
+            ctx.hostname,
+            waiting.name,
+            waiting.priority,
+            now - waiting.queued_at,
+        )
         return Decision(waiting, victims, now)
 
     def _note(self, waiting: Waiting, took: list[dict]) -> None:
@@ -164,28 +225,46 @@ class Preemptor:
         key = C.JOB_KEY + waiting.job_id
         earlier = json.loads(self.ctx.redis.hget(key, "preempted") or "[]")
         self.ctx.redis.hset(key, "preempted", json.dumps(earlier + took))
-        text = (f"preempting {', '.join(t['name'] for t in took)} on {self.ctx.hostname} "
-                "(checkpoint synced, handed back) to start here")
+        text = (
+            f"preempting {', '.join(t['name'] for t in took)} on {self.ctx.hostname} "
+            "(checkpoint synced, handed back) to start here"
+        )
         joblog.note(self.ctx.redis, waiting.job_id, f"fleet: {text}")
-        events.preempting(self.ctx.app, self.ctx.nodename or self.ctx.hostname, waiting.job_id, text)
+        events.preempting(
+            self.ctx.app, self.ctx.nodename or self.ctx.hostname, waiting.job_id, text
+        )
 
     def _settled(self, d: Decision, now: float) -> bool:
         """Whether the last preemption is over: the urgent job started here (its delay from the
         decision logged), runs elsewhere, or its hold ran out."""
         jid = d.waiting.job_id
-        state, worker, started_at = self.ctx.redis.hmget(C.JOB_KEY + jid, "state", "worker", "started_at")
+        state, worker, started_at = self.ctx.redis.hmget(
+            C.JOB_KEY + jid, "state", "worker", "started_at"
+        )
         held = self.ctx.gate.holding()
         if held is not None and held.job_id == jid and state == "queued":
-            return False   # the victims are still stopping, or the room waits for its delivery
+            return False  # the victims are still stopping, or the room waits for its delivery
         if state == "queued" and now - d.at < C.PREEMPT_HOLD_S:
-            return False   # delivered here, not yet claimed
-        if state in ("running", "succeeded", "failed") and worker == self.ctx.hostname and started_at:
-            log.warning("preemption: %s started on %s %.2fs after the decision to preempt %s",
-                        d.waiting.name, self.ctx.hostname, float(started_at) - d.at,
-                        ", ".join(short_id(v.job_id) for v in d.victims))
+            return False  # delivered here, not yet claimed
+        if (
+            state in ("running", "succeeded", "failed")
+            and worker == self.ctx.hostname
+            and started_at
+        ):
+            log.warning(
+                "preemption: %s started on %s %.2fs after the decision to preempt %s",
+                d.waiting.name,
+                self.ctx.hostname,
+                float(started_at) - d.at,
+                ", ".join(short_id(v.job_id) for v in d.victims),
+            )
         else:
-            log.warning("preemption for %s ended without it starting here (state %s on %s)",
-                        d.waiting.name, state, worker or "no host")
+            log.warning(
+                "preemption for %s ended without it starting here (state %s on %s)",
+                d.waiting.name,
+                state,
+                worker or "no host",
+            )
         self.ctx.gate.unhold(jid)
         self.ctx.redis.delete(C.PREEMPT_LOCK_KEY + jid)
         self.decision = None

@@ -6,6 +6,7 @@ outage. A set ``stop`` event ends the waiting at once: the last error is raised.
 outage or a failover raises is waited out: a script's bug or a missing ACL right fails at once
 (``RedisRefused``), naming the operation and the role, instead of stalling five minutes.
 """
+
 from __future__ import annotations
 
 import logging
@@ -33,7 +34,7 @@ class Backoff:
     """Waits between tries: ``waits_s[i]`` after the (i+1)th failure, the last one repeated."""
 
     waits_s: tuple[float, ...]
-    tries: int | None = None     # all tries, the first included; None: until success or stop
+    tries: int | None = None  # all tries, the first included; None: until success or stop
 
     def __post_init__(self):
         if not self.waits_s or min(self.waits_s) < 0:
@@ -58,9 +59,15 @@ REDIS_BACKOFF = Backoff.doubling(0.2, 5.0, tries=61)
 UPLOAD_BACKOFF = Backoff((1, 2, 5, 10, 30, 60))
 
 
-def retry(fn: Callable[[], T], *, on: type[BaseException] | tuple[type[BaseException], ...],
-          backoff: Backoff, stop: threading.Event, what: str,
-          when: Callable[[BaseException], bool] = lambda e: True) -> T:
+def retry(
+    fn: Callable[[], T],
+    *,
+    on: type[BaseException] | tuple[type[BaseException], ...],
+    backoff: Backoff,
+    stop: threading.Event,
+    what: str,
+    when: Callable[[BaseException], bool] = lambda e: True,
+) -> T:
     """``fn()``, tried again after each ``on`` error that ``when`` accepts, per ``backoff``,
     until ``stop`` is set."""
     failures = 0
@@ -79,12 +86,19 @@ def retry(fn: Callable[[], T], *, on: type[BaseException] | tuple[type[BaseExcep
                 raise
 
 
-def retry_redis(fn: Callable[[], T], *, what: str, stop: threading.Event,
-                backoff: Backoff = REDIS_BACKOFF) -> T:
+def retry_redis(
+    fn: Callable[[], T], *, what: str, stop: threading.Event, backoff: Backoff = REDIS_BACKOFF
+) -> T:
     """A record read or write that must not be lost to a Redis outage."""
     try:
-        return retry(fn, on=redis.RedisError, when=outage, backoff=backoff, stop=stop,
-                     what=f"{what} in Redis")
+        return retry(
+            fn,
+            on=redis.RedisError,
+            when=outage,
+            backoff=backoff,
+            stop=stop,
+            what=f"{what} in Redis",
+        )
     except redis.RedisError as e:
         if outage(e):
             raise
@@ -96,5 +110,6 @@ def _broker():
     from state.broker import from_conf
     from tasks import app
     from tasks.host import current
+
     ctx = current()
     return from_conf((ctx.app if ctx else app).conf)

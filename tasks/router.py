@@ -4,6 +4,7 @@ Only tier queues: a need or constraint queue exists for workers once publish rec
 in Redis, which a plain ``apply_async`` does not, so such a job goes to the least
 demanding tier that guarantees its needs, as before need queues.
 """
+
 from __future__ import annotations
 
 from core.constants import TASK_NAME

@@ -11,6 +11,7 @@
 
 A job's own state is ``state.jobrecord.JobState``; the lease hears it as the record's answer.
 """
+
 from __future__ import annotations
 
 import re
@@ -31,14 +32,16 @@ class Stop(str, Enum):
     (timeout, shutdown), a host policy (``tasks.handback``), the VRAM watch, or the lease
     (``tasks.lease``: the record says the run must stop, see ``heard``)."""
 
-    SHUTDOWN = "shutdown"       # the worker is stopping: the job goes back to its queue
-    TIMEOUT = "timeout"         # past the job's timeout_s
-    LOST = "lost"               # another run owns the job now
-    OVER_BUDGET = "over its VRAM budget"   # a sharing job used more GPU memory than it declared
-    PREEMPTED = "preempted"     # a policy hands it back: an urgent job takes its place (tasks.handback)
-    YIELDED = "yielded"         # a policy hands it back: the host's owner wants its GPU (tasks.yieldwatch)
-    CANCELLED = "cancelled"     # an operator cancelled the job (the record says cancelled)
-    PRUNED = "pruned"           # its search's pruner stopped it (tasks.trial): ends pruned, outputs kept
+    SHUTDOWN = "shutdown"  # the worker is stopping: the job goes back to its queue
+    TIMEOUT = "timeout"  # past the job's timeout_s
+    LOST = "lost"  # another run owns the job now
+    OVER_BUDGET = "over its VRAM budget"  # a sharing job used more GPU memory than it declared
+    PREEMPTED = (
+        "preempted"  # a policy hands it back: an urgent job takes its place (tasks.handback)
+    )
+    YIELDED = "yielded"  # a policy hands it back: the host's owner wants its GPU (tasks.yieldwatch)
+    CANCELLED = "cancelled"  # an operator cancelled the job (the record says cancelled)
+    PRUNED = "pruned"  # its search's pruner stopped it (tasks.trial): ends pruned, outputs kept
 
     @classmethod
     def heard(cls, answer: str) -> tuple[Stop, JobState | None]:
@@ -55,7 +58,10 @@ class Stop(str, Enum):
     @property
     def record_decides(self) -> bool:
         """The record already says what happened: the run ends without a result of its own."""
-        return self not in (Stop.SHUTDOWN, Stop.TIMEOUT, Stop.OVER_BUDGET, Stop.PRUNED) and not self.by_policy
+        return (
+            self not in (Stop.SHUTDOWN, Stop.TIMEOUT, Stop.OVER_BUDGET, Stop.PRUNED)
+            and not self.by_policy
+        )
 
     @property
     def by_policy(self) -> bool:
@@ -78,9 +84,11 @@ class UnknownAnswer(ValueError):
     disagree (a worker older or newer than the scripts), not a lost job."""
 
     def __init__(self, answer: str):
-        super().__init__(f"heartbeat answered {answer!r}: expected 'ok', 'lost' or a job state "
-                         f"({', '.join(s.value for s in JobState)}); is this worker's fleet "
-                         f"the same version as lua/heartbeat.lua's?")
+        super().__init__(
+            f"heartbeat answered {answer!r}: expected 'ok', 'lost' or a job state "
+            f"({', '.join(s.value for s in JobState)}); is this worker's fleet "
+            f"the same version as lua/heartbeat.lua's?"
+        )
         self.answer = answer
 
 
@@ -90,23 +98,27 @@ class Outcome(str, Enum):
     the run's ``RunEnd``. Not a ``RunEnd``: a delivery can end with no run (dropped, refused,
     redelivered), and one run's end is stored, a delivery's is not."""
 
-    SUCCEEDED = "succeeded"     # trained, stored, recorded
-    FAILED = "failed"           # recorded failed
-    RETRYING = "retrying"       # failed, queued again for another attempt (max_attempts)
-    REDELIVER = "redeliver"     # the worker is stopping before the claim: back to the broker
-    RELEASED = "released"       # handed back to its queue (worker shutting down)
-    DROPPED = "dropped"         # a duplicate delivery, or a job cancelled while queued
-    REFUSED = "refused"         # no record: not published by fleet, set aside
-    STOPPED = "stopped"         # cancelled or taken over while running
+    SUCCEEDED = "succeeded"  # trained, stored, recorded
+    FAILED = "failed"  # recorded failed
+    RETRYING = "retrying"  # failed, queued again for another attempt (max_attempts)
+    REDELIVER = "redeliver"  # the worker is stopping before the claim: back to the broker
+    RELEASED = "released"  # handed back to its queue (worker shutting down)
+    DROPPED = "dropped"  # a duplicate delivery, or a job cancelled while queued
+    REFUSED = "refused"  # no record: not published by fleet, set aside
+    STOPPED = "stopped"  # cancelled or taken over while running
 
 
 # what a run that lost its job says about it, by the state the record answered its heartbeat
-LOST_BECAUSE = {None: "another run owns the job", JobState.QUEUED: "the job went back to its queue",
-                JobState.FAILED: "the job was recorded failed",
-                JobState.SUCCEEDED: "the job was recorded succeeded"}
+LOST_BECAUSE = {
+    None: "another run owns the job",
+    JobState.QUEUED: "the job went back to its queue",
+    JobState.FAILED: "the job was recorded failed",
+    JobState.SUCCEEDED: "the job was recorded succeeded",
+}
 # an output line that names an error (the one `fleet status` shows of a failed run's output)
 EXCEPTION_LINE = re.compile(
-    r"^[A-Za-z_][\w.]*(Error|Exception|Exit|Interrupt|Failed|Fault|Warning)\b.*")
+    r"^[A-Za-z_][\w.]*(Error|Exception|Exit|Interrupt|Failed|Fault|Warning)\b.*"
+)
 
 
 @dataclass(frozen=True)
@@ -115,12 +127,14 @@ class Ended:
 
     outcome: Outcome
     why: str = ""
-    result: dict | None = None   # the task's result, when SUCCEEDED
-    end: RunEnd | None = None    # how the run ended, where the outcome alone does not say (a timeout)
-    detail: str = ""             # the few words its end mark adds ("exit 1")
+    result: dict | None = None  # the task's result, when SUCCEEDED
+    end: RunEnd | None = None  # how the run ended, where the outcome alone does not say (a timeout)
+    detail: str = ""  # the few words its end mark adds ("exit 1")
 
 
-def failure_end(stopped: Stop | None, returncode: int | None, timeout_s: float | None) -> tuple[RunEnd, str]:
+def failure_end(
+    stopped: Stop | None, returncode: int | None, timeout_s: float | None
+) -> tuple[RunEnd, str]:
     """The end mark of a run whose process failed: timed out, over its budget, or its exit
     status. Pure."""
     if stopped is Stop.TIMEOUT:
@@ -142,8 +156,9 @@ def failure_reason(end: RunEnd, words: str, tail: list[str], *, last: bool = Fal
     return f"{head}: {(errors or lines)[-1]}"
 
 
-def run_end(ended: Ended, stop: Stop | None = None,
-            record: JobState | None = None) -> tuple[RunEnd, str]:
+def run_end(
+    ended: Ended, stop: Stop | None = None, record: JobState | None = None
+) -> tuple[RunEnd, str]:
     """The end mark of a run that ended so, ``stop`` being why its lease stopped it and
     ``record`` the state the record answered: how it ended, and a few words more. Pure."""
     if ended.end is not None:
@@ -187,7 +202,7 @@ class Discard:
 class Lease(Protocol):
     """A run's claim, kept alive in the background (``tasks.lease.LeaseKeeper``)."""
 
-    reason: Stop | None      # why the run must stop, once it must
+    reason: Stop | None  # why the run must stop, once it must
     record: JobState | None  # the state the record answered then, when it answered one
 
     def report(self, **fields) -> None:
@@ -199,16 +214,16 @@ class Run:
     """One run of a job: who claimed it, where it runs, what it holds."""
 
     job: JobSpec
-    token: str                  # this run's claim on the record
+    token: str  # this run's claim on the record
     attempt: int
     lease: Lease
-    work: Path                  # the job's working directory (tasks.workdirs)
-    gpus: tuple[CudaDevice, ...] = ()    # the GPUs its grant holds, in CUDA_VISIBLE_DEVICES order
-    grant: Grant | None = None           # what it holds of the host's pool (tasks.admission)
+    work: Path  # the job's working directory (tasks.workdirs)
+    gpus: tuple[CudaDevice, ...] = ()  # the GPUs its grant holds, in CUDA_VISIBLE_DEVICES order
+    grant: Grant | None = None  # what it holds of the host's pool (tasks.admission)
     started: float = field(default_factory=time.time)
     queue: str = ""
     output: Output = Discard()
-    number: int = 0             # its run number, as `fleet logs` and the metric history say it
+    number: int = 0  # its run number, as `fleet logs` and the metric history say it
 
     @property
     def gpu(self) -> CudaDevice | None:

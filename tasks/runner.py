@@ -4,6 +4,7 @@ The runner knows nothing of Celery or Redis: it calls ``on_tick`` about once a s
 with what it has seen, and stops the group when ``on_tick`` returns a reason, when the
 time limit passes, or when ``stop`` is set.
 """
+
 from __future__ import annotations
 
 import os
@@ -25,7 +26,7 @@ from trainers.protocol import parse_metric_line
 
 # Run by path, not `-m tasks.supervisor`: importing the tasks package builds the Celery app.
 SUPERVISOR = str(Path(__file__).with_name("supervisor.py"))
-_groups: set[int] = set()       # the process groups of the jobs running now (tasks.yieldwatch)
+_groups: set[int] = set()  # the process groups of the jobs running now (tasks.yieldwatch)
 
 
 def running_groups() -> frozenset[int]:
@@ -36,7 +37,7 @@ def running_groups() -> frozenset[int]:
 @dataclass
 class RunOutcome:
     returncode: int | None
-    stopped: Stop | None            # why we stopped it, if we did
+    stopped: Stop | None  # why we stopped it, if we did
     elapsed_s: float
     tail: list[str]
     metrics: dict = field(default_factory=dict)
@@ -47,21 +48,28 @@ class Progress:
     started: float
     tail: deque
     metrics: dict
-    pgid: int = 0          # the job's process group (its supervisor's pid), once started
+    pgid: int = 0  # the job's process group (its supervisor's pid), once started
 
     def snapshot(self) -> dict:
-        return {"elapsed_s": round(time.monotonic() - self.started, 1),
-                "tail": list(self.tail)[-10:], "metrics": dict(self.metrics)}
+        return {
+            "elapsed_s": round(time.monotonic() - self.started, 1),
+            "tail": list(self.tail)[-10:],
+            "metrics": dict(self.metrics),
+        }
 
 
-def _reader(stream, progress: Progress, log: Callable[[str], None] | None,
-            on_metric: Callable[[dict], None] | None = None) -> None:
+def _reader(
+    stream,
+    progress: Progress,
+    log: Callable[[str], None] | None,
+    on_metric: Callable[[dict], None] | None = None,
+) -> None:
     for raw in iter(stream.readline, b""):
         line = raw.decode("utf-8", "replace").rstrip("\n")
         report = parse_metric_line(line)
         if report is not None:
             progress.metrics.update(report)
-            if on_metric is not None:   # e.g. a search's pruner hears each line (tasks.trial)
+            if on_metric is not None:  # e.g. a search's pruner hears each line (tasks.trial)
                 on_metric(report)
         progress.tail.append(line)
         if log:
@@ -89,16 +97,20 @@ def _stop_group(proc: subprocess.Popen) -> None:
 def _pidfd(pid: int) -> int | None:
     try:
         return os.pidfd_open(pid)
-    except (AttributeError, OSError):   # not Linux >= 5.3: Popen.wait polls instead
+    except (AttributeError, OSError):  # not Linux >= 5.3: Popen.wait polls instead
         return None
 
 
-def _exited(proc: subprocess.Popen, pidfd: int | None, timeout_s: float, wake_fd: int | None = None) -> bool:
+def _exited(
+    proc: subprocess.Popen, pidfd: int | None, timeout_s: float, wake_fd: int | None = None
+) -> bool:
     """Wait up to ``timeout_s`` for the job; True once it exited. With a pidfd this wakes the
     moment it does (Popen.wait polls every 50 ms): the sooner the worker knows, the sooner
     the record says "trained" (tasks.trained). A byte on ``wake_fd`` ends the wait too."""
     if pidfd is not None:
-        ready, _, _ = select.select([pidfd] + ([wake_fd] if wake_fd is not None else []), [], [], timeout_s)
+        ready, _, _ = select.select(
+            [pidfd] + ([wake_fd] if wake_fd is not None else []), [], [], timeout_s
+        )
         if wake_fd is not None and wake_fd in ready:
             _drain(wake_fd)
         return proc.poll() is not None
@@ -116,11 +128,22 @@ def _drain(fd: int) -> None:
         pass
 
 
-def run(argv: list[str], *, env: dict[str, str], cwd: str, timeout_s: float | None,
-        on_tick: Callable[[Progress], Stop | None], stop: threading.Event,
-        tick_s: float = 1.0, log: Callable[[str], None] | None = None,
-        run_as: dict | None = None, python: str | None = None, exit_file: str | None = None,
-        wake_fd: int | None = None, on_metric: Callable[[dict], None] | None = None) -> RunOutcome:
+def run(
+    argv: list[str],
+    *,
+    env: dict[str, str],
+    cwd: str,
+    timeout_s: float | None,
+    on_tick: Callable[[Progress], Stop | None],
+    stop: threading.Event,
+    tick_s: float = 1.0,
+    log: Callable[[str], None] | None = None,
+    run_as: dict | None = None,
+    python: str | None = None,
+    exit_file: str | None = None,
+    wake_fd: int | None = None,
+    on_metric: Callable[[dict], None] | None = None,
+) -> RunOutcome:
     """``run_as``: Popen's user/group/extra_groups, to start the group as another user;
     ``python``: the interpreter for the supervisor (default: this one); ``wake_fd``: a
     non-blocking pipe end whose byte calls ``on_tick`` at once (a hand-back was asked);
@@ -128,14 +151,23 @@ def run(argv: list[str], *, env: dict[str, str], cwd: str, timeout_s: float | No
     started = time.monotonic()
     progress = Progress(started, deque(maxlen=TAIL_LINES), {})
     env = dict(env, **{supervisor.PARENT_ENV: str(os.getpid())})
-    if exit_file:   # the supervisor records the job's exit status there (tasks.workdirs)
+    if exit_file:  # the supervisor records the job's exit status there (tasks.workdirs)
         env[supervisor.EXIT_ENV] = str(exit_file)
-    proc = subprocess.Popen(supervisor.command(python or sys.executable, SUPERVISOR, argv), env=env, cwd=cwd,
-                            stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-                            start_new_session=True, **(run_as or {}))
+    proc = subprocess.Popen(
+        supervisor.command(python or sys.executable, SUPERVISOR, argv),
+        env=env,
+        cwd=cwd,
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        start_new_session=True,
+        **(run_as or {}),
+    )
     progress.pgid = proc.pid
     _groups.add(proc.pid)
-    reader = threading.Thread(target=_reader, args=(proc.stdout, progress, log, on_metric), daemon=True)
+    reader = threading.Thread(
+        target=_reader, args=(proc.stdout, progress, log, on_metric), daemon=True
+    )
     reader.start()
     pidfd = _pidfd(proc.pid)
     stopped = None
@@ -161,4 +193,6 @@ def run(argv: list[str], *, env: dict[str, str], cwd: str, timeout_s: float | No
     reader.join(5)
     if pidfd is not None:
         os.close(pidfd)
-    return RunOutcome(proc.returncode, stopped, time.monotonic() - started, list(progress.tail), progress.metrics)
+    return RunOutcome(
+        proc.returncode, stopped, time.monotonic() - started, list(progress.tail), progress.metrics
+    )

@@ -5,6 +5,7 @@ that died between its record and its promotion still has its bundle listed, and 
 superseded run that died before it could discard its bundle leaves nothing behind once
 ``fleet_staged_grace_s`` has passed (``artifacts.strays`` decides).
 """
+
 from __future__ import annotations
 
 import logging
@@ -40,8 +41,10 @@ def sweep(records: Records, store: Store, grace_s: float, now: float | None = No
         elif action is Verdict.DISCARD:
             store.discard(bundle.token, bundle.kind, bundle.sha256)
         if action is not Verdict.KEEP:
-            done.append(f"{DONE[action]} bundle {short_id(bundle.sha256)} of job {bundle.job_id or '?'} "
-                        f"staged by run {short_id(bundle.token)}")
+            done.append(
+                f"{DONE[action]} bundle {short_id(bundle.sha256)} of job {bundle.job_id or '?'} "
+                f"staged by run {short_id(bundle.token)}"
+            )
     return done
 
 
@@ -63,5 +66,5 @@ def loop(ctx) -> None:
             if ctx.redis.set(C.STRAY_SWEEP_LOCK, me, nx=True, px=int(every_s * 1000)):
                 for line in sweep(ctx.records, ctx.open_store(), ctx.app.conf.fleet_staged_grace_s):
                     log.warning("fleet sweep: %s", line)
-        except (StoreError, redis.RedisError) as e:   # the next interval tries again
+        except (StoreError, redis.RedisError) as e:  # the next interval tries again
             log.warning("fleet sweep of staged bundles failed (%s); will retry", e)

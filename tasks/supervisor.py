@@ -9,15 +9,16 @@ It starts on every job, so it starts light: run with ``FLAGS`` (no site-packages
 PYTHON* variables: it needs the standard library only), it imports no json, re,
 subprocess or ctypes (nor enum, through signal), and spawns the job with ``posix_spawnp``.
 """
+
 from __future__ import annotations
 
 import os
 import sys
 import time
 
-try:   # the C module behind `signal`: the same calls, without importing enum (a few ms)
+try:  # the C module behind `signal`: the same calls, without importing enum (a few ms)
     import _signal as signal
-except ImportError:   # not CPython
+except ImportError:  # not CPython
     import signal
 
 PR_SET_PDEATHSIG = 1
@@ -25,12 +26,14 @@ GRACE_S = 1.5
 PARENT_ENV = "FLEET_SUPERVISOR_PARENT"
 # where to record the job's exit status (tasks.workdirs): on disk before the worker hears of it
 EXIT_ENV = "FLEET_SUPERVISOR_EXIT_FILE"
-AFFINITY_ENV = "FLEET_CPU_AFFINITY"   # the job's own cores (trainers.protocol.ENV_CPU_AFFINITY)
+AFFINITY_ENV = "FLEET_CPU_AFFINITY"  # the job's own cores (trainers.protocol.ENV_CPU_AFFINITY)
 # the interpreter's flags: isolated (-I) and without the site module (-S), which in a venv
 # with editable installs costs more than the rest of the start-up together
 FLAGS = ("-I", "-S")
 # Python ignores SIGPIPE and SIGXFSZ; the job gets the defaults back, as subprocess does
-RESTORED_SIGNALS = tuple(getattr(signal, s) for s in ("SIGPIPE", "SIGXFZ", "SIGXFSZ") if hasattr(signal, s))
+RESTORED_SIGNALS = tuple(
+    getattr(signal, s) for s in ("SIGPIPE", "SIGXFZ", "SIGXFSZ") if hasattr(signal, s)
+)
 POLL_S = 0.05
 
 
@@ -49,6 +52,7 @@ def _watch(pid: int) -> int | None:
 
 def _die_with_parent() -> None:
     import ctypes  # only here: importing it costs more than the rest of this module
+
     try:
         ctypes.CDLL("libc.so.6", use_errno=True).prctl(PR_SET_PDEATHSIG, signal.SIGTERM)
     except OSError:
@@ -60,9 +64,10 @@ def _wait(child: int, parent_fd: int | None) -> int:
     child_fd = _watch(child) if parent_fd is not None else None
     if child_fd is not None:
         import select
+
         while child_fd not in select.select([child_fd, parent_fd], [], [])[0]:
-            _kill_group(None, None)   # the worker is gone
-    _, status = os.waitpid(child, 0)   # retried on EINTR by Python itself
+            _kill_group(None, None)  # the worker is gone
+    _, status = os.waitpid(child, 0)  # retried on EINTR by Python itself
     # -N for a signal, as subprocess says it (not waitstatus_to_exitcode: a job user's
     # system python3 may be older than 3.9)
     return -os.WTERMSIG(status) if os.WIFSIGNALED(status) else os.WEXITSTATUS(status)
@@ -77,7 +82,7 @@ def _pin() -> None:
     try:
         wanted = {int(c) for c in cores.split(",") if c.strip()}
         allowed = os.sched_getaffinity(0)
-        os.sched_setaffinity(0, (wanted & allowed) or allowed)   # simulated cores may not exist
+        os.sched_setaffinity(0, (wanted & allowed) or allowed)  # simulated cores may not exist
     except (ValueError, OSError) as e:
         print(f"fleet: cannot pin the job to cores {cores}: {e}", file=sys.stderr, flush=True)
 
@@ -131,21 +136,27 @@ def main(argv: list[str]) -> int:
     rc = _wait(_child, parent_fd)
     if exit_file:
         _record_exit(exit_file, rc)
-        os._exit(rc & 0xFF)   # at once: the worker marks the record "trained" the moment we are gone
+        os._exit(rc & 0xFF)  # at once: the worker marks the record "trained" the moment we are gone
     return rc
 
 
 def _record_exit(path: str, rc: int) -> None:
     """The job exited on its own: say so on disk, so that a worker killed from here on
     finds, when it restarts, that this job trained (tasks.trained) instead of training it again."""
-    signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGTERM})   # the write is not cut short
-    tmp = f"{path}.tmp"   # by hand, not core.files.atomic_write: this script imports no fleet module
+    signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGTERM})  # the write is not cut short
+    tmp = f"{path}.tmp"  # by hand, not core.files.atomic_write: this script imports no fleet module
     try:
         with open(tmp, "w") as f:
-            f.write(f'{{"returncode": {rc}, "at": {time.time()!r}}}')   # JSON, without importing json
+            f.write(
+                f'{{"returncode": {rc}, "at": {time.time()!r}}}'
+            )  # JSON, without importing json
         os.replace(tmp, path)
-    except OSError as e:   # the job's status stands; only a restart after a kill loses this hint
-        print(f"fleet: cannot record the exit status in {path}: {e.strerror}", file=sys.stderr, flush=True)
+    except OSError as e:  # the job's status stands; only a restart after a kill loses this hint
+        print(
+            f"fleet: cannot record the exit status in {path}: {e.strerror}",
+            file=sys.stderr,
+            flush=True,
+        )
 
 
 if __name__ == "__main__":

@@ -5,6 +5,7 @@ policy below has one hook, ``on_tick(tick) -> Stop | None``; ``TickLoop`` runs t
 order and the first that answers a ``Stop`` ends the run (the ones after it wait for the
 next tick). Reporting comes first, so a stopping run's last progress is still reported.
 """
+
 from __future__ import annotations
 
 import logging
@@ -23,7 +24,7 @@ log = logging.getLogger("fleet.execution")
 @dataclass(frozen=True)
 class Tick:
     progress: Progress
-    snap: dict          # progress.snapshot(), taken once per tick
+    snap: dict  # progress.snapshot(), taken once per tick
 
 
 class TickPolicy(Protocol):

@@ -1,5 +1,6 @@
 """The one Celery task: decode the job, hand it to ``tasks.execution``, and say in Celery's
 terms how the delivery ended (the only place that raises Ignore, Reject or Retry)."""
+
 from __future__ import annotations
 
 from celery.exceptions import Ignore, Reject, Retry
@@ -30,7 +31,9 @@ def settle(ended: Ended) -> dict:
         return ended.result or {}
     if ended.outcome is Outcome.FAILED:
         raise TrainingFailed(ended.why)
-    if ended.outcome is Outcome.RETRYING:   # Flower counts it retried, not failed, as fleet status does
+    if (
+        ended.outcome is Outcome.RETRYING
+    ):  # Flower counts it retried, not failed, as fleet status does
         raise Retry(ended.why.partition("\n")[0], exc=TrainingFailed(ended.why))
     if ended.outcome is Outcome.REDELIVER:
         raise Reject(ended.why, requeue=True)

@@ -11,6 +11,7 @@ dead run's token, bundled, uploaded and recorded like any run; every other one i
 If the host never comes back, the grace runs out and the reaper hands the job on: it is
 trained again elsewhere, which is the only way left to get its output.
 """
+
 from __future__ import annotations
 
 import logging
@@ -37,8 +38,14 @@ MARK_BACKOFF = Backoff.doubling(0.2, 5.0, tries=6)
 def run_info(job: JobSpec, token: str, attempts: int, host: str, runs: int = 0) -> dict:
     """What a run folder's run.json says: enough to finish the run after its worker died
     (``runs``: the run's number in `fleet logs`)."""
-    return {"job": job.to_dict(), "token": token, "attempts": attempts, "host": host, "runs": runs,
-            "started_at": time.time()}
+    return {
+        "job": job.to_dict(),
+        "token": token,
+        "attempts": attempts,
+        "host": host,
+        "runs": runs,
+        "started_at": time.time(),
+    }
 
 
 def mark(ctx: HostContext, run: Run) -> None:
@@ -47,20 +54,34 @@ def mark(ctx: HostContext, run: Run) -> None:
     job = run.job
     grace_s = ctx.app.conf.fleet_trained_grace_s
     try:
-        ok = retry_redis(lambda: ctx.records.mark_trained(job.job_id, run.token, ctx.hostname, str(run.work), grace_s),
-                         what="mark trained", stop=ctx.shutdown, backoff=MARK_BACKOFF)
+        ok = retry_redis(
+            lambda: ctx.records.mark_trained(
+                job.job_id, run.token, ctx.hostname, str(run.work), grace_s
+            ),
+            what="mark trained",
+            stop=ctx.shutdown,
+            backoff=MARK_BACKOFF,
+        )
     except redis.RedisError as e:
-        log.warning("could not mark %s trained (%s); its exit status is on disk in %s", job.name, e, run.work.parent)
+        log.warning(
+            "could not mark %s trained (%s); its exit status is on disk in %s",
+            job.name,
+            e,
+            run.work.parent,
+        )
         return
-    if not ok:   # superseded (taken over in a partition) or cancelled: nothing of it is stored
-        log.warning("%s trained, but the run no longer owns the job; its output is not stored",
-                    job.name)
+    if not ok:  # superseded (taken over in a partition) or cancelled: nothing of it is stored
+        log.warning(
+            "%s trained, but the run no longer owns the job; its output is not stored", job.name
+        )
         raise RunStopped(Outcome.STOPPED, "trained, but the run no longer owns the job")
 
 
 def start(ctx: HostContext) -> threading.Thread:
     """At worker start: finish dead runs' trained output, remove every other dead run folder."""
-    thread = threading.Thread(target=finish_dead_runs, args=(ctx,), name="fleet-trained", daemon=True)
+    thread = threading.Thread(
+        target=finish_dead_runs, args=(ctx,), name="fleet-trained", daemon=True
+    )
     thread.start()
     return thread
 
@@ -73,10 +94,10 @@ def finish_dead_runs(ctx: HostContext) -> None:
                 _finish(ctx, dead)
             else:
                 log.info("removing %s: its run died before the job finished", dead.work.parent)
-        except redis.RedisError as e:   # cannot tell whose the job is: the next start tries again
+        except redis.RedisError as e:  # cannot tell whose the job is: the next start tries again
             log.warning("kept %s for the next start: Redis unavailable (%s)", dead.work.parent, e)
             keep = True
-        except Exception:   # one bad folder never stops the worker: it is removed all the same
+        except Exception:  # one bad folder never stops the worker: it is removed all the same
             log.exception("could not finish the trained output in %s", dead.work.parent)
         finally:
             (workdirs.release if keep else workdirs.remove)(dead.work)
@@ -84,20 +105,35 @@ def finish_dead_runs(ctx: HostContext) -> None:
 
 def _finish(ctx: HostContext, dead: workdirs.DeadRun) -> None:
     job, token = JobSpec.from_dict(dead.info["job"]), dead.info["token"]
-    answer = retry_redis(lambda: ctx.records.resume_trained(job.job_id, token, ctx.hostname, str(dead.work)),
-                         what="resume trained", stop=ctx.shutdown)
+    answer = retry_redis(
+        lambda: ctx.records.resume_trained(job.job_id, token, ctx.hostname, str(dead.work)),
+        what="resume trained",
+        stop=ctx.shutdown,
+    )
     if answer != "ok":
-        log.info("removing %s: %s trained there, but the job is %s now", dead.work.parent, job.name, answer)
+        log.info(
+            "removing %s: %s trained there, but the job is %s now",
+            dead.work.parent,
+            job.name,
+            answer,
+        )
         return
     started = float(dead.info.get("started_at") or time.time())
     outcome = _outcome(dead, started)
     _complete_history(ctx, job, dead)
-    log.warning("finishing %s from the output its dead run left in %s (no re-train)", job.name, dead.work)
+    log.warning(
+        "finishing %s from the output its dead run left in %s (no re-train)", job.name, dead.work
+    )
     try:
         with LeaseKeeper(ctx.records, job.job_id, token) as lease:
-            run = Run(job, token, int(dead.info.get("attempts") or 1), lease, dead.work, started=started)
+            run = Run(
+                job, token, int(dead.info.get("attempts") or 1), lease, dead.work, started=started
+            )
             result = upload.store_result(ctx, run, outcome)
-    except (RunStopped, FleetError) as e:   # taken over, cancelled, or the worker stopped while uploading
+    except (
+        RunStopped,
+        FleetError,
+    ) as e:  # taken over, cancelled, or the worker stopped while uploading
         log.warning("did not finish %s from %s: %s", job.name, dead.work, e or type(e).__name__)
         return
     checkpoint.drop(ctx, job)
@@ -114,17 +150,26 @@ def _complete_history(ctx: HostContext, job: JobSpec, dead: workdirs.DeadRun) ->
     once a second): what its log holds past the history's last step of that run goes now."""
     reports = list(filter(None, map(parse_metric_line, _log_lines(dead))))
     at = _ended_at(dead)
-    retry_redis(lambda: metrichistory.complete(ctx.redis, job.job_id, _run_number(dead.info), reports, at),
-                what="complete metric history", stop=ctx.shutdown)
+    retry_redis(
+        lambda: metrichistory.complete(ctx.redis, job.job_id, _run_number(dead.info), reports, at),
+        what="complete metric history",
+        stop=ctx.shutdown,
+    )
 
 
 def _end_mark(ctx: HostContext, job: JobSpec, info: dict, detail: str) -> None:
     """`fleet logs` shows the dead run ended, not lost: its own end mark died with its worker."""
     run = _run_number(info)
     try:
-        joblog.mark_end(ctx.redis, job.job_id, run=run, worker=str(info.get("host") or ctx.hostname),
-                        how=RunEnd.SUCCEEDED, detail=detail)
-    except redis.RedisError as e:   # the record says succeeded; only the log's mark is missing
+        joblog.mark_end(
+            ctx.redis,
+            job.job_id,
+            run=run,
+            worker=str(info.get("host") or ctx.hostname),
+            how=RunEnd.SUCCEEDED,
+            detail=detail,
+        )
+    except redis.RedisError as e:  # the record says succeeded; only the log's mark is missing
         log.warning("could not write %s's end mark to its log: %s", job.name, e)
 
 
@@ -145,4 +190,6 @@ def _outcome(dead: workdirs.DeadRun, started: float) -> runner.RunOutcome:
     metrics: dict = {}
     for report in filter(None, map(parse_metric_line, lines)):
         metrics.update(report)
-    return runner.RunOutcome(0, None, max(0.0, _ended_at(dead) - started), lines[-TAIL_LINES:], metrics)
+    return runner.RunOutcome(
+        0, None, max(0.0, _ended_at(dead) - started), lines[-TAIL_LINES:], metrics
+    )

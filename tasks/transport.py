@@ -21,6 +21,7 @@ publisher) first, then each owner's lists (state.queues) in fair-share order
 A message kombu gives back (a stopping worker's prefetched ones, a rejected delivery) goes
 back to its owner's list.
 """
+
 from __future__ import annotations
 
 import logging
@@ -55,7 +56,7 @@ class FleetChannelMixin:
         return self._hooks
 
     def poll_keys(self, names: list[str]) -> list[str]:
-        LOST.report(self.conn_or_acquire)     # a poll of this process lost its reply: say so
+        LOST.report(self.conn_or_acquire)  # a poll of this process lost its reply: say so
         return self.hooks.poll_keys(names, self._plain_lists)
 
     def poll_lost(self, keys: list[str]) -> None:
@@ -93,15 +94,18 @@ class FleetChannelMixin:
         return self.hooks.restore_key(payload, queue, wire_pri)
 
     def push_restored(self, pipe, key: str, message: str, leftmost: bool) -> None:
-        queues.push_in(pipe, key, message, leftmost)   # registers an owner's list too
+        queues.push_in(pipe, key, message, leftmost)  # registers an owner's list too
 
     def ack_entry(self, client, unacked_key: str, index_key: str, tag) -> None:
         # one script instead of kombu's ZREM+HDEL: a delivery of a job that never ran keeps
         # its unacked entry, so the reaper gives the job back (state/lua/ack.lua)
         done = client.eval(_ACK_LUA, 2, unacked_key, index_key, tag, C.JOB_KEY)
         if bytes_to_str(done) == "kept":
-            log.warning("delivery %s was acked but its job never ran; the reaper gives it back "
-                        "within two lease TTLs", tag)
+            log.warning(
+                "delivery %s was acked but its job never ran; the reaper gives it back "
+                "within two lease TTLs",
+                tag,
+            )
 
     def ended(self, tag: str) -> None:
         self.hooks.ended(tag)

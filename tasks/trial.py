@@ -7,6 +7,7 @@ per step (a resumed run replays steps it reported before), and the pruner decide
 spot, asynchronously: no trial waits for a rung to fill. A prune wakes the runner at once
 (``tasks.handback.Runs.wake``), so the trial stops within a tick of the line, and ends ``pruned``.
 """
+
 from __future__ import annotations
 
 import logging
@@ -43,7 +44,7 @@ class TrialWatch:
         self.config, self.metric, self.wake = config, config["metric"], wake
         self.store = SearchStore(client)
         self.pruned = threading.Event()
-        self.pruned_at: int | None = None    # the step it was pruned at
+        self.pruned_at: int | None = None  # the step it was pruned at
         self._lines = 0
 
     def on_tick(self, tick) -> Stop | None:
@@ -57,11 +58,18 @@ class TrialWatch:
         step = step_of(report, self._lines)
         self._lines += 1
         try:
-            if self.store.report(self.search, self.number, step, float(value)):   # a replayed step: heard
+            if self.store.report(
+                self.search, self.number, step, float(value)
+            ):  # a replayed step: heard
                 self._decide(step, float(value))
-        except Exception as e:   # the search's bookkeeping never kills the run
-            log.warning("trial %s of search %s: metric at step %s not reported (%s)",
-                        self.number, short_id(self.search), step, e)
+        except Exception as e:  # the search's bookkeeping never kills the run
+            log.warning(
+                "trial %s of search %s: metric at step %s not reported (%s)",
+                self.number,
+                short_id(self.search),
+                step,
+                e,
+            )
 
     def _decide(self, step: int, value: float) -> None:
         mirror = MIRRORS.get(self.client, self.search, self.config)
@@ -71,7 +79,7 @@ class TrialWatch:
         if prune:
             self.pruned_at = step
             self.pruned.set()
-            self.wake()   # the runner ticks now, not up to a second later
+            self.wake()  # the runner ticks now, not up to a second later
 
 
 def watch(client: redis.Redis, job: JobSpec, wake: Callable[[], None]) -> TrialWatch | None:
@@ -90,5 +98,9 @@ def ended(client: redis.Redis, job: JobSpec) -> None:
     try:
         advance.advance(client, job.search)
     except Exception as e:
-        log.warning("search %s: advance after trial %s failed (%s); the sweep will retry",
-                    short_id(job.search), job.trial, e)
+        log.warning(
+            "search %s: advance after trial %s failed (%s); the sweep will retry",
+            short_id(job.search),
+            job.trial,
+            e,
+        )

@@ -10,6 +10,7 @@ The store is fenced by the record: the bundle is staged under this run's token
 once finish.lua recorded it for this run. A run that lost its job meanwhile (another host
 took it over during a partition) discards what it staged and reports no success.
 """
+
 from __future__ import annotations
 
 import json
@@ -39,7 +40,7 @@ from trainers.protocol import METRICS_FILE
 log = logging.getLogger("fleet.upload")
 PENDING_DIR = "pending"
 BUNDLE_FILE, META_FILE = "bundle.tar.zst", "meta.json"
-SET_ASIDE = ".unreadable"   # suffix of kept-bundle folders upload_kept could not use
+SET_ASIDE = ".unreadable"  # suffix of kept-bundle folders upload_kept could not use
 
 
 def files(job: JobSpec, work: Path) -> list[tuple[str, Path]]:
@@ -50,22 +51,35 @@ def files(job: JobSpec, work: Path) -> list[tuple[str, Path]]:
         found = bundler.collect(work / workdirs.OUT_DIR, [])
     # the job's output log and metric history go in once, even when an artifacts glob also
     # matches them; a job's own file of either name gives way to fleet's
-    ours = [workdirs.LOG_FILE] + ([workdirs.HISTORY_FILE] if (work / workdirs.HISTORY_FILE).exists() else [])
+    ours = [workdirs.LOG_FILE] + (
+        [workdirs.HISTORY_FILE] if (work / workdirs.HISTORY_FILE).exists() else []
+    )
     return [f for f in found if f[0] not in ours] + [(name, work / name) for name in ours]
 
 
-def store_result(ctx: HostContext, run: Run, outcome: RunOutcome, state: JobState = JobState.SUCCEEDED) -> dict:
+def store_result(
+    ctx: HostContext, run: Run, outcome: RunOutcome, state: JobState = JobState.SUCCEEDED
+) -> dict:
     """Bundle, upload and record a run that trained (or a trial its search pruned, ``state``
     PRUNED: its outputs are kept alike); the task's result."""
     job, ended = run.job, time.time()
     metrics = _metrics(run.work, outcome)
     write_history(ctx.redis, job.job_id, run.work, ctx.shutdown)
-    meta = {"job": job.to_dict(), "job_id": job.job_id, "name": job.name, "worker": ctx.hostname,
-            "capability": ctx.capability.to_dict(), "versions": ctx.capability.versions,
-            "gpu": None if run.gpu is None else {"index": run.gpu.index, "name": run.gpu.name},
-            "gpus": [{"index": d.index, "name": d.name} for d in run.gpus],
-            "started_at": _iso(run.started), "ended_at": _iso(ended), "elapsed_s": round(outcome.elapsed_s, 3),
-            "attempt": run.attempt, "metrics": metrics}
+    meta = {
+        "job": job.to_dict(),
+        "job_id": job.job_id,
+        "name": job.name,
+        "worker": ctx.hostname,
+        "capability": ctx.capability.to_dict(),
+        "versions": ctx.capability.versions,
+        "gpu": None if run.gpu is None else {"index": run.gpu.index, "name": run.gpu.name},
+        "gpus": [{"index": d.index, "name": d.name} for d in run.gpus],
+        "started_at": _iso(run.started),
+        "ended_at": _iso(ended),
+        "elapsed_s": round(outcome.elapsed_s, 3),
+        "attempt": run.attempt,
+        "metrics": metrics,
+    }
     pending = ctx.work_root / PENDING_DIR / job.job_id
     pending.mkdir(parents=True, exist_ok=True)
     result = bundler.bundle(files(job, run.work), meta, pending / BUNDLE_FILE)
@@ -74,31 +88,59 @@ def store_result(ctx: HostContext, run: Run, outcome: RunOutcome, state: JobStat
     try:
         stored = _upload(ctx, run, result, meta)
     except RunStopped as e:
-        if e.outcome is Outcome.STOPPED:   # not this run's job any more: its bundle is not ours
+        if e.outcome is Outcome.STOPPED:  # not this run's job any more: its bundle is not ours
             shutil.rmtree(pending, ignore_errors=True)
         raise
     artifact = {"uri": stored.uri, "sha256": stored.sha256, "size": stored.size}
     # the run's last progress, not its last tick's (a tick before the final epochs' lines)
-    final = {"elapsed_s": round(outcome.elapsed_s, 1), "tail": outcome.tail[-10:], "metrics": metrics}
+    final = {
+        "elapsed_s": round(outcome.elapsed_s, 1),
+        "tail": outcome.tail[-10:],
+        "metrics": metrics,
+    }
     # The kept bundle goes only once the success is recorded: if Redis stays down past every
     # retry, the next start of this worker records it (upload_kept) instead of a re-train.
-    end = record_end(RunEnd.PRUNED, "by its search's pruner") if state is JobState.PRUNED else \
-        record_end(RunEnd.SUCCEEDED, "")
+    end = (
+        record_end(RunEnd.PRUNED, "by its search's pruner")
+        if state is JobState.PRUNED
+        else record_end(RunEnd.SUCCEEDED, "")
+    )
     # A lost reply is no loss of the job: finish.lua knows this run's own finish.
-    recorded = retry_redis(lambda: ctx.records.finish(job.job_id, run.token, state, artifact=artifact,
-                                                      result={"metrics": metrics}, last_error="",
-                                                      progress=final, **end),
-                           what="record success", stop=ctx.shutdown)
+    recorded = retry_redis(
+        lambda: ctx.records.finish(
+            job.job_id,
+            run.token,
+            state,
+            artifact=artifact,
+            result={"metrics": metrics},
+            last_error="",
+            progress=final,
+            **end,
+        ),
+        what="record success",
+        stop=ctx.shutdown,
+    )
     shutil.rmtree(pending, ignore_errors=True)
     if not recorded:
         _settle(ctx, run.token, job.kind, stored.sha256, keep=False)
-        log.warning("job %s was taken over or cancelled while uploading; its staged bundle is "
-                    "discarded", job.name)
-        raise RunStopped(Outcome.STOPPED, "taken over or cancelled while uploading; its bundle was "
-                                          "discarded")
+        log.warning(
+            "job %s was taken over or cancelled while uploading; its staged bundle is discarded",
+            job.name,
+        )
+        raise RunStopped(
+            Outcome.STOPPED, "taken over or cancelled while uploading; its bundle was discarded"
+        )
     _settle(ctx, run.token, job.kind, stored.sha256, keep=True)
-    return {"job_id": job.job_id, "name": job.name, "artifact_uri": stored.uri, "sha256": stored.sha256,
-            "size": stored.size, "metrics": metrics, "worker": ctx.hostname, "attempt": run.attempt}
+    return {
+        "job_id": job.job_id,
+        "name": job.name,
+        "artifact_uri": stored.uri,
+        "sha256": stored.sha256,
+        "size": stored.size,
+        "metrics": metrics,
+        "worker": ctx.hostname,
+        "attempt": run.attempt,
+    }
 
 
 def _metrics(work: Path, outcome: RunOutcome) -> dict:
@@ -115,7 +157,9 @@ def _metrics(work: Path, outcome: RunOutcome) -> dict:
 
 def write_history(client, job_id: str, work: Path, stop: threading.Event) -> Path:
     """The job's metric history, its every run folded by step, as the bundle's metrics.jsonl."""
-    points = retry_redis(lambda: history.read(client, job_id), what="read metric history", stop=stop)
+    points = retry_redis(
+        lambda: history.read(client, job_id), what="read metric history", stop=stop
+    )
     path = work / workdirs.HISTORY_FILE
     atomic_write(path, history.jsonl(points))
     return path
@@ -126,16 +170,25 @@ def _upload(ctx: HostContext, run: Run, result: bundler.BundleResult, meta: dict
     store = ctx.open_store()
 
     def attempt() -> StoredArtifact:
-        if run.lease.reason:   # cancelled, or another run owns the job: its artifact is not ours to store
+        if (
+            run.lease.reason
+        ):  # cancelled, or another run owns the job: its artifact is not ours to store
             raise RunStopped(Outcome.STOPPED, f"{run.lease.reason.value} while uploading")
         return store.stage_bundle(run.token, run.job.kind, result.path, result.sha256, meta)
 
     try:
-        return retry(attempt, on=StoreError, backoff=UPLOAD_BACKOFF, stop=ctx.shutdown,
-                     what=f"upload of {run.job.name} (bundle kept at {result.path})")
-    except StoreError as e:   # only a shutdown ends the retries
-        raise RunStopped(Outcome.FAILED, f"worker stopped before {run.job.name} could be uploaded; "
-                                         f"bundle kept at {result.path}") from e
+        return retry(
+            attempt,
+            on=StoreError,
+            backoff=UPLOAD_BACKOFF,
+            stop=ctx.shutdown,
+            what=f"upload of {run.job.name} (bundle kept at {result.path})",
+        )
+    except StoreError as e:  # only a shutdown ends the retries
+        raise RunStopped(
+            Outcome.FAILED,
+            f"worker stopped before {run.job.name} could be uploaded; bundle kept at {result.path}",
+        ) from e
 
 
 def _settle(ctx: HostContext, token: str, kind: str, sha256: str, *, keep: bool) -> None:
@@ -144,11 +197,21 @@ def _settle(ctx: HostContext, token: str, kind: str, sha256: str, *, keep: bool)
     store = ctx.open_store()
     step = store.promote if keep else store.discard
     try:
-        retry(lambda: step(token, kind, sha256), on=StoreError, backoff=UPLOAD_BACKOFF,
-              stop=ctx.shutdown, what=f"{step.__name__} of staged bundle {short_id(sha256)}")
+        retry(
+            lambda: step(token, kind, sha256),
+            on=StoreError,
+            backoff=UPLOAD_BACKOFF,
+            stop=ctx.shutdown,
+            what=f"{step.__name__} of staged bundle {short_id(sha256)}",
+        )
     except StoreError as e:
-        log.warning("staged bundle %s of run %s not %sd (%s); the sweep of staged bundles does it",
-                    short_id(sha256), short_id(token), step.__name__, e)
+        log.warning(
+            "staged bundle %s of run %s not %sd (%s); the sweep of staged bundles does it",
+            short_id(sha256),
+            short_id(token),
+            step.__name__,
+            e,
+        )
 
 
 def upload_kept(ctx: HostContext) -> None:
@@ -167,30 +230,39 @@ def _upload_kept_one(ctx: HostContext, folder: Path) -> None:
     try:
         meta = json.loads(meta_path.read_text())
         job_id, sha256 = meta["job_id"], meta["sha256"]
-        state = retry_redis(lambda: ctx.records.states([job_id])[job_id], what="read kept job", stop=ctx.shutdown)
+        state = retry_redis(
+            lambda: ctx.records.states([job_id])[job_id], what="read kept job", stop=ctx.shutdown
+        )
         bundler.verify_bundle(bundle_path, sha256)
     except (ValueError, KeyError, TypeError, DigestMismatch) as e:
         log.error("kept bundle %s is unreadable (%s); moved aside, not uploaded", folder, e)
         folder.rename(folder.with_name(f"{folder.name}.{time.time_ns()}{SET_ASIDE}"))
         return
     if state in (JobState.SUCCEEDED, JobState.CANCELLED, JobState.PRUNED):
-        log.warning("dropping kept bundle of %s: the job is already %s", meta.get("name"), state.value)
+        log.warning(
+            "dropping kept bundle of %s: the job is already %s", meta.get("name"), state.value
+        )
         shutil.rmtree(folder, ignore_errors=True)
         return
-    token = uuid.uuid4().hex   # its run's token is not kept: staged under one of its own
+    token = uuid.uuid4().hex  # its run's token is not kept: staged under one of its own
     try:
         kind = (meta.get("job") or {}).get("model") or "command"
         stored = ctx.open_store().stage_bundle(token, kind, bundle_path, sha256, meta)
     except StoreError as e:
-        log.warning("kept bundle %s still cannot be uploaded (%s); will retry at next start", folder, e)
+        log.warning(
+            "kept bundle %s still cannot be uploaded (%s); will retry at next start", folder, e
+        )
         return
     artifact = {"uri": stored.uri, "sha256": stored.sha256, "size": stored.size}
-    answer = retry_redis(lambda: ctx.records.adopt(job_id, artifact, {"metrics": meta.get("metrics", {})}),
-                         what="adopt", stop=ctx.shutdown)
+    answer = retry_redis(
+        lambda: ctx.records.adopt(job_id, artifact, {"metrics": meta.get("metrics", {})}),
+        what="adopt",
+        stop=ctx.shutdown,
+    )
     _settle(ctx, token, kind, sha256, keep=answer == "ok")
     if answer == "ok":
         log.warning("uploaded kept bundle of %s: %s", meta.get("name"), stored.uri)
-    else:   # recorded by another run meanwhile, cancelled, or gone: not this bundle's job
+    else:  # recorded by another run meanwhile, cancelled, or gone: not this bundle's job
         log.warning("dropped kept bundle of %s: the job is %s", meta.get("name"), answer)
     shutil.rmtree(folder, ignore_errors=True)
 

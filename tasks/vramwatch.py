@@ -12,6 +12,7 @@ in the host's PID namespace; a worker in a container without it (``pid: host`` i
 compose) sees none of them as its own, so at start ``accounting_problem`` says whether the
 worker can hold sharing jobs to their budget at all: if not, it serves none unless told to.
 """
+
 from __future__ import annotations
 
 import logging
@@ -22,30 +23,38 @@ from core.settings import SHARE_GPU_UNWATCHED_ENV as UNWATCHED_ENV
 
 log = logging.getLogger("fleet.vramwatch")
 GIB = 1 << 30
-TOLERANCE_GIB = 0.25        # CUDA's own context memory, which no framework cap covers
+TOLERANCE_GIB = 0.25  # CUDA's own context memory, which no framework cap covers
 CHECK_EVERY_S = 2.0
-UNREADABLE_CHECKS = 3       # NVML failing this many checks in a row stops a sharing job
+UNREADABLE_CHECKS = 3  # NVML failing this many checks in a row stops a sharing job
 
-Usage = Callable[[], "Mapping[int, int] | None"]   # pid -> bytes on the device; None: unknown
+Usage = Callable[[], "Mapping[int, int] | None"]  # pid -> bytes on the device; None: unknown
 
 
-def over_budget(used: Mapping[int, int], group: Callable[[int], bool], budget_gib: float,
-                tolerance_gib: float = TOLERANCE_GIB) -> float | None:
+def over_budget(
+    used: Mapping[int, int],
+    group: Callable[[int], bool],
+    budget_gib: float,
+    tolerance_gib: float = TOLERANCE_GIB,
+) -> float | None:
     """The job's GiB on the device when over ``budget_gib`` (plus tolerance), else None."""
     mine = sum(b for pid, b in used.items() if group(pid)) / GIB
     return mine if mine > budget_gib + tolerance_gib else None
 
 
 def message(used_gib: float, budget_gib: float, device: str) -> str:
-    return (f"stopped: used {used_gib:.2f} GiB of GPU memory on {device}, over its budget of "
-            f"{budget_gib:g} GiB (min_vram_gib with share_gpu); raise min_vram_gib to what it needs, "
-            "or drop share_gpu to hold a whole GPU")
+    return (
+        f"stopped: used {used_gib:.2f} GiB of GPU memory on {device}, over its budget of "
+        f"{budget_gib:g} GiB (min_vram_gib with share_gpu); raise min_vram_gib to what it needs, "
+        "or drop share_gpu to hold a whole GPU"
+    )
 
 
 def unreadable(error: str, device: str, checks: int) -> str:
-    return (f"stopped: its GPU memory on {device} could not be read through NVML {checks} times "
-            f"in a row ({error}), so its budget cannot be held; fix NVML on this host "
-            "(nvidia-smi), or drop share_gpu to hold a whole GPU")
+    return (
+        f"stopped: its GPU memory on {device} could not be read through NVML {checks} times "
+        f"in a row ({error}), so its budget cannot be held; fix NVML on this host "
+        "(nvidia-smi), or drop share_gpu to hold a whole GPU"
+    )
 
 
 class UsageUnknown(Exception):
@@ -65,7 +74,7 @@ def own_status() -> str:
     try:
         with open("/proc/self/status", encoding="ascii", errors="replace") as f:
             return f.read()
-    except OSError:   # not Linux: no PID namespaces to tell apart
+    except OSError:  # not Linux: no PID namespaces to tell apart
         return ""
 
 
@@ -75,12 +84,16 @@ def accounting_problem(real_gpus: bool, status: str, unwatched: bool) -> str | N
     if not real_gpus or not nested_pid_namespace(status):
         return None
     if unwatched:
-        return (f"share_gpu jobs run unwatched ({UNWATCHED_ENV}=1): this worker's PID namespace "
-                "hides its processes from NVML, so their VRAM budgets are not enforced")
-    return ("serves no share_gpu job: this worker runs in its own PID namespace, so NVML's "
-            "per-process GPU accounting cannot see its processes and no budget could be held; "
-            f"run it in the host's PID namespace (compose: pid: host), or set {UNWATCHED_ENV}=1 "
-            "to serve them unwatched")
+        return (
+            f"share_gpu jobs run unwatched ({UNWATCHED_ENV}=1): this worker's PID namespace "
+            "hides its processes from NVML, so their VRAM budgets are not enforced"
+        )
+    return (
+        "serves no share_gpu job: this worker runs in its own PID namespace, so NVML's "
+        "per-process GPU accounting cannot see its processes and no budget could be held; "
+        f"run it in the host's PID namespace (compose: pid: host), or set {UNWATCHED_ENV}=1 "
+        "to serve them unwatched"
+    )
 
 
 def in_group(pgid: int) -> Callable[[int], bool]:
@@ -89,17 +102,20 @@ def in_group(pgid: int) -> Callable[[int], bool]:
             return os.getpgid(pid) == pgid
         except (ProcessLookupError, PermissionError):
             return False
+
     return member
 
 
 def nvml_usage(uuid: str | None) -> Usage:
     """A reader of the device's per-process memory through NVML (None for a simulated GPU,
     which has no UUID; ``UsageUnknown`` when NVML fails on a real one)."""
+
     def read() -> Mapping[int, int] | None:
         if not uuid:
             return None
         try:
             import pynvml
+
             pynvml.nvmlInit()
             try:
                 h = pynvml.nvmlDeviceGetHandleByUUID(uuid)
@@ -107,8 +123,9 @@ def nvml_usage(uuid: str | None) -> Usage:
                 return {p.pid: int(p.usedGpuMemory or 0) for p in procs}
             finally:
                 pynvml.nvmlShutdown()
-        except Exception as e:   # noqa: BLE001 - any NVML failure: unknown, which fails closed
+        except Exception as e:  # noqa: BLE001 - any NVML failure: unknown, which fails closed
             raise UsageUnknown(f"{type(e).__name__}: {e}") from e
+
     return read
 
 
@@ -129,7 +146,9 @@ class VramWatch:
             used = self.usage()
         except UsageUnknown as e:
             self.failed_reads += 1
-            log.warning("cannot read GPU memory on %s (%d in a row): %s", self.device, self.failed_reads, e)
+            log.warning(
+                "cannot read GPU memory on %s (%d in a row): %s", self.device, self.failed_reads, e
+            )
             if self.failed_reads >= UNREADABLE_CHECKS:
                 self.verdict = unreadable(str(e), self.device, self.failed_reads)
             return self.verdict

@@ -10,6 +10,7 @@ The kernel drops a flock when its holder dies, even by SIGKILL, so a run folder 
 can be taken belongs to a dead run. ``dead()`` yields those, locked by the caller, who
 finishes what they trained (``tasks.trained``) and removes them: a kill leaks no disk.
 """
+
 from __future__ import annotations
 
 import fcntl
@@ -30,11 +31,11 @@ log = logging.getLogger("fleet.workdirs")
 RUN_FILE, EXIT_FILE, WORK = "run.json", ".fleet-exit.json", "work"
 # inside work/: the job's output dir (FLEET_OUTPUT_DIR), its spec, and its output as the worker saw it
 OUT_DIR, SPEC_FILE, LOG_FILE = "out", "job.json", "fleet-log.txt"
-HISTORY_FILE = "metrics.jsonl"   # its metric history, every run folded by step (state.history)
+HISTORY_FILE = "metrics.jsonl"  # its metric history, every run folded by step (state.history)
 # a run folder this young with no run.json yet may be one being created right now
 YOUNG_S = 60.0
 
-_locks: dict[Path, int] = {}   # work dir -> fd of its run.json, flock'ed by this process
+_locks: dict[Path, int] = {}  # work dir -> fd of its run.json, flock'ed by this process
 
 
 @dataclass(frozen=True)
@@ -43,7 +44,7 @@ class DeadRun:
 
     work: Path
     info: dict
-    exit: dict | None           # None: the job never exited on its own (killed with the worker)
+    exit: dict | None  # None: the job never exited on its own (killed with the worker)
 
     @property
     def returncode(self) -> int | None:
@@ -55,7 +56,7 @@ def create(work_root: Path, job_id: str, info: dict) -> Path:
     runs = Path(work_root) / RUNS_DIR
     runs.mkdir(parents=True, exist_ok=True)
     root = Path(tempfile.mkdtemp(prefix=f"{short_id(job_id)}-", dir=runs))
-    os.chmod(root, 0o711)   # a job run as FLEET_JOB_USER reaches work/, which is handed over to it
+    os.chmod(root, 0o711)  # a job run as FLEET_JOB_USER reaches work/, which is handed over to it
     fd = os.open(root / RUN_FILE, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600)
     fcntl.flock(fd, fcntl.LOCK_EX)
     os.write(fd, json.dumps(info).encode())
@@ -98,7 +99,7 @@ def _take(root: Path) -> DeadRun | None:
     try:
         fd = os.open(root / RUN_FILE, os.O_RDWR | os.O_CLOEXEC)
     except FileNotFoundError:
-        if _age_s(root) > YOUNG_S:   # half created or half removed when its worker died
+        if _age_s(root) > YOUNG_S:  # half created or half removed when its worker died
             shutil.rmtree(root, ignore_errors=True)
         return None
     except OSError as e:
@@ -106,11 +107,13 @@ def _take(root: Path) -> DeadRun | None:
         return None
     try:
         fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-    except BlockingIOError:          # its worker is alive
+    except BlockingIOError:  # its worker is alive
         os.close(fd)
         return None
     _locks[root / WORK] = fd
-    return DeadRun(root / WORK, _read_json(root / RUN_FILE) or {}, _read_json(root / WORK / EXIT_FILE))
+    return DeadRun(
+        root / WORK, _read_json(root / RUN_FILE) or {}, _read_json(root / WORK / EXIT_FILE)
+    )
 
 
 def _read_json(path: Path) -> dict | None:

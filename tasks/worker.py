@@ -4,6 +4,7 @@ Hooked to Celery's signals so the plain ``celery -A tasks worker`` does it all:
 with no ``-Q`` it consumes exactly the queues this host qualifies for, most demanding
 first; with ``-Q`` naming a queue it does not qualify for, it refuses to start.
 """
+
 from __future__ import annotations
 
 import logging
@@ -61,18 +62,24 @@ def choose_queues(sender=None, instance=None, conf=None, options=None, **kw):
         reasons = ctx.config.tier_reasons(ctx.capability)
         bad = [q for q in asked if q not in ctx.queues]
         if bad:
-            why = "; ".join(f"{q}: {reasons.get(q) or 'not a tier or constraint queue this host may serve'}"
-                            for q in bad)
-            raise SystemExit(f"fleet: refusing to start: host {ctx.hostname} does not qualify for "
-                             f"{', '.join(bad)} ({why}). Drop -Q to consume exactly the queues it "
-                             f"qualifies for: {', '.join(ctx.queues) or 'none'}")
+            why = "; ".join(
+                f"{q}: {reasons.get(q) or 'not a tier or constraint queue this host may serve'}"
+                for q in bad
+            )
+            raise SystemExit(
+                f"fleet: refusing to start: host {ctx.hostname} does not qualify for "
+                f"{', '.join(bad)} ({why}). Drop -Q to consume exactly the queues it "
+                f"qualifies for: {', '.join(ctx.queues) or 'none'}"
+            )
         ctx.asked = tuple(asked)
         # Celery consumes exactly -Q from here on (its setup_queues runs after this signal);
         # the first refresh adds those tiers' constraint queues
         ctx.queues = [q for q in ctx.queues if q in asked]
     if not ctx.queues:
-        raise SystemExit(f"fleet: refusing to start: host {ctx.hostname} qualifies for no tier "
-                         f"({ctx.config.tier_reasons(ctx.capability)})")
+        raise SystemExit(
+            f"fleet: refusing to start: host {ctx.hostname} qualifies for no tier "
+            f"({ctx.config.tier_reasons(ctx.capability)})"
+        )
     app.amqp.queues.select(ctx.queues)
     # as many jobs at once as the host's resources allow (each holds at least one core);
     # the gate (tasks.admission) decides what fits, --concurrency only caps it
@@ -94,10 +101,12 @@ def start_background(sender=None, **kw):
     threading.Thread(target=strays.loop, args=(ctx,), name="fleet-strays", daemon=True).start()
     # Optuna loads in about a second: before a trial's first metric line or end needs it
     threading.Thread(target=study.warm, name="fleet-optuna", daemon=True).start()
-    threading.Thread(target=_refresh_loop, args=(ctx, sender), name="fleet-queues", daemon=True).start()
-    heartbeat.start(ctx, sender)   # fleet hosts / why / publish read the fleet from it
+    threading.Thread(
+        target=_refresh_loop, args=(ctx, sender), name="fleet-queues", daemon=True
+    ).start()
+    heartbeat.start(ctx, sender)  # fleet hosts / why / publish read the fleet from it
     threading.Thread(target=preemption.loop, args=(ctx,), name="fleet-preempt", daemon=True).start()
-    yieldwatch.start(ctx)          # FLEET_YIELD=1: give GPUs back to the host's owner
+    yieldwatch.start(ctx)  # FLEET_YIELD=1: give GPUs back to the host's owner
 
 
 @signals.worker_shutting_down.connect
@@ -149,7 +158,7 @@ def _reaper_loop(ctx: HostContext) -> None:
 def _refresh_loop(ctx: HostContext, consumer) -> None:
     """Follow tiers, host policies and constraint queues published after start: consume
     what this host now qualifies for (in tier order), stop consuming what it no longer does."""
-    watch = Watcher(ctx.redis)   # a publish with new queues wakes this at once
+    watch = Watcher(ctx.redis)  # a publish with new queues wakes this at once
     while watch.wait(ctx.shutdown):
         try:
             config = read_config(ctx.redis)
@@ -157,8 +166,11 @@ def _refresh_loop(ctx: HostContext, consumer) -> None:
             continue
         wanted = config.queues(ctx.detected, only=ctx.asked)
         if not wanted:
-            log.warning("fleet: the published config leaves host %s no queue; keeping %s",
-                        ctx.hostname, ", ".join(ctx.queues))
+            log.warning(
+                "fleet: the published config leaves host %s no queue; keeping %s",
+                ctx.hostname,
+                ", ".join(ctx.queues),
+            )
             continue
         ctx.config, ctx.capability = config, config.effective(ctx.detected)
         # compared with what the consumer really consumes, not with what we last asked for:
@@ -180,12 +192,12 @@ def _refresh_loop(ctx: HostContext, consumer) -> None:
             ctx.app.control.add_consumer(q, destination=[ctx.nodename], reply=False)
         ctx.queues = wanted
         host.keep_for_gpus(ctx)
-        watch.soon()   # control messages may land out of order: check the result shortly
+        watch.soon()  # control messages may land out of order: check the result shortly
 
 
 def _consumed(consumer) -> list[str] | None:
     """The queues the worker's task consumer is on, in serving order (None if unknown)."""
     try:
         return [q.name for q in consumer.task_consumer.queues]
-    except (AttributeError, RuntimeError):   # not started yet, or changing under us
+    except (AttributeError, RuntimeError):  # not started yet, or changing under us
         return None

@@ -7,6 +7,7 @@ as before. While an environment builds, the record's progress says so ("preparin
 environment 3f2a1b.., 14 s", read by `fleet status`, `fleet show` and Flower) and uv's
 output goes to `fleet logs`.
 """
+
 from __future__ import annotations
 
 import contextlib
@@ -33,7 +34,7 @@ log = logging.getLogger("fleet.workspace")
 ENV_BACKOFF = Backoff((5, 15, 30, 60), tries=5)
 TORCH_BACKEND_ENV = "UV_TORCH_BACKEND"
 PYTHON_WORDS = ("python", "python3")
-FLEET_ROOT = Path(__file__).resolve().parent.parent   # built-in trainers import from here
+FLEET_ROOT = Path(__file__).resolve().parent.parent  # built-in trainers import from here
 
 
 class JobEnvFailed(FleetError):
@@ -75,7 +76,9 @@ def cached_envs(work_root: Path) -> list[dict]:
 def job_variables(job: JobSpec, ctx) -> dict[str, str]:
     """The job's own ``env`` and the worker variables its host lets through (``pass_env``)."""
     policy = ctx.config.policy(ctx.hostname)
-    passed = {name: os.environ[name] for name in (policy.pass_env if policy else ()) if name in os.environ}
+    passed = {
+        name: os.environ[name] for name in (policy.pass_env if policy else ()) if name in os.environ
+    }
     return {**job.env, **passed}
 
 
@@ -84,9 +87,14 @@ def adapt(argv: list[str], env: dict[str, str], job: JobSpec, python: Path | Non
     if python is None:
         return argv
     bin_dir = str(python.parent)
-    env.update(VIRTUAL_ENV=str(python.parent.parent), PATH=bin_dir + os.pathsep + env.get("PATH", os.defpath))
-    if job.command is None:   # a built-in trainer: its code is fleet's
-        env["PYTHONPATH"] = os.pathsep.join(p for p in (str(FLEET_ROOT), env.get("PYTHONPATH")) if p)
+    env.update(
+        VIRTUAL_ENV=str(python.parent.parent),
+        PATH=bin_dir + os.pathsep + env.get("PATH", os.defpath),
+    )
+    if job.command is None:  # a built-in trainer: its code is fleet's
+        env["PYTHONPATH"] = os.pathsep.join(
+            p for p in (str(FLEET_ROOT), env.get("PYTHONPATH")) if p
+        )
         return [str(python), *argv[1:]]
     return [str(python), *argv[1:]] if argv and argv[0] in PYTHON_WORDS else argv
 
@@ -97,10 +105,18 @@ def prepared(task, ctx, run) -> Iterator[Path | None]:
     None for the worker's. Raises JobEnvFailed (fail now) or EnvBuildFailed (network)."""
     job = run.job
     if job.workdir:
-        payload = fetch(job.workdir, ctx.work_root / DATA_CACHE_DIR, store_factory=ctx.open_store,
-                        cache_bytes=ctx.settings.data_cache_bytes)
-        log.info("%s: workdir %s copied (%d files)", job.name, short_id(dataref.parse(job.workdir).sha256),
-                 copy_workdir(payload, run.work))
+        payload = fetch(
+            job.workdir,
+            ctx.work_root / DATA_CACHE_DIR,
+            store_factory=ctx.open_store,
+            cache_bytes=ctx.settings.data_cache_bytes,
+        )
+        log.info(
+            "%s: workdir %s copied (%d files)",
+            job.name,
+            short_id(dataref.parse(job.workdir).sha256),
+            copy_workdir(payload, run.work),
+        )
     if not job.own_env:
         yield None
         return
@@ -114,6 +130,7 @@ def _hold_env(task, ctx, run, spec: EnvSpec, stack: contextlib.ExitStack) -> Pat
     cache = env_cache(ctx)
     digest = spec.digest()
     with _preparing(task, ctx, run, digest):
+
         def enter() -> Path:
             try:
                 return stack.enter_context(cache.use(spec, workdir=run.work, log=run.output.append))
@@ -121,8 +138,14 @@ def _hold_env(task, ctx, run, spec: EnvSpec, stack: contextlib.ExitStack) -> Pat
                 if e.permanent:
                     raise JobEnvFailed(str(e)) from e
                 raise
-        return retry(enter, on=EnvBuildFailed, backoff=ENV_BACKOFF, stop=ctx.shutdown,
-                     what=f"environment {short_id(digest)}")
+
+        return retry(
+            enter,
+            on=EnvBuildFailed,
+            backoff=ENV_BACKOFF,
+            stop=ctx.shutdown,
+            what=f"environment {short_id(digest)}",
+        )
 
 
 @contextlib.contextmanager
@@ -133,12 +156,22 @@ def _preparing(task, ctx, run, digest: str) -> Iterator[None]:
     def tick() -> None:
         while not done.wait(1.0):
             elapsed = time.monotonic() - started
-            snap = {"elapsed_s": round(elapsed, 1), "metrics": {},
-                    "tail": [f"preparing environment {digest[:6]}.., {elapsed:.0f} s"]}
+            snap = {
+                "elapsed_s": round(elapsed, 1),
+                "metrics": {},
+                "tail": [f"preparing environment {digest[:6]}.., {elapsed:.0f} s"],
+            }
             run.lease.report(progress=snap)
-            with contextlib.suppress(Exception):   # the result backend is down: best effort
-                task.update_state(state="PROGRESS", meta={"job_id": run.job.job_id, "name": run.job.name,
-                                                          "worker": ctx.hostname, **snap})
+            with contextlib.suppress(Exception):  # the result backend is down: best effort
+                task.update_state(
+                    state="PROGRESS",
+                    meta={
+                        "job_id": run.job.job_id,
+                        "name": run.job.name,
+                        "worker": ctx.hostname,
+                        **snap,
+                    },
+                )
 
     ticker = threading.Thread(target=tick, name=f"preparing-{digest[:8]}", daemon=True)
     ticker.start()

@@ -13,6 +13,7 @@ The pure ``routing.yielding`` decides which devices are yielded; this module app
 the gate withholds them from new jobs, and the jobs on them are handed back (checkpoint
 synced, the attempt not counted) through ``hand_back``.
 """
+
 from __future__ import annotations
 
 import json
@@ -37,10 +38,20 @@ from tasks import runner
 from tasks.run import Stop
 
 log = logging.getLogger("fleet.yield")
-GpuProcesses = Callable[[], "dict[int, set[int]] | None"]   # device index -> pids; None: unknown
-HandBack = Callable[[str, str], None]                        # (job id, why): stop it and requeue it
-CHECK_ENV_KEPT = ("PATH", "HOME", "USER", "LOGNAME", "LANG", "LC_ALL", "XDG_RUNTIME_DIR", "DISPLAY",
-                  "WAYLAND_DISPLAY", "DBUS_SESSION_BUS_ADDRESS")
+GpuProcesses = Callable[[], "dict[int, set[int]] | None"]  # device index -> pids; None: unknown
+HandBack = Callable[[str, str], None]  # (job id, why): stop it and requeue it
+CHECK_ENV_KEPT = (
+    "PATH",
+    "HOME",
+    "USER",
+    "LOGNAME",
+    "LANG",
+    "LC_ALL",
+    "XDG_RUNTIME_DIR",
+    "DISPLAY",
+    "WAYLAND_DISPLAY",
+    "DBUS_SESSION_BUS_ADDRESS",
+)
 GRAPHICAL = ("x11", "wayland", "mir")
 LOGINCTL_TIMEOUT_S = 5.0
 
@@ -54,30 +65,38 @@ def nvml_processes(devices: Iterable[CudaDevice]) -> GpuProcesses:
             return None
         try:
             import pynvml
+
             pynvml.nvmlInit()
             try:
-                return {index: _nvml_pids(pynvml, pynvml.nvmlDeviceGetHandleByUUID(uuid))
-                        for uuid, index in by_uuid.items()}
+                return {
+                    index: _nvml_pids(pynvml, pynvml.nvmlDeviceGetHandleByUUID(uuid))
+                    for uuid, index in by_uuid.items()
+                }
             finally:
                 pynvml.nvmlShutdown()
-        except Exception as e:   # noqa: BLE001 - NVML failing now: unknown, nothing yielded for it
+        except Exception as e:  # noqa: BLE001 - NVML failing now: unknown, nothing yielded for it
             log.debug("NVML process list unavailable: %s", e)
             return None
+
     return read
 
 
 def _nvml_pids(pynvml, handle) -> set[int]:
     pids: set[int] = set()
-    for lister in (pynvml.nvmlDeviceGetComputeRunningProcesses, pynvml.nvmlDeviceGetGraphicsRunningProcesses):
+    for lister in (
+        pynvml.nvmlDeviceGetComputeRunningProcesses,
+        pynvml.nvmlDeviceGetGraphicsRunningProcesses,
+    ):
         try:
             pids.update(p.pid for p in lister(handle))
-        except pynvml.NVMLError_NotSupported:   # e.g. graphics processes under WSL2
+        except pynvml.NVMLError_NotSupported:  # e.g. graphics processes under WSL2
             continue
     return pids
 
 
 def file_processes(path: Path) -> GpuProcesses:
     """Simulated GPUs' processes: ``{"0": [4242], "1": []}`` in a JSON file (none if absent)."""
+
     def read() -> dict[int, set[int]] | None:
         try:
             data = json.loads(path.read_text())
@@ -87,6 +106,7 @@ def file_processes(path: Path) -> GpuProcesses:
             log.warning("%s: cannot read the simulated GPU processes (%s)", path, e)
             return None
         return {int(i): {int(p) for p in pids} for i, pids in data.items()}
+
     return read
 
 
@@ -107,16 +127,21 @@ def process_name(pid: int) -> str:
         return ""
 
 
-def foreign_by_device(procs: Mapping[int, set[int]], ignore: Iterable[str],
-                      is_fleets: Callable[[int], bool] = fleet_pid,
-                      name_of: Callable[[int], str] = process_name) -> dict[int, set[int]]:
+def foreign_by_device(
+    procs: Mapping[int, set[int]],
+    ignore: Iterable[str],
+    is_fleets: Callable[[int], bool] = fleet_pid,
+    name_of: Callable[[int], str] = process_name,
+) -> dict[int, set[int]]:
     """Each device's processes that are neither fleet's jobs nor the desktop's own. A pid
     with no process in this pid namespace does not count: one that just exited, or one NVML
     names from another namespace (a worker in a container sees no host pids)."""
     ignored = set(ignore)
     out = {}
     for device, pids in procs.items():
-        ours = {p for p in pids if not psutil.pid_exists(p) or is_fleets(p) or name_of(p) in ignored}
+        ours = {
+            p for p in pids if not psutil.pid_exists(p) or is_fleets(p) or name_of(p) in ignored
+        }
         out[device] = yielding.foreign_processes(set(pids), ours)
     return out
 
@@ -131,37 +156,77 @@ def run_check(argv: tuple[str, ...], timeout_s: float) -> bool:
     """The owner's busy check: True when it exits 0. A check that fails to run or runs past
     ``timeout_s`` says "not busy", and says why in the log."""
     try:
-        return subprocess.run(list(argv), stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
-                              stderr=subprocess.DEVNULL, env=check_environment(), timeout=timeout_s,
-                              close_fds=True).returncode == 0
+        return (
+            subprocess.run(
+                list(argv),
+                stdin=subprocess.DEVNULL,
+                stdout=subprocess.DEVNULL,
+                stderr=subprocess.DEVNULL,
+                env=check_environment(),
+                timeout=timeout_s,
+                close_fds=True,
+            ).returncode
+            == 0
+        )
     except subprocess.TimeoutExpired:
-        log.warning("%s=%s ran past %gs; counted as not busy", YIELD_CHECK_ENV, " ".join(argv), timeout_s)
+        log.warning(
+            "%s=%s ran past %gs; counted as not busy", YIELD_CHECK_ENV, " ".join(argv), timeout_s
+        )
     except OSError as e:
-        log.warning("%s=%s cannot run (%s); counted as not busy", YIELD_CHECK_ENV, " ".join(argv), e)
+        log.warning(
+            "%s=%s cannot run (%s); counted as not busy", YIELD_CHECK_ENV, " ".join(argv), e
+        )
     return False
 
 
 def _loginctl(*args: str) -> str:
-    return subprocess.run(["loginctl", *args], capture_output=True, text=True, timeout=LOGINCTL_TIMEOUT_S,
-                          stdin=subprocess.DEVNULL, env=check_environment(), check=True).stdout
+    return subprocess.run(
+        ["loginctl", *args],
+        capture_output=True,
+        text=True,
+        timeout=LOGINCTL_TIMEOUT_S,
+        stdin=subprocess.DEVNULL,
+        env=check_environment(),
+        check=True,
+    ).stdout
 
 
 def session_busy(show_session: str) -> bool:
     """Whether one session, as ``loginctl show-session -p ...`` prints it, has the owner at
     the console: local, active, graphical and not idle."""
     props = dict(line.partition("=")[::2] for line in show_session.splitlines())
-    return (props.get("Type") in GRAPHICAL and props.get("Remote") == "no" and props.get("Active") == "yes"
-            and props.get("IdleHint") == "no")
+    return (
+        props.get("Type") in GRAPHICAL
+        and props.get("Remote") == "no"
+        and props.get("Active") == "yes"
+        and props.get("IdleHint") == "no"
+    )
 
 
 def console_active() -> bool:
     """Best effort: someone is at a local graphical session that logind does not call idle
     (desktops report idleness through IdleHint; text consoles do not, so they are left out)."""
     try:
-        ids = [line.split()[0] for line in _loginctl("list-sessions", "--no-legend").splitlines() if line.strip()]
+        ids = [
+            line.split()[0]
+            for line in _loginctl("list-sessions", "--no-legend").splitlines()
+            if line.strip()
+        ]
         for sid in ids:
-            if session_busy(_loginctl("show-session", sid, "-p", "Type", "-p", "Remote", "-p", "Active",
-                                      "-p", "IdleHint")):
+            if session_busy(
+                _loginctl(
+                    "show-session",
+                    sid,
+                    "-p",
+                    "Type",
+                    "-p",
+                    "Remote",
+                    "-p",
+                    "Active",
+                    "-p",
+                    "IdleHint",
+                )
+            ):
                 return True
     except (OSError, subprocess.SubprocessError) as e:
         log.debug("logind idle hint unavailable: %s", e)
@@ -171,26 +236,41 @@ def console_active() -> bool:
 def validate(settings: YieldSettings) -> None:
     """Refuse a busy check that cannot run, at start rather than silently at every poll."""
     if settings.enabled and settings.check and shutil.which(settings.check[0]) is None:
-        raise ConfigError(f"{YIELD_CHECK_ENV}={settings.check_name!r}: {settings.check[0]!r} is not an "
-                          "executable on PATH; give its absolute path or install it")
+        raise ConfigError(
+            f"{YIELD_CHECK_ENV}={settings.check_name!r}: {settings.check[0]!r} is not an "
+            "executable on PATH; give its absolute path or install it"
+        )
 
 
 class YieldWatch:
     """One observation per ``poll()``: the device states, applied to the gate and the jobs."""
 
-    def __init__(self, settings: YieldSettings, devices: tuple[CudaDevice, ...], gate, hand_back: HandBack,
-                 processes: GpuProcesses | None = None, clock: Callable[[], float] = time.monotonic):
+    def __init__(
+        self,
+        settings: YieldSettings,
+        devices: tuple[CudaDevice, ...],
+        gate,
+        hand_back: HandBack,
+        processes: GpuProcesses | None = None,
+        clock: Callable[[], float] = time.monotonic,
+    ):
         self.settings, self.gate, self.hand_back, self.clock = settings, gate, hand_back, clock
         self.devices = tuple(d.index for d in devices)
-        self.processes = processes or (file_processes(settings.sim_processes) if settings.sim_processes
-                                       else nvml_processes(devices))
+        self.processes = processes or (
+            file_processes(settings.sim_processes)
+            if settings.sim_processes
+            else nvml_processes(devices)
+        )
         self.states: dict[int, DeviceYield] = {}
-        self.asked: set[str] = set()   # the jobs asked to go, still holding a yielded device
+        self.asked: set[str] = set()  # the jobs asked to go, still holding a yielded device
 
     def reasons(self) -> dict[int, str | None]:
         s = self.settings
-        host = yielding.host_busy(bool(s.check) and run_check(s.check, s.check_timeout_s), s.check_name,
-                                  s.idle_hint and console_active())
+        host = yielding.host_busy(
+            bool(s.check) and run_check(s.check, s.check_timeout_s),
+            s.check_name,
+            s.idle_hint and console_active(),
+        )
         procs = self.processes() or {}
         foreign = foreign_by_device({i: procs.get(i, set()) for i in self.devices}, s.ignore)
         return {i: yielding.busy_reason(i, foreign[i], False) or host for i in self.devices}
@@ -198,7 +278,9 @@ class YieldWatch:
     def poll(self) -> dict[int, str]:
         """Observe once; the devices yielded now (index -> why)."""
         before = yielding.yielded(self.states)
-        self.states = yielding.step_all(self.states, self.reasons(), self.clock(), self.settings.reclaim_s)
+        self.states = yielding.step_all(
+            self.states, self.reasons(), self.clock(), self.settings.reclaim_s
+        )
         now = yielding.yielded(self.states)
         for i, why in now.items():
             if before.get(i) != why:
@@ -222,7 +304,7 @@ def run(watch: YieldWatch, stop: threading.Event) -> None:
     while True:
         try:
             watch.poll()
-        except Exception:   # noqa: BLE001 - the watch outlives a bad poll; the next one tries again
+        except Exception:  # noqa: BLE001 - the watch outlives a bad poll; the next one tries again
             log.exception("yield watch: poll failed")
         if stop.wait(watch.settings.poll_s):
             return
@@ -237,8 +319,15 @@ def start(ctx) -> YieldWatch | None:
 
     def hand_back(job_id: str, why: str) -> None:
         ctx.runs.hand_back(job_id, Stop.YIELDED, why)
+
     watch = YieldWatch(s, ctx.capability.cuda_devices, ctx.gate, hand_back)
-    threading.Thread(target=run, args=(watch, ctx.shutdown), name="fleet-yield", daemon=True).start()
-    log.info("fleet: yielding GPUs to the host's owner (check %s, idle hint %s, free for %gs before reuse)",
-             s.check_name or "none", "on" if s.idle_hint else "off", s.reclaim_s)
+    threading.Thread(
+        target=run, args=(watch, ctx.shutdown), name="fleet-yield", daemon=True
+    ).start()
+    log.info(
+        "fleet: yielding GPUs to the host's owner (check %s, idle hint %s, free for %gs before reuse)",
+        s.check_name or "none",
+        "on" if s.idle_hint else "off",
+        s.reclaim_s,
+    )
     return watch

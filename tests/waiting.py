@@ -1,4 +1,5 @@
 """Tests wait on a condition, never on a fixed sleep: ``wait_until``."""
+
 from __future__ import annotations
 
 import time
@@ -6,11 +7,16 @@ from collections.abc import Callable
 from typing import TypeVar
 
 T = TypeVar("T")
-POLL_S = 0.1   # how often a condition is looked at
+POLL_S = 0.1  # how often a condition is looked at
 
 
-def wait_until(what: str, check: Callable[[], T], timeout_s: float = 30.0,
-               detail: Callable[[], str] = lambda: "", every_s: float = POLL_S) -> T:
+def wait_until(
+    what: str,
+    check: Callable[[], T],
+    timeout_s: float = 30.0,
+    detail: Callable[[], str] = lambda: "",
+    every_s: float = POLL_S,
+) -> T:
     """The first truthy value of ``check()``, polled every ``every_s``; after ``timeout_s`` an
     AssertionError says ``what`` never happened, its last value, and ``detail()`` (logs)."""
     deadline = time.monotonic() + timeout_s

@@ -2,6 +2,7 @@
 
 Imports pandas, so only the trainer subprocess uses it.
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -24,8 +25,8 @@ class DataError(FleetError):
 class Table:
     """Features and labels ready to train on; ``classes`` is empty for a regression."""
 
-    x: np.ndarray                   # float32, (rows, features); NaN where missing
-    y: np.ndarray                   # class index (int64) or value (float32)
+    x: np.ndarray  # float32, (rows, features); NaN where missing
+    y: np.ndarray  # class index (int64) or value (float32)
     feature_names: tuple[str, ...]
     classes: tuple = ()
 
@@ -35,8 +36,9 @@ def load_table(path: str | Path) -> pd.DataFrame:
     path = Path(path)
     reader = READERS.get(path.suffix.lower())
     if reader is None:
-        raise DataError(f"{path}: unsupported file type {path.suffix!r}; "
-                        f"use one of {', '.join(READERS)}")
+        raise DataError(
+            f"{path}: unsupported file type {path.suffix!r}; use one of {', '.join(READERS)}"
+        )
     try:
         return reader(path)
     except FileNotFoundError as e:
@@ -45,32 +47,40 @@ def load_table(path: str | Path) -> pd.DataFrame:
         raise DataError(f"{path}: cannot read as {path.suffix}: {e}") from e
 
 
-def split(df: pd.DataFrame, target: str, valid_fraction: float,
-          seed: int) -> tuple[pd.DataFrame, pd.DataFrame]:
+def split(
+    df: pd.DataFrame, target: str, valid_fraction: float, seed: int
+) -> tuple[pd.DataFrame, pd.DataFrame]:
     """(train, valid) rows, shuffled by ``seed``; the same inputs always give the same split."""
     check_target(df, target)
     n_valid = int(round(len(df) * valid_fraction))
     if len(df) < 2 or not 1 <= n_valid < len(df):
-        raise DataError(f"{len(df)} row(s) cannot be split with valid_fraction={valid_fraction}; "
-                        "the dataset needs more rows")
+        raise DataError(
+            f"{len(df)} row(s) cannot be split with valid_fraction={valid_fraction}; "
+            "the dataset needs more rows"
+        )
     order = np.random.default_rng(seed).permutation(len(df))
     return df.iloc[order[n_valid:]], df.iloc[order[:n_valid]]
 
 
 def check_target(df: pd.DataFrame, target: str) -> None:
     if target not in df.columns:
-        raise DataError(f"target column {target!r} not found; columns are: "
-                        f"{', '.join(map(str, df.columns))}; set hyper.target to one of them")
+        raise DataError(
+            f"target column {target!r} not found; columns are: "
+            f"{', '.join(map(str, df.columns))}; set hyper.target to one of them"
+        )
     if df[target].isna().any():
-        raise DataError(f"target column {target!r} has {int(df[target].isna().sum())} missing "
-                        "value(s); drop those rows first")
+        raise DataError(
+            f"target column {target!r} has {int(df[target].isna().sum())} missing "
+            "value(s); drop those rows first"
+        )
     features = [c for c in df.columns if c != target]
     if not features:
         raise DataError(f"no feature columns besides target {target!r}")
     bad = [str(c) for c in features if not _numeric(df[c])]
     if bad:
-        raise DataError(f"non-numeric feature column(s): {', '.join(bad)}; "
-                        "encode them as numbers or drop them")
+        raise DataError(
+            f"non-numeric feature column(s): {', '.join(bad)}; encode them as numbers or drop them"
+        )
 
 
 def infer_task(labels: pd.Series) -> str:

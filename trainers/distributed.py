@@ -8,6 +8,7 @@ shard of every epoch; rank 0 alone prints progress, writes checkpoints and outpu
 
 Without CUDA the same path runs with the gloo backend on CPU (simulated devices in tests).
 """
+
 from __future__ import annotations
 
 import os
@@ -39,7 +40,9 @@ class World:
 def world(env: Mapping[str, str] | None = None) -> World:
     """From torchrun's RANK, LOCAL_RANK and WORLD_SIZE (a single process when absent)."""
     env = os.environ if env is None else env
-    return World(int(env.get("RANK", 0)), int(env.get("LOCAL_RANK", 0)), int(env.get("WORLD_SIZE", 1)))
+    return World(
+        int(env.get("RANK", 0)), int(env.get("LOCAL_RANK", 0)), int(env.get("WORLD_SIZE", 1))
+    )
 
 
 def wanted_processes(env: Mapping[str, str]) -> int:
@@ -50,8 +53,15 @@ def wanted_processes(env: Mapping[str, str]) -> int:
 
 
 def relaunch_command(nproc: int) -> list[str]:
-    return [sys.executable, "-m", "torch.distributed.run", "--standalone", f"--nproc_per_node={nproc}",
-            "-m", RUN_MODULE]
+    return [
+        sys.executable,
+        "-m",
+        "torch.distributed.run",
+        "--standalone",
+        f"--nproc_per_node={nproc}",
+        "-m",
+        RUN_MODULE,
+    ]
 
 
 def relaunch(env: Mapping[str, str]) -> None:
@@ -92,8 +102,12 @@ def shard(order, w: World):
     import torch
 
     per = -(-len(order) // w.size)
-    padded = torch.cat([order, order[:per * w.size - len(order)]]) if per * w.size > len(order) else order
-    return padded[w.rank::w.size]
+    padded = (
+        torch.cat([order, order[: per * w.size - len(order)]])
+        if per * w.size > len(order)
+        else order
+    )
+    return padded[w.rank :: w.size]
 
 
 def mean_over_ranks(total: float, count: int, w: World, device) -> float:

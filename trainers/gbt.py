@@ -1,4 +1,5 @@
 """The ``gbt`` trainer: gradient-boosted trees with xgboost. Runs inside the trainer subprocess."""
+
 from __future__ import annotations
 
 import json
@@ -13,23 +14,34 @@ from trainers.protocol import GBT_MODEL_FILE, format_metric_line
 from trainers.scores import as_two_columns, classification_scores, regression_scores
 
 REPORT_EVERY_ROUNDS = 10
-EVAL_METRIC = {"binary:logistic": "logloss", "multi:softprob": "mlogloss",
-               "reg:squarederror": "rmse"}
+EVAL_METRIC = {
+    "binary:logistic": "logloss",
+    "multi:softprob": "mlogloss",
+    "reg:squarederror": "rmse",
+}
 
 
 def task_of(objective: str) -> str | None:
     """The task an explicit objective implies; None for 'auto'."""
-    return None if objective == "auto" else (
-        "regression" if objective.startswith("reg:") else "classification")
+    return (
+        None
+        if objective == "auto"
+        else ("regression" if objective.startswith("reg:") else "classification")
+    )
 
 
 def pick_objective(objective: str, classes: tuple) -> str:
     if objective == "auto":
-        return "reg:squarederror" if not classes else (
-            "binary:logistic" if len(classes) == 2 else "multi:softprob")
+        return (
+            "reg:squarederror"
+            if not classes
+            else ("binary:logistic" if len(classes) == 2 else "multi:softprob")
+        )
     if objective == "binary:logistic" and len(classes) != 2:
-        raise DataError(f"objective 'binary:logistic' needs 2 classes, the target has "
-                        f"{len(classes)}; use 'multi:softprob' or 'auto'")
+        raise DataError(
+            f"objective 'binary:logistic' needs 2 classes, the target has "
+            f"{len(classes)}; use 'multi:softprob' or 'auto'"
+        )
     return objective
 
 
@@ -64,44 +76,74 @@ class Reporter(xgb.callback.TrainingCallback):
         return model
 
     def report(self, done: int, evals_log) -> None:
-        print(format_metric_line({
-            "round": done, "rounds": self.rounds, "metric": self.metric,
-            "train_loss": float(evals_log["train"][self.metric][-1]),
-            "valid_loss": float(evals_log["valid"][self.metric][-1]),
-        }), flush=True)
+        print(
+            format_metric_line(
+                {
+                    "round": done,
+                    "rounds": self.rounds,
+                    "metric": self.metric,
+                    "train_loss": float(evals_log["train"][self.metric][-1]),
+                    "valid_loss": float(evals_log["valid"][self.metric][-1]),
+                }
+            ),
+            flush=True,
+        )
 
 
-def train(train: Table, valid: Table, hyper: dict, *, seed: int, device: str,
-          output_dir: Path, threads: int = 0) -> dict:
+def train(
+    train: Table,
+    valid: Table,
+    hyper: dict,
+    *,
+    seed: int,
+    device: str,
+    output_dir: Path,
+    threads: int = 0,
+) -> dict:
     """Train, save ``model.ubj`` cut at the best round, and return the metrics."""
     objective = pick_objective(hyper["objective"], train.classes)
     params = {
-        "objective": objective, "eval_metric": EVAL_METRIC[objective], "seed": seed,
-        "device": device, "tree_method": "hist", "max_depth": hyper["max_depth"],
-        "learning_rate": hyper["learning_rate"], "subsample": hyper["subsample"],
-        "colsample_bytree": hyper["colsample_bytree"], "reg_lambda": hyper["reg_lambda"],
+        "objective": objective,
+        "eval_metric": EVAL_METRIC[objective],
+        "seed": seed,
+        "device": device,
+        "tree_method": "hist",
+        "max_depth": hyper["max_depth"],
+        "learning_rate": hyper["learning_rate"],
+        "subsample": hyper["subsample"],
+        "colsample_bytree": hyper["colsample_bytree"],
+        "reg_lambda": hyper["reg_lambda"],
         "min_child_weight": hyper["min_child_weight"],
     }
     if objective == "multi:softprob":
         params["num_class"] = len(train.classes)
     if threads:
-        params["nthread"] = threads   # the cores the job holds, no more
+        params["nthread"] = threads  # the cores the job holds, no more
     names = list(train.feature_names)
     dtrain = xgb.DMatrix(train.x, label=train.y, feature_names=names)
     dvalid = xgb.DMatrix(valid.x, label=valid.y, feature_names=names)
     rounds = hyper["n_estimators"]
-    booster = xgb.train(params, dtrain, num_boost_round=rounds,
-                        evals=[(dtrain, "train"), (dvalid, "valid")],
-                        early_stopping_rounds=hyper["early_stopping_rounds"] or None,
-                        callbacks=[Reporter(rounds, EVAL_METRIC[objective])], verbose_eval=False)
+    booster = xgb.train(
+        params,
+        dtrain,
+        num_boost_round=rounds,
+        evals=[(dtrain, "train"), (dvalid, "valid")],
+        early_stopping_rounds=hyper["early_stopping_rounds"] or None,
+        callbacks=[Reporter(rounds, EVAL_METRIC[objective])],
+        verbose_eval=False,
+    )
     trained = booster.num_boosted_rounds()
     best = booster.best_iteration if hyper["early_stopping_rounds"] else trained - 1
     booster = booster[: best + 1]  # the saved model is the best one, not the last
     task = "classification" if train.classes else "regression"
     booster.set_attr(fleet_task=task, fleet_classes=json.dumps(list(train.classes)))
     booster.save_model(str(output_dir / GBT_MODEL_FILE))
-    return {"best_iteration": best, "rounds_trained": trained,
-            "train": _scores(booster, dtrain, train), "valid": _scores(booster, dvalid, valid)}
+    return {
+        "best_iteration": best,
+        "rounds_trained": trained,
+        "train": _scores(booster, dtrain, train),
+        "valid": _scores(booster, dvalid, valid),
+    }
 
 
 def _scores(booster: xgb.Booster, matrix: xgb.DMatrix, table: Table) -> dict[str, float]:

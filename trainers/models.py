@@ -2,6 +2,7 @@
 
 xgboost and torch are imported only when a model of that kind is built or loaded.
 """
+
 from __future__ import annotations
 
 import json
@@ -55,8 +56,11 @@ class GbtModel(TrainedModel):
 
     def __init__(self, booster: Any):
         attrs = booster.attributes()
-        super().__init__(attrs["fleet_task"], booster.feature_names or (),
-                         json.loads(attrs.get("fleet_classes", "[]")))
+        super().__init__(
+            attrs["fleet_task"],
+            booster.feature_names or (),
+            json.loads(attrs.get("fleet_classes", "[]")),
+        )
         self.booster = booster
 
     def _raw(self, x: np.ndarray) -> np.ndarray:
@@ -71,8 +75,12 @@ class MlpModel(TrainedModel):
 
     def __init__(self, saved: dict):
         super().__init__(saved["task"], saved["feature_names"], saved["classes"])
-        self.net = build_mlp(saved["in_features"], saved["hidden_sizes"], saved["out_features"],
-                             saved.get("dropout", 0.0))
+        self.net = build_mlp(
+            saved["in_features"],
+            saved["hidden_sizes"],
+            saved["out_features"],
+            saved.get("dropout", 0.0),
+        )
         self.net.load_state_dict(saved["state_dict"])
         self.net.eval()
         self.x_mean, self.x_std = np.float32(saved["x_mean"]), np.float32(saved["x_std"])
@@ -93,8 +101,9 @@ def standardize(x: np.ndarray, mean: np.ndarray, std: np.ndarray) -> np.ndarray:
     return np.nan_to_num((x - mean) / std, nan=0.0).astype(np.float32)
 
 
-def build_mlp(in_features: int, hidden_sizes: Sequence[int], out_features: int,
-              dropout: float = 0.0) -> Any:
+def build_mlp(
+    in_features: int, hidden_sizes: Sequence[int], out_features: int, dropout: float = 0.0
+) -> Any:
     """Linear -> ReLU (-> Dropout) per hidden layer, then a linear output layer."""
     from torch import nn
 
@@ -115,8 +124,10 @@ def load_model(path: str | Path) -> TrainedModel:
     if path.is_dir():
         found = [path / n for n in (GBT_MODEL_FILE, MLP_MODEL_FILE) if (path / n).is_file()]
         if len(found) != 1:
-            raise FileNotFoundError(f"{path}: expected exactly one of {GBT_MODEL_FILE}, "
-                                    f"{MLP_MODEL_FILE}; found {len(found)}")
+            raise FileNotFoundError(
+                f"{path}: expected exactly one of {GBT_MODEL_FILE}, "
+                f"{MLP_MODEL_FILE}; found {len(found)}"
+            )
         path = found[0]
     if path.suffix == ".ubj":
         import xgboost

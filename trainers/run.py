@@ -25,6 +25,7 @@ to the output folder, prints progress lines to stdout, and one line per metric r
 Exit status: 0 on success, 2 on bad input (data, spec, environment) with one message on stderr,
 1 on an unexpected crash with its traceback.
 """
+
 from __future__ import annotations
 
 import hashlib
@@ -57,13 +58,15 @@ def main() -> int:
 
 
 def run(env: dict) -> int:
-    spec_path, data_path, output_dir = (Path(_env(env, name)) for name in (
-        protocol.ENV_JOB_SPEC, protocol.ENV_DATA_PATH, protocol.ENV_OUTPUT_DIR))
+    spec_path, data_path, output_dir = (
+        Path(_env(env, name))
+        for name in (protocol.ENV_JOB_SPEC, protocol.ENV_DATA_PATH, protocol.ENV_OUTPUT_DIR)
+    )
     spec = read_spec(spec_path)
     model, seed = spec["model"], spec["seed"]
     hyper = resolve_hyper(model, spec.get("hyper") or {})
     if model == "mlp":
-        distributed.relaunch(env)     # several GPUs: one process per GPU under torchrun
+        distributed.relaunch(env)  # several GPUs: one process per GPU under torchrun
     world = distributed.world(env)
     say = print if world.main else (lambda *a, **k: None)
     device = pick_device(env.get(protocol.ENV_DEVICE, "cpu"), model, quiet=not world.main)
@@ -76,30 +79,54 @@ def run(env: dict) -> int:
     train_t = data.to_table(train_df, hyper["target"], classes)
     valid_t = data.to_table(valid_df, hyper["target"], classes)
     procs = f" x {world.size} processes" if world.distributed else ""
-    say(f"training {model} ({task}) on {device}{procs}: {len(train_df)} train rows, "
-        f"{len(valid_df)} valid rows, {len(train_t.feature_names)} features", flush=True)
+    say(
+        f"training {model} ({task}) on {device}{procs}: {len(train_df)} train rows, "
+        f"{len(valid_df)} valid rows, {len(train_t.feature_names)} features",
+        flush=True,
+    )
     output_dir.mkdir(parents=True, exist_ok=True)
     trainer = _trainer(model)
     started = time.monotonic()
     # mlp resumes from FLEET_CHECKPOINT_DIR; gbt trains from scratch (a rerun is cheap)
-    extra = {"checkpoint_dir": Path(env[protocol.ENV_CHECKPOINT_DIR])} if (
-        model == "mlp" and env.get(protocol.ENV_CHECKPOINT_DIR)) else {}
+    extra = (
+        {"checkpoint_dir": Path(env[protocol.ENV_CHECKPOINT_DIR])}
+        if (model == "mlp" and env.get(protocol.ENV_CHECKPOINT_DIR))
+        else {}
+    )
     if world.distributed:
         extra["world"] = world
     if model == "gbt" and threads:
         extra["threads"] = threads
-    metrics = trainer.train(train_t, valid_t, hyper, seed=seed, device=distributed.start(world, device),
-                            output_dir=output_dir, **extra)
+    metrics = trainer.train(
+        train_t,
+        valid_t,
+        hyper,
+        seed=seed,
+        device=distributed.start(world, device),
+        output_dir=output_dir,
+        **extra,
+    )
     distributed.finish(world)
     if not world.main:
         return protocol.EXIT_OK
-    metrics = {"model": model, "task": task, "device": device,
-               "device_requested": env.get(protocol.ENV_DEVICE, "cpu"), "processes": world.size, "threads": threads,
-               "n_train": len(train_df), "n_valid": len(valid_df), "n_features": len(train_t.feature_names),
-               "train_seconds": round(time.monotonic() - started, 3), **metrics}
+    metrics = {
+        "model": model,
+        "task": task,
+        "device": device,
+        "device_requested": env.get(protocol.ENV_DEVICE, "cpu"),
+        "processes": world.size,
+        "threads": threads,
+        "n_train": len(train_df),
+        "n_valid": len(valid_df),
+        "n_features": len(train_t.feature_names),
+        "train_seconds": round(time.monotonic() - started, 3),
+        **metrics,
+    }
     _write_json(output_dir / protocol.METRICS_FILE, metrics)
-    _write_json(output_dir / protocol.CHECKPOINT_FILE,
-                checkpoint(spec, hyper, train_t, task, data_path, model))
+    _write_json(
+        output_dir / protocol.CHECKPOINT_FILE,
+        checkpoint(spec, hyper, train_t, task, data_path, model),
+    )
     print(f"done: valid {json.dumps(metrics['valid'])}; wrote {output_dir}", flush=True)
     return protocol.EXIT_OK
 
@@ -114,8 +141,9 @@ def read_spec(path: Path) -> dict:
         raise ConfigError(f"{protocol.ENV_JOB_SPEC}={path}: needs a JSON object with 'model'")
     spec.setdefault("seed", 0)
     if isinstance(spec["seed"], bool) or not isinstance(spec["seed"], int):
-        raise ConfigError(f"{protocol.ENV_JOB_SPEC}={path}: seed must be an integer, "
-                          f"got {spec['seed']!r}")
+        raise ConfigError(
+            f"{protocol.ENV_JOB_SPEC}={path}: seed must be an integer, got {spec['seed']!r}"
+        )
     return spec
 
 
@@ -126,8 +154,11 @@ def pick_device(requested: str, model: str, *, quiet: bool = False) -> str:
     if requested == "cuda" and not _cuda_usable(model):
         visible = os.environ.get("CUDA_VISIBLE_DEVICES", "unset")
         if not quiet:
-            print(f"warning: {protocol.ENV_DEVICE}=cuda but no CUDA device is usable here "
-                  f"(CUDA_VISIBLE_DEVICES={visible}); training on cpu", flush=True)
+            print(
+                f"warning: {protocol.ENV_DEVICE}=cuda but no CUDA device is usable here "
+                f"(CUDA_VISIBLE_DEVICES={visible}); training on cpu",
+                flush=True,
+            )
         return "cpu"
     return requested
 
@@ -176,21 +207,32 @@ def decide_task(model: str, hyper: dict, df) -> tuple[str, tuple]:
         return task, ()
     classes = data.label_classes(labels)
     if len(classes) < 2:
-        raise data.DataError(f"target column {hyper['target']!r} has {len(classes)} class(es); "
-                             "classification needs at least 2")
+        raise data.DataError(
+            f"target column {hyper['target']!r} has {len(classes)} class(es); "
+            "classification needs at least 2"
+        )
     return task, classes
 
 
-def checkpoint(spec: dict, hyper: dict, table: data.Table, task: str, data_path: Path,
-               model: str) -> dict:
+def checkpoint(
+    spec: dict, hyper: dict, table: data.Table, task: str, data_path: Path, model: str
+) -> dict:
     model_file = protocol.GBT_MODEL_FILE if model == "gbt" else protocol.MLP_MODEL_FILE
-    return {"trainer": model, "model_file": model_file, "task": task,
-            "job_id": spec.get("job_id"), "name": spec.get("name"),
-            "versions": {"python": sys.version.split()[0], **_versions()},
-            "hyper": hyper, "seed": spec["seed"], "feature_names": list(table.feature_names),
-            "classes": list(table.classes), "data": spec.get("data"),
-            "data_sha256": sha256_file(data_path),
-            "created": datetime.now(UTC).isoformat(timespec="seconds")}
+    return {
+        "trainer": model,
+        "model_file": model_file,
+        "task": task,
+        "job_id": spec.get("job_id"),
+        "name": spec.get("name"),
+        "versions": {"python": sys.version.split()[0], **_versions()},
+        "hyper": hyper,
+        "seed": spec["seed"],
+        "feature_names": list(table.feature_names),
+        "classes": list(table.classes),
+        "data": spec.get("data"),
+        "data_sha256": sha256_file(data_path),
+        "created": datetime.now(UTC).isoformat(timespec="seconds"),
+    }
 
 
 def sha256_file(path: Path) -> str:

@@ -1,4 +1,5 @@
 """Scores reported in metrics.json, computed the same way for every trainer (numpy only)."""
+
 from __future__ import annotations
 
 import numpy as np
@@ -10,8 +11,10 @@ def classification_scores(y: np.ndarray, proba: np.ndarray) -> dict[str, float]:
     """Accuracy and log loss for class indices ``y`` and probabilities ``proba`` (rows, classes)."""
     proba = np.clip(proba, PROB_EPS, 1.0)
     picked = proba[np.arange(len(y)), y]
-    return {"accuracy": float(np.mean(proba.argmax(axis=1) == y)),
-            "logloss": float(-np.mean(np.log(picked)))}
+    return {
+        "accuracy": float(np.mean(proba.argmax(axis=1) == y)),
+        "logloss": float(-np.mean(np.log(picked))),
+    }
 
 
 def regression_scores(y: np.ndarray, pred: np.ndarray) -> dict[str, float]:
@@ -19,8 +22,10 @@ def regression_scores(y: np.ndarray, pred: np.ndarray) -> dict[str, float]:
     y, pred = np.asarray(y, np.float64), np.asarray(pred, np.float64)
     residual = float(np.sum((y - pred) ** 2))
     total = float(np.sum((y - y.mean()) ** 2))
-    return {"rmse": float(np.sqrt(residual / len(y))),
-            "r2": 1.0 - residual / total if total > 0 else 0.0}
+    return {
+        "rmse": float(np.sqrt(residual / len(y))),
+        "r2": 1.0 - residual / total if total > 0 else 0.0,
+    }
 
 
 def as_two_columns(proba: np.ndarray) -> np.ndarray:

@@ -1,5 +1,6 @@
 """Where bundles, staged data and checkpoints live: one `Store` interface (`base`), a
 local-directory backend (`file`) and an S3 backend (`s3`), opened from `StoreSettings`."""
+
 from __future__ import annotations
 
 from pathlib import Path
@@ -13,8 +14,18 @@ from .base import StagedBundle, Store, StoredArtifact, atomic_write
 from .file import FileStore
 from .s3 import S3Store, object_identity, s3_client
 
-__all__ = ["FileStore", "S3Store", "StagedBundle", "Store", "StoredArtifact", "atomic_write",
-           "object_identity", "open_store", "open_store_at", "s3_client"]
+__all__ = [
+    "FileStore",
+    "S3Store",
+    "StagedBundle",
+    "Store",
+    "StoredArtifact",
+    "atomic_write",
+    "object_identity",
+    "open_store",
+    "open_store_at",
+    "s3_client",
+]
 
 ACCEPTED_FORMS = "file:///abs/dir, file://./rel/dir or s3://bucket/prefix"
 
@@ -25,8 +36,9 @@ def _file_root(parsed: ParseResult) -> Path:
         return Path(unquote(parsed.path))
     if parsed.netloc in (".", ".."):
         return Path(parsed.netloc + unquote(parsed.path)).resolve()
-    raise StoreError(f"{STORE_URL_ENV}: {masked(parsed.geturl())!r} names a remote host; "
-                     f"use {ACCEPTED_FORMS}")
+    raise StoreError(
+        f"{STORE_URL_ENV}: {masked(parsed.geturl())!r} names a remote host; use {ACCEPTED_FORMS}"
+    )
 
 
 def open_store(settings: StoreSettings | None = None) -> Store:
@@ -35,12 +47,16 @@ def open_store(settings: StoreSettings | None = None) -> Store:
     parsed = urlparse(settings.url)
     if parsed.scheme == "file":
         return FileStore(_file_root(parsed))
-    if parsed.scheme == "s3" and "@" in parsed.netloc:   # every later message would show it
-        raise StoreError(f"{STORE_URL_ENV}: {masked(settings.url)!r} carries credentials; give them as "
-                         "AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY, and the store as s3://bucket/prefix")
+    if parsed.scheme == "s3" and "@" in parsed.netloc:  # every later message would show it
+        raise StoreError(
+            f"{STORE_URL_ENV}: {masked(settings.url)!r} carries credentials; give them as "
+            "AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY, and the store as s3://bucket/prefix"
+        )
     if parsed.scheme == "s3" and parsed.netloc:
         return S3Store(parsed.netloc, parsed.path.strip("/"), s3_client(settings))
-    raise StoreError(f"{STORE_URL_ENV}: cannot use {masked(settings.url)!r}; accepted forms: {ACCEPTED_FORMS}")
+    raise StoreError(
+        f"{STORE_URL_ENV}: cannot use {masked(settings.url)!r}; accepted forms: {ACCEPTED_FORMS}"
+    )
 
 
 def open_store_at(url: str | None = None) -> Store:

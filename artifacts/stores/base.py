@@ -9,6 +9,7 @@ A worker's run stages its bundle under a key of its own run token
 record names that bundle is it promoted to its content-addressed key. A run that lost its
 job discards its staged bundle, and `tasks.strays` deletes what a dead run left.
 """
+
 from __future__ import annotations
 
 import contextlib
@@ -45,11 +46,11 @@ class StoredArtifact:
 class StagedBundle:
     """A bundle a run staged and nobody promoted or discarded yet (see `Store.staged`)."""
 
-    token: str                  # the run's claim token: whose upload it is
+    token: str  # the run's claim token: whose upload it is
     kind: str
     sha256: str
-    job_id: str | None          # from its meta.json (None: unreadable)
-    staged_at: float | None     # when its meta.json was written (None: unreadable)
+    job_id: str | None  # from its meta.json (None: unreadable)
+    staged_at: float | None  # when its meta.json was written (None: unreadable)
 
 
 class Store(ABC):
@@ -143,8 +144,9 @@ class Store(ABC):
         """Key of a file of the bundle run ``token`` staged."""
         return self.full_key(f"{STAGING_DIR}/{token}/{kind}/{sha256}/{name}")
 
-    def stage_bundle(self, token: str, kind: str, bundle_path: Path, sha256: str,
-                     meta: dict) -> StoredArtifact:
+    def stage_bundle(
+        self, token: str, kind: str, bundle_path: Path, sha256: str, meta: dict
+    ) -> StoredArtifact:
         """Store run ``token``'s bundle where nothing lists it, verified; the returned URI is
         the one it will have once promoted (what the job's record names)."""
         size = Path(bundle_path).stat().st_size
@@ -153,8 +155,8 @@ class Store(ABC):
         self._put_bytes_at(self.staged_key(token, kind, sha256, META_NAME), meta_bytes(meta))
         try:
             self._put_path_at(self.staged_key(token, kind, sha256), Path(bundle_path), sha256)
-        except BaseException:   # nothing half staged: a wrong digest or a failed upload
-            with contextlib.suppress(StoreError):   # down: the sweep deletes it once old
+        except BaseException:  # nothing half staged: a wrong digest or a failed upload
+            with contextlib.suppress(StoreError):  # down: the sweep deletes it once old
                 self.discard(token, kind, sha256)
             raise
         return StoredArtifact(self.uri_for(kind, sha256), sha256, size, False)
@@ -166,8 +168,10 @@ class Store(ABC):
         staged = self.staged_key(token, kind, sha256)
         staged_meta = self.staged_key(token, kind, sha256, META_NAME)
         if not self._has_key(staged) and not self._has_key(bundle):
-            raise StoreError(f"{self.uri_for(kind, sha256)}: neither stored nor staged by run "
-                             f"{token}; its kept bundle (if any) is stored at the worker's next start")
+            raise StoreError(
+                f"{self.uri_for(kind, sha256)}: neither stored nor staged by run "
+                f"{token}; its kept bundle (if any) is stored at the worker's next start"
+            )
         if not self._has_key(bundle):
             self._move_key(staged, bundle, sha256)
         if not self._has_key(meta) and self._has_key(staged_meta):
@@ -184,7 +188,7 @@ class Store(ABC):
         root = self.full_key(STAGING_DIR) + "/"
         found: dict[tuple[str, str, str], StagedBundle] = {}
         for key in self._keys_under(root):
-            parts = key[len(root):].split("/")
+            parts = key[len(root) :].split("/")
             if len(parts) != 4 or parts[3] not in (BUNDLE_NAME, META_NAME):
                 continue
             token, kind, sha256, _ = parts
@@ -231,8 +235,10 @@ class Store(ABC):
 
 
 def digest_mismatch(where: str, expected: str, actual: str) -> DigestMismatch:
-    return DigestMismatch(f"{where}: expected sha256 {expected}, found {actual}; "
-                          "the source changed or the bytes were corrupted in transit")
+    return DigestMismatch(
+        f"{where}: expected sha256 {expected}, found {actual}; "
+        "the source changed or the bytes were corrupted in transit"
+    )
 
 
 def stored_meta(kind: str, sha256: str, size: int, meta: dict) -> dict:
@@ -244,7 +250,9 @@ def meta_bytes(meta: dict) -> bytes:
     return json.dumps(meta, indent=2, sort_keys=True).encode() + b"\n"
 
 
-def listing_entry(kind: str, sha256: str, uri: str, meta_uri: str, read: Callable[[], bytes]) -> dict:
+def listing_entry(
+    kind: str, sha256: str, uri: str, meta_uri: str, read: Callable[[], bytes]
+) -> dict:
     """A listing entry: the meta.json with the bundle's "uri", or, when that meta.json
     cannot be read as a JSON object, what is known from its key plus an "error" naming it."""
     try:
@@ -252,9 +260,13 @@ def listing_entry(kind: str, sha256: str, uri: str, meta_uri: str, read: Callabl
         if not isinstance(meta, dict):
             raise ValueError(f"expected a JSON object, found {type(meta).__name__}")
         return {**meta, "uri": uri}
-    except ValueError as e:   # JSONDecodeError and UnicodeDecodeError are ValueErrors
-        return {"kind": kind, "sha256": sha256, "uri": uri,
-                "error": f"{meta_uri}: unreadable ({e}); the bundle is listed without its metadata"}
+    except ValueError as e:  # JSONDecodeError and UnicodeDecodeError are ValueErrors
+        return {
+            "kind": kind,
+            "sha256": sha256,
+            "uri": uri,
+            "error": f"{meta_uri}: unreadable ({e}); the bundle is listed without its metadata",
+        }
 
 
 def bundle_dest(dest: Path) -> Path:

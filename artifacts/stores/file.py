@@ -3,6 +3,7 @@
 Every write is a verified copy to a temp file and a rename, so a file present under its
 digest's key is complete and correct.
 """
+
 from __future__ import annotations
 
 import json
@@ -64,8 +65,15 @@ class FileStore(Store):
         found = []
         for meta_path in sorted(base.glob(f"*/*/{META_NAME}")):
             kind, sha256 = meta_path.parent.parent.name, meta_path.parent.name
-            found.append(listing_entry(kind, sha256, self.uri_for(kind, sha256), meta_path.as_uri(),
-                                       meta_path.read_bytes))
+            found.append(
+                listing_entry(
+                    kind,
+                    sha256,
+                    self.uri_for(kind, sha256),
+                    meta_path.as_uri(),
+                    meta_path.read_bytes,
+                )
+            )
         return found
 
     def verify(self, kind: str, sha256: str) -> bool:
@@ -107,11 +115,15 @@ class FileStore(Store):
         try:
             self.root.mkdir(parents=True, exist_ok=True)
         except OSError as e:
-            raise StoreError(f"store {self.root.as_uri()}: cannot create it: {e}; "
-                             f"set {STORE_URL_ENV} to a writable directory") from e
+            raise StoreError(
+                f"store {self.root.as_uri()}: cannot create it: {e}; "
+                f"set {STORE_URL_ENV} to a writable directory"
+            ) from e
         if not os.access(self.root, os.W_OK):
-            raise StoreError(f"store {self.root.as_uri()}: not writable; "
-                             f"set {STORE_URL_ENV} to a writable directory")
+            raise StoreError(
+                f"store {self.root.as_uri()}: not writable; "
+                f"set {STORE_URL_ENV} to a writable directory"
+            )
 
     def delete_file(self, key: str) -> None:
         path = self._path(self.full_key(key))
@@ -153,7 +165,7 @@ class FileStore(Store):
         path = self._path(key)
         try:
             path.unlink(missing_ok=True)
-            for parent in path.parents:   # a staged run's folders go with their last file
+            for parent in path.parents:  # a staged run's folders go with their last file
                 if parent == self.root or not parent.is_relative_to(self.root):
                     break
                 parent.rmdir()

@@ -4,6 +4,7 @@ Every object fleet writes carries its sha256 as metadata, and every write is che
 against the caller's digest (by the server's checksum, else by reading it back) before
 it is left in place.
 """
+
 from __future__ import annotations
 
 import base64
@@ -35,9 +36,9 @@ S3_READ_TIMEOUT_S = 60
 S3_MAX_ATTEMPTS = 5
 SINGLE_PUT_MAX_BYTES = 64 << 20  # above this, boto3's multipart upload with a checksum per part
 PART_BYTES = 16 << 20
-MAX_PARTS = 9000                 # S3 allows 10,000; keep headroom
+MAX_PARTS = 9000  # S3 allows 10,000; keep headroom
 UPLOAD_THREADS = 4
-SHA256_METADATA = "sha256"       # the user-metadata key holding an object's whole sha256
+SHA256_METADATA = "sha256"  # the user-metadata key holding an object's whole sha256
 MISSING_CODES = {"404", "NoSuchKey", "NotFound", "NoSuchBucket"}
 CHECKSUM_CODES = {"BadDigest", "InvalidDigest", "XAmzContentChecksumMismatch"}
 
@@ -51,14 +52,22 @@ def s3_client(settings: StoreSettings):
     import boto3
     from botocore.config import Config
 
-    config = Config(s3={"addressing_style": "path"},
-                    retries={"mode": "standard", "max_attempts": S3_MAX_ATTEMPTS},
-                    connect_timeout=S3_CONNECT_TIMEOUT_S, read_timeout=S3_READ_TIMEOUT_S,
-                    max_pool_connections=UPLOAD_THREADS * 2)
+    config = Config(
+        s3={"addressing_style": "path"},
+        retries={"mode": "standard", "max_attempts": S3_MAX_ATTEMPTS},
+        connect_timeout=S3_CONNECT_TIMEOUT_S,
+        read_timeout=S3_READ_TIMEOUT_S,
+        max_pool_connections=UPLOAD_THREADS * 2,
+    )
     return boto3.session.Session().client(
-        "s3", endpoint_url=settings.s3_endpoint_url, region_name=settings.region,
-        aws_access_key_id=settings.access_key_id, aws_secret_access_key=settings.secret_access_key,
-        aws_session_token=settings.session_token, config=config)
+        "s3",
+        endpoint_url=settings.s3_endpoint_url,
+        region_name=settings.region,
+        aws_access_key_id=settings.access_key_id,
+        aws_secret_access_key=settings.secret_access_key,
+        aws_session_token=settings.session_token,
+        config=config,
+    )
 
 
 def b64(hex_digest: str) -> str:
@@ -74,14 +83,21 @@ def object_identity(head: dict) -> dict:
     if len(meta_sha) == 64 and all(c in "0123456789abcdef" for c in meta_sha):
         return {"sha256": meta_sha}
     checksum = head.get("ChecksumSHA256")
-    if checksum and "-" not in checksum and head.get("ChecksumType", "FULL_OBJECT") == "FULL_OBJECT":
+    if (
+        checksum
+        and "-" not in checksum
+        and head.get("ChecksumType", "FULL_OBJECT") == "FULL_OBJECT"
+    ):
         with contextlib.suppress(ValueError):
             raw = base64.b64decode(checksum, validate=True)
             if len(raw) == 32:
                 return {"sha256": raw.hex()}
     version = head.get("VersionId")
-    return {"etag": head["ETag"].strip('"'), "size": int(head["ContentLength"]),
-            "version": version if version and version != "null" else None}
+    return {
+        "etag": head["ETag"].strip('"'),
+        "size": int(head["ContentLength"]),
+        "version": version if version and version != "null" else None,
+    }
 
 
 def file_digests(path: Path, part_bytes: int) -> tuple[str, str]:
@@ -114,8 +130,15 @@ class S3Store(Store):
     """A store in an S3 bucket (AWS, MinIO): `s3://bucket/prefix`, through `client`
     (see `s3_client`)."""
 
-    def __init__(self, bucket: str, prefix: str, client, *, part_bytes: int = PART_BYTES,
-                 single_put_max_bytes: int = SINGLE_PUT_MAX_BYTES):
+    def __init__(
+        self,
+        bucket: str,
+        prefix: str,
+        client,
+        *,
+        part_bytes: int = PART_BYTES,
+        single_put_max_bytes: int = SINGLE_PUT_MAX_BYTES,
+    ):
         self.bucket, self.prefix, self._client = bucket, prefix.strip("/"), client
         self.endpoint = client.meta.endpoint_url
         self.part_bytes, self.single_put_max_bytes = part_bytes, single_put_max_bytes
@@ -125,7 +148,9 @@ class S3Store(Store):
     def put_bundle(self, kind: str, bundle_path: Path, sha256: str, meta: dict) -> StoredArtifact:
         key, size = self.bundle_key(kind, sha256), Path(bundle_path).stat().st_size
         head = self._head(key)
-        existed = head is not None and head["ContentLength"] == size and _stored_sha256(head) == sha256
+        existed = (
+            head is not None and head["ContentLength"] == size and _stored_sha256(head) == sha256
+        )
         if not existed:
             self._upload(key, Path(bundle_path), sha256)
         meta_key = self.meta_key(kind, sha256)
@@ -145,10 +170,17 @@ class S3Store(Store):
     def list_artifacts(self) -> list[dict]:
         found, root = [], self.full_key("")
         for key in self.keys(root):
-            parts = key[len(root):].split("/")
+            parts = key[len(root) :].split("/")
             if len(parts) == 3 and parts[2] == META_NAME:
-                found.append(listing_entry(parts[0], parts[1], self.uri_for(parts[0], parts[1]),
-                                           self._uri(key), lambda key=key: self._get_bytes(key)))
+                found.append(
+                    listing_entry(
+                        parts[0],
+                        parts[1],
+                        self.uri_for(parts[0], parts[1]),
+                        self._uri(key),
+                        lambda key=key: self._get_bytes(key),
+                    )
+                )
         return found
 
     def verify(self, kind: str, sha256: str) -> bool:
@@ -198,14 +230,15 @@ class S3Store(Store):
 
     def delete_file(self, key: str) -> None:
         self._ensure_bucket()
-        self._delete(self.full_key(key))   # S3 deletes of a missing key succeed
+        self._delete(self.full_key(key))  # S3 deletes of a missing key succeed
 
     def keys(self, prefix: str) -> Iterator[str]:
         """Every key in the bucket that starts with `prefix` (a full key, prefix included)."""
         self._ensure_bucket()
         with self._errors("list", prefix):
             pages = self._client.get_paginator("list_objects_v2").paginate(
-                Bucket=self.bucket, Prefix=prefix)
+                Bucket=self.bucket, Prefix=prefix
+            )
             for page in pages:
                 for obj in page.get("Contents", []):
                     yield obj["Key"]
@@ -223,9 +256,14 @@ class S3Store(Store):
         then the source deleted."""
         digest = sha256 or _stored_sha256(self._existing_head(src))
         with self._errors("copy", dest):
-            extra = {"MetadataDirective": "REPLACE", "ChecksumAlgorithm": "SHA256",
-                     "Metadata": {SHA256_METADATA: digest} if digest else {}}
-            self._client.copy({"Bucket": self.bucket, "Key": src}, self.bucket, dest, ExtraArgs=extra)
+            extra = {
+                "MetadataDirective": "REPLACE",
+                "ChecksumAlgorithm": "SHA256",
+                "Metadata": {SHA256_METADATA: digest} if digest else {},
+            }
+            self._client.copy(
+                {"Bucket": self.bucket, "Key": src}, self.bucket, dest, ExtraArgs=extra
+            )
         # the server's checksum of the copy where it reports one, else the bytes read back
         if sha256 is not None and self._existing_head(dest).get("ChecksumSHA256") != b64(sha256):
             self._read_back(dest, sha256)
@@ -261,19 +299,23 @@ class S3Store(Store):
             yield
         except ClientError as e:
             raise self._client_error(action, where, e) from e
-        except S3UploadFailedError as e:   # upload_file wraps the ClientError it caught
+        except S3UploadFailedError as e:  # upload_file wraps the ClientError it caught
             if isinstance(e.__context__, ClientError):
                 raise self._client_error(action, where, e.__context__) from e
             raise StoreError(f"{action} {where} at {self.endpoint}: {e}") from e
         except BotoCoreError as e:
-            raise StoreError(f"{action} {where} at {self.endpoint}: {e}; is the endpoint "
-                             f"right ({S3_ENDPOINT_ENV}) and the server up?") from e
+            raise StoreError(
+                f"{action} {where} at {self.endpoint}: {e}; is the endpoint "
+                f"right ({S3_ENDPOINT_ENV}) and the server up?"
+            ) from e
 
     def _client_error(self, action: str, where: str, e) -> StoreError:
         err = e.response.get("Error", {})
         code, message = err.get("Code", "?"), err.get("Message", "")
         if code in CHECKSUM_CODES:
-            return DigestMismatch(f"{action} {where}: server rejected the checksum ({code}: {message})")
+            return DigestMismatch(
+                f"{action} {where}: server rejected the checksum ({code}: {message})"
+            )
         return StoreError(f"{action} {where} at {self.endpoint}: {code}: {message}")
 
     def _ensure_bucket(self) -> None:
@@ -294,8 +336,11 @@ class S3Store(Store):
         from botocore.exceptions import ClientError
 
         region = self._client.meta.region_name
-        extra = ({} if region == DEFAULT_REGION
-                 else {"CreateBucketConfiguration": {"LocationConstraint": region}})
+        extra = (
+            {}
+            if region == DEFAULT_REGION
+            else {"CreateBucketConfiguration": {"LocationConstraint": region}}
+        )
         try:
             self._client.create_bucket(Bucket=self.bucket, **extra)
         except ClientError as e:
@@ -341,10 +386,17 @@ class S3Store(Store):
     def _put_bytes(self, key: str, body, sha256: str) -> dict:
         with self._errors("put", key):
             return self._client.put_object(
-                Bucket=self.bucket, Key=key, Body=body, ChecksumAlgorithm="SHA256",
-                ChecksumSHA256=b64(sha256), Metadata={SHA256_METADATA: sha256})
+                Bucket=self.bucket,
+                Key=key,
+                Body=body,
+                ChecksumAlgorithm="SHA256",
+                ChecksumSHA256=b64(sha256),
+                Metadata={SHA256_METADATA: sha256},
+            )
 
-    def _upload(self, key: str, path: Path, sha256: str | None, advance: Advance | None = None) -> None:
+    def _upload(
+        self, key: str, path: Path, sha256: str | None, advance: Advance | None = None
+    ) -> None:
         """Upload so that the stored object provably hashes to `sha256` (None: to what the
         file hashes to as it is read here)."""
         self._ensure_bucket()
@@ -366,7 +418,9 @@ class S3Store(Store):
         if advance:
             advance(path.stat().st_size)
 
-    def _upload_parts(self, key: str, path: Path, sha256: str | None, advance: Advance | None) -> None:
+    def _upload_parts(
+        self, key: str, path: Path, sha256: str | None, advance: Advance | None
+    ) -> None:
         """boto3's managed multipart upload, each part with a SHA256 checksum the server checks.
 
         The file is hashed first (whole, and part by part), so a wrong digest stores nothing;
@@ -377,22 +431,34 @@ class S3Store(Store):
         from s3transfer.utils import ChunksizeAdjuster
 
         size = path.stat().st_size
-        part_bytes = ChunksizeAdjuster().adjust_chunksize(max(self.part_bytes, -(-size // MAX_PARTS)), size)
+        part_bytes = ChunksizeAdjuster().adjust_chunksize(
+            max(self.part_bytes, -(-size // MAX_PARTS)), size
+        )
         whole, composite = file_digests(path, part_bytes)
         if sha256 is not None and whole != sha256:
             raise digest_mismatch(str(path), sha256, whole)
-        config = TransferConfig(multipart_threshold=self.single_put_max_bytes, multipart_chunksize=part_bytes,
-                                max_concurrency=UPLOAD_THREADS)
+        config = TransferConfig(
+            multipart_threshold=self.single_put_max_bytes,
+            multipart_chunksize=part_bytes,
+            max_concurrency=UPLOAD_THREADS,
+        )
         with self._errors("upload", key):
-            self._client.upload_file(str(path), self.bucket, key, Config=config, Callback=advance,
-                                     ExtraArgs={"ChecksumAlgorithm": "SHA256",
-                                                "Metadata": {SHA256_METADATA: whole}})
+            self._client.upload_file(
+                str(path),
+                self.bucket,
+                key,
+                Config=config,
+                Callback=advance,
+                ExtraArgs={"ChecksumAlgorithm": "SHA256", "Metadata": {SHA256_METADATA: whole}},
+            )
         reported = self._existing_head(key).get("ChecksumSHA256")
-        if reported is None:   # a server that keeps no checksums: read the object back
+        if reported is None:  # a server that keeps no checksums: read the object back
             self._read_back(key, whole)
-        elif reported.split("-")[0] != composite:   # AWS appends "-<parts>"
+        elif reported.split("-")[0] != composite:  # AWS appends "-<parts>"
             self._delete(key)
-            raise digest_mismatch(f"{self._uri(key)} (checksum of part checksums)", composite, reported)
+            raise digest_mismatch(
+                f"{self._uri(key)} (checksum of part checksums)", composite, reported
+            )
 
     def _read_back(self, key: str, sha256: str) -> None:
         """For servers that do not report checksums: GET, hash, delete on mismatch."""
@@ -400,7 +466,9 @@ class S3Store(Store):
             self._delete(key)
             raise digest_mismatch(self._uri(key), sha256, actual)
 
-    def _download(self, key: str, dest: Path, sha256: str | None, version: str | None = None) -> None:
+    def _download(
+        self, key: str, dest: Path, sha256: str | None, version: str | None = None
+    ) -> None:
         from boto3.s3.transfer import TransferConfig
 
         self._ensure_bucket()
@@ -408,6 +476,8 @@ class S3Store(Store):
         with atomic_file(dest, PRIVATE) as tmp:
             with self._errors("download", key):
                 extra = {"VersionId": version} if version else None
-                self._client.download_file(self.bucket, key, str(tmp), ExtraArgs=extra, Config=config)
+                self._client.download_file(
+                    self.bucket, key, str(tmp), ExtraArgs=extra, Config=config
+                )
             if sha256 is not None and (actual := sha256_file(tmp)) != sha256:
                 raise digest_mismatch(self._uri(key), sha256, actual)

@@ -9,6 +9,7 @@ are copied as written in the source files (no float reformatting); only the head
 readable snake_case names with the label last, in a column named ``target``. Deterministic:
 re-running on the same wheel rewrites identical files.
 """
+
 from __future__ import annotations
 
 import csv
@@ -20,17 +21,51 @@ HERE = Path(__file__).resolve().parent
 
 # Ten nucleus measurements; each has a mean, a standard error and a "worst" (largest) value,
 # in that order of blocks (scikit-learn's descr/breast_cancer.rst).
-CELL_FEATURES = ("radius", "texture", "perimeter", "area", "smoothness", "compactness",
-                 "concavity", "concave_points", "symmetry", "fractal_dimension")
-BREAST_CANCER_COLUMNS = ([f"mean_{f}" for f in CELL_FEATURES]
-                         + [f"{f}_se" for f in CELL_FEATURES]
-                         + [f"worst_{f}" for f in CELL_FEATURES])
+CELL_FEATURES = (
+    "radius",
+    "texture",
+    "perimeter",
+    "area",
+    "smoothness",
+    "compactness",
+    "concavity",
+    "concave_points",
+    "symmetry",
+    "fractal_dimension",
+)
+BREAST_CANCER_COLUMNS = (
+    [f"mean_{f}" for f in CELL_FEATURES]
+    + [f"{f}_se" for f in CELL_FEATURES]
+    + [f"worst_{f}" for f in CELL_FEATURES]
+)
 # s1..s6 are blood serum measurements (descr/diabetes.rst); raw, unscaled values.
-DIABETES_COLUMNS = ("age", "sex", "bmi", "bp", "s1_tc", "s2_ldl", "s3_hdl", "s4_tch",
-                    "s5_ltg", "s6_glu")
-WINE_COLUMNS = ("alcohol", "malic_acid", "ash", "alcalinity_of_ash", "magnesium",
-                "total_phenols", "flavanoids", "nonflavanoid_phenols", "proanthocyanins",
-                "color_intensity", "hue", "od280_od315_of_diluted_wines", "proline")
+DIABETES_COLUMNS = (
+    "age",
+    "sex",
+    "bmi",
+    "bp",
+    "s1_tc",
+    "s2_ldl",
+    "s3_hdl",
+    "s4_tch",
+    "s5_ltg",
+    "s6_glu",
+)
+WINE_COLUMNS = (
+    "alcohol",
+    "malic_acid",
+    "ash",
+    "alcalinity_of_ash",
+    "magnesium",
+    "total_phenols",
+    "flavanoids",
+    "nonflavanoid_phenols",
+    "proanthocyanins",
+    "color_intensity",
+    "hue",
+    "od280_od315_of_diluted_wines",
+    "proline",
+)
 
 
 def bundled_csv(path: Path, columns) -> list[list[str]]:
@@ -40,8 +75,10 @@ def bundled_csv(path: Path, columns) -> list[list[str]]:
         n_rows, n_features = (int(v) for v in next(reader)[:2])
         rows = [row for row in reader if row]
     if n_features != len(columns) or len(rows) != n_rows:
-        raise SystemExit(f"{path}: expected {n_rows} rows x {len(columns)} features, "
-                         f"got {len(rows)} x {n_features}")
+        raise SystemExit(
+            f"{path}: expected {n_rows} rows x {len(columns)} features, "
+            f"got {len(rows)} x {n_features}"
+        )
     if any(len(row) != n_features + 1 for row in rows):
         raise SystemExit(f"{path}: a row does not have {n_features} features and a label")
     return rows
@@ -70,8 +107,11 @@ def main(argv: list[str]) -> None:
     if len(argv) != 1:
         raise SystemExit(__doc__)
     src = Path(argv[0])
-    write("breast_cancer.csv", BREAST_CANCER_COLUMNS,
-          bundled_csv(src / "breast_cancer.csv", BREAST_CANCER_COLUMNS))
+    write(
+        "breast_cancer.csv",
+        BREAST_CANCER_COLUMNS,
+        bundled_csv(src / "breast_cancer.csv", BREAST_CANCER_COLUMNS),
+    )
     write("diabetes.csv", DIABETES_COLUMNS, diabetes(src))
     write("wine.csv", WINE_COLUMNS, bundled_csv(src / "wine_data.csv", WINE_COLUMNS))
 

@@ -7,6 +7,7 @@ moons.csv / moons.parquet: binary classification, two interleaving half moons
 housing_small.csv: synthetic house prices (thousands) from size, rooms, age and
 location, label column ``target``.
 """
+
 from __future__ import annotations
 
 from pathlib import Path
@@ -28,13 +29,15 @@ def moons(rng: np.random.Generator, n: int = MOONS_ROWS) -> pd.DataFrame:
     x1 = np.concatenate([np.cos(t_outer), 1 - np.cos(t_inner)])
     x2 = np.concatenate([np.sin(t_outer), 0.5 - np.sin(t_inner)])
     target = np.concatenate([np.zeros(half, int), np.ones(n - half, int)])
-    df = pd.DataFrame({
-        "x1": x1 + rng.normal(0, MOONS_NOISE, n),
-        "x2": x2 + rng.normal(0, MOONS_NOISE, n),
-        "noise1": rng.normal(0, 1, n),
-        "noise2": rng.uniform(-1, 1, n),
-        "target": target,
-    })
+    df = pd.DataFrame(
+        {
+            "x1": x1 + rng.normal(0, MOONS_NOISE, n),
+            "x2": x2 + rng.normal(0, MOONS_NOISE, n),
+            "noise1": rng.normal(0, 1, n),
+            "noise2": rng.uniform(-1, 1, n),
+            "target": target,
+        }
+    )
     return df.sample(frac=1.0, random_state=SEED).reset_index(drop=True).round(4)
 
 
@@ -45,14 +48,27 @@ def housing(rng: np.random.Generator, n: int = HOUSING_ROWS) -> pd.DataFrame:
     age_years = rng.gamma(2.0, 15.0, n).clip(0, 120).round()
     distance_km = rng.gamma(2.0, 6.0, n).clip(0.5, 80)
     garage = (rng.uniform(0, 1, n) < 0.65).astype(int)
-    price = (60 + 0.17 * sqft + 12 * bathrooms + 5 * bedrooms - 0.9 * age_years
-             + 180 * np.exp(-distance_km / 8) + 18 * garage)
+    price = (
+        60
+        + 0.17 * sqft
+        + 12 * bathrooms
+        + 5 * bedrooms
+        - 0.9 * age_years
+        + 180 * np.exp(-distance_km / 8)
+        + 18 * garage
+    )
     price *= rng.lognormal(0, 0.12, n)
-    return pd.DataFrame({
-        "sqft": sqft.round().astype(int), "bedrooms": bedrooms, "bathrooms": bathrooms,
-        "age_years": age_years.astype(int), "distance_km": distance_km.round(2), "garage": garage,
-        "target": price.clip(40).round(1),
-    })
+    return pd.DataFrame(
+        {
+            "sqft": sqft.round().astype(int),
+            "bedrooms": bedrooms,
+            "bathrooms": bathrooms,
+            "age_years": age_years.astype(int),
+            "distance_km": distance_km.round(2),
+            "garage": garage,
+            "target": price.clip(40).round(1),
+        }
+    )
 
 
 def main() -> None:

@@ -1,4 +1,5 @@
 """The helper module train.py imports: data and a gradient-descent line fit."""
+
 import numpy as np
 
 

@@ -3,6 +3,7 @@
 One module per verb group; each has ``register(subparsers)``. Add a verb group by adding
 its module to ``VERB_MODULES``.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -30,16 +31,33 @@ from fleet.cli import (
 )
 from fleet.cli.common import app, broker_problem, err, where  # noqa: F401  (app, where: re-exported)
 
-VERB_MODULES = (publish, jobs, logs, hosts, artifacts, local, enroll, deadletter, trainers, usage, share,
-                acl, settings, store, results, export)
+VERB_MODULES = (
+    publish,
+    jobs,
+    logs,
+    hosts,
+    artifacts,
+    local,
+    enroll,
+    deadletter,
+    trainers,
+    usage,
+    share,
+    acl,
+    settings,
+    store,
+    results,
+    export,
+)
 
 
 def version_line() -> str:
     """``fleet 0.1.0 (Python 3.12.3)``: what an operator compares with a worker's versions."""
     from importlib import metadata
+
     try:
         version = metadata.version("fleet")
-    except metadata.PackageNotFoundError:   # run from a checkout that was never installed
+    except metadata.PackageNotFoundError:  # run from a checkout that was never installed
         version = "unknown (not installed)"
     return f"fleet {version} (Python {sys.version.split()[0]})"
 
@@ -47,8 +65,9 @@ def version_line() -> str:
 def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="fleet", description=__doc__.splitlines()[0])
     p.add_argument("--version", action="version", version=version_line())
-    sub = p.add_subparsers(dest="cmd", required=True, metavar="VERB",
-                         title="verbs (`fleet VERB --help` explains each)")
+    sub = p.add_subparsers(
+        dest="cmd", required=True, metavar="VERB", title="verbs (`fleet VERB --help` explains each)"
+    )
     for module in VERB_MODULES:
         module.register(sub)
     return p
@@ -56,13 +75,14 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main(argv: list[str] | None = None) -> int:
     import redis
+
     args = build_parser().parse_args(argv)
     try:
         return args.fn(args)
     except FleetError as e:
         err.print(f"fleet: {e}", markup=False, highlight=False, soft_wrap=True)
         return 1
-    except BrokenPipeError:   # `fleet logs JOB | head`: the reader has all it wanted
+    except BrokenPipeError:  # `fleet logs JOB | head`: the reader has all it wanted
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
         return 0
     except (redis.ConnectionError, redis.TimeoutError, redis.exceptions.NoPermissionError) as e:

@@ -4,6 +4,7 @@ Prints the rules (passwords hidden), applies them to the broker's Redis with an
 administrator's login, or writes an aclfile for ``redis-server --aclfile``. The rules
 themselves come from ``state.acl``.
 """
+
 from __future__ import annotations
 
 import os
@@ -18,45 +19,62 @@ from state import acl
 def _passwords(env) -> dict[acl.Role, str]:
     missing = [v for v in acl.PASSWORD_VARS.values() if not value(v, env)]
     if missing:
-        raise ConfigError(f"{', '.join(missing)} not set: give each role its own password (e.g. "
-                          "export FLEET_ACL_WORKER_PASSWORD=$(openssl rand -hex 24)) and run `fleet acl` again")
+        raise ConfigError(
+            f"{', '.join(missing)} not set: give each role its own password (e.g. "
+            "export FLEET_ACL_WORKER_PASSWORD=$(openssl rand -hex 24)) and run `fleet acl` again"
+        )
     return {r: value(v, env) for r, v in acl.PASSWORD_VARS.items()}
 
 
 def _db(env) -> int:
     """The broker's database: the channels Celery uses are named after it."""
     from state.broker import parse
+
     return parse(value("FLEET_BROKER_URL", env)).db
 
 
 def _show(env) -> None:
     for r in acl.rules(_db(env)):
         console.print(f"# {r.role.value}: password from {acl.PASSWORD_VARS[r.role]}", markup=False)
-        console.print("ACL SETUSER " + " ".join(r.setuser("***")), markup=False, highlight=False, soft_wrap=True)
+        console.print(
+            "ACL SETUSER " + " ".join(r.setuser("***")),
+            markup=False,
+            highlight=False,
+            soft_wrap=True,
+        )
 
 
 def _apply(env) -> None:
     import redis
+
     passwords = _passwords(env)
     client = redis_client()
-    if too_old := _too_old(client, env):   # before any rule: none is half-applied
+    if too_old := _too_old(client, env):  # before any rule: none is half-applied
         raise ConfigError(too_old)
     try:
         for r in acl.rules(_db(env)):
             client.execute_command("ACL", "SETUSER", *r.setuser(passwords[r.role]))
     except redis.exceptions.NoPermissionError:
-        raise ConfigError(f"FLEET_BROKER_URL logs in as a user that may not change ACL users at "
-                          f"{where(value('FLEET_BROKER_URL', env))}: run `fleet acl --apply` "
-                          "with the administrator's "
-                          "login (the default user, redis://:ADMIN_PASSWORD@host:6379/0)") from None
+        raise ConfigError(
+            f"FLEET_BROKER_URL logs in as a user that may not change ACL users at "
+            f"{where(value('FLEET_BROKER_URL', env))}: run `fleet acl --apply` "
+            "with the administrator's "
+            "login (the default user, redis://:ADMIN_PASSWORD@host:6379/0)"
+        ) from None
     except redis.exceptions.ResponseError as e:
         raise ConfigError(_refused(client, env, e)) from None
     url = value("FLEET_BROKER_URL", env)
     for r in acl.rules():
-        console.print(f"{r.user} ({r.role.value}): {where(acl.with_user(url, r.user, 'x'))}", markup=False,
-                      highlight=False)
-    console.print("workers: `fleet enroll` with FLEET_ACL_WORKER_PASSWORD set writes the worker's URL; "
-                  "persist the users with ACL SAVE (aclfile) or CONFIG REWRITE", markup=False)
+        console.print(
+            f"{r.user} ({r.role.value}): {where(acl.with_user(url, r.user, 'x'))}",
+            markup=False,
+            highlight=False,
+        )
+    console.print(
+        "workers: `fleet enroll` with FLEET_ACL_WORKER_PASSWORD set writes the worker's URL; "
+        "persist the users with ACL SAVE (aclfile) or CONFIG REWRITE",
+        markup=False,
+    )
 
 
 def _too_old(client, env) -> str:
@@ -64,19 +82,24 @@ def _too_old(client, env) -> str:
     version = server_version(client)
     if not version or int(version.split(".")[0]) >= 7:
         return ""
-    return (f"the Redis at {where(value('FLEET_BROKER_URL', env))} is {version}: fleet's ACL "
-            "users need Redis >= 7 (key selectors); upgrade it, or run Valkey >= 7.2 (the server "
-            "`fleet local` starts)")
+    return (
+        f"the Redis at {where(value('FLEET_BROKER_URL', env))} is {version}: fleet's ACL "
+        "users need Redis >= 7 (key selectors); upgrade it, or run Valkey >= 7.2 (the server "
+        "`fleet local` starts)"
+    )
 
 
 def _refused(client, env, error) -> str:
-    return (_too_old(client, env)
-            or f"the Redis at {where(value('FLEET_BROKER_URL', env))} refused an ACL rule: {error}")
+    return (
+        _too_old(client, env)
+        or f"the Redis at {where(value('FLEET_BROKER_URL', env))} refused an ACL rule: {error}"
+    )
 
 
 def server_version(client) -> str:
     """The Redis version a server speaks ('' when it may not say): Valkey says 7.2.4."""
     import redis
+
     try:
         return str(client.info("server").get("redis_version", ""))
     except redis.RedisError:
@@ -86,8 +109,10 @@ def server_version(client) -> str:
 def _write_aclfile(path: Path, env) -> None:
     admin = value(acl.ADMIN_PASSWORD_VAR, env)
     if not admin:
-        raise ConfigError(f"{acl.ADMIN_PASSWORD_VAR} not set: the aclfile defines the default user too "
-                          "(the administrator), and it needs a password")
+        raise ConfigError(
+            f"{acl.ADMIN_PASSWORD_VAR} not set: the aclfile defines the default user too "
+            "(the administrator), and it needs a password"
+        )
     text = acl.aclfile(_passwords(env), admin, _db(env))
     path.parent.mkdir(parents=True, exist_ok=True)
     fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
@@ -110,11 +135,17 @@ def cmd_acl(args) -> int:
 def register(sub) -> None:
     s = sub.add_parser("acl", help="the Redis users of the worker, operator and read-only roles")
     g = s.add_mutually_exclusive_group()
-    g.add_argument("--apply", action="store_true",
-                   help="create or update the users on FLEET_BROKER_URL's Redis (an administrator's login); "
-                        "passwords from FLEET_ACL_WORKER_PASSWORD, FLEET_ACL_OPERATOR_PASSWORD, "
-                        "FLEET_ACL_READONLY_PASSWORD")
-    g.add_argument("--aclfile", metavar="PATH",
-                   help="write an aclfile for redis-server --aclfile (the default user's password from "
-                        "FLEET_ACL_ADMIN_PASSWORD)")
+    g.add_argument(
+        "--apply",
+        action="store_true",
+        help="create or update the users on FLEET_BROKER_URL's Redis (an administrator's login); "
+        "passwords from FLEET_ACL_WORKER_PASSWORD, FLEET_ACL_OPERATOR_PASSWORD, "
+        "FLEET_ACL_READONLY_PASSWORD",
+    )
+    g.add_argument(
+        "--aclfile",
+        metavar="PATH",
+        help="write an aclfile for redis-server --aclfile (the default user's password from "
+        "FLEET_ACL_ADMIN_PASSWORD)",
+    )
     s.set_defaults(fn=cmd_acl)

@@ -1,4 +1,5 @@
 """Artifact verbs: `fleet artifacts` (list, optionally verify) and `fleet get JOB` (download)."""
+
 from __future__ import annotations
 
 import json
@@ -22,6 +23,7 @@ def _current(v: A.ArtifactsView) -> A.ArtifactsView:
 
     from fleet.cli.common import redis_client
     from fleet.query.jobs import read_rows
+
     ids = sorted({r.job_id for r in v.rows if r.job_id})
     try:
         rows = read_rows(redis_client(), ids) if ids else []
@@ -33,12 +35,14 @@ def _current(v: A.ArtifactsView) -> A.ArtifactsView:
 def _store_name(url: str | None) -> str:
     from core.registry import value
     from core.settings import DEFAULT_STORE_DIR, STORE_URL_ENV
+
     default = f"{Path(DEFAULT_STORE_DIR).resolve().as_uri()} (the default)"
     return url or value(STORE_URL_ENV) or default
 
 
 def cmd_artifacts(args) -> int:
     from artifacts.stores import open_store_at
+
     v = _current(A.listing(open_store_at(args.store), verify=args.verify))
     for w in v.warnings:
         err.print(f"warning: {w}", markup=False, highlight=False, soft_wrap=True)
@@ -47,8 +51,11 @@ def cmd_artifacts(args) -> int:
         return 0 if v.ok else 1
     console.print(artifacts_table(v, _store_name(args.store)))
     if not args.verify:
-        console.print("not re-hashed (that reads every bundle); add --verify to check each sha256",
-                      style="dim", markup=False)
+        console.print(
+            "not re-hashed (that reads every bundle); add --verify to check each sha256",
+            style="dim",
+            markup=False,
+        )
     return 0 if v.ok else 1
 
 
@@ -57,11 +64,22 @@ def artifacts_table(v: A.ArtifactsView, where: str) -> Table:
     for col in ("job", "kind", "sha256", "size", "verified", "run", "uri"):
         table.add_column(col, overflow="fold")
     for r in v.rows:
-        verified = {True: Text("sha256 ok", style="green"), False: Text("MISMATCH", style="bold red"),
-                    None: Text("-")}[r.verified]
-        run = {True: Text("current", style="bold"), False: Text("older", style="dim"), None: Text("-")}[r.current]
-        table.add_row(*plain(r.name or "?", r.kind, r.sha256[:16], "" if r.size is None else f"{r.size:,}"),
-                      verified, run, Text(r.uri))
+        verified = {
+            True: Text("sha256 ok", style="green"),
+            False: Text("MISMATCH", style="bold red"),
+            None: Text("-"),
+        }[r.verified]
+        run = {
+            True: Text("current", style="bold"),
+            False: Text("older", style="dim"),
+            None: Text("-"),
+        }[r.current]
+        table.add_row(
+            *plain(r.name or "?", r.kind, r.sha256[:16], "" if r.size is None else f"{r.size:,}"),
+            verified,
+            run,
+            Text(r.uri),
+        )
     return table
 
 
@@ -80,6 +98,7 @@ def _umask() -> int:
 def cmd_get(args) -> int:
     from artifacts.bundle import extract
     from artifacts.stores import open_store_at
+
     rec = records()
     job = rec.get(job_id_for(rec, args.job, "get"))
     loc = A.of_job(job)
@@ -90,11 +109,13 @@ def cmd_get(args) -> int:
     target = out_dir / stem
     if args.extract and target.exists():
         raise FleetError(f"{target} already exists; remove it or choose another -o DIR")
-    try:   # get_bundle hashes the download and keeps it only if it matches the record's sha256
+    try:  # get_bundle hashes the download and keeps it only if it matches the record's sha256
         open_store_at(loc.store_url).get_bundle(loc.kind, loc.sha256, bundle)
     except DigestMismatch as e:
-        raise DigestMismatch(f"refused {job.name}'s bundle, nothing was written to {out_dir}: {e}") from e
-    bundle.chmod(0o666 & ~_umask())   # downloaded through a private temp file
+        raise DigestMismatch(
+            f"refused {job.name}'s bundle, nothing was written to {out_dir}: {e}"
+        ) from e
+    bundle.chmod(0o666 & ~_umask())  # downloaded through a private temp file
     files: list[str] = []
     if args.extract:
         tmp = Path(tempfile.mkdtemp(prefix=f".{stem}.", suffix=".partial", dir=out_dir))
@@ -105,30 +126,57 @@ def cmd_get(args) -> int:
         except BaseException:
             shutil.rmtree(tmp, ignore_errors=True)
             raise
-    report = {"job_id": job.job_id, "name": job.name, "bundle": str(bundle), "sha256": loc.sha256,
-              "size": bundle.stat().st_size, "verified": True, "source": (job.artifact or {}).get("uri"),
-              "extracted_to": str(target) if args.extract else None, "files": files}
+    report = {
+        "job_id": job.job_id,
+        "name": job.name,
+        "bundle": str(bundle),
+        "sha256": loc.sha256,
+        "size": bundle.stat().st_size,
+        "verified": True,
+        "source": (job.artifact or {}).get("uri"),
+        "extracted_to": str(target) if args.extract else None,
+        "files": files,
+    }
     if args.json:
         print(json.dumps(report, indent=2))
         return 0
-    console.print(f"{bundle} ({report['size']:,} bytes), sha256 {loc.sha256[:16]}… verified", markup=False,
-                  highlight=False)
+    console.print(
+        f"{bundle} ({report['size']:,} bytes), sha256 {loc.sha256[:16]}… verified",
+        markup=False,
+        highlight=False,
+    )
     if args.extract:
-        console.print(f"extracted {len(files)} file(s) to {target}/: {', '.join(files[:8])}"
-                      + (" …" if len(files) > 8 else ""), markup=False, highlight=False)
+        console.print(
+            f"extracted {len(files)} file(s) to {target}/: {', '.join(files[:8])}"
+            + (" …" if len(files) > 8 else ""),
+            markup=False,
+            highlight=False,
+        )
     return 0
 
 
 def register(sub) -> None:
     s = sub.add_parser("artifacts", help="list artifacts in the store (--verify re-hashes each)")
     s.add_argument("--store", default=None, help="store URL (default: FLEET_STORE_URL)")
-    s.add_argument("--verify", action="store_true", help="re-hash every bundle (on S3: downloads each)")
+    s.add_argument(
+        "--verify", action="store_true", help="re-hash every bundle (on S3: downloads each)"
+    )
     s.add_argument("--no-verify", dest="verify", action="store_false", help="the default")
     s.add_argument("--json", action="store_true", help="the artifacts and any warnings as JSON")
     s.set_defaults(fn=cmd_artifacts)
-    s = sub.add_parser("get", help="download a job's bundle, verify its sha256, optionally extract it")
+    s = sub.add_parser(
+        "get", help="download a job's bundle, verify its sha256, optionally extract it"
+    )
     s.add_argument("job", help="job name, ID, or ID prefix (4+ characters)")
-    s.add_argument("-o", "--output", default=".", metavar="DIR", help="where to put it (default: here)")
-    s.add_argument("--extract", "-x", action="store_true", help="also unpack it into DIR/<job name>/")
-    s.add_argument("--json", action="store_true", help="where it went, its sha256 and the files extracted, as JSON")
+    s.add_argument(
+        "-o", "--output", default=".", metavar="DIR", help="where to put it (default: here)"
+    )
+    s.add_argument(
+        "--extract", "-x", action="store_true", help="also unpack it into DIR/<job name>/"
+    )
+    s.add_argument(
+        "--json",
+        action="store_true",
+        help="where it went, its sha256 and the files extracted, as JSON",
+    )
     s.set_defaults(fn=cmd_get)

@@ -1,4 +1,5 @@
 """`fleet dead-letter`: queue entries workers set aside (poison, unpublished messages)."""
+
 from __future__ import annotations
 
 import json
@@ -12,6 +13,7 @@ from fleet.cli.common import console, plain, redis_client
 def cmd_dead_letter(args) -> int:
     from core import constants as C
     from state.deadletter import entries
+
     client = redis_client()
     rows = entries(client, limit=args.limit)
     if args.clear:
@@ -20,16 +22,29 @@ def cmd_dead_letter(args) -> int:
         print(json.dumps(rows, indent=2))
         return 0
     if not rows:
-        console.print(f"no entries in {C.DEAD_LETTER_KEY}: no worker has set a queue entry aside", markup=False)
+        console.print(
+            f"no entries in {C.DEAD_LETTER_KEY}: no worker has set a queue entry aside",
+            markup=False,
+        )
         return 0
     table = Table("set aside", "queue", "worker", "reason", "entry")
     for e in rows:
         at = time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(e["at"])) if e.get("at") else "?"
-        table.add_row(*plain(at, e.get("queue", ""), e.get("worker", ""), e.get("reason", ""),
-                             (e.get("entry") or "")[:60]))
+        table.add_row(
+            *plain(
+                at,
+                e.get("queue", ""),
+                e.get("worker", ""),
+                e.get("reason", ""),
+                (e.get("entry") or "")[:60],
+            )
+        )
     console.print(table)
-    console.print(f"{len(rows)} entr{'y' if len(rows) == 1 else 'ies'} in {C.DEAD_LETTER_KEY}"
-                  + ("; cleared" if args.clear else ""), markup=False)
+    console.print(
+        f"{len(rows)} entr{'y' if len(rows) == 1 else 'ies'} in {C.DEAD_LETTER_KEY}"
+        + ("; cleared" if args.clear else ""),
+        markup=False,
+    )
     return 0
 
 

@@ -1,6 +1,7 @@
 """`fleet export TOOL NAME`: a search, a sweep or jobs sharing a name, written to the tools
 people already use. One sub-verb per tool; each takes the leaderboard's NAME (optuna: a
 search's name)."""
+
 from __future__ import annotations
 
 import json
@@ -11,43 +12,65 @@ from fleet.query import results as R
 
 def cmd_export_mlflow(args) -> int:
     from fleet.mlflow_export import MlflowExport
+
     board = R.leaderboard(redis_client(), args.name, metric=args.metric)
     done = MlflowExport(args.tracking_uri).write(board, args.experiment)
     if args.json:
         print(json.dumps(done.to_dict(), indent=2))
     else:
-        console.print(f"{args.name}: {done.created} run(s) created, {done.updated} updated, {done.points} metric "
-                      f"point(s) logged in experiment {done.experiment_id} at {args.tracking_uri}",
-                      markup=False, highlight=False)
+        console.print(
+            f"{args.name}: {done.created} run(s) created, {done.updated} updated, {done.points} metric "
+            f"point(s) logged in experiment {done.experiment_id} at {args.tracking_uri}",
+            markup=False,
+            highlight=False,
+        )
     return 0
 
 
 def cmd_export_optuna(args) -> int:
     from state.search import find_searches
     from state.study import export
+
     client = redis_client()
     found = find_searches(client, args.name)
     if not found:
         err.print(f"no search named {args.name!r}; `fleet status` lists searches", markup=False)
         return 1
     n = export(client, found[0], args.name, args.storage)
-    console.print(f"wrote search {args.name} ({n} trials) as Optuna study {args.name!r} to {args.storage}",
-                  markup=False, highlight=False)
+    console.print(
+        f"wrote search {args.name} ({n} trials) as Optuna study {args.name!r} to {args.storage}",
+        markup=False,
+        highlight=False,
+    )
     return 0
 
 
 def register(sub) -> None:
-    s = sub.add_parser("export", help="write a search, a sweep or jobs sharing a name to MLflow or Optuna")
-    tools = s.add_subparsers(dest="tool", required=True, metavar="TOOL", help="the tool to write to")
-    m = tools.add_parser("mlflow", help="each trial or job as an MLflow run (again: updated, never duplicated)")
+    s = sub.add_parser(
+        "export", help="write a search, a sweep or jobs sharing a name to MLflow or Optuna"
+    )
+    tools = s.add_subparsers(
+        dest="tool", required=True, metavar="TOOL", help="the tool to write to"
+    )
+    m = tools.add_parser(
+        "mlflow", help="each trial or job as an MLflow run (again: updated, never duplicated)"
+    )
     m.add_argument("name", help="a search's or sweep's name, one job's name, or a glob")
-    m.add_argument("--tracking-uri", required=True, metavar="URI",
-                   help="the MLflow tracking store: sqlite:///mlflow.db, http://host:5000, ...")
+    m.add_argument(
+        "--tracking-uri",
+        required=True,
+        metavar="URI",
+        help="the MLflow tracking store: sqlite:///mlflow.db, http://host:5000, ...",
+    )
     m.add_argument("--experiment", metavar="NAME", help="the MLflow experiment (default: NAME)")
-    m.add_argument("--metric", help="the metric the runs are tagged with (default as in `fleet results`)")
+    m.add_argument(
+        "--metric", help="the metric the runs are tagged with (default as in `fleet results`)"
+    )
     m.add_argument("--json", action="store_true", help="what was created and updated, as JSON")
     m.set_defaults(fn=cmd_export_mlflow)
     o = tools.add_parser("optuna", help="a search as an Optuna study (optuna-dashboard opens it)")
     o.add_argument("name", help="the search's name (its manifest job's name)")
-    o.add_argument("--storage", required=True, help="an Optuna storage URL, e.g. sqlite:///study.db")
+    o.add_argument(
+        "--storage", required=True, help="an Optuna storage URL, e.g. sqlite:///study.db"
+    )
     o.set_defaults(fn=cmd_export_optuna)

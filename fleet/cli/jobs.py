@@ -1,4 +1,5 @@
 """Job verbs: `fleet status [--watch]`, `show`, `cancel`, `requeue`."""
+
 from __future__ import annotations
 
 import json
@@ -19,9 +20,15 @@ from fleet.query import refs
 from state import events
 from state.jobrecord import JobRecord, JobState
 
-STATE_STYLE = {"running": "bold cyan", "failed": "bold red", "queued": "yellow", "cancelled": "magenta",
-               "succeeded": "green", "pruned": "dim green"}
-SHOW_ACTED = 20      # cancel/requeue list this many jobs by name, then count the rest
+STATE_STYLE = {
+    "running": "bold cyan",
+    "failed": "bold red",
+    "queued": "yellow",
+    "cancelled": "magenta",
+    "succeeded": "green",
+    "pruned": "dim green",
+}
+SHOW_ACTED = 20  # cancel/requeue list this many jobs by name, then count the rest
 
 
 # --- status -------------------------------------------------------------------------
@@ -43,9 +50,13 @@ def note(row: JobRecord) -> str:
         tail = [ln for ln in row.progress.get("tail") or [] if ln.strip()]
         return tail[-1] if tail else ""
     if row.state in (JobState.SUCCEEDED, JobState.PRUNED) and isinstance(row.result, dict):
-        return " ".join(f"{k}={_short(v)}" for k, v in Q.headline_metrics(row.result.get("metrics")).items())
-    if row.problems:   # a record some of whose fields did not decode: say so, never hide the row
-        return f"record unreadable: {', '.join(row.problems)}; see `fleet show {short_id(row.job_id)}`"
+        return " ".join(
+            f"{k}={_short(v)}" for k, v in Q.headline_metrics(row.result.get("metrics")).items()
+        )
+    if row.problems:  # a record some of whose fields did not decode: say so, never hide the row
+        return (
+            f"record unreadable: {', '.join(row.problems)}; see `fleet show {short_id(row.job_id)}`"
+        )
     return row.reason
 
 
@@ -55,10 +66,23 @@ def _short(v) -> str:
 
 ID_MIN_CHARS = 6
 STATUS = Layout(
-    columns=("job", "id", "state", "owner", "queue", "tries", "worker", "time", "progress / error", "artifact"),
+    columns=(
+        "job",
+        "id",
+        "state",
+        "owner",
+        "queue",
+        "tries",
+        "worker",
+        "time",
+        "progress / error",
+        "artifact",
+    ),
     always=("job", "id", "state", "worker"),
     optional=("time", "progress / error", "queue", "tries", "artifact", "owner"),
-    shrinks={"progress / error": 12, "time": 8}, right=("tries",))
+    shrinks={"progress / error": 12, "time": 8},
+    right=("tries",),
+)
 
 
 def unique_prefix_len(ids: list[str], least: int = ID_MIN_CHARS) -> int:
@@ -76,42 +100,73 @@ def worker_cell(r: JobRecord) -> str:
 
 
 def _cells(r: JobRecord, now: float, id_len: int, text: str) -> dict:
-    return {"job": Text(r.name), "id": r.job_id[:id_len],
-            "state": Text(r.state.value, style=STATE_STYLE[r.state.value]), "queue": Text(r.queue),
-            "tries": str(r.runs), "worker": Text(worker_cell(r)), "time": when(r, now),
-            "progress / error": Text(text), "artifact": short_id((r.artifact or {}).get("sha256", "")),
-            "owner": Text(r.owner)}
+    return {
+        "job": Text(r.name),
+        "id": r.job_id[:id_len],
+        "state": Text(r.state.value, style=STATE_STYLE[r.state.value]),
+        "queue": Text(r.queue),
+        "tries": str(r.runs),
+        "worker": Text(worker_cell(r)),
+        "time": when(r, now),
+        "progress / error": Text(text),
+        "artifact": short_id((r.artifact or {}).get("sha256", "")),
+        "owner": Text(r.owner),
+    }
 
 
-def render(v: Q.JobsView, title: str = "", *, width: int | None = None, wide: bool = False) -> Group:
+def render(
+    v: Q.JobsView, title: str = "", *, width: int | None = None, wide: bool = False
+) -> Group:
     """The status table for a terminal ``width`` columns wide: names, IDs, states and hosts stay
     whole; lower-value columns go first; errors get their own line under the table."""
     id_len = unique_prefix_len([r.job_id for r in v.rows])
     notes = {r.job_id: note(r) for r in v.rows}
-    errors = [] if wide else [r for r in v.rows if r.state in (JobState.FAILED, JobState.CANCELLED)
-                              and notes[r.job_id]]
-    rows = [_cells(r, v.now, id_len, "see below" if r in errors else notes[r.job_id]) for r in v.rows]
+    errors = (
+        []
+        if wide
+        else [
+            r
+            for r in v.rows
+            if r.state in (JobState.FAILED, JobState.CANCELLED) and notes[r.job_id]
+        ]
+    )
+    rows = [
+        _cells(r, v.now, id_len, "see below" if r in errors else notes[r.job_id]) for r in v.rows
+    ]
     table, widths = STATUS.table(rows, width or console.width, wide)
-    if "progress / error" not in widths:   # too narrow for notes: each goes on its own line
+    if "progress / error" not in widths:  # too narrow for notes: each goes on its own line
         errors = [r for r in v.rows if notes[r.job_id]]
-    elif not wide:   # a note the column would cut ("train_loss=0.…") goes whole on its own line
+    elif not wide:  # a note the column would cut ("train_loss=0.…") goes whole on its own line
         room = widths["progress / error"]
         cut = [r for r in v.rows if r not in errors and len(notes[r.job_id]) > room]
         if cut:
             errors += cut
-            kept = any(notes[r.job_id] and r not in errors for r in v.rows)   # else the column says nothing
-            rows = [_cells(r, v.now, id_len, "see below" if r in errors else notes[r.job_id]) for r in v.rows]
-            table, widths = STATUS.table(rows, width or console.width, wide, drop=() if kept else ("progress / error",))
-    parts: list = ([Text(title, style="italic")] if title else []) + [Text(v.summary(), style="bold")]
+            kept = any(
+                notes[r.job_id] and r not in errors for r in v.rows
+            )  # else the column says nothing
+            rows = [
+                _cells(r, v.now, id_len, "see below" if r in errors else notes[r.job_id])
+                for r in v.rows
+            ]
+            table, widths = STATUS.table(
+                rows, width or console.width, wide, drop=() if kept else ("progress / error",)
+            )
+    parts: list = ([Text(title, style="italic")] if title else []) + [
+        Text(v.summary(), style="bold")
+    ]
     if v.rows:
         parts.append(table)
     for r in errors:
         style = "red" if r.state in (JobState.FAILED, JobState.CANCELLED) else ""
         parts.append(Text(f"{r.name}: {notes[r.job_id]}", style=style))
     if v.hidden:
-        parts.append(Text(f"{len(v.rows):,} of {v.matched:,} shown, most interesting first (running, failed, "
-                          f"queued, cancelled, succeeded); narrow with --state/--name/--host/--owner or raise --limit",
-                          style="dim"))
+        parts.append(
+            Text(
+                f"{len(v.rows):,} of {v.matched:,} shown, most interesting first (running, failed, "
+                f"queued, cancelled, succeeded); narrow with --state/--name/--host/--owner or raise --limit",
+                style="dim",
+            )
+        )
     return Group(*parts)
 
 
@@ -121,6 +176,7 @@ def _filter(args, folded: frozenset[str] = frozenset()) -> Q.JobFilter:
 
 def cmd_status(args) -> int:
     from fleet.query.searches import summaries
+
     client = redis_client()
     searches = summaries(client)
     flt = _filter(args, frozenset() if args.all else frozenset(s.name for s in searches))
@@ -140,19 +196,26 @@ def cmd_status(args) -> int:
 def _search_lines(client, searches=None) -> list[Text]:
     """One line per search (its trials are folded into it; --all lists them as rows)."""
     from fleet.query.searches import summaries
-    return [Text(s.summary(console.width), style="red" if s.stopped else "") for s in
-            (summaries(client) if searches is None else searches)]
+
+    return [
+        Text(s.summary(console.width), style="red" if s.stopped else "")
+        for s in (summaries(client) if searches is None else searches)
+    ]
 
 
 def _watch(client, flt: Q.JobFilter, args) -> int:
     from rich.live import Live
+
     every = args.every
     try:
-        if args.json:   # one JSON object per refresh, for scripts
+        if args.json:  # one JSON object per refresh, for scripts
             while True:
-                print(json.dumps(Q.status(client, flt, args.limit or C.STATUS_MAX_ROWS).to_dict()), flush=True)
+                print(
+                    json.dumps(Q.status(client, flt, args.limit or C.STATUS_MAX_ROWS).to_dict()),
+                    flush=True,
+                )
                 time.sleep(every)
-        if not console.is_terminal:   # a pipe or a file: whole frames, one after another
+        if not console.is_terminal:  # a pipe or a file: whole frames, one after another
             for frame in _frames(client, flt, args):
                 console.print(frame)
                 console.print()
@@ -166,25 +229,35 @@ def _watch(client, flt: Q.JobFilter, args) -> int:
 
 def _frames(client, flt: Q.JobFilter, args):
     from fleet.query.searches import summaries
+
     every = args.every
     while True:
         t0 = time.monotonic()
-        rows = args.limit or (max(5, console.size.height - 10) if console.is_terminal else C.STATUS_MAX_ROWS)
-        searches = [] if args.all else summaries(client)   # a search published since the last frame folds too
+        rows = args.limit or (
+            max(5, console.size.height - 10) if console.is_terminal else C.STATUS_MAX_ROWS
+        )
+        searches = (
+            [] if args.all else summaries(client)
+        )  # a search published since the last frame folds too
         flt = replace(flt, folded=frozenset(s.name for s in searches))
         v = Q.status(client, flt, rows)
         took = time.monotonic() - t0
         # reading a huge fleet must not become the whole load on Redis: back off
         pause = max(every, 4 * took)
         stamp = time.strftime("%H:%M:%S")
-        yield Group(render(v, f"fleet status · {stamp} · every {pause:.0f}s · Ctrl+C to stop", wide=args.wide),
-                    *_search_lines(client, searches))
+        yield Group(
+            render(
+                v, f"fleet status · {stamp} · every {pause:.0f}s · Ctrl+C to stop", wide=args.wide
+            ),
+            *_search_lines(client, searches),
+        )
         time.sleep(pause)
 
 
 # --- show ---------------------------------------------------------------------------
 def cmd_show(args) -> int:
     from fleet.cli.show import render_show
+
     rec = records()
     view = Q.record_view(rec.get(job_id_for(rec, args.job, "show")).to_dict())
     if args.json:
@@ -203,8 +276,10 @@ def _confirm(verb: str, m: refs.Matches, args) -> bool:
     if sys.stdin.isatty() and not args.json:
         answer = console.input(f"{verb} {n:,} jobs matched by {what}? [y/N] ")
         return answer.strip().lower() in ("y", "yes")
-    raise FleetError(f"{what} matches {n:,} jobs (more than {C.CONFIRM_ABOVE_JOBS}); add --yes to {verb} them "
-                     f"all, or --dry-run to list them first")
+    raise FleetError(
+        f"{what} matches {n:,} jobs (more than {C.CONFIRM_ABOVE_JOBS}); add --yes to {verb} them "
+        f"all, or --dry-run to list them first"
+    )
 
 
 def _act(verb: str, args, act, announce=None, *, before=None) -> int:
@@ -222,14 +297,19 @@ def _act(verb: str, args, act, announce=None, *, before=None) -> int:
     done, skipped = [], []
     for hit in m.hits:
         ok, state, why = act(rec, hit.job_id, args.dry_run)
-        (done if ok else skipped).append({"job_id": hit.job_id, "name": hit.name, "was": state, **(
-            {} if ok else {"why": why})})
+        (done if ok else skipped).append(
+            {"job_id": hit.job_id, "name": hit.name, "was": state, **({} if ok else {"why": why})}
+        )
     if announce is not None and done and not args.dry_run:
         announce(rec, done)
-    report = {"verb": verb, "dry_run": args.dry_run,
-              "matched": [{"ref": r.ref, "how": r.how, "jobs": len(r.hits)} for r in m.resolutions],
-              "done": done, "skipped": skipped,
-              "unmatched": [{"ref": r.ref, "why": r.note} for r in m.unmatched]}
+    report = {
+        "verb": verb,
+        "dry_run": args.dry_run,
+        "matched": [{"ref": r.ref, "how": r.how, "jobs": len(r.hits)} for r in m.resolutions],
+        "done": done,
+        "skipped": skipped,
+        "unmatched": [{"ref": r.ref, "why": r.note} for r in m.unmatched],
+    }
     if args.json:
         print(json.dumps(report, indent=2))
     else:
@@ -248,13 +328,21 @@ def _print_report(verb: str, report: dict) -> None:
             continue
         console.print(f"{label} {len(rows):,}:", markup=False)
         for row in rows[:SHOW_ACTED]:
-            console.print(f"  {row['name']} ({short_id(row['job_id'])}) " +
-                          (f"was {row['was']}" if "why" not in row else row["why"]), markup=False, highlight=False)
+            console.print(
+                f"  {row['name']} ({short_id(row['job_id'])}) "
+                + (f"was {row['was']}" if "why" not in row else row["why"]),
+                markup=False,
+                highlight=False,
+            )
         if len(rows) > SHOW_ACTED:
             by: dict[str, int] = {}
             for row in rows[SHOW_ACTED:]:
-                by[row.get("why") or f"was {row['was']}"] = by.get(row.get("why") or f"was {row['was']}", 0) + 1
-            console.print("  and " + ", ".join(f"{n:,} more {k}" for k, n in by.items()), markup=False)
+                by[row.get("why") or f"was {row['was']}"] = (
+                    by.get(row.get("why") or f"was {row['was']}", 0) + 1
+                )
+            console.print(
+                "  and " + ", ".join(f"{n:,} more {k}" for k, n in by.items()), markup=False
+            )
 
 
 def _announce_cancelled(rec, done: list[dict]) -> None:
@@ -272,7 +360,11 @@ def _cancel_one(rec, jid: str, dry_run: bool) -> tuple[bool, str, str]:
     state = rec.states([jid])[jid]
     if dry_run or state is None or state.terminal:
         ok = state is not None and not state.terminal
-        return ok, state.value if state else "missing", "" if ok else f"already {state.value if state else 'gone'}"
+        return (
+            ok,
+            state.value if state else "missing",
+            "" if ok else f"already {state.value if state else 'gone'}",
+        )
     res = rec.cancel(jid)
     if res.done:
         _advance_search(rec, jid)
@@ -284,16 +376,24 @@ def _advance_search(rec, jid: str) -> None:
     sid = rec.r.hget(C.JOB_KEY + jid, "search")
     if sid:
         from state import advance
+
         try:
             advance.advance(rec.r, sid)
-        except Exception as e:   # no Optuna here, say: the workers' sweep advances it
-            err.print(f"search {short_id(sid)}: not advanced here ({e}); the workers' sweep will", markup=False)
+        except Exception as e:  # no Optuna here, say: the workers' sweep advances it
+            err.print(
+                f"search {short_id(sid)}: not advanced here ({e}); the workers' sweep will",
+                markup=False,
+            )
 
 
 def _requeue_one(rec, jid: str, dry_run: bool) -> tuple[bool, str, str]:
     state = rec.states([jid])[jid]
     if state is not None and not state.terminal:
-        return False, state.value, f"is {state.value}: requeue runs a failed, cancelled or succeeded job again"
+        return (
+            False,
+            state.value,
+            f"is {state.value}: requeue runs a failed, cancelled or succeeded job again",
+        )
     sid, number = rec.r.hmget(C.JOB_KEY + jid, "search", "trial")
     full = _search_full(rec, sid) if sid and state is not None else ""
     if full:
@@ -301,8 +401,11 @@ def _requeue_one(rec, jid: str, dry_run: bool) -> tuple[bool, str, str]:
     if dry_run:
         return state is not None, state.value if state else "missing", ""
     was = rec.requeue(jid)
-    if sid and number is not None:   # after the record is queued again: no sync counts the old end twice
+    if (
+        sid and number is not None
+    ):  # after the record is queued again: no sync counts the old end twice
         from state.search import SearchStore
+
         SearchStore(rec.r).reopen(sid, int(number))
     return True, was, ""
 
@@ -311,12 +414,15 @@ def _search_full(rec, sid: str) -> str:
     """Why a trial of search ``sid`` may not run again now: its search runs ``parallel``
     trials already (a requeued trial counts as running again); '' when it may."""
     from state.search import read_search
+
     view = read_search(rec.r, sid, trials=False)
     parallel = view.config.get("parallel", 0) if view else 0
     if view is None or view.running < parallel:
         return ""
-    return (f"its search {view.name} runs {view.running} trials already (parallel={parallel}); "
-            f"requeue it once one ends")
+    return (
+        f"its search {view.name} runs {view.running} trials already (parallel={parallel}); "
+        f"requeue it once one ends"
+    )
 
 
 def cmd_cancel(args) -> int:
@@ -328,32 +434,70 @@ def cmd_requeue(args) -> int:
 
 
 def register(sub) -> None:
-    s = sub.add_parser("status", help="every job's state, times and real error; --watch for a live view")
+    s = sub.add_parser(
+        "status", help="every job's state, times and real error; --watch for a live view"
+    )
     s.add_argument("--watch", "-w", action="store_true", help="redraw live until Ctrl+C")
-    s.add_argument("--state", action="append", default=[], metavar="STATE[,STATE]",
-                   help="only jobs in these states (queued, running, succeeded, failed, cancelled, pruned)")
-    s.add_argument("--name", metavar="GLOB", help="a job name, a sweep's base name, or a glob (* and ?)")
+    s.add_argument(
+        "--state",
+        action="append",
+        default=[],
+        metavar="STATE[,STATE]",
+        help="only jobs in these states (queued, running, succeeded, failed, cancelled, pruned)",
+    )
+    s.add_argument(
+        "--name", metavar="GLOB", help="a job name, a sweep's base name, or a glob (* and ?)"
+    )
     s.add_argument("--host", metavar="GLOB", help="only jobs on these workers (glob)")
-    s.add_argument("--owner", metavar="NAME", help="only jobs this owner published (see `fleet usage`)")
-    s.add_argument("--limit", type=int, default=None,
-                   help=f"rows to show (default {C.STATUS_MAX_ROWS}; with --json every match; 0: all)")
-    s.add_argument("--every", type=float, default=C.STATUS_WATCH_EVERY_S, help="--watch refresh, seconds")
-    s.add_argument("--json", action="store_true", help="counts and rows as JSON (with --watch: one per line)")
-    s.add_argument("--wide", action="store_true",
-                   help="every column (owner, queue, tries, artifact) and whole notes, however wide the terminal")
-    s.add_argument("--all", action="store_true", help="a search's trials as rows too (else one line per search)")
+    s.add_argument(
+        "--owner", metavar="NAME", help="only jobs this owner published (see `fleet usage`)"
+    )
+    s.add_argument(
+        "--limit",
+        type=int,
+        default=None,
+        help=f"rows to show (default {C.STATUS_MAX_ROWS}; with --json every match; 0: all)",
+    )
+    s.add_argument(
+        "--every", type=float, default=C.STATUS_WATCH_EVERY_S, help="--watch refresh, seconds"
+    )
+    s.add_argument(
+        "--json", action="store_true", help="counts and rows as JSON (with --watch: one per line)"
+    )
+    s.add_argument(
+        "--wide",
+        action="store_true",
+        help="every column (owner, queue, tries, artifact) and whole notes, however wide the terminal",
+    )
+    s.add_argument(
+        "--all",
+        action="store_true",
+        help="a search's trials as rows too (else one line per search)",
+    )
     s.set_defaults(fn=cmd_status)
-    s = sub.add_parser("show", help="one job's record: state, where it ran, progress, error, artifact")
+    s = sub.add_parser(
+        "show", help="one job's record: state, where it ran, progress, error, artifact"
+    )
     s.add_argument("job", help="job name, ID, or ID prefix (4+ characters)")
     s.add_argument("--json", action="store_true", help="the whole record as JSON")
     s.set_defaults(fn=cmd_show)
-    for name, fn, text in (("cancel", cmd_cancel, "cancel queued or running jobs"),
-                           ("requeue", cmd_requeue, "run failed, cancelled or succeeded jobs again")):
+    for name, fn, text in (
+        ("cancel", cmd_cancel, "cancel queued or running jobs"),
+        ("requeue", cmd_requeue, "run failed, cancelled or succeeded jobs again"),
+    ):
         s = sub.add_parser(name, help=text)
-        s.add_argument("jobs", nargs="+", metavar="JOB",
-                       help="job name, ID, ID prefix, a sweep's base name (gbt-wine), or a glob ('gbt-*')")
-        s.add_argument("--yes", "-y", action="store_true",
-                       help=f"go ahead when more than {C.CONFIRM_ABOVE_JOBS} jobs match")
+        s.add_argument(
+            "jobs",
+            nargs="+",
+            metavar="JOB",
+            help="job name, ID, ID prefix, a sweep's base name (gbt-wine), or a glob ('gbt-*')",
+        )
+        s.add_argument(
+            "--yes",
+            "-y",
+            action="store_true",
+            help=f"go ahead when more than {C.CONFIRM_ABOVE_JOBS} jobs match",
+        )
         s.add_argument("--dry-run", action="store_true", help="list what would be done, do nothing")
         s.add_argument("--json", action="store_true", help="what was done and skipped, as JSON")
         s.set_defaults(fn=fn)

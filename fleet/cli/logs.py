@@ -1,4 +1,5 @@
 """`fleet logs JOB [-f]`: a job's output as its workers keep it in Redis."""
+
 from __future__ import annotations
 
 import json
@@ -27,10 +28,17 @@ def cmd_logs(args) -> int:
     for entry in runs.through(entries):
         _emit(entry, args.json)
     if not entries and not args.follow:
-        hint = (f"it is {job.state.value}; follow it with `fleet logs {args.job} -f`" if not job.state.terminal else
-                f"it ran before output was kept, or its log expired ({C.JOB_LOG_TTL_S // 86400} days after its "
-                f"last line); the bundle holds fleet-log.txt: `fleet get {args.job} --extract`")
-        err.print(f"no output kept for {job.name} ({short_id(jid)}): {hint}", markup=False, highlight=False)
+        hint = (
+            f"it is {job.state.value}; follow it with `fleet logs {args.job} -f`"
+            if not job.state.terminal
+            else f"it ran before output was kept, or its log expired ({C.JOB_LOG_TTL_S // 86400} days after its "
+            f"last line); the bundle holds fleet-log.txt: `fleet get {args.job} --extract`"
+        )
+        err.print(
+            f"no output kept for {job.name} ({short_id(jid)}): {hint}",
+            markup=False,
+            highlight=False,
+        )
     if args.follow:
         after = entries[-1].id if entries else ("-" if args.tail is None else _now_id(rec.r, jid))
         try:
@@ -51,14 +59,23 @@ def _now_id(client, jid: str) -> str:
 
 
 def register(sub) -> None:
-    s = sub.add_parser("logs", help="a job's output (kept in Redis, bounded); -f follows it live",
-                       description="A job's output, each run between its own marks: '--- attempt N on HOST "
-                                   "started ...' and '... ended ...: HOW', N counting every run of the job "
-                                   "(retries, requeues, hand-backs), HOW saying succeeded, failed (exit 1), "
-                                   "timed out, cancelled, handed back or lost.")
+    s = sub.add_parser(
+        "logs",
+        help="a job's output (kept in Redis, bounded); -f follows it live",
+        description="A job's output, each run between its own marks: '--- attempt N on HOST "
+        "started ...' and '... ended ...: HOW', N counting every run of the job "
+        "(retries, requeues, hand-backs), HOW saying succeeded, failed (exit 1), "
+        "timed out, cancelled, handed back or lost.",
+    )
     s.add_argument("job", help="job name, ID, or ID prefix (4+ characters)")
     s.add_argument("-f", "--follow", action="store_true", help="keep printing until the job ends")
-    s.add_argument("--tail", "-n", type=int, default=None, metavar="N", help="only the last N lines")
-    s.add_argument("--json", action="store_true", help="one JSON object per line or run mark "
-                   "(a mark has event, run, worker; an end mark outcome and detail)")
+    s.add_argument(
+        "--tail", "-n", type=int, default=None, metavar="N", help="only the last N lines"
+    )
+    s.add_argument(
+        "--json",
+        action="store_true",
+        help="one JSON object per line or run mark "
+        "(a mark has event, run, worker; an end mark outcome and detail)",
+    )
     s.set_defaults(fn=cmd_logs)

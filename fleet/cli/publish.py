@@ -1,4 +1,5 @@
 """`fleet publish`: validate a manifest and queue its jobs."""
+
 from __future__ import annotations
 
 import contextlib
@@ -16,6 +17,7 @@ from fleet.plan_summary import SUMMARY_ABOVE_ROWS, summarise
 def _progress(args):
     """Bars for hashing and staging large data on a terminal; nothing with --json."""
     from fleet.staging import console_progress
+
     return console_progress(err) if err.is_terminal and not args.json else contextlib.nullcontext()
 
 
@@ -26,13 +28,19 @@ def cmd_publish(args) -> int:
     from fleet.manifests import load
     from fleet.owners import resolve
     from fleet.publish import publish
+
     owner = resolve(args.owner)
     try:
         with _progress(args) as progress:
             manifest = load(args.manifest, DataResolver(progress=progress))
     except ManifestError as e:
         if args.json:
-            print(json.dumps({"error": "invalid manifest", "problems": [p.as_dict() for p in e.problems]}, indent=2))
+            print(
+                json.dumps(
+                    {"error": "invalid manifest", "problems": [p.as_dict() for p in e.problems]},
+                    indent=2,
+                )
+            )
         else:
             print_problems(args.manifest, e)
         return 2
@@ -46,15 +54,26 @@ def cmd_publish(args) -> int:
     offline = False
     try:
         with _progress(args) as progress:
-            rows = publish(app(), redis_client(), manifest, force=frozenset(args.force),
-                           dry_run=args.dry_run, progress=progress, owner=owner)
+            rows = publish(
+                app(),
+                redis_client(),
+                manifest,
+                force=frozenset(args.force),
+                dry_run=args.dry_run,
+                progress=progress,
+                owner=owner,
+            )
     except (redis.ConnectionError, redis.TimeoutError) as e:
         if not args.dry_run:
             raise
         from fleet.publish import offline_plan
+
         # A plan is still useful offline: it shows routing and IDs, not what already ran.
-        err.print(f"fleet: {broker_problem(e)}; the plan below assumes no job was published before",
-                  markup=False, highlight=False)
+        err.print(
+            f"fleet: {broker_problem(e)}; the plan below assumes no job was published before",
+            markup=False,
+            highlight=False,
+        )
         rows = offline_plan(manifest, frozenset(args.force))
         offline = True
     warnings = feasibility.check(None if offline else redis_client(), rows, manifest)
@@ -63,11 +82,14 @@ def cmd_publish(args) -> int:
         return 0
     title = "plan (dry run: nothing sent)" if args.dry_run else f"published {args.manifest}"
     print_plan(rows, title)
-    for search in manifest.searches:   # the space, the budget, how many at once
+    for search in manifest.searches:  # the space, the budget, how many at once
         console.print("\n".join(search.describe()), markup=False, highlight=False)
     sent = sum(r.action == "publish" for r in rows)
-    console.print(f"{sent} to publish, {len(rows) - sent} skipped" if args.dry_run else
-                  f"{sent} published, {len(rows) - sent} skipped")
+    console.print(
+        f"{sent} to publish, {len(rows) - sent} skipped"
+        if args.dry_run
+        else f"{sent} published, {len(rows) - sent} skipped"
+    )
     for line in feasibility.messages(warnings, dry_run=args.dry_run):
         err.print(f"warning: {line}", markup=False, highlight=False)
     return 0
@@ -78,8 +100,12 @@ def print_workdirs(manifest) -> None:
     for src in manifest.data_sources.values():
         if src.files:
             size = sum(p.stat().st_size for _, p in src.files)
-            console.print(f"workdir {src.path}: {len(src.files)} files, {size / 1024:.1f} KiB "
-                          f"(tar {src.size / 1024:.1f} KiB), sha256 {short_id(src.sha256)}", markup=False, highlight=False)
+            console.print(
+                f"workdir {src.path}: {len(src.files)} files, {size / 1024:.1f} KiB "
+                f"(tar {src.size / 1024:.1f} KiB), sha256 {short_id(src.sha256)}",
+                markup=False,
+                highlight=False,
+            )
 
 
 def print_problems(path: str, e: ManifestError) -> None:
@@ -110,8 +136,14 @@ def _groups_table(title: str, groups, more: int, what: str) -> Table:
     for col in (what, "jobs", "publish", "skip"):
         table.add_column(col, justify="left" if col == what else "right")
     for g in groups:
-        table.add_row(*plain(g.name, f"{g.jobs:,}", f"{g.actions.get('publish', 0):,}",
-                             f"{g.actions.get('skip', 0):,}"))
+        table.add_row(
+            *plain(
+                g.name,
+                f"{g.jobs:,}",
+                f"{g.actions.get('publish', 0):,}",
+                f"{g.actions.get('skip', 0):,}",
+            )
+        )
     if more:
         table.add_row(*plain(f"... {more:,} more", "", "", ""))
     return table
@@ -119,7 +151,11 @@ def _groups_table(title: str, groups, more: int, what: str) -> Table:
 
 def print_summary(s, title: str) -> None:
     """A long plan as counts per queue and per sweep, then its first rows."""
-    console.print(f"{title}: {s.total:,} jobs, summarised (--json lists every one)", markup=False, highlight=False)
+    console.print(
+        f"{title}: {s.total:,} jobs, summarised (--json lists every one)",
+        markup=False,
+        highlight=False,
+    )
     console.print(_groups_table("per queue", s.queues, s.more_queues, "queue"))
     console.print(_groups_table("per sweep", s.sweeps, s.more_sweeps, "sweep"))
     console.print(_rows_table(s.first, f"first {len(s.first)} jobs"))
@@ -129,11 +165,24 @@ def print_summary(s, title: str) -> None:
 
 def register(sub) -> None:
     s = sub.add_parser("publish", help="validate a manifest and queue its jobs")
-    s.add_argument("manifest", help="the manifest (TOML); every problem in it is listed before anything is sent")
+    s.add_argument(
+        "manifest",
+        help="the manifest (TOML); every problem in it is listed before anything is sent",
+    )
     s.add_argument("--dry-run", action="store_true", help="print the plan; send nothing")
     s.add_argument("--json", action="store_true", help="machine-readable output")
-    s.add_argument("--force", action="append", default=[], metavar="NAME", help="run this job again (name or ID), even if it succeeded; repeatable")
-    s.add_argument("--owner", metavar="NAME", default=None,
-                   help="who the jobs belong to (default: $FLEET_OWNER, else user@host); a re-published job "
-                        "keeps its first owner unless --force runs it again")
+    s.add_argument(
+        "--force",
+        action="append",
+        default=[],
+        metavar="NAME",
+        help="run this job again (name or ID), even if it succeeded; repeatable",
+    )
+    s.add_argument(
+        "--owner",
+        metavar="NAME",
+        default=None,
+        help="who the jobs belong to (default: $FLEET_OWNER, else user@host); a re-published job "
+        "keeps its first owner unless --force runs it again",
+    )
     s.set_defaults(fn=cmd_publish)

@@ -1,4 +1,5 @@
 """`fleet results NAME` (a leaderboard, best first) and `fleet plot NAME -o FILE` (its pictures)."""
+
 from __future__ import annotations
 
 import csv
@@ -19,18 +20,33 @@ BOARD = Layout(
     always=("trial", "state", "final"),
     # params only whole: when they do not fit they go on their own lines under the table
     optional=("best", "steps", "usage", "host", "params"),
-    shrinks={"host": 8}, right=("final", "best", "steps", "usage"))
-CSV_COLUMNS = ("trial", "name", "job_id", "state", "value", "best_value", "steps", "host", "gpu_s", "core_s",
-               "params")
+    shrinks={"host": 8},
+    right=("final", "best", "steps", "usage"),
+)
+CSV_COLUMNS = (
+    "trial",
+    "name",
+    "job_id",
+    "state",
+    "value",
+    "best_value",
+    "steps",
+    "host",
+    "gpu_s",
+    "core_s",
+    "params",
+)
 
 
 def compact(params: dict) -> str:
     """``{"learning_rate": 0.0123, "hidden_sizes": [128, 64]}`` -> ``learning_rate=0.0123
     hidden_sizes=[128,64]``: numbers in 4 significant digits, lists without spaces."""
+
     def one(v) -> str:
         if isinstance(v, float):
             return f"{v:.4g}"
         return v if isinstance(v, str) else json.dumps(v, separators=(",", ":"))
+
     return " ".join(f"{k}={one(v)}" for k, v in params.items())
 
 
@@ -42,16 +58,28 @@ def usage(t: R.Trial) -> str:
     return f"{seconds / 1000:.1f}k {unit}" if seconds >= 10_000 else f"{seconds:.0f} {unit}"
 
 
-STATE_STYLE = {"running": "cyan", "failed": "red", "queued": "yellow", "cancelled": "magenta",
-               "succeeded": "green", "pruned": "dim"}
+STATE_STYLE = {
+    "running": "cyan",
+    "failed": "red",
+    "queued": "yellow",
+    "cancelled": "magenta",
+    "succeeded": "green",
+    "pruned": "dim",
+}
 
 
 def _cells(t: R.Trial) -> dict:
     style = "bold" if t.best else ""
-    return {"trial": Text(f"{t.trial}{BEST_MARK if t.best else ''}", style=style),
-            "state": Text(t.state, style=STATE_STYLE.get(t.state, "")),
-            "final": Text(R.short(t.value), style=style), "best": R.short(t.best_value),
-            "steps": str(t.steps), "host": Text(t.host), "usage": usage(t), "params": Text(compact(t.params))}
+    return {
+        "trial": Text(f"{t.trial}{BEST_MARK if t.best else ''}", style=style),
+        "state": Text(t.state, style=STATE_STYLE.get(t.state, "")),
+        "final": Text(R.short(t.value), style=style),
+        "best": R.short(t.best_value),
+        "steps": str(t.steps),
+        "host": Text(t.host),
+        "usage": usage(t),
+        "params": Text(compact(t.params)),
+    }
 
 
 def render(board: R.Leaderboard, *, width: int | None = None, wide: bool = False) -> Group:
@@ -59,9 +87,11 @@ def render(board: R.Leaderboard, *, width: int | None = None, wide: bool = False
     and the params of each trial under it when the table has no room for them."""
     rows = [_cells(t) for t in board.trials]
     table, widths = BOARD.table(rows, width or console.width, wide)
-    parts: list = [Text(board.summary(), style="bold"),
-                   Text(f"metric: {board.objective.describe()}; {BEST_MARK} marks the best", style="dim"),
-                   table]
+    parts: list = [
+        Text(board.summary(), style="bold"),
+        Text(f"metric: {board.objective.describe()}; {BEST_MARK} marks the best", style="dim"),
+        table,
+    ]
     if "params" not in widths and any(t.params for t in board.trials):
         parts += [Text("params:", style="dim"), _params_below(board)]
     return Group(*parts)
@@ -81,9 +111,21 @@ def write_csv(board: R.Leaderboard, out=None) -> None:
     writer = csv.writer(out or sys.stdout)
     writer.writerow(CSV_COLUMNS)
     for t in board.trials:
-        writer.writerow([t.trial, t.name, t.job_id, t.state, "" if t.value is None else t.value,
-                         "" if t.best_value is None else t.best_value, t.steps, t.host, t.gpu_s, t.core_s,
-                         json.dumps(t.params, separators=(",", ":"))])
+        writer.writerow(
+            [
+                t.trial,
+                t.name,
+                t.job_id,
+                t.state,
+                "" if t.value is None else t.value,
+                "" if t.best_value is None else t.best_value,
+                t.steps,
+                t.host,
+                t.gpu_s,
+                t.core_s,
+                json.dumps(t.params, separators=(",", ":")),
+            ]
+        )
 
 
 def cmd_results(args) -> int:
@@ -100,30 +142,48 @@ def cmd_results(args) -> int:
 def cmd_plot(args) -> int:
     from fleet import plot
     from fleet.query import plotdata
+
     board = R.leaderboard(redis_client(), args.name, metric=args.metric, direction=args.direction)
     path = plot.save(plotdata.prepare(board), args.output)
-    console.print(f"wrote {path}: {len(board.trials)} trials, {board.objective.describe()}", markup=False,
-                  highlight=False)
+    console.print(
+        f"wrote {path}: {len(board.trials)} trials, {board.objective.describe()}",
+        markup=False,
+        highlight=False,
+    )
     return 0
 
 
 def _objective_args(s) -> None:
-    s.add_argument("name", help="a search's or sweep's name (tune-mlp), one job's name, or a glob ('tune-*')")
-    s.add_argument("--metric", help="the metric key to rank by (default: the search's, else valid_loss "
-                                    "when reported, else the first key reported)")
-    s.add_argument("--direction", choices=[d.value for d in R.Direction],
-                   help="which way is better (default: the search's, else guessed from the metric's name)")
+    s.add_argument(
+        "name", help="a search's or sweep's name (tune-mlp), one job's name, or a glob ('tune-*')"
+    )
+    s.add_argument(
+        "--metric",
+        help="the metric key to rank by (default: the search's, else valid_loss "
+        "when reported, else the first key reported)",
+    )
+    s.add_argument(
+        "--direction",
+        choices=[d.value for d in R.Direction],
+        help="which way is better (default: the search's, else guessed from the metric's name)",
+    )
 
 
 def register(sub) -> None:
-    s = sub.add_parser("results", help="a leaderboard of a search, a sweep or jobs sharing a name, best first")
+    s = sub.add_parser(
+        "results", help="a leaderboard of a search, a sweep or jobs sharing a name, best first"
+    )
     _objective_args(s)
     out = s.add_mutually_exclusive_group()
     out.add_argument("--json", action="store_true", help="a list of trials, best first")
     out.add_argument("--csv", action="store_true", help="one row per trial, best first")
     s.add_argument("--wide", action="store_true", help="every column, however wide the terminal")
     s.set_defaults(fn=cmd_results)
-    s = sub.add_parser("plot", help="learning curves, best-so-far and each parameter against the metric")
+    s = sub.add_parser(
+        "plot", help="learning curves, best-so-far and each parameter against the metric"
+    )
     _objective_args(s)
-    s.add_argument("-o", "--output", required=True, metavar="FILE", help="the picture: .png, .svg or .pdf")
+    s.add_argument(
+        "-o", "--output", required=True, metavar="FILE", help="the picture: .png, .svg or .pdf"
+    )
     s.set_defaults(fn=cmd_plot)

@@ -1,6 +1,7 @@
 """`fleet settings`: every FLEET_* variable fleet reads, its effective value and where it came
 from (env or default), secrets masked; ``--json`` for scripts; ``--markdown`` writes the
 reference that docs/settings.md holds (a test keeps the two the same)."""
+
 from __future__ import annotations
 
 import json
@@ -13,8 +14,8 @@ from core.errors import ConfigError
 from core.secrets import MASK, masked, secret_name
 from core.setting import Scope, Setting, Source, text
 
-WIDTH = 80              # the table fits a terminal of this many columns
-SOURCE_WIDTH = 7        # "default"
+WIDTH = 80  # the table fits a terminal of this many columns
+SOURCE_WIDTH = 7  # "default"
 ELLIPSIS = "..."
 DOC_HEADER = """# Settings
 
@@ -56,15 +57,24 @@ def table(found: list[tuple[Setting, str, Source]], width: int = WIDTH) -> list[
     lines = [f"{'NAME':<{name_w}}  {'FROM':<{SOURCE_WIDTH}}  VALUE"]
     for s, shown, src in found:
         if len(shown) > value_w:
-            shown = shown[:value_w - len(ELLIPSIS)] + ELLIPSIS
+            shown = shown[: value_w - len(ELLIPSIS)] + ELLIPSIS
         lines.append(f"{s.name:<{name_w}}  {src.value:<{SOURCE_WIDTH}}  {shown}".rstrip())
     return lines
 
 
 def as_json(found: list[tuple[Setting, str, Source]]) -> list[dict]:
-    return [{"name": s.name, "value": text, "source": src.value, "secret": hidden(s),
-             "kind": s.kind.name, "default": s.default_text, "doc": s.doc}
-            for s, text, src in found]
+    return [
+        {
+            "name": s.name,
+            "value": text,
+            "source": src.value,
+            "secret": hidden(s),
+            "kind": s.kind.name,
+            "default": s.default_text,
+            "doc": s.doc,
+        }
+        for s, text, src in found
+    ]
 
 
 def _cell(text: str) -> str:
@@ -75,11 +85,17 @@ def markdown() -> str:
     """docs/settings.md, from the registry."""
     out = [DOC_HEADER]
     for scope, title in ((Scope.FLEET, "Read by fleet"), (Scope.JOB, "Given to jobs")):
-        out += [f"## {title}\n", "| variable | kind | default | secret | what it is |",
-                "| --- | --- | --- | --- | --- |"]
-        out += [f"| `{s.name}` | {s.kind.name} | {_cell(s.default_text)} | "
-                f"{'yes' if s.secret else ''} | {_cell(s.doc)} |"
-                for s in registry.SETTINGS if s.scope is scope]
+        out += [
+            f"## {title}\n",
+            "| variable | kind | default | secret | what it is |",
+            "| --- | --- | --- | --- | --- |",
+        ]
+        out += [
+            f"| `{s.name}` | {s.kind.name} | {_cell(s.default_text)} | "
+            f"{'yes' if s.secret else ''} | {_cell(s.doc)} |"
+            for s in registry.SETTINGS
+            if s.scope is scope
+        ]
         out.append("")
     return "\n".join(out)
 
@@ -97,9 +113,14 @@ def cmd_settings(args) -> int:
 
 
 def register(sub) -> None:
-    s = sub.add_parser("settings", help="the FLEET_* settings in effect here and where each "
-                                        "came from (secrets masked)")
+    s = sub.add_parser(
+        "settings",
+        help="the FLEET_* settings in effect here and where each came from (secrets masked)",
+    )
     s.add_argument("--json", action="store_true", help="machine-readable output")
-    s.add_argument("--markdown", action="store_true",
-                   help="the reference of every variable, as docs/settings.md holds it")
+    s.add_argument(
+        "--markdown",
+        action="store_true",
+        help="the reference of every variable, as docs/settings.md holds it",
+    )
     s.set_defaults(fn=cmd_settings)

@@ -3,6 +3,7 @@
 ``show_rows`` is pure: the record as ``fleet.query.jobs.record_view`` gives it in, and
 (label, value) rows out, only those that say something for this job.
 """
+
 from __future__ import annotations
 
 import json
@@ -19,7 +20,9 @@ def _first_line(text: str | None) -> str:
 
 
 def _metrics(metrics: dict | None) -> str:
-    return " ".join(f"{k}={v:.4g}" if isinstance(v, float) else f"{k}={v}" for k, v in (metrics or {}).items())
+    return " ".join(
+        f"{k}={v:.4g}" if isinstance(v, float) else f"{k}={v}" for k, v in (metrics or {}).items()
+    )
 
 
 def _where(v: dict) -> str:
@@ -39,26 +42,44 @@ def _progress(v: dict) -> str:
 
 
 def _spec(spec: dict) -> str:
-    what = f"model {spec['model']}" if spec.get("model") else f"command {' '.join(spec.get('command') or [])}"
-    parts = [what, f"data {spec['data']}" if spec.get("data") else "",
-             f"hyper {json.dumps(spec['hyper'])}" if spec.get("hyper") else "", f"seed {spec.get('seed', 0)}"]
+    what = (
+        f"model {spec['model']}"
+        if spec.get("model")
+        else f"command {' '.join(spec.get('command') or [])}"
+    )
+    parts = [
+        what,
+        f"data {spec['data']}" if spec.get("data") else "",
+        f"hyper {json.dumps(spec['hyper'])}" if spec.get("hyper") else "",
+        f"seed {spec.get('seed', 0)}",
+    ]
     return ", ".join(p for p in parts if p)
 
 
 def show_rows(v: dict) -> list[tuple[str, str]]:
     """The rows of `fleet show` for record view ``v``, empty ones left out."""
     artifact = v.get("artifact") or {}
-    rows = [("state", v.get("state", "")), ("owner", v.get("owner") or ""), ("queue", v.get("queue") or ""),
-            ("worker", _where(v)),
-            ("runs", f"{v.get('runs', 0)} (attempts {v.get('attempts', 0)})" if v.get("runs") else ""),
-            ("created", v.get("created_at") or ""), ("started", v.get("started_at") or ""),
-            ("finished", v.get("finished_at") or ""), ("progress", _progress(v)),
-            ("ended", v.get("end_reason") or _first_line(v.get("last_error"))),
-            ("artifact", f"{artifact['uri']} (sha256 {short_id(artifact['sha256'])}, {artifact['size']:,} bytes)"
-             if artifact.get("uri") else ""),
-            ("preemptions", str(v["preemptions"]) if v.get("preemptions") else ""),
-            ("spec", _spec(v.get("spec") or {})),
-            ("unreadable", ", ".join(v.get("problems") or []))]
+    rows = [
+        ("state", v.get("state", "")),
+        ("owner", v.get("owner") or ""),
+        ("queue", v.get("queue") or ""),
+        ("worker", _where(v)),
+        ("runs", f"{v.get('runs', 0)} (attempts {v.get('attempts', 0)})" if v.get("runs") else ""),
+        ("created", v.get("created_at") or ""),
+        ("started", v.get("started_at") or ""),
+        ("finished", v.get("finished_at") or ""),
+        ("progress", _progress(v)),
+        ("ended", v.get("end_reason") or _first_line(v.get("last_error"))),
+        (
+            "artifact",
+            f"{artifact['uri']} (sha256 {short_id(artifact['sha256'])}, {artifact['size']:,} bytes)"
+            if artifact.get("uri")
+            else "",
+        ),
+        ("preemptions", str(v["preemptions"]) if v.get("preemptions") else ""),
+        ("spec", _spec(v.get("spec") or {})),
+        ("unreadable", ", ".join(v.get("problems") or [])),
+    ]
     return [(label, str(value)) for label, value in rows if value]
 
 

@@ -1,4 +1,5 @@
 """`fleet store`: the fleet's store, recorded in Redis (``state.fleetstore``): show or set it."""
+
 from __future__ import annotations
 
 from core.secrets import masked
@@ -8,23 +9,32 @@ from fleet.cli.common import console, redis_client
 
 def cmd_store_show(args) -> int:
     from state import fleetstore
+
     url = fleetstore.recorded(redis_client())
-    console.print(f"the fleet's store: {masked(url)}" if url else
-                  "no store recorded yet: `fleet local`, `fleet enroll` or the first worker "
-                  f"records its {STORE_URL_ENV}; or `fleet store set URL`",
-                  markup=False, highlight=False)
+    console.print(
+        f"the fleet's store: {masked(url)}"
+        if url
+        else "no store recorded yet: `fleet local`, `fleet enroll` or the first worker "
+        f"records its {STORE_URL_ENV}; or `fleet store set URL`",
+        markup=False,
+        highlight=False,
+    )
     return 0
 
 
 def cmd_store_set(args) -> int:
     from state import fleetstore
+
     url = usable(args.url)
     before = fleetstore.recorded(client := redis_client())
     fleetstore.record(client, url, replace=True)
     was = f" (was {masked(before)})" if before and not fleetstore.same(before, url) else ""
-    console.print(f"the fleet's store: {masked(url)}{was}; publishers and workers that name no "
-                  f"store use it, and one whose {STORE_URL_ENV} names another is refused",
-                  markup=False, highlight=False)
+    console.print(
+        f"the fleet's store: {masked(url)}{was}; publishers and workers that name no "
+        f"store use it, and one whose {STORE_URL_ENV} names another is refused",
+        markup=False,
+        highlight=False,
+    )
     return 0
 
 
@@ -33,6 +43,7 @@ def usable(url: str) -> str:
     the stores do not accept (or one carrying credentials) is refused, named."""
     from artifacts.stores import FileStore, open_store
     from core.settings import StoreSettings
+
     store = open_store(StoreSettings.from_env(url=url))
     return store.root.as_uri() if isinstance(store, FileStore) else url
 
@@ -42,8 +53,10 @@ def register(sub) -> None:
     s.set_defaults(fn=cmd_store_show)
     verbs = s.add_subparsers(dest="store_verb", metavar="{show,set}", help="show (default) or set")
     verbs.add_parser("show", help="the store this fleet's publishers and workers use").set_defaults(
-        fn=cmd_store_show)
+        fn=cmd_store_show
+    )
     st = verbs.add_parser("set", help="record the fleet's store (it moved, or was set wrong)")
-    st.add_argument("url", metavar="URL",
-                    help="file:///DIR or s3://BUCKET/PREFIX (credentials from AWS_*)")
+    st.add_argument(
+        "url", metavar="URL", help="file:///DIR or s3://BUCKET/PREFIX (credentials from AWS_*)"
+    )
     st.set_defaults(fn=cmd_store_set)

@@ -1,4 +1,5 @@
 """`fleet trainers`: the built-in trainers with every hyperparameter, its type, range and default."""
+
 from __future__ import annotations
 
 import json
@@ -11,6 +12,7 @@ from fleet.cli.common import console, plain
 
 def cmd_trainers(args) -> int:
     from fleet.query import trainers as T
+
     if args.markdown:
         print(T.markdown(), end="")
         return 0
@@ -18,14 +20,21 @@ def cmd_trainers(args) -> int:
     if not rows:
         from core.errors import FleetError
         from manifest.hyper import TRAINERS
-        raise FleetError(f"no built-in trainer {args.trainer!r}; choose from {', '.join(TRAINERS)} "
-                         "(or give a job `command = [...]` instead of a model)")
+
+        raise FleetError(
+            f"no built-in trainer {args.trainer!r}; choose from {', '.join(TRAINERS)} "
+            "(or give a job `command = [...]` instead of a model)"
+        )
     if args.json:
         print(json.dumps([r.to_dict() for r in rows], indent=2))
         return 0
     for trainer in dict.fromkeys(r.trainer for r in rows):
-        table = Table(title=Text(f'{trainer}: in a job, model = "{trainer}" and hyper = {{ name = value, ... }}'),
-                      title_justify="left")
+        table = Table(
+            title=Text(
+                f'{trainer}: in a job, model = "{trainer}" and hyper = {{ name = value, ... }}'
+            ),
+            title_justify="left",
+        )
         for col in ("hyperparameter", "type", "default", "range", "meaning"):
             table.add_column(col, no_wrap=col in ("hyperparameter", "type", "default"))
         for r in rows:

@@ -1,4 +1,5 @@
 """`fleet usage`: jobs, failures, GPU-hours and core-hours per owner over a recent window."""
+
 from __future__ import annotations
 
 import json
@@ -20,8 +21,15 @@ def render(v: U.UsageView) -> Table:
     for col in ("owner", "jobs", "failures", "GPU-h", "core-h"):
         table.add_column(col, justify="left" if col == "owner" else "right", no_wrap=col != "owner")
     for u in v.owners:
-        table.add_row(*plain(u.owner, f"{u.jobs:,}", f"{u.failures:,}", human_hours(u.gpu_hours),
-                             human_hours(u.core_hours)))
+        table.add_row(
+            *plain(
+                u.owner,
+                f"{u.jobs:,}",
+                f"{u.failures:,}",
+                human_hours(u.gpu_hours),
+                human_hours(u.core_hours),
+            )
+        )
     return table
 
 
@@ -30,8 +38,11 @@ def cmd_usage(args) -> int:
     if args.json:
         print(json.dumps(v.to_dict(), indent=2))
     elif not v.owners:
-        console.print(f"no jobs published, running or ended in the last {human_span(v.since_s)}",
-                      markup=False, highlight=False)
+        console.print(
+            f"no jobs published, running or ended in the last {human_span(v.since_s)}",
+            markup=False,
+            highlight=False,
+        )
     else:
         console.print(heading(v), markup=False, highlight=False)
         console.print(render(v))
@@ -40,7 +51,11 @@ def cmd_usage(args) -> int:
 
 def register(sub) -> None:
     s = sub.add_parser("usage", help="jobs, failures, GPU-hours and core-hours per owner")
-    s.add_argument("--since", default=U.DEFAULT_SINCE, metavar="AGE",
-                   help=f"the window: a number and m, h, d or w (default {U.DEFAULT_SINCE})")
+    s.add_argument(
+        "--since",
+        default=U.DEFAULT_SINCE,
+        metavar="AGE",
+        help=f"the window: a number and m, h, d or w (default {U.DEFAULT_SINCE})",
+    )
     s.add_argument("--json", action="store_true", help="machine-readable output")
     s.set_defaults(fn=cmd_usage)

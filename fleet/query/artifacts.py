@@ -4,6 +4,7 @@ Listing reads each bundle's small meta.json, never the bundle itself: re-hashing
 ``verify=True`` only (on S3 it downloads every bundle). A meta.json that cannot be read
 becomes a warning naming it, and the listing goes on.
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass, field
@@ -24,8 +25,8 @@ class ArtifactRow:
     job_id: str = ""
     worker: str = ""
     ended_at: str = ""
-    verified: bool | None = None    # None: not checked
-    current: bool | None = None     # the bundle its job's record names now; None: records not read
+    verified: bool | None = None  # None: not checked
+    current: bool | None = None  # the bundle its job's record names now; None: records not read
 
     def to_dict(self) -> dict:
         return dict(self.__dict__)
@@ -49,9 +50,16 @@ def row(entry: dict) -> ArtifactRow:
     job = entry.get("job") if isinstance(entry.get("job"), dict) else {}
     kind = entry.get("kind") or job.get("model") or "command"
     size = entry.get("size")
-    return ArtifactRow(str(entry.get("name") or job.get("name") or ""), str(kind), str(entry.get("sha256", "")),
-                       size if isinstance(size, int) else None, str(entry.get("uri", "")),
-                       str(entry.get("job_id") or ""), str(entry.get("worker") or ""), str(entry.get("ended_at") or ""))
+    return ArtifactRow(
+        str(entry.get("name") or job.get("name") or ""),
+        str(kind),
+        str(entry.get("sha256", "")),
+        size if isinstance(size, int) else None,
+        str(entry.get("uri", "")),
+        str(entry.get("job_id") or ""),
+        str(entry.get("worker") or ""),
+        str(entry.get("ended_at") or ""),
+    )
 
 
 def listing(store, verify: bool = False) -> ArtifactsView:
@@ -70,14 +78,18 @@ def mark_current(view: ArtifactsView, current: dict[str, str]) -> ArtifactsView:
     """Mark each row whose job's record names this bundle (``current``: job ID -> sha256) as
     current; a job run again keeps its older bundles, marked not current. Jobs ``current``
     does not name stay unmarked. Pure."""
-    rows = [ArtifactRow(**{**r.__dict__, "current": current[r.job_id] == r.sha256}) if r.job_id in current else r
-            for r in view.rows]
+    rows = [
+        ArtifactRow(**{**r.__dict__, "current": current[r.job_id] == r.sha256})
+        if r.job_id in current
+        else r
+        for r in view.rows
+    ]
     return ArtifactsView(rows, view.warnings)
 
 
 @dataclass(frozen=True)
 class BundleLocation:
-    store_url: str      # the store the bundle is in (open_store accepts it)
+    store_url: str  # the store the bundle is in (open_store accepts it)
     kind: str
     sha256: str
 
@@ -96,11 +108,18 @@ def of_job(record) -> BundleLocation:
     """Where a job record's bundle is; an error saying why when it has none."""
     art = record.artifact or {}
     if not art.get("uri"):
-        raise FleetError(f"job {record.name} ({short_id(record.job_id)}) is {record.state.value} and has no artifact"
-                         + ("; wait for it to succeed (`fleet logs -f` follows it)" if not record.state.terminal
-                            else ""))
+        raise FleetError(
+            f"job {record.name} ({short_id(record.job_id)}) is {record.state.value} and has no artifact"
+            + (
+                "; wait for it to succeed (`fleet logs -f` follows it)"
+                if not record.state.terminal
+                else ""
+            )
+        )
     loc = locate(art["uri"])
     if art.get("sha256") and art["sha256"] != loc.sha256:
-        raise StoreError(f"job {record.name}: its record's sha256 {art['sha256'][:16]} differs from its URI's "
-                         f"{loc.sha256[:16]}; the record was changed by hand")
+        raise StoreError(
+            f"job {record.name}: its record's sha256 {art['sha256'][:16]} differs from its URI's "
+            f"{loc.sha256[:16]}; the record was changed by hand"
+        )
     return loc

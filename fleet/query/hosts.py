@@ -4,6 +4,7 @@ Plain data for `fleet hosts`, `fleet why` and publish's feasibility check: a hos
 while its heartbeat key lives; one that stopped cleanly or went silent is still listed
 (``stopped`` / ``lost``) for ``HOST_FORGET_S`` with when it was last seen.
 """
+
 from __future__ import annotations
 
 import json
@@ -29,20 +30,20 @@ class RunningJob:
 @dataclass(frozen=True)
 class HostView:
     hostname: str
-    state: str                        # up | stopped | lost
+    state: str  # up | stopped | lost
     seen_at: float
     nodename: str = ""
-    capability: dict | None = None    # as the worker uses it (policy caps applied)
-    detected: dict | None = None      # before any policy cap
-    queues: tuple[str, ...] = ()      # in serving order
-    asked: tuple[str, ...] = ()       # the worker's -Q, if any
+    capability: dict | None = None  # as the worker uses it (policy caps applied)
+    detected: dict | None = None  # before any policy cap
+    queues: tuple[str, ...] = ()  # in serving order
+    asked: tuple[str, ...] = ()  # the worker's -Q, if any
     slots: int = 0
     running: tuple[RunningJob, ...] = ()
     started_at: float | None = None
     pid: int | None = None
-    envs: tuple[dict, ...] = ()       # the jobs' environments it holds (tasks.workspace.cached_envs)
-    pool: dict | None = None          # free and held GPUs, cores and RAM (None: an older worker)
-    warnings: tuple[str, ...] = ()    # what the worker could not detect or will not serve, and why
+    envs: tuple[dict, ...] = ()  # the jobs' environments it holds (tasks.workspace.cached_envs)
+    pool: dict | None = None  # free and held GPUs, cores and RAM (None: an older worker)
+    warnings: tuple[str, ...] = ()  # what the worker could not detect or will not serve, and why
     extra: dict = field(default_factory=dict)
 
     @property
@@ -72,7 +73,9 @@ class HostView:
         d["warnings"] = list(self.warnings)
         d["busy"] = self.busy
         pool = self.resources()
-        d["yielded"] = {str(i): why for i, why in (pool.yielded() if pool else {}).items()}   # to the host's owner
+        d["yielded"] = {
+            str(i): why for i, why in (pool.yielded() if pool else {}).items()
+        }  # to the host's owner
         d["seen_ago_s"] = round((time.time() if now is None else now) - self.seen_at, 1)
         return d
 
@@ -80,8 +83,11 @@ class HostView:
 def running_jobs(client: redis.Redis) -> dict[str, list[RunningJob]]:
     """Running jobs by the worker (hostname) their record names."""
     out: dict[str, list[RunningJob]] = {}
-    for r in fetch_many(client, sorted(client.smembers(C.RUNNING_SET)),
-                        ("state", "worker", "name", "queue", "started_at")):
+    for r in fetch_many(
+        client,
+        sorted(client.smembers(C.RUNNING_SET)),
+        ("state", "worker", "name", "queue", "started_at"),
+    ):
         if r.state is JobState.RUNNING and r.worker:
             out.setdefault(r.worker, []).append(RunningJob(r.job_id, r.name, r.queue, r.started_at))
     return out
@@ -98,12 +104,23 @@ def read_hosts(client: redis.Redis, *, include_gone: bool = True) -> list[HostVi
             view = HostView(hostname, "lost", seen_at, running=tuple(running.get(hostname, ())))
         else:
             b = json.loads(raw)
-            view = HostView(hostname, b.get("state", "up"), float(b.get("seen_at", seen_at)),
-                            b.get("nodename", ""), b.get("capability"), b.get("detected"),
-                            tuple(b.get("queues", ())), tuple(b.get("asked", ())), int(b.get("slots", 0)),
-                            tuple(running.get(hostname, ())), b.get("started_at"), b.get("pid"),
-                            envs=tuple(b.get("envs") or ()), pool=b.get("pool"),
-                            warnings=tuple(b.get("warnings") or ()))
+            view = HostView(
+                hostname,
+                b.get("state", "up"),
+                float(b.get("seen_at", seen_at)),
+                b.get("nodename", ""),
+                b.get("capability"),
+                b.get("detected"),
+                tuple(b.get("queues", ())),
+                tuple(b.get("asked", ())),
+                int(b.get("slots", 0)),
+                tuple(running.get(hostname, ())),
+                b.get("started_at"),
+                b.get("pid"),
+                envs=tuple(b.get("envs") or ()),
+                pool=b.get("pool"),
+                warnings=tuple(b.get("warnings") or ()),
+            )
         if include_gone or view.live:
             out.append(view)
     return sorted(out, key=lambda v: (not v.live, v.hostname))

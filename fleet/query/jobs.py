@@ -6,6 +6,7 @@ pure and tested by tables: ``JobFilter``, ``human_duration``, ``view``. Records 
 ``state.jobrecord``, the one reader of the job hash; how a run ended is its record's
 ``end``/``end_reason`` fields, never read out of the error text.
 """
+
 from __future__ import annotations
 
 import re
@@ -21,13 +22,38 @@ from fleet.query.searches import trial_base
 from state.jobrecord import READ_BATCH, JobRecord, JobState, fetch_many
 
 # what a listing reads of each record (never the stored message, spec or output text)
-FIELDS = ("name", "state", "queue", "attempts", "worker", "gpu", "created_at", "queued_at",
-          "started_at", "finished_at", "last_error", "artifact", "progress", "result", "runs", "owner",
-          "preemptions", "preempted_by", "end", "end_reason")
-ROW_KEYS = ("job_id", *FIELDS)      # a row of `status --json`, before its times and GPUs
+FIELDS = (
+    "name",
+    "state",
+    "queue",
+    "attempts",
+    "worker",
+    "gpu",
+    "created_at",
+    "queued_at",
+    "started_at",
+    "finished_at",
+    "last_error",
+    "artifact",
+    "progress",
+    "result",
+    "runs",
+    "owner",
+    "preemptions",
+    "preempted_by",
+    "end",
+    "end_reason",
+)
+ROW_KEYS = ("job_id", *FIELDS)  # a row of `status --json`, before its times and GPUs
 # interest order: what an operator looks at first
-STATE_ORDER = {JobState.RUNNING: 0, JobState.FAILED: 1, JobState.QUEUED: 2, JobState.CANCELLED: 3,
-               JobState.SUCCEEDED: 4, JobState.PRUNED: 5}
+STATE_ORDER = {
+    JobState.RUNNING: 0,
+    JobState.FAILED: 1,
+    JobState.QUEUED: 2,
+    JobState.CANCELLED: 3,
+    JobState.SUCCEEDED: 4,
+    JobState.PRUNED: 5,
+}
 
 
 def times(row: JobRecord, now: float) -> dict[str, float | None]:
@@ -35,10 +61,14 @@ def times(row: JobRecord, now: float) -> dict[str, float | None]:
     queued_since = row.queued_at or row.created_at
     ran_until = row.finished_at if row.state.terminal else now
     return {
-        "queued_for_s": (now - queued_since if row.state is JobState.QUEUED and queued_since
-                         else None),
-        "ran_for_s": (ran_until - row.started_at if row.started_at and ran_until
-                      and row.state is not JobState.QUEUED else None),
+        "queued_for_s": (
+            now - queued_since if row.state is JobState.QUEUED and queued_since else None
+        ),
+        "ran_for_s": (
+            ran_until - row.started_at
+            if row.started_at and ran_until and row.state is not JobState.QUEUED
+            else None
+        ),
         "finished_ago_s": now - row.finished_at if row.state.terminal and row.finished_at else None,
     }
 
@@ -67,14 +97,17 @@ def _iso(t: float | None) -> str | None:
 def record_view(record: dict) -> dict:
     """A job record as `fleet show` prints it: times in ISO 8601 like `status --json`, and no
     kept-bundle folder once the bundle is in the store (the worker removed it then). Pure."""
-    d = {k: _iso(v) if k.endswith("_at") and isinstance(v, (int, float)) else v for k, v in record.items()}
+    d = {
+        k: _iso(v) if k.endswith("_at") and isinstance(v, (int, float)) else v
+        for k, v in record.items()
+    }
     if "gpu" in d:
         d["gpus"] = [asdict(g) for g in parse_gpus(d["gpu"])]
     trained = d.get("trained")
     if isinstance(trained, dict):
         trained = _with_iso_at(trained)
         if d.get("artifact") and trained.get("dir"):
-            trained["dir"] = None     # uploaded: the worker removed its kept copy
+            trained["dir"] = None  # uploaded: the worker removed its kept copy
         d["trained"] = trained
     if isinstance(d.get("preempted_by"), dict):
         d["preempted_by"] = _with_iso_at(d["preempted_by"])
@@ -157,14 +190,18 @@ def human_hours(hours: float) -> str:
 def headline_metrics(metrics: dict | None, n: int = 3) -> dict:
     """The few metrics worth a glance: measured values (floats) before counters and labels."""
     items = list((metrics or {}).items())
-    ranked = sorted(items, key=lambda kv: not (isinstance(kv[1], float) and not isinstance(kv[1], bool)))
+    ranked = sorted(
+        items, key=lambda kv: not (isinstance(kv[1], float) and not isinstance(kv[1], bool))
+    )
     return dict(ranked[:n])
 
 
 @lru_cache(maxsize=256)
 def _glob_re(pattern: str) -> re.Pattern:
-    return re.compile("".join(".*" if c == "*" else "." if c == "?" else re.escape(c) for c in pattern) + r"\Z",
-                      re.S)
+    return re.compile(
+        "".join(".*" if c == "*" else "." if c == "?" else re.escape(c) for c in pattern) + r"\Z",
+        re.S,
+    )
 
 
 def glob_match(text: str, pattern: str) -> bool:
@@ -179,7 +216,7 @@ def is_glob(pattern: str) -> bool:
 def name_matches(name: str, pattern: str) -> bool:
     """A job name matches its exact name, its sweep's base name (``gbt`` matches
     ``gbt[seed=1]``), or a glob (``gbt*seed=1*``)."""
-    if name == pattern or (name.startswith(pattern) and name[len(pattern):].startswith("[")):
+    if name == pattern or (name.startswith(pattern) and name[len(pattern) :].startswith("[")):
         return True
     return is_glob(pattern) and glob_match(name, pattern)
 
@@ -192,8 +229,10 @@ def parse_states(values: Iterable[str]) -> frozenset[JobState]:
             try:
                 out.add(JobState(part))
             except ValueError:
-                raise FleetError(f"--state {part!r}: not a job state; choose from "
-                                 f"{', '.join(s.value for s in JobState)}") from None
+                raise FleetError(
+                    f"--state {part!r}: not a job state; choose from "
+                    f"{', '.join(s.value for s in JobState)}"
+                ) from None
     return frozenset(out)
 
 
@@ -206,7 +245,9 @@ class JobFilter:
     name: str | None = None
     host: str | None = None
     owner: str | None = None
-    folded: frozenset[str] = frozenset()   # searches whose trials show as one line (`status` without --all)
+    folded: frozenset[str] = (
+        frozenset()
+    )  # searches whose trials show as one line (`status` without --all)
 
     def __call__(self, row: JobRecord) -> bool:
         return not self.folds(row) and self.matches(row)
@@ -217,13 +258,19 @@ class JobFilter:
 
     def matches(self, row: JobRecord) -> bool:
         """The filter, folding aside."""
-        return ((not self.states or row.state in self.states)
-                and (self.name is None or name_matches(row.name, self.name))
-                and (self.host is None or glob_match(row.worker, self.host))
-                and (self.owner is None or row.owner == self.owner))
+        return (
+            (not self.states or row.state in self.states)
+            and (self.name is None or name_matches(row.name, self.name))
+            and (self.host is None or glob_match(row.worker, self.host))
+            and (self.owner is None or row.owner == self.owner)
+        )
 
     def describe(self) -> str:
-        parts = [f"state in {{{', '.join(sorted(s.value for s in self.states))}}}"] if self.states else []
+        parts = (
+            [f"state in {{{', '.join(sorted(s.value for s in self.states))}}}"]
+            if self.states
+            else []
+        )
         parts += [f"name ~ {self.name}"] if self.name else []
         parts += [f"host ~ {self.host}"] if self.host else []
         parts += [f"owner = {self.owner}"] if self.owner else []
@@ -246,33 +293,53 @@ class JobsView:
     """What a status view shows: the first ``limit`` interesting rows, and counts of all."""
 
     rows: list[JobRecord]
-    counts: dict[str, int]          # per state, of the jobs that match the filter
+    counts: dict[str, int]  # per state, of the jobs that match the filter
     matched: int
-    total: int                      # every job, filter or not
+    total: int  # every job, filter or not
     now: float
     filter: JobFilter = field(default_factory=JobFilter)
-    folded: int = 0                 # search trials that match, shown only in their search's line
+    folded: int = 0  # search trials that match, shown only in their search's line
 
     @property
     def hidden(self) -> int:
         return self.matched - len(self.rows)
 
     def summary(self) -> str:
-        parts = [f"{self.counts[s.value]:,} {s.value}" for s in STATE_ORDER if self.counts.get(s.value)]
-        parts += [f"{self.folded:,} trial{'s' * (self.folded != 1)} in search lines below"] if self.folded else []
+        parts = [
+            f"{self.counts[s.value]:,} {s.value}" for s in STATE_ORDER if self.counts.get(s.value)
+        ]
+        parts += (
+            [f"{self.folded:,} trial{'s' * (self.folded != 1)} in search lines below"]
+            if self.folded
+            else []
+        )
         matched = self.matched + self.folded
-        scope = f"{matched:,} of {self.total:,} jobs match {self.filter.describe()}" \
-            if self.filter.describe() else f"{self.total:,} jobs"
+        scope = (
+            f"{matched:,} of {self.total:,} jobs match {self.filter.describe()}"
+            if self.filter.describe()
+            else f"{self.total:,} jobs"
+        )
         return f"{scope}: {', '.join(parts) or 'none'}"
 
     def to_dict(self) -> dict:
-        return {"total": self.total, "matched": self.matched, "folded": self.folded, "counts": self.counts, "shown": len(self.rows),
-                "hidden": self.hidden, "at": _iso(self.now),
-                "jobs": [row_dict(r, self.now) for r in self.rows]}
+        return {
+            "total": self.total,
+            "matched": self.matched,
+            "folded": self.folded,
+            "counts": self.counts,
+            "shown": len(self.rows),
+            "hidden": self.hidden,
+            "at": _iso(self.now),
+            "jobs": [row_dict(r, self.now) for r in self.rows],
+        }
 
 
-def view(rows: Iterable[JobRecord], flt: JobFilter = JobFilter(),
-         limit: int | None = C.STATUS_MAX_ROWS, now: float | None = None) -> JobsView:
+def view(
+    rows: Iterable[JobRecord],
+    flt: JobFilter = JobFilter(),
+    limit: int | None = C.STATUS_MAX_ROWS,
+    now: float | None = None,
+) -> JobsView:
     """Filter, count and keep the ``limit`` most interesting rows (None: all)."""
     now = time.time() if now is None else now
     total, kept, folded = 0, [], 0
@@ -291,6 +358,7 @@ def view(rows: Iterable[JobRecord], flt: JobFilter = JobFilter(),
 
 def _smallest(rows: list[JobRecord], limit: int) -> list[JobRecord]:
     import heapq
+
     return heapq.nsmallest(limit, rows, key=interest)
 
 
@@ -299,8 +367,7 @@ def job_ids(client) -> list[str]:
     return client.zrange(C.JOBS_INDEX, 0, -1)
 
 
-def read_rows(client, ids: Sequence[str] | None = None,
-              batch: int = READ_BATCH) -> list[JobRecord]:
+def read_rows(client, ids: Sequence[str] | None = None, batch: int = READ_BATCH) -> list[JobRecord]:
     """Rows for ``ids`` (default: every job), in pipelined batches."""
     return fetch_many(client, job_ids(client) if ids is None else ids, FIELDS, batch)
 

@@ -5,6 +5,7 @@ and ends once the job is finished and everything it wrote has been read. A job t
 goes back to its queue (a retry, a lost worker, a requeue while following) is followed
 into its next run. ``Runs`` closes a run whose worker never wrote its end mark.
 """
+
 from __future__ import annotations
 
 import time
@@ -20,7 +21,7 @@ READ_COUNT = 1000
 # A finished job's last run may still be writing its end mark: a cancelled run hears of it
 # on its next heartbeat, its process gets KILL_GRACE_S, its log is flushed every second.
 END_MARK_WAIT_S = C.HEARTBEAT_EVERY_S + C.KILL_GRACE_S + 2 * C.JOB_LOG_FLUSH_EVERY_S + 1
-LOST = "lost"        # tasks.run.RunEnd.LOST: the word a worker writes for a run that lost its job
+LOST = "lost"  # tasks.run.RunEnd.LOST: the word a worker writes for a run that lost its job
 NO_END_MARK = "its worker stopped before writing an end mark"
 
 
@@ -29,21 +30,27 @@ class LogEntry:
     """One output line, or a run's ``start`` / ``end`` mark (``event``)."""
 
     id: str
-    at: float | None                # when the worker sent it (from the stream ID); None: inferred
+    at: float | None  # when the worker sent it (from the stream ID); None: inferred
     line: str | None = None
     event: str | None = None
-    run: int | None = None          # the run's number: the job's runs so far, this one included
+    run: int | None = None  # the run's number: the job's runs so far, this one included
     worker: str | None = None
-    outcome: str | None = None      # an end mark: how the run ended (succeeded, failed, cancelled ...)
-    detail: str | None = None       # an end mark: a few words more ("exit 1")
+    outcome: str | None = None  # an end mark: how the run ended (succeeded, failed, cancelled ...)
+    detail: str | None = None  # an end mark: a few words more ("exit 1")
 
     @classmethod
     def from_stream(cls, entry_id, fields: dict) -> LogEntry:
         at = int(entry_id.split("-")[0]) / 1000
         if "ev" in fields:
-            return cls(entry_id, at, event=fields["ev"], run=int(fields.get("run") or 0) or None,
-                       worker=fields.get("worker"), outcome=fields.get("outcome") or None,
-                       detail=fields.get("detail") or None)
+            return cls(
+                entry_id,
+                at,
+                event=fields["ev"],
+                run=int(fields.get("run") or 0) or None,
+                worker=fields.get("worker"),
+                outcome=fields.get("outcome") or None,
+                detail=fields.get("detail") or None,
+            )
         return cls(entry_id, at, line=fields.get("l", ""))
 
     def to_dict(self) -> dict:
@@ -54,10 +61,18 @@ class LogEntry:
         if self.line is not None:
             return self.line
         head = f"--- attempt {self.run or '?'} on {self.worker or '?'}"
-        when = "" if self.at is None else " " + datetime.fromtimestamp(self.at).strftime("%Y-%m-%d %H:%M:%S")
+        when = (
+            ""
+            if self.at is None
+            else " " + datetime.fromtimestamp(self.at).strftime("%Y-%m-%d %H:%M:%S")
+        )
         if self.event == "start":
             return f"{head} started{when} ---"
-        how = (f": {self.outcome}" + (f" ({self.detail})" if self.detail else "")) if self.outcome else ""
+        how = (
+            (f": {self.outcome}" + (f" ({self.detail})" if self.detail else ""))
+            if self.outcome
+            else ""
+        )
         return f"{head} ended{when}{how} ---"
 
 
@@ -92,9 +107,15 @@ def read(client, job_id: str, after: str = "-", tail: int | None = None) -> list
     return [LogEntry.from_stream(i, f) for i, f in raw]
 
 
-def follow(client, job_id: str, after: str, state: Callable[[], JobState | None],
-           block_ms: int = FOLLOW_BLOCK_MS, runs: Runs | None = None,
-           end_wait_s: float = END_MARK_WAIT_S) -> Iterator[LogEntry]:
+def follow(
+    client,
+    job_id: str,
+    after: str,
+    state: Callable[[], JobState | None],
+    block_ms: int = FOLLOW_BLOCK_MS,
+    runs: Runs | None = None,
+    end_wait_s: float = END_MARK_WAIT_S,
+) -> Iterator[LogEntry]:
     """Entries after ``after`` as they arrive, until the job is finished and drained.
 
     ``state`` reads the job's state; the worker sends its last lines before it records
@@ -107,8 +128,11 @@ def follow(client, job_id: str, after: str, state: Callable[[], JobState | None]
     while True:
         finished = (state() or JobState.SUCCEEDED).terminal
         awaited = finished and runs.open is not None
-        got = client.xread({key(job_id): last}, count=READ_COUNT,
-                           block=block_ms if awaited or not finished else None)
+        got = client.xread(
+            {key(job_id): last},
+            count=READ_COUNT,
+            block=block_ms if awaited or not finished else None,
+        )
         for _, entries in got or []:
             for eid, fields in entries:
                 entry = LogEntry.from_stream(eid, fields)

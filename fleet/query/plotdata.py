@@ -4,6 +4,7 @@ far against the trial number, and each parameter against the final metric.
 Pure (``prepare``): the picture is drawn from this by ``fleet.plot`` and the tests check
 this, not the pixels.
 """
+
 from __future__ import annotations
 
 import json
@@ -12,7 +13,7 @@ from dataclasses import dataclass
 from fleet.query.results import Direction, Leaderboard
 from state import history
 
-DIMMED_STATES = frozenset({"pruned", "failed", "cancelled"})   # drawn faint: they stopped short
+DIMMED_STATES = frozenset({"pruned", "failed", "cancelled"})  # drawn faint: they stopped short
 
 
 @dataclass(frozen=True)
@@ -24,8 +25,8 @@ class Curve:
     state: str
     steps: list[float]
     values: list[float]
-    best: bool = False        # the leaderboard's best: highlighted
-    dimmed: bool = False      # pruned (or stopped short): faint
+    best: bool = False  # the leaderboard's best: highlighted
+    dimmed: bool = False  # pruned (or stopped short): faint
 
 
 @dataclass(frozen=True)
@@ -33,9 +34,9 @@ class ParamSeries:
     """One parameter against the final metric, over the trials with a final value."""
 
     name: str
-    numeric: bool             # a scatter; else a strip per category (values as text)
-    values: list              # the parameter's values (numbers, or category labels)
-    metric: list[float]       # the final metric of the same trials
+    numeric: bool  # a scatter; else a strip per category (values as text)
+    values: list  # the parameter's values (numbers, or category labels)
+    metric: list[float]  # the final metric of the same trials
     trials: list[int]
 
 
@@ -45,8 +46,8 @@ class PlotData:
     metric: str
     direction: Direction
     curves: list[Curve]
-    finals: list[tuple[int, float, str]]      # (trial, final value, state), by trial number
-    best_so_far: list[tuple[int, float]]      # (trial, best succeeded value up to it), finished trials
+    finals: list[tuple[int, float, str]]  # (trial, final value, state), by trial number
+    best_so_far: list[tuple[int, float]]  # (trial, best succeeded value up to it), finished trials
     params: list[ParamSeries]
 
 
@@ -58,7 +59,9 @@ def _label(v) -> str:
     return v if isinstance(v, str) else json.dumps(v, separators=(",", ":"))
 
 
-def best_so_far(finals: list[tuple[int, float, str]], direction: Direction) -> list[tuple[int, float]]:
+def best_so_far(
+    finals: list[tuple[int, float, str]], direction: Direction
+) -> list[tuple[int, float]]:
     """The best final value of the succeeded trials up to each trial, by trial number, from
     the first that succeeded on (a pruned or failed trial carries the best on). Pure."""
     pick = min if direction is Direction.MINIMIZE else max
@@ -79,8 +82,15 @@ def param_series(board: Leaderboard) -> list[ParamSeries]:
     for key in keys:
         have = [t for t in ranked if key in t.params]
         numeric = all(_numeric(t.params[key]) for t in have)
-        out.append(ParamSeries(key, numeric, [t.params[key] if numeric else _label(t.params[key]) for t in have],
-                               [t.value for t in have], [t.trial for t in have]))
+        out.append(
+            ParamSeries(
+                key,
+                numeric,
+                [t.params[key] if numeric else _label(t.params[key]) for t in have],
+                [t.value for t in have],
+                [t.trial for t in have],
+            )
+        )
     return out
 
 
@@ -90,8 +100,28 @@ def prepare(board: Leaderboard) -> PlotData:
     curves = []
     for t in sorted(board.trials, key=lambda t: t.trial):
         series = history.values(board.histories.get(t.job_id, []), metric)
-        curves.append(Curve(t.trial, t.name, t.state, [s for s, _ in series], [v for _, v in series],
-                            best=t.best, dimmed=t.state in DIMMED_STATES))
-    finals = [(t.trial, t.value, t.state) for t in sorted(board.trials, key=lambda t: t.trial) if t.value is not None]
-    return PlotData(board.name, metric, board.objective.direction, curves, finals,
-                    best_so_far(finals, board.objective.direction), param_series(board))
+        curves.append(
+            Curve(
+                t.trial,
+                t.name,
+                t.state,
+                [s for s, _ in series],
+                [v for _, v in series],
+                best=t.best,
+                dimmed=t.state in DIMMED_STATES,
+            )
+        )
+    finals = [
+        (t.trial, t.value, t.state)
+        for t in sorted(board.trials, key=lambda t: t.trial)
+        if t.value is not None
+    ]
+    return PlotData(
+        board.name,
+        metric,
+        board.objective.direction,
+        curves,
+        finals,
+        best_so_far(finals, board.objective.direction),
+        param_series(board),
+    )

@@ -5,6 +5,7 @@ Pure: turns a heartbeat's ``pool`` field (tasks/heartbeat.py) into values `fleet
 shows and into a ``routing.pool.Pool`` that `fleet why` asks ``lacking`` of. A heartbeat
 from an older worker has no pool: callers fall back to its capability.
 """
+
 from __future__ import annotations
 
 from collections.abc import Mapping
@@ -18,9 +19,9 @@ from routing.pool import GPU_RESERVE_RAM_GIB, Device, GpuReserve, Pool
 
 
 class GpuUse(str, Enum):
-    FREE = "free"        # nothing on it
-    WHOLE = "whole"      # one job holds all of it
-    SHARED = "shared"    # sharing jobs hold VRAM budgets on it
+    FREE = "free"  # nothing on it
+    WHOLE = "whole"  # one job holds all of it
+    SHARED = "shared"  # sharing jobs hold VRAM budgets on it
 
 
 @dataclass(frozen=True)
@@ -32,14 +33,20 @@ class GpuSlot:
     vram_gib: float
     use: GpuUse = GpuUse.FREE
     shared_gib: float = 0.0
-    jobs: tuple[str, ...] = ()      # job IDs
-    yielded: str = ""               # why it is yielded to the host's owner ("" if not)
+    jobs: tuple[str, ...] = ()  # job IDs
+    yielded: str = ""  # why it is yielded to the host's owner ("" if not)
 
     @classmethod
     def from_dict(cls, d: Mapping[str, Any]) -> GpuSlot:
-        return cls(int(d["index"]), str(d.get("name", "")), float(d.get("vram_gib", 0)),
-                   GpuUse(d.get("state", "free")), float(d.get("shared_gib", 0)), tuple(d.get("jobs", ())),
-                   str(d.get("yielded") or ""))
+        return cls(
+            int(d["index"]),
+            str(d.get("name", "")),
+            float(d.get("vram_gib", 0)),
+            GpuUse(d.get("state", "free")),
+            float(d.get("shared_gib", 0)),
+            tuple(d.get("jobs", ())),
+            str(d.get("yielded") or ""),
+        )
 
 
 @dataclass(frozen=True)
@@ -53,8 +60,12 @@ class JobHold:
 
     @classmethod
     def from_dict(cls, d: Mapping[str, Any]) -> JobHold:
-        return cls(tuple(int(i) for i in d.get("gpus", ())), int(d.get("cores", 0)),
-                   float(d.get("ram_gib", 0)), float(d.get("shared_gib", 0)))
+        return cls(
+            tuple(int(i) for i in d.get("gpus", ())),
+            int(d.get("cores", 0)),
+            float(d.get("ram_gib", 0)),
+            float(d.get("shared_gib", 0)),
+        )
 
 
 @dataclass(frozen=True)
@@ -64,21 +75,28 @@ class HostPool:
     gpus: tuple[GpuSlot, ...] = ()
     cores_total: int = 0
     cores_free: int = 0
-    cores_kept: int = 0              # free cores held back for idle GPUs (not for CPU jobs)
+    cores_kept: int = 0  # free cores held back for idle GPUs (not for CPU jobs)
     ram_total_gib: float = 0.0
     ram_free_gib: float = 0.0
-    ram_kept_gib: float | None = None   # None: the heartbeat does not say (the default reserve applies)
+    ram_kept_gib: float | None = (
+        None  # None: the heartbeat does not say (the default reserve applies)
+    )
     jobs: Mapping[str, JobHold] = field(default_factory=dict)
 
     @classmethod
     def from_dict(cls, d: Mapping[str, Any]) -> HostPool:
         cores, ram = d.get("cores") or {}, d.get("ram_gib") or {}
         kept_ram = ram.get("kept_for_gpus")
-        return cls(tuple(GpuSlot.from_dict(g) for g in d.get("gpus") or ()),
-                   int(cores.get("total", 0)), int(cores.get("free", 0)), int(cores.get("kept_for_gpus", 0)),
-                   float(ram.get("total", 0)), float(ram.get("free", 0)),
-                   None if kept_ram is None else float(kept_ram),
-                   {jid: JobHold.from_dict(h) for jid, h in (d.get("jobs") or {}).items()})
+        return cls(
+            tuple(GpuSlot.from_dict(g) for g in d.get("gpus") or ()),
+            int(cores.get("total", 0)),
+            int(cores.get("free", 0)),
+            int(cores.get("kept_for_gpus", 0)),
+            float(ram.get("total", 0)),
+            float(ram.get("free", 0)),
+            None if kept_ram is None else float(kept_ram),
+            {jid: JobHold.from_dict(h) for jid, h in (d.get("jobs") or {}).items()},
+        )
 
     @property
     def free_gpus(self) -> int:
@@ -96,10 +114,18 @@ class HostPool:
     def pool(self) -> Pool:
         """As ``routing.pool`` sees it; core numbers are made up (only how many are free counts)."""
         # a yielded GPU takes no job, as the worker's own gate withholds it (routing.yielding)
-        devices = tuple(Device(g.index, g.vram_gib, g.use is GpuUse.WHOLE or bool(g.yielded), g.shared_gib)
-                        for g in self.gpus)
-        return Pool(devices, frozenset(range(self.cores_free)), self.cores_total, self.ram_free_gib,
-                    self.ram_total_gib, self._reserve(sum(d.idle for d in devices)))
+        devices = tuple(
+            Device(g.index, g.vram_gib, g.use is GpuUse.WHOLE or bool(g.yielded), g.shared_gib)
+            for g in self.gpus
+        )
+        return Pool(
+            devices,
+            frozenset(range(self.cores_free)),
+            self.cores_total,
+            self.ram_free_gib,
+            self.ram_total_gib,
+            self._reserve(sum(d.idle for d in devices)),
+        )
 
     def _reserve(self, idle: int) -> GpuReserve:
         """Per idle GPU, from the totals the heartbeat says are kept back now. Where it does
@@ -116,5 +142,7 @@ class HostPool:
     def holdings(self, names: Mapping[str, str]) -> list[Holding]:
         """Each running job with what it holds, named from ``names`` (job ID -> name; an ID
         not there, a job the records no longer call running, goes by its ID's first 12)."""
-        return [Holding(names.get(jid) or short_id(jid), h.gpus, h.cores, h.ram_gib)
-                for jid, h in sorted(self.jobs.items(), key=lambda kv: names.get(kv[0]) or kv[0])]
+        return [
+            Holding(names.get(jid) or short_id(jid), h.gpus, h.cores, h.ram_gib)
+            for jid, h in sorted(self.jobs.items(), key=lambda kv: names.get(kv[0]) or kv[0])
+        ]

@@ -5,6 +5,7 @@ a prefix, an ambiguous prefix, a sweep name); ``match`` takes every job a list o
 references names (cancel and requeue of a whole sweep). The decisions are pure
 (``decide``) and tested by tables; the Redis reads are two small functions.
 """
+
 from __future__ import annotations
 
 import re
@@ -32,11 +33,12 @@ class Resolution:
     ref: str
     hits: tuple[Hit, ...]
     how: str
-    note: str = ""          # why nothing matched, when nothing did
+    note: str = ""  # why nothing matched, when nothing did
 
 
-def decide(ref: str, names: dict[str, str], prefix_hits: list[str] | None,
-           exists: bool = False) -> Resolution:
+def decide(
+    ref: str, names: dict[str, str], prefix_hits: list[str] | None, exists: bool = False
+) -> Resolution:
     """Pure: what ``ref`` names, given the names index (name -> id) and the IDs that
     start with ``ref`` (None when ``ref`` cannot be an ID prefix)."""
     by_id = {jid: n for n, jid in names.items()}
@@ -45,7 +47,9 @@ def decide(ref: str, names: dict[str, str], prefix_hits: list[str] | None,
     if ref in names:
         return Resolution(ref, (Hit(names[ref], ref),), "name")
     if prefix_hits:
-        return Resolution(ref, tuple(Hit(j, by_id.get(j, j)) for j in sorted(prefix_hits)), "prefix")
+        return Resolution(
+            ref, tuple(Hit(j, by_id.get(j, j)) for j in sorted(prefix_hits)), "prefix"
+        )
     matched = tuple(Hit(jid, n) for n, jid in sorted(names.items()) if name_matches(n, ref))
     if matched:
         return Resolution(ref, matched, "glob" if is_glob(ref) else "sweep")
@@ -69,10 +73,14 @@ def one(res: Resolution) -> str:
         return res.hits[0].job_id
     if not res.hits:
         raise JobNotFound(res.note)
-    what, fix = {"prefix": (f"ID prefix {res.ref!r} matches {len(res.hits)} jobs", "give a longer prefix"),
-                 "sweep": (f"{res.ref!r} names a sweep of {len(res.hits)} jobs",
-                           f"name one job, e.g. {res.hits[0].name!r}, or give its ID"),
-                 "glob": (f"{res.ref!r} matches {len(res.hits)} jobs", "name one job, or give its ID")}[res.how]
+    what, fix = {
+        "prefix": (f"ID prefix {res.ref!r} matches {len(res.hits)} jobs", "give a longer prefix"),
+        "sweep": (
+            f"{res.ref!r} names a sweep of {len(res.hits)} jobs",
+            f"name one job, e.g. {res.hits[0].name!r}, or give its ID",
+        ),
+        "glob": (f"{res.ref!r} matches {len(res.hits)} jobs", "name one job, or give its ID"),
+    }[res.how]
     raise AmbiguousJob(f"{what}: {_candidates(res.hits)}; {fix}")
 
 
@@ -85,7 +93,7 @@ def _prefix_hits(client, ref: str) -> list[str] | None:
     if not HEX.match(ref) or len(ref) < C.MIN_ID_PREFIX:
         return None
     keys = client.scan_iter(match=C.JOB_KEY + ref + "*", count=5000)
-    return sorted({k[len(C.JOB_KEY):] for k in keys})
+    return sorted({k[len(C.JOB_KEY) :] for k in keys})
 
 
 def lookup(client, ref: str, names: dict[str, str] | None = None) -> Resolution:
@@ -125,14 +133,17 @@ def shared_name_note(name: str, picked: str, others: list[str], verb: str) -> st
         return None
     shown = ", ".join(f"`fleet {verb} {short_id(o)}`" for o in others[:SHOW_CANDIDATES])
     more = f" and {len(others) - SHOW_CANDIDATES} more" if len(others) > SHOW_CANDIDATES else ""
-    return (f"note: {len(others) + 1} jobs are named {name!r}; this is {short_id(picked)}, the one published "
-            f"last; for the other{'s' if len(others) > 1 else ''}: {shown}{more}")
+    return (
+        f"note: {len(others) + 1} jobs are named {name!r}; this is {short_id(picked)}, the one published "
+        f"last; for the other{'s' if len(others) > 1 else ''}: {shown}{more}"
+    )
 
 
 def same_name(client, name: str, picked: str) -> list[str]:
     """The other jobs whose record has ``name``, newest first (the jobs index read in a few
     script calls: one command per job took 4 s for 100,000 jobs)."""
     from state.bulk import Bulk
+
     ids = client.zrevrange(C.JOBS_INDEX, 0, -1)
     return [jid for jid, n in Bulk(client).names(ids).items() if n == name and jid != picked]
 

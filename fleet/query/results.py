@@ -12,6 +12,7 @@ trainers' ``valid_loss`` when reported, else the first key the jobs reported; a 
 not given is guessed from the key's name (``accuracy`` is maximized, a loss minimized) and the
 header says so.
 """
+
 from __future__ import annotations
 
 import json
@@ -27,10 +28,26 @@ from core.errors import FleetError, JobNotFound
 from fleet.query import refs
 from state import history
 
-FIELDS = ("job_id", "name", "state", "worker", "gpu", "gpu_s", "core_s", "created_at", "result", "progress",
-          "spec", "owner", "artifact", "search", "trial", "params")
+FIELDS = (
+    "job_id",
+    "name",
+    "state",
+    "worker",
+    "gpu",
+    "gpu_s",
+    "core_s",
+    "created_at",
+    "result",
+    "progress",
+    "spec",
+    "owner",
+    "artifact",
+    "search",
+    "trial",
+    "params",
+)
 READ_BATCH = 1000
-DEFAULT_METRIC = "valid_loss"     # what the built-in trainers report each epoch
+DEFAULT_METRIC = "valid_loss"  # what the built-in trainers report each epoch
 MAXIMIZED = re.compile(r"acc|auc|f1|score|r2|precision|recall|reward|return|map\b|iou|bleu", re.I)
 LABEL = re.compile(r"\[(?P<label>[^\[\]]*)\]$")
 
@@ -58,12 +75,15 @@ class Objective:
 
     metric: str
     direction: Direction
-    source: str = "given"         # "given", "search", "trainer's", "first reported"
+    source: str = "given"  # "given", "search", "trainer's", "first reported"
     direction_source: str = "given"
 
     def describe(self) -> str:
-        how = self.direction.value if self.direction_source == self.source else \
-            f"{self.direction.value}, {self.direction_source}"
+        how = (
+            self.direction.value
+            if self.direction_source == self.source
+            else f"{self.direction.value}, {self.direction_source}"
+        )
         return f"{self.metric} ({how}; {self.source})"
 
 
@@ -71,23 +91,23 @@ class Objective:
 class Trial:
     """One row of a leaderboard."""
 
-    trial: int                    # the search's trial number, else its place in publish order
+    trial: int  # the search's trial number, else its place in publish order
     name: str
     job_id: str
-    state: str                    # a job state, or "pruned"
+    state: str  # a job state, or "pruned"
     params: dict[str, Any]
-    value: float | None           # the metric at the last step that reported it
-    best_value: float | None      # the best it reached at any step
-    steps: int                    # steps in its metric history
+    value: float | None  # the metric at the last step that reported it
+    best_value: float | None  # the best it reached at any step
+    steps: int  # steps in its metric history
     host: str
     gpu_s: float = 0.0
     core_s: float = 0.0
-    label: str = ""               # its sweep point as the name says it: "lr=0.1,seed=0"
+    label: str = ""  # its sweep point as the name says it: "lr=0.1,seed=0"
     owner: str = ""
-    gpus: str = ""                # as the record says them: "0:NVIDIA H100,1:NVIDIA H100"
+    gpus: str = ""  # as the record says them: "0:NVIDIA H100,1:NVIDIA H100"
     artifact: dict | None = None  # {uri, sha256, size} once stored
-    search: str = ""              # the search it is a trial of
-    best: bool = False            # the leaderboard's best
+    search: str = ""  # the search it is a trial of
+    best: bool = False  # the leaderboard's best
 
     def to_dict(self) -> dict:
         return asdict(self)
@@ -101,7 +121,7 @@ class Leaderboard:
     kind: str
     objective: Objective
     trials: list[Trial]
-    histories: dict[str, list[dict]] = field(default_factory=dict)   # job_id -> folded points
+    histories: dict[str, list[dict]] = field(default_factory=dict)  # job_id -> folded points
 
     @property
     def best(self) -> Trial | None:
@@ -109,8 +129,11 @@ class Leaderboard:
 
     def summary(self) -> str:
         best = self.best
-        best_text = (f", best {self.objective.metric}={short(best.value)} (trial {best.trial})"
-                     if best is not None else "")
+        best_text = (
+            f", best {self.objective.metric}={short(best.value)} (trial {best.trial})"
+            if best is not None
+            else ""
+        )
         counts: dict[str, int] = {}
         for t in self.trials:
             counts[t.state] = counts.get(t.state, 0) + 1
@@ -119,8 +142,14 @@ class Leaderboard:
         return f"{self.name}: {len(self.trials)} {noun}{'s' * (len(self.trials) != 1)} ({states}){best_text}"
 
     def to_list(self) -> list[dict]:
-        return [{**t.to_dict(), "metric": self.objective.metric, "direction": self.objective.direction.value}
-                for t in self.trials]
+        return [
+            {
+                **t.to_dict(),
+                "metric": self.objective.metric,
+                "direction": self.objective.direction.value,
+            }
+            for t in self.trials
+        ]
 
 
 # --- pure parts -------------------------------------------------------------------
@@ -156,8 +185,13 @@ def reported_keys(points: Iterable[dict]) -> list[str]:
     return list(seen)
 
 
-def objective(points: Iterable[dict], *, metric: str | None = None, direction: str | None = None,
-              search: dict | None = None) -> Objective:
+def objective(
+    points: Iterable[dict],
+    *,
+    metric: str | None = None,
+    direction: str | None = None,
+    search: dict | None = None,
+) -> Objective:
     """Which metric ranks and which way: given, else the search's, else the trainers' default
     if reported, else the first reported key. Pure."""
     if metric:
@@ -166,10 +200,14 @@ def objective(points: Iterable[dict], *, metric: str | None = None, direction: s
         metric, source = str(search["metric"]), "search"
     else:
         keys = reported_keys(points)
-        if not keys:   # nothing printed a metric line yet: rank by the trainers' key, all empty
+        if not keys:  # nothing printed a metric line yet: rank by the trainers' key, all empty
             metric, source = DEFAULT_METRIC, "none reported yet"
         else:
-            metric, source = (DEFAULT_METRIC, "trainer's") if DEFAULT_METRIC in keys else (keys[0], "first reported")
+            metric, source = (
+                (DEFAULT_METRIC, "trainer's")
+                if DEFAULT_METRIC in keys
+                else (keys[0], "first reported")
+            )
     if direction:
         return Objective(metric, Direction.parse(direction), source, "given")
     if search and search.get("direction") and source == "search":
@@ -191,18 +229,28 @@ def trial(record: dict, points: list[dict], obj: Objective, *, number: int, para
     series = history.values(points, obj.metric)
     value = series[-1][1] if series else _final(record, obj.metric)
     if record.get("judged") is not None and obj.metric == record.get("judged_metric"):
-        value = record["judged"]   # a pruned trial: lines printed while it stopped came too late
+        value = record["judged"]  # a pruned trial: lines printed while it stopped came too late
     pick = min if obj.direction is Direction.MINIMIZE else max
     best_value = pick(v for _, v in series) if series else value
     trial_no = record.get("trial")
     return Trial(
         trial=int(trial_no) if str(trial_no or "").lstrip("-").isdigit() else number,
-        name=record.get("name") or record["job_id"], job_id=record["job_id"],
-        state=record.get("state") or "queued", params=params, value=value, best_value=best_value,
-        steps=len(points), host=record.get("worker") or "", gpu_s=_float(record.get("gpu_s")),
-        core_s=_float(record.get("core_s")), label=label_of(record.get("name") or ""),
-        owner=record.get("owner") or "", gpus=record.get("gpu") or "", artifact=record.get("artifact"),
-        search=record.get("search") or "")
+        name=record.get("name") or record["job_id"],
+        job_id=record["job_id"],
+        state=record.get("state") or "queued",
+        params=params,
+        value=value,
+        best_value=best_value,
+        steps=len(points),
+        host=record.get("worker") or "",
+        gpu_s=_float(record.get("gpu_s")),
+        core_s=_float(record.get("core_s")),
+        label=label_of(record.get("name") or ""),
+        owner=record.get("owner") or "",
+        gpus=record.get("gpu") or "",
+        artifact=record.get("artifact"),
+        search=record.get("search") or "",
+    )
 
 
 def _float(v) -> float:
@@ -241,18 +289,35 @@ def kind_of(records: Sequence[dict]) -> str:
     return "jobs"
 
 
-def build(name: str, records: Sequence[dict], histories: dict[str, list[dict]], *,
-          metric: str | None = None, direction: str | None = None, search: dict | None = None) -> Leaderboard:
+def build(
+    name: str,
+    records: Sequence[dict],
+    histories: dict[str, list[dict]],
+    *,
+    metric: str | None = None,
+    direction: str | None = None,
+    search: dict | None = None,
+) -> Leaderboard:
     """The leaderboard of ``records`` (decoded record fields) and their folded histories. Pure."""
     records = sorted(records, key=lambda r: (_float(r.get("created_at")), r.get("name") or ""))
     # a job with no history (yet) may still have a final metric in its record
-    points = [*(p for r in records for p in histories.get(r["job_id"], [])),
-              *(((r.get("result") or {}).get("metrics") or {}) for r in records)]
+    points = [
+        *(p for r in records for p in histories.get(r["job_id"], [])),
+        *(((r.get("result") or {}).get("metrics") or {}) for r in records),
+    ]
     obj = objective(points, metric=metric, direction=direction, search=search)
     given = [r.get("params") if isinstance(r.get("params"), dict) else None for r in records]
     varied = varied_params([r.get("spec") or {} for r in records])
-    rows = [trial(r, histories.get(r["job_id"], []), obj, number=i, params=given[i] if given[i] is not None
-                  else varied[i]) for i, r in enumerate(records)]
+    rows = [
+        trial(
+            r,
+            histories.get(r["job_id"], []),
+            obj,
+            number=i,
+            params=given[i] if given[i] is not None else varied[i],
+        )
+        for i, r in enumerate(records)
+    ]
     return Leaderboard(name, kind_of(records), obj, rank(rows, obj.direction), dict(histories))
 
 
@@ -274,7 +339,7 @@ def read_records(client, ids: Sequence[str], batch: int = READ_BATCH) -> list[di
     out: list[dict] = []
     for start in range(0, len(ids), batch):
         pipe = client.pipeline(transaction=False)
-        for jid in ids[start:start + batch]:
+        for jid in ids[start : start + batch]:
             pipe.hmget(C.JOB_KEY + jid, FIELDS)
         out += [r for r in map(_decode, pipe.execute()) if r is not None]
     return out
@@ -296,11 +361,17 @@ def search_of(client, name: str, records: Sequence[dict]) -> dict | None:
         from state import search as searches
     except ImportError:
         return None
-    ids = sorted({r["search"] for r in records if r.get("search")}) or searches.find_searches(client, name)
+    ids = sorted({r["search"] for r in records if r.get("search")}) or searches.find_searches(
+        client, name
+    )
     for sid in ids:
         view = searches.read_search(client, sid, trials=False)
         if view is not None:
-            return {"metric": view.metric, "direction": view.direction, "best_trial": view.best_trial}
+            return {
+                "metric": view.metric,
+                "direction": view.direction,
+                "best_trial": view.best_trial,
+            }
     return None
 
 
@@ -308,16 +379,25 @@ def judged(client, records: Sequence[dict], metric: str) -> list[dict]:
     """Each pruned trial with the value its search judged it by (``judged``): the metric at
     the step it was pruned at, not at the later steps it printed while being stopped."""
     from state.search import key
-    pruned = [r for r in records if r.get("state") == "pruned" and r.get("search") and r.get("trial")]
+
+    pruned = [
+        r for r in records if r.get("state") == "pruned" and r.get("search") and r.get("trial")
+    ]
     pipe = client.pipeline(transaction=False)
     for r in pruned:
         pipe.hget(key(r["search"], "trial", r["trial"]), "value")
     got = dict(zip([r["job_id"] for r in pruned], pipe.execute(), strict=True))
-    return [{**r, "judged": float(got[r["job_id"]]), "judged_metric": metric} if got.get(r["job_id"]) else r
-            for r in records]
+    return [
+        {**r, "judged": float(got[r["job_id"]]), "judged_metric": metric}
+        if got.get(r["job_id"])
+        else r
+        for r in records
+    ]
 
 
-def leaderboard(client, name: str, *, metric: str | None = None, direction: str | None = None) -> Leaderboard:
+def leaderboard(
+    client, name: str, *, metric: str | None = None, direction: str | None = None
+) -> Leaderboard:
     """Read the jobs ``name`` names and rank them (see ``build``)."""
     records = read_records(client, job_ids(client, name))
     histories = history.read_many(client, [r["job_id"] for r in records])

@@ -1,5 +1,6 @@
 """Searches as plain data for `fleet status` (one line each) and `fleet why` (a trial's
 search, and why it issues no more)."""
+
 from __future__ import annotations
 
 import re
@@ -20,7 +21,9 @@ def trial_base(name: str) -> str | None:
 
 def summaries(client: redis.Redis) -> list[SearchView]:
     """Every search's latest run, by name, without its trials."""
-    out = [read_search(client, sid, trials=False) for _, sid in sorted(all_searches(client).items())]
+    out = [
+        read_search(client, sid, trials=False) for _, sid in sorted(all_searches(client).items())
+    ]
     return [v for v in out if v is not None]
 
 

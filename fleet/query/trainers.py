@@ -1,6 +1,7 @@
 """The built-in trainers and their hyperparameters as plain rows, from the schema that
 validates manifests (``manifest.hyper``), for `fleet trainers`, its ``--json`` and the
 table in docs/manifest.md (``markdown``; a test fails when the page drifts from it)."""
+
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -16,7 +17,7 @@ class HyperRow:
     name: str
     type: str
     default: object
-    range: str          # "" when any value of the type goes; else bounds or the choices
+    range: str  # "" when any value of the type goes; else bounds or the choices
     help: str
 
     def to_dict(self) -> dict:
@@ -36,14 +37,23 @@ def bounds(p: Param) -> str:
 
 
 def rows(trainer: str | None = None) -> list[HyperRow]:
-    return [HyperRow(name, p.name, p.type.__name__, p.default, bounds(p), p.help)
-            for name, params in TRAINERS.items() if trainer in (None, name) for p in params.values()]
+    return [
+        HyperRow(name, p.name, p.type.__name__, p.default, bounds(p), p.help)
+        for name, params in TRAINERS.items()
+        if trainer in (None, name)
+        for p in params.values()
+    ]
 
 
 def markdown() -> str:
     """docs/manifest.md's table of every trainer's hyperparameters."""
-    out = ["| trainer | hyperparameter | type | default | range | meaning |", "| --- | --- | --- | --- | --- | --- |"]
+    out = [
+        "| trainer | hyperparameter | type | default | range | meaning |",
+        "| --- | --- | --- | --- | --- | --- |",
+    ]
     for r in rows():
-        out.append(f"| `{r.trainer}` | `{r.name}` | {r.type} | `{r.default!r}` | {r.range.replace('|', '&#124;')} "
-                   f"| {r.help} |".replace("|  |", "| |"))
+        out.append(
+            f"| `{r.trainer}` | `{r.name}` | {r.type} | `{r.default!r}` | {r.range.replace('|', '&#124;')} "
+            f"| {r.help} |".replace("|  |", "| |")
+        )
     return "\n".join(out) + "\n"

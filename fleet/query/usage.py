@@ -8,6 +8,7 @@ window at all: the record keeps only their totals (``gpu_s``, ``core_s``: what e
 charged for fair share, ``state/lua/owned.lua``), less what its latest run was charged.
 ``usage`` is pure (records and ``now`` in, rows out); ``read_usage`` reads Redis.
 """
+
 from __future__ import annotations
 
 import re
@@ -21,10 +22,21 @@ from core.errors import FleetError
 from fleet.query.jobs import parse_gpus
 from state.jobrecord import READ_BATCH, JobRecord, JobState, fetch_many
 
-FIELDS = ("owner", "state", "created_at", "queued_at", "started_at", "finished_at", "gpu", "cores",
-          "charged", "gpu_s", "core_s")
+FIELDS = (
+    "owner",
+    "state",
+    "created_at",
+    "queued_at",
+    "started_at",
+    "finished_at",
+    "gpu",
+    "cores",
+    "charged",
+    "gpu_s",
+    "core_s",
+)
 DEFAULT_SINCE = "7d"
-NO_OWNER = "(none)"          # records published before jobs had owners
+NO_OWNER = "(none)"  # records published before jobs had owners
 UNITS_S = {"m": 60, "h": 3600, "d": 86400, "w": 7 * 86400}
 SINCE_RE = re.compile(r"(\d+(?:\.\d+)?)([mhdw])\Z")
 
@@ -33,7 +45,9 @@ def parse_since(text: str) -> float:
     """``--since 7d`` as seconds: a number and one of m, h, d, w."""
     m = SINCE_RE.match(text.strip().lower())
     if not m or float(m.group(1)) <= 0:
-        raise FleetError(f"--since {text!r}: give a positive number and a unit (m, h, d or w), e.g. 7d or 12h")
+        raise FleetError(
+            f"--since {text!r}: give a positive number and a unit (m, h, d or w), e.g. 7d or 12h"
+        )
     return float(m.group(1)) * UNITS_S[m.group(2)]
 
 
@@ -42,14 +56,19 @@ class OwnerUsage:
     """One owner's share of the window."""
 
     owner: str
-    jobs: int = 0           # published, running or ended in the window
-    failures: int = 0       # failed in the window
+    jobs: int = 0  # published, running or ended in the window
+    failures: int = 0  # failed in the window
     gpu_hours: float = 0.0
     core_hours: float = 0.0
 
     def plus(self, other: OwnerUsage) -> OwnerUsage:
-        return OwnerUsage(self.owner, self.jobs + other.jobs, self.failures + other.failures,
-                          self.gpu_hours + other.gpu_hours, self.core_hours + other.core_hours)
+        return OwnerUsage(
+            self.owner,
+            self.jobs + other.jobs,
+            self.failures + other.failures,
+            self.gpu_hours + other.gpu_hours,
+            self.core_hours + other.core_hours,
+        )
 
     def to_dict(self) -> dict:
         d = asdict(self)
@@ -81,8 +100,10 @@ def earlier_runs(record: JobRecord, gpus: int, cores: int) -> tuple[float, float
     # ended before it began); a queued job's latest run is an earlier one
     if record.state is not JobState.QUEUED and began is not None and upto:
         latest_s = max(0.0, upto - began)
-    return (max(0.0, total_gpu - gpus * latest_s) / 3600,
-            max(0.0, total_core - cores * latest_s) / 3600)
+    return (
+        max(0.0, total_gpu - gpus * latest_s) / 3600,
+        max(0.0, total_core - cores * latest_s) / 3600,
+    )
 
 
 def one_job(record: JobRecord, start: float, now: float) -> OwnerUsage:
@@ -91,8 +112,12 @@ def one_job(record: JobRecord, start: float, now: float) -> OwnerUsage:
     hours = run_hours(record, start, now)
     published = max(record.created_at or 0.0, record.queued_at or 0.0)
     ended = record.finished_at if state.terminal else None
-    active = (published >= start or state is JobState.RUNNING or (ended is not None and ended >= start)
-              or hours > 0)
+    active = (
+        published >= start
+        or state is JobState.RUNNING
+        or (ended is not None and ended >= start)
+        or hours > 0
+    )
     if not active:
         return OwnerUsage(owner)
     failed = state is JobState.FAILED and ended is not None and ended >= start

@@ -5,6 +5,7 @@ pure ``routing.explain`` for verdicts; counts messages ahead in the queue's list
 plain ones, then each owner's in fair-share order: state.queues) and says when the job
 waits for fair share (``routing.fairshare.explain``).
 """
+
 from __future__ import annotations
 
 import time
@@ -35,7 +36,7 @@ from state.cluster import ClusterConfig, read_config
 from state.jobrecord import JobRecord, fetch
 from state.records import Records
 
-PRIORITIES = Q.PRIORITY_STEPS   # kombu's priority_steps (celeryconfig): 0..9
+PRIORITIES = Q.PRIORITY_STEPS  # kombu's priority_steps (celeryconfig): 0..9
 
 
 def host_facts(view: HostView, config: ClusterConfig) -> HostFacts:
@@ -61,8 +62,13 @@ class FairView:
     def explain(self, owner: str, among: set[str]) -> str | None:
         """Why ``owner``'s jobs wait for those of the owners in ``among`` (None: they do not)."""
         names = among | {owner}
-        return F.explain(owner, {o: self.usage.get(o, F.Usage()) for o in names}, self.shares,
-                         self.now, self.half_life_s)
+        return F.explain(
+            owner,
+            {o: self.usage.get(o, F.Usage()) for o in names},
+            self.shares,
+            self.now,
+            self.half_life_s,
+        )
 
 
 def fair_view(client: redis.Redis, owners: set[str]) -> FairView:
@@ -87,33 +93,39 @@ def position(client: redis.Redis, job_id: str, queue: str, depth: list[int]) -> 
     out = _position_in_lists(client, job_id, queue, depth, fetch(client, job_id))
     key, ahead_own = out.pop("key", None), out.pop("ahead_in_owner", None)
     owner = key and Q.parse(key).owner
-    if not owner:      # not waiting, or in kombu's plain lists: served before any owner's
+    if not owner:  # not waiting, or in kombu's plain lists: served before any owner's
         out["ahead"] = ahead_own
         return out
     per_owner = Q.owner_depths(client, queue)
     waiting = {o for o, n in per_owner.items() if o and n}
     view = fair_view(client, waiting | {owner})
-    first = view.order[:view.order.index(owner)]
+    first = view.order[: view.order.index(owner)]
     out["ahead"] = per_owner.get(None, 0) + sum(per_owner.get(o, 0) for o in first) + ahead_own
     out["fair_share"] = view.explain(owner, set(first)) if first else None
     return out
 
 
-def _position_in_lists(client: redis.Redis, job_id: str, queue: str, depth: list[int],
-                       rec: JobRecord | None) -> dict:
+def _position_in_lists(
+    client: redis.Redis, job_id: str, queue: str, depth: list[int], rec: JobRecord | None
+) -> dict:
     found = None
     for copy in rec.copies if rec else ():
         key, msg = copy.key, copy.message
         if not key or _split_key(key)[0] != queue:
             continue
-        for n in range(rec.pushes, 0, -1):   # the newest copy first
+        for n in range(rec.pushes, 0, -1):  # the newest copy first
             idx = client.lpos(key, msg.replace(TAG_PLACEHOLDER, f"{job_id}.{n}"))
             if idx is not None:
                 found = (key, idx)
                 break
         if found:
             break
-    out = {"queue": queue, "in_list": found is not None, "ahead": None, "waiting_in_queue": sum(depth)}
+    out = {
+        "queue": queue,
+        "in_list": found is not None,
+        "ahead": None,
+        "waiting_in_queue": sum(depth),
+    }
     if found:
         key, idx = found
         pri = _split_key(key)[1]
@@ -132,6 +144,7 @@ def _same_list(key: str, wire_pri: int) -> str:
 
 def why(client: redis.Redis, name_or_id: str) -> dict:
     from fleet.query.refs import resolve  # the resolver every verb uses
+
     rec = Records(client).get(resolve(client, name_or_id))
     config = read_config(client)
     views = live_hosts(client)
@@ -140,18 +153,31 @@ def why(client: redis.Redis, name_or_id: str) -> dict:
     model = spec.get("model") or "command"
     queues = _job_queues(client, rec)
     depth = depths(client, sorted({q for v in views for q in v.queues} | set(queues)))
-    out = {"job_id": rec.job_id, "name": rec.name, "state": rec.state.value, "worker": rec.worker,
-           "attempts": rec.attempts, "last_error": rec.last_error, "queues": []}
+    out = {
+        "job_id": rec.job_id,
+        "name": rec.name,
+        "state": rec.state.value,
+        "worker": rec.worker,
+        "attempts": rec.attempts,
+        "last_error": rec.last_error,
+        "queues": [],
+    }
     for queue in queues:
         q = queue_facts(queue, config.tiers, config.constraint_queues)
         verdicts = explain(q, model, facts.values(), config.hosts or {})
         out["queues"].append(_queue_report(client, rec, q, config, verdicts, views, depth))
-    if (search := of_job(client, rec.job_id)) is not None:   # a trial: its search's line, why it stopped
-        out["search"] = {"summary": search.summary(), "stopped": search.stopped, "search_id": search.search_id}
+    if (
+        search := of_job(client, rec.job_id)
+    ) is not None:  # a trial: its search's line, why it stopped
+        out["search"] = {
+            "summary": search.summary(),
+            "stopped": search.stopped,
+            "search_id": search.search_id,
+        }
     return out
 
 
-WHY_SWEEP_MAX = 20       # a sweep's base name explains this many of its jobs, waiting ones first
+WHY_SWEEP_MAX = 20  # a sweep's base name explains this many of its jobs, waiting ones first
 
 
 def why_each(client: redis.Redis, ref: str) -> tuple[bool, list[dict], str | None]:
@@ -159,6 +185,7 @@ def why_each(client: redis.Redis, ref: str) -> tuple[bool, list[dict], str | Non
     cancel and requeue accept it), jobs that have not ended first; and the note on a name
     other jobs share (``fleet.query.refs.pick``)."""
     from fleet.query.refs import lookup, pick
+
     res = lookup(client, ref)
     if res.how != "sweep":
         picked = pick(client, ref, "why")
@@ -173,8 +200,15 @@ def _job_queues(client: redis.Redis, rec: JobRecord) -> list[str]:
     return list(dict.fromkeys(out))
 
 
-def _queue_report(client, rec: JobRecord, q: QueueFacts, config: ClusterConfig, verdicts: list[Verdict],
-                  views: list[HostView], depth: dict[str, list[int]]) -> dict:
+def _queue_report(
+    client,
+    rec: JobRecord,
+    q: QueueFacts,
+    config: ClusterConfig,
+    verdicts: list[Verdict],
+    views: list[HostView],
+    depth: dict[str, list[int]],
+) -> dict:
     tier = next((t for t in config.tiers if t.name == q.tier), None)
     by_name = {v.hostname: v for v in views}
     waiting = rec.state.value == "queued"
@@ -183,17 +217,33 @@ def _queue_report(client, rec: JobRecord, q: QueueFacts, config: ClusterConfig, 
         if not v.ok:
             continue
         view = by_name[v.hostname]
-        served_first = view.queues[:view.queues.index(q.name)] if q.name in view.queues else ()
-        capable.append({"host": v.hostname, "slots": view.slots,
-                        "busy_with": [{"job_id": r.job_id, "name": r.name, "queue": r.queue} for r in view.running],
-                        "waiting_in_queues_it_serves_first": sum(sum(depth.get(s, ())) for s in served_first),
-                        "lacks_now": lacks_now(rec, q, view) if waiting else None})
-    report = {**q.to_dict(), "floor": None if tier is None else tier.to_dict(),
-              "hosts": [v.to_dict() for v in verdicts], "capable": capable,
-              "nearest": None, "no_live_host_has": None}
+        served_first = view.queues[: view.queues.index(q.name)] if q.name in view.queues else ()
+        capable.append(
+            {
+                "host": v.hostname,
+                "slots": view.slots,
+                "busy_with": [
+                    {"job_id": r.job_id, "name": r.name, "queue": r.queue} for r in view.running
+                ],
+                "waiting_in_queues_it_serves_first": sum(
+                    sum(depth.get(s, ())) for s in served_first
+                ),
+                "lacks_now": lacks_now(rec, q, view) if waiting else None,
+            }
+        )
+    report = {
+        **q.to_dict(),
+        "floor": None if tier is None else tier.to_dict(),
+        "hosts": [v.to_dict() for v in verdicts],
+        "capable": capable,
+        "nearest": None,
+        "no_live_host_has": None,
+    }
     if not capable and verdicts:
         report["nearest"] = nearest(verdicts).to_dict()
-        report["no_live_host_has"] = fleet_lacks(q.needs, [c for c in (host_cap(v, config) for v in views) if c])
+        report["no_live_host_has"] = fleet_lacks(
+            q.needs, [c for c in (host_cap(v, config) for v in views) if c]
+        )
     if waiting:
         report["position"] = position(client, rec.job_id, q.name, depth[q.name])
     return report

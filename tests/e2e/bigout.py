@@ -1,5 +1,6 @@
 """A job for late-kill tests: counts its starts and completions in COUNT_DIR, writes a large
 output (argv[1] MiB, incompressible, so bundling takes a while), then exits 0."""
+
 import os
 import pathlib
 import sys

@@ -2,6 +2,7 @@
 folding its number into a sha256 chain saved to FLEET_CHECKPOINT_DIR, so a run resumed from
 its checkpoint ends with the same digest as one that was never interrupted. Reports its
 starts and its result to COUNT_DIR/<name>.json."""
+
 import hashlib
 import json
 import os
@@ -27,8 +28,11 @@ def main(steps: int, step_s: float) -> None:
     report_path.write_text(json.dumps(report))
     while state["step"] < steps:
         time.sleep(step_s)
-        state = {"step": state["step"] + 1, "digest": chain(state["step"] + 1, state["digest"], state["step"])}
-        if ckpt_dir:   # written whole, then renamed: a sync never sees half a state
+        state = {
+            "step": state["step"] + 1,
+            "digest": chain(state["step"] + 1, state["digest"], state["step"]),
+        }
+        if ckpt_dir:  # written whole, then renamed: a sync never sees half a state
             tmp = pathlib.Path(ckpt_dir) / "state.tmp"
             tmp.write_text(json.dumps(state))
             tmp.replace(pathlib.Path(ckpt_dir) / "state.json")

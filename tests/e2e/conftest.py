@@ -1,4 +1,5 @@
 """A real fleet for end-to-end tests: Redis, an S3 endpoint, and real celery workers."""
+
 from __future__ import annotations
 
 import os
@@ -15,7 +16,10 @@ import redis
 from fleet.local import start_worker, stop_worker
 from fleet.redis_server import RedisServer
 
-CUDA_LARGE = {"cuda_devices": [{"name": "sim-A100-80GB", "vram_total_gib": 80}], "ram_total_gib": 64}
+CUDA_LARGE = {
+    "cuda_devices": [{"name": "sim-A100-80GB", "vram_total_gib": 80}],
+    "ram_total_gib": 64,
+}
 CUDA = {"cuda_devices": [{"name": "sim-4080-16GB", "vram_total_gib": 16}], "ram_total_gib": 32}
 CPU = {"cuda_devices": [], "ram_total_gib": 8}
 HOSTS = {"e2e-large": CUDA_LARGE, "e2e-cuda": CUDA, "e2e-cpu": CPU}
@@ -33,16 +37,26 @@ class Fleet:
         return redis.Redis.from_url(self.redis.url)
 
     def fleet(self, *args: str, check: bool = False) -> subprocess.CompletedProcess:
-        return subprocess.run([sys.executable, "-m", "fleet.cli", *args], env=self.env, capture_output=True,
-                              text=True, timeout=120, check=check)
+        return subprocess.run(
+            [sys.executable, "-m", "fleet.cli", *args],
+            env=self.env,
+            capture_output=True,
+            text=True,
+            timeout=120,
+            check=check,
+        )
 
     def logs(self) -> str:
-        return "\n".join(f"--- {p.name}\n{p.read_text(errors='replace')[-4000:]}" for p in self.log_dir.glob("*.log"))
+        return "\n".join(
+            f"--- {p.name}\n{p.read_text(errors='replace')[-4000:]}"
+            for p in self.log_dir.glob("*.log")
+        )
 
 
 def client_app(url: str):
     """A plain Celery client on ``url`` (the fleet app's pools are bound at first use)."""
     from celery import Celery
+
     return Celery("e2e-client", broker=url, backend=url)
 
 
@@ -62,8 +76,13 @@ def fleet(tmp_path_factory, s3_server):
     root = tmp_path_factory.mktemp("fleet")
     server = RedisServer(root / "redis").start()
     store_url = f"s3://e2e-{uuid.uuid4().hex[:8]}/runs"
-    env = dict(os.environ, FLEET_BROKER_URL=server.url, FLEET_STORE_URL=store_url, FLEET_LEASE_TTL_S="5",
-               **s3_server.env)
+    env = dict(
+        os.environ,
+        FLEET_BROKER_URL=server.url,
+        FLEET_STORE_URL=store_url,
+        FLEET_LEASE_TTL_S="5",
+        **s3_server.env,
+    )
     env.pop("FLEET_CAPABILITY", None)
     workers = {n: start_worker(n, c, env, root / "logs") for n, c in HOSTS.items()}
     f = Fleet(server, env, store_url, root / "logs", workers)

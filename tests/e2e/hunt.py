@@ -3,6 +3,7 @@
 Reports what it could read, never the secret itself: for each place, the text it got
 (environ files, its own env) or, for the worker's memory, whether the needle is there.
 """
+
 import json
 import os
 import pathlib
@@ -40,12 +41,15 @@ def scan_memory(pid: int, needle: bytes) -> str:
 needle = sys.argv[1][::-1].encode()
 supervisor = os.getppid()
 worker = int(read(f"/proc/{supervisor}/stat").rsplit(")", 1)[1].split()[1])
-found = {"uid": os.getuid(), "worker_pid": worker,
-         "own_env": "\n".join(f"{k}={v}" for k, v in os.environ.items()),
-         "supervisor_environ": read(f"/proc/{supervisor}/environ"),
-         "worker_environ": read(f"/proc/{worker}/environ"),
-         "worker_cmdline": read(f"/proc/{worker}/cmdline"),
-         "worker_memory": scan_memory(worker, needle)}
+found = {
+    "uid": os.getuid(),
+    "worker_pid": worker,
+    "own_env": "\n".join(f"{k}={v}" for k, v in os.environ.items()),
+    "supervisor_environ": read(f"/proc/{supervisor}/environ"),
+    "worker_environ": read(f"/proc/{worker}/environ"),
+    "worker_cmdline": read(f"/proc/{worker}/cmdline"),
+    "worker_memory": scan_memory(worker, needle),
+}
 print(json.dumps(found))
 pathlib.Path("out").mkdir(exist_ok=True)
 pathlib.Path("out/found.json").write_text(json.dumps(found))

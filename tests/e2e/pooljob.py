@@ -1,4 +1,5 @@
 """A job for the resource-pool tests: records when it started and what it was given, then sleeps."""
+
 import json
 import os
 import pathlib
@@ -6,10 +7,15 @@ import sys
 import time
 
 start = time.time()
-report = {"start": start, "gpus": os.environ.get("FLEET_GPUS"), "visible": os.environ.get("CUDA_VISIBLE_DEVICES"),
-          "cores": os.environ.get("FLEET_CORES"), "omp": os.environ.get("OMP_NUM_THREADS"),
-          "affinity": sorted(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else None,
-          "budget": os.environ.get("FLEET_GPU_MEMORY_GIB")}
+report = {
+    "start": start,
+    "gpus": os.environ.get("FLEET_GPUS"),
+    "visible": os.environ.get("CUDA_VISIBLE_DEVICES"),
+    "cores": os.environ.get("FLEET_CORES"),
+    "omp": os.environ.get("OMP_NUM_THREADS"),
+    "affinity": sorted(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else None,
+    "budget": os.environ.get("FLEET_GPU_MEMORY_GIB"),
+}
 out = pathlib.Path(os.environ["COUNT_DIR"]) / f"{os.environ['FLEET_JOB_NAME']}.json"
 time.sleep(float(sys.argv[1]))
 report["end"] = time.time()

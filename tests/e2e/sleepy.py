@@ -1,4 +1,5 @@
 """A job for chaos tests: counts its starts and completions in COUNT_DIR, sleeps, writes an output."""
+
 import os
 import pathlib
 import sys

@@ -1,6 +1,7 @@
 """A fleet whose Redis has the three role users (`fleet acl --apply`): a real celery worker
 logged in as the worker user runs a job end to end, the operator publishes and cancels, a
 dashboard user reads and is refused a cancel, and Redis logs no refusal of the worker."""
+
 from __future__ import annotations
 
 import os
@@ -27,22 +28,37 @@ class Site:
     def __init__(self, root):
         self.root = root
         self.server = RedisServer(root / "redis", password=ADMIN).start()
-        self.base = dict(os.environ, FLEET_STORE_URL=f"file://{root / 'store'}", FLEET_LEASE_TTL_S="5",
-                         **{acl.PASSWORD_VARS[r]: p for r, p in PASSWORDS.items()})
+        self.base = dict(
+            os.environ,
+            FLEET_STORE_URL=f"file://{root / 'store'}",
+            FLEET_LEASE_TTL_S="5",
+            **{acl.PASSWORD_VARS[r]: p for r, p in PASSWORDS.items()},
+        )
         for k in ("FLEET_CAPABILITY", "FLEET_RESULT_BACKEND", "FLEET_SENTINEL_MASTER"):
             self.base.pop(k, None)
         self.worker = None
 
     def env(self, role: Role | None) -> dict[str, str]:
-        url = self.server.url if role is None else acl.with_user(self.server.url, acl.USERS[role], PASSWORDS[role])
+        url = (
+            self.server.url
+            if role is None
+            else acl.with_user(self.server.url, acl.USERS[role], PASSWORDS[role])
+        )
         return dict(self.base, FLEET_BROKER_URL=url)
 
     def cli(self, role: Role | None, *args: str) -> subprocess.CompletedProcess:
-        return subprocess.run([sys.executable, "-m", "fleet.cli", *args], env=self.env(role), capture_output=True,
-                              text=True, timeout=120)
+        return subprocess.run(
+            [sys.executable, "-m", "fleet.cli", *args],
+            env=self.env(role),
+            capture_output=True,
+            text=True,
+            timeout=120,
+        )
 
     def logs(self) -> str:
-        return "\n".join(p.read_text(errors="replace")[-4000:] for p in (self.root / "logs").glob("*.log"))
+        return "\n".join(
+            p.read_text(errors="replace")[-4000:] for p in (self.root / "logs").glob("*.log")
+        )
 
 
 @pytest.fixture(scope="module")
@@ -73,7 +89,9 @@ def wait_state(site: Site, name: str, state: str, timeout_s: float = 120) -> Non
 
 def test_a_worker_logged_in_as_the_worker_user_runs_a_job_end_to_end(site):
     manifest = site.root / "hello.toml"
-    manifest.write_text(command_job("acl-hello", [sys.executable, "-c", "print('hello from a role')"]))
+    manifest.write_text(
+        command_job("acl-hello", [sys.executable, "-c", "print('hello from a role')"])
+    )
     published = site.cli(Role.OPERATOR, "publish", str(manifest))
     assert published.returncode == 0, published.stderr
     wait_state(site, "acl-hello", "succeeded")
@@ -83,7 +101,9 @@ def test_a_worker_logged_in_as_the_worker_user_runs_a_job_end_to_end(site):
 
 def test_an_operator_cancels_and_a_dashboard_user_is_refused_in_one_line(site):
     manifest = site.root / "sleepy.toml"
-    manifest.write_text(command_job("acl-sleepy", [sys.executable, "-c", "import time; time.sleep(600)"]))
+    manifest.write_text(
+        command_job("acl-sleepy", [sys.executable, "-c", "import time; time.sleep(600)"])
+    )
     assert site.cli(Role.OPERATOR, "publish", str(manifest)).returncode == 0
     wait_state(site, "acl-sleepy", "running")
     refused = site.cli(Role.READONLY, "cancel", "acl-sleepy", "--yes")
@@ -97,13 +117,16 @@ def test_an_operator_cancels_and_a_dashboard_user_is_refused_in_one_line(site):
 
 def refusals(site: Site, role: Role) -> list[dict]:
     admin = redis.Redis.from_url(site.server.url, decode_responses=True)
-    entries = [e if isinstance(e, dict) else dict(zip(e[::2], e[1::2], strict=True))
-               for e in admin.execute_command("ACL", "LOG")]
+    entries = [
+        e if isinstance(e, dict) else dict(zip(e[::2], e[1::2], strict=True))
+        for e in admin.execute_command("ACL", "LOG")
+    ]
     return [e for e in entries if e.get("username") == acl.USERS[role]]
 
 
 def up(w) -> bool:
     import urllib.error
+
     try:
         return w.http("/healthcheck", auth=False)[0] == 200
     except urllib.error.URLError:
@@ -113,6 +136,7 @@ def up(w) -> bool:
 def test_flower_logged_in_as_the_read_only_user_shows_the_queues_and_the_jobs(site):
     from fleet.redis_server import free_port
     from tests.e2e.test_flower import PASSWORD, USER, Watched, start_flower
+
     port = free_port()
     env = dict(site.env(Role.READONLY), FLOWER_BASIC_AUTH=f"{USER}:{PASSWORD}")
     env.pop("FLOWER_UNAUTHENTICATED", None)
@@ -122,13 +146,17 @@ def test_flower_logged_in_as_the_read_only_user_shows_the_queues_and_the_jobs(si
     try:
         deadline = time.monotonic() + 60
         while not up(w):
-            assert proc.poll() is None and time.monotonic() < deadline, f"Flower did not start\n{site.logs()}"
+            assert proc.poll() is None and time.monotonic() < deadline, (
+                f"Flower did not start\n{site.logs()}"
+            )
             time.sleep(0.3)
         manifest = site.root / "seen.toml"
         manifest.write_text(command_job("acl-seen", [sys.executable, "-c", "print('seen')"]))
         assert site.cli(Role.OPERATOR, "publish", str(manifest)).returncode == 0
         wait_state(site, "acl-seen", "succeeded")
-        job_id = site.cli(Role.READONLY, "show", "acl-seen", "--json").stdout.split('"job_id": "')[1][:64]
+        job_id = site.cli(Role.READONLY, "show", "acl-seen", "--json").stdout.split('"job_id": "')[
+            1
+        ][:64]
         task = w.wait_task(job_id, lambda t: t.get("state") == "SUCCESS")
         assert task["name"] == "acl-seen"
         code, page = w.http("/broker")

@@ -3,6 +3,7 @@
 Every test runs real celery workers against a real redis-server and S3 endpoint, and
 counts trainer runs by a side effect (files the job appends to in COUNT_DIR).
 """
+
 from __future__ import annotations
 
 import json
@@ -50,8 +51,11 @@ class Chaos:
     def manifest(self, jobs: dict[str, float], **job_keys) -> Path:
         text = ""
         for name, sleep_s in jobs.items():
-            text += (f'[[jobs]]\nname = "{name}"\ncommand = ["{sys.executable}", "{SLEEPY}", "{sleep_s}", "{self.tag}", "{name}"]\n'
-                     f'artifacts = ["out/*"]\n' + "".join(f"{k} = {json.dumps(v)}\n" for k, v in job_keys.items()))
+            text += (
+                f'[[jobs]]\nname = "{name}"\ncommand = ["{sys.executable}", "{SLEEPY}", "{sleep_s}", "{self.tag}", "{name}"]\n'
+                f'artifacts = ["out/*"]\n'
+                + "".join(f"{k} = {json.dumps(v)}\n" for k, v in job_keys.items())
+            )
         path = self.root / f"m-{uuid.uuid4().hex[:6]}.toml"
         path.write_text(text)
         return path
@@ -60,15 +64,23 @@ class Chaos:
         from fleet.manifests import load
         from fleet.publish import publish
         from tasks import app
+
         rows = publish(app, self.client(), load(path))
         return {r.job.name: r.job.job_id for r in rows}
 
     def fleet(self, *args: str) -> subprocess.CompletedProcess:
-        return subprocess.run([sys.executable, "-m", "fleet.cli", *args], env=self.env, capture_output=True,
-                              text=True, timeout=60, check=True)
+        return subprocess.run(
+            [sys.executable, "-m", "fleet.cli", *args],
+            env=self.env,
+            capture_output=True,
+            text=True,
+            timeout=60,
+            check=True,
+        )
 
     def client(self):
         import redis
+
         return redis.Redis.from_url(self.redis.url)
 
     def records(self) -> Records:
@@ -90,7 +102,9 @@ class Chaos:
             if all(r.state.value in states for r in recs.values()):
                 return recs
             time.sleep(0.3)
-        raise AssertionError(f"timed out: {[(n, r.state.value, r.last_error) for n, r in recs.items()]}\n{self.logs()}")
+        raise AssertionError(
+            f"timed out: {[(n, r.state.value, r.last_error) for n, r in recs.items()]}\n{self.logs()}"
+        )
 
     def wait_running(self, job_id: str, timeout_s: float = 60):
         deadline = time.monotonic() + timeout_s
@@ -121,17 +135,26 @@ class Chaos:
             p.kill()
 
     def logs(self) -> str:
-        return "\n".join(f"--- {p.name}\n{p.read_text(errors='replace')[-3000:]}" for p in (self.root / "logs").glob("*.log"))
+        return "\n".join(
+            f"--- {p.name}\n{p.read_text(errors='replace')[-3000:]}"
+            for p in (self.root / "logs").glob("*.log")
+        )
 
 
 @pytest.fixture
 def chaos(tmp_path, s3_server, monkeypatch):
     server = RedisServer(tmp_path / "redis").start()
-    env = dict(os.environ, FLEET_BROKER_URL=server.url, FLEET_STORE_URL=f"file://{tmp_path / 'store'}",
-               FLEET_LEASE_TTL_S="2", **s3_server.env)
+    env = dict(
+        os.environ,
+        FLEET_BROKER_URL=server.url,
+        FLEET_STORE_URL=f"file://{tmp_path / 'store'}",
+        FLEET_LEASE_TTL_S="2",
+        **s3_server.env,
+    )
     env.pop("FLEET_CAPABILITY", None)
     monkeypatch.setenv("FLEET_BROKER_URL", server.url)
     from tasks import app
+
     app.conf.broker_url = app.conf.result_backend = server.url
     app.pool.force_close_all()
     c = Chaos(tmp_path, env, server)
@@ -147,11 +170,17 @@ def test_kill_9_workers_mid_job_repeatedly_and_every_job_succeeds_exactly_once(c
     ids = chaos.publish(chaos.manifest({f"k{i}": 5 for i in range(8)}))
     for i in range(2):
         chaos.start(f"kill-w{i}")
-    killed: set[str] = set()   # each job killed at most once: three kills of one job is max_attempts
+    killed: set[str] = set()  # each job killed at most once: three kills of one job is max_attempts
     deadline = time.monotonic() + 90
     while len(killed) < 3 and time.monotonic() < deadline:
-        running = [r for r in chaos.records().all() if r.state is JobState.RUNNING and r.job_id not in killed
-                   and r.started_at and time.time() - r.started_at < 3]
+        running = [
+            r
+            for r in chaos.records().all()
+            if r.state is JobState.RUNNING
+            and r.job_id not in killed
+            and r.started_at
+            and time.time() - r.started_at < 3
+        ]
         if running:
             victim = running[0].worker
             os.kill(chaos.workers[victim].pid, signal.SIGKILL)
@@ -165,7 +194,9 @@ def test_kill_9_workers_mid_job_repeatedly_and_every_job_succeeds_exactly_once(c
     recs = chaos.wait(ids, timeout_s=120)
     assert all(r.state is JobState.SUCCEEDED for r in recs.values())
     assert {n: chaos.runs(n) for n in ids} == {n: 1 for n in ids}
-    assert all(r.attempts == 2 for r in recs.values() if r.job_id in killed)   # each killed run came back once
+    assert all(
+        r.attempts == 2 for r in recs.values() if r.job_id in killed
+    )  # each killed run came back once
     store = open_store_at(chaos.env["FLEET_STORE_URL"])
     names = [a["name"] for a in store.list_artifacts()]
     assert sorted(names) == sorted(ids)
@@ -175,11 +206,15 @@ def test_kill_9_workers_mid_job_repeatedly_and_every_job_succeeds_exactly_once(c
 def test_a_job_that_outlives_the_visibility_timeout_runs_once(chaos):
     ids = chaos.publish(chaos.manifest({"long": 10}))
     for i in range(2):
-        chaos.start(f"vis-w{i}", FLEET_VISIBILITY_TIMEOUT_S="2", FLEET_UNACKED_RESTORE_INTERVAL_S="1")
+        chaos.start(
+            f"vis-w{i}", FLEET_VISIBILITY_TIMEOUT_S="2", FLEET_UNACKED_RESTORE_INTERVAL_S="1"
+        )
     recs = chaos.wait(ids, timeout_s=90)
     assert recs["long"].state is JobState.SUCCEEDED
     assert chaos.runs("long", "start") == 1
-    assert "dropping delivery of long" in chaos.logs()   # Redis did redeliver it, and the copy was dropped
+    assert (
+        "dropping delivery of long" in chaos.logs()
+    )  # Redis did redeliver it, and the copy was dropped
 
 
 def test_redis_restarted_during_a_run_loses_nothing(chaos):
@@ -188,7 +223,7 @@ def test_redis_restarted_during_a_run_loses_nothing(chaos):
     chaos.start("redis-w")
     chaos.wait_running(ids["r0"])
     port, data = chaos.redis.port, chaos.redis.data_dir
-    chaos.redis.stop()                      # SIGTERM: AOF is flushed
+    chaos.redis.stop()  # SIGTERM: AOF is flushed
     time.sleep(3)
     chaos.redis = RedisServer(data, port=port).start()
     recs = chaos.wait(ids, timeout_s=120)
@@ -200,15 +235,18 @@ def test_the_store_down_during_upload_is_retried_without_retraining(chaos, s3_en
     from moto.server import ThreadedMotoServer
 
     from fleet.redis_server import free_port
+
     port = free_port()
     s3 = ThreadedMotoServer(ip_address="127.0.0.1", port=port, verbose=False)
     s3.start()
-    chaos.env.update(FLEET_STORE_URL="s3://chaos/runs", FLEET_S3_ENDPOINT_URL=f"http://127.0.0.1:{port}")
+    chaos.env.update(
+        FLEET_STORE_URL="s3://chaos/runs", FLEET_S3_ENDPOINT_URL=f"http://127.0.0.1:{port}"
+    )
     try:
         ids = chaos.publish(chaos.manifest({"up": 2}))
         chaos.start("store-w")
         chaos.wait_running(ids["up"])
-        s3.stop()                            # the store goes away before the upload
+        s3.stop()  # the store goes away before the upload
         time.sleep(5)
         assert chaos.records().get(ids["up"]).state is JobState.RUNNING
         s3 = ThreadedMotoServer(ip_address="127.0.0.1", port=port, verbose=False)
@@ -223,7 +261,7 @@ def test_the_store_down_during_upload_is_retried_without_retraining(chaos, s3_en
 
 
 def test_sigterm_mid_job_requeues_it_at_once_and_leaves_no_process(chaos):
-    chaos.env["FLEET_LEASE_TTL_S"] = "60"    # so a prompt requeue cannot be the reaper's
+    chaos.env["FLEET_LEASE_TTL_S"] = "60"  # so a prompt requeue cannot be the reaper's
     ids = chaos.publish(chaos.manifest({"term": 8}))
     w = chaos.start("term-a")
     chaos.wait_running(ids["term"])
@@ -253,7 +291,9 @@ def test_cancel_stops_a_queued_job_from_starting_and_kills_a_running_one(chaos):
     time.sleep(2)
     assert chaos.runs("never", "start") == 0
     assert {n: chaos.records().get(j).state for n, j in ids.items()} == {
-        "run-me": JobState.CANCELLED, "never": JobState.CANCELLED}
+        "run-me": JobState.CANCELLED,
+        "never": JobState.CANCELLED,
+    }
 
 
 def test_the_same_manifest_published_by_two_publishers_at_once_runs_each_job_once(chaos):
@@ -271,7 +311,7 @@ def test_the_same_manifest_published_by_two_publishers_at_once_runs_each_job_onc
     chaos.start("pub-w0")
     chaos.start("pub-w1")
     recs = chaos.wait(ids[0], timeout_s=60)
-    time.sleep(2)   # any second copy would have started by now
+    time.sleep(2)  # any second copy would have started by now
     assert all(r.state is JobState.SUCCEEDED for r in recs.values())
     assert {n: chaos.runs(n, "start") for n in ids[0]} == {n: 1 for n in ids[0]}
 
@@ -291,7 +331,9 @@ def test_fleet_cancel_and_requeue_do_what_they_say(chaos):
     chaos.fleet("requeue", "again")
     chaos.wait({"again": ids["again"]}, timeout_s=60)
     rec = chaos.records().get(ids["again"])
-    assert chaos.runs("again") == 2 and rec.state is JobState.SUCCEEDED and rec.job_id == ids["again"]
+    assert (
+        chaos.runs("again") == 2 and rec.state is JobState.SUCCEEDED and rec.job_id == ids["again"]
+    )
     assert chaos.records().get(ids["stop-me"]).state is JobState.CANCELLED
     chaos.fleet("requeue", "stop-me")
     chaos.wait_running(ids["stop-me"])
@@ -302,28 +344,38 @@ def test_a_prefer_cuda_job_with_no_gpu_worker_falls_back_to_cpu_and_runs_once(ch
     chaos.start("pref-cpu")
     recs = chaos.wait(ids, timeout_s=60)
     assert recs["pref"].worker == "pref-cpu" and recs["pref"].queue == "cpu"
-    chaos.start("pref-gpu", capability=CUDA)    # its CUDA copy is still queued: dropped, not run
-    wait_until("the CUDA worker drops pref's copy", lambda: "dropping delivery of pref" in chaos.logs(),
-               60, chaos.logs)
+    chaos.start("pref-gpu", capability=CUDA)  # its CUDA copy is still queued: dropped, not run
+    wait_until(
+        "the CUDA worker drops pref's copy",
+        lambda: "dropping delivery of pref" in chaos.logs(),
+        60,
+        chaos.logs,
+    )
     assert chaos.runs("pref", "start") == 1
 
 
-def test_a_worker_restarted_while_the_store_was_down_uploads_its_kept_bundle_without_retraining(chaos, s3_env, monkeypatch):
+def test_a_worker_restarted_while_the_store_was_down_uploads_its_kept_bundle_without_retraining(
+    chaos, s3_env, monkeypatch
+):
     from moto.server import ThreadedMotoServer
 
     from fleet.redis_server import free_port
+
     port = free_port()
-    chaos.env.update(FLEET_STORE_URL="s3://kept/runs", FLEET_S3_ENDPOINT_URL=f"http://127.0.0.1:{port}",
-                     FLEET_LEASE_TTL_S="30")
+    chaos.env.update(
+        FLEET_STORE_URL="s3://kept/runs",
+        FLEET_S3_ENDPOINT_URL=f"http://127.0.0.1:{port}",
+        FLEET_LEASE_TTL_S="30",
+    )
     ids = chaos.publish(chaos.manifest({"kept": 0.5}))
-    w = chaos.start("kept-w")                     # the store is not up at all
+    w = chaos.start("kept-w")  # the store is not up at all
     deadline = time.monotonic() + 60
     while "bundle kept" not in chaos.logs() and time.monotonic() < deadline:
         time.sleep(0.2)
     assert "bundle kept" in chaos.logs()
     w.send_signal(signal.SIGTERM)
     w.wait(30)
-    assert chaos.records().get(ids["kept"]).state is JobState.RUNNING   # not re-queued to re-train
+    assert chaos.records().get(ids["kept"]).state is JobState.RUNNING  # not re-queued to re-train
     s3 = ThreadedMotoServer(ip_address="127.0.0.1", port=port, verbose=False)
     s3.start()
     try:
@@ -355,15 +407,17 @@ def test_a_killed_workers_job_restarts_on_another_host_within_two_lease_ttls(cha
         time.sleep(0.1)
     restarted_after = time.monotonic() - killed_at
     assert rec.worker == "ttl-b" and rec.attempts == 2
-    assert restarted_after < 2 * 3, f"restarted {restarted_after:.1f}s after the kill; lease TTL is 3s"
+    assert restarted_after < 2 * 3, (
+        f"restarted {restarted_after:.1f}s after the kill; lease TTL is 3s"
+    )
     deadline = time.monotonic() + 10
     while chaos.runs("orphan", "start") < 2 and time.monotonic() < deadline:
-        time.sleep(0.1)     # claimed: its process starts a moment later
+        time.sleep(0.1)  # claimed: its process starts a moment later
     assert chaos.runs("orphan", "start") == 2
 
 
 def test_sigquit_cold_shutdown_also_hands_the_running_job_back_at_once(chaos):
-    chaos.env["FLEET_LEASE_TTL_S"] = "60"    # so a prompt requeue cannot be the reaper's
+    chaos.env["FLEET_LEASE_TTL_S"] = "60"  # so a prompt requeue cannot be the reaper's
     ids = chaos.publish(chaos.manifest({"quit": 30}))
     w = chaos.start("quit-a")
     chaos.wait_running(ids["quit"])

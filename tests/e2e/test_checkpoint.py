@@ -1,6 +1,7 @@
 """Checkpoint resume through real workers (issue 9 item 4): an ``mlp`` job with
 ``checkpoint = "ckpt/"`` killed mid-training resumes on another host from its last synced
 epoch, and ends with the same weights as an uninterrupted run with the same seed."""
+
 from __future__ import annotations
 
 import signal
@@ -30,8 +31,10 @@ pytestmark = pytest.mark.e2e
 def mlp_manifest(chaos, name: str) -> Path:
     hyper = ", ".join(f"{k} = {v!r}".replace("'", '"') for k, v in E2E_HYPER.items())
     path = chaos.root / f"m-{uuid.uuid4().hex[:6]}.toml"
-    path.write_text(f'[[jobs]]\nname = "{name}"\nmodel = "mlp"\ndata = "{MOONS}"\nseed = 11\n'
-                    f'checkpoint = "ckpt/"\nhyper = {{ {hyper} }}\n')
+    path.write_text(
+        f'[[jobs]]\nname = "{name}"\nmodel = "mlp"\ndata = "{MOONS}"\nseed = 11\n'
+        f'checkpoint = "ckpt/"\nhyper = {{ {hyper} }}\n'
+    )
     return path
 
 
@@ -47,7 +50,11 @@ def interrupt_after(chaos, job_id: str, epoch: int, sig: int, resumed: bool = Fa
     deadline = time.monotonic() + 120
     while time.monotonic() < deadline:
         rec = chaos.records().get(job_id)
-        if rec.state is JobState.RUNNING and epoch_of(rec, resumed) >= epoch and chaos.records().checkpoint(job_id):
+        if (
+            rec.state is JobState.RUNNING
+            and epoch_of(rec, resumed) >= epoch
+            and chaos.records().checkpoint(job_id)
+        ):
             victim = chaos.workers[rec.worker]
             victim.send_signal(sig)
             victim.wait(30)
@@ -64,7 +71,9 @@ def final_weights_and_metrics(chaos, rec) -> tuple[str, dict]:
     with open(bundle, "rb") as raw, zstandard.ZstdDecompressor().stream_reader(raw) as stream:
         with tarfile.open(fileobj=stream, mode="r|") as tar:
             tar.extractall(out, filter="data")
-    return weights_digest(out / "model.pt"), store.get_meta("mlp", rec.artifact["sha256"])["metrics"]
+    return weights_digest(out / "model.pt"), store.get_meta("mlp", rec.artifact["sha256"])[
+        "metrics"
+    ]
 
 
 @pytest.fixture(scope="module")
@@ -77,11 +86,15 @@ def uninterrupted(tmp_path_factory) -> str:
 @pytest.fixture
 def ckpt_chaos(chaos, monkeypatch):
     chaos.env.update(FLEET_CHECKPOINT_EVERY_S="0.5")
-    monkeypatch.setenv("FLEET_STORE_URL", chaos.env["FLEET_STORE_URL"])   # publish stages the data there
+    monkeypatch.setenv(
+        "FLEET_STORE_URL", chaos.env["FLEET_STORE_URL"]
+    )  # publish stages the data there
     return chaos
 
 
-def test_a_checkpointed_job_killed_mid_training_resumes_on_another_host_and_ends_with_the_same_model(ckpt_chaos, uninterrupted):
+def test_a_checkpointed_job_killed_mid_training_resumes_on_another_host_and_ends_with_the_same_model(
+    ckpt_chaos, uninterrupted
+):
     chaos = ckpt_chaos
     chaos.start("ck-a")
     ids = chaos.publish(mlp_manifest(chaos, "resume"))
@@ -90,15 +103,23 @@ def test_a_checkpointed_job_killed_mid_training_resumes_on_another_host_and_ends
     recs = chaos.wait(ids, timeout_s=180)
     assert recs["resume"].worker == "ck-b" and recs["resume"].attempts == 2
     digest, metrics = final_weights_and_metrics(chaos, recs["resume"])
-    print(f"\nresumed from epoch {metrics['resumed_from_epoch']} of {EPOCHS}; weights equal: {digest == uninterrupted}")
+    print(
+        f"\nresumed from epoch {metrics['resumed_from_epoch']} of {EPOCHS}; weights equal: {digest == uninterrupted}"
+    )
     assert 0 < metrics["resumed_from_epoch"] < EPOCHS
     assert digest == uninterrupted
-    assert chaos.records().checkpoint(ids["resume"]) is None   # succeeded: checkpoint dropped
-    left = Path(chaos.env["FLEET_STORE_URL"].removeprefix("file://")) / CHECKPOINTS_PREFIX / ids["resume"]
+    assert chaos.records().checkpoint(ids["resume"]) is None  # succeeded: checkpoint dropped
+    left = (
+        Path(chaos.env["FLEET_STORE_URL"].removeprefix("file://"))
+        / CHECKPOINTS_PREFIX
+        / ids["resume"]
+    )
     assert not list(left.glob("*"))
 
 
-def test_a_checkpointed_job_killed_twice_resumes_each_time_and_ends_with_the_same_model(ckpt_chaos, uninterrupted):
+def test_a_checkpointed_job_killed_twice_resumes_each_time_and_ends_with_the_same_model(
+    ckpt_chaos, uninterrupted
+):
     # first a SIGKILL, then a warm shutdown (handed back at once, with a last sync)
     chaos = ckpt_chaos
     chaos.env["FLEET_LEASE_TTL_S"] = "2"
@@ -113,7 +134,9 @@ def test_a_checkpointed_job_killed_twice_resumes_each_time_and_ends_with_the_sam
     chaos.start("twice-c")
     recs = chaos.wait(ids, timeout_s=180)
     digest, metrics = final_weights_and_metrics(chaos, recs["twice"])
-    print(f"\nkilled, handed back after epoch {seen}; last run resumed from epoch "
-          f"{metrics['resumed_from_epoch']} of {EPOCHS}; weights equal: {digest == uninterrupted}")
+    print(
+        f"\nkilled, handed back after epoch {seen}; last run resumed from epoch "
+        f"{metrics['resumed_from_epoch']} of {EPOCHS}; weights equal: {digest == uninterrupted}"
+    )
     assert synced_at_handback and seen - 1 <= metrics["resumed_from_epoch"] < EPOCHS
     assert recs["twice"].worker == "twice-c" and digest == uninterrupted

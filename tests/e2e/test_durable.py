@@ -4,6 +4,7 @@ same host, and count trainer runs by side effect (issue 9 item 3).
 FLEET_LATE_KILLS (default 5) sets how many late kills the first test makes; run it with
 more for figures: FLEET_LATE_KILLS=20 .venv/bin/python -m pytest -s tests/e2e/test_durable.py -k late
 """
+
 from __future__ import annotations
 
 import json
@@ -32,9 +33,11 @@ def big_manifest(chaos, jobs: dict[str, tuple[int, float]]) -> Path:
     """Command jobs writing ``mib`` MiB of output after ``sleep_s``."""
     text = ""
     for name, (mib, sleep_s) in jobs.items():
-        text += (f'[[jobs]]\nname = "{name}"\n'
-                 f'command = ["{sys.executable}", "{BIGOUT}", "{mib}", "{sleep_s}", "{chaos.tag}", "{name}"]\n'
-                 'artifacts = ["out/*"]\n')
+        text += (
+            f'[[jobs]]\nname = "{name}"\n'
+            f'command = ["{sys.executable}", "{BIGOUT}", "{mib}", "{sleep_s}", "{chaos.tag}", "{name}"]\n'
+            'artifacts = ["out/*"]\n'
+        )
     path = chaos.root / f"m-{uuid.uuid4().hex[:6]}.toml"
     path.write_text(text)
     return path
@@ -57,10 +60,14 @@ def run_dirs(chaos, host: str) -> list[Path]:
 
 def wait_trained(chaos, job_id: str):
     """The record once it says trained, while the run is still bundling or uploading."""
+
     def trained_running():
         rec = chaos.records().get(job_id)
-        assert rec.state is not JobState.SUCCEEDED, "finished before the test saw it trained: output too small"
+        assert rec.state is not JobState.SUCCEEDED, (
+            "finished before the test saw it trained: output too small"
+        )
         return rec.trained and rec.state is JobState.RUNNING and rec
+
     return wait_for(trained_running, 60, "the record to say trained", chaos)
 
 
@@ -69,7 +76,9 @@ def kill(chaos, name: str) -> None:
     chaos.workers[name].wait()
 
 
-def test_a_worker_killed_just_after_its_trainer_exited_finishes_the_job_on_restart_without_retraining(chaos):
+def test_a_worker_killed_just_after_its_trainer_exited_finishes_the_job_on_restart_without_retraining(
+    chaos,
+):
     # Two hosts, each able to run every job: whichever trains a job is killed right after its
     # trainer exits (alternately: once the record says trained, or once the job's process is
     # gone), and restarted under the same name. The other host's reaper runs all along, so a
@@ -85,28 +94,39 @@ def test_a_worker_killed_just_after_its_trainer_exited_finishes_the_job_on_resta
         if i % 2 == 0:
             rec = wait_trained(chaos, job_id)
         else:
-            wait_for(lambda name=name: chaos.runs(name) == 1 and not chaos.job_processes(), 60, "the job's exit", chaos)
+            wait_for(
+                lambda name=name: chaos.runs(name) == 1 and not chaos.job_processes(),
+                60,
+                "the job's exit",
+                chaos,
+            )
             rec = chaos.records().get(job_id)
         victim = rec.worker
         kill(chaos, victim)
-        assert chaos.records().get(job_id).state is JobState.RUNNING, "the kill came too late to test anything"
+        assert chaos.records().get(job_id).state is JobState.RUNNING, (
+            "the kill came too late to test anything"
+        )
         chaos.start(victim, wait=False)
         recs = chaos.wait(ids, timeout_s=120)
         retrains[name] = chaos.runs(name, "start") - 1
         from_disk = f"finishing {name} from the output" in chaos.logs()
         finished_from_disk += from_disk
         assert recs[name].worker == victim
-        if from_disk:   # `fleet logs` shows the dead run ended, not an attempt left open
+        if from_disk:  # `fleet logs` shows the dead run ended, not an attempt left open
             shown = chaos.fleet("logs", name).stdout.rstrip().splitlines()
-            assert shown[-1].endswith(": succeeded (finished from its output after the worker restarted) ---"), shown
-    print(f"\nlate kills: {LATE_KILLS}, re-trains: {sum(retrains.values())}, "
-          f"finished from the dead run's work dir: {finished_from_disk}")
+            assert shown[-1].endswith(
+                ": succeeded (finished from its output after the worker restarted) ---"
+            ), shown
+    print(
+        f"\nlate kills: {LATE_KILLS}, re-trains: {sum(retrains.values())}, "
+        f"finished from the dead run's work dir: {finished_from_disk}"
+    )
     assert retrains == {f"late{i}": 0 for i in range(LATE_KILLS)}, chaos.logs()
     store = open_store_at(chaos.env["FLEET_STORE_URL"])
     assert sorted(a["name"] for a in store.list_artifacts()) == sorted(retrains)
     for a in store.list_artifacts():
         assert a["files"]["out/big.bin"] and store.verify("command", a["sha256"])
-    for h in hosts:   # every run folder went: the finished ones and the rest
+    for h in hosts:  # every run folder went: the finished ones and the rest
         wait_for(lambda h=h: not run_dirs(chaos, h), 30, f"{h}'s run folders to go", chaos)
 
 
@@ -118,14 +138,16 @@ def test_a_killed_runs_work_dir_is_removed_when_its_worker_starts_again(chaos):
     (left,) = run_dirs(chaos, "leak-w")
     assert (left / "work" / "job.json").is_file() and (left / "run.json").is_file()
     kill(chaos, "leak-w")
-    assert left.exists()                         # SIGKILL: nothing of ours ran to clean it
+    assert left.exists()  # SIGKILL: nothing of ours ran to clean it
     chaos.start("leak-w")
     wait_for(lambda: not left.exists(), 30, f"{left} to be removed", chaos)
     # the job itself is handed back by its lease and runs again from scratch
     chaos.wait_running(ids["leak"])
 
 
-def test_a_trained_job_whose_host_never_comes_back_is_trained_again_elsewhere_after_the_grace(chaos):
+def test_a_trained_job_whose_host_never_comes_back_is_trained_again_elsewhere_after_the_grace(
+    chaos,
+):
     chaos.env["FLEET_TRAINED_GRACE_S"] = "3"
     chaos.start("lost-a")
     ids = chaos.publish(big_manifest(chaos, {"lost": (OUTPUT_MIB, 0.3)}))
@@ -137,8 +159,8 @@ def test_a_trained_job_whose_host_never_comes_back_is_trained_again_elsewhere_af
     chaos.start("lost-b")
     recs = chaos.wait(ids, timeout_s=120)
     assert recs["lost"].worker == "lost-b" and chaos.runs("lost", "start") == 2
-    assert time.monotonic() - killed_at > 3      # not before the grace ran out
-    assert recs["lost"].trained["host"] == "lost-b"   # the claim cleared lost-a's marker
+    assert time.monotonic() - killed_at > 3  # not before the grace ran out
+    assert recs["lost"].trained["host"] == "lost-b"  # the claim cleared lost-a's marker
 
 
 def test_a_run_that_was_only_marked_trained_is_not_re_run_by_a_duplicate_delivery(chaos):
@@ -151,10 +173,14 @@ def test_a_run_that_was_only_marked_trained_is_not_re_run_by_a_duplicate_deliver
     kill(chaos, "dup-a")
     chaos.start("dup-b")
     client = chaos.client()
-    wait_for(lambda: not client.exists(f"fleet:lease:{ids['dup']}"), 30, "the lease to expire", chaos)
+    wait_for(
+        lambda: not client.exists(f"fleet:lease:{ids['dup']}"), 30, "the lease to expire", chaos
+    )
     key, msg = (client.hget(f"fleet:job:{ids['dup']}", k) for k in ("pri_key", "pri_msg"))
     queues.push(client, key.decode(), msg.replace(b"@@FLEET-TAG@@", f"{ids['dup']}.99".encode()))
-    wait_for(lambda: "waiting for its upload" in chaos.logs(), 30, "the copy to be dropped", chaos, 0.2)
+    wait_for(
+        lambda: "waiting for its upload" in chaos.logs(), 30, "the copy to be dropped", chaos, 0.2
+    )
     assert chaos.runs("dup", "start") == 1
     chaos.start("dup-a", wait=False)
     recs = chaos.wait(ids, timeout_s=120)

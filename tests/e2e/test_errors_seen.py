@@ -1,5 +1,6 @@
 """End to end: an error no step of a run foresaw is recorded as one line on the job and
 leaves its whole traceback in the worker's log, where it happened."""
+
 from __future__ import annotations
 
 import os
@@ -38,10 +39,15 @@ def test_an_unforeseen_error_is_one_line_on_the_job_and_a_traceback_in_the_worke
     (tmp_path / "m.toml").write_text(MANIFEST)
     worker = None
     try:
-        done = subprocess.run([sys.executable, "-m", "fleet.cli", "publish", str(tmp_path / "m.toml"), "--json"],
-                              env=env, capture_output=True, text=True, timeout=120)
+        done = subprocess.run(
+            [sys.executable, "-m", "fleet.cli", "publish", str(tmp_path / "m.toml"), "--json"],
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=120,
+        )
         assert done.returncode == 0, done.stderr
-        shutil.rmtree(store)     # the staged data is gone before any worker fetches it
+        shutil.rmtree(store)  # the staged data is gone before any worker fetches it
         worker = start_worker(HOST, CPU, env, tmp_path / "logs")
         wait_for_workers(env, [HOST])
         client = decoding(redis.Redis.from_url(server.url))

@@ -2,6 +2,7 @@
 then bob 4 at the same priority; bob's first job starts within about two job lengths, not
 after all of alice's, and `fleet usage` and `fleet share list` add up to the run times the
 jobs measured themselves."""
+
 from __future__ import annotations
 
 import json
@@ -29,8 +30,11 @@ JOB_S = 2.0
 def manifest(prefix: str, n: int) -> str:
     # the job ID is made of what the job runs, not its name: each owner's jobs get their own seeds
     base = sum(map(ord, prefix)) * 1000
-    return "".join(f'[[jobs]]\nname = "{prefix}{i}"\ncommand = ["{sys.executable}", "{JOB}", "{JOB_S}"]\n'
-                   f"seed = {base + i}\nmin_cores = 1\n" for i in range(n))
+    return "".join(
+        f'[[jobs]]\nname = "{prefix}{i}"\ncommand = ["{sys.executable}", "{JOB}", "{JOB_S}"]\n'
+        f"seed = {base + i}\nmin_cores = 1\n"
+        for i in range(n)
+    )
 
 
 class Shared:
@@ -40,23 +44,36 @@ class Shared:
         self.counts.mkdir()
 
     def fleet(self, *args: str) -> str:
-        done = subprocess.run([sys.executable, "-m", "fleet.cli", *args], env=self.env, capture_output=True,
-                              text=True, timeout=120)
+        done = subprocess.run(
+            [sys.executable, "-m", "fleet.cli", *args],
+            env=self.env,
+            capture_output=True,
+            text=True,
+            timeout=120,
+        )
         assert done.returncode == 0, done.stdout + done.stderr
         return done.stdout
 
     def publish(self, owner: str, text: str) -> dict[str, str]:
         path = self.root / f"{owner}.toml"
         path.write_text(text)
-        return {r["name"]: r["job_id"] for r in json.loads(self.fleet("publish", str(path), "--json", "--owner", owner))}
+        return {
+            r["name"]: r["job_id"]
+            for r in json.loads(self.fleet("publish", str(path), "--json", "--owner", owner))
+        }
 
     def records(self) -> list:
-        return Records(redis.Redis.from_url(self.env["FLEET_BROKER_URL"], decode_responses=True)).all()
+        return Records(
+            redis.Redis.from_url(self.env["FLEET_BROKER_URL"], decode_responses=True)
+        ).all()
 
     def started(self) -> dict[str, float]:
         """Jobs that started, by name: when (the job's own clock)."""
         return {p.stem: json.loads(p.read_text())["start"] for p in self.counts.glob("*.json")} | {
-            r.name: r.started_at for r in self.records() if r.started_at and r.state is JobState.RUNNING}
+            r.name: r.started_at
+            for r in self.records()
+            if r.started_at and r.state is JobState.RUNNING
+        }
 
     def wait(self, names, timeout_s: float) -> None:
         deadline = time.monotonic() + timeout_s
@@ -65,17 +82,27 @@ class Shared:
             if set(names) <= done:
                 return
             time.sleep(0.3)
-        raise AssertionError(f"not finished within {timeout_s}s: {sorted(set(names) - done)}\n{self.logs()}")
+        raise AssertionError(
+            f"not finished within {timeout_s}s: {sorted(set(names) - done)}\n{self.logs()}"
+        )
 
     def logs(self) -> str:
-        return "\n".join(f"--- {p.name}\n{p.read_text(errors='replace')[-3000:]}" for p in (self.root / "logs").glob("*.log"))
+        return "\n".join(
+            f"--- {p.name}\n{p.read_text(errors='replace')[-3000:]}"
+            for p in (self.root / "logs").glob("*.log")
+        )
 
 
 @pytest.fixture
 def shared(tmp_path):
     server = RedisServer(tmp_path / "redis").start()
-    env = dict(os.environ, FLEET_BROKER_URL=server.url, FLEET_STORE_URL=f"file://{tmp_path / 'store'}",
-               FLEET_LEASE_TTL_S="5", COUNT_DIR=str(tmp_path / "counts"))
+    env = dict(
+        os.environ,
+        FLEET_BROKER_URL=server.url,
+        FLEET_STORE_URL=f"file://{tmp_path / 'store'}",
+        FLEET_LEASE_TTL_S="5",
+        COUNT_DIR=str(tmp_path / "counts"),
+    )
     env.pop("FLEET_CAPABILITY", None)
     worker = start_worker("shared", HOST, env, tmp_path / "logs")
     try:
@@ -89,8 +116,11 @@ def shared(tmp_path):
 def test_a_second_owners_jobs_start_within_two_job_lengths_not_after_a_40_job_sweep(shared):
     alice = shared.publish("alice", manifest("a", 40))
     deadline = time.monotonic() + 60
-    while sum(r.state is JobState.SUCCEEDED for r in shared.records()) < 4 and time.monotonic() < deadline:
-        time.sleep(0.2)       # alice's first runs ended: she has used the host, bob has not
+    while (
+        sum(r.state is JobState.SUCCEEDED for r in shared.records()) < 4
+        and time.monotonic() < deadline
+    ):
+        time.sleep(0.2)  # alice's first runs ended: she has used the host, bob has not
     t0 = time.time()
     bob = shared.publish("bob", manifest("b", 4))
     shared.wait(bob, timeout_s=60)
@@ -98,9 +128,16 @@ def test_a_second_owners_jobs_start_within_two_job_lengths_not_after_a_40_job_sw
     bob_first = min(reports[n]["start"] for n in bob)
     waited = bob_first - t0
     assert waited < 2 * JOB_S + C.FAIRSHARE_REFRESH_S + 1.5, f"bob's first job waited {waited:.1f}s"
-    alice_after = sum(reports.get(n, {"start": 1e18})["start"] > max(reports[b]["start"] for b in bob) for n in alice)
-    print(f"bob's first job started {waited:.1f}s after his publish; {alice_after} of alice's 40 started after his last")
-    assert alice_after >= 20, f"only {alice_after} of alice's jobs were left when bob's last started"
+    alice_after = sum(
+        reports.get(n, {"start": 1e18})["start"] > max(reports[b]["start"] for b in bob)
+        for n in alice
+    )
+    print(
+        f"bob's first job started {waited:.1f}s after his publish; {alice_after} of alice's 40 started after his last"
+    )
+    assert alice_after >= 20, (
+        f"only {alice_after} of alice's jobs were left when bob's last started"
+    )
 
     shared.wait(alice, timeout_s=120)
     reports = {p.stem: json.loads(p.read_text()) for p in shared.counts.glob("*.json")}
@@ -108,9 +145,16 @@ def test_a_second_owners_jobs_start_within_two_job_lengths_not_after_a_40_job_sw
     usage = {u["owner"]: u for u in json.loads(shared.fleet("usage", "--json"))["owners"]}
     shares = {s["owner"]: s for s in json.loads(shared.fleet("share", "list", "--json"))["owners"]}
     for owner, names in (("alice", alice), ("bob", bob)):
-        measured_h = sum(reports[n]["end"] - reports[n]["start"] for n in names) / 3600   # one core each
+        measured_h = (
+            sum(reports[n]["end"] - reports[n]["start"] for n in names) / 3600
+        )  # one core each
         # a run as recorded (claim to finish) holds its job a little longer than the job's own clock
         slack_h = len(names) * 1.0 / 3600
-        assert measured_h <= usage[owner]["core_hours"] + 0.002 <= measured_h + slack_h + 0.002, (owner, usage)
-        assert shares[owner]["core_hours"] == pytest.approx(usage[owner]["core_hours"], rel=0.02, abs=0.002)
+        assert measured_h <= usage[owner]["core_hours"] + 0.002 <= measured_h + slack_h + 0.002, (
+            owner,
+            usage,
+        )
+        assert shares[owner]["core_hours"] == pytest.approx(
+            usage[owner]["core_hours"], rel=0.02, abs=0.002
+        )
     assert shares["bob"]["standing"] < shares["alice"]["standing"]

@@ -1,5 +1,6 @@
 """End to end: real workers with simulated capabilities consume exactly their queues,
 run each job on a host that qualifies, and store artifacts that verify and load."""
+
 from __future__ import annotations
 
 import hashlib
@@ -29,7 +30,7 @@ MANIFEST = f"""
 [[jobs]]
 name = "large-gbt"
 model = "gbt"
-data = "{EXAMPLES / 'moons.csv'}"
+data = "{EXAMPLES / "moons.csv"}"
 hyper = {{ n_estimators = 20 }}
 require_cuda = true
 min_vram_gib = 24
@@ -37,7 +38,7 @@ min_vram_gib = 24
 [[jobs]]
 name = "cuda-mlp"
 model = "mlp"
-data = "{EXAMPLES / 'moons.parquet'}"
+data = "{EXAMPLES / "moons.parquet"}"
 hyper = {{ epochs = 2, hidden_sizes = "8" }}
 require_cuda = true
 min_vram_gib = 8
@@ -45,7 +46,7 @@ min_vram_gib = 8
 [[jobs]]
 name = "cpu-gbt"
 model = "gbt"
-data = "{EXAMPLES / 'housing_small.csv'}"
+data = "{EXAMPLES / "housing_small.csv"}"
 hyper = {{ n_estimators = 10 }}
 
 [[jobs]]
@@ -54,9 +55,17 @@ command = ["python", "-c", "import pathlib; pathlib.Path('out').mkdir(exist_ok=T
 allowed_hosts = ["e2e-cpu"]
 """
 
-EXPECTED_QUEUES = {"e2e-large": ["cuda-large", "cuda", "cpu"], "e2e-cuda": ["cuda", "cpu"], "e2e-cpu": ["cpu"]}
-QUALIFIED = {"large-gbt": {"e2e-large"}, "cuda-mlp": {"e2e-large", "e2e-cuda"},
-             "cpu-gbt": set(HOSTS), "only-on-cpu-host": {"e2e-cpu"}}
+EXPECTED_QUEUES = {
+    "e2e-large": ["cuda-large", "cuda", "cpu"],
+    "e2e-cuda": ["cuda", "cpu"],
+    "e2e-cpu": ["cpu"],
+}
+QUALIFIED = {
+    "large-gbt": {"e2e-large"},
+    "cuda-mlp": {"e2e-large", "e2e-cuda"},
+    "cpu-gbt": set(HOSTS),
+    "only-on-cpu-host": {"e2e-cpu"},
+}
 
 
 def wait_terminal(records: Records, ids: set[str], timeout_s: float = 240) -> dict:
@@ -70,8 +79,13 @@ def wait_terminal(records: Records, ids: set[str], timeout_s: float = 240) -> di
 
 
 def test_workers_consume_exactly_the_queues_their_capability_qualifies_for(fleet):
-    out = subprocess.run([sys.executable, "-m", "celery", "-A", "tasks", "inspect", "active_queues", "--json"],
-                         env=fleet.env, capture_output=True, text=True, timeout=60)
+    out = subprocess.run(
+        [sys.executable, "-m", "celery", "-A", "tasks", "inspect", "active_queues", "--json"],
+        env=fleet.env,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
     replies = json.loads(out.stdout)
     got = {node.split("@")[0]: [q["name"] for q in queues] for node, queues in replies.items()}
     assert got == EXPECTED_QUEUES
@@ -80,7 +94,9 @@ def test_workers_consume_exactly_the_queues_their_capability_qualifies_for(fleet
 def test_each_job_runs_on_a_qualifying_host_and_its_artifact_verifies_and_loads(fleet, tmp_path):
     manifest = tmp_path / "m.toml"
     manifest.write_text(MANIFEST)
-    plan = json.loads(fleet.fleet("publish", str(manifest), "--dry-run", "--json", check=True).stdout)
+    plan = json.loads(
+        fleet.fleet("publish", str(manifest), "--dry-run", "--json", check=True).stdout
+    )
     assert {r["name"]: r["queue"] for r in plan}["large-gbt"] == "cuda-large"
     published = json.loads(fleet.fleet("publish", str(manifest), "--json", check=True).stdout)
     assert all(r["action"] == "publish" for r in published)
@@ -96,6 +112,7 @@ def test_each_job_runs_on_a_qualifying_host_and_its_artifact_verifies_and_loads(
     assert [r["action"] for r in again] == ["skip"] * len(ids)
 
     import os
+
     os.environ.update({k: v for k, v in fleet.env.items() if k.startswith(("AWS_", "FLEET_S3"))})
     store = open_store_at(fleet.store_url)
     for jid, rec in recs.items():
@@ -113,8 +130,13 @@ def test_each_job_runs_on_a_qualifying_host_and_its_artifact_verifies_and_loads(
             import pandas as pd
 
             from trainers.models import load_model
+
             model = load_model(out)
-            data = pd.read_csv(EXAMPLES / "moons.csv") if rec.name != "cpu-gbt" else pd.read_csv(EXAMPLES / "housing_small.csv")
+            data = (
+                pd.read_csv(EXAMPLES / "moons.csv")
+                if rec.name != "cpu-gbt"
+                else pd.read_csv(EXAMPLES / "housing_small.csv")
+            )
             assert len(model.predict(data.drop(columns=["target"]).head(5))) == 5
         else:
             assert (out / "out" / "x.txt").read_text() == "hi"
@@ -124,7 +146,12 @@ def _zst(path):
     import io
 
     import zstandard
-    return tarfile.open(fileobj=io.BytesIO(zstandard.ZstdDecompressor().decompressobj().decompress(path.read_bytes())))
+
+    return tarfile.open(
+        fileobj=io.BytesIO(
+            zstandard.ZstdDecompressor().decompressobj().decompress(path.read_bytes())
+        )
+    )
 
 
 def test_a_worker_asked_for_a_queue_its_host_does_not_qualify_for_refuses_to_start(fleet):
@@ -138,18 +165,31 @@ def test_a_pickle_message_on_a_fleet_queue_is_never_executed(fleet, tmp_path):
     marker = tmp_path / "pickled-ran"
     job_id = uuid.uuid4().hex
     job = {"name": "evil", "job_id": job_id, "command": ["touch", str(marker)]}
-    client_app(fleet.env["FLEET_BROKER_URL"]).send_task(TASK_NAME, args=[job], task_id=job_id, queue="cpu", serializer="pickle")
+    client_app(fleet.env["FLEET_BROKER_URL"]).send_task(
+        TASK_NAME, args=[job], task_id=job_id, queue="cpu", serializer="pickle"
+    )
     from state.deadletter import entries
-    wait_until("the worker sets the pickle message aside",
-               lambda: any("fleet accepts JSON only" in e["reason"] and e["queue"] == "cpu"
-                           for e in entries(fleet.client())), 60, fleet.logs)
+
+    wait_until(
+        "the worker sets the pickle message aside",
+        lambda: any(
+            "fleet accepts JSON only" in e["reason"] and e["queue"] == "cpu"
+            for e in entries(fleet.client())
+        ),
+        60,
+        fleet.logs,
+    )
     assert not marker.exists()
     assert not fleet.client().exists(f"fleet:job:{job_id}")
 
 
-def test_a_manifest_naming_missing_data_publishes_nothing_and_exits_2_with_the_line(fleet, tmp_path):
+def test_a_manifest_naming_missing_data_publishes_nothing_and_exits_2_with_the_line(
+    fleet, tmp_path
+):
     manifest = tmp_path / "missing.toml"
-    manifest.write_text('[[jobs]]\nname = "no-data"\nmodel = "gbt"\ndata = "/nonexistent/fleet-e2e.csv"\n')
+    manifest.write_text(
+        '[[jobs]]\nname = "no-data"\nmodel = "gbt"\ndata = "/nonexistent/fleet-e2e.csv"\n'
+    )
     out = fleet.fleet("publish", str(manifest), "--json")
     assert out.returncode == 2
     [problem] = json.loads(out.stdout)["problems"]
@@ -195,12 +235,16 @@ def test_workers_train_from_the_store_after_the_publishers_directory_is_deleted(
     manifest = data_project(tmp_path / "publisher")
     before = staged_keys(fleet)
     published = json.loads(fleet.fleet("publish", str(manifest), "--json", check=True).stdout)
-    shutil.rmtree(tmp_path / "publisher")     # nothing of the publisher's disk is left to read
+    shutil.rmtree(tmp_path / "publisher")  # nothing of the publisher's disk is left to read
     ids = {r["job_id"]: r["name"] for r in published}
     recs = wait_terminal(Records(fleet.client()), set(ids))
-    assert {r.name: r.state for r in recs.values()} == {n: JobState.SUCCEEDED for n in ids.values()}, fleet.logs()
+    assert {r.name: r.state for r in recs.values()} == {
+        n: JobState.SUCCEEDED for n in ids.values()
+    }, fleet.logs()
     for rec in recs.values():
-        assert rec.spec["data"].startswith("store+sha256://") and "publisher" not in json.dumps(rec.spec)
+        assert rec.spec["data"].startswith("store+sha256://") and "publisher" not in json.dumps(
+            rec.spec
+        )
     tree = next(r for r in recs.values() if r.name == "from-store-tree")
     store = fleet_store(fleet)
     bundle_path = store.get_bundle("command", tree.artifact["sha256"], tmp_path / "tree.tar.zst")
@@ -210,26 +254,42 @@ def test_workers_train_from_the_store_after_the_publishers_directory_is_deleted(
 
     # the same manifest from a copy: same IDs, nothing published, nothing sent to the store
     keys = staged_keys(fleet)
-    assert len(keys - before) >= 1 and len(keys) - len(before) <= 2   # moons.csv may be there already
-    again = json.loads(fleet.fleet("publish", str(data_project(tmp_path / "copy")), "--json", check=True).stdout)
+    assert (
+        len(keys - before) >= 1 and len(keys) - len(before) <= 2
+    )  # moons.csv may be there already
+    again = json.loads(
+        fleet.fleet("publish", str(data_project(tmp_path / "copy")), "--json", check=True).stdout
+    )
     assert {r["job_id"]: r["action"] for r in again} == {j: "skip" for j in ids}
     assert staged_keys(fleet) == keys
 
     # an edited CSV: one new job, one new object
     with open(tmp_path / "copy" / "data" / "moons.csv", "a") as f:
         f.write("0.5,0.5,0.1,0.1,1\n")
-    edited = json.loads(fleet.fleet("publish", str(tmp_path / "copy" / "m.toml"), "--json", check=True).stdout)
-    assert sorted((r["name"], r["action"]) for r in edited) == [("from-store-gbt", "publish"), ("from-store-tree", "skip")]
+    edited = json.loads(
+        fleet.fleet("publish", str(tmp_path / "copy" / "m.toml"), "--json", check=True).stdout
+    )
+    assert sorted((r["name"], r["action"]) for r in edited) == [
+        ("from-store-gbt", "publish"),
+        ("from-store-tree", "skip"),
+    ]
     assert len(staged_keys(fleet) - keys) == 1
     new = next(r["job_id"] for r in edited if r["action"] == "publish")
-    assert wait_terminal(Records(fleet.client()), {new})[new].state is JobState.SUCCEEDED, fleet.logs()
+    assert wait_terminal(Records(fleet.client()), {new})[new].state is JobState.SUCCEEDED, (
+        fleet.logs()
+    )
 
 
-def test_a_worker_given_q_serves_only_that_tier_and_the_constraint_queues_of_it_that_admit_it(fleet, tmp_path):
+def test_a_worker_given_q_serves_only_that_tier_and_the_constraint_queues_of_it_that_admit_it(
+    fleet, tmp_path
+):
     from fleet.local import stop_worker
     from tests.e2e.conftest import CUDA_LARGE, wait_for_workers
+
     manifest = tmp_path / "q.toml"
-    manifest.write_text('[[jobs]]\nname = "for-q-host"\ncommand = ["true"]\nallowed_hosts = ["e2e-q"]\n')
+    manifest.write_text(
+        '[[jobs]]\nname = "for-q-host"\ncommand = ["true"]\nallowed_hosts = ["e2e-q"]\n'
+    )
     [row] = json.loads(fleet.fleet("publish", str(manifest), "--json", check=True).stdout)
     assert row["queue"].startswith("cpu.")
     proc = start_worker("e2e-q", CUDA_LARGE, fleet.env, fleet.log_dir, extra=["-Q", "cpu"])
@@ -238,10 +298,12 @@ def test_a_worker_given_q_serves_only_that_tier_and_the_constraint_queues_of_it_
         rec = wait_terminal(Records(fleet.client()), {row["job_id"]}, timeout_s=60)[row["job_id"]]
         assert rec.state is JobState.SUCCEEDED and rec.worker == "e2e-q"
         app = client_app(fleet.env["FLEET_BROKER_URL"])
-        deadline = time.monotonic() + 30      # the refresh runs every 10 s and converges
+        deadline = time.monotonic() + 30  # the refresh runs every 10 s and converges
         while time.monotonic() < deadline:
             replies = app.control.inspect(timeout=2.0).active_queues() or {}
-            got = [q["name"] for node, qs in replies.items() if node.startswith("e2e-q@") for q in qs]
+            got = [
+                q["name"] for node, qs in replies.items() if node.startswith("e2e-q@") for q in qs
+            ]
             if got == [row["queue"], "cpu"]:
                 break
             time.sleep(1)

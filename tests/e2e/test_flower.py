@@ -3,6 +3,7 @@
 Names, queued jobs, progress, REVOKED after cancel, the Broker page with queue depths,
 worker capability, Prometheus metrics, and Terminate followed by requeue running once.
 """
+
 from __future__ import annotations
 
 import base64
@@ -36,7 +37,7 @@ pytestmark = pytest.mark.e2e
 ROOT = Path(__file__).resolve().parents[2]
 SLEEPY = Path(__file__).with_name("sleepy.py")
 USER, PASSWORD = "ops", f"pw-{uuid.uuid4().hex[:12]}"
-GHOST = ["ghost-host"]   # allowed_hosts no worker has: the job waits in its queue
+GHOST = ["ghost-host"]  # allowed_hosts no worker has: the job waits in its queue
 
 
 def free_port() -> int:
@@ -50,13 +51,23 @@ def chromium(url: str, screenshot: Path) -> str:
     browser = shutil.which("chromium") or shutil.which("chromium-browser")
     if not browser:
         missing("chromium is not installed (Debian: apt-get install chromium)")
-    flags = [browser, "--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
-             "--disable-background-networking", "--disable-component-update", "--disable-sync",
-             f"--user-data-dir={screenshot.parent / 'chromium-profile'}", "--window-size=1400,1000",
-             "--virtual-time-budget=8000"]
+    flags = [
+        browser,
+        "--headless",
+        "--no-sandbox",
+        "--disable-gpu",
+        "--disable-quic",
+        "--no-first-run",
+        "--disable-background-networking",
+        "--disable-component-update",
+        "--disable-sync",
+        f"--user-data-dir={screenshot.parent / 'chromium-profile'}",
+        "--window-size=1400,1000",
+        "--virtual-time-budget=8000",
+    ]
     run_browser([*flags, f"--screenshot={screenshot}", url])
     dom = run_browser([*flags, "--dump-dom", url])
-    keep = os.environ.get("FLEET_SCREENSHOT_DIR")   # to look at what an operator sees
+    keep = os.environ.get("FLEET_SCREENSHOT_DIR")  # to look at what an operator sees
     if keep:
         shutil.copy(screenshot, Path(keep) / screenshot.name)
     return dom
@@ -64,8 +75,9 @@ def chromium(url: str, screenshot: Path) -> str:
 
 def run_browser(argv: list[str], timeout_s: float = 120) -> str:
     """Run Chromium in its own process group, and leave none of its processes behind."""
-    proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True,
-                            start_new_session=True)
+    proc = subprocess.Popen(
+        argv, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True, start_new_session=True
+    )
     try:
         out, _ = proc.communicate(timeout=timeout_s)
     finally:
@@ -79,9 +91,14 @@ def run_browser(argv: list[str], timeout_s: float = 120) -> str:
 
 
 def start_flower(env: dict, port: int, log: Path) -> subprocess.Popen:
-    return subprocess.Popen([sys.executable, "-m", "celery", "-A", "tasks", "flower", f"--port={port}"],
-                            cwd=ROOT, env=env, stdout=open(log, "ab"), stderr=subprocess.STDOUT,
-                            start_new_session=True)
+    return subprocess.Popen(
+        [sys.executable, "-m", "celery", "-A", "tasks", "flower", f"--port={port}"],
+        cwd=ROOT,
+        env=env,
+        stdout=open(log, "ab"),
+        stderr=subprocess.STDOUT,
+        start_new_session=True,
+    )
 
 
 @dataclass
@@ -93,9 +110,13 @@ class Watched:
     flower_pid: int = 0
 
     def http(self, path: str, *, auth: bool = True, method: str = "GET") -> tuple[int, str]:
-        req = urllib.request.Request(self.url + path, method=method, data=b"" if method == "POST" else None)
+        req = urllib.request.Request(
+            self.url + path, method=method, data=b"" if method == "POST" else None
+        )
         if auth:
-            req.add_header("Authorization", "Basic " + base64.b64encode(f"{USER}:{PASSWORD}".encode()).decode())
+            req.add_header(
+                "Authorization", "Basic " + base64.b64encode(f"{USER}:{PASSWORD}".encode()).decode()
+            )
         try:
             with urllib.request.urlopen(req, timeout=10) as resp:
                 return resp.status, resp.read().decode()
@@ -114,17 +135,28 @@ class Watched:
             if task and check(task):
                 return task
             time.sleep(0.3)
-        raise AssertionError(f"Flower's task {short_id(job_id)} never matched; last seen: {task}\n{self.logs()}")
+        raise AssertionError(
+            f"Flower's task {short_id(job_id)} never matched; last seen: {task}\n{self.logs()}"
+        )
 
     def fleet(self, *args: str) -> subprocess.CompletedProcess:
-        return subprocess.run([sys.executable, "-m", "fleet.cli", *args], env=self.env, capture_output=True,
-                              text=True, timeout=120, cwd=ROOT)
+        return subprocess.run(
+            [sys.executable, "-m", "fleet.cli", *args],
+            env=self.env,
+            capture_output=True,
+            text=True,
+            timeout=120,
+            cwd=ROOT,
+        )
 
     def publish(self, jobs: dict[str, float], *flags: str, **keys) -> dict[str, str]:
         text = ""
         for name, sleep_s in jobs.items():
-            text += (f'[[jobs]]\nname = "{name}"\ncommand = ["{sys.executable}", "{SLEEPY}", "{sleep_s}", "{name}"]\n'
-                     'artifacts = ["out/*"]\n' + "".join(f"{k} = {json.dumps(v)}\n" for k, v in keys.items()))
+            text += (
+                f'[[jobs]]\nname = "{name}"\ncommand = ["{sys.executable}", "{SLEEPY}", "{sleep_s}", "{name}"]\n'
+                'artifacts = ["out/*"]\n'
+                + "".join(f"{k} = {json.dumps(v)}\n" for k, v in keys.items())
+            )
         return self.publish_text(text, *flags)
 
     def publish_text(self, text: str, *flags: str) -> dict[str, str]:
@@ -144,7 +176,9 @@ class Watched:
             if rec.state is state:
                 return rec
             time.sleep(0.2)
-        raise AssertionError(f"{short_id(job_id)} is {rec.state.value}, never {state.value}\n{self.logs()}")
+        raise AssertionError(
+            f"{short_id(job_id)} is {rec.state.value}, never {state.value}\n{self.logs()}"
+        )
 
     def runs(self, name: str, kind: str) -> int:
         f = self.root / "counts" / f"{name}.{kind}"
@@ -152,11 +186,15 @@ class Watched:
 
     def backend_state(self, job_id: str) -> str:
         from celery import Celery
+
         app = Celery("probe", broker=self.redis_url, backend=self.redis_url)
         return app.AsyncResult(job_id).state
 
     def logs(self) -> str:
-        return "\n".join(f"--- {p.name}\n{p.read_text(errors='replace')[-3000:]}" for p in (self.root / "logs").glob("*.log"))
+        return "\n".join(
+            f"--- {p.name}\n{p.read_text(errors='replace')[-3000:]}"
+            for p in (self.root / "logs").glob("*.log")
+        )
 
 
 @pytest.fixture(scope="module")
@@ -166,18 +204,29 @@ def flower(tmp_path_factory):
     (root / "logs").mkdir()
     server = RedisServer(root / "redis").start()
     port = free_port()
-    env = dict(os.environ, FLEET_BROKER_URL=server.url, FLEET_STORE_URL=f"file://{root / 'store'}",
-               FLEET_LEASE_TTL_S="5", COUNT_DIR=str(root / "counts"), FLOWER_BASIC_AUTH=f"{USER}:{PASSWORD}")
+    env = dict(
+        os.environ,
+        FLEET_BROKER_URL=server.url,
+        FLEET_STORE_URL=f"file://{root / 'store'}",
+        FLEET_LEASE_TTL_S="5",
+        COUNT_DIR=str(root / "counts"),
+        FLOWER_BASIC_AUTH=f"{USER}:{PASSWORD}",
+    )
     for var in ("FLEET_CAPABILITY", "FLOWER_UNAUTHENTICATED", "FLOWER_ADDRESS"):
         env.pop(var, None)
-    workers = {n: start_worker(n, c, env, root / "logs") for n, c in (("fl-cpu", CPU), ("fl-large", CUDA_LARGE))}
+    workers = {
+        n: start_worker(n, c, env, root / "logs")
+        for n, c in (("fl-cpu", CPU), ("fl-large", CUDA_LARGE))
+    }
     proc = start_flower(env, port, root / "logs" / "flower.log")
     w = Watched(env, f"http://127.0.0.1:{port}", root, server.url, proc.pid)
     try:
         wait_for_workers(env, workers)
         deadline = time.monotonic() + 60
         while w.http("/healthcheck", auth=False)[0] != 200:
-            assert proc.poll() is None and time.monotonic() < deadline, f"Flower did not start\n{w.logs()}"
+            assert proc.poll() is None and time.monotonic() < deadline, (
+                f"Flower did not start\n{w.logs()}"
+            )
             time.sleep(0.3)
         # Flower learns the workers (and their queues) from its first inspect round
         deadline = time.monotonic() + 60
@@ -200,8 +249,14 @@ def flower(tmp_path_factory):
 
 def test_flower_refuses_to_start_without_a_password(tmp_path):
     env = {k: v for k, v in os.environ.items() if not k.startswith("FLOWER_")}
-    out = subprocess.run([sys.executable, "-m", "celery", "-A", "tasks", "flower", f"--port={free_port()}"],
-                         cwd=ROOT, env=env, capture_output=True, text=True, timeout=60)
+    out = subprocess.run(
+        [sys.executable, "-m", "celery", "-A", "tasks", "flower", f"--port={free_port()}"],
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
     assert out.returncode != 0
     assert "refusing to start Flower without authentication" in out.stderr + out.stdout
     assert "FLOWER_BASIC_AUTH" in out.stderr + out.stdout
@@ -215,27 +270,31 @@ def test_the_api_answers_401_without_the_password_and_200_with_it(flower):
 
 def test_flower_listens_only_on_loopback_by_default(flower):
     port = int(flower.url.rsplit(":", 1)[1])
-    listening = [c.laddr for p in [psutil.Process(flower.flower_pid)]
-                 for c in p.net_connections(kind="inet") if c.status == psutil.CONN_LISTEN]
+    listening = [
+        c.laddr
+        for p in [psutil.Process(flower.flower_pid)]
+        for c in p.net_connections(kind="inet")
+        if c.status == psutil.CONN_LISTEN
+    ]
     assert [a.ip for a in listening if a.port == port] == ["127.0.0.1"]
 
 
 def test_a_published_job_is_listed_with_its_name_and_queue_before_any_worker_takes_it(flower):
     ids = flower.publish({"waits[seed=1]": 1}, "--owner", "dave", allowed_hosts=GHOST)
     task = flower.wait_task(ids["waits[seed=1]"], lambda t: t.get("name") == "waits[seed=1]")
-    assert task["state"] == "PENDING" and task["kwargs"] == "{'owner': 'dave'}"   # who published it
-    assert task["routing_key"].startswith("cpu.")   # its constraint queue
+    assert task["state"] == "PENDING" and task["kwargs"] == "{'owner': 'dave'}"  # who published it
+    assert task["routing_key"].startswith("cpu.")  # its constraint queue
 
 
 def test_the_broker_page_shows_every_tier_queue_with_its_depth_across_priorities(flower):
     ids = {}
-    for pri in (0, 5, 9):   # three of kombu's priority sub-lists of one queue
+    for pri in (0, 5, 9):  # three of kombu's priority sub-lists of one queue
         ids.update(flower.publish({f"deep-{pri}": 1}, allowed_hosts=["deep-host"], priority=pri))
     queue = flower.records().get(ids["deep-0"]).queue
     code, page = flower.http("/broker")
     assert code == 200
     row = page.split(f'<tr id="{queue}">', 1)[1].split("</tr>", 1)[0]
-    assert "<td class=\"broker-secondary-column\">3</td>" in row.replace("\n", "")
+    assert '<td class="broker-secondary-column">3</td>' in row.replace("\n", "")
     for tier in ("cuda-large", "cuda", "cpu"):
         assert f'<tr id="{tier}">' in page
 
@@ -261,11 +320,19 @@ def test_flowers_revoke_button_cancels_a_queued_fleet_job(flower):
 def test_terminate_then_requeue_runs_the_job_once_all_the_way_with_its_name_and_progress(flower):
     name = "term[seed=2]"
     jid = flower.publish({name: 6})[name]
-    running = flower.wait_task(jid, lambda t: t.get("state") == "STARTED" and "running" in str(t.get("result")))
+    running = flower.wait_task(
+        jid, lambda t: t.get("state") == "STARTED" and "running" in str(t.get("result"))
+    )
     assert running["name"] == name
     assert "last: sleeping" in running["result"]
-    out = subprocess.run([sys.executable, "-m", "celery", "-A", "tasks", "control", "terminate", "SIGTERM", jid],
-                         env=flower.env, capture_output=True, text=True, timeout=60, cwd=ROOT)
+    out = subprocess.run(
+        [sys.executable, "-m", "celery", "-A", "tasks", "control", "terminate", "SIGTERM", jid],
+        env=flower.env,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        cwd=ROOT,
+    )
     assert out.returncode == 0, out.stderr
     flower.wait_state(jid, JobState.CANCELLED, timeout_s=15)
     flower.wait_task(jid, lambda t: t.get("state") == "REVOKED", timeout_s=15)
@@ -275,7 +342,10 @@ def test_terminate_then_requeue_runs_the_job_once_all_the_way_with_its_name_and_
     out = flower.fleet("requeue", jid)
     assert out.returncode == 0, out.stderr
     assert flower.wait_task(jid, lambda t: t.get("state") != "REVOKED", timeout_s=15)["state"] in (
-        "PENDING", "RECEIVED", "STARTED")
+        "PENDING",
+        "RECEIVED",
+        "STARTED",
+    )
     rec = flower.wait_state(jid, JobState.SUCCEEDED, timeout_s=90)
     assert rec.attempts == 1
     done = flower.wait_task(jid, lambda t: t.get("state") == "SUCCESS")
@@ -285,14 +355,19 @@ def test_terminate_then_requeue_runs_the_job_once_all_the_way_with_its_name_and_
     assert "pidbox command error" not in flower.logs()
 
 
-def test_a_requeued_job_an_idle_worker_takes_at_once_shows_started_then_success_with_its_times(flower):
+def test_a_requeued_job_an_idle_worker_takes_at_once_shows_started_then_success_with_its_times(
+    flower,
+):
     name = "again[seed=5]"
     jid = flower.publish({name: 5})[name]
     first = flower.wait_task(jid, lambda t: t.get("state") == "SUCCESS")
-    out = flower.fleet("requeue", jid)   # the workers idle on their queues: one takes it at once
+    out = flower.fleet("requeue", jid)  # the workers idle on their queues: one takes it at once
     assert out.returncode == 0, out.stderr
-    running = flower.wait_task(jid, lambda t: t.get("state") == "STARTED" and "running" in str(t.get("result")),
-                               timeout_s=30)
+    running = flower.wait_task(
+        jid,
+        lambda t: t.get("state") == "STARTED" and "running" in str(t.get("result")),
+        timeout_s=30,
+    )
     assert running["started"] and running["started"] > first["started"]
     done = flower.wait_task(jid, lambda t: t.get("state") == "SUCCESS")
     assert done["received"] and done["started"] and done["started"] > first["started"]
@@ -306,9 +381,9 @@ def test_publish_force_shows_the_new_run_not_the_old_success(flower):
     assert flower.publish({name: 3}, "--force", name)[name] == jid
     rerun = flower.wait_task(jid, lambda t: t.get("state") != "SUCCESS", timeout_s=10)
     assert rerun["state"] in ("PENDING", "RECEIVED", "STARTED")
-    assert rerun.get("result") is None or rerun["result"].startswith("running")   # not the old run's
+    assert rerun.get("result") is None or rerun["result"].startswith("running")  # not the old run's
     done = flower.wait_task(jid, lambda t: t.get("state") == "SUCCESS")
-    assert done["received"] and done["started"]   # the new run's, not cleared by a late reset
+    assert done["received"] and done["started"]  # the new run's, not cleared by a late reset
     assert (flower.runs(name, "done"), flower.records().get(jid).state) == (2, JobState.SUCCEEDED)
 
 
@@ -324,8 +399,10 @@ time.sleep(4)
 
 
 def test_a_retried_job_shows_its_new_attempt_started_not_the_previous_failure(flower):
-    jid = flower.publish_text(f'[[jobs]]\nname = "flaky"\ncommand = ["{sys.executable}", "-c", {json.dumps(FLAKY)}]\n'
-                              "max_attempts = 2\n")["flaky"]
+    jid = flower.publish_text(
+        f'[[jobs]]\nname = "flaky"\ncommand = ["{sys.executable}", "-c", {json.dumps(FLAKY)}]\n'
+        "max_attempts = 2\n"
+    )["flaky"]
     again = flower.wait_task(jid, lambda t: t.get("state") == "STARTED" and t.get("retries") == 1)
     assert again.get("exception") is None
     flower.wait_task(jid, lambda t: t.get("state") == "SUCCESS")
@@ -339,8 +416,14 @@ def test_a_retried_job_shows_its_new_attempt_started_not_the_previous_failure(fl
 
 
 def test_each_workers_capability_is_readable_from_celery_inspect_and_from_flower(flower):
-    out = subprocess.run([sys.executable, "-m", "celery", "-A", "tasks", "inspect", "capability", "--json"],
-                         env=flower.env, capture_output=True, text=True, timeout=60, cwd=ROOT)
+    out = subprocess.run(
+        [sys.executable, "-m", "celery", "-A", "tasks", "inspect", "capability", "--json"],
+        env=flower.env,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        cwd=ROOT,
+    )
     assert out.returncode == 0, out.stderr
     caps = {node.split("@")[0]: cap for node, cap in json.loads(out.stdout).items()}
     assert caps["fl-large"]["gpus"][0]["vram_total_gib"] == 80
@@ -354,8 +437,15 @@ def test_each_workers_capability_is_readable_from_celery_inspect_and_from_flower
 
 def datatable(flower, search: str) -> list[dict]:
     columns = "name,uuid,state,owner,gpus,received,runtime,worker".split(",")
-    query = {"draw": 1, "start": 0, "length": 50, "search[value]": search, "order[0][column]": 5,
-             "order[0][dir]": "desc", **{f"columns[{i}][data]": c for i, c in enumerate(columns)}}
+    query = {
+        "draw": 1,
+        "start": 0,
+        "length": 50,
+        "search[value]": search,
+        "order[0][column]": 5,
+        "order[0][dir]": "desc",
+        **{f"columns[{i}][data]": c for i, c in enumerate(columns)},
+    }
     code, body = flower.http("/tasks/datatable?" + urllib.parse.urlencode(query))
     assert code == 200, body
     return json.loads(body)["data"]
@@ -364,24 +454,34 @@ def datatable(flower, search: str) -> list[dict]:
 def test_the_tasks_page_rows_carry_the_owner_and_the_gpus_a_running_job_holds(flower):
     name = "owned[seed=6]"
     jid = flower.publish({name: 6}, "--owner", "erin", require_cuda=True)[name]
-    flower.wait_task(jid, lambda t: t.get("state") == "STARTED" and "running" in str(t.get("result")))
+    flower.wait_task(
+        jid, lambda t: t.get("state") == "STARTED" and "running" in str(t.get("result"))
+    )
     row = next(r for r in datatable(flower, name) if r["uuid"] == jid)
-    assert (row["owner"], row["gpus"], row["worker"].split("@")[0]) == ("erin", "0", "fl-large"), row
+    assert (row["owner"], row["gpus"], row["worker"].split("@")[0]) == ("erin", "0", "fl-large"), (
+        row
+    )
     flower.wait_task(jid, lambda t: t.get("state") == "SUCCESS")
 
 
 def test_prometheus_metrics_need_the_password_and_count_events_by_job_name(flower):
-    flower.wait_task(flower.publish({"metered": 0.2})["metered"], lambda t: t.get("state") == "SUCCESS")
+    flower.wait_task(
+        flower.publish({"metered": 0.2})["metered"], lambda t: t.get("state") == "SUCCESS"
+    )
     assert flower.http("/metrics", auth=False)[0] == 401
     code, text = flower.http("/metrics")
     assert code == 200
     assert "flower_events_total" in text and 'task="metered"' in text
 
 
-def test_an_operator_sees_the_running_jobs_name_owner_progress_and_terminate_button_in_a_browser(flower, tmp_path):
+def test_an_operator_sees_the_running_jobs_name_owner_progress_and_terminate_button_in_a_browser(
+    flower, tmp_path
+):
     name = "shown[seed=3]"
     jid = flower.publish({name: 8}, "--owner", "carol")[name]
-    flower.wait_task(jid, lambda t: t.get("state") == "STARTED" and "running" in str(t.get("result")))
+    flower.wait_task(
+        jid, lambda t: t.get("state") == "STARTED" and "running" in str(t.get("result"))
+    )
     # the worker's task-received event carries the message's kwargsrepr: the owner stays shown
     assert flower.wait_task(jid, lambda t: True)["kwargs"] == "{'owner': 'carol'}"
     authed = flower.url.replace("http://", f"http://{USER}:{PASSWORD}@")
@@ -389,22 +489,24 @@ def test_an_operator_sees_the_running_jobs_name_owner_progress_and_terminate_but
     assert name in page and "STARTED" in page and "Terminate" in page and "'owner': 'carol'" in page
     assert "running" in page and "last: sleeping" in page
     listing = chromium(f"{authed}/tasks", tmp_path / "flower-tasks.png")
-    assert name in listing and 'id="fleet-style"' in listing   # the short ID's style
+    assert name in listing and 'id="fleet-style"' in listing  # the short ID's style
     row = listing.split(f'id="{jid}"', 1)[1].split("</tr>", 1)[0]
-    assert ">carol<" in row and jid[:8] in row   # the owner column; the short ID
+    assert ">carol<" in row and jid[:8] in row  # the owner column; the short ID
     workers = chromium(f"{authed}/workers", tmp_path / "flower-workers.png")
     assert "fl-large@" in workers and "1 GPU (sim-A100-80GB 80 GiB)" in workers
     node = next(k for k in json.loads(flower.http("/api/workers")[1]) if k.startswith("fl-large@"))
     worker = chromium(f"{authed}/worker/{node}#tab-config", tmp_path / "flower-worker.png")
     assert "fleet_capability" in worker and "sim-A100-80GB" in worker
-    assert "1 GPU (sim-A100-80GB 80 GiB)" in worker   # under its name, not only in the Config tab
-    assert ".worker-controls-panel" in worker   # Grow, Shrink and Autoscale are hidden
+    assert "1 GPU (sim-A100-80GB 80 GiB)" in worker  # under its name, not only in the Config tab
+    assert ".worker-controls-panel" in worker  # Grow, Shrink and Autoscale are hidden
     flower.wait_state(jid, JobState.SUCCEEDED)
 
 
 def test_a_failed_jobs_exception_reads_with_its_line_breaks_in_a_browser(flower, tmp_path):
     script = "print('first line'); print('second line'); raise SystemExit(3)"
-    jid = flower.publish_text(f'[[jobs]]\nname = "fails"\ncommand = ["{sys.executable}", "-c", "{script}"]\n')["fails"]
+    jid = flower.publish_text(
+        f'[[jobs]]\nname = "fails"\ncommand = ["{sys.executable}", "-c", "{script}"]\n'
+    )["fails"]
     failed = flower.wait_task(jid, lambda t: t.get("state") == "FAILURE")
     assert failed["exception"].startswith("TrainingFailed: ") and "\\n" not in failed["exception"]
     assert "first line\nsecond line" in failed["exception"]

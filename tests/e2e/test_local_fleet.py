@@ -1,5 +1,6 @@
 """`fleet local` for real: one fleet per folder, a stale lock taken over after kill -9, an
 early stop when no live worker can run what remains, and a kept fleet refusing a second."""
+
 from __future__ import annotations
 
 import json
@@ -39,7 +40,7 @@ min_vram_gib = 200
 SEARCH = f"""
 [[jobs]]
 name = "quick-search"
-command = ["{sys.executable}", "{REPO / 'tests' / 'e2e' / 'searchjob.py'}", "0.05"]
+command = ["{sys.executable}", "{REPO / "tests" / "e2e" / "searchjob.py"}", "0.05"]
 hyper = {{ epochs = 4 }}
 max_attempts = 1
 [jobs.search]
@@ -55,8 +56,15 @@ x = {{ low = -2.0, high = 2.0 }}
 
 def fleet_local(*args: str, **kw) -> subprocess.Popen:
     env = {k: v for k, v in os.environ.items() if not k.startswith("FLEET_")}
-    return subprocess.Popen([sys.executable, "-m", "fleet.cli", "local", *args], cwd=REPO, env=env,
-                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, **kw)
+    return subprocess.Popen(
+        [sys.executable, "-m", "fleet.cli", "local", *args],
+        cwd=REPO,
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+        **kw,
+    )
 
 
 def wait_for_processes(root: Path, n: int, timeout_s: float = 90) -> dict:
@@ -89,21 +97,45 @@ def test_a_second_fleet_on_one_folder_refuses_and_after_kill_9_the_next_takes_ov
     holder = {}
     try:
         holder = wait_for_processes(root, 4)
-        second = subprocess.run([sys.executable, "-m", "fleet.cli", "local", str(quick), "--root", str(root)],
-                                cwd=REPO, capture_output=True, text=True, timeout=60)
+        second = subprocess.run(
+            [sys.executable, "-m", "fleet.cli", "local", str(quick), "--root", str(root)],
+            cwd=REPO,
+            capture_output=True,
+            text=True,
+            timeout=60,
+        )
         assert second.returncode == 1
         assert "a local fleet is already running from" in second.stderr, second.stderr
         assert f"pid {first.pid}" in second.stderr
         first.send_signal(signal.SIGKILL)
         first.wait(10)
         orphans = [p["pid"] for p in holder["processes"]]
-        assert any(psutil.pid_exists(pid) for pid in orphans)   # kill -9 left Redis and workers behind
-        third = subprocess.run([sys.executable, "-m", "fleet.cli", "local", str(quick), "--root", str(root),
-                                "--timeout", "120"], cwd=REPO, capture_output=True, text=True, timeout=240)
+        assert any(
+            psutil.pid_exists(pid) for pid in orphans
+        )  # kill -9 left Redis and workers behind
+        third = subprocess.run(
+            [
+                sys.executable,
+                "-m",
+                "fleet.cli",
+                "local",
+                str(quick),
+                "--root",
+                str(root),
+                "--timeout",
+                "120",
+            ],
+            cwd=REPO,
+            capture_output=True,
+            text=True,
+            timeout=240,
+        )
         assert third.returncode == 0, third.stdout + third.stderr
         assert "took over" in third.stdout and "1 succeeded" in third.stdout
-        assert not any(psutil.pid_exists(pid) and psutil.Process(pid).status() != psutil.STATUS_ZOMBIE
-                       for pid in orphans)
+        assert not any(
+            psutil.pid_exists(pid) and psutil.Process(pid).status() != psutil.STATUS_ZOMBIE
+            for pid in orphans
+        )
     finally:
         if first.poll() is None:
             first.kill()
@@ -125,20 +157,32 @@ def test_a_kept_fleet_refuses_a_second_and_once_killed_with_9_its_folder_is_reus
     quick = tmp_path / "quick.toml"
     quick.write_text(QUICK)
     root = tmp_path / "root"
+
     def run(*a):
-        return subprocess.run([sys.executable, "-m", "fleet.cli", "local", str(quick), "--root", str(root), *a],
-                              cwd=REPO, capture_output=True, text=True, timeout=240)
+        return subprocess.run(
+            [sys.executable, "-m", "fleet.cli", "local", str(quick), "--root", str(root), *a],
+            cwd=REPO,
+            capture_output=True,
+            text=True,
+            timeout=240,
+        )
+
     kept = run("--keep")
     state = json.loads((root / "fleet.json").read_text())
     try:
         assert kept.returncode == 0, kept.stdout + kept.stderr
         second = run()
         assert second.returncode == 1 and "kept (fleet local --keep)" in second.stderr
-        assert "export FLEET_BROKER_URL=" in second.stderr and f"local --stop --root {root}" in second.stderr
+        assert (
+            "export FLEET_BROKER_URL=" in second.stderr
+            and f"local --stop --root {root}" in second.stderr
+        )
     finally:
         kill_all(state)
     for p in state["processes"]:
-        psutil.wait_procs([psutil.Process(p["pid"])] if psutil.pid_exists(p["pid"]) else [], timeout=10)
+        psutil.wait_procs(
+            [psutil.Process(p["pid"])] if psutil.pid_exists(p["pid"]) else [], timeout=10
+        )
     again = run()
     assert again.returncode == 0, again.stdout + again.stderr
     assert not (root / "fleet.json").exists()
@@ -151,19 +195,27 @@ def test_a_kept_fleet_keeps_its_port_its_folders_names_and_a_clean_stop_is_not_t
 
     from core import constants as C
     from fleet.localaddr import folder_tag
+
     quick = tmp_path / "quick.toml"
     quick.write_text(QUICK)
     root = tmp_path / "root"
+
     def run(*a):
-        return subprocess.run([sys.executable, "-m", "fleet.cli", "local", str(quick), "--root", str(root), *a],
-                              cwd=REPO, capture_output=True, text=True, timeout=240)
+        return subprocess.run(
+            [sys.executable, "-m", "fleet.cli", "local", str(quick), "--root", str(root), *a],
+            cwd=REPO,
+            capture_output=True,
+            text=True,
+            timeout=240,
+        )
+
     states = []
 
     def keep() -> dict:
         out = run("--keep")
         states.append(json.loads((root / "fleet.json").read_text()))
         assert out.returncode == 0, out.stdout + out.stderr
-        assert "took over" not in out.stdout + out.stderr     # the fleet before stopped cleanly
+        assert "took over" not in out.stdout + out.stderr  # the fleet before stopped cleanly
         return states[-1]
 
     try:
@@ -173,9 +225,9 @@ def test_a_kept_fleet_keeps_its_port_its_folders_names_and_a_clean_stop_is_not_t
         workers = [p for p in first["processes"] if p["name"] != "redis"]
         assert all(node in " ".join(psutil.Process(p["pid"]).cmdline()) for p in workers)
         stored = redis.Redis.from_url(url, decode_responses=True).get(C.STORE_KEY)
-        assert stored == f"file://{root / 'store'}"          # the fleet knows its store
+        assert stored == f"file://{root / 'store'}"  # the fleet knows its store
         assert run("--stop").returncode == 0
-        assert keep()["env"]["FLEET_BROKER_URL"] == url       # pasted export lines still work
+        assert keep()["env"]["FLEET_BROKER_URL"] == url  # pasted export lines still work
         assert run("--stop").returncode == 0
         port = int(url.rsplit(":", 1)[1].split("/")[0])
         with socket.socket() as taken:
@@ -191,12 +243,17 @@ def test_a_kept_fleet_keeps_its_port_its_folders_names_and_a_clean_stop_is_not_t
             kill_all(state)
 
 
-@pytest.mark.parametrize("failing, status, line", [
-    (False, 0, "quick-search: search 5/5, best loss="),
-    (True, 1, "stopped: 2 trials failed in a row (max_failures=2)"),
-])
-def test_fleet_local_waits_for_a_search_until_it_is_done_then_lists_its_artifacts(tmp_path, failing, status, line):
-    path = tmp_path / "search.toml"   # failing: each trial exits 3, so the failure budget stops it
+@pytest.mark.parametrize(
+    "failing, status, line",
+    [
+        (False, 0, "quick-search: search 5/5, best loss="),
+        (True, 1, "stopped: 2 trials failed in a row (max_failures=2)"),
+    ],
+)
+def test_fleet_local_waits_for_a_search_until_it_is_done_then_lists_its_artifacts(
+    tmp_path, failing, status, line
+):
+    path = tmp_path / "search.toml"  # failing: each trial exits 3, so the failure budget stops it
     exit3 = f'"{sys.executable}", "-c", "raise SystemExit(3)", '
     path.write_text(SEARCH.replace(f'"{sys.executable}", ', exit3) if failing else SEARCH)
     run = fleet_local(str(path), "--root", str(tmp_path / "root"), "--timeout", "600")

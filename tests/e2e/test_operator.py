@@ -1,5 +1,6 @@
 """End to end, as an operator: `fleet logs -f` follows a job a real worker is running,
 from before it starts until it ends, and `fleet get` brings back what it made."""
+
 from __future__ import annotations
 
 import json
@@ -39,22 +40,37 @@ def one_host(tmp_path_factory):
 
 
 def fleet(env, *args, **kw) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "fleet.cli", *args], env=env, capture_output=True, text=True,
-                          timeout=120, **kw)
+    return subprocess.run(
+        [sys.executable, "-m", "fleet.cli", *args],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        **kw,
+    )
 
 
-def test_logs_follow_a_running_job_from_queued_to_its_end_then_get_brings_back_its_files(one_host, tmp_path):
+def test_logs_follow_a_running_job_from_queued_to_its_end_then_get_brings_back_its_files(
+    one_host, tmp_path
+):
     env, root = one_host
     manifest = tmp_path / "m.toml"
     manifest.write_text(JOB)
     assert fleet(env, "publish", str(manifest), "--json").returncode == 0
-    follower = subprocess.Popen([sys.executable, "-m", "fleet.cli", "logs", "chatty", "-f"], env=env,
-                                stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    follower = subprocess.Popen(
+        [sys.executable, "-m", "fleet.cli", "logs", "chatty", "-f"],
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
     seen_running = False
     deadline = time.monotonic() + 60
     while follower.poll() is None and time.monotonic() < deadline:
         status = json.loads(fleet(env, "status", "--json", "--name", "chatty").stdout)
-        seen_running |= status["counts"]["running"] == 1 and status["jobs"][0]["ran_for_s"] is not None
+        seen_running |= (
+            status["counts"]["running"] == 1 and status["jobs"][0]["ran_for_s"] is not None
+        )
         time.sleep(0.3)
     out, err = follower.communicate(timeout=30)
     assert follower.returncode == 0, err
@@ -81,7 +97,9 @@ seed = [1, 2, 3]
 
 def backend_states(env, ids: list[str]) -> list[str]:
     code = "import sys\nfrom tasks import app\nprint(' '.join(app.AsyncResult(j).state for j in sys.argv[1:]))"
-    out = subprocess.run([sys.executable, "-c", code, *ids], env=env, capture_output=True, text=True, timeout=60)
+    out = subprocess.run(
+        [sys.executable, "-c", code, *ids], env=env, capture_output=True, text=True, timeout=60
+    )
     assert out.returncode == 0, out.stderr
     return out.stdout.split()
 
@@ -96,7 +114,8 @@ def wait_backend(env, ids: list[str], ok, timeout_s: float = 30) -> list[str]:
 
 
 def test_cancel_by_sweep_name_revokes_every_point_running_or_queued_and_requeue_by_glob_runs_them_anew(
-        one_host, tmp_path):
+    one_host, tmp_path
+):
     env, _ = one_host
     manifest = tmp_path / "naps.toml"
     manifest.write_text(NAPS)
@@ -104,18 +123,25 @@ def test_cancel_by_sweep_name_revokes_every_point_running_or_queued_and_requeue_
     assert published.returncode == 0, published.stderr
     ids = [r["job_id"] for r in json.loads(published.stdout)]
     deadline = time.monotonic() + 60
-    while json.loads(fleet(env, "status", "--json", "--name", "nap").stdout)["counts"]["running"] < 1:
+    while (
+        json.loads(fleet(env, "status", "--json", "--name", "nap").stdout)["counts"]["running"] < 1
+    ):
         assert time.monotonic() < deadline, "no nap started"
         time.sleep(0.3)
 
     cancelled = fleet(env, "cancel", "nap")
     assert cancelled.returncode == 0, cancelled.stderr
-    assert "'nap' matched 3 job(s) by sweep" in cancelled.stdout and "cancelled 3:" in cancelled.stdout
+    assert (
+        "'nap' matched 3 job(s) by sweep" in cancelled.stdout and "cancelled 3:" in cancelled.stdout
+    )
     assert "was running" in cancelled.stdout and "was queued" in cancelled.stdout
     assert wait_backend(env, ids, lambda s: set(s) == {"REVOKED"}) == ["REVOKED"] * 3
 
     requeued = fleet(env, "requeue", "nap[seed=?]")
     assert requeued.returncode == 0, requeued.stderr
-    assert "'nap[seed=?]' matched 3 job(s) by glob" in requeued.stdout and "requeued 3:" in requeued.stdout
+    assert (
+        "'nap[seed=?]' matched 3 job(s) by glob" in requeued.stdout
+        and "requeued 3:" in requeued.stdout
+    )
     assert "REVOKED" not in wait_backend(env, ids, lambda s: "REVOKED" not in s, timeout_s=15)
     assert fleet(env, "cancel", "nap").returncode == 0

@@ -1,5 +1,6 @@
 """End to end: a project of one's own (code, a helper module, a requirement the worker
 lacks) published from a clone that is then deleted, trained by a real worker elsewhere."""
+
 from __future__ import annotations
 
 import json
@@ -23,8 +24,10 @@ pytestmark = pytest.mark.e2e
 EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "own-code"
 HOST = "own-cpu"
 # the example's one requirement, served offline: the worker does not have it
-TABULATE = ("def tabulate(rows, headers=()):\n"
-            "    return '\\n'.join(' '.join(str(c) for c in r) for r in [list(headers), *rows])\n")
+TABULATE = (
+    "def tabulate(rows, headers=()):\n"
+    "    return '\\n'.join(' '.join(str(c) for c in r) for r in [list(headers), *rows])\n"
+)
 
 
 @pytest.fixture(scope="module")
@@ -32,20 +35,48 @@ def fleet(tmp_path_factory, s3_server):
     root = tmp_path_factory.mktemp("owncode")
     server = RedisServer(root / "redis").start()
     store_url = f"s3://own-{uuid.uuid4().hex[:8]}/runs"
-    env = dict(os.environ, FLEET_BROKER_URL=server.url, FLEET_STORE_URL=store_url, FLEET_LEASE_TTL_S="5",
-               **s3_server.env)
+    env = dict(
+        os.environ,
+        FLEET_BROKER_URL=server.url,
+        FLEET_STORE_URL=store_url,
+        FLEET_LEASE_TTL_S="5",
+        **s3_server.env,
+    )
     env.pop("FLEET_CAPABILITY", None)
     make_wheel(root / "wheels", "tabulate", "0.9.0", TABULATE)
-    elsewhere = root / "elsewhere"       # the worker's cwd: nothing of the publisher's there
+    elsewhere = root / "elsewhere"  # the worker's cwd: nothing of the publisher's there
     elsewhere.mkdir()
-    wenv = dict(env, **offline_index(root / "wheels"), FLEET_HOSTNAME=HOST, FLEET_WORK_DIR=str(root / "work"),
-                FLEET_CAPABILITY=json.dumps({"hostname": HOST, **CPU}))
+    wenv = dict(
+        env,
+        **offline_index(root / "wheels"),
+        FLEET_HOSTNAME=HOST,
+        FLEET_WORK_DIR=str(root / "work"),
+        FLEET_CAPABILITY=json.dumps({"hostname": HOST, **CPU}),
+    )
     (root / "logs").mkdir()
     with open(root / "logs" / f"{HOST}.log", "ab") as log:
-        worker = subprocess.Popen([sys.executable, "-m", "celery", "-A", "tasks", "worker", "-n", f"{HOST}@%h",
-                                   "--loglevel=INFO", "--without-mingle", "--without-gossip", "-c", "2"],
-                                  env=wenv, cwd=elsewhere, stdout=log, stderr=subprocess.STDOUT,
-                                  start_new_session=True)
+        worker = subprocess.Popen(
+            [
+                sys.executable,
+                "-m",
+                "celery",
+                "-A",
+                "tasks",
+                "worker",
+                "-n",
+                f"{HOST}@%h",
+                "--loglevel=INFO",
+                "--without-mingle",
+                "--without-gossip",
+                "-c",
+                "2",
+            ],
+            env=wenv,
+            cwd=elsewhere,
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+        )
     f = Fleet(server, env, store_url, root / "logs", {HOST: worker})
     try:
         wait_for_workers(env, [HOST])
@@ -70,7 +101,9 @@ def logs(fleet, job_id: str) -> str:
 
 
 def artifact_json(fleet, rec, tmp_path: Path, member: str) -> dict:
-    bundle = fleet_store(fleet).get_bundle("command", rec.artifact["sha256"], tmp_path / f"{rec.job_id[:8]}.tar.zst")
+    bundle = fleet_store(fleet).get_bundle(
+        "command", rec.artifact["sha256"], tmp_path / f"{rec.job_id[:8]}.tar.zst"
+    )
     with _zst(bundle) as tar:
         return json.loads(tar.extractfile(member).read())
 
@@ -79,10 +112,12 @@ def test_own_code_travels_is_trained_elsewhere_and_its_environment_is_built_once
     records = Records(fleet.client())
     first = clone(tmp_path, "clone-a")
     [row] = publish(fleet, first / "fleet.toml")
-    shutil.rmtree(first)                              # the code now lives in the store only
+    shutil.rmtree(first)  # the code now lives in the store only
     rec = wait_terminal(records, {row["job_id"]})[row["job_id"]]
     assert rec.state is JobState.SUCCEEDED, (rec.last_error, fleet.logs())
-    assert rec.spec["workdir"].startswith("store+sha256://") and "clone-a" not in json.dumps(rec.spec)
+    assert rec.spec["workdir"].startswith("store+sha256://") and "clone-a" not in json.dumps(
+        rec.spec
+    )
     result = artifact_json(fleet, rec, tmp_path, "out/result.json")
     assert abs(result["slope"] - 3.0) < 0.1
     built = logs(fleet, row["job_id"])
@@ -91,7 +126,9 @@ def test_own_code_travels_is_trained_elsewhere_and_its_environment_is_built_once
     # the same code from a second clone: the same job, nothing sent
     keys = staged_keys(fleet)
     second = clone(tmp_path, "clone-b")
-    assert [(r["job_id"], r["action"]) for r in publish(fleet, second / "fleet.toml")] == [(row["job_id"], "skip")]
+    assert [(r["job_id"], r["action"]) for r in publish(fleet, second / "fleet.toml")] == [
+        (row["job_id"], "skip")
+    ]
     assert staged_keys(fleet) == keys
 
     # one edited byte of train.py: one new job, and the environment is reused
@@ -116,7 +153,11 @@ def test_a_misspelled_requirement_fails_the_job_once_with_uvs_message(fleet, tmp
     (project / "fleet.toml").write_text((project / "fleet.toml").read_text() + "max_attempts = 3\n")
     [row] = publish(fleet, project / "fleet.toml")
     rec = wait_terminal(Records(fleet.client()), {row["job_id"]})[row["job_id"]]
-    assert rec.state is JobState.FAILED and rec.attempts == 1, (rec.state, rec.attempts, fleet.logs())
+    assert rec.state is JobState.FAILED and rec.attempts == 1, (
+        rec.state,
+        rec.attempts,
+        fleet.logs(),
+    )
     assert "environment build failed" in rec.last_error and "tabulatee" in rec.last_error
 
 

@@ -9,6 +9,7 @@ reply a real partition makes. Each test ends with exactly one recorded result, s
 listed once, nothing left staged, the job trained once per run the record counts, and both
 workers still serving.
 """
+
 from __future__ import annotations
 
 import hashlib
@@ -33,8 +34,8 @@ from tests.fixtures.netproxy import NetProxy
 
 pytestmark = pytest.mark.e2e
 A, B, C = "part-a", "part-b", "part-c"
-LEASE_TTL_S = 8           # every blip below is shorter than this
-SOCKET_TIMEOUT_S = 1      # ... and longer than this: the worker's client retries on a lost reply
+LEASE_TTL_S = 8  # every blip below is shorter than this
+SOCKET_TIMEOUT_S = 1  # ... and longer than this: the worker's client retries on a lost reply
 BLIP_S = 2.5
 SCRIPTS = ("claim", "heartbeat", "trained", "finish", "charge")
 
@@ -45,8 +46,13 @@ def sha(script: str) -> bytes:
 
 # what each step sends first: its script's SHA (EVALSHA), or the ack script's first words (EVAL)
 ACK_TEXT = resources.files("state").joinpath("lua/ack.lua").read_text()[:40].encode()
-STEPS = {"claim": sha("claim"), "heartbeat": sha("heartbeat"), "trained mark": sha("trained"),
-         "finish": sha("finish"), "ack": ACK_TEXT}
+STEPS = {
+    "claim": sha("claim"),
+    "heartbeat": sha("heartbeat"),
+    "trained mark": sha("trained"),
+    "finish": sha("finish"),
+    "ack": ACK_TEXT,
+}
 
 
 @dataclass
@@ -64,20 +70,27 @@ def net(tmp_path_factory, s3_server):
     root = tmp_path_factory.mktemp("partitions")
     server = RedisServer(root / "redis").start()
     loader = redis.Redis.from_url(server.url)
-    for script in SCRIPTS:   # loaded now: a held NOSCRIPT reply is not the lost reply under test
+    for script in SCRIPTS:  # loaded now: a held NOSCRIPT reply is not the lost reply under test
         loader.script_load(fairshare.lua(script))
     proxy = NetProxy("127.0.0.1", server.port).start()
-    env = dict(os.environ, FLEET_BROKER_URL=server.url, FLEET_STORE_URL=f"file://{root / 'store'}",
-               FLEET_LEASE_TTL_S=str(LEASE_TTL_S),
-               FLEET_REDIS_SOCKET_TIMEOUT_S=str(SOCKET_TIMEOUT_S),
-               FLEET_STAGED_GRACE_S="60", FLEET_STRAY_SWEEP_EVERY_S="1", **s3_server.env,
-               # a trained run keeps its job this long past its last heartbeat: short, so the
-               # long partition below can cut a run off between its trained mark and its record
-               FLEET_TRAINED_GRACE_S="2")
+    env = dict(
+        os.environ,
+        FLEET_BROKER_URL=server.url,
+        FLEET_STORE_URL=f"file://{root / 'store'}",
+        FLEET_LEASE_TTL_S=str(LEASE_TTL_S),
+        FLEET_REDIS_SOCKET_TIMEOUT_S=str(SOCKET_TIMEOUT_S),
+        FLEET_STAGED_GRACE_S="60",
+        FLEET_STRAY_SWEEP_EVERY_S="1",
+        **s3_server.env,
+        # a trained run keeps its job this long past its last heartbeat: short, so the
+        # long partition below can cut a run off between its trained mark and its record
+        FLEET_TRAINED_GRACE_S="2",
+    )
     env.pop("FLEET_CAPABILITY", None)
     saved = os.environ.get("FLEET_BROKER_URL")
     os.environ["FLEET_BROKER_URL"] = server.url
     from tasks import app
+
     app.conf.broker_url = app.conf.result_backend = server.url
     app.pool.force_close_all()
     chaos = Chaos(root, env, server)
@@ -109,20 +122,29 @@ def one_result(net: Net, name: str, job_id: str, worker: str, runs: int = 1):
     rec = net.chaos.wait({name: job_id}, timeout_s=90)[name]
     assert rec.state is JobState.SUCCEEDED and rec.worker == worker, rec
     assert rec.runs == runs and net.chaos.runs(name, "start") == runs
+
     def listed():
         return [a for a in net.store.list_artifacts() if a.get("job_id") == job_id]
+
     listed = wait_until(listed, f"{name}'s bundle to be listed", net)
     assert [a["sha256"] for a in listed] == [rec.artifact["sha256"]]
     assert net.store.verify("command", rec.artifact["sha256"])
-    wait_until(lambda: not [b for b in net.store.staged() if b.job_id == job_id],
-               f"nothing of {name} left staged", net)
+    wait_until(
+        lambda: not [b for b in net.store.staged() if b.job_id == job_id],
+        f"nothing of {name} left staged",
+        net,
+    )
     return rec
 
 
 def reported_success(net: Net, name: str, job_id: str) -> None:
     """A's delivery of the job ended with Celery's SUCCESS (its own record, not 'taken over')."""
-    wait_until(lambda: f"Task {name}[{job_id}] succeeded" in log_of(net, A),
-               f"A to report {name} succeeded", net, timeout_s=30)
+    wait_until(
+        lambda: f"Task {name}[{job_id}] succeeded" in log_of(net, A),
+        f"A to report {name} succeeded",
+        net,
+        timeout_s=30,
+    )
 
 
 def both_serve(net: Net, tag: str) -> None:
@@ -139,10 +161,10 @@ def test_a_blip_shorter_than_the_lease_at_any_step_of_a_job_costs_nothing(net, s
     fired = net.proxy.blackhole_after(STEPS[step])
     ids = net.job(name, 2, [A])
     assert fired.wait(60), f"worker A never sent its {step}\n{net.chaos.logs()}"
-    time.sleep(BLIP_S)    # the partition itself: past a socket timeout, short of the lease
+    time.sleep(BLIP_S)  # the partition itself: past a socket timeout, short of the lease
     net.proxy.heal()
     rec = one_result(net, name, ids[name], A)
-    assert rec.attempts == 1     # no attempt burnt, no second run
+    assert rec.attempts == 1  # no attempt burnt, no second run
     reported_success(net, name, ids[name])
     logs = log_of(net, A)
     assert f"dropping delivery of {name}" not in logs and f"job {name} was taken over" not in logs
@@ -152,10 +174,18 @@ def test_a_blip_shorter_than_the_lease_at_any_step_of_a_job_costs_nothing(net, s
 # when the partition cuts A off: (the request it starts after, past which one, what A says
 # once it heals, whether A had staged its bundle by then)
 CUT_OFF = {
-    "while training": (sha("heartbeat"), None, "trained, but the run no longer owns the job; "
-                       "its output is not stored", False),
-    "after staging": (sha("charge"), sha("trained"), "was taken over or cancelled while uploading; "
-                      "its staged bundle is discarded", True),
+    "while training": (
+        sha("heartbeat"),
+        None,
+        "trained, but the run no longer owns the job; its output is not stored",
+        False,
+    ),
+    "after staging": (
+        sha("charge"),
+        sha("trained"),
+        "was taken over or cancelled while uploading; its staged bundle is discarded",
+        True,
+    ),
 }
 
 
@@ -165,10 +195,14 @@ def test_a_partition_past_the_lease_leaves_one_result_and_the_cut_off_run_stores
     ids = net.job(name, 4, [A, C])
     assert net.chaos.wait_running(ids[name]).worker == A
     fired = net.proxy.blackhole_after(trigger, after=past)
-    net.chaos.start(C)    # the host that takes the job over
+    net.chaos.start(C)  # the host that takes the job over
     assert fired.wait(60), f"worker A never sent what starts the partition\n{net.chaos.logs()}"
-    wait_until(lambda: net.chaos.records().get(ids[name]).state is JobState.SUCCEEDED,
-               "C to take the job over and record it", net, timeout_s=90)
+    wait_until(
+        lambda: net.chaos.records().get(ids[name]).state is JobState.SUCCEEDED,
+        "C to take the job over and record it",
+        net,
+        timeout_s=90,
+    )
     assert [b.job_id for b in net.store.staged()] == ([ids[name]] if staged else [])
     net.proxy.heal()
     wait_until(lambda: f"{name} {heard}" in log_of(net, A), "A to learn it lost the job", net)
@@ -183,7 +217,7 @@ def test_a_reset_right_after_a_lost_claim_reply_costs_nothing_and_ends_no_worker
     fired = net.proxy.blackhole_after(STEPS["claim"])
     ids = net.job(name, 1, [A])
     assert fired.wait(60), f"worker A never claimed\n{net.chaos.logs()}"
-    time.sleep(0.5)       # the claim ran; its reply is held, then every connection is reset
+    time.sleep(0.5)  # the claim ran; its reply is held, then every connection is reset
     net.proxy.reset()
     net.proxy.heal()
     assert one_result(net, name, ids[name], A).attempts == 1
@@ -195,8 +229,8 @@ def test_a_reset_that_loses_a_polls_reply_loses_no_job(net, monkeypatch):
     # A's poll reaches Redis, Redis pops the job for it, the reply is held, then the reset:
     # the message is in no list and not in kombu's unacked hash; the job still runs, once
     name = "lost-poll"
-    net.chaos.wait(net.job(f"{name}-warm", 0.2, [A]))   # A consumes the queue A's jobs wait in
-    owner = f"lost-{uuid.uuid4().hex[:6]}"               # a list no poll has named yet
+    net.chaos.wait(net.job(f"{name}-warm", 0.2, [A]))  # A consumes the queue A's jobs wait in
+    owner = f"lost-{uuid.uuid4().hex[:6]}"  # a list no poll has named yet
     monkeypatch.setenv("FLEET_OWNER", owner)
     # the first request of A naming the new owner's list is the poll that pops the job
     fired = net.proxy.blackhole_after(f"\x06\x17{owner}\x06\x16".encode())

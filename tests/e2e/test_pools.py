@@ -1,6 +1,7 @@
 """Hosts as resource pools, with real workers on simulated hardware: jobs that fit start
 together, GPU jobs never wait behind CPU jobs on a GPU host, a 2-GPU job never lands on a
 1-GPU host, and sharing jobs share one GPU by VRAM budget."""
+
 from __future__ import annotations
 
 import json
@@ -20,9 +21,16 @@ from tests.waiting import wait_until
 
 pytestmark = pytest.mark.e2e
 JOB = Path(__file__).with_name("pooljob.py")
-FOUR_GPU = {"cuda_devices": [{"name": f"sim-24GB-{i}", "vram_total_gib": 24} for i in range(4)],
-            "ram_total_gib": 128, "cpu_cores": 16}
-ONE_GPU = {"cuda_devices": [{"name": "sim-80GB", "vram_total_gib": 80}], "ram_total_gib": 64, "cpu_cores": 8}
+FOUR_GPU = {
+    "cuda_devices": [{"name": f"sim-24GB-{i}", "vram_total_gib": 24} for i in range(4)],
+    "ram_total_gib": 128,
+    "cpu_cores": 16,
+}
+ONE_GPU = {
+    "cuda_devices": [{"name": "sim-80GB", "vram_total_gib": 80}],
+    "ram_total_gib": 64,
+    "cpu_cores": 8,
+}
 
 
 class Pools:
@@ -39,13 +47,20 @@ class Pools:
         path = self.root / f"m-{uuid.uuid4().hex[:6]}.toml"
         path.write_text(text)
         import subprocess
-        done = subprocess.run([sys.executable, "-m", "fleet.cli", "publish", str(path), "--json"], env=self.env,
-                              capture_output=True, text=True, timeout=120)
+
+        done = subprocess.run(
+            [sys.executable, "-m", "fleet.cli", "publish", str(path), "--json"],
+            env=self.env,
+            capture_output=True,
+            text=True,
+            timeout=120,
+        )
         assert done.returncode == 0, done.stdout + done.stderr
         return {r["name"]: r["job_id"] for r in json.loads(done.stdout)}
 
     def records(self) -> Records:
         import redis
+
         return Records(redis.Redis.from_url(self.env["FLEET_BROKER_URL"], decode_responses=True))
 
     def wait(self, ids: dict[str, str], timeout_s: float = 120) -> dict:
@@ -55,21 +70,30 @@ class Pools:
             if len(recs) == len(ids) and all(r.state.terminal for r in recs.values()):
                 return recs
             time.sleep(0.3)
-        raise AssertionError(f"not finished: {[(r.name, r.state.value) for r in self.records().all()]}\n{self.logs()}")
+        raise AssertionError(
+            f"not finished: {[(r.name, r.state.value) for r in self.records().all()]}\n{self.logs()}"
+        )
 
     def reports(self, names) -> dict[str, dict]:
         return {n: json.loads((self.counts / f"{n}.json").read_text()) for n in names}
 
     def logs(self) -> str:
-        return "\n".join(f"--- {p.name}\n{p.read_text(errors='replace')[-3000:]}"
-                         for p in (self.root / "logs").glob("*.log"))
+        return "\n".join(
+            f"--- {p.name}\n{p.read_text(errors='replace')[-3000:]}"
+            for p in (self.root / "logs").glob("*.log")
+        )
 
 
 @pytest.fixture
 def pools(tmp_path):
     server = RedisServer(tmp_path / "redis").start()
-    env = dict(os.environ, FLEET_BROKER_URL=server.url, FLEET_STORE_URL=f"file://{tmp_path / 'store'}",
-               FLEET_LEASE_TTL_S="5", COUNT_DIR=str(tmp_path / "counts"))
+    env = dict(
+        os.environ,
+        FLEET_BROKER_URL=server.url,
+        FLEET_STORE_URL=f"file://{tmp_path / 'store'}",
+        FLEET_LEASE_TTL_S="5",
+        COUNT_DIR=str(tmp_path / "counts"),
+    )
     env.pop("FLEET_CAPABILITY", None)
     p = Pools(tmp_path, env)
     try:
@@ -81,8 +105,10 @@ def pools(tmp_path):
 
 
 def job(name: str, seconds: float, needs: str, seed: int = 0) -> str:
-    return (f'[[jobs]]\nname = "{name}"\ncommand = ["{sys.executable}", "{JOB}", "{seconds}"]\n'
-            f"seed = {seed}\n{needs}\n")
+    return (
+        f'[[jobs]]\nname = "{name}"\ncommand = ["{sys.executable}", "{JOB}", "{seconds}"]\n'
+        f"seed = {seed}\n{needs}\n"
+    )
 
 
 def test_a_4_gpu_16_core_host_starts_a_2_gpu_job_two_1_gpu_jobs_and_six_cpu_jobs_together(pools):
@@ -99,7 +125,7 @@ def test_a_4_gpu_16_core_host_starts_a_2_gpu_job_two_1_gpu_jobs_and_six_cpu_jobs
     ddp = seen["ddp"]
     assert ddp["gpus"] == "2" and len(set(ddp["visible"].split(","))) == 2
     gpus = [g for n in ("ddp", "one0", "one1") for g in seen[n]["visible"].split(",")]
-    assert len(gpus) == len(set(gpus)) == 4                    # no GPU handed out twice
+    assert len(gpus) == len(set(gpus)) == 4  # no GPU handed out twice
     assert all(seen[f"cpu{i}"]["cores"] == "2" == seen[f"cpu{i}"]["omp"] for i in range(6))
     assert all(seen[f"cpu{i}"]["gpus"] == "0" for i in range(6))
     # what `fleet usage` counts: the record names the cores and GPUs each run held
@@ -109,8 +135,14 @@ def test_a_4_gpu_16_core_host_starts_a_2_gpu_job_two_1_gpu_jobs_and_six_cpu_jobs
 
 def pool_jobs(pools, host: str) -> set[str]:
     import subprocess
-    done = subprocess.run([sys.executable, "-m", "fleet.cli", "hosts", "--json"], env=pools.env,
-                          capture_output=True, text=True, timeout=60)
+
+    done = subprocess.run(
+        [sys.executable, "-m", "fleet.cli", "hosts", "--json"],
+        env=pools.env,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
     assert done.returncode == 0, done.stderr
     hosts = json.loads(done.stdout)
     hosts = hosts["hosts"] if isinstance(hosts, dict) else hosts
@@ -127,18 +159,24 @@ def test_fleet_hosts_shows_a_job_taking_and_leaving_a_gpu_within_a_second_not_a_
         if ids["blink"] in pool_jobs(pools, "gpu1"):
             seen_at = time.time()
     started = pools.records().get(ids["blink"]).started_at
-    assert seen_at is not None and seen_at - started < 1.5, "the pool showed the job a heartbeat late"
+    assert seen_at is not None and seen_at - started < 1.5, (
+        "the pool showed the job a heartbeat late"
+    )
     pools.wait(ids)
     finished = pools.records().get(ids["blink"]).finished_at
     while ids["blink"] in pool_jobs(pools, "gpu1"):
-        assert time.time() - finished < 1.5, "the pool showed the GPU held a heartbeat after the job ended"
+        assert time.time() - finished < 1.5, (
+            "the pool showed the GPU held a heartbeat after the job ended"
+        )
 
 
 def test_gpu_jobs_start_at_once_on_a_gpu_host_already_full_of_cpu_jobs(pools):
     pools.start("gpu1", ONE_GPU)
     cpu = pools.publish("".join(job(f"busy{i}", 20, "min_cores = 1", seed=i) for i in range(12)))
+
     def running() -> int:
         return sum(r.state is JobState.RUNNING for r in pools.records().all())
+
     # the CPU jobs take every core they may, all at once: an eighth would start with them
     assert wait_until("CPU jobs fill the host", lambda: running() >= 7, 60, pools.logs)
     assert running() == 7, "one core stays kept for the idle GPU"
@@ -146,7 +184,9 @@ def test_gpu_jobs_start_at_once_on_a_gpu_host_already_full_of_cpu_jobs(pools):
     t0 = time.time()
     recs = pools.wait(gpu, timeout_s=60)
     assert recs["urgent-gpu"].state is JobState.SUCCEEDED
-    assert pools.reports(["urgent-gpu"])["urgent-gpu"]["start"] - t0 < 8, "the GPU job waited behind CPU jobs"
+    assert pools.reports(["urgent-gpu"])["urgent-gpu"]["start"] - t0 < 8, (
+        "the GPU job waited behind CPU jobs"
+    )
     pools.wait(cpu)
 
 
@@ -163,20 +203,25 @@ def test_a_2_gpu_job_never_lands_on_a_1_gpu_host(pools):
 
 def test_sharing_jobs_run_together_on_one_gpu_while_their_budgets_fit(pools):
     pools.start("gpu1", ONE_GPU)
-    text = "".join(job(f"share{i}", 5, "require_cuda = true\nshare_gpu = true\nmin_vram_gib = 30", seed=i)
-                   for i in range(3))
+    text = "".join(
+        job(f"share{i}", 5, "require_cuda = true\nshare_gpu = true\nmin_vram_gib = 30", seed=i)
+        for i in range(3)
+    )
     ids = pools.publish(text)
     recs = pools.wait(ids)
     assert all(r.state is JobState.SUCCEEDED for r in recs.values())
     seen = sorted(pools.reports(ids).values(), key=lambda r: r["start"])
     assert all(r["budget"] == "30" and r["gpus"] == "1" for r in seen)
     assert seen[1]["start"] < seen[0]["end"], "two 30 GiB budgets fit one 80 GiB GPU together"
-    assert seen[2]["start"] >= min(seen[0]["end"], seen[1]["end"]) - 0.5, "a third does not fit beside them"
+    assert seen[2]["start"] >= min(seen[0]["end"], seen[1]["end"]) - 0.5, (
+        "a third does not fit beside them"
+    )
 
 
 def test_a_2_gpu_job_gets_two_gpus_and_its_pinned_cores_and_runs_under_its_supervisor(pools):
     # the GPU suite's multi-GPU check (tests/gpu/test_multi_gpu.py) on simulated GPUs
     from tests.gpu import multi_gpu
+
     pools.start("quad", FOUR_GPU)
     ids = pools.publish(multi_gpu.manifest(sys.executable, "pair", 2, 2))
     assert pools.wait(ids)["pair"].state is JobState.SUCCEEDED, pools.logs()

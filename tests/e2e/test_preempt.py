@@ -4,6 +4,7 @@ seconds of its checkpoint sync; the displaced job resumes later from its checkpo
 with the same result as an uninterrupted run. A job that would lose work is never displaced,
 a job displaced MAX_PREEMPTIONS times runs to its end, and of two busy hosts that could make
 room, only one does."""
+
 from __future__ import annotations
 
 import json
@@ -22,21 +23,31 @@ from tests.e2e.test_pools import pools  # noqa: F401  (the fixture)
 
 pytestmark = pytest.mark.e2e
 JOB = Path(__file__).with_name("ckptjob.py")
-BIG = {"cuda_devices": [{"name": "sim-80GB", "vram_total_gib": 80}], "ram_total_gib": 64, "cpu_cores": 4}
-SMALL = {"cuda_devices": [{"name": "sim-16GB", "vram_total_gib": 16}], "ram_total_gib": 32, "cpu_cores": 2}
-STEPS, STEP_S = 24, 0.5        # the low job runs about 12 s uninterrupted
+BIG = {
+    "cuda_devices": [{"name": "sim-80GB", "vram_total_gib": 80}],
+    "ram_total_gib": 64,
+    "cpu_cores": 4,
+}
+SMALL = {
+    "cuda_devices": [{"name": "sim-16GB", "vram_total_gib": 16}],
+    "ram_total_gib": 32,
+    "cpu_cores": 2,
+}
+STEPS, STEP_S = 24, 0.5  # the low job runs about 12 s uninterrupted
 
 
 def job(name: str, priority: int, steps: int, *, vram: int, extra: str = "") -> str:
-    return (f'[[jobs]]\nname = "{name}"\ncommand = ["{sys.executable}", "{JOB}", "{steps}", "{STEP_S}"]\n'
-            f"priority = {priority}\nrequire_cuda = true\nmin_vram_gib = {vram}\n{extra}\n")
+    return (
+        f'[[jobs]]\nname = "{name}"\ncommand = ["{sys.executable}", "{JOB}", "{steps}", "{STEP_S}"]\n'
+        f"priority = {priority}\nrequire_cuda = true\nmin_vram_gib = {vram}\n{extra}\n"
+    )
 
 
 @pytest.fixture
-def fleet(pools):   # noqa: F811
+def fleet(pools):  # noqa: F811
     pools.env.update(FLEET_CHECKPOINT_EVERY_S="0.5", FLEET_LEASE_TTL_S="5")
     pools.start("big", BIG)
-    pools.start("small", SMALL)    # free, but too small for either job
+    pools.start("small", SMALL)  # free, but too small for either job
     return pools
 
 
@@ -54,8 +65,13 @@ def running_after(fleet, job_id: str, steps: int) -> None:
 
 
 def cli(fleet, *args: str) -> str:
-    done = subprocess.run([sys.executable, "-m", "fleet.cli", *args], env=fleet.env, capture_output=True,
-                          text=True, timeout=60)
+    done = subprocess.run(
+        [sys.executable, "-m", "fleet.cli", *args],
+        env=fleet.env,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
     assert done.returncode == 0, done.stderr
     return done.stdout
 
@@ -87,11 +103,13 @@ def test_an_urgent_job_takes_the_place_of_a_checkpointed_one_which_resumes_and_e
     assert [p["name"] for p in urgent_rec["preempted"]] == ["low"]
     rows = {r["name"]: r for r in json.loads(cli(fleet, "status", "--json"))["jobs"]}
     assert rows["low"]["preemptions"] == 1 and rows["low"]["preempted_by"]["name"] == "urgent"
-    assert urgent_rec["preempted"][0]["at"].endswith("+00:00")    # `fleet show` gives ISO times
-    decided = recs["urgent"].preempted[0]["at"]                     # the record keeps the float
+    assert urgent_rec["preempted"][0]["at"].endswith("+00:00")  # `fleet show` gives ISO times
+    decided = recs["urgent"].preempted[0]["at"]  # the record keeps the float
     delay = recs["urgent"].started_at - decided
-    print(f"\npreemption decision -> urgent job claimed on big: {delay:.2f}s; "
-          f"its process started {seen['urgent']['starts'][0]['at'] - decided:.2f}s after the decision")
+    print(
+        f"\npreemption decision -> urgent job claimed on big: {delay:.2f}s; "
+        f"its process started {seen['urgent']['starts'][0]['at'] - decided:.2f}s after the decision"
+    )
     assert delay < 8, "the urgent job started within seconds of the checkpoint sync"
     assert "handed back (preempted by urgent (priority 9))" in logs(fleet, "low")
     assert "preempting low on big" in logs(fleet, "urgent")
@@ -138,12 +156,14 @@ def running_after_start(fleet, job_id: str) -> None:
     raise AssertionError(f"{short_id(job_id)} never started\n{fleet.logs()}")
 
 
-def test_one_host_preempts_for_an_urgent_job_when_several_could(pools):   # noqa: F811
+def test_one_host_preempts_for_an_urgent_job_when_several_could(pools):  # noqa: F811
     pools.env.update(FLEET_CHECKPOINT_EVERY_S="0.5", FLEET_LEASE_TTL_S="5")
     pools.start("big1", BIG)
     pools.start("big2", BIG)
-    lows = pools.publish(job("low-a", 1, 16, vram=40, extra='checkpoint = "ckpt/"')
-                         + job("low-b", 1, 16, vram=40, extra='checkpoint = "ckpt/"\nseed = 1'))
+    lows = pools.publish(
+        job("low-a", 1, 16, vram=40, extra='checkpoint = "ckpt/"')
+        + job("low-b", 1, 16, vram=40, extra='checkpoint = "ckpt/"\nseed = 1')
+    )
     for jid in lows.values():
         running_after(pools, jid, 2)
     urgent = pools.publish(job("urgent5", 9, 2, vram=60))

@@ -5,6 +5,7 @@ reset closed the worker's broker connection under a channel that still held unac
 messages (tasks/kombu_seam.py ``_connparams``). Here Redis drops every client connection
 of a real worker, again and again, while its jobs run (acks_late: their messages unacked).
 """
+
 from __future__ import annotations
 
 import time
@@ -22,7 +23,7 @@ RESETS = 10
 def _reset_all_clients(client: redis.Redis, timeout_s: float = 30) -> None:
     """Drop every client connection but ours, once the worker has connected again."""
     deadline = time.monotonic() + timeout_s
-    while len(client.client_list(_type="normal")) < 2:   # ours and at least one of the worker's
+    while len(client.client_list(_type="normal")) < 2:  # ours and at least one of the worker's
         assert time.monotonic() < deadline, "the worker did not reconnect to Redis"
         time.sleep(0.05)
     client.client_kill_filter(_type="normal", skipme=True)

@@ -1,6 +1,7 @@
 """End to end on a 80 GiB / 16 GiB / CPU fleet: need queues put idle capable GPUs to work,
 `fleet hosts` and `fleet why` read the fleet from worker heartbeats, and publish warns
 about jobs no live worker can run."""
+
 from __future__ import annotations
 
 import json
@@ -25,9 +26,13 @@ seed = {seed}
 """
 
 
-HOG = sleeper("hog", 45, "require_cuda = true\nmin_vram_gib = 24")           # cuda-large: only the 80 GiB host
-TEN = sleeper("ten-gib", 1, "require_cuda = true\nmin_vram_gib = 10")        # cuda.vram10
-WAITING = [sleeper(f"large-{i}", 1, "require_cuda = true\nmin_vram_gib = 24", seed=i) for i in (1, 2)]
+HOG = sleeper(
+    "hog", 45, "require_cuda = true\nmin_vram_gib = 24"
+)  # cuda-large: only the 80 GiB host
+TEN = sleeper("ten-gib", 1, "require_cuda = true\nmin_vram_gib = 10")  # cuda.vram10
+WAITING = [
+    sleeper(f"large-{i}", 1, "require_cuda = true\nmin_vram_gib = 24", seed=i) for i in (1, 2)
+]
 
 
 def wait_state(records: Records, name: str, states: set[JobState], timeout_s: float = 90):
@@ -37,7 +42,9 @@ def wait_state(records: Records, name: str, states: set[JobState], timeout_s: fl
         if name in recs and recs[name].state in states:
             return recs[name]
         time.sleep(0.3)
-    raise AssertionError(f"{name} never reached {states}: {[(r.name, r.state.value) for r in records.all()]}")
+    raise AssertionError(
+        f"{name} never reached {states}: {[(r.name, r.state.value) for r in records.all()]}"
+    )
 
 
 @pytest.fixture(scope="module")
@@ -57,7 +64,9 @@ def test_a_10_gib_job_runs_on_the_16_gib_host_while_the_80_gib_host_is_busy(flee
     records, _ = hogged
     ten = wait_state(records, "ten-gib", {JobState.SUCCEEDED, JobState.FAILED}, timeout_s=60)
     assert (ten.state, ten.queue, ten.worker) == (JobState.SUCCEEDED, "cuda.vram10", "e2e-cuda")
-    assert records.get(resolve(records.r, "hog")).state is JobState.RUNNING, "it ran while the big host was busy"
+    assert records.get(resolve(records.r, "hog")).state is JobState.RUNNING, (
+        "it ran while the big host was busy"
+    )
 
 
 def hosts_json(fleet, until, timeout_s: float = 30) -> dict:
@@ -65,28 +74,45 @@ def hosts_json(fleet, until, timeout_s: float = 30) -> dict:
     every 10 s and heartbeat every 5 s)."""
     deadline = time.monotonic() + timeout_s
     while True:
-        hosts = {h["hostname"]: h for h in json.loads(fleet.fleet("hosts", "--json", check=True).stdout)}
+        hosts = {
+            h["hostname"]: h for h in json.loads(fleet.fleet("hosts", "--json", check=True).stdout)
+        }
         if until(hosts) or time.monotonic() > deadline:
             return hosts
         time.sleep(1)
 
 
-def test_fleet_hosts_lists_each_live_worker_with_its_queues_in_order_and_its_current_job(fleet, hogged):
+def test_fleet_hosts_lists_each_live_worker_with_its_queues_in_order_and_its_current_job(
+    fleet, hogged
+):
     # the steady order: a worker re-adds the queues after a new one one by one, and a
     # heartbeat may catch it half way
-    hosts = hosts_json(fleet, lambda h: h.get("e2e-large", {}).get("queues", [])[:2] == ["cuda-large", "cuda.vram10"]
-                       and h["e2e-large"]["queues"][-1] == "cpu")
+    hosts = hosts_json(
+        fleet,
+        lambda h: (
+            h.get("e2e-large", {}).get("queues", [])[:2] == ["cuda-large", "cuda.vram10"]
+            and h["e2e-large"]["queues"][-1] == "cpu"
+        ),
+    )
     assert set(hosts) == {"e2e-large", "e2e-cuda", "e2e-cpu"}
     large = hosts["e2e-large"]
-    assert large["state"] == "up" and large["busy"] and [r["name"] for r in large["running"]] == ["hog"]
-    assert large["capability"]["cuda_devices"][0]["vram_total_gib"] == 80 and large["seen_ago_s"] < 20
+    assert (
+        large["state"] == "up"
+        and large["busy"]
+        and [r["name"] for r in large["running"]] == ["hog"]
+    )
+    assert (
+        large["capability"]["cuda_devices"][0]["vram_total_gib"] == 80 and large["seen_ago_s"] < 20
+    )
     assert large["queues"][:2] == ["cuda-large", "cuda.vram10"] and large["queues"][-1] == "cpu"
     assert hosts["e2e-cpu"]["queues"] == ["cpu"] and not hosts["e2e-cpu"]["busy"]
     table = fleet.fleet("hosts", check=True).stdout
     assert "e2e-large" in table and "hog" in table and "3 live" in table
 
 
-def test_fleet_why_gives_each_hosts_verdict_the_position_and_what_the_capable_host_is_busy_with(fleet, hogged):
+def test_fleet_why_gives_each_hosts_verdict_the_position_and_what_the_capable_host_is_busy_with(
+    fleet, hogged
+):
     records, d = hogged
     m = d / "waiting.toml"
     m.write_text("".join(WAITING))
@@ -95,10 +121,18 @@ def test_fleet_why_gives_each_hosts_verdict_the_position_and_what_the_capable_ho
     q = report["queues"][0]
     assert (report["state"], q["queue"], q["floor"]["min_vram_gib"]) == ("queued", "cuda-large", 24)
     verdicts = {h["host"]: (h["could_run"], h["reasons"]) for h in q["hosts"]}
-    assert verdicts == {"e2e-large": (True, []), "e2e-cuda": (False, ["VRAM 16 < 24 GiB (largest device)"]),
-                        "e2e-cpu": (False, ["no CUDA device", "RAM 8 < 14 GiB"])}
-    assert q["position"] == {"queue": "cuda-large", "in_list": True, "ahead": 1, "waiting_in_queue": 2,
-                             "fair_share": None}   # one owner: nobody goes first by fair share
+    assert verdicts == {
+        "e2e-large": (True, []),
+        "e2e-cuda": (False, ["VRAM 16 < 24 GiB (largest device)"]),
+        "e2e-cpu": (False, ["no CUDA device", "RAM 8 < 14 GiB"]),
+    }
+    assert q["position"] == {
+        "queue": "cuda-large",
+        "in_list": True,
+        "ahead": 1,
+        "waiting_in_queue": 2,
+        "fair_share": None,
+    }  # one owner: nobody goes first by fair share
     assert [b["name"] for b in q["capable"][0]["busy_with"]] == ["hog"]
     text = fleet.fleet("why", "large-2", check=True).stdout
     assert "e2e-cuda: cannot: VRAM 16 < 24 GiB" in text and "1 message(s) ahead" in text
@@ -108,10 +142,16 @@ def test_publish_warns_about_a_job_no_live_worker_can_run_and_still_queues_it(fl
     m = tmp_path / "huge.toml"
     m.write_text(sleeper("huge", 1, "require_cuda = true\nmin_vram_gib = 100"))
     rows = json.loads(fleet.fleet("publish", str(m), "--dry-run", "--json", check=True).stdout)
-    assert rows[0]["infeasible"] == {"queue": "cuda.vram100", "jobs": 1, "nearest_host": "e2e-large",
-                                     "shortfall": ["VRAM 80 < 100 GiB (largest device)"]}
+    assert rows[0]["infeasible"] == {
+        "queue": "cuda.vram100",
+        "jobs": 1,
+        "nearest_host": "e2e-large",
+        "shortfall": ["VRAM 80 < 100 GiB (largest device)"],
+    }
     out = fleet.fleet("publish", str(m), check=True)
-    assert ("warning: no live worker can run 1 job(s) in queue cuda.vram100 (huge); nearest host e2e-large: "
-            "VRAM 80 < 100 GiB (largest device)") in out.stderr.replace("\n", " ")
+    assert (
+        "warning: no live worker can run 1 job(s) in queue cuda.vram100 (huge); nearest host e2e-large: "
+        "VRAM 80 < 100 GiB (largest device)"
+    ) in out.stderr.replace("\n", " ")
     records = Records(fleet.client())
     assert records.get(resolve(records.r, "huge")).state is JobState.QUEUED

@@ -1,6 +1,7 @@
 """A search driven by the fleet itself (issue 23): 30 trials on two hosts, one host killed
 with -9 mid-search and Redis restarted; every trial ends once, never more than `parallel`
 at once, some pruned early, the best near the optimum, and the exports work."""
+
 from __future__ import annotations
 
 import json
@@ -21,7 +22,7 @@ pytestmark = pytest.mark.e2e
 JOB = Path(__file__).with_name("searchjob.py")
 HOST = {"cuda_devices": [], "ram_total_gib": 8, "cpu_cores": 4}
 TRIALS, PARALLEL, EPOCHS = 30, 4, 10
-OPTIMUM = 0.4            # the best final loss is 0 + 4/EPOCHS, at x = 1, kind = "b"
+OPTIMUM = 0.4  # the best final loss is 0 + 4/EPOCHS, at x = 1, kind = "b"
 
 
 def manifest(chaos) -> Path:
@@ -51,7 +52,7 @@ def wait_until(predicate, timeout_s: float, what: str, chaos):
         try:
             if value := predicate():
                 return value
-        except Exception:   # Redis restarting
+        except Exception:  # Redis restarting
             pass
         time.sleep(0.1)
     raise AssertionError(f"timed out waiting for {what}\n{chaos.logs()}")
@@ -67,7 +68,9 @@ def most_at_once(records) -> int:
     return peak
 
 
-def test_a_search_survives_a_killed_worker_and_a_redis_restart_and_finds_the_optimum(chaos, tmp_path):
+def test_a_search_survives_a_killed_worker_and_a_redis_restart_and_finds_the_optimum(
+    chaos, tmp_path
+):
     started = time.monotonic()
     for h in ("search-a", "search-b"):
         chaos.start(h, capability=HOST)
@@ -76,12 +79,14 @@ def test_a_search_survives_a_killed_worker_and_a_redis_restart_and_finds_the_opt
     view = lambda: read_search(chaos.client(), sid)  # noqa: E731
     assert view().issued == PARALLEL
 
-    wait_until(lambda: view().ended >= 6 and view().running == PARALLEL, 60, "six trials to end", chaos)
-    os.kill(chaos.workers["search-a"].pid, signal.SIGKILL)      # its runs end by their leases
+    wait_until(
+        lambda: view().ended >= 6 and view().running == PARALLEL, 60, "six trials to end", chaos
+    )
+    os.kill(chaos.workers["search-a"].pid, signal.SIGKILL)  # its runs end by their leases
     chaos.workers["search-a"].wait()
     wait_until(lambda: view().ended >= 12, 60, "twelve trials to end", chaos)
     port, data = chaos.redis.port, chaos.redis.data_dir
-    chaos.redis.stop()                                          # SIGTERM: its AOF is flushed
+    chaos.redis.stop()  # SIGTERM: its AOF is flushed
     chaos.redis = RedisServer(data, port=port).start()
     chaos.start("search-a", wait=False, capability=HOST)
 
@@ -89,20 +94,25 @@ def test_a_search_survives_a_killed_worker_and_a_redis_restart_and_finds_the_opt
     assert (done.issued, done.ended, done.running, done.stopped) == (TRIALS, TRIALS, 0, ""), done
     recs = [chaos.records().get(t.job_id) for t in done.trials]
     assert [r.name for r in recs] == [f"tune[trial={n}]" for n in range(TRIALS)]
-    assert all(r.state in (JobState.SUCCEEDED, JobState.PRUNED) for r in recs), [r.state for r in recs]
+    assert all(r.state in (JobState.SUCCEEDED, JobState.PRUNED) for r in recs), [
+        r.state for r in recs
+    ]
     assert most_at_once(recs) <= PARALLEL
     pruned = [t for t in done.trials if t.state == "pruned"]
     # pruned, most of them early (a pruner may also judge a trial at its last step)
     assert pruned and sum(max(t.steps) < EPOCHS - 1 for t in pruned) > len(pruned) / 2
-    assert all(r.artifact for r in recs)                                 # outputs kept, pruned too
+    assert all(r.artifact for r in recs)  # outputs kept, pruned too
     assert done.best_value is not None and done.best_value < OPTIMUM + 0.5, done.summary()
     assert done.counts["succeeded"] + done.counts["pruned"] == TRIALS
 
     status = chaos.fleet("status")
-    assert f"tune: search {TRIALS}/{TRIALS}" in status.stdout and "tune[trial=" not in status.stdout, status
+    assert (
+        f"tune: search {TRIALS}/{TRIALS}" in status.stdout and "tune[trial=" not in status.stdout
+    ), status
     assert "tune[trial=" in chaos.fleet("status", "--all", "--wide").stdout
 
     import optuna
+
     db = f"sqlite:///{tmp_path / 'study.db'}"
     out = chaos.fleet("export", "optuna", "tune", "--storage", db)
     assert out.returncode == 0, out.stderr
@@ -123,4 +133,9 @@ def test_a_search_survives_a_killed_worker_and_a_redis_restart_and_finds_the_opt
     chaos.fleet("plot", "tune", "-o", str(png))
     assert png.read_bytes()[:4] == b"\x89PNG"
     uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
-    assert json.loads(chaos.fleet("export", "mlflow", "tune", "--tracking-uri", uri, "--json").stdout)["created"] == TRIALS
+    assert (
+        json.loads(chaos.fleet("export", "mlflow", "tune", "--tracking-uri", uri, "--json").stdout)[
+            "created"
+        ]
+        == TRIALS
+    )

@@ -1,5 +1,6 @@
 """A locked-down Redis (a password, and TLS with a CA file) with a real worker and the real CLI:
 jobs run end to end, and no log line or error shows the password."""
+
 from __future__ import annotations
 
 import os
@@ -23,15 +24,55 @@ PASSWORD = "tls-s3cr3t/p@ss"
 
 def make_certs(d: Path) -> dict[str, Path]:
     """A throwaway CA and a server certificate for 127.0.0.1 signed by it (openssl, at test time)."""
+
     def ssl(*args: str) -> None:
         subprocess.run(["openssl", *args], cwd=d, check=True, capture_output=True, timeout=60)
-    ssl("req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "1", "-subj", "/CN=fleet-test-ca",
-        "-keyout", "ca.key", "-out", "ca.crt")
-    ssl("req", "-newkey", "rsa:2048", "-nodes", "-subj", "/CN=127.0.0.1", "-keyout", "server.key",
-        "-out", "server.csr")
+
+    ssl(
+        "req",
+        "-x509",
+        "-newkey",
+        "rsa:2048",
+        "-nodes",
+        "-days",
+        "1",
+        "-subj",
+        "/CN=fleet-test-ca",
+        "-keyout",
+        "ca.key",
+        "-out",
+        "ca.crt",
+    )
+    ssl(
+        "req",
+        "-newkey",
+        "rsa:2048",
+        "-nodes",
+        "-subj",
+        "/CN=127.0.0.1",
+        "-keyout",
+        "server.key",
+        "-out",
+        "server.csr",
+    )
     (d / "san.ext").write_text("subjectAltName=IP:127.0.0.1,DNS:localhost\n")
-    ssl("x509", "-req", "-in", "server.csr", "-CA", "ca.crt", "-CAkey", "ca.key", "-CAcreateserial",
-        "-days", "1", "-extfile", "san.ext", "-out", "server.crt")
+    ssl(
+        "x509",
+        "-req",
+        "-in",
+        "server.csr",
+        "-CA",
+        "ca.crt",
+        "-CAkey",
+        "ca.key",
+        "-CAcreateserial",
+        "-days",
+        "1",
+        "-extfile",
+        "san.ext",
+        "-out",
+        "server.crt",
+    )
     return {"ca": d / "ca.crt", "cert": d / "server.crt", "key": d / "server.key"}
 
 
@@ -43,17 +84,23 @@ def tls_binary(tls_args: tuple[str, ...]) -> str | None:
 
 def tls_supported(binary: str, tls_args: tuple[str, ...]) -> bool:
     try:
-        out = subprocess.run([binary, "--port", "0", "--save", "", "--appendonly", "no", *tls_args],
-                             capture_output=True, text=True, timeout=2)
+        out = subprocess.run(
+            [binary, "--port", "0", "--save", "", "--appendonly", "no", *tls_args],
+            capture_output=True,
+            text=True,
+            timeout=2,
+        )
     except subprocess.TimeoutExpired:
-        return True   # it started and served: killed by the timeout
+        return True  # it started and served: killed by the timeout
     return "tls" not in (out.stdout + out.stderr).lower()
 
 
 def need_tls(site: Locked) -> None:
     if not site.tls:
-        missing(f"no Redis server built with TLS among {candidates()}; install Debian's "
-                "redis-server (.ci/run does)")
+        missing(
+            f"no Redis server built with TLS among {candidates()}; install Debian's "
+            "redis-server (.ci/run does)"
+        )
 
 
 class Locked:
@@ -65,32 +112,64 @@ class Locked:
         self.root = root
         self.certs = make_certs(root)
         self.tls_port = free_port()
-        tls_args = ("--tls-port", str(self.tls_port), "--tls-cert-file", str(self.certs["cert"]),
-                    "--tls-key-file", str(self.certs["key"]), "--tls-ca-cert-file", str(self.certs["ca"]),
-                    "--tls-auth-clients", "no")
+        tls_args = (
+            "--tls-port",
+            str(self.tls_port),
+            "--tls-cert-file",
+            str(self.certs["cert"]),
+            "--tls-key-file",
+            str(self.certs["key"]),
+            "--tls-ca-cert-file",
+            str(self.certs["ca"]),
+            "--tls-auth-clients",
+            "no",
+        )
         binary = tls_binary(tls_args)
         self.tls = binary is not None
-        self.server = RedisServer(root / "redis", password=PASSWORD,
-                                  extra_args=tls_args if self.tls else (), binary=binary).start()
+        self.server = RedisServer(
+            root / "redis",
+            password=PASSWORD,
+            extra_args=tls_args if self.tls else (),
+            binary=binary,
+        ).start()
         self.workers: list[subprocess.Popen] = []
 
     def env(self, kind: str) -> dict[str, str]:
-        env = dict(os.environ, FLEET_STORE_URL=f"file://{self.root / 'store'}", FLEET_LEASE_TTL_S="5")
-        for k in ("FLEET_CAPABILITY", "FLEET_RESULT_BACKEND", "FLEET_REDIS_CA_FILE", "FLEET_REDIS_CERT_FILE",
-                  "FLEET_REDIS_KEY_FILE", "FLEET_SENTINEL_MASTER"):
+        env = dict(
+            os.environ, FLEET_STORE_URL=f"file://{self.root / 'store'}", FLEET_LEASE_TTL_S="5"
+        )
+        for k in (
+            "FLEET_CAPABILITY",
+            "FLEET_RESULT_BACKEND",
+            "FLEET_REDIS_CA_FILE",
+            "FLEET_REDIS_CERT_FILE",
+            "FLEET_REDIS_KEY_FILE",
+            "FLEET_SENTINEL_MASTER",
+        ):
             env.pop(k, None)
         pw = quote(PASSWORD, safe="")
         if kind == "tls":
-            return dict(env, FLEET_BROKER_URL=f"rediss://:{pw}@127.0.0.1:{self.tls_port}/0",
-                        FLEET_REDIS_CA_FILE=str(self.certs["ca"]))
+            return dict(
+                env,
+                FLEET_BROKER_URL=f"rediss://:{pw}@127.0.0.1:{self.tls_port}/0",
+                FLEET_REDIS_CA_FILE=str(self.certs["ca"]),
+            )
         return dict(env, FLEET_BROKER_URL=f"redis://:{pw}@127.0.0.1:{self.server.port}/0")
 
     def cli(self, env: dict, *args: str) -> subprocess.CompletedProcess:
-        return subprocess.run([sys.executable, "-m", "fleet.cli", *args], env=env, capture_output=True,
-                              text=True, timeout=120)
+        return subprocess.run(
+            [sys.executable, "-m", "fleet.cli", *args],
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=120,
+        )
 
     def logs(self) -> str:
-        return "\n".join(f"--- {p.name}\n{p.read_text(errors='replace')}" for p in (self.root / "logs").glob("*.log"))
+        return "\n".join(
+            f"--- {p.name}\n{p.read_text(errors='replace')}"
+            for p in (self.root / "logs").glob("*.log")
+        )
 
     def stop(self) -> None:
         for w in self.workers:
@@ -148,5 +227,9 @@ def test_a_wrong_password_over_tls_says_authentication_failed(locked):
     env = locked.env("tls")
     env["FLEET_BROKER_URL"] = env["FLEET_BROKER_URL"].replace("tls-s3cr3t", "nope")
     out = locked.cli(env, "status")
-    assert out.returncode == 1 and "authentication failed" in out.stderr and "FLEET_BROKER_URL" in out.stderr
+    assert (
+        out.returncode == 1
+        and "authentication failed" in out.stderr
+        and "FLEET_BROKER_URL" in out.stderr
+    )
     assert "nope" not in out.stderr

@@ -1,6 +1,7 @@
 """A checkpointing job for the yield tests: adds up its steps, keeps every finished step in its
 checkpoint and resumes from it, stops at once on SIGTERM, and lists itself as a process on
 simulated GPU 0 (as NVML lists a real job), which the worker must not mistake for its owner."""
+
 import json
 import os
 import pathlib

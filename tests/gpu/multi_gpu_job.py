@@ -6,6 +6,7 @@ group and its parent's command line (the supervisor), and a grandchild's process
 ``cuda`` (a real GPU host) it also opens every device CUDA shows it, through ctypes (libcuda:
 no CUDA build of torch needed), and reports each one's UUID. Standard library only.
 """
+
 import ctypes
 import json
 import os
@@ -35,17 +36,33 @@ def cuda_uuids() -> list[str]:
 
 def parent_cmdline() -> str:
     try:
-        return pathlib.Path(f"/proc/{os.getppid()}/cmdline").read_bytes().replace(b"\0", b" ").decode()
+        return (
+            pathlib.Path(f"/proc/{os.getppid()}/cmdline").read_bytes().replace(b"\0", b" ").decode()
+        )
     except OSError:
         return ""
 
 
-grandchild = subprocess.run([sys.executable, "-c", "import os; print(os.getpgid(0))"],
-                            capture_output=True, text=True, check=True)
-report = {"gpus": os.environ.get("FLEET_GPUS"), "visible": os.environ.get("CUDA_VISIBLE_DEVICES", ""),
-          "cores": os.environ.get("FLEET_CORES"), "affinity_env": os.environ.get("FLEET_CPU_AFFINITY", ""),
-          "affinity": sorted(os.sched_getaffinity(0)), "pid": os.getpid(), "pgid": os.getpgid(0),
-          "ppid": os.getppid(), "parent": parent_cmdline(), "grandchild_pgid": int(grandchild.stdout),
-          "cuda_uuids": cuda_uuids() if "cuda" in sys.argv[2:] else None}
+grandchild = subprocess.run(
+    [sys.executable, "-c", "import os; print(os.getpgid(0))"],
+    capture_output=True,
+    text=True,
+    check=True,
+)
+report = {
+    "gpus": os.environ.get("FLEET_GPUS"),
+    "visible": os.environ.get("CUDA_VISIBLE_DEVICES", ""),
+    "cores": os.environ.get("FLEET_CORES"),
+    "affinity_env": os.environ.get("FLEET_CPU_AFFINITY", ""),
+    "affinity": sorted(os.sched_getaffinity(0)),
+    "pid": os.getpid(),
+    "pgid": os.getpgid(0),
+    "ppid": os.getppid(),
+    "parent": parent_cmdline(),
+    "grandchild_pgid": int(grandchild.stdout),
+    "cuda_uuids": cuda_uuids() if "cuda" in sys.argv[2:] else None,
+}
 time.sleep(float(sys.argv[1]) if len(sys.argv) > 1 else 0)
-(pathlib.Path(os.environ["COUNT_DIR"]) / f"{os.environ['FLEET_JOB_NAME']}.json").write_text(json.dumps(report))
+(pathlib.Path(os.environ["COUNT_DIR"]) / f"{os.environ['FLEET_JOB_NAME']}.json").write_text(
+    json.dumps(report)
+)

@@ -7,6 +7,7 @@ command installs the CUDA build of torch where bootstrap put the CPU one, and ru
 
     scripts/test-gpu
 """
+
 from __future__ import annotations
 
 import json
@@ -38,6 +39,7 @@ def no_gpu_reason() -> str | None:
         return "no NVIDIA GPU: nvidia-smi is not on PATH"
     try:
         import pynvml
+
         pynvml.nvmlInit()
         try:
             count = pynvml.nvmlDeviceGetCount()
@@ -54,19 +56,25 @@ pytestmark = [pytest.mark.gpu, pytest.mark.skipif(NO_GPU is not None, reason=NO_
 
 def smi(*fields: str) -> list[list[str]]:
     """One row per GPU of ``nvidia-smi --query-gpu=FIELDS``."""
-    out = subprocess.run(["nvidia-smi", f"--query-gpu={','.join(fields)}", "--format=csv,noheader,nounits"],
-                         capture_output=True, text=True, timeout=60, check=True).stdout
+    out = subprocess.run(
+        ["nvidia-smi", f"--query-gpu={','.join(fields)}", "--format=csv,noheader,nounits"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=True,
+    ).stdout
     return [[cell.strip() for cell in line.split(",")] for line in out.strip().splitlines()]
 
 
 def mig_enabled() -> bool:
     import pynvml
+
     pynvml.nvmlInit()
     try:
         for i in range(pynvml.nvmlDeviceGetCount()):
             try:
                 current, _ = pynvml.nvmlDeviceGetMigMode(pynvml.nvmlDeviceGetHandleByIndex(i))
-            except pynvml.NVMLError:   # a GPU without MIG support
+            except pynvml.NVMLError:  # a GPU without MIG support
                 continue
             if current:
                 return True
@@ -77,12 +85,15 @@ def mig_enabled() -> bool:
 
 def needs_whole_gpus() -> None:
     if mig_enabled():
-        pytest.skip("a GPU is in MIG mode: fleet hands out whole GPUs (CUDA_VISIBLE_DEVICES=GPU-uuid)")
+        pytest.skip(
+            "a GPU is in MIG mode: fleet hands out whole GPUs (CUDA_VISIBLE_DEVICES=GPU-uuid)"
+        )
 
 
 def gpu_pids(uuid: str) -> set[int]:
     """The pids NVML lists on the GPU with this UUID (compute processes)."""
     import pynvml
+
     pynvml.nvmlInit()
     try:
         h = pynvml.nvmlDeviceGetHandleByUUID(uuid)
@@ -95,15 +106,21 @@ def nvml_hides_our_pids(uuid: str) -> str | None:
     """Why NVML's process list on this GPU cannot be matched to our pids, or None when it can:
     a CUDA process of the test's own must show there under its pid. In a container without
     the host's PID namespace NVML names the host's pids, so no VRAM budget can be watched."""
-    proc = subprocess.Popen([sys.executable, str(OWNER_CUDA), "60"], stdout=subprocess.PIPE, text=True,
-                            env={**os.environ, "CUDA_VISIBLE_DEVICES": uuid})
+    proc = subprocess.Popen(
+        [sys.executable, str(OWNER_CUDA), "60"],
+        stdout=subprocess.PIPE,
+        text=True,
+        env={**os.environ, "CUDA_VISIBLE_DEVICES": uuid},
+    )
     try:
         assert proc.stdout.readline().strip() == "ready", "the probe CUDA process did not start"
         deadline = time.monotonic() + NVML_LISTS_WITHIN_S
         while proc.pid not in (pids := gpu_pids(uuid)):
             if time.monotonic() > deadline:
-                return (f"NVML lists pids {sorted(pids)} on {uuid}, not our CUDA process's {proc.pid}: this "
-                        "PID namespace is not the host's, so VRAM budgets cannot be watched (docs/limits.md)")
+                return (
+                    f"NVML lists pids {sorted(pids)} on {uuid}, not our CUDA process's {proc.pid}: this "
+                    "PID namespace is not the host's, so VRAM budgets cannot be watched (docs/limits.md)"
+                )
             time.sleep(0.1)
         return None
     finally:
@@ -135,22 +152,46 @@ def xgboost_cuda() -> bool:
 
 def run_trainer(tmp_path: Path, model: str, hyper: dict, visible: str = "0") -> dict:
     spec = tmp_path / f"{model}.json"
-    spec.write_text(json.dumps({"model": model, "hyper": hyper, "seed": 0, "data": MOONS.name,
-                                "job_id": "gpu", "name": f"{model}-gpu"}))
-    env = {**os.environ, "FLEET_JOB_SPEC": str(spec), "FLEET_DATA_PATH": str(MOONS),
-           "FLEET_OUTPUT_DIR": str(tmp_path / model), "FLEET_DEVICE": "cuda", "CUDA_VISIBLE_DEVICES": visible}
-    done = subprocess.run([sys.executable, "-m", "trainers.run"], env=env, cwd=ROOT, capture_output=True,
-                          text=True, timeout=600)
+    spec.write_text(
+        json.dumps(
+            {
+                "model": model,
+                "hyper": hyper,
+                "seed": 0,
+                "data": MOONS.name,
+                "job_id": "gpu",
+                "name": f"{model}-gpu",
+            }
+        )
+    )
+    env = {
+        **os.environ,
+        "FLEET_JOB_SPEC": str(spec),
+        "FLEET_DATA_PATH": str(MOONS),
+        "FLEET_OUTPUT_DIR": str(tmp_path / model),
+        "FLEET_DEVICE": "cuda",
+        "CUDA_VISIBLE_DEVICES": visible,
+    }
+    done = subprocess.run(
+        [sys.executable, "-m", "trainers.run"],
+        env=env,
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
     assert done.returncode == 0, done.stdout + done.stderr
     return json.loads((tmp_path / model / "metrics.json").read_text())
 
 
 def cuda_manifest(chaos, jobs: dict[str, float], needs: str = "require_cuda = true\n") -> Path:
     text = ""
-    for seed, (name, hold_s) in enumerate(jobs.items()):   # a seed each: jobs that differ only
+    for seed, (name, hold_s) in enumerate(jobs.items()):  # a seed each: jobs that differ only
         # in name are one job to the manifest (same content, same ID)
-        text += (f'[[jobs]]\nname = "{name}"\ncommand = ["{sys.executable}", "{CUDA_JOB}", "{hold_s}", "{chaos.tag}"]\n'
-                 f'artifacts = ["out/*"]\n{needs}seed = {seed}\n')
+        text += (
+            f'[[jobs]]\nname = "{name}"\ncommand = ["{sys.executable}", "{CUDA_JOB}", "{hold_s}", "{chaos.tag}"]\n'
+            f'artifacts = ["out/*"]\n{needs}seed = {seed}\n'
+        )
     path = chaos.root / f"m-{uuid.uuid4().hex[:6]}.toml"
     path.write_text(text)
     return path
@@ -169,13 +210,20 @@ def test_nvml_detection_matches_nvidia_smi():
         assert abs(dev.vram_total_gib - float(mib) / 1024) < 0.02, (dev, mib)
         assert 0 < dev.vram_free_gib <= dev.vram_total_gib
         assert cap.driver_version == driver
-    print(f"\nNVML sees {len(rows)} GPU(s): " + "; ".join(f"{d.index}: {d.name}, {d.vram_total_gib} GiB, "
-                                                          f"cc {d.compute_capability}" for d in cap.cuda_devices))
+    print(
+        f"\nNVML sees {len(rows)} GPU(s): "
+        + "; ".join(
+            f"{d.index}: {d.name}, {d.vram_total_gib} GiB, cc {d.compute_capability}"
+            for d in cap.cuda_devices
+        )
+    )
 
 
 def test_the_mlp_trainer_trains_on_cuda(tmp_path):
     if not torch_cuda():
-        pytest.skip("torch here is a CPU build or sees no GPU: install a CUDA build of torch to train mlp on cuda")
+        pytest.skip(
+            "torch here is a CPU build or sees no GPU: install a CUDA build of torch to train mlp on cuda"
+        )
     metrics = run_trainer(tmp_path, "mlp", {"epochs": 20})
     assert metrics["device"] == "cuda" and metrics["valid"]["accuracy"] > 0.75
 
@@ -190,7 +238,7 @@ def test_xgboost_trains_with_device_cuda(tmp_path):
 def test_each_job_gets_a_gpu_of_its_own_through_cuda_visible_devices(chaos):
     needs_whole_gpus()
     gpus = detect_raw().cuda_devices
-    chaos.start("gpu-slots", capability={})      # detected, not simulated: one slot per GPU
+    chaos.start("gpu-slots", capability={})  # detected, not simulated: one slot per GPU
     names = [f"slot{i}" for i in range(2 * len(gpus))]
     ids = chaos.publish(cuda_manifest(chaos, {n: 2.0 for n in names}))
     recs = chaos.wait(ids, timeout_s=300)
@@ -200,47 +248,62 @@ def test_each_job_gets_a_gpu_of_its_own_through_cuda_visible_devices(chaos):
         r = seen[n]
         assert r["count"] == 1 and r["visible"] == r["uuid"] and r["uuid"] in by_uuid, r
         assert recs[n].gpu.startswith(f"{by_uuid[r['uuid']].index}:")
-    for a in names:       # two jobs that overlapped in time had different GPUs
+    for a in names:  # two jobs that overlapped in time had different GPUs
         for b in names:
-            overlap = seen[a]["t_start"] < seen[b]["t_end"] and seen[b]["t_start"] < seen[a]["t_end"]
+            overlap = (
+                seen[a]["t_start"] < seen[b]["t_end"] and seen[b]["t_start"] < seen[a]["t_end"]
+            )
             if a < b and overlap:
                 assert seen[a]["uuid"] != seen[b]["uuid"], (seen[a], seen[b])
-    assert {r["uuid"] for r in seen.values()} == set(by_uuid)    # every GPU did work
+    assert {r["uuid"] for r in seen.values()} == set(by_uuid)  # every GPU did work
 
 
 def test_a_cuda_tier_job_runs_end_to_end_on_the_gpu_through_a_real_worker(chaos, monkeypatch):
-    monkeypatch.setenv("FLEET_STORE_URL", chaos.env["FLEET_STORE_URL"])   # publish stages the data there
+    monkeypatch.setenv(
+        "FLEET_STORE_URL", chaos.env["FLEET_STORE_URL"]
+    )  # publish stages the data there
     model = "gbt" if xgboost_cuda() else "mlp" if torch_cuda() else None
     if model is None:
         pytest.skip("neither xgboost nor torch here can train on cuda")
     chaos.start("gpu-e2e", capability={})
-    hyper = '{ n_estimators = 50 }' if model == "gbt" else '{ epochs = 20 }'
+    hyper = "{ n_estimators = 50 }" if model == "gbt" else "{ epochs = 20 }"
     path = chaos.root / "cuda-job.toml"
-    path.write_text(f'[[jobs]]\nname = "on-gpu"\nmodel = "{model}"\ndata = "{MOONS}"\nrequire_cuda = true\n'
-                    f'min_vram_gib = 1\nhyper = {hyper}\n')
+    path.write_text(
+        f'[[jobs]]\nname = "on-gpu"\nmodel = "{model}"\ndata = "{MOONS}"\nrequire_cuda = true\n'
+        f"min_vram_gib = 1\nhyper = {hyper}\n"
+    )
     ids = chaos.publish(path)
     rec = chaos.wait(ids, timeout_s=300)["on-gpu"]
     assert rec.state is JobState.SUCCEEDED and rec.queue.startswith("cuda") and rec.gpu
     from artifacts.stores import open_store_at
+
     meta = open_store_at(chaos.env["FLEET_STORE_URL"]).get_meta(model, rec.artifact["sha256"])
-    assert meta["metrics"]["device"] == "cuda" and meta["gpu"]["name"] in {d.name for d in detect_raw().cuda_devices}
-    print(f"\n{model} on {meta['gpu']['name']}: {rec.artifact['uri']}, valid {meta['metrics']['valid']}")
+    assert meta["metrics"]["device"] == "cuda" and meta["gpu"]["name"] in {
+        d.name for d in detect_raw().cuda_devices
+    }
+    print(
+        f"\n{model} on {meta['gpu']['name']}: {rec.artifact['uri']}, valid {meta['metrics']['valid']}"
+    )
 
 
 def test_gpu_idle_time_between_two_back_to_back_jobs(chaos):
     needs_whole_gpus()
     first = detect_raw().cuda_devices[0]
     one_gpu = {k: v for k, v in asdict(first).items() if k != "index"}
-    chaos.start("gpu-idle", capability={"cuda_devices": [one_gpu]})   # one GPU: the jobs queue for it
+    chaos.start(
+        "gpu-idle", capability={"cuda_devices": [one_gpu]}
+    )  # one GPU: the jobs queue for it
     names = ["busy1", "busy2"]
     ids = chaos.publish(cuda_manifest(chaos, {n: 3.0 for n in names}))
     chaos.wait(ids, timeout_s=300)
     a, b = sorted(reports(chaos, names).values(), key=lambda r: r["t_start"])
     assert a["uuid"] == b["uuid"] == first.uuid and b["t_start"] >= a["t_end"]
     process_gap, gpu_gap = b["t_start"] - a["t_end"], b["t_gpu_first"] - a["t_gpu_last"]
-    print(f"\nGPU idle between back-to-back jobs on {first.name}: {gpu_gap:.2f} s from the first job's "
-          f"last GPU work to the next job's first ({process_gap:.2f} s from exit to the next process start)")
-    assert gpu_gap < 60   # a sanity bound, not a speed goal
+    print(
+        f"\nGPU idle between back-to-back jobs on {first.name}: {gpu_gap:.2f} s from the first job's "
+        f"last GPU work to the next job's first ({process_gap:.2f} s from exit to the next process start)"
+    )
+    assert gpu_gap < 60  # a sanity bound, not a speed goal
 
 
 SHARING = "require_cuda = true\nshare_gpu = true\nmin_vram_gib = 2\n"
@@ -249,7 +312,7 @@ SHARING = "require_cuda = true\nshare_gpu = true\nmin_vram_gib = 2\n"
 def test_two_jobs_share_one_real_gpu_within_their_vram_budgets(chaos):
     needs_whole_gpus()
     first = detect_raw().cuda_devices[0]
-    needs_visible_pids(first.uuid)   # else the worker serves no sharing job
+    needs_visible_pids(first.uuid)  # else the worker serves no sharing job
     one_gpu = {k: v for k, v in asdict(first).items() if k != "index"}
     # packing is under test here, not the budget: served even where NVML cannot see the jobs
     chaos.start("gpu-share", capability={"cuda_devices": [one_gpu]}, FLEET_SHARE_GPU_UNWATCHED="1")
@@ -259,16 +322,21 @@ def test_two_jobs_share_one_real_gpu_within_their_vram_budgets(chaos):
     a, b = sorted(reports(chaos, names).values(), key=lambda r: r["t_start"])
     assert a["uuid"] == b["uuid"] == first.uuid
     assert b["t_gpu_first"] < a["t_gpu_last"], "the two sharing jobs used the GPU at the same time"
-    print(f"\ntwo 2 GiB sharing jobs on {first.name}: overlapped {a['t_gpu_last'] - b['t_gpu_first']:.1f} s")
+    print(
+        f"\ntwo 2 GiB sharing jobs on {first.name}: overlapped {a['t_gpu_last'] - b['t_gpu_first']:.1f} s"
+    )
 
 
 def test_a_sharing_job_over_its_vram_budget_is_stopped_with_the_budget_named(chaos, monkeypatch):
     needs_whole_gpus()
     from tasks.vramwatch import nested_pid_namespace, own_status
+
     if nested_pid_namespace(own_status()):
-        pytest.skip("this PID namespace hides the job's processes from NVML: no budget can be held here")
+        pytest.skip(
+            "this PID namespace hides the job's processes from NVML: no budget can be held here"
+        )
     first = detect_raw().cuda_devices[0]
-    needs_visible_pids(first.uuid)   # as the yield test: the watch matches NVML's pids to the job's
+    needs_visible_pids(first.uuid)  # as the yield test: the watch matches NVML's pids to the job's
     one_gpu = {k: v for k, v in asdict(first).items() if k != "index"}
     chaos.start("gpu-greedy", capability={"cuda_devices": [one_gpu]}, CUDA_JOB_MIB="4096")
     ids = chaos.publish(cuda_manifest(chaos, {"greedy": 30.0}, SHARING))

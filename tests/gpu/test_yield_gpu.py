@@ -3,6 +3,7 @@ test's own appears on the GPU a fleet job holds; the worker sees it through NVML
 own job's process as fleet's, hands the job back and keeps the GPU free until the owner's
 process has been gone for FLEET_YIELD_RECLAIM_S. Reports the time from the owner's process
 appearing to the GPU being free of fleet's job."""
+
 from __future__ import annotations
 
 import json
@@ -36,36 +37,60 @@ def test_a_cuda_process_of_the_owners_makes_the_worker_hand_its_job_back_and_wai
     needs_whole_gpus()
     gpu = detect_raw().cuda_devices[0]
     if gpu_pids(gpu.uuid):
-        pytest.skip(f"GPU 0 already runs pids {sorted(gpu_pids(gpu.uuid))}: a yielding worker would yield at once")
+        pytest.skip(
+            f"GPU 0 already runs pids {sorted(gpu_pids(gpu.uuid))}: a yielding worker would yield at once"
+        )
     one_gpu = {k: v for k, v in asdict(gpu).items() if k != "index"}
-    chaos.start("gpu-yield", capability={"cuda_devices": [one_gpu]}, FLEET_YIELD="1",
-                FLEET_YIELD_RECLAIM_S=str(RECLAIM_S))
+    chaos.start(
+        "gpu-yield",
+        capability={"cuda_devices": [one_gpu]},
+        FLEET_YIELD="1",
+        FLEET_YIELD_RECLAIM_S=str(RECLAIM_S),
+    )
     ids = chaos.publish(cuda_manifest(chaos, {"held": 20.0}))
     job = ids["held"]
     fleet_pids = wait_until("the job on the GPU", lambda: gpu_pids(gpu.uuid), 120, chaos)
     if not all(psutil.pid_exists(p) for p in fleet_pids):
-        pytest.skip(f"NVML names pids {sorted(fleet_pids)} from another pid namespace (a container): "
-                    "yielding by process list needs the host's (docs/yielding.md)")
-    time.sleep(4)   # two polls: the job's own process never makes the worker yield
+        pytest.skip(
+            f"NVML names pids {sorted(fleet_pids)} from another pid namespace (a container): "
+            "yielding by process list needs the host's (docs/yielding.md)"
+        )
+    time.sleep(4)  # two polls: the job's own process never makes the worker yield
     assert chaos.records().get(job).state is JobState.RUNNING, chaos.logs()
 
-    owner = subprocess.Popen([sys.executable, str(OWNER)], stdout=subprocess.PIPE, text=True,
-                             env={**os.environ, "CUDA_VISIBLE_DEVICES": gpu.uuid})
+    owner = subprocess.Popen(
+        [sys.executable, str(OWNER)],
+        stdout=subprocess.PIPE,
+        text=True,
+        env={**os.environ, "CUDA_VISIBLE_DEVICES": gpu.uuid},
+    )
     try:
         assert owner.stdout.readline().strip() == "ready"
         t0 = time.monotonic()
-        wait_until("the job's process off the GPU", lambda: not (gpu_pids(gpu.uuid) & fleet_pids),
-                   HANDBACK_WITHIN_S + 5, chaos)
+        wait_until(
+            "the job's process off the GPU",
+            lambda: not (gpu_pids(gpu.uuid) & fleet_pids),
+            HANDBACK_WITHIN_S + 5,
+            chaos,
+        )
         freed_s = time.monotonic() - t0
-        print(f"\nGPU {gpu.name}: free of fleet's job {freed_s:.2f} s after the owner's CUDA process appeared")
+        print(
+            f"\nGPU {gpu.name}: free of fleet's job {freed_s:.2f} s after the owner's CUDA process appeared"
+        )
         assert freed_s < HANDBACK_WITHIN_S
-        rec = wait_until("the job back in its queue",
-                         lambda: (r := chaos.records().get(job)).state is JobState.QUEUED and r, 30, chaos)
+        rec = wait_until(
+            "the job back in its queue",
+            lambda: (r := chaos.records().get(job)).state is JobState.QUEUED and r,
+            30,
+            chaos,
+        )
         assert f"GPU 0 in use by pid {owner.pid}" in rec.last_error
         hosts = json.loads(chaos.fleet("hosts", "--json").stdout)
         assert hosts[0]["yielded"] == {"0": f"GPU 0 in use by pid {owner.pid} (not fleet)"}
         time.sleep(3)
-        assert chaos.records().get(job).state is JobState.QUEUED, "taken again while the owner used the GPU"
+        assert chaos.records().get(job).state is JobState.QUEUED, (
+            "taken again while the owner used the GPU"
+        )
     finally:
         owner.kill()
         owner.wait()

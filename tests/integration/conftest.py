@@ -1,4 +1,5 @@
 """Fixtures the integration tests share."""
+
 import pytest
 
 from fleet import cli
@@ -20,6 +21,7 @@ def fleet_cli(redis_url):
 def app(redis_url):
     """The worker's Celery app on the test's Redis."""
     from tasks import app
+
     app.conf.broker_url = redis_url
     app.pool.force_close_all()
     yield app
@@ -31,6 +33,7 @@ def job(redis_url, redis_client):
     from fleet.manifests import loads
     from fleet.publish import publish
     from tasks import app
+
     app.conf.broker_url = redis_url
     app.pool.force_close_all()
     manifest = loads('[[jobs]]\nname = "t"\ncommand = ["true"]\n', "m.toml")

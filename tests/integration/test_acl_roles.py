@@ -1,5 +1,6 @@
 """Roles as Redis ACL users (state.acl) on a real redis-server with ACLs: what each role's
 user may do with the real `fleet` verbs and the worker's own record calls."""
+
 from __future__ import annotations
 
 import json
@@ -43,6 +44,7 @@ def as_role(acl_redis, monkeypatch, tmp_path, capsys):
         rc = cli.main(list(argv))
         out = capsys.readouterr()
         return rc, out.out, out.err
+
     yield run
     app.conf.broker_url = before
     app.pool.force_close_all()
@@ -78,16 +80,31 @@ def test_only_an_operator_sets_an_owners_fair_share(as_role, acl_redis):
     assert float(admin.hget(C.SHARES_KEY, "alice")) == 3
 
 
-def test_a_dashboard_user_reads_status_show_and_hosts_but_cannot_cancel(as_role, published, acl_redis):
-    for verb in (("status",), ("status", "--json"), ("show", "acl-a"), ("hosts",), ("logs", "acl-a"),
-                 ("why", "acl-b"), ("usage",), ("share", "list"), ("dead-letter",), ("capability",)):
+def test_a_dashboard_user_reads_status_show_and_hosts_but_cannot_cancel(
+    as_role, published, acl_redis
+):
+    for verb in (
+        ("status",),
+        ("status", "--json"),
+        ("show", "acl-a"),
+        ("hosts",),
+        ("logs", "acl-a"),
+        ("why", "acl-b"),
+        ("usage",),
+        ("share", "list"),
+        ("dead-letter",),
+        ("capability",),
+    ):
         rc, out, err = as_role(Role.READONLY, *verb)
         assert rc == 0, f"{verb}: {err}"
     rc, out, err = as_role(Role.READONLY, "cancel", "acl-a", "--yes")
     assert rc == 1
     lines = err.strip().splitlines()
     assert len(lines) == 1 and "Traceback" not in err, err
-    assert "'fleet-readonly' has the readonly role" in lines[0] and "lacks the operator role" in lines[0]
+    assert (
+        "'fleet-readonly' has the readonly role" in lines[0]
+        and "lacks the operator role" in lines[0]
+    )
     assert "fleet-operator" in lines[0] and "readonly-pw" not in err
     admin = redis_lib.Redis.from_url(acl_redis.url(), decode_responses=True)
     assert admin.hget(C.JOB_KEY + published["acl-a"], "state") == "queued"
@@ -103,7 +120,9 @@ def test_a_worker_user_cannot_publish(as_role, tmp_path, acl_redis):
     assert admin.zcard(C.JOBS_INDEX) == 0 and not admin.keys(C.JOB_KEY + "*")
 
 
-def test_a_worker_user_claims_heartbeats_finishes_and_reaps_but_cannot_write_the_index(published, acl_redis):
+def test_a_worker_user_claims_heartbeats_finishes_and_reaps_but_cannot_write_the_index(
+    published, acl_redis
+):
     worker = records_as(acl_redis, Role.WORKER)
     job_id = published["acl-a"]
     token = uuid.uuid4().hex
@@ -128,10 +147,16 @@ def test_a_read_only_user_may_listen_to_events_but_not_publish_any(acl_redis):
         ro.set(C.JOB_KEY + "x", "1")
 
 
-def test_redis_starts_from_the_aclfile_fleet_acl_writes_and_each_role_logs_in(tmp_path, monkeypatch, capsys):
+def test_redis_starts_from_the_aclfile_fleet_acl_writes_and_each_role_logs_in(
+    tmp_path, monkeypatch, capsys
+):
     from fleet.redis_server import RedisServer
     from state import acl
-    env = {acl.ADMIN_PASSWORD_VAR: "adm-pw", **{v: f"{r.value}-pw" for r, v in acl.PASSWORD_VARS.items()}}
+
+    env = {
+        acl.ADMIN_PASSWORD_VAR: "adm-pw",
+        **{v: f"{r.value}-pw" for r, v in acl.PASSWORD_VARS.items()},
+    }
     for k, v in env.items():
         monkeypatch.setenv(k, v)
     monkeypatch.delenv("FLEET_BROKER_URL", raising=False)
@@ -139,36 +164,52 @@ def test_redis_starts_from_the_aclfile_fleet_acl_writes_and_each_role_logs_in(tm
     assert cli.main(["acl", "--aclfile", str(path)]) == 0
     assert oct(path.stat().st_mode & 0o777) == "0o600" and "worker-pw" not in path.read_text()
     # the server's own start-up check logs in as the default user, with the aclfile's password
-    with RedisServer(tmp_path / "redis", password="adm-pw", extra_args=("--aclfile", str(path))) as server:
+    with RedisServer(
+        tmp_path / "redis", password="adm-pw", extra_args=("--aclfile", str(path))
+    ) as server:
         with pytest.raises(redis_lib.AuthenticationError):
             redis_lib.Redis(port=server.port, password="wrong").ping()
-        assert redis_lib.Redis(port=server.port, password="adm-pw").execute_command("ACL", "WHOAMI") == b"default"
+        assert (
+            redis_lib.Redis(port=server.port, password="adm-pw").execute_command("ACL", "WHOAMI")
+            == b"default"
+        )
         for role in acl.Role:
-            client = redis_lib.Redis(port=server.port, username=acl.USERS[role], password=f"{role.value}-pw")
+            client = redis_lib.Redis(
+                port=server.port, username=acl.USERS[role], password=f"{role.value}-pw"
+            )
             assert client.ping()
 
 
 def test_emptying_the_dead_letter_list_needs_the_operator(as_role, acl_redis):
     admin = redis_lib.Redis.from_url(acl_redis.url(), decode_responses=True)
-    admin.lpush(C.DEAD_LETTER_KEY, json.dumps({"at": 1, "reason": "not JSON", "queue": "cpu", "entry": "x"}))
+    admin.lpush(
+        C.DEAD_LETTER_KEY, json.dumps({"at": 1, "reason": "not JSON", "queue": "cpu", "entry": "x"})
+    )
     rc, out, err = as_role(Role.READONLY, "dead-letter", "--clear")
     assert rc == 1 and "lacks the operator role" in err
     assert as_role(Role.OPERATOR, "dead-letter", "--clear")[0] == 0
     assert admin.llen(C.DEAD_LETTER_KEY) == 0
 
 
-def test_a_right_the_worker_role_lacks_fails_its_record_write_at_once_naming_the_role(published, acl_redis):
+def test_a_right_the_worker_role_lacks_fails_its_record_write_at_once_naming_the_role(
+    published, acl_redis
+):
     import threading
     import time
 
     from tasks import app
     from tasks.retry import RedisRefused, retry_redis
+
     worker, before = records_as(acl_redis, Role.WORKER), app.conf.broker_url
-    app.conf.broker_url = acl_redis.url(Role.WORKER)   # the role the worker's messages name
+    app.conf.broker_url = acl_redis.url(Role.WORKER)  # the role the worker's messages name
     try:
         t0 = time.monotonic()
-        with pytest.raises(RedisRefused) as refused:   # was: 61 tries over about five minutes
-            retry_redis(lambda: worker.r.zadd(C.JOBS_INDEX, {"forged": 1}), what="index", stop=threading.Event())
+        with pytest.raises(RedisRefused) as refused:  # was: 61 tries over about five minutes
+            retry_redis(
+                lambda: worker.r.zadd(C.JOBS_INDEX, {"forged": 1}),
+                what="index",
+                stop=threading.Event(),
+            )
         assert time.monotonic() - t0 < 2
     finally:
         app.conf.broker_url = before

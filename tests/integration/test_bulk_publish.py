@@ -1,4 +1,5 @@
 """Publishing many jobs at once on a real Redis: batched scripts, templated messages, races."""
+
 import json
 import threading
 
@@ -15,13 +16,23 @@ from state.records import Records
 
 pytestmark = pytest.mark.integration
 
-TRICKY_NAMES = ["plain", "it's", 'say "hi"', "back\\slash", "ünïcødé-名前", "sweep[opt=\"adam\",seed=1]",
-                "@@FLEET-NAME@@-lookalike", "tab\tand\nnewline", "{braces} and {0} %s"]
+TRICKY_NAMES = [
+    "plain",
+    "it's",
+    'say "hi"',
+    "back\\slash",
+    "ünïcødé-名前",
+    'sweep[opt="adam",seed=1]',
+    "@@FLEET-NAME@@-lookalike",
+    "tab\tand\nnewline",
+    "{braces} and {0} %s",
+]
 
 
 @pytest.fixture
 def app(redis_url):
     from tasks import app
+
     app.conf.broker_url = redis_url
     app.pool.force_close_all()
     yield app
@@ -32,20 +43,32 @@ def sweep(n: int) -> str:
 
 
 def queued(client, queue="cpu") -> int:
-    return sum(client.llen(k) for k in client.keys(queue + "*") if client.type(k) in ("list", b"list"))
+    return sum(
+        client.llen(k) for k in client.keys(queue + "*") if client.type(k) in ("list", b"list")
+    )
 
 
 def test_a_templated_message_is_byte_for_byte_the_one_the_factory_builds(app):
-    jobs = [JobSpec(name=n, job_id=f"{i:064x}", priority=i % 10, hyper={"lr": 0.1, "s": n},
-                    command=("python", n)) for i, n in enumerate(TRICKY_NAMES)]
+    jobs = [
+        JobSpec(
+            name=n,
+            job_id=f"{i:064x}",
+            priority=i % 10,
+            hyper={"lr": 0.1, "s": n},
+            command=("python", n),
+        )
+        for i, n in enumerate(TRICKY_NAMES)
+    ]
     with app.connection_for_write() as conn:
         factory = MessageFactory(app, conn.default_channel)
         templates = MessageTemplates(factory)
         for job in jobs:
             for queue in ("cpu", "cuda-large", "cpu.2fbf1fa2ee"):
                 spec = job.to_dict()
-                assert templates.message(job, queue, json.dumps(spec)) == factory.message(job, queue, spec)
-                for owner in ("alice", "bob@lab-3"):   # Flower shows it as the kwargs
+                assert templates.message(job, queue, json.dumps(spec)) == factory.message(
+                    job, queue, spec
+                )
+                for owner in ("alice", "bob@lab-3"):  # Flower shows it as the kwargs
                     msg = templates.message(job, queue, json.dumps(spec), owner)
                     assert msg == factory.message(job, queue, spec, owner)
                     assert json.loads(msg)["headers"]["kwargsrepr"] == repr({"owner": owner})
@@ -89,5 +112,5 @@ def test_two_publishers_racing_over_thousands_of_jobs_queue_each_job_once(app, r
     client = redis_lib.Redis.from_url(redis_url)
     assert queued(client) == 3000
     published = [sum(r.action == "publish" for r in rows) for rows in results]
-    assert sum(published) == 3000, published   # each job published by exactly one of the two
+    assert sum(published) == 3000, published  # each job published by exactly one of the two
     assert client.zcard(C.JOBS_INDEX) == 3000

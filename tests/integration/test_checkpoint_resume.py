@@ -1,5 +1,6 @@
 """The ``mlp`` trainer resumes from FLEET_CHECKPOINT_DIR: a run killed mid-training and run
 again ends with the very model an uninterrupted run gives (same seed), killed once or twice."""
+
 from __future__ import annotations
 
 import hashlib
@@ -32,18 +33,45 @@ def weights_digest(model_file: Path) -> str:
     return digest.hexdigest()
 
 
-def trainer(tmp_path: Path, out: str, ckpt: Path | None, kill_after_epoch: int | None = None,
-            hyper: dict | None = None) -> list[dict]:
+def trainer(
+    tmp_path: Path,
+    out: str,
+    ckpt: Path | None,
+    kill_after_epoch: int | None = None,
+    hyper: dict | None = None,
+) -> list[dict]:
     """Run ``python -m trainers.run``; SIGKILL it once it reports ``kill_after_epoch``."""
     spec = tmp_path / "spec.json"
-    spec.write_text(json.dumps({"model": "mlp", "hyper": hyper or HYPER, "seed": 11, "data": "moons.csv",
-                                "job_id": "j", "name": "resume"}))
-    env = {**os.environ, "FLEET_JOB_SPEC": str(spec), "FLEET_DATA_PATH": str(MOONS),
-           "FLEET_OUTPUT_DIR": str(tmp_path / out), "FLEET_DEVICE": "cpu", "PYTHONUNBUFFERED": "1"}
+    spec.write_text(
+        json.dumps(
+            {
+                "model": "mlp",
+                "hyper": hyper or HYPER,
+                "seed": 11,
+                "data": "moons.csv",
+                "job_id": "j",
+                "name": "resume",
+            }
+        )
+    )
+    env = {
+        **os.environ,
+        "FLEET_JOB_SPEC": str(spec),
+        "FLEET_DATA_PATH": str(MOONS),
+        "FLEET_OUTPUT_DIR": str(tmp_path / out),
+        "FLEET_DEVICE": "cpu",
+        "PYTHONUNBUFFERED": "1",
+    }
     if ckpt is not None:
         env["FLEET_CHECKPOINT_DIR"] = str(ckpt)
-    proc = subprocess.Popen([sys.executable, "-m", "trainers.run"], env=env, cwd=ROOT, text=True,
-                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "trainers.run"],
+        env=env,
+        cwd=ROOT,
+        text=True,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+    )
     reports = []
     for line in proc.stdout:
         report = parse_metric_line(line.strip())
@@ -68,14 +96,18 @@ def uninterrupted(tmp_path_factory) -> str:
     return weights_digest(tmp / "out" / "model.pt")
 
 
-def test_a_killed_mlp_run_resumes_from_its_last_epoch_and_ends_with_the_uninterrupted_model(tmp_path, uninterrupted):
+def test_a_killed_mlp_run_resumes_from_its_last_epoch_and_ends_with_the_uninterrupted_model(
+    tmp_path, uninterrupted
+):
     ckpt = tmp_path / "ckpt"
     trainer(tmp_path, "first", ckpt, kill_after_epoch=EPOCHS // 2)
     reports = trainer(tmp_path, "out", ckpt)
     start = resumed_from(reports)
-    assert EPOCHS // 2 - 1 <= start < EPOCHS   # the state is saved just after the epoch reports
+    assert EPOCHS // 2 - 1 <= start < EPOCHS  # the state is saved just after the epoch reports
     assert [r["epoch"] for r in reports if "epoch" in r] == list(range(start + 1, EPOCHS + 1))
-    assert json.loads((tmp_path / "out" / "metrics.json").read_text())["resumed_from_epoch"] == start
+    assert (
+        json.loads((tmp_path / "out" / "metrics.json").read_text())["resumed_from_epoch"] == start
+    )
     assert weights_digest(tmp_path / "out" / "model.pt") == uninterrupted
 
 

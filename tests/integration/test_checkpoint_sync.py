@@ -1,4 +1,5 @@
 """Checkpoint sync and restore against a real Redis and a file:// store (tasks.checkpoint)."""
+
 from types import SimpleNamespace
 
 import pytest
@@ -15,14 +16,20 @@ pytestmark = pytest.mark.integration
 @pytest.fixture
 def setup(redis_url, redis_client, tmp_path, monkeypatch):
     from tasks import app
+
     app.conf.broker_url = redis_url
     app.pool.force_close_all()
     monkeypatch.setenv("FLEET_STORE_URL", f"file://{tmp_path / 'store'}")
-    (row,) = publish(app, redis_client, loads('[[jobs]]\nname = "c"\ncommand = ["true"]\ncheckpoint = "ckpt/"\n'))
+    (row,) = publish(
+        app, redis_client, loads('[[jobs]]\nname = "c"\ncommand = ["true"]\ncheckpoint = "ckpt/"\n')
+    )
     records = Records(redis_client)
     assert records.claim(row.job.job_id, "w1", "tok", {}, "cpu").run
-    ctx = SimpleNamespace(records=records, app=SimpleNamespace(conf=SimpleNamespace(fleet_checkpoint_every_s=3600)),
-                          open_store=open_store)
+    ctx = SimpleNamespace(
+        records=records,
+        app=SimpleNamespace(conf=SimpleNamespace(fleet_checkpoint_every_s=3600)),
+        open_store=open_store,
+    )
     return ctx, row.job, tmp_path
 
 
@@ -34,13 +41,15 @@ def test_a_changed_checkpoint_is_uploaded_recorded_and_replaces_the_last_one(set
     ctx, job, tmp = setup
     with sync_for(ctx, job, tmp / "run1" / "work") as s:
         (s.dir / "state.bin").write_bytes(b"epoch 1")
-        assert s.sync() and not s.sync()            # unchanged: nothing to do
+        assert s.sync() and not s.sync()  # unchanged: nothing to do
         first = ctx.records.checkpoint(job.job_id)
         (s.dir / "state.bin").write_bytes(b"epoch 2!")
         assert s.sync()
     second = ctx.records.checkpoint(job.job_id)
     store_dir = tmp / "store" / "checkpoints" / job.job_id
-    assert second["key"] != first["key"] and [p.name for p in store_dir.iterdir()] == [f"{second['sha256']}.tar.zst"]
+    assert second["key"] != first["key"] and [p.name for p in store_dir.iterdir()] == [
+        f"{second['sha256']}.tar.zst"
+    ]
 
 
 def test_the_next_run_starts_with_the_last_synced_checkpoint_and_knows_where(setup):

@@ -1,5 +1,6 @@
 """Every verb that needs Redis answers within about a second when nothing listens on the
 broker's port, and names the command that keeps a local fleet running."""
+
 import time
 
 import pytest
@@ -8,7 +9,7 @@ from fleet import cli
 from fleet.redis_server import free_port
 
 pytestmark = pytest.mark.integration
-REFUSED_WITHIN_S = 1.5     # connection refused is instant; the rest is the verb's own start-up
+REFUSED_WITHIN_S = 1.5  # connection refused is instant; the rest is the verb's own start-up
 
 MANIFEST = """
 [[jobs]]
@@ -28,11 +29,24 @@ def closed_port_cli():
     app.pool.force_close_all()
 
 
-@pytest.mark.parametrize("argv", [["status"], ["status", "--json"], ["hosts"], ["why", "abcd1234"],
-                                  ["logs", "abcd1234"], ["show", "abcd1234"], ["cancel", "abcd1234"],
-                                  ["requeue", "abcd1234"], ["dead-letter"], ["publish", "{manifest}"]])
+@pytest.mark.parametrize(
+    "argv",
+    [
+        ["status"],
+        ["status", "--json"],
+        ["hosts"],
+        ["why", "abcd1234"],
+        ["logs", "abcd1234"],
+        ["show", "abcd1234"],
+        ["cancel", "abcd1234"],
+        ["requeue", "abcd1234"],
+        ["dead-letter"],
+        ["publish", "{manifest}"],
+    ],
+)
 def test_a_verb_against_a_closed_port_fails_within_a_second_with_a_hint_that_works(
-        closed_port_cli, argv, tmp_path, capsys):
+    closed_port_cli, argv, tmp_path, capsys
+):
     path = tmp_path / "m.toml"
     path.write_text(MANIFEST)
     t0 = time.monotonic()
@@ -57,6 +71,7 @@ def test_a_silent_host_times_out_and_says_it_was_silent(capsys):
     import socket
 
     from fleet.cli import common
+
     # a listening socket that never accepts: the connection is made but no reply ever comes
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))

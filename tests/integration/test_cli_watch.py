@@ -1,4 +1,5 @@
 """`fleet status --watch` into a file writes whole frames as it goes, not only when stopped."""
+
 import os
 import signal
 import subprocess
@@ -14,14 +15,18 @@ def test_watch_into_a_file_writes_whole_frames_while_it_runs(redis_url, tmp_path
     out = tmp_path / "watch.txt"
     env = dict(os.environ, FLEET_BROKER_URL=redis_url, COLUMNS="80")
     with out.open("w") as f:
-        proc = subprocess.Popen([sys.executable, "-m", "fleet.cli", "status", "--watch", "--every", "0.3"],
-                                stdout=f, stderr=subprocess.STDOUT, env=env)
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "fleet.cli", "status", "--watch", "--every", "0.3"],
+            stdout=f,
+            stderr=subprocess.STDOUT,
+            env=env,
+        )
         try:
             deadline = time.monotonic() + 30
             while time.monotonic() < deadline and out.read_text().count("fleet status ·") < 2:
                 time.sleep(0.2)
             frames = out.read_text().count("fleet status ·")
-            assert proc.poll() is None      # still running: the frames came while it watched
+            assert proc.poll() is None  # still running: the frames came while it watched
         finally:
             proc.send_signal(signal.SIGINT)
             proc.wait(10)
@@ -31,6 +36,11 @@ def test_watch_into_a_file_writes_whole_frames_while_it_runs(redis_url, tmp_path
 
 def test_dead_letter_with_no_entries_says_so_instead_of_an_empty_table(redis_url):
     env = dict(os.environ, FLEET_BROKER_URL=redis_url)
-    run = subprocess.run([sys.executable, "-m", "fleet.cli", "dead-letter"], env=env, capture_output=True,
-                         text=True, timeout=60)
+    run = subprocess.run(
+        [sys.executable, "-m", "fleet.cli", "dead-letter"],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
     assert run.returncode == 0 and run.stdout.startswith("no entries in ") and "┏" not in run.stdout

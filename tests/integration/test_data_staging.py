@@ -1,5 +1,6 @@
 """Data through the store, on a real S3 endpoint (moto's server): staged once at publish by
 content, pinned S3 identities, and the worker's digest cache (verified, LRU, one download)."""
+
 from __future__ import annotations
 
 import collections
@@ -64,17 +65,25 @@ class Requests:
         self.seen[model.name] += 1
 
     def writes(self) -> int:
-        return sum(n for op, n in self.seen.items() if op in ("PutObject", "UploadPart", "CreateMultipartUpload"))
+        return sum(
+            n
+            for op, n in self.seen.items()
+            if op in ("PutObject", "UploadPart", "CreateMultipartUpload")
+        )
 
 
 @pytest.fixture
 def small_parts(s3_server, s3_store) -> S3Store:
     """The test's bucket with multipart uploads from 5 MiB, so a 12 MiB file goes in parts."""
     client = s3_client(StoreSettings.from_env(s3_server.env))
-    return S3Store(s3_store.bucket, "runs", client, part_bytes=5 << 20, single_put_max_bytes=5 << 20)
+    return S3Store(
+        s3_store.bucket, "runs", client, part_bytes=5 << 20, single_put_max_bytes=5 << 20
+    )
 
 
-def test_publish_stages_each_distinct_local_data_once_and_a_copy_sends_nothing(small_parts, tmp_path):
+def test_publish_stages_each_distinct_local_data_once_and_a_copy_sends_nothing(
+    small_parts, tmp_path
+):
     big = os.urandom(12 << 20)
     first = load(project(tmp_path / "clone-1", big))
     requests = Requests(small_parts)
@@ -85,10 +94,12 @@ def test_publish_stages_each_distinct_local_data_once_and_a_copy_sends_nothing(s
         return lambda n: bars[label].__setitem__(1, bars[label][1] + n)
 
     report = staging.stage(first, first.jobs, store=small_parts, progress=progress)
-    assert len(report.sent) == 3 and report.present == ()            # csv, the tree's tar, big.bin
+    assert len(report.sent) == 3 and report.present == ()  # csv, the tree's tar, big.bin
     assert requests.seen["PutObject"] == 2 and requests.seen["UploadPart"] == 3
     assert bars["staging big.bin"] == [12 << 20, 12 << 20]
-    keys = {o["Key"] for o in small_parts._client.list_objects_v2(Bucket=small_parts.bucket)["Contents"]}
+    keys = {
+        o["Key"] for o in small_parts._client.list_objects_v2(Bucket=small_parts.bucket)["Contents"]
+    }
     assert keys == {f"runs/data/{sha}" for sha in first.data_sources}
 
     shutil.rmtree(tmp_path / "clone-1")
@@ -124,7 +135,9 @@ def put_plain(store: S3Store, key: str, body: bytes) -> None:
 
 def test_an_s3_objects_identity_changes_when_the_object_changes(s3_env, s3_store, tmp_path):
     put_plain(s3_store, "sets/train.csv", b"x,target\n1,0\n")
-    (tmp_path / "m.toml").write_text(f'[[jobs]]\nname = "a"\nmodel = "gbt"\ndata = "s3://{s3_store.bucket}/sets/train.csv"\n')
+    (tmp_path / "m.toml").write_text(
+        f'[[jobs]]\nname = "a"\nmodel = "gbt"\ndata = "s3://{s3_store.bucket}/sets/train.csv"\n'
+    )
     before = load(tmp_path / "m.toml").jobs[0]
     assert before.data.startswith(f"s3://{s3_store.bucket}/sets/train.csv#")
     assert load(tmp_path / "m.toml").jobs[0].job_id == before.job_id
@@ -142,7 +155,9 @@ def test_an_object_stored_with_its_sha256_is_pinned_to_that_digest(s3_env, s3_st
 
 
 def test_a_missing_s3_object_is_a_manifest_error_at_its_line(s3_env, s3_store, tmp_path):
-    (tmp_path / "m.toml").write_text(f'[[jobs]]\nname = "a"\nmodel = "gbt"\ndata = "s3://{s3_store.bucket}/absent.csv"\n')
+    (tmp_path / "m.toml").write_text(
+        f'[[jobs]]\nname = "a"\nmodel = "gbt"\ndata = "s3://{s3_store.bucket}/absent.csv"\n'
+    )
     with pytest.raises(ManifestError) as e:
         load(tmp_path / "m.toml")
     [p] = e.value.problems
@@ -150,6 +165,7 @@ def test_a_missing_s3_object_is_a_manifest_error_at_its_line(s3_env, s3_store, t
 
 
 # --- the worker's side ---------------------------------------------------------------------------
+
 
 class Downloads:
     """A store factory over real stores that counts data downloads (across threads)."""
@@ -166,6 +182,7 @@ class Downloads:
                 with self.lock:
                     self.count += 1
                 return real(*a, **kw)
+
             setattr(store, name, counted)
         return store
 
@@ -175,7 +192,7 @@ def staged(s3_server, s3_store, tmp_path) -> tuple[object, Downloads]:
     path = project(tmp_path / "project", os.urandom(1 << 20))
     m = load(path)
     staging.stage(m, m.jobs, store=s3_store)
-    shutil.rmtree(tmp_path / "project")        # the workers never see the publisher's disk
+    shutil.rmtree(tmp_path / "project")  # the workers never see the publisher's disk
     return m, Downloads(f"s3://{s3_store.bucket}/runs", s3_server.env)
 
 
@@ -185,7 +202,10 @@ def test_a_worker_fetches_staged_data_by_digest_into_the_jobs_directory(staged, 
     (tmp_path / "job").mkdir()
     got = fetch(job.data, tmp_path / "cache", store_factory=downloads, into=tmp_path / "job")
     assert got.parent.parent == tmp_path / "cache" / "pins" and got.name == "images"
-    assert sorted(p.relative_to(got).as_posix() for p in got.rglob("*") if p.is_file()) == ["b.bin", "cats/a.bin"]
+    assert sorted(p.relative_to(got).as_posix() for p in got.rglob("*") if p.is_file()) == [
+        "b.bin",
+        "cats/a.bin",
+    ]
     assert (got / "b.bin").read_bytes() == b"\x02" * 7000
 
 
@@ -193,7 +213,11 @@ def test_concurrent_jobs_on_one_worker_share_one_download(staged, tmp_path):
     m, downloads = staged
     job = next(j for j in m.jobs if j.name == "big")
     with ThreadPoolExecutor(8) as pool:
-        paths = list(pool.map(lambda i: fetch(job.data, tmp_path / "cache", store_factory=downloads), range(8)))
+        paths = list(
+            pool.map(
+                lambda i: fetch(job.data, tmp_path / "cache", store_factory=downloads), range(8)
+            )
+        )
     assert downloads.count == 1 and len(set(paths)) == 1
 
 
@@ -204,8 +228,9 @@ def _tree(path: Path) -> dict[str, bytes]:
 
 
 @pytest.mark.parametrize("name", ["big", "images"])
-def test_jobs_on_one_host_fetching_the_same_data_at_once_each_get_a_whole_pin(staged, tmp_path,
-                                                                              name):
+def test_jobs_on_one_host_fetching_the_same_data_at_once_each_get_a_whole_pin(
+    staged, tmp_path, name
+):
     # every run's job dir is runs/<run>/work: same name, different runs (tasks.workdirs)
     m, downloads = staged
     job = next(j for j in m.jobs if j.name == name)
@@ -215,13 +240,14 @@ def test_jobs_on_one_host_fetching_the_same_data_at_once_each_get_a_whole_pin(st
 
     def one(work: Path) -> Path:
         return fetch(job.data, tmp_path / "cache", store_factory=downloads, into=work)
-    for _ in range(3):              # rounds: a pin made again while others are being made
+
+    for _ in range(3):  # rounds: a pin made again while others are being made
         with ThreadPoolExecutor(8) as pool:
             pins = list(pool.map(one, dirs))
-        assert len(set(pins)) == len(dirs)          # one pin per job, none shared or replaced
+        assert len(set(pins)) == len(dirs)  # one pin per job, none shared or replaced
         assert len({tuple(sorted(_tree(p).items())) for p in pins}) == 1
     assert downloads.count == 1
-    shutil.rmtree(dirs[0].parent)                   # one job ended: only its pin goes
+    shutil.rmtree(dirs[0].parent)  # one job ended: only its pin goes
     fetch(job.data, tmp_path / "cache", store_factory=downloads, into=dirs[1])
     assert not pins[0].exists() and all(p.exists() for p in pins[1:])
 
@@ -231,18 +257,30 @@ def test_one_job_pinning_the_same_data_from_many_threads_keeps_a_whole_pin(stage
     job = next(j for j in m.jobs if j.name == "images")
     (tmp_path / "work").mkdir()
     with ThreadPoolExecutor(8) as pool:
-        pins = list(pool.map(lambda _: fetch(job.data, tmp_path / "cache", store_factory=downloads,
-                                             into=tmp_path / "work"), range(16)))
+        pins = list(
+            pool.map(
+                lambda _: fetch(
+                    job.data, tmp_path / "cache", store_factory=downloads, into=tmp_path / "work"
+                ),
+                range(16),
+            )
+        )
     assert len(set(pins)) == 1
     assert _tree(pins[0]) == {"b.bin": b"\x02" * 7000, "cats/a.bin": b"\x01" * 5000}
-    assert sorted(p.name for p in pins[0].parent.iterdir()) == [".owner", "images"]   # no temp left
+    assert sorted(p.name for p in pins[0].parent.iterdir()) == [".owner", "images"]  # no temp left
 
 
-def test_staged_data_whose_bytes_do_not_match_the_digest_is_refused_and_not_cached(s3_server, s3_store, tmp_path):
+def test_staged_data_whose_bytes_do_not_match_the_digest_is_refused_and_not_cached(
+    s3_server, s3_store, tmp_path
+):
     digest = hashlib.sha256(b"the real bytes").hexdigest()
     # a corrupted copy under the digest's key, claiming the digest
-    s3_store._client.put_object(Bucket=s3_store.bucket, Key=s3_store.data_key(digest), Body=b"tampered",
-                                Metadata={"sha256": digest})
+    s3_store._client.put_object(
+        Bucket=s3_store.bucket,
+        Key=s3_store.data_key(digest),
+        Body=b"tampered",
+        Metadata={"sha256": digest},
+    )
     downloads = Downloads(f"s3://{s3_store.bucket}/runs", s3_server.env)
     with pytest.raises(DigestMismatch):
         fetch(f"store+sha256://{digest}/d.csv", tmp_path / "cache", store_factory=downloads)
@@ -267,7 +305,9 @@ def test_an_s3_object_changed_after_publish_is_refused(s3_server, s3_env, s3_sto
         uri = DataResolver().pin(f"s3://{s3_store.bucket}/{key}", tmp_path)
         put_plain(s3_store, key, b"v2 changed")
         with pytest.raises(DigestMismatch, match="changed after publish"):
-            fetch(uri, tmp_path / f"cache-{pinned_by_sha}", store_factory=Downloads("", s3_server.env))
+            fetch(
+                uri, tmp_path / f"cache-{pinned_by_sha}", store_factory=Downloads("", s3_server.env)
+            )
 
 
 def test_the_cache_evicts_the_least_recently_used_entry_beyond_its_bound(s3_store, tmp_path):
@@ -280,11 +320,12 @@ def test_the_cache_evicts_the_least_recently_used_entry_beyond_its_bound(s3_stor
 
     def get(d):
         return cache.get(d, "file", lambda dest: s3_store.get_data(d, dest), d)
+
     get(digests[0])
     get(digests[1])
-    os.utime(tmp_path / "cache" / "entries" / digests[0], (1, 1))   # 0 used longest ago...
+    os.utime(tmp_path / "cache" / "entries" / digests[0], (1, 1))  # 0 used longest ago...
     os.utime(tmp_path / "cache" / "entries" / digests[1], (2, 2))
-    get(digests[0])                                                  # ...until used again
+    get(digests[0])  # ...until used again
     get(digests[2])
     left = {p.name for p in (tmp_path / "cache" / "entries").iterdir()}
     assert left == {digests[0], digests[2]} and cache.total_bytes() == 2000
@@ -300,7 +341,7 @@ def test_a_pinned_copy_outlives_the_eviction_of_its_entry(s3_store, tmp_path):
     pinned = cache.pin(payload, tmp_path / "job", "a.bin")
     assert cache.evict() == [digest]
     assert pinned.read_bytes() == b"a" * 1000
-    shutil.rmtree(tmp_path / "job")                 # the job ended: its pin goes at the next pin
+    shutil.rmtree(tmp_path / "job")  # the job ended: its pin goes at the next pin
     (tmp_path / "next-job").mkdir()
     cache.pin(tmp_path / "a.bin", tmp_path / "next-job", "a.bin")
     assert not (tmp_path / "cache" / "pins" / owner_key(tmp_path / "job")).exists()
@@ -330,11 +371,19 @@ print(downloads, path.stat().st_size, path)
 def test_worker_processes_on_one_host_share_one_download(staged, s3_server, tmp_path):
     import subprocess
     import sys
+
     m, downloads = staged
     job = next(j for j in m.jobs if j.name == "big")
     env = dict(os.environ, **s3_server.env, FLEET_STORE_URL=downloads.store_url)
-    procs = [subprocess.Popen([sys.executable, "-c", FETCH_IN_A_PROCESS, job.data, str(tmp_path / "cache")],
-                              env=env, stdout=subprocess.PIPE, text=True) for _ in range(4)]
+    procs = [
+        subprocess.Popen(
+            [sys.executable, "-c", FETCH_IN_A_PROCESS, job.data, str(tmp_path / "cache")],
+            env=env,
+            stdout=subprocess.PIPE,
+            text=True,
+        )
+        for _ in range(4)
+    ]
     outs = [p.communicate(timeout=120)[0].split() for p in procs]
     assert sorted(int(n) for n, _, _ in outs) == [0, 0, 0, 1]
     assert {int(size) for _, size, _ in outs} == {1 << 20}
@@ -343,6 +392,7 @@ def test_worker_processes_on_one_host_share_one_download(staged, s3_server, tmp_
 def test_worker_processes_pinning_the_same_data_at_once_all_succeed(staged, s3_server, tmp_path):
     import subprocess
     import sys
+
     m, downloads = staged
     job = next(j for j in m.jobs if j.name == "big")
     env = dict(os.environ, **s3_server.env, FLEET_STORE_URL=downloads.store_url)
@@ -350,8 +400,15 @@ def test_worker_processes_pinning_the_same_data_at_once_all_succeed(staged, s3_s
     for d in dirs:
         d.mkdir(parents=True)
     cache = str(tmp_path / "cache")
-    procs = [subprocess.Popen([sys.executable, "-c", FETCH_IN_A_PROCESS, job.data, cache, str(d)],
-                              env=env, stdout=subprocess.PIPE, text=True) for d in dirs]
+    procs = [
+        subprocess.Popen(
+            [sys.executable, "-c", FETCH_IN_A_PROCESS, job.data, cache, str(d)],
+            env=env,
+            stdout=subprocess.PIPE,
+            text=True,
+        )
+        for d in dirs
+    ]
     outs = [p.communicate(timeout=120)[0].split() for p in procs]
     assert [p.returncode for p in procs] == [0] * len(dirs)
     pins = {Path(path) for _, _, path in outs}
@@ -361,17 +418,21 @@ def test_worker_processes_pinning_the_same_data_at_once_all_succeed(staged, s3_s
 @pytest.fixture
 def app(redis_url):
     from tasks import app
+
     app.conf.broker_url = redis_url
     app.pool.force_close_all()
     yield app
 
 
-def test_publish_sends_no_job_whose_data_could_not_be_staged(app, redis_client, monkeypatch, tmp_path):
+def test_publish_sends_no_job_whose_data_could_not_be_staged(
+    app, redis_client, monkeypatch, tmp_path
+):
     from fleet.publish import publish
     from state.records import Records
+
     m = load(project(tmp_path, b"x"))
     monkeypatch.setenv("FLEET_STORE_URL", "s3://unreachable/runs")
-    monkeypatch.setenv("FLEET_S3_ENDPOINT_URL", "http://127.0.0.1:9")   # nothing listens there
+    monkeypatch.setenv("FLEET_S3_ENDPOINT_URL", "http://127.0.0.1:9")  # nothing listens there
     monkeypatch.setenv("AWS_ACCESS_KEY_ID", "k")
     monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", "s")
     with pytest.raises(StoreError, match="127.0.0.1:9"):
@@ -379,8 +440,11 @@ def test_publish_sends_no_job_whose_data_could_not_be_staged(app, redis_client, 
     assert Records(redis_client).all() == [] and redis_client.keys("cpu*") == []
 
 
-def test_publish_stages_data_before_it_sends_the_jobs(app, redis_client, s3_server, s3_store, monkeypatch, tmp_path):
+def test_publish_stages_data_before_it_sends_the_jobs(
+    app, redis_client, s3_server, s3_store, monkeypatch, tmp_path
+):
     from fleet.publish import publish
+
     for name, value in s3_server.env.items():
         monkeypatch.setenv(name, value)
     monkeypatch.setenv("FLEET_STORE_URL", f"s3://{s3_store.bucket}/runs")

@@ -6,6 +6,7 @@ message lands, so a re-run's ``task-sent`` (state PENDING, the old run's times c
 come before the push; fed in that order, with the run's own events at the push, Celery's
 ``events.state`` (what Flower runs) ends STARTED with the run's times.
 """
+
 import base64
 import itertools
 import json
@@ -28,8 +29,10 @@ def finished_job(fleet_cli, redis_client, tmp_path, capsys) -> tuple[str, str]:
     path.write_text(JOB)
     assert fleet_cli(["publish", str(path), "--json"]) == 0
     [row] = json.loads(capsys.readouterr().out)
-    redis_client.hset(C.JOB_KEY + row["job_id"], mapping={"state": "succeeded", "started_at": time.time() - 2,
-                                                          "finished_at": time.time()})
+    redis_client.hset(
+        C.JOB_KEY + row["job_id"],
+        mapping={"state": "succeeded", "started_at": time.time() - 2, "finished_at": time.time()},
+    )
     return str(path), row["job_id"]
 
 
@@ -59,7 +62,9 @@ def timeline(sub, job_id: str) -> list[dict]:
         if envelope["properties"].get("body_encoding") == "base64":
             body = base64.b64decode(body)
         events = json.loads(body)
-        out += [e for e in (events if isinstance(events, list) else [events]) if e.get("uuid") == job_id]
+        out += [
+            e for e in (events if isinstance(events, list) else [events]) if e.get("uuid") == job_id
+        ]
     return out
 
 
@@ -68,24 +73,32 @@ def flower_sees(events: list[dict], job_id: str):
     state, clock = State(), itertools.count(1)
     for event in events:
         if event["type"] == "push":
-            run = [{"type": "task-received", "name": "again", "hostname": WORKER},
-                   {"type": "task-started", "hostname": WORKER}]
+            run = [
+                {"type": "task-received", "name": "again", "hostname": WORKER},
+                {"type": "task-started", "hostname": WORKER},
+            ]
         else:
             run = [event]
         for e in run:
             now = time.time()
-            state.event({**e, "uuid": job_id, "timestamp": now, "local_received": now, "clock": next(clock)})
+            state.event(
+                {**e, "uuid": job_id, "timestamp": now, "local_received": now, "clock": next(clock)}
+            )
     return state.tasks[job_id]
 
 
 def reset_before_push(events: list[dict]) -> bool:
-    kinds = [("reset" if e.get("state") == "PENDING" else e["type"]) for e in events
-             if e["type"] == "push" or e["type"] == "task-sent"]
+    kinds = [
+        ("reset" if e.get("state") == "PENDING" else e["type"])
+        for e in events
+        if e["type"] == "push" or e["type"] == "task-sent"
+    ]
     return "reset" in kinds and "push" in kinds and kinds.index("reset") < kinds.index("push")
 
 
 def test_requeue_resets_flower_before_the_message_lands_so_an_idle_worker_shows_started(
-        fleet_cli, finished_job, wire):
+    fleet_cli, finished_job, wire
+):
     _, jid = finished_job
     assert fleet_cli(["requeue", jid]) == 0
     events = timeline(wire, jid)
@@ -95,7 +108,8 @@ def test_requeue_resets_flower_before_the_message_lands_so_an_idle_worker_shows_
 
 
 def test_publish_force_resets_flower_before_the_message_lands_so_an_idle_worker_shows_started(
-        fleet_cli, finished_job, wire):
+    fleet_cli, finished_job, wire
+):
     path, jid = finished_job
     assert fleet_cli(["publish", path, "--force", "again"]) == 0
     events = timeline(wire, jid)
@@ -104,7 +118,9 @@ def test_publish_force_resets_flower_before_the_message_lands_so_an_idle_worker_
     assert task.state == "STARTED" and task.received is not None and task.started is not None
 
 
-def test_requeue_of_a_job_that_cannot_run_again_announces_nothing(fleet_cli, finished_job, redis_client, wire):
+def test_requeue_of_a_job_that_cannot_run_again_announces_nothing(
+    fleet_cli, finished_job, redis_client, wire
+):
     _, jid = finished_job
     redis_client.hset(C.JOB_KEY + jid, "state", "running")
     assert fleet_cli(["requeue", jid]) == 1

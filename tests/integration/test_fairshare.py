@@ -1,6 +1,7 @@
 """Fair share on a real Redis: jobs wait in their owner's lists, runs are charged to their
 owner exactly once (also under concurrent workers), a worker's transport serves the least
 used owner first, and `fleet share` / `fleet why` show it."""
+
 import json
 import threading
 import time
@@ -16,7 +17,7 @@ from state.records import JobState, Records
 
 pytestmark = pytest.mark.integration
 H = 3600.0
-OPTS = {"priority_steps": list(range(10))}     # as celeryconfig sets them
+OPTS = {"priority_steps": list(range(10))}  # as celeryconfig sets them
 
 MANIFEST = """
 [[jobs]]
@@ -28,15 +29,21 @@ seed = [{seeds}]
 """
 
 
-def publish(fleet_cli, capsys, tmp_path, owner: str, name: str, seeds: int, priority: int = 5) -> list[str]:
+def publish(
+    fleet_cli, capsys, tmp_path, owner: str, name: str, seeds: int, priority: int = 5
+) -> list[str]:
     path = tmp_path / f"{name}.toml"
-    path.write_text(MANIFEST.format(name=name, seeds=", ".join(map(str, range(seeds))), priority=priority))
+    path.write_text(
+        MANIFEST.format(name=name, seeds=", ".join(map(str, range(seeds))), priority=priority)
+    )
     assert fleet_cli(["publish", str(path), "--json", "--owner", owner]) == 0
     rows = json.loads(capsys.readouterr().out)
     return [r["job_id"] for r in sorted(rows, key=lambda r: r["name"])]
 
 
-def ran(records: Records, job_id: str, token: str, hours: float, gpu: str | None, cores: int) -> None:
+def ran(
+    records: Records, job_id: str, token: str, hours: float, gpu: str | None, cores: int
+) -> None:
     """A run that began ``hours`` ago holding ``gpu`` and ``cores``, as a worker records it."""
     assert records.claim(job_id, "host", token, {}, "cpu").run
     records.r.hset(C.JOB_KEY + job_id, "started_at", time.time() - hours * H)
@@ -47,8 +54,9 @@ def used(client, owner: str) -> fairshare.OwnerUsage:
     return fairshare.read_usage(client).get(owner, fairshare.OwnerUsage())
 
 
-def test_a_published_job_waits_in_its_owners_list_registered_for_workers(fleet_cli, capsys, tmp_path,
-                                                                         redis_client):
+def test_a_published_job_waits_in_its_owners_list_registered_for_workers(
+    fleet_cli, capsys, tmp_path, redis_client
+):
     [jid] = publish(fleet_cli, capsys, tmp_path, "alice", "a", 1, priority=9)
     assert redis_client.llen(queues.owner_key("cpu", "alice", 0)) == 1
     assert redis_client.llen("cpu") == 0
@@ -64,53 +72,68 @@ def test_a_published_job_waits_in_its_owners_list_registered_for_workers(fleet_c
 
 def test_emptied_owner_lists_are_forgotten_and_pushed_ones_come_back(redis_client):
     redis_client.lpush(queues.owner_key("q", "bob", 3), "m")
-    redis_client.sadd(C.OWNER_LISTS_KEY, queues.owner_member("q", "bob"), queues.owner_member("q", "gone"))
+    redis_client.sadd(
+        C.OWNER_LISTS_KEY, queues.owner_member("q", "bob"), queues.owner_member("q", "gone")
+    )
     assert queues.live(redis_client) == {"q": ["bob"]}
     assert queues.registered(redis_client) == {"q": ["bob"]}
 
 
-def test_a_run_is_charged_to_its_owner_once_with_what_it_held(fleet_cli, capsys, tmp_path, redis_client):
+def test_a_run_is_charged_to_its_owner_once_with_what_it_held(
+    fleet_cli, capsys, tmp_path, redis_client
+):
     [jid] = publish(fleet_cli, capsys, tmp_path, "alice", "a", 1)
     records = Records(redis_client)
     ran(records, jid, "t1", 2.0, "0:H100,1:H100", 8)
     assert records.finish(jid, "t1", JobState.SUCCEEDED)
-    assert not records.finish(jid, "t1", JobState.SUCCEEDED)      # stale: charged no more
+    assert not records.finish(jid, "t1", JobState.SUCCEEDED)  # stale: charged no more
     assert records.charge(jid, "t1") == 0
     u = used(redis_client, "alice")
-    assert u.gpu_s == pytest.approx(2 * 2 * H, rel=1e-3) and u.core_s == pytest.approx(8 * 2 * H, rel=1e-3)
+    assert u.gpu_s == pytest.approx(2 * 2 * H, rel=1e-3) and u.core_s == pytest.approx(
+        8 * 2 * H, rel=1e-3
+    )
 
 
-def test_a_running_job_is_charged_while_it_runs_and_its_end_adds_only_the_rest(fleet_cli, capsys, tmp_path,
-                                                                              redis_client):
+def test_a_running_job_is_charged_while_it_runs_and_its_end_adds_only_the_rest(
+    fleet_cli, capsys, tmp_path, redis_client
+):
     [jid] = publish(fleet_cli, capsys, tmp_path, "alice", "a", 1)
     records = Records(redis_client)
-    ran(records, jid, "t1", 3.0, "0:H100", 0)                      # its first heartbeat charges the 3 h so far
+    ran(records, jid, "t1", 3.0, "0:H100", 0)  # its first heartbeat charges the 3 h so far
     assert used(redis_client, "alice").gpu_s == pytest.approx(3 * H, rel=1e-3)
-    assert records.heartbeat(jid, "t1") == "ok"                  # not due again for a minute: nothing more
+    assert records.heartbeat(jid, "t1") == "ok"  # not due again for a minute: nothing more
     assert records.finish(jid, "t1", JobState.SUCCEEDED)
     assert used(redis_client, "alice").gpu_s == pytest.approx(3 * H, rel=1e-3)
 
 
-def test_a_cancelled_run_is_charged_when_its_worker_ends_it(fleet_cli, capsys, tmp_path, redis_client):
+def test_a_cancelled_run_is_charged_when_its_worker_ends_it(
+    fleet_cli, capsys, tmp_path, redis_client
+):
     [jid] = publish(fleet_cli, capsys, tmp_path, "alice", "a", 1)
     records = Records(redis_client)
     ran(records, jid, "t1", 1.0, "0:A100", 2)
     records.cancel(jid)
-    assert not records.finish(jid, "t1", JobState.FAILED)         # the run no longer owns the job...
-    assert used(redis_client, "alice").gpu_s == pytest.approx(H, rel=1e-3)   # ...but held the GPU
+    assert not records.finish(jid, "t1", JobState.FAILED)  # the run no longer owns the job...
+    assert used(redis_client, "alice").gpu_s == pytest.approx(H, rel=1e-3)  # ...but held the GPU
 
 
-def test_a_lost_run_is_charged_up_to_its_last_heartbeat_by_the_reaper(fleet_cli, capsys, tmp_path, redis_client):
+def test_a_lost_run_is_charged_up_to_its_last_heartbeat_by_the_reaper(
+    fleet_cli, capsys, tmp_path, redis_client
+):
     [jid] = publish(fleet_cli, capsys, tmp_path, "bob", "b", 1)
     records = Records(redis_client, lease_ttl_s=0.05)
     ran(records, jid, "t1", 1.0, "0:A100", 0)
     time.sleep(0.1)
     assert records.reap() == [f"{jid} requeued"]
     assert used(redis_client, "bob").gpu_s == pytest.approx(H, rel=1e-3)
-    assert redis_client.llen(queues.owner_key("cpu", "bob", 4)) == 2   # the original and the requeued copy
+    assert (
+        redis_client.llen(queues.owner_key("cpu", "bob", 4)) == 2
+    )  # the original and the requeued copy
 
 
-def test_concurrent_workers_never_lose_a_charge(fleet_cli, capsys, tmp_path, redis_url, redis_client):
+def test_concurrent_workers_never_lose_a_charge(
+    fleet_cli, capsys, tmp_path, redis_url, redis_client
+):
     ids = publish(fleet_cli, capsys, tmp_path, "carol", "c", 40)
     records = Records(redis_client)
     for i, jid in enumerate(ids):
@@ -138,7 +161,7 @@ def test_usage_decays_with_the_half_life(fleet_cli, capsys, tmp_path, redis_clie
     ran(records, a, "t1", 1.0, "0:A", 0)
     assert records.finish(a, "t1", JobState.SUCCEEDED)
     g, c, at = redis_client.hget(C.USAGE_KEY, "dave").split()
-    redis_client.hset(C.USAGE_KEY, "dave", f"{g} {c} {float(at) - HALF_LIFE_S}")    # a half-life ago
+    redis_client.hset(C.USAGE_KEY, "dave", f"{g} {c} {float(at) - HALF_LIFE_S}")  # a half-life ago
     ran(records, b, "t2", 1.0, "0:A", 0)
     assert records.finish(b, "t2", JobState.SUCCEEDED)
     assert used(redis_client, "dave").gpu_s == pytest.approx(1.5 * H, rel=1e-3)
@@ -146,13 +169,16 @@ def test_usage_decays_with_the_half_life(fleet_cli, capsys, tmp_path, redis_clie
 
 def take(redis_url: str, queue: str) -> str:
     """One message from ``queue`` through the worker's transport (kombu's basic_get), acked."""
-    with Connection(redis_url, transport="tasks.transport:Transport", transport_options=OPTS) as conn:
+    with Connection(
+        redis_url, transport="tasks.transport:Transport", transport_options=OPTS
+    ) as conn:
         message = conn.default_channel.basic_get(queue, no_ack=True)
         return message.headers["id"]
 
 
-def test_the_worker_transport_serves_the_least_used_owner_first(fleet_cli, capsys, tmp_path, redis_url,
-                                                                 redis_client):
+def test_the_worker_transport_serves_the_least_used_owner_first(
+    fleet_cli, capsys, tmp_path, redis_url, redis_client
+):
     heavy = publish(fleet_cli, capsys, tmp_path, "alice", "a", 3)
     light = publish(fleet_cli, capsys, tmp_path, "bob", "b", 2, priority=3)
     redis_client.hset(C.USAGE_KEY, "alice", f"{41 * H} 0 {time.time()}")
@@ -162,15 +188,22 @@ def test_the_worker_transport_serves_the_least_used_owner_first(fleet_cli, capsy
     # a bigger share for alice puts her first again
     assert fleet_cli(["share", "set", "alice", "100"]) == 0
     capsys.readouterr()
-    fresh = publish(fleet_cli, capsys, tmp_path, "bob", "b2", 1) + publish(fleet_cli, capsys, tmp_path, "alice", "a2", 1)
+    fresh = publish(fleet_cli, capsys, tmp_path, "bob", "b2", 1) + publish(
+        fleet_cli, capsys, tmp_path, "alice", "a2", 1
+    )
     assert [take(redis_url, "cpu") for _ in range(2)] == fresh[::-1]
 
 
-def test_a_message_kombu_gives_back_returns_to_its_owners_list(fleet_cli, capsys, tmp_path, redis_url,
-                                                              redis_client):
+def test_a_message_kombu_gives_back_returns_to_its_owners_list(
+    fleet_cli, capsys, tmp_path, redis_url, redis_client
+):
     [jid] = publish(fleet_cli, capsys, tmp_path, "erin", "e", 1)
-    with Connection(redis_url, transport="tasks.transport:Transport", transport_options=OPTS) as conn:
-        Queue("cpu", Exchange("cpu", type="direct"), routing_key="cpu")(conn.default_channel).declare()  # as Celery does
+    with Connection(
+        redis_url, transport="tasks.transport:Transport", transport_options=OPTS
+    ) as conn:
+        Queue("cpu", Exchange("cpu", type="direct"), routing_key="cpu")(
+            conn.default_channel
+        ).declare()  # as Celery does
         message = conn.default_channel.basic_get("cpu", no_ack=False)
         assert message.headers["id"] == jid
         message.reject(requeue=True)
@@ -178,11 +211,15 @@ def test_a_message_kombu_gives_back_returns_to_its_owners_list(fleet_cli, capsys
     assert redis_client.llen("cpu\x06\x164") == 0
 
 
-def test_queue_size_and_purge_count_every_owners_lists(fleet_cli, capsys, tmp_path, redis_url, redis_client):
+def test_queue_size_and_purge_count_every_owners_lists(
+    fleet_cli, capsys, tmp_path, redis_url, redis_client
+):
     publish(fleet_cli, capsys, tmp_path, "alice", "a", 2)
     publish(fleet_cli, capsys, tmp_path, "bob", "b", 3)
     redis_client.lpush("cpu", "legacy")
-    with Connection(redis_url, transport="tasks.transport:Transport", transport_options=OPTS) as conn:
+    with Connection(
+        redis_url, transport="tasks.transport:Transport", transport_options=OPTS
+    ) as conn:
         assert conn.default_channel._size("cpu") == 6
         assert conn.default_channel._purge("cpu") == 6
     assert queues.depths(redis_client, ["cpu"])["cpu"] == [0] * 10
@@ -205,7 +242,10 @@ def test_share_list_and_why_say_who_goes_first(fleet_cli, capsys, tmp_path, redi
     assert fleet_cli(["why", bob, "--json"]) == 0
     pos = json.loads(capsys.readouterr().out)["queues"][0]["position"]
     assert pos["ahead"] == 2
-    assert pos["fair_share"].startswith("bob has used 41.0 GPU-h") and "alice's jobs go first" in pos["fair_share"]
+    assert (
+        pos["fair_share"].startswith("bob has used 41.0 GPU-h")
+        and "alice's jobs go first" in pos["fair_share"]
+    )
     assert fleet_cli(["why", bob]) == 0
     assert "fair share: bob has used 41.0 GPU-h" in capsys.readouterr().out
 

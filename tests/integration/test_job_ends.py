@@ -1,6 +1,7 @@
 """How a run ended, read back as values on a real Redis: the record's end fields reach
 `fleet status`, an old or damaged record still lists, cancel says what it did, and a
 heartbeat answer nobody knows is an error that is logged."""
+
 import logging
 import threading
 import time
@@ -33,9 +34,11 @@ max_attempts = 3
 name = "other"
 command = ["true"]
 """
-VERDICT = ("stopped: used 5.00 GiB of GPU memory on GPU 0, over its budget of 4 GiB "
-           "(min_vram_gib with share_gpu); raise min_vram_gib to what it needs, or drop "
-           "share_gpu to hold a whole GPU")
+VERDICT = (
+    "stopped: used 5.00 GiB of GPU memory on GPU 0, over its budget of 4 GiB "
+    "(min_vram_gib with share_gpu); raise min_vram_gib to what it needs, or drop "
+    "share_gpu to hold a whole GPU"
+)
 
 
 @pytest.fixture
@@ -61,7 +64,7 @@ def test_an_over_budget_vram_stop_shows_its_reason_in_status(jobs, redis_client,
     _failed(ctx, run, outcome)
 
     [row] = [r for r in Q.status(redis_client).rows if r.job_id == job.job_id]
-    assert row.state is JobState.FAILED                     # over its budget: never retried
+    assert row.state is JobState.FAILED  # over its budget: never retried
     assert row.end is RunEnd.FAILED and row.reason == "over its VRAM budget: " + VERDICT
     assert note(row) == row.reason
     assert Q.status(redis_client).to_dict()["jobs"][0]["error_line"] == row.reason
@@ -70,8 +73,11 @@ def test_an_over_budget_vram_stop_shows_its_reason_in_status(jobs, redis_client,
 
 def test_a_record_written_before_end_fields_lists_with_its_first_error_line(jobs, redis_client):
     jid = jobs[1].job_id
-    old = {"state": "failed", "finished_at": "1700000000",
-           "last_error": "lease expired on w9 (attempt 1)\nmore"}
+    old = {
+        "state": "failed",
+        "finished_at": "1700000000",
+        "last_error": "lease expired on w9 (attempt 1)\nmore",
+    }
     redis_client.hset(C.JOB_KEY + jid, mapping=old)
     [row] = [r for r in Q.status(redis_client).rows if r.job_id == jid]
     assert row.end is None and note(row) == "lease expired on w9 (attempt 1)"
@@ -95,7 +101,7 @@ def test_the_reaper_records_a_lost_run_as_lost(jobs, redis_client):
     rec = recs.get(jid)
     assert rec.end is RunEnd.LOST and rec.reason == "lease expired on w1 (attempt 1)"
     assert recs.claim(jid, "w2", "t2", {}, "cpu").run
-    assert recs.get(jid).end is None          # a new run clears the last one's end
+    assert recs.get(jid).end is None  # a new run clears the last one's end
 
 
 def test_cancel_says_whether_it_cancelled_and_the_state_the_job_was_in(jobs, redis_client):
@@ -103,20 +109,23 @@ def test_cancel_says_whether_it_cancelled_and_the_state_the_job_was_in(jobs, red
     assert recs.claim(a, "w", "t", {}, "cpu").run
     assert recs.cancel(a) == Cancelled(True, JobState.RUNNING)
     assert recs.cancel(b) == Cancelled(True, JobState.QUEUED)
-    assert recs.cancel(b) == Cancelled(False, JobState.CANCELLED)     # already: nothing done
+    assert recs.cancel(b) == Cancelled(False, JobState.CANCELLED)  # already: nothing done
     rec = recs.get(a)
     assert rec.end is RunEnd.CANCELLED and rec.reason == "cancelled by operator"
     with pytest.raises(JobNotFound):
         recs.cancel("no-such-job")
 
 
-def test_a_heartbeat_answer_the_lease_does_not_know_is_logged_with_the_answer(jobs, redis_client,
-                                                                              caplog):
+def test_a_heartbeat_answer_the_lease_does_not_know_is_logged_with_the_answer(
+    jobs, redis_client, caplog
+):
     recs, jid = Records(redis_client), jobs[0].job_id
     assert recs.claim(jid, "w1", "t1", {}, "cpu").run
-    redis_client.hset(C.JOB_KEY + jid, "state", "paused")   # a state no fleet script writes
-    with caplog.at_level(logging.ERROR, "fleet.lease"), \
-            LeaseKeeper(recs, jid, "t1", every_s=0.02) as lease:
+    redis_client.hset(C.JOB_KEY + jid, "state", "paused")  # a state no fleet script writes
+    with (
+        caplog.at_level(logging.ERROR, "fleet.lease"),
+        LeaseKeeper(recs, jid, "t1", every_s=0.02) as lease,
+    ):
         wait_until(lambda: lease.reason is not None, what="the lease to hear the answer")
     assert lease.reason is Stop.LOST and lease.record is None
     [error] = [r for r in caplog.records if r.levelno == logging.ERROR][:1]

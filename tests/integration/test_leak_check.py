@@ -1,4 +1,5 @@
 """The session-end leak check finds what this session started, and only that."""
+
 import os
 import signal
 import subprocess
@@ -13,8 +14,10 @@ pytestmark = pytest.mark.integration
 SLEEP = [sys.executable, "-c", "import time; time.sleep(60)"]
 # starts argv[2:] in a new session and prints its pid, then exits: the sleeper is no
 # descendant of this process, as a user's own Redis would not be
-DETACH = ("import subprocess, sys; print(subprocess.Popen(sys.argv[1:], start_new_session=True, "
-          "stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL).pid)")
+DETACH = (
+    "import subprocess, sys; print(subprocess.Popen(sys.argv[1:], start_new_session=True, "
+    "stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL).pid)"
+)
 
 
 @pytest.fixture
@@ -22,10 +25,16 @@ def detached():
     pids = []
 
     def start(env):
-        out = subprocess.run([sys.executable, "-c", DETACH, *SLEEP], env=env, check=True,
-                             capture_output=True, text=True).stdout
+        out = subprocess.run(
+            [sys.executable, "-c", DETACH, *SLEEP],
+            env=env,
+            check=True,
+            capture_output=True,
+            text=True,
+        ).stdout
         pids.append(int(out))
         return pids[-1]
+
     yield start
     for pid in pids:
         try:
@@ -52,12 +61,16 @@ def test_a_child_of_the_session_is_found_whatever_its_environment():
 
 
 def test_a_process_from_outside_the_session_is_never_counted(detached):
-    users_own = detached({k: v for k, v in os.environ.items() if k != TOKEN_VAR})   # e.g. the user's Redis
-    other_run = detached(dict(os.environ, **{TOKEN_VAR: "another-session"}))        # a second test run
+    users_own = detached(
+        {k: v for k, v in os.environ.items() if k != TOKEN_VAR}
+    )  # e.g. the user's Redis
+    other_run = detached(dict(os.environ, **{TOKEN_VAR: "another-session"}))  # a second test run
     assert not {users_own, other_run} & found()
 
 
-def test_a_redis_server_started_in_the_sessions_temp_dir_is_found_by_its_directory(redis_server, tmp_path_factory):
+def test_a_redis_server_started_in_the_sessions_temp_dir_is_found_by_its_directory(
+    redis_server, tmp_path_factory
+):
     # redis-server overwrites its environment with its process title: the token is gone
     assert redis_server.proc.pid in found(roots=(tmp_path_factory.getbasetemp(),))
 
@@ -65,6 +78,7 @@ def test_a_redis_server_started_in_the_sessions_temp_dir_is_found_by_its_directo
 def test_a_redis_server_that_never_answers_is_stopped_when_its_start_gives_up(tmp_path):
     from core.errors import FleetError
     from fleet.redis_server import RedisServer
+
     server = RedisServer(tmp_path / "r", extra_args=("--requirepass", "not-the-one-it-logs-in"))
     with pytest.raises(FleetError, match="did not start"):
         server.start(timeout_s=1.0)
@@ -73,6 +87,7 @@ def test_a_redis_server_that_never_answers_is_stopped_when_its_start_gives_up(tm
 
 def running_in(folder) -> list:
     import psutil
+
     out = []
     for proc in psutil.process_iter():
         try:

@@ -1,5 +1,6 @@
 """A BRPOP whose reply was lost took a message nobody received: the lists of that poll are
 reconciled (state/lua/reconcile.lua), on a real Redis, with Redis's own pop as the lost one."""
+
 import contextlib
 import time
 
@@ -21,6 +22,7 @@ pytestmark = pytest.mark.integration
 @pytest.fixture
 def published(redis_url) -> tuple[redis_lib.Redis, dict[str, str]]:
     from tasks import app
+
     app.conf.broker_url = redis_url
     app.pool.force_close_all()
     client = redis_lib.Redis.from_url(redis_url, decode_responses=True)
@@ -42,22 +44,22 @@ def test_a_message_a_lost_poll_reply_took_is_pushed_again_once(published):
     queue = lose_a_reply(client, ids["a"])
     assert queued_messages(client, "cpu") == 1
     recs = Records(client)
-    assert recs.reconcile_lost() == []                    # no poll was lost: nothing looked at
+    assert recs.reconcile_lost() == []  # no poll was lost: nothing looked at
     ask_reconcile(client, {queue: time.time()})
     lost = f"{ids['a']} pushed again: its message was lost with a poll's reply"
     assert recs.reconcile_lost(chunk=1) == [lost]
     assert queued_messages(client, "cpu") == 2 and queued_messages(client, "cuda") == 1
     assert not client.exists(C.RECONCILE_KEY, C.RECONCILE_SEEN_KEY)
-    assert recs.reconcile_lost() == []                    # answered once
+    assert recs.reconcile_lost() == []  # answered once
 
 
 def test_reconciling_leaves_listed_unacked_and_running_jobs_alone(published, redis_url):
     client, ids = published
-    taken = take_and_die(redis_url)                       # in kombu's unacked hash: not lost
+    taken = take_and_die(redis_url)  # in kombu's unacked hash: not lost
     other = ids["b"] if taken == ids["a"] else ids["a"]
     recs = Records(client)
     lose_a_reply(client, other)
-    assert recs.claim(other, "w", "t", {}, "cpu").run     # received after all, and running
+    assert recs.claim(other, "w", "t", {}, "cpu").run  # received after all, and running
     ask_reconcile(client, {"cpu": time.time(), "cuda": time.time()})
     assert recs.reconcile_lost(chunk=1) == []
     assert queued_messages(client, "cpu") == 0 and queued_messages(client, "cuda") == 1
@@ -69,8 +71,8 @@ def test_a_copy_that_was_not_lost_after_all_is_dropped_by_the_claim(published):
     ask_reconcile(client, {queue: time.time()})
     recs = Records(client)
     assert len(recs.reconcile_lost()) == 1
-    assert recs.claim(ids["a"], "w", "t1", {}, "cpu").run          # one copy runs
-    assert not recs.claim(ids["a"], "w2", "t2", {}, "cpu").run     # the other is dropped
+    assert recs.claim(ids["a"], "w", "t1", {}, "cpu").run  # one copy runs
+    assert not recs.claim(ids["a"], "w2", "t2", {}, "cpu").run  # the other is dropped
     assert recs.finish(ids["a"], "t1", JobState.SUCCEEDED)
     assert not recs.claim(ids["a"], "w2", "t3", {}, "cpu").run
     assert recs.get(ids["a"]).runs == 1
@@ -87,9 +89,10 @@ def test_a_poll_that_came_later_is_reconciled_again(published):
         wanted = real_hgetall(name)
         ask_reconcile(client, {queue: 2.0})
         return wanted
+
     recs.r.hgetall = lost_again_meanwhile
     recs.reconcile_lost()
-    assert client.hget(C.RECONCILE_KEY, queue) == "2.0"      # not forgotten: asked again since
+    assert client.hget(C.RECONCILE_KEY, queue) == "2.0"  # not forgotten: asked again since
 
 
 def test_lost_polls_are_kept_until_redis_takes_them(redis_url):

@@ -1,6 +1,7 @@
 """A job's metric history on a real Redis: bounded to its last METRIC_HISTORY_MAX_POINTS,
 folded by step when read (a resumed run's replay counts once), read in bulk for many jobs,
 fed by the runner's metric lines, and written into a real bundle as metrics.jsonl."""
+
 import io
 import json
 import tarfile
@@ -38,7 +39,7 @@ def test_a_resumed_runs_replayed_steps_are_read_once_with_its_values(redis_clien
     for epoch in (1, 2, 3):
         first.record({"epoch": epoch, "valid_loss": 10.0 - epoch})
     first.flush()
-    second = MetricHistory(redis_client, JOB, run=2)   # resumed from its checkpoint after epoch 1
+    second = MetricHistory(redis_client, JOB, run=2)  # resumed from its checkpoint after epoch 1
     second.record({"resumed_from_epoch": 1})
     for epoch in (2, 3, 4):
         second.record({"epoch": epoch, "valid_loss": 5.0 - epoch})
@@ -46,14 +47,16 @@ def test_a_resumed_runs_replayed_steps_are_read_once_with_its_values(redis_clien
     points = history.read(redis_client, JOB)
     assert [p["step"] for p in points] == [1, 2, 3, 4]
     assert [p["valid_loss"] for p in points] == [9.0, 3.0, 2.0, 1.0]
-    assert [p["run"] for p in points] == [2, 2, 2, 2]   # step 1 carries the second run's marker too
+    assert [p["run"] for p in points] == [2, 2, 2, 2]  # step 1 carries the second run's marker too
     assert points[0]["resumed_from_epoch"] == 1
 
 
 def test_many_jobs_histories_are_read_in_pipelined_batches(redis_client):
     ids = [f"{i:064x}" for i in range(25)]
     for i, jid in enumerate(ids):
-        history.append(redis_client, jid, [{"step": 1, "loss": float(i)}, {"step": 2, "loss": i / 2}])
+        history.append(
+            redis_client, jid, [{"step": 1, "loss": float(i)}, {"step": 2, "loss": i / 2}]
+        )
     got = history.read_many(redis_client, ids + ["f" * 64], batch=7)
     assert [got[jid][-1]["loss"] for jid in ids] == [i / 2 for i in range(25)]
     assert got["f" * 64] == []
@@ -61,20 +64,40 @@ def test_many_jobs_histories_are_read_in_pipelined_batches(redis_client):
 
 def test_the_runner_hands_each_metric_line_to_the_history_as_it_is_printed(redis_client):
     writer = MetricHistory(redis_client, JOB, run=3)
-    script = ("import json\nfor e in (1, 2, 3):\n"
-              "    print('FLEET_METRIC ' + json.dumps({'epoch': e, 'loss': 1 / e}))\nprint('done')")
-    out = runner.run(["python3", "-c", script], env={"PATH": "/usr/bin:/bin"}, cwd="/tmp", timeout_s=30,
-                     on_tick=lambda p: None, stop=threading.Event(), tick_s=0.2, on_metric=writer.record)
+    script = (
+        "import json\nfor e in (1, 2, 3):\n"
+        "    print('FLEET_METRIC ' + json.dumps({'epoch': e, 'loss': 1 / e}))\nprint('done')"
+    )
+    out = runner.run(
+        ["python3", "-c", script],
+        env={"PATH": "/usr/bin:/bin"},
+        cwd="/tmp",
+        timeout_s=30,
+        on_tick=lambda p: None,
+        stop=threading.Event(),
+        tick_s=0.2,
+        on_metric=writer.record,
+    )
     assert out.returncode == 0
     writer.flush()
     points = history.read(redis_client, JOB)
-    assert [(p["step"], p["loss"], p["run"]) for p in points] == [(1, 1.0, 3), (2, 0.5, 3), (3, 1 / 3, 3)]
+    assert [(p["step"], p["loss"], p["run"]) for p in points] == [
+        (1, 1.0, 3),
+        (2, 0.5, 3),
+        (3, 1 / 3, 3),
+    ]
 
 
 def test_the_bundle_holds_the_folded_history_as_metrics_jsonl(redis_client, tmp_path):
-    history.append(redis_client, JOB, [{"step": 1, "t": 1.0, "run": 1, "loss": 3.0},
-                                       {"step": 2, "t": 2.0, "run": 1, "loss": 2.0},
-                                       {"step": 2, "t": 3.0, "run": 2, "loss": 2.5}])
+    history.append(
+        redis_client,
+        JOB,
+        [
+            {"step": 1, "t": 1.0, "run": 1, "loss": 3.0},
+            {"step": 2, "t": 2.0, "run": 1, "loss": 2.0},
+            {"step": 2, "t": 3.0, "run": 2, "loss": 2.5},
+        ],
+    )
     work = tmp_path / "work"
     (work / workdirs.OUT_DIR).mkdir(parents=True)
     (work / workdirs.OUT_DIR / "model.txt").write_text("m")
@@ -82,7 +105,11 @@ def test_the_bundle_holds_the_folded_history_as_metrics_jsonl(redis_client, tmp_
     upload.write_history(redis_client, JOB, work, threading.Event())
     job = JobSpec(name="j", job_id=JOB, model="mlp")
     result = bundle(upload.files(job, work), {"job_id": JOB}, tmp_path / "b.tar.zst")
-    raw = zstandard.ZstdDecompressor().decompressobj().decompress((tmp_path / "b.tar.zst").read_bytes())
+    raw = (
+        zstandard.ZstdDecompressor()
+        .decompressobj()
+        .decompress((tmp_path / "b.tar.zst").read_bytes())
+    )
     with tarfile.open(fileobj=io.BytesIO(raw)) as tar:
         lines = tar.extractfile(workdirs.HISTORY_FILE).read().decode().splitlines()
     assert workdirs.HISTORY_FILE in result.files
@@ -93,25 +120,31 @@ def test_points_wait_in_the_worker_while_redis_is_away_and_go_with_the_next_flus
     import redis
     from redis.backoff import NoBackoff
     from redis.retry import Retry
+
     away = redis.Redis(port=1, socket_connect_timeout=0.2, retry=Retry(NoBackoff(), 0))
     writer = MetricHistory(away, JOB, run=1)
     writer.record({"epoch": 1, "loss": 2.0})
     assert writer.flush() is False
     writer.record({"epoch": 2, "loss": 1.0})
-    writer.r = redis_client          # Redis is back (a failover's new master, say)
+    writer.r = redis_client  # Redis is back (a failover's new master, say)
     assert writer.flush() is True
     assert [(p["step"], p["loss"]) for p in history.read(redis_client, JOB)] == [(1, 2.0), (2, 1.0)]
 
 
-def test_a_dead_runs_last_lines_from_its_log_complete_the_history_without_repeating_a_step(redis_client):
+def test_a_dead_runs_last_lines_from_its_log_complete_the_history_without_repeating_a_step(
+    redis_client,
+):
     from tasks.metrichistory import complete
+
     reports = [{"epoch": e, "loss": 1.0 / e} for e in (1, 2, 3, 4)] + [{"done": 1}]
     writer = MetricHistory(redis_client, JOB, run=2)
-    for r in reports[:2]:        # sent at its last tick; then the worker was killed
+    for r in reports[:2]:  # sent at its last tick; then the worker was killed
         writer.record(r)
     writer.flush()
     assert complete(redis_client, JOB, 2, reports, at=50.0) == 3
     points = history.read(redis_client, JOB)
-    assert [p["step"] for p in points] == [1, 2, 3, 4, 5] and redis_client.llen(history.key(JOB)) == 5
+    assert [p["step"] for p in points] == [1, 2, 3, 4, 5] and redis_client.llen(
+        history.key(JOB)
+    ) == 5
     assert points[3]["t"] == 50.0 and points[0]["t"] != 50.0
-    assert complete(redis_client, JOB, 2, reports, at=60.0) == 0    # a second start adds nothing
+    assert complete(redis_client, JOB, 2, reports, at=60.0) == 0  # a second start adds nothing

@@ -1,4 +1,5 @@
 """The chaos suite's partition proxy (tests/fixtures/netproxy.py) does what it says, on Redis."""
+
 import socket
 
 import pytest
@@ -20,8 +21,9 @@ def proxy(redis_server, redis_url):
 
 def through(proxy) -> redis.Redis:
     """A client that gives up after 0.5 s, without retrying (the tests look at single tries)."""
-    return redis.Redis(port=proxy.port, socket_timeout=0.5, decode_responses=True,
-                       retry=Retry(NoBackoff(), 0))
+    return redis.Redis(
+        port=proxy.port, socket_timeout=0.5, decode_responses=True, retry=Retry(NoBackoff(), 0)
+    )
 
 
 def test_it_forwards_both_ways(proxy):
@@ -35,11 +37,11 @@ def test_a_blackhole_holds_requests_until_heal_then_delivers_them_in_order(proxy
     proxy.blackhole()
     with pytest.raises(redis.TimeoutError):
         c.execute_command("RPUSH", "l", "a")
-    with socket.create_connection(("127.0.0.1", proxy.port)) as raw:   # a new one is held too
+    with socket.create_connection(("127.0.0.1", proxy.port)) as raw:  # a new one is held too
         raw.sendall(b"*3\r\n$5\r\nRPUSH\r\n$1\r\nl\r\n$1\r\nb\r\n")
     assert redis_client.lrange("l", 0, -1) == []
     proxy.heal()
-    assert through(proxy).lrange("l", 0, -1) == ["a", "b"]   # given up on, still delivered
+    assert through(proxy).lrange("l", 0, -1) == ["a", "b"]  # given up on, still delivered
 
 
 def test_blackhole_after_lets_the_matching_request_through_and_holds_its_reply(proxy, redis_client):
@@ -49,7 +51,7 @@ def test_blackhole_after_lets_the_matching_request_through_and_holds_its_reply(p
     assert c.get("other") is None and not fired.is_set()
     with pytest.raises(redis.TimeoutError):
         c.set("marker-key", "1")
-    assert fired.is_set() and redis_client.get("marker-key") == "1"   # it ran; its reply is lost
+    assert fired.is_set() and redis_client.get("marker-key") == "1"  # it ran; its reply is lost
     proxy.heal()
     assert through(proxy).get("marker-key") == "1"
 

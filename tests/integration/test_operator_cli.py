@@ -2,6 +2,7 @@
 followed across a re-run, get verifying and refusing a tampered bundle, artifacts with a
 corrupt meta.json, short ID prefixes, cancel and requeue of a whole sweep, status filters,
 and a kept local fleet stopped by its own command."""
+
 import io
 import json
 import tarfile
@@ -47,8 +48,15 @@ def sweep(fleet_cli, tmp_path, capsys):
 
 
 def finish(client, job_id: str, state: str, **fields) -> None:
-    client.hset(C.JOB_KEY + job_id, mapping={"state": state, "started_at": time.time() - 5,
-                                             "finished_at": time.time(), **fields})
+    client.hset(
+        C.JOB_KEY + job_id,
+        mapping={
+            "state": state,
+            "started_at": time.time() - 5,
+            "finished_at": time.time(),
+            **fields,
+        },
+    )
 
 
 # --- logs ---------------------------------------------------------------------------
@@ -58,8 +66,11 @@ def test_job_output_in_redis_stays_bounded_clipped_and_expiring(redis_client):
             out.append(f"line {i}")
         out.append("x" * 10_000)
     entries = L.read(redis_client, "j1")
-    assert 1000 <= len(entries) <= 1200                       # XADD MAXLEN ~ trims whole nodes
-    assert [e.line for e in entries[-3:-1]] == ["line 4999", "x" * (C.JOB_LOG_MAX_LINE_CHARS - 1) + "…"]
+    assert 1000 <= len(entries) <= 1200  # XADD MAXLEN ~ trims whole nodes
+    assert [e.line for e in entries[-3:-1]] == [
+        "line 4999",
+        "x" * (C.JOB_LOG_MAX_LINE_CHARS - 1) + "…",
+    ]
     assert entries[-1].event == "end" and entries[-1].worker == "w"
     assert 0 < redis_client.ttl(L.key("j1")) <= C.JOB_LOG_TTL_S
 
@@ -68,11 +79,11 @@ def test_lines_go_to_redis_in_a_batch_per_flush_not_one_round_trip_each(redis_cl
     with JobLog(redis_client, "j2", run=1, worker="w", every_s=0.5) as out:
         for i in range(100):
             out.append(f"line {i}")
-        assert redis_client.xlen(L.key("j2")) == 0          # nothing sent yet: buffered
+        assert redis_client.xlen(L.key("j2")) == 0  # nothing sent yet: buffered
         deadline = time.monotonic() + 5
         while redis_client.xlen(L.key("j2")) < 101 and time.monotonic() < deadline:
             time.sleep(0.05)
-        assert redis_client.xlen(L.key("j2")) == 101         # start mark + 100 lines, at once
+        assert redis_client.xlen(L.key("j2")) == 101  # start mark + 100 lines, at once
 
 
 def test_output_waits_in_the_buffer_while_redis_is_away_and_goes_when_it_is_back(redis_client):
@@ -92,7 +103,7 @@ def test_follow_goes_on_into_a_rerun_and_ends_once_the_job_is_finished(redis_cli
     def worker():
         with JobLog(redis_client, "j4", run=1, worker="a", every_s=0.05) as out:
             out.append("first run")
-        state["now"] = JobState.QUEUED                       # a lost lease: back to the queue
+        state["now"] = JobState.QUEUED  # a lost lease: back to the queue
         time.sleep(1.5)
         with JobLog(redis_client, "j4", run=2, worker="b", every_s=0.05) as out:
             out.append("second run")
@@ -105,8 +116,14 @@ def test_follow_goes_on_into_a_rerun_and_ends_once_the_job_is_finished(redis_cli
     got = [e.text() for e in L.follow(redis_client, "j4", "-", lambda: state["now"], block_ms=200)]
     t.join()
     assert [g.split(" 20")[0] for g in got] == [
-        "--- attempt 1 on a started", "first run", "--- attempt 1 on a ended",
-        "--- attempt 2 on b started", "second run", "last line", "--- attempt 2 on b ended"]
+        "--- attempt 1 on a started",
+        "first run",
+        "--- attempt 1 on a ended",
+        "--- attempt 2 on b started",
+        "second run",
+        "last line",
+        "--- attempt 2 on b ended",
+    ]
 
 
 def test_a_run_left_by_an_exception_is_marked_lost_and_one_that_ended_says_how(redis_client):
@@ -117,18 +134,22 @@ def test_a_run_left_by_an_exception_is_marked_lost_and_one_that_ended_says_how(r
             raise RuntimeError("disk gone")
     ends = [e for e in L.read(redis_client, "j5") if e.event == "end"]
     assert [(e.run, e.outcome, e.detail) for e in ends] == [
-        (2, "failed", "exit 1"), (3, "lost", "RuntimeError on the worker: disk gone")]
+        (2, "failed", "exit 1"),
+        (3, "lost", "RuntimeError on the worker: disk gone"),
+    ]
 
 
-def test_follow_waits_for_the_end_mark_of_a_run_whose_job_was_cancelled_before_it_heard(redis_client):
+def test_follow_waits_for_the_end_mark_of_a_run_whose_job_was_cancelled_before_it_heard(
+    redis_client,
+):
     state = {"now": JobState.RUNNING}
     out = JobLog(redis_client, "j6", run=1, worker="a", every_s=0.05).__enter__()
     out.append("working")
 
     def worker():
         time.sleep(0.5)
-        state["now"] = JobState.CANCELLED                    # the operator's cancel, recorded at once
-        time.sleep(1.5)                                      # the run hears of it on a heartbeat
+        state["now"] = JobState.CANCELLED  # the operator's cancel, recorded at once
+        time.sleep(1.5)  # the run hears of it on a heartbeat
         out.end(RunEnd.CANCELLED)
         out.__exit__(None, None, None)
 
@@ -140,11 +161,17 @@ def test_follow_waits_for_the_end_mark_of_a_run_whose_job_was_cancelled_before_i
     # a run whose end mark never comes (its worker died) is waited for a bounded time only
     redis_client.xadd(L.key("j6"), {"ev": "start", "run": "2", "worker": "b"})
     t0 = time.monotonic()
-    after = list(L.follow(redis_client, "j6", got[-1].id, lambda: JobState.FAILED, block_ms=100, end_wait_s=0.5))
+    after = list(
+        L.follow(
+            redis_client, "j6", got[-1].id, lambda: JobState.FAILED, block_ms=100, end_wait_s=0.5
+        )
+    )
     assert [e.event for e in after] == ["start"] and time.monotonic() - t0 < 3
 
 
-def test_fleet_logs_prints_a_jobs_output_and_says_why_when_none_is_kept(fleet_cli, sweep, redis_client, capsys):
+def test_fleet_logs_prints_a_jobs_output_and_says_why_when_none_is_kept(
+    fleet_cli, sweep, redis_client, capsys
+):
     with JobLog(redis_client, sweep["gbt-x[seed=3]"], run=1, worker="cpu-1") as out:
         out.append("hello from seed 3")
     assert fleet_cli(["logs", "gbt-x[seed=3]"]) == 0
@@ -161,16 +188,24 @@ def stored_job(store, client, tmp_path, job_id: str, name: str) -> tuple[str, st
     src = tmp_path / f"src-{name}"
     (src / "out").mkdir(parents=True)
     (src / "out" / "model.txt").write_text(f"model of {name}")
-    made = bundle([("out/model.txt", src / "out" / "model.txt")], {"job_id": job_id, "name": name},
-                  tmp_path / f"{name}.tar.zst")
+    made = bundle(
+        [("out/model.txt", src / "out" / "model.txt")],
+        {"job_id": job_id, "name": name},
+        tmp_path / f"{name}.tar.zst",
+    )
     art = store.put_bundle("command", made.path, made.sha256, {"job_id": job_id, "name": name})
-    finish(client, job_id, "succeeded", artifact=json.dumps({"uri": art.uri, "sha256": art.sha256,
-                                                             "size": art.size}))
+    finish(
+        client,
+        job_id,
+        "succeeded",
+        artifact=json.dumps({"uri": art.uri, "sha256": art.sha256, "size": art.size}),
+    )
     return art.uri, art.sha256
 
 
-def test_get_downloads_verifies_and_extracts_a_jobs_bundle_from_s3(fleet_cli, sweep, s3_store, s3_env,
-                                                                  redis_client, tmp_path, capsys):
+def test_get_downloads_verifies_and_extracts_a_jobs_bundle_from_s3(
+    fleet_cli, sweep, s3_store, s3_env, redis_client, tmp_path, capsys
+):
     jid = sweep["gbt-x[seed=1]"]
     _, sha = stored_job(s3_store, redis_client, tmp_path, jid, "gbt-x[seed=1]")
     out = tmp_path / "got"
@@ -181,8 +216,9 @@ def test_get_downloads_verifies_and_extracts_a_jobs_bundle_from_s3(fleet_cli, sw
     assert sorted(report["files"]) == ["meta.json", "out/model.txt"]
 
 
-def test_get_refuses_a_tampered_bundle_and_writes_nothing(fleet_cli, sweep, s3_store, s3_env, redis_client,
-                                                          tmp_path, capsys):
+def test_get_refuses_a_tampered_bundle_and_writes_nothing(
+    fleet_cli, sweep, s3_store, s3_env, redis_client, tmp_path, capsys
+):
     jid = sweep["gbt-x[seed=2]"]
     _, sha = stored_job(s3_store, redis_client, tmp_path, jid, "gbt-x[seed=2]")
     key = s3_store.bundle_key("command", sha)
@@ -207,13 +243,19 @@ def crafted_bundle(path: Path, names: list[str]) -> Path:
 
 
 def test_get_extract_of_a_bundle_with_a_file_and_a_path_below_it_says_so_without_a_traceback(
-        fleet_cli, sweep, redis_client, tmp_path, capsys):
+    fleet_cli, sweep, redis_client, tmp_path, capsys
+):
     store = FileStore(tmp_path / "store")
     evil = crafted_bundle(tmp_path / "evil.tar.zst", ["x", "x/y"])
     sha = sha256_file(evil)
     art = store.put_bundle("command", evil, sha, {})
     jid = sweep["gbt-x[seed=3]"]
-    finish(redis_client, jid, "succeeded", artifact=json.dumps({"uri": art.uri, "sha256": sha, "size": art.size}))
+    finish(
+        redis_client,
+        jid,
+        "succeeded",
+        artifact=json.dumps({"uri": art.uri, "sha256": sha, "size": art.size}),
+    )
     out = tmp_path / "got"
     assert fleet_cli(["get", jid, "-o", str(out), "--extract"]) == 1
     err = capsys.readouterr().err
@@ -223,21 +265,30 @@ def test_get_extract_of_a_bundle_with_a_file_and_a_path_below_it_says_so_without
 
 def test_get_of_a_job_without_an_artifact_says_it_has_none(fleet_cli, sweep, capsys):
     assert fleet_cli(["get", "gbt-x-other"]) == 1
-    assert "gbt-x-other" in (err := capsys.readouterr().err) and "is queued and has no artifact" in err
+    assert (
+        "gbt-x-other" in (err := capsys.readouterr().err) and "is queued and has no artifact" in err
+    )
 
 
 # --- artifacts ------------------------------------------------------------------------
 @pytest.mark.parametrize("backend", ["file", "s3"])
-def test_artifacts_lists_past_a_corrupt_meta_json_with_a_warning_naming_it(fleet_cli, redis_client, tmp_path,
-                                                                          s3_store, s3_env, capsys, backend):
+def test_artifacts_lists_past_a_corrupt_meta_json_with_a_warning_naming_it(
+    fleet_cli, redis_client, tmp_path, s3_store, s3_env, capsys, backend
+):
     store = FileStore(tmp_path / "store") if backend == "file" else s3_store
-    url = (tmp_path / "store").as_uri() if backend == "file" else f"s3://{s3_store.bucket}/{s3_store.prefix}"
+    url = (
+        (tmp_path / "store").as_uri()
+        if backend == "file"
+        else f"s3://{s3_store.bucket}/{s3_store.prefix}"
+    )
     _, good = stored_job(store, redis_client, tmp_path, "a" * 64, "good")
     _, bad = stored_job(store, redis_client, tmp_path, "b" * 64, "bad")
     if backend == "file":
         (tmp_path / "store" / store.meta_key("command", bad)).write_text("{not json")
     else:
-        s3_store._client.put_object(Bucket=s3_store.bucket, Key=store.meta_key("command", bad), Body=b"{not json")
+        s3_store._client.put_object(
+            Bucket=s3_store.bucket, Key=store.meta_key("command", bad), Body=b"{not json"
+        )
     assert fleet_cli(["artifacts", "--store", url, "--json"]) == 0
     out = capsys.readouterr()
     listing = json.loads(out.out)
@@ -259,7 +310,7 @@ def test_artifacts_rehashes_bundles_only_when_asked(fleet_cli, redis_client, tmp
 
 
 # --- show: short prefixes ---------------------------------------------------------------
-@pytest.mark.parametrize("verb", ["show", "why"])   # why too: one resolver for every verb
+@pytest.mark.parametrize("verb", ["show", "why"])  # why too: one resolver for every verb
 def test_show_takes_a_unique_four_character_prefix(fleet_cli, sweep, capsys, verb):
     ids = list(sweep.values())
     jid = next(j for j in ids if sum(o.startswith(j[:4]) for o in ids) == 1)
@@ -267,7 +318,7 @@ def test_show_takes_a_unique_four_character_prefix(fleet_cli, sweep, capsys, ver
     assert json.loads(capsys.readouterr().out)["job_id"] == jid
 
 
-@pytest.mark.parametrize("verb", ["show", "why"])   # why said "no job" of an ambiguous prefix
+@pytest.mark.parametrize("verb", ["show", "why"])  # why said "no job" of an ambiguous prefix
 def test_show_of_an_ambiguous_prefix_lists_the_candidates(fleet_cli, redis_client, capsys, verb):
     for jid, name in (("beef01" + "0" * 58, "one"), ("beef02" + "0" * 58, "two")):
         redis_client.hset(C.JOB_KEY + jid, mapping={"job_id": jid, "name": name, "state": "queued"})
@@ -277,14 +328,19 @@ def test_show_of_an_ambiguous_prefix_lists_the_candidates(fleet_cli, redis_clien
 
 
 # --- cancel / requeue -------------------------------------------------------------------
-def test_cancel_of_a_sweep_above_the_threshold_needs_yes_when_not_interactive(fleet_cli, sweep, redis_client,
-                                                                             capsys):
+def test_cancel_of_a_sweep_above_the_threshold_needs_yes_when_not_interactive(
+    fleet_cli, sweep, redis_client, capsys
+):
     assert fleet_cli(["cancel", "gbt-x"]) == 1
     assert "'gbt-x' matches 25 jobs (more than 20); add --yes" in capsys.readouterr().err
-    assert Records(redis_client).states(sweep.values()) == {j: JobState.QUEUED for j in sweep.values()}
+    assert Records(redis_client).states(sweep.values()) == {
+        j: JobState.QUEUED for j in sweep.values()
+    }
 
 
-def test_cancel_by_sweep_name_cancels_every_point_and_nothing_else(fleet_cli, sweep, redis_client, capsys):
+def test_cancel_by_sweep_name_cancels_every_point_and_nothing_else(
+    fleet_cli, sweep, redis_client, capsys
+):
     assert fleet_cli(["cancel", "gbt-x", "--yes", "--json"]) == 0
     report = json.loads(capsys.readouterr().out)
     assert report["matched"] == [{"ref": "gbt-x", "how": "sweep", "jobs": 25}]
@@ -300,17 +356,26 @@ def test_cancel_again_reports_what_it_skipped_and_why(fleet_cli, sweep, capsys):
     assert fleet_cli(["cancel", "gbt-x[seed=1*", "gbt-x[seed=20]"]) == 0
     out = capsys.readouterr().out
     assert "'gbt-x[seed=1*' matched 11 job(s) by glob" in out
-    assert "cancelled 1:\n  gbt-x[seed=20]" in out and "skipped 11:" in out and "already cancelled" in out
+    assert (
+        "cancelled 1:\n  gbt-x[seed=20]" in out
+        and "skipped 11:" in out
+        and "already cancelled" in out
+    )
 
 
-def test_requeue_by_glob_runs_only_finished_jobs_again_and_says_why_others_were_skipped(fleet_cli, sweep,
-                                                                                        redis_client, capsys):
+def test_requeue_by_glob_runs_only_finished_jobs_again_and_says_why_others_were_skipped(
+    fleet_cli, sweep, redis_client, capsys
+):
     finish(redis_client, sweep["gbt-x[seed=5]"], "failed", last_error="boom")
     assert fleet_cli(["requeue", "gbt-x[seed=5]", "gbt-x[seed=6]", "--json"]) == 0
     report = json.loads(capsys.readouterr().out)
-    assert [d["name"] for d in report["done"]] == ["gbt-x[seed=5]"] and report["done"][0]["was"] == "failed"
+    assert [d["name"] for d in report["done"]] == ["gbt-x[seed=5]"] and report["done"][0][
+        "was"
+    ] == "failed"
     [skipped] = report["skipped"]
-    assert skipped["name"] == "gbt-x[seed=6]" and "is queued: requeue runs a failed" in skipped["why"]
+    assert (
+        skipped["name"] == "gbt-x[seed=6]" and "is queued: requeue runs a failed" in skipped["why"]
+    )
 
 
 def test_a_reference_that_names_nothing_is_reported_and_fails(fleet_cli, sweep, capsys):
@@ -319,12 +384,21 @@ def test_a_reference_that_names_nothing_is_reported_and_fails(fleet_cli, sweep, 
 
 
 # --- status -----------------------------------------------------------------------------
-def test_status_json_filters_by_state_name_and_host_and_counts_the_matches(fleet_cli, sweep, redis_client,
-                                                                           capsys):
-    finish(redis_client, sweep["gbt-x[seed=7]"], "failed", worker="cpu-9",
-           last_error="job gbt-x (abc) exited with status 1; last output:\nKeyError: 'label'",
-           **record_end(RunEnd.FAILED, "exit 1: KeyError: 'label'", "KeyError: 'label'"))
-    assert fleet_cli(["status", "--json", "--state", "failed", "--name", "gbt-x", "--host", "cpu-*"]) == 0
+def test_status_json_filters_by_state_name_and_host_and_counts_the_matches(
+    fleet_cli, sweep, redis_client, capsys
+):
+    finish(
+        redis_client,
+        sweep["gbt-x[seed=7]"],
+        "failed",
+        worker="cpu-9",
+        last_error="job gbt-x (abc) exited with status 1; last output:\nKeyError: 'label'",
+        **record_end(RunEnd.FAILED, "exit 1: KeyError: 'label'", "KeyError: 'label'"),
+    )
+    assert (
+        fleet_cli(["status", "--json", "--state", "failed", "--name", "gbt-x", "--host", "cpu-*"])
+        == 0
+    )
     v = json.loads(capsys.readouterr().out)
     assert v["total"] == 26 and v["matched"] == 1 and v["counts"]["failed"] == 1
     assert v["jobs"][0]["error_line"] == "exit 1: KeyError: 'label'"
@@ -342,11 +416,20 @@ def test_a_kept_fleet_prints_its_exports_and_its_stop_command_stops_it(tmp_path)
 
     from fleet import kept
     from fleet.redis_server import RedisServer, is_up
+
     server = RedisServer(tmp_path / "redis").start()
     try:
         console = Console(record=True, width=300)
-        state = kept.save(tmp_path, server, {}, {"FLEET_BROKER_URL": server.url, "FLEET_STORE_URL": "file:///s",
-                                                 "AWS_SECRET_ACCESS_KEY": "never-printed"})
+        state = kept.save(
+            tmp_path,
+            server,
+            {},
+            {
+                "FLEET_BROKER_URL": server.url,
+                "FLEET_STORE_URL": "file:///s",
+                "AWS_SECRET_ACCESS_KEY": "never-printed",
+            },
+        )
         kept.announce(state, console)
         text = console.export_text()
         assert f"export FLEET_BROKER_URL={server.url} FLEET_STORE_URL=file:///s" in text
@@ -366,8 +449,9 @@ def test_why_accepts_a_sweeps_base_name_as_cancel_and_requeue_do(fleet_cli, swee
     assert len(reports) == 20 and all(r["name"].startswith("gbt-x[seed=") for r in reports)
 
 
-def test_artifacts_marks_the_bundle_a_rerun_job_names_now_and_names_the_store(fleet_cli, sweep, redis_client,
-                                                                              tmp_path, capsys):
+def test_artifacts_marks_the_bundle_a_rerun_job_names_now_and_names_the_store(
+    fleet_cli, sweep, redis_client, tmp_path, capsys
+):
     store = FileStore(tmp_path / "store")
     jid = sweep["gbt-x[seed=3]"]
     (tmp_path / "run2").mkdir()
@@ -387,9 +471,10 @@ EDITED = '[[jobs]]\nname = "edited"\ncommand = ["true", "{v}"]\n'
 
 
 def test_show_logs_get_and_why_of_a_name_two_jobs_share_say_which_and_how_to_reach_the_other(
-        fleet_cli, tmp_path, capsys):
+    fleet_cli, tmp_path, capsys
+):
     ids = []
-    for v in ("v1", "v2"):   # an edit keeps the name and makes a new job
+    for v in ("v1", "v2"):  # an edit keeps the name and makes a new job
         path = tmp_path / f"{v}.toml"
         path.write_text(EDITED.format(v=v))
         assert fleet_cli(["publish", str(path), "--json"]) == 0
@@ -398,13 +483,19 @@ def test_show_logs_get_and_why_of_a_name_two_jobs_share_say_which_and_how_to_rea
     for verb in ("show", "logs", "why", "get"):
         fleet_cli([verb, "edited"] + (["-o", str(tmp_path / "got")] if verb == "get" else []))
         err = " ".join(capsys.readouterr().err.split())
-        assert (f"note: 2 jobs are named 'edited'; this is {new[:12]}, the one published last; "
-                f"for the other: `fleet {verb} {old[:12]}`") in err, (verb, err)
+        assert (
+            f"note: 2 jobs are named 'edited'; this is {new[:12]}, the one published last; "
+            f"for the other: `fleet {verb} {old[:12]}`"
+        ) in err, (verb, err)
 
 
 def test_show_is_readable_by_default_and_json_with_json(fleet_cli, sweep, capsys):
     assert fleet_cli(["show", "gbt-x-other"]) == 0
     out = capsys.readouterr().out
-    assert out.startswith(f"gbt-x-other ({sweep['gbt-x-other']})") and "state" in out and "queued" in out
+    assert (
+        out.startswith(f"gbt-x-other ({sweep['gbt-x-other']})")
+        and "state" in out
+        and "queued" in out
+    )
     assert fleet_cli(["show", "gbt-x-other", "--json"]) == 0
     assert json.loads(capsys.readouterr().out)["state"] == "queued"

@@ -1,6 +1,7 @@
 """Owners on a real Redis: two people publish, `status --owner` keeps each one's jobs, a
 re-publish keeps the first owner unless --force, and `fleet usage` sums the runs the
 records hold (runs claimed, reported and finished through state.records)."""
+
 import json
 import time
 
@@ -28,12 +29,21 @@ def publish(fleet_cli, capsys, tmp_path, name: str, seeds: int, *flags: str) -> 
     return {r["name"]: r["job_id"] for r in json.loads(capsys.readouterr().out)}
 
 
-def run(records: Records, job_id: str, state: JobState, hours: float, gpu: str | None, cores: int,
-        token: str = "tok-") -> None:
+def run(
+    records: Records,
+    job_id: str,
+    state: JobState,
+    hours: float,
+    gpu: str | None,
+    cores: int,
+    token: str = "tok-",
+) -> None:
     """A run of ``hours`` that held ``gpu`` and ``cores``, as a worker records it."""
     token += job_id
     assert records.claim(job_id, "gpu-host", token, {}, "cuda").run
-    records.r.hset(C.JOB_KEY + job_id, "started_at", time.time() - hours * H)   # it began that long ago
+    records.r.hset(
+        C.JOB_KEY + job_id, "started_at", time.time() - hours * H
+    )  # it began that long ago
     fields = {"cores": cores, **({"gpu": gpu} if gpu else {})}
     assert records.heartbeat(job_id, token, **fields) == "ok"
     if state is not JobState.RUNNING:
@@ -45,12 +55,13 @@ def status_ids(fleet_cli, capsys, *flags: str) -> set[str]:
     return {j["job_id"] for j in json.loads(capsys.readouterr().out)["jobs"]}
 
 
-def test_two_owners_are_filtered_apart_and_their_usage_is_summed(fleet_cli, capsys, tmp_path, redis_client,
-                                                                 monkeypatch):
+def test_two_owners_are_filtered_apart_and_their_usage_is_summed(
+    fleet_cli, capsys, tmp_path, redis_client, monkeypatch
+):
     alice = publish(fleet_cli, capsys, tmp_path, "a", 3, "--owner", "alice")
     monkeypatch.setenv("FLEET_OWNER", "bob")
     bob = publish(fleet_cli, capsys, tmp_path, "b", 2)
-    again = publish(fleet_cli, capsys, tmp_path, "a", 3)            # bob re-publishes alice's sweep
+    again = publish(fleet_cli, capsys, tmp_path, "a", 3)  # bob re-publishes alice's sweep
     assert again == alice
     assert status_ids(fleet_cli, capsys, "--owner", "alice") == set(alice.values())
     assert status_ids(fleet_cli, capsys, "--owner", "bob") == set(bob.values())
@@ -59,17 +70,20 @@ def test_two_owners_are_filtered_apart_and_their_usage_is_summed(fleet_cli, caps
     records = Records(redis_client)
     a0, a1, a2 = (alice[f"a[seed={i}]"] for i in range(3))
     b0, b1 = (bob[f"b[seed={i}]"] for i in range(2))
-    run(records, a0, JobState.SUCCEEDED, 2.0, "0:H100,1:H100", 8)       # 4 GPU-h, 16 core-h
-    run(records, a1, JobState.FAILED, 1.0, "2:H100", 4)                 # 1 GPU-h, 4 core-h
-    run(records, b0, JobState.RUNNING, 0.5, "3:H100", 2)                # 0.5 GPU-h, 1 core-h, so far
-    run(records, b1, JobState.SUCCEEDED, 3.0, None, 16)                 # CPU only: 48 core-h
+    run(records, a0, JobState.SUCCEEDED, 2.0, "0:H100,1:H100", 8)  # 4 GPU-h, 16 core-h
+    run(records, a1, JobState.FAILED, 1.0, "2:H100", 4)  # 1 GPU-h, 4 core-h
+    run(records, b0, JobState.RUNNING, 0.5, "3:H100", 2)  # 0.5 GPU-h, 1 core-h, so far
+    run(records, b1, JobState.SUCCEEDED, 3.0, None, 16)  # CPU only: 48 core-h
     assert records.get(a0).owner == "alice" and records.get(a0).cores == 8
     assert fleet_cli(["show", a1, "--json"]) == 0
     assert json.loads(capsys.readouterr().out)["owner"] == "alice"
 
     assert fleet_cli(["usage", "--since", "7d", "--json"]) == 0
     got = {u["owner"]: u for u in json.loads(capsys.readouterr().out)["owners"]}
-    assert (got["alice"]["jobs"], got["alice"]["failures"]) == (3, 1)     # a2 is queued: a job, no hours
+    assert (got["alice"]["jobs"], got["alice"]["failures"]) == (
+        3,
+        1,
+    )  # a2 is queued: a job, no hours
     assert got["alice"]["gpu_hours"] == pytest.approx(5.0, abs=0.01)
     assert got["alice"]["core_hours"] == pytest.approx(20.0, abs=0.01)
     assert (got["bob"]["jobs"], got["bob"]["failures"]) == (2, 0)
@@ -81,15 +95,21 @@ def test_two_owners_are_filtered_apart_and_their_usage_is_summed(fleet_cli, caps
     assert "alice" in capsys.readouterr().out
 
 
-def test_usage_counts_every_run_of_a_job_handed_back_before_it_ran_to_its_end(fleet_cli, capsys, tmp_path,
-                                                                            redis_client):
+def test_usage_counts_every_run_of_a_job_handed_back_before_it_ran_to_its_end(
+    fleet_cli, capsys, tmp_path, redis_client
+):
     (jid,) = publish(fleet_cli, capsys, tmp_path, "p", 1, "--owner", "erin").values()
     records = Records(redis_client)
-    run(records, jid, JobState.QUEUED, 1.0, "0:H100", 4)          # preempted after 1 h: back to its queue
+    run(records, jid, JobState.QUEUED, 1.0, "0:H100", 4)  # preempted after 1 h: back to its queue
     assert fleet_cli(["usage", "--json"]) == 0
     got = {u["owner"]: u for u in json.loads(capsys.readouterr().out)["owners"]}["erin"]
-    assert (got["gpu_hours"], got["core_hours"]) == (pytest.approx(1.0, abs=0.01), pytest.approx(4.0, abs=0.01))
-    run(records, jid, JobState.SUCCEEDED, 2.0, "0:H100,1:H100", 8, token="tok2-")   # then 2 h on 2 GPUs
+    assert (got["gpu_hours"], got["core_hours"]) == (
+        pytest.approx(1.0, abs=0.01),
+        pytest.approx(4.0, abs=0.01),
+    )
+    run(
+        records, jid, JobState.SUCCEEDED, 2.0, "0:H100,1:H100", 8, token="tok2-"
+    )  # then 2 h on 2 GPUs
     assert fleet_cli(["usage", "--json"]) == 0
     got = {u["owner"]: u for u in json.loads(capsys.readouterr().out)["owners"]}["erin"]
     assert got["jobs"] == 1
@@ -97,7 +117,9 @@ def test_usage_counts_every_run_of_a_job_handed_back_before_it_ran_to_its_end(fl
     assert got["core_hours"] == pytest.approx(4.0 + 16.0, abs=0.01)
 
 
-def test_a_forced_re_publish_takes_the_job_over(fleet_cli, capsys, tmp_path, redis_client, monkeypatch):
+def test_a_forced_re_publish_takes_the_job_over(
+    fleet_cli, capsys, tmp_path, redis_client, monkeypatch
+):
     first = publish(fleet_cli, capsys, tmp_path, "a", 1, "--owner", "alice")
     records = Records(redis_client)
     jid = first["a[seed=0]"]
@@ -117,10 +139,14 @@ def test_a_bad_owner_is_refused_before_anything_is_sent(fleet_cli, capsys, tmp_p
     assert redis_client.zcard(C.JOBS_INDEX) == 0
 
 
-def test_a_jobs_own_owner_key_outranks_the_publishers_owner(fleet_cli, capsys, tmp_path, redis_client):
+def test_a_jobs_own_owner_key_outranks_the_publishers_owner(
+    fleet_cli, capsys, tmp_path, redis_client
+):
     path = tmp_path / "m.toml"
-    path.write_text('[[jobs]]\nname = "mine"\ncommand = ["true", "1"]\nowner = "dana"\n'
-                    '[[jobs]]\nname = "theirs"\ncommand = ["true", "2"]\n')
+    path.write_text(
+        '[[jobs]]\nname = "mine"\ncommand = ["true", "1"]\nowner = "dana"\n'
+        '[[jobs]]\nname = "theirs"\ncommand = ["true", "2"]\n'
+    )
     assert fleet_cli(["publish", str(path), "--json", "--owner", "erin"]) == 0
     ids = {r["name"]: r["job_id"] for r in json.loads(capsys.readouterr().out)}
     assert status_ids(fleet_cli, capsys, "--owner", "dana") == {ids["mine"]}

@@ -1,6 +1,7 @@
 """Job environments built with uv, once per digest, shared, bounded (artifacts.pyenv).
 
 Real uv, real subprocesses; wheels are made at test time and installed offline."""
+
 from __future__ import annotations
 
 import os
@@ -31,7 +32,9 @@ def cache(tmp_path, wheels) -> EnvCache:
 
 
 def run_in(python: Path, code: str) -> str:
-    return subprocess.run([str(python), "-c", code], capture_output=True, text=True, check=True).stdout.strip()
+    return subprocess.run(
+        [str(python), "-c", code], capture_output=True, text=True, check=True
+    ).stdout.strip()
 
 
 def test_a_requirement_the_worker_lacks_is_installed_into_the_jobs_own_environment(cache):
@@ -61,7 +64,7 @@ def test_concurrent_jobs_share_one_build(cache):
         try:
             with cache.use(TOY, log=logs.append) as python:
                 assert python.exists()
-        except Exception as e:   # noqa: BLE001 - reported below
+        except Exception as e:  # noqa: BLE001 - reported below
             errors.append(e)
 
     threads = [threading.Thread(target=job) for _ in range(4)]
@@ -84,9 +87,9 @@ def test_a_misspelled_requirement_fails_for_good_with_uvs_message(cache):
 
 def test_an_interrupted_build_leaves_nothing_a_later_job_would_use(cache):
     digest = TOY.digest()
-    half = cache.path(digest)               # renamed into place but never marked complete
+    half = cache.path(digest)  # renamed into place but never marked complete
     (half / "bin").mkdir(parents=True)
-    (cache.root / "tmp" / f"{digest}-dead").mkdir()   # a killed build's temporary folder
+    (cache.root / "tmp" / f"{digest}-dead").mkdir()  # a killed build's temporary folder
     assert not cache.ready(digest)
     with cache.use(TOY) as python:
         assert run_in(python, "import fleettoy; print(fleettoy.VALUE)") == "42"
@@ -97,11 +100,13 @@ def test_an_interrupted_build_leaves_nothing_a_later_job_would_use(cache):
 def test_a_worker_killed_mid_build_then_restarted_builds_cleanly(cache, tmp_path):
     # a real process killed while uv installs: a slow fake uv stands in for a big download
     slow_uv = tmp_path / "slow-uv"
-    slow_uv.write_text(f"#!/bin/sh\nif [ \"$1\" = pip ]; then sleep 30; fi\nexec {_real_uv()} \"$@\"\n")
+    slow_uv.write_text(f'#!/bin/sh\nif [ "$1" = pip ]; then sleep 30; fi\nexec {_real_uv()} "$@"\n')
     slow_uv.chmod(0o755)
-    code = ("import sys; from pathlib import Path; from artifacts.pyenv import EnvCache, EnvSpec;"
-            f"c = EnvCache(Path({str(cache.root)!r}), 1 << 30, uv={str(slow_uv)!r});"
-            "c.use(EnvSpec(('fleettoy==1.0',))).__enter__()")
+    code = (
+        "import sys; from pathlib import Path; from artifacts.pyenv import EnvCache, EnvSpec;"
+        f"c = EnvCache(Path({str(cache.root)!r}), 1 << 30, uv={str(slow_uv)!r});"
+        "c.use(EnvSpec(('fleettoy==1.0',))).__enter__()"
+    )
     proc = subprocess.Popen([sys.executable, "-c", code], cwd=Path(__file__).parents[2])
     deadline = __import__("time").monotonic() + 30
     while not list((cache.root / "tmp").glob("*/bin/python")):
@@ -110,12 +115,13 @@ def test_a_worker_killed_mid_build_then_restarted_builds_cleanly(cache, tmp_path
     proc.kill()
     proc.wait()
     assert not cache.ready(TOY.digest())
-    with cache.use(TOY) as python:   # the lock died with the process; the build starts over
+    with cache.use(TOY) as python:  # the lock died with the process; the build starts over
         assert run_in(python, "import fleettoy; print(fleettoy.VALUE)") == "42"
 
 
 def _real_uv() -> str:
     from artifacts.pyenv import uv_binary
+
     return uv_binary()
 
 
@@ -123,21 +129,27 @@ def test_the_cache_evicts_least_recently_used_environments_but_never_one_in_use(
     other = EnvSpec(("othertoy==2.0",))
     with cache.use(TOY):
         pass
-    cache.max_bytes = 1     # everything is over the bound from here on
+    cache.max_bytes = 1  # everything is over the bound from here on
     with cache.use(other):
-        assert cache.ready(other.digest())          # in use: kept
-        assert not cache.ready(TOY.digest())        # least recently used: gone
-    assert not cache.ready(other.digest())          # evicted once released, being over the bound
+        assert cache.ready(other.digest())  # in use: kept
+        assert not cache.ready(TOY.digest())  # least recently used: gone
+    assert not cache.ready(other.digest())  # evicted once released, being over the bound
 
 
 def test_a_project_with_uv_lock_is_synced_frozen(cache, wheels, tmp_path):
     project = tmp_path / "proj"
     project.mkdir()
-    (project / "pyproject.toml").write_text('[project]\nname = "toyproj"\nversion = "0.1.0"\n'
-                                            'requires-python = ">=3.11"\ndependencies = ["fleettoy==1.0"]\n')
-    subprocess.run([_real_uv(), "lock", "--python", sys.executable], cwd=project, check=True,
-                   env={**os.environ, **offline_index(wheels), "UV_PYTHON_DOWNLOADS": "never"},
-                   capture_output=True)
+    (project / "pyproject.toml").write_text(
+        '[project]\nname = "toyproj"\nversion = "0.1.0"\n'
+        'requires-python = ">=3.11"\ndependencies = ["fleettoy==1.0"]\n'
+    )
+    subprocess.run(
+        [_real_uv(), "lock", "--python", sys.executable],
+        cwd=project,
+        check=True,
+        env={**os.environ, **offline_index(wheels), "UV_PYTHON_DOWNLOADS": "never"},
+        capture_output=True,
+    )
     spec = EnvSpec(lock=lock_digest(project))
     with cache.use(spec, workdir=project) as python:
         assert run_in(python, "import fleettoy; print(fleettoy.VALUE)") == "42"
@@ -154,7 +166,7 @@ def test_the_digest_follows_what_defines_the_environment():
 def test_the_workers_own_packages_stay_importable_beneath_the_jobs_pins(tmp_path, wheels):
     make_wheel(wheels, "numpy", "0.0.1", "__version__ = 'the job pinned this'\n")
     cache = EnvCache(tmp_path / "own", 1 << 30, env={**os.environ, **offline_index(wheels)})
-    with cache.use(TOY) as python:       # numpy is the worker's, not a requirement
+    with cache.use(TOY) as python:  # numpy is the worker's, not a requirement
         assert run_in(python, "import numpy; print(numpy.__file__)").startswith(sys.prefix)
     with cache.use(EnvSpec(("numpy==0.0.1",))) as python:
         assert run_in(python, "import numpy; print(numpy.__version__)") == "the job pinned this"
@@ -165,12 +177,22 @@ def test_the_listing_names_each_finished_environment_with_its_size_cheaply(cache
         pass
     [entry] = cache.listing()
     assert entry["digest"] == TOY.digest()[:12]
-    assert 0.9 * cache.sizes()[TOY.digest()] < entry["bytes"] <= cache.sizes()[TOY.digest()]   # less its marker
+    assert (
+        0.9 * cache.sizes()[TOY.digest()] < entry["bytes"] <= cache.sizes()[TOY.digest()]
+    )  # less its marker
 
 
 def test_an_unreachable_index_is_a_failure_worth_retrying(tmp_path):
-    cache = EnvCache(tmp_path / "net", 1 << 30, env={**os.environ, "UV_INDEX_URL": "http://127.0.0.1:9/simple",
-                                                     "UV_HTTP_TIMEOUT": "2", "UV_HTTP_RETRIES": "0"})
+    cache = EnvCache(
+        tmp_path / "net",
+        1 << 30,
+        env={
+            **os.environ,
+            "UV_INDEX_URL": "http://127.0.0.1:9/simple",
+            "UV_HTTP_TIMEOUT": "2",
+            "UV_HTTP_RETRIES": "0",
+        },
+    )
     with pytest.raises(EnvBuildFailed) as e:
         with cache.use(EnvSpec(("fleettoy==1.0",))):
             pass

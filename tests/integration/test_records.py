@@ -1,4 +1,5 @@
 """Job records on a real Redis: publish, claim races, leases, reaper, cancel, fallback."""
+
 import threading
 
 import pytest
@@ -35,6 +36,7 @@ prefer_cuda_grace_s = 0
 @pytest.fixture
 def app(redis_url):
     from tasks import app
+
     app.conf.broker_url = redis_url
     app.pool.force_close_all()
     yield app
@@ -46,7 +48,9 @@ def manifest():
 
 
 def queued_messages(client, queue):
-    return sum(client.llen(k) for k in client.keys(queue + "*") if client.type(k) in ("list", b"list"))
+    return sum(
+        client.llen(k) for k in client.keys(queue + "*") if client.type(k) in ("list", b"list")
+    )
 
 
 def test_publish_writes_one_record_and_one_message_per_job(app, redis_client, manifest):
@@ -120,16 +124,18 @@ def test_racing_claims_have_exactly_one_winner(app, redis_url, manifest):
     assert sorted(results) == [False] * 7 + [True]
 
 
-def test_an_expired_lease_is_requeued_by_the_reaper_then_failed_after_max_attempts(app, redis_client, manifest):
+def test_an_expired_lease_is_requeued_by_the_reaper_then_failed_after_max_attempts(
+    app, redis_client, manifest
+):
     publish(app, redis_client, manifest)
     recs = Records(redis_client, lease_ttl_s=0.05)
-    b = manifest.jobs[1].job_id          # max_attempts = 2
+    b = manifest.jobs[1].job_id  # max_attempts = 2
     before = queued_messages(redis_client, "cpu")
     assert recs.claim(b, "w1", "t1", {}, "cpu").run
     wait_until("its lease expires", lambda: not redis_client.exists(C.LEASE_KEY + b), 5)
     assert f"{b} requeued" in recs.reap()
     assert recs.get(b).state is JobState.QUEUED
-    assert queued_messages(redis_client, "cpu") == before + 2   # b again, and c's fallback copy
+    assert queued_messages(redis_client, "cpu") == before + 2  # b again, and c's fallback copy
     assert recs.claim(b, "w2", "t2", {}, "cpu").attempts == 2
     wait_until("its lease expires", lambda: not redis_client.exists(C.LEASE_KEY + b), 5)
     assert f"{b} failed" in recs.reap()
@@ -146,7 +152,9 @@ def test_a_live_lease_drops_a_second_delivery(app, redis_client, manifest):
     assert not second.run and "running on w1" in second.reason
 
 
-def test_a_cancelled_queued_job_never_starts_and_a_running_one_hears_it(app, redis_client, manifest):
+def test_a_cancelled_queued_job_never_starts_and_a_running_one_hears_it(
+    app, redis_client, manifest
+):
     publish(app, redis_client, manifest)
     recs = Records(redis_client)
     a, b = manifest.jobs[0].job_id, manifest.jobs[1].job_id
@@ -185,16 +193,18 @@ def test_a_stale_run_cannot_finish_a_job_another_run_took_over(app, redis_client
     a = manifest.jobs[0].job_id
     recs.claim(a, "w1", "t1", {}, "cpu")
     wait_until("its lease expires", lambda: not redis_client.exists(C.LEASE_KEY + a), 5)
-    assert recs.claim(a, "w2", "t2", {}, "cpu").run   # lease expired: take over
+    assert recs.claim(a, "w2", "t2", {}, "cpu").run  # lease expired: take over
     assert not recs.finish(a, "t1", JobState.SUCCEEDED)
     assert recs.heartbeat(a, "t1") == "lost"
     assert recs.finish(a, "t2", JobState.SUCCEEDED)
 
 
-def test_a_requeued_prefer_cuda_job_waits_on_its_cuda_queue_again_with_a_new_grace(app, redis_client, manifest):
+def test_a_requeued_prefer_cuda_job_waits_on_its_cuda_queue_again_with_a_new_grace(
+    app, redis_client, manifest
+):
     publish(app, redis_client, manifest)
     recs = Records(redis_client, lease_ttl_s=0.05)
-    c = manifest.jobs[2].job_id                    # prefer_cuda, grace 0
+    c = manifest.jobs[2].job_id  # prefer_cuda, grace 0
     assert f"{c} fell back" in recs.reap()
     assert recs.claim(c, "cpu-host", "t1", {}, "cpu").run
     wait_until("its lease expires", lambda: not redis_client.exists(C.LEASE_KEY + c), 5)
@@ -231,8 +241,10 @@ def take_and_die(redis_url: str) -> str:
     """A real kombu consumer takes one message from 'cpu' and dies; returns its task id."""
     import subprocess
     import sys
-    return subprocess.run([sys.executable, "-c", TAKE_AND_DIE, redis_url], capture_output=True, text=True,
-                          check=True).stdout.strip()
+
+    return subprocess.run(
+        [sys.executable, "-c", TAKE_AND_DIE, redis_url], capture_output=True, text=True, check=True
+    ).stdout.strip()
 
 
 def took_deliveries_ago(client, seconds: float) -> None:
@@ -242,42 +254,50 @@ def took_deliveries_ago(client, seconds: float) -> None:
         client.zadd(C.KOMBU_UNACKED_INDEX, {tag: at - seconds})
 
 
-def test_a_message_taken_by_a_worker_that_died_before_claiming_it_is_given_back(app, redis_url, manifest):
+def test_a_message_taken_by_a_worker_that_died_before_claiming_it_is_given_back(
+    app, redis_url, manifest
+):
     client = redis_lib.Redis.from_url(redis_url)
     publish(app, client, manifest)
     taken = take_and_die(redis_url)
     assert client.hlen(C.KOMBU_UNACKED) == 1 and queued_messages(client, "cpu") == 1
     recs = Records(client, lease_ttl_s=1)
-    assert recs.restore_unacked() == []                    # younger than two TTLs: left alone
+    assert recs.restore_unacked() == []  # younger than two TTLs: left alone
     took_deliveries_ago(client, 2.1)
     assert recs.restore_unacked() == [f"{taken} restored"]
     assert client.hlen(C.KOMBU_UNACKED) == 0 and queued_messages(client, "cpu") == 2
-    assert recs.restore_unacked() == []                    # once
+    assert recs.restore_unacked() == []  # once
 
 
-def test_a_dead_workers_leftover_message_is_dropped_not_restored_once_the_job_moved_on(app, redis_url, manifest):
+def test_a_dead_workers_leftover_message_is_dropped_not_restored_once_the_job_moved_on(
+    app, redis_url, manifest
+):
     client = redis_lib.Redis.from_url(redis_url)
     publish(app, client, manifest)
     taken = take_and_die(redis_url)
     recs = Records(client, lease_ttl_s=1)
-    assert recs.claim(taken, "w", "t", {}, "cpu").run      # another copy ran it
+    assert recs.claim(taken, "w", "t", {}, "cpu").run  # another copy ran it
     took_deliveries_ago(client, 2.1)
-    assert recs.restore_unacked() == [] and client.hlen(C.KOMBU_UNACKED) == 1   # running: its own message
+    assert (
+        recs.restore_unacked() == [] and client.hlen(C.KOMBU_UNACKED) == 1
+    )  # running: its own message
     assert recs.finish(taken, "t", JobState.SUCCEEDED)
-    assert recs.restore_unacked() == [] and client.hlen(C.KOMBU_UNACKED) == 0   # finished: dropped
+    assert recs.restore_unacked() == [] and client.hlen(C.KOMBU_UNACKED) == 0  # finished: dropped
     assert queued_messages(client, "cpu") == 1
 
 
-def test_a_dead_workers_copy_of_a_job_pushed_again_since_is_dropped_not_restored(app, redis_url, manifest):
+def test_a_dead_workers_copy_of_a_job_pushed_again_since_is_dropped_not_restored(
+    app, redis_url, manifest
+):
     client = redis_lib.Redis.from_url(redis_url)
     publish(app, client, manifest)
     taken = take_and_die(redis_url)
     recs = Records(client, lease_ttl_s=1)
     assert recs.claim(taken, "w", "t", {}, "cpu").run
-    assert recs.finish(taken, "t", JobState.QUEUED)       # e.g. a retry: a newer push is queued
+    assert recs.finish(taken, "t", JobState.QUEUED)  # e.g. a retry: a newer push is queued
     took_deliveries_ago(client, 2.1)
     assert recs.restore_unacked() == [] and client.hlen(C.KOMBU_UNACKED) == 0
-    assert queued_messages(client, "cpu") == 2            # the retry's copy and job b: no third
+    assert queued_messages(client, "cpu") == 2  # the retry's copy and job b: no third
 
 
 def test_unacked_entries_that_are_not_fleet_jobs_are_left_to_kombu(redis_client):
@@ -291,7 +311,7 @@ def test_a_message_for_a_job_with_no_record_is_refused_unless_adopting_is_on(red
     recs = Records(redis_client)
     claim = recs.claim("stray", "w", "t", {"name": "x"}, "cpu")
     assert not claim.run and claim.reason == "no record"
-    assert redis_client.dbsize() == 0                       # nothing recorded, nothing leased
+    assert redis_client.dbsize() == 0  # nothing recorded, nothing leased
     assert recs.claim("stray", "w", "t", {"name": "x"}, "cpu", adopt=True).run
 
 
@@ -317,23 +337,30 @@ def take_and_ack(redis_url: str, run: bool) -> str:
     having run its job or not; returns the task id."""
     import subprocess
     import sys
-    return subprocess.run([sys.executable, "-c", TAKE_AND_ACK, redis_url, "run" if run else "skip"],
-                          capture_output=True, text=True, check=True).stdout.strip()
+
+    return subprocess.run(
+        [sys.executable, "-c", TAKE_AND_ACK, redis_url, "run" if run else "skip"],
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout.strip()
 
 
-def test_a_delivery_acked_without_running_its_job_is_given_back_by_the_reaper(app, redis_url, manifest):
+def test_a_delivery_acked_without_running_its_job_is_given_back_by_the_reaper(
+    app, redis_url, manifest
+):
     client = redis_lib.Redis.from_url(redis_url)
     publish(app, client, manifest)
     taken = take_and_ack(redis_url, run=False)
     rec = Records(client).get(taken)
     assert rec.state is JobState.QUEUED and rec.attempts == 0
-    assert client.hexists(C.KOMBU_UNACKED, f"{taken}.1")      # the ack kept the only copy
+    assert client.hexists(C.KOMBU_UNACKED, f"{taken}.1")  # the ack kept the only copy
     assert queued_messages(client, "cpu") == 1
     recs = Records(client, lease_ttl_s=1)
     took_deliveries_ago(client, 2.1)
     assert recs.restore_unacked() == [f"{taken} restored"]
     assert queued_messages(client, "cpu") == 2 and client.hlen(C.KOMBU_UNACKED) == 0
-    assert recs.claim(taken, "w", "t", {}, "cpu").run          # and it runs, once
+    assert recs.claim(taken, "w", "t", {}, "cpu").run  # and it runs, once
     assert not recs.claim(taken, "w2", "t2", {}, "cpu").run
 
 
@@ -345,22 +372,24 @@ def test_a_delivery_acked_after_its_run_is_gone_for_good(app, redis_url, manifes
     assert client.hlen(C.KOMBU_UNACKED) == 0 and client.zcard(C.KOMBU_UNACKED_INDEX) == 0
 
 
-def test_every_claim_is_a_new_run_counted_through_hand_backs_retries_and_requeues(app, redis_client, manifest):
+def test_every_claim_is_a_new_run_counted_through_hand_backs_retries_and_requeues(
+    app, redis_client, manifest
+):
     publish(app, redis_client, manifest)
     recs = Records(redis_client)
-    b = manifest.jobs[1].job_id          # max_attempts = 2
+    b = manifest.jobs[1].job_id  # max_attempts = 2
 
     def claim(token: str, worker: str = "w1") -> tuple[int, int]:
         got = recs.claim(b, worker, token, {}, "cpu")
         return got.attempts, got.runs
 
     assert claim("t1") == (1, 1)
-    assert recs.finish(b, "t1", JobState.QUEUED, count_attempt=False)          # handed back: uncounted
+    assert recs.finish(b, "t1", JobState.QUEUED, count_attempt=False)  # handed back: uncounted
     assert claim("t2") == (1, 2)
-    assert recs.finish(b, "t2", JobState.QUEUED)                               # a retry
+    assert recs.finish(b, "t2", JobState.QUEUED)  # a retry
     assert claim("t3") == (2, 3)
     assert recs.finish(b, "t3", JobState.FAILED)
-    assert recs.requeue(b) == "failed"                                         # attempts start again
+    assert recs.requeue(b) == "failed"  # attempts start again
     assert claim("t4", "w2") == (1, 4)
     rec = recs.get(b)
     assert (rec.attempts, rec.runs) == (1, 4)
@@ -371,7 +400,9 @@ def test_a_new_run_starts_without_the_previous_runs_progress_or_gpu(app, redis_c
     recs = Records(redis_client)
     a = manifest.jobs[0].job_id
     assert recs.claim(a, "w1", "t1", {}, "cpu").run
-    assert recs.heartbeat(a, "t1", progress={"elapsed_s": 9, "tail": ["tick 5"]}, gpu="0:sim") == "ok"
+    assert (
+        recs.heartbeat(a, "t1", progress={"elapsed_s": 9, "tail": ["tick 5"]}, gpu="0:sim") == "ok"
+    )
     assert recs.get(a).progress["tail"] == ["tick 5"]
     assert recs.finish(a, "t1", JobState.QUEUED, count_attempt=False)
     assert recs.claim(a, "w2", "t2", {}, "cpu").runs == 2

@@ -1,6 +1,7 @@
 """`fleet results`, `fleet plot` and `fleet export mlflow` on a real Redis holding a sweep's
 records and metric histories; the export goes to a real MLflow tracking store (SQLite) and
 running it again updates the same runs, never duplicating a run or a metric point."""
+
 import csv
 import io
 import json
@@ -23,16 +24,40 @@ def seed_sweep(client, states=("succeeded", "succeeded", "running")) -> None:
     """Three points of a grid sweep as publish and the workers leave them (records, names, histories)."""
     for i, (lr, state) in enumerate(zip(LRS, states, strict=True)):
         name = f"grid[learning_rate={lr}]"
-        client.hset(C.JOB_KEY + jid(i), mapping={
-            "job_id": jid(i), "name": name, "state": state, "worker": f"host-{i}", "gpu": "0:sim-A100",
-            "gpu_s": "30.5", "core_s": "61", "owner": "ana", "created_at": str(1000 + i),
-            "spec": json.dumps({"hyper": {"epochs": 3, "learning_rate": lr}, "seed": 0}),
-            **({"artifact": json.dumps({"uri": f"s3://b/runs/{i}.tar.zst", "sha256": f"{i}" * 64, "size": 1})}
-               if state == "succeeded" else {})})
+        client.hset(
+            C.JOB_KEY + jid(i),
+            mapping={
+                "job_id": jid(i),
+                "name": name,
+                "state": state,
+                "worker": f"host-{i}",
+                "gpu": "0:sim-A100",
+                "gpu_s": "30.5",
+                "core_s": "61",
+                "owner": "ana",
+                "created_at": str(1000 + i),
+                "spec": json.dumps({"hyper": {"epochs": 3, "learning_rate": lr}, "seed": 0}),
+                **(
+                    {
+                        "artifact": json.dumps(
+                            {"uri": f"s3://b/runs/{i}.tar.zst", "sha256": f"{i}" * 64, "size": 1}
+                        )
+                    }
+                    if state == "succeeded"
+                    else {}
+                ),
+            },
+        )
         client.zadd(C.JOBS_INDEX, {jid(i): 1000 + i})
         client.hset(C.NAMES_INDEX, name, jid(i))
-        history.append(client, jid(i), [{"step": s + 1, "t": 2000.0 + s, "run": 1, "valid_loss": v,
-                                         "train_loss": v / 2} for s, v in enumerate(CURVES[lr])])
+        history.append(
+            client,
+            jid(i),
+            [
+                {"step": s + 1, "t": 2000.0 + s, "run": 1, "valid_loss": v, "train_loss": v / 2}
+                for s, v in enumerate(CURVES[lr])
+            ],
+        )
 
 
 def run_cli(fleet_cli, capsys, *argv) -> tuple[int, str, str]:
@@ -41,15 +66,29 @@ def run_cli(fleet_cli, capsys, *argv) -> tuple[int, str, str]:
     return code, out.out, out.err
 
 
-def test_results_json_is_the_sweep_best_first_with_its_varied_params(fleet_cli, redis_client, capsys):
+def test_results_json_is_the_sweep_best_first_with_its_varied_params(
+    fleet_cli, redis_client, capsys
+):
     seed_sweep(redis_client)
     code, out, _ = run_cli(fleet_cli, capsys, "results", "grid", "--json")
     items = json.loads(out)
     assert code == 0
-    assert [i["params"] for i in items] == [{"learning_rate": 0.01}, {"learning_rate": 0.1}, {"learning_rate": 0.001}]
+    assert [i["params"] for i in items] == [
+        {"learning_rate": 0.01},
+        {"learning_rate": 0.1},
+        {"learning_rate": 0.001},
+    ]
     best = items[0]
-    assert (best["value"], best["best_value"], best["steps"], best["host"], best["best"]) == (0.3, 0.3, 3, "host-1", True)
-    assert best["metric"] == "valid_loss" and best["state"] == "succeeded" and best["job_id"] == jid(1)
+    assert (best["value"], best["best_value"], best["steps"], best["host"], best["best"]) == (
+        0.3,
+        0.3,
+        3,
+        "host-1",
+        True,
+    )
+    assert (
+        best["metric"] == "valid_loss" and best["state"] == "succeeded" and best["job_id"] == jid(1)
+    )
     assert items[2]["state"] == "running" and items[2]["steps"] == 2
 
 
@@ -80,6 +119,7 @@ def test_plot_writes_the_sweeps_picture(fleet_cli, redis_client, capsys, tmp_pat
 
 def mlflow_runs(uri: str, experiment: str):
     from mlflow.tracking import MlflowClient
+
     client = MlflowClient(tracking_uri=uri)
     exp = client.get_experiment_by_name(experiment)
     runs = client.search_runs([exp.experiment_id])
@@ -87,73 +127,125 @@ def mlflow_runs(uri: str, experiment: str):
 
 
 def test_export_mlflow_writes_each_job_as_a_run_and_again_updates_without_duplicates(
-        fleet_cli, redis_client, capsys, tmp_path):
+    fleet_cli, redis_client, capsys, tmp_path
+):
     pytest.importorskip("mlflow")
     uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
     seed_sweep(redis_client)
-    code, out, _ = run_cli(fleet_cli, capsys, "export", "mlflow", "grid", "--tracking-uri", uri, "--json")
+    code, out, _ = run_cli(
+        fleet_cli, capsys, "export", "mlflow", "grid", "--tracking-uri", uri, "--json"
+    )
     assert code == 0 and json.loads(out)["created"] == 3
     client, runs, n = mlflow_runs(uri, "grid")
     assert n == 3
     best = runs[jid(1)]
     assert best.data.params == {"learning_rate": "0.01"}
     assert best.data.tags["fleet.host"] == "host-1" and best.data.tags["fleet.owner"] == "ana"
-    assert best.data.tags["fleet.gpus"] == "0:sim-A100" and best.data.tags["fleet.state"] == "succeeded"
+    assert (
+        best.data.tags["fleet.gpus"] == "0:sim-A100"
+        and best.data.tags["fleet.state"] == "succeeded"
+    )
     assert best.data.tags["fleet.bundle_uri"] == "s3://b/runs/1.tar.zst"
     assert best.data.tags["fleet.bundle_sha256"] == "1" * 64 and best.info.status == "FINISHED"
-    assert [(m.step, m.value) for m in client.get_metric_history(best.info.run_id, "valid_loss")] == \
-        [(1, 0.8), (2, 0.4), (3, 0.3)]
+    assert [
+        (m.step, m.value) for m in client.get_metric_history(best.info.run_id, "valid_loss")
+    ] == [(1, 0.8), (2, 0.4), (3, 0.3)]
     assert runs[jid(2)].info.status == "RUNNING"
 
     # the running point finishes with a third step; export again
-    history.append(redis_client, jid(2), [{"step": 3, "t": 2003.0, "run": 1, "valid_loss": 0.85,
-                                                "train_loss": 0.4}])
+    history.append(
+        redis_client,
+        jid(2),
+        [{"step": 3, "t": 2003.0, "run": 1, "valid_loss": 0.85, "train_loss": 0.4}],
+    )
     redis_client.hset(C.JOB_KEY + jid(2), "state", "succeeded")
-    code, out, _ = run_cli(fleet_cli, capsys, "export", "mlflow", "grid", "--tracking-uri", uri, "--json")
+    code, out, _ = run_cli(
+        fleet_cli, capsys, "export", "mlflow", "grid", "--tracking-uri", uri, "--json"
+    )
     done = json.loads(out)
     assert code == 0 and (done["created"], done["updated"]) == (0, 3)
-    assert done["points"] == 2        # valid_loss and train_loss of the one new step
+    assert done["points"] == 2  # valid_loss and train_loss of the one new step
     client, runs, n = mlflow_runs(uri, "grid")
     assert n == 3
     late = runs[jid(2)]
     assert late.info.status == "FINISHED" and late.data.tags["fleet.state"] == "succeeded"
     assert [m.step for m in client.get_metric_history(late.info.run_id, "valid_loss")] == [1, 2, 3]
-    assert [m.step for m in client.get_metric_history(runs[jid(1)].info.run_id, "valid_loss")] == [1, 2, 3]
+    assert [m.step for m in client.get_metric_history(runs[jid(1)].info.run_id, "valid_loss")] == [
+        1,
+        2,
+        3,
+    ]
 
 
 def seed_search(client) -> None:
     """A search's state (state/search.py's contract) and three of its trials' records."""
     from state import search
+
     config = {"trials": 8, "parallel": 2, "metric": "acc", "direction": "maximize"}
-    client.hset(search.key("s1"), mapping={"id": "s1", "name": "tune", "config": json.dumps(config), "issued": "3"})
+    client.hset(
+        search.key("s1"),
+        mapping={"id": "s1", "name": "tune", "config": json.dumps(config), "issued": "3"},
+    )
     client.hset(C.SEARCHES_KEY, "tune", "s1")
-    for n, (state, accs) in enumerate([("succeeded", [0.5, 0.7]), ("pruned", [0.2]), ("succeeded", [0.6, 0.8])]):
+    for n, (state, accs) in enumerate(
+        [("succeeded", [0.5, 0.7]), ("pruned", [0.2]), ("succeeded", [0.6, 0.8])]
+    ):
         name = f"tune[trial={n}]"
-        client.hset(C.JOB_KEY + jid(n), mapping={
-            "job_id": jid(n), "name": name, "state": state, "worker": "h", "search": "s1", "trial": str(n),
-            "params": json.dumps({"lr": 0.1 * (n + 1)}), "created_at": str(100 - n),
-            "spec": json.dumps({"hyper": {"lr": 0.5}, "seed": 0})})
+        client.hset(
+            C.JOB_KEY + jid(n),
+            mapping={
+                "job_id": jid(n),
+                "name": name,
+                "state": state,
+                "worker": "h",
+                "search": "s1",
+                "trial": str(n),
+                "params": json.dumps({"lr": 0.1 * (n + 1)}),
+                "created_at": str(100 - n),
+                "spec": json.dumps({"hyper": {"lr": 0.5}, "seed": 0}),
+            },
+        )
         client.hset(C.NAMES_INDEX, name, jid(n))
-        history.append(client, jid(n), [{"step": s + 1, "t": 1.0, "run": 1, "acc": a, "loss": 1 - a}
-                                        for s, a in enumerate(accs)])
+        history.append(
+            client,
+            jid(n),
+            [
+                {"step": s + 1, "t": 1.0, "run": 1, "acc": a, "loss": 1 - a}
+                for s, a in enumerate(accs)
+            ],
+        )
 
 
-def test_results_of_a_search_rank_by_its_metric_and_direction_with_its_trial_numbers(fleet_cli, redis_client, capsys):
+def test_results_of_a_search_rank_by_its_metric_and_direction_with_its_trial_numbers(
+    fleet_cli, redis_client, capsys
+):
     seed_search(redis_client)
     code, out, _ = run_cli(fleet_cli, capsys, "results", "tune", "--json")
     items = json.loads(out)
     assert code == 0 and [i["trial"] for i in items] == [2, 0, 1]
-    assert items[0]["metric"] == "acc" and items[0]["direction"] == "maximize" and items[0]["value"] == 0.8
+    assert (
+        items[0]["metric"] == "acc"
+        and items[0]["direction"] == "maximize"
+        and items[0]["value"] == 0.8
+    )
     assert items[0]["params"] == {"lr": pytest.approx(0.3)} and items[2]["state"] == "pruned"
     code, out, _ = run_cli(fleet_cli, capsys, "results", "tune")
     assert "tune: 3 trials (" in out and "acc (maximize; search)" in out
 
 
-def test_a_pruned_trials_final_value_is_the_one_its_search_pruned_it_at(fleet_cli, redis_client, capsys):
-    seed_search(redis_client)     # trial 1 was pruned at acc 0.2; it printed 0.9 while being stopped
+def test_a_pruned_trials_final_value_is_the_one_its_search_pruned_it_at(
+    fleet_cli, redis_client, capsys
+):
+    seed_search(redis_client)  # trial 1 was pruned at acc 0.2; it printed 0.9 while being stopped
     from state import search
+
     redis_client.hset(search.key("s1", "trial", 1), mapping={"state": "pruned", "value": "0.2"})
     history.append(redis_client, jid(1), [{"step": 2, "t": 2.0, "run": 1, "acc": 0.9}])
     code, out, _ = run_cli(fleet_cli, capsys, "results", "tune", "--json")
     pruned = next(i for i in json.loads(out) if i["trial"] == 1)
-    assert code == 0 and pruned["value"] == 0.2 and pruned["best_value"] == 0.9 and pruned["steps"] == 2
+    assert (
+        code == 0
+        and pruned["value"] == 0.2
+        and pruned["best_value"] == 0.9
+        and pruned["steps"] == 2
+    )

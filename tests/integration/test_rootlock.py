@@ -1,5 +1,6 @@
 """A local fleet's folder lock (fleet.rootlock): only a fleet that did not stop cleanly leaves
 a holder for the next one to take over from."""
+
 import os
 
 import psutil
@@ -13,8 +14,15 @@ pytestmark = pytest.mark.integration
 def run_once(root, *, clean: bool) -> None:
     """A fleet's lock as `fleet local` holds it: its processes written in, then let go."""
     lock = RootLock(root).acquire(kept=False)
-    lock.write(Holder(os.getpid(), psutil.Process().create_time(), False, "redis://127.0.0.1:1/0",
-                      processes=({"name": "redis", "pid": 1, "expect": "valkey-server"},)))
+    lock.write(
+        Holder(
+            os.getpid(),
+            psutil.Process().create_time(),
+            False,
+            "redis://127.0.0.1:1/0",
+            processes=({"name": "redis", "pid": 1, "expect": "valkey-server"},),
+        )
+    )
     if clean:
         lock.clear()
     lock.release()
@@ -38,7 +46,7 @@ def test_a_stopped_kept_fleets_lock_is_emptied_once_free(tmp_path):
     run_once(tmp_path, clean=False)
     assert clear_stopped(tmp_path, wait_s=1.0)
     assert (tmp_path / "fleet.lock").read_text() == ""
-    held = RootLock(tmp_path).acquire(kept=True)       # a fleet that still runs keeps its lock
+    held = RootLock(tmp_path).acquire(kept=True)  # a fleet that still runs keeps its lock
     try:
         assert not clear_stopped(tmp_path, wait_s=0.3)
     finally:

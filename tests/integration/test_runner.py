@@ -1,4 +1,5 @@
 """The job runner: process groups, streamed output, metrics, stop reasons."""
+
 import os
 import sys
 import threading
@@ -13,13 +14,22 @@ from tasks.run import Stop
 
 
 def leftovers(marker: str) -> list:
-    return [p for p in psutil.process_iter(["cmdline"]) if marker in " ".join(p.info["cmdline"] or [])]
+    return [
+        p for p in psutil.process_iter(["cmdline"]) if marker in " ".join(p.info["cmdline"] or [])
+    ]
 
 
 def run(argv, **kw):
-    return runner.run(argv, env={"PATH": "/usr/bin:/bin"}, cwd="/tmp", timeout_s=kw.pop("timeout_s", None),
-                      on_tick=kw.pop("on_tick", lambda p: None), stop=kw.pop("stop", threading.Event()),
-                      tick_s=0.2, **kw)
+    return runner.run(
+        argv,
+        env={"PATH": "/usr/bin:/bin"},
+        cwd="/tmp",
+        timeout_s=kw.pop("timeout_s", None),
+        on_tick=kw.pop("on_tick", lambda p: None),
+        stop=kw.pop("stop", threading.Event()),
+        tick_s=0.2,
+        **kw,
+    )
 
 
 def test_a_job_that_exits_takes_the_children_it_left_behind_with_it():
@@ -31,7 +41,7 @@ def test_a_job_that_exits_takes_the_children_it_left_behind_with_it():
 
 
 def test_output_is_streamed_and_metric_lines_are_parsed():
-    out = run(["bash", "-c", 'echo hello; echo \'FLEET_METRIC {"loss": 0.5}\'; echo bye'])
+    out = run(["bash", "-c", "echo hello; echo 'FLEET_METRIC {\"loss\": 0.5}'; echo bye"])
     assert out.tail[0] == "hello" and out.metrics == {"loss": 0.5}
 
 
@@ -56,7 +66,9 @@ def test_a_command_that_cannot_start_fails_with_127_and_says_why():
 
 
 def test_a_job_killed_by_a_signal_fails_and_a_job_sees_the_default_sigpipe():
-    assert run(["bash", "-c", "kill -KILL $$"]).returncode == 256 - 9   # the supervisor's exit status: -9 & 0xFF
+    assert (
+        run(["bash", "-c", "kill -KILL $$"]).returncode == 256 - 9
+    )  # the supervisor's exit status: -9 & 0xFF
     # Python ignores SIGPIPE; a job must not inherit that (`yes | head` would never end)
     out = run(["bash", "-c", "yes | head -1; echo ${PIPESTATUS[0]}"], timeout_s=10)
     assert out.stopped is None and out.tail == ["y", str(128 + 13)]
@@ -65,14 +77,18 @@ def test_a_job_killed_by_a_signal_fails_and_a_job_sees_the_default_sigpipe():
 def test_when_its_worker_dies_the_whole_job_group_goes_too(tmp_path):
     marker = f"{uuid.uuid4().int % 10**6 + 1000}"
     script = tmp_path / "worker.py"
-    script.write_text("import threading, sys\nfrom tasks import runner\n"
-                      f"runner.run(['bash', '-c', 'sleep {marker} & sleep {marker}'], env={{'PATH': '/usr/bin:/bin'}},"
-                      " cwd='/tmp', timeout_s=None, on_tick=lambda p: None, stop=threading.Event())\n")
-    worker = psutil.Popen([sys.executable, str(script)], cwd=str(Path(runner.__file__).parent.parent))
+    script.write_text(
+        "import threading, sys\nfrom tasks import runner\n"
+        f"runner.run(['bash', '-c', 'sleep {marker} & sleep {marker}'], env={{'PATH': '/usr/bin:/bin'}},"
+        " cwd='/tmp', timeout_s=None, on_tick=lambda p: None, stop=threading.Event())\n"
+    )
+    worker = psutil.Popen(
+        [sys.executable, str(script)], cwd=str(Path(runner.__file__).parent.parent)
+    )
     deadline = time.monotonic() + 20
     while len(leftovers(f"sleep {marker}")) < 4 and time.monotonic() < deadline:
         time.sleep(0.05)
-    assert len(leftovers(f"sleep {marker}")) == 4   # the supervisor, bash and two sleeps
+    assert len(leftovers(f"sleep {marker}")) == 4  # the supervisor, bash and two sleeps
     worker.kill()
     worker.wait()
     deadline = time.monotonic() + 5
@@ -87,9 +103,16 @@ def test_a_byte_on_the_wake_pipe_calls_on_tick_at_once_instead_of_a_tick_later()
     asked = threading.Event()
     threading.Timer(0.5, lambda: (asked.set(), os.write(w, b"!"))).start()
     started = time.monotonic()
-    out = runner.run(["sleep", "30"], env={"PATH": "/usr/bin:/bin"}, cwd="/tmp", timeout_s=None,
-                     on_tick=lambda p: Stop.PREEMPTED if asked.is_set() else None, stop=threading.Event(),
-                     tick_s=10.0, wake_fd=r)
+    out = runner.run(
+        ["sleep", "30"],
+        env={"PATH": "/usr/bin:/bin"},
+        cwd="/tmp",
+        timeout_s=None,
+        on_tick=lambda p: Stop.PREEMPTED if asked.is_set() else None,
+        stop=threading.Event(),
+        tick_s=10.0,
+        wake_fd=r,
+    )
     os.close(r)
     os.close(w)
     assert out.stopped is Stop.PREEMPTED and time.monotonic() - started < 3

@@ -5,6 +5,7 @@ timeout, a reset connection), and fleet's own retry_redis does too. The first ca
 have run in Redis: each test here calls a script twice with the same run token on a real
 Redis and asserts the second answer means what the first meant, with nothing done twice.
 """
+
 import json
 from importlib import resources
 
@@ -75,9 +76,12 @@ def test_a_finish_retried_after_its_reply_was_lost_is_recognised_as_its_own(reco
 def test_a_hand_back_retried_pushes_the_job_once(records, job, redis_client):
     claimed(records, job)
     pushes = int(redis_client.hget(C.JOB_KEY + job, "pushes"))
+
     def hand_back():
-        return records.finish(job, "tok1", JobState.QUEUED, count_attempt=False,
-                              last_error="handed back")
+        return records.finish(
+            job, "tok1", JobState.QUEUED, count_attempt=False, last_error="handed back"
+        )
+
     assert hand_back() and hand_back()
     rec = records.get(job)
     assert rec.state is JobState.QUEUED and rec.attempts == 0
@@ -106,8 +110,9 @@ def test_a_checkpoint_record_retried_never_names_itself_as_the_one_replaced(reco
 def test_a_charge_retried_counts_each_second_once(records, job, redis_client):
     claimed(records, job)
     started = float(redis_client.hget(C.JOB_KEY + job, "started_at"))
-    redis_client.hset(C.JOB_KEY + job,
-                      mapping={"owner": "ann", "cores": 2, "started_at": started - 10})
+    redis_client.hset(
+        C.JOB_KEY + job, mapping={"owner": "ann", "cores": 2, "started_at": started - 10}
+    )
     assert records.charge(job, "tok1") > 0
     once = fairshare.read_usage(redis_client)["ann"]
     assert records.charge(job, "tok1") < 0.5
@@ -129,7 +134,9 @@ def test_an_ack_retried_gives_the_same_answer(records, job, redis_client, ended)
     if ended:
         claimed(records, job)
         records.finish(job, "tok1", JobState.SUCCEEDED)
+
     def ack():
         return redis_client.eval(ACK_LUA, 2, C.KOMBU_UNACKED, C.KOMBU_UNACKED_INDEX, tag, C.JOB_KEY)
+
     first = ack()
     assert first == ("acked" if ended else "kept") and ack() == first

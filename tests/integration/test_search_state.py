@@ -1,5 +1,6 @@
 """A search's fenced core on a real Redis, without workers: publish issues the first
 ``parallel`` trials; each end advances once; races, budgets and re-publishing."""
+
 import json
 import threading
 
@@ -17,7 +18,8 @@ pytestmark = pytest.mark.integration
 
 
 def manifest(trials=6, parallel=2, sampler="tpe", max_failures=5, lr_high=1.0):
-    return loads(f'''[[jobs]]
+    return loads(
+        f'''[[jobs]]
 name = "tune"
 command = ["python", "obj.py"]
 hyper = {{ epochs = 5 }}
@@ -30,21 +32,30 @@ max_failures = {max_failures}
 [jobs.search.space]
 lr = {{ low = 0.0, high = {lr_high} }}
 width = {{ choices = [8, 16, 32] }}
-''', "m.toml")
+''',
+        "m.toml",
+    )
 
 
 def search(name: str, setting: str, space: str, trials: int = 6):
     """A command job's search of ``trials`` trials, all at once, with one more setting."""
-    return loads(f'[[jobs]]\nname = "{name}"\ncommand = ["true"]\n[jobs.search]\ntrials = {trials}\n'
-                 f'parallel = {trials}\nmetric = "loss"\n{setting}\n[jobs.search.space]\n{space}\n', "m.toml")
+    return loads(
+        f'[[jobs]]\nname = "{name}"\ncommand = ["true"]\n[jobs.search]\ntrials = {trials}\n'
+        f'parallel = {trials}\nmetric = "loss"\n{setting}\n[jobs.search.space]\n{space}\n',
+        "m.toml",
+    )
 
 
-def end(records: Records, job_id: str, state: JobState, store=None, sid=None, trial=None, value=None):
+def end(
+    records: Records, job_id: str, state: JobState, store=None, sid=None, trial=None, value=None
+):
     """Run the trial's job to ``state`` the way a worker does (claim, then finish)."""
     assert records.claim(job_id, "w", "tok-" + job_id, {}, "cpu").run
     if value is not None:
         store.report(sid, trial, 5, value)
-    assert records.finish(job_id, "tok-" + job_id, state, last_error="boom" if state is JobState.FAILED else "")
+    assert records.finish(
+        job_id, "tok-" + job_id, state, last_error="boom" if state is JobState.FAILED else ""
+    )
 
 
 def live_jobs(view):
@@ -70,7 +81,7 @@ def test_publishing_the_same_search_again_neither_restarts_nor_duplicates_it(app
     assert rows[0].action == "skip"
     view = read_search(redis_client, manifest().searches[0].search_id)
     assert view.issued == 2
-    assert manifest(lr_high=2.0).searches[0].search_id != view.search_id   # a changed search is new
+    assert manifest(lr_high=2.0).searches[0].search_id != view.search_id  # a changed search is new
 
 
 def test_each_end_advances_once_and_the_budget_ends_the_search(app, redis_client):
@@ -82,7 +93,7 @@ def test_each_end_advances_once_and_the_budget_ends_the_search(app, redis_client
         t = live_jobs(view)[0]
         end(records, t.job_id, JobState.SUCCEEDED, store, sid, t.number, value=float(10 - i))
         advance.advance(redis_client, sid)
-        advance.advance(redis_client, sid)     # a second look at the same end changes nothing
+        advance.advance(redis_client, sid)  # a second look at the same end changes nothing
     view = read_search(redis_client, sid)
     assert (view.issued, view.ended, view.counts["succeeded"], view.running) == (5, 5, 5, 0)
     assert view.best_value == 6.0 and view.done
@@ -90,16 +101,24 @@ def test_each_end_advances_once_and_the_budget_ends_the_search(app, redis_client
     assert sid not in redis_client.smembers(C.ACTIVE_SEARCHES_KEY)
 
 
-def test_processes_advancing_at_once_never_issue_a_number_twice_or_exceed_parallel(app, redis_client):
+def test_processes_advancing_at_once_never_issue_a_number_twice_or_exceed_parallel(
+    app, redis_client
+):
     m = manifest(trials=40, parallel=4)
     publish(app, redis_client, m)
     sid, records = m.searches[0].search_id, Records(redis_client)
     for _ in range(8):
         for t in live_jobs(read_search(redis_client, sid)):
-            end(records, t.job_id, JobState.SUCCEEDED, SearchStore(redis_client), sid, t.number, 1.0)
+            end(
+                records, t.job_id, JobState.SUCCEEDED, SearchStore(redis_client), sid, t.number, 1.0
+            )
         # four processes see the same ends, each with its own mirrors
-        threads = [threading.Thread(target=advance.advance, args=(redis_client, sid),
-                                    kwargs={"mirrors": Mirrors()}) for _ in range(4)]
+        threads = [
+            threading.Thread(
+                target=advance.advance, args=(redis_client, sid), kwargs={"mirrors": Mirrors()}
+            )
+            for _ in range(4)
+        ]
         [t.start() for t in threads]
         [t.join() for t in threads]
         assert read_search(redis_client, sid).running <= 4
@@ -118,21 +137,27 @@ def test_max_failures_failed_in_a_row_stop_the_search_and_say_why(app, redis_cli
         advance.advance(redis_client, sid)
     view = read_search(redis_client, sid)
     assert view.stopped.startswith("3 trials failed in a row (max_failures=3)")
-    assert view.running == 1 and view.issued == 4     # the one running finishes; nothing new
+    assert view.running == 1 and view.issued == 4  # the one running finishes; nothing new
     t = live_jobs(view)[0]
     end(records, t.job_id, JobState.SUCCEEDED)
     assert advance.advance(redis_client, sid) == [] and read_search(redis_client, sid).done
     assert "stopped: 3 trials failed in a row" in read_search(redis_client, sid).summary()
     from fleet.query.why import why
+
     assert why(redis_client, "tune[trial=0]")["search"]["stopped"].endswith("the last: boom")
 
 
 def test_a_grid_search_samples_each_point_of_its_grid(app, redis_client):
-    m = search("grid", 'sampler = "grid"', 'a = { choices = ["x", "y"] }\nb = { low = 1, high = 3, step = 1 }')
+    m = search(
+        "grid",
+        'sampler = "grid"',
+        'a = { choices = ["x", "y"] }\nb = { low = 1, high = 3, step = 1 }',
+    )
     publish(app, redis_client, m)
     view = read_search(redis_client, m.searches[0].search_id)
     assert sorted((t.params["a"], t.params["b"]) for t in view.trials) == [
-        (a, b) for a in ("x", "y") for b in (1, 2, 3)]
+        (a, b) for a in ("x", "y") for b in (1, 2, 3)
+    ]
 
 
 def test_a_step_is_kept_once_so_a_resumed_run_does_not_report_it_twice(redis_client):
@@ -141,11 +166,16 @@ def test_a_step_is_kept_once_so_a_resumed_run_does_not_report_it_twice(redis_cli
     assert json.loads(json.dumps(redis_client.hgetall(C.SEARCH_KEY + "s:iv:0"))) == {"3": "0.5"}
 
 
-@pytest.mark.parametrize("pruner, prunes", [("median", True), ("asha", True), ("percentile", True),
-                                            ("hyperband", None), ("none", False)])
-def test_a_trial_far_behind_the_finished_ones_is_pruned_by_the_search_pruner(app, redis_client, pruner, prunes):
+@pytest.mark.parametrize(
+    "pruner, prunes",
+    [("median", True), ("asha", True), ("percentile", True), ("hyperband", None), ("none", False)],
+)
+def test_a_trial_far_behind_the_finished_ones_is_pruned_by_the_search_pruner(
+    app, redis_client, pruner, prunes
+):
     from manifest.schema import JobSpec
     from tasks.trial import TrialWatch
+
     m = search("p", f'pruner = "{pruner}"', "x = { low = 0.0, high = 1.0 }", trials=8)
     publish(app, redis_client, m)
     sid, records = m.searches[0].search_id, Records(redis_client)
@@ -157,12 +187,14 @@ def test_a_trial_far_behind_the_finished_ones_is_pruned_by_the_search_pruner(app
         job = JobSpec(name=f"p[trial={n}]", job_id=view.trials[n].job_id, search=sid, trial=n)
         return TrialWatch(redis_client, job, config, lambda: woken.append(n))
 
-    for t in view.trials[:5]:      # five trials with good curves, one after another, as a worker hears them
+    for t in view.trials[
+        :5
+    ]:  # five trials with good curves, one after another, as a worker hears them
         good = watch_of(t.number)
         for step in range(10):
             good({"epoch": step, "loss": 1.0 / (step + 1)})
         end(records, t.job_id, JobState.SUCCEEDED)
-        advance.advance(redis_client, sid)     # as its worker does
+        advance.advance(redis_client, sid)  # as its worker does
     assert not woken
     watch = watch_of(5)
     for step in range(10):
@@ -176,30 +208,37 @@ def test_a_trial_far_behind_the_finished_ones_is_pruned_by_the_search_pruner(app
 
 
 def test_the_sweep_issues_the_first_trials_of_a_search_whose_publisher_died_and_counts_unadvanced_ends(
-        app, redis_client, monkeypatch):
+    app, redis_client, monkeypatch
+):
     m = manifest(trials=4, parallel=2)
-    monkeypatch.setattr(advance, "advance", lambda *a, **k: [])   # the publisher dies after the record
+    monkeypatch.setattr(
+        advance, "advance", lambda *a, **k: []
+    )  # the publisher dies after the record
     publish(app, redis_client, m)
     monkeypatch.undo()
     sid = m.searches[0].search_id
     assert read_search(redis_client, sid).issued == 0
     assert advance.sweep(redis_client) == {sid: [0, 1]}
     t = live_jobs(read_search(redis_client, sid))[0]
-    end(Records(redis_client), t.job_id, JobState.SUCCEEDED)      # its worker died before advancing
+    end(Records(redis_client), t.job_id, JobState.SUCCEEDED)  # its worker died before advancing
     assert advance.sweep(redis_client) == {sid: [2]}
     view = read_search(redis_client, sid)
     assert (view.ended, view.issued, view.running) == (1, 3, 2)
     mirrors = Mirrors()
     mirrors.get(redis_client, sid, view.config)
-    redis_client.srem(C.ACTIVE_SEARCHES_KEY, sid)      # over: the sweep forgets its mirror
+    redis_client.srem(C.ACTIVE_SEARCHES_KEY, sid)  # over: the sweep forgets its mirror
     advance.sweep(redis_client, mirrors=mirrors)
     assert mirrors._by_id == {}
 
 
-def test_status_folds_a_search_into_one_line_and_all_lists_its_trials(app, redis_client, fleet_cli, capsys, tmp_path):
+def test_status_folds_a_search_into_one_line_and_all_lists_its_trials(
+    app, redis_client, fleet_cli, capsys, tmp_path
+):
     path = tmp_path / "s.toml"
-    path.write_text('[[jobs]]\nname = "folded"\ncommand = ["true"]\n[jobs.search]\ntrials = 5\nparallel = 3\n'
-                    'metric = "loss"\n[jobs.search.space]\nx = { low = 0.0, high = 1.0 }\n')
+    path.write_text(
+        '[[jobs]]\nname = "folded"\ncommand = ["true"]\n[jobs.search]\ntrials = 5\nparallel = 3\n'
+        'metric = "loss"\n[jobs.search.space]\nx = { low = 0.0, high = 1.0 }\n'
+    )
     assert fleet_cli(["publish", str(path), "--dry-run"]) == 0
     out = capsys.readouterr().out
     assert "5 trials, at most 3 at once" in out and "x: uniform in [0, 1]" in out
@@ -218,32 +257,43 @@ def test_status_folds_a_search_into_one_line_and_all_lists_its_trials(app, redis
 
 
 def test_a_requeued_trial_that_ended_runs_again_and_its_search_counts_its_new_end_once(
-        app, redis_client, fleet_cli, capsys):
+    app, redis_client, fleet_cli, capsys
+):
     m = manifest(trials=3, parallel=2)
     publish(app, redis_client, m)
     sid, records, store = m.searches[0].search_id, Records(redis_client), SearchStore(redis_client)
     first, second = read_search(redis_client, sid).trials[:2]
     end(records, first.job_id, JobState.SUCCEEDED, store, sid, 0, value=0.5)
-    advance.advance(redis_client, sid)        # trial 2 takes its place: 2 running, as parallel allows
+    advance.advance(redis_client, sid)  # trial 2 takes its place: 2 running, as parallel allows
     assert fleet_cli(["requeue", "tune[trial=0]"]) == 1
     assert "runs 2 trials already (parallel=2)" in capsys.readouterr().out
     end(records, second.job_id, JobState.SUCCEEDED, store, sid, 1, value=0.9)
     advance.advance(redis_client, sid)
-    assert (read_search(redis_client, sid).ended, read_search(redis_client, sid).best_trial) == (2, 0)
+    assert (read_search(redis_client, sid).ended, read_search(redis_client, sid).best_trial) == (
+        2,
+        0,
+    )
     assert fleet_cli(["requeue", "tune[trial=0]"]) == 0
-    view = read_search(redis_client, sid)     # it counts as running again: its end taken back
+    view = read_search(redis_client, sid)  # it counts as running again: its end taken back
     assert (view.ended, view.counts["succeeded"], view.running, view.best_trial) == (1, 1, 2, 1)
     assert "search 1/3, 2 queued, best loss=0.9 (trial 1)" in view.summary()
     assert records.claim(first.job_id, "w", "tok-again", {}, "cpu").run
-    redis_client.hset(C.SEARCH_KEY + sid + ":iv:0", "6", "0.25")     # the new run reports one more step
+    redis_client.hset(
+        C.SEARCH_KEY + sid + ":iv:0", "6", "0.25"
+    )  # the new run reports one more step
     assert records.finish(first.job_id, "tok-again", JobState.SUCCEEDED, last_error="")
-    for _ in range(2):                        # its worker and the sweep both see the new end
+    for _ in range(2):  # its worker and the sweep both see the new end
         advance.advance(redis_client, sid)
     view = read_search(redis_client, sid)
-    assert (view.ended, view.counts["succeeded"], view.best_value, view.best_trial) == (2, 2, 0.25, 0)
+    assert (view.ended, view.counts["succeeded"], view.best_value, view.best_trial) == (
+        2,
+        2,
+        0.25,
+        0,
+    )
     t = live_jobs(view)[0]
     end(records, t.job_id, JobState.SUCCEEDED, store, sid, t.number, value=0.75)
-    assert advance.advance(redis_client, sid) == []   # the mirror rebuilt around the reopened trial
+    assert advance.advance(redis_client, sid) == []  # the mirror rebuilt around the reopened trial
     assert read_search(redis_client, sid).done and read_search(redis_client, sid).ended == 3
 
 
@@ -255,8 +305,11 @@ def test_status_watch_folds_a_search_published_after_it_started(app, redis_clien
 
     from fleet.cli.jobs import _frames
     from fleet.query.jobs import JobFilter
-    frames = _frames(redis_client, JobFilter(), argparse.Namespace(all=False, limit=None, every=1.0, wide=True))
-    publish(app, redis_client, manifest())     # after the watch read the searches (none then)
+
+    frames = _frames(
+        redis_client, JobFilter(), argparse.Namespace(all=False, limit=None, every=1.0, wide=True)
+    )
+    publish(app, redis_client, manifest())  # after the watch read the searches (none then)
     out = Console(file=io.StringIO(), width=200)
     out.print(next(frames))
     text = out.file.getvalue()
@@ -264,8 +317,10 @@ def test_status_watch_folds_a_search_published_after_it_started(app, redis_clien
 
 
 def test_a_search_tables_own_owner_key_owns_its_trials(app, redis_client):
-    text = '[[jobs]]\nname = "owned"\ncommand = ["true"]\nowner = "dana"\n[jobs.search]\ntrials = 2\n' \
-           'parallel = 2\nmetric = "loss"\n[jobs.search.space]\nlr = { low = 0.0, high = 1.0 }\n'
+    text = (
+        '[[jobs]]\nname = "owned"\ncommand = ["true"]\nowner = "dana"\n[jobs.search]\ntrials = 2\n'
+        'parallel = 2\nmetric = "loss"\n[jobs.search.space]\nlr = { low = 0.0, high = 1.0 }\n'
+    )
     m = loads(text, "m.toml")
     publish(app, redis_client, m, owner="erin")
     view = read_search(redis_client, m.searches[0].search_id)

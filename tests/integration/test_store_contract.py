@@ -1,4 +1,5 @@
 """One contract for every artifact store, run against a directory and a real S3 server."""
+
 from __future__ import annotations
 
 import hashlib
@@ -42,7 +43,10 @@ class StoreContract:
     def test_a_put_bundle_then_verifies(self, store, made_bundle):
         stored = store.put_bundle(KIND, made_bundle.path, made_bundle.sha256, {"job": "j1"})
         assert (stored.sha256, stored.size, stored.existed) == (
-            made_bundle.sha256, made_bundle.size, False)
+            made_bundle.sha256,
+            made_bundle.size,
+            False,
+        )
         assert stored.uri == store.uri_for(KIND, made_bundle.sha256)
         assert store.verify(KIND, made_bundle.sha256)
 
@@ -71,7 +75,9 @@ class StoreContract:
         assert meta["job"] == "j1" and meta["kind"] == KIND
         assert (meta["sha256"], meta["size"]) == (made_bundle.sha256, made_bundle.size)
         bundle_key = store.bundle_key(KIND, made_bundle.sha256)
-        assert store.meta_key(KIND, made_bundle.sha256) == bundle_key.replace(BUNDLE_NAME, META_NAME)
+        assert store.meta_key(KIND, made_bundle.sha256) == bundle_key.replace(
+            BUNDLE_NAME, META_NAME
+        )
 
     def test_list_artifacts_sees_a_stored_bundle(self, store, made_bundle):
         assert store.list_artifacts() == []
@@ -150,8 +156,9 @@ class StoreContract:
 
     # --- staging: a run's bundle is listed only once its record names it -------------
     def test_a_staged_bundle_is_not_listed_and_names_the_uri_it_will_have(self, store, made_bundle):
-        staged = store.stage_bundle("tok1", KIND, made_bundle.path, made_bundle.sha256,
-                                    {"job_id": "j1"})
+        staged = store.stage_bundle(
+            "tok1", KIND, made_bundle.path, made_bundle.sha256, {"job_id": "j1"}
+        )
         assert staged.uri == store.uri_for(KIND, made_bundle.sha256)
         assert staged.size == made_bundle.size
         assert store.list_artifacts() == [] and not store.verify(KIND, made_bundle.sha256)
@@ -160,19 +167,24 @@ class StoreContract:
         store.stage_bundle("tok1", KIND, made_bundle.path, made_bundle.sha256, {"job_id": "j1"})
         [staged] = store.staged()
         assert (staged.token, staged.kind, staged.sha256, staged.job_id) == (
-            "tok1", KIND, made_bundle.sha256, "j1")
+            "tok1",
+            KIND,
+            made_bundle.sha256,
+            "j1",
+        )
         assert staged.staged_at is not None
 
     def test_promote_makes_the_staged_bundle_the_listed_artifact_once(self, store, made_bundle):
         store.stage_bundle("tok1", KIND, made_bundle.path, made_bundle.sha256, {"job_id": "j1"})
         store.promote("tok1", KIND, made_bundle.sha256)
-        store.promote("tok1", KIND, made_bundle.sha256)    # a retry: nothing more to do
+        store.promote("tok1", KIND, made_bundle.sha256)  # a retry: nothing more to do
         [listed] = store.list_artifacts()
         assert listed["sha256"] == made_bundle.sha256 and listed["job_id"] == "j1"
         assert store.verify(KIND, made_bundle.sha256) and store.staged() == []
 
     def test_a_discarded_staged_bundle_leaves_nothing_and_a_second_discard_is_no_error(
-            self, store, made_bundle):
+        self, store, made_bundle
+    ):
         store.stage_bundle("tok1", KIND, made_bundle.path, made_bundle.sha256, {"job_id": "j1"})
         store.discard("tok1", KIND, made_bundle.sha256)
         store.discard("tok1", KIND, made_bundle.sha256)
@@ -208,15 +220,21 @@ class TestS3Store(StoreContract):
     def store(self, s3_store) -> S3Store:
         # Versioning makes every write visible as a new VersionId (see `stamp`).
         s3_store._client.put_bucket_versioning(
-            Bucket=s3_store.bucket, VersioningConfiguration={"Status": "Enabled"})
+            Bucket=s3_store.bucket, VersioningConfiguration={"Status": "Enabled"}
+        )
         return s3_store
 
     def stamp(self, store, key):
         return store._client.head_object(Bucket=store.bucket, Key=key)["VersionId"]
 
     def test_a_large_bundle_goes_up_in_verified_parts(self, s3_server, s3_store, tmp_path):
-        store = S3Store(s3_store.bucket, "big", client=s3_store._client,
-                        part_bytes=5 << 20, single_put_max_bytes=5 << 20)
+        store = S3Store(
+            s3_store.bucket,
+            "big",
+            client=s3_store._client,
+            part_bytes=5 << 20,
+            single_put_max_bytes=5 << 20,
+        )
         path = tmp_path / "big.tar.zst"
         path.write_bytes(os.urandom(11 << 20))
         sha = sha256_file(path)
@@ -225,8 +243,13 @@ class TestS3Store(StoreContract):
         assert store.put_bundle(KIND, path, sha, {}).existed
 
     def test_a_wrong_sha256_on_a_multipart_upload_stores_nothing(self, s3_store, tmp_path):
-        store = S3Store(s3_store.bucket, "big", client=s3_store._client,
-                        part_bytes=5 << 20, single_put_max_bytes=5 << 20)
+        store = S3Store(
+            s3_store.bucket,
+            "big",
+            client=s3_store._client,
+            part_bytes=5 << 20,
+            single_put_max_bytes=5 << 20,
+        )
         path = tmp_path / "big.tar.zst"
         path.write_bytes(os.urandom(11 << 20))
         with pytest.raises(DigestMismatch):
@@ -236,14 +259,21 @@ class TestS3Store(StoreContract):
         assert uploads.get("Uploads", []) == []
 
     def test_a_file_that_changes_while_it_goes_up_in_parts_is_not_kept(self, s3_store, tmp_path):
-        store = S3Store(s3_store.bucket, "big", s3_store._client, part_bytes=5 << 20, single_put_max_bytes=5 << 20)
+        store = S3Store(
+            s3_store.bucket,
+            "big",
+            s3_store._client,
+            part_bytes=5 << 20,
+            single_put_max_bytes=5 << 20,
+        )
         path = tmp_path / "big.tar.zst"
         path.write_bytes(os.urandom(11 << 20))
         sha = sha256_file(path)
 
-        def overwrite_the_start(**_):   # after the store hashed the file, before a part is read
+        def overwrite_the_start(**_):  # after the store hashed the file, before a part is read
             with open(path, "r+b") as f:
                 f.write(os.urandom(1 << 20))
+
         store._client.meta.events.register("before-call.s3.UploadPart", overwrite_the_start)
         with pytest.raises(DigestMismatch, match="checksum of part checksums"):
             store.put_bundle(KIND, path, sha, {})
@@ -261,6 +291,7 @@ class TestS3Store(StoreContract):
 
 
 # --- open_store -------------------------------------------------------------------
+
 
 def test_open_store_reads_a_file_url(tmp_path):
     store = open_store(StoreSettings(url=tmp_path.as_uri()))
@@ -284,7 +315,10 @@ def test_open_store_reads_an_s3_url_with_its_endpoint(s3_server):
     store = open_store(StoreSettings.from_env(s3_server.env, url="s3://fleet-open/runs/x"))
     assert isinstance(store, S3Store)
     assert (store.bucket, store.prefix, store.endpoint) == (
-        "fleet-open", "runs/x", s3_server.endpoint_url)
+        "fleet-open",
+        "runs/x",
+        s3_server.endpoint_url,
+    )
     store.ping()
 
 
@@ -293,8 +327,15 @@ def test_open_store_rejects_an_unknown_scheme_naming_the_variable():
         open_store(StoreSettings.from_env({"FLEET_STORE_URL": "gs://bucket/x"}))
 
 
-@pytest.mark.parametrize("url", ["gs://tok:hunter2-xyz@bucket/x", "file://u:hunter2-xyz@remote/dir",
-                                 "s3://AKIA:hunter2-xyz@bucket/prefix", "https://hunter2-xyz@host/store"])
+@pytest.mark.parametrize(
+    "url",
+    [
+        "gs://tok:hunter2-xyz@bucket/x",
+        "file://u:hunter2-xyz@remote/dir",
+        "s3://AKIA:hunter2-xyz@bucket/prefix",
+        "https://hunter2-xyz@host/store",
+    ],
+)
 def test_open_store_errors_show_the_url_masked(url):
     with pytest.raises(StoreError) as e:
         open_store(StoreSettings.from_env({"FLEET_STORE_URL": url}))
@@ -302,6 +343,7 @@ def test_open_store_errors_show_the_url_masked(url):
 
 
 # --- data.fetch ---------------------------------------------------------------------
+
 
 def test_fetch_returns_a_local_path_as_it_is(tmp_path):
     data = tmp_path / "train.csv"

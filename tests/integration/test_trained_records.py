@@ -1,4 +1,5 @@
 """The trained marker and the checkpoint record on a real Redis (lua/trained.lua, checkpoint.lua)."""
+
 import time
 
 import pytest
@@ -59,7 +60,7 @@ def test_the_restarted_host_resumes_its_trained_run_under_the_same_token(records
     claim(records, job)
     records.mark_trained(job, "tok1", "w1", "/w/run", 60)
     expire_lease(records, job)
-    assert records.resume_trained(job, "tok2", "w1", "/w/run") == "running"    # not that run's token
+    assert records.resume_trained(job, "tok2", "w1", "/w/run") == "running"  # not that run's token
     assert records.resume_trained(job, "tok1", "w1", "/w/run") == "ok"
     assert records.r.get(C.LEASE_KEY + job) == "tok1"
     assert records.finish(job, "tok1", JobState.SUCCEEDED)
@@ -72,7 +73,7 @@ def test_a_trained_job_handed_on_but_not_yet_claimed_can_still_be_resumed_by_its
     time.sleep(0.2)
     records.reap()
     assert records.get(job).state is JobState.QUEUED
-    assert records.resume_trained(job, "tok1", "w2", "/w/run") == "queued"     # another host's dir
+    assert records.resume_trained(job, "tok1", "w2", "/w/run") == "queued"  # another host's dir
     assert records.resume_trained(job, "tok1", "w1", "/w/run") == "ok"
     rec = records.get(job)
     assert rec.state is JobState.RUNNING and rec.worker == "w1"
@@ -110,7 +111,9 @@ def test_a_checkpoint_survives_a_requeue_and_is_dropped_only_after_success(recor
     assert records.drop_checkpoint(job)["key"] == "k1" and records.checkpoint(job) is None
 
 
-def test_a_requeued_job_starts_from_scratch_without_the_old_checkpoint_or_trained_marker(records, job):
+def test_a_requeued_job_starts_from_scratch_without_the_old_checkpoint_or_trained_marker(
+    records, job
+):
     claim(records, job)
     records.record_checkpoint(job, "tok1", {"key": "k1", "sha256": "a"})
     records.mark_trained(job, "tok1", "w1", "/w/run", 60)

@@ -1,4 +1,5 @@
 """``python -m trainers.run`` as a real subprocess on the example data, as a worker runs it."""
+
 from __future__ import annotations
 
 import hashlib
@@ -22,18 +23,43 @@ DATA = ROOT / "examples" / "data"
 RUN_TIMEOUT_S = 120
 
 
-def run_trainer(tmp_path: Path, model: str, hyper: dict, data: Path, *, device: str = "cpu",
-                seed: int = 7, out: str = "out") -> tuple[subprocess.CompletedProcess, Path]:
-    spec = {"model": model, "hyper": hyper, "seed": seed, "data": f"s3://bucket/{data.name}",
-            "job_id": "job-1", "name": f"{model}-test"}
+def run_trainer(
+    tmp_path: Path,
+    model: str,
+    hyper: dict,
+    data: Path,
+    *,
+    device: str = "cpu",
+    seed: int = 7,
+    out: str = "out",
+) -> tuple[subprocess.CompletedProcess, Path]:
+    spec = {
+        "model": model,
+        "hyper": hyper,
+        "seed": seed,
+        "data": f"s3://bucket/{data.name}",
+        "job_id": "job-1",
+        "name": f"{model}-test",
+    }
     spec_path = tmp_path / f"{out}-spec.json"
     spec_path.write_text(json.dumps(spec))
     output_dir = tmp_path / out
-    env = {**os.environ, "FLEET_JOB_SPEC": str(spec_path), "FLEET_DATA_PATH": str(data),
-           "FLEET_OUTPUT_DIR": str(output_dir), "FLEET_DEVICE": device,
-           "PYTHONPATH": os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")]))}
-    done = subprocess.run([sys.executable, "-m", "trainers.run"], env=env, cwd=ROOT,
-                          capture_output=True, text=True, timeout=RUN_TIMEOUT_S)
+    env = {
+        **os.environ,
+        "FLEET_JOB_SPEC": str(spec_path),
+        "FLEET_DATA_PATH": str(data),
+        "FLEET_OUTPUT_DIR": str(output_dir),
+        "FLEET_DEVICE": device,
+        "PYTHONPATH": os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")])),
+    }
+    done = subprocess.run(
+        [sys.executable, "-m", "trainers.run"],
+        env=env,
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=RUN_TIMEOUT_S,
+    )
     return done, output_dir
 
 
@@ -49,8 +75,9 @@ def assert_trained(done: subprocess.CompletedProcess, output_dir: Path, model_fi
 
 
 def test_gbt_trains_a_classifier_on_moons_csv_and_the_model_loads(tmp_path):
-    done, out = run_trainer(tmp_path, "gbt", {"n_estimators": 30, "early_stopping_rounds": 5},
-                            DATA / "moons.csv")
+    done, out = run_trainer(
+        tmp_path, "gbt", {"n_estimators": 30, "early_stopping_rounds": 5}, DATA / "moons.csv"
+    )
     metrics = assert_trained(done, out, "model.ubj")
     assert metrics["device"] == "cpu" and metrics["task"] == "classification"
     assert metrics["n_train"] == 1600 and metrics["n_valid"] == 400
@@ -100,8 +127,9 @@ def test_gbt_trains_a_regressor_on_housing(tmp_path):
 
 
 def test_mlp_trains_a_classifier_on_moons_parquet_and_the_model_loads(tmp_path):
-    done, out = run_trainer(tmp_path, "mlp", {"epochs": 3, "hidden_sizes": "16,8"},
-                            DATA / "moons.parquet")
+    done, out = run_trainer(
+        tmp_path, "mlp", {"epochs": 3, "hidden_sizes": "16,8"}, DATA / "moons.parquet"
+    )
     metrics = assert_trained(done, out, "model.pt")
     assert metrics["device"] == "cpu" and metrics["epochs"] == 3
     for part in ("train", "valid"):
@@ -136,8 +164,7 @@ def test_asking_for_cuda_without_a_gpu_warns_and_trains_on_cpu(tmp_path):
 
     if torch.cuda.is_available():
         pytest.skip("a GPU is present; this test is about its absence")
-    done, out = run_trainer(tmp_path, "gbt", {"n_estimators": 3}, DATA / "moons.csv",
-                            device="cuda")
+    done, out = run_trainer(tmp_path, "gbt", {"n_estimators": 3}, DATA / "moons.csv", device="cuda")
     metrics = assert_trained(done, out, "model.ubj")
     assert "warning" in done.stdout and "training on cpu" in done.stdout
     assert metrics["device"] == "cpu" and metrics["device_requested"] == "cuda"

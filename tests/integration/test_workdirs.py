@@ -1,4 +1,5 @@
 """Run folders: locked while their worker lives, found dead after a SIGKILL, exit status on disk."""
+
 from __future__ import annotations
 
 import json
@@ -39,7 +40,7 @@ def test_a_live_workers_run_folder_is_left_alone_and_a_killed_ones_is_found_dead
         worker.wait()
     (run,) = list(workdirs.dead(tmp_path))
     assert run.work == work and run.info == {"token": "t"} and run.returncode is None
-    assert not list(workdirs.dead(tmp_path))      # locked by us until removed
+    assert not list(workdirs.dead(tmp_path))  # locked by us until removed
     workdirs.remove(run.work)
     assert not work.parent.exists()
 
@@ -63,15 +64,31 @@ def test_an_old_run_folder_without_run_json_is_removed_and_a_young_one_kept(tmp_
 
 def test_the_supervisor_writes_the_jobs_exit_status_before_the_worker_hears_of_it(tmp_path):
     exit_file = tmp_path / "exit.json"
-    out = runner.run(["bash", "-c", "exit 3"], env={"PATH": "/usr/bin:/bin"}, cwd=str(tmp_path), timeout_s=None,
-                     on_tick=lambda p: None, stop=threading.Event(), tick_s=0.2, exit_file=str(exit_file))
+    out = runner.run(
+        ["bash", "-c", "exit 3"],
+        env={"PATH": "/usr/bin:/bin"},
+        cwd=str(tmp_path),
+        timeout_s=None,
+        on_tick=lambda p: None,
+        stop=threading.Event(),
+        tick_s=0.2,
+        exit_file=str(exit_file),
+    )
     assert out.returncode == 3 and json.loads(exit_file.read_text())["returncode"] == 3
 
 
 def test_a_job_stopped_by_the_worker_leaves_no_exit_status(tmp_path):
     exit_file = tmp_path / "exit.json"
-    out = runner.run(["sleep", "30"], env={"PATH": "/usr/bin:/bin"}, cwd=str(tmp_path), timeout_s=None,
-                     on_tick=lambda p: "cancelled", stop=threading.Event(), tick_s=0.2, exit_file=str(exit_file))
+    out = runner.run(
+        ["sleep", "30"],
+        env={"PATH": "/usr/bin:/bin"},
+        cwd=str(tmp_path),
+        timeout_s=None,
+        on_tick=lambda p: "cancelled",
+        stop=threading.Event(),
+        tick_s=0.2,
+        exit_file=str(exit_file),
+    )
     assert out.stopped == "cancelled" and not exit_file.exists()
 
 
@@ -88,7 +105,14 @@ def test_a_released_dead_run_folder_is_kept_and_found_again(tmp_path):
 
 
 def test_an_exit_status_that_cannot_be_written_does_not_change_the_jobs_outcome(tmp_path):
-    out = runner.run(["true"], env={"PATH": "/usr/bin:/bin"}, cwd=str(tmp_path), timeout_s=None,
-                     on_tick=lambda p: None, stop=threading.Event(), tick_s=0.2,
-                     exit_file=str(tmp_path / "missing" / "exit.json"))
+    out = runner.run(
+        ["true"],
+        env={"PATH": "/usr/bin:/bin"},
+        cwd=str(tmp_path),
+        timeout_s=None,
+        on_tick=lambda p: None,
+        stop=threading.Event(),
+        tick_s=0.2,
+        exit_file=str(tmp_path / "missing" / "exit.json"),
+    )
     assert out.returncode == 0 and any("cannot record the exit status" in line for line in out.tail)

@@ -1,5 +1,6 @@
 """Manifests for the manifest tests: two valid jobs to append keys to, and helpers that write
 a manifest (with the data files it names) to tmp_path and load it as publish does."""
+
 from pathlib import Path
 from textwrap import dedent
 
@@ -23,7 +24,7 @@ COMMAND = """
 name = "a"
 command = ["python", "train.py"]
 """
-CPU_ONLY = "[tiers.small]\nmin_cores = 1\n"   # a [tiers] table without a CUDA tier
+CPU_ONLY = "[tiers.small]\nmin_cores = 1\n"  # a [tiers] table without a CUDA tier
 
 
 # the data files the job tables name, next to each manifest (a missing one is an error)

@@ -1,4 +1,5 @@
 """The worker's gate over its resource pool (tasks.admission): what it consumes, reserves, frees."""
+
 from __future__ import annotations
 
 import threading
@@ -33,7 +34,7 @@ def test_a_release_frees_the_grant_and_wakes_the_consumer():
     assert g.consumable(["cuda"]) == []
     g.release("t1")
     assert g.consumable(["cuda"]) == ["cuda"] and woken == [1]
-    g.release("t1")                 # acked twice: nothing more to free, nobody woken
+    g.release("t1")  # acked twice: nothing more to free, nobody woken
     assert woken == [1]
 
 
@@ -47,7 +48,10 @@ def test_a_delivery_taken_twice_holds_one_grant():
 def test_concurrent_takes_never_oversubscribe():
     g = gate()
     got = []
-    threads = [threading.Thread(target=lambda i=i: got.append(g.take(f"t{i}", Demand(gpus=1)))) for i in range(8)]
+    threads = [
+        threading.Thread(target=lambda i=i: got.append(g.take(f"t{i}", Demand(gpus=1))))
+        for i in range(8)
+    ]
     for t in threads:
         t.start()
     for t in threads:

@@ -1,4 +1,5 @@
 """core.files: the one write-then-rename."""
+
 import os
 import stat
 

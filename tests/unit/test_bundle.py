@@ -1,4 +1,5 @@
 """Bundles: round trips, digests computed in one pass, reproducible bytes, safe extraction."""
+
 from __future__ import annotations
 
 import hashlib
@@ -127,14 +128,17 @@ def test_a_file_named_meta_json_is_refused(tmp_path):
         bundle([(META_NAME, path)], {}, tmp_path / "b.tar.zst")
 
 
-@pytest.mark.parametrize("globs, expected", [
-    ([], ["config.json", "empty.txt", "logs/train.log", "model.bin"]),
-    (["*.json"], ["config.json"]),
-    (["**/*.log"], ["logs/train.log"]),
-    (["*.bin", "*.bin", "model.*"], ["model.bin"]),
-    (["logs/*", "*.json"], ["config.json", "logs/train.log"]),
-    (["*.missing"], []),
-])
+@pytest.mark.parametrize(
+    "globs, expected",
+    [
+        ([], ["config.json", "empty.txt", "logs/train.log", "model.bin"]),
+        (["*.json"], ["config.json"]),
+        (["**/*.log"], ["logs/train.log"]),
+        (["*.bin", "*.bin", "model.*"], ["model.bin"]),
+        (["logs/*", "*.json"], ["config.json", "logs/train.log"]),
+        (["*.missing"], []),
+    ],
+)
 def test_collect_matches_globs_sorted_and_deduplicated(run_dir, globs, expected):
     assert [name for name, _ in collect(run_dir, globs)] == expected
 
@@ -153,8 +157,8 @@ def test_collect_refuses_a_glob_that_leaves_the_job_directory(run_dir, glob):
 def test_collect_leaves_out_symlinks_that_resolve_outside_the_job_directory(run_dir, caplog):
     secret = write(run_dir.parent, "secrets/key.pem", b"private")
     (run_dir / "out").mkdir()
-    (run_dir / "out" / "key.pem").symlink_to(secret)           # a file link out
-    (run_dir / "out" / "all").symlink_to(secret.parent)        # a directory link out
+    (run_dir / "out" / "key.pem").symlink_to(secret)  # a file link out
+    (run_dir / "out" / "all").symlink_to(secret.parent)  # a directory link out
     (run_dir / "out" / "cfg.json").symlink_to(run_dir / "config.json")  # a link that stays inside
     names = [name for name, _ in collect(run_dir, ["out/**/*", "**/*.pem"])]
     assert names == ["out/cfg.json"]
@@ -193,6 +197,7 @@ def test_verify_bundle_names_both_digests_on_mismatch(run_dir, tmp_path):
 def test_a_command_jobs_output_log_is_bundled_once_even_when_its_globs_match_it(tmp_path):
     from manifest.schema import JobSpec
     from tasks.upload import files
+
     write(tmp_path, "fleet-log.txt", b"log")
     write(tmp_path, "out/r.txt", b"r")
     job = JobSpec(name="j", job_id="x" * 64, command=("true",), artifacts=("*.txt", "out/*.txt"))

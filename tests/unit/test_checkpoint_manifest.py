@@ -1,4 +1,5 @@
 """A job's checkpoint dir: a relative folder inside its work dir, outside the job ID."""
+
 import pytest
 
 from core.errors import ManifestError
@@ -8,16 +9,34 @@ from manifest.checkpoint import checkpoint_dir, checkpoint_problem
 JOB = '[[jobs]]\nname = "a"\ncommand = ["true"]\n'
 
 
-@pytest.mark.parametrize("value, normal", [("ckpt/", "ckpt"), ("./ckpt", "ckpt"), ("state/latest", "state/latest"),
-                                           ("ckpt/./x/", "ckpt/x")])
+@pytest.mark.parametrize(
+    "value, normal",
+    [
+        ("ckpt/", "ckpt"),
+        ("./ckpt", "ckpt"),
+        ("state/latest", "state/latest"),
+        ("ckpt/./x/", "ckpt/x"),
+    ],
+)
 def test_a_relative_folder_is_accepted_in_its_normal_form(value, normal):
     assert checkpoint_problem(value) is None and checkpoint_dir(value) == normal
 
 
-@pytest.mark.parametrize("value, says", [("", "empty"), ("  ", "empty"), ("/ckpt", "relative"),
-                                         ("~/ckpt", "relative"), ("..", "inside"), ("a/../../b", "inside"),
-                                         (".", "inside"), ("out/ckpt", "'out'"), ("job.json", "'job.json'"),
-                                         ("c:\\ckpt", "relative")])
+@pytest.mark.parametrize(
+    "value, says",
+    [
+        ("", "empty"),
+        ("  ", "empty"),
+        ("/ckpt", "relative"),
+        ("~/ckpt", "relative"),
+        ("..", "inside"),
+        ("a/../../b", "inside"),
+        (".", "inside"),
+        ("out/ckpt", "'out'"),
+        ("job.json", "'job.json'"),
+        ("c:\\ckpt", "relative"),
+    ],
+)
 def test_a_path_outside_the_work_dir_or_on_the_workers_files_is_refused(value, says):
     message, fix = checkpoint_problem(value)
     assert says in message and "checkpoint =" in fix

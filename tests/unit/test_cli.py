@@ -1,4 +1,5 @@
 """The fleet CLI where no server is needed: offline plans and broken manifests."""
+
 import json
 from pathlib import Path
 
@@ -7,7 +8,7 @@ import pytest
 from fleet import cli
 
 EXAMPLE = str(Path(__file__).resolve().parents[2] / "examples" / "manifest.toml")
-NOWHERE = "redis://127.0.0.1:1/0"   # nothing listens on port 1: refused at once
+NOWHERE = "redis://127.0.0.1:1/0"  # nothing listens on port 1: refused at once
 
 
 @pytest.fixture
@@ -37,10 +38,16 @@ def test_an_offline_dry_run_lists_a_search_as_a_row_beside_its_space(unreachable
     assert [(r["name"], r["action"]) for r in rows] == [("tune-wine", "publish")]
     assert cli.main(["publish", tune, "--dry-run"]) == 0
     out = capsys.readouterr().out
-    assert "new search: 16 trials" in out and "learning_rate: log-uniform" in out and "1 to publish" in out
+    assert (
+        "new search: 16 trials" in out
+        and "learning_rate: log-uniform" in out
+        and "1 to publish" in out
+    )
 
 
-def test_a_real_publish_with_redis_unreachable_fails_naming_the_variable(unreachable_broker, capsys):
+def test_a_real_publish_with_redis_unreachable_fails_naming_the_variable(
+    unreachable_broker, capsys
+):
     assert cli.main(["publish", EXAMPLE]) == 1
     assert "FLEET_BROKER_URL" in capsys.readouterr().err
 
@@ -50,9 +57,13 @@ def test_sweep_names_show_in_tables_as_written_not_as_markup(unreachable_broker,
     assert "gbt-breast-cancer[seed=0]" in capsys.readouterr().out
 
 
-def test_a_long_plan_prints_counts_per_queue_and_sweep_and_the_first_rows_only(unreachable_broker, capsys, tmp_path):
+def test_a_long_plan_prints_counts_per_queue_and_sweep_and_the_first_rows_only(
+    unreachable_broker, capsys, tmp_path
+):
     m = tmp_path / "big.toml"
-    m.write_text(f'[[jobs]]\nname = "many"\ncommand = ["true"]\n[jobs.sweep]\nseed = {list(range(1000))}\n')
+    m.write_text(
+        f'[[jobs]]\nname = "many"\ncommand = ["true"]\n[jobs.sweep]\nseed = {list(range(1000))}\n'
+    )
     assert cli.main(["publish", str(m), "--dry-run"]) == 0
     out = capsys.readouterr().out
     assert "1,000 jobs, summarised" in out and "per queue" in out and "per sweep" in out
@@ -68,10 +79,15 @@ def _json_plan(path, capsys) -> str:
 
 def test_every_option_of_every_verb_has_a_help_text():
     from fleet.cli import build_parser
+
     parser = build_parser()
     sub = next(a for a in parser._actions if a.__class__.__name__ == "_SubParsersAction")
-    missing = [f"{name} {a.option_strings or a.dest}" for name, sp in sub.choices.items()
-               for a in sp._actions if a.help is None]
+    missing = [
+        f"{name} {a.option_strings or a.dest}"
+        for name, sp in sub.choices.items()
+        for a in sp._actions
+        if a.help is None
+    ]
     assert not missing
 
 
@@ -79,9 +95,15 @@ def test_fleet_local_shows_its_store_url_masked(capsys):
     from types import SimpleNamespace
 
     from fleet.cli.local import ConsoleShow
-    fleet = SimpleNamespace(server=SimpleNamespace(url="redis://127.0.0.1:6400/0", data_dir="/d/redis"),
-                            store_url="https://hunter2-token@store.example/runs", workers={"local-cpu": None},
-                            root=Path("/d"), notes=(), node_host="box-1a2b3c")
+
+    fleet = SimpleNamespace(
+        server=SimpleNamespace(url="redis://127.0.0.1:6400/0", data_dir="/d/redis"),
+        store_url="https://hunter2-token@store.example/runs",
+        workers={"local-cpu": None},
+        root=Path("/d"),
+        notes=(),
+        node_host="box-1a2b3c",
+    )
     ConsoleShow().started(fleet, SimpleNamespace(took_over=None))
     out = capsys.readouterr().out
     assert "store https://***@store.example/runs" in out and "hunter2" not in out
@@ -89,6 +111,7 @@ def test_fleet_local_shows_its_store_url_masked(capsys):
 
 def test_fleet_version_prints_the_installed_version_and_exits_zero(capsys):
     from importlib import metadata
+
     with pytest.raises(SystemExit) as done:
         cli.main(["--version"])
     assert done.value.code == 0
@@ -97,6 +120,7 @@ def test_fleet_version_prints_the_installed_version_and_exits_zero(capsys):
 
 def test_a_local_fleet_keeps_its_port_and_says_so_when_another_program_took_it(tmp_path):
     from fleet.localaddr import choose_port
+
     assert choose_port(tmp_path, None, lambda p: True, lambda: 4242) == (4242, "")
     assert choose_port(tmp_path, 6390, lambda p: True, lambda: 4242) == (6390, "")
     port, note = choose_port(tmp_path, 6390, lambda p: False, lambda: 4242)
@@ -106,13 +130,16 @@ def test_a_local_fleet_keeps_its_port_and_says_so_when_another_program_took_it(t
 
 def test_each_folders_local_workers_carry_a_tag_of_that_folder(tmp_path):
     from fleet.localaddr import folder_tag
+
     assert folder_tag(tmp_path / "a") != folder_tag(tmp_path / "b")
     assert folder_tag(tmp_path / "a") == folder_tag(tmp_path / "x" / ".." / "a")
 
 
 def test_fleet_help_fits_80_columns_and_names_verbs_without_listing_them_in_the_usage_line(
-        monkeypatch, capsys):
+    monkeypatch, capsys
+):
     from fleet.cli import build_parser
+
     monkeypatch.setenv("COLUMNS", "80")
     with pytest.raises(SystemExit):
         build_parser().parse_args(["--help"])

@@ -1,5 +1,6 @@
 """The status table at 80 and 100 columns: names, IDs, states and hosts stay whole, IDs are
 unique prefixes, errors get their own line; --wide shows every column."""
+
 import io
 
 import pytest
@@ -10,20 +11,46 @@ from fleet.query import jobs as Q
 from state.jobrecord import JobRecord, JobState, RunEnd
 
 NOW = 1_700_000_000.0
-ERROR = ("job gbt-breast-cancer[max_depth=2,seed=0] (b22a6aa4039b) exited with status 1; last output:\n"
-         "Traceback (most recent call last):\nValueError: learning_rate must be > 0, got -0.1 in the manifest")
+ERROR = (
+    "job gbt-breast-cancer[max_depth=2,seed=0] (b22a6aa4039b) exited with status 1; last output:\n"
+    "Traceback (most recent call last):\nValueError: learning_rate must be > 0, got -0.1 in the manifest"
+)
 ROWS = [
-    JobRecord("b0f99a1111aa", "gbt-breast-cancer[max_depth=2,seed=0]", JobState.FAILED, "cpu", 1,
-              "local-cpu",
-             started_at=NOW - 20, finished_at=NOW - 5, last_error=ERROR, end=RunEnd.FAILED,
-              end_reason="exit 1: ValueError: learning_rate must be > 0, got -0.1 in the manifest"),
-    JobRecord("b0f99b2222bb", "mlp-diabetes-large", JobState.RUNNING, "cuda-large", 1,
-              "local-cuda-large",
-             started_at=NOW - 30, progress={"metrics": {"epoch": 3, "train_loss": 0.51234}}),
-    JobRecord("c1d2e3f4a5b6", "gbt-diabetes-prefers-gpu", JobState.SUCCEEDED, "cuda", 1,
-              "local-cuda",
-             started_at=NOW - 60, finished_at=NOW - 50, artifact={"sha256": "ab" * 32},
-             result={"metrics": {"train_loss": 38.76, "valid_loss": 55.43}}),
+    JobRecord(
+        "b0f99a1111aa",
+        "gbt-breast-cancer[max_depth=2,seed=0]",
+        JobState.FAILED,
+        "cpu",
+        1,
+        "local-cpu",
+        started_at=NOW - 20,
+        finished_at=NOW - 5,
+        last_error=ERROR,
+        end=RunEnd.FAILED,
+        end_reason="exit 1: ValueError: learning_rate must be > 0, got -0.1 in the manifest",
+    ),
+    JobRecord(
+        "b0f99b2222bb",
+        "mlp-diabetes-large",
+        JobState.RUNNING,
+        "cuda-large",
+        1,
+        "local-cuda-large",
+        started_at=NOW - 30,
+        progress={"metrics": {"epoch": 3, "train_loss": 0.51234}},
+    ),
+    JobRecord(
+        "c1d2e3f4a5b6",
+        "gbt-diabetes-prefers-gpu",
+        JobState.SUCCEEDED,
+        "cuda",
+        1,
+        "local-cuda",
+        started_at=NOW - 60,
+        finished_at=NOW - 50,
+        artifact={"sha256": "ab" * 32},
+        result={"metrics": {"train_loss": 38.76, "valid_loss": 55.43}},
+    ),
     JobRecord("d4e5f6a7b8c9", "mlp-wine", JobState.QUEUED, "cuda", 0, "", created_at=NOW - 12),
 ]
 
@@ -48,24 +75,44 @@ def test_at_80_and_100_columns_names_hosts_and_states_stay_whole(width):
 def test_ids_are_the_shortest_unique_prefix_and_errors_have_their_own_line(width):
     text = text_at(width)
     assert "b0f99a " in text and "b0f99b " in text
-    assert "\ngbt-breast-cancer[max_depth=2,seed=0]: exit 1: ValueError: learning_rate must be" in text
-    assert "\nmlp-diabetes-large: train_loss=0.5123 epoch=3" in text     # too narrow for a notes column
+    assert (
+        "\ngbt-breast-cancer[max_depth=2,seed=0]: exit 1: ValueError: learning_rate must be" in text
+    )
+    assert (
+        "\nmlp-diabetes-large: train_loss=0.5123 epoch=3" in text
+    )  # too narrow for a notes column
 
 
 def test_a_terminal_of_120_columns_shows_notes_it_would_cut_and_the_error_below_it():
     text = text_at(120)
     assert "\nmlp-diabetes-large: train_loss=0.5123 epoch=3" in text and "…" not in text
-    assert "\ngbt-breast-cancer[max_depth=2,seed=0]: exit 1: ValueError: learning_rate must be > 0" in text
+    assert (
+        "\ngbt-breast-cancer[max_depth=2,seed=0]: exit 1: ValueError: learning_rate must be > 0"
+        in text
+    )
     assert max(len(line) for line in text.splitlines()) <= 120
 
 
 def test_fit_columns_keeps_the_essentials_and_adds_the_rest_in_order_while_they_fit():
     from fleet.cli.jobs import STATUS
+
     fit_columns = STATUS.fit
-    natural = {"job": 20, "id": 6, "state": 9, "owner": 8, "queue": 10, "tries": 5, "worker": 16, "time": 16,
-               "progress / error": 40, "artifact": 12}
+    natural = {
+        "job": 20,
+        "id": 6,
+        "state": 9,
+        "owner": 8,
+        "queue": 10,
+        "tries": 5,
+        "worker": 16,
+        "time": 16,
+        "progress / error": 40,
+        "artifact": 12,
+    }
     assert list(fit_columns(natural, 60)) == ["job", "id", "state", "worker"]
-    assert fit_columns(natural, 80)["time"] == 16 and "progress / error" not in fit_columns(natural, 80)
+    assert fit_columns(natural, 80)["time"] == 16 and "progress / error" not in fit_columns(
+        natural, 80
+    )
     assert fit_columns(natural, 100)["progress / error"] == 100 - (20 + 6 + 9 + 16 + 16) - 3 * 5
 
 
@@ -83,40 +130,61 @@ def test_wide_shows_queue_tries_and_artifact():
 
 def test_fleet_local_progress_shows_counts_then_each_running_jobs_time_host_and_progress():
     from fleet.cli.local import progress_lines
+
     console = Console(width=100, record=True, file=io.StringIO(), color_system=None)
     console.print(progress_lines(Q.view(ROWS, now=NOW, limit=None)))
     text = console.export_text()
     assert text.startswith("waiting for jobs: 1 running, 1 failed, 1 queued, 1 succeeded")
-    assert "  mlp-diabetes-large  running 30s on local-cuda-large | train_loss=0.5123 epoch=3" in text
+    assert (
+        "  mlp-diabetes-large  running 30s on local-cuda-large | train_loss=0.5123 epoch=3" in text
+    )
     assert "  mlp-wine  waiting 12s" in text and "gbt-diabetes-prefers-gpu" not in text
 
 
 def test_artifacts_are_marked_current_only_for_the_jobs_whose_records_were_read():
     from fleet.query.artifacts import ArtifactRow, ArtifactsView, mark_current
-    v = ArtifactsView([ArtifactRow("a", "gbt", "s1", 1, "u1", job_id="j1"), ArtifactRow("a", "gbt", "s2", 1, "u2",
-                                                                                       job_id="j1"),
-                       ArtifactRow("b", "gbt", "s3", 1, "u3", job_id="j2")])
+
+    v = ArtifactsView(
+        [
+            ArtifactRow("a", "gbt", "s1", 1, "u1", job_id="j1"),
+            ArtifactRow("a", "gbt", "s2", 1, "u2", job_id="j1"),
+            ArtifactRow("b", "gbt", "s3", 1, "u3", job_id="j2"),
+        ]
+    )
     assert [r.current for r in mark_current(v, {"j1": "s2"}).rows] == [False, True, None]
 
 
-@pytest.mark.parametrize("field, shown", [
-    ("0:NVIDIA H100", "gpu8 (GPU 0)"),
-    ("0:NVIDIA H100,1:NVIDIA H100", "gpu8 (GPU 0,1)"),
-    ("4:A,5:A,6:A,7:A", "gpu8 (GPU 4-7)"),
-    ("0:A,2:A,3:A,4:A", "gpu8 (GPU 0,2-4)"),
-    ("", "gpu8"),
-])
+@pytest.mark.parametrize(
+    "field, shown",
+    [
+        ("0:NVIDIA H100", "gpu8 (GPU 0)"),
+        ("0:NVIDIA H100,1:NVIDIA H100", "gpu8 (GPU 0,1)"),
+        ("4:A,5:A,6:A,7:A", "gpu8 (GPU 4-7)"),
+        ("0:A,2:A,3:A,4:A", "gpu8 (GPU 0,2-4)"),
+        ("", "gpu8"),
+    ],
+)
 def test_a_running_jobs_worker_cell_names_the_gpus_it_holds(field, shown):
     from fleet.cli.jobs import worker_cell
+
     row = JobRecord("a" * 12, "ddp", JobState.RUNNING, "cuda", 1, "gpu8", gpu=field)
     assert worker_cell(row) == shown
 
 
 @pytest.mark.parametrize("width", [80, 100])
 def test_a_job_holding_four_gpus_shows_them_beside_its_host_at_80_and_100_columns(width):
-    rows = ROWS + [JobRecord("e5f6a7b8c9d0", "ddp-llama[seed=0]", JobState.RUNNING, "cuda.gpus4.vram24",
-                             1, "big4", gpu="0:NVIDIA H100,1:NVIDIA H100,2:NVIDIA H100,3:NVIDIA H100",
-                             started_at=NOW - 9)]
+    rows = ROWS + [
+        JobRecord(
+            "e5f6a7b8c9d0",
+            "ddp-llama[seed=0]",
+            JobState.RUNNING,
+            "cuda.gpus4.vram24",
+            1,
+            "big4",
+            gpu="0:NVIDIA H100,1:NVIDIA H100,2:NVIDIA H100,3:NVIDIA H100",
+            started_at=NOW - 9,
+        )
+    ]
     console = Console(width=width, record=True, file=io.StringIO(), color_system=None)
     console.print(render(Q.view(rows, now=NOW, limit=None), width=width))
     text = console.export_text()
@@ -124,8 +192,9 @@ def test_a_job_holding_four_gpus_shows_them_beside_its_host_at_80_and_100_column
 
 
 def test_status_json_and_show_list_each_gpu_a_job_holds():
-    row = JobRecord("a" * 12, "ddp", JobState.RUNNING, "cuda", 1, "gpu8",
-                    gpu="0:NVIDIA H100,1:NVIDIA H100")
+    row = JobRecord(
+        "a" * 12, "ddp", JobState.RUNNING, "cuda", 1, "gpu8", gpu="0:NVIDIA H100,1:NVIDIA H100"
+    )
     held = [{"index": 0, "name": "NVIDIA H100"}, {"index": 1, "name": "NVIDIA H100"}]
     got = Q.row_dict(row, NOW)
     assert got["gpus"] == held and got["gpu"] == "0:NVIDIA H100,1:NVIDIA H100"
@@ -133,11 +202,29 @@ def test_status_json_and_show_list_each_gpu_a_job_holds():
     assert Q.record_view({"gpu": None, "state": "queued"})["gpus"] == []
 
 
-SHORT = [JobRecord("b0f99b" + "1" * 58, "mlp-a", JobState.RUNNING, "cuda", 1, "local-cuda-large",
-                  started_at=NOW - 30, progress={"metrics": {"train_loss": 0.512345, "valid_loss": 0.61234,
-                                                             "epoch": 3}}),
-         JobRecord("c1d2e3" + "2" * 58, "gbt-b", JobState.SUCCEEDED, "cuda", 1, "local-cuda", started_at=NOW - 60,
-                  finished_at=NOW - 50, result={"metrics": {"train_loss": 38.76, "valid_loss": 55.43}})]
+SHORT = [
+    JobRecord(
+        "b0f99b" + "1" * 58,
+        "mlp-a",
+        JobState.RUNNING,
+        "cuda",
+        1,
+        "local-cuda-large",
+        started_at=NOW - 30,
+        progress={"metrics": {"train_loss": 0.512345, "valid_loss": 0.61234, "epoch": 3}},
+    ),
+    JobRecord(
+        "c1d2e3" + "2" * 58,
+        "gbt-b",
+        JobState.SUCCEEDED,
+        "cuda",
+        1,
+        "local-cuda",
+        started_at=NOW - 60,
+        finished_at=NOW - 50,
+        result={"metrics": {"train_loss": 38.76, "valid_loss": 55.43}},
+    ),
+]
 
 
 @pytest.mark.parametrize("width", [80, 100])

@@ -1,4 +1,5 @@
 """docker-compose.yml checked without a Docker engine: the Compose schema plus fleet's own rules."""
+
 from __future__ import annotations
 
 import json
@@ -84,11 +85,15 @@ def walk_strings(node, path="$"):
 
 def test_the_compose_file_is_valid_against_the_compose_specification(compose):
     if not SCHEMA_FILE.is_file():
-        missing(f"Compose schema not found at {SCHEMA_FILE} (shared/schemas/ is not beside the repo)")
+        missing(
+            f"Compose schema not found at {SCHEMA_FILE} (shared/schemas/ is not beside the repo)"
+        )
     schema = json.loads(SCHEMA_FILE.read_text(encoding="utf-8"))
     validator = jsonschema.Draft7Validator(schema)
     errors = sorted(validator.iter_errors(compose), key=lambda e: list(e.absolute_path))
-    report = "\n".join(f"{'/'.join(map(str, e.absolute_path)) or '<root>'}: {e.message}" for e in errors)
+    report = "\n".join(
+        f"{'/'.join(map(str, e.absolute_path)) or '<root>'}: {e.message}" for e in errors
+    )
     assert not errors, f"{len(errors)} schema error(s):\n{report}"
 
 
@@ -116,8 +121,9 @@ def test_every_worker_runs_celery_worker_without_a_fixed_queue_list(services):
     for name, svc in found.items():
         args = argv(svc["command"])
         assert args[:4] == ["celery", "-A", "tasks", "worker"], f"{name}: {args}"
-        assert not any(a == "-Q" or a.startswith(("-Q", "--queues")) for a in args), \
+        assert not any(a == "-Q" or a.startswith(("-Q", "--queues")) for a in args), (
             f"{name} pins its queues ({args}); routing is by detection"
+        )
 
 
 def test_workers_get_an_init_and_time_to_stop_a_job_cleanly(services):
@@ -197,7 +203,7 @@ def test_every_depends_on_target_is_a_service_of_the_file(services):
     missing = []
     for name, svc in services.items():
         deps = svc.get("depends_on") or []
-        for target in (deps if isinstance(deps, list) else deps.keys()):
+        for target in deps if isinstance(deps, list) else deps.keys():
             if target not in services:
                 missing.append(f"{name} -> {target}")
     assert not missing, missing
@@ -238,84 +244,134 @@ def named_volume_at(compose: dict, service: dict, target: str) -> str | None:
 
 def test_redis_loads_the_role_users_its_acl_service_writes_with_fleet_acl(services):
     args = argv(services["redis"]["command"])
-    assert "--requirepass" not in args, "the aclfile's default user has the administrator's password"
+    assert "--requirepass" not in args, (
+        "the aclfile's default user has the administrator's password"
+    )
     aclfile = args[args.index("--aclfile") + 1]
     init = services["redis-acl"]
     assert f"fleet acl --aclfile {aclfile}" in " ".join(argv(init["command"]))
-    assert services["redis"]["depends_on"]["redis-acl"]["condition"] == "service_completed_successfully"
+    assert (
+        services["redis"]["depends_on"]["redis-acl"]["condition"]
+        == "service_completed_successfully"
+    )
     folder = str(Path(aclfile).parent)
-    mounted = {name: {str(v).split(":")[0] for v in services[name]["volumes"] if str(v).split(":")[1] == folder}
-               for name in ("redis", "redis-acl")}
+    mounted = {
+        name: {
+            str(v).split(":")[0]
+            for v in services[name]["volumes"]
+            if str(v).split(":")[1] == folder
+        }
+        for name in ("redis", "redis-acl")
+    }
     assert mounted["redis"] and mounted["redis"] == mounted["redis-acl"], mounted
     runtime = DOCKERFILE.read_text()
-    assert re.search(rf"mkdir -p [^\n]*{folder}\b", runtime) and re.search(rf"chown [^\n]*{folder}\b", runtime), \
-        f"{folder} must exist and belong to the fleet user, which writes the aclfile there"
+    assert re.search(rf"mkdir -p [^\n]*{folder}\b", runtime) and re.search(
+        rf"chown [^\n]*{folder}\b", runtime
+    ), f"{folder} must exist and belong to the fleet user, which writes the aclfile there"
     admin = environment(init)["FLEET_ACL_ADMIN_PASSWORD"]
     assert INTERPOLATION.match(admin) and environment(services["redis"])["REDISCLI_AUTH"] == admin
 
 
-@pytest.mark.parametrize("name, role", [("worker-cpu", "worker"), ("worker-cuda", "worker"),
-                                        ("worker-cuda-large", "worker"), ("worker-gpu", "worker"),
-                                        ("flower", "readonly"), ("publisher", "operator")])
-def test_each_service_logs_in_to_redis_as_its_role_with_the_password_the_aclfile_has(services, name, role):
+@pytest.mark.parametrize(
+    "name, role",
+    [
+        ("worker-cpu", "worker"),
+        ("worker-cuda", "worker"),
+        ("worker-cuda-large", "worker"),
+        ("worker-gpu", "worker"),
+        ("flower", "readonly"),
+        ("publisher", "operator"),
+    ],
+)
+def test_each_service_logs_in_to_redis_as_its_role_with_the_password_the_aclfile_has(
+    services, name, role
+):
     from state.acl import PASSWORD_VARS, USERS, Role
+
     password = environment(services["redis-acl"])[PASSWORD_VARS[Role(role)]]
     assert INTERPOLATION.match(password), f"{role}'s password must come from the environment"
     env = environment(services[name])
     for key in ("FLEET_BROKER_URL", "FLEET_RESULT_BACKEND"):
-        assert env[key].startswith(f"redis://{USERS[Role(role)]}:{password}@redis:6379/"), f"{name}.{key}"
+        assert env[key].startswith(f"redis://{USERS[Role(role)]}:{password}@redis:6379/"), (
+            f"{name}.{key}"
+        )
 
 
 def test_every_image_pulled_from_a_registry_is_pinned_to_a_version(services):
     for name, svc in services.items():
         if "build" not in svc:
-            assert PINNED_TAG.search(svc["image"]), f"{name}: {svc['image']} is not pinned to a version"
+            assert PINNED_TAG.search(svc["image"]), (
+                f"{name}: {svc['image']} is not pinned to a version"
+            )
     base = re.search(r"^ARG PYTHON_IMAGE=(\S+)$", DOCKERFILE.read_text(), re.M).group(1)
     assert PINNED_TAG.search(base), f"Dockerfile base image {base} is not pinned"
 
 
-@pytest.mark.parametrize("name", ["redis", "minio", "flower", "worker-cpu", "worker-cuda",
-                                  "worker-cuda-large", "worker-gpu"])
+@pytest.mark.parametrize(
+    "name",
+    ["redis", "minio", "flower", "worker-cpu", "worker-cuda", "worker-cuda-large", "worker-gpu"],
+)
 def test_every_long_running_service_has_a_healthcheck(services, name):
     check = services[name].get("healthcheck") or {}
     assert check.get("test") and not check.get("disable"), name
 
 
-def test_flower_asks_for_a_password_listens_in_its_container_and_keeps_its_history(compose, services):
+def test_flower_asks_for_a_password_listens_in_its_container_and_keeps_its_history(
+    compose, services
+):
     svc = services["flower"]
     env = environment(svc)
-    assert INTERPOLATION.match(env["FLOWER_BASIC_AUTH"]) and ":" in resolve_defaults(env["FLOWER_BASIC_AUTH"])
+    assert INTERPOLATION.match(env["FLOWER_BASIC_AUTH"]) and ":" in resolve_defaults(
+        env["FLOWER_BASIC_AUTH"]
+    )
     assert "FLOWER_UNAUTHENTICATED" not in env
     assert env["FLOWER_ADDRESS"] == "0.0.0.0"
     args = argv(svc["command"])
     assert "--persistent=True" in args
     db = next(a.split("=", 1)[1] for a in args if a.startswith("--db="))
     assert named_volume_at(compose, svc, str(Path(db).parent)), f"{db} is not on a named volume"
-    assert all(p.startswith("127.0.0.1:") for p in svc["ports"]), "published on the host's loopback only"
+    assert all(p.startswith("127.0.0.1:") for p in svc["ports"]), (
+        "published on the host's loopback only"
+    )
 
 
 def test_the_image_ships_flowerconfig_in_the_working_directory_flower_starts_in():
     text = DOCKERFILE.read_text()
-    runtime = text[text.index("AS runtime"):]
+    runtime = text[text.index("AS runtime") :]
     workdir = re.findall(r"^WORKDIR (\S+)$", runtime, re.M)[-1]
-    assert re.search(rf"^COPY\b.*\bflowerconfig\.py {re.escape(workdir)}(/flowerconfig\.py|/)?$", runtime, re.M)
+    assert re.search(
+        rf"^COPY\b.*\bflowerconfig\.py {re.escape(workdir)}(/flowerconfig\.py|/)?$", runtime, re.M
+    )
     for path in ("/data", "/work"):
-        assert re.search(rf"mkdir -p [^\n]*{path}\b", runtime) and re.search(rf"chown [^\n]*{path}\b", runtime), \
-            f"{path} must exist and belong to the fleet user (a named volume copies its owner)"
+        assert re.search(rf"mkdir -p [^\n]*{path}\b", runtime) and re.search(
+            rf"chown [^\n]*{path}\b", runtime
+        ), f"{path} must exist and belong to the fleet user (a named volume copies its owner)"
 
 
 @pytest.mark.parametrize("name", ["worker-cpu", "worker-cuda", "worker-cuda-large", "worker-gpu"])
-def test_each_worker_has_a_stable_hostname_and_keeps_its_work_dir_on_a_volume(compose, services, name):
+def test_each_worker_has_a_stable_hostname_and_keeps_its_work_dir_on_a_volume(
+    compose, services, name
+):
     svc = services[name]
     env = environment(svc)
     assert svc["hostname"] == env["FLEET_HOSTNAME"] == name
-    assert named_volume_at(compose, svc, env["FLEET_WORK_DIR"]), f"{name}: FLEET_WORK_DIR not on a named volume"
-    assert not any("examples" in str(v) for v in svc.get("volumes", [])), \
+    assert named_volume_at(compose, svc, env["FLEET_WORK_DIR"]), (
+        f"{name}: FLEET_WORK_DIR not on a named volume"
+    )
+    assert not any("examples" in str(v) for v in svc.get("volumes", [])), (
         f"{name} mounts examples/: job data reaches workers through the store"
+    )
 
 
 def test_env_example_names_every_variable_the_compose_file_reads(compose):
-    used = {m.group("var") for _, text in walk_strings(compose) for m in ANY_INTERPOLATION.finditer(text)}
-    listed = {line.split("=", 1)[0] for line in ENV_EXAMPLE.read_text().splitlines()
-              if "=" in line and not line.startswith("#")}
+    used = {
+        m.group("var")
+        for _, text in walk_strings(compose)
+        for m in ANY_INTERPOLATION.finditer(text)
+    }
+    listed = {
+        line.split("=", 1)[0]
+        for line in ENV_EXAMPLE.read_text().splitlines()
+        if "=" in line and not line.startswith("#")
+    }
     assert used <= listed, f"missing from .env.example: {sorted(used - listed)}"

@@ -1,5 +1,6 @@
 """A GPU host whose NVML does not start is not turned silently into a CPU host: detection
 warns whenever NVIDIA devices or a driver are present (routing.detect, routing.capability)."""
+
 from __future__ import annotations
 
 import io
@@ -20,7 +21,9 @@ def test_nvml_failing_where_there_is_no_nvidia_device_or_driver_is_a_plain_cpu_h
 
 
 def test_nvml_failing_beside_nvidia_devices_names_them_the_error_and_what_to_check():
-    said = nvml_warning("NVMLError_DriverNotLoaded: Driver Not Loaded", ["/dev/nvidia0", "/dev/nvidiactl"])
+    said = nvml_warning(
+        "NVMLError_DriverNotLoaded: Driver Not Loaded", ["/dev/nvidia0", "/dev/nvidiactl"]
+    )
     assert "NVML failed to start (NVMLError_DriverNotLoaded: Driver Not Loaded)" in said
     assert "/dev/nvidia0, /dev/nvidiactl are present" in said
     assert "serves as a CPU host" in said and "nvidia-smi" in said
@@ -42,7 +45,7 @@ def test_detection_on_a_host_with_a_driver_but_no_working_nvml_warns(nvidia_driv
     if cap.cuda_devices:
         pytest.skip("NVML works on this host")
     assert len(cap.warnings) == 1 and str(nvidia_driver_dir) in cap.warnings[0]
-    assert Capability.from_dict(cap.to_dict()).warnings == cap.warnings   # through a heartbeat
+    assert Capability.from_dict(cap.to_dict()).warnings == cap.warnings  # through a heartbeat
 
 
 def test_declared_gpus_make_the_nvml_warning_moot():
@@ -52,9 +55,17 @@ def test_declared_gpus_make_the_nvml_warning_moot():
 
 
 def test_fleet_hosts_shows_each_live_workers_warnings_under_the_table_at_80_columns():
-    warned = HostView("gpu1", "up", NOW - 2, "gpu1@x", Capability("gpu1", 8, 32.0, 32.0).to_dict(),
-                      warnings=("NVML failed to start (NVMLError_DriverNotLoaded: Driver Not Loaded) although "
-                                "/proc/driver/nvidia is present: this host's GPUs are not detected",))
+    warned = HostView(
+        "gpu1",
+        "up",
+        NOW - 2,
+        "gpu1@x",
+        Capability("gpu1", 8, 32.0, 32.0).to_dict(),
+        warnings=(
+            "NVML failed to start (NVMLError_DriverNotLoaded: Driver Not Loaded) although "
+            "/proc/driver/nvidia is present: this host's GPUs are not detected",
+        ),
+    )
     gone = HostView("gpu2", "lost", NOW - 90, warnings=("stale",))
     console = Console(width=80, record=True, file=io.StringIO(), color_system=None)
     console.print(render_hosts([warned, gone], NOW, width=80))

@@ -1,4 +1,5 @@
 """Fair-share order between owners (routing.fairshare): pure, by example."""
+
 from __future__ import annotations
 
 import pytest
@@ -36,8 +37,9 @@ def test_old_usage_stops_counting_against_an_owner():
 
 def test_why_says_who_goes_first_and_by_how_much():
     owners = {"alice": Usage(2.0, 0), "bob": Usage(41.0, 0)}
-    assert explain("bob", owners, {}, now=0) == ("bob has used 41.0 GPU-h (half-life 7 d); alice 2.0 GPU-h: "
-                                                 "alice's jobs go first")
+    assert explain("bob", owners, {}, now=0) == (
+        "bob has used 41.0 GPU-h (half-life 7 d); alice 2.0 GPU-h: alice's jobs go first"
+    )
     assert explain("alice", owners, {}, now=0) is None
 
 
@@ -48,4 +50,6 @@ def test_a_run_is_charged_in_gpu_hours_with_cores_weighted():
 
 def test_a_few_minutes_of_gpu_time_is_not_shown_as_nothing():
     owners = {"bob": Usage(0.05, 0), "alice": Usage(0.0, 0)}
-    assert explain("bob", owners, {}, now=0).startswith("bob has used 0.050 GPU-h (half-life 7 d); alice 0.0 GPU-h")
+    assert explain("bob", owners, {}, now=0).startswith(
+        "bob has used 0.050 GPU-h (half-life 7 d); alice 0.0 GPU-h"
+    )

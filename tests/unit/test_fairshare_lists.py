@@ -1,5 +1,6 @@
 """The pure parts of fair-share serving: owner list keys, the worker's order, standings,
 the half-life setting and `fleet share list`'s table."""
+
 import pytest
 
 from core.errors import ConfigError
@@ -10,12 +11,15 @@ from tasks.fairorder import ranked
 H = 3600.0
 
 
-@pytest.mark.parametrize("key, queue, owner, pri", [
-    ("cpu", "cpu", None, 0),
-    ("cpu\x06\x164", "cpu", None, 4),
-    ("cuda.vram40\x06\x17alice@lab3\x06\x160", "cuda.vram40", "alice@lab3", 0),
-    ("cpu.h-1a2b\x06\x17bob\x06\x169", "cpu.h-1a2b", "bob", 9),
-])
+@pytest.mark.parametrize(
+    "key, queue, owner, pri",
+    [
+        ("cpu", "cpu", None, 0),
+        ("cpu\x06\x164", "cpu", None, 4),
+        ("cuda.vram40\x06\x17alice@lab3\x06\x160", "cuda.vram40", "alice@lab3", 0),
+        ("cpu.h-1a2b\x06\x17bob\x06\x169", "cpu.h-1a2b", "bob", 9),
+    ],
+)
 def test_a_list_key_reads_back_as_its_queue_owner_and_priority(key, queue, owner, pri):
     assert queues.parse(key) == queues.ListKey(queue, owner, pri)
     assert queues.owner_key(queue, owner, pri) == key
@@ -24,8 +28,14 @@ def test_a_list_key_reads_back_as_its_queue_owner_and_priority(key, queue, owner
 
 def test_a_queue_is_served_plain_lists_first_then_each_owner_by_priority():
     keys = queues.keys_of("cpu", ["bob", "alice"], steps=(0, 1))
-    assert keys == ["cpu", "cpu\x06\x161", "cpu\x06\x17bob\x06\x160", "cpu\x06\x17bob\x06\x161",
-                    "cpu\x06\x17alice\x06\x160", "cpu\x06\x17alice\x06\x161"]
+    assert keys == [
+        "cpu",
+        "cpu\x06\x161",
+        "cpu\x06\x17bob\x06\x160",
+        "cpu\x06\x17bob\x06\x161",
+        "cpu\x06\x17alice\x06\x160",
+        "cpu\x06\x17alice\x06\x161",
+    ]
 
 
 def test_owner_list_members_group_by_queue():
@@ -36,7 +46,10 @@ def test_owner_list_members_group_by_queue():
 def test_the_worker_orders_each_queues_owners_least_used_per_share_first():
     usage = {"alice": fairshare.OwnerUsage(41 * H, 0, 0), "bob": fairshare.OwnerUsage(2 * H, 0, 0)}
     live = {"cpu": ["alice", "bob", "carol"], "cuda": ["alice"]}
-    assert ranked(live, usage, {}, 0, HALF_LIFE_S) == {"cpu": ["carol", "bob", "alice"], "cuda": ["alice"]}
+    assert ranked(live, usage, {}, 0, HALF_LIFE_S) == {
+        "cpu": ["carol", "bob", "alice"],
+        "cuda": ["alice"],
+    }
     assert ranked(live, usage, {"alice": 100}, 0, HALF_LIFE_S)["cpu"] == ["carol", "alice", "bob"]
 
 
@@ -53,7 +66,9 @@ def test_decayed_usage_halves_every_half_life():
 
 
 def test_stored_usage_parses_and_a_garbled_entry_counts_nothing():
-    assert fairshare.parse_usage("7200 3600 1700000000.5") == fairshare.OwnerUsage(7200, 3600, 1700000000.5)
+    assert fairshare.parse_usage("7200 3600 1700000000.5") == fairshare.OwnerUsage(
+        7200, 3600, 1700000000.5
+    )
     assert fairshare.parse_usage("nonsense") == fairshare.OwnerUsage()
 
 
@@ -64,7 +79,9 @@ def test_the_half_life_comes_from_the_environment(raw, want):
 
 @pytest.mark.parametrize("raw", ["0", "-5", "week"])
 def test_a_bad_half_life_names_the_variable_and_the_fix(raw):
-    with pytest.raises(ConfigError, match="FLEET_FAIRSHARE_HALF_LIFE_S=.*: expected a number of seconds > 0"):
+    with pytest.raises(
+        ConfigError, match="FLEET_FAIRSHARE_HALF_LIFE_S=.*: expected a number of seconds > 0"
+    ):
         fairshare.half_life_s({fairshare.HALF_LIFE_ENV: raw})
 
 
@@ -77,8 +94,18 @@ def test_a_share_must_be_a_positive_weight(weight):
 def test_share_list_fits_80_columns_with_long_owner_names():
     from fleet.cli.share import SHARES, cells
     from fleet.query.shares import ShareRow
-    rows = [cells(ShareRow(fairshare.Standing(f"student{i}@lab-machine-{i}.example.org", 1.0, 1234.5 * i,
-                                              99999.0, 1234.5 * i), 12345)) for i in range(5)]
+
+    rows = [
+        cells(
+            ShareRow(
+                fairshare.Standing(
+                    f"student{i}@lab-machine-{i}.example.org", 1.0, 1234.5 * i, 99999.0, 1234.5 * i
+                ),
+                12345,
+            )
+        )
+        for i in range(5)
+    ]
     widths = SHARES.fit(SHARES.natural(rows), 80)
     assert {"owner", "share", "GPU-h", "standing"} <= set(widths)
     assert sum(widths.values()) + 3 * (len(widths) - 1) <= 80

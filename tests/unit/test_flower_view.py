@@ -1,5 +1,6 @@
 """What Flower's pages show of fleet (fleet.flower_view): owner, GPUs, a short ID, each
 worker's GPUs and cores, no pool controls; checked against Flower's own templates."""
+
 import copy
 from pathlib import Path
 
@@ -14,44 +15,63 @@ FLOWER = Path(flower.__file__).parent
 
 
 class FleetState(State):
-    Task = view.FleetTask   # as fleet.flower_extras installs it in Flower's EventsState
+    Task = view.FleetTask  # as fleet.flower_extras installs it in Flower's EventsState
 
 
 def task_after(*events):
     """Flower's copy of the task (``copy.copy``, as its views make one) after ``events``."""
     state = FleetState()
     for i, (type_, fields) in enumerate(events, 1):
-        state.event(dict(fields, type=type_, uuid="j1", timestamp=float(i), local_received=float(i), clock=i))
+        state.event(
+            dict(
+                fields, type=type_, uuid="j1", timestamp=float(i), local_received=float(i), clock=i
+            )
+        )
     return copy.copy(state.tasks["j1"])
 
 
-@pytest.mark.parametrize("kwargs, owner", [("{'owner': 'dave'}", "dave"), ("{}", ""), (None, ""),
-                                           ("not python", ""), ("{'owner': 3}", "")])
+@pytest.mark.parametrize(
+    "kwargs, owner",
+    [
+        ("{'owner': 'dave'}", "dave"),
+        ("{}", ""),
+        (None, ""),
+        ("not python", ""),
+        ("{'owner': 3}", ""),
+    ],
+)
 def test_the_owner_is_read_from_the_kwargs_fleet_sends(kwargs, owner):
     assert view.owner_of(kwargs) == owner
 
 
 def test_a_running_tasks_row_has_its_owner_and_gpus_among_the_fields_flower_exports():
-    task = task_after(("task-received", {"hostname": "w@h", "name": "ddp", "kwargs": "{'owner': 'carol'}"}),
-                      ("task-STARTED", {"hostname": "w@h", "gpus": [0, 1], "result": "running 1s"}))
+    task = task_after(
+        ("task-received", {"hostname": "w@h", "name": "ddp", "kwargs": "{'owner': 'carol'}"}),
+        ("task-STARTED", {"hostname": "w@h", "gpus": [0, 1], "result": "running 1s"}),
+    )
     row = view.format_task(task).as_dict()
     assert (row["owner"], row["gpus"], row["worker"].hostname) == ("carol", "0,1", "w@h")
 
 
 def test_a_queued_tasks_row_names_no_worker_and_no_gpus():
-    task = task_after(("task-received", {"hostname": "w@h", "name": "j", "kwargs": "{'owner': 'al'}"}),
-                      ("task-STARTED", {"hostname": "w@h", "gpus": [2]}),
-                      ("task-sent", {"hostname": "fleet@h", "state": "PENDING"}))   # a requeue
+    task = task_after(
+        ("task-received", {"hostname": "w@h", "name": "j", "kwargs": "{'owner': 'al'}"}),
+        ("task-STARTED", {"hostname": "w@h", "gpus": [2]}),
+        ("task-sent", {"hostname": "fleet@h", "state": "PENDING"}),
+    )  # a requeue
     row = view.format_task(task).as_dict()
     assert (row["state"], row["worker"], row["gpus"], row["owner"]) == ("PENDING", None, "", "al")
 
 
 def test_the_tasks_page_columns_are_flowers_own_or_fleets_and_leave_out_the_long_ones():
     from flower.views.tasks import TASK_COLUMNS
+
     columns = view.TASKS_COLUMNS.split(",")
     assert set(columns) <= set(TASK_COLUMNS) | set(view.TASK_COLUMNS)
     assert {"owner", "gpus", "uuid", "runtime", "worker"} <= set(columns)
-    assert not {"args", "kwargs", "result"} & set(columns)   # the owner column says who; no raw dicts
+    assert not {"args", "kwargs", "result"} & set(
+        columns
+    )  # the owner column says who; no raw dicts
 
 
 def capability(devices, ram_gib, cores) -> dict:
@@ -59,15 +79,22 @@ def capability(devices, ram_gib, cores) -> dict:
     return Capability("h", cores, float(ram_gib), float(ram_gib), tuple(devices)).to_dict()
 
 
-@pytest.mark.parametrize("host, text", [
-    ("big", "1 GPU (sim-A100-80GB 80 GiB), 16 cores, 64 GiB RAM"),
-    ("pair", "2 GPUs (2x sim-4080 16 GiB), 8 cores, 32 GiB RAM"),
-    ("cpu", "0 GPUs, 4 cores, 8 GiB RAM"),
-])
+@pytest.mark.parametrize(
+    "host, text",
+    [
+        ("big", "1 GPU (sim-A100-80GB 80 GiB), 16 cores, 64 GiB RAM"),
+        ("pair", "2 GPUs (2x sim-4080 16 GiB), 8 cores, 32 GiB RAM"),
+        ("cpu", "0 GPUs, 4 cores, 8 GiB RAM"),
+    ],
+)
 def test_each_workers_gpus_and_cores_read_as_one_line(host, text):
-    caps = {"big": capability([CudaDevice(0, "sim-A100-80GB", 80, 80)], 64, 16),
-            "pair": capability([CudaDevice(0, "sim-4080", 16, 16), CudaDevice(1, "sim-4080", 16, 16)], 32, 8),
-            "cpu": capability([], 8, 4)}
+    caps = {
+        "big": capability([CudaDevice(0, "sim-A100-80GB", 80, 80)], 64, 16),
+        "pair": capability(
+            [CudaDevice(0, "sim-4080", 16, 16), CudaDevice(1, "sim-4080", 16, 16)], 32, 8
+        ),
+        "cpu": capability([], 8, 4),
+    }
     assert view.worker_resources({"capability": caps[host]}) == text
 
 
@@ -77,9 +104,11 @@ def test_a_worker_with_no_heartbeat_shows_nothing_extra():
 
 def test_every_page_gets_fleets_style_in_its_head_and_script_at_the_end():
     page = view.with_page_extras(b"<html><head><title>t</title></head><body><p>x</p></body></html>")
-    assert page.index(b'id="fleet-style"') < page.index(b"</head>") < page.index(b'id="fleet-script"')
+    assert (
+        page.index(b'id="fleet-style"') < page.index(b"</head>") < page.index(b'id="fleet-script"')
+    )
     assert page.endswith(b"</script></body></html>")
-    assert view.with_page_extras(b'{"data": []}') == b'{"data": []}'   # JSON answers are left alone
+    assert view.with_page_extras(b'{"data": []}') == b'{"data": []}'  # JSON answers are left alone
 
 
 def test_the_style_shows_the_short_id_and_hides_the_pool_controls_flowers_templates_have():
@@ -88,9 +117,14 @@ def test_the_style_shows_the_short_id_and_hides_the_pool_controls_flowers_templa
     assert "task-uuid-short" in js and "task-uuid-full" in js
     assert ".task-uuid-full { display: none; }" in view.PAGE_STYLE
     assert ".task-uuid-short { display: inline;" in view.PAGE_STYLE
-    panel = worker.split('class="worker-panel worker-controls-panel"', 1)[1].split("</section>", 1)[0]
-    assert all(control in panel for control in ("worker-pool-grow", "worker-pool-shrink", "worker-pool-autoscale"))
-    assert ".worker-controls-panel" in view.PAGE_STYLE and 'worker-autoscaler-panel' in worker
+    panel = worker.split('class="worker-panel worker-controls-panel"', 1)[1].split("</section>", 1)[
+        0
+    ]
+    assert all(
+        control in panel
+        for control in ("worker-pool-grow", "worker-pool-shrink", "worker-pool-autoscale")
+    )
+    assert ".worker-controls-panel" in view.PAGE_STYLE and "worker-autoscaler-panel" in worker
 
 
 def test_the_workers_script_finds_the_table_and_the_worker_name_flower_renders():
@@ -102,5 +136,5 @@ def test_the_workers_script_finds_the_table_and_the_worker_name_flower_renders()
 
 def test_a_tasks_exception_keeps_its_line_breaks_on_its_page():
     task = (FLOWER / "templates" / "task.html").read_text()
-    assert "<dt>{{ humanize(name) }}</dt>" in task   # the Exception row's label, found by its text
+    assert "<dt>{{ humanize(name) }}</dt>" in task  # the Exception row's label, found by its text
     assert "=== 'Exception'" in view.PAGE_SCRIPT and "pre-wrap" in view.PAGE_SCRIPT

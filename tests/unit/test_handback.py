@@ -1,5 +1,6 @@
 """Handing one running job back by policy (tasks.handback): the registry of this host's runs,
 and the stops a policy may ask for."""
+
 from __future__ import annotations
 
 import select
@@ -21,7 +22,13 @@ class NoLease:
 
 
 def a_run(job_id: str) -> Run:
-    return Run(JobSpec(job_id=job_id, name=f"job-{job_id}", model="mlp"), "token", 1, NoLease(), Path("/tmp"))
+    return Run(
+        JobSpec(job_id=job_id, name=f"job-{job_id}", model="mlp"),
+        "token",
+        1,
+        NoLease(),
+        Path("/tmp"),
+    )
 
 
 def test_a_run_is_known_while_it_executes_and_forgotten_after():
@@ -34,7 +41,9 @@ def test_a_run_is_known_while_it_executes_and_forgotten_after():
 def test_a_hand_back_is_asked_of_the_run_and_its_event_is_set_once_the_run_is_over():
     runs = Runs()
     with runs.running(a_run("a")):
-        ended = runs.hand_back("a", Stop.PREEMPTED, "preempted by urgent (priority 9)", preempted_by="u")
+        ended = runs.hand_back(
+            "a", Stop.PREEMPTED, "preempted by urgent (priority 9)", preempted_by="u"
+        )
         asked = runs.asked("a")
         assert asked.stop is Stop.PREEMPTED and asked.fields == {"preempted_by": "u"}
         assert not ended.is_set()
@@ -75,6 +84,7 @@ def test_a_policy_may_wait_for_the_run_from_another_thread():
         with runs.running(a_run("a")):
             started.set()
             done.wait(5)
+
     worker = threading.Thread(target=execute)
     worker.start()
     started.wait(5)
@@ -84,9 +94,18 @@ def test_a_policy_may_wait_for_the_run_from_another_thread():
     worker.join(5)
 
 
-@pytest.mark.parametrize("stop, by_policy, hands_back", [(Stop.PREEMPTED, True, True), (Stop.SHUTDOWN, False, True),
-                                                         (Stop.TIMEOUT, False, False), (Stop.CANCELLED, False, False)])
-def test_a_policy_stop_hands_the_job_back_and_the_record_does_not_decide(stop, by_policy, hands_back):
+@pytest.mark.parametrize(
+    "stop, by_policy, hands_back",
+    [
+        (Stop.PREEMPTED, True, True),
+        (Stop.SHUTDOWN, False, True),
+        (Stop.TIMEOUT, False, False),
+        (Stop.CANCELLED, False, False),
+    ],
+)
+def test_a_policy_stop_hands_the_job_back_and_the_record_does_not_decide(
+    stop, by_policy, hands_back
+):
     assert stop.by_policy is by_policy and stop.hands_back is hands_back
     assert not (by_policy and stop.record_decides)
 

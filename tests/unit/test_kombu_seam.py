@@ -1,5 +1,6 @@
 """The kombu boundary: every private fleet overrides or calls is pinned, and only the seam
 touches them (tasks/kombu_seam.py)."""
+
 from __future__ import annotations
 
 import hashlib
@@ -42,9 +43,11 @@ SOURCE_HASHES = {
     "kombu.utils.scheduling:priority_cycle.rotate": "46da45e6d2043d84",
 }
 # what only the seam may say: kombu's Redis transport module and the privates it overrides
-PRIVATE = re.compile(r"kombu\.transport\s+import\s+redis|kombu\.transport\.redis\b(?!:)|"
-                     r"\._(brpop_start|brpop_read|do_restore_message|q_for_pri|prefix_args|deliver|"
-                     r"connparams|queue_cycle|get_message_priority)\b")
+PRIVATE = re.compile(
+    r"kombu\.transport\s+import\s+redis|kombu\.transport\.redis\b(?!:)|"
+    r"\._(brpop_start|brpop_read|do_restore_message|q_for_pri|prefix_args|deliver|"
+    r"connparams|queue_cycle|get_message_priority)\b"
+)
 
 
 def _source_hash(name: str) -> str:
@@ -59,13 +62,15 @@ def test_the_installed_kombu_is_the_minor_version_pyproject_pins():
     pins = (ROOT / "pyproject.toml").read_text()
     assert '"kombu>=5.7,<5.8"' in pins, "pyproject.toml must pin kombu to the minor tested here"
     assert kombu.__version__.startswith(PINNED_KOMBU), (
-        f"kombu {kombu.__version__} installed; the seam was checked against {PINNED_KOMBU}x only")
+        f"kombu {kombu.__version__} installed; the seam was checked against {PINNED_KOMBU}x only"
+    )
 
 
 def test_every_kombu_private_the_seam_touches_has_its_source_pinned():
     assert set(kombu_seam.TOUCHED) == set(SOURCE_HASHES), (
         "tasks/kombu_seam.py TOUCHED and SOURCE_HASHES here list different kombu privates: "
-        "record the hash of each one the seam overrides or calls")
+        "record the hash of each one the seam overrides or calls"
+    )
 
 
 @pytest.mark.parametrize("name", sorted(SOURCE_HASHES))
@@ -75,7 +80,8 @@ def test_kombu_private_method_is_unchanged(name):
         f"kombu {kombu.__version__} changed {name} (source hash {got}, pinned "
         f"{SOURCE_HASHES[name]}). Re-read it against its override or call in tasks/kombu_seam.py "
         "(queue order, poison set-aside, owner-list restore, the ack script, the reset guard), "
-        "fix the seam if needed, then record the new hash here and the pin in pyproject.toml")
+        "fix the seam if needed, then record the new hash here and the pin in pyproject.toml"
+    )
 
 
 def test_no_module_but_the_seam_touches_kombu_privates():
@@ -99,7 +105,7 @@ def test_kombu_names_its_priority_lists_as_state_queues_does():
 
 
 class _ClosedTransport:
-    client = None     # what kombu's Connection.close leaves a transport
+    client = None  # what kombu's Connection.close leaves a transport
 
 
 class _Channel(kombu_seam.SeamChannelMixin, kombu_redis.Channel):
@@ -120,5 +126,5 @@ def test_a_channel_whose_connection_closed_reconnects_with_its_last_settings():
 
 
 def test_a_channel_that_never_connected_still_fails_as_kombu_does():
-    with pytest.raises(AttributeError):   # nothing to reuse: kombu's own error, unchanged
+    with pytest.raises(AttributeError):  # nothing to reuse: kombu's own error, unchanged
         _closed_channel()._connparams()

@@ -1,4 +1,5 @@
 """ruff is configured in pyproject.toml, pinned, run by scripts/test before any test, and passes."""
+
 import subprocess
 import sys
 import tomllib
@@ -22,5 +23,7 @@ def test_ruff_is_pinned_and_selects_the_agreed_rules():
 
 def test_the_tree_passes_ruff():
     ruff = Path(sys.executable).with_name("ruff")
-    done = subprocess.run([str(ruff), "check", "--quiet", "."], cwd=ROOT, capture_output=True, text=True)
+    done = subprocess.run(
+        [str(ruff), "check", "--quiet", "."], cwd=ROOT, capture_output=True, text=True
+    )
     assert done.returncode == 0, done.stdout + done.stderr

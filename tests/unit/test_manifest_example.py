@@ -1,5 +1,6 @@
 """The example manifest and docs/manifest.md's manifest load, route as their comments say, and
 pin their data to the files beside them."""
+
 import hashlib
 from pathlib import Path
 
@@ -41,9 +42,9 @@ def test_the_example_manifests_data_is_pinned_to_the_files_next_to_it():
 
 def test_the_manifest_pages_example_is_valid():
     import re
+
     page = (Path(__file__).resolve().parents[2] / "docs" / "manifest.md").read_text()
     block = re.search(r"^# Manifests\n.*?```toml\n(.*?)```", page, re.S).group(1)
     manifest = loads(block, str(EXAMPLE))  # its data paths are the example's
     assert [t.name for t in manifest.tiers] == ["cuda-xl", "cuda", "cpu"]
     assert len(manifest.jobs) == 6
-

@@ -1,4 +1,5 @@
 """Multi-GPU and GPU-sharing jobs in a manifest: gpus, share_gpu, their checks and queues."""
+
 from __future__ import annotations
 
 import pytest
@@ -34,13 +35,24 @@ def test_the_same_job_with_gpus_1_written_out_keeps_its_id(tmp_path):
     assert one.job_id == explicit.job_id != two.job_id
 
 
-@pytest.mark.parametrize("extra, key, words", [
-    ("prefer_cuda = true\nshare_gpu = true\nmin_vram_gib = 2\n", "share_gpu", "without require_cuda"),
-    ("require_cuda = true\nshare_gpu = true\n", "share_gpu", "needs a VRAM budget"),
-    ("require_cuda = true\nshare_gpu = true\nmin_vram_gib = 2\ngpus = 2\n", "gpus", "shares one GPU"),
-    ("require_cuda = true\ngpus = 65\n", "gpus", "above 64 GPUs on one host"),
-    ("require_cuda = true\ngpus = -1\n", "gpus", ">= 0"),
-])
+@pytest.mark.parametrize(
+    "extra, key, words",
+    [
+        (
+            "prefer_cuda = true\nshare_gpu = true\nmin_vram_gib = 2\n",
+            "share_gpu",
+            "without require_cuda",
+        ),
+        ("require_cuda = true\nshare_gpu = true\n", "share_gpu", "needs a VRAM budget"),
+        (
+            "require_cuda = true\nshare_gpu = true\nmin_vram_gib = 2\ngpus = 2\n",
+            "gpus",
+            "shares one GPU",
+        ),
+        ("require_cuda = true\ngpus = 65\n", "gpus", "above 64 GPUs on one host"),
+        ("require_cuda = true\ngpus = -1\n", "gpus", ">= 0"),
+    ],
+)
 def test_impossible_gpu_asks_are_manifest_errors_at_their_key(tmp_path, extra, key, words):
     problem = only_problem(tmp_path, COMMAND + extra)
     assert problem.field.endswith(key) and words in problem.message

@@ -1,5 +1,6 @@
 """A job's own code and environment in the manifest: workdir pinned by content, the
 environment's definition in its ID, plain variables and a host's pass_env checked."""
+
 from pathlib import Path
 
 import pytest
@@ -48,16 +49,27 @@ def test_a_requirements_file_is_read_from_the_workdir_without_comments(tmp_path)
 def test_requirements_and_variables_are_part_of_the_job_id(tmp_path):
     root = project(tmp_path)
     plain = load(root)
-    assert len({plain.job_id, load(root, 'requirements = ["fleettoy==1.0"]\n').job_id,
-                load(root, 'env = { MODE = "a" }\n').job_id, load(root, 'env = { MODE = "b" }\n').job_id}) == 4
+    assert (
+        len(
+            {
+                plain.job_id,
+                load(root, 'requirements = ["fleettoy==1.0"]\n').job_id,
+                load(root, 'env = { MODE = "a" }\n').job_id,
+                load(root, 'env = { MODE = "b" }\n').job_id,
+            }
+        )
+        == 4
+    )
 
 
 def test_a_job_without_code_or_environment_keeps_the_id_it_always_had(tmp_path):
     text = '[[jobs]]\nname = "x"\ncommand = ["true"]\n'
     job = loads(text, str(tmp_path / "m.toml")).jobs[0]
     from manifest.schema import Needs
-    assert job.job_id == ids.job_id(model=None, command=["true"], artifacts=[], data=None, hyper={}, seed=0,
-                                    needs=Needs())
+
+    assert job.job_id == ids.job_id(
+        model=None, command=["true"], artifacts=[], data=None, hyper={}, seed=0, needs=Needs()
+    )
 
 
 def test_a_uv_lock_project_is_pinned_by_its_lock(tmp_path):
@@ -81,7 +93,9 @@ def test_python_without_an_environment_to_apply_to_is_refused(tmp_path):
 
 
 def test_a_missing_requirements_file_is_named(tmp_path):
-    assert "'reqs.txt' is not in workdir" in problems(project(tmp_path), 'requirements = "reqs.txt"\n')
+    assert "'reqs.txt' is not in workdir" in problems(
+        project(tmp_path), 'requirements = "reqs.txt"\n'
+    )
 
 
 def test_a_requirements_file_without_a_workdir_is_refused(tmp_path):
@@ -102,19 +116,24 @@ def test_a_workdir_over_the_limit_names_its_largest_file(tmp_path, monkeypatch):
     assert "weights.bin (2.0 MiB)" in found and "jobs[0].workdir" in found
 
 
-@pytest.mark.parametrize("extra, expected", [
-    ('env = { "1BAD" = "x" }\n', "is not a variable name"),
-    ('env = { FLEET_SEED = "1" }\n', "is set by the worker"),
-    ('env = { STEPS = 3 }\n', 'write STEPS = "3"'),
-    ('python = "2.7"\n', "not a Python 3 version"),
-    ('requirements = ["a", " "]\n', "a requirement cannot be empty"),
-])
+@pytest.mark.parametrize(
+    "extra, expected",
+    [
+        ('env = { "1BAD" = "x" }\n', "is not a variable name"),
+        ('env = { FLEET_SEED = "1" }\n', "is set by the worker"),
+        ("env = { STEPS = 3 }\n", 'write STEPS = "3"'),
+        ('python = "2.7"\n', "not a Python 3 version"),
+        ('requirements = ["a", " "]\n', "a requirement cannot be empty"),
+    ],
+)
 def test_bad_environment_fields_are_named(tmp_path, extra, expected):
     assert expected in problems(project(tmp_path), extra)
 
 
 def test_a_host_may_let_named_worker_variables_through(tmp_path):
-    text = '[hosts.box]\npass_env = ["WANDB_API_KEY"]\n' + '[[jobs]]\nname = "x"\ncommand = ["true"]\n'
+    text = (
+        '[hosts.box]\npass_env = ["WANDB_API_KEY"]\n' + '[[jobs]]\nname = "x"\ncommand = ["true"]\n'
+    )
     m = loads(text, str(tmp_path / "m.toml"))
     assert m.hosts["box"].pass_env == ("WANDB_API_KEY",)
     assert HostPolicy.from_dict(m.hosts["box"].to_dict()) == m.hosts["box"]

@@ -1,4 +1,5 @@
 """``preemptible = true``: a job that loses nothing when stopped, outside the job ID."""
+
 from __future__ import annotations
 
 import pytest
@@ -11,7 +12,10 @@ JOB = '[[jobs]]\nname = "a"\ncommand = ["true"]\n'
 
 
 def test_a_preemptible_job_says_so_and_keeps_the_id_it_had_without_the_field():
-    plain, marked = loads(JOB, "a.toml").jobs[0], loads(JOB + "preemptible = true\n", "b.toml").jobs[0]
+    plain, marked = (
+        loads(JOB, "a.toml").jobs[0],
+        loads(JOB + "preemptible = true\n", "b.toml").jobs[0],
+    )
     assert marked.preemptible and not plain.preemptible
     assert marked.job_id == plain.job_id
 

@@ -1,6 +1,7 @@
 """[jobs.search]: checked like hyper (line, field, the trainer's schema, did you mean), its
 space normalised, its id from its content; and the pure parts of a search (trial seeds, the
 status line, the step of a metric line)."""
+
 import pytest
 
 from fleet.query.searches import trial_base
@@ -12,7 +13,7 @@ from tasks.trial import step_of
 from tests.unit.manifest_cases import COMMAND, only_problem, problems, write
 
 MLP = '[[jobs]]\nname = "t"\nmodel = "mlp"\ndata = "d.csv"\nhyper = { epochs = 4 }\n'
-SEARCH = '[jobs.search]\nmetric = "valid_loss"\n[jobs.search.space]\n'   # space keys start at line 9
+SEARCH = '[jobs.search]\nmetric = "valid_loss"\n[jobs.search.space]\n'  # space keys start at line 9
 
 
 def search_of(tmp_path, text: str):
@@ -21,82 +22,162 @@ def search_of(tmp_path, text: str):
 
 
 def test_a_search_is_its_base_job_and_a_normalised_space(tmp_path):
-    s = search_of(tmp_path, MLP + SEARCH + 'learning_rate = { low = 1e-4, high = 1e-1, log = true }\n'
-                  'batch_size = { low = 32, high = 256, step = 32 }\nhidden_sizes = { choices = [[64], [128, 64]] }\n')
+    s = search_of(
+        tmp_path,
+        MLP + SEARCH + "learning_rate = { low = 1e-4, high = 1e-1, log = true }\n"
+        "batch_size = { low = 32, high = 256, step = 32 }\nhidden_sizes = { choices = [[64], [128, 64]] }\n",
+    )
     assert s.name == "t" and s.base.hyper["epochs"] == 4 and s.base.search == s.search_id
     assert s.config["space"] == {
         "learning_rate": {"low": 1e-4, "high": 0.1, "log": True, "step": None, "int": False},
         "batch_size": {"low": 32, "high": 256, "log": False, "step": 32, "int": True},
-        "hidden_sizes": {"choices": ["64", "128,64"]}}   # layer lists read as the trainer's text
-    assert (s.config["trials"], s.config["parallel"], s.config["sampler"], s.config["max_failures"]) == (20, 4, "tpe", 5)
+        "hidden_sizes": {"choices": ["64", "128,64"]},
+    }  # layer lists read as the trainer's text
+    assert (
+        s.config["trials"],
+        s.config["parallel"],
+        s.config["sampler"],
+        s.config["max_failures"],
+    ) == (20, 4, "tpe", 5)
     assert s.trial_name(3) == "t[trial=3]"
     assert any("log-uniform in [0.0001, 0.1]" in line for line in s.describe())
 
 
 def test_the_same_search_has_the_same_id_and_a_changed_one_another(tmp_path):
-    text = MLP + SEARCH + 'dropout = { low = 0.0, high = 0.5 }\n'
+    text = MLP + SEARCH + "dropout = { low = 0.0, high = 0.5 }\n"
     same = search_of(tmp_path, text).search_id
     assert search_of(tmp_path, text.replace('name = "t"', 'name = "renamed"')).search_id == same
     assert search_of(tmp_path, text.replace("0.5", "0.6")).search_id != same
     assert search_of(tmp_path, text.replace("epochs = 4", "epochs = 5")).search_id != same
-    assert trial_job_id(same, 0) != trial_job_id(same, 1) and trial_job_id(same, 0) == trial_job_id(same, 0)
+    assert trial_job_id(same, 0) != trial_job_id(same, 1) and trial_job_id(same, 0) == trial_job_id(
+        same, 0
+    )
 
 
-@pytest.mark.parametrize("line, field, message, fix", [
-    ("lr = { low = 1e-4, high = 1e-1 }", "lr", "unknown key for model 'mlp'", "did you mean 'learning_rate'?"),
-    ("dropout = { low = 0.0, high = 2.0 }", "dropout", "2.0 is out of range [0, 0.95]", "use a value in [0, 0.95]"),
-    ("batch_size = { low = 1.5, high = 8 }", "batch_size", "batch_size is an integer: low and high must be integers",
-     "write e.g. { low = 32, high = 256 }"),
-    ('optimizer = { choices = ["adam", "lion"] }', "optimizer.choices", "'lion' is not one of 'adam', 'adamw', 'sgd'",
-     "use one of 'adam', 'adamw', 'sgd'"),
-    ("epochs = { low = 1, high = 9 }", "epochs", "epochs is set in both hyper and the search space",
-     "keep it in one place"),
-    ("learning_rate = { low = 0.1, high = 0.01 }", "learning_rate", "low 0.1 is above high 0.01", "swap them"),
-    ("weight_decay = { low = 0.0, high = 1.0, log = true }", "weight_decay", "a log range needs low > 0, got 0.0",
-     "use e.g. low = 1e-5"),
-    ("dropout = { low = 0.0, hihg = 0.5 }", "dropout.hihg", "unknown key", "did you mean 'high'?"),
-])
+@pytest.mark.parametrize(
+    "line, field, message, fix",
+    [
+        (
+            "lr = { low = 1e-4, high = 1e-1 }",
+            "lr",
+            "unknown key for model 'mlp'",
+            "did you mean 'learning_rate'?",
+        ),
+        (
+            "dropout = { low = 0.0, high = 2.0 }",
+            "dropout",
+            "2.0 is out of range [0, 0.95]",
+            "use a value in [0, 0.95]",
+        ),
+        (
+            "batch_size = { low = 1.5, high = 8 }",
+            "batch_size",
+            "batch_size is an integer: low and high must be integers",
+            "write e.g. { low = 32, high = 256 }",
+        ),
+        (
+            'optimizer = { choices = ["adam", "lion"] }',
+            "optimizer.choices",
+            "'lion' is not one of 'adam', 'adamw', 'sgd'",
+            "use one of 'adam', 'adamw', 'sgd'",
+        ),
+        (
+            "epochs = { low = 1, high = 9 }",
+            "epochs",
+            "epochs is set in both hyper and the search space",
+            "keep it in one place",
+        ),
+        (
+            "learning_rate = { low = 0.1, high = 0.01 }",
+            "learning_rate",
+            "low 0.1 is above high 0.01",
+            "swap them",
+        ),
+        (
+            "weight_decay = { low = 0.0, high = 1.0, log = true }",
+            "weight_decay",
+            "a log range needs low > 0, got 0.0",
+            "use e.g. low = 1e-5",
+        ),
+        (
+            "dropout = { low = 0.0, hihg = 0.5 }",
+            "dropout.hihg",
+            "unknown key",
+            "did you mean 'high'?",
+        ),
+    ],
+)
 def test_a_bad_space_key_is_reported_at_its_line_with_a_fix(tmp_path, line, field, message, fix):
     p = only_problem(tmp_path, MLP + SEARCH + line + "\n")
     assert (p.line, p.field, p.message, p.fix) == (9, f"jobs[0].search.space.{field}", message, fix)
 
 
 def test_bad_settings_are_each_reported(tmp_path):
-    found = problems(tmp_path, COMMAND + '[jobs.search]\ntrials = 0\nsampler = "tpee"\npruner = "asha2"\n'
-                     'direction = "down"\n[jobs.search.space]\nx = { low = 0, high = 1 }\n')
+    found = problems(
+        tmp_path,
+        COMMAND + '[jobs.search]\ntrials = 0\nsampler = "tpee"\npruner = "asha2"\n'
+        'direction = "down"\n[jobs.search.space]\nx = { low = 0, high = 1 }\n',
+    )
     assert [(p.field, p.message) for p in found] == [
         ("jobs[0].search", "a search needs the metric it optimises"),
         ("jobs[0].search.trials", "must be 1..100000, got 0"),
         ("jobs[0].search.sampler", "unknown sampler 'tpee'"),
         ("jobs[0].search.pruner", "unknown pruner 'asha2'"),
-        ("jobs[0].search.direction", "unknown direction 'down'")]
+        ("jobs[0].search.direction", "unknown direction 'down'"),
+    ]
 
 
 def test_min_resource_belongs_to_a_rung_pruner_and_is_at_least_one(tmp_path):
-    p = only_problem(tmp_path, COMMAND + SEARCH.replace("]\n", ']\nmin_resource = 2\n', 1) + "x = { low = 0, high = 1 }\n")
-    assert (p.field, p.fix) == ("jobs[0].search.min_resource", 'set pruner = "asha", or remove min_resource')
-    p = only_problem(tmp_path, COMMAND + SEARCH.replace("]\n", ']\npruner = "asha"\nmin_resource = 0\n', 1)
-                     + "x = { low = 0, high = 1 }\n")
+    p = only_problem(
+        tmp_path,
+        COMMAND + SEARCH.replace("]\n", "]\nmin_resource = 2\n", 1) + "x = { low = 0, high = 1 }\n",
+    )
+    assert (p.field, p.fix) == (
+        "jobs[0].search.min_resource",
+        'set pruner = "asha", or remove min_resource',
+    )
+    p = only_problem(
+        tmp_path,
+        COMMAND
+        + SEARCH.replace("]\n", ']\npruner = "asha"\nmin_resource = 0\n', 1)
+        + "x = { low = 0, high = 1 }\n",
+    )
     assert (p.field, p.message) == ("jobs[0].search.min_resource", "must be >= 1, got 0")
-    s = search_of(tmp_path, COMMAND + SEARCH.replace("]\n", ']\npruner = "asha"\nmin_resource = 2\n', 1)
-                  + "x = { low = 0, high = 1 }\n")
+    s = search_of(
+        tmp_path,
+        COMMAND
+        + SEARCH.replace("]\n", ']\npruner = "asha"\nmin_resource = 2\n', 1)
+        + "x = { low = 0, high = 1 }\n",
+    )
     assert s.config["min_resource"] == 2
 
 
 def test_a_search_with_a_sweep_is_refused_with_what_to_do(tmp_path):
-    p = only_problem(tmp_path, COMMAND + '[jobs.sweep]\nseed = [1, 2]\n' + SEARCH + 'x = { low = 0, high = 1 }\n')
+    p = only_problem(
+        tmp_path, COMMAND + "[jobs.sweep]\nseed = [1, 2]\n" + SEARCH + "x = { low = 0, high = 1 }\n"
+    )
     assert (p.field, p.message) == ("jobs[0].sweep", "a job cannot have both sweep and search")
     assert "[jobs.search.space]" in p.fix
 
 
 def test_a_grid_search_needs_a_finite_grid(tmp_path):
-    p = only_problem(tmp_path, COMMAND + SEARCH.replace("]\n", ']\nsampler = "grid"\n', 1)
-                     + "x = { low = 0.0, high = 1.0 }\n")
-    assert (p.field, p.message) == ("jobs[0].search.space.x", "the grid sampler needs a finite grid")
+    p = only_problem(
+        tmp_path,
+        COMMAND
+        + SEARCH.replace("]\n", ']\nsampler = "grid"\n', 1)
+        + "x = { low = 0.0, high = 1.0 }\n",
+    )
+    assert (p.field, p.message) == (
+        "jobs[0].search.space.x",
+        "the grid sampler needs a finite grid",
+    )
 
 
 def test_a_command_jobs_space_takes_any_numbers_and_choices(tmp_path):
-    s = search_of(tmp_path, COMMAND + SEARCH + 'x = { low = -1, high = 1 }\nk = { choices = ["a", 2, [1, 2]] }\n')
+    s = search_of(
+        tmp_path,
+        COMMAND + SEARCH + 'x = { low = -1, high = 1 }\nk = { choices = ["a", 2, [1, 2]] }\n',
+    )
     assert s.config["space"]["x"]["int"] and s.config["space"]["k"] == {"choices": ["a", 2, [1, 2]]}
     assert space_text(s.config["space"]["k"]) == 'one of "a", 2, [1, 2]'
 
@@ -106,16 +187,36 @@ def test_a_trials_seed_depends_on_the_search_seed_and_its_number_only():
     assert trial_seed(1, 5) != trial_seed(0, 5)
 
 
-@pytest.mark.parametrize("report, count, step", [({"epoch": 3}, 9, 3), ({"step": 7, "epoch": 3}, 9, 7),
-                                                 ({"loss": 1}, 9, 9), ({"epoch": True}, 2, 2)])
+@pytest.mark.parametrize(
+    "report, count, step",
+    [
+        ({"epoch": 3}, 9, 3),
+        ({"step": 7, "epoch": 3}, 9, 7),
+        ({"loss": 1}, 9, 9),
+        ({"epoch": True}, 2, 2),
+    ],
+)
 def test_a_metric_lines_step_is_its_step_else_its_epoch_else_its_count(report, count, step):
     assert step_of(report, count) == step
 
 
 def test_a_search_shows_as_one_status_line_with_its_best_and_why_it_stopped():
-    v = SearchView("s", "tune-mlp", {"trials": 64, "metric": "valid_loss"}, 45, 37,
-                   {"succeeded": 20, "pruned": 12, "failed": 5, "cancelled": 0}, 8, "", 0.0812, 23)
-    assert v.summary() == "tune-mlp: search 37/64, 8 running, 12 pruned, 5 failed, best valid_loss=0.0812 (trial 23)"
+    v = SearchView(
+        "s",
+        "tune-mlp",
+        {"trials": 64, "metric": "valid_loss"},
+        45,
+        37,
+        {"succeeded": 20, "pruned": 12, "failed": 5, "cancelled": 0},
+        8,
+        "",
+        0.0812,
+        23,
+    )
+    assert (
+        v.summary()
+        == "tune-mlp: search 37/64, 8 running, 12 pruned, 5 failed, best valid_loss=0.0812 (trial 23)"
+    )
     stopped = SearchView(**{**v.__dict__, "running": 0, "stopped": "5 trials failed in a row"})
     assert stopped.summary().endswith("; stopped: 5 trials failed in a row") and stopped.done
     assert trial_base("tune[trial=12]") == "tune" and trial_base("tune[seed=1]") is None

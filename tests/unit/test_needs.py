@@ -1,4 +1,5 @@
 """tests.needs: what .ci/run installs skips a test locally and fails it in CI."""
+
 import pytest
 
 from tests.needs import CI_ENV, missing

@@ -1,4 +1,5 @@
 """Who owns a published job: --owner, else FLEET_OWNER, else user@host; names are short tokens."""
+
 import pytest
 
 from core.errors import ConfigError
@@ -7,12 +8,15 @@ from fleet.query import jobs as Q
 from state.jobrecord import JobRecord, JobState
 
 
-@pytest.mark.parametrize("flag, env, expected", [
-    ("alice", {"FLEET_OWNER": "bob"}, "alice"),
-    (None, {"FLEET_OWNER": "bob"}, "bob"),
-    (None, {"FLEET_OWNER": ""}, owners.default_owner()),
-    (None, {}, owners.default_owner()),
-])
+@pytest.mark.parametrize(
+    "flag, env, expected",
+    [
+        ("alice", {"FLEET_OWNER": "bob"}, "alice"),
+        (None, {"FLEET_OWNER": "bob"}, "bob"),
+        (None, {"FLEET_OWNER": ""}, owners.default_owner()),
+        (None, {}, owners.default_owner()),
+    ],
+)
 def test_the_flag_wins_then_the_environment_then_user_at_host(flag, env, expected):
     assert owners.resolve(flag, env) == expected
 
@@ -20,6 +24,7 @@ def test_the_flag_wins_then_the_environment_then_user_at_host(flag, env, expecte
 def test_the_default_is_user_at_host():
     import getpass
     import socket
+
     assert owners.default_owner() == f"{getpass.getuser()}@{socket.gethostname()}"
 
 
@@ -39,11 +44,16 @@ def test_a_bad_fleet_owner_is_named_as_such():
         owners.resolve(None, {"FLEET_OWNER": "a b"})
 
 
-@pytest.mark.parametrize("owner, kept", [("alice", ["a1", "a2"]), ("bob", ["b1"]), ("carol", []), (None, ["a1", "a2", "b1"])])
+@pytest.mark.parametrize(
+    "owner, kept",
+    [("alice", ["a1", "a2"]), ("bob", ["b1"]), ("carol", []), (None, ["a1", "a2", "b1"])],
+)
 def test_status_filters_by_owner_exactly(owner, kept):
-    rows = [JobRecord("a1", "a1", JobState.QUEUED, owner="alice"),
-            JobRecord("a2", "a2", JobState.FAILED, owner="alice"),
-            JobRecord("b1", "b1", JobState.QUEUED, owner="bob")]
+    rows = [
+        JobRecord("a1", "a1", JobState.QUEUED, owner="alice"),
+        JobRecord("a2", "a2", JobState.FAILED, owner="alice"),
+        JobRecord("b1", "b1", JobState.QUEUED, owner="bob"),
+    ]
     v = Q.view(rows, Q.JobFilter(owner=owner), now=0.0, limit=None)
     assert sorted(r.job_id for r in v.rows) == kept
     assert ("owner = " + owner in v.summary()) if owner else "match" not in v.summary()
@@ -56,4 +66,5 @@ def test_status_json_carries_the_owner():
 
 def test_the_owner_column_is_the_first_dropped_when_the_table_does_not_fit():
     from fleet.cli.jobs import STATUS
+
     assert STATUS.optional[-1] == "owner"

@@ -1,6 +1,7 @@
 """Every file the code reads beside its modules goes into the wheel: the Docker image installs
 fleet with `pip install .`, and a file left out (state's Lua scripts, Flower's page extras)
 is missing only there."""
+
 import fnmatch
 import tomllib
 from pathlib import Path

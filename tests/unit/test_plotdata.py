@@ -1,5 +1,6 @@
 """`fleet plot`'s data: every trial's curve (pruned ones dimmed, the best highlighted), the best
 value so far by trial number, each parameter against the final metric; and a real PNG."""
+
 import pytest
 
 from fleet.query import plotdata
@@ -14,19 +15,58 @@ def hist(*values):
 
 def leaderboard():
     records = [
-        {"job_id": "a" * 64, "name": "s[trial=0]", "state": "succeeded", "trial": "0", "created_at": "1",
-         "params": {"lr": 0.1, "opt": "adam"}, "search": "s"},
-        {"job_id": "b" * 64, "name": "s[trial=1]", "state": "pruned", "trial": "1", "created_at": "2",
-         "params": {"lr": 0.5, "opt": "sgd"}, "search": "s"},
-        {"job_id": "c" * 64, "name": "s[trial=2]", "state": "succeeded", "trial": "2", "created_at": "3",
-         "params": {"lr": 0.01, "opt": "adam"}, "search": "s"},
-        {"job_id": "d" * 64, "name": "s[trial=3]", "state": "succeeded", "trial": "3", "created_at": "4",
-         "params": {"lr": 0.2, "opt": "sgd"}, "search": "s"},
-        {"job_id": "e" * 64, "name": "s[trial=4]", "state": "queued", "trial": "4", "created_at": "5",
-         "params": {"lr": 0.3, "opt": "adam"}, "search": "s"},
+        {
+            "job_id": "a" * 64,
+            "name": "s[trial=0]",
+            "state": "succeeded",
+            "trial": "0",
+            "created_at": "1",
+            "params": {"lr": 0.1, "opt": "adam"},
+            "search": "s",
+        },
+        {
+            "job_id": "b" * 64,
+            "name": "s[trial=1]",
+            "state": "pruned",
+            "trial": "1",
+            "created_at": "2",
+            "params": {"lr": 0.5, "opt": "sgd"},
+            "search": "s",
+        },
+        {
+            "job_id": "c" * 64,
+            "name": "s[trial=2]",
+            "state": "succeeded",
+            "trial": "2",
+            "created_at": "3",
+            "params": {"lr": 0.01, "opt": "adam"},
+            "search": "s",
+        },
+        {
+            "job_id": "d" * 64,
+            "name": "s[trial=3]",
+            "state": "succeeded",
+            "trial": "3",
+            "created_at": "4",
+            "params": {"lr": 0.2, "opt": "sgd"},
+            "search": "s",
+        },
+        {
+            "job_id": "e" * 64,
+            "name": "s[trial=4]",
+            "state": "queued",
+            "trial": "4",
+            "created_at": "5",
+            "params": {"lr": 0.3, "opt": "adam"},
+            "search": "s",
+        },
     ]
-    histories = {"a" * 64: hist(1.0, 0.6, 0.5), "b" * 64: hist(2.0), "c" * 64: hist(0.9, 0.3, 0.2),
-                 "d" * 64: hist(0.8, 0.7, 0.4)}
+    histories = {
+        "a" * 64: hist(1.0, 0.6, 0.5),
+        "b" * 64: hist(2.0),
+        "c" * 64: hist(0.9, 0.3, 0.2),
+        "d" * 64: hist(0.8, 0.7, 0.4),
+    }
     return R.build("s", records, histories, metric="loss", direction="minimize")
 
 
@@ -36,19 +76,34 @@ def test_each_trial_has_its_curve_the_best_highlighted_and_the_pruned_dimmed():
     assert curves[2].steps == [1, 2, 3] and curves[2].values == [0.9, 0.3, 0.2]
     assert [c.trial for c in data.curves if c.best] == [2]
     assert [c.trial for c in data.curves if c.dimmed] == [1]
-    assert curves[4].steps == []     # queued: nothing to draw yet
+    assert curves[4].steps == []  # queued: nothing to draw yet
 
 
 def test_best_so_far_follows_the_succeeded_trials_in_trial_order_and_carries_on_past_the_others():
     data = plotdata.prepare(leaderboard())
-    assert data.finals == [(0, 0.5, "succeeded"), (1, 2.0, "pruned"), (2, 0.2, "succeeded"), (3, 0.4, "succeeded")]
+    assert data.finals == [
+        (0, 0.5, "succeeded"),
+        (1, 2.0, "pruned"),
+        (2, 0.2, "succeeded"),
+        (3, 0.4, "succeeded"),
+    ]
     assert data.best_so_far == [(0, 0.5), (1, 0.5), (2, 0.2), (3, 0.2)]
 
 
-@pytest.mark.parametrize("direction, expected", [(R.Direction.MINIMIZE, [(0, 3.0), (1, 2.0), (2, 2.0), (3, 2.0)]),
-                                                  (R.Direction.MAXIMIZE, [(0, 3.0), (1, 3.0), (2, 4.0), (3, 4.0)])])
+@pytest.mark.parametrize(
+    "direction, expected",
+    [
+        (R.Direction.MINIMIZE, [(0, 3.0), (1, 2.0), (2, 2.0), (3, 2.0)]),
+        (R.Direction.MAXIMIZE, [(0, 3.0), (1, 3.0), (2, 4.0), (3, 4.0)]),
+    ],
+)
 def test_best_so_far_takes_the_direction(direction, expected):
-    finals = [(0, 3.0, "succeeded"), (1, 2.0, "succeeded"), (2, 4.0, "succeeded"), (3, 0.1, "failed")]
+    finals = [
+        (0, 3.0, "succeeded"),
+        (1, 2.0, "succeeded"),
+        (2, 4.0, "succeeded"),
+        (3, 0.1, "failed"),
+    ]
     assert plotdata.best_so_far(finals, direction) == expected
 
 
@@ -62,9 +117,15 @@ def test_each_parameter_is_paired_with_the_final_metric_numeric_or_by_category()
 
 
 def test_list_valued_params_are_categories_labelled_as_json():
-    board = R.Leaderboard("s", "search", R.Objective("loss", MIN), [
-        R.Trial(0, "a", "a", "succeeded", {"h": [64]}, 1.0, 1.0, 1, "h"),
-        R.Trial(1, "b", "b", "succeeded", {"h": [128, 64]}, 2.0, 2.0, 1, "h")])
+    board = R.Leaderboard(
+        "s",
+        "search",
+        R.Objective("loss", MIN),
+        [
+            R.Trial(0, "a", "a", "succeeded", {"h": [64]}, 1.0, 1.0, 1, "h"),
+            R.Trial(1, "b", "b", "succeeded", {"h": [128, 64]}, 2.0, 2.0, 1, "h"),
+        ],
+    )
     (h,) = plotdata.param_series(board)
     assert not h.numeric and h.values == ["[64]", "[128,64]"]
 
@@ -72,6 +133,7 @@ def test_list_valued_params_are_categories_labelled_as_json():
 def test_the_picture_is_written_as_a_real_png(tmp_path):
     pytest.importorskip("matplotlib")
     from fleet import plot
+
     path = plot.save(plotdata.prepare(leaderboard()), tmp_path / "s.png")
     assert path.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" and path.stat().st_size > 10_000
 
@@ -79,5 +141,6 @@ def test_the_picture_is_written_as_a_real_png(tmp_path):
 def test_an_unknown_picture_format_is_refused_with_the_choices(tmp_path):
     from core.errors import FleetError
     from fleet import plot
+
     with pytest.raises(FleetError, match=r"\.png, \.svg, \.pdf"):
         plot.save(plotdata.prepare(leaderboard()), tmp_path / "s.gif")

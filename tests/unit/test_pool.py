@@ -1,4 +1,5 @@
 """Admission on a host's resource pool: pure, no broker (routing.pool)."""
+
 from __future__ import annotations
 
 import pytest
@@ -39,7 +40,7 @@ def test_cpu_jobs_leave_the_cores_and_ram_idle_gpus_need():
 def test_a_gpu_job_takes_the_reserve_of_the_gpu_it_takes_and_then_cpu_jobs_may_not():
     pool = Pool.of([16], cores=4, ram_gib=16, reserve=GpuReserve(cores=2, ram_gib=8))
     grant, pool = admit(pool, Demand(gpus=1, cores=1))
-    assert fits(pool, Demand(cores=3))          # no idle GPU left to keep room for
+    assert fits(pool, Demand(cores=3))  # no idle GPU left to keep room for
     pool = release(pool, grant)
     assert not fits(pool, Demand(cores=3))
 
@@ -58,12 +59,15 @@ def test_whole_gpu_jobs_take_the_smallest_device_that_fits():
     assert grant.gpus == (2,)
 
 
-@pytest.mark.parametrize("budgets, fit", [
-    ([40, 40], True),
-    ([40, 30, 10], True),
-    ([40, 41], False),
-    ([79, 2], False),
-])
+@pytest.mark.parametrize(
+    "budgets, fit",
+    [
+        ([40, 40], True),
+        ([40, 30, 10], True),
+        ([40, 41], False),
+        ([79, 2], False),
+    ],
+)
 def test_sharing_jobs_fill_one_device_while_their_budgets_fit_its_vram(budgets, fit):
     pool = Pool.of([80], cores=16, ram_gib=64)
     ok = True
@@ -91,33 +95,54 @@ def test_sharing_jobs_pack_onto_a_device_already_shared():
     first, pool = admit(pool, Demand(gpus=1, vram_gib=10, share_gpu=True))
     second, pool = admit(pool, Demand(gpus=1, vram_gib=10, share_gpu=True))
     assert first.gpus == second.gpus
-    assert fits(pool, Demand(gpus=1))           # the other device stays whole
+    assert fits(pool, Demand(gpus=1))  # the other device stays whole
 
 
 def test_release_gives_everything_back():
     empty = Pool.of([24, 24], cores=8, ram_gib=32)
-    grants, pool = take_all(empty, [Demand(gpus=1, ram_gib=4), Demand(gpus=1, vram_gib=4, share_gpu=True),
-                                    Demand(cores=2, ram_gib=2)])
+    grants, pool = take_all(
+        empty,
+        [
+            Demand(gpus=1, ram_gib=4),
+            Demand(gpus=1, vram_gib=4, share_gpu=True),
+            Demand(cores=2, ram_gib=2),
+        ],
+    )
     for g in grants:
         pool = release(pool, g)
     assert pool == empty
 
 
-@pytest.mark.parametrize("kwargs", [dict(gpus=-1), dict(cores=-1), dict(ram_gib=-1.0),
-                                    dict(gpus=2, share_gpu=True), dict(gpus=0, share_gpu=True)])
+@pytest.mark.parametrize(
+    "kwargs",
+    [
+        dict(gpus=-1),
+        dict(cores=-1),
+        dict(ram_gib=-1.0),
+        dict(gpus=2, share_gpu=True),
+        dict(gpus=0, share_gpu=True),
+    ],
+)
 def test_a_demand_refuses_impossible_values(kwargs):
     with pytest.raises(ValueError, match="demand"):
         Demand(**kwargs)
 
 
-@pytest.mark.parametrize("needs, on_gpu, demand", [
-    (Needs(), False, Demand(cores=1)),
-    (Needs(min_cores=8, min_ram_gib=4), False, Demand(cores=8, ram_gib=4)),
-    (Needs(require_cuda=True, min_vram_gib=24), True, Demand(gpus=1, vram_gib=24)),
-    (Needs(require_cuda=True, min_vram_gib=24, gpus=4), True, Demand(gpus=4, vram_gib=24)),
-    (Needs(require_cuda=True, min_vram_gib=2, share_gpu=True), True, Demand(gpus=1, vram_gib=2, share_gpu=True)),
-    (Needs(min_vram_gib=10, gpus=2), False, Demand(cores=1)),      # prefer_cuda on its CPU fallback
-    (Needs(min_vram_gib=10), True, Demand(gpus=1, vram_gib=10)),   # prefer_cuda on its GPU tier
-])
+@pytest.mark.parametrize(
+    "needs, on_gpu, demand",
+    [
+        (Needs(), False, Demand(cores=1)),
+        (Needs(min_cores=8, min_ram_gib=4), False, Demand(cores=8, ram_gib=4)),
+        (Needs(require_cuda=True, min_vram_gib=24), True, Demand(gpus=1, vram_gib=24)),
+        (Needs(require_cuda=True, min_vram_gib=24, gpus=4), True, Demand(gpus=4, vram_gib=24)),
+        (
+            Needs(require_cuda=True, min_vram_gib=2, share_gpu=True),
+            True,
+            Demand(gpus=1, vram_gib=2, share_gpu=True),
+        ),
+        (Needs(min_vram_gib=10, gpus=2), False, Demand(cores=1)),  # prefer_cuda on its CPU fallback
+        (Needs(min_vram_gib=10), True, Demand(gpus=1, vram_gib=10)),  # prefer_cuda on its GPU tier
+    ],
+)
 def test_a_jobs_needs_become_what_it_reserves(needs, on_gpu, demand):
     assert demand_of(needs, on_gpu) == demand

@@ -1,4 +1,5 @@
 """The multi-resource oracle and capable-idle measure the benchmark reports (bench/pool_oracle.py)."""
+
 from __future__ import annotations
 
 import pytest
@@ -11,7 +12,9 @@ CPU8 = PoolHost("cpu8", cores=8, ram_gib=32)
 
 
 def test_the_oracle_runs_gpu_and_cpu_jobs_side_by_side_on_one_host():
-    jobs = [PoolJob("gpu", 20, Demand(gpus=1))] + [PoolJob(f"cpu{i}", 3, Demand(cores=2)) for i in range(6)]
+    jobs = [PoolJob("gpu", 20, Demand(gpus=1))] + [
+        PoolJob(f"cpu{i}", 3, Demand(cores=2)) for i in range(6)
+    ]
     plan = greedy(jobs, [GPU4])
     assert makespan(plan) == 20
     assert all(p.start == 0 for p in plan)
@@ -35,13 +38,17 @@ def test_a_job_no_host_can_ever_run_is_an_error():
 
 
 def test_capable_idle_counts_idle_gpus_and_free_cores_while_a_fitting_job_waited():
-    runs = [PoolRun("a", "cpu8", 0, 0, 10, Demand(cores=2)),
-            PoolRun("b", "cpu8", 0, 10, 12, Demand(cores=2))]     # waited 10 s beside 6 free cores
+    runs = [
+        PoolRun("a", "cpu8", 0, 0, 10, Demand(cores=2)),
+        PoolRun("b", "cpu8", 0, 10, 12, Demand(cores=2)),
+    ]  # waited 10 s beside 6 free cores
     idle = capable_idle(runs, [CPU8])
     assert idle["cpu8"] == (0.0, 60.0)
 
 
 def test_no_capable_idle_when_the_waiting_job_did_not_fit():
-    runs = [PoolRun("a", "cpu8", 0, 0, 10, Demand(cores=8)),
-            PoolRun("b", "cpu8", 0, 10, 12, Demand(cores=2))]
+    runs = [
+        PoolRun("a", "cpu8", 0, 0, 10, Demand(cores=8)),
+        PoolRun("b", "cpu8", 0, 10, 12, Demand(cores=2)),
+    ]
     assert capable_idle(runs, [CPU8])["cpu8"] == (0.0, 0.0)

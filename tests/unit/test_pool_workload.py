@@ -1,4 +1,5 @@
 """The multi-resource scheduling workload: its hosts, its manifest, its figures, by example."""
+
 from __future__ import annotations
 
 import json
@@ -48,8 +49,12 @@ def test_the_workload_mixes_every_kind_in_one_block_each():
 
 
 def test_every_job_of_the_mix_fits_some_host_and_the_big_ones_fit_few():
-    fits = {k.name: {h.name for h in POOL_HOSTS if h.can_ever_run(PlannedJob(k.name, "x", 1, k.needs).demand)}
-            for k in POOL_KINDS}
+    fits = {
+        k.name: {
+            h.name for h in POOL_HOSTS if h.can_ever_run(PlannedJob(k.name, "x", 1, k.needs).demand)
+        }
+        for k in POOL_KINDS
+    }
     assert fits["gpus4"] == {"gpu4"}
     assert fits["gpus2"] == {"gpu4", "gpu2"}
     assert fits["gpu1"] == fits["share"] == {"gpu4", "gpu2", "gpu1"}
@@ -57,11 +62,15 @@ def test_every_job_of_the_mix_fits_some_host_and_the_big_ones_fit_few():
 
 
 def test_a_job_reserves_what_its_needs_say():
-    assert PlannedJob("gpus2", "a", 1, Needs(require_cuda=True, gpus=2, min_vram_gib=40, min_cores=4)).demand == \
-        Demand(gpus=2, vram_gib=40, cores=4)
-    assert PlannedJob("share", "b", 1, Needs(require_cuda=True, share_gpu=True, min_vram_gib=8)).demand == \
-        Demand(gpus=1, vram_gib=8, share_gpu=True, cores=1)
-    assert PlannedJob("cpu", "c", 1, Needs(min_cores=16, min_ram_gib=16)).demand == Demand(cores=16, ram_gib=16)
+    assert PlannedJob(
+        "gpus2", "a", 1, Needs(require_cuda=True, gpus=2, min_vram_gib=40, min_cores=4)
+    ).demand == Demand(gpus=2, vram_gib=40, cores=4)
+    assert PlannedJob(
+        "share", "b", 1, Needs(require_cuda=True, share_gpu=True, min_vram_gib=8)
+    ).demand == Demand(gpus=1, vram_gib=8, share_gpu=True, cores=1)
+    assert PlannedJob("cpu", "c", 1, Needs(min_cores=16, min_ram_gib=16)).demand == Demand(
+        cores=16, ram_gib=16
+    )
 
 
 def test_the_manifest_loads_with_every_job_s_needs_and_sleep():
@@ -80,7 +89,10 @@ def _times(host: str, queued: float, started: float, finished: float) -> Times:
 
 
 ONE = PoolHost("one", gpus=(24.0,), cores=4, ram_gib=32)
-GPU_AND_CPU = [PlannedJob("gpu1", "g", 2.0, Needs(require_cuda=True)), PlannedJob("cpu4", "c", 2.0, Needs(min_cores=2))]
+GPU_AND_CPU = [
+    PlannedJob("gpu1", "g", 2.0, Needs(require_cuda=True)),
+    PlannedJob("cpu4", "c", 2.0, Needs(min_cores=2)),
+]
 
 
 def test_measure_compares_fleet_with_the_oracle_on_the_run_times_taken():
@@ -89,7 +101,7 @@ def test_measure_compares_fleet_with_the_oracle_on_the_run_times_taken():
     times = {"g": _times("one", 100.0, 100.0, 103.0), "c": _times("one", 100.0, 103.0, 106.0)}
     fig = measure(5, jobs, times, published_at=100.0, hosts=[ONE])
     assert fig.fleet_s == pytest.approx(6.0) and fig.publish_s == pytest.approx(0.0)
-    assert fig.oracle_s == pytest.approx(3.0)          # the measured 3 s each, side by side
+    assert fig.oracle_s == pytest.approx(3.0)  # the measured 3 s each, side by side
     assert fig.oracle_nominal_s == pytest.approx(2.0)
     assert fig.ratio == pytest.approx(0.5)
     # while c waited (100-103) it would have fit: the free cores (4 - 1 held by g) idled 3 s

@@ -1,4 +1,5 @@
 """Which running jobs an urgent job may displace (routing.preempt): pure, by example."""
+
 from __future__ import annotations
 
 from routing.pool import Demand, Pool, admit
@@ -49,9 +50,11 @@ def test_a_job_preempted_often_enough_runs_to_its_end():
 
 
 def test_only_the_jobs_needed_are_displaced_lowest_priority_first():
-    pool, running = host_running(("gpu", 2, Demand(gpus=1, cores=1), True),
-                                 ("cpu-a", 1, Demand(cores=4), True),
-                                 ("cpu-b", 3, Demand(cores=3), True))
+    pool, running = host_running(
+        ("gpu", 2, Demand(gpus=1, cores=1), True),
+        ("cpu-a", 1, Demand(cores=4), True),
+        ("cpu-b", 3, Demand(cores=3), True),
+    )
     # the urgent job needs the GPU: only the GPU job stands in its way
     assert [r.job_id for r in victims(pool, 9, Demand(gpus=1, cores=1), running)] == ["gpu"]
 

@@ -1,4 +1,5 @@
 """The room preemption frees is kept for the urgent job alone (tasks.admission.Hold)."""
+
 from __future__ import annotations
 
 import time
@@ -35,8 +36,8 @@ def test_once_the_room_is_free_only_the_held_queue_is_consumed_and_only_the_held
     g.hold(held())
     g.release("low")
     assert g.consumable(ALL) == ["cuda-large"]
-    assert g.take("again", Demand(gpus=1), "low-job") is None      # the victim re-popped
-    assert g.take("cpu", Demand(cores=1), "other") is None         # another queue's job
+    assert g.take("again", Demand(gpus=1), "low-job") is None  # the victim re-popped
+    assert g.take("cpu", Demand(cores=1), "other") is None  # another queue's job
     assert g.take("urgent", Demand(gpus=1, vram_gib=60), "urgent-job") is not None
     assert g.holding() is None
 
@@ -61,19 +62,40 @@ def test_under_a_hold_naming_its_list_only_that_list_is_asked_for():
     g = busy_gate([])
     keys = ["cuda-large", "cuda-large\x06\x169", "cuda", "cpu"]
     assert g.held_lists(keys) == keys
-    g.hold(Hold("urgent-job", "cuda-large", Demand(gpus=1, vram_gib=60), time.monotonic() + 60, ("cuda-large",)))
+    g.hold(
+        Hold(
+            "urgent-job",
+            "cuda-large",
+            Demand(gpus=1, vram_gib=60),
+            time.monotonic() + 60,
+            ("cuda-large",),
+        )
+    )
     assert g.held_lists(keys) == ["cuda-large"]
 
 
 def test_a_held_owner_list_is_asked_for_even_before_the_fair_share_order_knows_its_owner():
     g = busy_gate([])
     owner_list = queues.owner_key("cuda-large", "bob", 0)
-    g.hold(Hold("urgent-job", "cuda-large", Demand(gpus=1, vram_gib=60), time.monotonic() + 60, (owner_list,)))
-    assert g.held_lists(["cuda-large", queues.owner_key("cuda-large", "alice", 0), "cpu"]) == [owner_list]
-    assert g.held_lists(["cpu"]) == []   # its queue is not asked yet (its room is still being freed)
+    g.hold(
+        Hold(
+            "urgent-job",
+            "cuda-large",
+            Demand(gpus=1, vram_gib=60),
+            time.monotonic() + 60,
+            (owner_list,),
+        )
+    )
+    assert g.held_lists(["cuda-large", queues.owner_key("cuda-large", "alice", 0), "cpu"]) == [
+        owner_list
+    ]
+    assert g.held_lists(["cpu"]) == []  # its queue is not asked yet (its room is still being freed)
 
 
 def test_preemption_looks_for_the_urgent_job_in_every_owners_list_and_the_plain_one():
     assert lists_at("cuda", 0, ["alice", "bob"]) == [
-        "cuda", queues.owner_key("cuda", "alice", 0), queues.owner_key("cuda", "bob", 0)]
+        "cuda",
+        queues.owner_key("cuda", "alice", 0),
+        queues.owner_key("cuda", "bob", 0),
+    ]
     assert lists_at("cuda", 3) == ["cuda\x06\x163"]

@@ -1,6 +1,7 @@
 """The README and docs/: each shell snippet parses as bash, every `fleet` verb and flag they
 use exists in the CLI (so the walkthrough cannot drift from the commands), the README stays a
 first read with a map of every page, and the reference says what the code does."""
+
 import re
 import shlex
 import subprocess
@@ -26,10 +27,20 @@ def fleet_commands(block: str) -> list[list[str]]:
         for part in re.split(r"&&|\|\||;|\|", line):
             words = shlex.split(part, comments=True)
             # the command word: after sudo/-E/VAR=value, never an argument that ends in /fleet
-            idx = next((i for i, w in enumerate(words) if w not in ("sudo", "-E", "exec") and "=" not in w), None)
-            if idx is not None and (words[idx] == "fleet" or words[idx].endswith("/bin/fleet")) \
-                    and idx + 1 < len(words):
-                out.append([w for w in words[idx + 1:] if not w.startswith(">")])
+            idx = next(
+                (
+                    i
+                    for i, w in enumerate(words)
+                    if w not in ("sudo", "-E", "exec") and "=" not in w
+                ),
+                None,
+            )
+            if (
+                idx is not None
+                and (words[idx] == "fleet" or words[idx].endswith("/bin/fleet"))
+                and idx + 1 < len(words)
+            ):
+                out.append([w for w in words[idx + 1 :] if not w.startswith(">")])
     return out
 
 
@@ -59,19 +70,29 @@ def test_every_fleet_verb_and_flag_in_the_readme_exists(page, index, block):
         known = {s for a in verbs[words[0]]._actions for s in a.option_strings}
         for w in words[1:]:
             if w.startswith("-"):
-                assert w.split("=", 1)[0] in known, f"{page}: `fleet {' '.join(words)}`: no option {w}"
+                assert w.split("=", 1)[0] in known, (
+                    f"{page}: `fleet {' '.join(words)}`: no option {w}"
+                )
 
 
-README_LINES = 250   # a newcomer reads it in ten minutes; the reference lives in docs/
+README_LINES = 250  # a newcomer reads it in ten minutes; the reference lives in docs/
 
 
 def test_the_readme_starts_with_the_two_commands_then_the_walkthrough_hosts_and_the_map():
     text = (ROOT / "README.md").read_text()
-    assert text.index("scripts/local-fleet") < text.index("## Ten minutes with a local fleet") \
-        < text.index("## Adding a GPU host") < text.index("## Documentation")
-    assert "scripts/test" in text and ".venv/bin/fleet" in text and "source .venv/bin/activate" in text
+    assert (
+        text.index("scripts/local-fleet")
+        < text.index("## Ten minutes with a local fleet")
+        < text.index("## Adding a GPU host")
+        < text.index("## Documentation")
+    )
+    assert (
+        "scripts/test" in text and ".venv/bin/fleet" in text and "source .venv/bin/activate" in text
+    )
     assert len(fleet_commands("\n".join(bash_blocks(ROOT / "README.md")))) >= 10
-    assert len(text.splitlines()) <= README_LINES, "the README is a first read: move reference text to docs/"
+    assert len(text.splitlines()) <= README_LINES, (
+        "the README is a first read: move reference text to docs/"
+    )
 
 
 def test_the_readmes_map_lists_every_page_in_docs():
@@ -93,15 +114,21 @@ def test_the_walkthroughs_stop_names_the_fleets_folder():
     text = (ROOT / "README.md").read_text()
     stops = [w for w in fleet_commands("\n".join(bash_blocks(ROOT / "README.md"))) if "--stop" in w]
     assert stops and all("--root" in w for w in stops)
-    assert "on a host that built it" in text   # another host builds the environment again
+    assert "on a host that built it" in text  # another host builds the environment again
 
 
 def test_every_variable_a_job_is_given_is_documented():
     from trainers import protocol
+
     text = (ROOT / "docs" / "manifest.md").read_text()
     section = text.split("## What a command job is given", 1)[1].split("\n## ", 1)[0]
     names = [v for k, v in vars(protocol).items() if k.startswith("ENV_")]
-    names += ["CUDA_VISIBLE_DEVICES", "PYTHONUNBUFFERED", *protocol.THREAD_VARS, protocol.METRIC_PREFIX.strip()]
+    names += [
+        "CUDA_VISIBLE_DEVICES",
+        "PYTHONUNBUFFERED",
+        *protocol.THREAD_VARS,
+        protocol.METRIC_PREFIX.strip(),
+    ]
     assert [n for n in names if f"`{n}" not in section] == []
 
 
@@ -117,8 +144,14 @@ def test_a_benchmark_figure_names_the_command_that_produced_it():
 def test_the_docs_sweep_name_and_bundle_file_name_are_what_fleet_makes():
     from fleet.cli.artifacts import file_stem
     from manifest.loader import loads
-    text = (ROOT / "docs" / "manifest.md").read_text() + (ROOT / "docs" / "operating.md").read_text()
-    m = loads('[[jobs]]\nname = "gbt-moons"\ncommand = ["true"]\n[jobs.sweep]\nseed = [1]\nmax_depth = [4]\n', "m.toml")
+
+    text = (ROOT / "docs" / "manifest.md").read_text() + (
+        ROOT / "docs" / "operating.md"
+    ).read_text()
+    m = loads(
+        '[[jobs]]\nname = "gbt-moons"\ncommand = ["true"]\n[jobs.sweep]\nseed = [1]\nmax_depth = [4]\n',
+        "m.toml",
+    )
     [job] = m.jobs
     assert job.name == "gbt-moons[max_depth=4,seed=1]" and f"named {job.name}" in text
     assert f"`{job.name}` -> `{file_stem(job.name)}.tar.zst`" in text

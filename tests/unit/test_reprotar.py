@@ -1,4 +1,5 @@
 """artifacts.reprotar: the one deterministic tar writer behind bundles, data and workdirs."""
+
 import io
 import os
 import tarfile
@@ -29,7 +30,10 @@ def test_equal_files_with_other_times_and_modes_give_equal_tar_bytes(tmp_path):
 def test_a_directory_digest_is_unchanged_so_job_ids_stay_the_same(tmp_path):
     sha, size = write_dir_tar(tree(tmp_path / "t", 1_600_000_000, 0o644))
     # pinned from the writer before artifacts.reprotar: the digest is part of every job ID
-    assert (sha, size) == ("bd74f25b66996535c77f44a5594c8a55d07339ed7e4c4ee2c5462094ea9c1ccb", 10240)
+    assert (sha, size) == (
+        "bd74f25b66996535c77f44a5594c8a55d07339ed7e4c4ee2c5462094ea9c1ccb",
+        10240,
+    )
 
 
 def test_members_keep_only_name_size_content_and_the_executable_bit(tmp_path):
@@ -38,14 +42,19 @@ def test_members_keep_only_name_size_content_and_the_executable_bit(tmp_path):
     buf.seek(0)
     with tarfile.open(fileobj=buf) as tar:
         got = {m.name: (m.mode, m.mtime, m.uid, m.gid, m.uname, m.gname) for m in tar}
-    assert got == {"a.txt": (0o644, 0, 0, 0, "", ""), "run.sh": (0o755, 0, 0, 0, "", ""),
-                   "sub/b.bin": (0o644, 0, 0, 0, "", "")}
+    assert got == {
+        "a.txt": (0o644, 0, 0, 0, "", ""),
+        "run.sh": (0o755, 0, 0, 0, "", ""),
+        "sub/b.bin": (0o644, 0, 0, 0, "", ""),
+    }
 
 
 def test_bundles_of_equal_files_touched_at_other_times_have_the_same_digest(tmp_path):
     a, b = tree(tmp_path / "a", 1_600_000_000, 0o644), tree(tmp_path / "b", 1_700_000_000, 0o600)
+
     def files(root):
         return [(n, root / n) for n in ("a.txt", "run.sh", "sub/b.bin")]
+
     one = bundle(files(a), {"job": "j"}, tmp_path / "one.tar.zst", threads=0)
     two = bundle(files(b), {"job": "j"}, tmp_path / "two.tar.zst", threads=0)
     assert one.sha256 == two.sha256

@@ -1,4 +1,5 @@
 """Routing a sweep once per distinct routing input gives what routing each job gives."""
+
 from fleet.manifests import loads
 from fleet.route_cache import KEY_FIELDS, RouteCache
 from routing import tiers as routing

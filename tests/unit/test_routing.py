@@ -1,4 +1,5 @@
 """Routing decisions, by table: job -> queue, and capability + policy -> queues."""
+
 import pytest
 
 from core.errors import CapabilityError
@@ -8,7 +9,9 @@ from routing.tiers import DEFAULT_TIERS, Constraint, host_queues, route, tier_fo
 
 
 def cap(vram=(), ram=32.0, cores=8, name="h"):
-    return Capability(name, cores, ram, ram, tuple(CudaDevice(i, "gpu", v, v) for i, v in enumerate(vram)))
+    return Capability(
+        name, cores, ram, ram, tuple(CudaDevice(i, "gpu", v, v) for i, v in enumerate(vram))
+    )
 
 
 def job(**kw):
@@ -16,32 +19,38 @@ def job(**kw):
     return JobSpec(name=kw.pop("name", "j"), job_id="x" * 64, model="gbt", needs=needs, **kw)
 
 
-@pytest.mark.parametrize("needs, tier", [
-    (Needs(), "cpu"),
-    (Needs(min_ram_gib=2), "cpu"),
-    (Needs(min_ram_gib=4), "cuda"),           # only the cuda floors guarantee 4 GiB RAM
-    (Needs(require_cuda=True), "cuda"),
-    (Needs(require_cuda=True, min_vram_gib=8), "cuda"),
-    (Needs(require_cuda=True, min_vram_gib=12), "cuda-large"),
-    (Needs(require_cuda=True, min_vram_gib=24), "cuda-large"),
-    (Needs(require_cuda=True, min_vram_gib=25), None),
-    (Needs(min_cores=4), None),
-    (Needs(min_ram_gib=14), "cuda-large"),
-])
+@pytest.mark.parametrize(
+    "needs, tier",
+    [
+        (Needs(), "cpu"),
+        (Needs(min_ram_gib=2), "cpu"),
+        (Needs(min_ram_gib=4), "cuda"),  # only the cuda floors guarantee 4 GiB RAM
+        (Needs(require_cuda=True), "cuda"),
+        (Needs(require_cuda=True, min_vram_gib=8), "cuda"),
+        (Needs(require_cuda=True, min_vram_gib=12), "cuda-large"),
+        (Needs(require_cuda=True, min_vram_gib=24), "cuda-large"),
+        (Needs(require_cuda=True, min_vram_gib=25), None),
+        (Needs(min_cores=4), None),
+        (Needs(min_ram_gib=14), "cuda-large"),
+    ],
+)
 def test_a_job_goes_to_the_least_demanding_tier_that_guarantees_its_needs(needs, tier):
     got = tier_for(needs, DEFAULT_TIERS)
     assert (got.name if got else None) == tier
 
 
-@pytest.mark.parametrize("capability, queues", [
-    (cap(), ["cpu"]),
-    (cap(vram=[8]), ["cuda", "cpu"]),
-    (cap(vram=[6]), ["cpu"]),
-    (cap(vram=[8, 80]), ["cuda-large", "cuda", "cpu"]),
-    (cap(vram=[80], ram=12), ["cuda", "cpu"]),      # RAM floor of cuda-large is 14 GiB
-    (cap(vram=[24], ram=15.5), ["cuda-large", "cuda", "cpu"]),   # a "16 GB" home machine
-    (cap(ram=1), []),
-])
+@pytest.mark.parametrize(
+    "capability, queues",
+    [
+        (cap(), ["cpu"]),
+        (cap(vram=[8]), ["cuda", "cpu"]),
+        (cap(vram=[6]), ["cpu"]),
+        (cap(vram=[8, 80]), ["cuda-large", "cuda", "cpu"]),
+        (cap(vram=[80], ram=12), ["cuda", "cpu"]),  # RAM floor of cuda-large is 14 GiB
+        (cap(vram=[24], ram=15.5), ["cuda-large", "cuda", "cpu"]),  # a "16 GB" home machine
+        (cap(ram=1), []),
+    ],
+)
 def test_a_host_serves_every_tier_it_qualifies_for_most_demanding_first(capability, queues):
     assert host_queues(capability, DEFAULT_TIERS, None) == queues
 
@@ -92,7 +101,9 @@ def test_constraint_round_trips_through_json():
 
 
 def test_fleet_capability_replaces_only_the_keys_it_gives():
-    c = apply_override(cap(vram=[8]), parse_override('{"cuda_devices": [{"name": "x", "vram_total_gib": 40}]}'))
+    c = apply_override(
+        cap(vram=[8]), parse_override('{"cuda_devices": [{"name": "x", "vram_total_gib": 40}]}')
+    )
     assert c.max_vram_gib == 40 and c.ram_total_gib == 32 and c.overridden == ("cuda_devices",)
 
 
@@ -102,25 +113,33 @@ def test_fleet_capability_with_an_unknown_key_names_the_known_ones():
 
 
 def test_declared_capability_is_more_restrictive_when_it_is_lower():
-    c = restrict(cap(vram=[80], ram=64), {"ram_total_gib": 16, "cuda_devices": [{"vram_total_gib": 24}]})
+    c = restrict(
+        cap(vram=[80], ram=64), {"ram_total_gib": 16, "cuda_devices": [{"vram_total_gib": 24}]}
+    )
     assert c.ram_total_gib == 16 and c.max_vram_gib == 24
     assert restrict(cap(ram=8), {"ram_total_gib": 64}).ram_total_gib == 8
 
 
 def test_q_keeps_only_those_tiers_and_their_constraint_queues_that_admit_the_host():
     from state.cluster import ClusterConfig
+
     admits_h = Constraint(frozenset({"h"}), frozenset())
-    config = ClusterConfig(constraint_queues={"cpu.abc": ("cpu", admits_h), "cuda.def": ("cuda", admits_h)})
+    config = ClusterConfig(
+        constraint_queues={"cpu.abc": ("cpu", admits_h), "cuda.def": ("cuda", admits_h)}
+    )
     host = cap(vram=[80])
     assert config.queues(host) == ["cuda-large", "cuda.def", "cuda", "cpu.abc", "cpu"]
     assert config.queues(host, only=("cpu",)) == ["cpu.abc", "cpu"]
 
 
-@pytest.mark.parametrize("override, names", [
-    ('{"cpu_cores": "many"}', "cpu_cores"),
-    ('{"ram_total_gib": -1}', "ram_total_gib"),
-    ('{"cuda_devices": 3}', "cuda_devices"),
-])
+@pytest.mark.parametrize(
+    "override, names",
+    [
+        ('{"cpu_cores": "many"}', "cpu_cores"),
+        ('{"ram_total_gib": -1}', "ram_total_gib"),
+        ('{"cuda_devices": 3}', "cuda_devices"),
+    ],
+)
 def test_a_bad_capability_override_value_names_the_variable_and_the_key(override, names):
     with pytest.raises(CapabilityError, match=f"FLEET_CAPABILITY: {names}"):
         apply_override(cap(), parse_override(override))
@@ -136,25 +155,31 @@ def test_overriding_total_ram_alone_caps_available_ram():
 CUDA = dict(require_cuda=True)
 
 
-@pytest.mark.parametrize("needs, queue", [
-    (dict(), "cpu"),
-    (dict(min_ram_gib=2), "cpu"),                       # the floor states it: plain tier queue
-    (dict(min_ram_gib=4), "cpu.ram4"),                  # not the cuda tier any more
-    (dict(min_cores=4), "cpu.cores4"),
-    (dict(min_ram_gib=20, min_cores=8), "cpu.ram20.cores8"),
-    (dict(**CUDA), "cuda"),
-    (dict(**CUDA, min_vram_gib=4), "cuda"),             # below the floor: the floor guarantees it
-    (dict(**CUDA, min_vram_gib=8), "cuda"),
-    (dict(**CUDA, min_vram_gib=10), "cuda.vram10"),     # the 16 GiB host can take it
-    (dict(**CUDA, min_vram_gib=15.5), "cuda.vram15.5"),
-    (dict(**CUDA, min_vram_gib=24), "cuda-large"),      # cuda-large's floor is what it states
-    (dict(**CUDA, min_vram_gib=24, min_ram_gib=14), "cuda-large"),
-    (dict(**CUDA, min_vram_gib=24, min_ram_gib=8), "cuda.vram24.ram8"),   # a 24 GiB, 12 GiB RAM host fits
-    (dict(**CUDA, min_vram_gib=24, min_ram_gib=32), "cuda-large.ram32"),
-    (dict(**CUDA, min_vram_gib=40), "cuda.vram40"),
-    (dict(min_vram_gib=10), "cuda.vram10"),             # VRAM implies CUDA
-    (dict(**CUDA, min_cores=4), "cuda.cores4"),
-])
+@pytest.mark.parametrize(
+    "needs, queue",
+    [
+        (dict(), "cpu"),
+        (dict(min_ram_gib=2), "cpu"),  # the floor states it: plain tier queue
+        (dict(min_ram_gib=4), "cpu.ram4"),  # not the cuda tier any more
+        (dict(min_cores=4), "cpu.cores4"),
+        (dict(min_ram_gib=20, min_cores=8), "cpu.ram20.cores8"),
+        (dict(**CUDA), "cuda"),
+        (dict(**CUDA, min_vram_gib=4), "cuda"),  # below the floor: the floor guarantees it
+        (dict(**CUDA, min_vram_gib=8), "cuda"),
+        (dict(**CUDA, min_vram_gib=10), "cuda.vram10"),  # the 16 GiB host can take it
+        (dict(**CUDA, min_vram_gib=15.5), "cuda.vram15.5"),
+        (dict(**CUDA, min_vram_gib=24), "cuda-large"),  # cuda-large's floor is what it states
+        (dict(**CUDA, min_vram_gib=24, min_ram_gib=14), "cuda-large"),
+        (
+            dict(**CUDA, min_vram_gib=24, min_ram_gib=8),
+            "cuda.vram24.ram8",
+        ),  # a 24 GiB, 12 GiB RAM host fits
+        (dict(**CUDA, min_vram_gib=24, min_ram_gib=32), "cuda-large.ram32"),
+        (dict(**CUDA, min_vram_gib=40), "cuda.vram40"),
+        (dict(min_vram_gib=10), "cuda.vram10"),  # VRAM implies CUDA
+        (dict(**CUDA, min_cores=4), "cuda.cores4"),
+    ],
+)
 def test_a_job_whose_needs_exceed_its_tiers_floor_goes_to_a_need_queue_named_by_them(needs, queue):
     assert route(job(**needs), DEFAULT_TIERS, {}).queue == queue
 
@@ -169,7 +194,7 @@ def test_needs_and_a_host_constraint_make_a_readable_name_with_a_digest():
     r = route(job(**CUDA, min_vram_gib=10, denied_hosts=("b",)), DEFAULT_TIERS, {})
     assert r.queue.startswith("cuda.vram10.") and len(r.queue.split(".")[-1]) == 10
     other = route(job(**CUDA, min_vram_gib=12, denied_hosts=("b",)), DEFAULT_TIERS, {})
-    assert other.queue.split(".")[-1] != r.queue.split(".")[-1]   # the needs are in the digest
+    assert other.queue.split(".")[-1] != r.queue.split(".")[-1]  # the needs are in the digest
 
 
 def test_a_constraint_with_needs_round_trips_through_json_and_host_only_digests_do_not_change():
@@ -202,29 +227,67 @@ def _need_queues(*needs: dict) -> dict:
     return out
 
 
-NEED_QUEUES = _need_queues(dict(**CUDA, min_vram_gib=10), dict(**CUDA, min_vram_gib=40),
-                           dict(**CUDA, min_vram_gib=24, min_ram_gib=32), dict(min_ram_gib=4),
-                           dict(min_ram_gib=20, min_cores=8))
+NEED_QUEUES = _need_queues(
+    dict(**CUDA, min_vram_gib=10),
+    dict(**CUDA, min_vram_gib=40),
+    dict(**CUDA, min_vram_gib=24, min_ram_gib=32),
+    dict(min_ram_gib=4),
+    dict(min_ram_gib=20, min_cores=8),
+)
 
 
-@pytest.mark.parametrize("capability, queues", [
-    (cap(vram=[80], ram=64, cores=16), ["cuda.vram40", "cuda-large.ram32", "cuda-large", "cuda.vram10", "cuda",
-                                        "cpu.ram20.cores8", "cpu.ram4", "cpu"]),
-    (cap(vram=[24], ram=32, cores=8), ["cuda-large.ram32", "cuda-large", "cuda.vram10", "cuda",
-                                       "cpu.ram20.cores8", "cpu.ram4", "cpu"]),
-    (cap(vram=[16], ram=32, cores=8), ["cuda.vram10", "cuda", "cpu.ram20.cores8", "cpu.ram4", "cpu"]),
-    (cap(vram=[8], ram=16, cores=4), ["cuda", "cpu.ram4", "cpu"]),
-    (cap(vram=[8, 16], ram=16), ["cuda.vram10", "cuda", "cpu.ram4", "cpu"]),   # one device must fit
-    (cap(ram=8, cores=2), ["cpu.ram4", "cpu"]),
-    (cap(ram=3, cores=2), ["cpu"]),
-])
+@pytest.mark.parametrize(
+    "capability, queues",
+    [
+        (
+            cap(vram=[80], ram=64, cores=16),
+            [
+                "cuda.vram40",
+                "cuda-large.ram32",
+                "cuda-large",
+                "cuda.vram10",
+                "cuda",
+                "cpu.ram20.cores8",
+                "cpu.ram4",
+                "cpu",
+            ],
+        ),
+        (
+            cap(vram=[24], ram=32, cores=8),
+            [
+                "cuda-large.ram32",
+                "cuda-large",
+                "cuda.vram10",
+                "cuda",
+                "cpu.ram20.cores8",
+                "cpu.ram4",
+                "cpu",
+            ],
+        ),
+        (
+            cap(vram=[16], ram=32, cores=8),
+            ["cuda.vram10", "cuda", "cpu.ram20.cores8", "cpu.ram4", "cpu"],
+        ),
+        (cap(vram=[8], ram=16, cores=4), ["cuda", "cpu.ram4", "cpu"]),
+        (
+            cap(vram=[8, 16], ram=16),
+            ["cuda.vram10", "cuda", "cpu.ram4", "cpu"],
+        ),  # one device must fit
+        (cap(ram=8, cores=2), ["cpu.ram4", "cpu"]),
+        (cap(ram=3, cores=2), ["cpu"]),
+    ],
+)
 def test_a_host_consumes_the_need_queues_it_meets_most_demanding_first(capability, queues):
     assert host_queues(capability, DEFAULT_TIERS, None, NEED_QUEUES) == queues
 
 
 def test_a_host_policy_that_leaves_out_a_tier_leaves_out_its_need_queues_too():
     policy = HostPolicy("h", tiers=("cpu",))
-    assert host_queues(cap(vram=[80]), DEFAULT_TIERS, policy, NEED_QUEUES) == ["cpu.ram20.cores8", "cpu.ram4", "cpu"]
+    assert host_queues(cap(vram=[80]), DEFAULT_TIERS, policy, NEED_QUEUES) == [
+        "cpu.ram20.cores8",
+        "cpu.ram4",
+        "cpu",
+    ]
 
 
 def test_a_need_queue_with_a_host_constraint_admits_only_hosts_meeting_both():

@@ -1,5 +1,6 @@
 """Extracting a crafted, malicious tar.zst: every trick is refused and nothing lands
 outside the destination."""
+
 import io
 import os
 import re
@@ -90,7 +91,10 @@ def test_setuid_bits_are_dropped_and_regular_files_come_out_whole(tmp_path):
     bundle, dest = tmp_path / "b.tar.zst", tmp_path / "dest"
     tar_zst(bundle, [(info, data), member("deep/er/file.txt", data=b"hello")])
     written = extract(bundle, dest)
-    assert sorted(p.relative_to(dest).as_posix() for p in written) == ["bin/tool", "deep/er/file.txt"]
+    assert sorted(p.relative_to(dest).as_posix() for p in written) == [
+        "bin/tool",
+        "deep/er/file.txt",
+    ]
     assert (dest / "bin" / "tool").stat().st_mode & 0o7777 == 0o755
     assert (dest / "deep" / "er" / "file.txt").read_bytes() == b"hello"
 
@@ -134,10 +138,14 @@ def test_a_data_tar_may_list_directories_but_not_links(tmp_path):
     plain_tar(good, [member("d", tarfile.DIRTYPE), member("d/a.bin", data=b"a")])
     plain_tar(bad, [member("d/a.bin"), member("d/link", tarfile.SYMTYPE, link="a.bin")])
     with tarfile.open(good) as tar:
-        written = safetar.extract(tar, tmp_path / "good", what="data tar", directories=safetar.Directories.SKIP)
+        written = safetar.extract(
+            tar, tmp_path / "good", what="data tar", directories=safetar.Directories.SKIP
+        )
     assert written == [tmp_path / "good" / "d" / "a.bin"] and written[0].read_bytes() == b"a"
     with tarfile.open(bad) as tar, pytest.raises(UnsafeArchive, match="data tar member 'd/link'"):
-        safetar.extract(tar, tmp_path / "bad", what="data tar", directories=safetar.Directories.SKIP)
+        safetar.extract(
+            tar, tmp_path / "bad", what="data tar", directories=safetar.Directories.SKIP
+        )
 
 
 def test_a_truncated_archive_is_a_store_error_not_a_tarfile_one(tmp_path):

@@ -1,24 +1,42 @@
 """A search's one-line summary (`fleet status`, `fleet why`): running and queued apart, and
 a wording that fits the terminal's width."""
+
 import pytest
 
 from state.search import SearchView
 
 
 def a_search(stopped: str = "", queued: int = 2) -> SearchView:
-    return SearchView("sid", "tune-mlp", {"trials": 64, "metric": "valid_loss"}, 45, 37,
-                      {"succeeded": 25, "pruned": 12, "failed": 0, "cancelled": 0}, 8, stopped, 0.081, 23,
-                      queued=queued)
+    return SearchView(
+        "sid",
+        "tune-mlp",
+        {"trials": 64, "metric": "valid_loss"},
+        45,
+        37,
+        {"succeeded": 25, "pruned": 12, "failed": 0, "cancelled": 0},
+        8,
+        stopped,
+        0.081,
+        23,
+        queued=queued,
+    )
 
 
 def test_a_search_line_says_running_and_queued_apart():
-    assert a_search().summary() == ("tune-mlp: search 37/64, 6 running, 2 queued, 12 pruned, "
-                                    "best valid_loss=0.081 (trial 23)")
+    assert a_search().summary() == (
+        "tune-mlp: search 37/64, 6 running, 2 queued, 12 pruned, best valid_loss=0.081 (trial 23)"
+    )
     assert "8 running, 12 pruned" in a_search(queued=0).summary()
 
 
-@pytest.mark.parametrize("width, best", [(120, "best valid_loss=0.081 (trial 23)"),
-                                         (80, "best 0.081 (trial 23)"), (74, "best 0.081 (#23)")])
+@pytest.mark.parametrize(
+    "width, best",
+    [
+        (120, "best valid_loss=0.081 (trial 23)"),
+        (80, "best 0.081 (trial 23)"),
+        (74, "best 0.081 (#23)"),
+    ],
+)
 def test_a_search_line_fits_the_width_by_a_shorter_wording_of_its_best(width, best):
     line = a_search().summary(width)
     assert line.endswith(", " + best)

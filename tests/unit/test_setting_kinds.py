@@ -1,5 +1,6 @@
 """Every FLEET_* variable is parsed one way (core.setting): each kind by a table, and a bad
 value names the variable, the value and the fix."""
+
 import pytest
 
 from core import registry
@@ -31,37 +32,43 @@ def test_adopt_unpublished_and_yield_accept_the_same_spellings():
     assert adopt is yielding is True
 
 
-@pytest.mark.parametrize("name, raw, want", [
-    ("FLEET_LEASE_TTL_S", "30", 30.0),
-    ("FLEET_LEASE_TTL_S", " 2.5 ", 2.5),
-    ("FLEET_YIELD_RECLAIM_S", "0", 0.0),
-    ("FLEET_DATA_CACHE_GIB", "0.5", 0.5),
-    ("FLEET_WORKDIR_MAX_MIB", "500", 500.0),
-    ("FLEET_REDIS_WAIT_REPLICAS", "0", 0),
-    ("FLEET_GPU_RESERVE_CORES", "2", 2),
-    ("FLEET_GPU_RESERVE_RAM_GIB", "0", 0.0),
-    ("FLEET_STORE_URL", "s3://bucket/prefix", "s3://bucket/prefix"),
-    ("FLEET_YIELD_IGNORE", "Xorg, gnome-shell", ("Xorg", "gnome-shell")),
-    ("FLEET_OWNER", " alice ", "alice"),
-])
+@pytest.mark.parametrize(
+    "name, raw, want",
+    [
+        ("FLEET_LEASE_TTL_S", "30", 30.0),
+        ("FLEET_LEASE_TTL_S", " 2.5 ", 2.5),
+        ("FLEET_YIELD_RECLAIM_S", "0", 0.0),
+        ("FLEET_DATA_CACHE_GIB", "0.5", 0.5),
+        ("FLEET_WORKDIR_MAX_MIB", "500", 500.0),
+        ("FLEET_REDIS_WAIT_REPLICAS", "0", 0),
+        ("FLEET_GPU_RESERVE_CORES", "2", 2),
+        ("FLEET_GPU_RESERVE_RAM_GIB", "0", 0.0),
+        ("FLEET_STORE_URL", "s3://bucket/prefix", "s3://bucket/prefix"),
+        ("FLEET_YIELD_IGNORE", "Xorg, gnome-shell", ("Xorg", "gnome-shell")),
+        ("FLEET_OWNER", " alice ", "alice"),
+    ],
+)
 def test_a_good_value_parses_to_its_kind(name, raw, want):
     assert registry.value(name, {name: raw}) == want
     assert registry.source(name, {name: raw}) is Source.ENV
 
 
-@pytest.mark.parametrize("name, raw, expected", [
-    ("FLEET_ADOPT_UNPUBLISHED", "maybe", "1 or 0"),
-    ("FLEET_YIELD", "2", "1 or 0"),
-    ("FLEET_LEASE_TTL_S", "soon", "seconds > 0"),
-    ("FLEET_LEASE_TTL_S", "0", "seconds > 0"),
-    ("FLEET_LEASE_TTL_S", "-5", "seconds > 0"),
-    ("FLEET_YIELD_RECLAIM_S", "-1", "seconds >= 0"),
-    ("FLEET_DATA_CACHE_GIB", "lots", "GiB > 0"),
-    ("FLEET_WORKDIR_MAX_MIB", "0", "MiB > 0"),
-    ("FLEET_REDIS_WAIT_REPLICAS", "1.5", "whole number"),
-    ("FLEET_GPU_RESERVE_CORES", "-1", "whole number"),
-    ("FLEET_STORE_URL", "bucket/prefix", "URL"),
-])
+@pytest.mark.parametrize(
+    "name, raw, expected",
+    [
+        ("FLEET_ADOPT_UNPUBLISHED", "maybe", "1 or 0"),
+        ("FLEET_YIELD", "2", "1 or 0"),
+        ("FLEET_LEASE_TTL_S", "soon", "seconds > 0"),
+        ("FLEET_LEASE_TTL_S", "0", "seconds > 0"),
+        ("FLEET_LEASE_TTL_S", "-5", "seconds > 0"),
+        ("FLEET_YIELD_RECLAIM_S", "-1", "seconds >= 0"),
+        ("FLEET_DATA_CACHE_GIB", "lots", "GiB > 0"),
+        ("FLEET_WORKDIR_MAX_MIB", "0", "MiB > 0"),
+        ("FLEET_REDIS_WAIT_REPLICAS", "1.5", "whole number"),
+        ("FLEET_GPU_RESERVE_CORES", "-1", "whole number"),
+        ("FLEET_STORE_URL", "bucket/prefix", "URL"),
+    ],
+)
 def test_a_bad_value_is_an_error_naming_the_variable_the_value_and_the_fix(name, raw, expected):
     with pytest.raises(ConfigError) as e:
         registry.value(name, {name: raw})

@@ -1,4 +1,5 @@
 """`fleet settings`: the effective settings, where each came from, secrets masked, 80 columns."""
+
 import json
 
 import pytest
@@ -14,13 +15,15 @@ BROKER = f"redis://fleet-worker:{PASSWORD}@redis.example:6379/2"
 def env(monkeypatch):
     monkeypatch.setenv("FLEET_BROKER_URL", BROKER)
     monkeypatch.setenv("FLEET_YIELD", "on")
-    monkeypatch.setenv("FLEET_STORE_URL",
-                       "s3://a-bucket-with-a-rather-long-name/and/a/long/prefix/runs")
+    monkeypatch.setenv(
+        "FLEET_STORE_URL", "s3://a-bucket-with-a-rather-long-name/and/a/long/prefix/runs"
+    )
     monkeypatch.delenv("FLEET_LEASE_TTL_S", raising=False)
 
 
 def test_fleet_settings_masks_the_password_in_the_broker_url_and_says_where_values_came_from(
-        env, capsys):
+    env, capsys
+):
     assert cli.main(["settings"]) == 0
     out = capsys.readouterr().out
     assert PASSWORD not in out
@@ -43,10 +46,14 @@ def test_fleet_settings_json_masks_the_password_and_keeps_long_values_whole(env,
     out = capsys.readouterr().out
     rows = {r["name"]: r for r in json.loads(out)}
     assert PASSWORD not in out
-    assert rows["FLEET_BROKER_URL"] == {**rows["FLEET_BROKER_URL"], "source": "env", "secret": True,
-                                        "value": "redis://***@redis.example:6379/2"}
+    assert rows["FLEET_BROKER_URL"] == {
+        **rows["FLEET_BROKER_URL"],
+        "source": "env",
+        "secret": True,
+        "value": "redis://***@redis.example:6379/2",
+    }
     assert rows["FLEET_STORE_URL"]["value"].endswith("/long/prefix/runs")
-    assert "FLEET_JOB_ID" not in rows     # given to jobs: not a setting of this host
+    assert "FLEET_JOB_ID" not in rows  # given to jobs: not a setting of this host
 
 
 def test_fleet_settings_names_every_bad_value_and_fails(monkeypatch, capsys):

@@ -1,4 +1,5 @@
 """docs/settings.md is what `fleet settings --markdown` prints from core.registry."""
+
 from pathlib import Path
 
 from core import registry
@@ -10,7 +11,8 @@ DOC = Path(__file__).resolve().parents[2] / "docs" / "settings.md"
 def test_the_settings_doc_matches_the_registry():
     assert DOC.read_text() == markdown(), (
         "docs/settings.md differs from core.registry: run "
-        "`.venv/bin/python -m fleet.cli settings --markdown > docs/settings.md`")
+        "`.venv/bin/python -m fleet.cli settings --markdown > docs/settings.md`"
+    )
 
 
 def test_the_settings_doc_names_every_variable_and_marks_those_given_to_jobs():

@@ -1,6 +1,7 @@
 """Nothing reads a FLEET_* variable around core.registry: every read of one (``env.get``,
 ``env[...]``, ``os.getenv``, ``in env``) outside the registry is a variable given to jobs
 (the trainers' side of the contract), and every variable read anywhere is declared."""
+
 import ast
 from pathlib import Path
 
@@ -10,7 +11,7 @@ from core.setting import Scope
 ROOT = Path(__file__).resolve().parents[2]
 PACKAGES = ("core", "routing", "manifest", "state", "artifacts", "trainers", "tasks", "fleet")
 TOP_MODULES = ("celeryconfig.py", "flowerconfig.py")
-ALLOWED = {"core/registry.py"}      # the one reader of fleet's own variables
+ALLOWED = {"core/registry.py"}  # the one reader of fleet's own variables
 READS = ("get", "pop", "getenv", "setdefault")
 
 
@@ -53,7 +54,7 @@ def _name(node, local: dict[str, str], every: dict[str, str]) -> str | None:
 def _envish(node) -> bool:
     """An environment by its name: ``env``, ``environ``, ``os.environ``, ``self.env``."""
     ident = node.id if isinstance(node, ast.Name) else getattr(node, "attr", "")
-    return "env" in ident.lower() or ident == "os"     # os.getenv
+    return "env" in ident.lower() or ident == "os"  # os.getenv
 
 
 def _read_keys(tree: ast.Module):
@@ -66,8 +67,9 @@ def _read_keys(tree: ast.Module):
         elif isinstance(node, ast.Subscript) and isinstance(node.ctx, ast.Load):
             if _envish(node.value):
                 yield node.slice
-        elif isinstance(node, ast.Compare) and any(isinstance(o, (ast.In, ast.NotIn))
-                                                   for o in node.ops):
+        elif isinstance(node, ast.Compare) and any(
+            isinstance(o, (ast.In, ast.NotIn)) for o in node.ops
+        ):
             if any(_envish(c) for c in node.comparators):
                 yield node.left
 
@@ -86,8 +88,13 @@ def _reads() -> list[tuple[str, str]]:
 
 
 def test_no_module_but_the_registry_reads_fleets_own_variables():
-    stray = [(where, name) for where, name in _reads() if where not in ALLOWED
-             and name in registry.BY_NAME and registry.BY_NAME[name].scope is Scope.FLEET]
+    stray = [
+        (where, name)
+        for where, name in _reads()
+        if where not in ALLOWED
+        and name in registry.BY_NAME
+        and registry.BY_NAME[name].scope is Scope.FLEET
+    ]
     assert not stray, f"read these through core.registry.value: {stray}"
 
 
@@ -97,11 +104,17 @@ def test_every_fleet_variable_read_anywhere_is_declared_in_the_registry():
 
 
 def test_the_check_sees_a_direct_read():
-    tree = ast.parse('NAME = "FLEET_YIELD"\nos.environ.get(NAME)\nos.environ["FLEET_X"]\n'
-                     '"FLEET_Y" in env\nos.getenv("FLEET_Z")\nurls["FLEET_BROKER_URL"]\n')
+    tree = ast.parse(
+        'NAME = "FLEET_YIELD"\nos.environ.get(NAME)\nos.environ["FLEET_X"]\n'
+        '"FLEET_Y" in env\nos.getenv("FLEET_Z")\nurls["FLEET_BROKER_URL"]\n'
+    )
     local = _constants(tree)
     assert [_name(k, local, {}) for k in _read_keys(tree)] == [
-        "FLEET_YIELD", "FLEET_X", "FLEET_Y", "FLEET_Z"]
+        "FLEET_YIELD",
+        "FLEET_X",
+        "FLEET_Y",
+        "FLEET_Z",
+    ]
 
 
 BELOW_CELERYCONFIG = ("core", "routing", "manifest", "state", "artifacts", "trainers")
@@ -116,4 +129,6 @@ def test_nothing_below_celeryconfig_imports_it():
                 named = isinstance(node, ast.Constant) and node.value == "celeryconfig"
                 if "celeryconfig" in names or named:
                     importers.append(str(path.relative_to(ROOT)))
-    assert not importers, f"pass celeryconfig in from tasks/ or fleet/, never import it: {importers}"
+    assert not importers, (
+        f"pass celeryconfig in from tasks/ or fleet/, never import it: {importers}"
+    )

@@ -1,4 +1,5 @@
 """core.ids.short_id: the one short form of a job ID or digest."""
+
 from core import constants as C
 from core.ids import short_id
 
@@ -15,9 +16,22 @@ def test_short_id_of_a_short_value_is_the_value():
 def test_nothing_but_core_ids_cuts_a_job_id_by_hand():
     import re
     from pathlib import Path
+
     root = Path(__file__).resolve().parents[2]
-    by_hand = [f"{p.relative_to(root)}:{n}" for pkg in ("core", "state", "routing", "manifest",
-               "artifacts", "trainers", "tasks", "fleet") for p in (root / pkg).rglob("*.py")
-               for n, line in enumerate(p.read_text().splitlines(), 1)
-               if re.search(r"\[:12\]", line)]
+    by_hand = [
+        f"{p.relative_to(root)}:{n}"
+        for pkg in (
+            "core",
+            "state",
+            "routing",
+            "manifest",
+            "artifacts",
+            "trainers",
+            "tasks",
+            "fleet",
+        )
+        for p in (root / pkg).rglob("*.py")
+        for n, line in enumerate(p.read_text().splitlines(), 1)
+        if re.search(r"\[:12\]", line)
+    ]
     assert by_hand == []

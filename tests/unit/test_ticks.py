@@ -1,4 +1,5 @@
 """What a running job's tick does (tasks.ticks): each policy on its own, then the loop."""
+
 from __future__ import annotations
 
 from collections import deque
@@ -63,6 +64,7 @@ def test_flower_progress_hands_the_snapshot_on():
 
 def test_vram_budget_stops_a_job_over_budget_and_says_why_in_its_output():
     import os
+
     pgid = os.getpgid(0)
     watch = vramwatch.VramWatch(lambda: {os.getpid(): 3 * vramwatch.GIB}, 1.0, "GPU 0", lambda: 0.0)
     run = a_run()
@@ -98,9 +100,8 @@ def test_the_loop_reports_first_and_stops_at_the_first_stop():
     assert "progress" in lease.fields
 
 
-
 def test_each_tick_makes_its_call_and_never_stops_the_run():
     calls = []
-    policy = ticks.EachTick(lambda: calls.append(1))   # the metric history's flush
+    policy = ticks.EachTick(lambda: calls.append(1))  # the metric history's flush
     assert policy.on_tick(a_tick()) is None and policy.on_tick(a_tick()) is None
     assert calls == [1, 1]

@@ -1,4 +1,5 @@
 """The worker transport's consuming hooks (tasks.hooks, tasks.deliveryhooks), each on its own."""
+
 from __future__ import annotations
 
 import json
@@ -21,8 +22,7 @@ WAKE = "fleet:wake:test"
 
 def gate() -> Gate:
     demand = {"cuda": Demand(gpus=1), "cpu": Demand(cores=1)}
-    return Gate(Pool.of([24], cores=4, ram_gib=16), demand.get,
-                wake_key=WAKE)
+    return Gate(Pool.of([24], cores=4, ram_gib=16), demand.get, wake_key=WAKE)
 
 
 def raw(**over) -> bytes:
@@ -70,17 +70,21 @@ def test_poison_check_sets_a_bad_entry_aside_and_does_not_deliver_it(redis_clien
 def test_poison_check_with_redis_down_still_refuses_the_entry():
     def down():
         raise redis.ConnectionError("down")
+
     assert not PoisonCheck(_acquire(down)).before_deliver(Delivery("cpu", "cpu", b"{")).delivers
 
 
 def test_fair_share_serves_plain_lists_then_owners_and_restores_to_the_owners_list(redis_client):
     queues.push(redis_client, queues.owner_key("cpu", "ann", 0), "m")
     redis_client.hset(C.JOB_KEY + JOB_ID, "owner", "ann")
-    acquire = lambda: _client(redis_client)   # noqa: E731
+    acquire = lambda: _client(redis_client)  # noqa: E731
     hook = FairShare(acquire, FairOrder(acquire, STEPS))
     assert hook.lists("cpu", ["ignored"]) == [
-        "cpu", queues.list_key("cpu", 1),
-        queues.owner_key("cpu", "ann", 0), queues.owner_key("cpu", "ann", 1)]
+        "cpu",
+        queues.list_key("cpu", 1),
+        queues.owner_key("cpu", "ann", 0),
+        queues.owner_key("cpu", "ann", 1),
+    ]
     assert hook.restore_key(entry(), "cpu", 1) == queues.owner_key("cpu", "ann", 1)
     assert hook.restore_key({"headers": {}}, "cpu", 1) is None
 
@@ -120,4 +124,5 @@ def _acquire(fail):
     def acquire():
         fail()
         yield
+
     return acquire

@@ -1,4 +1,5 @@
 """Which files of a workdir travel with a job (artifacts.workdir)."""
+
 from __future__ import annotations
 
 import pytest
@@ -19,17 +20,46 @@ def names(root) -> list[str]:
 
 
 def test_code_travels_and_git_caches_and_virtual_environments_stay_behind(tmp_path):
-    tree(tmp_path, {"train.py": "x", "pkg/models.py": "y", ".git/HEAD": "ref", "pkg/__pycache__/m.pyc": "c",
-                    "env/pyvenv.cfg": "home", "env/lib/site.py": "s", ".venv/bin/python": "p", "a.pyc": "c"})
+    tree(
+        tmp_path,
+        {
+            "train.py": "x",
+            "pkg/models.py": "y",
+            ".git/HEAD": "ref",
+            "pkg/__pycache__/m.pyc": "c",
+            "env/pyvenv.cfg": "home",
+            "env/lib/site.py": "s",
+            ".venv/bin/python": "p",
+            "a.pyc": "c",
+        },
+    )
     assert names(tmp_path) == ["pkg/models.py", "train.py"]
 
 
 def test_gitignore_and_fleetignore_are_honoured(tmp_path):
-    tree(tmp_path, {".gitignore": "*.log\ndata/\n", ".fleetignore": "notes.md\n", "train.py": "x",
-                    "run.log": "l", "data/big.csv": "d", "notes.md": "n", "sub/.gitignore": "local.txt\n",
-                    "sub/local.txt": "t", "sub/keep.txt": "k", "local.txt": "top"})
-    assert names(tmp_path) == [".fleetignore", ".gitignore", "local.txt", "sub/.gitignore", "sub/keep.txt",
-                               "train.py"]
+    tree(
+        tmp_path,
+        {
+            ".gitignore": "*.log\ndata/\n",
+            ".fleetignore": "notes.md\n",
+            "train.py": "x",
+            "run.log": "l",
+            "data/big.csv": "d",
+            "notes.md": "n",
+            "sub/.gitignore": "local.txt\n",
+            "sub/local.txt": "t",
+            "sub/keep.txt": "k",
+            "local.txt": "top",
+        },
+    )
+    assert names(tmp_path) == [
+        ".fleetignore",
+        ".gitignore",
+        "local.txt",
+        "sub/.gitignore",
+        "sub/keep.txt",
+        "train.py",
+    ]
 
 
 def test_a_negated_pattern_brings_a_file_back(tmp_path):
@@ -45,7 +75,9 @@ def test_symlinks_are_not_followed(tmp_path):
 
 
 def test_a_workdir_over_the_limit_is_refused_naming_its_largest_files(tmp_path):
-    tree(tmp_path, {"train.py": "x", "weights.bin": b"\0" * 3_000_000, "data.csv": b"1" * 2_000_000})
+    tree(
+        tmp_path, {"train.py": "x", "weights.bin": b"\0" * 3_000_000, "data.csv": b"1" * 2_000_000}
+    )
     with pytest.raises(DataProblem) as e:
         check_size(select(tmp_path), 1 << 20)
     text = f"{e.value} {e.value.fix}"

@@ -1,5 +1,6 @@
 """The worker's side of a job's own code: its workdir copied writable, its python swapped
 in, its variables, and what it says while the environment is prepared (tasks.workspace)."""
+
 import stat
 import threading
 import time
@@ -20,7 +21,9 @@ def job(**kw) -> JobSpec:
 
 def test_the_first_word_python_becomes_the_environments_python():
     env = {"PATH": "/usr/bin"}
-    assert workspace.adapt(["python3", "train.py"], env, job(command=("python3", "train.py")), PY) == [str(PY), "train.py"]
+    assert workspace.adapt(
+        ["python3", "train.py"], env, job(command=("python3", "train.py")), PY
+    ) == [str(PY), "train.py"]
     assert env["PATH"].startswith("/envs/abc/bin:") and env["VIRTUAL_ENV"] == "/envs/abc"
 
 
@@ -33,12 +36,17 @@ def test_another_command_keeps_its_argv_but_finds_the_environment_first_on_path(
 def test_a_built_in_trainer_given_requirements_runs_on_the_environments_python_with_fleets_code():
     env = {}
     argv = workspace.adapt(["/worker/python", "-m", "trainers.run"], env, job(model="gbt"), PY)
-    assert argv == [str(PY), "-m", "trainers.run"] and str(workspace.FLEET_ROOT) in env["PYTHONPATH"]
+    assert (
+        argv == [str(PY), "-m", "trainers.run"] and str(workspace.FLEET_ROOT) in env["PYTHONPATH"]
+    )
 
 
 def test_without_an_environment_nothing_changes():
     env = {"PATH": "/usr/bin"}
-    assert workspace.adapt(["python", "x.py"], env, job(command=("python", "x.py")), None) == ["python", "x.py"]
+    assert workspace.adapt(["python", "x.py"], env, job(command=("python", "x.py")), None) == [
+        "python",
+        "x.py",
+    ]
     assert env == {"PATH": "/usr/bin"}
 
 
@@ -53,15 +61,26 @@ def test_the_workdir_copy_is_writable_and_keeps_the_executable_bit(tmp_path):
     work.mkdir()
     assert workspace.copy_workdir(cached, work) == 2
     (work / "pkg" / "m.py").write_text("edited by the job")
-    assert (work / "run.sh").stat().st_mode & stat.S_IXUSR and (cached / "pkg" / "m.py").read_text() == "x"
+    assert (work / "run.sh").stat().st_mode & stat.S_IXUSR and (
+        cached / "pkg" / "m.py"
+    ).read_text() == "x"
 
 
-def test_a_job_sees_its_own_variables_and_only_the_worker_variables_its_host_lets_through(monkeypatch):
+def test_a_job_sees_its_own_variables_and_only_the_worker_variables_its_host_lets_through(
+    monkeypatch,
+):
     monkeypatch.setenv("WANDB_API_KEY", "k-123")
     monkeypatch.setenv("OTHER_TOKEN", "nope")
-    ctx = SimpleNamespace(hostname="box", config=SimpleNamespace(
-        policy=lambda h: HostPolicy("box", pass_env=("WANDB_API_KEY", "ABSENT"))))
-    assert workspace.job_variables(job(env={"MODE": "offline"}), ctx) == {"MODE": "offline", "WANDB_API_KEY": "k-123"}
+    ctx = SimpleNamespace(
+        hostname="box",
+        config=SimpleNamespace(
+            policy=lambda h: HostPolicy("box", pass_env=("WANDB_API_KEY", "ABSENT"))
+        ),
+    )
+    assert workspace.job_variables(job(env={"MODE": "offline"}), ctx) == {
+        "MODE": "offline",
+        "WANDB_API_KEY": "k-123",
+    }
     ctx.config.policy = lambda h: None
     assert workspace.job_variables(job(), ctx) == {}
 

@@ -1,4 +1,5 @@
 """When a host yields a device to its owner, and when it takes it back (routing.yielding)."""
+
 from __future__ import annotations
 
 from routing.pool import Demand, GpuReserve, Grant, Pool
@@ -29,8 +30,10 @@ def test_fleets_own_jobs_never_make_it_yield():
 
 
 def test_the_busy_check_yields_too():
-    assert busy_reason(1, set(), check_busy=True, check_name="pgrep -x steam") == \
-        "owner busy (pgrep -x steam succeeded)"
+    assert (
+        busy_reason(1, set(), check_busy=True, check_name="pgrep -x steam")
+        == "owner busy (pgrep -x steam succeeded)"
+    )
 
 
 def test_the_device_is_taken_back_only_after_the_owner_left_it_alone_long_enough():
@@ -39,7 +42,7 @@ def test_the_device_is_taken_back_only_after_the_owner_left_it_alone_long_enough
     assert s.yielded and s.quiet_since == 10.0
     s = step(s, None, now=200.0, reclaim_after_s=300)
     assert s.yielded
-    s = step(s, "GPU 0 in use by pid 2 (not fleet)", now=250.0)   # the owner came back: start over
+    s = step(s, "GPU 0 in use by pid 2 (not fleet)", now=250.0)  # the owner came back: start over
     s = step(s, None, now=260.0, reclaim_after_s=300)
     s = step(s, None, now=559.0, reclaim_after_s=300)
     assert s.yielded
@@ -50,7 +53,9 @@ def test_the_owners_busy_check_or_console_yields_every_device_and_names_itself()
     assert host_busy(True, "pgrep -x steam") == "owner busy (pgrep -x steam succeeded)"
     assert host_busy(False, console_active=True) == "owner busy (console active)"
     assert host_busy(False, "pgrep -x steam") is None
-    assert busy_reason(0, {7}, check_busy=True) == "GPU 0 in use by pid 7 (not fleet)"   # the process is named first
+    assert (
+        busy_reason(0, {7}, check_busy=True) == "GPU 0 in use by pid 7 (not fleet)"
+    )  # the process is named first
 
 
 def test_every_device_steps_on_its_own():
@@ -72,23 +77,36 @@ def test_a_yielded_device_takes_no_job_whole_or_shared():
 
 def test_a_yielded_device_keeps_no_cores_back_from_cpu_jobs():
     pool = Pool.of([24], cores=4, ram_gib=32, reserve=GpuReserve(2, 8.0))
-    assert admit_yielding(pool, Demand(cores=4), set()) is None       # two cores kept for the idle GPU
-    assert admit_yielding(pool, Demand(cores=4), {0}) is not None     # the owner has it: CPU jobs go on
+    assert admit_yielding(pool, Demand(cores=4), set()) is None  # two cores kept for the idle GPU
+    assert (
+        admit_yielding(pool, Demand(cores=4), {0}) is not None
+    )  # the owner has it: CPU jobs go on
     assert withhold(pool, ()) is pool
 
 
 def test_the_jobs_holding_a_yielded_device_are_handed_back_with_the_owners_reason():
-    held = {"t1": ("job-a", Grant(gpus=(0,))), "t2": ("job-b", Grant(gpus=(1,))), "t3": ("job-c", Grant()),
-            "t4": ("job-d", Grant(gpus=(1, 0)))}
+    held = {
+        "t1": ("job-a", Grant(gpus=(0,))),
+        "t2": ("job-b", Grant(gpus=(1,))),
+        "t3": ("job-c", Grant()),
+        "t4": ("job-d", Grant(gpus=(1, 0))),
+    }
     assert to_hand_back(held, {0: "GPU 0 in use by pid 4242 (not fleet)"}) == {
         "job-a": "yielded to the host's owner (GPU 0 in use by pid 4242)",
-        "job-d": "yielded to the host's owner (GPU 0 in use by pid 4242)"}
-    assert handback_why("owner busy (pgrep -x steam succeeded)") == \
-        "yielded to the host's owner (pgrep -x steam succeeded)"
+        "job-d": "yielded to the host's owner (GPU 0 in use by pid 4242)",
+    }
+    assert (
+        handback_why("owner busy (pgrep -x steam succeeded)")
+        == "yielded to the host's owner (pgrep -x steam succeeded)"
+    )
 
 
 def test_why_names_the_yielded_gpus_once_per_reason():
-    assert yield_note({0: "owner busy (x succeeded)", 1: "owner busy (x succeeded)"}) == \
-        "GPUs 0, 1 yielded to its owner (owner busy (x succeeded))"
-    assert yield_note({1: "GPU 1 in use by pid 5 (not fleet)"}) == \
-        "GPU 1 yielded to its owner (GPU 1 in use by pid 5 (not fleet))"
+    assert (
+        yield_note({0: "owner busy (x succeeded)", 1: "owner busy (x succeeded)"})
+        == "GPUs 0, 1 yielded to its owner (owner busy (x succeeded))"
+    )
+    assert (
+        yield_note({1: "GPU 1 in use by pid 5 (not fleet)"})
+        == "GPU 1 yielded to its owner (GPU 1 in use by pid 5 (not fleet))"
+    )
