@@ -7,7 +7,8 @@ and read through it; a bad value raises ConfigError naming the variable.
 from core import registry as _settings
 from state import broker as _broker
 
-# redis://, rediss:// (TLS, FLEET_REDIS_CA_FILE) or sentinel:// (FLEET_SENTINEL_MASTER): state.broker
+# redis://, rediss:// (TLS, FLEET_REDIS_CA_FILE) or sentinel:// (FLEET_SENTINEL_MASTER):
+# state.broker
 _broker_at = _broker.from_env("FLEET_BROKER_URL")
 _results_at = _broker.from_env("FLEET_RESULT_BACKEND", _broker_at.url)
 broker_url = _broker_at.url

@@ -1,9 +1,9 @@
 """The content identity of a job's data: hash local files and directories, ask S3 for objects.
 
 A directory is identified by a deterministic tar of its regular files (sorted paths,
-artifacts.reprotar: no owners, times or permissions beyond the executable bit), so equal trees give equal digests
-wherever they are. ``DataResolver`` pins each data entry of a manifest once per load, so a
-sweep of 100,000 points over one file hashes that file once.
+artifacts.reprotar: no owners, times or permissions beyond the executable bit), so equal
+trees give equal digests wherever they are. ``DataResolver`` pins each data entry of a
+manifest once per load, so a sweep of 100,000 points over one file hashes that file once.
 """
 
 from __future__ import annotations

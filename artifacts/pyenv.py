@@ -135,7 +135,10 @@ def uv_binary() -> str:
 
 
 def uv_environment(env: Mapping[str, str], cache_dir: Path) -> dict[str, str]:
-    """What uv runs with: PATH and HOME, uv's and the index settings, nothing else of the worker's."""
+    """What uv runs with.
+
+    PATH and HOME, uv's and the index settings, nothing else of the worker's.
+    """
     keep = {
         k: v
         for k, v in env.items()
@@ -280,7 +283,10 @@ class EnvCache:
         return {p.name: _du(p) for p in (self.root / "envs").iterdir() if (p / COMPLETE).is_file()}
 
     def listing(self) -> list[dict]:
-        """Each finished environment, cheaply (its marker only): digest, bytes, build time, last use."""
+        """Each finished environment, cheaply (its marker only).
+
+        Its digest, bytes, build time and last use.
+        """
         out = []
         for p in sorted((self.root / "envs").iterdir()):
             try:

@@ -156,14 +156,15 @@ def main() -> None:
             f"{args.wakes} wakes (median)"
         )
         print(
-            f"{'queues':>20} {'BRPOP keys':>10} {'drain msg/s':>12} {'BRPOP us/call':>14} {'wake ms':>8}"
+            f"{'queues':>20} {'BRPOP keys':>10} {'drain msg/s':>12} "
+            f"{'BRPOP us/call':>14} {'wake ms':>8}"
         )
         for label, keys, rate, us, w in rows:
             print(f"{label:>20} {keys:>10} {rate:>12.0f} {us:>14.1f} {w * 1000:>8.2f}")
         (_, _, r0, u0, w0), (_, _, r1, u1, w1) = rows
         print(
-            f"ratio (need queues / baseline): drain time x{r0 / r1:.2f}, BRPOP server cost x{u1 / u0:.2f}, "
-            f"wake latency x{w1 / w0:.2f}"
+            f"ratio (need queues / baseline): drain time x{r0 / r1:.2f}, "
+            f"BRPOP server cost x{u1 / u0:.2f}, wake latency x{w1 / w0:.2f}"
         )
 
 

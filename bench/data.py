@@ -77,8 +77,8 @@ def main() -> None:
             )
             pin_s, manifest = best_of(args.runs, lambda: loads(one, str(manifest_path)))
             print(
-                f"hash:   file_digest {raw_s:.2f} s ({mib_s(size, raw_s)}); fleet pin {pin_s:.2f} s "
-                f"({mib_s(size, pin_s)}); ratio {pin_s / raw_s:.2f}x"
+                f"hash:   file_digest {raw_s:.2f} s ({mib_s(size, raw_s)}); "
+                f"fleet pin {pin_s:.2f} s ({mib_s(size, pin_s)}); ratio {pin_s / raw_s:.2f}x"
             )
 
             client = s3_client(
@@ -100,8 +100,9 @@ def main() -> None:
             )
             assert len(report.sent) == 1
             print(
-                f"stage:  boto3 upload_file {base_s:.2f} s ({mib_s(size, base_s)}); fleet stage {stage_s:.2f} s "
-                f"({mib_s(size, stage_s)}, sha256 verified by the server); ratio {stage_s / base_s:.2f}x"
+                f"stage:  boto3 upload_file {base_s:.2f} s ({mib_s(size, base_s)}); "
+                f"fleet stage {stage_s:.2f} s ({mib_s(size, stage_s)}, "
+                f"sha256 verified by the server); ratio {stage_s / base_s:.2f}x"
             )
 
             seen: collections.Counter = collections.Counter()
@@ -119,7 +120,10 @@ def main() -> None:
             )
 
             seeds = ", ".join(str(i) for i in range(args.points))
-            sweep = f'[[jobs]]\nname = "a"\ncommand = ["true"]\n{{data}}[jobs.sweep]\nseed = [{seeds}]\n'
+            sweep = (
+                '[[jobs]]\nname = "a"\ncommand = ["true"]\n'
+                f"{{data}}[jobs.sweep]\nseed = [{seeds}]\n"
+            )
             without_s, _ = best_of(
                 args.runs, lambda: loads(sweep.format(data=""), str(manifest_path))
             )
@@ -129,8 +133,9 @@ def main() -> None:
             )
             assert len(m.jobs) == args.points and len(m.data_sources) == 1
             print(
-                f"sweep:  {args.points:,} points load without data {without_s:.2f} s, with data {with_s:.2f} s "
-                f"(one hash: {pin_s:.2f} s); ratio {with_s / without_s:.2f}x"
+                f"sweep:  {args.points:,} points load without data {without_s:.2f} s, "
+                f"with data {with_s:.2f} s (one hash: {pin_s:.2f} s); "
+                f"ratio {with_s / without_s:.2f}x"
             )
     finally:
         server.stop()

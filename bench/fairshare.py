@@ -170,7 +170,8 @@ def main() -> None:
             print(f"{label:>22} {keys:>10} {rate:>12.0f} {us:>14.1f} {ref:>11.2f} {w * 1000:>8.2f}")
         (_, _, r0, u0, _, w0), _, (_, _, r1, u1, _, w1) = rows
         print(
-            f"ratio ({args.owners} owners / baseline): drain time x{r0 / r1:.2f}, BRPOP server cost x{u1 / u0:.2f}, "
+            f"ratio ({args.owners} owners / baseline): drain time x{r0 / r1:.2f}, "
+            f"BRPOP server cost x{u1 / u0:.2f}, "
             f"wake latency x{w1 / w0:.2f}"
         )
 

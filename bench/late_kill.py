@@ -106,7 +106,8 @@ def main() -> int:
             starts = len((counts / f"{name}.start").read_text().split())
             retrains += starts - 1
             print(
-                f"kill {i + 1}: {rec.state.value} on {victim} when killed; trainer started {starts}x",
+                f"kill {i + 1}: {rec.state.value} on {victim} when killed; "
+                f"trainer started {starts}x",
                 flush=True,
             )
     finally:
@@ -116,7 +117,8 @@ def main() -> int:
                 w.wait()
         server.stop()
     print(
-        f"late kills: {args.kills}, re-trains: {retrains} ({args.mib} MiB output each); logs in {root}"
+        f"late kills: {args.kills}, re-trains: {retrains} ({args.mib} MiB output each); "
+        f"logs in {root}"
     )
     return 0
 

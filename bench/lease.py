@@ -73,9 +73,10 @@ def main() -> None:
         f"{path['median'] * 1000:.1f} ms; without the lease: {core_s * 1000:.1f} ms"
     )
     print(
-        f"lease per job (claim + finish, counted whole: an upper bound): {lease_s * 1000:.2f} ms = {lease_s / core_s * 100:.2f}% of the core path "
-        f"without it (ratio {(core_s + lease_s) / core_s:.4f}); +{beat_us / 1e6 * 100:.3f}% of each running "
-        f"second for heartbeats"
+        f"lease per job (claim + finish, counted whole: an upper bound): "
+        f"{lease_s * 1000:.2f} ms = {lease_s / core_s * 100:.2f}% of the core path without it "
+        f"(ratio {(core_s + lease_s) / core_s:.4f}); "
+        f"+{beat_us / 1e6 * 100:.3f}% of each running second for heartbeats"
     )
 
 

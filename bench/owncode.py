@@ -86,7 +86,8 @@ def env_figures(tmp: Path) -> None:
     )
     print(
         f"  cache: {len(sizes)} environments, {sum(sizes.values()) / 1024:.0f} KiB "
-        f"({', '.join(f'{v / 1024:.0f}' for v in sizes.values())} KiB each), uv cache {uv_cache / 1024:.0f} KiB"
+        f"({', '.join(f'{v / 1024:.0f}' for v in sizes.values())} KiB each), "
+        f"uv cache {uv_cache / 1024:.0f} KiB"
     )
 
 

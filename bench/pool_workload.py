@@ -220,12 +220,14 @@ def report_lines(
         for r in mine:
             ran[kind_of[r.job]] = ran.get(kind_of[r.job], 0) + 1
         gpu_s, core_s = fig.idle.get(h.name, (0.0, 0.0))
+        ran_text = ", ".join(f"{k} {v}" for k, v in sorted(ran.items())) or "-"
         lines.append(
             f"  {h.name:6s} {len(mine):4d} {sum(r.finished - r.started for r in mine):7.1f} "
-            f"{gpu_s:10.1f} {core_s:11.1f}  {', '.join(f'{k} {v}' for k, v in sorted(ran.items())) or '-'}"
+            f"{gpu_s:10.1f} {core_s:11.1f}  {ran_text}"
         )
     lines.append(
-        f"  makespan: fleet {fig.fleet_s:.1f} s (of which publish {fig.publish_s:.1f} s); oracle {fig.oracle_s:.1f} s on measured run times "
+        f"  makespan: fleet {fig.fleet_s:.1f} s (of which publish {fig.publish_s:.1f} s); "
+        f"oracle {fig.oracle_s:.1f} s on measured run times "
         f"({fig.oracle_nominal_s:.1f} s on nominal sleeps); oracle/makespan = {fig.ratio:.2f}; "
         f"capable-idle {fig.idle_gpu_s:.1f} GPU-s, {fig.idle_core_s:.0f} core-s"
     )

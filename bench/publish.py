@@ -148,7 +148,8 @@ def main() -> int:
             check(m, "apply_async (naive)")
         print(
             f"apply_async, no shared producer, {m} jobs: {rate(m, naive_s)} "
-            f"(~{naive_s * n / m:.2f} s for {n}) = {(m / naive_s) / base:.2f}x shared-producer apply_async"
+            f"(~{naive_s * n / m:.2f} s for {n}) = {(m / naive_s) / base:.2f}x "
+            "shared-producer apply_async"
         )
 
         pub_s = float("inf")
@@ -167,7 +168,8 @@ def main() -> int:
             client.lindex(owner_key(QUEUE, owner, wire_priority(jobs[0].priority)), 0)
         )
         print(
-            f"publish {n} jobs: {rate(n, pub_s)} = {(n / pub_s) / base:.1f}x apply_async ({base:,.0f} jobs/s)"
+            f"publish {n} jobs: {rate(n, pub_s)} = {(n / pub_s) / base:.1f}x apply_async "
+            f"({base:,.0f} jobs/s)"
         )
         print(
             f"load+validate+publish {n} jobs: {rate(n, load_s + pub_s)} = "
@@ -194,8 +196,8 @@ def main() -> int:
             assert now == lens, f"re-publish changed queue lengths: {lens} -> {now}"
         check(n, "re-publish")
         print(
-            f"re-publish unchanged {n} jobs: {rate(n, re_s)} ({re_s * 1000:,.0f} ms, 0 sent, queue lengths "
-            f"unchanged) = {(n / re_s) / base:.1f}x apply_async"
+            f"re-publish unchanged {n} jobs: {rate(n, re_s)} ({re_s * 1000:,.0f} ms, 0 sent, "
+            f"queue lengths unchanged) = {(n / re_s) / base:.1f}x apply_async"
         )
 
         # the message a worker receives must look like the one apply_async would have queued

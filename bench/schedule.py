@@ -247,7 +247,8 @@ def report(m: dict) -> None:
             ran[kind] = ran.get(kind, 0) + 1
         print(
             f"  {h.name:10s} {len(mine):4d} {sum(r.finished - r.started for r in mine):7.1f} "
-            f"{m['idle'][h.name]:15.1f}  {', '.join(f'{k} {v}' for k, v in sorted(ran.items())) or '-'}"
+            f"{m['idle'][h.name]:15.1f}  "
+            f"{', '.join(f'{k} {v}' for k, v in sorted(ran.items())) or '-'}"
         )
     idle = sum(m["idle"].values())
     print(
@@ -255,7 +256,8 @@ def report(m: dict) -> None:
         f"({m['oracle_nominal']:.1f} s on nominal sleeps); lower bound {m['bound']:.1f} s"
     )
     print(
-        f"  makespan / oracle = {m['fleet'] / m['oracle']:.2f} (oracle / makespan = {m['oracle'] / m['fleet']:.2f}); "
+        f"  makespan / oracle = {m['fleet'] / m['oracle']:.2f} "
+        f"(oracle / makespan = {m['oracle'] / m['fleet']:.2f}); "
         f"makespan / lower bound = {m['fleet'] / m['bound']:.2f}; capable-idle {idle:.1f} s in all"
     )
 
@@ -275,7 +277,8 @@ def start_fleet(root: Path, hosts: list[tuple[str, dict]]):
         stop_fleet(server, workers)
         raise
     print(
-        f"redis {server.url}; {len(workers)} workers answered ping after {time.monotonic() - started:.0f} s"
+        f"redis {server.url}; {len(workers)} workers answered ping after "
+        f"{time.monotonic() - started:.0f} s"
     )
     return server, workers
 
@@ -345,8 +348,8 @@ def main() -> int:
     seed = args.seed if args.seed is not None else random.SystemRandom().randrange(1, 100_000)
     seeds = list(range(seed, seed + args.runs))
     print(
-        f"seeds {seeds} (replay: python bench/schedule.py{' --pools' if args.pools else ''} --seed {seed} "
-        f"--runs {args.runs} --jobs {args.jobs})"
+        f"seeds {seeds} (replay: python bench/schedule.py{' --pools' if args.pools else ''} "
+        f"--seed {seed} --runs {args.runs} --jobs {args.jobs})"
     )
     if args.pools:
         hosts = [(h.name, pool_workload.capability(h)) for h in pool_workload.POOL_HOSTS]

@@ -55,7 +55,8 @@ RUNS = {
 def manifest(name: str, sampler: str, pruner: str, a: argparse.Namespace) -> str:
     return (
         f'[[jobs]]\nname = "{name}"\ncommand = ["{sys.executable}", "{JOB}", "{a.pause}"]\n'
-        f"hyper = {{ epochs = {a.epochs} }}\n[jobs.search]\ntrials = {a.trials}\nparallel = {a.parallel}\n"
+        f"hyper = {{ epochs = {a.epochs} }}\n[jobs.search]\ntrials = {a.trials}\n"
+        f"parallel = {a.parallel}\n"
         f'metric = "loss"\nsampler = "{sampler}"\npruner = "{pruner}"\nseed = {a.seed}\n'
         # the first rung at the first epoch: "auto" would wait for one trial to complete
         + ("min_resource = 1\n" if pruner == "asha" else "")
@@ -200,8 +201,8 @@ def main() -> None:
         }
         for n, d in direct.items():
             print(
-                f"advance, Redis only, after {n:>4} finished trials: p50 {ms(d['p50'])}, p99 {ms(d['p99'])}, "
-                f"first (study rebuilt) {ms(d['cold'])}"
+                f"advance, Redis only, after {n:>4} finished trials: p50 {ms(d['p50'])}, "
+                f"p99 {ms(d['p99'])}, first (study rebuilt) {ms(d['cold'])}"
             )
         if a.advance_only:
             return
@@ -226,12 +227,13 @@ def report(got: dict, a) -> None:
         f"\n{a.trials} trials, {a.parallel} at once, {a.epochs} epochs of {a.pause}s; optimum 0.5"
     )
     print(
-        f"{'sampler':<10} {'best':>8} {'vs random':>10} {'worker-s':>9} {'vs random':>10} {'pruned':>7}"
+        f"{'sampler':<10} {'best':>8} {'vs random':>10} "
+        f"{'worker-s':>9} {'vs random':>10} {'pruned':>7}"
     )
     for name, g in got.items():
         print(
-            f"{name:<10} {g['best']:>8.4f} {g['best'] / base['best'] - 1:>+10.2%} {g['worker_s']:>9.1f} "
-            f"{g['worker_s'] / base['worker_s']:>10.0%} {g['pruned']:>7}"
+            f"{name:<10} {g['best']:>8.4f} {g['best'] / base['best'] - 1:>+10.2%} "
+            f"{g['worker_s']:>9.1f} {g['worker_s'] / base['worker_s']:>10.0%} {g['pruned']:>7}"
         )
     adv = [s for g in got.values() for s in g["advance_s"]]
     prune = [s for g in got.values() for s in g["prune_s"]]

@@ -9,7 +9,8 @@ failed with an output tail, succeeded with an artifact). Measures, best of --run
   - `fleet status --json` (every row);
 and the job-output path: lines per Redis round trip and the stream length for a chatty job.
 
-Run from the repo root: `python bench/status.py [--jobs 100000] [--baseline-jobs 100000] [--runs 3]`.
+Run from the repo root:
+`python bench/status.py [--jobs 100000] [--baseline-jobs 100000] [--runs 3]`.
 """
 
 from __future__ import annotations
@@ -214,13 +215,15 @@ def main() -> int:
             + (f" (scaled to {args.jobs:,}: {scaled:.1f}s)" if base_n != args.jobs else "")
         )
         print(
-            f"status now (summary + 50 rows):          {t_new:.2f}s  ratio {scaled / t_new:.1f}x faster"
+            f"status now (summary + 50 rows):          {t_new:.2f}s  "
+            f"ratio {scaled / t_new:.1f}x faster"
         )
         print(f"status --name 'noop[seed=1*' ({matched:,} match): {t_flt:.2f}s")
         print(f"status --json (every row, {size / 1e6:.0f} MB):     {t_json:.2f}s")
         flushes, kept, took = joblog_cost(client, args.log_lines)
         print(
-            f"job output: {args.log_lines:,} lines in {took:.2f}s -> {flushes} Redis round trip(s), "
+            f"job output: {args.log_lines:,} lines in {took:.2f}s -> "
+            f"{flushes} Redis round trip(s), "
             f"{args.log_lines / max(flushes, 1):,.0f} lines each; stream holds {kept:,} entries "
             f"(cap ~{__import__('core.constants', fromlist=['x']).JOB_LOG_MAX_LINES:,})"
         )

@@ -10,7 +10,10 @@ SMOKE_ENV = "FLEET_BENCH_SMOKE"  # "1": every bench runs its smoke sizes, as wit
 
 
 def best_of(runs: int, fn, setup=lambda: None) -> tuple[float, object]:
-    """The fastest of ``runs`` calls of ``fn`` (``setup`` runs untimed before each), and its result."""
+    """The fastest of ``runs`` calls of ``fn``, and its result.
+
+    ``setup`` runs untimed before each call.
+    """
     best, result = float("inf"), None
     for _ in range(runs):
         setup()

@@ -139,15 +139,18 @@ def main() -> None:
             best = measure(endpoint, path, sha256, args.runs)
             (store_s, store_cpu), (boto_s, boto_cpu) = best["store"], best["upload_file"]
             print(
-                f"S3Store.put_data  {store_s:.2f} s ({mib_s(size, store_s)}), client CPU {store_cpu:.2f} s; "
+                f"S3Store.put_data  {store_s:.2f} s ({mib_s(size, store_s)}), "
+                f"client CPU {store_cpu:.2f} s; "
                 "verified against its sha256"
             )
             print(
-                f"boto3 upload_file {boto_s:.2f} s ({mib_s(size, boto_s)}), client CPU {boto_cpu:.2f} s; "
+                f"boto3 upload_file {boto_s:.2f} s ({mib_s(size, boto_s)}), "
+                f"client CPU {boto_cpu:.2f} s; "
                 "ChecksumAlgorithm=SHA256, nothing checked"
             )
             print(
-                f"ratio store / upload_file: {store_s / boto_s:.2f}x wall, {store_cpu / boto_cpu:.2f}x client CPU"
+                f"ratio store / upload_file: {store_s / boto_s:.2f}x wall, "
+                f"{store_cpu / boto_cpu:.2f}x client CPU"
             )
     finally:
         stop.set()

@@ -175,7 +175,8 @@ MIN_ID_PREFIX = 4  # shortest job ID prefix an operator may type
 CONFIRM_ABOVE_JOBS = 20  # cancel/requeue of more jobs asks (tty) or needs --yes
 
 # --- fair share between owners (state/queues.py, state/fairshare.py, tasks/transport.py) ---
-# Each queue's messages wait in one list per owner and priority: "<queue>\x06\x17<owner>\x06\x16<pri>".
+# Each queue's messages wait in one list per owner and priority:
+# "<queue>\x06\x17<owner>\x06\x16<pri>".
 OWNER_LISTS_KEY = (
     KEY_PREFIX + "owner-lists"
 )  # set of "<queue>\x06\x17<owner>" with a list that may hold messages

@@ -198,7 +198,10 @@ def render_unit(plan: UnitPlan) -> str:
     user = "root" if plan.job_user else plan.user
     lines = [
         "[Unit]",
-        "Description=fleet worker: trains jobs from the fleet's Redis queues (celery -A tasks worker)",
+        (
+            "Description=fleet worker: trains jobs from the fleet's Redis queues "
+            "(celery -A tasks worker)"
+        ),
         f"Documentation=file://{code}/README.md",
         "After=network-online.target",
         "Wants=network-online.target",
@@ -258,7 +261,10 @@ def render_unit(plan: UnitPlan) -> str:
         lines += ["CapabilityBoundingSet=", "AmbientCapabilities="]
     if plan.gpu:
         lines += [
-            "# GPU host: CUDA opens /dev/nvidia0.., nvidiactl and nvidia-uvm (created on first use),",
+            (
+                "# GPU host: CUDA opens /dev/nvidia0.., nvidiactl and nvidia-uvm "
+                "(created on first use),"
+            ),
             "# so the device list stays open: no PrivateDevices=, DevicePolicy=auto.",
         ]
     else:

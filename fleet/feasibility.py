@@ -44,8 +44,8 @@ class Infeasible:
         )
         return (
             f"no live worker can run {len(self.jobs)} job(s) in queue {self.queue} ({names}); "
-            f"{where}. {'Publishing would queue them' if dry_run else 'Queued'} anyway: they start when such "
-            "a host joins"
+            f"{where}. {'Publishing would queue them' if dry_run else 'Queued'} anyway: "
+            "they start when such a host joins"
         )
 
     def to_dict(self) -> dict:

@@ -153,7 +153,10 @@ def run_local(
     timeout_s: float = DEFAULT_TIMEOUT_S,
     root: str = ".fleet-local",
 ) -> int:
-    """Start a local fleet in ``root``, publish ``manifest``, wait, report; 0 if every job succeeded."""
+    """Start a local fleet in ``root``, publish ``manifest``, wait, report.
+
+    Returns 0 if every job succeeded.
+    """
     from fleet import kept
 
     root_dir = Path(root).resolve()
@@ -293,7 +296,10 @@ def wait(
 
 
 def _searches(client, manifest: Manifest) -> tuple:
-    """The manifest's searches with their trials (a search publish has not recorded yet: left out)."""
+    """The manifest's searches with their trials.
+
+    A search that publish has not recorded yet is left out.
+    """
     from state.search import read_search
 
     views = (read_search(client, s.search_id) for s in manifest.searches)

@@ -116,7 +116,8 @@ class RootLock:
                 os.close(fd)
                 raise FleetError(
                     f"{self.path}: the processes of a dead `fleet local` (pid {holder.owner_pid}) "
-                    f"still hold it after {TAKEOVER_WAIT_S:g} s; stop them by hand (`fuser {self.path}`)"
+                    f"still hold it after {TAKEOVER_WAIT_S:g} s; "
+                    f"stop them by hand (`fuser {self.path}`)"
                 )
             self.took_over = holder
         else:

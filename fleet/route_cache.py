@@ -13,7 +13,8 @@ from operator import attrgetter
 from manifest.schema import JobSpec, Manifest
 from routing import tiers as routing
 
-# fields routing does not read: those that vary between a sweep's points, and the job's code and environment
+# fields routing does not read: those that vary between a sweep's points, and the job's code
+# and environment
 NOT_ROUTED = frozenset(
     {
         "name",

@@ -90,7 +90,8 @@ def render_task_script(plan: TaskPlan) -> str:
         else "New-ScheduledTaskPrincipal -GroupId 'BUILTIN\\Users' -RunLevel Limited"
     )
     lines = [
-        "# fleet: start this PC's WSL2 worker and keep it running (written by `fleet enroll --wsl`).",
+        "# fleet: start this PC's WSL2 worker and keep it running "
+        "(written by `fleet enroll --wsl`).",
         "# Run once in an elevated PowerShell. Undo: Unregister-ScheduledTask -TaskName "
         f"{TASK_NAME} -Confirm:$false",
         "#requires -RunAsAdministrator",
@@ -98,12 +99,13 @@ def render_task_script(plan: TaskPlan) -> str:
         f"$action = New-ScheduledTaskAction -Execute 'wsl.exe' -Argument {_ps_quote(args)}",
         f"$trigger = {trigger}",
         f"$principal = {principal}",
-        "# no time limit, restart if it stops, run on battery too: a training job outlives a lunch break",
+        "# no time limit, restart if it stops, run on battery too: "
+        "a training job outlives a lunch break",
         "$settings = New-ScheduledTaskSettingsSet -ExecutionTimeLimit ([TimeSpan]::Zero) "
         "-RestartCount 999 -RestartInterval (New-TimeSpan -Minutes 1) -AllowStartIfOnBatteries "
         "-DontStopIfGoingOnBatteries -StartWhenAvailable",
-        f"Register-ScheduledTask -TaskName {_ps_quote(TASK_NAME)} -Action $action -Trigger $trigger "
-        "-Principal $principal -Settings $settings -Force | Out-Null",
+        f"Register-ScheduledTask -TaskName {_ps_quote(TASK_NAME)} -Action $action "
+        "-Trigger $trigger -Principal $principal -Settings $settings -Force | Out-Null",
         f"Start-ScheduledTask -TaskName {_ps_quote(TASK_NAME)}",
         f'Write-Host "fleet: task {TASK_NAME} registered; the worker starts at {plan.trigger} '
         f'in WSL distribution {distro}."',
@@ -119,7 +121,10 @@ def start_command(systemd: bool, unit: str, celery: str = "", code_dir: str = ""
         return f"systemctl start {_safe(unit, 'unit')} && exec sleep infinity"
     celery = _safe(celery, "celery executable", _SAFE_PATH)
     code = _safe(code_dir, "code directory", _SAFE_PATH)
-    return f"cd {code} && exec {celery} -A tasks worker --loglevel=INFO --without-mingle --without-gossip"
+    return (
+        f"cd {code} && exec {celery} -A tasks worker "
+        "--loglevel=INFO --without-mingle --without-gossip"
+    )
 
 
 def enrollment(

@@ -30,7 +30,10 @@ class Needs:
         return max(1, self.gpus) if self.require_cuda else 0
 
     def to_dict(self) -> dict[str, Any]:
-        """As a dict, leaving out the GPU fields at their defaults (older readers, stable digests)."""
+        """As a dict, leaving out the GPU fields at their defaults.
+
+        (For older readers, and stable digests.)
+        """
         d = asdict(self)
         if not self.gpus:
             del d["gpus"]
@@ -238,4 +241,5 @@ class Manifest:
     jobs: tuple[JobSpec, ...]
     # sha256 -> local bytes the jobs' data pins name; publish stages them in the store
     data_sources: dict[str, DataSource] = field(default_factory=dict)
-    searches: tuple = ()  # manifest.search.SearchSpec: searches, whose trials are published as they run
+    # manifest.search.SearchSpec: searches, whose trials are published as they run
+    searches: tuple = ()

@@ -70,8 +70,9 @@ class SearchSpec:
         """What `publish --dry-run` shows: the budget, how many at once, the space."""
         c = self.config
         lines = [
-            f"search {self.name} ({short_id(self.search_id)}): {c['trials']} trials, at most {c['parallel']} "
-            f"at once, {c['direction']} {c['metric']}, sampler {c['sampler']}, pruner {c['pruner']}, "
+            f"search {self.name} ({short_id(self.search_id)}): {c['trials']} trials, "
+            f"at most {c['parallel']} at once, {c['direction']} {c['metric']}, "
+            f"sampler {c['sampler']}, pruner {c['pruner']}, "
             f"stops after {c['max_failures']} failed in a row"
         ]
         lines += [f"  {k}: {space_text(v)}" for k, v in c["space"].items()]
@@ -113,7 +114,8 @@ def read_config(p: Problems, path: tuple, t: dict) -> dict | None:
         p.add(
             path[:-1] + ("sweep",),
             "a job cannot have both sweep and search",
-            "move each swept key into [jobs.search.space] as { choices = [...] }, or split the job in two",
+            "move each swept key into [jobs.search.space] as { choices = [...] }, "
+            "or split the job in two",
         )
     if t.get("prefer_cuda"):
         p.add(
@@ -162,7 +164,8 @@ def _space(p: Problems, path: tuple, space: dict | None, t: dict, sampler: str) 
         p.add(
             path,
             "a search needs a space of at least one key",
-            "add [jobs.search.space] with e.g. learning_rate = { low = 1e-4, high = 1e-1, log = true }",
+            "add [jobs.search.space] with e.g. "
+            "learning_rate = { low = 1e-4, high = 1e-1, log = true }",
         )
         return {}
     out = {}

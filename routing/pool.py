@@ -206,7 +206,10 @@ def lacking(pool: Pool, demand: Demand) -> str | None:
     if demand.gpus and _gpus(pool, demand) is None:
         if demand.share_gpu:
             best = max((d.room() for d in pool.devices), default=0.0)
-            return f"needs {demand.vram_gib:g} GiB of VRAM on one GPU to share; most room left is {best:g} GiB"
+            return (
+                f"needs {demand.vram_gib:g} GiB of VRAM on one GPU to share; "
+                f"most room left is {best:g} GiB"
+            )
         free = sum(
             1 for d in pool.devices if d.idle and d.vram_gib + EPSILON_GIB >= demand.vram_gib
         )
@@ -226,6 +229,7 @@ def lacking(pool: Pool, demand: Demand) -> str | None:
     if not kept_ram:
         return f"needs {demand.ram_gib:g} GiB free RAM; {free_ram:g} GiB free"
     return (
-        f"needs {demand.ram_gib:g} GiB free RAM; {max(0.0, free_ram - kept_ram):g} GiB free for CPU jobs "
+        f"needs {demand.ram_gib:g} GiB free RAM; "
+        f"{max(0.0, free_ram - kept_ram):g} GiB free for CPU jobs "
         f"({free_ram:g} GiB free, {kept_ram:g} GiB kept for idle GPUs)"
     )

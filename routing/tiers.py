@@ -288,7 +288,10 @@ def qualifies(cap: Capability, floor: Needs) -> str | None:
     if floor.require_cuda and not cap.cuda_devices:
         return "needs a CUDA device; this host has none"
     if floor.require_cuda and cap.max_vram_gib < floor.min_vram_gib:
-        return f"needs {floor.min_vram_gib:g} GiB VRAM on one device; largest here is {cap.max_vram_gib:g} GiB"
+        return (
+            f"needs {floor.min_vram_gib:g} GiB VRAM on one device; "
+            f"largest here is {cap.max_vram_gib:g} GiB"
+        )
     fit = sum(d.vram_total_gib >= floor.min_vram_gib for d in cap.cuda_devices)
     if floor.gpu_count > 1 and fit < floor.gpu_count:
         return (

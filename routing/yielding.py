@@ -136,7 +136,10 @@ def to_hand_back(
 
 
 def handback_why(reason: str) -> str:
-    """What a handed-back run's end mark says: ``yielded to the host's owner (GPU 0 in use by pid 4242)``."""
+    """What a handed-back run's end mark says.
+
+    For example ``yielded to the host's owner (GPU 0 in use by pid 4242)``.
+    """
     inner = reason.removesuffix(NOT_FLEET)
     if inner.startswith(OWNER_BUSY) and inner.endswith(")"):
         inner = inner[len(OWNER_BUSY) : -1]

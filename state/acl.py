@@ -41,7 +41,8 @@ USERS = {
     Role.OPERATOR: "fleet-operator",
     Role.READONLY: "fleet-readonly",
 }
-# where `fleet acl` and `fleet enroll` read each role's password (never written to a worker's env file)
+# where `fleet acl` and `fleet enroll` read each role's password
+# (never written to a worker's env file)
 PASSWORD_VARS = {
     Role.WORKER: "FLEET_ACL_WORKER_PASSWORD",
     Role.OPERATOR: "FLEET_ACL_OPERATOR_PASSWORD",

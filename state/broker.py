@@ -114,7 +114,8 @@ def parse(
         if not master:
             raise ConfigError(
                 f"{var} is a sentinel:// URL: set FLEET_SENTINEL_MASTER to the master "
-                "name the sentinels monitor (the <name> of `sentinel monitor <name> host port quorum`)"
+                "name the sentinels monitor "
+                "(the <name> of `sentinel monitor <name> host port quorum`)"
             )
         sentinel_pw = value("FLEET_SENTINEL_PASSWORD", env)
     return BrokerSettings(

@@ -2,8 +2,8 @@
 
 A pipelined command per job costs the client far more (packing, parsing) than Redis
 spends on it. Here one script call carries a batch of jobs: ``states`` and ``names`` read a
-batch of records' states or names, ``publish`` runs lua/publish.lua once per job inside lua/publish_many.lua,
-so every job is still created with its message in one atomic step.
+batch of records' states or names, ``publish`` runs lua/publish.lua once per job inside
+lua/publish_many.lua, so every job is still created with its message in one atomic step.
 """
 
 from __future__ import annotations

@@ -115,7 +115,10 @@ def keys_of(queue: str, owners: Iterable[str], steps: Iterable[int] = PRIORITY_S
 
 
 def depths(client: redis.Redis, queues: Iterable[str]) -> dict[str, list[int]]:
-    """Messages waiting per queue by wire priority, every owner's lists and the plain ones summed."""
+    """Messages waiting per queue by wire priority.
+
+    Every owner's lists and the plain ones summed.
+    """
     queues = list(queues)
     owners = registered(client)
     pipe = client.pipeline(transaction=False)

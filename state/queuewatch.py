@@ -1,7 +1,7 @@
 """New queues reach idle workers before the jobs in them do.
 
-A publish that creates need or constraint queues bumps a counter (``fleet.pickup``); workers look at it every
-``QUEUE_WATCH_EVERY_S`` and refresh their queues at once instead of within
+A publish that creates need or constraint queues bumps a counter (``fleet.pickup``); workers
+look at it every ``QUEUE_WATCH_EVERY_S`` and refresh their queues at once instead of within
 ``QUEUE_REFRESH_EVERY_S``. Publish then waits (at most ``PICKUP_WAIT_S``) until every live
 host that can serve a new queue lists it in its heartbeat, and only then pushes: otherwise
 an idle 80 GiB host, still blind to ``cuda.vram40``, would take a ``cuda.vram10`` job

@@ -226,7 +226,10 @@ class Records:
     def mark_trained(
         self, job_id: str, token: str, host: str, work_dir: str, grace_s: float
     ) -> bool:
-        """The run's trainer exited 0: record it (see lua/trained.lua); False if the run is stale."""
+        """The run's trainer exited 0: record it (see lua/trained.lua).
+
+        False if the run is stale.
+        """
         return (
             self._trained(
                 keys=[C.JOB_KEY + job_id, C.LEASE_KEY + job_id, C.RUNNING_SET],
@@ -248,7 +251,10 @@ class Records:
         return rec.checkpoint if rec else None
 
     def record_checkpoint(self, job_id: str, token: str, value: dict) -> tuple[bool, dict | None]:
-        """Make ``value`` the job's checkpoint if ``token`` owns it: (recorded, the one it replaced)."""
+        """Make ``value`` the job's checkpoint if ``token`` owns it.
+
+        Returns (recorded, the one it replaced).
+        """
         old = self._checkpoint(keys=[C.JOB_KEY + job_id], args=["record", token, json.dumps(value)])
         if old == "stale":
             return False, None

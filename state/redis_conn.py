@@ -126,7 +126,10 @@ class _FleetPipeline(Pipeline):
 
 
 def connect(settings: BrokerSettings, **kw) -> FleetRedis:
-    """A client for ``settings`` that decodes replies; ``kw`` are redis.Redis socket options (timeouts...)."""
+    """A client for ``settings`` that decodes replies.
+
+    ``kw`` are redis.Redis socket options (timeouts...).
+    """
     kw = {"retry": _retry(), "decode_responses": True, **kw}
     if settings.sentinel:
         from redis.sentinel import Sentinel
@@ -178,7 +181,8 @@ def explain(error: redis.RedisError, settings: BrokerSettings) -> str:
     where, var = settings.where, settings.var
     if isinstance(error, redis.AuthenticationError):
         return (
-            f"authentication failed at {where} for {settings.who}: the password in {var} was refused "
+            f"authentication failed at {where} for {settings.who}: "
+            f"the password in {var} was refused "
             f"(check the user and password in {var}; percent-encode @ : / in the password)"
         )
     if isinstance(error, redis.exceptions.NoPermissionError):
@@ -190,7 +194,8 @@ def explain(error: redis.RedisError, settings: BrokerSettings) -> str:
         )
     if settings.sentinel and "master" in str(error).lower():
         return (
-            f"no master {settings.master_name!r} known to the sentinels at {where} ({_first_line(error)}); "
+            f"no master {settings.master_name!r} known to the sentinels at {where} "
+            f"({_first_line(error)}); "
             "check FLEET_SENTINEL_MASTER and that the sentinels are up"
         )
     return (
@@ -216,17 +221,19 @@ def _refused(error: Exception, settings: BrokerSettings) -> str:
     if role is None:
         return (
             f"Redis {settings.who} at {settings.where} may not do this ({_first_line(error)}); "
-            "give that ACL user the commands and keys fleet uses (`fleet acl`), or use the default user"
+            "give that ACL user the commands and keys fleet uses (`fleet acl`), "
+            "or use the default user"
         )
     if role is acl.Role.OPERATOR:
         return (
-            f"Redis user {settings.username!r} has the operator role at {settings.where}, which may not do "
-            f"this ({_first_line(error)}); it needs the administrator's login (the default user) in {settings.var}"
+            f"Redis user {settings.username!r} has the operator role at {settings.where}, "
+            f"which may not do this ({_first_line(error)}); "
+            f"it needs the administrator's login (the default user) in {settings.var}"
         )
     return (
-        f"Redis user {settings.username!r} has the {role.value} role at {settings.where} and lacks the operator "
-        f"role this needs ({_first_line(error)}); set {settings.var} to the {acl.USERS[acl.Role.OPERATOR]} "
-        "user's URL (see `fleet acl`)"
+        f"Redis user {settings.username!r} has the {role.value} role at {settings.where} "
+        f"and lacks the operator role this needs ({_first_line(error)}); "
+        f"set {settings.var} to the {acl.USERS[acl.Role.OPERATOR]} user's URL (see `fleet acl`)"
     )
 
 

@@ -131,7 +131,8 @@ class Gate:
         held = self.holding()
         if held is None or not held.lists:
             return keys
-        # its lists, whether or not the fair-share order knows its owner yet, once its queue is asked
+        # its lists, whether or not the fair-share order knows its owner yet,
+        # once its queue is asked
         asked = {queues.queue_of(k) for k in keys}
         return [k for k in held.lists if queues.queue_of(k) in asked]
 

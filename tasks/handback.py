@@ -4,10 +4,11 @@ yielding to its owner), without losing its work and without counting the attempt
 ``Runs`` knows the runs executing on this host: ``tasks.execution`` registers each one from
 its grant to the release of that grant. A policy calls ``hand_back(job_id, stop, why,
 **fields)``; the run's runner wakes at once (``wake_fd``), its ``on_tick`` finds the
-request (``asked``) and returns its ``Stop``, so the runner stops the process group (SIGTERM, then SIGKILL after ``KILL_GRACE_S``); the
-checkpoint is synced once more (``tasks.checkpoint``); the job is recorded queued again with
-``fields`` (e.g. ``preempted_by``) and this attempt uncounted; its end mark in `fleet logs`
-says "handed back (<why>)". Only then is its grant released, so whatever takes its place
+request (``asked``) and returns its ``Stop``, so the runner stops the process group
+(SIGTERM, then SIGKILL after ``KILL_GRACE_S``); the checkpoint is synced once more
+(``tasks.checkpoint``); the job is recorded queued again with ``fields`` (e.g.
+``preempted_by``) and this attempt uncounted; its end mark in `fleet logs` says
+"handed back (<why>)". Only then is its grant released, so whatever takes its place
 starts after the checkpoint sync. The event ``hand_back`` returns is set at that moment.
 """
 

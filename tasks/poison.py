@@ -26,7 +26,10 @@ def _body_bytes(body: str, encoding: str | None) -> bytes:
 
 
 def _job_args(payload: bytes, task_id: str) -> str | None:
-    """Why a task body (protocol 2: [args, kwargs, embed]) carries no job of this task id, or None."""
+    """Why a task body carries no job of this task id, or None.
+
+    The body is protocol 2: [args, kwargs, embed].
+    """
     try:
         body = json.loads(payload)
     except (ValueError, UnicodeDecodeError):

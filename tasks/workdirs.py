@@ -29,7 +29,8 @@ from core.ids import short_id
 
 log = logging.getLogger("fleet.workdirs")
 RUN_FILE, EXIT_FILE, WORK = "run.json", ".fleet-exit.json", "work"
-# inside work/: the job's output dir (FLEET_OUTPUT_DIR), its spec, and its output as the worker saw it
+# inside work/: the job's output dir (FLEET_OUTPUT_DIR), its spec, and its output as the
+# worker saw it
 OUT_DIR, SPEC_FILE, LOG_FILE = "out", "job.json", "fleet-log.txt"
 HISTORY_FILE = "metrics.jsonl"  # its metric history, every run folded by step (state.history)
 # a run folder this young with no run.json yet may be one being created right now
@@ -72,7 +73,10 @@ def exit_file(work: Path) -> Path:
 
 
 def remove(work: Path) -> None:
-    """Delete a run folder, then drop its lock (a sweeper never sees it half removed and unlocked)."""
+    """Delete a run folder, then drop its lock.
+
+    (A sweeper never sees it half removed and unlocked.)
+    """
     fd = _locks.pop(Path(work), None)
     shutil.rmtree(Path(work).parent, ignore_errors=True)
     if fd is not None:

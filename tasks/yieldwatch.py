@@ -325,7 +325,8 @@ def start(ctx) -> YieldWatch | None:
         target=run, args=(watch, ctx.shutdown), name="fleet-yield", daemon=True
     ).start()
     log.info(
-        "fleet: yielding GPUs to the host's owner (check %s, idle hint %s, free for %gs before reuse)",
+        "fleet: yielding GPUs to the host's owner "
+        "(check %s, idle hint %s, free for %gs before reuse)",
         s.check_name or "none",
         "on" if s.idle_hint else "off",
         s.reclaim_s,

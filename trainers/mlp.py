@@ -130,7 +130,8 @@ def _resume(path: Path | None, net, opt, shuffle, hyper: dict, seed: int, device
     state = torch.load(path, map_location=device, weights_only=True)
     if state.get("hyper") != hyper or state.get("seed") != seed:
         print(
-            f"warning: {path} was saved by a run with other hyperparameters or seed; starting fresh",
+            f"warning: {path} was saved by a run with other hyperparameters or seed; "
+            "starting fresh",
             flush=True,
         )
         return 0

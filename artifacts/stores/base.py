@@ -183,6 +183,26 @@ class Store(ABC):
         self._delete_key(self.staged_key(token, kind, sha256))
         self._delete_key(self.staged_key(token, kind, sha256, META_NAME))
 
+    def readable_key(self, kind: str, sha256: str, name: str = BUNDLE_NAME) -> str:
+        """Where a bundle's file can be read now: its listed key, or, in the moment between
+        the record naming a bundle and its promotion, a staged copy of the same content (the
+        digest is the key, so any run's copy is the same bytes, and reads verify it)."""
+        listed = self.full_key(f"{kind}/{sha256}/{name}")
+        if self._has_key(listed):
+            return listed
+        root = self.full_key(STAGING_DIR) + "/"
+        for key in self._keys_under(root):
+            if key.endswith(f"/{kind}/{sha256}/{name}") and self._has_key(key):
+                return key
+        return listed
+
+    def _read_through_promotion(self, kind: str, sha256: str, read: Callable[[str], object]):
+        """``read(key)`` from :meth:`readable_key`, once more if a promotion moved it away."""
+        try:
+            return read(self.readable_key(kind, sha256))
+        except StoreError:
+            return read(self.readable_key(kind, sha256))
+
     def staged(self) -> list[StagedBundle]:
         """Every staged bundle, oldest meta first where readable."""
         root = self.full_key(STAGING_DIR) + "/"
@@ -275,7 +295,10 @@ def bundle_dest(dest: Path) -> Path:
 
 
 def atomic_copy(src: Path, dest: Path, sha256: str | None = None) -> None:
-    """Copy via a private temp file beside `dest`; with `sha256`, re-hash the copy before renaming."""
+    """Copy via a private temp file beside `dest`.
+
+    With `sha256`, re-hash the copy before renaming.
+    """
     with atomic_file(dest, PRIVATE) as tmp:
         shutil.copyfile(src, tmp)
         if sha256 is not None and (actual := sha256_file(tmp)) != sha256:

@@ -52,9 +52,10 @@ class FileStore(Store):
         return StoredArtifact(self.uri_for(kind, sha256), sha256, size, existed)
 
     def get_bundle(self, kind: str, sha256: str, dest: Path) -> Path:
-        src = self._existing(self.bundle_key(kind, sha256))
         dest = bundle_dest(Path(dest))
-        atomic_copy(src, dest, sha256)
+        self._read_through_promotion(
+            kind, sha256, lambda key: atomic_copy(self._existing(key), dest, sha256)
+        )
         return dest
 
     def get_meta(self, kind: str, sha256: str) -> dict:

@@ -161,7 +161,7 @@ class S3Store(Store):
 
     def get_bundle(self, kind: str, sha256: str, dest: Path) -> Path:
         dest = bundle_dest(Path(dest))
-        self._download(self.bundle_key(kind, sha256), dest, sha256)
+        self._read_through_promotion(kind, sha256, lambda key: self._download(key, dest, sha256))
         return dest
 
     def get_meta(self, kind: str, sha256: str) -> dict:

@@ -69,7 +69,10 @@ WINE_COLUMNS = (
 
 
 def bundled_csv(path: Path, columns) -> list[list[str]]:
-    """Rows of scikit-learn's ``n_rows,n_features,class names...`` csv, checked against its header."""
+    """Rows of scikit-learn's ``n_rows,n_features,class names...`` csv.
+
+    Checked against its header.
+    """
     with open(path, newline="") as f:
         reader = csv.reader(f)
         n_rows, n_features = (int(v) for v in next(reader)[:2])

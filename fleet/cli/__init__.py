@@ -1,4 +1,5 @@
-"""The `fleet` command: publish manifests, watch jobs and hosts, cancel and requeue, run a local fleet.
+"""The `fleet` command: publish manifests, watch jobs and hosts, cancel and requeue, run a
+local fleet.
 
 One module per verb group; each has ``register(subparsers)``. Add a verb group by adding
 its module to ``VERB_MODULES``.
@@ -63,7 +64,8 @@ def version_line() -> str:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(prog="fleet", description=__doc__.splitlines()[0])
+    summary = " ".join(__doc__.split("\n\n")[0].split())
+    p = argparse.ArgumentParser(prog="fleet", description=summary)
     p.add_argument("--version", action="version", version=version_line())
     sub = p.add_subparsers(
         dest="cmd", required=True, metavar="VERB", title="verbs (`fleet VERB --help` explains each)"

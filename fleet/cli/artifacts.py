@@ -18,7 +18,10 @@ from fleet.query import artifacts as A
 
 
 def _current(v: A.ArtifactsView) -> A.ArtifactsView:
-    """Mark the bundles the job records name now, when Redis answers (a listing needs only the store)."""
+    """Mark the bundles the job records name now, when Redis answers.
+
+    A listing needs only the store.
+    """
     import redis
 
     from fleet.cli.common import redis_client

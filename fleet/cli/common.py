@@ -59,8 +59,8 @@ def broker_problem(error) -> str:
     line = explain(error, from_conf(app().conf))
     if isinstance(error, redis.TimeoutError) or "timed out" in str(error).lower():
         line += (
-            f" (no answer within {CONNECT_TIMEOUT_S:g} s: the host is up but silent, or a firewall drops "
-            "the packets; a Redis that is not running refuses at once)"
+            f" (no answer within {CONNECT_TIMEOUT_S:g} s: the host is up but silent, "
+            "or a firewall drops the packets; a Redis that is not running refuses at once)"
         )
     return line
 

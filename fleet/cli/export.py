@@ -19,8 +19,9 @@ def cmd_export_mlflow(args) -> int:
         print(json.dumps(done.to_dict(), indent=2))
     else:
         console.print(
-            f"{args.name}: {done.created} run(s) created, {done.updated} updated, {done.points} metric "
-            f"point(s) logged in experiment {done.experiment_id} at {args.tracking_uri}",
+            f"{args.name}: {done.created} run(s) created, {done.updated} updated, "
+            f"{done.points} metric point(s) logged in experiment {done.experiment_id} "
+            f"at {args.tracking_uri}",
             markup=False,
             highlight=False,
         )

@@ -62,7 +62,8 @@ def cmd_capability(args) -> int:
     )
     for d in c.cuda_devices:
         console.print(
-            f"  cuda:{d.index} {d.name} {d.vram_total_gib:g} GiB ({d.vram_free_gib:g} free) cc {d.compute_capability}"
+            f"  cuda:{d.index} {d.name} {d.vram_total_gib:g} GiB ({d.vram_free_gib:g} free) "
+            f"cc {d.compute_capability}"
         )
     if not c.cuda_devices:
         console.print("  no CUDA devices")
@@ -185,9 +186,11 @@ def summary(views: list[HostView]) -> str:
     line = f"{len(live)} live, {sum(v.busy for v in live)} busy"
     if pools:
         line += (
-            f"; free/total: GPUs {sum(p.free_gpus for p in pools)}/{sum(len(p.gpus) for p in pools)}, "
+            f"; free/total: GPUs {sum(p.free_gpus for p in pools)}/"
+            f"{sum(len(p.gpus) for p in pools)}, "
             f"cores {sum(p.cores_free for p in pools)}/{sum(p.cores_total for p in pools)}, "
-            f"RAM {_gib(sum(p.ram_free_gib for p in pools))}/{_gib(sum(p.ram_total_gib for p in pools))} GiB"
+            f"RAM {_gib(sum(p.ram_free_gib for p in pools))}/"
+            f"{_gib(sum(p.ram_total_gib for p in pools))} GiB"
         )
     older = [v for v in live if v.resources() is None]
     if older:
@@ -323,23 +326,26 @@ def print_why(report: dict) -> None:
             + (
                 ""
                 if q["known"]
-                else "  [yellow](not in the current config: tiers changed since it was published)[/]"
+                else "  [yellow](not in the current config: "
+                "tiers changed since it was published)[/]"
             ),
             highlight=False,
         )
         if q["allowed_hosts"] is not None or q["denied_hosts"]:
             out(
-                f"  allowed hosts: {q['allowed_hosts'] or 'any'}; denied: {q['denied_hosts'] or 'none'}",
+                f"  allowed hosts: {q['allowed_hosts'] or 'any'}; "
+                f"denied: {q['denied_hosts'] or 'none'}",
                 markup=False,
                 highlight=False,
             )
         pos = q.get("position")
         if pos:
             out(
-                f"  position: {pos['ahead']} message(s) ahead of it, {pos['waiting_in_queue']} waiting in "
-                f"{q['queue']}"
+                f"  position: {pos['ahead']} message(s) ahead of it, "
+                f"{pos['waiting_in_queue']} waiting in {q['queue']}"
                 if pos["in_list"]
-                else f"  not waiting in {q['queue']} now ({pos['waiting_in_queue']} message(s) there)",
+                else f"  not waiting in {q['queue']} now "
+                f"({pos['waiting_in_queue']} message(s) there)",
                 markup=False,
                 highlight=False,
             )

@@ -163,7 +163,8 @@ def render(
         parts.append(
             Text(
                 f"{len(v.rows):,} of {v.matched:,} shown, most interesting first (running, failed, "
-                f"queued, cancelled, succeeded); narrow with --state/--name/--host/--owner or raise --limit",
+                f"queued, cancelled, succeeded); narrow with --state/--name/--host/--owner "
+                "or raise --limit",
                 style="dim",
             )
         )
@@ -467,7 +468,10 @@ def register(sub) -> None:
     s.add_argument(
         "--wide",
         action="store_true",
-        help="every column (owner, queue, tries, artifact) and whole notes, however wide the terminal",
+        help=(
+            "every column (owner, queue, tries, artifact) and whole notes, "
+            "however wide the terminal"
+        ),
     )
     s.add_argument(
         "--all",

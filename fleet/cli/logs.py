@@ -31,8 +31,9 @@ def cmd_logs(args) -> int:
         hint = (
             f"it is {job.state.value}; follow it with `fleet logs {args.job} -f`"
             if not job.state.terminal
-            else f"it ran before output was kept, or its log expired ({C.JOB_LOG_TTL_S // 86400} days after its "
-            f"last line); the bundle holds fleet-log.txt: `fleet get {args.job} --extract`"
+            else f"it ran before output was kept, or its log expired "
+            f"({C.JOB_LOG_TTL_S // 86400} days after its last line); "
+            f"the bundle holds fleet-log.txt: `fleet get {args.job} --extract`"
         )
         err.print(
             f"no output kept for {job.name} ({short_id(jid)}): {hint}",

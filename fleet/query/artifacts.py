@@ -109,7 +109,8 @@ def of_job(record) -> BundleLocation:
     art = record.artifact or {}
     if not art.get("uri"):
         raise FleetError(
-            f"job {record.name} ({short_id(record.job_id)}) is {record.state.value} and has no artifact"
+            f"job {record.name} ({short_id(record.job_id)}) is {record.state.value} "
+            "and has no artifact"
             + (
                 "; wait for it to succeed (`fleet logs -f` follows it)"
                 if not record.state.terminal

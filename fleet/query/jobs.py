@@ -205,7 +205,10 @@ def _glob_re(pattern: str) -> re.Pattern:
 
 
 def glob_match(text: str, pattern: str) -> bool:
-    """``*`` and ``?`` are wildcards; everything else (brackets too, as in sweep names) is literal."""
+    """``*`` and ``?`` are wildcards; everything else is literal.
+
+    Brackets are literal too, as in sweep names.
+    """
     return bool(_glob_re(pattern).match(text))
 
 
@@ -222,7 +225,10 @@ def name_matches(name: str, pattern: str) -> bool:
 
 
 def parse_states(values: Iterable[str]) -> frozenset[JobState]:
-    """``--state running,failed`` (repeatable) as states; a bad name is an error naming the choices."""
+    """``--state running,failed`` (repeatable) as states.
+
+    A bad name is an error naming the choices.
+    """
     out = set()
     for v in values:
         for part in filter(None, (p.strip().lower() for p in v.split(","))):

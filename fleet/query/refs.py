@@ -55,7 +55,10 @@ def decide(
         return Resolution(ref, matched, "glob" if is_glob(ref) else "sweep")
     note = f"no job name matches the glob {ref!r}" if is_glob(ref) else f"no job named {ref!r}"
     if HEX.match(ref) and len(ref) < C.MIN_ID_PREFIX:
-        note += f", and {ref!r} is too short for an ID prefix (give at least {C.MIN_ID_PREFIX} characters)"
+        note += (
+            f", and {ref!r} is too short for an ID prefix "
+            f"(give at least {C.MIN_ID_PREFIX} characters)"
+        )
     elif HEX.match(ref):
         note += " or with an ID starting with it"
     return Resolution(ref, (), "none", note + "; see `fleet status` for names and IDs")
@@ -134,8 +137,8 @@ def shared_name_note(name: str, picked: str, others: list[str], verb: str) -> st
     shown = ", ".join(f"`fleet {verb} {short_id(o)}`" for o in others[:SHOW_CANDIDATES])
     more = f" and {len(others) - SHOW_CANDIDATES} more" if len(others) > SHOW_CANDIDATES else ""
     return (
-        f"note: {len(others) + 1} jobs are named {name!r}; this is {short_id(picked)}, the one published "
-        f"last; for the other{'s' if len(others) > 1 else ''}: {shown}{more}"
+        f"note: {len(others) + 1} jobs are named {name!r}; this is {short_id(picked)}, "
+        f"the one published last; for the other{'s' if len(others) > 1 else ''}: {shown}{more}"
     )
 
 

@@ -139,7 +139,8 @@ class Leaderboard:
             counts[t.state] = counts.get(t.state, 0) + 1
         states = ", ".join(f"{n} {s}" for s, n in sorted(counts.items(), key=lambda kv: -kv[1]))
         noun = {"search": "trial", "sweep": "sweep point"}.get(self.kind, "job")
-        return f"{self.name}: {len(self.trials)} {noun}{'s' * (len(self.trials) != 1)} ({states}){best_text}"
+        plural = "s" * (len(self.trials) != 1)
+        return f"{self.name}: {len(self.trials)} {noun}{plural} ({states}){best_text}"
 
     def to_list(self) -> list[dict]:
         return [

@@ -1,4 +1,7 @@
-"""A job for chaos tests: counts its starts and completions in COUNT_DIR, sleeps, writes an output."""
+"""A job for chaos tests.
+
+It counts its starts and completions in COUNT_DIR, sleeps, writes an output.
+"""
 
 import os
 import pathlib

@@ -52,7 +52,9 @@ class Chaos:
         text = ""
         for name, sleep_s in jobs.items():
             text += (
-                f'[[jobs]]\nname = "{name}"\ncommand = ["{sys.executable}", "{SLEEPY}", "{sleep_s}", "{self.tag}", "{name}"]\n'
+                f'[[jobs]]\nname = "{name}"\n'
+                f'command = ["{sys.executable}", "{SLEEPY}", "{sleep_s}", '
+                f'"{self.tag}", "{name}"]\n'
                 f'artifacts = ["out/*"]\n'
                 + "".join(f"{k} = {json.dumps(v)}\n" for k, v in job_keys.items())
             )
@@ -103,7 +105,8 @@ class Chaos:
                 return recs
             time.sleep(0.3)
         raise AssertionError(
-            f"timed out: {[(n, r.state.value, r.last_error) for n, r in recs.items()]}\n{self.logs()}"
+            f"timed out: {[(n, r.state.value, r.last_error) for n, r in recs.items()]}\n"
+            f"{self.logs()}"
         )
 
     def wait_running(self, job_id: str, timeout_s: float = 60):

@@ -39,14 +39,20 @@ def mlp_manifest(chaos, name: str) -> Path:
 
 
 def epoch_of(rec, resumed: bool) -> int:
-    """The epoch the record's progress shows, if that progress is from a run that resumed (or not)."""
+    """The epoch the record's progress shows.
+
+    Only if that progress is from a run that resumed (or, with ``resumed`` false, did not).
+    """
     metrics = (rec.progress or {}).get("metrics") or {}
     # a new run's record still shows the last run's progress until its own first report
     return int(metrics.get("epoch") or 0) if ("resumed_from_epoch" in metrics) == resumed else 0
 
 
 def interrupt_after(chaos, job_id: str, epoch: int, sig: int, resumed: bool = False) -> int:
-    """Once a checkpoint is synced and the run passed ``epoch``, signal its worker; returns the epoch seen."""
+    """Once a checkpoint is synced and the run passed ``epoch``, signal its worker.
+
+    Returns the epoch seen.
+    """
     deadline = time.monotonic() + 120
     while time.monotonic() < deadline:
         rec = chaos.records().get(job_id)
@@ -92,7 +98,7 @@ def ckpt_chaos(chaos, monkeypatch):
     return chaos
 
 
-def test_a_checkpointed_job_killed_mid_training_resumes_on_another_host_and_ends_with_the_same_model(
+def test_a_checkpointed_job_killed_mid_training_resumes_on_another_host_and_ends_with_the_same_model(  # noqa: E501
     ckpt_chaos, uninterrupted
 ):
     chaos = ckpt_chaos
@@ -104,7 +110,8 @@ def test_a_checkpointed_job_killed_mid_training_resumes_on_another_host_and_ends
     assert recs["resume"].worker == "ck-b" and recs["resume"].attempts == 2
     digest, metrics = final_weights_and_metrics(chaos, recs["resume"])
     print(
-        f"\nresumed from epoch {metrics['resumed_from_epoch']} of {EPOCHS}; weights equal: {digest == uninterrupted}"
+        f"\nresumed from epoch {metrics['resumed_from_epoch']} of {EPOCHS}; "
+        f"weights equal: {digest == uninterrupted}"
     )
     assert 0 < metrics["resumed_from_epoch"] < EPOCHS
     assert digest == uninterrupted

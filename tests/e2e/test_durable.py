@@ -2,7 +2,8 @@
 same host, and count trainer runs by side effect (issue 9 item 3).
 
 FLEET_LATE_KILLS (default 5) sets how many late kills the first test makes; run it with
-more for figures: FLEET_LATE_KILLS=20 .venv/bin/python -m pytest -s tests/e2e/test_durable.py -k late
+more for figures:
+FLEET_LATE_KILLS=20 .venv/bin/python -m pytest -s tests/e2e/test_durable.py -k late
 """
 
 from __future__ import annotations
@@ -35,7 +36,8 @@ def big_manifest(chaos, jobs: dict[str, tuple[int, float]]) -> Path:
     for name, (mib, sleep_s) in jobs.items():
         text += (
             f'[[jobs]]\nname = "{name}"\n'
-            f'command = ["{sys.executable}", "{BIGOUT}", "{mib}", "{sleep_s}", "{chaos.tag}", "{name}"]\n'
+            f'command = ["{sys.executable}", "{BIGOUT}", "{mib}", "{sleep_s}", '
+            f'"{chaos.tag}", "{name}"]\n'
             'artifacts = ["out/*"]\n'
         )
     path = chaos.root / f"m-{uuid.uuid4().hex[:6]}.toml"
@@ -76,7 +78,7 @@ def kill(chaos, name: str) -> None:
     chaos.workers[name].wait()
 
 
-def test_a_worker_killed_just_after_its_trainer_exited_finishes_the_job_on_restart_without_retraining(
+def test_a_worker_killed_just_after_its_trainer_exited_finishes_the_job_on_restart_without_retraining(  # noqa: E501
     chaos,
 ):
     # Two hosts, each able to run every job: whichever trains a job is killed right after its

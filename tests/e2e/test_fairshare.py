@@ -133,7 +133,8 @@ def test_a_second_owners_jobs_start_within_two_job_lengths_not_after_a_40_job_sw
         for n in alice
     )
     print(
-        f"bob's first job started {waited:.1f}s after his publish; {alice_after} of alice's 40 started after his last"
+        f"bob's first job started {waited:.1f}s after his publish; "
+        f"{alice_after} of alice's 40 started after his last"
     )
     assert alice_after >= 20, (
         f"only {alice_after} of alice's jobs were left when bob's last started"

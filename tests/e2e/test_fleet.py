@@ -53,7 +53,7 @@ hyper = {{ n_estimators = 10 }}
 name = "only-on-cpu-host"
 command = ["python", "-c", "import pathlib; pathlib.Path('out').mkdir(exist_ok=True); pathlib.Path('out/x.txt').write_text('hi')"]
 allowed_hosts = ["e2e-cpu"]
-"""
+"""  # noqa: E501
 
 EXPECTED_QUEUES = {
     "e2e-large": ["cuda-large", "cuda", "cpu"],
@@ -209,7 +209,7 @@ hyper = { n_estimators = 5 }
 name = "from-store-tree"
 command = ["python", "-c", "import os, pathlib; d = pathlib.Path(os.environ['FLEET_DATA_PATH']); pathlib.Path('out').mkdir(exist_ok=True); pathlib.Path('out/seen.txt').write_text(repr(sorted((p.relative_to(d).as_posix(), p.read_text()) for p in d.rglob('*') if p.is_file())))"]
 data = "data/tree"
-"""
+"""  # noqa: E501
 
 
 def data_project(root: Path) -> Path:

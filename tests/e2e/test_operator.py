@@ -21,7 +21,7 @@ JOB = """
 [[jobs]]
 name = "chatty"
 command = ["python", "-c", "import time, pathlib\\nfor i in range(6):\\n    print('tick', i, flush=True); time.sleep(0.5)\\npathlib.Path('out').mkdir(exist_ok=True); pathlib.Path('out/done.txt').write_text('ok')"]
-"""
+"""  # noqa: E501
 
 
 @pytest.fixture(scope="module")
@@ -96,7 +96,10 @@ seed = [1, 2, 3]
 
 
 def backend_states(env, ids: list[str]) -> list[str]:
-    code = "import sys\nfrom tasks import app\nprint(' '.join(app.AsyncResult(j).state for j in sys.argv[1:]))"
+    code = (
+        "import sys\nfrom tasks import app\n"
+        "print(' '.join(app.AsyncResult(j).state for j in sys.argv[1:]))"
+    )
     out = subprocess.run(
         [sys.executable, "-c", code, *ids], env=env, capture_output=True, text=True, timeout=60
     )
@@ -113,7 +116,7 @@ def wait_backend(env, ids: list[str], ok, timeout_s: float = 30) -> list[str]:
         time.sleep(0.5)
 
 
-def test_cancel_by_sweep_name_revokes_every_point_running_or_queued_and_requeue_by_glob_runs_them_anew(
+def test_cancel_by_sweep_name_revokes_every_point_running_or_queued_and_requeue_by_glob_runs_them_anew(  # noqa: E501
     one_host, tmp_path
 ):
     env, _ = one_host

@@ -38,7 +38,8 @@ STEPS, STEP_S = 24, 0.5  # the low job runs about 12 s uninterrupted
 
 def job(name: str, priority: int, steps: int, *, vram: int, extra: str = "") -> str:
     return (
-        f'[[jobs]]\nname = "{name}"\ncommand = ["{sys.executable}", "{JOB}", "{steps}", "{STEP_S}"]\n'
+        f'[[jobs]]\nname = "{name}"\n'
+        f'command = ["{sys.executable}", "{JOB}", "{steps}", "{STEP_S}"]\n'
         f"priority = {priority}\nrequire_cuda = true\nmin_vram_gib = {vram}\n{extra}\n"
     )
 

@@ -25,7 +25,8 @@ LRS = (0.1, 0.3, 0.5)
 # the loss is lowest at lr = 0.3 and falls each epoch
 SCRIPT = (
     "import json, os; lr = json.loads(os.environ['FLEET_HYPER'])['lr']; "
-    "[print('FLEET_METRIC ' + json.dumps({'epoch': e, 'loss': (lr - 0.3) ** 2 + 1 / e}), flush=True) "
+    "[print('FLEET_METRIC ' + json.dumps({'epoch': e, 'loss': (lr - 0.3) ** 2 + 1 / e}), "
+    "flush=True) "
     "for e in (1, 2, 3)]"
 )
 MANIFEST = f"""

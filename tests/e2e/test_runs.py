@@ -111,9 +111,8 @@ def test_a_job_failed_handed_back_cancelled_and_requeued_shows_each_run_its_numb
 ):
     env, logs = host, tmp_path / "logs"
     (tmp_path / "job.py").write_text(JOB_PY)
-    (tmp_path / "m.toml").write_text(
-        f'[[jobs]]\nname = "again"\ncommand = {json.dumps([sys.executable, str(tmp_path / "job.py"), str(tmp_path / "count")])}\n'
-    )
+    command = json.dumps([sys.executable, str(tmp_path / "job.py"), str(tmp_path / "count")])
+    (tmp_path / "m.toml").write_text(f'[[jobs]]\nname = "again"\ncommand = {command}\n')
     jid = json.loads(fleet(env, "publish", str(tmp_path / "m.toml"), "--json").stdout)[0]["job_id"]
     sampler = Sampler(env["FLEET_BROKER_URL"], jid)
     sampler.start()
@@ -204,7 +203,8 @@ def test_after_success_the_record_and_show_give_the_final_progress_not_the_last_
     env = host
     (tmp_path / "final.py").write_text(FINAL_PY)
     (tmp_path / "m.toml").write_text(
-        f'[[jobs]]\nname = "final"\ncommand = {json.dumps([sys.executable, str(tmp_path / "final.py")])}\n'
+        f'[[jobs]]\nname = "final"\n'
+        f"command = {json.dumps([sys.executable, str(tmp_path / 'final.py')])}\n"
     )
     jid = json.loads(fleet(env, "publish", str(tmp_path / "m.toml"), "--json").stdout)[0]["job_id"]
     worker = start_worker(HOST, CPU, env, tmp_path / "logs")

@@ -23,7 +23,7 @@ command = ["python", "-c", "import time, pathlib; time.sleep({seconds}); pathlib
 artifacts = ["out/*"]
 seed = {seed}
 {needs}
-"""
+"""  # noqa: E501
 
 
 HOG = sleeper(
@@ -150,8 +150,8 @@ def test_publish_warns_about_a_job_no_live_worker_can_run_and_still_queues_it(fl
     }
     out = fleet.fleet("publish", str(m), check=True)
     assert (
-        "warning: no live worker can run 1 job(s) in queue cuda.vram100 (huge); nearest host e2e-large: "
-        "VRAM 80 < 100 GiB (largest device)"
+        "warning: no live worker can run 1 job(s) in queue cuda.vram100 (huge); "
+        "nearest host e2e-large: VRAM 80 < 100 GiB (largest device)"
     ) in out.stderr.replace("\n", " ")
     records = Records(fleet.client())
     assert records.get(resolve(records.r, "huge")).state is JobState.QUEUED

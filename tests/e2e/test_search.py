@@ -125,7 +125,8 @@ def test_a_search_survives_a_killed_worker_and_a_redis_restart_and_finds_the_opt
         assert by_number[t.number].intermediate_values == t.steps
     print(f"\n{done.summary()}; {time.monotonic() - started:.0f} s")
 
-    # `fleet results`, `fleet plot` and `fleet export mlflow` (issue 23 items 5-7) on the same search
+    # `fleet results`, `fleet plot` and `fleet export mlflow` (issue 23 items 5-7)
+    # on the same search
     board = json.loads(chaos.fleet("results", "tune", "--json").stdout)
     assert len(board) == TRIALS and board[0]["trial"] == done.best_trial and board[0]["best"]
     assert board[0]["value"] == pytest.approx(done.best_value)

@@ -23,7 +23,10 @@ PASSWORD = "tls-s3cr3t/p@ss"
 
 
 def make_certs(d: Path) -> dict[str, Path]:
-    """A throwaway CA and a server certificate for 127.0.0.1 signed by it (openssl, at test time)."""
+    """A throwaway CA and a server certificate for 127.0.0.1 signed by it.
+
+    Both are made with openssl, at test time.
+    """
 
     def ssl(*args: str) -> None:
         subprocess.run(["openssl", *args], cwd=d, check=True, capture_output=True, timeout=60)

@@ -117,7 +117,10 @@ def test_killing_the_master_mid_run_leaves_every_job_succeeded_exactly_once(ha):
                 [
                     sys.executable,
                     "-c",
-                    f"import time; open({str(runs / f'j{i}')!r}, 'a').write('run\\n'); time.sleep({JOB_S})",
+                    (
+                        f"import time; open({str(runs / f'j{i}')!r}, 'a').write('run\\n'); "
+                        f"time.sleep({JOB_S})"
+                    ),
                 ],
             )
             for i in range(JOBS)

@@ -131,11 +131,12 @@ def yielded_in_hosts(owner: Owner, why: str) -> bool:
     ] == {"0": why}
 
 
-def test_a_yielding_host_hands_its_job_back_to_a_foreign_gpu_process_and_to_a_game_and_loses_nothing(
+def test_a_yielding_host_hands_its_job_back_to_a_foreign_gpu_process_and_to_a_game_and_loses_nothing(  # noqa: E501
     owner,
 ):
     ids = owner.publish(
-        f'[[jobs]]\nname = "train"\ncommand = ["{sys.executable}", "{JOB}", "{STEPS}", "{STEP_S}"]\n'
+        f'[[jobs]]\nname = "train"\n'
+        f'command = ["{sys.executable}", "{JOB}", "{STEPS}", "{STEP_S}"]\n'
         'checkpoint = "ckpt/"\nrequire_cuda = true\n'
     )
     job = ids["train"]

@@ -53,7 +53,10 @@ def beat(client, ctx, **kw):
 
 
 def job(name: str, needs: str = "", priority: int = 5, seed: int = 0) -> str:
-    return f'[[jobs]]\nname = "{name}"\ncommand = ["true"]\nseed = {seed}\npriority = {priority}\n{needs}\n'
+    return (
+        f'[[jobs]]\nname = "{name}"\ncommand = ["true"]\n'
+        f"seed = {seed}\npriority = {priority}\n{needs}\n"
+    )
 
 
 def test_a_live_heartbeat_lists_the_host_with_its_queues_and_its_running_job(app, redis_client):

@@ -26,7 +26,10 @@ pytestmark = pytest.mark.integration
 def beat(
     client, name: str, vram=(), cores=16, ram=64.0, queues=("cpu",), pool: dict | None = None
 ) -> None:
-    """A worker's heartbeat as tasks/heartbeat.py writes it, with ``pool`` (None: an older worker)."""
+    """A worker's heartbeat as tasks/heartbeat.py writes it, with ``pool``.
+
+    ``pool`` None: an older worker.
+    """
     cap = Capability(
         name, cores, ram, ram, tuple(CudaDevice(i, "NVIDIA H100", v, v) for i, v in enumerate(vram))
     )
@@ -152,8 +155,8 @@ def test_fleet_why_says_what_a_2_gpu_job_lacks_on_the_host_that_could_run_it(
     assert "gpu1: cannot: GPUs 1 < 2 (>= 24 GiB each)" in flat
     # never "could run it" and then why it cannot: one line says it qualifies and what it lacks now
     assert (
-        "big4: qualifies, but cannot start it now: needs 2 free GPUs with >= 24 GiB: big4 has 1 free, "
-        "busy with ddp-a"
+        "big4: qualifies, but cannot start it now: "
+        "needs 2 free GPUs with >= 24 GiB: big4 has 1 free, busy with ddp-a"
     ) in flat
     assert "could run it" not in flat and flat.count("needs 2 free GPUs") == 1
 

@@ -87,7 +87,8 @@ def test_force_sends_a_finished_job_again(app, redis_client, manifest):
 
 def test_messages_carry_the_job_priority_most_urgent_first(app, redis_client, manifest):
     publish(app, redis_client, manifest)
-    # manifest priority 9 -> kombu priority 0: of the owner's lists (fair share), the one served first
+    # manifest priority 9 -> kombu priority 0: of the owner's lists (fair share), the one
+    # served first
     rec = Records(redis_client).get(manifest.jobs[0].job_id)
     assert redis_client.llen(queues.owner_key("cpu", rec.owner, 0)) == 1
     assert rec.queue == "cpu"

@@ -21,7 +21,10 @@ def jid(i: int) -> str:
 
 
 def seed_sweep(client, states=("succeeded", "succeeded", "running")) -> None:
-    """Three points of a grid sweep as publish and the workers leave them (records, names, histories)."""
+    """Three points of a grid sweep as publish and the workers leave them.
+
+    Their records, names and histories.
+    """
     for i, (lr, state) in enumerate(zip(LRS, states, strict=True)):
         name = f"grid[learning_rate={lr}]"
         client.hset(

@@ -79,7 +79,8 @@ def test_when_its_worker_dies_the_whole_job_group_goes_too(tmp_path):
     script = tmp_path / "worker.py"
     script.write_text(
         "import threading, sys\nfrom tasks import runner\n"
-        f"runner.run(['bash', '-c', 'sleep {marker} & sleep {marker}'], env={{'PATH': '/usr/bin:/bin'}},"
+        f"runner.run(['bash', '-c', 'sleep {marker} & sleep {marker}'], "
+        "env={'PATH': '/usr/bin:/bin'},"
         " cwd='/tmp', timeout_s=None, on_tick=lambda p: None, stop=threading.Event())\n"
     )
     worker = psutil.Popen(

@@ -207,7 +207,7 @@ def test_a_trial_far_behind_the_finished_ones_is_pruned_by_the_search_pruner(
         assert watch.pruned_at < 9
 
 
-def test_the_sweep_issues_the_first_trials_of_a_search_whose_publisher_died_and_counts_unadvanced_ends(
+def test_the_sweep_issues_the_first_trials_of_a_search_whose_publisher_died_and_counts_unadvanced_ends(  # noqa: E501
     app, redis_client, monkeypatch
 ):
     m = manifest(trials=4, parallel=2)

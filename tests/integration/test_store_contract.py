@@ -163,6 +163,19 @@ class StoreContract:
         assert staged.size == made_bundle.size
         assert store.list_artifacts() == [] and not store.verify(KIND, made_bundle.sha256)
 
+    def test_a_bundle_its_record_names_can_be_fetched_before_its_promotion(
+        self, store, made_bundle, tmp_path
+    ):
+        # between finish.lua naming the bundle and the worker promoting it, `fleet get` works
+        store.stage_bundle("tok1", KIND, made_bundle.path, made_bundle.sha256, {"job_id": "j1"})
+        got = store.get_bundle(KIND, made_bundle.sha256, tmp_path / "early")
+        assert got.read_bytes() == made_bundle.path.read_bytes()
+        store.promote("tok1", KIND, made_bundle.sha256)
+        got = store.get_bundle(KIND, made_bundle.sha256, tmp_path / "late")
+        assert got.read_bytes() == made_bundle.path.read_bytes()
+        with pytest.raises(StoreError):
+            store.get_bundle(KIND, "0" * 64, tmp_path / "none")
+
     def test_staged_lists_each_staged_bundle_with_its_run_job_and_time(self, store, made_bundle):
         store.stage_bundle("tok1", KIND, made_bundle.path, made_bundle.sha256, {"job_id": "j1"})
         [staged] = store.staged()

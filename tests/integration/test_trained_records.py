@@ -1,4 +1,7 @@
-"""The trained marker and the checkpoint record on a real Redis (lua/trained.lua, checkpoint.lua)."""
+"""The trained marker and the checkpoint record on a real Redis.
+
+The scripts under test: lua/trained.lua, checkpoint.lua.
+"""
 
 import time
 

@@ -14,7 +14,10 @@ from state.acl import Role
 
 
 def redis_glob(pattern: str) -> re.Pattern:
-    """Redis's glob (``*``, ``?``, ``[^x]``) as a regular expression, for the patterns acl writes."""
+    """Redis's glob (``*``, ``?``, ``[^x]``) as a regular expression.
+
+    For the patterns acl writes.
+    """
     out, i = "", 0
     while i < len(pattern):
         c = pattern[i]
@@ -148,7 +151,8 @@ def test_a_user_name_tells_its_role():
     [
         (
             "fleet-readonly",
-            "'fleet-readonly' has the readonly role at redis://r:6379/0 and lacks the operator role",
+            "'fleet-readonly' has the readonly role at redis://r:6379/0 "
+            "and lacks the operator role",
         ),
         ("fleet-worker", "'fleet-worker' has the worker role"),
         ("fleet-operator", "needs the administrator's login"),

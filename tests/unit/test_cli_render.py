@@ -13,7 +13,8 @@ from state.jobrecord import JobRecord, JobState, RunEnd
 NOW = 1_700_000_000.0
 ERROR = (
     "job gbt-breast-cancer[max_depth=2,seed=0] (b22a6aa4039b) exited with status 1; last output:\n"
-    "Traceback (most recent call last):\nValueError: learning_rate must be > 0, got -0.1 in the manifest"
+    "Traceback (most recent call last):\n"
+    "ValueError: learning_rate must be > 0, got -0.1 in the manifest"
 )
 ROWS = [
     JobRecord(

@@ -29,9 +29,9 @@ def test_the_unit_stops_the_worker_gently_restarts_it_always_and_keeps_its_work_
     assert d["KillSignal"] == "SIGTERM" and d["KillMode"] == "mixed" and d["Restart"] == "always"
     assert int(d["TimeoutStopSec"]) > 15  # celeryconfig.worker_soft_shutdown_timeout
     assert d["StateDirectory"] == "fleet" and "FLEET_WORK_DIR=/var/lib/fleet" in render_unit(PLAN)
-    assert (
-        d["ExecStart"]
-        == "/opt/fleet/.venv/bin/celery -A tasks worker --loglevel=INFO --without-mingle --without-gossip"
+    assert d["ExecStart"] == (
+        "/opt/fleet/.venv/bin/celery -A tasks worker --loglevel=INFO "
+        "--without-mingle --without-gossip"
     )
     assert d["EnvironmentFile"] == "/etc/fleet/worker.env" and d["User"] == "fleet"
 

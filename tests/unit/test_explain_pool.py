@@ -117,13 +117,15 @@ def test_what_no_live_host_has_is_said_once_for_the_fleet(needs, caps, said):
             filled(Pool.of([80], 8, 64), Demand(gpus=1, vram_gib=70, share_gpu=True)),
             Demand(gpus=1, vram_gib=20, share_gpu=True),
             [Holding("llm", (0,), 1)],
-            "needs 20 GiB of VRAM on one GPU to share: on big4, most room left is 10 GiB, busy with llm",
+            "needs 20 GiB of VRAM on one GPU to share: "
+            "on big4, most room left is 10 GiB, busy with llm",
         ),
         (
             filled(Pool.of([80], 8, 64, GpuReserve(2, 8.0)), Demand(cores=4)),
             Demand(cores=4),
             [Holding("cpu-job", (), 4), DDP],
-            "needs 4 free cores: big4 has 2 free for CPU jobs (4 free, 2 kept for idle GPUs), busy with cpu-job, ddp",
+            "needs 4 free cores: big4 has 2 free for CPU jobs (4 free, 2 kept for idle GPUs), "
+            "busy with cpu-job, ddp",
         ),
         (
             filled(Pool.of([], 8, 16), Demand(cores=1, ram_gib=12)),

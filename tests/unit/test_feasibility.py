@@ -33,8 +33,9 @@ def test_only_queues_no_live_host_could_serve_are_reported_once_each_with_the_ne
     [w] = infeasible(plan(m, {}), m, HOSTS)
     assert (w.queue, w.jobs, w.nearest.hostname) == ("cuda.vram40", ("a", "b"), "gpu16")
     assert messages([w]) == [
-        "no live worker can run 2 job(s) in queue cuda.vram40 (a, b); nearest host gpu16: VRAM 16 < 40 GiB "
-        "(largest device). Queued anyway: they start when such a host joins"
+        "no live worker can run 2 job(s) in queue cuda.vram40 (a, b); "
+        "nearest host gpu16: VRAM 16 < 40 GiB (largest device). "
+        "Queued anyway: they start when such a host joins"
     ]
 
 
@@ -90,8 +91,9 @@ def test_a_multi_gpu_job_no_live_host_has_enough_gpus_for_is_told_so_with_the_mo
     m = loads(job("ddp", "require_cuda = true\ngpus = 4\nmin_vram_gib = 24"), "m.toml")
     [w] = infeasible(plan(m, {}), m, hosts)
     assert messages([w]) == [
-        f"no live worker can run 1 job(s) in queue {w.queue} (ddp); no live host has 4 GPUs with >= 24 GiB "
-        "(most: 2 on big2). Queued anyway: they start when such a host joins"
+        f"no live worker can run 1 job(s) in queue {w.queue} (ddp); "
+        "no live host has 4 GPUs with >= 24 GiB (most: 2 on big2). "
+        "Queued anyway: they start when such a host joins"
     ]
     assert w.to_dict() == {
         "queue": w.queue,

@@ -217,12 +217,14 @@ def test_why_says_what_a_host_needs_for_a_queue_gpu_count_and_sharing_included(n
         (
             1,
             None,
-            "needs 60 GiB free RAM; 56 GiB free for CPU jobs (64 GiB free, 8 GiB kept for idle GPUs)",
+            "needs 60 GiB free RAM; "
+            "56 GiB free for CPU jobs (64 GiB free, 8 GiB kept for idle GPUs)",
         ),  # the default reserve
         (
             1,
             14.0,
-            "needs 60 GiB free RAM; 50 GiB free for CPU jobs (64 GiB free, 14 GiB kept for idle GPUs)",
+            "needs 60 GiB free RAM; "
+            "50 GiB free for CPU jobs (64 GiB free, 14 GiB kept for idle GPUs)",
         ),  # as the heartbeat says
     ],
 )

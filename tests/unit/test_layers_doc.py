@@ -15,7 +15,8 @@ def test_the_layer_drawing_is_the_current_import_graph():
         check=True,
     ).stdout
     assert drawn in (ROOT / "docs" / "layers.md").read_text(), (
-        "the import graph changed: run scripts/import-graph and paste its output into docs/layers.md"
+        "the import graph changed: run scripts/import-graph and paste its output "
+        "into docs/layers.md"
     )
 
 

@@ -105,7 +105,8 @@ def test_a_route_checks_problems_are_reported_at_the_job_or_its_key_with_the_rou
 @pytest.mark.parametrize(
     "text",
     [
-        '[tiers.gpu]\nrequire_cuda = "yes"\n[[jobs]]\nname = "a"\ncommand = ["x"]\n',  # broken tiers
+        # broken tiers
+        '[tiers.gpu]\nrequire_cuda = "yes"\n[[jobs]]\nname = "a"\ncommand = ["x"]\n',
         '[[jobs]]\nname = "a"\ncommand = ["x"]\nmin_cores = "2"\n',  # a mistyped need
     ],
 )
@@ -119,8 +120,8 @@ def test_the_route_check_is_not_asked_when_the_tiers_or_the_jobs_needs_are_broke
 def test_loading_a_manifest_imports_nothing_above_the_model():
     code = (
         "import sys, manifest.loader; "
-        "print(sorted({m.split('.')[0] for m in sys.modules} & {'artifacts', 'routing', 'state', 'trainers', "
-        "'tasks', 'fleet', 'celery', 'redis', 'boto3'}))"
+        "print(sorted({m.split('.')[0] for m in sys.modules} & {'artifacts', 'routing', "
+        "'state', 'trainers', 'tasks', 'fleet', 'celery', 'redis', 'boto3'}))"
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "[]"

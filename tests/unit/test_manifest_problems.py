@@ -144,9 +144,9 @@ def test_every_problem_has_the_file_the_line_and_the_field_path(tmp_path):
 
 
 def test_problems_in_the_second_and_third_job_entries_are_at_their_own_headers(tmp_path):
-    text = (
-        GBT
-        + '\n[[jobs]]\nmodel = "gbt"\ndata = "d.csv"\n[jobs.sweep]\nseed = [1]\n\n[[jobs]]\ncommand = []\n'
+    text = GBT + (
+        '\n[[jobs]]\nmodel = "gbt"\ndata = "d.csv"\n[jobs.sweep]\nseed = [1]\n'
+        "\n[[jobs]]\ncommand = []\n"
     )
     found = problems(tmp_path, text)
     assert [(p.field, p.line, p.message) for p in found] == [

@@ -25,7 +25,8 @@ def test_a_search_is_its_base_job_and_a_normalised_space(tmp_path):
     s = search_of(
         tmp_path,
         MLP + SEARCH + "learning_rate = { low = 1e-4, high = 1e-1, log = true }\n"
-        "batch_size = { low = 32, high = 256, step = 32 }\nhidden_sizes = { choices = [[64], [128, 64]] }\n",
+        "batch_size = { low = 32, high = 256, step = 32 }\n"
+        "hidden_sizes = { choices = [[64], [128, 64]] }\n",
     )
     assert s.name == "t" and s.base.hyper["epochs"] == 4 and s.base.search == s.search_id
     assert s.config["space"] == {
@@ -213,9 +214,8 @@ def test_a_search_shows_as_one_status_line_with_its_best_and_why_it_stopped():
         0.0812,
         23,
     )
-    assert (
-        v.summary()
-        == "tune-mlp: search 37/64, 8 running, 12 pruned, 5 failed, best valid_loss=0.0812 (trial 23)"
+    assert v.summary() == (
+        "tune-mlp: search 37/64, 8 running, 12 pruned, 5 failed, best valid_loss=0.0812 (trial 23)"
     )
     stopped = SearchView(**{**v.__dict__, "running": 0, "stopped": "5 trials failed in a row"})
     assert stopped.summary().endswith("; stopped: 5 trials failed in a row") and stopped.done

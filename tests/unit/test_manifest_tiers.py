@@ -185,9 +185,9 @@ def test_a_host_may_name_command_jobs_as_a_model(tmp_path):
 
 def test_an_inline_cuda_device_without_vram_is_rejected_at_the_devices_line(tmp_path):
     text = (
-        '[hosts.h1]\ncpu_cores = 8\ncuda_devices = [{ name = "a", vram_total_gib = 24 }, { name = "b" }]\n'
-        + GBT
-    )
+        "[hosts.h1]\ncpu_cores = 8\n"
+        'cuda_devices = [{ name = "a", vram_total_gib = 24 }, { name = "b" }]\n'
+    ) + GBT
     p = only_problem(tmp_path, text)
     assert (p.line, p.field, p.message) == (
         3,

@@ -1,4 +1,7 @@
-"""The multi-resource oracle and capable-idle measure the benchmark reports (bench/pool_oracle.py)."""
+"""The multi-resource oracle and capable-idle measure the benchmark reports.
+
+The code under test: bench/pool_oracle.py.
+"""
 
 from __future__ import annotations
 

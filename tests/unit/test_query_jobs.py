@@ -194,7 +194,8 @@ def test_a_summary_says_how_many_trials_are_folded_into_search_lines_even_when_a
     folded = JobFilter(folded=frozenset({"tune"}))
     assert view(trials, folded, now=NOW).summary() == "3 jobs: 3 trials in search lines below"
     assert view(ROWS + trials, folded, now=NOW).summary() == (
-        "11 jobs: 2 running, 1 failed, 2 queued, 1 cancelled, 2 succeeded, 3 trials in search lines below"
+        "11 jobs: 2 running, 1 failed, 2 queued, 1 cancelled, 2 succeeded, "
+        "3 trials in search lines below"
     )
     running = JobFilter(frozenset({JobState.RUNNING}), folded=frozenset({"tune"}))
     assert view(ROWS + trials, running, now=NOW).summary() == (

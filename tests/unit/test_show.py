@@ -52,7 +52,9 @@ def test_a_failed_job_shows_how_it_ended_in_one_line_and_its_last_progress():
         "result": None,
         "artifact": None,
         "end_reason": "exit 1: KeyError: 'label'",
-        "last_error": "job mlp-moons (1a2b) exited with status 1; last output:\nTraceback\nKeyError: 'label'",
+        "last_error": (
+            "job mlp-moons (1a2b) exited with status 1; last output:\nTraceback\nKeyError: 'label'"
+        ),
     }
     r = rows(failed)
     assert (
