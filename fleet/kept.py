@@ -1,4 +1,6 @@
-"""A local fleet left running by `fleet local --keep`: its state file, how to use it, how to stop it.
+"""A local fleet left running by `fleet local --keep`.
+
+Its state file, how to use it, how to stop it.
 
 The state file (``<root>/fleet.json``) names each process with its pid and what its command
 line must contain, so `fleet local --stop` never signals a pid the system has since given

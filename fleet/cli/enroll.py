@@ -119,7 +119,8 @@ def _login(env, client) -> enroll.Login:
         )
     if login.as_admin:
         err.print(
-            "warning: this host gets the default Redis user's password; give workers their own login "
+            "warning: this host gets the default Redis user's password; "
+            "give workers their own login "
             "with `fleet acl --apply` and FLEET_ACL_WORKER_PASSWORD",
             markup=False,
         )
@@ -146,7 +147,8 @@ def _wsl_task(args, env) -> tuple[str, str]:
     )
     if not info.nvml:
         err.print(
-            f"warning: no NVML at {wsl.NVML_LIB}: install the NVIDIA driver on Windows (never inside WSL); "
+            f"warning: no NVML at {wsl.NVML_LIB}: "
+            "install the NVIDIA driver on Windows (never inside WSL); "
             "until then this host serves CPU jobs only",
             markup=False,
         )
@@ -188,7 +190,8 @@ def cmd_enroll(args) -> int:
     store_url = urlparse(value("FLEET_STORE_URL", env))
     if store_url.scheme == "file":
         err.print(
-            "warning: FLEET_STORE_URL is a file:// store: other hosts cannot read what this one stores",
+            "warning: FLEET_STORE_URL is a file:// store: "
+            "other hosts cannot read what this one stores",
             markup=False,
         )
     if args.yield_to_owner or args.yield_check or args.yield_idle_hint:
@@ -326,7 +329,10 @@ def register(sub) -> None:
         "--yield-reclaim-s",
         type=float,
         metavar="S",
-        help=f"seconds a GPU must be left alone before work is taken again (default {YIELD_RECLAIM_S:g})",
+        help=(
+            "seconds a GPU must be left alone before work is taken again "
+            f"(default {YIELD_RECLAIM_S:g})"
+        ),
     )
     y.add_argument(
         "--yield-poll-s",

@@ -1,4 +1,7 @@
-"""`fleet trainers`: the built-in trainers with every hyperparameter, its type, range and default."""
+"""`fleet trainers`: the built-in trainers and their hyperparameters.
+
+Every hyperparameter of each trainer, with its type, range and default.
+"""
 
 from __future__ import annotations
 

@@ -53,7 +53,8 @@ def markdown() -> str:
     ]
     for r in rows():
         out.append(
-            f"| `{r.trainer}` | `{r.name}` | {r.type} | `{r.default!r}` | {r.range.replace('|', '&#124;')} "
+            f"| `{r.trainer}` | `{r.name}` | {r.type} | `{r.default!r}` | "
+            f"{r.range.replace('|', '&#124;')} "
             f"| {r.help} |".replace("|  |", "| |")
         )
     return "\n".join(out) + "\n"

@@ -153,7 +153,8 @@ class Watched:
         text = ""
         for name, sleep_s in jobs.items():
             text += (
-                f'[[jobs]]\nname = "{name}"\ncommand = ["{sys.executable}", "{SLEEPY}", "{sleep_s}", "{name}"]\n'
+                f'[[jobs]]\nname = "{name}"\n'
+                f'command = ["{sys.executable}", "{SLEEPY}", "{sleep_s}", "{name}"]\n'
                 'artifacts = ["out/*"]\n'
                 + "".join(f"{k} = {json.dumps(v)}\n" for k, v in keys.items())
             )

@@ -70,9 +70,8 @@ class Pools:
             if len(recs) == len(ids) and all(r.state.terminal for r in recs.values()):
                 return recs
             time.sleep(0.3)
-        raise AssertionError(
-            f"not finished: {[(r.name, r.state.value) for r in self.records().all()]}\n{self.logs()}"
-        )
+        states = [(r.name, r.state.value) for r in self.records().all()]
+        raise AssertionError(f"not finished: {states}\n{self.logs()}")
 
     def reports(self, names) -> dict[str, dict]:
         return {n: json.loads((self.counts / f"{n}.json").read_text()) for n in names}

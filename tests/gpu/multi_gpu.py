@@ -44,7 +44,8 @@ def problems(report: dict, gpus: int, cores: int, uuids: set[str] | None = None)
         )
     if "supervisor.py" not in report["parent"] or report["pgid"] != report["ppid"]:
         out.append(
-            f"its parent is {report['parent']!r} (pid {report['ppid']}), its group {report['pgid']}: "
+            f"its parent is {report['parent']!r} (pid {report['ppid']}), "
+            f"its group {report['pgid']}: "
             "expected tasks/supervisor.py leading its process group"
         )
     if report["grandchild_pgid"] != report["pgid"]:

@@ -118,8 +118,10 @@ def nvml_hides_our_pids(uuid: str) -> str | None:
         while proc.pid not in (pids := gpu_pids(uuid)):
             if time.monotonic() > deadline:
                 return (
-                    f"NVML lists pids {sorted(pids)} on {uuid}, not our CUDA process's {proc.pid}: this "
-                    "PID namespace is not the host's, so VRAM budgets cannot be watched (docs/limits.md)"
+                    f"NVML lists pids {sorted(pids)} on {uuid}, "
+                    f"not our CUDA process's {proc.pid}: this "
+                    "PID namespace is not the host's, "
+                    "so VRAM budgets cannot be watched (docs/limits.md)"
                 )
             time.sleep(0.1)
         return None
@@ -189,7 +191,8 @@ def cuda_manifest(chaos, jobs: dict[str, float], needs: str = "require_cuda = tr
     for seed, (name, hold_s) in enumerate(jobs.items()):  # a seed each: jobs that differ only
         # in name are one job to the manifest (same content, same ID)
         text += (
-            f'[[jobs]]\nname = "{name}"\ncommand = ["{sys.executable}", "{CUDA_JOB}", "{hold_s}", "{chaos.tag}"]\n'
+            f'[[jobs]]\nname = "{name}"\n'
+            f'command = ["{sys.executable}", "{CUDA_JOB}", "{hold_s}", "{chaos.tag}"]\n'
             f'artifacts = ["out/*"]\n{needs}seed = {seed}\n'
         )
     path = chaos.root / f"m-{uuid.uuid4().hex[:6]}.toml"
@@ -222,7 +225,8 @@ def test_nvml_detection_matches_nvidia_smi():
 def test_the_mlp_trainer_trains_on_cuda(tmp_path):
     if not torch_cuda():
         pytest.skip(
-            "torch here is a CPU build or sees no GPU: install a CUDA build of torch to train mlp on cuda"
+            "torch here is a CPU build or sees no GPU: "
+            "install a CUDA build of torch to train mlp on cuda"
         )
     metrics = run_trainer(tmp_path, "mlp", {"epochs": 20})
     assert metrics["device"] == "cuda" and metrics["valid"]["accuracy"] > 0.75
@@ -282,7 +286,8 @@ def test_a_cuda_tier_job_runs_end_to_end_on_the_gpu_through_a_real_worker(chaos,
         d.name for d in detect_raw().cuda_devices
     }
     print(
-        f"\n{model} on {meta['gpu']['name']}: {rec.artifact['uri']}, valid {meta['metrics']['valid']}"
+        f"\n{model} on {meta['gpu']['name']}: {rec.artifact['uri']}, "
+        f"valid {meta['metrics']['valid']}"
     )
 
 
@@ -300,8 +305,10 @@ def test_gpu_idle_time_between_two_back_to_back_jobs(chaos):
     assert a["uuid"] == b["uuid"] == first.uuid and b["t_start"] >= a["t_end"]
     process_gap, gpu_gap = b["t_start"] - a["t_end"], b["t_gpu_first"] - a["t_gpu_last"]
     print(
-        f"\nGPU idle between back-to-back jobs on {first.name}: {gpu_gap:.2f} s from the first job's "
-        f"last GPU work to the next job's first ({process_gap:.2f} s from exit to the next process start)"
+        f"\nGPU idle between back-to-back jobs on {first.name}: "
+        f"{gpu_gap:.2f} s from the first job's "
+        "last GPU work to the next job's first "
+        f"({process_gap:.2f} s from exit to the next process start)"
     )
     assert gpu_gap < 60  # a sanity bound, not a speed goal
 
@@ -322,9 +329,8 @@ def test_two_jobs_share_one_real_gpu_within_their_vram_budgets(chaos):
     a, b = sorted(reports(chaos, names).values(), key=lambda r: r["t_start"])
     assert a["uuid"] == b["uuid"] == first.uuid
     assert b["t_gpu_first"] < a["t_gpu_last"], "the two sharing jobs used the GPU at the same time"
-    print(
-        f"\ntwo 2 GiB sharing jobs on {first.name}: overlapped {a['t_gpu_last'] - b['t_gpu_first']:.1f} s"
-    )
+    overlap_s = a["t_gpu_last"] - b["t_gpu_first"]
+    print(f"\ntwo 2 GiB sharing jobs on {first.name}: overlapped {overlap_s:.1f} s")
 
 
 def test_a_sharing_job_over_its_vram_budget_is_stopped_with_the_budget_named(chaos, monkeypatch):

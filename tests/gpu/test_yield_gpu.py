@@ -38,7 +38,8 @@ def test_a_cuda_process_of_the_owners_makes_the_worker_hand_its_job_back_and_wai
     gpu = detect_raw().cuda_devices[0]
     if gpu_pids(gpu.uuid):
         pytest.skip(
-            f"GPU 0 already runs pids {sorted(gpu_pids(gpu.uuid))}: a yielding worker would yield at once"
+            f"GPU 0 already runs pids {sorted(gpu_pids(gpu.uuid))}: "
+            "a yielding worker would yield at once"
         )
     one_gpu = {k: v for k, v in asdict(gpu).items() if k != "index"}
     chaos.start(
@@ -75,7 +76,8 @@ def test_a_cuda_process_of_the_owners_makes_the_worker_hand_its_job_back_and_wai
         )
         freed_s = time.monotonic() - t0
         print(
-            f"\nGPU {gpu.name}: free of fleet's job {freed_s:.2f} s after the owner's CUDA process appeared"
+            f"\nGPU {gpu.name}: free of fleet's job {freed_s:.2f} s "
+            "after the owner's CUDA process appeared"
         )
         assert freed_s < HANDBACK_WITHIN_S
         rec = wait_until(

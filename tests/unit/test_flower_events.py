@@ -165,7 +165,7 @@ def test_a_rerun_announced_before_its_message_was_pushed_shows_its_run_with_its_
     assert task.received is not None and task.started is not None
 
 
-def test_a_rerun_whose_reset_reached_flower_after_its_start_is_lifted_back_to_started_by_its_progress():
+def test_a_rerun_whose_reset_reached_flower_after_its_start_is_lifted_back_to_started_by_its_progress():  # noqa: E501
     state = State()
     run_once(state, result="old")
     feed(state, "task-received", name="gbt[seed=1]")  # an idle worker took the message at once

@@ -149,7 +149,8 @@ def test_the_docs_sweep_name_and_bundle_file_name_are_what_fleet_makes():
         ROOT / "docs" / "operating.md"
     ).read_text()
     m = loads(
-        '[[jobs]]\nname = "gbt-moons"\ncommand = ["true"]\n[jobs.sweep]\nseed = [1]\nmax_depth = [4]\n',
+        '[[jobs]]\nname = "gbt-moons"\ncommand = ["true"]\n'
+        "[jobs.sweep]\nseed = [1]\nmax_depth = [4]\n",
         "m.toml",
     )
     [job] = m.jobs
