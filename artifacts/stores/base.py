@@ -113,7 +113,8 @@ class Store(ABC):
 
     @abstractmethod
     def verify(self, kind: str, sha256: str) -> bool:
-        """Re-hash the stored bundle; False when it is missing or does not match."""
+        """Re-hash the stored bundle (or, before its promotion, the staged copy its record
+        names: :meth:`readable_key`); False when it is missing or does not match."""
 
     @abstractmethod
     def put_file(self, key: str, path: Path) -> str:

@@ -78,8 +78,12 @@ class FileStore(Store):
         return found
 
     def verify(self, kind: str, sha256: str) -> bool:
-        path = self._path(self.bundle_key(kind, sha256))
-        return path.is_file() and sha256_file(path) == sha256
+        def matches(key: str) -> bool:
+            path = self._path(key)
+            return path.is_file() and sha256_file(path) == sha256
+
+        # a second look: a promotion may have moved the staged copy away meanwhile
+        return matches(self.readable_key(kind, sha256)) or matches(self.readable_key(kind, sha256))
 
     def put_file(self, key: str, path: Path) -> str:
         target = self._path(self.full_key(key))

@@ -184,10 +184,11 @@ class S3Store(Store):
         return found
 
     def verify(self, kind: str, sha256: str) -> bool:
-        key = self.bundle_key(kind, sha256)
-        if self._head(key) is None:
-            return False
-        return self._hash_object(key) == sha256
+        def matches(key: str) -> bool:
+            return self._head(key) is not None and self._hash_object(key) == sha256
+
+        # a second look: a promotion may have moved the staged copy away meanwhile
+        return matches(self.readable_key(kind, sha256)) or matches(self.readable_key(kind, sha256))
 
     def put_file(self, key: str, path: Path) -> str:
         full = self.full_key(key)

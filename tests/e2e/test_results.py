@@ -91,7 +91,7 @@ def test_a_sweep_through_a_real_worker_is_ranked_drawn_exported_and_bundled_with
     )
     assert items[0]["value"] == pytest.approx(1 / 3) and items[0]["metric"] == "loss"
     table = fleet.fleet("results", "grid")
-    assert table.returncode == 0 and "grid: sweep of 3" in table.stdout
+    assert table.returncode == 0 and "grid: 3 sweep points (3 succeeded)" in table.stdout
 
     png = tmp_path / "grid.png"
     drawn = fleet.fleet("plot", "grid", "-o", str(png))
