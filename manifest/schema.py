@@ -188,9 +188,8 @@ class JobSpec:
         # by hand, not asdict: asdict deep-copies every value, a second per 100,000 jobs
         d = {f: _plain(getattr(self, f)) for f in _JOB_FIELDS}
         d["command"] = list(self.command) if self.command else None
-        if (
-            not self.preemptible
-        ):  # left out at its default: older workers read the spec, digests stay
+        # left out at its default: older workers read the spec, digests stay
+        if not self.preemptible:
             del d["preemptible"]
         if self.search is None:
             del d["search"], d["trial"]

@@ -164,9 +164,8 @@ def restrict(cap: Capability, declared: dict[str, Any]) -> Capability:
     if "cuda_devices" in declared:
         limits = declared["cuda_devices"]
         devices = []
-        for dev, lim in zip(
-            cap.cuda_devices, limits, strict=False
-        ):  # a declared list shorter than detected hides devices
+        # a declared list shorter than detected hides devices
+        for dev, lim in zip(cap.cuda_devices, limits, strict=False):
             total = min(dev.vram_total_gib, float(lim.get("vram_total_gib", dev.vram_total_gib)))
             devices.append(
                 replace(dev, vram_total_gib=total, vram_free_gib=min(dev.vram_free_gib, total))

@@ -207,20 +207,29 @@ def _refuse_unpublished(task, ctx: HostContext, job: JobSpec, queue: str) -> End
     return Ended(Outcome.REFUSED, why)
 
 
-def _release(task, ctx: HostContext, run: Run, why: str) -> Ended:
-    """Hand the job back to its queue, without counting this attempt."""
-    retry_redis(
+def _requeue_uncounted(
+    ctx: HostContext, run: Run, last_error: str, why: str, fields: dict, *, what: str
+) -> bool:
+    """Put the job back in its queue with this attempt uncounted, its end recorded as handed
+    back; False when the run no longer owns the job."""
+    return retry_redis(
         lambda: ctx.records.finish(
             run.job.job_id,
             run.token,
             JobState.QUEUED,
             count_attempt=False,
-            last_error=f"released: {why}",
+            last_error=last_error,
+            **fields,
             **record_end(RunEnd.HANDED_BACK, f"handed back: {why}"),
         ),
-        what="release",
+        what=what,
         stop=ctx.shutdown,
     )
+
+
+def _release(task, ctx: HostContext, run: Run, why: str) -> Ended:
+    """Hand the job back to its queue, without counting this attempt."""
+    _requeue_uncounted(ctx, run, f"released: {why}", why, {}, what="release")
     log.warning("released %s back to its queue: %s", run.job.name, why)
     return _requeued(task, run, why)
 
@@ -229,18 +238,8 @@ def _handed_back(task, ctx: HostContext, run: Run, asked: HandBack) -> Ended:
     """A policy handed the run back (tasks.handback): its checkpoint is synced, the job goes
     back to its queue with this attempt uncounted and the policy's fields recorded."""
     job = run.job
-    owned = retry_redis(
-        lambda: ctx.records.finish(
-            job.job_id,
-            run.token,
-            JobState.QUEUED,
-            count_attempt=False,
-            last_error=f"handed back: {asked.why}",
-            **asked.fields,
-            **record_end(RunEnd.HANDED_BACK, f"handed back: {asked.why}"),
-        ),
-        what="hand back",
-        stop=ctx.shutdown,
+    owned = _requeue_uncounted(
+        ctx, run, f"handed back: {asked.why}", asked.why, asked.fields, what="hand back"
     )
     if not owned:  # cancelled or taken over meanwhile: the record says what happened
         return _stopped(task, ctx, run, run.lease.reason or Stop.LOST)

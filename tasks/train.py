@@ -31,9 +31,8 @@ def settle(ended: Ended) -> dict:
         return ended.result or {}
     if ended.outcome is Outcome.FAILED:
         raise TrainingFailed(ended.why)
-    if (
-        ended.outcome is Outcome.RETRYING
-    ):  # Flower counts it retried, not failed, as fleet status does
+    # Flower counts it retried, not failed, as fleet status does
+    if ended.outcome is Outcome.RETRYING:
         raise Retry(ended.why.partition("\n")[0], exc=TrainingFailed(ended.why))
     if ended.outcome is Outcome.REDELIVER:
         raise Reject(ended.why, requeue=True)

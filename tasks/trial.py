@@ -58,9 +58,8 @@ class TrialWatch:
         step = step_of(report, self._lines)
         self._lines += 1
         try:
-            if self.store.report(
-                self.search, self.number, step, float(value)
-            ):  # a replayed step: heard
+            # only a step heard for the first time: a resumed run replays its steps
+            if self.store.report(self.search, self.number, step, float(value)):
                 self._decide(step, float(value))
         except Exception as e:  # the search's bookkeeping never kills the run
             log.warning(

@@ -170,9 +170,8 @@ def _upload(ctx: HostContext, run: Run, result: bundler.BundleResult, meta: dict
     store = ctx.open_store()
 
     def attempt() -> StoredArtifact:
-        if (
-            run.lease.reason
-        ):  # cancelled, or another run owns the job: its artifact is not ours to store
+        # cancelled, or another run owns the job: its artifact is not ours to store
+        if run.lease.reason:
             raise RunStopped(Outcome.STOPPED, f"{run.lease.reason.value} while uploading")
         return store.stage_bundle(run.token, run.job.kind, result.path, result.sha256, meta)
 

@@ -402,9 +402,8 @@ def _requeue_one(rec, jid: str, dry_run: bool) -> tuple[bool, str, str]:
     if dry_run:
         return state is not None, state.value if state else "missing", ""
     was = rec.requeue(jid)
-    if (
-        sid and number is not None
-    ):  # after the record is queued again: no sync counts the old end twice
+    # after the record is queued again: no sync counts the old end twice
+    if sid and number is not None:
         from state.search import SearchStore
 
         SearchStore(rec.r).reopen(sid, int(number))
