@@ -18,7 +18,7 @@ import redis
 
 from core import constants as C
 from core.errors import JobNotFound
-from state import fairshare, queues
+from state import fairshare, queues, scripts
 from state.bulk import PUBLISH_BATCH, Bulk
 from state.jobrecord import JobRecord, JobState, fetch, fetch_many
 from state.redis_conn import decoding
@@ -55,10 +55,6 @@ class Cancelled:
     was: JobState
 
 
-def _script(name: str) -> str:
-    return fairshare.lua(name)  # with lua/owned.lua's shared functions where a script asks for them
-
-
 def _flat(fields: dict[str, Any]) -> list[str]:
     out: list[str] = []
     for k, v in fields.items():
@@ -87,17 +83,17 @@ class Records:
         self.half_life_s = fairshare.half_life_s() if half_life_s is None else half_life_s
         self.lease_ttl_ms = int(lease_ttl_s * 1000)
         self.max_attempts = max_attempts
-        self._claim = client.register_script(_script("claim"))
-        self._heartbeat = client.register_script(_script("heartbeat"))
-        self._finish = client.register_script(_script("finish"))
-        self._reap = client.register_script(_script("reap"))
-        self._cancel = client.register_script(_script("cancel"))
-        self._adopt = client.register_script(_script("adopt"))
-        self._restore = client.register_script(_script("restore"))
-        self._trained = client.register_script(_script("trained"))
-        self._checkpoint = client.register_script(_script("checkpoint"))
-        self._charge = client.register_script(_script("charge"))
-        self._reconcile = client.register_script(_script("reconcile"))
+        self._claim = scripts.script(client, "claim")
+        self._heartbeat = scripts.script(client, "heartbeat")
+        self._finish = scripts.script(client, "finish")
+        self._reap = scripts.script(client, "reap")
+        self._cancel = scripts.script(client, "cancel")
+        self._adopt = scripts.script(client, "adopt")
+        self._restore = scripts.script(client, "restore")
+        self._trained = scripts.script(client, "trained")
+        self._checkpoint = scripts.script(client, "checkpoint")
+        self._charge = scripts.script(client, "charge")
+        self._reconcile = scripts.script(client, "reconcile")
         self._charge_due: dict[str, float] = {}  # run token -> when to charge it next (heartbeat)
 
     # --- publishing ---------------------------------------------------------

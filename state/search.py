@@ -35,7 +35,7 @@ from typing import Any
 import redis
 
 from core import constants as C
-from state.fairshare import lua
+from state import scripts
 from state.redis_conn import decoding
 
 ENDED_STATES = ("succeeded", "pruned", "failed", "cancelled")
@@ -228,15 +228,6 @@ def active(client: redis.Redis) -> list[str]:
     return sorted(decoding(client).smembers(C.ACTIVE_SEARCHES_KEY))
 
 
-def _issue_script() -> str:
-    """lua/search_issue.lua with lua/publish.lua spliced in: a trial is published exactly as
-    `fleet publish` publishes a job (its record, its message on its owner's list)."""
-    from importlib import resources
-
-    text = resources.files("state").joinpath("lua/publish.lua").read_text()
-    return lua("search_issue").replace("--@@PUBLISH@@", text)
-
-
 @dataclass(frozen=True)
 class Template:
     """What a trial's job is made of: the base spec, and the message's text with slots
@@ -270,10 +261,10 @@ class SearchStore:
 
     def __init__(self, client: redis.Redis):
         self.r = decoding(client)
-        self._create = self.r.register_script(lua("search_create"))
-        self._sync = self.r.register_script(lua("search_sync"))
-        self._reopen = self.r.register_script(lua("search_reopen"))
-        self._issue = self.r.register_script(_issue_script())
+        self._create = scripts.script(self.r, "search_create")
+        self._sync = scripts.script(self.r, "search_sync")
+        self._reopen = scripts.script(self.r, "search_reopen")
+        self._issue = scripts.script(self.r, "search_issue")
 
     def create(self, search_id: str, name: str, config: dict, template: Template) -> str:
         """Record the search unless it exists: 'new' or 'exists'."""
@@ -292,7 +283,7 @@ class SearchStore:
         """Count the trials that ended since the last sync (lua/search_sync.lua); their numbers."""
         ended = self._sync(
             keys=[key(search_id), key(search_id, "live"), C.ACTIVE_SEARCHES_KEY],
-            args=[C.JOB_KEY, time.time()],
+            args=[C.JOB_KEY, time.time(), C.DEFAULT_MAX_FAILURES],
         )
         return [int(n) for n in ended]
 

@@ -25,13 +25,12 @@ back to its owner's list.
 from __future__ import annotations
 
 import logging
-from importlib import resources
 
 from kombu.transport import TRANSPORT_ALIASES
 from kombu.utils.encoding import bytes_to_str
 
 from core import constants as C
-from state import queues
+from state import queues, scripts
 from tasks import kombu_seam as seam
 from tasks.deliveryhooks import Admission, FairShare, PoisonCheck
 from tasks.fairorder import FairOrder
@@ -39,7 +38,6 @@ from tasks.hooks import Delivery, Hooks
 from tasks.lostpolls import LOST
 
 log = logging.getLogger("fleet.transport")
-_ACK_LUA = resources.files("state").joinpath("lua/ack.lua").read_text()
 
 
 class FleetChannelMixin:
@@ -99,7 +97,8 @@ class FleetChannelMixin:
     def ack_entry(self, client, unacked_key: str, index_key: str, tag) -> None:
         # one script instead of kombu's ZREM+HDEL: a delivery of a job that never ran keeps
         # its unacked entry, so the reaper gives the job back (state/lua/ack.lua)
-        done = client.eval(_ACK_LUA, 2, unacked_key, index_key, tag, C.JOB_KEY)
+        ack = scripts.script(client, "ack")
+        done = ack(keys=[unacked_key, index_key], args=[tag, C.JOB_KEY])
         if bytes_to_str(done) == "kept":
             log.warning(
                 "delivery %s was acked but its job never ran; the reaper gives it back "
