@@ -1,4 +1,5 @@
-"""fleet's three consuming policies, each a ``tasks.hooks.TransportHook``.
+"""Three of fleet's consuming policies, each a ``tasks.hooks.TransportHook`` (the fourth,
+``LostPolls``, is in ``tasks.lostpolls``).
 
 - ``PoisonCheck``: an entry the worker cannot use (``tasks.poison``) is set aside in the
   dead letters (``state.deadletter``) instead of raising in the event loop.
@@ -17,7 +18,6 @@ from contextlib import AbstractContextManager
 from dataclasses import fields
 
 import redis
-from kombu.utils.encoding import bytes_to_str
 
 from core import constants as C
 from manifest.schema import Needs
@@ -87,7 +87,9 @@ class FairShare(TransportHook):
             return None
         with self.acquire() as client:
             owner = client.hget(C.JOB_KEY + job_id, "owner")
-        return bytes_to_str(owner) if owner else None
+        if isinstance(owner, bytes):  # the channel's client returns bytes
+            owner = owner.decode()
+        return owner or None
 
 
 class Admission(TransportHook):
