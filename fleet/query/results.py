@@ -393,6 +393,7 @@ def search_of(client, name: str, records: Sequence[dict]) -> dict | None:
                 "metric": view.metric,
                 "direction": view.direction,
                 "best_trial": view.best_trial,
+                "space": view.config.get("space") or {},
             }
     return None
 
