@@ -222,22 +222,27 @@ def _tolerate_no_wakeup() -> None:
 
 
 def seed_tasks(state, client: redis.Redis, limit: int) -> int:
-    """Add to Flower's task state the jobs it has not heard of, as their records say (the
-    ``limit`` newest); the tasks added. Their later events merge into these as usual."""
-    ids = [i for i in client.zrevrange(C.JOBS_INDEX, 0, max(limit, 1) - 1) if i not in state.tasks]
-    added = 0
-    for rec in fetch_many(client, ids):
-        if rec.job_id in state.tasks:
-            continue
-        task = state.Task(rec.job_id, cluster_state=state, **view.task_fields(rec))
-        if rec.worker and task.state not in view.QUEUED:
-            from celery.events.state import Worker
+    """Bring Flower's task state up to the records of the ``limit`` newest jobs: a job it has
+    not heard of is added, and one it last saw queued or running that has ended since (a
+    persistent Flower that was down) takes its end; the tasks changed. Later events merge into
+    these as usual."""
+    from celery.events.state import Worker
 
+    ids = client.zrevrange(C.JOBS_INDEX, 0, max(limit, 1) - 1)
+    changed = 0
+    for rec in fetch_many(client, ids):
+        fields = view.task_fields(rec)
+        task = state.tasks.get(rec.job_id)
+        if task is None:
+            task = state.tasks[rec.job_id] = state.Task(rec.job_id, cluster_state=state)
+        elif task.state in view.ENDED_AT or not rec.state.terminal:
+            continue  # Flower's own events know this one as well as the record
+        task.__dict__.update(fields)
+        if rec.worker and task.state not in view.QUEUED:
             task.worker = Worker(hostname=rec.worker)  # a host, not one of Flower's workers
-        state.tasks[rec.job_id] = task
         state.search_engine.upsert(task)
-        added += 1
-    return added
+        changed += 1
+    return changed
 
 
 def _install_seed() -> None:

@@ -102,6 +102,11 @@ def test_a_search_survives_a_killed_worker_and_a_redis_restart_and_finds_the_opt
     # pruned, most of them early (a pruner may also judge a trial at its last step)
     assert pruned and sum(max(t.steps) < EPOCHS - 1 for t in pruned) > len(pruned) / 2
     assert all(r.artifact for r in recs)  # outputs kept, pruned too
+    # the task ends PRUNED, not SUCCESS: Flower and the result backend count it as fleet does
+    from celery import Celery
+
+    results = Celery("probe", broker=chaos.redis.url, backend=chaos.redis.url)
+    assert {results.AsyncResult(t.job_id).state for t in pruned} == {"PRUNED"}
     assert done.best_value is not None and done.best_value < OPTIMUM + 0.5, done.summary()
     assert done.counts["succeeded"] + done.counts["pruned"] == TRIALS
 
