@@ -194,3 +194,29 @@ ACTIVE_SEARCHES_KEY = (
     KEY_PREFIX + "searches:active"
 )  # set of ids with trials left or live (the sweep)
 DEFAULT_MAX_FAILURES = 5  # consecutive failed trials that stop a search
+
+# --- defaults of settings (core.registry) not named above, with their units ----
+UNACKED_RESTORE_INTERVAL_S = 10.0  # kombu's own default
+FAIRSHARE_HALF_LIFE_S = 7 * 24 * 3600.0  # usage a week old counts half
+WORKDIR_MAX_MIB = 200.0  # a bigger workdir is refused at publish
+YIELD_POLL_S = 2.0  # how often the owner's activity is looked at
+YIELD_RECLAIM_S = 300.0  # a yielded device is left alone this long before it is taken back
+YIELD_CHECK_TIMEOUT_S = 5.0  # a busy check that runs longer counts as "not busy" (and is logged)
+# the desktop itself: display servers and compositors hold a graphics context on the GPU
+# that drives a screen all the time, owner present or not
+YIELD_IGNORE = (
+    "Xorg",
+    "X",
+    "Xwayland",
+    "gnome-shell",
+    "kwin_x11",
+    "kwin_wayland",
+    "plasmashell",
+    "sway",
+    "mutter",
+    "cinnamon",
+    "xfwm4",
+    "gdm-x-session",
+)
+DEFAULT_STORE_DIR = ".fleet-local/store"  # relative to the working directory
+DEFAULT_WORK_DIR = "~/.cache/fleet"

@@ -16,16 +16,15 @@ import redis
 
 from core import constants as C
 from core.errors import ConfigError
-from core.registry import value
+from core.registry import FLEET_FAIRSHARE_HALF_LIFE_S
 from routing import fairshare as F
 
-HALF_LIFE_ENV = "FLEET_FAIRSHARE_HALF_LIFE_S"
 MAX_SHARE = 1e6
 
 
 def half_life_s(env: Mapping[str, str] | None = None) -> float:
     """FLEET_FAIRSHARE_HALF_LIFE_S, seconds (default 7 days)."""
-    return value(HALF_LIFE_ENV, env)
+    return FLEET_FAIRSHARE_HALF_LIFE_S.value(env)
 
 
 @dataclass(frozen=True)
