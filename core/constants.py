@@ -33,6 +33,7 @@ RECONCILE_KEY = KEY_PREFIX + "reconcile"  # hash: queue -> time of the lost poll
 RECONCILE_SEEN_KEY = KEY_PREFIX + "reconcile-seen"  # set: delivery tags found in their lists
 RECONCILE_CHUNK = 1000  # list entries or job records per reconcile script call
 RECONCILE_SKEW_S = 60.0  # jobs created up to this long after a lost poll count (clock skew)
+RECONCILE_SEEN_TTL_MS = 600_000  # the seen set outlives a reaper that died mid-pass this long
 
 LEASE_TTL_S = 60.0
 HEARTBEAT_EVERY_S = 1.0  # how often a running job checks its record (cancel) and renews

@@ -297,7 +297,8 @@ class Records:
             seen = chunk
             while seen == chunk:
                 seen = self._reconcile(
-                    keys=[C.RECONCILE_SEEN_KEY], args=["seen", key, start, chunk]
+                    keys=[C.RECONCILE_SEEN_KEY],
+                    args=["seen", key, start, chunk, C.RECONCILE_SEEN_TTL_MS],
                 )
                 start += chunk
         out: list[str] = []

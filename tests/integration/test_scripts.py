@@ -55,3 +55,14 @@ def test_a_search_without_its_own_max_failures_stops_at_the_constant(redis_clien
     store.sync("s2")
     stopped = redis_client.hget(key("s2"), "stopped")
     assert f"(max_failures={C.DEFAULT_MAX_FAILURES})" in stopped
+
+
+def test_a_reconcile_pass_keeps_its_seen_tags_as_long_as_the_constant_says(redis_client):
+    tag = "ab" * 32 + ".1"
+    redis_client.lpush("cpu", f'{{"properties": {{"delivery_tag": "{tag}"}}}}')
+    reconcile = scripts.script(redis_client, "reconcile")
+    args = ["seen", "cpu", 0, 10, C.RECONCILE_SEEN_TTL_MS]
+    assert reconcile(keys=[C.RECONCILE_SEEN_KEY], args=args) == 1
+    assert redis_client.smembers(C.RECONCILE_SEEN_KEY) == {tag}
+    assert C.RECONCILE_SEEN_TTL_MS - 5000 < redis_client.pttl(C.RECONCILE_SEEN_KEY)
+    assert redis_client.pttl(C.RECONCILE_SEEN_KEY) <= C.RECONCILE_SEEN_TTL_MS
