@@ -77,6 +77,11 @@ class JobNotFound(FleetError):
     """Raised when an operator names a job that has no record in Redis."""
 
 
+class SearchNameTaken(FleetError):
+    """Raised when a search is published under a name another (changed) search holds:
+    results, plots, status and the trials' names would mix the two."""
+
+
 class DataProblem(FleetError):
     """Raised when a job's data cannot be pinned to its content (missing, unreadable, or
     unknown to the store); the loader reports it as a manifest problem with its fix."""

@@ -1,7 +1,9 @@
 """`fleet publish` for ``[jobs.search]``: record each new search and queue its first trials.
 
-A search is recorded once (its id is its content's digest, ``manifest.search``): publishing
-the same manifest again finds it and changes nothing; a changed search is a new one. The
+A search is recorded once (its id is its content's digest, ``manifest.search.spec``):
+publishing the same manifest again finds it and changes nothing. A changed search under a
+name another search holds is refused, with the fix (a new name): the name is how results,
+plots, `fleet status` and the trials' names (``NAME[trial=N]``) tell searches apart. The
 first ``parallel`` trials are issued by ``state.advance``, as every later one is, so a
 publisher that dies after the record leaves the rest to the sweep (``tasks.worker``).
 """
@@ -13,12 +15,16 @@ from dataclasses import dataclass
 
 import redis
 
+from core.errors import SearchNameTaken
+from core.ids import short_id
 from fleet.message_template import MessageTemplates
 from fleet.route_cache import RouteCache
 from manifest.schema import JobSpec, Manifest
-from manifest.search import SearchSpec
+from manifest.search.spec import SearchSpec
 from state import advance
-from state.search import SearchStore, Template, read_search
+from state.search import Created, SearchStore, SearchView, Template, find_searches, read_search
+
+REFUSED = "refused"  # the start of a refused search's why
 
 
 @dataclass(frozen=True)
@@ -27,6 +33,20 @@ class SearchRow:
     queue: str
     action: str  # publish | skip
     why: str
+
+    @property
+    def refused(self) -> bool:
+        return self.why.startswith(REFUSED)
+
+
+def name_taken(spec: SearchSpec, holder: SearchView | None, holder_id: str) -> str:
+    """Why ``spec`` may not take its name from the search ``holder_id``, and the fix."""
+    done = f", {holder.ended}/{holder.config.trials} ended" if holder else ""
+    return (
+        f"{REFUSED}: another search is named {spec.name} ({short_id(holder_id)}{done}); this "
+        f"one ({short_id(spec.search_id)}) differs in its job or its settings. Give it a new "
+        f'name (e.g. name = "{spec.name}-2"): results, plots and trial names go by name'
+    )
 
 
 def plan(client: redis.Redis | None, manifest: Manifest) -> list[SearchRow]:
@@ -37,22 +57,29 @@ def plan(client: redis.Redis | None, manifest: Manifest) -> list[SearchRow]:
     for s in manifest.searches:
         r = route(s.base)
         assert r is not None, "the loader rejects jobs no tier guarantees"
-        seen = read_search(client, s.search_id, trials=False) if client is not None else None
+        holder = find_searches(client, s.name) if client is not None else []
+        seen = read_search(client, holder[0], trials=False) if holder else None
         c = s.config
-        if seen is None:
+        if holder and holder[0] != s.search_id:
+            rows.append(SearchRow(s, r.queue, "skip", name_taken(s, seen, holder[0])))
+        elif seen is None:
             rows.append(
                 SearchRow(
-                    s,
-                    r.queue,
-                    "publish",
-                    f"new search: {c['trials']} trials, {c['parallel']} at once",
+                    s, r.queue, "publish", f"new search: {c.trials} trials, {c.parallel} at once"
                 )
             )
         else:
             rows.append(
-                SearchRow(s, r.queue, "skip", f"search exists ({seen.ended}/{c['trials']} ended)")
+                SearchRow(s, r.queue, "skip", f"search exists ({seen.ended}/{c.trials} ended)")
             )
     return rows
+
+
+def refuse_taken(rows: list[SearchRow]) -> None:
+    """Raise SearchNameTaken naming each refused search (before anything is sent)."""
+    refused = [r.why for r in rows if r.refused]
+    if refused:
+        raise SearchNameTaken("; ".join(refused))
 
 
 def publish(
@@ -76,5 +103,9 @@ def publish(
             factory.list_key(row.queue, base.priority, who),
             fields(base, row.queue, who),
         )
-        store.create(row.spec.search_id, base.name, row.spec.config, tpl)
+        created, holder = store.create(row.spec.search_id, base.name, row.spec.config, tpl)
+        if created is Created.NAME_TAKEN:  # another publisher took the name since the plan
+            raise SearchNameTaken(
+                name_taken(row.spec, read_search(client, holder, trials=False), holder)
+            )
         advance.advance(client, row.spec.search_id)

@@ -6,9 +6,9 @@ Contract (read by ``fleet results`` / ``fleet plot`` as well as the search itsel
   ``search`` (the search's id), ``trial`` (its number, 0-based) and ``params`` (JSON object
   of the sampled values). Its name is ``NAME[trial=N]``, NAME being the manifest job's name.
 - ``fleet:search:<id>`` (hash): ``id``, ``name``, ``config`` (JSON: trials, parallel, metric,
-  direction, sampler, pruner, seed, max_failures, space), ``base`` (the base job's spec
+  ``manifest.search.config.SearchConfig.to_dict``), ``base`` (the base job's spec
   JSON), the message template, and the counters: ``issued`` (trials queued so far; the next
-  trial's number), ``reopened`` (ended trials requeued, ``SearchStore.reopen``), ``ended``,
+  trial's number), ``reopened`` (ended trials requeued, ``SearchStore.requeue``), ``ended``,
   ``succeeded``, ``pruned``, ``failed``, ``cancelled``,
   ``fails`` (consecutive failures), ``stopped`` (why it issues no more, if it stopped),
   ``best_value`` and ``best_trial`` (over succeeded trials), ``created_at``.
@@ -19,7 +19,8 @@ Contract (read by ``fleet results`` / ``fleet plot`` as well as the search itsel
   value per step kept (a resumed run replays steps).
 - ``fleet:search:<id>:live`` (set): numbers of trials queued or running, never more than
   ``parallel``.
-- ``fleet:searches`` (hash): name -> id of the latest search of that name.
+- ``fleet:searches`` (hash): name -> id of the one search of that name (another search
+  under a taken name is refused: lua/search_create.lua).
 
 ``read_search`` and ``find_searches`` are the pure-data reads; ``lua/search_*.lua`` hold the
 fences (see docs/search.md).
@@ -30,15 +31,19 @@ from __future__ import annotations
 import json
 import time
 from dataclasses import dataclass, field
+from enum import Enum
 from typing import Any
 
 import redis
 
 from core import constants as C
+from manifest.search.config import Direction, SearchConfig
 from state.fairshare import lua
+from state.jobrecord import JobState
 from state.redis_conn import decoding
 
-ENDED_STATES = ("succeeded", "pruned", "failed", "cancelled")
+# a trial's ends, in the order a status line names them
+ENDED = (JobState.SUCCEEDED, JobState.PRUNED, JobState.FAILED, JobState.CANCELLED)
 
 
 def key(search_id: str, *parts: Any) -> str:
@@ -46,14 +51,14 @@ def key(search_id: str, *parts: Any) -> str:
     return C.SEARCH_KEY + ":".join([search_id, *map(str, parts)])
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class TrialView:
     """One trial as the search sees it."""
 
     number: int
     job_id: str
     params: dict
-    state: str  # queued/running (from the job record) until ended, then its end
+    state: JobState  # queued/running (from the job record) until ended, then its end
     value: float | None  # its final metric value (the last step's), once ended
     steps: dict[int, float] = field(default_factory=dict)  # intermediate values by step
 
@@ -62,50 +67,50 @@ class TrialView:
             "trial": self.number,
             "job_id": self.job_id,
             "params": self.params,
-            "state": self.state,
+            "state": self.state.value,
             "value": self.value,
             "steps": len(self.steps),
         }
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class SearchView:
     """A search as plain data: its config, counters, best and trials by number."""
 
     search_id: str
     name: str
-    config: dict
-    issued: int
-    ended: int
-    counts: dict[str, int]  # succeeded, pruned, failed, cancelled
-    running: int  # live trials: queued or running now (``queued`` of them queued)
-    stopped: str  # why it issues no more trials ('' while it may)
-    best_value: float | None
-    best_trial: int | None
-    trials: tuple[TrialView, ...] = ()
+    config: SearchConfig
+    issued: int = 0
+    ended: int = 0
+    counts: dict[JobState, int] = field(default_factory=dict)  # of each end in ENDED
+    running: int = 0  # live trials: queued or running now (``queued`` of them queued)
     queued: int = 0  # of the live trials, those whose job waits in a queue
+    stopped: str = ""  # why it issues no more trials ('' while it may)
+    best_value: float | None = None
+    best_trial: int | None = None
+    trials: tuple[TrialView, ...] = ()
 
     @property
     def metric(self) -> str:
-        return self.config["metric"]
+        return self.config.metric
 
     @property
-    def direction(self) -> str:
-        return self.config.get("direction", "minimize")
+    def direction(self) -> Direction:
+        return self.config.direction
 
     @property
     def done(self) -> bool:
-        return self.running == 0 and (bool(self.stopped) or self.issued >= self.config["trials"])
+        return self.running == 0 and (bool(self.stopped) or self.issued >= self.config.trials)
 
     def summary(self, width: int | None = None) -> str:
         """``tune-mlp: search 37/64, 6 running, 2 queued, 12 pruned, best valid_loss=0.081
         (trial 23)``; within ``width`` columns when a shorter wording fits ("trial", then the
         best's metric name, left out), the stop's reason on a line of its own."""
-        parts = [f"{self.name}: search {self.ended}/{self.config['trials']}"]
+        parts = [f"{self.name}: search {self.ended}/{self.config.trials}"]
         for n, what in (
             (self.running - self.queued, "running"),
             (self.queued, "queued"),
-            *((self.counts.get(s, 0), s) for s in ("pruned", "failed", "cancelled")),
+            *((self.counts.get(s, 0), s.value) for s in ENDED if s is not JobState.SUCCEEDED),
         ):
             if n:
                 parts.append(f"{n} {what}")
@@ -131,10 +136,10 @@ class SearchView:
         return {
             "search_id": self.search_id,
             "name": self.name,
-            "config": self.config,
+            "config": self.config.to_dict(),
             "issued": self.issued,
             "ended": self.ended,
-            "counts": self.counts,
+            "counts": {s.value: n for s, n in self.counts.items()},
             "running": self.running,
             "queued": self.queued,
             "stopped": self.stopped,
@@ -157,22 +162,20 @@ def read_search(client: redis.Redis, search_id: str, *, trials: bool = True) -> 
         return None
     issued = int(h.get("issued") or 0)
     live = _live_states(r, search_id)
-    view = SearchView(
-        search_id,
-        h.get("name", ""),
-        json.loads(h.get("config") or "{}"),
-        issued,
-        int(h.get("ended") or 0),
-        {s: int(h.get(s) or 0) for s in ENDED_STATES},
-        len(live),
-        h.get("stopped", ""),
-        _num(h.get("best_value")),
-        int(h["best_trial"]) if h.get("best_trial") else None,
-        queued=sum(state in (None, "queued") for state in live),
+    return SearchView(
+        search_id=search_id,
+        name=h.get("name", ""),
+        config=SearchConfig.from_dict(json.loads(h["config"])),
+        issued=issued,
+        ended=int(h.get("ended") or 0),
+        counts={s: int(h.get(s.value) or 0) for s in ENDED},
+        running=len(live),
+        queued=sum(state in (None, JobState.QUEUED.value) for state in live),
+        stopped=h.get("stopped", ""),
+        best_value=_num(h.get("best_value")),
+        best_trial=int(h["best_trial"]) if h.get("best_trial") else None,
+        trials=_trials(r, search_id, issued) if trials else (),
     )
-    if not trials:
-        return view
-    return SearchView(**{**view.__dict__, "trials": _trials(r, search_id, issued)})
 
 
 def _live_states(r: redis.Redis, search_id: str) -> list[str | None]:
@@ -201,40 +204,62 @@ def _trials(r: redis.Redis, search_id: str, issued: int) -> tuple[TrialView, ...
     states = pipe.execute()
     return tuple(
         TrialView(
-            n,
-            h.get("job_id", ""),
-            json.loads(h.get("params") or "{}"),
-            h.get("state") or states[n] or "queued",
-            _num(h.get("value")),
-            dict(sorted((int(float(k)), float(v)) for k, v in got[2 * n + 1].items())),
+            number=n,
+            job_id=h.get("job_id", ""),
+            params=json.loads(h.get("params") or "{}"),
+            state=JobState(h.get("state") or states[n] or JobState.QUEUED.value),
+            value=_num(h.get("value")),
+            steps=dict(sorted((int(float(k)), float(v)) for k, v in got[2 * n + 1].items())),
         )
         for n, h in enumerate(heads)
     )
 
 
 def find_searches(client: redis.Redis, name: str) -> list[str]:
-    """Ids of the searches called ``name`` (the latest one; empty when none)."""
+    """Ids of the searches called ``name`` (one at most; empty when none)."""
     sid = decoding(client).hget(C.SEARCHES_KEY, name)
     return [sid] if sid else []
 
 
 def all_searches(client: redis.Redis) -> dict[str, str]:
-    """Search name -> id of its latest search."""
+    """Search name -> the id of its search."""
     return decoding(client).hgetall(C.SEARCHES_KEY)
 
 
-def active(client: redis.Redis) -> list[str]:
-    """Ids of searches that may still issue or end trials (what the sweep looks at)."""
-    return sorted(decoding(client).smembers(C.ACTIVE_SEARCHES_KEY))
+class Created(str, Enum):
+    """What recording a search did (lua/search_create.lua)."""
+
+    NEW = "new"
+    EXISTS = "exists"  # the same search was published before: nothing changed
+    NAME_TAKEN = "name_taken"  # another search has this name: refused, nothing written
 
 
-def _issue_script() -> str:
-    """lua/search_issue.lua with lua/publish.lua spliced in: a trial is published exactly as
+class Issued(str, Enum):
+    """Whether trial N was issued (lua/search_issue.lua), or why not."""
+
+    OK = "ok"
+    RACE = "race"  # another process issued N first: ask again for the next number
+    STOPPED = "stopped"  # the failure budget stopped the search
+    FULL = "full"  # every trial of the budget was issued
+    BUSY = "busy"  # `parallel` trials are live
+
+
+class Requeued(str, Enum):
+    """What requeueing an ended trial did (lua/search_requeue.lua)."""
+
+    REQUEUED = "requeued"  # its job queued again, its counted end taken back
+    NOT_ENDED = "not_ended"  # its job is queued or running: nothing to run again
+    FULL = "full"  # its search runs `parallel` trials already: nothing changed
+    MISSING = "missing"  # no such search or trial: its job was requeued as any job
+
+
+def _with_publish(name: str) -> str:
+    """lua/<name>.lua with lua/publish.lua spliced in: a trial is published exactly as
     `fleet publish` publishes a job (its record, its message on its owner's list)."""
     from importlib import resources
 
     text = resources.files("state").joinpath("lua/publish.lua").read_text()
-    return lua("search_issue").replace("--@@PUBLISH@@", text)
+    return lua(name).replace("--@@PUBLISH@@", text)
 
 
 @dataclass(frozen=True)
@@ -272,21 +297,28 @@ class SearchStore:
         self.r = decoding(client)
         self._create = self.r.register_script(lua("search_create"))
         self._sync = self.r.register_script(lua("search_sync"))
-        self._reopen = self.r.register_script(lua("search_reopen"))
-        self._issue = self.r.register_script(_issue_script())
+        self._requeue = self.r.register_script(_with_publish("search_requeue"))
+        self._issue = self.r.register_script(_with_publish("search_issue"))
 
-    def create(self, search_id: str, name: str, config: dict, template: Template) -> str:
-        """Record the search unless it exists: 'new' or 'exists'."""
+    def create(
+        self, search_id: str, name: str, config: SearchConfig, template: Template
+    ) -> tuple[Created, str]:
+        """Record the search unless it exists, or another search has its name (then nothing
+        is written); what it did, and the id the name holds afterwards."""
         flat = {
-            "config": json.dumps(config),
+            "config": json.dumps(config.to_dict()),
             **template.to_fields(),
-            **{
-                k: str(config[k])
-                for k in ("trials", "parallel", "metric", "direction", "max_failures")
-            },
+            "trials": str(config.trials),
+            "parallel": str(config.parallel),
+            "metric": config.metric,
+            "direction": config.direction.value,
+            "max_failures": str(config.max_failures),
         }
         args = [search_id, name, time.time()] + [x for kv in flat.items() for x in kv]
-        return self._create(keys=[key(search_id), C.SEARCHES_KEY, C.ACTIVE_SEARCHES_KEY], args=args)
+        what, holder = self._create(
+            keys=[key(search_id), C.SEARCHES_KEY, C.ACTIVE_SEARCHES_KEY], args=args
+        )
+        return Created(what), holder
 
     def sync(self, search_id: str) -> list[int]:
         """Count the trials that ended since the last sync (lua/search_sync.lua); their numbers."""
@@ -303,9 +335,8 @@ class SearchStore:
         trial: dict,
         publish_keys: list[str],
         publish_args: list[str],
-    ) -> tuple[str, str]:
-        """Issue trial ``number`` and publish its job: ('ok', publish's action), or why not
-        ('race', 'stopped', 'full', 'busy')."""
+    ) -> Issued:
+        """Issue trial ``number`` and publish its job, or say why not."""
         res = self._issue(
             keys=[
                 key(search_id),
@@ -322,26 +353,38 @@ class SearchStore:
                 *publish_args,
             ],
         )
-        return res[0], res[1]
+        return Issued(res[0])
 
-    def reopen(self, search_id: str, number: int) -> str:
-        """Trial ``number``'s job was requeued after it ended: it runs again, so its end is
-        taken back and it is live again, for the next sync to count its new end once
-        (lua/search_reopen.lua). 'reopened', 'live' (its end was not counted yet) or 'missing'."""
-        return self._reopen(
+    def requeue(
+        self, search_id: str, number: int, publish_keys: list[str], publish_args: list[str]
+    ) -> tuple[Requeued, str]:
+        """Run ended trial ``number`` again, in one step (lua/search_requeue.lua): its job is
+        queued again, its counted end taken back and it is live again, so the next sync
+        counts its new end once; refused while its search runs ``parallel`` trials. What it
+        did, and the job's state before."""
+        what, was = self._requeue(
             keys=[
                 key(search_id),
                 key(search_id, "live"),
                 key(search_id, "trial", number),
                 C.ACTIVE_SEARCHES_KEY,
+                *publish_keys,
             ],
-            args=[number],
+            args=[number, *publish_args],
         )
+        return Requeued(what), was
 
-    def template(self, search_id: str) -> tuple[dict, Template] | None:
+    def template(self, search_id: str) -> tuple[SearchConfig, Template] | None:
         """The search's config and trial template; None when there is no such search."""
         h = self.r.hgetall(key(search_id))
-        return (json.loads(h["config"]), Template.from_hash(h)) if h else None
+        if not h:
+            return None
+        return SearchConfig.from_dict(json.loads(h["config"])), Template.from_hash(h)
+
+    def config(self, search_id: str) -> SearchConfig | None:
+        """The search's config; None when there is no such search."""
+        raw = self.r.hget(key(search_id), "config")
+        return SearchConfig.from_dict(json.loads(raw)) if raw else None
 
     def report(self, search_id: str, number: int, step: int, value: float) -> bool:
         """Keep the metric at ``step`` of trial ``number`` unless one is kept already (a resumed

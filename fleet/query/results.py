@@ -20,12 +20,12 @@ import math
 import re
 from collections.abc import Iterable, Sequence
 from dataclasses import asdict, dataclass, field, replace
-from enum import Enum
 from typing import Any
 
 from core import constants as C
-from core.errors import FleetError, JobNotFound
+from core.errors import JobNotFound
 from fleet.query import refs
+from manifest.search.config import Direction
 from state import history
 
 FIELDS = (
@@ -48,25 +48,7 @@ FIELDS = (
 )
 READ_BATCH = 1000
 DEFAULT_METRIC = "valid_loss"  # what the built-in trainers report each epoch
-MAXIMIZED = re.compile(r"acc|auc|f1|score|r2|precision|recall|reward|return|map\b|iou|bleu", re.I)
 LABEL = re.compile(r"\[(?P<label>[^\[\]]*)\]$")
-
-
-class Direction(str, Enum):
-    MINIMIZE = "minimize"
-    MAXIMIZE = "maximize"
-
-    @classmethod
-    def parse(cls, text: str) -> Direction:
-        try:
-            return cls(text.strip().lower())
-        except ValueError:
-            raise FleetError(f"--direction {text!r}: choose minimize or maximize") from None
-
-    @classmethod
-    def guess(cls, metric: str) -> Direction:
-        """Maximize an accuracy, a score or a reward; minimize anything else (a loss, an error)."""
-        return cls.MAXIMIZE if MAXIMIZED.search(metric) else cls.MINIMIZE
 
 
 @dataclass(frozen=True)
@@ -370,7 +352,7 @@ def search_of(client, name: str, records: Sequence[dict]) -> dict | None:
         if view is not None:
             return {
                 "metric": view.metric,
-                "direction": view.direction,
+                "direction": view.direction.value,
                 "best_trial": view.best_trial,
             }
     return None

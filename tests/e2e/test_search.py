@@ -103,7 +103,7 @@ def test_a_search_survives_a_killed_worker_and_a_redis_restart_and_finds_the_opt
     assert pruned and sum(max(t.steps) < EPOCHS - 1 for t in pruned) > len(pruned) / 2
     assert all(r.artifact for r in recs)  # outputs kept, pruned too
     assert done.best_value is not None and done.best_value < OPTIMUM + 0.5, done.summary()
-    assert done.counts["succeeded"] + done.counts["pruned"] == TRIALS
+    assert done.counts[JobState.SUCCEEDED] + done.counts[JobState.PRUNED] == TRIALS
 
     status = chaos.fleet("status")
     assert (

@@ -95,7 +95,7 @@ def test_each_end_advances_once_and_the_budget_ends_the_search(app, redis_client
         advance.advance(redis_client, sid)
         advance.advance(redis_client, sid)  # a second look at the same end changes nothing
     view = read_search(redis_client, sid)
-    assert (view.issued, view.ended, view.counts["succeeded"], view.running) == (5, 5, 5, 0)
+    assert (view.issued, view.ended, view.counts[JobState.SUCCEEDED], view.running) == (5, 5, 5, 0)
     assert view.best_value == 6.0 and view.done
     assert "5/5" in view.summary() and "best loss=6 (trial" in view.summary()
     assert sid not in redis_client.smembers(C.ACTIVE_SEARCHES_KEY)
@@ -180,7 +180,7 @@ def test_a_trial_far_behind_the_finished_ones_is_pruned_by_the_search_pruner(
     publish(app, redis_client, m)
     sid, records = m.searches[0].search_id, Records(redis_client)
     view = read_search(redis_client, sid)
-    config = json.loads(redis_client.hget(C.SEARCH_KEY + sid, "config"))
+    config = SearchStore(redis_client).config(sid)
     woken = []
 
     def watch_of(n: int) -> TrialWatch:
@@ -275,7 +275,12 @@ def test_a_requeued_trial_that_ended_runs_again_and_its_search_counts_its_new_en
     )
     assert fleet_cli(["requeue", "tune[trial=0]"]) == 0
     view = read_search(redis_client, sid)  # it counts as running again: its end taken back
-    assert (view.ended, view.counts["succeeded"], view.running, view.best_trial) == (1, 1, 2, 1)
+    assert (view.ended, view.counts[JobState.SUCCEEDED], view.running, view.best_trial) == (
+        1,
+        1,
+        2,
+        1,
+    )
     assert "search 1/3, 2 queued, best loss=0.9 (trial 1)" in view.summary()
     assert records.claim(first.job_id, "w", "tok-again", {}, "cpu").run
     redis_client.hset(
@@ -285,7 +290,7 @@ def test_a_requeued_trial_that_ended_runs_again_and_its_search_counts_its_new_en
     for _ in range(2):  # its worker and the sweep both see the new end
         advance.advance(redis_client, sid)
     view = read_search(redis_client, sid)
-    assert (view.ended, view.counts["succeeded"], view.best_value, view.best_trial) == (
+    assert (view.ended, view.counts[JobState.SUCCEEDED], view.best_value, view.best_trial) == (
         2,
         2,
         0.25,
