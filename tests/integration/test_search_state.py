@@ -18,8 +18,11 @@ pytestmark = pytest.mark.integration
 
 
 def manifest(trials=6, parallel=2, sampler="tpe", max_failures=5, lr_high=1.0):
-    return loads(
-        f'''[[jobs]]
+    return loads(_text(trials, parallel, sampler, max_failures, lr_high), "m.toml")
+
+
+def _text(trials=6, parallel=2, sampler="tpe", max_failures=5, lr_high=1.0) -> str:
+    return f'''[[jobs]]
 name = "tune"
 command = ["python", "obj.py"]
 hyper = {{ epochs = 5 }}
@@ -32,9 +35,7 @@ max_failures = {max_failures}
 [jobs.search.space]
 lr = {{ low = 0.0, high = {lr_high} }}
 width = {{ choices = [8, 16, 32] }}
-''',
-        "m.toml",
-    )
+'''
 
 
 def search(name: str, setting: str, space: str, trials: int = 6):
@@ -330,3 +331,118 @@ def test_a_search_tables_own_owner_key_owns_its_trials(app, redis_client):
     publish(app, redis_client, m, owner="erin")
     view = read_search(redis_client, m.searches[0].search_id)
     assert {Records(redis_client).get(t.job_id).owner for t in view.trials} == {"dana"}
+
+
+def test_racing_requeues_of_ended_trials_never_run_more_than_parallel(app, redis_client):
+    from state import trials
+
+    m = manifest(trials=4, parallel=2)
+    publish(app, redis_client, m)
+    sid, records, store = m.searches[0].search_id, Records(redis_client), SearchStore(redis_client)
+    for _ in range(2):  # all four trials run and end, two at a time
+        for t in live_jobs(read_search(redis_client, sid)):
+            end(records, t.job_id, JobState.SUCCEEDED, store, sid, t.number, value=1.0)
+        advance.advance(redis_client, sid)
+    view = read_search(redis_client, sid)
+    assert (view.ended, view.running) == (4, 0)
+    for round_ in range(3):
+        got = []
+        threads = [  # four operators requeue the four trials at once
+            threading.Thread(
+                target=lambda jid=t.job_id, out=got: out.append(trials.requeue(records, jid))
+            )
+            for t in view.trials
+        ]
+        [t.start() for t in threads]
+        [t.join() for t in threads]
+        results = sorted(r.result.value for r in got)
+        assert results == ["full", "full", "requeued", "requeued"], round_
+        assert all("parallel=2" in r.why for r in got if not r.done)
+        after = read_search(redis_client, sid)
+        queued = [t for t in after.trials if t.state is JobState.QUEUED]
+        assert (after.running, len(queued), after.ended) == (2, 2, 2)
+        for t in queued:  # they run again and end; the next round requeues anew
+            end(records, t.job_id, JobState.SUCCEEDED, store, sid, t.number, value=1.0)
+        advance.advance(redis_client, sid)
+        view = read_search(redis_client, sid)
+        assert (view.ended, view.running, view.counts[JobState.SUCCEEDED]) == (4, 0, 4)
+
+
+def test_a_trial_not_ended_or_no_trial_at_all_is_not_requeued_as_a_trial(app, redis_client):
+    from state import trials
+    from state.search import Requeued
+
+    m = manifest(trials=2, parallel=2)
+    publish(app, redis_client, m)
+    records = Records(redis_client)
+    t = read_search(redis_client, m.searches[0].search_id).trials[0]
+    rerun = trials.requeue(records, t.job_id)
+    assert (rerun.result, rerun.was, rerun.done) == (Requeued.NOT_ENDED, "queued", False)
+    assert "is queued: requeue runs a failed" in rerun.why
+
+
+def test_a_changed_search_under_a_taken_name_is_refused_with_the_fix(
+    app, redis_client, fleet_cli, capsys, tmp_path
+):
+    from core.errors import SearchNameTaken
+
+    publish(app, redis_client, manifest())
+    changed = manifest(lr_high=2.0)
+    (row,) = [r for r in publish(app, redis_client, changed, dry_run=True) if r.job.search]
+    assert row.action == "skip" and row.why.startswith("refused: another search is named tune")
+    assert 'name = "tune-2"' in row.why
+    with pytest.raises(SearchNameTaken, match="another search is named tune"):
+        publish(app, redis_client, changed)
+    assert not redis_client.exists(C.SEARCH_KEY + changed.searches[0].search_id)
+    assert find_searches(redis_client, "tune") == [manifest().searches[0].search_id]
+    path = tmp_path / "m.toml"
+    path.write_text(_text(lr_high=2.0))
+    assert fleet_cli(["publish", str(path), "--dry-run"]) == 0
+    assert "refused: another search is named tune" in capsys.readouterr().out
+    assert fleet_cli(["publish", str(path)]) != 0
+    captured = capsys.readouterr()
+    assert "another search is named tune" in captured.out + captured.err
+
+
+def test_the_same_search_publishes_again_under_its_name_unchanged(app, redis_client):
+    publish(app, redis_client, manifest())
+    rows = publish(app, redis_client, manifest())
+    assert [r.why for r in rows if r.job.search] == ["search exists (0/6 ended)"]
+
+
+@pytest.mark.parametrize("last_step, pruned", [(4, False), (10, True)])
+def test_a_trial_at_its_searchs_last_step_completes_though_its_rung_would_prune_it(
+    app, redis_client, last_step, pruned
+):
+    """ASHA's first rung is step 4: at a budget of 4 steps that is the trial's end, so it
+    completes; at a budget of 10 it is stopped early there, and recorded pruned."""
+    from manifest.schema import JobSpec
+    from tasks.trial import TrialWatch
+
+    m = search(
+        "r",
+        f'pruner = {{ name = "asha", min_resource = 4, reduction_factor = 2 }}\n'
+        f"last_step = {last_step}",
+        "x = { low = 0.0, high = 1.0 }",
+        trials=8,
+    )
+    publish(app, redis_client, m)
+    sid, records = m.searches[0].search_id, Records(redis_client)
+    view, config = read_search(redis_client, sid), SearchStore(redis_client).config(sid)
+    assert config.last_step == last_step
+
+    def watch_of(n: int) -> TrialWatch:
+        job = JobSpec(name=f"r[trial={n}]", job_id=view.trials[n].job_id, search=sid, trial=n)
+        return TrialWatch(redis_client, job, config, lambda: None)
+
+    for t in view.trials[:5]:
+        good = watch_of(t.number)
+        for step in range(1, 5):
+            good({"epoch": step, "loss": 1.0 / step})
+        end(records, t.job_id, JobState.SUCCEEDED)
+        advance.advance(redis_client, sid)
+    bad = watch_of(5)
+    for step in range(1, 5):
+        bad({"epoch": step, "loss": 50.0})
+    assert bad.pruned.is_set() is pruned
+    assert bad.at_last_step(4) is not pruned
