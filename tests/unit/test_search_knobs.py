@@ -14,7 +14,7 @@ from tests.unit.manifest_cases import COMMAND, load, only_problem, write
 
 # settings are added after metric, from line 7; a space key after them
 HEAD = COMMAND + 'hyper = { epochs = 20 }\n[jobs.search]\nmetric = "loss"\n'
-SPACE = '[jobs.search.space]\nx = { low = 0.0, high = 1.0 }\n'
+SPACE = "[jobs.search.space]\nx = { low = 0.0, high = 1.0 }\n"
 
 
 def config_of(tmp_path, settings: str):
@@ -98,7 +98,7 @@ def test_a_sampler_or_pruner_is_built_with_its_given_arguments_and_the_defaults(
             "a pruner table needs its name",
             'add name = "asha"',
         ),
-        ('pruner = 3', "pruner", "must be a name or a table, got 3", None),
+        ("pruner = 3", "pruner", "must be a name or a table, got 3", None),
         (
             'pruner = { name = "none", n_warmup_steps = 2 }',
             "pruner.n_warmup_steps",
