@@ -140,3 +140,41 @@ def test_a_search_survives_a_killed_worker_and_a_redis_restart_and_finds_the_opt
         ]
         == TRIALS
     )
+
+
+def test_a_trial_that_ran_to_its_last_step_is_complete_never_pruned(chaos):
+    """ASHA's rungs at steps 1 and 3 of a 4-step budget (epochs 0..3): a trial judged at its
+    last rung has run its whole budget; it is recorded succeeded, and Optuna told COMPLETE."""
+    from state.search import SearchStore
+    from state.study import Mirror
+
+    chaos.start("last-step", capability=HOST)
+    path = chaos.root / "last.toml"
+    path.write_text(f'''[[jobs]]
+name = "last"
+command = ["{sys.executable}", "{JOB}", "0.05"]
+hyper = {{ epochs = 4 }}
+[jobs.search]
+trials = 12
+parallel = 4
+metric = "loss"
+sampler = "random"
+pruner = {{ name = "asha", min_resource = 1, reduction_factor = 3 }}
+last_step = 3
+seed = 3
+[jobs.search.space]
+x = {{ low = -4.0, high = 4.0 }}
+kind = {{ choices = ["a", "b"] }}
+''')
+    sid = chaos.publish(path)["last"]
+    view = lambda: read_search(chaos.client(), sid)  # noqa: E731
+    done = wait_until(lambda: (v := view()).done and v, 120, "the search to finish", chaos)
+    ran_all = [t for t in done.trials if t.steps and max(t.steps) == 3]
+    assert ran_all and all(t.state is JobState.SUCCEEDED for t in ran_all), [
+        (t.number, t.state, sorted(t.steps)) for t in done.trials
+    ]
+    assert all(max(t.steps) < 3 for t in done.trials if t.state is JobState.PRUNED)
+    config = SearchStore(chaos.client()).config(sid)
+    study = Mirror(sid, config).refresh(chaos.client()).study
+    states = {t.number: t.state.name for t in study.get_trials(deepcopy=False)}
+    assert all(states[t.number] == "COMPLETE" for t in ran_all), states
