@@ -33,11 +33,12 @@ from bench.timing import parse_args  # noqa: E402
 from fleet.local import start_worker, stop_worker  # noqa: E402
 from fleet.manifests import loads  # noqa: E402
 from fleet.redis_server import RedisServer  # noqa: E402
-from state import advance  # noqa: E402
 from state.jobrecord import JobState  # noqa: E402
 from state.records import Records  # noqa: E402
-from state.search import key, read_search  # noqa: E402
-from state.study import Mirrors  # noqa: E402
+from state.search import advance  # noqa: E402
+from state.search.store import key  # noqa: E402
+from state.search.study import Mirrors  # noqa: E402
+from state.search.view import read_search  # noqa: E402
 
 JOB = ROOT / "bench" / "searchjob.py"
 HOST = {"cuda_devices": [], "ram_total_gib": 8, "cpu_cores": 2}

@@ -1,5 +1,5 @@
 """A search's trial on this worker: each metric line goes to its search, whose pruner may
-stop it, and its end advances the search (``state.advance``).
+stop it, and its end advances the search (``state.search.advance``).
 
 The hook runs on the runner's output thread as each FLEET_METRIC line is read: the metric
 at its step (``step``, else ``epoch``, else the line's count) is kept in Redis, first value
@@ -20,9 +20,9 @@ import redis
 from core.ids import short_id
 from manifest.schema import JobSpec
 from manifest.search.config import SearchConfig
-from state import advance
-from state.search import SearchStore
-from state.study import MIRRORS
+from state.search import advance
+from state.search.store import SearchStore
+from state.search.study import MIRRORS
 from tasks.run import Stop
 
 log = logging.getLogger("fleet.trial")
@@ -100,7 +100,7 @@ def watch(client: redis.Redis, job: JobSpec, wake: Callable[[], None]) -> TrialW
 
 def ended(client: redis.Redis, job: JobSpec) -> None:
     """A delivery of a trial is over (however it ended): advance its search. Idempotent; a
-    failure here is left to the sweep (``state.advance.sweep``)."""
+    failure here is left to the sweep (``state.search.advance.sweep``)."""
     if job.search is None:
         return
     try:

@@ -29,8 +29,8 @@ def cmd_export_mlflow(args) -> int:
 
 
 def cmd_export_optuna(args) -> int:
-    from state.search import find_searches
-    from state.study import export
+    from state.search.study import export
+    from state.search.view import find_searches
 
     client = redis_client()
     found = find_searches(client, args.name)

@@ -366,7 +366,7 @@ def _cancel_one(rec, jid: str, dry_run: bool) -> tuple[bool, str, str]:
             state.value if state else "missing",
             "" if ok else f"already {state.value if state else 'gone'}",
         )
-    from state import trials
+    from state.search import trials
 
     res, not_advanced = trials.cancel(rec, jid)
     if not_advanced:
@@ -375,7 +375,7 @@ def _cancel_one(rec, jid: str, dry_run: bool) -> tuple[bool, str, str]:
 
 
 def _requeue_one(rec, jid: str, dry_run: bool) -> tuple[bool, str, str]:
-    from state import trials
+    from state.search import trials
 
     state = rec.states([jid])[jid]
     if state is not None and not state.terminal:

@@ -341,7 +341,7 @@ def search_of(client, name: str, records: Sequence[dict]) -> dict | None:
     field of their records, else the latest search called ``name``), or None: no search, or
     a fleet without adaptive search (``state.search`` absent)."""
     try:
-        from state import search as searches
+        from state.search import view as searches
     except ImportError:
         return None
     ids = sorted({r["search"] for r in records if r.get("search")}) or searches.find_searches(
@@ -361,7 +361,7 @@ def search_of(client, name: str, records: Sequence[dict]) -> dict | None:
 def judged(client, records: Sequence[dict], metric: str) -> list[dict]:
     """Each pruned trial with the value its search judged it by (``judged``): the metric at
     the step it was pruned at, not at the later steps it printed while being stopped."""
-    from state.search import key
+    from state.search.store import key
 
     pruned = [
         r for r in records if r.get("state") == "pruned" and r.get("search") and r.get("trial")

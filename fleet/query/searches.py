@@ -6,7 +6,7 @@ from __future__ import annotations
 import redis
 
 from state.jobrecord import fetch
-from state.search import SearchView, all_searches, read_search
+from state.search.view import SearchView, all_searches, read_search
 
 
 def summaries(client: redis.Redis) -> list[SearchView]:

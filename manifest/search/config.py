@@ -158,7 +158,7 @@ class SearchConfig:
             pruner = Component(pruner.name, {"min_resource": d["min_resource"]})
         return cls(
             metric=d["metric"],
-            space={k: dist_from_dict(v) for k, v in d["space"].items()},
+            space={k: dist_from_dict(v) for k, v in (d.get("space") or {}).items()},
             trials=int(d.get("trials", 20)),
             parallel=int(d.get("parallel", 4)),
             direction=Direction(d.get("direction", "minimize")),

@@ -33,7 +33,7 @@ if redis.call('SISMEMBER', KEYS[2], n) == 0 then
   end
   redis.call('SADD', KEYS[2], n)
   redis.call('SADD', KEYS[4], redis.call('HGET', sk, 'id'))
-  redis.call('HINCRBY', sk, 'reopened', 1)   -- mirrors (state/study.py) rebuild: Optuna never reopens a trial
+  redis.call('HINCRBY', sk, 'reopened', 1)   -- mirrors (state/search/study.py) rebuild: Optuna never reopens a trial
   if redis.call('HGET', sk, 'best_trial') == n then   -- the best again among the others that succeeded
     local maximize = redis.call('HGET', sk, 'direction') == 'maximize'
     local best, at = nil, nil

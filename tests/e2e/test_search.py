@@ -15,7 +15,7 @@ import pytest
 
 from fleet.redis_server import RedisServer
 from state.records import JobState
-from state.search import read_search
+from state.search.view import read_search
 from tests.e2e.test_chaos import chaos  # noqa: F401  (the fixture)
 
 pytestmark = pytest.mark.e2e
@@ -145,8 +145,8 @@ def test_a_search_survives_a_killed_worker_and_a_redis_restart_and_finds_the_opt
 def test_a_trial_that_ran_to_its_last_step_is_complete_never_pruned(chaos):
     """ASHA's rungs at steps 1 and 3 of a 4-step budget (epochs 0..3): a trial judged at its
     last rung has run its whole budget; it is recorded succeeded, and Optuna told COMPLETE."""
-    from state.search import SearchStore
-    from state.study import Mirror
+    from state.search.store import SearchStore
+    from state.search.study import Mirror
 
     chaos.start("last-step", capability=HOST)
     path = chaos.root / "last.toml"

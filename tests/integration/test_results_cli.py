@@ -181,8 +181,8 @@ def test_export_mlflow_writes_each_job_as_a_run_and_again_updates_without_duplic
 
 
 def seed_search(client) -> None:
-    """A search's state (state/search.py's contract) and three of its trials' records."""
-    from state import search
+    """A search's state (state/search/store.py's contract) and three of its trials' records."""
+    from state.search import store as search
 
     config = {"trials": 8, "parallel": 2, "metric": "acc", "direction": "maximize"}
     client.hset(
@@ -240,7 +240,7 @@ def test_a_pruned_trials_final_value_is_the_one_its_search_pruned_it_at(
     fleet_cli, redis_client, capsys
 ):
     seed_search(redis_client)  # trial 1 was pruned at acc 0.2; it printed 0.9 while being stopped
-    from state import search
+    from state.search import store as search
 
     redis_client.hset(search.key("s1", "trial", 1), mapping={"state": "pruned", "value": "0.2"})
     history.append(redis_client, jid(1), [{"step": 2, "t": 2.0, "run": 1, "acc": 0.9}])

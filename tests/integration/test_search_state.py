@@ -9,10 +9,11 @@ import pytest
 from core import constants as C
 from fleet.manifests import loads
 from fleet.publish import publish
-from state import advance
 from state.records import JobState, Records
-from state.search import SearchStore, find_searches, read_search
-from state.study import Mirrors
+from state.search import advance
+from state.search.store import SearchStore
+from state.search.study import Mirrors
+from state.search.view import find_searches, read_search
 
 pytestmark = pytest.mark.integration
 
@@ -334,7 +335,7 @@ def test_a_search_tables_own_owner_key_owns_its_trials(app, redis_client):
 
 
 def test_racing_requeues_of_ended_trials_never_run_more_than_parallel(app, redis_client):
-    from state import trials
+    from state.search import trials
 
     m = manifest(trials=4, parallel=2)
     publish(app, redis_client, m)
@@ -369,8 +370,8 @@ def test_racing_requeues_of_ended_trials_never_run_more_than_parallel(app, redis
 
 
 def test_a_trial_not_ended_or_no_trial_at_all_is_not_requeued_as_a_trial(app, redis_client):
-    from state import trials
-    from state.search import Requeued
+    from state.search import trials
+    from state.search.store import Requeued
 
     m = manifest(trials=2, parallel=2)
     publish(app, redis_client, m)

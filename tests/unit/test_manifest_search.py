@@ -8,8 +8,8 @@ from manifest.loader import load
 from manifest.search.config import Choices, Range, SearchConfig
 from manifest.search.spec import parse_trial_name, trial_job_id
 from state.jobrecord import JobState
-from state.search import SearchView
-from state.study import trial_seed
+from state.search.study import trial_seed
+from state.search.view import SearchView
 from tasks.trial import step_of
 from tests.unit.manifest_cases import COMMAND, only_problem, problems, write
 

@@ -181,7 +181,7 @@ KNOBS = [("sampler", n, k) for n, k in knobs.SAMPLERS.items()] + [
 def test_the_arguments_table_matches_optunas_signatures_and_builds_each_class(kind, name, knob):
     pytest.importorskip("optuna")
     from manifest.search.config import SearchConfig
-    from state import study
+    from state.search import study
 
     where, cls_name = knob.cls.split(".")
     cls = getattr(getattr(study._optuna(), where), cls_name)

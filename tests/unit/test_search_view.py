@@ -5,7 +5,7 @@ import pytest
 
 from manifest.search.config import SearchConfig
 from state.jobrecord import JobState
-from state.search import SearchView
+from state.search.view import SearchView
 
 
 def a_search(stopped: str = "", queued: int = 2) -> SearchView:

@@ -24,7 +24,7 @@ from manifest.search.config import Choices, Dist, SearchConfig
 from manifest.search.knobs import Knob
 from state.jobrecord import JobState
 from state.redis_conn import decoding
-from state.search import key
+from state.search.store import key
 
 # a trial's end as Optuna's TrialState: a pruned trial is one its pruner stopped early only
 _STATES = {

@@ -6,7 +6,7 @@ in Redis and idempotent, so two processes advancing at once, or one advancing ag
 crash, neither skip nor duplicate a trial (docs/search.md):
 
 1. ``SearchStore.sync`` counts each ended trial once (it leaves the live set in that step);
-2. the mirror (``state.study``) samples the next number with a sampler seeded from (search
+2. the mirror (``state.search.study``) samples the next number with a sampler seeded from (search
    seed, number), so a retry asks the same;
 3. ``SearchStore.issue`` publishes it only if its number is still the next one and the budget
    (``trials``, ``parallel``, the failure budget) allows; a lost race asks again.
@@ -26,8 +26,8 @@ from manifest.hyper import TRAINERS
 from manifest.search.config import SearchConfig
 from manifest.search.spec import trial_job_id, trial_name
 from state.redis_conn import decoding
-from state.search import Issued, SearchStore, Template, key
-from state.study import MIRRORS, Mirrors, decode_params
+from state.search.store import Issued, SearchStore, Template, key
+from state.search.study import MIRRORS, Mirrors, decode_params
 from state.templates import fill
 
 log = logging.getLogger("fleet.search")

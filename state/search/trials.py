@@ -10,10 +10,11 @@ import redis
 
 from core.errors import JobNotFound
 from core.ids import short_id
-from state import advance
 from state.jobrecord import JobState, fetch
 from state.records import Cancelled, Records, publish_call
-from state.search import Requeued, SearchStore, read_search
+from state.search import advance
+from state.search.store import Requeued, SearchStore
+from state.search.view import read_search
 
 
 @dataclass(frozen=True)

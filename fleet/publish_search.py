@@ -4,7 +4,7 @@ A search is recorded once (its id is its content's digest, ``manifest.search.spe
 publishing the same manifest again finds it and changes nothing. A changed search under a
 name another search holds is refused, with the fix (a new name): the name is how results,
 plots, `fleet status` and the trials' names (``NAME[trial=N]``) tell searches apart. The
-first ``parallel`` trials are issued by ``state.advance``, as every later one is, so a
+first ``parallel`` trials are issued by ``state.search.advance``, as every later one is, so a
 publisher that dies after the record leaves the rest to the sweep (``tasks.worker``).
 """
 
@@ -21,8 +21,9 @@ from fleet.message_template import MessageTemplates
 from fleet.route_cache import RouteCache
 from manifest.schema import JobSpec, Manifest
 from manifest.search.spec import SearchSpec
-from state import advance
-from state.search import Created, SearchStore, SearchView, Template, find_searches, read_search
+from state.search import advance
+from state.search.store import Created, SearchStore, Template
+from state.search.view import SearchView, find_searches, read_search
 
 REFUSED = "refused"  # the start of a refused search's why
 
