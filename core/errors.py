@@ -77,9 +77,10 @@ class JobNotFound(FleetError):
     """Raised when an operator names a job that has no record in Redis."""
 
 
-class SearchNameTaken(FleetError):
-    """Raised when a search is published under a name another (changed) search holds:
-    results, plots, status and the trials' names would mix the two."""
+class SearchRefused(FleetError):
+    """Raised when publish refuses a search: another search holds its name (results, plots,
+    status and the trials' names would mix the two), or Optuna refuses the arguments of its
+    sampler or pruner."""
 
 
 class DataProblem(FleetError):

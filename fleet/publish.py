@@ -127,7 +127,7 @@ def publish(
     found_rows = [_search_row(f) for f in found]
     if dry_run:
         return rows + found_rows
-    publish_search.refuse_taken(found)  # before any byte is staged or any job queued
+    publish_search.refuse(found)  # before any byte is staged or any job queued
     # the fleet's store, or a refusal naming both when this publisher names another
     store = store or staging.fleet_store(client, app.conf.broker_url)
     todo = demanding_first(

@@ -15,13 +15,13 @@ from dataclasses import dataclass
 
 import redis
 
-from core.errors import SearchNameTaken
+from core.errors import SearchRefused
 from core.ids import short_id
 from fleet.message_template import MessageTemplates
 from fleet.route_cache import RouteCache
 from manifest.schema import JobSpec, Manifest
 from manifest.search.spec import SearchSpec
-from state.search import advance
+from state.search import advance, study
 from state.search.store import Created, SearchStore, Template
 from state.search.view import SearchView, find_searches, read_search
 
@@ -63,6 +63,9 @@ def plan(client: redis.Redis | None, manifest: Manifest) -> list[SearchRow]:
         c = s.config
         if holder and holder[0] != s.search_id:
             rows.append(SearchRow(s, r.queue, "skip", name_taken(s, seen, holder[0])))
+        elif problems := study.problems(s.config):
+            fix = f"fix them in jobs.{s.name}'s [jobs.search]"
+            rows.append(SearchRow(s, r.queue, "skip", f"{REFUSED}: {'; '.join(problems)}; {fix}"))
         elif seen is None:
             rows.append(
                 SearchRow(
@@ -76,11 +79,11 @@ def plan(client: redis.Redis | None, manifest: Manifest) -> list[SearchRow]:
     return rows
 
 
-def refuse_taken(rows: list[SearchRow]) -> None:
-    """Raise SearchNameTaken naming each refused search (before anything is sent)."""
+def refuse(rows: list[SearchRow]) -> None:
+    """Raise SearchRefused naming each refused search (before anything is sent)."""
     refused = [r.why for r in rows if r.refused]
     if refused:
-        raise SearchNameTaken("; ".join(refused))
+        raise SearchRefused("; ".join(refused))
 
 
 def publish(
@@ -106,7 +109,7 @@ def publish(
         )
         created, holder = store.create(row.spec.search_id, base.name, row.spec.config, tpl)
         if created is Created.NAME_TAKEN:  # another publisher took the name since the plan
-            raise SearchNameTaken(
+            raise SearchRefused(
                 name_taken(row.spec, read_search(client, holder, trials=False), holder)
             )
         advance.advance(client, row.spec.search_id)

@@ -114,6 +114,26 @@ def pruner(config: SearchConfig):
     return _optuna_class(knobs.PRUNERS[config.pruner.name])(**config.pruner.args)
 
 
+def problems(config: SearchConfig) -> list[str]:
+    """What Optuna refuses in the search's sampler and pruner arguments (e.g. a reduction
+    factor below 2), each with its message; none when this host lacks Optuna (the workers
+    that have it will say so)."""
+    try:
+        _optuna()
+    except RuntimeError:
+        return []
+    out = []
+    for what, build in (
+        ("sampler", lambda: sampler(config, 0)),
+        ("pruner", lambda: pruner(config)),
+    ):
+        try:
+            build()
+        except (ValueError, TypeError) as e:
+            out.append(f"{what} {getattr(config, what).name}: {e}")
+    return out
+
+
 def _final(state: str, value: str | None):
     """Optuna's state and value for a trial that ended ``state`` (a success that never
     reported the metric counts as failed)."""

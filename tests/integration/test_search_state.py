@@ -385,14 +385,14 @@ def test_a_trial_not_ended_or_no_trial_at_all_is_not_requeued_as_a_trial(app, re
 def test_a_changed_search_under_a_taken_name_is_refused_with_the_fix(
     app, redis_client, fleet_cli, capsys, tmp_path
 ):
-    from core.errors import SearchNameTaken
+    from core.errors import SearchRefused
 
     publish(app, redis_client, manifest())
     changed = manifest(lr_high=2.0)
     (row,) = [r for r in publish(app, redis_client, changed, dry_run=True) if r.job.search]
     assert row.action == "skip" and row.why.startswith("refused: another search is named tune")
     assert 'name = "tune-2"' in row.why
-    with pytest.raises(SearchNameTaken, match="another search is named tune"):
+    with pytest.raises(SearchRefused, match="another search is named tune"):
         publish(app, redis_client, changed)
     assert not redis_client.exists(C.SEARCH_KEY + changed.searches[0].search_id)
     assert find_searches(redis_client, "tune") == [manifest().searches[0].search_id]
@@ -447,3 +447,32 @@ def test_a_trial_at_its_searchs_last_step_completes_though_its_rung_would_prune_
         bad({"epoch": step, "loss": 50.0})
     assert bad.pruned.is_set() is pruned
     assert bad.at_last_step(4) is not pruned
+
+
+def test_arguments_optuna_refuses_refuse_the_search_at_publish_with_optunas_reason(
+    app, redis_client
+):
+    from core.errors import SearchRefused
+
+    m = search(
+        "bad", 'pruner = { name = "asha", reduction_factor = 1 }', "x = { low = 0, high = 1 }"
+    )
+    (row,) = [r for r in publish(app, redis_client, m, dry_run=True) if r.job.search]
+    assert row.action == "skip" and "refused: pruner asha:" in row.why
+    assert "reduction_factor >= 2" in row.why and "[jobs.search]" in row.why
+    with pytest.raises(SearchRefused, match="reduction_factor"):
+        publish(app, redis_client, m)
+    assert find_searches(redis_client, "bad") == []
+
+
+def test_cancelling_a_trial_advances_its_search_at_once(app, redis_client):
+    from state.search import trials
+
+    m = manifest(trials=3, parallel=2)
+    publish(app, redis_client, m)
+    sid, records = m.searches[0].search_id, Records(redis_client)
+    first = read_search(redis_client, sid).trials[0]
+    res, not_advanced = trials.cancel(records, first.job_id)
+    assert res.done and not_advanced == ""
+    view = read_search(redis_client, sid)  # its end counted and the next trial issued
+    assert (view.counts[JobState.CANCELLED], view.issued, view.running) == (1, 3, 2)
