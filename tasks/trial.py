@@ -37,6 +37,13 @@ def step_of(report: dict, count: int) -> int | None:
     return count
 
 
+def stopped_early(stopped: Stop | None, returncode: int | None) -> bool:
+    """Whether a run its pruner stopped ends pruned: not when its process exited 0 by itself
+    before the stop landed (it ran to its end: a success). A process the runner stops never
+    exits 0: its supervisor takes the group down with SIGKILL (tasks.supervisor)."""
+    return stopped is Stop.PRUNED and returncode != 0
+
+
 class TrialWatch:
     """The on_metric hook of one trial's run; ``pruned`` is set once its pruner says stop."""
 

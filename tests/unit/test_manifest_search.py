@@ -10,7 +10,8 @@ from manifest.search.spec import parse_trial_name, trial_job_id
 from state.jobrecord import JobState
 from state.search.study import trial_seed
 from state.search.view import SearchView
-from tasks.trial import step_of
+from tasks.run import Stop
+from tasks.trial import step_of, stopped_early
 from tests.unit.manifest_cases import COMMAND, only_problem, problems, write
 
 MLP = '[[jobs]]\nname = "t"\nmodel = "mlp"\ndata = "d.csv"\nhyper = { epochs = 4 }\n'
@@ -231,3 +232,18 @@ def test_a_search_shows_as_one_status_line_with_its_best_and_why_it_stopped():
     assert stopped.summary().endswith("; stopped: 5 trials failed in a row") and stopped.done
     assert parse_trial_name("tune[trial=12]") == ("tune", 12)
     assert parse_trial_name("tune[seed=1]") is None
+
+
+@pytest.mark.parametrize(
+    "stopped, returncode, pruned",
+    [
+        (Stop.PRUNED, -9, True),  # the runner stopped it: its supervisor took the group down
+        (Stop.PRUNED, 0, False),  # it exited by itself before the stop landed: it ran to its end
+        (None, 0, False),
+        (Stop.TIMEOUT, -9, False),
+    ],
+)
+def test_a_run_is_pruned_only_when_its_pruner_stopped_it_before_it_exited(
+    stopped, returncode, pruned
+):
+    assert stopped_early(stopped, returncode) is pruned
