@@ -5,25 +5,17 @@ from __future__ import annotations
 
 import hashlib
 import json
-import re
 from dataclasses import dataclass
 
 from core.ids import short_id
 from manifest.schema import JobSpec
 from manifest.search.config import SearchConfig
 
-_TRIAL_NAME = re.compile(r"^(?P<base>.*)\[trial=(?P<n>\d+)\]$")
-
 
 def trial_name(search_name: str, number: int) -> str:
-    """Trial ``number``'s job name: ``tune[trial=3]``."""
+    """Trial ``number``'s job name: ``tune[trial=3]`` (the one place that writes it; a trial
+    is known by its record's ``search`` and ``trial`` fields, never by parsing its name)."""
     return f"{search_name}[trial={number}]"
-
-
-def parse_trial_name(name: str) -> tuple[str, int] | None:
-    """``tune[trial=3]`` -> ``("tune", 3)``; None for any other name."""
-    m = _TRIAL_NAME.match(name)
-    return (m["base"], int(m["n"])) if m else None
 
 
 def trial_job_id(search_id: str, number: int) -> str:

@@ -6,7 +6,7 @@ import pytest
 
 from manifest.loader import load
 from manifest.search.config import Choices, Range, SearchConfig
-from manifest.search.spec import parse_trial_name, trial_job_id
+from manifest.search.spec import trial_job_id, trial_name
 from state.jobrecord import JobState
 from state.search.study import trial_seed
 from state.search.view import SearchView
@@ -45,7 +45,7 @@ def test_a_search_is_its_base_job_and_a_normalised_space(tmp_path):
         4,
     )  # the last step: the mlp's fixed epochs
     assert SearchConfig.from_dict(c.to_dict()) == c
-    assert s.trial_name(3) == "t[trial=3]"
+    assert s.trial_name(3) == trial_name("t", 3) == "t[trial=3]"
     assert any("log-uniform in [0.0001, 0.1]" in line for line in s.describe())
 
 
@@ -230,8 +230,6 @@ def test_a_search_shows_as_one_status_line_with_its_best_and_why_it_stopped():
     )
     stopped = SearchView(**{**v.__dict__, "running": 0, "stopped": "5 trials failed in a row"})
     assert stopped.summary().endswith("; stopped: 5 trials failed in a row") and stopped.done
-    assert parse_trial_name("tune[trial=12]") == ("tune", 12)
-    assert parse_trial_name("tune[seed=1]") is None
 
 
 @pytest.mark.parametrize(
