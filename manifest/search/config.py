@@ -17,6 +17,7 @@ from enum import Enum
 from typing import Any
 
 from core.errors import FleetError
+from manifest.search import knobs
 
 # metrics that are better high: an accuracy, a score, a reward; anything else (a loss) low
 MAXIMIZED = re.compile(r"acc|auc|f1|score|r2|precision|recall|reward|return|map\b|iou|bleu", re.I)
@@ -113,8 +114,8 @@ class Component:
         return {"name": self.name, "args": dict(self.args)}
 
     @classmethod
-    def from_dict(cls, d: Mapping | str) -> Component:
-        return cls(d) if isinstance(d, str) else cls(d["name"], dict(d.get("args") or {}))
+    def from_dict(cls, d: Mapping) -> Component:
+        return cls(d["name"], dict(d.get("args") or {}))
 
 
 @dataclass(frozen=True)
@@ -153,18 +154,26 @@ class SearchConfig:
     def from_dict(cls, d: Mapping) -> SearchConfig:
         """From ``to_dict``'s JSON (a record written before tables: sampler and pruner as
         bare names, ``min_resource`` beside them)."""
-        pruner = Component.from_dict(d.get("pruner", "none"))
-        if "min_resource" in d and not pruner.args:
-            pruner = Component(pruner.name, {"min_resource": d["min_resource"]})
+        last_step = d.get("last_step")
+
+        def component(kind: str, default: str) -> Component:
+            got = d.get(kind, default)
+            if not isinstance(got, str):
+                return Component.from_dict(got)
+            # a bare name: built as the publisher builds it today, defaults filled in
+            first = knobs.FIRST_STEP_ARG.get(got) if kind == "pruner" else None
+            given = {first: d["min_resource"]} if first and "min_resource" in d else {}
+            return Component(got, knobs.effective(kind, got, given, last_step))
+
         return cls(
             metric=d["metric"],
             space={k: dist_from_dict(v) for k, v in (d.get("space") or {}).items()},
             trials=int(d.get("trials", 20)),
             parallel=int(d.get("parallel", 4)),
             direction=Direction(d.get("direction", "minimize")),
-            sampler=Component.from_dict(d.get("sampler", "tpe")),
-            pruner=pruner,
+            sampler=component("sampler", "tpe"),
+            pruner=component("pruner", "none"),
             seed=int(d.get("seed", 0)),
             max_failures=int(d.get("max_failures", 5)),
-            last_step=d.get("last_step"),
+            last_step=last_step,
         )

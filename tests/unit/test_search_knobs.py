@@ -197,3 +197,13 @@ def test_the_arguments_table_matches_optunas_signatures_and_builds_each_class(ki
     config = SearchConfig("loss", space, **{kind: Component(name, args)})
     built = study.sampler(config, 0) if kind == "sampler" else study.pruner(config)
     assert type(built) is cls
+
+
+def test_a_config_recorded_with_bare_names_reads_as_one_built_today():
+    from manifest.search.config import SearchConfig
+
+    old = {"metric": "loss", "space": {}, "sampler": "tpe", "pruner": "asha", "min_resource": 3}
+    c = SearchConfig.from_dict(old)
+    assert c.sampler == Component("tpe", knobs.effective("sampler", "tpe", {}, None))
+    assert c.pruner.args["min_resource"] == 3 and c.pruner.args["reduction_factor"] == 4
+    assert SearchConfig.from_dict(c.to_dict()) == c
