@@ -9,5 +9,5 @@ Search code by layer, each piece under its noun:
   plain data), ``study`` (the Optuna mirror), ``advance`` (count ends, issue the next),
   ``trials`` (requeue and cancel one trial);
 - ``tasks.trial``: a trial's metric lines to its pruner, on the worker;
-- ``fleet.search_publish`` and ``fleet.query.searches``: publish, and the operator's reads.
+- ``fleet.publish_search`` and ``fleet.query.searches``: publish, and the operator's reads.
 """

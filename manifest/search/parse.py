@@ -159,10 +159,18 @@ def _component(
         p.add(at, f"unknown {kind} {name!r}", f"use one of: {', '.join(known)}")
         return fallback
     raw = raw if isinstance(raw, dict) else {"name": raw}
-    knob, given = known[name], {k: v for k, v in raw.items() if k != "name"}
+    given = {k: v for k, v in raw.items() if k != "name"}
     if first:
         given = _first_step(p, path, name, given, first["min_resource"])
-    for key, value in list(given.items()):
+    good = _arguments(p, where, name, known[name], given)
+    return Component(name, knobs.effective(kind, name, good, last_step))
+
+
+def _arguments(p: Problems, where: tuple, name: str, knob: knobs.Knob, given: dict) -> dict:
+    """The arguments of ``given`` that ``knob``'s class takes, each of its kind; the others
+    reported at their key."""
+    good = {}
+    for key, value in given.items():
         if key in knob.managed:
             p.add(where + (key,), f"fleet sets {key}: {knob.managed[key]}", f"remove {key}")
         elif key not in knob.args:
@@ -172,15 +180,11 @@ def _component(
                 suggest(key, knob.args) if knob.args else f"{name} takes no arguments",
             )
         elif not knobs.kind_ok(value, knob.args[key].kind):
-            p.add(
-                where + (key,),
-                f"must be {knobs.kind_words(knob.args[key].kind)}, got {value!r}",
-                f"write it as {knobs.kind_words(knob.args[key].kind)}",
-            )
+            words = knobs.kind_words(knob.args[key].kind)
+            p.add(where + (key,), f"must be {words}, got {value!r}", f"write it as {words}")
         else:
-            continue
-        del given[key]
-    return Component(name, knobs.effective(kind, name, given, last_step))
+            good[key] = value
+    return good
 
 
 def _first_step(p: Problems, path: tuple, pruner: str, given: dict, step: int) -> dict:
