@@ -60,7 +60,7 @@ def requeue(records: Records, job_id: str) -> Rerun | None:
         return None
     item = records.rerun_item(job_id)
     if isinstance(item, JobState):
-        return Rerun(Requeued.NOT_ENDED, item.value, _not_ended(item))
+        return Rerun(Requeued.NOT_ENDED, item.value, _not_ended(item.value))
     search_id, number = trial
     what, was = SearchStore(records.r).requeue(
         search_id, number, *publish_call(item, True, str(time.time()))
@@ -68,12 +68,13 @@ def requeue(records: Records, job_id: str) -> Rerun | None:
     if what is Requeued.FULL:
         return Rerun(what, was, full(records.r, search_id) or "its search is full")
     if what is Requeued.NOT_ENDED:
-        return Rerun(what, was, _not_ended(JobState(was)))
+        return Rerun(what, was, _not_ended(was))
     return Rerun(what, was)
 
 
-def _not_ended(state: JobState) -> str:
-    return f"is {state.value}: requeue runs a failed, cancelled or succeeded job again"
+def _not_ended(state: str) -> str:
+    # a record removed between the read and the script has no state: it is gone
+    return f"is {state or 'gone'}: requeue runs a failed, cancelled or succeeded job again"
 
 
 def cancel(records: Records, job_id: str) -> tuple[Cancelled, str]:
