@@ -295,6 +295,7 @@ def _run(task, ctx: HostContext, run: Run) -> Ended:
     if trial.stopped_early(outcome.stopped, outcome.returncode):  # outputs kept as a success's
         result = upload.store_result(ctx, run, outcome, JobState.PRUNED)
         checkpoint.drop(ctx, job)
+        events.pruned(task, result)
         return Ended(
             Outcome.SUCCEEDED, result=result, end=RunEnd.PRUNED, detail="by its search's pruner"
         )
