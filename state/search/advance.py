@@ -25,6 +25,7 @@ from core.ids import short_id
 from manifest.hyper import TRAINERS
 from manifest.search.config import SearchConfig
 from manifest.search.spec import trial_job_id, trial_name
+from state.records import PublishItem, publish_call
 from state.redis_conn import decoding
 from state.search.store import Issued, SearchStore, Template, key
 from state.search.study import MIRRORS, Mirrors, decode_params
@@ -109,18 +110,9 @@ def trial_job(
         "trial": str(number),
         "params": json.dumps(params),
     }
-    keys = [C.JOB_KEY + jid, C.JOBS_INDEX, C.NAMES_INDEX, C.FALLBACK_ZSET, C.OWNER_LISTS_KEY]
-    args = [
-        jid,
-        name,
-        str(time.time()),
-        "0",
-        tpl.list_key,
-        fill(tpl.text, tpl.before, tpl.after, jid, name, spec_json),
-        "",
-        *[x for kv in fields.items() for x in kv],
-    ]
-    return keys, args
+    message = fill(tpl.text, tpl.before, tpl.after, jid, name, spec_json)
+    item = PublishItem(jid, name, tpl.list_key, message, fields)
+    return publish_call(item, False, str(time.time()))
 
 
 def sweep(client: redis.Redis, *, mirrors: Mirrors = MIRRORS) -> dict[str, list[int]]:
