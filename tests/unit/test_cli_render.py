@@ -255,4 +255,5 @@ def test_at_80_columns_a_time_that_would_be_cut_shows_its_short_form_whole():
     # where the whole form fits it stays: how long it ran, and when it ended
     wide = Console(width=140, record=True, file=io.StringIO(), color_system=None)
     wide.print(render(Q.view(rows, now=NOW, limit=None), width=140))
-    assert "ran 4s, 4m12s ago" in wide.export_text() and "running 4m16s" in wide.export_text()
+    text = wide.export_text()
+    assert "ran 4s, 4m12s ago" in text and "running 4m16s" in text
