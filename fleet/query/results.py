@@ -20,12 +20,12 @@ import math
 import re
 from collections.abc import Iterable, Sequence
 from dataclasses import asdict, dataclass, field, replace
-from enum import Enum
 from typing import Any
 
 from core import constants as C
-from core.errors import FleetError, JobNotFound
+from core.errors import JobNotFound
 from fleet.query import refs
+from manifest.search.config import Direction
 from state import history
 
 FIELDS = (
@@ -50,26 +50,8 @@ FIELDS = (
 )
 READ_BATCH = 1000
 DEFAULT_METRIC = "valid_loss"  # what the built-in trainers report each epoch
-MAXIMIZED = re.compile(r"acc|auc|f1|score|r2|precision|recall|reward|return|map\b|iou|bleu", re.I)
 ENDED = frozenset({"succeeded", "failed", "cancelled", "pruned"})
 LABEL = re.compile(r"\[(?P<label>[^\[\]]*)\]$")
-
-
-class Direction(str, Enum):
-    MINIMIZE = "minimize"
-    MAXIMIZE = "maximize"
-
-    @classmethod
-    def parse(cls, text: str) -> Direction:
-        try:
-            return cls(text.strip().lower())
-        except ValueError:
-            raise FleetError(f"--direction {text!r}: choose minimize or maximize") from None
-
-    @classmethod
-    def guess(cls, metric: str) -> Direction:
-        """Maximize an accuracy, a score or a reward; minimize anything else (a loss, an error)."""
-        return cls.MAXIMIZE if MAXIMIZED.search(metric) else cls.MINIMIZE
 
 
 @dataclass(frozen=True)
@@ -380,7 +362,7 @@ def search_of(client, name: str, records: Sequence[dict]) -> dict | None:
     field of their records, else the latest search called ``name``), or None: no search, or
     a fleet without adaptive search (``state.search`` absent)."""
     try:
-        from state import search as searches
+        from state.search import view as searches
     except ImportError:
         return None
     ids = sorted({r["search"] for r in records if r.get("search")}) or searches.find_searches(
@@ -391,9 +373,9 @@ def search_of(client, name: str, records: Sequence[dict]) -> dict | None:
         if view is not None:
             return {
                 "metric": view.metric,
-                "direction": view.direction,
+                "direction": view.direction.value,
                 "best_trial": view.best_trial,
-                "space": view.config.get("space") or {},
+                "space": {k: v.to_dict() for k, v in view.config.space.items()},
             }
     return None
 
@@ -401,7 +383,7 @@ def search_of(client, name: str, records: Sequence[dict]) -> dict | None:
 def judged(client, records: Sequence[dict], metric: str) -> list[dict]:
     """Each pruned trial with the value its search judged it by (``judged``): the metric at
     the step it was pruned at, not at the later steps it printed while being stopped."""
-    from state.search import key
+    from state.search.store import key
 
     pruned = [
         r for r in records if r.get("state") == "pruned" and r.get("search") and r.get("trial")

@@ -9,7 +9,7 @@ import pytest
 from core import constants as C
 from state import scripts
 from state.bulk import Bulk
-from state.search import SearchStore, key
+from state.search.store import SearchStore, key
 
 pytestmark = pytest.mark.integration
 
