@@ -6,7 +6,7 @@ import pytest
 from core import registry
 from core.errors import ConfigError
 from core.registry import FLEET_ADOPT_UNPUBLISHED, FLEET_BROKER_URL, FLEET_LEASE_TTL_S, FLEET_YIELD
-from core.setting import BOOL, Setting, Source
+from core.setting import BOOL, Scope, Setting, Source
 
 TRUE_SPELLINGS = ["1", "true", "yes", "on", "TRUE", "Yes", "ON", " on "]
 FALSE_SPELLINGS = ["0", "false", "no", "off", "FALSE", "No", "Off"]
@@ -126,3 +126,15 @@ def test_a_setting_without_a_default_is_typed_as_maybe_none():
 def test_check_reports_every_bad_value_not_only_the_first():
     problems = registry.check({"FLEET_YIELD": "maybe", "FLEET_LEASE_TTL_S": "x"})
     assert sorted(str(p).split("=")[0] for p in problems) == ["FLEET_LEASE_TTL_S", "FLEET_YIELD"]
+
+
+def test_the_variables_given_to_jobs_are_the_ones_the_trainers_and_the_supervisor_read():
+    # trainers.protocol (the trainers' side of the contract) and tasks.supervisor (standard
+    # library only) keep these names as plain strings: the registry declares exactly those
+    from tasks import supervisor
+    from trainers import protocol
+
+    given = {s.name for s in registry.SETTINGS if s.scope is Scope.JOB}
+    named = {v for k, v in vars(protocol).items() if k.startswith("ENV_") and isinstance(v, str)}
+    named |= {supervisor.PARENT_ENV, supervisor.EXIT_ENV, supervisor.AFFINITY_ENV}
+    assert given == named
