@@ -12,6 +12,7 @@ from __future__ import annotations
 import functools
 import hashlib
 import json
+import math
 import threading
 from typing import Any
 
@@ -133,9 +134,10 @@ def _final(state: str, value: str | None):
     reported the metric counts as failed)."""
     ts = _optuna().trial.TrialState
     final = ts[_STATES[state]]
-    if final is ts.COMPLETE and value is None:
-        return ts.FAIL, None
-    return final, float(value) if final is ts.COMPLETE else None
+    number = float(value) if value not in (None, "") else None
+    if final is ts.COMPLETE and (number is None or not math.isfinite(number)):
+        return ts.FAIL, None  # Optuna refuses a finished trial with NaN: not a result anyway
+    return final, number if final is ts.COMPLETE else None
 
 
 @functools.lru_cache(maxsize=256)

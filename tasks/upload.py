@@ -35,7 +35,7 @@ from tasks.host import HostContext
 from tasks.retry import UPLOAD_BACKOFF, retry, retry_redis
 from tasks.run import Outcome, Run, RunStopped
 from tasks.runner import RunOutcome
-from trainers.protocol import METRICS_FILE
+from trainers.protocol import METRICS_FILE, clip_metrics
 
 log = logging.getLogger("fleet.upload")
 PENDING_DIR = "pending"
@@ -79,6 +79,7 @@ def store_result(
         "elapsed_s": round(outcome.elapsed_s, 3),
         "attempt": run.attempt,
         "metrics": metrics,
+        **({"bad_metric_lines": outcome.bad_lines} if outcome.bad_lines else {}),
     }
     pending = ctx.work_root / PENDING_DIR / job.job_id
     pending.mkdir(parents=True, exist_ok=True)
@@ -144,15 +145,15 @@ def store_result(
 
 
 def _metrics(work: Path, outcome: RunOutcome) -> dict:
-    """The metric lines seen, updated by what the job wrote to metrics.json."""
+    """The metric lines seen, updated by what the job wrote to metrics.json, within bounds."""
     metrics = dict(outcome.metrics)
     path = work / workdirs.OUT_DIR / METRICS_FILE
     try:
         written = json.loads(path.read_text()) if path.exists() else {}
         metrics.update(written if isinstance(written, dict) else {"metrics_json": written})
-    except (OSError, ValueError) as e:
+    except (OSError, ValueError, RecursionError) as e:
         log.warning("ignoring unreadable %s: %s", path, e)
-    return metrics
+    return clip_metrics(metrics)  # the record's bounds: one line must not fill Redis
 
 
 def write_history(client, job_id: str, work: Path, stop: threading.Event) -> Path:

@@ -11,7 +11,7 @@ local state = redis.call('HGET', KEYS[3], 'state')
 if not state then return 'missing' end
 redis.call('HINCRBY', sk, 'ended', -1)
 redis.call('HINCRBY', sk, state, -1)
-redis.call('HDEL', KEYS[3], 'state', 'value', 'ended_at')
+redis.call('HDEL', KEYS[3], 'state', 'value', 'reason', 'ended_at')
 redis.call('SADD', KEYS[2], n)
 redis.call('SADD', KEYS[4], redis.call('HGET', sk, 'id'))
 redis.call('HINCRBY', sk, 'reopened', 1)   -- mirrors (state/study.py) rebuild: Optuna never reopens a trial

@@ -9,7 +9,6 @@ from manifest.loader import load
 from manifest.search import space_text, trial_job_id
 from state.search import SearchView
 from state.study import trial_seed
-from tasks.trial import step_of
 from tests.unit.manifest_cases import COMMAND, only_problem, problems, write
 
 MLP = '[[jobs]]\nname = "t"\nmodel = "mlp"\ndata = "d.csv"\nhyper = { epochs = 4 }\n'
@@ -186,19 +185,6 @@ def test_a_command_jobs_space_takes_any_numbers_and_choices(tmp_path):
 def test_a_trials_seed_depends_on_the_search_seed_and_its_number_only():
     assert trial_seed(0, 5) == trial_seed(0, 5) and len({trial_seed(0, n) for n in range(50)}) == 50
     assert trial_seed(1, 5) != trial_seed(0, 5)
-
-
-@pytest.mark.parametrize(
-    "report, count, step",
-    [
-        ({"epoch": 3}, 9, 3),
-        ({"step": 7, "epoch": 3}, 9, 7),
-        ({"loss": 1}, 9, 9),
-        ({"epoch": True}, 2, 2),
-    ],
-)
-def test_a_metric_lines_step_is_its_step_else_its_epoch_else_its_count(report, count, step):
-    assert step_of(report, count) == step
 
 
 def test_a_search_shows_as_one_status_line_with_its_best_and_why_it_stopped():
