@@ -93,12 +93,11 @@ def _reader(
     read as a metric is counted, and a hook's error is logged once, not raised."""
     hook_failed = False
     for raw in iter(stream.readline, b""):
-        line = protocol.clip_text(
-            raw.decode("utf-8", "replace").rstrip("\n"), protocol.MAX_OUTPUT_LINE_CHARS
-        )
+        whole = raw.decode("utf-8", "replace").rstrip("\n")
+        line = protocol.clip_text(whole, protocol.MAX_OUTPUT_LINE_CHARS)  # the tail, the log
         first_bad = not progress.bad
         try:
-            point = progress.read(line)
+            point = progress.read(whole)
             if point is not None and on_metric is not None:
                 on_metric(point)  # the history and a search's pruner (tasks.trial)
         except Exception as e:

@@ -94,10 +94,12 @@ def store_result(
         raise
     artifact = {"uri": stored.uri, "sha256": stored.sha256, "size": stored.size}
     # the run's last progress, not its last tick's (a tick before the final epochs' lines)
+    bad = {"bad_metric_lines": outcome.bad_lines} if outcome.bad_lines else {}
     final = {
         "elapsed_s": round(outcome.elapsed_s, 1),
         "tail": outcome.tail[-10:],
         "metrics": metrics,
+        **bad,
     }
     # The kept bundle goes only once the success is recorded: if Redis stays down past every
     # retry, the next start of this worker records it (upload_kept) instead of a re-train.
@@ -113,7 +115,7 @@ def store_result(
             run.token,
             state,
             artifact=artifact,
-            result={"metrics": metrics},
+            result={"metrics": metrics, **bad},
             last_error="",
             progress=final,
             **end,
