@@ -166,6 +166,7 @@ class Mirror:
         self.count = 0  # trials mirrored: numbers 0..count-1
         self.live: set[int] = set()
         self._ids: list[int] = []  # Optuna's trial id by trial number
+        self._steps: dict[int, dict] = {}  # a live trial's steps as last applied
         self.reopened: str | None = None  # the search's count of requeued ended trials, at build
 
     def refresh(self, client: redis.Redis) -> Mirror:
@@ -212,14 +213,18 @@ class Mirror:
                 self.live = self.live | {n}
             return
         tid = self._ids[n]
-        for step, v in steps.items():
-            storage.set_trial_intermediate_value(tid, step, v)
+        seen = self._steps.setdefault(n, {})
+        for step, v in steps.items():  # only what changed: a live trial's steps are re-read
+            if seen.get(step) != v:
+                storage.set_trial_intermediate_value(tid, step, v)
+                seen[step] = v
         for k, v in json.loads(h.get("sys") or "{}").items():
             storage.set_trial_system_attr(tid, k, v)
         if state:
             final, value = _final(state, h.get("value"))
             storage.set_trial_state_values(tid, final, None if value is None else [value])
             self.live.discard(n)
+            self._steps.pop(n, None)
 
     def ask(self, number: int) -> dict:
         """Sample trial ``number`` (the next): {params, dists, sys}. The mirror then holds it

@@ -32,7 +32,8 @@ from tasks.run import Stop
 from trainers.protocol import Point
 
 log = logging.getLogger("fleet.trial")
-PENDING_STEPS_MAX = 100  # steps sent per decision; a faster trial keeps the latest ones
+PENDING_STEPS_MAX = 10  # steps sent per decision; a faster trial keeps the latest ones
+DECIDE_COST_SHARE = 0.1  # the decider waits so that it takes at most this share of the time
 KEYS_MAX = 20  # keys named in "it printed ..."
 
 
@@ -62,7 +63,8 @@ class TrialWatch:
         self._last: tuple[int, float] | None = None  # at the greatest step, not yet sent
         self._top: int | None = None  # the greatest step sent (an earlier run's too)
         self._held = 0  # steps the store holds
-        self._keys: dict[str, None] = {}
+        self._keys: dict[str, None] = {}  # in the order heard, steps' keys left out
+        self._heard: set[str] = set()  # every key heard
         self._keys_sent = 0
         self._thread: threading.Thread | None = None
         self._read_top = False
@@ -117,8 +119,10 @@ class TrialWatch:
             self._new.clear()
             started = time.monotonic()
             self.flush()
-            # at most one decision per every_s: lines printed meanwhile wait for the next one
-            self._closed.wait(max(0.0, self.every_s - (time.monotonic() - started)))
+            # at most one decision per every_s, and (a slow one: a busy host, a big search)
+            # never more than a tenth of the time: the job's own output reader comes first
+            took = time.monotonic() - started
+            self._closed.wait(max(self.every_s - took, took / DECIDE_COST_SHARE - took))
 
     def flush(self) -> None:
         """Send what is new and ask the pruner about the latest step, now (the decider thread
