@@ -48,6 +48,7 @@ FIELDS = (
     "params",
 )
 READ_BATCH = 1000
+KEYS_SHOWN = 12  # reported keys named in an unknown --metric error
 DEFAULT_METRIC = "valid_loss"  # what the built-in trainers report each epoch
 MAXIMIZED = re.compile(r"acc|auc|f1|score|r2|precision|recall|reward|return|map\b|iou|bleu", re.I)
 LABEL = re.compile(r"\[(?P<label>[^\[\]]*)\]$")
@@ -461,5 +462,5 @@ def _check_metric(board: Leaderboard, metric: str | None, records: Sequence[dict
         hint = f"; did you mean {close[0]!r}?" if close else ""
         raise FleetError(
             f"--metric {metric!r}: no job of {board.name!r} reported it{hint} "
-            f"(they reported {', '.join(keys[:12])})"
+            f"(they reported {', '.join(keys[:KEYS_SHOWN])})"
         )

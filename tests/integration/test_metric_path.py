@@ -169,3 +169,30 @@ def test_a_pruned_trials_final_value_is_the_one_it_was_judged_by(app, redis_clie
     assert read_search(redis_client, sid).trials[0].value == 0.9
     row = next(t for t in R.leaderboard(redis_client, "tune").trials if t.trial == 0)
     assert (row.state, row.value) == ("pruned", 0.9)
+
+
+def test_nan_and_infinite_steps_never_reach_the_pruner_and_the_last_finite_one_does(
+    app, redis_client
+):
+    m = loads(
+        '[[jobs]]\nname = "p"\ncommand = ["true"]\n[jobs.search]\ntrials = 2\nparallel = 2\n'
+        'metric = "loss"\npruner = "asha"\nmin_resource = 1\n'
+        "[jobs.search.space]\nx = { low = 0.0, high = 1.0 }\n",
+        "m.toml",
+    )
+    publish(app, redis_client, m)
+    sid = m.searches[0].search_id
+    config = json.loads(redis_client.hget(C.SEARCH_KEY + sid, "config"))
+    view = read_search(redis_client, sid)
+    job = JobSpec(name="p[trial=0]", job_id=view.trials[0].job_id, search=sid, trial=0)
+    watch = TrialWatch(redis_client, job, config, lambda: None)
+    from trainers.protocol import parse_metric_line, point_of
+
+    for i, text in enumerate(["3.0", "NaN", "Infinity", "-Infinity", "2.0"], start=1):
+        watch(point_of(parse_metric_line(f'FLEET_METRIC {{"epoch": {i}, "loss": {text}}}'), i))
+        watch.flush()  # the pruner decides on each: a NaN would prune (or break) it
+    watch.close()
+    assert not watch.pruned.is_set()
+    trial = read_search(redis_client, sid).trials[0]
+    assert trial.steps == {1: 3.0, 5: 2.0}
+    assert redis_client.hget(C.SEARCH_KEY + sid + ":trial:0", "last_value") == "2.0"
