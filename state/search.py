@@ -109,7 +109,8 @@ class SearchView:
     def summary(self, width: int | None = None) -> str:
         """``tune-mlp: search 37/64, 6 running, 2 queued, 12 pruned, best valid_loss=0.081
         (trial 23)``; within ``width`` columns when a shorter wording fits ("trial", then the
-        best's metric name, left out), the stop's reason on a line of its own."""
+        best's metric name, left out), the stop's reason (else the last failure's) after it, on a
+        line of its own when it does not fit."""
         parts = [f"{self.name}: search {self.ended}/{self.config['trials']}"]
         for n, what in (
             (self.running - self.queued, "running"),
@@ -129,9 +130,12 @@ class SearchView:
             ]
             fits = [w for w in wordings if width is None or len(head) + 2 + len(w) <= width]
             head += ", " + (fits[0] if fits else wordings[-1])
-        if not self.stopped:
+        if self.stopped:
+            tail = f"; stopped: {self.stopped}"
+        elif self.counts.get("failed") and self.last_failure:  # why, before it adds up to a stop
+            tail = f"; last failure: {self.last_failure}"
+        else:
             return head
-        tail = f"; stopped: {self.stopped}"
         return head + (
             tail if width is None or len(head) + len(tail) <= width else "\n " + tail[1:]
         )

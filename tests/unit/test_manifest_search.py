@@ -205,4 +205,7 @@ def test_a_search_shows_as_one_status_line_with_its_best_and_why_it_stopped():
     )
     stopped = SearchView(**{**v.__dict__, "running": 0, "stopped": "5 trials failed in a row"})
     assert stopped.summary().endswith("; stopped: 5 trials failed in a row") and stopped.done
+    why = "no 'val_accuracy' in trial 0's metric lines; it printed valid_accuracy, train_loss"
+    failing = SearchView(**{**v.__dict__, "last_failure": why})
+    assert failing.summary().endswith("; last failure: " + why) and not failing.done
     assert trial_base("tune[trial=12]") == "tune" and trial_base("tune[seed=1]") is None
