@@ -211,6 +211,7 @@ class Mirror:
             self.count = n + 1
             if not state:
                 self.live = self.live | {n}
+                self._steps[n] = dict(steps)
             return
         tid = self._ids[n]
         seen = self._steps.setdefault(n, {})

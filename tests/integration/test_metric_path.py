@@ -21,7 +21,7 @@ from state.search import SearchStore, read_search
 from state.study import Mirror
 from tasks import runner
 from tasks.metrichistory import MetricHistory
-from tasks.trial import TrialWatch
+from tasks.trial import PENDING_STEPS_MAX, TrialWatch
 
 pytestmark = pytest.mark.integration
 
@@ -196,3 +196,25 @@ def test_nan_and_infinite_steps_never_reach_the_pruner_and_the_last_finite_one_d
     trial = read_search(redis_client, sid).trials[0]
     assert trial.steps == {1: 3.0, 5: 2.0}
     assert redis_client.hget(C.SEARCH_KEY + sid + ":trial:0", "last_value") == "2.0"
+
+
+def test_a_trials_lines_never_wait_on_its_search_even_with_redis_away(app, redis_client):
+    import time
+
+    import redis
+
+    from trainers.protocol import point_of
+
+    sid, config = published(app, redis_client)
+    view = read_search(redis_client, sid)
+    away = redis.Redis(port=1, socket_connect_timeout=0.5)
+    job = JobSpec(name="tune[trial=0]", job_id=view.trials[0].job_id, search=sid, trial=0)
+    watch = TrialWatch(away, job, config, lambda: None)
+    points = [point_of({"step": i, "loss": 1.0 / (i + 1)}, i) for i in range(50_000)]
+    started = time.perf_counter()
+    for p in points:
+        watch(p)
+    took = time.perf_counter() - started
+    assert took < 2.0, f"50,000 lines took {took:.2f} s to hand to the watch"
+    assert len(watch._steps) <= PENDING_STEPS_MAX  # what waits for a decision stays bounded
+    watch.close(timeout_s=2.0)
