@@ -129,10 +129,11 @@ def test_a_trial_ending_non_finite_fails_for_its_search_and_the_search_goes_on(
     assert (view.best_value, view.best_trial, view.issued) == (1.5, 1, 4)  # it went on
     # the Optuna mirror builds afresh (as after a restart) and the export does not crash
     Mirror(sid, config).refresh(redis_client)
-    from state.study import export
+    from fleet.optuna_export import write
 
-    assert export(redis_client, sid, "tune", f"sqlite:///{tmp_path / 's.db'}") == 4
     board = R.leaderboard(redis_client, "tune")
+    db = f"sqlite:///{tmp_path / 's.db'}"
+    assert write(board, config["space"], "minimize", "tune", db).trials == 4
     assert board.best.trial == 1 and board.best.value == 1.5
     failed = next(t for t in board.trials if t.trial == 0)
     assert failed.value is None and failed.reason.endswith("not a result")
