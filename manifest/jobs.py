@@ -261,6 +261,7 @@ def _build_job(
         seed=seed,
         needs=needs,
         own=own,
+        nodes=t.get("nodes", 1),
     )
     return JobSpec(
         name=name,
@@ -288,4 +289,5 @@ def _build_job(
         env=own["env"],
         preemptible=t.get("preemptible", False),
         owner=t.get("owner"),
+        nodes=t.get("nodes", 1),
     )

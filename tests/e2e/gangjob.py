@@ -1,0 +1,51 @@
+"""A gang member for the e2e tests: meets its partners through torch.distributed (gloo, the
+variables fleet sets), proves the rendezvous with an all_reduce, then keeps reducing for
+``seconds`` (so a test can kill a partner mid-run) and reports what it saw to COUNT_DIR."""
+
+import json
+import os
+import sys
+import time
+from pathlib import Path
+
+import torch
+import torch.distributed as dist
+
+seconds = float(sys.argv[1]) if len(sys.argv) > 1 else 0.0
+rank, world = int(os.environ["RANK"]), int(os.environ["WORLD_SIZE"])
+report = (
+    Path(os.environ["COUNT_DIR"])
+    / f"{os.environ['FLEET_JOB_NAME']}-rank{rank}-{time.time():.3f}.json"
+)
+started = time.time()
+report.write_text(json.dumps({"rank": rank, "started": started, "cwd": os.getcwd()}))
+dist.init_process_group("gloo", timeout=__import__("datetime").timedelta(seconds=120))
+t = torch.tensor([float(rank + 1)])
+dist.all_reduce(t)
+deadline = time.monotonic() + seconds
+rounds = 0
+while time.monotonic() < deadline:
+    x = torch.ones(1)
+    dist.all_reduce(x)
+    rounds += 1
+    time.sleep(0.05)
+dist.barrier()
+report.write_text(
+    json.dumps(
+        {
+            "rank": rank,
+            "world": world,
+            "sum": t.item(),
+            "rounds": rounds,
+            "node_rank": os.environ["NODE_RANK"],
+            "nodes": os.environ["FLEET_NODES"],
+            "master": f"{os.environ['MASTER_ADDR']}:{os.environ['MASTER_PORT']}",
+            "started": started,
+            "cwd": os.getcwd(),
+        }
+    )
+)
+if rank == 0:
+    Path(os.environ["FLEET_OUTPUT_DIR"], "sum.txt").write_text(str(t.item()))
+print(f"rank {rank} of {world}: all_reduce sum {t.item()}")
+dist.destroy_process_group()

@@ -1,0 +1,169 @@
+"""Gangs (``nodes = N``) on real workers, one per simulated host on loopback: the members
+meet through torch.distributed (gloo), a member's death stops and re-runs the gang as a
+whole, and two gangs on three hosts both finish."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+import uuid
+from pathlib import Path
+
+import pytest
+import redis
+
+from fleet.local import start_worker, stop_worker
+from fleet.redis_server import RedisServer
+from state.records import JobState, Records
+from tests.e2e.conftest import wait_for_workers
+from tests.waiting import wait_until
+
+pytestmark = pytest.mark.e2e
+JOB = Path(__file__).with_name("gangjob.py")
+SLEEPY = Path(__file__).with_name("sleepy.py")
+ONE_CORE = {"cuda_devices": [], "ram_total_gib": 8, "cpu_cores": 1}  # one job at a time
+HOSTS = ("ga", "gb", "gc")
+
+
+class Gangs:
+    def __init__(self, root: Path, env: dict):
+        self.root, self.env, self.workers = root, env, {}
+        self.counts = root / "counts"
+        self.counts.mkdir(exist_ok=True)
+
+    def start(self, *names: str) -> None:
+        for name in names:
+            self.workers[name] = start_worker(name, ONE_CORE, self.env, self.root / "logs")
+        wait_for_workers(self.env, names)
+
+    def publish(self, text: str) -> dict[str, str]:
+        path = self.root / f"m-{uuid.uuid4().hex[:6]}.toml"
+        path.write_text(text)
+        done = self.cli("publish", str(path), "--json")
+        return {r["name"]: r["job_id"] for r in json.loads(done.stdout)}
+
+    def cli(self, *args: str) -> subprocess.CompletedProcess:
+        done = subprocess.run(
+            [sys.executable, "-m", "fleet.cli", *args],
+            env=self.env,
+            capture_output=True,
+            text=True,
+            timeout=120,
+        )
+        assert done.returncode == 0, done.stdout + done.stderr
+        return done
+
+    def records(self) -> Records:
+        return Records(redis.Redis.from_url(self.env["FLEET_BROKER_URL"], decode_responses=True))
+
+    def wait(self, ids: dict[str, str], timeout_s: float = 150) -> dict:
+        def finished():
+            recs = {r.name: r for r in self.records().all() if r.job_id in ids.values()}
+            done = len(recs) == len(ids) and all(r.state.terminal for r in recs.values())
+            return recs if done else None
+
+        return wait_until("jobs finished", finished, timeout_s, detail=self.logs)
+
+    def reports(self, name: str) -> list[dict]:
+        return [json.loads(p.read_text()) for p in sorted(self.counts.glob(f"{name}-rank*.json"))]
+
+    def logs(self) -> str:
+        return "\n".join(
+            f"--- {p.name}\n{p.read_text(errors='replace')[-3000:]}"
+            for p in (self.root / "logs").glob("*.log")
+        )
+
+
+@pytest.fixture(scope="module")
+def gangs(tmp_path_factory):
+    root = tmp_path_factory.mktemp("gangs")
+    server = RedisServer(root / "redis").start()
+    env = dict(
+        os.environ,
+        FLEET_BROKER_URL=server.url,
+        FLEET_STORE_URL=f"file://{root / 'store'}",
+        FLEET_LEASE_TTL_S="5",
+        FLEET_GANG_FORM_TIMEOUT_S="4",
+        COUNT_DIR=str(root / "counts"),
+    )
+    env.pop("FLEET_CAPABILITY", None)
+    g = Gangs(root, env)
+    try:
+        g.start(*HOSTS)
+        yield g
+    finally:
+        for w in g.workers.values():
+            stop_worker(w)
+        server.stop()
+
+
+def gang(name: str, seconds: float, nodes: int = 2, extra: str = "") -> str:
+    return (
+        f'[[jobs]]\nname = "{name}"\ncommand = ["{sys.executable}", "{JOB}", "{seconds}"]\n'
+        f"nodes = {nodes}\n{extra}\n"
+    )
+
+
+def test_a_two_node_gang_meets_through_torch_distributed_on_two_hosts(gangs):
+    ids = gangs.publish(gang("pair", 0))
+    rec = gangs.wait(ids)["pair"]
+    assert rec.state is JobState.SUCCEEDED, gangs.logs()
+    seen = [r for r in gangs.reports("pair") if "sum" in r]
+    assert sorted(r["rank"] for r in seen) == [0, 1]
+    assert all(r["sum"] == 3.0 and r["world"] == 2 and r["nodes"] == "2" for r in seen)
+    # one member per host: each ran in its own worker's work dir
+    hosts = {next(p for p in Path(r["cwd"]).parts if p.startswith("work-")) for r in seen}
+    assert len(hosts) == 2, seen
+    # one record, rank 0's host as its worker, every member's host listed
+    raw = gangs.records().r.hgetall("fleet:job:" + ids["pair"])
+    assert raw["worker"] == raw["gang_hosts"].split(",")[0]
+    assert len(set(raw["gang_hosts"].split(","))) == 2
+    assert raw["attempts"] == "1" and raw["runs"] == "1"
+
+
+def test_two_gangs_on_three_hosts_both_finish(gangs):
+    ids = gangs.publish(gang("left", 2) + gang("right", 2, extra="seed = 1"))
+    recs = gangs.wait(ids)
+    assert all(r.state is JobState.SUCCEEDED for r in recs.values()), gangs.logs()
+
+
+def test_a_member_killed_mid_run_stops_its_partner_and_the_gang_runs_again_whole(gangs):
+    ids = gangs.publish(gang("kill", 8, extra="seed = 2"))
+    jid = ids["kill"]
+    r = gangs.records().r
+    wait_until(
+        "the gang running",
+        lambda: (
+            r.hget("fleet:job:" + jid, "state") == "running"
+            and len([p for p in gangs.reports("kill") if "sum" not in p]) >= 2
+        ),
+        60,
+    )
+    first = r.hget("fleet:job:" + jid, "gang_hosts").split(",")
+    victim = first[1]
+    os.killpg(gangs.workers[victim].pid, signal.SIGKILL)
+    killed_at = time.monotonic()
+    # the partner hears within seconds: the record goes back to its queue for the gang
+    wait_until(
+        "the gang requeued",
+        lambda: (
+            r.hget("fleet:job:" + jid, "runs") == "2"
+            or r.hget("fleet:job:" + jid, "state") == "queued"
+        ),
+        30,
+    )
+    assert time.monotonic() - killed_at < 15
+    try:
+        rec = gangs.wait(ids, 150)["kill"]
+        assert rec.state is JobState.SUCCEEDED, gangs.logs()
+        raw = r.hgetall("fleet:job:" + jid)
+        assert raw["runs"] == "2" and raw["attempts"] == "2", raw
+        assert victim not in raw["gang_hosts"].split(",")
+        assert len([p for p in gangs.reports("kill") if "sum" in p]) == 2  # the second run only
+    finally:
+        gangs.workers[victim].wait()
+        gangs.start(victim)
