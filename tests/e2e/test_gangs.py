@@ -131,6 +131,19 @@ def test_two_gangs_on_three_hosts_both_finish(gangs):
     assert all(r.state is JobState.SUCCEEDED for r in recs.values()), gangs.logs()
 
 
+def test_a_gang_beside_a_stream_of_one_host_jobs_starts_and_so_do_they(gangs):
+    small = "".join(
+        f'[[jobs]]\nname = "s{i}"\ncommand = ["{sys.executable}", "{SLEEPY}", "0.5"]\nseed = {i}\n'
+        for i in range(8)
+    )
+    ids = gangs.publish(
+        small[: len(small) // 2] + gang("among", 1, extra="seed = 3") + small[len(small) // 2 :]
+    )
+    recs = gangs.wait(ids)
+    assert all(r.state is JobState.SUCCEEDED for r in recs.values()), gangs.logs()
+    assert len([p for p in gangs.reports("among") if "sum" in p]) == 2
+
+
 def test_a_member_killed_mid_run_stops_its_partner_and_the_gang_runs_again_whole(gangs):
     ids = gangs.publish(gang("kill", 8, extra="seed = 2"))
     jid = ids["kill"]
