@@ -98,3 +98,9 @@ class Gangs:
         raw = self.r.hgetall(GANG_KEY + job_id)
         ranks = sorted(int(k[2:]) for k in raw if k.startswith("m:"))
         return [Member.from_json(r, raw[f"m:{r}"]) for r in ranks]
+
+
+def rank_log_id(job_id: str, rank: int) -> str:
+    """Where a gang member's output is kept for `fleet logs --rank N`: rank 0's is the job's
+    own log, another rank's beside it."""
+    return job_id if rank == 0 else f"{job_id}.rank{rank}"

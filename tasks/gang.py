@@ -13,77 +13,25 @@ from __future__ import annotations
 
 import logging
 import socket
-import sys
 import time
 from dataclasses import dataclass
 
 from core.constants import GANG_BEAT_TTL_S, HEARTBEAT_EVERY_S
 from core.ids import short_id
 from manifest.schema import JobSpec
-from state.gang import Answer, Gangs, Member
+from state.gang import Answer, Gangs, Member, rank_log_id
 from state.jobrecord import JobState, RunEnd, record_end
 from tasks.host import HostContext
 from tasks.retry import retry_redis
 from tasks.run import Ended, Outcome, Run, Stop
 from tasks.runner import RunOutcome
+from tasks.seat import Seat
 from tasks.ticks import Tick
 
 log = logging.getLogger("fleet.gang")
 
 WAIT_POLL_S = 0.2  # a waiting member beats and looks at its gang this often
 SAME_HOST_PAUSE_S = 0.5  # a host that holds a seat lets another host take the next copy
-
-
-@dataclass(frozen=True)
-class Seat:
-    """This member's place in a formed gang."""
-
-    rank: int  # its node rank
-    members: tuple[Member, ...]  # every member, by rank
-
-    @property
-    def nodes(self) -> int:
-        return len(self.members)
-
-    def environment(self, gpus: int) -> dict[str, str]:
-        """torch.distributed's variables for the job's process on this host. With more than
-        one GPU per node, torchrun (``argv``) sets RANK and LOCAL_RANK per process."""
-        master, per_node = self.members[0], max(1, gpus)
-        env = {
-            "MASTER_ADDR": master.addr,
-            "MASTER_PORT": str(master.port),
-            "WORLD_SIZE": str(self.nodes * per_node),
-            "LOCAL_WORLD_SIZE": str(per_node),
-            "NODE_RANK": str(self.rank),
-            "FLEET_NODES": str(self.nodes),
-        }
-        if per_node == 1:
-            env.update(RANK=str(self.rank), LOCAL_RANK="0")
-        return env
-
-    def argv(self, argv: list[str], gpus: int, rdzv_id: str) -> list[str]:
-        """The job's argv, under torchrun when the node runs one process per GPU."""
-        if gpus <= 1:
-            return argv
-        master = self.members[0]
-        return [
-            sys.executable,
-            "-m",
-            "torch.distributed.run",
-            f"--nnodes={self.nodes}",
-            f"--node_rank={self.rank}",
-            f"--nproc_per_node={gpus}",
-            "--rdzv_backend=c10d",
-            f"--rdzv_endpoint={master.addr}:{master.port}",
-            f"--rdzv_id={rdzv_id}",
-            "--no-python",
-            *argv,
-        ]
-
-    @property
-    def token(self) -> str:
-        """This member's own seat (its delivery's token; the run's is the gang's)."""
-        return next(m.seat for m in self.members if m.rank == self.rank)
 
 
 @dataclass(frozen=True)
@@ -219,10 +167,6 @@ def log_id(job_id: str, seat: Seat | None) -> str:
     """Where a member's output goes for `fleet logs`: rank 0's is the job's own log, another
     rank's is beside it (`fleet logs --rank N`)."""
     return job_id if seat is None or seat.rank == 0 else rank_log_id(job_id, seat.rank)
-
-
-def rank_log_id(job_id: str, rank: int) -> str:
-    return job_id if rank == 0 else f"{job_id}.rank{rank}"
 
 
 def settle(ctx: HostContext, run: Run, outcome: RunOutcome) -> Ended | None:

@@ -27,7 +27,7 @@ from routing.pool import Grant
 from state.jobrecord import JobState, RunEnd
 
 if TYPE_CHECKING:
-    from tasks.gang import Seat
+    from tasks.seat import Seat
 
 
 class Stop(str, Enum):

@@ -5,7 +5,8 @@ from __future__ import annotations
 import sys
 
 from state.gang import Member
-from tasks.gang import Seat, log_id
+from tasks.gang import log_id
+from tasks.seat import Seat
 
 MEMBERS = (Member(0, "a", "10.0.0.1", 29500, "s0"), Member(1, "b", "10.0.0.2", 29501, "s1"))
 
