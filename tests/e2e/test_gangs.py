@@ -25,6 +25,7 @@ from tests.waiting import wait_until
 pytestmark = pytest.mark.e2e
 JOB = Path(__file__).with_name("gangjob.py")
 SLEEPY = Path(__file__).with_name("sleepy.py")
+MOONS = Path(__file__).parents[2] / "examples" / "data" / "moons.csv"
 ONE_CORE = {"cuda_devices": [], "ram_total_gib": 8, "cpu_cores": 1}  # one job at a time
 HOSTS = ("ga", "gb", "gc")
 
@@ -142,6 +143,24 @@ def test_a_gang_beside_a_stream_of_one_host_jobs_starts_and_so_do_they(gangs):
     recs = gangs.wait(ids)
     assert all(r.state is JobState.SUCCEEDED for r in recs.values()), gangs.logs()
     assert len([p for p in gangs.reports("among") if "sum" in p]) == 2
+
+
+def test_the_mlp_trainer_trains_as_a_two_node_gang_with_rank_0_storing_the_model(gangs):
+    ids = gangs.publish(
+        f'[[jobs]]\nname = "mlp2"\nmodel = "mlp"\ndata = "{MOONS}"\nnodes = 2\n'
+        "hyper = { epochs = 4, batch_size = 32 }\n"
+    )
+    rec = gangs.wait(ids)["mlp2"]
+    assert rec.state is JobState.SUCCEEDED, gangs.logs()
+    raw = gangs.records().r.hgetall("fleet:job:" + ids["mlp2"])
+    assert len(set(raw["gang_hosts"].split(","))) == 2
+    assert rec.artifact and rec.artifact["sha256"]  # rank 0's outputs, one bundle
+    # one world of two processes, one per host, rank 0 reporting (`fleet logs`: rank 0's)
+    assert "on cpu x 2 processes" in gangs.cli("logs", ids["mlp2"]).stdout
+    # each rank's output is its own: rank 1 ran the trainer too and ended well
+    rank1 = gangs.cli("logs", ids["mlp2"], "--rank", "1", "--json").stdout.splitlines()
+    ends = [json.loads(x) for x in rank1 if '"event"' in x]
+    assert any(e.get("outcome") == "succeeded" for e in ends), rank1
 
 
 def test_a_member_killed_mid_run_stops_its_partner_and_the_gang_runs_again_whole(gangs):
