@@ -1,6 +1,9 @@
 """A gang member for the e2e tests: meets its partners through torch.distributed (gloo, the
 variables fleet sets), proves the rendezvous with an all_reduce, then keeps reducing for
-``seconds`` (so a test can kill a partner mid-run) and reports what it saw to COUNT_DIR."""
+``seconds`` (so a test can kill a partner mid-run) and reports what it saw to COUNT_DIR.
+
+Usage: gangjob.py SECONDS [BACKEND]: gloo (default, CPU) or nccl (its tensors on its GPU).
+"""
 
 import json
 import os
@@ -12,6 +15,8 @@ import torch
 import torch.distributed as dist
 
 seconds = float(sys.argv[1]) if len(sys.argv) > 1 else 0.0
+backend = sys.argv[2] if len(sys.argv) > 2 else "gloo"
+device = "cuda" if backend == "nccl" else "cpu"
 rank, world = int(os.environ["RANK"]), int(os.environ["WORLD_SIZE"])
 report = (
     Path(os.environ["COUNT_DIR"])
@@ -19,13 +24,15 @@ report = (
 )
 started = time.time()
 report.write_text(json.dumps({"rank": rank, "started": started, "cwd": os.getcwd()}))
-dist.init_process_group("gloo", timeout=__import__("datetime").timedelta(seconds=120))
-t = torch.tensor([float(rank + 1)])
+if device == "cuda":
+    torch.cuda.set_device(0)  # the one GPU its member holds (CUDA_VISIBLE_DEVICES)
+dist.init_process_group(backend, timeout=__import__("datetime").timedelta(seconds=120))
+t = torch.tensor([float(rank + 1)], device=device)
 dist.all_reduce(t)
 deadline = time.monotonic() + seconds
 rounds = 0
 while time.monotonic() < deadline:
-    x = torch.ones(1)
+    x = torch.ones(1, device=device)
     dist.all_reduce(x)
     rounds += 1
     time.sleep(0.05)
@@ -36,6 +43,8 @@ report.write_text(
             "rank": rank,
             "world": world,
             "sum": t.item(),
+            "backend": backend,
+            "visible": os.environ.get("CUDA_VISIBLE_DEVICES", ""),
             "rounds": rounds,
             "node_rank": os.environ["NODE_RANK"],
             "nodes": os.environ["FLEET_NODES"],
