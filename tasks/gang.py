@@ -15,6 +15,7 @@ import logging
 import socket
 import time
 from dataclasses import dataclass
+from pathlib import Path
 
 from core.constants import GANG_BEAT_TTL_S, HEARTBEAT_EVERY_S
 from core.ids import short_id
@@ -22,6 +23,7 @@ from manifest.schema import JobSpec
 from state.gang import Answer, Gangs, Member, rank_log_id
 from state.jobrecord import JobState, RunEnd, record_end
 from tasks.host import HostContext
+from tasks.joblog import log_key
 from tasks.retry import retry_redis
 from tasks.run import Ended, Outcome, Run, Stop
 from tasks.runner import RunOutcome
@@ -32,6 +34,7 @@ log = logging.getLogger("fleet.gang")
 
 WAIT_POLL_S = 0.2  # a waiting member beats and looks at its gang this often
 SAME_HOST_PAUSE_S = 0.5  # a host that holds a seat lets another host take the next copy
+RANK_LOG = "fleet-log-rank{rank}.txt"  # another rank's output, in rank 0's bundle
 
 
 @dataclass(frozen=True)
@@ -186,7 +189,9 @@ def settle(ctx: HostContext, run: Run, outcome: RunOutcome) -> Ended | None:
         return _requeue_gang(ctx, run, why) if why else None
     if outcome.stopped is None and outcome.returncode == 0:
         _redis(ctx, watch.done, "gang done")
-        if seat.rank != 0:
+        if seat.rank == 0:
+            rank_logs(ctx.redis, job.job_id, seat, run.number, run.work)
+        else:
             return Ended(
                 Outcome.MEMBER,
                 "exited 0; rank 0 records the gang's result",
@@ -194,6 +199,45 @@ def settle(ctx: HostContext, run: Run, outcome: RunOutcome) -> Ended | None:
                 detail=f"rank {seat.rank}",
             )
     return None
+
+
+def rank_logs(
+    client, job_id: str, seat: Seat, number: int, work: Path, wait_s: float = GANG_BEAT_TTL_S
+) -> list[str]:
+    """Rank 0's bundle holds every rank's log: each other rank's output of this run, from
+    Redis, as ``fleet-log-rankN.txt`` in the work dir (waiting up to ``wait_s`` for each to
+    end its run: its last lines are sent as it ends). The names written."""
+    deadline = time.monotonic() + wait_s
+    written = []
+    for m in seat.members:
+        if m.rank == 0:
+            continue
+        key = log_key(rank_log_id(job_id, m.rank))
+        lines, ended = _run_lines(client.xrange(key), number)
+        while not ended and time.monotonic() < deadline:
+            time.sleep(WAIT_POLL_S)
+            lines, ended = _run_lines(client.xrange(key), number)
+        name = RANK_LOG.format(rank=m.rank)
+        (work / name).write_text("".join(line + "\n" for line in lines), encoding="utf-8")
+        written.append(name)
+    return written
+
+
+def _run_lines(entries, number: int) -> tuple[list[str], bool]:
+    """The output lines of run ``number`` in a log stream, and whether that run ended."""
+    lines, ours, ended = [], False, False
+    for _, fields in entries:
+        f = {_text(k): _text(v) for k, v in fields.items()}
+        if "ev" in f:
+            ours = f.get("run") == str(number)
+            ended = ended or (ours and f["ev"] == "end")
+        elif ours and "l" in f:
+            lines.append(f["l"])
+    return lines, ended
+
+
+def _text(v) -> str:
+    return v.decode("utf-8", "replace") if isinstance(v, bytes) else v
 
 
 def _requeue_gang(ctx: HostContext, run: Run, why: str) -> Ended:

@@ -9,13 +9,16 @@ import os
 import signal
 import subprocess
 import sys
+import tarfile
 import time
 import uuid
 from pathlib import Path
 
 import pytest
 import redis
+import zstandard
 
+from artifacts.stores import open_store_at
 from fleet.local import start_worker, stop_worker
 from fleet.redis_server import RedisServer
 from state.records import JobState, Records
@@ -102,6 +105,16 @@ def gangs(tmp_path_factory):
         server.stop()
 
 
+def bundle_files(gangs: Gangs, rec) -> dict[str, str]:
+    store = open_store_at(gangs.env["FLEET_STORE_URL"])
+    path = store.get_bundle(
+        rec.artifact.get("kind", "command"), rec.artifact["sha256"], gangs.root / "b.tar.zst"
+    )
+    with open(path, "rb") as raw, zstandard.ZstdDecompressor().stream_reader(raw) as stream:
+        with tarfile.open(fileobj=stream, mode="r|") as tar:
+            return {m.name: tar.extractfile(m).read().decode() for m in tar if m.isfile()}
+
+
 def gang(name: str, seconds: float, nodes: int = 2, extra: str = "") -> str:
     return (
         f'[[jobs]]\nname = "{name}"\ncommand = ["{sys.executable}", "{JOB}", "{seconds}"]\n'
@@ -124,6 +137,11 @@ def test_a_two_node_gang_meets_through_torch_distributed_on_two_hosts(gangs):
     assert raw["worker"] == raw["gang_hosts"].split(",")[0]
     assert len(set(raw["gang_hosts"].split(","))) == 2
     assert raw["attempts"] == "1" and raw["runs"] == "1"
+    # one bundle: rank 0's outputs, its log and rank 1's
+    files = bundle_files(gangs, gangs.records().get(ids["pair"]))
+    assert files["out/sum.txt"] == "3.0"
+    assert "rank 0 of 2: all_reduce sum 3.0" in files["fleet-log.txt"]
+    assert "rank 1 of 2: all_reduce sum 3.0" in files["fleet-log-rank1.txt"]
 
 
 def test_two_gangs_on_three_hosts_both_finish(gangs):
