@@ -149,9 +149,11 @@ def main() -> None:
         try:
             records = Records(redis.Redis.from_url(server.url, decode_responses=True))
             try:
-                idle = [
-                    one_gang(env, root, records, f"idle{i}", args, i) for i in range(args.rounds)
-                ]
+                # each fleet round beside a torchrun round, so that both see the same load
+                idle, plain = [], []
+                for i in range(args.rounds):
+                    idle.append(one_gang(env, root, records, f"idle{i}", args, i))
+                    plain.append(torchrun_loop(env, args))
                 busy = [
                     one_gang(env, root, records, f"busy{i}", args, 50 + i, busy=args.busy)
                     for i in range(args.rounds)
@@ -165,8 +167,7 @@ def main() -> None:
             for w in workers:
                 stop_worker(w)
             server.stop()
-        plain = [torchrun_loop(env, args) for _ in range(args.rounds)]
-    fleet_loop = statistics.median(r["loop"] for r in idle + busy)
+    fleet_loop = statistics.median(r["loop"] for r in idle)
     print(f"a nodes = 2 gang on 2 simulated hosts, {args.rounds} round(s) (seconds: median, max)")
     for label, rows in (("idle hosts", idle), (f"hosts busy ({args.busy} short jobs)", busy)):
         starts = [r["start"] for r in rows]

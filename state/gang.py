@@ -18,6 +18,7 @@ from state import fairshare
 from state.redis_conn import decoding
 
 GANG_KEY = C.KEY_PREFIX + "gang:"  # hash per gang job: fleet:gang:<job_id>
+FORMING_ZSET = C.KEY_PREFIX + "gangs:forming"  # gangs forming, oldest (priority, age) first
 
 
 class Answer(str, Enum):
@@ -32,6 +33,7 @@ class Answer(str, Enum):
     GONE = "gone"  # the job left the queue (cancelled, failed) while the gang formed
     EVICTED = "evicted"  # this member's seat was given to another (it stopped beating)
     LEFT = "left"  # the seat is given back
+    YIELD = "yield"  # an older gang of the same queue is forming: give this host to it
     OK = "ok"
     STALE = "stale"
 
@@ -68,14 +70,16 @@ class Gangs:
 
     def _call(self, job_id: str, op: str, *args) -> tuple[Answer, str]:
         answer, detail = self._script(
-            keys=[C.JOB_KEY + job_id, GANG_KEY + job_id, C.OWNER_LISTS_KEY],
+            keys=[C.JOB_KEY + job_id, GANG_KEY + job_id, C.OWNER_LISTS_KEY, FORMING_ZSET],
             args=[op, int(time.time() * 1000), self.ttl_ms, *args],
         )
         return Answer(answer), str(detail)
 
-    def join(self, job_id: str, nodes: int, member: Member) -> tuple[Answer, str]:
+    def join(
+        self, job_id: str, nodes: int, member: Member, priority: int = C.DEFAULT_PRIORITY
+    ) -> tuple[Answer, str]:
         """Take a seat (the rank is the detail of WAIT and COMPLETE)."""
-        return self._call(job_id, "join", nodes, member.host, member.to_json())
+        return self._call(job_id, "join", nodes, member.host, member.to_json(), priority)
 
     def beat(self, job_id: str, rank: int, seat: str) -> tuple[Answer, str]:
         """This member is alive; how the gang stands."""

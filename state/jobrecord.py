@@ -119,6 +119,7 @@ class JobRecord:
     fallback_queue: str = ""  # prefer_cuda: the queue its other copy waits in
     fb_grace_s: float | None = None  # prefer_cuda: how long it waits before that copy is pushed
     pushes: int = 0  # messages pushed for it so far (each tagged <id>.<n>)
+    gang_hosts: str = ""  # a gang's (nodes = N) members' hosts by rank, "a,b" (lua/gang.lua)
     copies: tuple[QueuedCopy, ...] = ()  # its messages as stored (only when read whole)
     problems: tuple[str, ...] = ()  # stored fields that did not decode (left at defaults)
 
@@ -263,6 +264,7 @@ _DECODE: dict[str, Callable[[str], Any]] = {
             "fallback_queue",
             "trained_host",
             "trained_dir",
+            "gang_hosts",
         ),
         str,
     ),

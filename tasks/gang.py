@@ -76,7 +76,9 @@ def form(ctx: HostContext, job: JobSpec, queue: str, token: str) -> Formed | End
     when this delivery does not run (dropped, or its seat given back)."""
     g = gangs(ctx)
     me = Member(-1, ctx.hostname, advertised_addr(ctx), free_port(), token)
-    answer, detail = _redis(ctx, lambda: g.join(job.job_id, job.nodes, me), "join gang")
+    answer, detail = _redis(
+        ctx, lambda: g.join(job.job_id, job.nodes, me, job.priority), "join gang"
+    )
     if answer is Answer.DROP:
         return Ended(Outcome.DROPPED, detail)
     if answer is Answer.SAME_HOST:
@@ -105,9 +107,11 @@ def _wait(ctx: HostContext, g: Gangs, job: JobSpec, rank: int, token: str) -> Fo
             return _formed(ctx, g, job, rank, detail)
         if answer in (Answer.GONE, Answer.EVICTED):
             return Ended(Outcome.DROPPED, f"gang {answer.value}: {detail}".strip(": "))
-        if ctx.shutdown.is_set() or time.monotonic() >= deadline:
+        if answer is Answer.YIELD or ctx.shutdown.is_set() or time.monotonic() >= deadline:
             why = (
-                "worker shutting down"
+                f"gave the host to older gang {short_id(detail)}, forming in the same queue"
+                if answer is Answer.YIELD
+                else "worker shutting down"
                 if ctx.shutdown.is_set()
                 else f"gang could not form in {ctx.settings.gang_form_timeout_s:g}s: "
                 f"{detail} of {job.nodes} hosts held a seat"

@@ -28,6 +28,7 @@ FIELDS = (
     "queue",
     "attempts",
     "worker",
+    "gang_hosts",
     "gpu",
     "created_at",
     "queued_at",

@@ -10,13 +10,19 @@
 -- the copies in circulation so that no seat is lost; an extra copy is harmless (it finds the
 -- gang full, or the job running, and is dropped).
 --
--- KEYS: job_key, gang_key, owner_lists
+-- Two gangs that each hold some of the hosts they both want would wait for each other: the
+-- older one (higher priority, then published first) wins. Forming gangs are listed in the
+-- forming zset by that order; a waiting member whose gang has an older gang of the same
+-- queue forming (holding at least one host, short of its N) before it yields its seat at
+-- once, so its host takes the older gang's seat next.
+--
+-- KEYS: job_key, gang_key, owner_lists, forming_zset
 -- ARGV: op ('join' | 'beat' | 'leave' | 'done' | 'start'), now_ms, beat_ttl_ms, then per op:
---   join:  nodes, host, member_json          -> {'wait'|'complete', rank} | {'drop', why}
+--   join:  nodes, host, member_json, priority -> {'wait'|'complete', rank} | {'drop', why}
 --                                               | {'same_host', ''}
 --   beat:  rank, seat                        -> {'wait', alive} | {'formed', token}
 --                                               | {'broken', 'rank R on HOST'} | {'gone', state}
---                                               | {'evicted', ''}
+--                                               | {'evicted', ''} | {'yield', older job_id}
 --   leave: rank, seat                        -> {'left', ''} | {'formed', token}
 --   done:  rank                              -> {'ok', ''}
 --   start: token                             -> {'ok', hosts} | {'stale', ''}
@@ -63,6 +69,40 @@ local function top_up(alive, n)
   for _ = out + 1, want do push('RPUSH') end
 end
 
+local GANG_PREFIX = string.sub(gk, 1, #gk - #(redis.call('HGET', jk, 'job_id') or ''))
+local JOB_PREFIX = string.sub(jk, 1, #jk - #(redis.call('HGET', jk, 'job_id') or ''))
+
+-- Alive members of another gang's hash (read only: its own members prune it).
+local function alive_in(other_gk, n)
+  local alive = 0
+  for r = 0, n - 1 do
+    if redis.call('HEXISTS', other_gk, 'm:' .. r) == 1
+       and tonumber(redis.call('HGET', other_gk, 'beat:' .. r) or '0') + ttl >= now then
+      alive = alive + 1
+    end
+  end
+  return alive
+end
+
+-- An older gang of this queue, forming and holding a host, that this one should yield to.
+local function older()
+  local id = redis.call('HGET', jk, 'job_id')
+  local mine = redis.call('ZRANK', KEYS[4], id)  -- ties (one publish) go by job ID
+  if not mine or mine == 0 then return nil end
+  local queue = redis.call('HGET', jk, 'pri_queue')  -- its queue, whatever its priority
+  for _, other in ipairs(redis.call('ZRANGE', KEYS[4], math.max(0, mine - 16), mine - 1)) do
+    local ojk, ogk = JOB_PREFIX .. other, GANG_PREFIX .. other
+    local n = tonumber(redis.call('HGET', ogk, 'n') or '0')
+    if redis.call('HGET', ojk, 'state') ~= 'queued' or n == 0 then
+      redis.call('ZREM', KEYS[4], other)  -- started, ended or gone: no longer forming
+    elseif redis.call('HGET', ojk, 'pri_queue') == queue then
+      local alive = alive_in(ogk, n)
+      if alive > 0 and alive < n then return other end
+    end
+  end
+  return nil
+end
+
 local function formed()
   local token = redis.call('HGET', gk, 'token')
   return token and redis.call('HGET', jk, 'state') == 'running'
@@ -76,6 +116,7 @@ end
 
 if op == 'start' then
   if redis.call('HGET', jk, 'token') ~= ARGV[4] then return {'stale', ''} end
+  redis.call('ZREM', KEYS[4], redis.call('HGET', jk, 'job_id'))
   local hosts = {}
   for r = 0, tonumber(redis.call('HGET', gk, 'n')) - 1 do
     hosts[#hosts + 1] = cjson.decode(redis.call('HGET', gk, 'm:' .. r) or '{"host":"?"}').host
@@ -108,6 +149,10 @@ if op == 'join' then
   if not free then return {'drop', 'gang full'} end
   redis.call('HSET', gk, 'm:' .. free, ARGV[6], 'beat:' .. free, ARGV[2])
   if alive == 0 then redis.call('HSET', gk, 'since', ARGV[2]) end
+  -- its place among forming gangs: higher priority first, then published first
+  local created = tonumber(redis.call('HGET', jk, 'created_at') or '0') or 0
+  redis.call('ZADD', KEYS[4], 'NX', (9 - tonumber(ARGV[7])) * 1e13 + math.floor(created * 1000),
+             redis.call('HGET', jk, 'job_id'))
   alive = alive + 1
   top_up(alive, n)
   if alive == n then
@@ -156,4 +201,8 @@ local state = redis.call('HGET', jk, 'state')
 if past or state ~= 'queued' then return {'gone', state or 'no record'} end
 local alive, _, _, n = census(nil)
 top_up(alive, n)
+if alive < n then
+  local first = older()
+  if first then return {'yield', first} end
+end
 return {'wait', tostring(alive)}

@@ -137,6 +137,9 @@ def test_a_two_node_gang_meets_through_torch_distributed_on_two_hosts(gangs):
     assert raw["worker"] == raw["gang_hosts"].split(",")[0]
     assert len(set(raw["gang_hosts"].split(","))) == 2
     assert raw["attempts"] == "1" and raw["runs"] == "1"
+    h0, h1 = raw["gang_hosts"].split(",")
+    shown = json.loads(gangs.cli("status", "--json").stdout)
+    assert f"rank 0 {h0}, rank 1 {h1}" in gangs.cli("show", ids["pair"]).stdout
     # one bundle: rank 0's outputs, its log and rank 1's
     files = bundle_files(gangs, gangs.records().get(ids["pair"]))
     assert files["out/sum.txt"] == "3.0"

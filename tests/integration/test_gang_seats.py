@@ -11,15 +11,20 @@ from state.gang import Answer, Gangs, Member
 from state.records import Records
 
 
-@pytest.fixture
-def gang(redis_url, redis_client):
+def published(redis_url, redis_client, text: str) -> list[str]:
     from tasks import app
 
     app.conf.broker_url = redis_url
     app.pool.force_close_all()
-    m = loads('[[jobs]]\nname = "g"\ncommand = ["true"]\nnodes = 3\n', "m.toml")
-    (row,) = publish(app, redis_client, m)
-    return row.job.job_id
+    return [row.job.job_id for row in publish(app, redis_client, loads(text, "m.toml"))]
+
+
+@pytest.fixture
+def gang(redis_url, redis_client):
+    (jid,) = published(
+        redis_url, redis_client, '[[jobs]]\nname = "g"\ncommand = ["true"]\nnodes = 3\n'
+    )
+    return jid
 
 
 def queue(client, job_id: str) -> str:
@@ -89,3 +94,21 @@ def test_a_formed_gang_hears_of_a_silent_member(redis_client, gang):
     g.done(gang, 2)  # c exited 0: its silence is no loss
     assert g.beat(gang, 0, "seat-a") == (Answer.BROKEN, "rank 1 on b")
     assert records.get(gang).worker == "a"
+
+
+def test_a_gang_gives_its_host_to_one_of_higher_priority_forming_in_its_queue(
+    redis_url, redis_client
+):
+    young, old = published(
+        redis_url,
+        redis_client,
+        '[[jobs]]\nname = "young"\ncommand = ["true"]\nnodes = 2\nseed = 1\n'
+        '[[jobs]]\nname = "old"\ncommand = ["true"]\nnodes = 2\npriority = 7\n',
+    )
+    g = Gangs(redis_client, beat_ttl_s=5)
+    assert g.join(young, 2, member("b")) == (Answer.WAIT, "0")
+    assert g.beat(young, 0, "seat-b") == (Answer.WAIT, "1")  # no older gang holds a host
+    assert g.join(old, 2, member("a")) == (Answer.WAIT, "0")
+    assert g.beat(young, 0, "seat-b") == (Answer.YIELD, old)
+    assert g.beat(old, 0, "seat-a") == (Answer.WAIT, "1")  # the older one never yields
+    assert g.leave(young, 0, "seat-b") == (Answer.LEFT, "")
