@@ -6,6 +6,7 @@ The job record stays the one record of the job; this hash only says who its memb
 
 from __future__ import annotations
 
+import functools
 import json
 import time
 from dataclasses import dataclass
@@ -59,6 +60,11 @@ class Member:
         return cls(rank, d["host"], d["addr"], int(d["port"]), d["seat"])
 
 
+@functools.cache
+def _source() -> str:
+    return fairshare.lua("gang")
+
+
 class Gangs:
     """Gang membership on one Redis connection; ``beat_ttl_s``: a member silent that long is
     gone."""
@@ -66,7 +72,7 @@ class Gangs:
     def __init__(self, client: redis.Redis, beat_ttl_s: float):
         self.r = decoding(client)
         self.ttl_ms = int(beat_ttl_s * 1000)
-        self._script = self.r.register_script(fairshare.lua("gang"))
+        self._script = self.r.register_script(_source())
 
     def _call(self, job_id: str, op: str, *args) -> tuple[Answer, str]:
         answer, detail = self._script(

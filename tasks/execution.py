@@ -497,7 +497,7 @@ def _failed(
         and attempt < job.max_attempts
         and (outcome is None or outcome.stopped is not Stop.OVER_BUDGET)
     )
-    retry_redis(
+    owned = retry_redis(
         lambda: ctx.records.finish(
             job.job_id,
             run.token,
@@ -508,6 +508,8 @@ def _failed(
         what="record failure",
         stop=ctx.shutdown,
     )
+    if not owned and run.seat is not None:  # a partner in its gang recorded the run's end
+        return Ended(Outcome.STOPPED, "its gang's end was recorded by another member")
     left = f"; queued again, {job.max_attempts - attempt} attempt(s) left" if again else ""
     if again:
         return Ended(

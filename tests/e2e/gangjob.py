@@ -31,9 +31,13 @@ t = torch.tensor([float(rank + 1)], device=device)
 dist.all_reduce(t)
 deadline = time.monotonic() + seconds
 rounds = 0
-while time.monotonic() < deadline:
-    x = torch.ones(1, device=device)
-    dist.all_reduce(x)
+while True:
+    # every rank goes on while all do (MIN): each rank's own clock decides nothing alone, or
+    # one would reach the barrier while the other waits in another all_reduce
+    go = torch.tensor([1.0 if time.monotonic() < deadline else 0.0], device=device)
+    dist.all_reduce(go, op=dist.ReduceOp.MIN)
+    if go.item() == 0.0:
+        break
     rounds += 1
     time.sleep(0.05)
 dist.barrier()

@@ -138,7 +138,10 @@ def test_a_two_node_gang_meets_through_torch_distributed_on_two_hosts(gangs):
     assert len(set(raw["gang_hosts"].split(","))) == 2
     assert raw["attempts"] == "1" and raw["runs"] == "1"
     h0, h1 = raw["gang_hosts"].split(",")
-    shown = json.loads(gangs.cli("status", "--json").stdout)
+    [row] = [
+        j for j in json.loads(gangs.cli("status", "--json").stdout)["jobs"] if j["name"] == "pair"
+    ]
+    assert row["gang_hosts"] == [h0, h1] and row["worker"] == h0
     assert f"rank 0 {h0}, rank 1 {h1}" in gangs.cli("show", ids["pair"]).stdout
     # one bundle: rank 0's outputs, its log and rank 1's
     files = bundle_files(gangs, gangs.records().get(ids["pair"]))
@@ -151,6 +154,18 @@ def test_two_gangs_on_three_hosts_both_finish(gangs):
     ids = gangs.publish(gang("left", 2) + gang("right", 2, extra="seed = 1"))
     recs = gangs.wait(ids)
     assert all(r.state is JobState.SUCCEEDED for r in recs.values()), gangs.logs()
+
+
+def test_two_gangs_published_together_on_two_hosts_both_finish_the_older_first(gangs):
+    both = 'allowed_hosts = ["ga", "gb"]\n'
+    ids = gangs.publish(
+        gang("first", 1, extra=both + "seed = 4\npriority = 6")
+        + gang("second", 1, extra=both + "seed = 5")
+    )
+    recs = gangs.wait(ids)
+    assert all(r.state is JobState.SUCCEEDED for r in recs.values()), gangs.logs()
+    assert recs["first"].started_at < recs["second"].started_at
+    assert all(set(r.gang_hosts.split(",")) == {"ga", "gb"} for r in recs.values())
 
 
 def test_a_gang_beside_a_stream_of_one_host_jobs_starts_and_so_do_they(gangs):
@@ -182,6 +197,16 @@ def test_the_mlp_trainer_trains_as_a_two_node_gang_with_rank_0_storing_the_model
     rank1 = gangs.cli("logs", ids["mlp2"], "--rank", "1", "--json").stdout.splitlines()
     ends = [json.loads(x) for x in rank1 if '"event"' in x]
     assert any(e.get("outcome") == "succeeded" for e in ends), rank1
+
+
+def test_a_gang_whose_members_fail_is_recorded_failed_once_not_rerun(gangs):
+    ids = gangs.publish(
+        f'[[jobs]]\nname = "bad"\ncommand = ["{sys.executable}", "-c", '
+        "\"import sys; print('bad input'); sys.exit(3)\"]\nnodes = 2\n"
+    )
+    rec = gangs.wait(ids)["bad"]
+    assert rec.state is JobState.FAILED, gangs.logs()
+    assert rec.runs == 1 and rec.end_reason.startswith("exit 3"), rec
 
 
 def test_a_member_killed_mid_run_stops_its_partner_and_the_gang_runs_again_whole(gangs):
