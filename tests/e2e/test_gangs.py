@@ -72,6 +72,13 @@ class Gangs:
 
         return wait_until("jobs finished", finished, timeout_s, detail=self.logs)
 
+    def run_one(self, text: str, state: JobState) -> tuple[dict[str, str], object]:
+        """Publish one job, wait for it, check it ended in ``state``: its IDs and record."""
+        ids = self.publish(text)
+        [rec] = self.wait(ids).values()
+        assert rec.state is state, self.logs()
+        return ids, rec
+
     def reports(self, name: str) -> list[dict]:
         return [json.loads(p.read_text()) for p in sorted(self.counts.glob(f"{name}-rank*.json"))]
 
@@ -182,12 +189,11 @@ def test_a_gang_beside_a_stream_of_one_host_jobs_starts_and_so_do_they(gangs):
 
 
 def test_the_mlp_trainer_trains_as_a_two_node_gang_with_rank_0_storing_the_model(gangs):
-    ids = gangs.publish(
+    ids, rec = gangs.run_one(
         f'[[jobs]]\nname = "mlp2"\nmodel = "mlp"\ndata = "{MOONS}"\nnodes = 2\n'
-        "hyper = { epochs = 4, batch_size = 32 }\n"
+        "hyper = { epochs = 4, batch_size = 32 }\n",
+        JobState.SUCCEEDED,
     )
-    rec = gangs.wait(ids)["mlp2"]
-    assert rec.state is JobState.SUCCEEDED, gangs.logs()
     raw = gangs.records().r.hgetall("fleet:job:" + ids["mlp2"])
     assert len(set(raw["gang_hosts"].split(","))) == 2
     assert rec.artifact and rec.artifact["sha256"]  # rank 0's outputs, one bundle
@@ -200,12 +206,11 @@ def test_the_mlp_trainer_trains_as_a_two_node_gang_with_rank_0_storing_the_model
 
 
 def test_a_gang_whose_members_fail_is_recorded_failed_once_not_rerun(gangs):
-    ids = gangs.publish(
+    _, rec = gangs.run_one(
         f'[[jobs]]\nname = "bad"\ncommand = ["{sys.executable}", "-c", '
-        "\"import sys; print('bad input'); sys.exit(3)\"]\nnodes = 2\n"
+        "\"import sys; print('bad input'); sys.exit(3)\"]\nnodes = 2\n",
+        JobState.FAILED,
     )
-    rec = gangs.wait(ids)["bad"]
-    assert rec.state is JobState.FAILED, gangs.logs()
     assert rec.runs == 1 and rec.end_reason.startswith("exit 3"), rec
 
 
