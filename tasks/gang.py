@@ -22,6 +22,7 @@ from core.ids import short_id
 from manifest.schema import JobSpec
 from state.gang import Answer, Gangs, Member, rank_log_id
 from state.jobrecord import JobState, RunEnd, record_end
+from tasks.address import advertised_addr
 from tasks.host import HostContext
 from tasks.joblog import log_key
 from tasks.retry import retry_redis
@@ -49,19 +50,6 @@ class Formed:
 
 def gangs(ctx: HostContext) -> Gangs:
     return Gangs(ctx.redis, GANG_BEAT_TTL_S)
-
-
-def advertised_addr(ctx: HostContext) -> str:
-    """FLEET_ADVERTISE_ADDR, else the local address this host reaches Redis from."""
-    if ctx.settings.advertise_addr:
-        return ctx.settings.advertise_addr
-    kw = ctx.redis.connection_pool.connection_kwargs
-    with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as s:
-        try:
-            s.connect((kw.get("host") or "127.0.0.1", int(kw.get("port") or 6379)))
-            return s.getsockname()[0]
-        except OSError:
-            return "127.0.0.1"
 
 
 def free_port() -> int:

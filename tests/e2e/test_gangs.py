@@ -145,6 +145,10 @@ def test_a_two_node_gang_meets_through_torch_distributed_on_two_hosts(gangs):
     assert len(set(raw["gang_hosts"].split(","))) == 2
     assert raw["attempts"] == "1" and raw["runs"] == "1"
     h0, h1 = raw["gang_hosts"].split(",")
+    # rank 0's host is reached at the address it advertises (`fleet hosts` shows it)
+    hosts = {h["hostname"]: h for h in json.loads(gangs.cli("hosts", "--json").stdout)}
+    assert hosts[h0]["addr"] == "127.0.0.1"  # its way to Redis, on loopback
+    assert all(r["master"].split(":")[0] == hosts[h0]["addr"] for r in seen)
     [row] = [
         j for j in json.loads(gangs.cli("status", "--json").stdout)["jobs"] if j["name"] == "pair"
     ]
