@@ -9,7 +9,8 @@ Two real workers on simulated one-core hosts (loopback) and a real redis-server.
 - all_reduce loop: ITERATIONS all_reduce calls of NUMEL floats, timed inside the processes
   between two barriers, under fleet (one member per host) and under plain torchrun with the
   same two processes on this machine, placed alike (the simulated hosts both pin their job
-  to their core 0 with one thread: torchrun's run under `taskset -c 0`, OMP_NUM_THREADS=1);
+  to their first CORES cores with as many threads: torchrun's run under `taskset -c
+  0-(CORES-1)`, OMP_NUM_THREADS=CORES);
   the ratio fleet / torchrun should be ~1.0: fleet sets the variables and steps aside.
 
 Run from the repo root: `python bench/gang.py [--rounds 3] [--iterations 2000]`.
@@ -39,15 +40,20 @@ from state.records import JobState, Records  # noqa: E402
 
 LOOP = ROOT / "bench" / "gangloop.py"
 SLEEPY = ROOT / "tests" / "e2e" / "sleepy.py"
-ONE_CORE = {"cuda_devices": [], "ram_total_gib": 8, "cpu_cores": 1}
+
+
+def host(cores: int) -> dict:
+    return {"cuda_devices": [], "ram_total_gib": 8, "cpu_cores": cores}
+
+
 HOSTS = ("bench-a", "bench-b")
 
 
-def gang(name: str, iterations: int, numel: int, seed: int) -> str:
+def gang(name: str, args, seed: int) -> str:
     return (
         f'[[jobs]]\nname = "{name}"\n'
-        f'command = ["{sys.executable}", "{LOOP}", "{iterations}", "{numel}"]\n'
-        f"nodes = 2\nseed = {seed}\n"
+        f'command = ["{sys.executable}", "{LOOP}", "{args.iterations}", "{args.numel}"]\n'
+        f"nodes = 2\nseed = {seed}\nmin_cores = {args.cores}\n"
     )
 
 
@@ -92,7 +98,7 @@ def reports(env: dict, name: str) -> list[dict]:
 
 def one_gang(env, root, records, name, args, seed, busy: int = 0) -> dict:
     text = "".join(small(f"{name}-s{i}", seed * 100 + i) for i in range(busy))
-    ids = publish(env, root, text + gang(name, args.iterations, args.numel, seed))
+    ids = publish(env, root, text + gang(name, args, seed))
     wait_done(records, ids)
     seen = reports(env, name)
     published = records.get(ids[name]).created_at  # its record, written by the publish
@@ -104,12 +110,12 @@ def one_gang(env, root, records, name, args, seed, busy: int = 0) -> dict:
 
 def torchrun_loop(env: dict, args) -> float:
     """The same loop under plain torchrun, each process placed as fleet places a member on
-    these simulated one-core hosts (both hosts' core 0, one thread)."""
+    these simulated hosts (both hosts' first ``cores`` cores, as many threads)."""
     subprocess.run(
         [
             "taskset",
             "-c",
-            "0",
+            f"0-{args.cores - 1}",
             sys.executable,
             "-m",
             "torch.distributed.run",
@@ -119,7 +125,7 @@ def torchrun_loop(env: dict, args) -> float:
             str(args.iterations),
             str(args.numel),
         ],
-        env=dict(env, OMP_NUM_THREADS="1"),
+        env=dict(env, OMP_NUM_THREADS=str(args.cores)),
         capture_output=True,
         timeout=300,
         check=True,
@@ -133,6 +139,7 @@ def main() -> None:
     ap.add_argument("--iterations", type=int, default=2000)
     ap.add_argument("--numel", type=int, default=65536)
     ap.add_argument("--busy", type=int, default=6, help="short jobs queued before the gang")
+    ap.add_argument("--cores", type=int, default=1, help="each simulated host's cores")
     args = parse_args(ap, rounds=1, iterations=50, numel=1024, busy=2)
     with tempfile.TemporaryDirectory() as tmp:
         root = Path(tmp)
@@ -145,7 +152,7 @@ def main() -> None:
             COUNT_DIR=str(root / "counts"),
         )
         env.pop("FLEET_CAPABILITY", None)
-        workers = [start_worker(h, ONE_CORE, env, root / "logs") for h in HOSTS]
+        workers = [start_worker(h, host(args.cores), env, root / "logs") for h in HOSTS]
         try:
             records = Records(redis.Redis.from_url(server.url, decode_responses=True))
             try:

@@ -112,3 +112,12 @@ def test_a_gang_gives_its_host_to_one_of_higher_priority_forming_in_its_queue(
     assert g.beat(young, 0, "seat-b") == (Answer.YIELD, old)
     assert g.beat(old, 0, "seat-a") == (Answer.WAIT, "1")  # the older one never yields
     assert g.leave(young, 0, "seat-b") == (Answer.LEFT, "")
+
+
+def test_a_gang_cancelled_while_it_forms_sends_its_waiting_members_home(redis_client, gang):
+    g = Gangs(redis_client, beat_ttl_s=5)
+    redis_client.rpop(queue(redis_client, gang))
+    g.join(gang, 3, member("a"))
+    Records(redis_client).cancel(gang)
+    assert g.beat(gang, 0, "seat-a") == (Answer.GONE, "cancelled")
+    assert g.join(gang, 3, member("b")) == (Answer.DROP, "cancelled")
