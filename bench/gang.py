@@ -139,7 +139,7 @@ def main() -> None:
     ap.add_argument("--iterations", type=int, default=2000)
     ap.add_argument("--numel", type=int, default=65536)
     ap.add_argument("--busy", type=int, default=6, help="short jobs queued before the gang")
-    ap.add_argument("--cores", type=int, default=1, help="each simulated host's cores")
+    ap.add_argument("--cores", type=int, default=2, help="each simulated host's cores")
     args = parse_args(ap, rounds=1, iterations=50, numel=1024, busy=2)
     with tempfile.TemporaryDirectory() as tmp:
         root = Path(tmp)

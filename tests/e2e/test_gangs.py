@@ -218,6 +218,24 @@ def test_a_gang_whose_members_fail_is_recorded_failed_once_not_rerun(gangs):
     assert rec.runs == 1 and rec.end_reason.startswith("exit 3"), rec
 
 
+def test_why_explains_a_gang_that_cannot_form_and_its_hosts_give_their_seats_back(gangs):
+    ids = gangs.publish(gang("four", 0, nodes=4, extra="seed = 6"))
+    jid = ids["four"]
+    r = gangs.records().r
+    wait_until("a seat held", lambda: r.hlen("fleet:gang:" + jid) > 4, 30)
+    why = gangs.cli("why", jid).stdout
+    assert "gang of 4 hosts: 3 live host(s) qualify" in why, why
+    seats = json.loads(gangs.cli("why", jid, "--json").stdout)["gang"]["seats"]
+    assert 1 <= len(seats) <= 3
+    # a seat is held at most FLEET_GANG_FORM_TIMEOUT_S (4 s here), then given back, saying why
+    wait_until("a seat given back", lambda: "gang could not form in 4s" in gangs.logs(), 20)
+    gangs.cli("cancel", jid, "--yes")
+    # its members go home at once: the hosts serve other work
+    small = f'[[jobs]]\nname = "after"\ncommand = ["{sys.executable}", "{SLEEPY}", "0"]\n'
+    ids = gangs.publish(small)
+    assert gangs.wait(ids, 30)["after"].state is JobState.SUCCEEDED
+
+
 def test_a_member_killed_mid_run_stops_its_partner_and_the_gang_runs_again_whole(gangs):
     ids = gangs.publish(gang("kill", 8, extra="seed = 2"))
     jid = ids["kill"]

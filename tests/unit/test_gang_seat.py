@@ -45,3 +45,20 @@ def test_a_members_own_seat_is_its_token_and_rank_0_logs_as_the_job():
     assert Seat(1, MEMBERS).token == "s1"
     assert log_id("J", Seat(0, MEMBERS)) == "J" and log_id("J", Seat(1, MEMBERS)) == "J.rank1"
     assert log_id("J", None) == "J"
+
+
+def test_why_says_how_many_hosts_qualify_which_are_busy_and_which_hold_a_seat():
+    from fleet.query.why import gang_line
+
+    waiting = {
+        "nodes": 3,
+        "qualify": ["ga", "gb"],
+        "busy": {"gb": ["s1"]},
+        "seats": ["ga"],
+        "hosts": [],
+    }
+    assert gang_line(waiting) == (
+        "gang of 3 hosts: 2 live host(s) qualify (gb busy with s1); 1 of 3 seats held now (ga)"
+    )
+    running = {**waiting, "busy": {}, "seats": [], "hosts": ["ga", "gb", "gc"]}
+    assert gang_line(running) == "gang of 3 hosts: 2 live host(s) qualify; running on ga, gb, gc"
