@@ -119,6 +119,8 @@ class JobRecord:
     fallback_queue: str = ""  # prefer_cuda: the queue its other copy waits in
     fb_grace_s: float | None = None  # prefer_cuda: how long it waits before that copy is pushed
     pushes: int = 0  # messages pushed for it so far (each tagged <id>.<n>)
+    search: str = ""  # a search's trial: the search's id (state.search)
+    trial: int | None = None  # and its number there
     gang_hosts: str = ""  # a gang's (nodes = N) members' hosts by rank, "a,b" (lua/gang.lua)
     copies: tuple[QueuedCopy, ...] = ()  # its messages as stored (only when read whole)
     problems: tuple[str, ...] = ()  # stored fields that did not decode (left at defaults)
@@ -262,6 +264,7 @@ _DECODE: dict[str, Callable[[str], Any]] = {
             "end_detail",
             "pri_queue",
             "fallback_queue",
+            "search",
             "trained_host",
             "trained_dir",
             "gang_hosts",
@@ -281,7 +284,7 @@ _DECODE: dict[str, Callable[[str], Any]] = {
         ),
         float,
     ),
-    **dict.fromkeys(("attempts", "runs", "preemptions", "pushes", "cores"), int),
+    **dict.fromkeys(("attempts", "runs", "preemptions", "pushes", "cores", "trial"), int),
     **dict.fromkeys(
         ("artifact", "progress", "result", "preempted_by", "preempted", "spec", "checkpoint"),
         json.loads,
