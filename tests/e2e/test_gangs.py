@@ -112,6 +112,12 @@ def gangs(tmp_path_factory):
         server.stop()
 
 
+def host_of(cwd: str) -> str:
+    """The worker a run's folder belongs to: its work dir is <work dir>/runs/<run>/work."""
+    parts = Path(cwd).parts
+    return parts[parts.index("runs") - 1]
+
+
 def bundle_files(gangs: Gangs, rec) -> dict[str, str]:
     store = open_store_at(gangs.env["FLEET_STORE_URL"])
     path = store.get_bundle(
@@ -137,7 +143,7 @@ def test_a_two_node_gang_meets_through_torch_distributed_on_two_hosts(gangs):
     assert sorted(r["rank"] for r in seen) == [0, 1]
     assert all(r["sum"] == 3.0 and r["world"] == 2 and r["nodes"] == "2" for r in seen)
     # one member per host: each ran in its own worker's work dir
-    hosts = {next(p for p in Path(r["cwd"]).parts if p.startswith("work-")) for r in seen}
+    hosts = {host_of(r["cwd"]) for r in seen}
     assert len(hosts) == 2, seen
     # one record, rank 0's host as its worker, every member's host listed
     raw = gangs.records().r.hgetall("fleet:job:" + ids["pair"])
