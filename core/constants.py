@@ -10,6 +10,8 @@ TASK_NAME = "fleet.train"
 KEY_PREFIX = "fleet:"
 JOB_KEY = KEY_PREFIX + "job:"  # hash per job: fleet:job:<job_id>
 LEASE_KEY = KEY_PREFIX + "lease:"  # string with TTL: fleet:lease:<job_id>
+GANG_KEY = KEY_PREFIX + "gang:"  # hash per gang job (nodes = N): its members (state.gang)
+GANG_FORMING_ZSET = KEY_PREFIX + "gangs:forming"  # gangs forming, oldest (priority, age) first
 JOBS_INDEX = KEY_PREFIX + "jobs"  # zset job_id -> created time
 NAMES_INDEX = KEY_PREFIX + "names"  # hash job name -> job_id
 RUNNING_SET = KEY_PREFIX + "running"  # set of job ids in state running

@@ -18,8 +18,7 @@ from core import constants as C
 from state import fairshare
 from state.redis_conn import decoding
 
-GANG_KEY = C.KEY_PREFIX + "gang:"  # hash per gang job: fleet:gang:<job_id>
-FORMING_ZSET = C.KEY_PREFIX + "gangs:forming"  # gangs forming, oldest (priority, age) first
+GANG_KEY, FORMING_ZSET = C.GANG_KEY, C.GANG_FORMING_ZSET
 
 
 class Answer(str, Enum):
