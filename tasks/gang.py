@@ -17,7 +17,7 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from core.constants import GANG_BEAT_TTL_S, HEARTBEAT_EVERY_S
+from core.constants import GANG_BEAT_TTL_S, HEARTBEAT_EVERY_S, JOB_KEY
 from core.ids import short_id
 from manifest.schema import JobSpec
 from state.gang import Answer, Gangs, Member, rank_log_id
@@ -113,7 +113,7 @@ def _wait(ctx: HostContext, g: Gangs, job: JobSpec, rank: int, token: str) -> Fo
 
 
 def _formed(ctx: HostContext, g: Gangs, job: JobSpec, rank: int, token: str) -> Formed:
-    attempts, runs = ctx.redis.hmget(f"fleet:job:{job.job_id}", "attempts", "runs")
+    attempts, runs = ctx.redis.hmget(JOB_KEY + job.job_id, "attempts", "runs")
     members = tuple(_redis(ctx, lambda: g.members(job.job_id), "gang members"))
     return Formed(token, int(attempts or 1), int(runs or 1), Seat(rank, members))
 

@@ -94,3 +94,18 @@ def test_a_gang_with_fewer_qualifying_live_hosts_than_nodes_is_warned_about():
 def test_a_gang_enough_live_hosts_qualify_for_is_not_warned_about():
     m = loads(JOB + "nodes = 2\n", "m.toml")
     assert infeasible(plan(m, {}), m, [cpu_host("a"), cpu_host("b")]) == []
+
+
+def test_every_point_of_a_sweep_may_be_a_gang():
+    jobs = loads(JOB + "nodes = 2\n[jobs.sweep]\nseed = [0, 1, 2]\n", "m.toml").jobs
+    assert [j.nodes for j in jobs] == [2, 2, 2] and len({j.job_id for j in jobs}) == 3
+
+
+def test_a_search_is_not_a_gang_yet_and_says_so():
+    text = (
+        JOB + 'nodes = 2\n[jobs.search]\nmetric = "loss"\ntrials = 4\n'
+        "[jobs.search.space]\nlr = { low = 0.001, high = 0.1 }\n"
+    )
+    with pytest.raises(ManifestError) as e:
+        loads(text, "m.toml")
+    assert "search does not go with nodes" in str(e.value)
