@@ -330,6 +330,12 @@ def print_why(report: dict) -> None:
         out(f"  last error: {report['last_error'].splitlines()[0]}", markup=False, highlight=False)
     if search := report.get("search"):
         out(f"  search: {search['summary']}", markup=False, highlight=False)
+        if search.get("trial_failed"):
+            out(
+                f"  failed for its search: {search['trial_failed']}",
+                markup=False,
+                highlight=False,
+            )
     if gang := report.get("gang"):
         from fleet.query.why import gang_line
 

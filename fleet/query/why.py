@@ -13,7 +13,7 @@ from dataclasses import dataclass
 
 import redis
 
-from core.constants import GANG_BEAT_TTL_S
+from core import constants as C
 from fleet.messages import TAG_PLACEHOLDER
 from fleet.query.hosts import HostView, live_hosts
 from fleet.query.searches import of_job
@@ -176,9 +176,20 @@ def why(client: redis.Redis, name_or_id: str) -> dict:
         out["search"] = {
             "summary": search.summary(),
             "stopped": search.stopped,
+            "last_failure": search.last_failure,
+            "trial_failed": _trial_reason(client, search.search_id, rec),
             "search_id": search.search_id,
         }
     return out
+
+
+def _trial_reason(client: redis.Redis, search_id: str, rec: JobRecord) -> str:
+    """Why this trial failed for its search though its job succeeded ('' when it did not)."""
+    from state.search.store import key
+
+    number = client.hget(C.JOB_KEY + rec.job_id, "trial")
+    got = client.hget(key(search_id, "trial", number), "reason") if number is not None else None
+    return got.decode() if isinstance(got, bytes) else got or ""
 
 
 WHY_SWEEP_MAX = 20  # a sweep's base name explains this many of its jobs, waiting ones first
@@ -202,7 +213,7 @@ def why_each(client: redis.Redis, ref: str) -> tuple[bool, list[dict], str | Non
 def gang_report(client: redis.Redis, rec: JobRecord, nodes: int, capable: list[dict]) -> dict:
     """A gang (``nodes = N``): how many live hosts qualify, which are busy and with what,
     and which hold one of its seats now (state.gang)."""
-    seats = [m.host for m in Gangs(client, GANG_BEAT_TTL_S).members(rec.job_id)]
+    seats = [m.host for m in Gangs(client, C.GANG_BEAT_TTL_S).members(rec.job_id)]
     return {
         "nodes": nodes,
         "qualify": [c["host"] for c in capable],
