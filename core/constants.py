@@ -10,6 +10,8 @@ TASK_NAME = "fleet.train"
 KEY_PREFIX = "fleet:"
 JOB_KEY = KEY_PREFIX + "job:"  # hash per job: fleet:job:<job_id>
 LEASE_KEY = KEY_PREFIX + "lease:"  # string with TTL: fleet:lease:<job_id>
+GANG_KEY = KEY_PREFIX + "gang:"  # hash per gang job (nodes = N): its members (state.gang)
+GANG_FORMING_ZSET = KEY_PREFIX + "gangs:forming"  # gangs forming, oldest (priority, age) first
 JOBS_INDEX = KEY_PREFIX + "jobs"  # zset job_id -> created time
 NAMES_INDEX = KEY_PREFIX + "names"  # hash job name -> job_id
 RUNNING_SET = KEY_PREFIX + "running"  # set of job ids in state running
@@ -57,6 +59,9 @@ MAX_RAM_GIB = 64 * 1024  # 64 TiB
 MAX_VRAM_GIB = 4 * 1024  # 4 TiB on one device
 MAX_CORES = 64 * 1024  # logical cores
 MAX_GPUS = 64  # GPUs one job may ask for on one host
+MAX_NODES = 64  # hosts one gang (`nodes = N`) may span
+GANG_FORM_TIMEOUT_S = 60.0  # a host holds a seat of a forming gang this long, then gives it back
+GANG_BEAT_TTL_S = 5.0  # a gang member silent this long is gone (the gang stops as one)
 
 # --- artifacts --------------------------------------------------------------
 # Chosen by bench/bundle.py: level 3 keeps the multi-threaded compressor at the

@@ -292,6 +292,20 @@ SETTINGS: tuple[Setting, ...] = (
         default_doc="worked out per host",
     ),
     Setting(
+        "FLEET_ADVERTISE_ADDR",
+        TEXT,
+        None,
+        "the address other hosts reach this one at (a gang's MASTER_ADDR when it is rank 0)",
+        example="10.0.0.5",
+        default_doc="the local address this host uses to reach Redis",
+    ),
+    Setting(
+        "FLEET_GANG_FORM_TIMEOUT_S",
+        SECONDS,
+        C.GANG_FORM_TIMEOUT_S,
+        "how long a host holds a seat of a forming gang (nodes = N) before it gives it back",
+    ),
+    Setting(
         "FLEET_SHARE_GPU_UNWATCHED",
         BOOL,
         False,

@@ -13,7 +13,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from core.constants import ENV_CACHE_GIB
+from core.constants import ENV_CACHE_GIB, GANG_FORM_TIMEOUT_S
 from core.errors import ConfigError
 from core.registry import (  # noqa: F401  (the defaults, re-exported)
     DEFAULT_STORE_DIR,
@@ -35,6 +35,8 @@ HOSTNAME_ENV = "FLEET_HOSTNAME"
 JOB_USER_ENV = "FLEET_JOB_USER"
 GPU_RESERVE_CORES_ENV = "FLEET_GPU_RESERVE_CORES"
 GPU_RESERVE_RAM_ENV = "FLEET_GPU_RESERVE_RAM_GIB"
+ADVERTISE_ADDR_ENV = "FLEET_ADVERTISE_ADDR"  # the address other hosts reach this one at
+GANG_FORM_TIMEOUT_ENV = "FLEET_GANG_FORM_TIMEOUT_S"
 SHARE_GPU_UNWATCHED_ENV = "FLEET_SHARE_GPU_UNWATCHED"  # 1: share GPUs where budgets cannot be held
 YIELD_ENV = "FLEET_YIELD"  # 1: yield GPUs to the host's owner
 YIELD_CHECK_ENV = "FLEET_YIELD_CHECK"  # a command; exit 0 means the owner is busy
@@ -153,6 +155,8 @@ class WorkerSettings:
     gpu_reserve_ram_gib: float | None = None
     yielding: YieldSettings = YieldSettings()
     share_gpu_unwatched: bool = False  # serve share_gpu jobs even if NVML cannot see ours
+    advertise_addr: str = ""  # "" : the local address of the connection to Redis
+    gang_form_timeout_s: float = GANG_FORM_TIMEOUT_S
 
     @classmethod
     def from_env(cls, env: Mapping[str, str] | None = None) -> WorkerSettings:
@@ -168,4 +172,6 @@ class WorkerSettings:
             gpu_reserve_ram_gib=value(GPU_RESERVE_RAM_ENV, env),
             yielding=YieldSettings.from_env(env),
             share_gpu_unwatched=value(SHARE_GPU_UNWATCHED_ENV, env),
+            advertise_addr=value(ADVERTISE_ADDR_ENV, env) or "",
+            gang_form_timeout_s=value(GANG_FORM_TIMEOUT_ENV, env),
         )

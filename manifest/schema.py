@@ -173,11 +173,17 @@ class JobSpec:
     search: str | None = None  # a trial's search id (state.search); None for every other job
     trial: int | None = None  # a trial's number in its search
     owner: str | None = None  # who it belongs to, if its table says (else the publisher's --owner)
+    nodes: int = 1  # hosts it spans (a gang, tasks.gang); its needs are per host
 
     @property
     def own_env(self) -> bool:
         """Whether the job runs in an environment of its own, not the worker's."""
         return bool(self.requirements) or self.env_lock is not None
+
+    @property
+    def gang(self) -> bool:
+        """Whether it spans hosts: one member per host, started and stopped together."""
+        return self.nodes > 1
 
     @property
     def kind(self) -> str:
@@ -195,6 +201,8 @@ class JobSpec:
             del d["search"], d["trial"]
         if self.owner is None:
             del d["owner"]
+        if self.nodes == 1:
+            del d["nodes"]
         return d
 
     @classmethod

@@ -121,6 +121,7 @@ class JobRecord:
     pushes: int = 0  # messages pushed for it so far (each tagged <id>.<n>)
     search: str = ""  # a search's trial: the search's id (state.search)
     trial: int | None = None  # and its number there
+    gang_hosts: str = ""  # a gang's (nodes = N) members' hosts by rank, "a,b" (lua/gang.lua)
     copies: tuple[QueuedCopy, ...] = ()  # its messages as stored (only when read whole)
     problems: tuple[str, ...] = ()  # stored fields that did not decode (left at defaults)
 
@@ -266,6 +267,7 @@ _DECODE: dict[str, Callable[[str], Any]] = {
             "search",
             "trained_host",
             "trained_dir",
+            "gang_hosts",
         ),
         str,
     ),

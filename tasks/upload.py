@@ -40,6 +40,7 @@ from trainers.protocol import METRICS_FILE, clip_metrics
 log = logging.getLogger("fleet.upload")
 PENDING_DIR = "pending"
 BUNDLE_FILE, META_FILE = "bundle.tar.zst", "meta.json"
+RANK_LOGS = "fleet-log-rank*.txt"  # a gang's other ranks' output, written by its rank 0
 SET_ASIDE = ".unreadable"  # suffix of kept-bundle folders upload_kept could not use
 
 
@@ -51,8 +52,10 @@ def files(job: JobSpec, work: Path) -> list[tuple[str, Path]]:
         found = bundler.collect(work / workdirs.OUT_DIR, [])
     # the job's output log and metric history go in once, even when an artifacts glob also
     # matches them; a job's own file of either name gives way to fleet's
-    ours = [workdirs.LOG_FILE] + (
-        [workdirs.HISTORY_FILE] if (work / workdirs.HISTORY_FILE).exists() else []
+    ours = (
+        [workdirs.LOG_FILE]
+        + sorted(p.name for p in work.glob(RANK_LOGS))  # a gang's other ranks (tasks.gang)
+        + ([workdirs.HISTORY_FILE] if (work / workdirs.HISTORY_FILE).exists() else [])
     )
     return [f for f in found if f[0] not in ours] + [(name, work / name) for name in ours]
 

@@ -129,9 +129,20 @@ def _gib(x: float) -> str:
 
 
 HOSTS = Layout(
-    columns=("host", "state", "GPUs", "cores", "RAM GiB", "jobs", "GPU models", "queues", "seen"),
+    columns=(
+        "host",
+        "state",
+        "GPUs",
+        "cores",
+        "RAM GiB",
+        "jobs",
+        "GPU models",
+        "queues",
+        "seen",
+        "address",
+    ),
     always=("host", "state", "GPUs", "cores", "RAM GiB"),
-    optional=("jobs", "GPU models", "queues", "seen"),
+    optional=("jobs", "GPU models", "queues", "seen", "address"),
     shrinks={"jobs": 10, "GPU models": 10, "queues": 10},
     right=("GPUs", "cores", "RAM GiB"),
 )
@@ -176,6 +187,7 @@ def host_cells(v: HostView, now: float) -> dict:
         "GPU models": gpu_models(cap),
         "queues": ", ".join(v.queues) or "-",
         "seen": _ago(now - v.seen_at),
+        "address": v.addr or "-",
     }
 
 
@@ -324,6 +336,10 @@ def print_why(report: dict) -> None:
                 markup=False,
                 highlight=False,
             )
+    if gang := report.get("gang"):
+        from fleet.query.why import gang_line
+
+        out(f"  {gang_line(gang)}", markup=False, highlight=False)
     for i, q in enumerate(report["queues"]):
         needs = needs_text(q["needs"])
         label = "queue" if i == 0 else "fallback queue"

@@ -102,7 +102,8 @@ def unique_prefix_len(ids: list[str], least: int = ID_MIN_CHARS) -> int:
 def worker_cell(r: JobRecord) -> str:
     """The worker, and the GPUs a running job holds there: ``big4 (GPU 0-1)``."""
     held = Q.gpu_list([g.index for g in Q.parse_gpus(r.gpu)]) if r.state is JobState.RUNNING else ""
-    return f"{r.worker} (GPU {held})" if held else r.worker
+    where = " + ".join(r.gang_hosts.split(",")) if r.gang_hosts else r.worker  # a gang: each host
+    return f"{where} (GPU {held})" if held else where
 
 
 def _cells(r: JobRecord, now: float, id_len: int, text: str, compact: bool = False) -> dict:

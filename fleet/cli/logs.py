@@ -8,6 +8,7 @@ from core import constants as C
 from core.ids import short_id
 from fleet.cli.common import console, err, job_id_for, records
 from fleet.query import logs as L
+from state.gang import rank_log_id
 
 
 def _emit(entry: L.LogEntry, as_json: bool) -> None:
@@ -23,7 +24,8 @@ def cmd_logs(args) -> int:
     rec = records()
     jid = job_id_for(rec, args.job, "logs")
     job = rec.get(jid)
-    entries = L.read(rec.r, jid, tail=args.tail)
+    lid = rank_log_id(jid, args.rank)  # a gang member's own output (rank 0's is the job's)
+    entries = L.read(rec.r, lid, tail=args.tail)
     runs = L.Runs()
     for entry in runs.through(entries):
         _emit(entry, args.json)
@@ -41,9 +43,9 @@ def cmd_logs(args) -> int:
             highlight=False,
         )
     if args.follow:
-        after = entries[-1].id if entries else ("-" if args.tail is None else _now_id(rec.r, jid))
+        after = entries[-1].id if entries else ("-" if args.tail is None else _now_id(rec.r, lid))
         try:
-            for entry in L.follow(rec.r, jid, after, lambda: rec.states([jid])[jid], runs=runs):
+            for entry in L.follow(rec.r, lid, after, lambda: rec.states([jid])[jid], runs=runs):
                 _emit(entry, args.json)
         except KeyboardInterrupt:
             return 0
@@ -70,6 +72,13 @@ def register(sub) -> None:
     )
     s.add_argument("job", help="job name, ID, or ID prefix (4+ characters)")
     s.add_argument("-f", "--follow", action="store_true", help="keep printing until the job ends")
+    s.add_argument(
+        "--rank",
+        type=int,
+        default=0,
+        metavar="N",
+        help="a gang's (nodes = N) member of node rank N; rank 0's is the default",
+    )
     s.add_argument(
         "--tail", "-n", type=int, default=None, metavar="N", help="only the last N lines"
     )

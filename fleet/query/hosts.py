@@ -44,6 +44,7 @@ class HostView:
     envs: tuple[dict, ...] = ()  # the jobs' environments it holds (tasks.workspace.cached_envs)
     pool: dict | None = None  # free and held GPUs, cores and RAM (None: an older worker)
     warnings: tuple[str, ...] = ()  # what the worker could not detect or will not serve, and why
+    addr: str = ""  # the address it advertises (FLEET_ADVERTISE_ADDR; a gang's MASTER_ADDR)
     extra: dict = field(default_factory=dict)
 
     @property
@@ -120,6 +121,7 @@ def read_hosts(client: redis.Redis, *, include_gone: bool = True) -> list[HostVi
                 envs=tuple(b.get("envs") or ()),
                 pool=b.get("pool"),
                 warnings=tuple(b.get("warnings") or ()),
+                addr=b.get("addr") or "",
             )
         if include_gone or view.live:
             out.append(view)

@@ -34,6 +34,7 @@ from routing.yielding import yield_note
 from state import fairshare
 from state import queues as Q
 from state.cluster import ClusterConfig, read_config
+from state.gang import Gangs
 from state.jobrecord import JobRecord, fetch
 from state.records import Records
 
@@ -167,6 +168,8 @@ def why(client: redis.Redis, name_or_id: str) -> dict:
         q = queue_facts(queue, config.tiers, config.constraint_queues)
         verdicts = explain(q, model, facts.values(), config.hosts or {})
         out["queues"].append(_queue_report(client, rec, q, config, verdicts, views, depth))
+    if int(spec.get("nodes") or 1) > 1 and out["queues"]:
+        out["gang"] = gang_report(client, rec, int(spec["nodes"]), out["queues"][0]["capable"])
     if (
         search := of_job(client, rec.job_id)
     ) is not None:  # a trial: its search's line, why it stopped
@@ -205,6 +208,31 @@ def why_each(client: redis.Redis, ref: str) -> tuple[bool, list[dict], str | Non
     reports = [why(client, hit.job_id) for hit in res.hits]
     reports.sort(key=lambda r: r["state"] in ("succeeded", "failed", "cancelled", "pruned"))
     return True, reports[:WHY_SWEEP_MAX], None
+
+
+def gang_report(client: redis.Redis, rec: JobRecord, nodes: int, capable: list[dict]) -> dict:
+    """A gang (``nodes = N``): how many live hosts qualify, which are busy and with what,
+    and which hold one of its seats now (state.gang)."""
+    seats = [m.host for m in Gangs(client, C.GANG_BEAT_TTL_S).members(rec.job_id)]
+    return {
+        "nodes": nodes,
+        "qualify": [c["host"] for c in capable],
+        "busy": {c["host"]: [j["name"] for j in c["busy_with"]] for c in capable if c["busy_with"]},
+        "seats": seats if rec.state.value == "queued" else [],
+        "hosts": rec.gang_hosts.split(",") if rec.gang_hosts else [],
+    }
+
+
+def gang_line(g: dict) -> str:
+    """`fleet why`'s line for a gang. Pure."""
+    busy = "; ".join(f"{h} busy with {', '.join(names)}" for h, names in g["busy"].items())
+    line = f"gang of {g['nodes']} hosts: {len(g['qualify'])} live host(s) qualify" + (
+        f" ({busy})" if busy else ""
+    )
+    if g["hosts"]:
+        return line + f"; running on {', '.join(g['hosts'])}"
+    held = ", ".join(g["seats"]) or "none"
+    return line + f"; {len(g['seats'])} of {g['nodes']} seats held now ({held})"
 
 
 def _job_queues(client: redis.Redis, rec: JobRecord) -> list[str]:
