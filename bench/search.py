@@ -8,7 +8,7 @@ the same run; then p50/p99 of
 - the pruning latency: the metric line a trial was pruned at to the trial recorded pruned.
 Last, an advance straight against Redis (no workers) with 10 and with 1,000 finished trials.
 
-Goals (issue 23): TPE+ASHA within 1% of random's best with at most 40% of random's
+Goals: TPE+ASHA within 1% of random's best with at most 40% of random's
 worker-seconds; advance p50 <= 200 ms at 10 and at 1,000 trials; pruning within 1 s.
 
 Run from the repo root: `python bench/search.py [--trials 48] [--smoke]`.
@@ -34,6 +34,7 @@ from fleet.local import start_worker, stop_worker  # noqa: E402
 from fleet.manifests import loads  # noqa: E402
 from fleet.redis_server import RedisServer  # noqa: E402
 from state import advance  # noqa: E402
+from state.jobrecord import job_key  # noqa: E402
 from state.records import Records  # noqa: E402
 from state.search import key, read_search  # noqa: E402
 from state.study import Mirrors  # noqa: E402
@@ -135,7 +136,7 @@ def fill(client, sid: str, finished: int) -> None:
             },
         )
         pipe.hset(key(sid, "iv", n), mapping={s: 1.0 + s for s in range(5)})
-        pipe.hset("fleet:job:" + jid, mapping={"job_id": jid, "state": "succeeded"})
+        pipe.hset(job_key(jid), mapping={"job_id": jid, "state": "succeeded"})
     pipe.hset(key(sid), "issued", finished)
     pipe.execute()
 
@@ -157,7 +158,7 @@ def advance_direct(client, app, root: Path, finished: int, rounds: int) -> dict:
     jid = client.hget(key(sid, "trial", 0), "job_id")
     fill(client, sid, finished)  # trial 0 is the one running; 1..finished-1 ended
     for _ in range(rounds):
-        client.hset("fleet:job:" + jid, "state", "succeeded")  # its worker recorded its end
+        client.hset(job_key(jid), "state", "succeeded")  # its worker recorded its end
         t0 = time.perf_counter()
         (n,) = advance.advance(client, sid, mirrors=mirrors)
         took.append(time.perf_counter() - t0)

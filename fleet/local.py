@@ -26,7 +26,7 @@ from fleet import feasibility, localaddr
 from fleet.query import jobs as Q
 from fleet.rootlock import Holder, RootLock
 from manifest.schema import Manifest
-from state.records import JobState
+from state.jobrecord import JobState
 
 SIMULATED_HOSTS = {
     "local-cuda-large": {

@@ -23,7 +23,8 @@ from fleet.pickup import announce
 from fleet.route_cache import RouteCache
 from manifest.schema import JobSpec, Manifest
 from state import events
-from state.records import JobState, PublishItem, Records
+from state.jobrecord import JobState
+from state.records import PublishItem, Records
 
 
 @dataclass(frozen=True)
@@ -145,9 +146,8 @@ def publish(
     known = set(client.hkeys(C.CQUEUES_KEY)) if cq else set()
     if cq:
         client.hset(C.CQUEUES_KEY, mapping=cq)
-    announce(
-        client, manifest, {q: v for q, v in cq.items() if q not in known}
-    )  # idle hosts see new queues first
+    # idle hosts see new queues first
+    announce(client, manifest, {q: v for q, v in cq.items() if q not in known})
     forced = [r for r in todo if r.why.startswith("--force")]
     # a re-run's reset reaches Flower before its message can reach a worker (state.events)
     events.announce_queued(

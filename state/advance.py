@@ -24,6 +24,7 @@ from core import constants as C
 from core.ids import short_id
 from manifest.hyper import TRAINERS
 from manifest.search import trial_job_id
+from state.jobrecord import job_key
 from state.redis_conn import decoding
 from state.search import SearchStore, Template, key
 from state.study import MIRRORS, Mirrors, decode_params
@@ -108,7 +109,7 @@ def trial_job(
         "trial": str(number),
         "params": json.dumps(params),
     }
-    keys = [C.JOB_KEY + jid, C.JOBS_INDEX, C.NAMES_INDEX, C.FALLBACK_ZSET, C.OWNER_LISTS_KEY]
+    keys = [job_key(jid), C.JOBS_INDEX, C.NAMES_INDEX, C.FALLBACK_ZSET, C.OWNER_LISTS_KEY]
     args = [
         jid,
         name,

@@ -2,7 +2,7 @@
 
 Contract (read by ``fleet results`` / ``fleet plot`` as well as the search itself):
 
-- A trial is an ordinary job record (``fleet:job:<job_id>``) with three more fields:
+- A trial is an ordinary job record (``state.jobrecord``) with three more fields:
   ``search`` (the search's id), ``trial`` (its number, 0-based) and ``params`` (JSON object
   of the sampled values). Its name is ``NAME[trial=N]``, NAME being the manifest job's name.
 - ``fleet:search:<id>`` (hash): ``id``, ``name``, ``config`` (JSON: trials, parallel, metric,
@@ -36,6 +36,7 @@ import redis
 
 from core import constants as C
 from state.fairshare import lua
+from state.jobrecord import JOB_KEY_PREFIX, fetch_many
 from state.redis_conn import decoding
 
 ENDED_STATES = ("succeeded", "pruned", "failed", "cancelled")
@@ -181,11 +182,15 @@ def _live_states(r: redis.Redis, search_id: str) -> list[str | None]:
     pipe = r.pipeline(transaction=False)
     for n in live:
         pipe.hget(key(search_id, "trial", n), "job_id")
-    ids = pipe.execute()
-    pipe = r.pipeline(transaction=False)
-    for jid in ids:
-        pipe.hget(C.JOB_KEY + (jid or ""), "state")
-    return pipe.execute()
+    return _states(r, pipe.execute())
+
+
+def _states(r: redis.Redis, job_ids: list[str | None]) -> list[str | None]:
+    """Each job's state (no such record: None), in the order of ``job_ids``."""
+    found = {
+        rec.job_id: rec.state.value for rec in fetch_many(r, filter(None, job_ids), ("state",))
+    }
+    return [found.get(jid or "") for jid in job_ids]
 
 
 def _trials(r: redis.Redis, search_id: str, issued: int) -> tuple[TrialView, ...]:
@@ -195,10 +200,7 @@ def _trials(r: redis.Redis, search_id: str, issued: int) -> tuple[TrialView, ...
         pipe.hgetall(key(search_id, "iv", n))
     got = pipe.execute()
     heads = [got[2 * n] for n in range(issued)]
-    pipe = r.pipeline(transaction=False)
-    for h in heads:
-        pipe.hget(C.JOB_KEY + h.get("job_id", ""), "state")
-    states = pipe.execute()
+    states = _states(r, [h.get("job_id") for h in heads])
     return tuple(
         TrialView(
             n,
@@ -221,11 +223,6 @@ def find_searches(client: redis.Redis, name: str) -> list[str]:
 def all_searches(client: redis.Redis) -> dict[str, str]:
     """Search name -> id of its latest search."""
     return decoding(client).hgetall(C.SEARCHES_KEY)
-
-
-def active(client: redis.Redis) -> list[str]:
-    """Ids of searches that may still issue or end trials (what the sweep looks at)."""
-    return sorted(decoding(client).smembers(C.ACTIVE_SEARCHES_KEY))
 
 
 def _issue_script() -> str:
@@ -292,7 +289,7 @@ class SearchStore:
         """Count the trials that ended since the last sync (lua/search_sync.lua); their numbers."""
         ended = self._sync(
             keys=[key(search_id), key(search_id, "live"), C.ACTIVE_SEARCHES_KEY],
-            args=[C.JOB_KEY, time.time()],
+            args=[JOB_KEY_PREFIX, time.time()],
         )
         return [int(n) for n in ended]
 

@@ -120,9 +120,8 @@ def pruner(config: dict):
         "none": p.NopPruner,
         "median": lambda: p.MedianPruner(n_startup_trials=3, n_warmup_steps=1),
         "asha": lambda: p.SuccessiveHalvingPruner(min_resource=first),
-        "hyperband": lambda: p.HyperbandPruner(
-            min_resource=1 if first == "auto" else first
-        ),  # its default
+        # Hyperband takes no "auto" min_resource: its own default, 1
+        "hyperband": lambda: p.HyperbandPruner(min_resource=1 if first == "auto" else first),
         "percentile": lambda: p.PercentilePruner(25.0, n_startup_trials=3, n_warmup_steps=1),
     }
     return made[config["pruner"]]()
@@ -295,9 +294,8 @@ def export(client: redis.Redis, search_id: str, name: str, storage_url: str) -> 
     mirror = Mirror(search_id, config).refresh(client)
     target = optuna.storages.get_storage(storage_url)
     if name in [s.study_name for s in target.get_all_studies()]:
-        optuna.delete_study(
-            study_name=name, storage=target
-        )  # an export again replaces, never doubles
+        # an export again replaces, never doubles
+        optuna.delete_study(study_name=name, storage=target)
     study = optuna.create_study(storage=target, study_name=name, direction=config["direction"])
     study.set_user_attr("fleet_search_id", search_id)
     study.set_user_attr("metric", config["metric"])

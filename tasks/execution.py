@@ -26,8 +26,7 @@ from core.constants import DATA_CACHE_DIR, TAIL_LINES
 from core.ids import short_id
 from manifest.schema import JobSpec
 from state import deadletter
-from state.jobrecord import record_end
-from state.records import JobState
+from state.jobrecord import JobState, record_end
 from tasks import (
     checkpoint,
     events,

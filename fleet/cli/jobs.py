@@ -18,7 +18,7 @@ from fleet.cli.tables import Layout
 from fleet.query import jobs as Q
 from fleet.query import refs
 from state import events
-from state.jobrecord import JobRecord, JobState
+from state.jobrecord import JobRecord, JobState, fetch
 
 STATE_STYLE = {
     "running": "bold cyan",
@@ -141,9 +141,8 @@ def render(
         cut = [r for r in v.rows if r not in errors and len(notes[r.job_id]) > room]
         if cut:
             errors += cut
-            kept = any(
-                notes[r.job_id] and r not in errors for r in v.rows
-            )  # else the column says nothing
+            # else the column says nothing
+            kept = any(notes[r.job_id] and r not in errors for r in v.rows)
             rows = [
                 _cells(r, v.now, id_len, "see below" if r in errors else notes[r.job_id])
                 for r in v.rows
@@ -237,9 +236,8 @@ def _frames(client, flt: Q.JobFilter, args):
         rows = args.limit or (
             max(5, console.size.height - 10) if console.is_terminal else C.STATUS_MAX_ROWS
         )
-        searches = (
-            [] if args.all else summaries(client)
-        )  # a search published since the last frame folds too
+        # a search published since the last frame folds too
+        searches = [] if args.all else summaries(client)
         flt = replace(flt, folded=frozenset(s.name for s in searches))
         v = Q.status(client, flt, rows)
         took = time.monotonic() - t0
@@ -374,7 +372,8 @@ def _cancel_one(rec, jid: str, dry_run: bool) -> tuple[bool, str, str]:
 
 def _advance_search(rec, jid: str) -> None:
     """A cancelled trial advances its search here, as its end would on a worker."""
-    sid = rec.r.hget(C.JOB_KEY + jid, "search")
+    trial = fetch(rec.r, jid, ("search",))
+    sid = trial.search if trial else ""
     if sid:
         from state import advance
 
@@ -395,7 +394,8 @@ def _requeue_one(rec, jid: str, dry_run: bool) -> tuple[bool, str, str]:
             state.value,
             f"is {state.value}: requeue runs a failed, cancelled or succeeded job again",
         )
-    sid, number = rec.r.hmget(C.JOB_KEY + jid, "search", "trial")
+    trial = fetch(rec.r, jid, ("search", "trial"))
+    sid, number = (trial.search, trial.trial) if trial else ("", None)
     full = _search_full(rec, sid) if sid and state is not None else ""
     if full:
         return False, state.value, full

@@ -251,9 +251,8 @@ class JobFilter:
     name: str | None = None
     host: str | None = None
     owner: str | None = None
-    folded: frozenset[str] = (
-        frozenset()
-    )  # searches whose trials show as one line (`status` without --all)
+    # searches whose trials show as one line (`status` without --all)
+    folded: frozenset[str] = frozenset()
 
     def __call__(self, row: JobRecord) -> bool:
         return not self.folds(row) and self.matches(row)

@@ -23,10 +23,11 @@ from dataclasses import asdict, dataclass, field, replace
 from enum import Enum
 from typing import Any
 
-from core import constants as C
 from core.errors import FleetError, JobNotFound
 from fleet.query import refs
 from state import history
+from state import search as searches
+from state.jobrecord import fetch_many
 
 FIELDS = (
     "job_id",
@@ -235,7 +236,7 @@ def trial(record: dict, points: list[dict], obj: Objective, *, number: int, para
     best_value = pick(v for _, v in series) if series else value
     trial_no = record.get("trial")
     return Trial(
-        trial=int(trial_no) if str(trial_no or "").lstrip("-").isdigit() else number,
+        trial=int(trial_no) if str(trial_no).lstrip("-").isdigit() else number,
         name=record.get("name") or record["job_id"],
         job_id=record["job_id"],
         state=record.get("state") or "queued",
@@ -323,27 +324,13 @@ def build(
 
 
 # --- reading Redis ------------------------------------------------------------------
-def _decode(values: Sequence[str | None]) -> dict | None:
-    v = dict(zip(FIELDS, values, strict=True))
-    if not v.get("job_id"):
-        return None
-    for k in ("result", "progress", "spec", "artifact", "params"):
-        try:
-            v[k] = json.loads(v[k]) if v.get(k) else None
-        except ValueError:
-            v[k] = None
-    return v
-
-
 def read_records(client, ids: Sequence[str], batch: int = READ_BATCH) -> list[dict]:
-    """The fields a leaderboard needs of each job, in pipelined batches."""
-    out: list[dict] = []
-    for start in range(0, len(ids), batch):
-        pipe = client.pipeline(transaction=False)
-        for jid in ids[start : start + batch]:
-            pipe.hmget(C.JOB_KEY + jid, FIELDS)
-        out += [r for r in map(_decode, pipe.execute()) if r is not None]
-    return out
+    """The fields a leaderboard needs of each job (decoded by the record), in pipelined
+    batches."""
+    return [
+        {f: getattr(rec, f) for f in FIELDS} | {"state": rec.state.value}
+        for rec in fetch_many(client, ids, FIELDS, batch)
+    ]
 
 
 def job_ids(client, name: str) -> list[str]:
@@ -356,12 +343,7 @@ def job_ids(client, name: str) -> list[str]:
 
 def search_of(client, name: str, records: Sequence[dict]) -> dict | None:
     """The metric, direction and best of the search these jobs are trials of (the ``search``
-    field of their records, else the latest search called ``name``), or None: no search, or
-    a fleet without adaptive search (``state.search`` absent)."""
-    try:
-        from state import search as searches
-    except ImportError:
-        return None
+    field of their records, else the latest search called ``name``), or None: no search."""
     ids = sorted({r["search"] for r in records if r.get("search")}) or searches.find_searches(
         client, name
     )
@@ -379,14 +361,12 @@ def search_of(client, name: str, records: Sequence[dict]) -> dict | None:
 def judged(client, records: Sequence[dict], metric: str) -> list[dict]:
     """Each pruned trial with the value its search judged it by (``judged``): the metric at
     the step it was pruned at, not at the later steps it printed while being stopped."""
-    from state.search import key
-
     pruned = [
         r for r in records if r.get("state") == "pruned" and r.get("search") and r.get("trial")
     ]
     pipe = client.pipeline(transaction=False)
     for r in pruned:
-        pipe.hget(key(r["search"], "trial", r["trial"]), "value")
+        pipe.hget(searches.key(r["search"], "trial", r["trial"]), "value")
     got = dict(zip([r["job_id"] for r in pruned], pipe.execute(), strict=True))
     return [
         {**r, "judged": float(got[r["job_id"]]), "judged_metric": metric}

@@ -7,7 +7,7 @@ import re
 
 import redis
 
-from core import constants as C
+from state.jobrecord import fetch
 from state.search import SearchView, all_searches, read_search
 
 _TRIAL = re.compile(r"^(?P<base>.*)\[trial=(?P<n>\d+)\]$")
@@ -29,5 +29,5 @@ def summaries(client: redis.Redis) -> list[SearchView]:
 
 def of_job(client: redis.Redis, job_id: str) -> SearchView | None:
     """The search a trial belongs to (None for any other job)."""
-    sid = client.hget(C.JOB_KEY + job_id, "search")
-    return read_search(client, sid, trials=False) if sid else None
+    rec = fetch(client, job_id, ("search",))
+    return read_search(client, rec.search, trials=False) if rec and rec.search else None

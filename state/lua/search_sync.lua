@@ -30,7 +30,7 @@ local function count_failure(jk)
   if fails >= max_failures and not redis.call('HGET', sk, 'stopped') then
     local err = string.match(redis.call('HGET', jk, 'last_error') or '', '[^\n]*')
     redis.call('HSET', sk, 'stopped', fails .. ' trials failed in a row (max_failures=' .. max_failures
-               .. '); the last: ' .. err, 'stopped_at', ARGV[2])
+               .. '); the last: ' .. err)
   end
 end
 
@@ -64,7 +64,6 @@ for _, n in ipairs(redis.call('SMEMBERS', KEYS[2])) do
     table.insert(out, n)
   end
 end
-if #out > 0 then redis.call('HINCRBY', sk, 'v', 1) end
 local no_more = redis.call('HGET', sk, 'stopped')
   or tonumber(redis.call('HGET', sk, 'issued') or '0') >= tonumber(redis.call('HGET', sk, 'trials') or '0')
 if no_more and redis.call('SCARD', KEYS[2]) == 0 then

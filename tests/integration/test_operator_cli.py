@@ -18,8 +18,8 @@ from artifacts.bundle import bundle, sha256_file
 from artifacts.stores import FileStore
 from core import constants as C
 from fleet.query import logs as L
-from state.jobrecord import record_end
-from state.records import JobState, Records
+from state.jobrecord import JobState, record_end
+from state.records import Records
 from tasks.joblog import JobLog
 from tasks.run import RunEnd
 

@@ -10,7 +10,8 @@ from core import constants as C
 from fleet.manifests import loads
 from fleet.publish import publish
 from state import advance
-from state.records import JobState, Records
+from state.jobrecord import JobState
+from state.records import Records
 from state.search import SearchStore, find_searches, read_search
 from state.study import Mirrors
 
