@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import json
 import time
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 
 import redis
 from celery import Celery
@@ -29,15 +29,25 @@ from state.records import PublishItem, Records
 
 @dataclass(frozen=True)
 class PlanRow:
+    """What publishing does with one job, or with one search (``search_id``; ``job`` its base
+    job, whose trials are published as the search advances)."""
+
     job: JobSpec
     queue: str
     fallback_queue: str | None
     action: str  # publish | skip
     why: str
+    search_id: str | None = None
+
+    @property
+    def ref(self) -> str:
+        """The ID an operator uses for the row: the job's, or the search's."""
+        return self.search_id or self.job.job_id
 
     def to_dict(self) -> dict:
         return {
-            "job_id": self.job.job_id,
+            "job_id": None if self.search_id else self.job.job_id,
+            "search_id": self.search_id,
             "name": self.job.name,
             "queue": self.queue,
             "action": self.action,
@@ -193,10 +203,8 @@ def offline_plan(manifest: Manifest, force: frozenset[str] = frozenset()) -> lis
 
 
 def _search_row(row: searches.SearchRow) -> PlanRow:
-    """A search as a plan row: its base job under the search's id."""
-    return PlanRow(
-        replace(row.spec.base, job_id=row.spec.search_id), row.queue, None, row.action, row.why
-    )
+    """A search as a plan row: its base job and the search's id."""
+    return PlanRow(row.spec.base, row.queue, None, row.action, row.why, row.spec.search_id)
 
 
 def record_fields(job: JobSpec, queue: str, owner: str) -> dict[str, str]:

@@ -275,9 +275,8 @@ def _run(task, ctx: HostContext, run: Run) -> Ended:
         else None
     )
     try:
-        with workspace.prepared(
-            task, ctx, run
-        ) as python:  # its code copied in, its environment held
+        # its code copied in, its environment held
+        with workspace.prepared(task, ctx, run) as python:
             argv, env = _argv_env(job, work, data_path, run, ctx.job_user)
             argv = workspace.adapt(argv, env, job, python)
             env.update(workspace.job_variables(job, ctx))

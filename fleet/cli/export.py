@@ -4,9 +4,8 @@ search's name)."""
 
 from __future__ import annotations
 
-import json
-
-from fleet.cli.common import console, err, redis_client
+from core.errors import FleetError
+from fleet.cli.common import console, emit, json_option, redis_client
 from fleet.query import results as R
 
 
@@ -15,17 +14,15 @@ def cmd_export_mlflow(args) -> int:
 
     board = R.leaderboard(redis_client(), args.name, metric=args.metric)
     done = MlflowExport(args.tracking_uri).write(board, args.experiment)
-    if args.json:
-        print(json.dumps(done.to_dict(), indent=2))
-    else:
-        console.print(
+    return emit(
+        args,
+        done.to_dict,
+        lambda: console.print(
             f"{args.name}: {done.created} run(s) created, {done.updated} updated, "
             f"{done.points} metric point(s) logged in experiment {done.experiment_id} "
-            f"at {args.tracking_uri}",
-            markup=False,
-            highlight=False,
-        )
-    return 0
+            f"at {args.tracking_uri}"
+        ),
+    )
 
 
 def cmd_export_optuna(args) -> int:
@@ -35,13 +32,10 @@ def cmd_export_optuna(args) -> int:
     client = redis_client()
     found = find_searches(client, args.name)
     if not found:
-        err.print(f"no search named {args.name!r}; `fleet status` lists searches", markup=False)
-        return 1
+        raise FleetError(f"no search named {args.name!r}; `fleet status` lists searches")
     n = export(client, found[0], args.name, args.storage)
     console.print(
         f"wrote search {args.name} ({n} trials) as Optuna study {args.name!r} to {args.storage}",
-        markup=False,
-        highlight=False,
     )
     return 0
 
@@ -67,7 +61,7 @@ def register(sub) -> None:
     m.add_argument(
         "--metric", help="the metric the runs are tagged with (default as in `fleet results`)"
     )
-    m.add_argument("--json", action="store_true", help="what was created and updated, as JSON")
+    json_option(m, "what was created and updated, as JSON")
     m.set_defaults(fn=cmd_export_mlflow)
     o = tools.add_parser("optuna", help="a search as an Optuna study (optuna-dashboard opens it)")
     o.add_argument("name", help="the search's name (its manifest job's name)")
