@@ -282,22 +282,3 @@ class Mirrors:
 
 
 MIRRORS = Mirrors()
-
-
-def export(client: redis.Redis, search_id: str, name: str, storage_url: str) -> int:
-    """Write the search as the Optuna study ``name`` in ``storage_url`` (e.g. sqlite:///s.db),
-    replacing an earlier export of it; returns the trials written."""
-    optuna = _optuna()
-    config = json.loads(decoding(client).hget(key(search_id), "config") or "null")
-    if config is None:
-        raise KeyError(search_id)
-    mirror = Mirror(search_id, config).refresh(client)
-    target = optuna.storages.get_storage(storage_url)
-    if name in [s.study_name for s in target.get_all_studies()]:
-        # an export again replaces, never doubles
-        optuna.delete_study(study_name=name, storage=target)
-    study = optuna.create_study(storage=target, study_name=name, direction=config["direction"])
-    study.set_user_attr("fleet_search_id", search_id)
-    study.set_user_attr("metric", config["metric"])
-    study.add_trials(mirror.study.get_trials(deepcopy=False))
-    return len(mirror.study.trials)

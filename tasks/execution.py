@@ -293,6 +293,7 @@ def _run(task, ctx: HostContext, run: Run) -> Ended:
     if outcome.stopped is Stop.PRUNED:  # its outputs are kept like a success's
         result = upload.store_result(ctx, run, outcome, JobState.PRUNED)
         checkpoint.drop(ctx, job)
+        events.pruned(task, result)
         return Ended(
             Outcome.SUCCEEDED, result=result, end=RunEnd.PRUNED, detail="by its search's pruner"
         )

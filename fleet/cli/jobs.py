@@ -35,14 +35,20 @@ SHOW_ACTED = 20  # cancel/requeue list this many jobs by name, then count the re
 
 
 # --- status -------------------------------------------------------------------------
-def when(row: JobRecord, now: float) -> str:
+def when(row: JobRecord, now: float, compact: bool = False) -> str:
+    """How long it waited or ran, and when it ended. ``compact`` (a narrow terminal) keeps the
+    number the state column does not already say: a cut "ran 4s, 4m1…" told nothing."""
     t = Q.times(row, now)
     if row.state is JobState.QUEUED:
-        return f"waiting {Q.human_duration(t['queued_for_s'])}"
+        waited = Q.human_duration(t["queued_for_s"])
+        return waited if compact else f"waiting {waited}"
     if row.state is JobState.RUNNING:
-        return f"running {Q.human_duration(t['ran_for_s'])}"
-    ran = f"ran {Q.human_duration(t['ran_for_s'])}, " if t["ran_for_s"] is not None else ""
-    return f"{ran}{Q.human_duration(t['finished_ago_s'])} ago"
+        ran = Q.human_duration(t["ran_for_s"])
+        return ran if compact else f"running {ran}"
+    ended = f"{Q.human_duration(t['finished_ago_s'])} ago"
+    if compact or t["ran_for_s"] is None:
+        return ended
+    return f"ran {Q.human_duration(t['ran_for_s'])}, {ended}"
 
 
 def note(row: JobRecord) -> str:
@@ -102,7 +108,7 @@ def worker_cell(r: JobRecord) -> str:
     return f"{r.worker} (GPU {held})" if held else r.worker
 
 
-def _cells(r: JobRecord, now: float, id_len: int, text: str) -> dict:
+def _cells(r: JobRecord, now: float, id_len: int, text: str, compact: bool = False) -> dict:
     return {
         "job": Text(r.name),
         "id": r.job_id[:id_len],
@@ -110,7 +116,7 @@ def _cells(r: JobRecord, now: float, id_len: int, text: str) -> dict:
         "queue": Text(r.queue),
         "tries": str(r.runs),
         "worker": Text(worker_cell(r)),
-        "time": when(r, now),
+        "time": when(r, now, compact),
         "progress / error": Text(text),
         "artifact": short_id((r.artifact or {}).get("sha256", "")),
         "owner": Text(r.owner),
@@ -137,6 +143,14 @@ def render(
         _cells(r, v.now, id_len, "see below" if r in errors else notes[r.job_id]) for r in v.rows
     ]
     table, widths = STATUS.table(rows, width or console.width, wide)
+    # a time column that would be cut shows each time's short form instead
+    compact = not wide and widths.get("time", 0) < STATUS.natural(rows)["time"]
+    if compact:
+        rows = [
+            _cells(r, v.now, id_len, "see below" if r in errors else notes[r.job_id], True)
+            for r in v.rows
+        ]
+        table, widths = STATUS.table(rows, width or console.width, wide)
     if "progress / error" not in widths:  # too narrow for notes: each goes on its own line
         errors = [r for r in v.rows if notes[r.job_id]]
     elif not wide:  # a note the column would cut ("train_loss=0.…") goes whole on its own line
@@ -147,7 +161,7 @@ def render(
             # else the column says nothing
             kept = any(notes[r.job_id] and r not in errors for r in v.rows)
             rows = [
-                _cells(r, v.now, id_len, "see below" if r in errors else notes[r.job_id])
+                _cells(r, v.now, id_len, "see below" if r in errors else notes[r.job_id], compact)
                 for r in v.rows
             ]
             table, widths = STATUS.table(

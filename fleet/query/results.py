@@ -38,6 +38,8 @@ FIELDS = (
     "gpu_s",
     "core_s",
     "created_at",
+    "started_at",
+    "finished_at",
     "result",
     "progress",
     "spec",
@@ -50,6 +52,7 @@ FIELDS = (
 READ_BATCH = 1000
 DEFAULT_METRIC = "valid_loss"  # what the built-in trainers report each epoch
 MAXIMIZED = re.compile(r"acc|auc|f1|score|r2|precision|recall|reward|return|map\b|iou|bleu", re.I)
+ENDED = frozenset({"succeeded", "failed", "cancelled", "pruned"})
 LABEL = re.compile(r"\[(?P<label>[^\[\]]*)\]$")
 
 
@@ -109,6 +112,9 @@ class Trial:
     artifact: dict | None = None  # {uri, sha256, size} once stored
     search: str = ""  # the search it is a trial of
     best: bool = False  # the leaderboard's best
+    started_at: float | None = None  # its latest run's start and end, as its record says
+    finished_at: float | None = None
+    hyper: dict[str, Any] = field(default_factory=dict)  # all its hyperparameters, fixed too
 
     def to_dict(self) -> dict:
         return asdict(self)
@@ -178,12 +184,17 @@ def varied_params(specs: Sequence[dict]) -> list[dict[str, Any]]:
     return [{k: v[k] for k in varied if k in v} for v in values]
 
 
+# a point's step and bookkeeping, and the step keys a line may carry (``epochs``: a budget)
+NOT_METRICS = frozenset(
+    {"step", "t", "run", *history.STEP_KEYS, *(k + "s" for k in history.STEP_KEYS)}
+)
+
+
 def reported_keys(points: Iterable[dict]) -> list[str]:
     """Metric keys in the order first seen, without steps and bookkeeping. Pure."""
-    skip = {"step", "t", "run", *history.STEP_KEYS, *(k + "s" for k in history.STEP_KEYS)}
     seen: dict[str, None] = {}
     for p in points:
-        seen.update({k: None for k, v in p.items() if k not in skip and _number(v)})
+        seen.update({k: None for k, v in p.items() if k not in NOT_METRICS and _number(v)})
     return list(seen)
 
 
@@ -235,11 +246,12 @@ def trial(record: dict, points: list[dict], obj: Objective, *, number: int, para
     pick = min if obj.direction is Direction.MINIMIZE else max
     best_value = pick(v for _, v in series) if series else value
     trial_no = record.get("trial")
+    state = record.get("state") or "queued"
     return Trial(
         trial=int(trial_no) if str(trial_no).lstrip("-").isdigit() else number,
         name=record.get("name") or record["job_id"],
         job_id=record["job_id"],
-        state=record.get("state") or "queued",
+        state=state,
         params=params,
         value=value,
         best_value=best_value,
@@ -252,7 +264,16 @@ def trial(record: dict, points: list[dict], obj: Objective, *, number: int, para
         gpus=record.get("gpu") or "",
         artifact=record.get("artifact"),
         search=record.get("search") or "",
+        # a requeued job keeps its earlier run's times until it starts again
+        started_at=None if state == "queued" else _time(record.get("started_at")),
+        finished_at=_time(record.get("finished_at")) if state in ENDED else None,
+        hyper=dict((record.get("spec") or {}).get("hyper") or {}),
     )
+
+
+def _time(v) -> float | None:
+    t = _float(v)
+    return t if t > 0 else None
 
 
 def _float(v) -> float:
@@ -354,6 +375,7 @@ def search_of(client, name: str, records: Sequence[dict]) -> dict | None:
                 "metric": view.metric,
                 "direction": view.direction,
                 "best_trial": view.best_trial,
+                "space": view.config.get("space") or {},
             }
     return None
 

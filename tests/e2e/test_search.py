@@ -102,6 +102,11 @@ def test_a_search_survives_a_killed_worker_and_a_redis_restart_and_finds_the_opt
     # pruned, most of them early (a pruner may also judge a trial at its last step)
     assert pruned and sum(max(t.steps) < EPOCHS - 1 for t in pruned) > len(pruned) / 2
     assert all(r.artifact for r in recs)  # outputs kept, pruned too
+    # the task ends PRUNED, not SUCCESS: Flower and the result backend count it as fleet does
+    from celery import Celery
+
+    results = Celery("probe", broker=chaos.redis.url, backend=chaos.redis.url)
+    assert {results.AsyncResult(t.job_id).state for t in pruned} == {"PRUNED"}
     assert done.best_value is not None and done.best_value < OPTIMUM + 0.5, done.summary()
     assert done.counts["succeeded"] + done.counts["pruned"] == TRIALS
 
@@ -121,8 +126,13 @@ def test_a_search_survives_a_killed_worker_and_a_redis_restart_and_finds_the_opt
     assert study.best_value == pytest.approx(done.best_value)
     by_number = {t.number: t for t in study.trials}
     for t in done.trials:
-        assert by_number[t.number].params == t.params
-        assert by_number[t.number].intermediate_values == t.steps
+        exported = by_number[t.number]
+        assert exported.params == t.params
+        # the trial's metric history: every step its pruner judged, and any it printed after
+        assert t.steps.items() <= exported.intermediate_values.items()
+        rec = chaos.records().get(t.job_id)  # its own times, not the export's
+        assert exported.datetime_start.timestamp() == pytest.approx(rec.started_at, abs=1e-3)
+        assert exported.datetime_complete.timestamp() == pytest.approx(rec.finished_at, abs=1e-3)
     print(f"\n{done.summary()}; {time.monotonic() - started:.0f} s")
 
     # `fleet results`, `fleet plot` and `fleet export mlflow` on the same search
