@@ -179,9 +179,9 @@ USAGE_CHARGE_EVERY_S = 60.0  # a running job is charged to its owner this often 
 # a worker recomputes its fair-share order (and prunes empty owner lists) this often
 FAIRSHARE_REFRESH_S = 2.0
 
-# adaptive search ([jobs.search]; state/search.py, docs/search.md)
+# adaptive search ([jobs.search]; state/search/store.py, docs/search.md)
 SEARCH_KEY = KEY_PREFIX + "search:"  # hash per search: fleet:search:<id>; its trials under <id>:...
-SEARCHES_KEY = KEY_PREFIX + "searches"  # hash search name -> id of its latest search
+SEARCHES_KEY = KEY_PREFIX + "searches"  # hash search name -> the id of its one search
 # set of ids with trials left or live (the sweep)
 ACTIVE_SEARCHES_KEY = KEY_PREFIX + "searches:active"
 DEFAULT_MAX_FAILURES = 5  # consecutive failed trials that stop a search

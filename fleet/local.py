@@ -302,7 +302,7 @@ def _searches(client, manifest: Manifest) -> tuple:
 
     A search that publish has not recorded yet is left out.
     """
-    from state.search import read_search
+    from state.search.view import read_search
 
     views = (read_search(client, s.search_id) for s in manifest.searches)
     return tuple(s for s in views if s is not None)

@@ -14,11 +14,13 @@ Optuna is the optional ``search`` extra; without it the export says how to insta
 from __future__ import annotations
 
 import json
+from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import datetime
 
 from core.errors import FleetError
 from fleet.query.results import Leaderboard, Trial
+from manifest.search.config import Dist
 from state import history
 
 # fleet's trial states as Optuna's (a failed or cancelled trial is Optuna's FAIL)
@@ -90,10 +92,12 @@ def frozen(t: Trial, points: list[dict], metric: str, distributions: dict):
     return trial
 
 
-def write(board: Leaderboard, space: dict, direction: str, name: str, storage_url: str):
+def write(
+    board: Leaderboard, space: Mapping[str, Dist], direction: str, name: str, storage_url: str
+):
     """Write ``board``'s trials (a search's, ``space`` its search space) as the study ``name``
     in ``storage_url`` (e.g. sqlite:///s.db), replacing an earlier export of it."""
-    from state.study import distributions
+    from state.search.study import distributions
 
     optuna = _optuna()
     dists = distributions(space)

@@ -118,6 +118,8 @@ class JobRecord:
     fallback_queue: str = ""  # prefer_cuda: the queue its other copy waits in
     fb_grace_s: float | None = None  # prefer_cuda: how long it waits before that copy is pushed
     pushes: int = 0  # messages pushed for it so far (each tagged <id>.<n>)
+    search: str = ""  # a search's trial: the search's id (state.search)
+    trial: int | None = None  # and its number there
     copies: tuple[QueuedCopy, ...] = ()  # its messages as stored (only when read whole)
     search: str = ""  # a search's trial: the search's id (state.search)
     trial: int | None = None  # its number in that search, 0-based
@@ -263,6 +265,7 @@ _DECODE: dict[str, Callable[[str], Any]] = {
             "end_detail",
             "pri_queue",
             "fallback_queue",
+            "search",
             "trained_host",
             "trained_dir",
             "search",

@@ -29,17 +29,17 @@ def cmd_export_optuna(args) -> int:
     from dataclasses import replace
 
     from fleet.optuna_export import write
-    from state.search import find_searches, read_search
+    from state.search.view import find_searches, read_search
 
     client = redis_client()
     found = find_searches(client, args.name)
     search = read_search(client, found[0], trials=False) if found else None
     if search is None:
         raise FleetError(f"no search named {args.name!r}; `fleet status` lists searches")
-    board = R.leaderboard(client, args.name, metric=search.metric, direction=search.direction)
-    # a search published again under the same name: only the latest one's trials
+    board = R.leaderboard(client, args.name, metric=search.metric, direction=search.direction.value)
+    # only this search's trials: jobs of other kinds may share its name
     board = replace(board, trials=[t for t in board.trials if t.search == search.search_id])
-    done = write(board, search.config["space"], search.direction, args.name, args.storage)
+    done = write(board, search.config.space, search.direction.value, args.name, args.storage)
     console.print(
         f"wrote search {args.name} ({done.trials} trials) as Optuna study {args.name!r} to "
         f"{args.storage}" + (" (replacing the earlier export)" if done.replaced else ""),

@@ -29,7 +29,7 @@ from fleet.cli.tables import Layout
 from fleet.query import jobs as Q
 from fleet.query import refs
 from state import events
-from state.jobrecord import JobRecord, JobState, fetch
+from state.jobrecord import JobRecord, JobState
 
 SHOW_ACTED = 20  # cancel/requeue list this many jobs by name, then count the rest
 
@@ -196,7 +196,7 @@ def cmd_status(args) -> int:
 
     client = redis_client()
     searches = summaries(client)
-    flt = _filter(args, frozenset() if args.all else frozenset(s.name for s in searches))
+    flt = _filter(args, frozenset() if args.all else frozenset(s.search_id for s in searches))
     if args.watch:
         return _watch(client, flt, args)
     limit = args.limit if args.limit is not None else (None if args.json else C.STATUS_MAX_ROWS)
@@ -255,7 +255,7 @@ def _frames(client, flt: Q.JobFilter, args):
         )
         # a search published since the last frame folds too
         searches = [] if args.all else summaries(client)
-        flt = replace(flt, folded=frozenset(s.name for s in searches))
+        flt = replace(flt, folded=frozenset(s.search_id for s in searches))
         v = Q.status(client, flt, rows)
         took = time.monotonic() - t0
         # reading a huge fleet must not become the whole load on Redis: back off
@@ -370,28 +370,17 @@ def _cancel_one(rec, jid: str, dry_run: bool) -> tuple[bool, str, str]:
             state.value if state else "missing",
             "" if ok else f"already {state.value if state else 'gone'}",
         )
-    res = rec.cancel(jid)
-    if res.done:
-        _advance_search(rec, jid)
+    from state.search import trials
+
+    res, not_advanced = trials.cancel(rec, jid)
+    if not_advanced:
+        err.print(not_advanced, markup=False)
     return res.done, res.was.value, "" if res.done else f"already {res.was.value}"
 
 
-def _advance_search(rec, jid: str) -> None:
-    """A cancelled trial advances its search here, as its end would on a worker."""
-    trial = fetch(rec.r, jid, ("search",))
-    sid = trial.search if trial else ""
-    if sid:
-        from state import advance
-
-        try:
-            advance.advance(rec.r, sid)
-        except Exception as e:  # no Optuna here, say: the workers' sweep advances it
-            err.print(
-                f"search {short_id(sid)}: not advanced here ({e}); the workers' sweep will",
-            )
-
-
 def _requeue_one(rec, jid: str, dry_run: bool) -> tuple[bool, str, str]:
+    from state.search import trials
+
     state = rec.states([jid])[jid]
     if state is not None and not state.terminal:
         return (
@@ -399,35 +388,14 @@ def _requeue_one(rec, jid: str, dry_run: bool) -> tuple[bool, str, str]:
             state.value,
             f"is {state.value}: requeue runs a failed, cancelled or succeeded job again",
         )
-    trial = fetch(rec.r, jid, ("search", "trial"))
-    sid, number = (trial.search, trial.trial) if trial else ("", None)
-    full = _search_full(rec, sid) if sid and state is not None else ""
-    if full:
-        return False, state.value, full
     if dry_run:
-        return state is not None, state.value if state else "missing", ""
-    was = rec.requeue(jid)
-    # after the record is queued again: no sync counts the old end twice
-    if sid and number is not None:
-        from state.search import SearchStore
-
-        SearchStore(rec.r).reopen(sid, int(number))
-    return True, was, ""
-
-
-def _search_full(rec, sid: str) -> str:
-    """Why a trial of search ``sid`` may not run again now: its search runs ``parallel``
-    trials already (a requeued trial counts as running again); '' when it may."""
-    from state.search import read_search
-
-    view = read_search(rec.r, sid, trials=False)
-    parallel = view.config.get("parallel", 0) if view else 0
-    if view is None or view.running < parallel:
-        return ""
-    return (
-        f"its search {view.name} runs {view.running} trials already (parallel={parallel}); "
-        f"requeue it once one ends"
-    )
+        trial = trials.trial_of(rec.r, jid) if state is not None else None
+        full = trials.full(rec.r, trial[0]) if trial else ""
+        return state is not None and not full, state.value if state else "missing", full
+    rerun = trials.requeue(rec, jid)
+    if rerun is None:  # no trial: any job
+        return True, rec.requeue(jid), ""
+    return rerun.done, rerun.was, rerun.why
 
 
 def cmd_cancel(args) -> int:

@@ -20,14 +20,15 @@ import math
 import re
 from collections.abc import Iterable, Sequence
 from dataclasses import asdict, dataclass, field, replace
-from enum import Enum
 from typing import Any
 
-from core.errors import FleetError, JobNotFound
+from core.errors import JobNotFound
 from fleet.query import refs
+from manifest.search.config import Direction
 from state import history
-from state import search as searches
 from state.jobrecord import fetch_many
+from state.search import view as searches
+from state.search.store import key
 
 FIELDS = (
     "job_id",
@@ -51,26 +52,8 @@ FIELDS = (
 )
 READ_BATCH = 1000
 DEFAULT_METRIC = "valid_loss"  # what the built-in trainers report each epoch
-MAXIMIZED = re.compile(r"acc|auc|f1|score|r2|precision|recall|reward|return|map\b|iou|bleu", re.I)
 ENDED = frozenset({"succeeded", "failed", "cancelled", "pruned"})
 LABEL = re.compile(r"\[(?P<label>[^\[\]]*)\]$")
-
-
-class Direction(str, Enum):
-    MINIMIZE = "minimize"
-    MAXIMIZE = "maximize"
-
-    @classmethod
-    def parse(cls, text: str) -> Direction:
-        try:
-            return cls(text.strip().lower())
-        except ValueError:
-            raise FleetError(f"--direction {text!r}: choose minimize or maximize") from None
-
-    @classmethod
-    def guess(cls, metric: str) -> Direction:
-        """Maximize an accuracy, a score or a reward; minimize anything else (a loss, an error)."""
-        return cls.MAXIMIZE if MAXIMIZED.search(metric) else cls.MINIMIZE
 
 
 @dataclass(frozen=True)
@@ -373,9 +356,9 @@ def search_of(client, name: str, records: Sequence[dict]) -> dict | None:
         if view is not None:
             return {
                 "metric": view.metric,
-                "direction": view.direction,
+                "direction": view.direction.value,
                 "best_trial": view.best_trial,
-                "space": view.config.get("space") or {},
+                "space": {k: v.to_dict() for k, v in view.config.space.items()},
             }
     return None
 
@@ -388,7 +371,7 @@ def judged(client, records: Sequence[dict], metric: str) -> list[dict]:
     ]
     pipe = client.pipeline(transaction=False)
     for r in pruned:
-        pipe.hget(searches.key(r["search"], "trial", r["trial"]), "value")
+        pipe.hget(key(r["search"], "trial", r["trial"]), "value")
     got = dict(zip([r["job_id"] for r in pruned], pipe.execute(), strict=True))
     return [
         {**r, "judged": float(got[r["job_id"]]), "judged_metric": metric}

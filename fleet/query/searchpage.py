@@ -17,7 +17,8 @@ from core.errors import JobNotFound
 from fleet.query import plotdata
 from fleet.query import results as R
 from fleet.query.searches import summaries
-from state.search import SearchView, find_searches, read_search
+from state.jobrecord import JobState
+from state.search.view import SearchView, find_searches, read_search
 
 ROW_FIELDS = ("trial", "name", "job_id", "state", "value", "best_value", "steps", "host", "best")
 
@@ -30,17 +31,20 @@ def page(view: SearchView, board: R.Leaderboard | None) -> dict:
         "search_id": view.search_id,
         "summary": view.summary(),
         "metric": view.metric,
-        "direction": view.direction,
+        "direction": view.direction.value,
         "budget": {
-            "trials": config.get("trials"),
-            "parallel": config.get("parallel"),
+            "trials": config.trials,
+            "parallel": config.parallel,
             "issued": view.issued,
             "ended": view.ended,
             "running": view.running - view.queued,
             "queued": view.queued,
         },
-        "counts": dict(view.counts),
-        "failures": {"failed": view.counts.get("failed", 0), "max": config.get("max_failures")},
+        "counts": {s.value: n for s, n in view.counts.items()},
+        "failures": {
+            "failed": view.counts.get(JobState.FAILED, 0),
+            "max": config.max_failures,
+        },
         "stopped": view.stopped,
         "done": view.done,
         "best": {"trial": view.best_trial, "value": view.best_value},
@@ -68,9 +72,9 @@ def page(view: SearchView, board: R.Leaderboard | None) -> dict:
 
 def leaderboard(client: redis.Redis, view: SearchView) -> R.Leaderboard | None:
     """The search's leaderboard, as `fleet results NAME` ranks it, of this search's trials only
-    (a search published again under its name leaves the old one's trials)."""
+    (jobs of other kinds may share its name)."""
     try:
-        board = R.leaderboard(client, view.name, metric=view.metric, direction=view.direction)
+        board = R.leaderboard(client, view.name, metric=view.metric, direction=view.direction.value)
     except JobNotFound:
         return None
     mine = [replace(t, best=False) for t in board.trials if t.search == view.search_id]

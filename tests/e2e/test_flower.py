@@ -538,7 +538,7 @@ def seed_search(client, name: str, sid: str) -> dict[int, str]:
     the workers leave them; trial number -> job ID."""
     from core import constants as C
     from state import history
-    from state import search as S
+    from state.search import store as S
 
     config = {
         "trials": 8,

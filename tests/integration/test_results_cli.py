@@ -231,8 +231,8 @@ def test_mlflow_runs_carry_the_trials_own_times_and_open_on_their_runs(
 
 
 def seed_search(client) -> None:
-    """A search's state (state/search.py's contract) and three of its trials' records."""
-    from state import search
+    """A search's state (state/search/store.py's contract) and three of its trials' records."""
+    from state.search import store as search
 
     config = {
         "trials": 8,
@@ -298,7 +298,7 @@ def test_a_pruned_trials_final_value_is_the_one_its_search_pruned_it_at(
     fleet_cli, redis_client, capsys
 ):
     seed_search(redis_client)  # trial 1 was pruned at acc 0.2; it printed 0.9 while being stopped
-    from state import search
+    from state.search import store as search
 
     redis_client.hset(search.key("s1", "trial", 1), mapping={"state": "pruned", "value": "0.2"})
     history.append(redis_client, jid(1), [{"step": 2, "t": 2.0, "run": 1, "acc": 0.9}])

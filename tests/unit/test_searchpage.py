@@ -4,9 +4,11 @@ trial's curve with pruned ones dimmed and the best marked."""
 
 from fleet.query import results as R
 from fleet.query import searchpage
-from state.search import SearchView
+from manifest.search.config import SearchConfig
+from state.jobrecord import JobState
+from state.search.view import SearchView
 
-CONFIG = {"trials": 8, "parallel": 2, "metric": "loss", "direction": "minimize", "max_failures": 3}
+CONFIG = SearchConfig("loss", {}, trials=8, parallel=2, max_failures=3)
 
 
 def view(**kw) -> SearchView:
@@ -16,7 +18,7 @@ def view(**kw) -> SearchView:
         config=CONFIG,
         issued=4,
         ended=3,
-        counts={"succeeded": 1, "pruned": 1, "failed": 1, "cancelled": 0},
+        counts={JobState.SUCCEEDED: 1, JobState.PRUNED: 1, JobState.FAILED: 1},
         running=1,
         stopped="",
         best_value=0.2,
