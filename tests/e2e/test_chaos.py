@@ -69,7 +69,7 @@ class Chaos:
         from tasks import app
 
         rows = publish(app, self.client(), load(path))
-        return {r.job.name: r.job.job_id for r in rows}
+        return {r.job.name: r.ref for r in rows}  # a search: its id
 
     def fleet(self, *args: str) -> subprocess.CompletedProcess:
         return subprocess.run(
