@@ -303,6 +303,8 @@ def print_why(report: WhyReport) -> None:
         out(f"  last error: {report.last_error.splitlines()[0]}")
     if report.search is not None:
         out(f"  search: {report.search.summary}")
+        if report.search.trial_failed:
+            out(f"  failed for its search: {report.search.trial_failed}")
     for i, q in enumerate(report.queues):
         print_queue(q, "queue" if i == 0 else "fallback queue")
 

@@ -115,11 +115,14 @@ class QueueReport:
 
 @dataclass(frozen=True)
 class SearchNote:
-    """A trial's search: its one line, and why it issues no more trials ('' while it may)."""
+    """A trial's search: its one line, why it issues no more trials ('' while it may), its
+    last failed trial's reason, and why this trial failed for it though its job succeeded."""
 
     search_id: str
     summary: str
     stopped: str
+    last_failure: str = ""
+    trial_failed: str = ""
 
 
 @dataclass(frozen=True)
@@ -149,6 +152,8 @@ class WhyReport:
             d["search"] = {
                 "summary": self.search.summary,
                 "stopped": self.search.stopped,
+                "last_failure": self.search.last_failure,
+                "trial_failed": self.search.trial_failed,
                 "search_id": self.search.search_id,
             }
         return d
@@ -269,6 +274,12 @@ def why(client: redis.Redis, name_or_id: str) -> WhyReport:
         verdicts = explain(q, model, facts.values(), config.hosts or {})
         reports.append(_queue_report(client, rec, q, config, verdicts, views, depth))
     search = of_job(client, rec.job_id)  # a trial: its search's line, why it stopped
+    note = None
+    if search is not None:
+        failed = _trial_reason(client, search.search_id, rec)
+        note = SearchNote(
+            search.search_id, search.summary(), search.stopped, search.last_failure, failed
+        )
     return WhyReport(
         rec.job_id,
         rec.name,
@@ -277,8 +288,17 @@ def why(client: redis.Redis, name_or_id: str) -> WhyReport:
         rec.attempts,
         rec.last_error,
         tuple(reports),
-        None if search is None else SearchNote(search.search_id, search.summary(), search.stopped),
+        note,
     )
+
+
+def _trial_reason(client: redis.Redis, search_id: str, rec: JobRecord) -> str:
+    """Why this trial failed for its search though its job succeeded ('' when it did not)."""
+    from state.search.store import key
+
+    number = rec.trial
+    got = client.hget(key(search_id, "trial", number), "reason") if number is not None else None
+    return got.decode() if isinstance(got, bytes) else got or ""
 
 
 WHY_SWEEP_MAX = 20  # a sweep's base name explains this many of its jobs, waiting ones first
