@@ -36,7 +36,8 @@ import redis  # noqa: E402
 from bench.timing import parse_args  # noqa: E402
 from fleet.local import start_worker, stop_worker  # noqa: E402
 from fleet.redis_server import RedisServer  # noqa: E402
-from state.records import JobState, Records  # noqa: E402
+from state.jobrecord import JobState  # noqa: E402
+from state.records import Records  # noqa: E402
 
 LOOP = ROOT / "bench" / "gangloop.py"
 SLEEPY = ROOT / "tests" / "e2e" / "sleepy.py"

@@ -11,7 +11,7 @@ And a job that logs per batch (bench/floodjob.py, 100,000 metric lines) run alon
 one-trial search with a pruner, one after the other on the same worker: its run time as a
 trial against alone (the trial's pruner hears every line).
 
-Goals (issue 23): TPE+ASHA within 1% of random's best with at most 40% of random's
+Goals: TPE+ASHA within 1% of random's best with at most 40% of random's
 worker-seconds; advance p50 <= 200 ms at 10 and at 1,000 trials; pruning within 1 s.
 Goal (issue 30): the flooding trial within 1.2x of the same job alone.
 
@@ -37,7 +37,7 @@ from bench.timing import parse_args  # noqa: E402
 from fleet.local import start_worker, stop_worker  # noqa: E402
 from fleet.manifests import loads  # noqa: E402
 from fleet.redis_server import RedisServer  # noqa: E402
-from state.jobrecord import JobState  # noqa: E402
+from state.jobrecord import JobState, job_key  # noqa: E402
 from state.records import Records  # noqa: E402
 from state.search import advance  # noqa: E402
 from state.search.store import key  # noqa: E402
@@ -174,7 +174,7 @@ def fill(client, sid: str, finished: int) -> None:
             },
         )
         pipe.hset(key(sid, "iv", n), mapping={s: 1.0 + s for s in range(5)})
-        pipe.hset("fleet:job:" + jid, mapping={"job_id": jid, "state": "succeeded"})
+        pipe.hset(job_key(jid), mapping={"job_id": jid, "state": "succeeded"})
     pipe.hset(key(sid), "issued", finished)
     pipe.execute()
 
@@ -197,7 +197,7 @@ def advance_direct(client, app, root: Path, finished: int, rounds: int) -> dict:
     fill(client, sid, finished)  # trial 0 is the one running; 1..finished-1 ended
     for _ in range(rounds):
         client.hset(key(sid, "trial", n_running), "last_value", "0.75")  # its worker heard it
-        client.hset("fleet:job:" + jid, "state", "succeeded")  # its worker recorded its end
+        client.hset(job_key(jid), "state", "succeeded")  # its worker recorded its end
         t0 = time.perf_counter()
         (n_running,) = advance.advance(client, sid, mirrors=mirrors)
         took.append(time.perf_counter() - t0)

@@ -45,9 +45,8 @@ YIELD_IDLE_HINT_ENV = "FLEET_YIELD_IDLE_HINT"  # 1: an active graphical console 
 YIELD_RECLAIM_ENV = "FLEET_YIELD_RECLAIM_S"
 YIELD_POLL_ENV = "FLEET_YIELD_POLL_S"
 YIELD_IGNORE_ENV = "FLEET_YIELD_IGNORE"  # process names on a GPU that never count as the owner
-YIELD_SIM_PROCESSES_ENV = (
-    "FLEET_SIM_GPU_PROCESSES"  # simulated GPUs: a JSON file of their processes
-)
+# simulated GPUs: a JSON file of their processes
+YIELD_SIM_PROCESSES_ENV = "FLEET_SIM_GPU_PROCESSES"
 GIB = 1 << 30
 
 

@@ -48,8 +48,8 @@ def _curves(ax, data: PlotData) -> None:
                 color="tab:blue" if not c.dimmed else "grey",
                 alpha=DIM_ALPHA if c.dimmed else CURVE_ALPHA,
                 linewidth=1,
-                marker="." if len(c.steps) == 1 else None,
-            )  # a trial stopped at its first step
+                marker="." if len(c.steps) == 1 else None,  # a trial stopped at its first step
+            )
     ax.set(
         title=f"learning curves ({sum(c.dimmed for c in data.curves)} stopped short, faint)",
         xlabel="step",

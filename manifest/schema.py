@@ -155,21 +155,17 @@ class JobSpec:
     timeout_s: float | None = None
     max_attempts: int | None = None
     line: int | None = None  # where the job starts in its manifest, for messages
-    checkpoint: str | None = (
-        None  # dir (relative to the job's work dir) synced to the store while it runs
-    )
-    workdir: str | None = (
-        None  # its code: a pinned store URI (manifest.dataref) copied in as its cwd
-    )
+    # dir (relative to the job's work dir) synced to the store while it runs
+    checkpoint: str | None = None
+    # its code: a pinned store URI (manifest.dataref) copied in as its cwd
+    workdir: str | None = None
     requirements: tuple[str, ...] = ()  # requirement lines of its own environment
-    env_lock: str | None = (
-        None  # sha256 of the workdir's pyproject.toml + uv.lock: `uv sync --frozen`
-    )
+    # sha256 of the workdir's pyproject.toml + uv.lock: `uv sync --frozen`
+    env_lock: str | None = None
     python: str | None = None  # the environment's Python version, e.g. "3.12"
     env: dict[str, str] = field(default_factory=dict)  # plain variables set for the job
-    preemptible: bool = (
-        False  # stopping it loses nothing: an urgent job may take its place (routing.preempt)
-    )
+    # stopping it loses nothing: an urgent job may take its place (routing.preempt)
+    preemptible: bool = False
     search: str | None = None  # a trial's search id (state.search); None for every other job
     trial: int | None = None  # a trial's number in its search
     owner: str | None = None  # who it belongs to, if its table says (else the publisher's --owner)

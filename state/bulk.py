@@ -16,7 +16,7 @@ from importlib import resources
 
 import redis
 
-from core import constants as C
+from state.jobrecord import job_key
 
 STATES_BATCH = 5000  # job IDs per states script call
 PUBLISH_BATCH = 500  # jobs per publish script call (a few MB of arguments; ~20 ms in Redis)
@@ -72,7 +72,7 @@ class Bulk:
         ids = list(job_ids)
         out: dict[str, str | None] = {}
         for chunk in _chunks(ids, batch):
-            res = self._read_only(script, [C.JOB_KEY + jid for jid in chunk])
+            res = self._read_only(script, [job_key(jid) for jid in chunk])
             out.update((jid, s or None) for jid, s in zip(chunk, res, strict=True))
         return out
 

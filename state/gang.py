@@ -16,6 +16,7 @@ import redis
 
 from core import constants as C
 from state import fairshare
+from state.jobrecord import job_key
 from state.redis_conn import decoding
 
 GANG_KEY, FORMING_ZSET = C.GANG_KEY, C.GANG_FORMING_ZSET
@@ -75,7 +76,7 @@ class Gangs:
 
     def _call(self, job_id: str, op: str, *args) -> tuple[Answer, str]:
         answer, detail = self._script(
-            keys=[C.JOB_KEY + job_id, GANG_KEY + job_id, C.OWNER_LISTS_KEY, FORMING_ZSET],
+            keys=[job_key(job_id), GANG_KEY + job_id, C.OWNER_LISTS_KEY, FORMING_ZSET],
             args=[op, int(time.time() * 1000), self.ttl_ms, *args],
         )
         return Answer(answer), str(detail)

@@ -70,9 +70,8 @@ class CheckpointSync:
     def __enter__(self) -> CheckpointSync:
         self.dir.mkdir(parents=True, exist_ok=True)
         self.restore()
-        isolation.hand_over(
-            self.dir, getattr(self.ctx, "job_user", None)
-        )  # FLEET_JOB_USER writes it
+        # FLEET_JOB_USER writes it
+        isolation.hand_over(self.dir, getattr(self.ctx, "job_user", None))
         self._synced = packer.fingerprint(self.dir)
         self.env[ENV_CHECKPOINT_DIR] = str(self.dir)
         self._thread.start()

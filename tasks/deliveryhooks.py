@@ -17,11 +17,10 @@ from contextlib import AbstractContextManager
 from dataclasses import fields
 
 import redis
-from kombu.utils.encoding import bytes_to_str
 
 from core import constants as C
 from manifest.schema import Needs
-from state import deadletter, queues
+from state import deadletter, jobrecord, queues
 from tasks import admission, host, poison
 from tasks.fairorder import FairOrder
 from tasks.hooks import DELIVER, Delivery, TransportHook, Verdict
@@ -86,8 +85,8 @@ class FairShare(TransportHook):
         if not job_id:
             return None
         with self.acquire() as client:
-            owner = client.hget(C.JOB_KEY + job_id, "owner")
-        return bytes_to_str(owner) if owner else None
+            rec = jobrecord.fetch(client, job_id, ("owner",))
+        return rec.owner if rec and rec.owner else None
 
 
 class Admission(TransportHook):

@@ -26,8 +26,8 @@ from core.constants import DATA_CACHE_DIR, TAIL_LINES
 from core.ids import short_id
 from manifest.schema import JobSpec
 from state import deadletter
-from state.jobrecord import record_end
-from state.records import Claim, JobState
+from state.jobrecord import JobState, record_end
+from state.records import Claim
 from tasks import (
     checkpoint,
     events,
@@ -288,9 +288,8 @@ def _run(task, ctx: HostContext, run: Run) -> Ended:
         else None
     )
     try:
-        with workspace.prepared(
-            task, ctx, run
-        ) as python:  # its code copied in, its environment held
+        # its code copied in, its environment held
+        with workspace.prepared(task, ctx, run) as python:
             argv, env = _argv_env(job, work, data_path, run, ctx.job_user)
             argv = workspace.adapt(argv, env, job, python)
             env.update(workspace.job_variables(job, ctx))

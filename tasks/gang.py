@@ -17,11 +17,11 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from core.constants import GANG_BEAT_TTL_S, HEARTBEAT_EVERY_S, JOB_KEY
+from core.constants import GANG_BEAT_TTL_S, HEARTBEAT_EVERY_S
 from core.ids import short_id
 from manifest.schema import JobSpec
 from state.gang import Answer, Gangs, Member, rank_log_id
-from state.jobrecord import JobState, RunEnd, record_end
+from state.jobrecord import JobState, RunEnd, fetch, record_end
 from tasks.address import advertised_addr
 from tasks.host import HostContext
 from tasks.joblog import log_key
@@ -113,7 +113,8 @@ def _wait(ctx: HostContext, g: Gangs, job: JobSpec, rank: int, token: str) -> Fo
 
 
 def _formed(ctx: HostContext, g: Gangs, job: JobSpec, rank: int, token: str) -> Formed:
-    attempts, runs = ctx.redis.hmget(JOB_KEY + job.job_id, "attempts", "runs")
+    rec = fetch(ctx.redis, job.job_id, ("attempts", "runs"))
+    attempts, runs = (rec.attempts, rec.runs) if rec else (1, 1)
     members = tuple(_redis(ctx, lambda: g.members(job.job_id), "gang members"))
     return Formed(token, int(attempts or 1), int(runs or 1), Seat(rank, members))
 

@@ -39,9 +39,8 @@ class Stop(str, Enum):
     TIMEOUT = "timeout"  # past the job's timeout_s
     LOST = "lost"  # another run owns the job now
     OVER_BUDGET = "over its VRAM budget"  # a sharing job used more GPU memory than it declared
-    PREEMPTED = (
-        "preempted"  # a policy hands it back: an urgent job takes its place (tasks.handback)
-    )
+    # a policy hands it back: an urgent job takes its place (tasks.handback)
+    PREEMPTED = "preempted"
     YIELDED = "yielded"  # a policy hands it back: the host's owner wants its GPU (tasks.yieldwatch)
     CANCELLED = "cancelled"  # an operator cancelled the job (the record says cancelled)
     PRUNED = "pruned"  # its search's pruner stopped it (tasks.trial): ends pruned, outputs kept

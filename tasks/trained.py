@@ -130,10 +130,8 @@ def _finish(ctx: HostContext, dead: workdirs.DeadRun) -> None:
                 job, token, int(dead.info.get("attempts") or 1), lease, dead.work, started=started
             )
             result = upload.store_result(ctx, run, outcome)
-    except (
-        RunStopped,
-        FleetError,
-    ) as e:  # taken over, cancelled, or the worker stopped while uploading
+    # taken over, cancelled, or the worker stopped while uploading
+    except (RunStopped, FleetError) as e:
         log.warning("did not finish %s from %s: %s", job.name, dead.work, e or type(e).__name__)
         return
     checkpoint.drop(ctx, job)

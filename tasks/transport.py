@@ -32,6 +32,7 @@ from kombu.utils.encoding import bytes_to_str
 
 from core import constants as C
 from state import queues
+from state.jobrecord import JOB_KEY_PREFIX
 from tasks import kombu_seam as seam
 from tasks.deliveryhooks import Admission, FairShare, PoisonCheck
 from tasks.fairorder import FairOrder
@@ -99,7 +100,7 @@ class FleetChannelMixin:
     def ack_entry(self, client, unacked_key: str, index_key: str, tag) -> None:
         # one script instead of kombu's ZREM+HDEL: a delivery of a job that never ran keeps
         # its unacked entry, so the reaper gives the job back (state/lua/ack.lua)
-        done = client.eval(_ACK_LUA, 2, unacked_key, index_key, tag, C.JOB_KEY)
+        done = client.eval(_ACK_LUA, 2, unacked_key, index_key, tag, JOB_KEY_PREFIX)
         if bytes_to_str(done) == "kept":
             log.warning(
                 "delivery %s was acked but its job never ran; the reaper gives it back "

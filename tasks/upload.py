@@ -28,8 +28,7 @@ from core.errors import DigestMismatch, StoreError
 from core.ids import short_id
 from manifest.schema import JobSpec
 from state import history
-from state.jobrecord import RunEnd, record_end
-from state.records import JobState
+from state.jobrecord import JobState, RunEnd, record_end
 from tasks import workdirs
 from tasks.host import HostContext
 from tasks.retry import UPLOAD_BACKOFF, retry, retry_redis

@@ -6,7 +6,7 @@ import json
 
 from core import constants as C
 from core.ids import short_id
-from fleet.cli.common import console, err, job_id_for, records
+from fleet.cli.common import console, err, job_id_for, json_option, records
 from fleet.query import logs as L
 from state.gang import rank_log_id
 
@@ -17,7 +17,7 @@ def _emit(entry: L.LogEntry, as_json: bool) -> None:
     elif entry.line is not None:
         print(entry.line, flush=True)
     else:
-        console.print(entry.text(), style="dim", markup=False, highlight=False)
+        console.print(entry.text(), style="dim")
 
 
 def cmd_logs(args) -> int:
@@ -39,8 +39,6 @@ def cmd_logs(args) -> int:
         )
         err.print(
             f"no output kept for {job.name} ({short_id(jid)}): {hint}",
-            markup=False,
-            highlight=False,
         )
     if args.follow:
         after = entries[-1].id if entries else ("-" if args.tail is None else _now_id(rec.r, lid))
@@ -51,7 +49,7 @@ def cmd_logs(args) -> int:
             return 0
         final = rec.get(jid)
         if not args.json:
-            err.print(f"{final.name}: {final.state.value}", markup=False, highlight=False)
+            err.print(f"{final.name}: {final.state.value}")
     return 0
 
 
@@ -82,10 +80,9 @@ def register(sub) -> None:
     s.add_argument(
         "--tail", "-n", type=int, default=None, metavar="N", help="only the last N lines"
     )
-    s.add_argument(
-        "--json",
-        action="store_true",
-        help="one JSON object per line or run mark "
+    json_option(
+        s,
+        "one JSON object per line or run mark "
         "(a mark has event, run, worker; an end mark outcome and detail)",
     )
     s.set_defaults(fn=cmd_logs)

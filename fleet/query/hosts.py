@@ -74,9 +74,8 @@ class HostView:
         d["warnings"] = list(self.warnings)
         d["busy"] = self.busy
         pool = self.resources()
-        d["yielded"] = {
-            str(i): why for i, why in (pool.yielded() if pool else {}).items()
-        }  # to the host's owner
+        # to the host's owner
+        d["yielded"] = {str(i): why for i, why in (pool.yielded() if pool else {}).items()}
         d["seen_ago_s"] = round((time.time() if now is None else now) - self.seen_at, 1)
         return d
 

@@ -23,11 +23,13 @@ from collections.abc import Iterable, Sequence
 from dataclasses import asdict, dataclass, field, replace
 from typing import Any
 
-from core import constants as C
 from core.errors import FleetError, JobNotFound
 from fleet.query import refs
 from manifest.search.config import Direction
 from state import history
+from state.jobrecord import fetch_many
+from state.search import view as searches
+from state.search.store import key
 
 FIELDS = (
     "job_id",
@@ -253,7 +255,7 @@ def trial(record: dict, points: list[dict], obj: Objective, *, number: int, para
     # a trial's state for its search: failed when its job succeeded without a result
     state = (record.get("search_final") or {}).get("state") or record.get("state") or "queued"
     return Trial(
-        trial=int(trial_no) if str(trial_no or "").lstrip("-").isdigit() else number,
+        trial=int(trial_no) if str(trial_no).lstrip("-").isdigit() else number,
         name=record.get("name") or record["job_id"],
         job_id=record["job_id"],
         state=state,
@@ -351,27 +353,13 @@ def build(
 
 
 # --- reading Redis ------------------------------------------------------------------
-def _decode(values: Sequence[str | None]) -> dict | None:
-    v = dict(zip(FIELDS, values, strict=True))
-    if not v.get("job_id"):
-        return None
-    for k in ("result", "progress", "spec", "artifact", "params"):
-        try:
-            v[k] = json.loads(v[k]) if v.get(k) else None
-        except ValueError:
-            v[k] = None
-    return v
-
-
 def read_records(client, ids: Sequence[str], batch: int = READ_BATCH) -> list[dict]:
-    """The fields a leaderboard needs of each job, in pipelined batches."""
-    out: list[dict] = []
-    for start in range(0, len(ids), batch):
-        pipe = client.pipeline(transaction=False)
-        for jid in ids[start : start + batch]:
-            pipe.hmget(C.JOB_KEY + jid, FIELDS)
-        out += [r for r in map(_decode, pipe.execute()) if r is not None]
-    return out
+    """The fields a leaderboard needs of each job (decoded by the record), in pipelined
+    batches."""
+    return [
+        {f: getattr(rec, f) for f in FIELDS} | {"state": rec.state.value}
+        for rec in fetch_many(client, ids, FIELDS, batch)
+    ]
 
 
 def job_ids(client, name: str) -> list[str]:
@@ -384,12 +372,7 @@ def job_ids(client, name: str) -> list[str]:
 
 def search_of(client, name: str, records: Sequence[dict]) -> dict | None:
     """The metric, direction and best of the search these jobs are trials of (the ``search``
-    field of their records, else the latest search called ``name``), or None: no search, or
-    a fleet without adaptive search (``state.search`` absent)."""
-    try:
-        from state.search import view as searches
-    except ImportError:
-        return None
+    field of their records, else the latest search called ``name``), or None: no search."""
     ids = sorted({r["search"] for r in records if r.get("search")}) or searches.find_searches(
         client, name
     )
@@ -410,7 +393,6 @@ def with_search_finals(client, records: Sequence[dict], metric: str) -> list[dic
     (``search_final``: its state for the search, its final value and the reason it has none),
     written once, when its end was counted (lua/search_sync.lua); the one source of a trial's
     final value for `fleet results`, `plot` and the exports."""
-    from state.search.store import key
 
     trials = [r for r in records if r.get("search") and r.get("trial") not in (None, "")]
     pipe = client.pipeline(transaction=False)

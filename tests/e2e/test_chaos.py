@@ -22,7 +22,8 @@ import pytest
 from artifacts.stores import open_store_at
 from fleet.local import start_worker
 from fleet.redis_server import RedisServer
-from state.records import JobState, Records
+from state.jobrecord import JobState
+from state.records import Records
 from tests.e2e.conftest import wait_for_workers
 from tests.waiting import wait_until
 
@@ -68,7 +69,7 @@ class Chaos:
         from tasks import app
 
         rows = publish(app, self.client(), load(path))
-        return {r.job.name: r.job.job_id for r in rows}
+        return {r.job.name: r.ref for r in rows}  # a search: its id
 
     def fleet(self, *args: str) -> subprocess.CompletedProcess:
         return subprocess.run(

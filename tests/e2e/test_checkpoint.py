@@ -1,4 +1,4 @@
-"""Checkpoint resume through real workers (issue 9 item 4): an ``mlp`` job with
+"""Checkpoint resume through real workers: an ``mlp`` job with
 ``checkpoint = "ckpt/"`` killed mid-training resumes on another host from its last synced
 epoch, and ends with the same weights as an uninterrupted run with the same seed."""
 
@@ -15,7 +15,7 @@ import zstandard
 
 from artifacts.stores import open_store_at
 from core.constants import CHECKPOINTS_PREFIX
-from state.records import JobState
+from state.jobrecord import JobState
 from tests.e2e.test_chaos import chaos  # noqa: F401  (the fixture)
 
 torch = pytest.importorskip("torch")

@@ -1,5 +1,5 @@
 """Trained output is durable: kill a worker just after its trainer exited, restart it on the
-same host, and count trainer runs by side effect (issue 9 item 3).
+same host, and count trainer runs by side effect.
 
 FLEET_LATE_KILLS (default 5) sets how many late kills the first test makes; run it with
 more for figures:
@@ -21,7 +21,7 @@ import pytest
 from artifacts.stores import open_store_at
 from core.constants import RUNS_DIR
 from state import queues
-from state.records import JobState
+from state.jobrecord import JobState
 from tests.e2e.test_chaos import chaos  # noqa: F401  (the fixture)
 
 pytestmark = pytest.mark.e2e

@@ -18,7 +18,8 @@ import redis
 from core import constants as C
 from fleet.local import start_worker, stop_worker
 from fleet.redis_server import RedisServer
-from state.records import JobState, Records
+from state.jobrecord import JobState
+from state.records import Records
 from tests.e2e.conftest import wait_for_workers
 
 pytestmark = pytest.mark.e2e

@@ -19,7 +19,8 @@ from artifacts.stores import open_store, open_store_at
 from core.constants import TASK_NAME
 from core.settings import StoreSettings
 from fleet.local import start_worker
-from state.records import JobState, Records
+from state.jobrecord import JobState
+from state.records import Records
 from tests.e2e.conftest import CPU, HOSTS, client_app
 from tests.waiting import wait_until
 

@@ -29,7 +29,8 @@ import redis
 from core.ids import short_id
 from fleet.local import start_worker, stop_worker
 from fleet.redis_server import RedisServer
-from state.records import JobState, Records
+from state.jobrecord import JobState
+from state.records import Records
 from tests.e2e.conftest import CPU, CUDA_LARGE, wait_for_workers
 from tests.needs import missing
 

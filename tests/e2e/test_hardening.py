@@ -20,7 +20,8 @@ from core import constants as C
 from fleet.local import start_worker, stop_worker
 from fleet.redis_server import RedisServer
 from state.deadletter import entries
-from state.records import JobState, Records
+from state.jobrecord import JobState
+from state.records import Records
 from tests.e2e.conftest import CPU, CUDA, CUDA_LARGE, wait_for_workers
 
 pytestmark = pytest.mark.e2e

@@ -15,7 +15,8 @@ import pytest
 
 from fleet.local import stop_worker
 from fleet.redis_server import RedisServer
-from state.records import JobState, Records
+from state.jobrecord import JobState
+from state.records import Records
 from tests.e2e.conftest import CPU, Fleet, wait_for_workers
 from tests.e2e.test_fleet import _zst, fleet_store, staged_keys, wait_terminal
 from tests.fixtures.wheels import make_wheel, offline_index

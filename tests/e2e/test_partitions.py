@@ -27,7 +27,7 @@ from core.constants import JOB_KEY as C_JOB_KEY
 from fleet.local import stop_worker
 from fleet.redis_server import RedisServer
 from state import fairshare
-from state.records import JobState
+from state.jobrecord import JobState
 from tests.e2e.test_chaos import Chaos
 from tests.e2e.test_durable import wait_for
 from tests.fixtures.netproxy import NetProxy

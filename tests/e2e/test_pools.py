@@ -15,7 +15,8 @@ import pytest
 
 from fleet.local import start_worker, stop_worker
 from fleet.redis_server import RedisServer
-from state.records import JobState, Records
+from state.jobrecord import JobState
+from state.records import Records
 from tests.e2e.conftest import wait_for_workers
 from tests.waiting import wait_until
 

@@ -17,7 +17,7 @@ import pytest
 
 from core.ids import short_id
 from routing.preempt import MAX_PREEMPTIONS
-from state.records import JobState
+from state.jobrecord import JobState
 from tests.e2e.ckptjob import chain
 from tests.e2e.test_pools import pools  # noqa: F401  (the fixture)
 

@@ -1,4 +1,4 @@
-"""A connection reset must not end a worker (issue 22 item 4).
+"""A connection reset must not end a worker.
 
 kombu 5.7 raised "AttributeError('NoneType' object has no attribute 'hostname')" when a
 reset closed the worker's broker connection under a channel that still held unacked
@@ -13,7 +13,7 @@ import time
 import pytest
 import redis
 
-from state.records import JobState
+from state.jobrecord import JobState
 from tests.e2e.test_chaos import chaos  # noqa: F401 - the fixture
 
 pytestmark = pytest.mark.e2e

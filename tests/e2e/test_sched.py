@@ -10,7 +10,8 @@ import time
 import pytest
 
 from fleet.query.refs import resolve
-from state.records import JobState, Records
+from state.jobrecord import JobState
+from state.records import Records
 
 pytestmark = pytest.mark.e2e
 

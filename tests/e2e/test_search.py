@@ -1,4 +1,4 @@
-"""A search driven by the fleet itself (issue 23): 30 trials on two hosts, one host killed
+"""A search driven by the fleet itself: 30 trials on two hosts, one host killed
 with -9 mid-search and Redis restarted; every trial ends once, never more than `parallel`
 at once, some pruned early, the best near the optimum, and the exports work."""
 
@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from fleet.redis_server import RedisServer
-from state.records import JobState
+from state.jobrecord import JobState
 from state.search.view import read_search
 from tests.e2e.test_chaos import chaos  # noqa: F401  (the fixture)
 
@@ -138,8 +138,7 @@ def test_a_search_survives_a_killed_worker_and_a_redis_restart_and_finds_the_opt
         assert exported.datetime_complete.timestamp() == pytest.approx(rec.finished_at, abs=1e-3)
     print(f"\n{done.summary()}; {time.monotonic() - started:.0f} s")
 
-    # `fleet results`, `fleet plot` and `fleet export mlflow` (issue 23 items 5-7)
-    # on the same search
+    # `fleet results`, `fleet plot` and `fleet export mlflow` on the same search
     board = json.loads(chaos.fleet("results", "tune", "--json").stdout)
     assert len(board) == TRIALS and board[0]["trial"] == done.best_trial and board[0]["best"]
     assert board[0]["value"] == pytest.approx(done.best_value)

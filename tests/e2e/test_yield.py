@@ -20,7 +20,8 @@ import redis
 from fleet.local import start_worker, stop_worker
 from fleet.redis_server import RedisServer
 from routing.yielding import HANDBACK_WITHIN_S
-from state.records import JobState, Records
+from state.jobrecord import JobState
+from state.records import Records
 from tests.e2e.conftest import wait_for_workers
 from tests.e2e.test_durable import wait_for
 

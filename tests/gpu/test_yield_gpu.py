@@ -19,7 +19,7 @@ import pytest
 
 from routing.detect import detect_raw
 from routing.yielding import HANDBACK_WITHIN_S
-from state.records import JobState
+from state.jobrecord import JobState
 from tests.e2e.test_chaos import chaos  # noqa: F401  (the fixture: real Redis, file:// store)
 from tests.e2e.test_durable import wait_for
 from tests.gpu.test_gpu import NO_GPU, cuda_manifest, gpu_pids, needs_whole_gpus

@@ -13,7 +13,8 @@ from core import constants as C
 from fleet import cli
 from state.acl import Role
 from state.broker import parse
-from state.records import JobState, Records
+from state.jobrecord import JobState
+from state.records import Records
 from state.redis_conn import connect
 
 pytestmark = pytest.mark.integration

@@ -8,6 +8,7 @@ import time
 from types import SimpleNamespace
 
 import pytest
+import redis
 
 from core import constants as C
 from core.errors import JobNotFound
@@ -15,8 +16,8 @@ from fleet.cli.jobs import note
 from fleet.manifests import loads
 from fleet.publish import publish
 from fleet.query import jobs as Q
-from state.jobrecord import RunEnd, fetch_many
-from state.records import Cancelled, JobState, Records
+from state.jobrecord import JobState, RunEnd, fetch, fetch_many, job_key
+from state.records import Cancelled, Records
 from tasks.execution import _failed
 from tasks.lease import LeaseKeeper
 from tasks.run import Run, Stop
@@ -135,3 +136,27 @@ def test_a_heartbeat_answer_the_lease_does_not_know_is_logged_with_the_answer(
 def test_fetch_many_reads_only_the_fields_asked_and_skips_jobs_with_no_record(jobs, redis_client):
     got = fetch_many(redis_client, [jobs[1].job_id, "missing", jobs[0].job_id], ("name", "state"))
     assert [r.name for r in got] == ["other", "shares"] and all(r.spec == {} for r in got)
+
+
+def test_a_client_that_returns_bytes_reads_the_same_record(jobs, redis_url, redis_client):
+    """kombu's connections give bytes (the transport's owner lookup reads through one)."""
+    raw = redis.Redis.from_url(redis_url)
+    as_bytes = fetch(raw, jobs[0].job_id, ("owner", "state", "created_at"))
+    assert as_bytes == fetch(redis_client, jobs[0].job_id, ("owner", "state", "created_at"))
+    assert as_bytes.state is JobState.QUEUED and as_bytes.owner and not as_bytes.problems
+
+
+def test_a_trial_reads_its_search_number_and_params_from_its_record(redis_client):
+    redis_client.hset(
+        job_key("7e1a1"),
+        mapping={
+            "job_id": "7e1a1",
+            "name": "tune[trial=0]",
+            "state": "queued",
+            "search": "5ea",
+            "trial": "0",
+            "params": '{"lr": 0.01}',
+        },
+    )
+    rec = fetch(redis_client, "7e1a1", ("search", "trial", "params"))
+    assert (rec.search, rec.trial, rec.params) == ("5ea", 0, {"lr": 0.01})

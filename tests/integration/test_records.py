@@ -9,7 +9,8 @@ from core import constants as C
 from fleet.manifests import loads
 from fleet.publish import publish
 from state import queues
-from state.records import Cancelled, JobState, Records
+from state.jobrecord import JobState
+from state.records import Cancelled, Records
 from tests.waiting import wait_until
 
 pytestmark = pytest.mark.integration
@@ -324,7 +325,8 @@ with Connection(sys.argv[1], transport="tasks.transport:Transport",
     message = conn.default_channel.basic_get("cpu", no_ack=False)
     print(message.headers["id"], flush=True)
     if sys.argv[2] == "run":
-        from state.records import Cancelled, JobState, Records
+        from state.jobrecord import JobState
+        from state.records import Cancelled, Records
         import redis
         recs = Records(redis.Redis.from_url(sys.argv[1]))
         assert recs.claim(message.headers["id"], "w", "t", {}, "cpu").run

@@ -13,7 +13,8 @@ import pytest
 
 from core import constants as C
 from state import fairshare
-from state.records import JobState, Records
+from state.jobrecord import JobState
+from state.records import Records
 
 pytestmark = pytest.mark.integration
 ACK_LUA = resources.files("state").joinpath("lua/ack.lua").read_text()
