@@ -17,7 +17,7 @@ from fleet.redis_server import RedisServer
 from state import acl
 from state.acl import Role
 from tests.e2e.conftest import CPU
-from tests.e2e.test_hardening import command_job
+from tests.harness.manifests import command_job
 
 pytestmark = pytest.mark.e2e
 ADMIN = "acl-e2e-admin"
@@ -135,7 +135,7 @@ def up(w) -> bool:
 
 def test_flower_logged_in_as_the_read_only_user_shows_the_queues_and_the_jobs(site):
     from fleet.redis_server import free_port
-    from tests.e2e.test_flower import PASSWORD, USER, Watched, start_flower
+    from tests.harness.flower import PASSWORD, USER, Watched, start_flower
 
     port = free_port()
     env = dict(site.env(Role.READONLY), FLOWER_BASIC_AUTH=f"{USER}:{PASSWORD}")

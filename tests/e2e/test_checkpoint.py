@@ -16,7 +16,6 @@ import zstandard
 from artifacts.stores import open_store_at
 from core.constants import CHECKPOINTS_PREFIX
 from state.records import JobState
-from tests.e2e.test_chaos import chaos  # noqa: F401  (the fixture)
 
 torch = pytest.importorskip("torch")
 from tests.integration.test_checkpoint_resume import HYPER, MOONS, trainer, weights_digest  # noqa: E402

@@ -6,7 +6,6 @@ worker capability, Prometheus metrics, and Terminate followed by requeue running
 
 from __future__ import annotations
 
-import base64
 import json
 import os
 import shutil
@@ -18,25 +17,19 @@ import time
 import urllib.error
 import urllib.parse
 import urllib.request
-import uuid
-from dataclasses import dataclass
 from pathlib import Path
 
 import psutil
 import pytest
-import redis
 
-from core.ids import short_id
 from fleet.local import start_worker, stop_worker
 from fleet.redis_server import RedisServer
-from state.records import JobState, Records
-from tests.e2e.conftest import CPU, CUDA_LARGE, wait_for_workers
+from state.records import JobState
+from tests.harness.flower import PASSWORD, ROOT, USER, Watched, start_flower
+from tests.harness.workers import CPU, CUDA_LARGE, wait_for_workers
 from tests.needs import missing
 
 pytestmark = pytest.mark.e2e
-ROOT = Path(__file__).resolve().parents[2]
-SLEEPY = Path(__file__).with_name("sleepy.py")
-USER, PASSWORD = "ops", f"pw-{uuid.uuid4().hex[:12]}"
 GHOST = ["ghost-host"]  # allowed_hosts no worker has: the job waits in its queue
 
 
@@ -88,114 +81,6 @@ def run_browser(argv: list[str], timeout_s: float = 120) -> str:
         proc.wait()
     assert proc.returncode == 0, f"{argv[0]} exited {proc.returncode}"
     return out
-
-
-def start_flower(env: dict, port: int, log: Path) -> subprocess.Popen:
-    return subprocess.Popen(
-        [sys.executable, "-m", "celery", "-A", "tasks", "flower", f"--port={port}"],
-        cwd=ROOT,
-        env=env,
-        stdout=open(log, "ab"),
-        stderr=subprocess.STDOUT,
-        start_new_session=True,
-    )
-
-
-@dataclass
-class Watched:
-    env: dict
-    url: str
-    root: Path
-    redis_url: str
-    flower_pid: int = 0
-
-    def http(self, path: str, *, auth: bool = True, method: str = "GET") -> tuple[int, str]:
-        req = urllib.request.Request(
-            self.url + path, method=method, data=b"" if method == "POST" else None
-        )
-        if auth:
-            req.add_header(
-                "Authorization", "Basic " + base64.b64encode(f"{USER}:{PASSWORD}".encode()).decode()
-            )
-        try:
-            with urllib.request.urlopen(req, timeout=10) as resp:
-                return resp.status, resp.read().decode()
-        except urllib.error.HTTPError as e:
-            return e.code, e.read().decode(errors="replace")
-
-    def task(self, job_id: str) -> dict | None:
-        code, body = self.http(f"/api/task/info/{job_id}")
-        return json.loads(body) if code == 200 else None
-
-    def wait_task(self, job_id: str, check, timeout_s: float = 60) -> dict:
-        deadline = time.monotonic() + timeout_s
-        task = None
-        while time.monotonic() < deadline:
-            task = self.task(job_id)
-            if task and check(task):
-                return task
-            time.sleep(0.3)
-        raise AssertionError(
-            f"Flower's task {short_id(job_id)} never matched; last seen: {task}\n{self.logs()}"
-        )
-
-    def fleet(self, *args: str) -> subprocess.CompletedProcess:
-        return subprocess.run(
-            [sys.executable, "-m", "fleet.cli", *args],
-            env=self.env,
-            capture_output=True,
-            text=True,
-            timeout=120,
-            cwd=ROOT,
-        )
-
-    def publish(self, jobs: dict[str, float], *flags: str, **keys) -> dict[str, str]:
-        text = ""
-        for name, sleep_s in jobs.items():
-            text += (
-                f'[[jobs]]\nname = "{name}"\n'
-                f'command = ["{sys.executable}", "{SLEEPY}", "{sleep_s}", "{name}"]\n'
-                'artifacts = ["out/*"]\n'
-                + "".join(f"{k} = {json.dumps(v)}\n" for k, v in keys.items())
-            )
-        return self.publish_text(text, *flags)
-
-    def publish_text(self, text: str, *flags: str) -> dict[str, str]:
-        path = self.root / f"m-{uuid.uuid4().hex[:6]}.toml"
-        path.write_text(text)
-        out = self.fleet("publish", str(path), "--json", *flags)
-        assert out.returncode == 0, out.stderr
-        return {row["name"]: row["job_id"] for row in json.loads(out.stdout)}
-
-    def records(self) -> Records:
-        return Records(redis.Redis.from_url(self.redis_url))
-
-    def wait_state(self, job_id: str, state: JobState, timeout_s: float = 90):
-        deadline = time.monotonic() + timeout_s
-        while time.monotonic() < deadline:
-            rec = self.records().get(job_id)
-            if rec.state is state:
-                return rec
-            time.sleep(0.2)
-        raise AssertionError(
-            f"{short_id(job_id)} is {rec.state.value}, never {state.value}\n{self.logs()}"
-        )
-
-    def runs(self, name: str, kind: str) -> int:
-        f = self.root / "counts" / f"{name}.{kind}"
-        return len(f.read_text().split()) if f.exists() else 0
-
-    def backend_state(self, job_id: str) -> str:
-        from celery import Celery
-
-        app = Celery("probe", broker=self.redis_url, backend=self.redis_url)
-        return app.AsyncResult(job_id).state
-
-    def logs(self) -> str:
-        return "\n".join(
-            f"--- {p.name}\n{p.read_text(errors='replace')[-3000:]}"
-            for p in (self.root / "logs").glob("*.log")
-        )
 
 
 @pytest.fixture(scope="module")

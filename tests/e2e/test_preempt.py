@@ -19,7 +19,6 @@ from core.ids import short_id
 from routing.preempt import MAX_PREEMPTIONS
 from state.records import JobState
 from tests.e2e.ckptjob import chain
-from tests.e2e.test_pools import pools  # noqa: F401  (the fixture)
 
 pytestmark = pytest.mark.e2e
 JOB = Path(__file__).with_name("ckptjob.py")
@@ -45,7 +44,7 @@ def job(name: str, priority: int, steps: int, *, vram: int, extra: str = "") -> 
 
 
 @pytest.fixture
-def fleet(pools):  # noqa: F811
+def fleet(pools):
     pools.env.update(FLEET_CHECKPOINT_EVERY_S="0.5", FLEET_LEASE_TTL_S="5")
     pools.start("big", BIG)
     pools.start("small", SMALL)  # free, but too small for either job
@@ -157,7 +156,7 @@ def running_after_start(fleet, job_id: str) -> None:
     raise AssertionError(f"{short_id(job_id)} never started\n{fleet.logs()}")
 
 
-def test_one_host_preempts_for_an_urgent_job_when_several_could(pools):  # noqa: F811
+def test_one_host_preempts_for_an_urgent_job_when_several_could(pools):
     pools.env.update(FLEET_CHECKPOINT_EVERY_S="0.5", FLEET_LEASE_TTL_S="5")
     pools.start("big1", BIG)
     pools.start("big2", BIG)

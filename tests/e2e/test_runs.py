@@ -19,7 +19,6 @@ from fleet.local import start_worker, stop_worker
 from fleet.query import jobs as Q
 from fleet.redis_server import RedisServer
 from state.jobrecord import JobRecord, JobState
-from state.records import JobState
 from state.redis_conn import decoding
 from tests.e2e.conftest import CPU, wait_for_workers
 

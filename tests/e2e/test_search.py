@@ -16,7 +16,6 @@ import pytest
 from fleet.redis_server import RedisServer
 from state.records import JobState
 from state.search import read_search
-from tests.e2e.test_chaos import chaos  # noqa: F401  (the fixture)
 
 pytestmark = pytest.mark.e2e
 JOB = Path(__file__).with_name("searchjob.py")

@@ -20,7 +20,7 @@ from state.broker import parse
 from state.records import Records
 from state.redis_conn import connect
 from tests.e2e.conftest import CPU
-from tests.e2e.test_hardening import command_job
+from tests.harness.manifests import command_job
 
 pytestmark = pytest.mark.e2e
 MASTER = "fleetmaster"
