@@ -13,6 +13,7 @@ from rich.table import Table
 from rich.text import Text
 
 from core.errors import DigestMismatch, FleetError
+from core.ids import short_id
 from fleet.cli.common import console, err, job_id_for, plain, records
 from fleet.query import artifacts as A
 
@@ -78,7 +79,9 @@ def artifacts_table(v: A.ArtifactsView, where: str) -> Table:
             None: Text("-"),
         }[r.current]
         table.add_row(
-            *plain(r.name or "?", r.kind, r.sha256[:16], "" if r.size is None else f"{r.size:,}"),
+            *plain(
+                r.name or "?", r.kind, short_id(r.sha256), "" if r.size is None else f"{r.size:,}"
+            ),
             verified,
             run,
             Text(r.uri),
@@ -144,7 +147,7 @@ def cmd_get(args) -> int:
         print(json.dumps(report, indent=2))
         return 0
     console.print(
-        f"{bundle} ({report['size']:,} bytes), sha256 {loc.sha256[:16]}… verified",
+        f"{bundle} ({report['size']:,} bytes), sha256 {short_id(loc.sha256)}… verified",
         markup=False,
         highlight=False,
     )

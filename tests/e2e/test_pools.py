@@ -85,7 +85,7 @@ def test_fleet_hosts_shows_a_job_taking_and_leaving_a_gpu_within_a_second_not_a_
 
 def test_gpu_jobs_start_at_once_on_a_gpu_host_already_full_of_cpu_jobs(pools):
     pools.start("gpu1", ONE_GPU)
-    cpu = pools.publish("".join(job(f"busy{i}", 20, "min_cores = 1", seed=i) for i in range(12)))
+    pools.publish("".join(job(f"busy{i}", 20, "min_cores = 1", seed=i) for i in range(12)))
 
     def running() -> int:
         return sum(r.state is JobState.RUNNING for r in pools.records().all())
@@ -100,7 +100,6 @@ def test_gpu_jobs_start_at_once_on_a_gpu_host_already_full_of_cpu_jobs(pools):
     assert pools.reports(["urgent-gpu"])["urgent-gpu"]["start"] - t0 < 8, (
         "the GPU job waited behind CPU jobs"
     )
-    pools.wait(cpu)
 
 
 def test_a_2_gpu_job_never_lands_on_a_1_gpu_host(pools):
