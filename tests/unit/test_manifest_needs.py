@@ -81,9 +81,10 @@ def test_publishing_an_absurd_need_exits_2_naming_the_file_line_field_and_bound(
 
     path = write(tmp_path, GBT + "min_ram_gib = 1e308\n")
     assert main(["publish", str(path), "--dry-run"]) == 2
+    err = capsys.readouterr().err.replace("\n", "")  # a long temp path wraps the line
     assert (
         f"{path}:5: jobs[0].min_ram_gib: 1e+308 is above 65536 GiB of RAM, more than any host has"
-        in capsys.readouterr().err
+        in err
     )
 
 
