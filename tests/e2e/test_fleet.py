@@ -251,7 +251,7 @@ def test_a_worker_given_q_serves_only_that_tier_and_the_constraint_queues_of_it_
     fleet, tmp_path
 ):
     from fleet.local import stop_worker
-    from tests.e2e.conftest import CUDA_LARGE, wait_for_workers
+    from tests.harness.workers import CUDA_LARGE, wait_for_workers
 
     manifest = tmp_path / "q.toml"
     manifest.write_text(

@@ -21,7 +21,8 @@ from fleet.local import start_worker, stop_worker
 from fleet.redis_server import RedisServer
 from state.deadletter import entries
 from state.records import JobState, Records
-from tests.e2e.conftest import CPU, CUDA, CUDA_LARGE, wait_for_workers
+from tests.harness.workers import CPU, CUDA, CUDA_LARGE, wait_for_workers
+from tests.waiting import wait_until
 
 pytestmark = pytest.mark.e2e
 HUNT = Path(__file__).with_name("hunt.py")
@@ -106,15 +107,11 @@ class Site:
         return {r.job.name: r.job.job_id for r in rows}
 
     def wait(self, ids: dict[str, str], timeout_s: float = 90) -> dict:
-        deadline, recs = time.monotonic() + timeout_s, {}
-        while time.monotonic() < deadline:
+        def ended():
             recs = {n: Records(self.client()).get(j) for n, j in ids.items()}
-            if all(r.state.terminal for r in recs.values()):
-                return recs
-            time.sleep(0.3)
-        raise AssertionError(
-            f"not finished: {[(n, r.state.value) for n, r in recs.items()]}\n{self.logs()}"
-        )
+            return all(r.state.terminal for r in recs.values()) and recs
+
+        return wait_until(f"{sorted(ids)} end", ended, timeout_s, self.logs, every_s=0.3)
 
     def logs(self) -> str:
         return "\n".join(

@@ -13,7 +13,7 @@ import pytest
 
 from fleet.local import start_worker, stop_worker
 from fleet.redis_server import RedisServer
-from tests.e2e.conftest import CPU, wait_for_workers
+from tests.harness.workers import CPU, wait_for_workers
 
 pytestmark = pytest.mark.e2e
 

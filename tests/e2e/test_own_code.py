@@ -16,9 +16,9 @@ import pytest
 from fleet.local import stop_worker
 from fleet.redis_server import RedisServer
 from state.records import JobState, Records
-from tests.e2e.conftest import CPU, Fleet, wait_for_workers
 from tests.fixtures.wheels import make_wheel, offline_index
-from tests.harness.fleet import fleet_store, open_bundle, staged_keys, wait_terminal
+from tests.harness.fleet import Fleet, fleet_store, open_bundle, staged_keys, wait_terminal
+from tests.harness.workers import CPU, wait_for_workers
 
 pytestmark = pytest.mark.e2e
 EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "own-code"

@@ -14,8 +14,8 @@ import pytest
 
 from fleet.local import start_worker, stop_worker
 from fleet.redis_server import RedisServer, candidates, free_port
-from tests.e2e.conftest import CPU
 from tests.harness.manifests import command_job
+from tests.harness.workers import CPU
 from tests.needs import missing
 
 pytestmark = pytest.mark.e2e

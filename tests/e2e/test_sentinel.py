@@ -19,8 +19,8 @@ from fleet.redis_server import RedisServer, find_binary, free_port
 from state.broker import parse
 from state.records import Records
 from state.redis_conn import connect
-from tests.e2e.conftest import CPU
 from tests.harness.manifests import command_job
+from tests.harness.workers import CPU
 
 pytestmark = pytest.mark.e2e
 MASTER = "fleetmaster"

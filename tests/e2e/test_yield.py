@@ -21,7 +21,7 @@ from fleet.local import start_worker, stop_worker
 from fleet.redis_server import RedisServer
 from routing.yielding import HANDBACK_WITHIN_S
 from state.records import JobState, Records
-from tests.e2e.conftest import wait_for_workers
+from tests.harness.workers import wait_for_workers
 from tests.waiting import wait_until
 
 pytestmark = pytest.mark.e2e

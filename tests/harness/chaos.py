@@ -10,6 +10,8 @@ import signal
 import subprocess
 import sys
 import uuid
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 import psutil
@@ -140,15 +142,15 @@ class Chaos:
         return tail_logs(self.root / "logs")
 
 
-@pytest.fixture
-def chaos(tmp_path, s3_server, monkeypatch):
-    """A fresh :class:`Chaos` fleet with no worker yet; the test's own ``tasks.app`` publishes
-    to it."""
-    server = RedisServer(tmp_path / "redis").start()
+@contextmanager
+def chaos_fleet(root: Path, s3_server, monkeypatch: pytest.MonkeyPatch) -> Iterator[Chaos]:
+    """A :class:`Chaos` fleet in ``root`` with no worker yet; this process's ``tasks.app``
+    publishes to it. Everything it started is killed on the way out."""
+    server = RedisServer(root / "redis").start()
     env = dict(
         os.environ,
         FLEET_BROKER_URL=server.url,
-        FLEET_STORE_URL=f"file://{tmp_path / 'store'}",
+        FLEET_STORE_URL=f"file://{root / 'store'}",
         FLEET_LEASE_TTL_S="2",
         **s3_server.env,
     )
@@ -158,10 +160,17 @@ def chaos(tmp_path, s3_server, monkeypatch):
 
     app.conf.broker_url = app.conf.result_backend = server.url
     app.pool.force_close_all()
-    c = Chaos(tmp_path, env, server)
+    c = Chaos(root, env, server)
     try:
         yield c
     finally:
         c.kill_all()
         server.stop()
         c.redis.stop()  # a test that restarts Redis leaves a new server here
+
+
+@pytest.fixture
+def chaos(tmp_path, s3_server, monkeypatch):
+    """A fresh :class:`Chaos` fleet for one test."""
+    with chaos_fleet(tmp_path, s3_server, monkeypatch) as c:
+        yield c
