@@ -19,6 +19,7 @@ from core.ids import short_id
 from routing.preempt import MAX_PREEMPTIONS
 from state.records import JobState
 from tests.e2e.ckptjob import chain
+from tests.waiting import wait_until
 
 pytestmark = pytest.mark.e2e
 JOB = Path(__file__).with_name("ckptjob.py")
@@ -53,15 +54,16 @@ def fleet(pools):
 
 def running_after(fleet, job_id: str, steps: int) -> None:
     """Wait until the job runs and has passed ``steps`` steps with a checkpoint synced."""
-    deadline = time.monotonic() + 60
-    while time.monotonic() < deadline:
+
+    def past():
         rec = fleet.records().get(job_id)
         tail = (rec.progress or {}).get("tail") or []
         done = max((int(line.split()[1]) for line in tail if line.startswith("step ")), default=0)
-        if rec.state is JobState.RUNNING and done >= steps and fleet.records().checkpoint(job_id):
-            return
-        time.sleep(0.1)
-    raise AssertionError(f"{short_id(job_id)} never ran past step {steps}\n{fleet.logs()}")
+        return (
+            rec.state is JobState.RUNNING and done >= steps and fleet.records().checkpoint(job_id)
+        )
+
+    wait_until(f"{short_id(job_id)} runs past step {steps}", past, 60, fleet.logs)
 
 
 def cli(fleet, *args: str) -> str:
@@ -147,13 +149,9 @@ def test_a_preemptible_job_without_checkpoint_is_handed_back_and_starts_over(fle
 
 
 def running_after_start(fleet, job_id: str) -> None:
-    deadline = time.monotonic() + 60
-    while time.monotonic() < deadline:
-        if fleet.records().get(job_id).state is JobState.RUNNING:
-            time.sleep(1.5)
-            return
-        time.sleep(0.1)
-    raise AssertionError(f"{short_id(job_id)} never started\n{fleet.logs()}")
+    running = lambda: fleet.records().get(job_id).state is JobState.RUNNING  # noqa: E731
+    wait_until(f"{short_id(job_id)} starts", running, 60, fleet.logs)
+    time.sleep(1.5)
 
 
 def test_one_host_preempts_for_an_urgent_job_when_several_could(pools):
