@@ -13,7 +13,6 @@ import signal
 import socket
 import subprocess
 import sys
-import time
 import urllib.error
 import urllib.parse
 import urllib.request
@@ -28,6 +27,7 @@ from state.records import JobState
 from tests.harness.flower import PASSWORD, ROOT, USER, Watched, start_flower
 from tests.harness.workers import CPU, CUDA_LARGE, wait_for_workers
 from tests.needs import missing
+from tests.waiting import wait_until
 
 pytestmark = pytest.mark.e2e
 GHOST = ["ghost-host"]  # allowed_hosts no worker has: the job waits in its queue
@@ -108,17 +108,15 @@ def flower(tmp_path_factory):
     w = Watched(env, f"http://127.0.0.1:{port}", root, server.url, proc.pid)
     try:
         wait_for_workers(env, workers)
-        deadline = time.monotonic() + 60
-        while w.http("/healthcheck", auth=False)[0] != 200:
-            assert proc.poll() is None and time.monotonic() < deadline, (
-                f"Flower did not start\n{w.logs()}"
-            )
-            time.sleep(0.3)
+
+        def healthy():
+            assert proc.poll() is None, f"Flower exited\n{w.logs()}"
+            return w.http("/healthcheck", auth=False)[0] == 200
+
+        wait_until("Flower starts", healthy, 60, w.logs, every_s=0.3)
         # Flower learns the workers (and their queues) from its first inspect round
-        deadline = time.monotonic() + 60
-        while '"fl-cpu@' not in w.http("/api/workers?refresh=1")[1]:
-            assert time.monotonic() < deadline, f"Flower never saw the workers\n{w.logs()}"
-            time.sleep(0.5)
+        saw = lambda: '"fl-cpu@' in w.http("/api/workers?refresh=1")[1]  # noqa: E731
+        wait_until("Flower sees the workers", saw, 60, w.logs, every_s=0.5)
         yield w
     finally:
         if proc.poll() is None:

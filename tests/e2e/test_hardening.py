@@ -9,7 +9,6 @@ import shutil
 import subprocess
 import sys
 import tempfile
-import time
 import uuid
 from pathlib import Path
 
@@ -209,9 +208,7 @@ def test_poison_on_every_tier_queue_is_set_aside_and_every_worker_keeps_serving(
     assert {n: r.state for n, r in recs.items()} == {n: JobState.SUCCEEDED for n in ids}, (
         site.logs()
     )
-    deadline = time.monotonic() + 30
-    while client.llen(C.DEAD_LETTER_KEY) < len(pushed) and time.monotonic() < deadline:
-        time.sleep(0.2)
+    wait_until("the dead letters", lambda: client.llen(C.DEAD_LETTER_KEY) >= len(pushed), 30)
     dead = entries(client, limit=1000)
     got = sorted(
         (e["queue"], next((want for _, want in pushed if want in e["reason"]), e["reason"]))
@@ -373,9 +370,7 @@ def test_a_delivery_a_real_worker_acks_without_running_stays_recoverable_not_str
     client = solo.client()
     _from_a_newer_fleet(client, ids["skewed"])
     w = solo.start("skew-w", FLEET_LEASE_TTL_S="1")
-    deadline = time.monotonic() + 60
-    while solo.logs().count("restored") < 2 and time.monotonic() < deadline:
-        time.sleep(0.5)
+    wait_until("two restores", lambda: solo.logs().count("restored") >= 2, 60, every_s=0.5)
     logs = solo.logs()
     assert logs.count("acked but its job never ran") >= 2, (
         logs
