@@ -33,10 +33,12 @@ from bench.timing import parse_args  # noqa: E402
 from fleet.local import start_worker, stop_worker  # noqa: E402
 from fleet.manifests import loads  # noqa: E402
 from fleet.redis_server import RedisServer  # noqa: E402
-from state import advance  # noqa: E402
+from state.jobrecord import JobState  # noqa: E402
 from state.records import Records  # noqa: E402
-from state.search import key, read_search  # noqa: E402
-from state.study import Mirrors  # noqa: E402
+from state.search import advance  # noqa: E402
+from state.search.store import key  # noqa: E402
+from state.search.study import Mirrors  # noqa: E402
+from state.search.view import read_search  # noqa: E402
 
 JOB = ROOT / "bench" / "searchjob.py"
 HOST = {"cuda_devices": [], "ram_total_gib": 8, "cpu_cores": 2}
@@ -98,17 +100,17 @@ def measure(client, view, lines_dir: Path) -> dict:
     advance_s = []
     for n, at in issued_at.items():
         before = [e for e in ends if e <= at]
-        if n >= view.config["parallel"] and before:
+        if n >= view.config.parallel and before:
             advance_s.append(at - before[-1])
     prune_s = []
     for t in view.trials:
-        if t.state == "pruned":
+        if t.state is JobState.PRUNED:
             seen = dict(line.split() for line in (lines_dir / t.job_id).read_text().splitlines())
             prune_s.append(recs[t.number].finished_at - float(seen[str(max(t.steps))]))
     return {
         "best": view.best_value,
         "worker_s": sum(r.finished_at - r.started_at for r in recs.values()),
-        "pruned": view.counts["pruned"],
+        "pruned": view.counts[JobState.PRUNED],
         "advance_s": advance_s,
         "prune_s": prune_s,
     }
@@ -116,7 +118,7 @@ def measure(client, view, lines_dir: Path) -> dict:
 
 def fill(client, sid: str, finished: int) -> None:
     """Make ``finished`` trials of search ``sid`` look finished (records, values, steps)."""
-    from manifest.search import trial_job_id
+    from manifest.search.spec import trial_job_id
 
     pipe = client.pipeline(transaction=False)
     first = json.loads(client.hget(key(sid, "trial", 0), "dists"))

@@ -187,9 +187,9 @@ FAIRSHARE_REFRESH_S = (
     2.0  # a worker recomputes its fair-share order (and prunes empty owner lists) this often
 )
 
-# adaptive search ([jobs.search]; state/search.py, docs/search.md)
+# adaptive search ([jobs.search]; state/search/store.py, docs/search.md)
 SEARCH_KEY = KEY_PREFIX + "search:"  # hash per search: fleet:search:<id>; its trials under <id>:...
-SEARCHES_KEY = KEY_PREFIX + "searches"  # hash search name -> id of its latest search
+SEARCHES_KEY = KEY_PREFIX + "searches"  # hash search name -> the id of its one search
 ACTIVE_SEARCHES_KEY = (
     KEY_PREFIX + "searches:active"
 )  # set of ids with trials left or live (the sweep)

@@ -143,6 +143,19 @@ def revoked(task, why: str) -> None:
     )
 
 
+PRUNED = "PRUNED"  # a trial its search stopped early: neither a success nor a failure
+
+
+def pruned(task, result: dict) -> None:
+    """A search's pruner stopped the trial: the delivery ends PRUNED (result backend and Flower,
+    a ``task-pruned`` event), not SUCCESS, so Flower counts it as `fleet status` does."""
+    try:
+        task.backend.store_result(task.request.id, result, PRUNED, request=task.request)
+    except Exception as e:  # the result backend is down: the job record is what counts
+        log.debug("pruned state update failed: %s", e)
+    _send(task, "task-pruned", state=PRUNED, succeeded=time.time(), result=repr(result))
+
+
 def _send(task, type_: str, **fields) -> None:
     try:
         task.send_event(type_, retry=False, **fields)

@@ -292,9 +292,10 @@ def _run(task, ctx: HostContext, run: Run) -> Ended:
         raise
     if outcome.stopped is Stop.SHUTDOWN:
         return _release(task, ctx, run, "worker shutting down")
-    if outcome.stopped is Stop.PRUNED:  # its outputs are kept like a success's
+    if trial.stopped_early(outcome.stopped, outcome.returncode):  # outputs kept as a success's
         result = upload.store_result(ctx, run, outcome, JobState.PRUNED)
         checkpoint.drop(ctx, job)
+        events.pruned(task, result)
         return Ended(
             Outcome.SUCCEEDED, result=result, end=RunEnd.PRUNED, detail="by its search's pruner"
         )

@@ -20,12 +20,12 @@ import math
 import re
 from collections.abc import Iterable, Sequence
 from dataclasses import asdict, dataclass, field, replace
-from enum import Enum
 from typing import Any
 
 from core import constants as C
-from core.errors import FleetError, JobNotFound
+from core.errors import JobNotFound
 from fleet.query import refs
+from manifest.search.config import Direction
 from state import history
 
 FIELDS = (
@@ -37,6 +37,8 @@ FIELDS = (
     "gpu_s",
     "core_s",
     "created_at",
+    "started_at",
+    "finished_at",
     "result",
     "progress",
     "spec",
@@ -48,25 +50,8 @@ FIELDS = (
 )
 READ_BATCH = 1000
 DEFAULT_METRIC = "valid_loss"  # what the built-in trainers report each epoch
-MAXIMIZED = re.compile(r"acc|auc|f1|score|r2|precision|recall|reward|return|map\b|iou|bleu", re.I)
+ENDED = frozenset({"succeeded", "failed", "cancelled", "pruned"})
 LABEL = re.compile(r"\[(?P<label>[^\[\]]*)\]$")
-
-
-class Direction(str, Enum):
-    MINIMIZE = "minimize"
-    MAXIMIZE = "maximize"
-
-    @classmethod
-    def parse(cls, text: str) -> Direction:
-        try:
-            return cls(text.strip().lower())
-        except ValueError:
-            raise FleetError(f"--direction {text!r}: choose minimize or maximize") from None
-
-    @classmethod
-    def guess(cls, metric: str) -> Direction:
-        """Maximize an accuracy, a score or a reward; minimize anything else (a loss, an error)."""
-        return cls.MAXIMIZE if MAXIMIZED.search(metric) else cls.MINIMIZE
 
 
 @dataclass(frozen=True)
@@ -108,6 +93,9 @@ class Trial:
     artifact: dict | None = None  # {uri, sha256, size} once stored
     search: str = ""  # the search it is a trial of
     best: bool = False  # the leaderboard's best
+    started_at: float | None = None  # its latest run's start and end, as its record says
+    finished_at: float | None = None
+    hyper: dict[str, Any] = field(default_factory=dict)  # all its hyperparameters, fixed too
 
     def to_dict(self) -> dict:
         return asdict(self)
@@ -177,12 +165,17 @@ def varied_params(specs: Sequence[dict]) -> list[dict[str, Any]]:
     return [{k: v[k] for k in varied if k in v} for v in values]
 
 
+# a point's step and bookkeeping, and the step keys a line may carry (``epochs``: a budget)
+NOT_METRICS = frozenset(
+    {"step", "t", "run", *history.STEP_KEYS, *(k + "s" for k in history.STEP_KEYS)}
+)
+
+
 def reported_keys(points: Iterable[dict]) -> list[str]:
     """Metric keys in the order first seen, without steps and bookkeeping. Pure."""
-    skip = {"step", "t", "run", *history.STEP_KEYS, *(k + "s" for k in history.STEP_KEYS)}
     seen: dict[str, None] = {}
     for p in points:
-        seen.update({k: None for k, v in p.items() if k not in skip and _number(v)})
+        seen.update({k: None for k, v in p.items() if k not in NOT_METRICS and _number(v)})
     return list(seen)
 
 
@@ -234,11 +227,12 @@ def trial(record: dict, points: list[dict], obj: Objective, *, number: int, para
     pick = min if obj.direction is Direction.MINIMIZE else max
     best_value = pick(v for _, v in series) if series else value
     trial_no = record.get("trial")
+    state = record.get("state") or "queued"
     return Trial(
         trial=int(trial_no) if str(trial_no or "").lstrip("-").isdigit() else number,
         name=record.get("name") or record["job_id"],
         job_id=record["job_id"],
-        state=record.get("state") or "queued",
+        state=state,
         params=params,
         value=value,
         best_value=best_value,
@@ -251,7 +245,16 @@ def trial(record: dict, points: list[dict], obj: Objective, *, number: int, para
         gpus=record.get("gpu") or "",
         artifact=record.get("artifact"),
         search=record.get("search") or "",
+        # a requeued job keeps its earlier run's times until it starts again
+        started_at=None if state == "queued" else _time(record.get("started_at")),
+        finished_at=_time(record.get("finished_at")) if state in ENDED else None,
+        hyper=dict((record.get("spec") or {}).get("hyper") or {}),
     )
+
+
+def _time(v) -> float | None:
+    t = _float(v)
+    return t if t > 0 else None
 
 
 def _float(v) -> float:
@@ -359,7 +362,7 @@ def search_of(client, name: str, records: Sequence[dict]) -> dict | None:
     field of their records, else the latest search called ``name``), or None: no search, or
     a fleet without adaptive search (``state.search`` absent)."""
     try:
-        from state import search as searches
+        from state.search import view as searches
     except ImportError:
         return None
     ids = sorted({r["search"] for r in records if r.get("search")}) or searches.find_searches(
@@ -370,8 +373,9 @@ def search_of(client, name: str, records: Sequence[dict]) -> dict | None:
         if view is not None:
             return {
                 "metric": view.metric,
-                "direction": view.direction,
+                "direction": view.direction.value,
                 "best_trial": view.best_trial,
+                "space": {k: v.to_dict() for k, v in view.config.space.items()},
             }
     return None
 
@@ -379,7 +383,7 @@ def search_of(client, name: str, records: Sequence[dict]) -> dict | None:
 def judged(client, records: Sequence[dict], metric: str) -> list[dict]:
     """Each pruned trial with the value its search judged it by (``judged``): the metric at
     the step it was pruned at, not at the later steps it printed while being stopped."""
-    from state.search import key
+    from state.search.store import key
 
     pruned = [
         r for r in records if r.get("state") == "pruned" and r.get("search") and r.get("trial")

@@ -16,7 +16,7 @@ import redis
 
 from fleet.redis_server import RedisServer
 from state.records import JobState
-from state.search import read_search
+from state.search.view import read_search
 from tests.harness.chaos import Chaos, chaos_fleet
 from tests.waiting import wait_until
 
@@ -40,6 +40,7 @@ parallel = {PARALLEL}
 metric = "loss"
 sampler = "tpe"
 pruner = "median"
+last_step = {EPOCHS - 1}
 seed = 7
 [jobs.search.space]
 x = {{ low = -4.0, high = 4.0 }}
@@ -116,17 +117,32 @@ def test_every_trial_ends_once_through_a_killed_worker_and_a_redis_restart(searc
     assert [r.name for r in search.records] == [f"tune[trial={n}]" for n in range(TRIALS)]
     states = [r.state for r in search.records]
     assert all(s in (JobState.SUCCEEDED, JobState.PRUNED) for s in states), states
-    assert done.counts["succeeded"] + done.counts["pruned"] == TRIALS
+    assert done.counts[JobState.SUCCEEDED] + done.counts[JobState.PRUNED] == TRIALS
 
 
 def test_never_more_trials_run_at_once_than_the_search_allows(search):
     assert most_at_once(search.records) <= PARALLEL
 
 
-def test_the_pruner_stops_most_of_its_trials_early(search):
-    pruned = [t for t in search.done.trials if t.state == "pruned"]
-    # a pruner may also judge a trial at its last step: most, not all, stop early
-    assert pruned and sum(max(t.steps) < EPOCHS - 1 for t in pruned) > len(pruned) / 2
+def pruned(search) -> list:
+    return [t for t in search.done.trials if t.state is JobState.PRUNED]
+
+
+def test_a_pruned_trial_always_stopped_before_its_last_step(search):
+    # pruned means stopped early: none of them reported the last step (epoch EPOCHS - 1)
+    stopped = pruned(search)
+    assert stopped and all(max(t.steps) < EPOCHS - 1 for t in stopped), [
+        sorted(t.steps) for t in stopped
+    ]
+
+
+def test_a_pruned_trials_task_ends_pruned_in_the_result_backend_not_success(search):
+    # Flower and the result backend count it as fleet does
+    from celery import Celery
+
+    url = search.chaos.redis.url
+    results = Celery("probe", broker=url, backend=url)
+    assert {results.AsyncResult(t.job_id).state for t in pruned(search)} == {"PRUNED"}
 
 
 def test_every_trial_keeps_its_outputs_pruned_ones_too(search):
@@ -155,9 +171,14 @@ def test_the_optuna_export_holds_every_trial_with_its_params_and_steps(search):
     assert len(study.trials) == TRIALS
     assert study.best_value == pytest.approx(search.done.best_value)
     by_number = {t.number: t for t in study.trials}
-    for t in search.done.trials:
-        assert by_number[t.number].params == t.params
-        assert by_number[t.number].intermediate_values == t.steps
+    for t, rec in zip(search.done.trials, search.records, strict=True):
+        exported = by_number[t.number]
+        assert exported.params == t.params
+        # the trial's metric history: every step its pruner judged, and any it printed after
+        assert t.steps.items() <= exported.intermediate_values.items()
+        # its own times, not the export's
+        assert exported.datetime_start.timestamp() == pytest.approx(rec.started_at, abs=1e-3)
+        assert exported.datetime_complete.timestamp() == pytest.approx(rec.finished_at, abs=1e-3)
 
 
 def test_fleet_results_ranks_the_best_trial_first(search):
@@ -176,3 +197,41 @@ def test_the_mlflow_export_creates_one_run_per_trial(search):
     uri = f"sqlite:///{search.tmp / 'mlflow.db'}"
     out = search.chaos.fleet("export", "mlflow", "tune", "--tracking-uri", uri, "--json")
     assert json.loads(out.stdout)["created"] == TRIALS
+
+
+def test_a_trial_that_ran_to_its_last_step_is_complete_never_pruned(chaos):
+    """ASHA's rungs at steps 1 and 3 of a 4-step budget (epochs 0..3): a trial judged at its
+    last rung has run its whole budget; it is recorded succeeded, and Optuna told COMPLETE."""
+    from state.search.store import SearchStore
+    from state.search.study import Mirror
+
+    chaos.start("last-step", capability=HOST)
+    path = chaos.root / "last.toml"
+    path.write_text(f'''[[jobs]]
+name = "last"
+command = ["{sys.executable}", "{JOB}", "0.05"]
+hyper = {{ epochs = 4 }}
+[jobs.search]
+trials = 12
+parallel = 4
+metric = "loss"
+sampler = "random"
+pruner = {{ name = "asha", min_resource = 1, reduction_factor = 3 }}
+last_step = 3
+seed = 3
+[jobs.search.space]
+x = {{ low = -4.0, high = 4.0 }}
+kind = {{ choices = ["a", "b"] }}
+''')
+    sid = chaos.publish(path)["last"]
+    view = lambda: read_search(chaos.client(), sid)  # noqa: E731
+    done = wait_until("the search ends", lambda: (v := view()).done and v, 120, chaos.logs)
+    ran_all = [t for t in done.trials if t.steps and max(t.steps) == 3]
+    assert ran_all and all(t.state is JobState.SUCCEEDED for t in ran_all), [
+        (t.number, t.state, sorted(t.steps)) for t in done.trials
+    ]
+    assert all(max(t.steps) < 3 for t in done.trials if t.state is JobState.PRUNED)
+    config = SearchStore(chaos.client()).config(sid)
+    study = Mirror(sid, config).refresh(chaos.client()).study
+    states = {t.number: t.state.name for t in study.get_trials(deepcopy=False)}
+    assert all(states[t.number] == "COMPLETE" for t in ran_all), states

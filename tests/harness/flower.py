@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import base64
 import json
+import os
+import signal
 import subprocess
 import sys
 import urllib.error
@@ -34,6 +36,17 @@ def start_flower(env: dict, port: int, log: Path) -> subprocess.Popen:
         stderr=subprocess.STDOUT,
         start_new_session=True,
     )
+
+
+def stop_flower(proc: subprocess.Popen) -> None:
+    """Stop a Flower that ``start_flower`` started, and its children."""
+    if proc.poll() is None:
+        os.killpg(proc.pid, signal.SIGTERM)
+        try:
+            proc.wait(10)
+        except subprocess.TimeoutExpired:
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait()
 
 
 @dataclass
