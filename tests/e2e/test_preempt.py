@@ -139,13 +139,14 @@ def test_a_job_preempted_max_times_runs_to_its_end(fleet):
 
 
 def test_a_preemptible_job_without_checkpoint_is_handed_back_and_starts_over(fleet):
-    low = fleet.publish(job("scratch", 1, 12, vram=40, extra="preemptible = true"))
+    # STEPS (12 s): still running when the urgent job arrives, however busy the machine
+    low = fleet.publish(job("scratch", 1, STEPS, vram=40, extra="preemptible = true"))
     running_after_start(fleet, low["scratch"])
     urgent = fleet.publish(job("urgent4", 9, 1, vram=60))
     recs = fleet.wait({**low, **urgent}, timeout_s=120)
     seen = fleet.reports(["scratch", "urgent4"])
     assert [s["from_step"] for s in seen["scratch"]["starts"]] == [0, 0]
-    assert recs["scratch"].preemptions == 1 and seen["scratch"]["digest"] == chain(12)
+    assert recs["scratch"].preemptions == 1 and seen["scratch"]["digest"] == chain(STEPS)
 
 
 def running_after_start(fleet, job_id: str) -> None:
