@@ -376,6 +376,8 @@ def _run_process(task, ctx: HostContext, run: Run, argv: list[str], env: dict) -
             on_metric=_each(history.record, pruning),
         )
         _flush_history(ctx, history)
+        if pruning is not None:  # its last value reaches its search before its end is recorded
+            pruning.close()
         ckpt.ended(outcome)  # handed back or failed: the checkpoint is synced once more on exit
     return outcome
 

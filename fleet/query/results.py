@@ -15,6 +15,7 @@ header says so.
 
 from __future__ import annotations
 
+import difflib
 import json
 import math
 import re
@@ -23,7 +24,7 @@ from dataclasses import asdict, dataclass, field, replace
 from typing import Any
 
 from core import constants as C
-from core.errors import JobNotFound
+from core.errors import FleetError, JobNotFound
 from fleet.query import refs
 from manifest.search.config import Direction
 from state import history
@@ -49,6 +50,7 @@ FIELDS = (
     "params",
 )
 READ_BATCH = 1000
+KEYS_SHOWN = 12  # reported keys named in an unknown --metric error
 DEFAULT_METRIC = "valid_loss"  # what the built-in trainers report each epoch
 ENDED = frozenset({"succeeded", "failed", "cancelled", "pruned"})
 LABEL = re.compile(r"\[(?P<label>[^\[\]]*)\]$")
@@ -81,7 +83,7 @@ class Trial:
     job_id: str
     state: str  # a job state, or "pruned"
     params: dict[str, Any]
-    value: float | None  # the metric at the last step that reported it
+    value: float | None  # its final value (docs/results.md): finite, or None
     best_value: float | None  # the best it reached at any step
     steps: int  # steps in its metric history
     host: str
@@ -96,6 +98,7 @@ class Trial:
     started_at: float | None = None  # its latest run's start and end, as its record says
     finished_at: float | None = None
     hyper: dict[str, Any] = field(default_factory=dict)  # all its hyperparameters, fixed too
+    reason: str = ""  # why it has no value: "no 'loss' in ...", "ended with loss=nan, ..."
 
     def to_dict(self) -> dict:
         return asdict(self)
@@ -209,25 +212,46 @@ def objective(
     return Objective(metric, Direction.guess(metric), source, "guessed")
 
 
-def _final(record: dict, metric: str) -> float | None:
-    """The metric from the record when there is no history: its result, else its progress."""
+def _from_record(record: dict, metric: str) -> float | None:
+    """The metric from the record when there is no history: its result, else its progress
+    (a NaN or infinity as the record keeps it: "nan", "inf", "-inf")."""
     for part in ("result", "progress"):
         v = ((record.get(part) or {}).get("metrics") or {}).get(metric)
-        if _number(v):
+        if isinstance(v, str) and v in history.NON_FINITE:
+            return history.NON_FINITE[v]
+        if isinstance(v, (int, float)) and not isinstance(v, bool):
             return float(v)
     return None
+
+
+def final_value(record: dict, points: list[dict], metric: str) -> tuple[float | None, str]:
+    """A job's final value and, when it has none, why (docs/results.md). A search's ended
+    trial has the one its search wrote when it counted its end (``search_final``, put in the
+    record by ``with_search_finals``); any other job the metric at its last step that
+    reported it, else its result's. A NaN or an infinity is no value: "ended with loss=nan".
+    Pure."""
+    if record.get("search_final") is not None and record.get("search_metric") == metric:
+        got = record["search_final"]
+        return got.get("value"), got.get("reason") or ""
+    value = history.final(points, metric)
+    if value is None:
+        value = _from_record(record, metric)
+    if value is None:
+        return None, ""
+    if not math.isfinite(value):
+        return None, f"ended with {metric}={value}, not a result"
+    return value, ""
 
 
 def trial(record: dict, points: list[dict], obj: Objective, *, number: int, params: dict) -> Trial:
     """One leaderboard row from a job's record fields and its folded history. Pure."""
     series = history.values(points, obj.metric)
-    value = series[-1][1] if series else _final(record, obj.metric)
-    if record.get("judged") is not None and obj.metric == record.get("judged_metric"):
-        value = record["judged"]  # a pruned trial: lines printed while it stopped came too late
+    value, reason = final_value(record, points, obj.metric)
     pick = min if obj.direction is Direction.MINIMIZE else max
     best_value = pick(v for _, v in series) if series else value
     trial_no = record.get("trial")
-    state = record.get("state") or "queued"
+    # a trial's state for its search: failed when its job succeeded without a result
+    state = (record.get("search_final") or {}).get("state") or record.get("state") or "queued"
     return Trial(
         trial=int(trial_no) if str(trial_no or "").lstrip("-").isdigit() else number,
         name=record.get("name") or record["job_id"],
@@ -249,6 +273,7 @@ def trial(record: dict, points: list[dict], obj: Objective, *, number: int, para
         started_at=None if state == "queued" else _time(record.get("started_at")),
         finished_at=_time(record.get("finished_at")) if state in ENDED else None,
         hyper=dict((record.get("spec") or {}).get("hyper") or {}),
+        reason=reason,
     )
 
 
@@ -380,24 +405,35 @@ def search_of(client, name: str, records: Sequence[dict]) -> dict | None:
     return None
 
 
-def judged(client, records: Sequence[dict], metric: str) -> list[dict]:
-    """Each pruned trial with the value its search judged it by (``judged``): the metric at
-    the step it was pruned at, not at the later steps it printed while being stopped."""
+def with_search_finals(client, records: Sequence[dict], metric: str) -> list[dict]:
+    """Each ended trial of a search with what its search recorded of its end
+    (``search_final``: its state for the search, its final value and the reason it has none),
+    written once, when its end was counted (lua/search_sync.lua); the one source of a trial's
+    final value for `fleet results`, `plot` and the exports."""
     from state.search.store import key
 
-    pruned = [
-        r for r in records if r.get("state") == "pruned" and r.get("search") and r.get("trial")
-    ]
+    trials = [r for r in records if r.get("search") and r.get("trial") not in (None, "")]
     pipe = client.pipeline(transaction=False)
-    for r in pruned:
-        pipe.hget(key(r["search"], "trial", r["trial"]), "value")
-    got = dict(zip([r["job_id"] for r in pruned], pipe.execute(), strict=True))
+    for r in trials:
+        pipe.hmget(key(r["search"], "trial", r["trial"]), "state", "value", "reason")
+    got = {}
+    for r, (state, value, reason) in zip(trials, pipe.execute(), strict=True):
+        if state:  # ended, as its search counted it
+            got[r["job_id"]] = {
+                "state": _text(state),
+                "value": float(value) if value not in (None, b"", "") else None,
+                "reason": _text(reason) if reason else "",
+            }
     return [
-        {**r, "judged": float(got[r["job_id"]]), "judged_metric": metric}
-        if got.get(r["job_id"])
+        {**r, "search_final": got[r["job_id"]], "search_metric": metric}
+        if r["job_id"] in got
         else r
         for r in records
     ]
+
+
+def _text(v) -> str:
+    return v.decode() if isinstance(v, bytes) else str(v)
 
 
 def leaderboard(
@@ -408,5 +444,27 @@ def leaderboard(
     histories = history.read_many(client, [r["job_id"] for r in records])
     search = search_of(client, name, records)
     if search is not None:
-        records = judged(client, records, search["metric"])
-    return build(name, records, histories, metric=metric, direction=direction, search=search)
+        records = with_search_finals(client, records, search["metric"])
+    board = build(name, records, histories, metric=metric, direction=direction, search=search)
+    _check_metric(board, metric, records)
+    return board
+
+
+def _check_metric(board: Leaderboard, metric: str | None, records: Sequence[dict]) -> None:
+    """``--metric X`` that no job reported, while they did report others: an error with a
+    did-you-mean, not a board of empty columns."""
+    if not metric:
+        return
+    keys = reported_keys(
+        [
+            *(p for pts in board.histories.values() for p in pts),
+            *(((r.get("result") or {}).get("metrics") or {}) for r in records),
+        ]
+    )
+    if keys and metric not in keys:
+        close = difflib.get_close_matches(metric, keys, n=1)
+        hint = f"; did you mean {close[0]!r}?" if close else ""
+        raise FleetError(
+            f"--metric {metric!r}: no job of {board.name!r} reported it{hint} "
+            f"(they reported {', '.join(keys[:KEYS_SHOWN])})"
+        )

@@ -29,7 +29,7 @@ if redis.call('SISMEMBER', KEYS[2], n) == 0 then
   if state then
     redis.call('HINCRBY', sk, 'ended', -1)
     redis.call('HINCRBY', sk, state, -1)
-    redis.call('HDEL', KEYS[3], 'state', 'value', 'ended_at')
+    redis.call('HDEL', KEYS[3], 'state', 'value', 'reason', 'ended_at')
   end
   redis.call('SADD', KEYS[2], n)
   redis.call('SADD', KEYS[4], redis.call('HGET', sk, 'id'))

@@ -11,12 +11,18 @@ Contract (read by ``fleet results`` / ``fleet plot`` as well as the search itsel
   trial's number), ``reopened`` (ended trials requeued, ``SearchStore.requeue``), ``ended``,
   ``succeeded``, ``pruned``, ``failed``, ``cancelled``,
   ``fails`` (consecutive failures), ``stopped`` (why it issues no more, if it stopped),
-  ``best_value`` and ``best_trial`` (over succeeded trials), ``created_at``.
+  ``best_value`` and ``best_trial`` (over succeeded trials, finite values only),
+  ``last_failure`` (why the latest failed trial failed), ``created_at``.
 - ``fleet:search:<id>:trial:<N>`` (hash): ``job_id``, ``params``, ``dists`` (Optuna's
-  distribution JSON per param), ``sys`` (Optuna system attrs), ``issued_at``; once ended also
-  ``state`` (succeeded | pruned | failed | cancelled), ``value`` and ``ended_at``.
-- ``fleet:search:<id>:iv:<N>`` (hash): step -> the metric's value at that step, the first
-  value per step kept (a resumed run replays steps).
+  distribution JSON per param), ``sys`` (Optuna system attrs), ``issued_at``; while it runs
+  ``last_step``/``last_value`` (the metric at its greatest step, nan or inf as such) and
+  ``keys`` (the numeric keys it printed); once ended also ``state`` (succeeded | pruned |
+  failed | cancelled), ``value`` (its final value, finite: written once, by
+  lua/search_sync.lua, and read by `fleet results`, `plot` and the exports), ``reason`` (why
+  a trial that succeeded as a job failed for the search) and ``ended_at``.
+- ``fleet:search:<id>:iv:<N>`` (hash): step -> the metric's finite value at that step, as its
+  pruner heard it: the last value of a replayed step wins, at most ``SEARCH_STEPS_MAX`` steps
+  (a trial printing faster than its pruner decides keeps the latest step of each decision).
 - ``fleet:search:<id>:live`` (set): numbers of trials queued or running, never more than
   ``parallel``.
 - ``fleet:searches`` (hash): name -> id of the one search of that name (another search
@@ -211,10 +217,42 @@ class SearchStore:
         raw = self.r.hget(key(search_id), "config")
         return SearchConfig.from_dict(json.loads(raw)) if raw else None
 
-    def report(self, search_id: str, number: int, step: int, value: float) -> bool:
-        """Keep the metric at ``step`` of trial ``number`` unless one is kept already (a resumed
-        run replays its steps); True when this one is new."""
-        return bool(self.r.hsetnx(key(search_id, "iv", number), step, repr(float(value))))
+    def report(
+        self,
+        search_id: str,
+        number: int,
+        steps: dict[int, float],
+        *,
+        last: tuple[int, float] | None = None,
+        keys: str | None = None,
+        room: int = C.SEARCH_STEPS_MAX,
+    ) -> None:
+        """Keep trial ``number``'s metric at ``steps`` (finite values; a replayed step's last
+        value wins), at most ``room`` new steps; ``last``: its step and value at the greatest
+        step so far (the trial's final value once it ends, nan and infinities included);
+        ``keys``: the numeric keys its lines printed (for "no 'loss' in its lines"). One
+        round trip."""
+        pipe = self.r.pipeline(transaction=False)
+        if steps and room > 0:
+            kept = dict(list(steps.items())[-room:])
+            pipe.hset(key(search_id, "iv", number), mapping={s: repr(v) for s, v in kept.items()})
+        head = {}
+        if last is not None:
+            head.update(last_step=last[0], last_value=repr(float(last[1])))
+        if keys is not None:
+            head["keys"] = keys
+        if head:
+            pipe.hset(key(search_id, "trial", number), mapping=head)
+        pipe.execute()
+
+    def last_step(self, search_id: str, number: int) -> tuple[int | None, int]:
+        """The greatest step trial ``number`` reported (an earlier run's), and how many steps
+        its pruner's store holds."""
+        pipe = self.r.pipeline(transaction=False)
+        pipe.hget(key(search_id, "trial", number), "last_step")
+        pipe.hlen(key(search_id, "iv", number))
+        step, held = pipe.execute()
+        return (int(step) if step not in (None, "") else None), int(held)
 
     def save_sys(self, search_id: str, number: int, sys_attrs: dict) -> None:
         """The trial's Optuna system attrs (a pruner's rung values) after a decision."""

@@ -12,6 +12,7 @@ from __future__ import annotations
 import functools
 import hashlib
 import json
+import math
 import threading
 from collections.abc import Mapping
 from typing import Any
@@ -139,9 +140,10 @@ def _final(state: str, value: str | None):
     reported the metric counts as failed)."""
     ts = _optuna().trial.TrialState
     final = ts[_STATES[JobState(state)]]
-    if final is ts.COMPLETE and value is None:
-        return ts.FAIL, None
-    return final, float(value) if final is ts.COMPLETE else None
+    number = float(value) if value not in (None, "") else None
+    if final is ts.COMPLETE and (number is None or not math.isfinite(number)):
+        return ts.FAIL, None  # Optuna refuses a finished trial with NaN: not a result anyway
+    return final, number if final is ts.COMPLETE else None
 
 
 @functools.lru_cache(maxsize=256)
@@ -170,6 +172,7 @@ class Mirror:
         self.count = 0  # trials mirrored: numbers 0..count-1
         self.live: set[int] = set()
         self._ids: list[int] = []  # Optuna's trial id by trial number
+        self._steps: dict[int, dict] = {}  # a live trial's steps as last applied
         self.reopened: str | None = None  # the search's count of requeued ended trials, at build
 
     def refresh(self, client: redis.Redis) -> Mirror:
@@ -214,16 +217,21 @@ class Mirror:
             self.count = n + 1
             if not state:
                 self.live = self.live | {n}
+                self._steps[n] = dict(steps)
             return
         tid = self._ids[n]
-        for step, v in steps.items():
-            storage.set_trial_intermediate_value(tid, step, v)
+        seen = self._steps.setdefault(n, {})
+        for step, v in steps.items():  # only what changed: a live trial's steps are re-read
+            if seen.get(step) != v:
+                storage.set_trial_intermediate_value(tid, step, v)
+                seen[step] = v
         for k, v in json.loads(h.get("sys") or "{}").items():
             storage.set_trial_system_attr(tid, k, v)
         if state:
             final, value = _final(state, h.get("value"))
             storage.set_trial_state_values(tid, final, None if value is None else [value])
             self.live.discard(n)
+            self._steps.pop(n, None)
 
     def ask(self, number: int) -> dict:
         """Sample trial ``number`` (the next): {params, dists, sys}. The mirror then holds it

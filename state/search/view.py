@@ -25,6 +25,7 @@ class TrialView:
     state: JobState  # queued/running (from the job record) until ended, then its end
     value: float | None  # its final metric value (the last step's), once ended
     steps: dict[int, float] = field(default_factory=dict)  # intermediate values by step
+    reason: str = ""  # why it failed for the search though its job succeeded (no result)
 
     def to_dict(self) -> dict:
         return {
@@ -34,6 +35,7 @@ class TrialView:
             "state": self.state.value,
             "value": self.value,
             "steps": len(self.steps),
+            "reason": self.reason,
         }
 
 
@@ -53,6 +55,7 @@ class SearchView:
     best_value: float | None = None
     best_trial: int | None = None
     trials: tuple[TrialView, ...] = ()
+    last_failure: str = ""  # why the latest trial that failed did (its error, or no result)
 
     @property
     def metric(self) -> str:
@@ -69,7 +72,8 @@ class SearchView:
     def summary(self, width: int | None = None) -> str:
         """``tune-mlp: search 37/64, 6 running, 2 queued, 12 pruned, best valid_loss=0.081
         (trial 23)``; within ``width`` columns when a shorter wording fits ("trial", then the
-        best's metric name, left out), the stop's reason on a line of its own."""
+        best's metric name, left out), the stop's reason (else the last failure's) after it, on a
+        line of its own when it does not fit."""
         parts = [f"{self.name}: search {self.ended}/{self.config.trials}"]
         for n, what in (
             (self.running - self.queued, "running"),
@@ -89,9 +93,12 @@ class SearchView:
             ]
             fits = [w for w in wordings if width is None or len(head) + 2 + len(w) <= width]
             head += ", " + (fits[0] if fits else wordings[-1])
-        if not self.stopped:
+        if self.stopped:
+            tail = f"; stopped: {self.stopped}"
+        elif self.counts.get(JobState.FAILED) and self.last_failure:  # why, before a stop
+            tail = f"; last failure: {self.last_failure}"
+        else:
             return head
-        tail = f"; stopped: {self.stopped}"
         return head + (
             tail if width is None or len(head) + len(tail) <= width else "\n " + tail[1:]
         )
@@ -109,6 +116,7 @@ class SearchView:
             "stopped": self.stopped,
             "best_value": self.best_value,
             "best_trial": self.best_trial,
+            "last_failure": self.last_failure,
             "trials": [t.to_dict() for t in self.trials],
         }
 
@@ -139,6 +147,7 @@ def read_search(client: redis.Redis, search_id: str, *, trials: bool = True) -> 
         best_value=_num(h.get("best_value")),
         best_trial=int(h["best_trial"]) if h.get("best_trial") else None,
         trials=_trials(r, search_id, issued) if trials else (),
+        last_failure=h.get("last_failure", ""),
     )
 
 
@@ -174,6 +183,7 @@ def _trials(r: redis.Redis, search_id: str, issued: int) -> tuple[TrialView, ...
             state=JobState(h.get("state") or states[n] or JobState.QUEUED.value),
             value=_num(h.get("value")),
             steps=dict(sorted((int(float(k)), float(v)) for k, v in got[2 * n + 1].items())),
+            reason=h.get("reason", ""),
         )
         for n, h in enumerate(heads)
     )

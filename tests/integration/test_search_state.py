@@ -1,7 +1,6 @@
 """A search's fenced core on a real Redis, without workers: publish issues the first
 ``parallel`` trials; each end advances once; races, budgets and re-publishing."""
 
-import json
 import threading
 
 import pytest
@@ -54,10 +53,18 @@ def end(
     """Run the trial's job to ``state`` the way a worker does (claim, then finish)."""
     assert records.claim(job_id, "w", "tok-" + job_id, {}, "cpu").run
     if value is not None:
-        store.report(sid, trial, 5, value)
+        store.report(sid, trial, {5: value}, last=(5, value))
     assert records.finish(
         job_id, "tok-" + job_id, state, last_error="boom" if state is JobState.FAILED else ""
     )
+
+
+def hear(watch, report: dict) -> None:
+    """A metric line reaches a trial's watch, and its pruner decides (not waiting its pace)."""
+    from trainers.protocol import point_of
+
+    watch(point_of(report, 1))
+    watch.flush()
 
 
 def live_jobs(view):
@@ -162,10 +169,13 @@ def test_a_grid_search_samples_each_point_of_its_grid(app, redis_client):
     ]
 
 
-def test_a_step_is_kept_once_so_a_resumed_run_does_not_report_it_twice(redis_client):
+def test_a_replayed_step_keeps_its_last_value_as_the_history_does(redis_client):
     store = SearchStore(redis_client)
-    assert store.report("s", 0, 3, 0.5) and not store.report("s", 0, 3, 0.9)
-    assert json.loads(json.dumps(redis_client.hgetall(C.SEARCH_KEY + "s:iv:0"))) == {"3": "0.5"}
+    store.report("s", 0, {3: 0.5}, last=(3, 0.5))
+    store.report("s", 0, {3: 0.9}, last=(3, 0.9))  # a resumed run replays step 3
+    assert redis_client.hgetall(C.SEARCH_KEY + "s:iv:0") == {"3": "0.9"}
+    assert redis_client.hget(C.SEARCH_KEY + "s:trial:0", "last_value") == "0.9"
+    assert store.last_step("s", 0) == (3, 1)
 
 
 @pytest.mark.parametrize(
@@ -194,13 +204,14 @@ def test_a_trial_far_behind_the_finished_ones_is_pruned_by_the_search_pruner(
     ]:  # five trials with good curves, one after another, as a worker hears them
         good = watch_of(t.number)
         for step in range(10):
-            good({"epoch": step, "loss": 1.0 / (step + 1)})
+            hear(good, {"epoch": step, "loss": 1.0 / (step + 1)})
+        good.close()
         end(records, t.job_id, JobState.SUCCEEDED)
         advance.advance(redis_client, sid)  # as its worker does
     assert not woken
     watch = watch_of(5)
     for step in range(10):
-        watch({"epoch": step, "loss": 50.0})
+        hear(watch, {"epoch": step, "loss": 50.0})
         if watch.pruned.is_set():
             break
     if prunes is not None:
@@ -285,9 +296,7 @@ def test_a_requeued_trial_that_ended_runs_again_and_its_search_counts_its_new_en
     )
     assert "search 1/3, 2 queued, best loss=0.9 (trial 1)" in view.summary()
     assert records.claim(first.job_id, "w", "tok-again", {}, "cpu").run
-    redis_client.hset(
-        C.SEARCH_KEY + sid + ":iv:0", "6", "0.25"
-    )  # the new run reports one more step
+    store.report(sid, 0, {6: 0.25}, last=(6, 0.25))  # the new run reports one more step
     assert records.finish(first.job_id, "tok-again", JobState.SUCCEEDED, last_error="")
     for _ in range(2):  # its worker and the sweep both see the new end
         advance.advance(redis_client, sid)
@@ -436,15 +445,17 @@ def test_a_trial_at_its_searchs_last_step_completes_though_its_rung_would_prune_
         job = JobSpec(name=f"r[trial={n}]", job_id=view.trials[n].job_id, search=sid, trial=n)
         return TrialWatch(redis_client, job, config, lambda: None)
 
-    for t in view.trials[:5]:
-        good = watch_of(t.number)
+    def feed(w: TrialWatch, value) -> None:
         for step in range(1, 5):
-            good({"epoch": step, "loss": 1.0 / step})
+            hear(w, {"epoch": step, "loss": value(step)})
+        w.close()
+
+    for t in view.trials[:5]:
+        feed(watch_of(t.number), lambda step: 1.0 / step)
         end(records, t.job_id, JobState.SUCCEEDED)
         advance.advance(redis_client, sid)
     bad = watch_of(5)
-    for step in range(1, 5):
-        bad({"epoch": step, "loss": 50.0})
+    feed(bad, lambda step: 50.0)
     assert bad.pruned.is_set() is pruned
     assert bad.at_last_step(4) is not pruned
 

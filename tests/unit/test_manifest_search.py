@@ -11,7 +11,7 @@ from state.jobrecord import JobState
 from state.search.study import trial_seed
 from state.search.view import SearchView
 from tasks.run import Stop
-from tasks.trial import step_of, stopped_early
+from tasks.trial import stopped_early
 from tests.unit.manifest_cases import COMMAND, only_problem, problems, write
 
 MLP = '[[jobs]]\nname = "t"\nmodel = "mlp"\ndata = "d.csv"\nhyper = { epochs = 4 }\n'
@@ -200,19 +200,6 @@ def test_a_trials_seed_depends_on_the_search_seed_and_its_number_only():
     assert trial_seed(1, 5) != trial_seed(0, 5)
 
 
-@pytest.mark.parametrize(
-    "report, count, step",
-    [
-        ({"epoch": 3}, 9, 3),
-        ({"step": 7, "epoch": 3}, 9, 7),
-        ({"loss": 1}, 9, 9),
-        ({"epoch": True}, 2, 2),
-    ],
-)
-def test_a_metric_lines_step_is_its_step_else_its_epoch_else_its_count(report, count, step):
-    assert step_of(report, count) == step
-
-
 def test_a_search_shows_as_one_status_line_with_its_best_and_why_it_stopped():
     v = SearchView(
         search_id="s",
@@ -230,6 +217,9 @@ def test_a_search_shows_as_one_status_line_with_its_best_and_why_it_stopped():
     )
     stopped = SearchView(**{**v.__dict__, "running": 0, "stopped": "5 trials failed in a row"})
     assert stopped.summary().endswith("; stopped: 5 trials failed in a row") and stopped.done
+    why = "no 'val_accuracy' in trial 0's metric lines; it printed valid_accuracy, train_loss"
+    failing = SearchView(**{**v.__dict__, "last_failure": why})
+    assert failing.summary().endswith("; last failure: " + why) and not failing.done
 
 
 @pytest.mark.parametrize(
