@@ -64,7 +64,7 @@ class CheckpointSync:
         self._stored = False  # the store holds a checkpoint of this job (restored or synced)
         self._stop = threading.Event()
         self._thread = threading.Thread(
-            target=self._loop, name=f"ckpt-{job.job_id[:8]}", daemon=True
+            target=self._loop, name=f"ckpt-{short_id(job.job_id)}", daemon=True
         )
 
     def __enter__(self) -> CheckpointSync:

@@ -295,7 +295,7 @@ def _run(task, ctx: HostContext, run: Run) -> Ended:
             env.update(workspace.job_variables(job, ctx))
             if run.seat is not None:  # torch.distributed's variables; torchrun per GPU
                 env.update(run.seat.environment(job.needs.gpu_count))
-                argv = run.seat.argv(argv, job.needs.gpu_count, job.job_id[:16])
+                argv = run.seat.argv(argv, job.needs.gpu_count, job.job_id)
             isolation.hand_over(work, ctx.job_user)  # the data pin lives in the cache, not in work
             outcome = _run_process(task, ctx, run, argv, env)
     except workspace.JobEnvFailed as e:  # the job's own requirements: no other host can do better

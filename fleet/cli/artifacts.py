@@ -12,6 +12,7 @@ from rich.table import Table
 from rich.text import Text
 
 from core.errors import DigestMismatch, FleetError
+from core.ids import short_id
 from fleet.cli.common import (
     EXIT_FAILED,
     console,
@@ -89,7 +90,9 @@ def artifacts_table(v: A.ArtifactsView, where: str) -> Table:
             None: Text("-"),
         }[r.current]
         table.add_row(
-            *plain(r.name or "?", r.kind, r.sha256[:16], "" if r.size is None else f"{r.size:,}"),
+            *plain(
+                r.name or "?", r.kind, short_id(r.sha256), "" if r.size is None else f"{r.size:,}"
+            ),
             verified,
             run,
             Text(r.uri),
@@ -153,7 +156,9 @@ def cmd_get(args) -> int:
     }
 
     def human() -> None:
-        console.print(f"{bundle} ({report['size']:,} bytes), sha256 {loc.sha256[:16]}… verified")
+        console.print(
+            f"{bundle} ({report['size']:,} bytes), sha256 {short_id(loc.sha256)}… verified"
+        )
         if args.extract:
             console.print(
                 f"extracted {len(files)} file(s) to {target}/: {', '.join(files[:8])}"

@@ -15,7 +15,6 @@ import pytest
 
 from routing.detect import detect_raw
 from state.jobrecord import JobState
-from tests.e2e.test_chaos import chaos  # noqa: F401  (the fixture: real Redis, file:// store)
 from tests.gpu.test_gpu import needs_whole_gpus, torch_cuda
 from tests.gpu.test_multi_gpu import TOO_FEW
 

@@ -24,7 +24,6 @@ import pytest
 
 from routing.detect import detect_raw
 from state.jobrecord import JobState
-from tests.e2e.test_chaos import chaos  # noqa: F401  (the fixture: real Redis, file:// store)
 
 ROOT = Path(__file__).resolve().parents[2]
 CUDA_JOB = Path(__file__).with_name("cuda_job.py")

@@ -22,6 +22,7 @@ from state.jobrecord import JobState, record_end
 from state.records import Records
 from tasks.joblog import JobLog
 from tasks.run import RunEnd
+from tests.waiting import wait_until
 
 pytestmark = pytest.mark.integration
 
@@ -80,9 +81,7 @@ def test_lines_go_to_redis_in_a_batch_per_flush_not_one_round_trip_each(redis_cl
         for i in range(100):
             out.append(f"line {i}")
         assert redis_client.xlen(L.key("j2")) == 0  # nothing sent yet: buffered
-        deadline = time.monotonic() + 5
-        while redis_client.xlen(L.key("j2")) < 101 and time.monotonic() < deadline:
-            time.sleep(0.05)
+        wait_until("a flush", lambda: redis_client.xlen(L.key("j2")) >= 101, 5, every_s=0.05)
         assert redis_client.xlen(L.key("j2")) == 101  # start mark + 100 lines, at once
 
 
