@@ -74,7 +74,10 @@ def wait_trained(chaos, job_id: str):
 
 
 def kill(chaos, name: str) -> None:
-    os.kill(chaos.workers[name].pid, signal.SIGKILL)
+    """SIGKILL the worker and its watchman (its process group, which its jobs are not in): as
+    if its host went down, so only a restart or the trained grace can finish the job (the
+    watchman's own finish is tests/e2e/test_liveness.py's)."""
+    os.killpg(chaos.workers[name].pid, signal.SIGKILL)
     chaos.workers[name].wait()
 
 
