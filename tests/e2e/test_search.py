@@ -82,7 +82,7 @@ def test_a_search_survives_a_killed_worker_and_a_redis_restart_and_finds_the_opt
     wait_until(
         lambda: view().ended >= 6 and view().running == PARALLEL, 60, "six trials to end", chaos
     )
-    os.kill(chaos.workers["search-a"].pid, signal.SIGKILL)  # its runs end by their leases
+    os.kill(chaos.workers["search-a"].pid, signal.SIGKILL)  # its watchman hands its runs on
     chaos.workers["search-a"].wait()
     wait_until(lambda: view().ended >= 12, 60, "twelve trials to end", chaos)
     port, data = chaos.redis.port, chaos.redis.data_dir
