@@ -78,12 +78,12 @@ def main() -> int:
                 )
                 (row,) = publish(app, client, load(path))
                 job_id = row.job.job_id
-                victim = wait_for(lambda: _running_on(records, job_id), 60, "the job to run")
+                victim = wait_for(lambda j=job_id: _running_on(records, j), 60, "the job to run")
                 kill(workers[victim].pid, signal.SIGKILL)
                 workers[victim].wait()
                 killed = time.monotonic()
                 wait_for(
-                    lambda: _running_on(records, job_id) not in (None, victim),
+                    lambda j=job_id, v=victim: _running_on(records, j) not in (None, v),
                     args.lease_ttl_s * 3 + 30,
                     "the job to run on the other host",
                 )
