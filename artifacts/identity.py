@@ -112,6 +112,8 @@ class DataResolver:
 
     def __init__(self, s3: Callable[[str], dict] = s3_identity, progress: Progress | None = None):
         self.s3, self.progress = s3, progress
+        # the manifest being read: never part of a workdir it sits in (its job's content)
+        self.manifest: Path | None = None
         self.sources: dict[str, DataSource] = {}  # sha256 -> local bytes to stage
         self._pinned: dict[str, str | DataProblem] = {}
 
@@ -177,7 +179,7 @@ class DataResolver:
                 "workdir is relative to the manifest's directory; name the project folder",
             )
         try:
-            sel = workdirs.select(root)
+            sel = workdirs.select(root, [self.manifest] if self.manifest else [])
             workdirs.check_size(sel, workdirs.max_bytes())
             sha, size = write_files_tar(sel.files, advance=self._advance(root, sel.total_bytes))
         except OSError as e:

@@ -144,7 +144,9 @@ def uv_environment(env: Mapping[str, str], cache_dir: Path) -> dict[str, str]:
         for k, v in env.items()
         if k.startswith(UV_ENV_PREFIXES) or k in ("PATH", "HOME", "LANG")
     }
-    keep["UV_CACHE_DIR"] = str(cache_dir)
+    # the worker's own UV_CACHE_DIR wins: hosts that share a disk (a local fleet's simulated
+    # hosts) share one cache, and uv hard-links each environment's files from it
+    keep.setdefault("UV_CACHE_DIR", str(cache_dir))
     keep.setdefault("UV_PYTHON_DOWNLOADS", "never")  # a worker never fetches interpreters unasked
     return keep
 

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import os
 import stat
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -86,9 +86,11 @@ def _entered(parent: list, rel: str, folder: Path) -> list:
     return stack
 
 
-def select(root: Path) -> Selection:
-    """The files under ``root`` that travel with the job."""
+def select(root: Path, leave_out: Iterable[Path] = ()) -> Selection:
+    """The files under ``root`` that travel with the job; never those of ``leave_out`` (the
+    manifest being published: editing it must not change its own job's content)."""
     root = Path(root)
+    left = {Path(p).relative_to(root).as_posix() for p in leave_out if Path(p).is_relative_to(root)}
     top = [("", _spec(list(ALWAYS_LEFT_OUT) + _read_lines(root / FLEETIGNORE)))]
     found: list[tuple[str, Path, int]] = []
     stacks = {"": _entered(top, "", root)}
@@ -112,7 +114,7 @@ def select(root: Path) -> Selection:
         for name in filenames:
             rel = f"{rel_dir}/{name}" if rel_dir else name
             st = Path(dirpath, name).lstat()
-            if stat.S_ISREG(st.st_mode) and not _ignored(stack, rel, False):
+            if stat.S_ISREG(st.st_mode) and rel not in left and not _ignored(stack, rel, False):
                 found.append((rel, Path(dirpath, name), st.st_size))
     found.sort()
     return Selection(root, tuple((rel, p) for rel, p, _ in found), tuple(s for _, _, s in found))

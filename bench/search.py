@@ -7,9 +7,13 @@ the same run; then p50/p99 of
 - the advance latency: a trial's end (its record's finished_at) to the next trial issued;
 - the pruning latency: the metric line a trial was pruned at to the trial recorded pruned.
 Last, an advance straight against Redis (no workers) with 10 and with 1,000 finished trials.
+And a job that logs per batch (bench/floodjob.py, 100,000 metric lines) run alone and as a
+one-trial search with a pruner, one after the other on the same worker: its run time as a
+trial against alone (the trial's pruner hears every line).
 
 Goals (issue 23): TPE+ASHA within 1% of random's best with at most 40% of random's
 worker-seconds; advance p50 <= 200 ms at 10 and at 1,000 trials; pruning within 1 s.
+Goal (issue 30): the flooding trial within 1.2x of the same job alone.
 
 Run from the repo root: `python bench/search.py [--trials 48] [--smoke]`.
 """
@@ -33,12 +37,15 @@ from bench.timing import parse_args  # noqa: E402
 from fleet.local import start_worker, stop_worker  # noqa: E402
 from fleet.manifests import loads  # noqa: E402
 from fleet.redis_server import RedisServer  # noqa: E402
-from state import advance  # noqa: E402
+from state.jobrecord import JobState  # noqa: E402
 from state.records import Records  # noqa: E402
-from state.search import key, read_search  # noqa: E402
-from state.study import Mirrors  # noqa: E402
+from state.search import advance  # noqa: E402
+from state.search.store import key  # noqa: E402
+from state.search.study import Mirrors  # noqa: E402
+from state.search.view import read_search  # noqa: E402
 
 JOB = ROOT / "bench" / "searchjob.py"
+FLOOD_JOB = ROOT / "bench" / "floodjob.py"
 HOST = {"cuda_devices": [], "ram_total_gib": 8, "cpu_cores": 2}
 SPACE = "x = { low = -5.0, high = 5.0 }\ny = { low = -5.0, high = 5.0 }\n"
 GRID_SPACE = (
@@ -98,25 +105,57 @@ def measure(client, view, lines_dir: Path) -> dict:
     advance_s = []
     for n, at in issued_at.items():
         before = [e for e in ends if e <= at]
-        if n >= view.config["parallel"] and before:
+        if n >= view.config.parallel and before:
             advance_s.append(at - before[-1])
     prune_s = []
     for t in view.trials:
-        if t.state == "pruned":
+        if t.state is JobState.PRUNED:
             seen = dict(line.split() for line in (lines_dir / t.job_id).read_text().splitlines())
             prune_s.append(recs[t.number].finished_at - float(seen[str(max(t.steps))]))
     return {
         "best": view.best_value,
         "worker_s": sum(r.finished_at - r.started_at for r in recs.values()),
-        "pruned": view.counts["pruned"],
+        "pruned": view.counts[JobState.PRUNED],
         "advance_s": advance_s,
         "prune_s": prune_s,
     }
 
 
+def run_flood(client, app, root: Path, lines: int, timeout: float) -> dict:
+    """The flooding job alone, then as a one-trial search (median pruner: it decides on
+    every batch of lines, prunes nothing): each one's run time, start to end of its record."""
+    from fleet.publish import publish
+
+    job = (
+        f'[[jobs]]\nname = "{{name}}"\ncommand = ["{sys.executable}", "{FLOOD_JOB}", "{lines}"]\n'
+        f'artifacts = ["out/*"]\n'
+    )
+    trial = '[jobs.search]\ntrials = 1\nparallel = 1\nmetric = "loss"\npruner = "median"\n'
+    trial += "[jobs.search.space]\nx = { low = 0.0, high = 1.0 }\n"
+    took = {}
+    for kind, text in (("alone", job), ("trial", job + trial)):
+        name = f"flood-{kind}"
+        m = loads(text.replace("{name}", name), str(root / f"{name}.toml"))
+        rows = publish(app, client, m)
+        if m.searches:
+            jid = read_search(client, m.searches[0].search_id).trials[0].job_id
+        else:
+            jid = rows[0].job.job_id
+        deadline = time.monotonic() + timeout
+        records = Records(client)
+        while (rec := records.get(jid)).state.value not in ("succeeded", "failed", "pruned"):
+            if time.monotonic() > deadline:
+                raise SystemExit(f"{name}: not done after {timeout}s: {rec.state.value}")
+            time.sleep(0.1)
+        if rec.state.value != "succeeded":
+            raise SystemExit(f"{name}: {rec.state.value}: {rec.last_error}")
+        took[kind] = rec.finished_at - rec.started_at
+    return took
+
+
 def fill(client, sid: str, finished: int) -> None:
     """Make ``finished`` trials of search ``sid`` look finished (records, values, steps)."""
-    from manifest.search import trial_job_id
+    from manifest.search.spec import trial_job_id
 
     pipe = client.pipeline(transaction=False)
     first = json.loads(client.hget(key(sid, "trial", 0), "dists"))
@@ -154,14 +193,15 @@ def advance_direct(client, app, root: Path, finished: int, rounds: int) -> dict:
     publish(app, client, m)
     sid = m.searches[0].search_id
     mirrors, took = Mirrors(), []
-    jid = client.hget(key(sid, "trial", 0), "job_id")
+    n_running, jid = 0, client.hget(key(sid, "trial", 0), "job_id")
     fill(client, sid, finished)  # trial 0 is the one running; 1..finished-1 ended
     for _ in range(rounds):
+        client.hset(key(sid, "trial", n_running), "last_value", "0.75")  # its worker heard it
         client.hset("fleet:job:" + jid, "state", "succeeded")  # its worker recorded its end
         t0 = time.perf_counter()
-        (n,) = advance.advance(client, sid, mirrors=mirrors)
+        (n_running,) = advance.advance(client, sid, mirrors=mirrors)
         took.append(time.perf_counter() - t0)
-        jid = client.hget(key(sid, "trial", n), "job_id")
+        jid = client.hget(key(sid, "trial", n_running), "job_id")
     return {"cold": took[0], "p50": pct(took[1:], 0.5), "p99": pct(took[1:], 0.99)}
 
 
@@ -178,7 +218,9 @@ def main() -> None:
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--timeout", type=float, default=900)
     ap.add_argument("--advance-only", action="store_true", help="only the direct advance figures")
-    a = parse_args(ap, trials=6, epochs=5, pause=0.02, parallel=3)
+    ap.add_argument("--flood-lines", type=int, default=100_000, help="the flooding job's lines")
+    ap.add_argument("--flood-only", action="store_true", help="only the flooding job's figures")
+    a = parse_args(ap, trials=6, epochs=5, pause=0.02, parallel=3, flood_lines=5_000)
     root = Path(tempfile.mkdtemp(prefix="fleet-bench-search-"))
     server = RedisServer(root / "redis").start()
     (root / "lines").mkdir()
@@ -210,6 +252,16 @@ def main() -> None:
         from tests.e2e.conftest import wait_for_workers
 
         wait_for_workers(env, [f"bench-s{i}" for i in range(2)])
+        flood = run_flood(client, app, root, a.flood_lines, a.timeout)
+        ratio = flood["trial"] / flood["alone"]
+        print(
+            f"a job printing {a.flood_lines:,} metric lines: alone {flood['alone']:.2f} s, "
+            f"as a search trial {flood['trial']:.2f} s ({ratio:.2f}x); "
+            f"goal <= 1.2x: {ratio <= 1.2}",
+            flush=True,
+        )
+        if a.flood_only:
+            return
         got = {
             name: run_search(client, app, root, f"b-{name.replace('+', '-')}", *cfg, a)
             for name, cfg in RUNS.items()

@@ -169,6 +169,9 @@ METRICS_KEY = (
 METRIC_HISTORY_MAX_POINTS = (
     10_000  # points kept per job, the oldest trimmed; no TTL, like the record
 )
+METRIC_STEP_KEYS = ("step", "epoch", "round")  # a metric line's step: the first it holds
+SEARCH_STEPS_MAX = 1_000  # steps kept per trial for its pruner (fleet:search:<id>:iv:<N>)
+SEARCH_DECIDE_EVERY_S = 0.2  # a trial's pruner decides at most this often (its latest step)
 STATUS_MAX_ROWS = 50  # `fleet status` rows shown by default (the rest are counted)
 STATUS_WATCH_EVERY_S = 2.0  # `fleet status --watch` refresh period (longer if reads are slow)
 MIN_ID_PREFIX = 4  # shortest job ID prefix an operator may type
@@ -187,9 +190,9 @@ FAIRSHARE_REFRESH_S = (
     2.0  # a worker recomputes its fair-share order (and prunes empty owner lists) this often
 )
 
-# adaptive search ([jobs.search]; state/search.py, docs/search.md)
+# adaptive search ([jobs.search]; state/search/store.py, docs/search.md)
 SEARCH_KEY = KEY_PREFIX + "search:"  # hash per search: fleet:search:<id>; its trials under <id>:...
-SEARCHES_KEY = KEY_PREFIX + "searches"  # hash search name -> id of its latest search
+SEARCHES_KEY = KEY_PREFIX + "searches"  # hash search name -> the id of its one search
 ACTIVE_SEARCHES_KEY = (
     KEY_PREFIX + "searches:active"
 )  # set of ids with trials left or live (the sweep)

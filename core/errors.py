@@ -77,6 +77,12 @@ class JobNotFound(FleetError):
     """Raised when an operator names a job that has no record in Redis."""
 
 
+class SearchRefused(FleetError):
+    """Raised when publish refuses a search: another search holds its name (results, plots,
+    status and the trials' names would mix the two), or Optuna refuses the arguments of its
+    sampler or pruner."""
+
+
 class DataProblem(FleetError):
     """Raised when a job's data cannot be pinned to its content (missing, unreadable, or
     unknown to the store); the loader reports it as a manifest problem with its fix."""

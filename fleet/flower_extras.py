@@ -9,6 +9,13 @@
 - The pages say what fleet knows (``fleet.flower_view``): the Tasks page shows a short ID,
   each job's owner and the GPUs it holds; the Workers page each worker's GPUs and cores, from
   the heartbeats ``fleet hosts`` reads; Celery's pool controls are hidden.
+- Flower started after the jobs (it saw none of their events) lists them as their records
+  say (``seed_tasks``): queued, running and ended, up to its ``max_tasks`` newest. A queued
+  job sorts first by time received (``flower_view.sort_key``), so it is on page 1.
+- A page per search (``/fleet/search/NAME``, listed at ``/fleet/searches``; the link is in the
+  navigation bar): its budget, failures and stop reason, its leaderboard and every trial's
+  learning curve, drawn from ``/fleet/api/search/NAME`` (``fleet.query.searchpage``), which
+  the page polls.
 - Logged in as the read-only role's Redis user (``state.acl``), Flower may not send control
   commands: it does not ask workers to turn events on (they send them already) nor to send
   a heartbeat when it starts listening; workers' own heartbeats tell it who is up.
@@ -26,10 +33,12 @@ from core import constants as C
 from core.errors import ConfigError
 from core.registry import value
 from fleet import flower_view as view
+from fleet.query import searchpage
 from fleet.query.hosts import live_hosts
 from state import acl
 from state import queues as Q
 from state.cluster import read_config
+from state.jobrecord import fetch_many
 
 log = logging.getLogger("fleet.flower")
 DEFAULT_ADDRESS = "127.0.0.1"
@@ -103,6 +112,8 @@ def install() -> None:
 
     BaseHandler.get_active_queue_names = get_active_queue_names
     _install_pages()
+    _install_seed()
+    _install_search_pages()
     from flower.utils.broker import RedisBase
 
     RedisBase.queues = queue_lengths
@@ -208,3 +219,95 @@ def _tolerate_no_wakeup() -> None:
             )
 
     EventReceiver.wakeup_workers = wakeup_workers
+
+
+def seed_tasks(state, client: redis.Redis, limit: int) -> int:
+    """Bring Flower's task state up to the records of the ``limit`` newest jobs: a job it has
+    not heard of is added, and one it last saw queued or running that has ended since (a
+    persistent Flower that was down) takes its end; the tasks changed. Later events merge into
+    these as usual."""
+    from celery.events.state import Worker
+
+    ids = client.zrevrange(C.JOBS_INDEX, 0, max(limit, 1) - 1)
+    changed = 0
+    for rec in fetch_many(client, ids):
+        fields = view.task_fields(rec)
+        task = state.tasks.get(rec.job_id)
+        if task is None:
+            task = state.tasks[rec.job_id] = state.Task(rec.job_id, cluster_state=state)
+        elif task.state in view.ENDED_AT or not rec.state.terminal:
+            continue  # Flower's own events know this one as well as the record
+        task.__dict__.update(fields)
+        if rec.worker and task.state not in view.QUEUED:
+            task.worker = Worker(hostname=rec.worker)  # a host, not one of Flower's workers
+        state.search_engine.upsert(task)
+        changed += 1
+    return changed
+
+
+def _install_seed() -> None:
+    from flower import events
+    from flower.utils import search
+
+    init = events.Events.__init__
+
+    def __init__(self, capp, *args, max_tasks_in_memory, **kwargs):
+        init(self, capp, *args, max_tasks_in_memory=max_tasks_in_memory, **kwargs)
+        client = redis.Redis.from_url(
+            capp.conf.broker_url, socket_connect_timeout=2, socket_timeout=10, decode_responses=True
+        )
+        try:
+            n = seed_tasks(self.state, client, max_tasks_in_memory)
+            log.info("listed %d job(s) from fleet's records that Flower had no events of", n)
+        except redis.RedisError as e:
+            log.warning("cannot read fleet's job records; Flower lists only what it sees: %s", e)
+        finally:
+            client.close()
+
+    events.Events.__init__ = __init__
+    flower_key = search._task_sort_key
+    search._task_sort_key = lambda task, sort_by, task_id: view.sort_key(
+        flower_key, task, sort_by, task_id
+    )
+
+
+def _install_search_pages() -> None:
+    """``/fleet/searches``, ``/fleet/search/NAME`` and its JSON, before Flower's catch-all."""
+    from flower import urls
+    from flower.views import BaseHandler
+    from tornado import web
+    from tornado.ioloop import IOLoop
+
+    class SearchData(BaseHandler):
+        @web.authenticated
+        async def get(self, name):
+            client = _client(self.application)
+            data = await IOLoop.current().run_in_executor(None, searchpage.read, client, name)
+            if data is None:
+                raise web.HTTPError(404, f"no search named {name!r}")
+            self.set_header("Cache-Control", "no-store")
+            self.write(view.json_text(data))
+            self.set_header("Content-Type", "application/json")
+
+    class SearchPage(BaseHandler):
+        @web.authenticated
+        def get(self, name):
+            self.write(view.search_page(name, _prefix(self.application)))
+
+    class SearchIndex(BaseHandler):
+        @web.authenticated
+        async def get(self):
+            client = _client(self.application)
+            rows = await IOLoop.current().run_in_executor(None, searchpage.index, client)
+            self.write(view.search_index(rows, _prefix(self.application)))
+
+    urls.handlers[0:0] = [
+        (r"/fleet/searches/?", SearchIndex),
+        (r"/fleet/search/(.+)", SearchPage),
+        (r"/fleet/api/search/(.+)", SearchData),
+    ]
+
+
+def _prefix(application) -> str:
+    prefix = (getattr(application.options, "url_prefix", "") or "").strip("/")
+    return f"/{prefix}" if prefix else ""

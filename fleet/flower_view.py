@@ -5,25 +5,55 @@ adds a task's owner and the GPUs it holds as columns of the Tasks page, and drop
 of a job that is queued again; ``worker_resources`` is the one line of GPUs and cores the
 Workers page shows under each worker (from the heartbeat ``fleet hosts`` reads); ``PAGE_STYLE``
 and ``PAGE_SCRIPT`` go into every page (a short ID; no pool controls, which mean nothing for
-fleet's thread pool whose size is the host's resources).
+fleet's thread pool whose size is the host's resources). ``task_fields`` is a job's record as
+Flower's task, for a Flower that starts after the jobs (it saw none of their events);
+``sort_key`` sorts a queued job, which no worker has received yet, first by time.
 """
 
 from __future__ import annotations
 
 import ast
+import html
+import json
+import math
 from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any
+from urllib.parse import quote
 
+from celery import states
 from celery.events.state import Task
+
+from state.events import owner_repr
+from state.jobrecord import JobRecord, JobState
 
 # the Tasks page's columns, in order: Flower's own slugs, and fleet's two (TASK_COLUMNS)
 TASKS_COLUMNS = "name,uuid,state,owner,gpus,received,runtime,worker"
 TASK_COLUMNS = {"owner": "Owner", "gpus": "GPUs"}
 QUEUED = ("PENDING",)  # states of a job waiting in its queue: no worker holds it
+PRUNED = "PRUNED"  # a trial its search stopped early (tasks.events.pruned): not a SUCCESS
+# a job's state as Flower's task state (Celery's names; PRUNED is fleet's own)
+TASK_STATES = {
+    JobState.QUEUED: states.PENDING,
+    JobState.RUNNING: states.STARTED,
+    JobState.SUCCEEDED: states.SUCCESS,
+    JobState.FAILED: states.FAILURE,
+    JobState.CANCELLED: states.REVOKED,
+    JobState.PRUNED: PRUNED,
+}
+# the task's time field that says when it ended, by its state
+ENDED_AT = {
+    states.SUCCESS: "succeeded",
+    PRUNED: "succeeded",
+    states.FAILURE: "failed",
+    states.REVOKED: "revoked",
+}
+TIME_SORTS = ("received", "started")  # sorts by a time a queued job has not reached yet
 _HERE = Path(__file__).with_name("flower_ui")
 PAGE_STYLE = (_HERE / "fleet.css").read_text(encoding="utf-8")
 PAGE_SCRIPT = (_HERE / "fleet.js").read_text(encoding="utf-8")
+SEARCH_PAGE = (_HERE / "search.html").read_text(encoding="utf-8")
+SEARCH_SCRIPT = (_HERE / "search.js").read_text(encoding="utf-8")
 
 
 def owner_of(kwargs_repr: Any) -> str:
@@ -37,10 +67,59 @@ def owner_of(kwargs_repr: Any) -> str:
 
 
 def gpus_text(gpus: Any) -> str:
-    """The GPUs a run holds, as its progress events list their indices: ``[0, 1]`` -> ``0,1``."""
+    """The GPUs a run holds, as its progress events list their indices: ``[0]`` -> ``GPU 0``,
+    ``[0, 1]`` -> ``GPUs 0,1``, ``[]`` -> ``none`` (a bare ``0`` reads as no GPU); unknown: ''."""
     if not isinstance(gpus, (list, tuple)):
         return ""
-    return ",".join(str(i) for i in gpus)
+    if not gpus:
+        return "none"
+    return ("GPU " if len(gpus) == 1 else "GPUs ") + ",".join(str(i) for i in gpus)
+
+
+def gpu_indices(gpu: str) -> list[int] | None:
+    """A record's ``gpu`` field (``0:NVIDIA H100,1:NVIDIA H100``) as indices; None: unreadable."""
+    try:
+        return [int(part.partition(":")[0]) for part in gpu.split(",") if part.strip()]
+    except ValueError:
+        return None
+
+
+def task_fields(rec: JobRecord) -> dict[str, Any]:
+    """A job's record as Flower's task fields (``Task(uuid, **fields)``): its name, state,
+    owner, queue, times and how it ended, as Flower would know them had it seen the events."""
+    state = TASK_STATES[rec.state]
+    out: dict[str, Any] = {
+        "name": rec.name,
+        "state": state,
+        "args": f"({rec.name!r})",
+        "kwargs": owner_repr(rec.owner),
+        "routing_key": rec.queue or rec.pri_queue or None,
+        "sent": rec.queued_at or rec.created_at,
+        "timestamp": rec.finished_at or rec.started_at or rec.queued_at or rec.created_at,
+        "retries": max(rec.runs - 1, 0),
+    }
+    if state in QUEUED:
+        return out
+    out.update(received=rec.started_at, started=rec.started_at, gpus=gpu_indices(rec.gpu))
+    if state == states.STARTED:
+        return out
+    out[ENDED_AT[state]] = rec.finished_at
+    if rec.started_at and rec.finished_at:
+        out["runtime"] = max(rec.finished_at - rec.started_at, 0.0)
+    if state == states.FAILURE:
+        out["exception"] = rec.end_detail or rec.last_error or rec.reason
+    else:
+        out["result"] = rec.reason or (rec.result and repr(rec.result))
+    return out
+
+
+def sort_key(flower_key, task, sort_by: str, task_id: str):
+    """Flower's sort key, except that a queued job (no worker has received it) sorts as the
+    latest by ``received`` or ``started``: Flower's default order (newest received first)
+    shows it on page 1, not after every job that ran."""
+    if sort_by in TIME_SORTS and getattr(task, sort_by, None) is None and task.state in QUEUED:
+        return True, float("inf"), task_id
+    return flower_key(task, sort_by, task_id)
 
 
 class FleetTask(Task):
@@ -98,3 +177,60 @@ def with_page_extras(html: bytes) -> bytes:
         head, _, tail = html.rpartition(b"</body>")
         html = head + script + b"</body>" + tail
     return html
+
+
+def _filled(template: str, **values: str) -> str:
+    # the page's CSS has braces of its own: only the named slots are filled
+    for k, v in values.items():
+        template = template.replace("{" + k + "}", v)
+    return template
+
+
+def search_page(name: str, prefix: str) -> str:
+    """The live page of the search ``name``; its script draws ``/fleet/api/search/NAME``."""
+    url = html.escape(f"{prefix}/fleet/api/search/{quote(name, safe='')}")
+    main = (
+        f'<main id="fleet-search" data-url="{url}"><h1>search {html.escape(name)}</h1>'
+        '<p id="fleet-summary">loading...</p><p id="fleet-problem"></p>'
+        '<div id="fleet-facts"></div><div id="fleet-chart"></div><p id="fleet-legend"></p>'
+        '<div id="fleet-board"></div></main>'
+    )
+    return _filled(
+        SEARCH_PAGE,
+        title=html.escape(name),
+        home=html.escape(prefix),
+        main=main,
+        script=SEARCH_SCRIPT,
+    )
+
+
+def search_index(rows: Iterable[Mapping[str, Any]], prefix: str) -> str:
+    """The page that lists every search, each a link to its live page, with its status line."""
+    items = "".join(
+        f'<li><a href="{html.escape(prefix)}/fleet/search/{quote(r["name"], safe="")}">'
+        f"{html.escape(r['name'])}</a>: {html.escape(r['summary'])}</li>"
+        for r in rows
+    )
+    body = f'<ul class="fleet-searches">{items}</ul>' if items else "<p>No searches yet.</p>"
+    return _filled(
+        SEARCH_PAGE,
+        title="searches",
+        home=html.escape(prefix),
+        main=f"<main><h1>Searches</h1>{body}</main>",
+        script="",
+    )
+
+
+def json_text(data: Any) -> str:
+    """``data`` as JSON a browser parses: a value that is not finite is null."""
+
+    def finite(v):
+        if isinstance(v, float) and not math.isfinite(v):
+            return None
+        if isinstance(v, dict):
+            return {k: finite(x) for k, x in v.items()}
+        if isinstance(v, (list, tuple)):
+            return [finite(x) for x in v]
+        return v
+
+    return json.dumps(finite(data), separators=(",", ":"), default=str)

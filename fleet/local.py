@@ -61,7 +61,8 @@ def start_worker(
         env,
         FLEET_CAPABILITY=json.dumps({"hostname": name, **capability}),
         FLEET_HOSTNAME=name,
-        FLEET_WORK_DIR=str(log_dir / f"work-{name}"),
+        # beside the logs, not in them: job environments and data caches are not logs
+        FLEET_WORK_DIR=str(log_dir.parent / "work" / name),
     )
     log = open(log_dir / f"{name}.log", "ab")
     return subprocess.Popen(
@@ -192,6 +193,8 @@ def start(root: Path, lock: RootLock, *, kept: bool = False) -> Fleet:
     localaddr.remember(root, server.port)
     store_url = value("FLEET_STORE_URL") or f"file://{root / 'store'}"
     env = dict(os.environ, FLEET_BROKER_URL=server.url, FLEET_STORE_URL=store_url)
+    # one uv cache for the simulated hosts of one disk: a job's environment costs its size once
+    env.setdefault("UV_CACHE_DIR", str(root / "uv-cache"))
     client = connect(parse(server.url), socket_connect_timeout=5, socket_timeout=30)
     fleetstore.record(client, store_url, replace=True)  # this command sets the fleet up
     node_host = f"{socket.gethostname()}-{localaddr.folder_tag(root)}"
@@ -251,10 +254,9 @@ def _publish_and_wait(fleet: Fleet, manifest: Manifest, show: Show, timeout_s: f
     show.published(rows, feasibility.check(fleet.client, rows, manifest))
     with show.waiting() as progress:
         waited = wait(fleet.client, manifest, rows, timeout_s, progress.update)
-    artifacts = mark_current(
-        listing(store, verify=True),
-        {r.job_id: (r.artifact or {}).get("sha256", "") for r in waited.view.rows},
-    )
+    current = {r.job_id: (r.artifact or {}).get("sha256", "") for r in waited.view.rows}
+    # this manifest's bundles only: a kept fleet's store holds every earlier run's too
+    artifacts = mark_current(listing(store, verify=True, jobs=set(current)), current)
     show.finished(waited, artifacts)
     return 0 if waited.outcome is Outcome.SUCCEEDED and artifacts.ok else 1
 
@@ -300,7 +302,7 @@ def _searches(client, manifest: Manifest) -> tuple:
 
     A search that publish has not recorded yet is left out.
     """
-    from state.search import read_search
+    from state.search.view import read_search
 
     views = (read_search(client, s.search_id) for s in manifest.searches)
     return tuple(s for s in views if s is not None)

@@ -5,6 +5,7 @@ the benches read: ``manifest.loader`` with the artifacts and routing layers' par
 from __future__ import annotations
 
 import os
+from pathlib import Path
 
 from artifacts.identity import DataResolver
 from manifest import loader
@@ -14,13 +15,14 @@ from routing.reach import route_problems
 
 def loads(text: str, path: str = loader.NO_FILE, data: DataResolver | None = None) -> Manifest:
     """Validate manifest text; ``data`` pins its data (a fresh DataResolver when None)."""
-    return loader.loads(
-        text, path, pin_data=DataResolver() if data is None else data, check_route=route_problems
-    )
+    data = DataResolver() if data is None else data
+    if path != loader.NO_FILE:
+        data.manifest = Path(path).resolve()  # never its own job's content (artifacts.workdir)
+    return loader.loads(text, path, pin_data=data, check_route=route_problems)
 
 
 def load(path: str | os.PathLike, data: DataResolver | None = None) -> Manifest:
     """Read and validate the manifest file at ``path``; raises ManifestError."""
-    return loader.load(
-        path, pin_data=DataResolver() if data is None else data, check_route=route_problems
-    )
+    data = DataResolver() if data is None else data
+    data.manifest = Path(path).resolve()  # never its own job's content (artifacts.workdir)
+    return loader.load(path, pin_data=data, check_route=route_problems)

@@ -1,10 +1,15 @@
 """Write a leaderboard's trials to MLflow: one run per job, found again by its job ID.
 
-Each trial becomes a run in an experiment (default: the search's or sweep's name) with its
-params, every point of its metric history by step, and tags that say where it came from
-(``fleet.job_id``, host, GPUs, owner, state, the bundle's URI and sha256). Exporting again
-finds each run by its ``fleet.job_id`` tag and adds only what is new: metric points it lacks,
-params it lacks, tags and status as they are now. No run is made twice.
+Each trial becomes a run in an experiment (default: the search's or sweep's name) that starts
+and ends when the trial's run did (its record's ``started_at`` and ``finished_at``), with its
+hyperparameters as params (the fixed ones and the sampled ones), every point of its metric
+history by step at the time the worker saw it (the step keys are the x axis, not series), tags
+that say where it came from (``fleet.job_id``, host, GPUs, owner, state, the bundle's URI and
+sha256), and a description that names its bundle (the run's page shows it). The experiment is
+tagged a model-training one (``mlflow.experimentKind``): MLflow 3 opens it on its runs, not on
+the GenAI overview. Exporting again finds each run by its ``fleet.job_id`` tag and adds only
+what is new: metric points it lacks, params it lacks, tags and status as they are now. No run
+is made twice, and the counts say which runs changed.
 
 MLflow is the optional ``mlflow`` extra; without it the export says how to install it.
 """
@@ -15,12 +20,15 @@ import json
 from dataclasses import dataclass
 
 from core.errors import FleetError
-from fleet.query.results import Leaderboard, Trial
+from fleet.query.results import NOT_METRICS, Leaderboard, Trial
 
 JOB_TAG = "fleet.job_id"
 BATCH_METRICS = 1000  # MLflow takes at most this many metrics per log_batch
 BATCH_PARAMS = 100  # and this many params
-POINT_FIELDS = frozenset({"step", "t", "run"})  # a history point's bookkeeping, not metrics
+# MLflow 3 opens an experiment without this tag on its GenAI (traces) overview
+EXPERIMENT_KIND = {"mlflow.experimentKind": "custom_model_development"}
+NOTE_TAG = "mlflow.note.content"  # the run's description, shown on its page (markdown)
+ENDED = frozenset({"FINISHED", "FAILED", "KILLED"})
 STATUS = {
     "succeeded": "FINISHED",
     "failed": "FAILED",
@@ -38,7 +46,8 @@ class Exported:
 
     experiment_id: str
     created: int
-    updated: int
+    updated: int  # runs an earlier export made that this one changed
+    unchanged: int  # runs already as the records say
     points: int  # metric points logged this time
 
     def to_dict(self) -> dict:
@@ -73,24 +82,45 @@ def tags(t: Trial, metric: str) -> dict[str, str]:
     }
     if t.search:
         out["fleet.search"] = t.search
+    out[NOTE_TAG] = note(t)
     return out
 
 
+def note(t: Trial) -> str:
+    """The run's description: where its bundle is, and how to fetch it. Pure."""
+    artifact = t.artifact or {}
+    if not artifact.get("uri"):
+        return f"fleet job `{t.job_id}` ({t.state}): no bundle stored."
+    return (
+        f"fleet job `{t.job_id}` ({t.state}). Bundle: [{artifact['uri']}]({artifact['uri']}) "
+        f"(sha256 `{artifact.get('sha256') or '?'}`, {artifact.get('size') or '?'} bytes); "
+        f"fetch it with `fleet get {t.job_id}`."
+    )
+
+
 def params(t: Trial) -> dict[str, str]:
-    """A trial's params as MLflow's strings. Pure."""
+    """A trial's params as MLflow's strings: every hyperparameter, the fixed ones too, with the
+    sampled (or swept) values. Pure."""
     return {
         k: (v if isinstance(v, str) else json.dumps(v, separators=(",", ":")))[:PARAM_MAX_CHARS]
-        for k, v in t.params.items()
+        for k, v in {**t.hyper, **t.params}.items()
     }
 
 
+def ms(t: float | None) -> int | None:
+    """Seconds since the epoch as MLflow's milliseconds."""
+    return None if t is None else int(round(t * 1000))
+
+
 def points(history: list[dict]) -> list[tuple[str, float, int, int]]:
-    """``(key, value, timestamp_ms, step)`` of every metric in a folded history. Pure."""
+    """``(key, value, timestamp_ms, step)`` of every metric in a folded history, at the time
+    the worker saw its line; the step keys (``step``, ``epoch``, ``epochs``...) are its x axis,
+    not metrics. Pure."""
     out = []
     for p in history:
-        step, at = p.get("step"), int(float(p.get("t") or 0) * 1000)
+        step, at = p.get("step"), ms(float(p.get("t") or 0))
         for k, v in p.items():
-            if k not in POINT_FIELDS and isinstance(v, (int, float)) and not isinstance(v, bool):
+            if k not in NOT_METRICS and isinstance(v, (int, float)) and not isinstance(v, bool):
                 out.append((k, float(v), at, int(step)))
     return out
 
@@ -110,9 +140,12 @@ class MlflowExport:
     def experiment(self, name: str) -> str:
         found = self.client.get_experiment_by_name(name)
         if found is None:
-            return self.client.create_experiment(name)
+            return self.client.create_experiment(name, tags=EXPERIMENT_KIND)
         if found.lifecycle_stage == "deleted":
             self.client.restore_experiment(found.experiment_id)
+        for k, v in EXPERIMENT_KIND.items():
+            if found.tags.get(k) != v:
+                self.client.set_experiment_tag(found.experiment_id, k, v)
         return found.experiment_id
 
     def existing_runs(self, experiment_id: str) -> dict[str, str]:
@@ -136,25 +169,32 @@ class MlflowExport:
     def write(self, board: Leaderboard, experiment: str | None = None) -> Exported:
         exp = self.experiment(experiment or board.name)
         runs = self.existing_runs(exp)
-        created = logged = 0
+        created = updated = logged = 0
         for t in board.trials:
             run_id = runs.get(t.job_id)
             if run_id is None:
                 run_id = self.client.create_run(
-                    exp, run_name=t.name, tags=tags(t, board.objective.metric)
+                    exp,
+                    run_name=t.name,
+                    start_time=ms(t.started_at),
+                    tags=tags(t, board.objective.metric),
                 ).info.run_id
                 created += 1
-            logged += self._sync(
+            n, changed = self._sync(
                 run_id,
                 t,
                 board.histories.get(t.job_id, []),
                 board.objective.metric,
                 fresh=t.job_id not in runs,
             )
-        return Exported(exp, created, len(board.trials) - created, logged)
+            logged += n
+            updated += changed and t.job_id in runs
+        return Exported(exp, created, updated, len(board.trials) - created - updated, logged)
 
-    def _sync(self, run_id: str, t: Trial, history: list[dict], metric: str, *, fresh: bool) -> int:
-        """Bring one run up to date; the metric points logged."""
+    def _sync(
+        self, run_id: str, t: Trial, history: list[dict], metric: str, *, fresh: bool
+    ) -> tuple[int, bool]:
+        """Bring one run up to date: the metric points logged, and whether anything changed."""
         run = self.client.get_run(run_id)
         have = run.data
         new_params = [self.Param(k, v) for k, v in params(t).items() if k not in have.params]
@@ -170,13 +210,14 @@ class MlflowExport:
             [self.Metric(k, v, at, step) for k, v, at, step in todo], BATCH_METRICS
         ):
             self.client.log_batch(run_id, metrics=chunk)
-        for k, v in tags(t, metric).items():
-            if have.tags.get(k) != v:
-                self.client.set_tag(run_id, k, v)
+        new_tags = {k: v for k, v in tags(t, metric).items() if have.tags.get(k) != v}
+        for k, v in new_tags.items():
+            self.client.set_tag(run_id, k, v)
         status = STATUS.get(t.state, "RUNNING")
-        if run.info.status != status:
-            if status in ("FINISHED", "FAILED", "KILLED"):
-                self.client.set_terminated(run_id, status)
-            else:
-                self.client.update_run(run_id, status=status)
-        return len(todo)
+        end = ms(t.finished_at) if status in ENDED else None
+        moved = run.info.status != status or (end is not None and run.info.end_time != end)
+        if moved and status in ENDED:
+            self.client.set_terminated(run_id, status, end_time=end)
+        elif moved:
+            self.client.update_run(run_id, status=status)
+        return len(todo), bool(new_params or todo or new_tags or moved)

@@ -55,6 +55,8 @@ def _curves(ax, data: PlotData) -> None:
         xlabel="step",
         ylabel=data.metric,
     )
+    if data.log_y:
+        ax.set_yscale("log")
     if any(c.best and c.steps for c in data.curves):
         ax.legend(loc="best")
 
@@ -72,23 +74,45 @@ def _best_so_far(ax, data: PlotData) -> None:
     if data.best_so_far:
         ax.step(*zip(*data.best_so_far, strict=True), where="post", color=BEST_COLOR, linewidth=2)
     ax.set(title=f"best so far ({data.direction.value})", xlabel="trial", ylabel=data.metric)
+    if data.log_y:
+        ax.set_yscale("log")
 
 
-def _param(ax, p, metric: str) -> None:
+def _param(ax, p, data: PlotData) -> None:
+    """One parameter against the final metric: finished trials blue, the ones that stopped
+    short faint grey, the best a red star; a category's box over its finished trials."""
     if p.numeric:
-        ax.scatter(p.values, p.metric, s=14, alpha=0.7)
-        if p.values and min(p.values) > 0 and max(p.values) / min(p.values) >= 100:
+        xs = p.values
+        if xs and min(xs) > 0 and max(xs) / min(xs) >= 100:
             ax.set_xscale("log")
     else:
-        labels = list(dict.fromkeys(p.values))
+        place = {label: i for i, label in enumerate(p.categories, start=1)}
+        xs = [place[v] for v in p.values]
         groups = [
-            [m for v, m in zip(p.values, p.metric, strict=True) if v == label] for label in labels
+            [m for v, m, d in zip(p.values, p.metric, p.dimmed, strict=True) if v == c and not d]
+            for c in p.categories
         ]
-        ax.boxplot(groups, showfliers=False)
-        for i, g in enumerate(groups, start=1):
-            ax.scatter([i] * len(g), g, s=12, alpha=0.7)
-        ax.set_xticks(range(1, len(labels) + 1), labels, rotation=30, fontsize=8)
-    ax.set(title=p.name, xlabel=p.name, ylabel=metric)
+        shown = [(i, g) for i, g in enumerate(groups, start=1) if g]
+        if shown:
+            ax.boxplot([g for _, g in shown], positions=[i for i, _ in shown], showfliers=False)
+        ax.set_xticks(range(1, len(p.categories) + 1), p.categories, rotation=30, fontsize=8)
+    for dimmed, colour, alpha in ((True, "grey", DIM_ALPHA * 2), (False, "tab:blue", 0.7)):
+        pick = [i for i, d in enumerate(p.dimmed) if d is dimmed and not p.best[i]]
+        ax.scatter([xs[i] for i in pick], [p.metric[i] for i in pick], s=14, c=colour, alpha=alpha)
+    best = [i for i, b in enumerate(p.best) if b]
+    if best:
+        ax.scatter(
+            [xs[i] for i in best],
+            [p.metric[i] for i in best],
+            s=90,
+            marker="*",
+            c=BEST_COLOR,
+            zorder=3,
+            label="best",
+        )
+    if data.log_y:
+        ax.set_yscale("log")
+    ax.set(title=p.name, xlabel=p.name, ylabel=data.metric)
 
 
 def figure(data: PlotData):
@@ -100,7 +124,7 @@ def figure(data: PlotData):
     grid = fig.add_gridspec(rows, PANELS_PER_ROW)
     _curves(fig.add_subplot(grid[0, :]), data)
     panels = [lambda ax: _best_so_far(ax, data)] + [
-        lambda ax, p=p: _param(ax, p, data.metric) for p in data.params
+        lambda ax, p=p: _param(ax, p, data) for p in data.params
     ]
     for i, draw in enumerate(panels):
         draw(fig.add_subplot(grid[1 + i // PANELS_PER_ROW, i % PANELS_PER_ROW]))

@@ -15,7 +15,7 @@ from celery import Celery
 
 from core import constants as C
 from core.gcpause import gc_paused
-from fleet import owners, searches, staging
+from fleet import owners, publish_search, staging
 from fleet.message_template import MessageTemplates
 from fleet.messages import MessageFactory
 from fleet.ordering import demanding_first
@@ -123,10 +123,11 @@ def publish(
     records = Records(client)
     client = records.r  # replies decoded, whatever client the caller passed
     rows = plan(manifest, records.states(j.job_id for j in manifest.jobs), force)
-    found = searches.plan(client, manifest)
+    found = publish_search.plan(client, manifest)
     found_rows = [_search_row(f) for f in found]
     if dry_run:
         return rows + found_rows
+    publish_search.refuse(found)  # before any byte is staged or any job queued
     # the fleet's store, or a refusal naming both when this publisher names another
     store = store or staging.fleet_store(client, app.conf.broker_url)
     todo = demanding_first(
@@ -165,7 +166,7 @@ def publish(
         sent_at = time.time()
         # a generator: messages are built while Redis stores the previous batch
         results = records.publish((_item(factory, row, owner) for row in todo), force=forced_ids)
-        searches.publish(client, factory, new_searches, owner, record_fields)
+        publish_search.publish(client, factory, new_searches, owner, record_fields)
     events.announce_queued(
         app,
         (
@@ -189,10 +190,10 @@ def publish(
 
 def offline_plan(manifest: Manifest, force: frozenset[str] = frozenset()) -> list[PlanRow]:
     """The plan with no broker to ask: every job and search as if none was published before."""
-    return plan(manifest, {}, force) + [_search_row(f) for f in searches.plan(None, manifest)]
+    return plan(manifest, {}, force) + [_search_row(f) for f in publish_search.plan(None, manifest)]
 
 
-def _search_row(row: searches.SearchRow) -> PlanRow:
+def _search_row(row: publish_search.SearchRow) -> PlanRow:
     """A search as a plan row: its base job under the search's id."""
     return PlanRow(
         replace(row.spec.base, job_id=row.spec.search_id), row.queue, None, row.action, row.why

@@ -17,7 +17,9 @@ from manifest.hyper import resolve_hyper
 from manifest.jobchecks import JOB_FIELDS, job_problems, unsupported_data
 from manifest.problems import Problems, field_name
 from manifest.schema import JobSpec
-from manifest.search import SearchSpec, read_config, search_id
+from manifest.search.config import SearchConfig
+from manifest.search.parse import read_config
+from manifest.search.spec import SearchSpec, search_id
 from manifest.sweep import hyper_problems, point_name, sweep_points
 
 # fields outside the job ID (manifest.ids): a problem in one of them still lets us compare IDs
@@ -123,7 +125,10 @@ def read_jobs(
 
 
 def _search(
-    t: dict, config: dict, pins: tuple[str | None, PinnedWorkdir | None], table_line: int | None
+    t: dict,
+    config: SearchConfig,
+    pins: tuple[str | None, PinnedWorkdir | None],
+    table_line: int | None,
 ) -> SearchSpec:
     """Table ``t``'s search: its base job (the fixed hyper, defaults filled) and its id."""
     base = _build_job(t, {}, t["name"], pins, table_line)

@@ -2,15 +2,17 @@
 
 Each job has one list, ``fleet:metrics:<job_id>``, of compact JSON points such as
 ``{"step": 3, "t": 1764072000.25, "run": 2, "train_loss": 0.41, "valid_loss": 0.45}``: the
-numeric values of one metric line, its step, when the worker saw it, and the run (the job's
-run number, as in `fleet logs`) that printed it. An append is one MULTI (RPUSH, LTRIM), so
-the list never holds more than ``METRIC_HISTORY_MAX_POINTS``; like the job's record, it has
-no TTL.
+numeric values of one metric line (a NaN or infinity as the text "nan", "inf", "-inf"), its
+step (``trainers.protocol.step_of``: the one step rule), when the worker saw it, and the run
+(the job's run number, as in `fleet logs`) that printed it. An append is one MULTI (RPUSH,
+LTRIM), so the list never holds more than ``METRIC_HISTORY_MAX_POINTS``; like the job's
+record, it has no TTL.
 
 A run resumed from a checkpoint replays the steps after that checkpoint. The list keeps every
 line as it was printed (an append is all a worker does), and readers fold it by step
 (``by_step``): the points of one step merge in the order they were written, so the later
-run's values replace the ones its replay repeats, and each step counts once.
+run's values replace the ones its replay repeats, and each step counts once: the last value
+of a step wins, here as in a search's pruner (docs/results.md).
 """
 
 from __future__ import annotations
@@ -21,8 +23,9 @@ from collections.abc import Iterable, Sequence
 
 from core import constants as C
 
-STEP_KEYS = ("step", "epoch", "round")  # a metric line's step, the first of these it has
+STEP_KEYS = C.METRIC_STEP_KEYS  # the step rule is trainers.protocol.step_of
 READ_BATCH = 500  # jobs per pipelined read
+NON_FINITE = {"nan": math.nan, "inf": math.inf, "-inf": -math.inf}  # how a point keeps them
 
 
 def key(job_id: str) -> str:
@@ -33,26 +36,9 @@ def _number(value) -> bool:
     return isinstance(value, (int, float)) and not isinstance(value, bool)
 
 
-def step_of(report: dict) -> int | float | None:
-    """The step a metric line reports: its ``step``, ``epoch`` or ``round`` value. Pure."""
-    return next((report[k] for k in STEP_KEYS if _number(report.get(k))), None)
-
-
-def point(report: dict, *, t: float, run: int, ordinal: int) -> dict | None:
-    """The point a metric line makes: its numeric values with its step, or None when it has
-    none. A line with no step key takes its ``ordinal`` (1 for the run's first metric line):
-    a command job that prints only values still draws a curve. Pure."""
-    values = {k: v for k, v in report.items() if _number(v) and k != "step"}
-    if not values:
-        return None
-    step = step_of(report)
-    return {"step": ordinal if step is None else step, "t": round(t, 3), "run": run, **values}
-
-
-def points(reports: Iterable[dict], *, t: float, run: int) -> list[dict]:
-    """The points of one run's metric lines, in the order printed (``point``). Pure."""
-    made = (point(r, t=t, run=run, ordinal=i) for i, r in enumerate(reports, start=1))
-    return [p for p in made if p is not None]
+def point(step: int, values: dict, *, t: float, run: int) -> dict:
+    """The stored form of a metric line's point (``trainers.protocol.point_of``). Pure."""
+    return {"step": step, "t": round(t, 3), "run": run, **values}
 
 
 def by_step(points: Iterable[dict]) -> list[dict]:
@@ -73,6 +59,19 @@ def values(points: Sequence[dict], metric: str) -> list[tuple[float, float]]:
         for p in points
         if _number(p.get(metric)) and math.isfinite(p[metric])
     ]
+
+
+def final(points: Sequence[dict], metric: str) -> float | None:
+    """The metric at the last step that reported it, over folded points: a float, nan and
+    infinities included (a value that is not a result is still the trial's end), else None.
+    Pure."""
+    for p in reversed(points):
+        v = p.get(metric)
+        if _number(v):
+            return float(v)
+        if isinstance(v, str) and v in NON_FINITE:
+            return NON_FINITE[v]
+    return None
 
 
 def decode(raw: Iterable[str | bytes]) -> list[dict]:

@@ -119,6 +119,8 @@ class JobRecord:
     fallback_queue: str = ""  # prefer_cuda: the queue its other copy waits in
     fb_grace_s: float | None = None  # prefer_cuda: how long it waits before that copy is pushed
     pushes: int = 0  # messages pushed for it so far (each tagged <id>.<n>)
+    search: str = ""  # a search's trial: the search's id (state.search)
+    trial: int | None = None  # and its number there
     copies: tuple[QueuedCopy, ...] = ()  # its messages as stored (only when read whole)
     problems: tuple[str, ...] = ()  # stored fields that did not decode (left at defaults)
 
@@ -261,6 +263,7 @@ _DECODE: dict[str, Callable[[str], Any]] = {
             "end_detail",
             "pri_queue",
             "fallback_queue",
+            "search",
             "trained_host",
             "trained_dir",
         ),
@@ -279,7 +282,7 @@ _DECODE: dict[str, Callable[[str], Any]] = {
         ),
         float,
     ),
-    **dict.fromkeys(("attempts", "runs", "preemptions", "pushes", "cores"), int),
+    **dict.fromkeys(("attempts", "runs", "preemptions", "pushes", "cores", "trial"), int),
     **dict.fromkeys(
         ("artifact", "progress", "result", "preempted_by", "preempted", "spec", "checkpoint"),
         json.loads,

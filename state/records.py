@@ -59,6 +59,21 @@ def _script(name: str) -> str:
     return fairshare.lua(name)  # with lua/owned.lua's shared functions where a script asks for them
 
 
+def publish_call(it: PublishItem, force: bool, now: str) -> tuple[list[str], list[str]]:
+    """lua/publish.lua's KEYS and ARGV for one job (a script that splices it in passes them)."""
+    keys = [C.JOB_KEY + it.job_id, C.JOBS_INDEX, C.NAMES_INDEX, C.FALLBACK_ZSET, C.OWNER_LISTS_KEY]
+    return keys, [
+        it.job_id,
+        it.name,
+        now,
+        "1" if force else "0",
+        it.list_key,
+        it.message,
+        "" if it.fallback_at is None else str(it.fallback_at),
+        *_flat(it.fields),
+    ]
+
+
 def _flat(fields: dict[str, Any]) -> list[str]:
     out: list[str] = []
     for k, v in fields.items():
@@ -116,29 +131,7 @@ class Records:
         Batches of jobs go in one script call each (state.bulk); each job stays atomic."""
         now = str(time.time())
         return Bulk(self.r).publish(
-            (
-                (
-                    [
-                        C.JOB_KEY + it.job_id,
-                        C.JOBS_INDEX,
-                        C.NAMES_INDEX,
-                        C.FALLBACK_ZSET,
-                        C.OWNER_LISTS_KEY,
-                    ],
-                    [
-                        it.job_id,
-                        it.name,
-                        now,
-                        "1" if it.job_id in force else "0",
-                        it.list_key,
-                        it.message,
-                        "" if it.fallback_at is None else str(it.fallback_at),
-                        *_flat(it.fields),
-                    ],
-                )
-                for it in items
-            ),
-            batch,
+            (publish_call(it, it.job_id in force, now) for it in items), batch
         )
 
     # --- a worker's side ----------------------------------------------------
@@ -360,20 +353,27 @@ class Records:
 
     def requeue(self, job_id: str) -> str:
         """Run a finished job again (same ID, attempts reset); returns its prior state."""
+        item = self.rerun_item(job_id)
+        if isinstance(item, JobState):
+            return item.value
+        return self.publish([item], force={job_id})[0][1]
+
+    def rerun_item(self, job_id: str) -> PublishItem | JobState:
+        """What runs ``job_id`` again: its first message on its first queue; its state when
+        it has not ended (nothing to run again). Raises JobNotFound."""
         rec = fetch(
             self.r, job_id, ("state", "name", "pri_key", "pri_msg", "pri_queue", "fb_grace_s")
         )
         if rec is None:
             raise JobNotFound(f"no record for job {job_id}")
         if not rec.state.terminal:
-            return rec.state.value
+            return rec.state
         sent = rec.copy("pri")
         if sent is None:
             raise JobNotFound(
                 f"job {job_id} was not published by fleet; publish its manifest again"
             )
         fallback_at = time.time() + rec.fb_grace_s if rec.fb_grace_s is not None else None
-        item = PublishItem(
+        return PublishItem(
             job_id, rec.name, sent.key, sent.message, {"queue": rec.pri_queue}, fallback_at
         )
-        return self.publish([item], force={job_id})[0][1]

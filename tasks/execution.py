@@ -292,9 +292,10 @@ def _run(task, ctx: HostContext, run: Run) -> Ended:
         raise
     if outcome.stopped is Stop.SHUTDOWN:
         return _release(task, ctx, run, "worker shutting down")
-    if outcome.stopped is Stop.PRUNED:  # its outputs are kept like a success's
+    if trial.stopped_early(outcome.stopped, outcome.returncode):  # outputs kept as a success's
         result = upload.store_result(ctx, run, outcome, JobState.PRUNED)
         checkpoint.drop(ctx, job)
+        events.pruned(task, result)
         return Ended(
             Outcome.SUCCEEDED, result=result, end=RunEnd.PRUNED, detail="by its search's pruner"
         )
@@ -375,6 +376,8 @@ def _run_process(task, ctx: HostContext, run: Run, argv: list[str], env: dict) -
             on_metric=_each(history.record, pruning),
         )
         _flush_history(ctx, history)
+        if pruning is not None:  # its last value reaches its search before its end is recorded
+            pruning.close()
         ckpt.ended(outcome)  # handed back or failed: the checkpoint is synced once more on exit
     return outcome
 

@@ -7,6 +7,7 @@ time limit passes, or when ``stop`` is set.
 
 from __future__ import annotations
 
+import logging
 import os
 import select
 import signal
@@ -22,10 +23,11 @@ from pathlib import Path
 from core.constants import KILL_GRACE_S, TAIL_LINES
 from tasks import supervisor
 from tasks.run import Stop
-from trainers.protocol import parse_metric_line
+from trainers import protocol
 
 # Run by path, not `-m tasks.supervisor`: importing the tasks package builds the Celery app.
 SUPERVISOR = str(Path(__file__).with_name("supervisor.py"))
+_log = logging.getLogger("fleet.runner")
 _groups: set[int] = set()  # the process groups of the jobs running now (tasks.yieldwatch)
 
 
@@ -41,6 +43,7 @@ class RunOutcome:
     elapsed_s: float
     tail: list[str]
     metrics: dict = field(default_factory=dict)
+    bad_lines: dict = field(default_factory=dict)  # Progress.bad: {count, first} when any
 
 
 @dataclass
@@ -49,31 +52,63 @@ class Progress:
     tail: deque
     metrics: dict
     pgid: int = 0  # the job's process group (its supervisor's pid), once started
+    lines: int = 0  # metric lines read (the step of one that names none: protocol.step_of)
+    bad: dict = field(default_factory=dict)  # FLEET_METRIC lines unread: count, the first quoted
 
     def snapshot(self) -> dict:
-        return {
+        snap = {
             "elapsed_s": round(time.monotonic() - self.started, 1),
             "tail": list(self.tail)[-10:],
-            "metrics": dict(self.metrics),
+            "metrics": protocol.clip_metrics(self.metrics),
         }
+        return {**snap, "bad_metric_lines": dict(self.bad)} if self.bad else snap
+
+    def read(self, line: str) -> protocol.Point | None:
+        """Take one output line: its report into ``metrics``, a bad metric line counted (the
+        first quoted); the point it makes, if any."""
+        got = protocol.read_metric_line(line)
+        if got is None:
+            return None
+        if got.report is None:
+            if not self.bad:
+                self.bad = {"count": 0, "first": f"{got.error.value}: {line[:200]}"}
+            self.bad["count"] += 1
+            return None
+        self.lines += 1
+        if len(self.metrics) < protocol.MAX_METRIC_KEYS or got.report.keys() <= self.metrics.keys():
+            self.metrics.update(got.report)
+        else:  # a job printing ever new keys: the known ones still update
+            self.metrics.update({k: v for k, v in got.report.items() if k in self.metrics})
+            self.metrics[protocol.CUT_KEY] = True
+        return protocol.point_of(got.report, self.lines, time.time())
 
 
 def _reader(
     stream,
     progress: Progress,
     log: Callable[[str], None] | None,
-    on_metric: Callable[[dict], None] | None = None,
+    on_metric: Callable[[protocol.Point], None] | None = None,
 ) -> None:
+    """Read the job's output to its end. Nothing on a line stops it: a line that cannot be
+    read as a metric is counted, and a hook's error is logged once, not raised."""
+    hook_failed = False
     for raw in iter(stream.readline, b""):
-        line = raw.decode("utf-8", "replace").rstrip("\n")
-        report = parse_metric_line(line)
-        if report is not None:
-            progress.metrics.update(report)
-            if on_metric is not None:  # e.g. a search's pruner hears each line (tasks.trial)
-                on_metric(report)
+        whole = raw.decode("utf-8", "replace").rstrip("\n")
+        line = protocol.clip_text(whole, protocol.MAX_OUTPUT_LINE_CHARS)  # the tail, the log
+        first_bad = not progress.bad
+        try:
+            point = progress.read(whole)
+            if point is not None and on_metric is not None:
+                on_metric(point)  # the history and a search's pruner (tasks.trial)
+        except Exception as e:
+            if not hook_failed:
+                _log.exception("a metric line's hook failed: %s", e)
+            hook_failed = True
         progress.tail.append(line)
         if log:
             log(line)
+            if first_bad and progress.bad:
+                log(f"fleet: bad FLEET_METRIC line, not read (counted): {progress.bad['first']}")
     stream.close()
 
 
@@ -142,12 +177,13 @@ def run(
     python: str | None = None,
     exit_file: str | None = None,
     wake_fd: int | None = None,
-    on_metric: Callable[[dict], None] | None = None,
+    on_metric: Callable[[protocol.Point], None] | None = None,
 ) -> RunOutcome:
     """``run_as``: Popen's user/group/extra_groups, to start the group as another user;
     ``python``: the interpreter for the supervisor (default: this one); ``wake_fd``: a
     non-blocking pipe end whose byte calls ``on_tick`` at once (a hand-back was asked);
-    ``on_metric``: called with each FLEET_METRIC line's report as it is read."""
+    ``on_metric``: called with the point of each FLEET_METRIC line as it is read
+    (``protocol.point_of``); it must not block, or the job's output waits."""
     started = time.monotonic()
     progress = Progress(started, deque(maxlen=TAIL_LINES), {})
     env = dict(env, **{supervisor.PARENT_ENV: str(os.getpid())})
@@ -194,5 +230,10 @@ def run(
     if pidfd is not None:
         os.close(pidfd)
     return RunOutcome(
-        proc.returncode, stopped, time.monotonic() - started, list(progress.tail), progress.metrics
+        proc.returncode,
+        stopped,
+        time.monotonic() - started,
+        list(progress.tail),
+        progress.metrics,
+        dict(progress.bad),
     )

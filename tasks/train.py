@@ -8,6 +8,7 @@ from celery.exceptions import Ignore, Reject, Retry
 from core.constants import TASK_NAME
 from core.errors import TrainingFailed
 from manifest.schema import JobSpec
+from state.jobrecord import RunEnd
 from tasks import app
 from tasks.execution import execute
 from tasks.run import Ended, Outcome
@@ -27,6 +28,8 @@ def train(self, job: dict) -> dict:
 
 def settle(ended: Ended) -> dict:
     """The task's result, or the Celery exception that ends the delivery as ``ended`` says."""
+    if ended.outcome is Outcome.SUCCEEDED and ended.end is RunEnd.PRUNED:
+        raise Ignore()  # it ended PRUNED (tasks.events.pruned): Flower counts no success
     if ended.outcome is Outcome.SUCCEEDED:
         return ended.result or {}
     if ended.outcome is Outcome.FAILED:

@@ -1,11 +1,15 @@
-"""A search's trial on this worker: each metric line goes to its search, whose pruner may
-stop it, and its end advances the search (``state.advance``).
+"""A search's trial on this worker: its metric lines go to its search, whose pruner may stop
+it, and its end advances the search (``state.search.advance``).
 
-The hook runs on the runner's output thread as each FLEET_METRIC line is read: the metric
-at its step (``step``, else ``epoch``, else the line's count) is kept in Redis, first value
-per step (a resumed run replays steps it reported before), and the pruner decides on the
-spot, asynchronously: no trial waits for a rung to fill. A prune wakes the runner at once
-(``tasks.handback.Runs.wake``), so the trial stops within a tick of the line, and ends ``pruned``.
+The hook runs on the runner's output thread for each FLEET_METRIC line's point (its step by
+the one rule, ``trainers.protocol.step_of``) and only notes it, in memory: a job that prints
+a line per batch is never held up by Redis or by Optuna. A decider thread of the trial then,
+at most every ``SEARCH_DECIDE_EVERY_S`` (at once after a quiet spell), sends what is new in one
+round trip (``SearchStore.report``: the steps, the last value of a replayed step winning; the
+value at the greatest step, which becomes the trial's final value when its end is synced;
+the keys printed) and asks the pruner about the latest step. A prune wakes the runner at once
+(``tasks.handback.Runs.wake``), so the trial stops within a tick, and ends ``pruned``. NaN and
+infinities are kept as the trial's last value but never given to the pruner.
 """
 
 from __future__ import annotations
@@ -13,85 +17,201 @@ from __future__ import annotations
 import logging
 import math
 import threading
+import time
 from collections.abc import Callable
 
 import redis
 
+from core import constants as C
 from core.ids import short_id
 from manifest.schema import JobSpec
-from state import advance
-from state.search import SearchStore
-from state.study import MIRRORS
+from manifest.search.config import SearchConfig
+from state.search import advance
+from state.search.store import SearchStore
+from state.search.study import MIRRORS
 from tasks.run import Stop
+from trainers.protocol import Point
 
 log = logging.getLogger("fleet.trial")
+PENDING_STEPS_MAX = 10  # steps sent per decision; a faster trial keeps the latest ones
+DECIDE_COST_SHARE = 0.1  # the decider waits so that it takes at most this share of the time
+KEYS_MAX = 20  # keys named in "it printed ..."
 
 
-def step_of(report: dict, count: int) -> int | None:
-    """The step a metric line reports: its ``step``, else its ``epoch``, else ``count``."""
-    for k in ("step", "epoch"):
-        v = report.get(k)
-        if isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v):
-            return int(v)
-    return count
+def stopped_early(stopped: Stop | None, returncode: int | None) -> bool:
+    """Whether a run its pruner stopped ends pruned: not when its process exited 0 by itself
+    before the stop landed (it ran to its end: a success). A process the runner stops never
+    exits 0: its supervisor takes the group down with SIGKILL (tasks.supervisor)."""
+    return stopped is Stop.PRUNED and returncode != 0
 
 
 class TrialWatch:
-    """The on_metric hook of one trial's run; ``pruned`` is set once its pruner says stop."""
+    """The on_metric hook of one trial's run; ``pruned`` is set once its pruner says stop.
+    ``close`` sends what is left once the run is over, before its end is recorded."""
 
-    def __init__(self, client: redis.Redis, job: JobSpec, config: dict, wake: Callable[[], None]):
+    def __init__(
+        self,
+        client: redis.Redis,
+        job: JobSpec,
+        config: SearchConfig,
+        wake: Callable[[], None],
+        *,
+        every_s: float = C.SEARCH_DECIDE_EVERY_S,
+    ):
         self.client, self.search, self.number = client, job.search, job.trial
-        self.config, self.metric, self.wake = config, config["metric"], wake
+        self.config, self.metric, self.wake, self.every_s = config, config.metric, wake, every_s
         self.store = SearchStore(client)
         self.pruned = threading.Event()
         self.pruned_at: int | None = None  # the step it was pruned at
-        self._lines = 0
+        self._lock = threading.Lock()  # the notes, between the reader and the decider
+        self._flushing = threading.Lock()  # one send at a time
+        self._new = threading.Event()
+        self._closed = threading.Event()
+        self._steps: dict[int, float] = {}  # finite values heard since the last send
+        self._last: tuple[int, float] | None = None  # at the greatest step, not yet sent
+        self._top: int | None = None  # the greatest step sent (an earlier run's too)
+        self._held = 0  # steps the store holds
+        self._keys: dict[str, None] = {}  # in the order heard, steps' keys left out
+        self._heard: set[str] = set()  # every key heard
+        self._keys_sent = 0
+        self._thread: threading.Thread | None = None
+        self._read_top = False
 
     def on_tick(self, tick) -> Stop | None:
         """A tick policy (tasks.ticks): stop the run once its search pruned it."""
         return Stop.PRUNED if self.pruned.is_set() else None
 
-    def __call__(self, report: dict) -> None:
-        value = report.get(self.metric)
-        if self.pruned.is_set() or not isinstance(value, (int, float)) or isinstance(value, bool):
-            return
-        step = step_of(report, self._lines)
-        self._lines += 1
-        try:
-            # only a step heard for the first time: a resumed run replays its steps
-            if self.store.report(self.search, self.number, step, float(value)):
-                self._decide(step, float(value))
-        except Exception as e:  # the search's bookkeeping never kills the run
-            log.warning(
-                "trial %s of search %s: metric at step %s not reported (%s)",
-                self.number,
-                short_id(self.search),
-                step,
-                e,
+    def __call__(self, p: Point) -> None:
+        """A metric line's point, from the output reader's thread: noted, never waited on."""
+        if self.pruned.is_set():
+            return  # lines printed while it stops came after its verdict
+        with self._lock:
+            if len(self._keys) < KEYS_MAX:
+                self._keys.update({k: None for k in p.values if k not in C.METRIC_STEP_KEYS})
+            value = p.value(self.metric)
+            if value is None:
+                if len(self._keys) == self._keys_sent:
+                    return
+            else:
+                if math.isfinite(value):
+                    self._steps.pop(p.step, None)  # re-inserted last: a replay's value wins
+                    self._steps[p.step] = value
+                    if len(self._steps) > PENDING_STEPS_MAX:
+                        del self._steps[next(iter(self._steps))]
+                if self._last is None or p.step >= self._last[0]:
+                    self._last = (p.step, value)
+        if self._thread is None:
+            self._thread = threading.Thread(
+                target=self._decide_loop, name=f"trial-{self.number}", daemon=True
             )
+            self._thread.start()
+        self._new.set()
+
+    def close(self, timeout_s: float = 5.0) -> None:
+        """The run is over: stop deciding and send what is left (its last value above all)."""
+        self._closed.set()
+        self._new.set()
+        if self._thread is not None:
+            self._thread.join(timeout_s)
+        with self._flushing:
+            try:
+                self._send()
+            except Exception as e:  # the sweep and the result's metrics still end it
+                self._warn(e)
+
+    def _decide_loop(self) -> None:
+        while not self._closed.is_set():
+            self._new.wait()
+            if self._closed.is_set():
+                return
+            self._new.clear()
+            started = time.monotonic()
+            self.flush()
+            # at most one decision per every_s, and (a slow one: a busy host, a big search)
+            # never more than a tenth of the time: the job's own output reader comes first
+            took = time.monotonic() - started
+            self._closed.wait(max(self.every_s - took, took / DECIDE_COST_SHARE - took))
+
+    def flush(self) -> None:
+        """Send what is new and ask the pruner about the latest step, now (the decider thread
+        calls this at its pace). Never raises: the search's bookkeeping never kills the run."""
+        with self._flushing:
+            try:
+                latest = self._send()
+                if latest is not None and not self.pruned.is_set():
+                    self._decide(*latest)
+            except Exception as e:
+                self._warn(e)
+
+    def _take(self) -> tuple[dict[int, float], tuple[int, float] | None, str | None]:
+        with self._lock:
+            steps, self._steps = self._steps, {}
+            last, self._last = self._last, None
+            keys = None
+            if len(self._keys) != self._keys_sent:
+                keys, self._keys_sent = ", ".join(self._keys), len(self._keys)
+        return steps, last, keys
+
+    def _send(self) -> tuple[int, float] | None:
+        """Send the steps, last value and keys heard since the last send; the latest finite
+        step and value, for the pruner."""
+        if not self._read_top:
+            self._top, self._held = self.store.last_step(self.search, self.number)
+            self._read_top = True
+        steps, last, keys = self._take()
+        if last is not None and self._top is not None and last[0] < self._top:
+            last = None  # a replay below an earlier run's greatest step: that one stays last
+        self.store.report(
+            self.search,
+            self.number,
+            steps,
+            last=last,
+            keys=keys,
+            room=C.SEARCH_STEPS_MAX - self._held,
+        )
+        self._held += len(steps)
+        if last is not None:
+            self._top = last[0]
+        return next(reversed(steps.items())) if steps else None
+
+    def at_last_step(self, step: int) -> bool:
+        """Whether ``step`` is the search's last (its fixed budget, when it has one)."""
+        return self.config.last_step is not None and step >= self.config.last_step
 
     def _decide(self, step: int, value: float) -> None:
         mirror = MIRRORS.get(self.client, self.search, self.config)
         with mirror.lock:
             prune, sys_attrs = mirror.should_prune(self.number, step, value)
         self.store.save_sys(self.search, self.number, sys_attrs)
-        if prune:
+        # a trial at its last step ran its whole budget: it completes, whatever its rung says
+        # (the rung value is kept above, so later trials are judged against it all the same)
+        if prune and not self.at_last_step(step):
             self.pruned_at = step
             self.pruned.set()
+            with self._lock:  # the value it was judged by stays its last: not later lines
+                self._steps, self._last = {}, None
             self.wake()  # the runner ticks now, not up to a second later
+
+    def _warn(self, e: Exception) -> None:
+        log.warning(
+            "trial %s of search %s: metric not reported to its search (%s)",
+            self.number,
+            short_id(self.search),
+            e,
+        )
 
 
 def watch(client: redis.Redis, job: JobSpec, wake: Callable[[], None]) -> TrialWatch | None:
     """The hook for ``job``'s run when it is a trial of a search still on record, else None."""
     if job.search is None or job.trial is None:
         return None
-    got = SearchStore(client).template(job.search)
-    return TrialWatch(client, job, got[0], wake) if got else None
+    config = SearchStore(client).config(job.search)
+    return TrialWatch(client, job, config, wake) if config else None
 
 
 def ended(client: redis.Redis, job: JobSpec) -> None:
     """A delivery of a trial is over (however it ended): advance its search. Idempotent; a
-    failure here is left to the sweep (``state.advance.sweep``)."""
+    failure here is left to the sweep (``state.search.advance.sweep``)."""
     if job.search is None:
         return
     try:

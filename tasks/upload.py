@@ -39,7 +39,7 @@ from tasks.host import HostContext
 from tasks.retry import UPLOAD_BACKOFF, retry, retry_redis
 from tasks.run import Outcome, Run, RunStopped
 from tasks.runner import RunOutcome
-from trainers.protocol import METRICS_FILE
+from trainers.protocol import METRICS_FILE, clip_metrics
 
 log = logging.getLogger("fleet.upload")
 PENDING_DIR = "pending"
@@ -84,6 +84,7 @@ def store_result(
         "elapsed_s": round(outcome.elapsed_s, 3),
         "attempt": run.attempt,
         "metrics": metrics,
+        **({"bad_metric_lines": outcome.bad_lines} if outcome.bad_lines else {}),
     }
     pending = ctx.work_root / PENDING_DIR / job.job_id
     with held(pending, wait=True):
@@ -106,10 +107,12 @@ def _keep_and_store(
         raise
     artifact = {"uri": stored.uri, "sha256": stored.sha256, "size": stored.size}
     # the run's last progress, not its last tick's (a tick before the final epochs' lines)
+    bad = {"bad_metric_lines": outcome.bad_lines} if outcome.bad_lines else {}
     final = {
         "elapsed_s": round(outcome.elapsed_s, 1),
         "tail": outcome.tail[-10:],
         "metrics": metrics,
+        **bad,
     }
     # The kept bundle goes only once the success is recorded: if Redis stays down past every
     # retry, the next start of this worker records it (upload_kept) instead of a re-train.
@@ -125,7 +128,7 @@ def _keep_and_store(
             run.token,
             state,
             artifact=artifact,
-            result={"metrics": metrics},
+            result={"metrics": metrics, **bad},
             last_error="",
             progress=final,
             **end,
@@ -157,15 +160,15 @@ def _keep_and_store(
 
 
 def _metrics(work: Path, outcome: RunOutcome) -> dict:
-    """The metric lines seen, updated by what the job wrote to metrics.json."""
+    """The metric lines seen, updated by what the job wrote to metrics.json, within bounds."""
     metrics = dict(outcome.metrics)
     path = work / workdirs.OUT_DIR / METRICS_FILE
     try:
         written = json.loads(path.read_text()) if path.exists() else {}
         metrics.update(written if isinstance(written, dict) else {"metrics_json": written})
-    except (OSError, ValueError) as e:
+    except (OSError, ValueError, RecursionError) as e:
         log.warning("ignoring unreadable %s: %s", path, e)
-    return metrics
+    return clip_metrics(metrics)  # the record's bounds: one line must not fill Redis
 
 
 def write_history(client, job_id: str, work: Path, stop: threading.Event) -> Path:

@@ -19,9 +19,9 @@ from celery.worker import state as worker_state
 from core import constants as C
 from core.errors import FleetError
 from core.ids import short_id
-from state import advance, study
 from state.cluster import read_config
 from state.queuewatch import Watcher
+from state.search import advance, study
 from tasks import (
     admission,
     heartbeat,

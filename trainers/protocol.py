@@ -6,8 +6,13 @@ Pure, so the worker's parent process can parse trainer output without torch or x
 from __future__ import annotations
 
 import json
+import math
 from collections.abc import Sequence
+from dataclasses import dataclass
+from enum import Enum
 from pathlib import Path
+
+from core import constants as C
 
 ENV_JOB_ID = "FLEET_JOB_ID"  # the job's content ID (64 hex characters)
 ENV_JOB_NAME = "FLEET_JOB_NAME"  # its name in the manifest, e.g. "gbt-small[seed=1]"
@@ -41,6 +46,13 @@ EXIT_CRASH = 1  # an unexpected exception; the traceback is on stderr
 EXIT_BAD_INPUT = 2  # bad data, spec or environment; one clear message is on stderr
 
 METRIC_PREFIX = "FLEET_METRIC "
+# Bounds on what one job's output can put in its record (docs/results.md)
+MAX_METRIC_LINE_CHARS = 65_536  # a longer FLEET_METRIC line is a bad line, not read
+MAX_METRIC_KEYS = 100  # keys kept of one report (and of a job's metrics)
+MAX_METRIC_KEY_CHARS = 100
+MAX_METRIC_TEXT_CHARS = 200  # a text value (or a list's JSON) is clipped to this
+MAX_OUTPUT_LINE_CHARS = 4_096  # an output line in a record's tail (as `fleet logs` clips)
+CUT_KEY = "fleet_cut"  # set in a job's metrics when the bounds cut something
 
 
 def job_environment(
@@ -86,12 +98,145 @@ def format_metric_line(report: dict) -> str:
     return METRIC_PREFIX + json.dumps(report, sort_keys=False)
 
 
-def parse_metric_line(line: str) -> dict | None:
-    """The report on a metric line, or None for any other line (or a malformed one)."""
+class LineError(str, Enum):
+    """Why a line that starts with ``FLEET_METRIC`` carries no report (docs/results.md)."""
+
+    TOO_LONG = "longer than the limit"
+    NOT_JSON = "not JSON"
+    NOT_OBJECT = "JSON but not an object"
+    TOO_DEEP = "JSON nested too deeply"
+
+
+@dataclass(frozen=True)
+class MetricLine:
+    """One ``FLEET_METRIC`` line read: its report (clipped, ``clip_report``), or why none."""
+
+    report: dict | None
+    error: LineError | None = None
+    cut: bool = False  # the report lost keys or long values to the bounds
+
+
+@dataclass(frozen=True)
+class Point:
+    """What one metric line adds to a job's curves: its step (``step_of``) and its numeric
+    values, a non-finite one as the text ``"nan"``, ``"inf"`` or ``"-inf"``."""
+
+    step: int
+    values: dict[str, float | int | str]
+    t: float = 0.0  # when the worker read it (time.time())
+
+    def value(self, metric: str) -> float | None:
+        """The metric's value on this line as a float (nan and infinities too), else None."""
+        v = self.values.get(metric)
+        return None if v is None else float(v)
+
+
+def read_metric_line(line: str) -> MetricLine | None:
+    """The report on a ``FLEET_METRIC`` line, or why it has none; None for any other line.
+    Never raises: a hostile line (megabytes, deep nesting, binary) is an error, not a crash."""
     if not line.startswith(METRIC_PREFIX):
         return None
+    text = line[len(METRIC_PREFIX) :]
+    if len(text) > MAX_METRIC_LINE_CHARS:
+        return MetricLine(None, LineError.TOO_LONG)
     try:
-        report = json.loads(line[len(METRIC_PREFIX) :])
-    except ValueError:
+        report = json.loads(text)
+    except RecursionError:
+        return MetricLine(None, LineError.TOO_DEEP)
+    except ValueError:  # also an integer of more digits than Python converts
+        return MetricLine(None, LineError.NOT_JSON)
+    if not isinstance(report, dict):
+        return MetricLine(None, LineError.NOT_OBJECT)
+    clipped, cut = clip_report(report)
+    return MetricLine(clipped, cut=cut)
+
+
+def parse_metric_line(line: str) -> dict | None:
+    """The report on a metric line, or None for any other line (or a malformed one)."""
+    got = read_metric_line(line)
+    return got.report if got is not None else None
+
+
+def clip_text(text: str, limit: int) -> str:
+    """``text`` within ``limit`` characters, saying how much was cut."""
+    if len(text) <= limit:
+        return text
+    return text[:limit] + f"... [{len(text) - limit} characters cut]"
+
+
+def _scalar(v) -> bool:
+    return v is None or isinstance(v, (str, int, float, bool))
+
+
+def clip_report(report: dict) -> tuple[dict, bool]:
+    """A report within the bounds of a job's record: its first ``MAX_METRIC_KEYS`` keys, each
+    key and text value clipped, a list or object kept as its clipped JSON text. Pure."""
+    out: dict = {}
+    cut = len(report) > MAX_METRIC_KEYS
+    for k, v in list(report.items())[:MAX_METRIC_KEYS]:
+        key = clip_text(str(k), MAX_METRIC_KEY_CHARS)
+        if not _scalar(v):
+            try:
+                v = json.dumps(v)
+            except (ValueError, RecursionError):
+                v = "[unreadable]"
+        if isinstance(v, str) and len(v) > MAX_METRIC_TEXT_CHARS:
+            v, cut = clip_text(v, MAX_METRIC_TEXT_CHARS), True
+        cut = cut or key != k
+        out[key] = v
+    return out, cut
+
+
+def clip_metrics(metrics: dict) -> dict:
+    """A job's metrics (its last report of each key, metrics.json) within the record's
+    bounds; ``fleet_cut`` says so when something was cut."""
+    clipped, cut = clip_report(metrics)
+    # the record is JSON for every reader (Flower's page too): no bare NaN in it
+    clipped = {k: _value(v) if isinstance(v, float) else v for k, v in clipped.items()}
+    return {**clipped, CUT_KEY: True} if cut else clipped
+
+
+def _number(v) -> bool:
+    return isinstance(v, (int, float)) and not isinstance(v, bool)
+
+
+def _finite_int(v) -> int | None:
+    if not _number(v):
         return None
-    return report if isinstance(report, dict) else None
+    try:
+        f = float(v)
+    except OverflowError:
+        return None
+    return math.floor(f) if math.isfinite(f) else None
+
+
+def step_of(report: dict, count: int) -> int:
+    """THE step of a metric line: the first of ``step``, ``epoch``, ``round`` that holds a
+    finite number, rounded down (epoch 1.5 is step 1), else ``count``: the 1-based number of
+    the run's metric lines so far. Pure."""
+    for k in C.METRIC_STEP_KEYS:
+        step = _finite_int(report.get(k))
+        if step is not None:
+            return step
+    return count
+
+
+def _value(v) -> float | int | str:
+    """A number as a point keeps it: an int or float, a non-finite one as its text."""
+    if isinstance(v, int) and abs(v) > 2**53:
+        try:
+            v = float(v)
+        except OverflowError:
+            return "inf" if v > 0 else "-inf"
+    if isinstance(v, float) and not math.isfinite(v):
+        return "nan" if math.isnan(v) else ("inf" if v > 0 else "-inf")
+    return v
+
+
+def point_of(report: dict, count: int, t: float = 0.0) -> Point | None:
+    """The point a metric line makes: its step and numeric values (not ``step`` itself), or
+    None when it has no numeric value. Pure."""
+    values = {k: _value(v) for k, v in report.items() if _number(v) and k != "step"}
+    if not values:
+        return None
+    return Point(step_of(report, count), values, t)

@@ -63,7 +63,10 @@ def cmd_artifacts(args) -> int:
 
 
 def artifacts_table(v: A.ArtifactsView, where: str) -> Table:
-    table = Table(title=f"{len(v.rows)} artifact(s) in {where}")
+    title = f"{len(v.rows)} artifact(s) in {where}"
+    if v.others:
+        title += f" ({v.others} more of other jobs: fleet artifacts lists them)"
+    table = Table(title=title)
     for col in ("job", "kind", "sha256", "size", "verified", "run", "uri"):
         table.add_column(col, overflow="fold")
     for r in v.rows:

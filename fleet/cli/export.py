@@ -20,8 +20,8 @@ def cmd_export_mlflow(args) -> int:
     else:
         console.print(
             f"{args.name}: {done.created} run(s) created, {done.updated} updated, "
-            f"{done.points} metric point(s) logged in experiment {done.experiment_id} "
-            f"at {args.tracking_uri}",
+            f"{done.unchanged} unchanged, {done.points} metric point(s) logged in experiment "
+            f"{done.experiment_id} at {args.tracking_uri}",
             markup=False,
             highlight=False,
         )
@@ -29,19 +29,27 @@ def cmd_export_mlflow(args) -> int:
 
 
 def cmd_export_optuna(args) -> int:
-    from state.search import find_searches
-    from state.study import export
+    from dataclasses import replace
+
+    from fleet.optuna_export import write
+    from state.search.view import find_searches, read_search
 
     client = redis_client()
     found = find_searches(client, args.name)
-    if not found:
+    search = read_search(client, found[0], trials=False) if found else None
+    if search is None:
         err.print(f"no search named {args.name!r}; `fleet status` lists searches", markup=False)
         return 1
-    n = export(client, found[0], args.name, args.storage)
+    board = R.leaderboard(client, args.name, metric=search.metric, direction=search.direction.value)
+    # only this search's trials: jobs of other kinds may share its name
+    board = replace(board, trials=[t for t in board.trials if t.search == search.search_id])
+    done = write(board, search.config.space, search.direction.value, args.name, args.storage)
     console.print(
-        f"wrote search {args.name} ({n} trials) as Optuna study {args.name!r} to {args.storage}",
+        f"wrote search {args.name} ({done.trials} trials) as Optuna study {args.name!r} to "
+        f"{args.storage}" + (" (replacing the earlier export)" if done.replaced else ""),
         markup=False,
         highlight=False,
+        soft_wrap=True,
     )
     return 0
 

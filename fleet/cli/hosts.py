@@ -318,6 +318,12 @@ def print_why(report: dict) -> None:
         out(f"  last error: {report['last_error'].splitlines()[0]}", markup=False, highlight=False)
     if search := report.get("search"):
         out(f"  search: {search['summary']}", markup=False, highlight=False)
+        if search.get("trial_failed"):
+            out(
+                f"  failed for its search: {search['trial_failed']}",
+                markup=False,
+                highlight=False,
+            )
     for i, q in enumerate(report["queues"]):
         needs = needs_text(q["needs"])
         label = "queue" if i == 0 else "fallback queue"

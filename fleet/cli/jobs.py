@@ -32,14 +32,20 @@ SHOW_ACTED = 20  # cancel/requeue list this many jobs by name, then count the re
 
 
 # --- status -------------------------------------------------------------------------
-def when(row: JobRecord, now: float) -> str:
+def when(row: JobRecord, now: float, compact: bool = False) -> str:
+    """How long it waited or ran, and when it ended. ``compact`` (a narrow terminal) keeps the
+    number the state column does not already say: a cut "ran 4s, 4m1…" told nothing."""
     t = Q.times(row, now)
     if row.state is JobState.QUEUED:
-        return f"waiting {Q.human_duration(t['queued_for_s'])}"
+        waited = Q.human_duration(t["queued_for_s"])
+        return waited if compact else f"waiting {waited}"
     if row.state is JobState.RUNNING:
-        return f"running {Q.human_duration(t['ran_for_s'])}"
-    ran = f"ran {Q.human_duration(t['ran_for_s'])}, " if t["ran_for_s"] is not None else ""
-    return f"{ran}{Q.human_duration(t['finished_ago_s'])} ago"
+        ran = Q.human_duration(t["ran_for_s"])
+        return ran if compact else f"running {ran}"
+    ended = f"{Q.human_duration(t['finished_ago_s'])} ago"
+    if compact or t["ran_for_s"] is None:
+        return ended
+    return f"ran {Q.human_duration(t['ran_for_s'])}, {ended}"
 
 
 def note(row: JobRecord) -> str:
@@ -99,7 +105,7 @@ def worker_cell(r: JobRecord) -> str:
     return f"{r.worker} (GPU {held})" if held else r.worker
 
 
-def _cells(r: JobRecord, now: float, id_len: int, text: str) -> dict:
+def _cells(r: JobRecord, now: float, id_len: int, text: str, compact: bool = False) -> dict:
     return {
         "job": Text(r.name),
         "id": r.job_id[:id_len],
@@ -107,7 +113,7 @@ def _cells(r: JobRecord, now: float, id_len: int, text: str) -> dict:
         "queue": Text(r.queue),
         "tries": str(r.runs),
         "worker": Text(worker_cell(r)),
-        "time": when(r, now),
+        "time": when(r, now, compact),
         "progress / error": Text(text),
         "artifact": short_id((r.artifact or {}).get("sha256", "")),
         "owner": Text(r.owner),
@@ -134,6 +140,14 @@ def render(
         _cells(r, v.now, id_len, "see below" if r in errors else notes[r.job_id]) for r in v.rows
     ]
     table, widths = STATUS.table(rows, width or console.width, wide)
+    # a time column that would be cut shows each time's short form instead
+    compact = not wide and widths.get("time", 0) < STATUS.natural(rows)["time"]
+    if compact:
+        rows = [
+            _cells(r, v.now, id_len, "see below" if r in errors else notes[r.job_id], True)
+            for r in v.rows
+        ]
+        table, widths = STATUS.table(rows, width or console.width, wide)
     if "progress / error" not in widths:  # too narrow for notes: each goes on its own line
         errors = [r for r in v.rows if notes[r.job_id]]
     elif not wide:  # a note the column would cut ("train_loss=0.…") goes whole on its own line
@@ -145,7 +159,7 @@ def render(
                 notes[r.job_id] and r not in errors for r in v.rows
             )  # else the column says nothing
             rows = [
-                _cells(r, v.now, id_len, "see below" if r in errors else notes[r.job_id])
+                _cells(r, v.now, id_len, "see below" if r in errors else notes[r.job_id], compact)
                 for r in v.rows
             ]
             table, widths = STATUS.table(
@@ -180,7 +194,7 @@ def cmd_status(args) -> int:
 
     client = redis_client()
     searches = summaries(client)
-    flt = _filter(args, frozenset() if args.all else frozenset(s.name for s in searches))
+    flt = _filter(args, frozenset() if args.all else frozenset(s.search_id for s in searches))
     if args.watch:
         return _watch(client, flt, args)
     limit = args.limit if args.limit is not None else (None if args.json else C.STATUS_MAX_ROWS)
@@ -240,7 +254,7 @@ def _frames(client, flt: Q.JobFilter, args):
         searches = (
             [] if args.all else summaries(client)
         )  # a search published since the last frame folds too
-        flt = replace(flt, folded=frozenset(s.name for s in searches))
+        flt = replace(flt, folded=frozenset(s.search_id for s in searches))
         v = Q.status(client, flt, rows)
         took = time.monotonic() - t0
         # reading a huge fleet must not become the whole load on Redis: back off
@@ -366,28 +380,17 @@ def _cancel_one(rec, jid: str, dry_run: bool) -> tuple[bool, str, str]:
             state.value if state else "missing",
             "" if ok else f"already {state.value if state else 'gone'}",
         )
-    res = rec.cancel(jid)
-    if res.done:
-        _advance_search(rec, jid)
+    from state.search import trials
+
+    res, not_advanced = trials.cancel(rec, jid)
+    if not_advanced:
+        err.print(not_advanced, markup=False)
     return res.done, res.was.value, "" if res.done else f"already {res.was.value}"
 
 
-def _advance_search(rec, jid: str) -> None:
-    """A cancelled trial advances its search here, as its end would on a worker."""
-    sid = rec.r.hget(C.JOB_KEY + jid, "search")
-    if sid:
-        from state import advance
-
-        try:
-            advance.advance(rec.r, sid)
-        except Exception as e:  # no Optuna here, say: the workers' sweep advances it
-            err.print(
-                f"search {short_id(sid)}: not advanced here ({e}); the workers' sweep will",
-                markup=False,
-            )
-
-
 def _requeue_one(rec, jid: str, dry_run: bool) -> tuple[bool, str, str]:
+    from state.search import trials
+
     state = rec.states([jid])[jid]
     if state is not None and not state.terminal:
         return (
@@ -395,34 +398,14 @@ def _requeue_one(rec, jid: str, dry_run: bool) -> tuple[bool, str, str]:
             state.value,
             f"is {state.value}: requeue runs a failed, cancelled or succeeded job again",
         )
-    sid, number = rec.r.hmget(C.JOB_KEY + jid, "search", "trial")
-    full = _search_full(rec, sid) if sid and state is not None else ""
-    if full:
-        return False, state.value, full
     if dry_run:
-        return state is not None, state.value if state else "missing", ""
-    was = rec.requeue(jid)
-    # after the record is queued again: no sync counts the old end twice
-    if sid and number is not None:
-        from state.search import SearchStore
-
-        SearchStore(rec.r).reopen(sid, int(number))
-    return True, was, ""
-
-
-def _search_full(rec, sid: str) -> str:
-    """Why a trial of search ``sid`` may not run again now: its search runs ``parallel``
-    trials already (a requeued trial counts as running again); '' when it may."""
-    from state.search import read_search
-
-    view = read_search(rec.r, sid, trials=False)
-    parallel = view.config.get("parallel", 0) if view else 0
-    if view is None or view.running < parallel:
-        return ""
-    return (
-        f"its search {view.name} runs {view.running} trials already (parallel={parallel}); "
-        f"requeue it once one ends"
-    )
+        trial = trials.trial_of(rec.r, jid) if state is not None else None
+        full = trials.full(rec.r, trial[0]) if trial else ""
+        return state is not None and not full, state.value if state else "missing", full
+    rerun = trials.requeue(rec, jid)
+    if rerun is None:  # no trial: any job
+        return True, rec.requeue(jid), ""
+    return rerun.done, rerun.was, rerun.why
 
 
 def cmd_cancel(args) -> int:

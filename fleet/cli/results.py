@@ -143,8 +143,10 @@ def cmd_plot(args) -> int:
     from fleet import plot
     from fleet.query import plotdata
 
-    board = R.leaderboard(redis_client(), args.name, metric=args.metric, direction=args.direction)
-    path = plot.save(plotdata.prepare(board), args.output)
+    client = redis_client()
+    board = R.leaderboard(client, args.name, metric=args.metric, direction=args.direction)
+    search = R.search_of(client, args.name, [{"search": t.search} for t in board.trials])
+    path = plot.save(plotdata.prepare(board, (search or {}).get("space")), args.output)
     console.print(
         f"wrote {path}: {len(board.trials)} trials, {board.objective.describe()}",
         markup=False,

@@ -2,9 +2,18 @@
    page): the Workers page shows each worker's GPUs and cores under its name, from the
    heartbeat the worker keeps in Redis (the ``fleet_resources`` field fleet adds to the rows),
    and a worker's own page the same line under its name;
-   a task's page shows its exception with its own line breaks (the job's last output lines). */
+   a task's page shows its exception with its own line breaks (the job's last output lines);
+   the navigation bar links to fleet's searches. */
 (function ($) {
     'use strict';
+    $(function () {   // fleet's page of searches (fleet/flower_extras.py), beside Tasks and Broker
+        var nav = $('.app-nav.navbar-nav').first();
+        if (nav.length) {
+            var item = $('<li class="nav-item"><a class="nav-link">Searches</a></li>');
+            item.find('a').attr('href', ($('#url_prefix').val() || '') + '/fleet/searches');
+            nav.append(item);
+        }
+    });
     $(function () {
         $('dt').filter(function () {
             return $(this).text().trim() === 'Exception';

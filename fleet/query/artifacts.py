@@ -36,6 +36,7 @@ class ArtifactRow:
 class ArtifactsView:
     rows: list[ArtifactRow]
     warnings: list[str] = field(default_factory=list)
+    others: int = 0  # bundles of jobs the listing was not asked for (``listing(jobs=...)``)
 
     @property
     def ok(self) -> bool:
@@ -62,16 +63,21 @@ def row(entry: dict) -> ArtifactRow:
     )
 
 
-def listing(store, verify: bool = False) -> ArtifactsView:
-    rows, warnings = [], []
+def listing(store, verify: bool = False, jobs: set[str] | None = None) -> ArtifactsView:
+    """The store's bundles; with ``jobs``, only those jobs' bundles (the rest are counted in
+    ``others``, unread and unverified: a long-lived store keeps every earlier run's)."""
+    rows, warnings, others = [], [], 0
     for entry in store.list_artifacts():
         if "error" in entry:
             warnings.append(entry["error"])
         r = row(entry)
+        if jobs is not None and r.job_id not in jobs:
+            others += 1
+            continue
         if verify:
             r = ArtifactRow(**{**r.__dict__, "verified": store.verify(r.kind, r.sha256)})
         rows.append(r)
-    return ArtifactsView(rows, warnings)
+    return ArtifactsView(rows, warnings, others)
 
 
 def mark_current(view: ArtifactsView, current: dict[str, str]) -> ArtifactsView:
@@ -84,7 +90,7 @@ def mark_current(view: ArtifactsView, current: dict[str, str]) -> ArtifactsView:
         else r
         for r in view.rows
     ]
-    return ArtifactsView(rows, view.warnings)
+    return ArtifactsView(rows, view.warnings, view.others)
 
 
 @dataclass(frozen=True)

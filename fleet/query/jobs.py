@@ -18,7 +18,6 @@ from functools import lru_cache
 
 from core import constants as C
 from core.errors import FleetError
-from fleet.query.searches import trial_base
 from state.jobrecord import READ_BATCH, JobRecord, JobState, fetch_many
 
 # what a listing reads of each record (never the stored message, spec or output text)
@@ -43,6 +42,7 @@ FIELDS = (
     "preempted_by",
     "end",
     "end_reason",
+    "search",
 )
 ROW_KEYS = ("job_id", *FIELDS)  # a row of `status --json`, before its times and GPUs
 # interest order: what an operator looks at first
@@ -251,16 +251,15 @@ class JobFilter:
     name: str | None = None
     host: str | None = None
     owner: str | None = None
-    folded: frozenset[str] = (
-        frozenset()
-    )  # searches whose trials show as one line (`status` without --all)
+    # ids of the searches whose trials show as one line (`status` without --all)
+    folded: frozenset[str] = frozenset()
 
     def __call__(self, row: JobRecord) -> bool:
         return not self.folds(row) and self.matches(row)
 
     def folds(self, row: JobRecord) -> bool:
         """Whether ``row`` is a trial shown only in its search's line."""
-        return bool(self.folded) and trial_base(row.name) in self.folded
+        return bool(row.search) and row.search in self.folded
 
     def matches(self, row: JobRecord) -> bool:
         """The filter, folding aside."""

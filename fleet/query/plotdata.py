@@ -1,5 +1,8 @@
 """What `fleet plot` draws, as plain data: every trial's learning curve, the best value so
-far against the trial number, and each parameter against the final metric.
+far against the trial number, and each parameter against the final metric (pruned, failed
+and cancelled trials dimmed there too, the best marked; categories in the order the search's
+space declares them; a parameter no trial with a value has gets no panel). The metric axis is
+logarithmic when its values span two decades or more (``log_y``).
 
 Pure (``prepare``): the picture is drawn from this by ``fleet.plot`` and the tests check
 this, not the pixels.
@@ -8,12 +11,13 @@ this, not the pixels.
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from fleet.query.results import Direction, Leaderboard
 from state import history
 
 DIMMED_STATES = frozenset({"pruned", "failed", "cancelled"})  # drawn faint: they stopped short
+LOG_SPAN = 100.0  # max/min of positive values from which the metric axis is logarithmic
 
 
 @dataclass(frozen=True)
@@ -38,6 +42,9 @@ class ParamSeries:
     values: list  # the parameter's values (numbers, or category labels)
     metric: list[float]  # the final metric of the same trials
     trials: list[int]
+    dimmed: list[bool] = field(default_factory=list)  # each trial stopped short (faint)
+    best: list[bool] = field(default_factory=list)  # each trial is the leaderboard's best
+    categories: list[str] = field(default_factory=list)  # labels in order: the space's, then seen
 
 
 @dataclass(frozen=True)
@@ -49,6 +56,7 @@ class PlotData:
     finals: list[tuple[int, float, str]]  # (trial, final value, state), by trial number
     best_so_far: list[tuple[int, float]]  # (trial, best succeeded value up to it), finished trials
     params: list[ParamSeries]
+    log_y: bool = False  # the metric spans decades: every metric axis is logarithmic
 
 
 def _numeric(v) -> bool:
@@ -74,28 +82,47 @@ def best_so_far(
     return out
 
 
-def param_series(board: Leaderboard) -> list[ParamSeries]:
-    """Each parameter against the final metric; numeric when every value is a number. Pure."""
+def spans_decades(values: list[float]) -> bool:
+    """Positive values whose largest is ``LOG_SPAN`` times their smallest or more. Pure."""
+    return bool(values) and min(values) > 0 and max(values) / min(values) >= LOG_SPAN
+
+
+def declared_order(space: dict | None, name: str) -> list[str]:
+    """The labels of a categorical parameter's choices, in the order its space lists them."""
+    choices = ((space or {}).get(name) or {}).get("choices")
+    return [_label(c) for c in choices] if isinstance(choices, list) else []
+
+
+def param_series(board: Leaderboard, space: dict | None = None) -> list[ParamSeries]:
+    """Each parameter against the final metric; numeric when every value is a number. A
+    parameter no trial with a value has is left out (no empty panel). Pure."""
     ranked = sorted((t for t in board.trials if t.value is not None), key=lambda t: t.trial)
     keys = list(dict.fromkeys(k for t in ranked for k in t.params))
     out = []
     for key in keys:
         have = [t for t in ranked if key in t.params]
         numeric = all(_numeric(t.params[key]) for t in have)
+        values = [t.params[key] if numeric else _label(t.params[key]) for t in have]
+        seen = set(values) if not numeric else set()
+        order = [c for c in declared_order(space, key) if c in seen]
         out.append(
             ParamSeries(
                 key,
                 numeric,
-                [t.params[key] if numeric else _label(t.params[key]) for t in have],
+                values,
                 [t.value for t in have],
                 [t.trial for t in have],
+                [t.state in DIMMED_STATES for t in have],
+                [t.best for t in have],
+                [] if numeric else list(dict.fromkeys([*order, *values])),
             )
         )
     return out
 
 
-def prepare(board: Leaderboard) -> PlotData:
-    """Everything the picture shows of a leaderboard. Pure."""
+def prepare(board: Leaderboard, space: dict | None = None) -> PlotData:
+    """Everything the picture shows of a leaderboard (``space``: its search's, for the order
+    of categories). Pure."""
     metric = board.objective.metric
     curves = []
     for t in sorted(board.trials, key=lambda t: t.trial):
@@ -123,5 +150,6 @@ def prepare(board: Leaderboard) -> PlotData:
         curves,
         finals,
         best_so_far(finals, board.objective.direction),
-        param_series(board),
+        param_series(board, space),
+        spans_decades([v for c in curves for v in c.values] + [v for _, v, _ in finals]),
     )

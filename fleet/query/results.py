@@ -15,17 +15,18 @@ header says so.
 
 from __future__ import annotations
 
+import difflib
 import json
 import math
 import re
 from collections.abc import Iterable, Sequence
 from dataclasses import asdict, dataclass, field, replace
-from enum import Enum
 from typing import Any
 
 from core import constants as C
 from core.errors import FleetError, JobNotFound
 from fleet.query import refs
+from manifest.search.config import Direction
 from state import history
 
 FIELDS = (
@@ -37,6 +38,8 @@ FIELDS = (
     "gpu_s",
     "core_s",
     "created_at",
+    "started_at",
+    "finished_at",
     "result",
     "progress",
     "spec",
@@ -47,26 +50,10 @@ FIELDS = (
     "params",
 )
 READ_BATCH = 1000
+KEYS_SHOWN = 12  # reported keys named in an unknown --metric error
 DEFAULT_METRIC = "valid_loss"  # what the built-in trainers report each epoch
-MAXIMIZED = re.compile(r"acc|auc|f1|score|r2|precision|recall|reward|return|map\b|iou|bleu", re.I)
+ENDED = frozenset({"succeeded", "failed", "cancelled", "pruned"})
 LABEL = re.compile(r"\[(?P<label>[^\[\]]*)\]$")
-
-
-class Direction(str, Enum):
-    MINIMIZE = "minimize"
-    MAXIMIZE = "maximize"
-
-    @classmethod
-    def parse(cls, text: str) -> Direction:
-        try:
-            return cls(text.strip().lower())
-        except ValueError:
-            raise FleetError(f"--direction {text!r}: choose minimize or maximize") from None
-
-    @classmethod
-    def guess(cls, metric: str) -> Direction:
-        """Maximize an accuracy, a score or a reward; minimize anything else (a loss, an error)."""
-        return cls.MAXIMIZE if MAXIMIZED.search(metric) else cls.MINIMIZE
 
 
 @dataclass(frozen=True)
@@ -96,7 +83,7 @@ class Trial:
     job_id: str
     state: str  # a job state, or "pruned"
     params: dict[str, Any]
-    value: float | None  # the metric at the last step that reported it
+    value: float | None  # its final value (docs/results.md): finite, or None
     best_value: float | None  # the best it reached at any step
     steps: int  # steps in its metric history
     host: str
@@ -108,6 +95,10 @@ class Trial:
     artifact: dict | None = None  # {uri, sha256, size} once stored
     search: str = ""  # the search it is a trial of
     best: bool = False  # the leaderboard's best
+    started_at: float | None = None  # its latest run's start and end, as its record says
+    finished_at: float | None = None
+    hyper: dict[str, Any] = field(default_factory=dict)  # all its hyperparameters, fixed too
+    reason: str = ""  # why it has no value: "no 'loss' in ...", "ended with loss=nan, ..."
 
     def to_dict(self) -> dict:
         return asdict(self)
@@ -177,12 +168,17 @@ def varied_params(specs: Sequence[dict]) -> list[dict[str, Any]]:
     return [{k: v[k] for k in varied if k in v} for v in values]
 
 
+# a point's step and bookkeeping, and the step keys a line may carry (``epochs``: a budget)
+NOT_METRICS = frozenset(
+    {"step", "t", "run", *history.STEP_KEYS, *(k + "s" for k in history.STEP_KEYS)}
+)
+
+
 def reported_keys(points: Iterable[dict]) -> list[str]:
     """Metric keys in the order first seen, without steps and bookkeeping. Pure."""
-    skip = {"step", "t", "run", *history.STEP_KEYS, *(k + "s" for k in history.STEP_KEYS)}
     seen: dict[str, None] = {}
     for p in points:
-        seen.update({k: None for k, v in p.items() if k not in skip and _number(v)})
+        seen.update({k: None for k, v in p.items() if k not in NOT_METRICS and _number(v)})
     return list(seen)
 
 
@@ -216,29 +212,51 @@ def objective(
     return Objective(metric, Direction.guess(metric), source, "guessed")
 
 
-def _final(record: dict, metric: str) -> float | None:
-    """The metric from the record when there is no history: its result, else its progress."""
+def _from_record(record: dict, metric: str) -> float | None:
+    """The metric from the record when there is no history: its result, else its progress
+    (a NaN or infinity as the record keeps it: "nan", "inf", "-inf")."""
     for part in ("result", "progress"):
         v = ((record.get(part) or {}).get("metrics") or {}).get(metric)
-        if _number(v):
+        if isinstance(v, str) and v in history.NON_FINITE:
+            return history.NON_FINITE[v]
+        if isinstance(v, (int, float)) and not isinstance(v, bool):
             return float(v)
     return None
+
+
+def final_value(record: dict, points: list[dict], metric: str) -> tuple[float | None, str]:
+    """A job's final value and, when it has none, why (docs/results.md). A search's ended
+    trial has the one its search wrote when it counted its end (``search_final``, put in the
+    record by ``with_search_finals``); any other job the metric at its last step that
+    reported it, else its result's. A NaN or an infinity is no value: "ended with loss=nan".
+    Pure."""
+    if record.get("search_final") is not None and record.get("search_metric") == metric:
+        got = record["search_final"]
+        return got.get("value"), got.get("reason") or ""
+    value = history.final(points, metric)
+    if value is None:
+        value = _from_record(record, metric)
+    if value is None:
+        return None, ""
+    if not math.isfinite(value):
+        return None, f"ended with {metric}={value}, not a result"
+    return value, ""
 
 
 def trial(record: dict, points: list[dict], obj: Objective, *, number: int, params: dict) -> Trial:
     """One leaderboard row from a job's record fields and its folded history. Pure."""
     series = history.values(points, obj.metric)
-    value = series[-1][1] if series else _final(record, obj.metric)
-    if record.get("judged") is not None and obj.metric == record.get("judged_metric"):
-        value = record["judged"]  # a pruned trial: lines printed while it stopped came too late
+    value, reason = final_value(record, points, obj.metric)
     pick = min if obj.direction is Direction.MINIMIZE else max
     best_value = pick(v for _, v in series) if series else value
     trial_no = record.get("trial")
+    # a trial's state for its search: failed when its job succeeded without a result
+    state = (record.get("search_final") or {}).get("state") or record.get("state") or "queued"
     return Trial(
         trial=int(trial_no) if str(trial_no or "").lstrip("-").isdigit() else number,
         name=record.get("name") or record["job_id"],
         job_id=record["job_id"],
-        state=record.get("state") or "queued",
+        state=state,
         params=params,
         value=value,
         best_value=best_value,
@@ -251,7 +269,17 @@ def trial(record: dict, points: list[dict], obj: Objective, *, number: int, para
         gpus=record.get("gpu") or "",
         artifact=record.get("artifact"),
         search=record.get("search") or "",
+        # a requeued job keeps its earlier run's times until it starts again
+        started_at=None if state == "queued" else _time(record.get("started_at")),
+        finished_at=_time(record.get("finished_at")) if state in ENDED else None,
+        hyper=dict((record.get("spec") or {}).get("hyper") or {}),
+        reason=reason,
     )
+
+
+def _time(v) -> float | None:
+    t = _float(v)
+    return t if t > 0 else None
 
 
 def _float(v) -> float:
@@ -359,7 +387,7 @@ def search_of(client, name: str, records: Sequence[dict]) -> dict | None:
     field of their records, else the latest search called ``name``), or None: no search, or
     a fleet without adaptive search (``state.search`` absent)."""
     try:
-        from state import search as searches
+        from state.search import view as searches
     except ImportError:
         return None
     ids = sorted({r["search"] for r in records if r.get("search")}) or searches.find_searches(
@@ -370,30 +398,42 @@ def search_of(client, name: str, records: Sequence[dict]) -> dict | None:
         if view is not None:
             return {
                 "metric": view.metric,
-                "direction": view.direction,
+                "direction": view.direction.value,
                 "best_trial": view.best_trial,
+                "space": {k: v.to_dict() for k, v in view.config.space.items()},
             }
     return None
 
 
-def judged(client, records: Sequence[dict], metric: str) -> list[dict]:
-    """Each pruned trial with the value its search judged it by (``judged``): the metric at
-    the step it was pruned at, not at the later steps it printed while being stopped."""
-    from state.search import key
+def with_search_finals(client, records: Sequence[dict], metric: str) -> list[dict]:
+    """Each ended trial of a search with what its search recorded of its end
+    (``search_final``: its state for the search, its final value and the reason it has none),
+    written once, when its end was counted (lua/search_sync.lua); the one source of a trial's
+    final value for `fleet results`, `plot` and the exports."""
+    from state.search.store import key
 
-    pruned = [
-        r for r in records if r.get("state") == "pruned" and r.get("search") and r.get("trial")
-    ]
+    trials = [r for r in records if r.get("search") and r.get("trial") not in (None, "")]
     pipe = client.pipeline(transaction=False)
-    for r in pruned:
-        pipe.hget(key(r["search"], "trial", r["trial"]), "value")
-    got = dict(zip([r["job_id"] for r in pruned], pipe.execute(), strict=True))
+    for r in trials:
+        pipe.hmget(key(r["search"], "trial", r["trial"]), "state", "value", "reason")
+    got = {}
+    for r, (state, value, reason) in zip(trials, pipe.execute(), strict=True):
+        if state:  # ended, as its search counted it
+            got[r["job_id"]] = {
+                "state": _text(state),
+                "value": float(value) if value not in (None, b"", "") else None,
+                "reason": _text(reason) if reason else "",
+            }
     return [
-        {**r, "judged": float(got[r["job_id"]]), "judged_metric": metric}
-        if got.get(r["job_id"])
+        {**r, "search_final": got[r["job_id"]], "search_metric": metric}
+        if r["job_id"] in got
         else r
         for r in records
     ]
+
+
+def _text(v) -> str:
+    return v.decode() if isinstance(v, bytes) else str(v)
 
 
 def leaderboard(
@@ -404,5 +444,27 @@ def leaderboard(
     histories = history.read_many(client, [r["job_id"] for r in records])
     search = search_of(client, name, records)
     if search is not None:
-        records = judged(client, records, search["metric"])
-    return build(name, records, histories, metric=metric, direction=direction, search=search)
+        records = with_search_finals(client, records, search["metric"])
+    board = build(name, records, histories, metric=metric, direction=direction, search=search)
+    _check_metric(board, metric, records)
+    return board
+
+
+def _check_metric(board: Leaderboard, metric: str | None, records: Sequence[dict]) -> None:
+    """``--metric X`` that no job reported, while they did report others: an error with a
+    did-you-mean, not a board of empty columns."""
+    if not metric:
+        return
+    keys = reported_keys(
+        [
+            *(p for pts in board.histories.values() for p in pts),
+            *(((r.get("result") or {}).get("metrics") or {}) for r in records),
+        ]
+    )
+    if keys and metric not in keys:
+        close = difflib.get_close_matches(metric, keys, n=1)
+        hint = f"; did you mean {close[0]!r}?" if close else ""
+        raise FleetError(
+            f"--metric {metric!r}: no job of {board.name!r} reported it{hint} "
+            f"(they reported {', '.join(keys[:KEYS_SHOWN])})"
+        )

@@ -1,26 +1,16 @@
 """Searches as plain data for `fleet status` (one line each) and `fleet why` (a trial's
-search, and why it issues no more)."""
+search, and why it issues no more). A trial belongs to the search its record names."""
 
 from __future__ import annotations
 
-import re
-
 import redis
 
-from core import constants as C
-from state.search import SearchView, all_searches, read_search
-
-_TRIAL = re.compile(r"^(?P<base>.*)\[trial=(?P<n>\d+)\]$")
-
-
-def trial_base(name: str) -> str | None:
-    """``tune[trial=3]`` -> ``tune``; None for any other name."""
-    m = _TRIAL.match(name)
-    return m["base"] if m else None
+from state.jobrecord import fetch
+from state.search.view import SearchView, all_searches, read_search
 
 
 def summaries(client: redis.Redis) -> list[SearchView]:
-    """Every search's latest run, by name, without its trials."""
+    """Every search, by name, without its trials."""
     out = [
         read_search(client, sid, trials=False) for _, sid in sorted(all_searches(client).items())
     ]
@@ -29,5 +19,5 @@ def summaries(client: redis.Redis) -> list[SearchView]:
 
 def of_job(client: redis.Redis, job_id: str) -> SearchView | None:
     """The search a trial belongs to (None for any other job)."""
-    sid = client.hget(C.JOB_KEY + job_id, "search")
-    return read_search(client, sid, trials=False) if sid else None
+    rec = fetch(client, job_id, ("search",))
+    return read_search(client, rec.search, trials=False) if rec and rec.search else None

@@ -13,6 +13,7 @@ from dataclasses import dataclass
 
 import redis
 
+from core import constants as C
 from fleet.messages import TAG_PLACEHOLDER
 from fleet.query.hosts import HostView, live_hosts
 from fleet.query.searches import of_job
@@ -172,9 +173,20 @@ def why(client: redis.Redis, name_or_id: str) -> dict:
         out["search"] = {
             "summary": search.summary(),
             "stopped": search.stopped,
+            "last_failure": search.last_failure,
+            "trial_failed": _trial_reason(client, search.search_id, rec),
             "search_id": search.search_id,
         }
     return out
+
+
+def _trial_reason(client: redis.Redis, search_id: str, rec: JobRecord) -> str:
+    """Why this trial failed for its search though its job succeeded ('' when it did not)."""
+    from state.search.store import key
+
+    number = client.hget(C.JOB_KEY + rec.job_id, "trial")
+    got = client.hget(key(search_id, "trial", number), "reason") if number is not None else None
+    return got.decode() if isinstance(got, bytes) else got or ""
 
 
 WHY_SWEEP_MAX = 20  # a sweep's base name explains this many of its jobs, waiting ones first

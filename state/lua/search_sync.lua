@@ -8,27 +8,44 @@ local metric, dir = redis.call('HGET', sk, 'metric'), redis.call('HGET', sk, 'di
 local max_failures = tonumber(redis.call('HGET', sk, 'max_failures') or '5')
 local ENDED = {succeeded = true, failed = true, cancelled = true, pruned = true}
 
--- the metric at the trial's last step, else (no step reported) the one in its result
-local function final_value(n, jk, state)
-  local iv, step, value = redis.call('HGETALL', sk .. ':iv:' .. n), nil, nil
-  for i = 1, #iv, 2 do
-    local s = tonumber(iv[i])
-    if step == nil or s > step then step, value = s, iv[i + 1] end
-  end
-  local res = state == 'succeeded' and value == nil and redis.call('HGET', jk, 'result')
-  if res then
-    local ok, d = pcall(cjson.decode, res)
-    if ok and type(d) == 'table' and type(d.metrics) == 'table' and type(d.metrics[metric]) == 'number' then
-      value = tostring(d.metrics[metric])
+-- The trial's final value, written here once, when its end is counted: its metric at its
+-- greatest step as its search heard it (the trial hash's last_value, written by its worker,
+-- tasks/trial.py), else (a run finished from its log) the one in its result. A trial that
+-- succeeded as a job but has no finite value is failed for the search, with the reason.
+local NON_FINITE = {nan = true, inf = true, ['-inf'] = true, ['-nan'] = true}
+
+local function final_value(tk, jk, state)
+  local value = redis.call('HGET', tk, 'last_value')
+  if not value and state == 'succeeded' then
+    local res = redis.call('HGET', jk, 'result')
+    local ok, d = pcall(cjson.decode, res or '')
+    if ok and type(d) == 'table' and type(d.metrics) == 'table' then
+      local v = d.metrics[metric]
+      if type(v) == 'number' then value = tostring(v)
+      elseif type(v) == 'string' and NON_FINITE[v] then value = v end
     end
   end
-  return value
+  return value or nil
 end
 
-local function count_failure(jk)
+local function why_no_result(n, tk, value)
+  if value == nil then
+    local keys = redis.call('HGET', tk, 'keys')
+    local printed = (keys and keys ~= '') and ('it printed ' .. keys) or 'it printed no numeric metric'
+    return "no '" .. metric .. "' in trial " .. n .. "'s metric lines; " .. printed
+  end
+  local v = tonumber(value)
+  if NON_FINITE[value] or v == nil or v ~= v or v == math.huge or v == -math.huge then
+    return 'trial ' .. n .. ' ended with ' .. metric .. '=' .. value .. ', not a result'
+  end
+  return nil
+end
+
+local function count_failure(jk, reason)
   local fails = redis.call('HINCRBY', sk, 'fails', 1)
+  local err = reason or string.match(redis.call('HGET', jk, 'last_error') or '', '[^\n]*')
+  redis.call('HSET', sk, 'last_failure', err)
   if fails >= max_failures and not redis.call('HGET', sk, 'stopped') then
-    local err = string.match(redis.call('HGET', jk, 'last_error') or '', '[^\n]*')
     redis.call('HSET', sk, 'stopped', fails .. ' trials failed in a row (max_failures=' .. max_failures
                .. '); the last: ' .. err, 'stopped_at', ARGV[2])
   end
@@ -48,13 +65,18 @@ for _, n in ipairs(redis.call('SMEMBERS', KEYS[2])) do
   local state = redis.call('HGET', jk, 'state') or 'cancelled'   -- a record removed by hand: over
   if ENDED[state] then
     redis.call('SREM', KEYS[2], n)
-    local value = final_value(n, jk, state)
+    local value, reason = final_value(tk, jk, state), nil
+    if state == 'succeeded' or (state == 'pruned' and value ~= nil) then
+      reason = why_no_result(n, tk, value)
+    end
+    if reason then state, value = 'failed', nil end   -- for the search; the job did succeed
     redis.call('HSET', tk, 'state', state, 'ended_at', ARGV[2])
-    if value then redis.call('HSET', tk, 'value', value) end
+    if value then redis.call('HSET', tk, 'value', value) else redis.call('HDEL', tk, 'value') end
+    if reason then redis.call('HSET', tk, 'reason', reason) else redis.call('HDEL', tk, 'reason') end
     redis.call('HINCRBY', sk, 'ended', 1)
     redis.call('HINCRBY', sk, state, 1)
     if state == 'failed' then
-      count_failure(jk)
+      count_failure(jk, reason)
     elseif state ~= 'cancelled' then
       redis.call('HSET', sk, 'fails', 0)
     end

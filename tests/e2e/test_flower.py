@@ -101,6 +101,16 @@ def start_flower(env: dict, port: int, log: Path) -> subprocess.Popen:
     )
 
 
+def stop_flower(proc: subprocess.Popen) -> None:
+    if proc.poll() is None:
+        os.killpg(proc.pid, signal.SIGTERM)
+        try:
+            proc.wait(10)
+        except subprocess.TimeoutExpired:
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait()
+
+
 @dataclass
 class Watched:
     env: dict
@@ -236,13 +246,7 @@ def flower(tmp_path_factory):
             time.sleep(0.5)
         yield w
     finally:
-        if proc.poll() is None:
-            os.killpg(proc.pid, signal.SIGTERM)
-            try:
-                proc.wait(10)
-            except subprocess.TimeoutExpired:
-                os.killpg(proc.pid, signal.SIGKILL)
-                proc.wait()
+        stop_flower(proc)
         for p in workers.values():
             stop_worker(p)
         server.stop()
@@ -436,12 +440,12 @@ def test_each_workers_capability_is_readable_from_celery_inspect_and_from_flower
     assert large["conf"]["fleet_capability"]["gpus"][0]["name"] == "sim-A100-80GB"
 
 
-def datatable(flower, search: str) -> list[dict]:
+def datatable(flower, search: str, length: int = 50) -> list[dict]:
     columns = "name,uuid,state,owner,gpus,received,runtime,worker".split(",")
     query = {
         "draw": 1,
         "start": 0,
-        "length": 50,
+        "length": length,
         "search[value]": search,
         "order[0][column]": 5,
         "order[0][dir]": "desc",
@@ -459,9 +463,11 @@ def test_the_tasks_page_rows_carry_the_owner_and_the_gpus_a_running_job_holds(fl
         jid, lambda t: t.get("state") == "STARTED" and "running" in str(t.get("result"))
     )
     row = next(r for r in datatable(flower, name) if r["uuid"] == jid)
-    assert (row["owner"], row["gpus"], row["worker"].split("@")[0]) == ("erin", "0", "fl-large"), (
-        row
-    )
+    assert (row["owner"], row["gpus"], row["worker"].split("@")[0]) == (
+        "erin",
+        "GPU 0",
+        "fl-large",
+    ), row
     flower.wait_task(jid, lambda t: t.get("state") == "SUCCESS")
 
 
@@ -515,3 +521,175 @@ def test_a_failed_jobs_exception_reads_with_its_line_breaks_in_a_browser(flower,
     page = chromium(f"{authed}/task/{jid}", tmp_path / "flower-failed.png")
     row = page.split(">Exception</dt>", 1)[1].split("</dd>", 1)[0]
     assert "white-space: pre-wrap" in row and "first line\nsecond line" in row
+
+
+SEARCH_CURVES = {  # trial -> (its state, its metric at each step)
+    0: ("succeeded", [0.9, 0.5, 0.3, 0.2]),
+    1: ("pruned", [1.4, 1.2]),
+    2: ("succeeded", [0.8, 0.6, 0.45, 0.4]),
+    3: ("failed", [2.0]),
+    4: ("running", [0.7, 0.5]),
+}
+
+
+def seed_search(client, name: str, sid: str) -> dict[int, str]:
+    """A search as state.search keeps it and its trials' records and metric histories, as
+    the workers leave them; trial number -> job ID."""
+    from core import constants as C
+    from state import history
+    from state.search import store as S
+
+    config = {
+        "trials": 8,
+        "parallel": 2,
+        "metric": "loss",
+        "direction": "minimize",
+        "max_failures": 3,
+        "space": {"lr": {"low": 0.01, "high": 1.0, "log": True, "int": False, "step": None}},
+    }
+    counts = {"succeeded": 2, "pruned": 1, "failed": 1}
+    client.hset(
+        S.key(sid),
+        mapping={
+            "id": sid,
+            "name": name,
+            "config": json.dumps(config),
+            "issued": str(len(SEARCH_CURVES)),
+            "ended": "4",
+            "best_value": "0.2",
+            "best_trial": "0",
+            **{k: str(v) for k, v in counts.items()},
+        },
+    )
+    client.hset(C.SEARCHES_KEY, name, sid)
+    client.sadd(S.key(sid, "live"), "4")
+    ids, now = {}, time.time()
+    for n, (state, curve) in SEARCH_CURVES.items():
+        jid = ids[n] = uuid.uuid4().hex * 2
+        client.hset(S.key(sid, "trial", n), mapping={"job_id": jid})
+        client.hset(
+            C.JOB_KEY + jid,
+            mapping={
+                "job_id": jid,
+                "name": f"{name}[trial={n}]",
+                "state": state,
+                "worker": "fl-cpu",
+                "search": sid,
+                "trial": str(n),
+                "params": json.dumps({"lr": 0.01 * (n + 1)}),
+                "created_at": str(now - 100 + n),
+                "started_at": str(now - 90 + n),
+                **({"finished_at": str(now - 10 + n)} if state != "running" else {}),
+                "spec": json.dumps({"hyper": {"lr": 0.5, "epochs": 4}, "seed": 0}),
+            },
+        )
+        client.zadd(C.JOBS_INDEX, {jid: now - 100 + n})
+        client.hset(C.NAMES_INDEX, f"{name}[trial={n}]", jid)
+        history.append(
+            client,
+            jid,
+            [{"step": s + 1, "t": now - 80 + s, "run": 1, "loss": v} for s, v in enumerate(curve)],
+        )
+    return ids
+
+
+def test_the_live_search_page_draws_the_searchs_records_and_its_new_lines(flower, tmp_path):
+    from fleet.query import results
+    from state import history
+
+    client = redis.Redis.from_url(flower.redis_url, decode_responses=True)
+    ids = seed_search(client, "livetune", "s-live")
+    code, body = flower.http("/fleet/api/search/livetune")
+    assert code == 200, body
+    data = json.loads(body)
+    # checked against the records: the leaderboard `fleet results` gives, and the search's own
+    board = results.leaderboard(client, "livetune")
+    assert [(r["trial"], r["state"], r["value"]) for r in data["leaderboard"]] == [
+        (t.trial, t.state, t.value) for t in board.trials
+    ]
+    assert [r["state"] for r in sorted(data["leaderboard"], key=lambda r: r["trial"])] == [
+        client.hget("fleet:job:" + ids[n], "state") for n in sorted(ids)
+    ]
+    assert data["leaderboard"][0]["trial"] == 0 and data["leaderboard"][0]["best"]
+    assert data["budget"] == {
+        "trials": 8,
+        "parallel": 2,
+        "issued": 5,
+        "ended": 4,
+        "running": 1,
+        "queued": 0,
+    }
+    assert data["failures"] == {"failed": 1, "max": 3} and data["stopped"] == ""
+    curves = {c["trial"]: c for c in data["curves"]}
+    for n, (_, curve) in SEARCH_CURVES.items():
+        assert curves[n]["values"] == curve
+        assert curves[n]["steps"] == [
+            v for v, _ in history.values(history.read(client, ids[n]), "loss")
+        ]
+    assert [n for n, c in curves.items() if c["dimmed"]] == [1, 3]
+    assert flower.http("/fleet/api/search/livetune", auth=False)[0] == 401
+    assert flower.http("/fleet/api/search/no-such-search")[0] == 404
+
+    authed = flower.url.replace("http://", f"http://{USER}:{PASSWORD}@")
+    page = chromium(f"{authed}/fleet/search/livetune", tmp_path / "flower-search.png")
+    paths = page.count('class="fleet-curve ')
+    assert paths == len(SEARCH_CURVES), page[-3000:]
+    assert page.count('class="fleet-curve best"') == 1
+    assert 'class="fleet-curve best" data-trial="0"' in page
+    assert 'class="fleet-curve dimmed" data-trial="1"' in page
+    assert 'class="fleet-curve dimmed dot" data-trial="3"' in page  # one step: a dot
+    assert data["summary"] in page.replace("&amp;", "&")
+    assert 'data-fact="failures">1 failed (the search stops after 3)' in page
+    rows = page.split("<tbody>", 1)[1].split("</tbody>", 1)[0]
+    assert [int(r.split('data-trial="', 1)[1].split('"', 1)[0]) for r in rows.split("<tr")[1:]] == [
+        t.trial for t in board.trials
+    ]
+
+    # a running trial prints a line: the JSON the page polls has it at once
+    history.append(client, ids[4], [{"step": 3, "t": time.time(), "run": 1, "loss": 0.15}])
+    data = json.loads(flower.http("/fleet/api/search/livetune")[1])
+    assert {c["trial"]: c for c in data["curves"]}[4]["values"] == [0.7, 0.5, 0.15]
+    assert data["leaderboard"][0]["trial"] == 0  # ranked as `fleet results` ranks: done first
+    page = chromium(f"{authed}/fleet/search/livetune", tmp_path / "flower-search-2.png")
+    assert 'data-trial="4" data-state="running"' in page
+    listing = chromium(f"{authed}/fleet/searches", tmp_path / "flower-searches.png")
+    assert 'href="/fleet/search/livetune"' in listing
+    tasks = chromium(f"{authed}/tasks", tmp_path / "flower-tasks-nav.png")
+    assert 'href="/fleet/searches"' in tasks  # the navigation bar's link
+
+
+def test_a_flower_started_after_the_jobs_lists_them_from_their_records(flower, tmp_path):
+    client = redis.Redis.from_url(flower.redis_url, decode_responses=True)
+    ids = seed_search(client, "latetune", "s-late")
+    queued = flower.publish({"late-queued": 1}, allowed_hosts=GHOST)["late-queued"]
+    port = free_port()
+    proc = start_flower(flower.env, port, flower.root / "logs" / "flower-late.log")
+    late = Watched(flower.env, f"http://127.0.0.1:{port}", flower.root, flower.redis_url, proc.pid)
+    try:
+        deadline = time.monotonic() + 60
+        while True:
+            try:
+                if late.http("/healthcheck", auth=False)[0] == 200:
+                    break
+            except urllib.error.URLError:  # not listening yet
+                pass
+            assert proc.poll() is None and time.monotonic() < deadline, late.logs()
+            time.sleep(0.3)
+        want = {
+            "succeeded": "SUCCESS",
+            "pruned": "PRUNED",
+            "failed": "FAILURE",
+            "running": "STARTED",
+        }
+        for n, jid in ids.items():
+            task = late.task(jid)
+            assert task and task["state"] == want[SEARCH_CURVES[n][0]], (n, task)
+            assert task["name"] == f"latetune[trial={n}]"
+        assert late.task(queued)["state"] == "PENDING"
+        # newest received first (Flower's default order): the queued job is on page 1
+        assert queued in [r["uuid"] for r in datatable(late, "", length=10)]
+        # counts as `fleet status` gives them: a pruned trial is not a success
+        states = [r["state"] for r in datatable(late, "latetune", length=50)]
+        assert (states.count("SUCCESS"), states.count("PRUNED")) == (2, 1), states
+    finally:
+        stop_flower(proc)

@@ -99,10 +99,11 @@ def test_a_sweep_through_a_real_worker_is_ranked_drawn_exported_and_bundled_with
     assert png.read_bytes()[:4] == b"\x89PNG"
 
     uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
-    for created in (3, 0):
+    for counts in ((3, 0, 0), (0, 0, 3)):  # again, nothing changed: nothing updated
         done = fleet.fleet("export", "mlflow", "grid", "--tracking-uri", uri, "--json")
         assert done.returncode == 0, done.stderr
-        assert json.loads(done.stdout)["created"] == created
+        said = json.loads(done.stdout)
+        assert (said["created"], said["updated"], said["unchanged"]) == counts
     from mlflow.tracking import MlflowClient
 
     client = MlflowClient(tracking_uri=uri)
@@ -114,6 +115,14 @@ def test_a_sweep_through_a_real_worker_is_ranked_drawn_exported_and_bundled_with
             r.data.tags["fleet.bundle_sha256"]
             == recs[r.data.tags["fleet.job_id"]].artifact["sha256"]
         )
+        # the run's own times, and its points' times within them
+        rec = recs[r.data.tags["fleet.job_id"]]
+        assert (r.info.start_time, r.info.end_time) == (
+            round(rec.started_at * 1000),
+            round(rec.finished_at * 1000),
+        )
+        stamps = [m.timestamp for m in client.get_metric_history(r.info.run_id, "loss")]
+        assert all(r.info.start_time <= t <= r.info.end_time for t in stamps), stamps
 
     os.environ.update({k: v for k, v in fleet.env.items() if k.startswith(("AWS_", "FLEET_S3"))})
     rec = next(iter(recs.values()))

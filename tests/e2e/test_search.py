@@ -15,7 +15,7 @@ import pytest
 
 from fleet.redis_server import RedisServer
 from state.records import JobState
-from state.search import read_search
+from state.search.view import read_search
 from tests.e2e.test_chaos import chaos  # noqa: F401  (the fixture)
 
 pytestmark = pytest.mark.e2e
@@ -38,6 +38,7 @@ parallel = {PARALLEL}
 metric = "loss"
 sampler = "tpe"
 pruner = "median"
+last_step = {EPOCHS - 1}
 seed = 7
 [jobs.search.space]
 x = {{ low = -4.0, high = 4.0 }}
@@ -98,12 +99,19 @@ def test_a_search_survives_a_killed_worker_and_a_redis_restart_and_finds_the_opt
         r.state for r in recs
     ]
     assert most_at_once(recs) <= PARALLEL
-    pruned = [t for t in done.trials if t.state == "pruned"]
-    # pruned, most of them early (a pruner may also judge a trial at its last step)
-    assert pruned and sum(max(t.steps) < EPOCHS - 1 for t in pruned) > len(pruned) / 2
+    pruned = [t for t in done.trials if t.state is JobState.PRUNED]
+    # pruned means stopped early: none of them reported the last step (epoch EPOCHS - 1)
+    assert pruned and all(max(t.steps) < EPOCHS - 1 for t in pruned), [
+        sorted(t.steps) for t in pruned
+    ]
     assert all(r.artifact for r in recs)  # outputs kept, pruned too
+    # the task ends PRUNED, not SUCCESS: Flower and the result backend count it as fleet does
+    from celery import Celery
+
+    results = Celery("probe", broker=chaos.redis.url, backend=chaos.redis.url)
+    assert {results.AsyncResult(t.job_id).state for t in pruned} == {"PRUNED"}
     assert done.best_value is not None and done.best_value < OPTIMUM + 0.5, done.summary()
-    assert done.counts["succeeded"] + done.counts["pruned"] == TRIALS
+    assert done.counts[JobState.SUCCEEDED] + done.counts[JobState.PRUNED] == TRIALS
 
     status = chaos.fleet("status")
     assert (
@@ -121,8 +129,13 @@ def test_a_search_survives_a_killed_worker_and_a_redis_restart_and_finds_the_opt
     assert study.best_value == pytest.approx(done.best_value)
     by_number = {t.number: t for t in study.trials}
     for t in done.trials:
-        assert by_number[t.number].params == t.params
-        assert by_number[t.number].intermediate_values == t.steps
+        exported = by_number[t.number]
+        assert exported.params == t.params
+        # the trial's metric history: every step its pruner judged, and any it printed after
+        assert t.steps.items() <= exported.intermediate_values.items()
+        rec = chaos.records().get(t.job_id)  # its own times, not the export's
+        assert exported.datetime_start.timestamp() == pytest.approx(rec.started_at, abs=1e-3)
+        assert exported.datetime_complete.timestamp() == pytest.approx(rec.finished_at, abs=1e-3)
     print(f"\n{done.summary()}; {time.monotonic() - started:.0f} s")
 
     # `fleet results`, `fleet plot` and `fleet export mlflow` (issue 23 items 5-7)
@@ -140,3 +153,41 @@ def test_a_search_survives_a_killed_worker_and_a_redis_restart_and_finds_the_opt
         ]
         == TRIALS
     )
+
+
+def test_a_trial_that_ran_to_its_last_step_is_complete_never_pruned(chaos):
+    """ASHA's rungs at steps 1 and 3 of a 4-step budget (epochs 0..3): a trial judged at its
+    last rung has run its whole budget; it is recorded succeeded, and Optuna told COMPLETE."""
+    from state.search.store import SearchStore
+    from state.search.study import Mirror
+
+    chaos.start("last-step", capability=HOST)
+    path = chaos.root / "last.toml"
+    path.write_text(f'''[[jobs]]
+name = "last"
+command = ["{sys.executable}", "{JOB}", "0.05"]
+hyper = {{ epochs = 4 }}
+[jobs.search]
+trials = 12
+parallel = 4
+metric = "loss"
+sampler = "random"
+pruner = {{ name = "asha", min_resource = 1, reduction_factor = 3 }}
+last_step = 3
+seed = 3
+[jobs.search.space]
+x = {{ low = -4.0, high = 4.0 }}
+kind = {{ choices = ["a", "b"] }}
+''')
+    sid = chaos.publish(path)["last"]
+    view = lambda: read_search(chaos.client(), sid)  # noqa: E731
+    done = wait_until(lambda: (v := view()).done and v, 120, "the search to finish", chaos)
+    ran_all = [t for t in done.trials if t.steps and max(t.steps) == 3]
+    assert ran_all and all(t.state is JobState.SUCCEEDED for t in ran_all), [
+        (t.number, t.state, sorted(t.steps)) for t in done.trials
+    ]
+    assert all(max(t.steps) < 3 for t in done.trials if t.state is JobState.PRUNED)
+    config = SearchStore(chaos.client()).config(sid)
+    study = Mirror(sid, config).refresh(chaos.client()).study
+    states = {t.number: t.state.name for t in study.get_trials(deepcopy=False)}
+    assert all(states[t.number] == "COMPLETE" for t in ran_all), states

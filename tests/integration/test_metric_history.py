@@ -16,18 +16,24 @@ from manifest.schema import JobSpec
 from state import history
 from tasks import runner, upload, workdirs
 from tasks.metrichistory import MetricHistory
+from trainers.protocol import point_of
 
 pytestmark = pytest.mark.integration
 JOB = "a" * 64
 
 
+def record(writer: MetricHistory, report: dict, count: int = 1) -> None:
+    """A metric line reaches the history as the runner hands it on (its point)."""
+    writer.record(point_of(report, count))
+
+
 def test_the_history_keeps_only_the_last_max_points_of_a_job(redis_client):
     writer = MetricHistory(redis_client, JOB, run=1)
     for step in range(1, C.METRIC_HISTORY_MAX_POINTS + 251):
-        writer.record({"step": step, "loss": 1.0 / step})
+        record(writer, {"step": step, "loss": 1.0 / step})
     assert writer.flush()
     assert redis_client.llen(history.key(JOB)) == C.METRIC_HISTORY_MAX_POINTS
-    writer.record({"step": C.METRIC_HISTORY_MAX_POINTS + 251, "loss": 0.0})
+    record(writer, {"step": C.METRIC_HISTORY_MAX_POINTS + 251, "loss": 0.0})
     writer.flush()
     points = history.read(redis_client, JOB)
     assert len(points) == C.METRIC_HISTORY_MAX_POINTS
@@ -37,12 +43,12 @@ def test_the_history_keeps_only_the_last_max_points_of_a_job(redis_client):
 def test_a_resumed_runs_replayed_steps_are_read_once_with_its_values(redis_client):
     first = MetricHistory(redis_client, JOB, run=1)
     for epoch in (1, 2, 3):
-        first.record({"epoch": epoch, "valid_loss": 10.0 - epoch})
+        record(first, {"epoch": epoch, "valid_loss": 10.0 - epoch})
     first.flush()
     second = MetricHistory(redis_client, JOB, run=2)  # resumed from its checkpoint after epoch 1
-    second.record({"resumed_from_epoch": 1})
+    record(second, {"resumed_from_epoch": 1})
     for epoch in (2, 3, 4):
-        second.record({"epoch": epoch, "valid_loss": 5.0 - epoch})
+        record(second, {"epoch": epoch, "valid_loss": 5.0 - epoch})
     second.flush()
     points = history.read(redis_client, JOB)
     assert [p["step"] for p in points] == [1, 2, 3, 4]
@@ -123,9 +129,9 @@ def test_points_wait_in_the_worker_while_redis_is_away_and_go_with_the_next_flus
 
     away = redis.Redis(port=1, socket_connect_timeout=0.2, retry=Retry(NoBackoff(), 0))
     writer = MetricHistory(away, JOB, run=1)
-    writer.record({"epoch": 1, "loss": 2.0})
+    record(writer, {"epoch": 1, "loss": 2.0})
     assert writer.flush() is False
-    writer.record({"epoch": 2, "loss": 1.0})
+    record(writer, {"epoch": 2, "loss": 1.0})
     writer.r = redis_client  # Redis is back (a failover's new master, say)
     assert writer.flush() is True
     assert [(p["step"], p["loss"]) for p in history.read(redis_client, JOB)] == [(1, 2.0), (2, 1.0)]
@@ -138,8 +144,8 @@ def test_a_dead_runs_last_lines_from_its_log_complete_the_history_without_repeat
 
     reports = [{"epoch": e, "loss": 1.0 / e} for e in (1, 2, 3, 4)] + [{"done": 1}]
     writer = MetricHistory(redis_client, JOB, run=2)
-    for r in reports[:2]:  # sent at its last tick; then the worker was killed
-        writer.record(r)
+    for i, r in enumerate(reports[:2], start=1):  # sent at its last tick; then the worker died
+        record(writer, r, i)
     writer.flush()
     assert complete(redis_client, JOB, 2, reports, at=50.0) == 3
     points = history.read(redis_client, JOB)

@@ -466,6 +466,30 @@ def test_artifacts_marks_the_bundle_a_rerun_job_names_now_and_names_the_store(
     assert f"2 artifact(s) in {url}" in out and "current" in out and "older" in out
 
 
+def test_a_local_runs_table_lists_its_own_jobs_bundles_and_counts_the_rest(
+    sweep, redis_client, tmp_path
+):
+    from rich.console import Console
+
+    from fleet.cli.artifacts import artifacts_table
+    from fleet.query.artifacts import listing, mark_current
+
+    store = FileStore(tmp_path / "store")
+    mine, theirs = sweep["gbt-x[seed=3]"], [sweep[f"gbt-x[seed={i}]"] for i in (4, 5)]
+    shas = []
+    for i, jid in enumerate([mine, *theirs]):
+        (tmp_path / f"r{i}").mkdir()
+        shas.append(stored_job(store, redis_client, tmp_path / f"r{i}", jid, f"job {i}")[1])
+    current = {mine: shas[0]}
+    v = mark_current(listing(store, verify=True, jobs=set(current)), current)
+    assert [(r.job_id, r.verified, r.current) for r in v.rows] == [(mine, True, True)]
+    assert v.others == 2  # counted, neither read nor verified
+    console = Console(width=200, record=True)
+    console.print(artifacts_table(v, "the local store"))
+    title = "1 artifact(s) in the local store (2 more of other jobs: fleet artifacts lists them)"
+    assert title in console.export_text()
+
+
 # --- one resolver for every verb ------------------------------------------------------------
 EDITED = '[[jobs]]\nname = "edited"\ncommand = ["true", "{v}"]\n'
 

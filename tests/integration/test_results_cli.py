@@ -14,6 +14,7 @@ from state import history
 pytestmark = pytest.mark.integration
 LRS = (0.1, 0.01, 0.001)
 CURVES = {0.1: [0.9, 0.7, 0.6], 0.01: [0.8, 0.4, 0.3], 0.001: [0.95, 0.9]}
+START = 1_764_000_000.0  # the first point's run started then (seconds since the epoch)
 
 
 def jid(i: int) -> str:
@@ -39,6 +40,8 @@ def seed_sweep(client, states=("succeeded", "succeeded", "running")) -> None:
                 "core_s": "61",
                 "owner": "ana",
                 "created_at": str(1000 + i),
+                "started_at": str(START + 100 * i),
+                **({"finished_at": str(START + 100 * i + 50)} if state != "running" else {}),
                 "spec": json.dumps({"hyper": {"epochs": 3, "learning_rate": lr}, "seed": 0}),
                 **(
                     {
@@ -57,7 +60,15 @@ def seed_sweep(client, states=("succeeded", "succeeded", "running")) -> None:
             client,
             jid(i),
             [
-                {"step": s + 1, "t": 2000.0 + s, "run": 1, "valid_loss": v, "train_loss": v / 2}
+                {
+                    "step": s + 1,
+                    "epoch": s + 1,
+                    "epochs": 3,
+                    "t": START + 100 * i + 10 + s,
+                    "run": 1,
+                    "valid_loss": v,
+                    "train_loss": v / 2,
+                }
                 for s, v in enumerate(CURVES[lr])
             ],
         )
@@ -142,7 +153,8 @@ def test_export_mlflow_writes_each_job_as_a_run_and_again_updates_without_duplic
     client, runs, n = mlflow_runs(uri, "grid")
     assert n == 3
     best = runs[jid(1)]
-    assert best.data.params == {"learning_rate": "0.01"}
+    # the fixed hyperparameters too, not only the varied one
+    assert best.data.params == {"learning_rate": "0.01", "epochs": "3"}
     assert best.data.tags["fleet.host"] == "host-1" and best.data.tags["fleet.owner"] == "ana"
     assert (
         best.data.tags["fleet.gpus"] == "0:sim-A100"
@@ -159,32 +171,76 @@ def test_export_mlflow_writes_each_job_as_a_run_and_again_updates_without_duplic
     history.append(
         redis_client,
         jid(2),
-        [{"step": 3, "t": 2003.0, "run": 1, "valid_loss": 0.85, "train_loss": 0.4}],
+        [{"step": 3, "t": START + 213, "run": 1, "valid_loss": 0.85, "train_loss": 0.4}],
     )
-    redis_client.hset(C.JOB_KEY + jid(2), "state", "succeeded")
+    redis_client.hset(
+        C.JOB_KEY + jid(2), mapping={"state": "succeeded", "finished_at": str(START + 250)}
+    )
     code, out, _ = run_cli(
         fleet_cli, capsys, "export", "mlflow", "grid", "--tracking-uri", uri, "--json"
     )
     done = json.loads(out)
-    assert code == 0 and (done["created"], done["updated"]) == (0, 3)
+    # only the point that changed counts as updated
+    assert code == 0 and (done["created"], done["updated"], done["unchanged"]) == (0, 1, 2)
     assert done["points"] == 2  # valid_loss and train_loss of the one new step
     client, runs, n = mlflow_runs(uri, "grid")
     assert n == 3
     late = runs[jid(2)]
     assert late.info.status == "FINISHED" and late.data.tags["fleet.state"] == "succeeded"
+    assert late.info.end_time == (START + 250) * 1000
     assert [m.step for m in client.get_metric_history(late.info.run_id, "valid_loss")] == [1, 2, 3]
     assert [m.step for m in client.get_metric_history(runs[jid(1)].info.run_id, "valid_loss")] == [
         1,
         2,
         3,
     ]
+    # nothing changed since: nothing is said to be updated
+    code, out, _ = run_cli(
+        fleet_cli, capsys, "export", "mlflow", "grid", "--tracking-uri", uri, "--json"
+    )
+    done = json.loads(out)
+    assert (done["created"], done["updated"], done["unchanged"], done["points"]) == (0, 0, 3, 0)
+    code, out, _ = run_cli(fleet_cli, capsys, "export", "mlflow", "grid", "--tracking-uri", uri)
+    assert "0 run(s) created, 0 updated, 3 unchanged, 0 metric point(s)" in out
+
+
+def test_mlflow_runs_carry_the_trials_own_times_and_open_on_their_runs(
+    fleet_cli, redis_client, capsys, tmp_path
+):
+    pytest.importorskip("mlflow")
+    uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
+    seed_sweep(redis_client)
+    code, _, _ = run_cli(fleet_cli, capsys, "export", "mlflow", "grid", "--tracking-uri", uri)
+    client, runs, _ = mlflow_runs(uri, "grid")
+    exp = client.get_experiment_by_name("grid")
+    assert code == 0 and exp.tags["mlflow.experimentKind"] == "custom_model_development"
+    for i, lr in enumerate(LRS):
+        run = runs[jid(i)]
+        start = (START + 100 * i) * 1000
+        assert run.info.start_time == start
+        if i < 2:  # ended: at its record's finished_at
+            assert run.info.end_time == start + 50_000
+        # the step keys are the x axis, not series
+        assert set(run.data.metrics) == {"valid_loss", "train_loss"}
+        stamps = [m.timestamp for m in client.get_metric_history(run.info.run_id, "valid_loss")]
+        assert stamps == [start + 10_000 + 1000 * s for s in range(len(CURVES[lr]))]
+        assert all(start <= t <= (run.info.end_time or t) for t in stamps)
+    note = runs[jid(1)].data.tags["mlflow.note.content"]
+    assert "s3://b/runs/1.tar.zst" in note and "1" * 64 in note
+    assert "no bundle stored" in runs[jid(2)].data.tags["mlflow.note.content"]
 
 
 def seed_search(client) -> None:
-    """A search's state (state/search.py's contract) and three of its trials' records."""
-    from state import search
+    """A search's state (state/search/store.py's contract) and three of its trials' records."""
+    from state.search import store as search
 
-    config = {"trials": 8, "parallel": 2, "metric": "acc", "direction": "maximize"}
+    config = {
+        "trials": 8,
+        "parallel": 2,
+        "metric": "acc",
+        "direction": "maximize",
+        "space": {"lr": {"low": 0.01, "high": 1.0, "log": False, "int": False, "step": None}},
+    }
     client.hset(
         search.key("s1"),
         mapping={"id": "s1", "name": "tune", "config": json.dumps(config), "issued": "3"},
@@ -205,6 +261,8 @@ def seed_search(client) -> None:
                 "trial": str(n),
                 "params": json.dumps({"lr": 0.1 * (n + 1)}),
                 "created_at": str(100 - n),
+                "started_at": str(START + 60 * n),
+                "finished_at": str(START + 60 * n + 30),
                 "spec": json.dumps({"hyper": {"lr": 0.5}, "seed": 0}),
             },
         )
@@ -240,7 +298,7 @@ def test_a_pruned_trials_final_value_is_the_one_its_search_pruned_it_at(
     fleet_cli, redis_client, capsys
 ):
     seed_search(redis_client)  # trial 1 was pruned at acc 0.2; it printed 0.9 while being stopped
-    from state import search
+    from state.search import store as search
 
     redis_client.hset(search.key("s1", "trial", 1), mapping={"state": "pruned", "value": "0.2"})
     history.append(redis_client, jid(1), [{"step": 2, "t": 2.0, "run": 1, "acc": 0.9}])
@@ -252,3 +310,29 @@ def test_a_pruned_trials_final_value_is_the_one_its_search_pruned_it_at(
         and pruned["best_value"] == 0.9
         and pruned["steps"] == 2
     )
+
+
+def test_export_optuna_writes_each_trial_with_its_own_times_state_and_steps(
+    fleet_cli, redis_client, capsys, tmp_path
+):
+    optuna = pytest.importorskip("optuna")
+    from datetime import datetime
+
+    seed_search(redis_client)
+    db = f"sqlite:///{tmp_path / 'study.db'}"
+    code, out, _ = run_cli(fleet_cli, capsys, "export", "optuna", "tune", "--storage", db)
+    assert code == 0 and "(3 trials)" in out and "replacing" not in out
+    study = optuna.load_study(study_name="tune", storage=db)
+    by_number = {t.number: t for t in study.trials}
+    assert [by_number[n].state.name for n in range(3)] == ["COMPLETE", "PRUNED", "COMPLETE"]
+    assert study.best_trial.number == 2 and study.best_value == 0.8
+    for n, t in by_number.items():
+        assert t.datetime_start == datetime.fromtimestamp(START + 60 * n)
+        assert t.datetime_complete == datetime.fromtimestamp(START + 60 * n + 30)
+        assert t.params == {"lr": pytest.approx(0.1 * (n + 1))}
+        assert t.user_attrs["fleet_job_id"] == jid(n)
+    assert by_number[0].intermediate_values == {1: 0.5, 2: 0.7}
+    assert by_number[1].intermediate_values == {1: 0.2} and by_number[1].value == 0.2
+    code, out, _ = run_cli(fleet_cli, capsys, "export", "optuna", "tune", "--storage", db)
+    assert code == 0 and "replacing the earlier export" in out
+    assert len(optuna.load_study(study_name="tune", storage=db).trials) == 3

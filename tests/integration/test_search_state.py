@@ -1,7 +1,6 @@
 """A search's fenced core on a real Redis, without workers: publish issues the first
 ``parallel`` trials; each end advances once; races, budgets and re-publishing."""
 
-import json
 import threading
 
 import pytest
@@ -9,17 +8,21 @@ import pytest
 from core import constants as C
 from fleet.manifests import loads
 from fleet.publish import publish
-from state import advance
 from state.records import JobState, Records
-from state.search import SearchStore, find_searches, read_search
-from state.study import Mirrors
+from state.search import advance
+from state.search.store import SearchStore
+from state.search.study import Mirrors
+from state.search.view import find_searches, read_search
 
 pytestmark = pytest.mark.integration
 
 
 def manifest(trials=6, parallel=2, sampler="tpe", max_failures=5, lr_high=1.0):
-    return loads(
-        f'''[[jobs]]
+    return loads(_text(trials, parallel, sampler, max_failures, lr_high), "m.toml")
+
+
+def _text(trials=6, parallel=2, sampler="tpe", max_failures=5, lr_high=1.0) -> str:
+    return f'''[[jobs]]
 name = "tune"
 command = ["python", "obj.py"]
 hyper = {{ epochs = 5 }}
@@ -32,9 +35,7 @@ max_failures = {max_failures}
 [jobs.search.space]
 lr = {{ low = 0.0, high = {lr_high} }}
 width = {{ choices = [8, 16, 32] }}
-''',
-        "m.toml",
-    )
+'''
 
 
 def search(name: str, setting: str, space: str, trials: int = 6):
@@ -52,10 +53,18 @@ def end(
     """Run the trial's job to ``state`` the way a worker does (claim, then finish)."""
     assert records.claim(job_id, "w", "tok-" + job_id, {}, "cpu").run
     if value is not None:
-        store.report(sid, trial, 5, value)
+        store.report(sid, trial, {5: value}, last=(5, value))
     assert records.finish(
         job_id, "tok-" + job_id, state, last_error="boom" if state is JobState.FAILED else ""
     )
+
+
+def hear(watch, report: dict) -> None:
+    """A metric line reaches a trial's watch, and its pruner decides (not waiting its pace)."""
+    from trainers.protocol import point_of
+
+    watch(point_of(report, 1))
+    watch.flush()
 
 
 def live_jobs(view):
@@ -95,7 +104,7 @@ def test_each_end_advances_once_and_the_budget_ends_the_search(app, redis_client
         advance.advance(redis_client, sid)
         advance.advance(redis_client, sid)  # a second look at the same end changes nothing
     view = read_search(redis_client, sid)
-    assert (view.issued, view.ended, view.counts["succeeded"], view.running) == (5, 5, 5, 0)
+    assert (view.issued, view.ended, view.counts[JobState.SUCCEEDED], view.running) == (5, 5, 5, 0)
     assert view.best_value == 6.0 and view.done
     assert "5/5" in view.summary() and "best loss=6 (trial" in view.summary()
     assert sid not in redis_client.smembers(C.ACTIVE_SEARCHES_KEY)
@@ -160,10 +169,13 @@ def test_a_grid_search_samples_each_point_of_its_grid(app, redis_client):
     ]
 
 
-def test_a_step_is_kept_once_so_a_resumed_run_does_not_report_it_twice(redis_client):
+def test_a_replayed_step_keeps_its_last_value_as_the_history_does(redis_client):
     store = SearchStore(redis_client)
-    assert store.report("s", 0, 3, 0.5) and not store.report("s", 0, 3, 0.9)
-    assert json.loads(json.dumps(redis_client.hgetall(C.SEARCH_KEY + "s:iv:0"))) == {"3": "0.5"}
+    store.report("s", 0, {3: 0.5}, last=(3, 0.5))
+    store.report("s", 0, {3: 0.9}, last=(3, 0.9))  # a resumed run replays step 3
+    assert redis_client.hgetall(C.SEARCH_KEY + "s:iv:0") == {"3": "0.9"}
+    assert redis_client.hget(C.SEARCH_KEY + "s:trial:0", "last_value") == "0.9"
+    assert store.last_step("s", 0) == (3, 1)
 
 
 @pytest.mark.parametrize(
@@ -180,7 +192,7 @@ def test_a_trial_far_behind_the_finished_ones_is_pruned_by_the_search_pruner(
     publish(app, redis_client, m)
     sid, records = m.searches[0].search_id, Records(redis_client)
     view = read_search(redis_client, sid)
-    config = json.loads(redis_client.hget(C.SEARCH_KEY + sid, "config"))
+    config = SearchStore(redis_client).config(sid)
     woken = []
 
     def watch_of(n: int) -> TrialWatch:
@@ -192,13 +204,14 @@ def test_a_trial_far_behind_the_finished_ones_is_pruned_by_the_search_pruner(
     ]:  # five trials with good curves, one after another, as a worker hears them
         good = watch_of(t.number)
         for step in range(10):
-            good({"epoch": step, "loss": 1.0 / (step + 1)})
+            hear(good, {"epoch": step, "loss": 1.0 / (step + 1)})
+        good.close()
         end(records, t.job_id, JobState.SUCCEEDED)
         advance.advance(redis_client, sid)  # as its worker does
     assert not woken
     watch = watch_of(5)
     for step in range(10):
-        watch({"epoch": step, "loss": 50.0})
+        hear(watch, {"epoch": step, "loss": 50.0})
         if watch.pruned.is_set():
             break
     if prunes is not None:
@@ -275,17 +288,20 @@ def test_a_requeued_trial_that_ended_runs_again_and_its_search_counts_its_new_en
     )
     assert fleet_cli(["requeue", "tune[trial=0]"]) == 0
     view = read_search(redis_client, sid)  # it counts as running again: its end taken back
-    assert (view.ended, view.counts["succeeded"], view.running, view.best_trial) == (1, 1, 2, 1)
+    assert (view.ended, view.counts[JobState.SUCCEEDED], view.running, view.best_trial) == (
+        1,
+        1,
+        2,
+        1,
+    )
     assert "search 1/3, 2 queued, best loss=0.9 (trial 1)" in view.summary()
     assert records.claim(first.job_id, "w", "tok-again", {}, "cpu").run
-    redis_client.hset(
-        C.SEARCH_KEY + sid + ":iv:0", "6", "0.25"
-    )  # the new run reports one more step
+    store.report(sid, 0, {6: 0.25}, last=(6, 0.25))  # the new run reports one more step
     assert records.finish(first.job_id, "tok-again", JobState.SUCCEEDED, last_error="")
     for _ in range(2):  # its worker and the sweep both see the new end
         advance.advance(redis_client, sid)
     view = read_search(redis_client, sid)
-    assert (view.ended, view.counts["succeeded"], view.best_value, view.best_trial) == (
+    assert (view.ended, view.counts[JobState.SUCCEEDED], view.best_value, view.best_trial) == (
         2,
         2,
         0.25,
@@ -325,3 +341,149 @@ def test_a_search_tables_own_owner_key_owns_its_trials(app, redis_client):
     publish(app, redis_client, m, owner="erin")
     view = read_search(redis_client, m.searches[0].search_id)
     assert {Records(redis_client).get(t.job_id).owner for t in view.trials} == {"dana"}
+
+
+def test_racing_requeues_of_ended_trials_never_run_more_than_parallel(app, redis_client):
+    from state.search import trials
+
+    m = manifest(trials=4, parallel=2)
+    publish(app, redis_client, m)
+    sid, records, store = m.searches[0].search_id, Records(redis_client), SearchStore(redis_client)
+    for _ in range(2):  # all four trials run and end, two at a time
+        for t in live_jobs(read_search(redis_client, sid)):
+            end(records, t.job_id, JobState.SUCCEEDED, store, sid, t.number, value=1.0)
+        advance.advance(redis_client, sid)
+    view = read_search(redis_client, sid)
+    assert (view.ended, view.running) == (4, 0)
+    for round_ in range(3):
+        got = []
+        threads = [  # four operators requeue the four trials at once
+            threading.Thread(
+                target=lambda jid=t.job_id, out=got: out.append(trials.requeue(records, jid))
+            )
+            for t in view.trials
+        ]
+        [t.start() for t in threads]
+        [t.join() for t in threads]
+        results = sorted(r.result.value for r in got)
+        assert results == ["full", "full", "requeued", "requeued"], round_
+        assert all("parallel=2" in r.why for r in got if not r.done)
+        after = read_search(redis_client, sid)
+        queued = [t for t in after.trials if t.state is JobState.QUEUED]
+        assert (after.running, len(queued), after.ended) == (2, 2, 2)
+        for t in queued:  # they run again and end; the next round requeues anew
+            end(records, t.job_id, JobState.SUCCEEDED, store, sid, t.number, value=1.0)
+        advance.advance(redis_client, sid)
+        view = read_search(redis_client, sid)
+        assert (view.ended, view.running, view.counts[JobState.SUCCEEDED]) == (4, 0, 4)
+
+
+def test_a_trial_not_ended_or_no_trial_at_all_is_not_requeued_as_a_trial(app, redis_client):
+    from state.search import trials
+    from state.search.store import Requeued
+
+    m = manifest(trials=2, parallel=2)
+    publish(app, redis_client, m)
+    records = Records(redis_client)
+    t = read_search(redis_client, m.searches[0].search_id).trials[0]
+    rerun = trials.requeue(records, t.job_id)
+    assert (rerun.result, rerun.was, rerun.done) == (Requeued.NOT_ENDED, "queued", False)
+    assert "is queued: requeue runs a failed" in rerun.why
+
+
+def test_a_changed_search_under_a_taken_name_is_refused_with_the_fix(
+    app, redis_client, fleet_cli, capsys, tmp_path
+):
+    from core.errors import SearchRefused
+
+    publish(app, redis_client, manifest())
+    changed = manifest(lr_high=2.0)
+    (row,) = [r for r in publish(app, redis_client, changed, dry_run=True) if r.job.search]
+    assert row.action == "skip" and row.why.startswith("refused: another search is named tune")
+    assert 'name = "tune-2"' in row.why
+    with pytest.raises(SearchRefused, match="another search is named tune"):
+        publish(app, redis_client, changed)
+    assert not redis_client.exists(C.SEARCH_KEY + changed.searches[0].search_id)
+    assert find_searches(redis_client, "tune") == [manifest().searches[0].search_id]
+    path = tmp_path / "m.toml"
+    path.write_text(_text(lr_high=2.0))
+    assert fleet_cli(["publish", str(path), "--dry-run"]) == 0
+    assert "refused: another search is named tune" in capsys.readouterr().out
+    assert fleet_cli(["publish", str(path)]) != 0
+    captured = capsys.readouterr()
+    assert "another search is named tune" in captured.out + captured.err
+
+
+def test_the_same_search_publishes_again_under_its_name_unchanged(app, redis_client):
+    publish(app, redis_client, manifest())
+    rows = publish(app, redis_client, manifest())
+    assert [r.why for r in rows if r.job.search] == ["search exists (0/6 ended)"]
+
+
+@pytest.mark.parametrize("last_step, pruned", [(4, False), (10, True)])
+def test_a_trial_at_its_searchs_last_step_completes_though_its_rung_would_prune_it(
+    app, redis_client, last_step, pruned
+):
+    """ASHA's first rung is step 4: at a budget of 4 steps that is the trial's end, so it
+    completes; at a budget of 10 it is stopped early there, and recorded pruned."""
+    from manifest.schema import JobSpec
+    from tasks.trial import TrialWatch
+
+    m = search(
+        "r",
+        f'pruner = {{ name = "asha", min_resource = 4, reduction_factor = 2 }}\n'
+        f"last_step = {last_step}",
+        "x = { low = 0.0, high = 1.0 }",
+        trials=8,
+    )
+    publish(app, redis_client, m)
+    sid, records = m.searches[0].search_id, Records(redis_client)
+    view, config = read_search(redis_client, sid), SearchStore(redis_client).config(sid)
+    assert config.last_step == last_step
+
+    def watch_of(n: int) -> TrialWatch:
+        job = JobSpec(name=f"r[trial={n}]", job_id=view.trials[n].job_id, search=sid, trial=n)
+        return TrialWatch(redis_client, job, config, lambda: None)
+
+    def feed(w: TrialWatch, value) -> None:
+        for step in range(1, 5):
+            hear(w, {"epoch": step, "loss": value(step)})
+        w.close()
+
+    for t in view.trials[:5]:
+        feed(watch_of(t.number), lambda step: 1.0 / step)
+        end(records, t.job_id, JobState.SUCCEEDED)
+        advance.advance(redis_client, sid)
+    bad = watch_of(5)
+    feed(bad, lambda step: 50.0)
+    assert bad.pruned.is_set() is pruned
+    assert bad.at_last_step(4) is not pruned
+
+
+def test_arguments_optuna_refuses_refuse_the_search_at_publish_with_optunas_reason(
+    app, redis_client
+):
+    from core.errors import SearchRefused
+
+    m = search(
+        "bad", 'pruner = { name = "asha", reduction_factor = 1 }', "x = { low = 0, high = 1 }"
+    )
+    (row,) = [r for r in publish(app, redis_client, m, dry_run=True) if r.job.search]
+    assert row.action == "skip" and "refused: pruner asha:" in row.why
+    assert "reduction_factor >= 2" in row.why and "[jobs.search]" in row.why
+    with pytest.raises(SearchRefused, match="reduction_factor"):
+        publish(app, redis_client, m)
+    assert find_searches(redis_client, "bad") == []
+
+
+def test_cancelling_a_trial_advances_its_search_at_once(app, redis_client):
+    from state.search import trials
+
+    m = manifest(trials=3, parallel=2)
+    publish(app, redis_client, m)
+    sid, records = m.searches[0].search_id, Records(redis_client)
+    first = read_search(redis_client, sid).trials[0]
+    res, not_advanced = trials.cancel(records, first.job_id)
+    assert res.done and not_advanced == ""
+    view = read_search(redis_client, sid)  # its end counted and the next trial issued
+    assert (view.counts[JobState.CANCELLED], view.issued, view.running) == (1, 3, 2)

@@ -43,6 +43,12 @@ def test_an_offline_dry_run_lists_a_search_as_a_row_beside_its_space(unreachable
         and "learning_rate: log-uniform" in out
         and "1 to publish" in out
     )
+    # the pruner with every argument it is built with: the manifest's and the defaults
+    assert (
+        "  pruner asha(min_resource=5, reduction_factor=3, min_early_stopping_rate=0, "
+        "bootstrap_count=0)" in out
+    )
+    assert "last step 30" in out and "constant_liar=true" in out
 
 
 def test_a_real_publish_with_redis_unreachable_fails_naming_the_variable(

@@ -235,3 +235,25 @@ def test_metrics_the_column_cannot_hold_go_whole_on_their_own_line_never_cut(wid
     text = console.export_text()
     assert "…" not in text and max(len(line) for line in text.splitlines()) <= width
     assert "\nmlp-a: train_loss=0.5123 valid_loss=0.6123 epoch=3" in text
+
+
+def test_at_80_columns_a_time_that_would_be_cut_shows_its_short_form_whole():
+    """The example manifest's names leave ~12 columns for time: "ran 4s, 4m1…" said nothing."""
+    rows = [
+        JobRecord("aa11", "gbt-breast-cancer[seed=0]", JobState.SUCCEEDED, "cpu", 1,
+                  "local-cuda-large", started_at=NOW - 256, finished_at=NOW - 252),
+        JobRecord("bb22", "mlp-diabetes-large", JobState.RUNNING, "cuda", 1, "local-cuda",
+                  started_at=NOW - 256),
+        JobRecord("cc33", "mlp-wine", JobState.QUEUED, "cuda", 0, "", created_at=NOW - 12),
+    ]  # fmt: skip
+    console = Console(width=80, record=True, file=io.StringIO(), color_system=None)
+    console.print(render(Q.view(rows, now=NOW, limit=None), width=80))
+    lines = {ln.split()[0]: ln.rstrip() for ln in console.export_text().splitlines() if ln}
+    assert lines["gbt-breast-cancer[seed=0]"].endswith("4m12s ago")  # ended 252 s ago
+    assert lines["mlp-diabetes-large"].split()[-3:] == ["running", "local-cuda", "4m16s"]
+    assert lines["mlp-wine"].endswith("12s") and "…" not in "".join(lines.values())
+    # where the whole form fits it stays: how long it ran, and when it ended
+    wide = Console(width=140, record=True, file=io.StringIO(), color_system=None)
+    wide.print(render(Q.view(rows, now=NOW, limit=None), width=140))
+    text = wide.export_text()
+    assert "ran 4s, 4m12s ago" in text and "running 4m16s" in text

@@ -10,6 +10,7 @@ from celery.events.state import State
 
 from fleet import flower_view as view
 from routing.capability import Capability, CudaDevice
+from state.jobrecord import JobRecord, JobState
 
 FLOWER = Path(flower.__file__).parent
 
@@ -50,7 +51,24 @@ def test_a_running_tasks_row_has_its_owner_and_gpus_among_the_fields_flower_expo
         ("task-STARTED", {"hostname": "w@h", "gpus": [0, 1], "result": "running 1s"}),
     )
     row = view.format_task(task).as_dict()
-    assert (row["owner"], row["gpus"], row["worker"].hostname) == ("carol", "0,1", "w@h")
+    assert (row["owner"], row["gpus"], row["worker"].hostname) == ("carol", "GPUs 0,1", "w@h")
+
+
+@pytest.mark.parametrize(
+    "gpus, text",
+    [([0], "GPU 0"), ([0, 1], "GPUs 0,1"), ([], "none"), (None, ""), ("0", "")],
+)
+def test_gpu_index_0_reads_as_a_gpu_not_as_none(gpus, text):
+    assert view.gpus_text(gpus) == text
+
+
+def test_a_pruned_trial_shows_pruned_not_success_and_counts_no_success():
+    task = task_after(
+        ("task-received", {"hostname": "w@h", "name": "tune[trial=3]"}),
+        ("task-STARTED", {"hostname": "w@h", "gpus": [0]}),
+        ("task-pruned", {"hostname": "w@h", "state": "PRUNED", "result": "{}"}),
+    )
+    assert view.format_task(task).state == "PRUNED" == view.TASK_STATES[JobState.PRUNED]
 
 
 def test_a_queued_tasks_row_names_no_worker_and_no_gpus():
@@ -138,3 +156,70 @@ def test_a_tasks_exception_keeps_its_line_breaks_on_its_page():
     task = (FLOWER / "templates" / "task.html").read_text()
     assert "<dt>{{ humanize(name) }}</dt>" in task  # the Exception row's label, found by its text
     assert "=== 'Exception'" in view.PAGE_SCRIPT and "pre-wrap" in view.PAGE_SCRIPT
+
+
+def record(state: JobState, **kw) -> JobRecord:
+    return JobRecord(
+        job_id="j" * 64,
+        name="tune[trial=2]",
+        state=state,
+        queue="cpu",
+        owner="ana",
+        created_at=100.0,
+        queued_at=101.0,
+        **kw,
+    )
+
+
+def test_a_record_is_flowers_task_as_its_events_would_have_made_it():
+    ran = dict(started_at=110.0, finished_at=150.0, worker="h1", gpu="0:sim-A100", runs=2)
+    queued = view.task_fields(record(JobState.QUEUED, started_at=90.0))
+    assert queued["state"] == "PENDING" and "received" not in queued and queued["sent"] == 101.0
+    assert view.owner_of(queued["kwargs"]) == "ana" and queued["routing_key"] == "cpu"
+    running = view.task_fields(record(JobState.RUNNING, started_at=110.0, gpu="1:x"))
+    assert (running["state"], running["started"], running["gpus"]) == ("STARTED", 110.0, [1])
+    done = view.task_fields(record(JobState.SUCCEEDED, **ran))
+    assert (done["state"], done["succeeded"], done["runtime"], done["retries"]) == (
+        "SUCCESS",
+        150.0,
+        40.0,
+        1,
+    )
+    pruned = view.task_fields(record(JobState.PRUNED, **ran, end_reason="by its search's pruner"))
+    assert pruned["state"] == "PRUNED" and pruned["result"] == "by its search's pruner"
+    failed = view.task_fields(record(JobState.FAILED, **ran, end_detail="exit 1: boom"))
+    assert failed["state"] == "FAILURE" and failed["exception"] == "exit 1: boom"
+    assert view.task_fields(record(JobState.CANCELLED, **ran))["revoked"] == 150.0
+
+
+def test_a_queued_job_sorts_first_by_time_received_newest_first():
+    from flower.utils.search import _task_sort_key
+
+    state = FleetState()
+    for jid, fields in (
+        ("ran", {"state": "SUCCESS", "received": 50.0}),
+        ("queued", {"state": "PENDING"}),
+        ("revoked", {"state": "REVOKED"}),
+    ):
+        state.tasks[jid] = state.Task(jid, cluster_state=state, **fields)
+    order = sorted(
+        state.tasks,
+        key=lambda jid: view.sort_key(_task_sort_key, state.tasks[jid], "received", jid),
+        reverse=True,
+    )
+    assert order == ["queued", "ran", "revoked"]
+
+
+def test_the_search_page_polls_its_searchs_json_and_escapes_the_name():
+    page = view.search_page("tune<x>", "/flower")
+    assert 'data-url="/flower/fleet/api/search/tune%3Cx%3E"' in page
+    assert "search tune&lt;x&gt;" in page and "<script>" in page and "XMLHttpRequest" in page
+    assert "https://" not in page and "http://" not in page.replace("http://www.w3.org", "")
+    index = view.search_index([{"name": "tune", "summary": "tune: search 3/8"}], "")
+    assert '<a href="/fleet/search/tune">tune</a>: tune: search 3/8' in index
+
+
+def test_the_pages_json_has_no_nan_a_browser_cannot_parse():
+    assert view.json_text({"v": float("nan"), "l": [float("inf"), 1.5]}) == (
+        '{"v":null,"l":[null,1.5]}'
+    )

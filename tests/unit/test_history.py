@@ -1,41 +1,20 @@
 """A metric line becomes a history point (its numeric values and its step), and a history
 is folded by step so that a resumed run's replayed steps count once, with the later values."""
 
-import pytest
-
 from state import history
+from trainers.protocol import point_of
 
 
-@pytest.mark.parametrize(
-    "report, step",
-    [
-        ({"epoch": 3, "valid_loss": 0.4}, 3),
-        ({"round": 20, "rounds": 100, "valid_loss": 0.4}, 20),
-        ({"step": 7, "epoch": 2, "loss": 1.0}, 7),  # an explicit step wins over the epoch
-        ({"loss": 1.0}, 5),  # no step key: the line's ordinal in its run
-    ],
-)
-def test_a_points_step_is_its_step_epoch_or_round_else_its_ordinal(report, step):
-    p = history.point(report, t=100.0, run=1, ordinal=5)
-    assert p["step"] == step and p["run"] == 1 and p["t"] == 100.0
-
-
-def test_a_point_keeps_only_numbers_and_a_line_with_none_makes_no_point():
-    p = history.point(
-        {"epoch": 1, "metric": "logloss", "done": True, "valid_loss": 0.5}, t=1.0, run=1, ordinal=1
-    )
-    assert p == {"step": 1, "t": 1.0, "run": 1, "epoch": 1, "valid_loss": 0.5}
-    assert history.point({"phase": "warmup"}, t=1.0, run=1, ordinal=1) is None
+def mk(report: dict, *, t: float, run: int, ordinal: int) -> dict:
+    """A stored point made as the runner makes it (trainers.protocol.point_of)."""
+    p = point_of(report, ordinal)
+    return history.point(p.step, p.values, t=t, run=run)
 
 
 def test_folding_by_step_keeps_the_resumed_runs_values_for_the_steps_it_replayed():
-    first = [
-        history.point({"epoch": e, "loss": 10.0 - e}, t=e, run=1, ordinal=e) for e in (1, 2, 3, 4)
-    ]
+    first = [mk({"epoch": e, "loss": 10.0 - e}, t=e, run=1, ordinal=e) for e in (1, 2, 3, 4)]
     # checkpointed after epoch 2: the second run replays 3 and 4 (different values), then 5
-    second = [
-        history.point({"epoch": e, "loss": 20.0 - e}, t=10 + e, run=2, ordinal=e) for e in (3, 4, 5)
-    ]
+    second = [mk({"epoch": e, "loss": 20.0 - e}, t=10 + e, run=2, ordinal=e) for e in (3, 4, 5)]
     folded = history.by_step(first + second)
     assert [p["step"] for p in folded] == [1, 2, 3, 4, 5]
     assert [p["loss"] for p in folded] == [9.0, 8.0, 17.0, 16.0, 15.0]

@@ -139,3 +139,24 @@ def test_a_host_may_let_named_worker_variables_through(tmp_path):
     assert HostPolicy.from_dict(m.hosts["box"].to_dict()) == m.hosts["box"]
     with pytest.raises(ManifestError, match="'BAD-NAME' is not a variable name"):
         loads(text.replace("WANDB_API_KEY", "BAD-NAME"), str(tmp_path / "m.toml"))
+
+
+def test_a_manifest_inside_its_workdir_is_not_its_own_jobs_content(tmp_path):
+    """Editing a comment in the manifest re-ran the job (and gave a search a new id) while
+    the manifest travelled with the job; other files there still count."""
+    proj = project(tmp_path)
+    job = JOB.replace('workdir = "proj"', 'workdir = "."')
+    search = job.replace('"own"', '"tune"') + (
+        '[jobs.search]\nmetric = "loss"\n[jobs.search.space]\nx = { low = 0.0, high = 1.0 }\n'
+    )
+
+    def ids_of(comment: str) -> tuple[str, str]:
+        text = f"# {comment}\n{job}{search}"
+        (proj / "proj" / "m.toml").write_text(text)
+        m = loads(text, str(proj / "proj" / "m.toml"))
+        return m.jobs[0].job_id, m.searches[0].search_id
+
+    first = ids_of("first")
+    assert ids_of("an edited comment") == first
+    (proj / "proj" / "helper.py").write_text("X = 2\n")
+    assert ids_of("first")[0] != first[0]

@@ -4,12 +4,14 @@ status line, the step of a metric line)."""
 
 import pytest
 
-from fleet.query.searches import trial_base
 from manifest.loader import load
-from manifest.search import space_text, trial_job_id
-from state.search import SearchView
-from state.study import trial_seed
-from tasks.trial import step_of
+from manifest.search.config import Choices, Range, SearchConfig
+from manifest.search.spec import trial_job_id, trial_name
+from state.jobrecord import JobState
+from state.search.study import trial_seed
+from state.search.view import SearchView
+from tasks.run import Stop
+from tasks.trial import stopped_early
 from tests.unit.manifest_cases import COMMAND, only_problem, problems, write
 
 MLP = '[[jobs]]\nname = "t"\nmodel = "mlp"\ndata = "d.csv"\nhyper = { epochs = 4 }\n'
@@ -29,18 +31,21 @@ def test_a_search_is_its_base_job_and_a_normalised_space(tmp_path):
         "hidden_sizes = { choices = [[64], [128, 64]] }\n",
     )
     assert s.name == "t" and s.base.hyper["epochs"] == 4 and s.base.search == s.search_id
-    assert s.config["space"] == {
-        "learning_rate": {"low": 1e-4, "high": 0.1, "log": True, "step": None, "int": False},
-        "batch_size": {"low": 32, "high": 256, "log": False, "step": 32, "int": True},
-        "hidden_sizes": {"choices": ["64", "128,64"]},
+    assert s.config.space == {
+        "learning_rate": Range(1e-4, 0.1, log=True),
+        "batch_size": Range(32, 256, step=32, integer=True),
+        "hidden_sizes": Choices(("64", "128,64")),
     }  # layer lists read as the trainer's text
-    assert (
-        s.config["trials"],
-        s.config["parallel"],
-        s.config["sampler"],
-        s.config["max_failures"],
-    ) == (20, 4, "tpe", 5)
-    assert s.trial_name(3) == "t[trial=3]"
+    c = s.config
+    assert (c.trials, c.parallel, c.sampler.name, c.max_failures, c.last_step) == (
+        20,
+        4,
+        "tpe",
+        5,
+        4,
+    )  # the last step: the mlp's fixed epochs
+    assert SearchConfig.from_dict(c.to_dict()) == c
+    assert s.trial_name(3) == trial_name("t", 3) == "t[trial=3]"
     assert any("log-uniform in [0.0001, 0.1]" in line for line in s.describe())
 
 
@@ -128,14 +133,14 @@ def test_bad_settings_are_each_reported(tmp_path):
     ]
 
 
-def test_min_resource_belongs_to_a_rung_pruner_and_is_at_least_one(tmp_path):
+def test_min_resource_is_the_pruners_first_judged_step_and_at_least_one(tmp_path):
     p = only_problem(
         tmp_path,
         COMMAND + SEARCH.replace("]\n", "]\nmin_resource = 2\n", 1) + "x = { low = 0, high = 1 }\n",
     )
     assert (p.field, p.fix) == (
         "jobs[0].search.min_resource",
-        'set pruner = "asha", or remove min_resource',
+        'set a pruner (e.g. pruner = "asha"), or remove min_resource',
     )
     p = only_problem(
         tmp_path,
@@ -143,14 +148,21 @@ def test_min_resource_belongs_to_a_rung_pruner_and_is_at_least_one(tmp_path):
         + SEARCH.replace("]\n", ']\npruner = "asha"\nmin_resource = 0\n', 1)
         + "x = { low = 0, high = 1 }\n",
     )
-    assert (p.field, p.message) == ("jobs[0].search.min_resource", "must be >= 1, got 0")
+    assert (p.field, p.message) == ("jobs[0].search.min_resource", "must be 1..2147483648, got 0")
     s = search_of(
         tmp_path,
         COMMAND
         + SEARCH.replace("]\n", ']\npruner = "asha"\nmin_resource = 2\n', 1)
         + "x = { low = 0, high = 1 }\n",
     )
-    assert s.config["min_resource"] == 2
+    assert s.config.pruner.args["min_resource"] == 2
+    s = search_of(
+        tmp_path,
+        COMMAND
+        + SEARCH.replace("]\n", ']\npruner = "median"\nmin_resource = 3\n', 1)
+        + "x = { low = 0, high = 1 }\n",
+    )
+    assert s.config.pruner.args["n_warmup_steps"] == 3  # median judges from step 3 on
 
 
 def test_a_search_with_a_sweep_is_refused_with_what_to_do(tmp_path):
@@ -179,8 +191,8 @@ def test_a_command_jobs_space_takes_any_numbers_and_choices(tmp_path):
         tmp_path,
         COMMAND + SEARCH + 'x = { low = -1, high = 1 }\nk = { choices = ["a", 2, [1, 2]] }\n',
     )
-    assert s.config["space"]["x"]["int"] and s.config["space"]["k"] == {"choices": ["a", 2, [1, 2]]}
-    assert space_text(s.config["space"]["k"]) == 'one of "a", 2, [1, 2]'
+    assert s.config.space["x"].integer and s.config.space["k"] == Choices(("a", 2, [1, 2]))
+    assert s.config.space["k"].text() == 'one of "a", 2, [1, 2]'
 
 
 def test_a_trials_seed_depends_on_the_search_seed_and_its_number_only():
@@ -188,35 +200,38 @@ def test_a_trials_seed_depends_on_the_search_seed_and_its_number_only():
     assert trial_seed(1, 5) != trial_seed(0, 5)
 
 
-@pytest.mark.parametrize(
-    "report, count, step",
-    [
-        ({"epoch": 3}, 9, 3),
-        ({"step": 7, "epoch": 3}, 9, 7),
-        ({"loss": 1}, 9, 9),
-        ({"epoch": True}, 2, 2),
-    ],
-)
-def test_a_metric_lines_step_is_its_step_else_its_epoch_else_its_count(report, count, step):
-    assert step_of(report, count) == step
-
-
 def test_a_search_shows_as_one_status_line_with_its_best_and_why_it_stopped():
     v = SearchView(
-        "s",
-        "tune-mlp",
-        {"trials": 64, "metric": "valid_loss"},
-        45,
-        37,
-        {"succeeded": 20, "pruned": 12, "failed": 5, "cancelled": 0},
-        8,
-        "",
-        0.0812,
-        23,
+        search_id="s",
+        name="tune-mlp",
+        config=SearchConfig("valid_loss", {}, trials=64),
+        issued=45,
+        ended=37,
+        counts={JobState.SUCCEEDED: 20, JobState.PRUNED: 12, JobState.FAILED: 5},
+        running=8,
+        best_value=0.0812,
+        best_trial=23,
     )
     assert v.summary() == (
         "tune-mlp: search 37/64, 8 running, 12 pruned, 5 failed, best valid_loss=0.0812 (trial 23)"
     )
     stopped = SearchView(**{**v.__dict__, "running": 0, "stopped": "5 trials failed in a row"})
     assert stopped.summary().endswith("; stopped: 5 trials failed in a row") and stopped.done
-    assert trial_base("tune[trial=12]") == "tune" and trial_base("tune[seed=1]") is None
+    why = "no 'val_accuracy' in trial 0's metric lines; it printed valid_accuracy, train_loss"
+    failing = SearchView(**{**v.__dict__, "last_failure": why})
+    assert failing.summary().endswith("; last failure: " + why) and not failing.done
+
+
+@pytest.mark.parametrize(
+    "stopped, returncode, pruned",
+    [
+        (Stop.PRUNED, -9, True),  # the runner stopped it: its supervisor took the group down
+        (Stop.PRUNED, 0, False),  # it exited by itself before the stop landed: it ran to its end
+        (None, 0, False),
+        (Stop.TIMEOUT, -9, False),
+    ],
+)
+def test_a_run_is_pruned_only_when_its_pruner_stopped_it_before_it_exited(
+    stopped, returncode, pruned
+):
+    assert stopped_early(stopped, returncode) is pruned

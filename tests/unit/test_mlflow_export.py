@@ -63,3 +63,19 @@ def test_every_metric_of_every_point_goes_at_its_step_with_its_time_in_ms():
 def test_a_pruned_trial_is_killed_and_a_queued_one_scheduled():
     assert M.STATUS["pruned"] == "KILLED" and M.STATUS["queued"] == "SCHEDULED"
     assert M.STATUS["succeeded"] == "FINISHED" and M.STATUS["failed"] == "FAILED"
+
+
+def test_the_step_keys_are_the_x_axis_not_metrics():
+    history = [{"step": 2, "epoch": 2, "epochs": 20, "round": 2, "t": 1.0, "run": 1, "loss": 3}]
+    assert M.points(history) == [("loss", 3.0, 1000, 2)]
+
+
+def test_params_are_every_hyperparameter_the_sampled_values_winning():
+    t = a_trial(hyper={"lr": 0.5, "epochs": 20, "opt": "adam"})
+    assert M.params(t) == {"lr": "0.01", "epochs": "20", "opt": "adam", "hidden": "[64,32]"}
+
+
+def test_the_runs_description_names_its_bundle_or_says_there_is_none():
+    t = a_trial(artifact={"uri": "s3://b/x.tar.zst", "sha256": "ab" * 32, "size": 9})
+    assert "[s3://b/x.tar.zst](s3://b/x.tar.zst)" in M.note(t) and "ab" * 32 in M.note(t)
+    assert "no bundle stored" in M.tags(a_trial(), "loss")[M.NOTE_TAG]

@@ -5,7 +5,7 @@ from celery.exceptions import Ignore, Reject, Retry
 from kombu.utils.encoding import safe_repr
 
 from core.errors import TrainingFailed
-from state.jobrecord import JobState
+from state.jobrecord import JobState, RunEnd
 from tasks.run import Ended, Outcome, Stop, UnknownAnswer
 from tasks.train import settle
 
@@ -47,6 +47,12 @@ def test_the_record_decides_unless_the_worker_stopped_the_job_itself(stop, decid
 
 def test_a_success_is_the_tasks_result():
     assert settle(Ended(Outcome.SUCCEEDED, result={"job_id": "x"})) == {"job_id": "x"}
+
+
+def test_a_pruned_trial_is_acked_without_a_success_for_flower_to_count():
+    # tasks.events.pruned ended it PRUNED; a task-succeeded would count it succeeded in Flower
+    with pytest.raises(Ignore):
+        settle(Ended(Outcome.SUCCEEDED, result={"job_id": "x"}, end=RunEnd.PRUNED))
 
 
 def test_a_failure_fails_the_task_with_its_message():

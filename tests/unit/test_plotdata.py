@@ -144,3 +144,54 @@ def test_an_unknown_picture_format_is_refused_with_the_choices(tmp_path):
 
     with pytest.raises(FleetError, match=r"\.png, \.svg, \.pdf"):
         plot.save(plotdata.prepare(leaderboard()), tmp_path / "s.gif")
+
+
+def test_parameter_panels_dim_the_trials_that_stopped_short_and_mark_the_best():
+    board = leaderboard()
+    lr = next(p for p in plotdata.prepare(board).params if p.name == "lr")
+    assert lr.trials == [0, 1, 2, 3]
+    assert lr.dimmed == [False, True, False, False]  # trial 1 was pruned
+    assert lr.best == [t.best for t in sorted(board.trials, key=lambda t: t.trial)][:4]
+    assert lr.best == [False, False, True, False]
+
+
+def test_categories_come_in_the_order_the_space_declares_then_as_seen():
+    space = {"opt": {"choices": ["sgd", "rmsprop", "adam"]}}
+    opt = next(p for p in plotdata.prepare(leaderboard(), space).params if p.name == "opt")
+    assert opt.categories == ["sgd", "adam"]  # declared order; rmsprop has no trial: no slot
+    opt = next(p for p in plotdata.prepare(leaderboard()).params if p.name == "opt")
+    assert opt.categories == ["adam", "sgd"]  # no space: as first seen
+
+
+def test_a_parameter_no_finished_trial_has_gets_no_panel():
+    board = leaderboard()
+    trials = [
+        t if t.value is None else R.Trial(**{**t.to_dict(), "params": {}}) for t in board.trials
+    ]
+    assert plotdata.param_series(R.Leaderboard("s", "search", board.objective, trials)) == []
+
+
+@pytest.mark.parametrize(
+    "values, log",
+    [([0.001, 0.5], True), ([0.01, 0.99], False), ([-1.0, 100.0], False), ([], False)],
+)
+def test_the_metric_axis_is_logarithmic_when_values_span_two_decades(values, log):
+    assert plotdata.spans_decades(values) is log
+
+
+def test_the_picture_of_a_search_with_pruned_trials_and_a_log_axis_is_drawn(tmp_path):
+    pytest.importorskip("matplotlib")
+    from fleet import plot
+
+    board = leaderboard()
+    histories = {**board.histories, "a" * 64: hist(100.0, 1.0, 0.05)}
+    board = R.Leaderboard(board.name, board.kind, board.objective, board.trials, histories)
+    data = plotdata.prepare(board, {"opt": {"choices": ["sgd", "adam"]}})
+    assert data.log_y
+    fig = plot.figure(data)
+    axes = fig.get_axes()
+    assert len(axes) == 1 + 1 + len(data.params)  # curves, best so far, one per parameter
+    assert all(ax.get_yscale() == "log" for ax in axes)
+    opt = axes[-1]
+    assert [t.get_text() for t in opt.get_xticklabels()] == ["sgd", "adam"]
+    plot.save(data, tmp_path / "s.png")

@@ -187,21 +187,23 @@ def test_filters_combine_state_name_and_host_and_the_summary_says_so():
 
 def test_a_summary_says_how_many_trials_are_folded_into_search_lines_even_when_all_are():
     trials = [
-        row("tune[trial=0]", "running"),
-        row("tune[trial=1]", "queued"),
-        row("tune[trial=2]", "pruned"),
+        row("tune[trial=0]", "running", search="s1"),
+        row("tune[trial=1]", "queued", search="s1"),
+        row("tune[trial=2]", "pruned", search="s1"),
     ]
-    folded = JobFilter(folded=frozenset({"tune"}))
+    folded = JobFilter(folded=frozenset({"s1"}))
     assert view(trials, folded, now=NOW).summary() == "3 jobs: 3 trials in search lines below"
     assert view(ROWS + trials, folded, now=NOW).summary() == (
         "11 jobs: 2 running, 1 failed, 2 queued, 1 cancelled, 2 succeeded, "
         "3 trials in search lines below"
     )
-    running = JobFilter(frozenset({JobState.RUNNING}), folded=frozenset({"tune"}))
+    running = JobFilter(frozenset({JobState.RUNNING}), folded=frozenset({"s1"}))
     assert view(ROWS + trials, running, now=NOW).summary() == (
         "3 of 11 jobs match state in {running}: 2 running, 1 trial in search lines below"
     )
     assert view(trials, folded, now=NOW).to_dict()["folded"] == 3
+    other = row("tune[trial=0]", "succeeded", search="s0")  # same name, another search's trial
+    assert view([*trials, other], folded, now=NOW).rows == [other]
 
 
 @pytest.mark.parametrize(

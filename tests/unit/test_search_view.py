@@ -3,22 +3,24 @@ a wording that fits the terminal's width."""
 
 import pytest
 
-from state.search import SearchView
+from manifest.search.config import SearchConfig
+from state.jobrecord import JobState
+from state.search.view import SearchView
 
 
 def a_search(stopped: str = "", queued: int = 2) -> SearchView:
     return SearchView(
-        "sid",
-        "tune-mlp",
-        {"trials": 64, "metric": "valid_loss"},
-        45,
-        37,
-        {"succeeded": 25, "pruned": 12, "failed": 0, "cancelled": 0},
-        8,
-        stopped,
-        0.081,
-        23,
+        search_id="sid",
+        name="tune-mlp",
+        config=SearchConfig("valid_loss", {}, trials=64),
+        issued=45,
+        ended=37,
+        counts={JobState.SUCCEEDED: 25, JobState.PRUNED: 12},
+        running=8,
         queued=queued,
+        stopped=stopped,
+        best_value=0.081,
+        best_trial=23,
     )
 
 

@@ -12,16 +12,28 @@ from __future__ import annotations
 import functools
 import hashlib
 import json
+import math
 import threading
+from collections.abc import Mapping
 from typing import Any
 
 import redis
 
 from core.ids import short_id
+from manifest.search import knobs
+from manifest.search.config import Choices, Dist, SearchConfig
+from manifest.search.knobs import Knob
+from state.jobrecord import JobState
 from state.redis_conn import decoding
-from state.search import key
+from state.search.store import key
 
-_STATES = {"succeeded": "COMPLETE", "pruned": "PRUNED", "failed": "FAIL", "cancelled": "FAIL"}
+# a trial's end as Optuna's TrialState: a pruned trial is one its pruner stopped early only
+_STATES = {
+    JobState.SUCCEEDED: "COMPLETE",
+    JobState.PRUNED: "PRUNED",
+    JobState.FAILED: "FAIL",
+    JobState.CANCELLED: "FAIL",
+}
 
 
 def _optuna():
@@ -48,21 +60,17 @@ def trial_seed(seed: int, number: int) -> int:
     return int.from_bytes(hashlib.sha256(f"{seed}:{number}".encode()).digest()[:4], "big")
 
 
-def distributions(space: dict) -> dict:
-    """Optuna distributions for a search's space (``manifest.search`` normalised it)."""
+def distributions(space: Mapping[str, Dist]) -> dict:
+    """Optuna distributions for a search's space."""
     d = _optuna().distributions
     out = {}
     for name, s in space.items():
-        if "choices" in s:
-            out[name] = d.CategoricalDistribution([_choice(c) for c in s["choices"]])
-        elif s["int"]:
-            out[name] = d.IntDistribution(
-                int(s["low"]), int(s["high"]), log=s["log"], step=int(s["step"] or 1)
-            )
+        if isinstance(s, Choices):
+            out[name] = d.CategoricalDistribution([_choice(c) for c in s.values])
+        elif s.integer:
+            out[name] = d.IntDistribution(int(s.low), int(s.high), log=s.log, step=int(s.step or 1))
         else:
-            out[name] = d.FloatDistribution(
-                float(s["low"]), float(s["high"]), log=s["log"], step=s["step"]
-            )
+            out[name] = d.FloatDistribution(float(s.low), float(s.high), log=s.log, step=s.step)
     return out
 
 
@@ -71,71 +79,71 @@ def _choice(c: Any) -> Any:
     return c if c is None or isinstance(c, (bool, int, float, str)) else json.dumps(c)
 
 
-def decode_params(params: dict, space: dict) -> dict:
+def decode_params(params: dict, space: Mapping[str, Dist]) -> dict:
     """Sampled values as the job gets them (a JSON-text choice back to its list)."""
     out = {}
     for name, v in params.items():
-        s = space.get(name, {})
+        s = space.get(name)
         out[name] = (
-            json.loads(v) if "choices" in s and isinstance(v, str) and v not in s["choices"] else v
+            json.loads(v)
+            if isinstance(s, Choices) and isinstance(v, str) and v not in s.values
+            else v
         )
     return out
 
 
-def sampler(config: dict, number: int):
-    """The search's sampler, seeded for trial ``number``."""
-    s = _optuna().samplers
-    seed, name = trial_seed(config["seed"], number), config["sampler"]
+def _optuna_class(knob: Knob):
+    where, name = knob.cls.split(".")
+    return getattr(getattr(_optuna(), where), name)
+
+
+def sampler(config: SearchConfig, number: int):
+    """The search's sampler, seeded for trial ``number``, with its arguments."""
+    name, args = config.sampler.name, dict(config.sampler.args)
+    cls = _optuna_class(knobs.SAMPLERS[name])
     if name == "grid":
         grid = {
-            k: v["choices"] if "choices" in v else _steps(v) for k, v in config["space"].items()
+            k: v.values if isinstance(v, Choices) else v.grid() for k, v in config.space.items()
         }
         # the grid's shuffle must be one order for the whole search: the search's own seed
-        return s.GridSampler(
-            {k: [_choice(c) for c in vs] for k, vs in grid.items()}, seed=config["seed"]
-        )
-    made = {
-        "tpe": lambda: s.TPESampler(seed=seed, constant_liar=True),
-        "random": lambda: s.RandomSampler(seed),
-        "qmc": lambda: s.QMCSampler(seed=seed),
-        "cmaes": lambda: s.CmaEsSampler(seed=seed),
-        "gp": lambda: s.GPSampler(seed=seed),
-        "nsga2": lambda: s.NSGAIISampler(seed=seed),
-        "bruteforce": lambda: s.BruteForceSampler(seed=seed),
-    }
-    return made[name]()
+        return cls({k: [_choice(c) for c in vs] for k, vs in grid.items()}, seed=config.seed)
+    return cls(seed=trial_seed(config.seed, number), **args)
 
 
-def _steps(s: dict) -> list:
-    n = int(round((s["high"] - s["low"]) / s["step"]))
-    vals = [s["low"] + i * s["step"] for i in range(n + 1)]
-    return [int(v) for v in vals] if s["int"] else vals
+def pruner(config: SearchConfig):
+    """The search's pruner, with its arguments (asynchronous: no trial waits for a rung)."""
+    return _optuna_class(knobs.PRUNERS[config.pruner.name])(**config.pruner.args)
 
 
-def pruner(config: dict):
-    """The search's pruner (asynchronous: no trial waits for a rung)."""
-    p = _optuna().pruners
-    first = config.get("min_resource", "auto")  # "auto": from the first trial that completes
-    made = {
-        "none": p.NopPruner,
-        "median": lambda: p.MedianPruner(n_startup_trials=3, n_warmup_steps=1),
-        "asha": lambda: p.SuccessiveHalvingPruner(min_resource=first),
-        "hyperband": lambda: p.HyperbandPruner(
-            min_resource=1 if first == "auto" else first
-        ),  # its default
-        "percentile": lambda: p.PercentilePruner(25.0, n_startup_trials=3, n_warmup_steps=1),
-    }
-    return made[config["pruner"]]()
+def problems(config: SearchConfig) -> list[str]:
+    """What Optuna refuses in the search's sampler and pruner arguments (e.g. a reduction
+    factor below 2), each with its message; none when this host lacks Optuna (the workers
+    that have it will say so)."""
+    try:
+        _optuna()
+    except RuntimeError:
+        return []
+    out = []
+    for what, build in (
+        ("sampler", lambda: sampler(config, 0)),
+        ("pruner", lambda: pruner(config)),
+    ):
+        try:
+            build()
+        except (ValueError, TypeError) as e:
+            out.append(f"{what} {getattr(config, what).name}: {e}")
+    return out
 
 
 def _final(state: str, value: str | None):
     """Optuna's state and value for a trial that ended ``state`` (a success that never
     reported the metric counts as failed)."""
     ts = _optuna().trial.TrialState
-    final = ts[_STATES[state]]
-    if final is ts.COMPLETE and value is None:
-        return ts.FAIL, None
-    return final, float(value) if final is ts.COMPLETE else None
+    final = ts[_STATES[JobState(state)]]
+    number = float(value) if value not in (None, "") else None
+    if final is ts.COMPLETE and (number is None or not math.isfinite(number)):
+        return ts.FAIL, None  # Optuna refuses a finished trial with NaN: not a result anyway
+    return final, number if final is ts.COMPLETE else None
 
 
 @functools.lru_cache(maxsize=256)
@@ -151,19 +159,20 @@ def _distributions(raw: str) -> dict:
 class Mirror:
     """One search's study, kept up to date from Redis; thread safe (``lock``)."""
 
-    def __init__(self, search_id: str, config: dict):
+    def __init__(self, search_id: str, config: SearchConfig):
         optuna = _optuna()
         self.search_id, self.config = search_id, config
         self.lock = threading.RLock()
         self.study = optuna.create_study(
             storage=optuna.storages.InMemoryStorage(),
             study_name=search_id,
-            direction=config["direction"],
+            direction=config.direction.value,
             pruner=pruner(config),
         )
         self.count = 0  # trials mirrored: numbers 0..count-1
         self.live: set[int] = set()
         self._ids: list[int] = []  # Optuna's trial id by trial number
+        self._steps: dict[int, dict] = {}  # a live trial's steps as last applied
         self.reopened: str | None = None  # the search's count of requeued ended trials, at build
 
     def refresh(self, client: redis.Redis) -> Mirror:
@@ -208,16 +217,21 @@ class Mirror:
             self.count = n + 1
             if not state:
                 self.live = self.live | {n}
+                self._steps[n] = dict(steps)
             return
         tid = self._ids[n]
-        for step, v in steps.items():
-            storage.set_trial_intermediate_value(tid, step, v)
+        seen = self._steps.setdefault(n, {})
+        for step, v in steps.items():  # only what changed: a live trial's steps are re-read
+            if seen.get(step) != v:
+                storage.set_trial_intermediate_value(tid, step, v)
+                seen[step] = v
         for k, v in json.loads(h.get("sys") or "{}").items():
             storage.set_trial_system_attr(tid, k, v)
         if state:
             final, value = _final(state, h.get("value"))
             storage.set_trial_state_values(tid, final, None if value is None else [value])
             self.live.discard(n)
+            self._steps.pop(n, None)
 
     def ask(self, number: int) -> dict:
         """Sample trial ``number`` (the next): {params, dists, sys}. The mirror then holds it
@@ -226,7 +240,7 @@ class Mirror:
         if number != self.count:
             raise Stale(f"asked for trial {number}, the mirror's next is {self.count}")
         self.study.sampler = sampler(self.config, number)
-        trial = self.study.ask(fixed_distributions=distributions(self.config["space"]))
+        trial = self.study.ask(fixed_distributions=distributions(self.config.space))
         frozen = self.study._storage.get_trial(trial._trial_id)
         self._ids.append(trial._trial_id)
         self.count, self.live = number + 1, self.live | {number}
@@ -259,7 +273,7 @@ class Mirrors:
         self._lock = threading.Lock()
         self._by_id: dict[str, Mirror] = {}
 
-    def get(self, client: redis.Redis, search_id: str, config: dict) -> Mirror:
+    def get(self, client: redis.Redis, search_id: str, config: SearchConfig) -> Mirror:
         """The search's mirror, refreshed (rebuilt when Redis is behind it)."""
         with self._lock:
             m = self._by_id.get(search_id)
@@ -283,23 +297,3 @@ class Mirrors:
 
 
 MIRRORS = Mirrors()
-
-
-def export(client: redis.Redis, search_id: str, name: str, storage_url: str) -> int:
-    """Write the search as the Optuna study ``name`` in ``storage_url`` (e.g. sqlite:///s.db),
-    replacing an earlier export of it; returns the trials written."""
-    optuna = _optuna()
-    config = json.loads(decoding(client).hget(key(search_id), "config") or "null")
-    if config is None:
-        raise KeyError(search_id)
-    mirror = Mirror(search_id, config).refresh(client)
-    target = optuna.storages.get_storage(storage_url)
-    if name in [s.study_name for s in target.get_all_studies()]:
-        optuna.delete_study(
-            study_name=name, storage=target
-        )  # an export again replaces, never doubles
-    study = optuna.create_study(storage=target, study_name=name, direction=config["direction"])
-    study.set_user_attr("fleet_search_id", search_id)
-    study.set_user_attr("metric", config["metric"])
-    study.add_trials(mirror.study.get_trials(deepcopy=False))
-    return len(mirror.study.trials)

@@ -6,7 +6,7 @@ in Redis and idempotent, so two processes advancing at once, or one advancing ag
 crash, neither skip nor duplicate a trial (docs/search.md):
 
 1. ``SearchStore.sync`` counts each ended trial once (it leaves the live set in that step);
-2. the mirror (``state.study``) samples the next number with a sampler seeded from (search
+2. the mirror (``state.search.study``) samples the next number with a sampler seeded from (search
    seed, number), so a retry asks the same;
 3. ``SearchStore.issue`` publishes it only if its number is still the next one and the budget
    (``trials``, ``parallel``, the failure budget) allows; a lost race asks again.
@@ -23,10 +23,12 @@ import redis
 from core import constants as C
 from core.ids import short_id
 from manifest.hyper import TRAINERS
-from manifest.search import trial_job_id
+from manifest.search.config import SearchConfig
+from manifest.search.spec import trial_job_id, trial_name
+from state.records import PublishItem, publish_call
 from state.redis_conn import decoding
-from state.search import SearchStore, Template, key
-from state.study import MIRRORS, Mirrors, decode_params
+from state.search.store import Issued, SearchStore, Template, key
+from state.search.study import MIRRORS, Mirrors, decode_params
 from state.templates import fill
 
 log = logging.getLogger("fleet.search")
@@ -53,19 +55,19 @@ def advance(client: redis.Redis, search_id: str, *, mirrors: Mirrors = MIRRORS) 
         return []
     config, tpl = got
     issued: list[int] = []
-    for _ in range(2 * config["parallel"] + 4):  # each pass issues one, or loses one race
+    for _ in range(2 * config.parallel + 4):  # each pass issues one, or loses one race
         if room(r, search_id) is None:
             break
         mirror = mirrors.get(r, search_id, config)
         with mirror.lock:
             number = mirror.count
             trial = mirror.ask(number)
-        status, _ = store.issue(
+        status = store.issue(
             search_id, number, trial, *trial_job(search_id, number, config, tpl, trial)
         )
-        if status != "ok":
+        if status is not Issued.OK:
             mirrors.drop(search_id)  # it holds the trial it asked for; Redis does not
-            if status == "race":
+            if status is Issued.RACE:
                 continue
             break
         issued.append(number)
@@ -74,7 +76,7 @@ def advance(client: redis.Redis, search_id: str, *, mirrors: Mirrors = MIRRORS) 
     return issued
 
 
-def trial_spec(search_id: str, number: int, config: dict, base: dict, params: dict) -> dict:
+def trial_spec(search_id: str, number: int, base: dict, params: dict) -> dict:
     """Trial ``number``'s job spec: the base job with the trial's values in its hyper."""
     hyper = {**base["hyper"], **params}
     model = TRAINERS.get(base.get("model") or "")
@@ -83,7 +85,7 @@ def trial_spec(search_id: str, number: int, config: dict, base: dict, params: di
             hyper[name] = float(hyper[name])
     return {
         **base,
-        "name": f"{base['name']}[trial={number}]",
+        "name": trial_name(base["name"], number),
         "job_id": trial_job_id(search_id, number),
         "hyper": hyper,
         "search": search_id,
@@ -92,11 +94,11 @@ def trial_spec(search_id: str, number: int, config: dict, base: dict, params: di
 
 
 def trial_job(
-    search_id: str, number: int, config: dict, tpl: Template, trial: dict
+    search_id: str, number: int, config: SearchConfig, tpl: Template, trial: dict
 ) -> tuple[list, list]:
     """publish.lua's KEYS and ARGV for trial ``number``: its record and its message."""
-    params = decode_params(trial["params"], config["space"])
-    spec = trial_spec(search_id, number, config, tpl.base, params)
+    params = decode_params(trial["params"], config.space)
+    spec = trial_spec(search_id, number, tpl.base, params)
     spec_json = json.dumps(spec)
     jid, name = spec["job_id"], spec["name"]
     fields = {
@@ -108,18 +110,9 @@ def trial_job(
         "trial": str(number),
         "params": json.dumps(params),
     }
-    keys = [C.JOB_KEY + jid, C.JOBS_INDEX, C.NAMES_INDEX, C.FALLBACK_ZSET, C.OWNER_LISTS_KEY]
-    args = [
-        jid,
-        name,
-        str(time.time()),
-        "0",
-        tpl.list_key,
-        fill(tpl.text, tpl.before, tpl.after, jid, name, spec_json),
-        "",
-        *[x for kv in fields.items() for x in kv],
-    ]
-    return keys, args
+    message = fill(tpl.text, tpl.before, tpl.after, jid, name, spec_json)
+    item = PublishItem(jid, name, tpl.list_key, message, fields)
+    return publish_call(item, False, str(time.time()))
 
 
 def sweep(client: redis.Redis, *, mirrors: Mirrors = MIRRORS) -> dict[str, list[int]]:

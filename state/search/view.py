@@ -1,0 +1,200 @@
+"""A search as plain data, read from Redis (``state.search.store`` has the keys): its
+counters, its best and its trials, for `fleet status`, `fleet why`, results and the benches."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+
+import redis
+
+from core import constants as C
+from manifest.search.config import Direction, SearchConfig
+from state.jobrecord import JobState
+from state.redis_conn import decoding
+from state.search.store import ENDED, key
+
+
+@dataclass(frozen=True, kw_only=True)
+class TrialView:
+    """One trial as the search sees it."""
+
+    number: int
+    job_id: str
+    params: dict
+    state: JobState  # queued/running (from the job record) until ended, then its end
+    value: float | None  # its final metric value (the last step's), once ended
+    steps: dict[int, float] = field(default_factory=dict)  # intermediate values by step
+    reason: str = ""  # why it failed for the search though its job succeeded (no result)
+
+    def to_dict(self) -> dict:
+        return {
+            "trial": self.number,
+            "job_id": self.job_id,
+            "params": self.params,
+            "state": self.state.value,
+            "value": self.value,
+            "steps": len(self.steps),
+            "reason": self.reason,
+        }
+
+
+@dataclass(frozen=True, kw_only=True)
+class SearchView:
+    """A search as plain data: its config, counters, best and trials by number."""
+
+    search_id: str
+    name: str
+    config: SearchConfig
+    issued: int = 0
+    ended: int = 0
+    counts: dict[JobState, int] = field(default_factory=dict)  # of each end in ENDED
+    running: int = 0  # live trials: queued or running now (``queued`` of them queued)
+    queued: int = 0  # of the live trials, those whose job waits in a queue
+    stopped: str = ""  # why it issues no more trials ('' while it may)
+    best_value: float | None = None
+    best_trial: int | None = None
+    trials: tuple[TrialView, ...] = ()
+    last_failure: str = ""  # why the latest trial that failed did (its error, or no result)
+
+    @property
+    def metric(self) -> str:
+        return self.config.metric
+
+    @property
+    def direction(self) -> Direction:
+        return self.config.direction
+
+    @property
+    def done(self) -> bool:
+        return self.running == 0 and (bool(self.stopped) or self.issued >= self.config.trials)
+
+    def summary(self, width: int | None = None) -> str:
+        """``tune-mlp: search 37/64, 6 running, 2 queued, 12 pruned, best valid_loss=0.081
+        (trial 23)``; within ``width`` columns when a shorter wording fits ("trial", then the
+        best's metric name, left out), the stop's reason (else the last failure's) after it, on a
+        line of its own when it does not fit."""
+        parts = [f"{self.name}: search {self.ended}/{self.config.trials}"]
+        for n, what in (
+            (self.running - self.queued, "running"),
+            (self.queued, "queued"),
+            *((self.counts.get(s, 0), s.value) for s in ENDED if s is not JobState.SUCCEEDED),
+        ):
+            if n:
+                parts.append(f"{n} {what}")
+        head = ", ".join(parts)
+        if self.best_value is not None:
+            v, t = f"{self.best_value:.4g}", self.best_trial
+            wordings = [
+                f"best {self.metric}={v} (trial {t})",
+                f"best {self.metric}={v} (#{t})",
+                f"best {v} (trial {t})",
+                f"best {v} (#{t})",
+            ]
+            fits = [w for w in wordings if width is None or len(head) + 2 + len(w) <= width]
+            head += ", " + (fits[0] if fits else wordings[-1])
+        if self.stopped:
+            tail = f"; stopped: {self.stopped}"
+        elif self.counts.get(JobState.FAILED) and self.last_failure:  # why, before a stop
+            tail = f"; last failure: {self.last_failure}"
+        else:
+            return head
+        return head + (
+            tail if width is None or len(head) + len(tail) <= width else "\n " + tail[1:]
+        )
+
+    def to_dict(self) -> dict:
+        return {
+            "search_id": self.search_id,
+            "name": self.name,
+            "config": self.config.to_dict(),
+            "issued": self.issued,
+            "ended": self.ended,
+            "counts": {s.value: n for s, n in self.counts.items()},
+            "running": self.running,
+            "queued": self.queued,
+            "stopped": self.stopped,
+            "best_value": self.best_value,
+            "best_trial": self.best_trial,
+            "last_failure": self.last_failure,
+            "trials": [t.to_dict() for t in self.trials],
+        }
+
+
+def _num(v: str | None) -> float | None:
+    return float(v) if v not in (None, "") else None
+
+
+def read_search(client: redis.Redis, search_id: str, *, trials: bool = True) -> SearchView | None:
+    """The search ``search_id`` (None when there is none); with its trials unless ``trials``
+    is False (a status line needs only the counters)."""
+    r = decoding(client)
+    h = r.hgetall(key(search_id))
+    if not h:
+        return None
+    issued = int(h.get("issued") or 0)
+    live = _live_states(r, search_id)
+    return SearchView(
+        search_id=search_id,
+        name=h.get("name", ""),
+        config=SearchConfig.from_dict(json.loads(h["config"])),
+        issued=issued,
+        ended=int(h.get("ended") or 0),
+        counts={s: int(h.get(s.value) or 0) for s in ENDED},
+        running=len(live),
+        queued=sum(state in (None, JobState.QUEUED.value) for state in live),
+        stopped=h.get("stopped", ""),
+        best_value=_num(h.get("best_value")),
+        best_trial=int(h["best_trial"]) if h.get("best_trial") else None,
+        trials=_trials(r, search_id, issued) if trials else (),
+        last_failure=h.get("last_failure", ""),
+    )
+
+
+def _live_states(r: redis.Redis, search_id: str) -> list[str | None]:
+    """The job states of the search's live trials (a record not yet written: None)."""
+    live = sorted(r.smembers(key(search_id, "live")))
+    pipe = r.pipeline(transaction=False)
+    for n in live:
+        pipe.hget(key(search_id, "trial", n), "job_id")
+    ids = pipe.execute()
+    pipe = r.pipeline(transaction=False)
+    for jid in ids:
+        pipe.hget(C.JOB_KEY + (jid or ""), "state")
+    return pipe.execute()
+
+
+def _trials(r: redis.Redis, search_id: str, issued: int) -> tuple[TrialView, ...]:
+    pipe = r.pipeline(transaction=False)
+    for n in range(issued):
+        pipe.hgetall(key(search_id, "trial", n))
+        pipe.hgetall(key(search_id, "iv", n))
+    got = pipe.execute()
+    heads = [got[2 * n] for n in range(issued)]
+    pipe = r.pipeline(transaction=False)
+    for h in heads:
+        pipe.hget(C.JOB_KEY + h.get("job_id", ""), "state")
+    states = pipe.execute()
+    return tuple(
+        TrialView(
+            number=n,
+            job_id=h.get("job_id", ""),
+            params=json.loads(h.get("params") or "{}"),
+            state=JobState(h.get("state") or states[n] or JobState.QUEUED.value),
+            value=_num(h.get("value")),
+            steps=dict(sorted((int(float(k)), float(v)) for k, v in got[2 * n + 1].items())),
+            reason=h.get("reason", ""),
+        )
+        for n, h in enumerate(heads)
+    )
+
+
+def find_searches(client: redis.Redis, name: str) -> list[str]:
+    """Ids of the searches called ``name`` (one at most; empty when none)."""
+    sid = decoding(client).hget(C.SEARCHES_KEY, name)
+    return [sid] if sid else []
+
+
+def all_searches(client: redis.Redis) -> dict[str, str]:
+    """Search name -> the id of its search."""
+    return decoding(client).hgetall(C.SEARCHES_KEY)
