@@ -56,7 +56,7 @@ def wait_for(predicate, timeout_s: float, what: str, chaos, every_s: float = 0.0
 
 
 def run_dirs(chaos, host: str) -> list[Path]:
-    runs = chaos.root / "logs" / f"work-{host}" / RUNS_DIR
+    runs = chaos.root / "work" / host / RUNS_DIR  # fleet.local.start_worker's FLEET_WORK_DIR
     return sorted(runs.iterdir()) if runs.exists() else []
 
 
@@ -146,7 +146,7 @@ def test_a_killed_runs_work_dir_is_removed_when_its_worker_starts_again(chaos):
     assert left.exists()  # SIGKILL: nothing of ours ran to clean it
     chaos.start("leak-w")
     wait_for(lambda: not left.exists(), 30, f"{left} to be removed", chaos)
-    # the job itself is handed back by its lease and runs again from scratch
+    # the job itself is handed on by the restarted worker at once and runs again from scratch
     chaos.wait_running(ids["leak"])
 
 
