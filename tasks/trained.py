@@ -5,9 +5,11 @@ Two pieces of evidence survive a SIGKILL of the worker: the job's supervisor wri
 worker then marks the record ``trained`` (host, work dir; ``state/lua/trained.lua``), which
 keeps the job with that run for ``FLEET_TRAINED_GRACE_S`` after its last heartbeat.
 
-When the worker starts again on the same host, ``start`` looks at every dead run folder:
+When the worker dies, its watchman (``tasks.watchman``), or else the worker started again on
+the same host (``start``), looks at every dead run folder:
 one whose job exited 0 and whose record still belongs to that run is taken back under the
-dead run's token, bundled, uploaded and recorded like any run; every other one is removed.
+dead run's token, bundled, uploaded and recorded like any run; every other one is removed,
+and its job handed on at once (``hand_on``) instead of after its lease.
 If the host never comes back, the grace runs out and the reaper hands the job on: it is
 trained again elsewhere, which is the only way left to get its output.
 """
