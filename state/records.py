@@ -265,6 +265,24 @@ class Records:
             args=[time.time(), self.max_attempts, JOB_KEY_PREFIX, C.LEASE_KEY, self.half_life_s],
         )
 
+    def reap_dead(self, runs: Iterable[tuple[str, str]]) -> list[str]:
+        """Hand on now the jobs of runs known dead ((job_id, token) pairs whose worker process
+        is gone), as the reaper would once their leases expired (see lua/reap.lua)."""
+        pairs = [v for run in runs for v in run]
+        if not pairs:
+            return []
+        return self._reap(
+            keys=[C.RUNNING_SET, C.FALLBACK_ZSET, C.OWNER_LISTS_KEY, C.USAGE_KEY],
+            args=[
+                time.time(),
+                self.max_attempts,
+                JOB_KEY_PREFIX,
+                C.LEASE_KEY,
+                self.half_life_s,
+                *pairs,
+            ],
+        )
+
     def restore_unacked(
         self, older_than_s: float | None = None, max_entries: int = 5000
     ) -> list[str]:

@@ -47,7 +47,7 @@ def big_manifest(chaos, jobs: dict[str, tuple[int, float]]) -> Path:
 
 
 def run_dirs(chaos, host: str) -> list[Path]:
-    runs = chaos.root / "logs" / f"work-{host}" / RUNS_DIR
+    runs = chaos.root / "work" / host / RUNS_DIR  # fleet.local.start_worker's FLEET_WORK_DIR
     return sorted(runs.iterdir()) if runs.exists() else []
 
 
@@ -65,7 +65,10 @@ def wait_trained(chaos, job_id: str):
 
 
 def kill(chaos, name: str) -> None:
-    os.kill(chaos.workers[name].pid, signal.SIGKILL)
+    """SIGKILL the worker and its watchman (its process group, which its jobs are not in): as
+    if its host went down, so only a restart or the trained grace can finish the job (the
+    watchman's own finish is tests/e2e/test_liveness.py's)."""
+    os.killpg(chaos.workers[name].pid, signal.SIGKILL)
     chaos.workers[name].wait()
 
 
@@ -137,7 +140,7 @@ def test_a_killed_runs_work_dir_is_removed_when_its_worker_starts_again(chaos):
     assert left.exists()  # SIGKILL: nothing of ours ran to clean it
     chaos.start("leak-w")
     wait_until(f"{left} to be removed", lambda: not left.exists(), 30, chaos.logs, FAST_S)
-    # the job itself is handed back by its lease and runs again from scratch
+    # the job itself is handed on by the restarted worker at once and runs again from scratch
     chaos.wait_running(ids["leak"])
 
 

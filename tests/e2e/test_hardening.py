@@ -237,7 +237,9 @@ def test_a_job_hunting_for_its_workers_secrets_finds_none(site, tmp_path):
     assert rec.state is JobState.SUCCEEDED, rec.last_error
     found = _found(site, rec, tmp_path)
     assert "PATH=" in found["worker_environ"]  # it did read the worker's environ...
-    for place in ("own_env", "supervisor_environ", "worker_environ", "worker_cmdline"):
+    assert found["watchman_pid"] and "PATH=" in found["watchman_environ"]  # ...and its watchman's
+    places = ("own_env", "supervisor_environ", "worker_environ", "worker_cmdline")
+    for place in (*places, "watchman_environ", "watchman_cmdline"):
         assert SECRET not in found[place] and BROKER_PASSWORD not in found[place], (
             place
         )  # ...and got no secret
@@ -339,6 +341,7 @@ def test_with_fleet_job_user_a_job_runs_as_that_user_and_cannot_read_the_worker(
         assert found["uid"] == pwd.getpwnam(job_user).pw_uid
         assert found["worker_environ"].startswith("<PermissionError")
         assert found["worker_memory"].startswith("<PermissionError")
+        assert found["watchman_memory"].startswith("<PermissionError")  # it holds the secrets
         assert SECRET not in found["own_env"] and "HOME=/nonexistent" in found["own_env"]
         _assert_nowhere(solo, rec, work)
     finally:

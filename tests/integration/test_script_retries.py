@@ -89,6 +89,16 @@ def test_a_hand_back_retried_pushes_the_job_once(records, job, redis_client):
     assert int(redis_client.hget(C.JOB_KEY + job, "pushes")) == pushes + 1
 
 
+def test_a_dead_runs_hand_on_retried_pushes_the_job_once(records, job, redis_client):
+    claimed(records, job)
+    pushes = int(redis_client.hget(C.JOB_KEY + job, "pushes"))
+    assert records.reap_dead([(job, "tok1")]) == [f"{job} requeued"]
+    assert records.reap_dead([(job, "tok1")]) == []  # the run no longer owns it: left alone
+    rec = records.get(job)
+    assert rec.state is JobState.QUEUED and rec.attempts == 1
+    assert int(redis_client.hget(C.JOB_KEY + job, "pushes")) == pushes + 1
+
+
 def test_a_finish_of_a_run_that_was_taken_over_is_still_stale(records, job):
     claimed(records, job)
     records.r.delete(C.LEASE_KEY + job)
