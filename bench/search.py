@@ -3,7 +3,8 @@
 A real redis-server and two real workers run command jobs (bench/searchjob.py) whose loss
 curve has a known optimum (0.5), on two objectives: ``early``, whose curves keep their rank
 from the first epoch, and ``late`` (late bloomers), whose curves cross: the trials that end
-best look worst early. Per sampler and pruner (ASHA at reduction factors 3 and 4): the best
+best look worst early. Per sampler and pruner (ASHA at reduction factors 3 and 4, its first
+rung at the first epoch; on the late objective also rf 3 from half the budget): the best
 value reached, the total worker-seconds (each trial's record, start to end), with random (no
 pruner) as the baseline measured in the same run on the same objective, and the trials
 recorded pruned split by their last reported step: stopped early (before the search's last
@@ -57,23 +58,31 @@ SPACE = "x = { low = -5.0, high = 5.0 }\ny = { low = -5.0, high = 5.0 }\n"
 GRID_SPACE = (
     "x = { low = -5.0, high = 5.0, step = 1.25 }\ny = { low = -5.0, high = 5.0, step = 1.25 }\n"
 )
-# the first rung at the first epoch: "auto" would wait for one trial to complete
-ASHA = '{{ name = "asha", min_resource = 1, reduction_factor = {} }}'
-# name -> (sampler, pruner as the manifest writes it); random is the baseline
+# name -> (sampler, ASHA's reduction factor or None: no pruner, ASHA's first rung as a share
+# of the epochs); random is the baseline. ASHA's first rung at the first epoch ("auto" would
+# wait for one trial to complete), and on the late objective also at half the budget, past
+# where its curves cross: what the late bloomers need
 RUNS = {
-    "grid": ("grid", '"none"'),
-    "random": ("random", '"none"'),
-    "tpe": ("tpe", '"none"'),
-    "tpe+asha3": ("tpe", ASHA.format(3)),
-    "tpe+asha4": ("tpe", ASHA.format(4)),
+    "grid": ("grid", None, 0.0),
+    "random": ("random", None, 0.0),
+    "tpe": ("tpe", None, 0.0),
+    "tpe+asha3": ("tpe", 3, 0.0),
+    "tpe+asha4": ("tpe", 4, 0.0),
+    "tpe+asha3/half": ("tpe", 3, 0.5),
 }
 OBJECTIVES = {  # the runs of each objective (bench/searchjob.py's curves)
-    "early": tuple(RUNS),
-    "late": ("random", "tpe", "tpe+asha3", "tpe+asha4"),
+    "early": ("grid", "random", "tpe", "tpe+asha3", "tpe+asha4"),
+    "late": ("random", "tpe", "tpe+asha3", "tpe+asha4", "tpe+asha3/half"),
 }
 
 
-def manifest(name: str, objective: str, sampler: str, pruner: str, a) -> str:
+def manifest(name: str, objective: str, run: str, a) -> str:
+    """A search's manifest; its pruner in the table form (Optuna's own arguments)."""
+    sampler, factor, first = RUNS[run]
+    pruner = '"none"'
+    if factor is not None:
+        rung = max(1, int(first * a.epochs))
+        pruner = f'{{ name = "asha", min_resource = {rung}, reduction_factor = {factor} }}'
     command = f'["{sys.executable}", "{JOB}", "{a.pause}", "{objective}"]'
     return (
         f'[[jobs]]\nname = "{name}"\ncommand = {command}\n'
@@ -93,7 +102,7 @@ def run_search(client, app, root: Path, name: str, objective: str, run: str, a) 
     from fleet.publish import publish
 
     path = root / f"{name}.toml"
-    path.write_text(manifest(name, objective, *RUNS[run], a))
+    path.write_text(manifest(name, objective, run, a))
     m = loads(path.read_text(), str(path))
     publish(app, client, m)
     sid = m.searches[0].search_id
@@ -288,7 +297,13 @@ def main() -> None:
         got = {
             objective: {
                 run: run_search(
-                    client, app, root, f"b-{objective}-{run.replace('+', '-')}", objective, run, a
+                    client,
+                    app,
+                    root,
+                    f"b-{objective}-{run.replace('+', '-').replace('/', '-')}",
+                    objective,
+                    run,
+                    a,
                 )
                 for run in OBJECTIVES[objective]
             }
@@ -309,12 +324,12 @@ def report(got: dict, a) -> None:
     for objective, runs in got.items():
         base = runs["random"]
         print(
-            f"{objective + ':':<10} {'best':>8} {'vs random':>10} "
+            f"{objective + ':':<14} {'best':>8} {'vs random':>10} "
             f"{'worker-s':>9} {'vs random':>10} {'pruned':>7} {'early':>6} {'complete':>9}"
         )
         for name, g in runs.items():
             print(
-                f"{name:<10} {g['best']:>8.4f} {g['best'] / base['best'] - 1:>+10.2%} "
+                f"{name:<14} {g['best']:>8.4f} {g['best'] / base['best'] - 1:>+10.2%} "
                 f"{g['worker_s']:>9.1f} {g['worker_s'] / base['worker_s']:>10.0%} "
                 f"{g['pruned']:>7} {g['stopped_early']:>6} {g['complete']:>9}"
             )
