@@ -60,8 +60,8 @@ GRID_SPACE = (
 )
 # name -> (sampler, ASHA's reduction factor or None: no pruner, ASHA's first rung as a share
 # of the epochs); random is the baseline. ASHA's first rung at the first epoch ("auto" would
-# wait for one trial to complete), and on the late objective also at half the budget, past
-# where its curves cross: what the late bloomers need
+# wait for one trial to complete), and on the late objective also at half the budget, from
+# where its ranks are true: what the late bloomers need
 RUNS = {
     "grid": ("grid", None, 0.0),
     "random": ("random", None, 0.0),
