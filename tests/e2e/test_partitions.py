@@ -207,9 +207,11 @@ def test_a_partition_past_the_lease_leaves_one_result_and_the_cut_off_run_stores
     )
     # C records its result a moment before it promotes its bundle: then only A's is staged
     wait_until(
-        lambda: any(a.get("job_id") == ids[name] for a in net.store.list_artifacts()),
         "C's bundle to be listed",
-        net,
+        lambda: any(a.get("job_id") == ids[name] for a in net.store.list_artifacts()),
+        30,
+        net.chaos.logs,
+        0.2,
     )
     assert [b.job_id for b in net.store.staged()] == ([ids[name]] if staged else [])
     net.proxy.heal()
