@@ -32,6 +32,7 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 
 from core.errors import DigestMismatch
+from core.ids import short_id
 from manifest.dataref import DIR
 
 from . import safetar
@@ -120,7 +121,7 @@ class DataCache:
                 actual, _ = hash_file(raw)
                 if actual != sha256:
                     raise DigestMismatch(
-                        f"data {sha256[:16]}: expected sha256 {sha256}, got {actual}; "
+                        f"data {short_id(sha256)}: expected sha256 {sha256}, got {actual}; "
                         "refused (corrupt in transit, or changed after publish)"
                     )
             staged = work / "entry"

@@ -28,7 +28,8 @@ sys.path.insert(0, str(ROOT))
 from bench.timing import parse_args  # noqa: E402
 from fleet.local import start_worker  # noqa: E402
 from fleet.redis_server import RedisServer  # noqa: E402
-from state.records import JobState, Records  # noqa: E402
+from state.jobrecord import JobState  # noqa: E402
+from state.records import Records  # noqa: E402
 
 BIGOUT = ROOT / "tests" / "e2e" / "bigout.py"
 CPU = {"cuda_devices": [], "ram_total_gib": 8}

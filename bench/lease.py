@@ -24,7 +24,8 @@ import redis  # noqa: E402
 
 from bench.timing import parse_args  # noqa: E402
 from fleet.redis_server import RedisServer  # noqa: E402
-from state.records import JobState, PublishItem, Records  # noqa: E402
+from state.jobrecord import JobState  # noqa: E402
+from state.records import PublishItem, Records  # noqa: E402
 
 
 def per_job_us(fn, n: int) -> float:

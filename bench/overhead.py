@@ -78,7 +78,8 @@ def measure_noop_path(jobs: int, timeout_s: float = 60.0) -> dict:
 
             from fleet.manifests import loads
             from fleet.publish import publish
-            from state.records import JobState, Records
+            from state.jobrecord import JobState
+            from state.records import Records
             from tasks import app
 
             app.conf.broker_url = app.conf.result_backend = server.url

@@ -37,7 +37,8 @@ from bench.timing import parse_args  # noqa: E402
 from core.ids import short_id  # noqa: E402
 from fleet.local import start_worker, stop_worker  # noqa: E402
 from fleet.redis_server import RedisServer  # noqa: E402
-from state.records import JobState, Records  # noqa: E402
+from state.jobrecord import JobState  # noqa: E402
+from state.records import Records  # noqa: E402
 
 JOB = ROOT / "tests" / "e2e" / "ckptjob.py"
 BIG = {
@@ -86,9 +87,8 @@ def one_round(env: dict, root: Path, records: Records, i: int) -> dict:
     published = time.time()
     urgent = publish(env, root, manifest(f"urgent{i}", 9, 1, i))
     wait(records, urgent, lambda r: r.state is not JobState.QUEUED)
-    synced = records.checkpoint(low)[
-        "synced_at"
-    ]  # the GPU is the urgent job's: low cannot resume yet
+    # the GPU is the urgent job's: low cannot resume yet
+    synced = records.checkpoint(low)["synced_at"]
     rec = wait(records, urgent, lambda r: r.state is JobState.SUCCEEDED)
     decided = rec.preempted[0]["at"]
     report = json.loads((Path(env["COUNT_DIR"]) / f"urgent{i}.json").read_text())

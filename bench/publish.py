@@ -30,14 +30,13 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from bench.timing import best_of, parse_args  # noqa: E402
-from core import constants as C  # noqa: E402
 from fleet.redis_server import RedisServer  # noqa: E402
+from state.jobrecord import fetch  # noqa: E402
 from state.queues import depths, list_key, owner_key  # noqa: E402
 
 QUEUE = "cpu"
-SWEEP_TARGET_S = (
-    15.0  # the target: a 100,000-point sweep loads, validates, publishes and prints in 15 s
-)
+# the target: a 100,000-point sweep loads, validates, publishes and prints in 15 s
+SWEEP_TARGET_S = 15.0
 
 
 def manifest_text(n: int) -> str:
@@ -163,7 +162,7 @@ def main() -> int:
             )
             check(n, "fleet publish")
         # publish pushes to the owner's list of the queue (fair share: state.queues)
-        owner = (client.hget(C.JOB_KEY + jobs[0].job_id, "owner") or b"").decode()
+        owner = fetch(client, jobs[0].job_id, ("owner",)).owner
         pub_msg = json.loads(
             client.lindex(owner_key(QUEUE, owner, wire_priority(jobs[0].priority)), 0)
         )

@@ -49,6 +49,9 @@ from bench.timing import parse_args  # noqa: E402
 from fleet.local import start_worker, stop_worker  # noqa: E402
 from fleet.redis_server import RedisServer  # noqa: E402
 from manifest.schema import Needs  # noqa: E402
+from state.jobrecord import JobRecord, fetch_many  # noqa: E402
+
+FIELDS = ("state", "worker", "queue", "queued_at", "started_at", "finished_at")
 
 HOSTS = [
     Host("big-80", vram_gib=80, ram_gib=64, cores=16),
@@ -137,12 +140,15 @@ def wait_for_workers(url: str, names: list[str], timeout_s: float = 180) -> None
     )
 
 
-def wait_for_jobs(client, ids: dict[str, str], label: str, timeout_s: float) -> dict[str, dict]:
+def wait_for_jobs(
+    client, ids: dict[str, str], label: str, timeout_s: float
+) -> dict[str, JobRecord]:
     """Every job's record (by name) once all are terminal; raises unless all succeeded."""
     deadline = time.monotonic() + timeout_s
     while True:
-        recs = {name: client.hgetall(f"fleet:job:{jid}") for name, jid in ids.items()}
-        states = {name: r.get(b"state", b"").decode() for name, r in recs.items()}
+        found = {r.job_id: r for r in fetch_many(client, ids.values(), FIELDS)}
+        recs = {name: found[jid] for name, jid in ids.items() if jid in found}
+        states = {name: recs[name].state.value if name in recs else "" for name in ids}
         if all(s in ("succeeded", "failed", "cancelled") for s in states.values()):
             break
         if time.monotonic() > deadline:
@@ -156,7 +162,7 @@ def wait_for_jobs(client, ids: dict[str, str], label: str, timeout_s: float) -> 
 
 def publish_and_wait(
     app, client, text: str, label: str, timeout_s: float
-) -> tuple[float, dict[str, dict]]:
+) -> tuple[float, dict[str, JobRecord]]:
     """Publish a manifest's text; the publish time and every job's record once done."""
     from fleet.manifests import loads
     from fleet.publish import publish
@@ -173,14 +179,13 @@ def run_seed(app, client, seed: int, n: int, timeout_s: float) -> dict:
     t0, recs = publish_and_wait(
         app, client, manifest_text(jobs, seed), f"schedule seed {seed}", timeout_s
     )
-    f = lambda r, k: float(r[k.encode()])  # noqa: E731
     runs = [
         Run(
             job.name,
-            recs[job.name][b"worker"].decode(),
-            f(recs[job.name], "queued_at"),
-            f(recs[job.name], "started_at"),
-            f(recs[job.name], "finished_at"),
+            recs[job.name].worker,
+            recs[job.name].queued_at,
+            recs[job.name].started_at,
+            recs[job.name].finished_at,
             capable_hosts(job.needs, HOSTS),
         )
         for _, job in jobs
@@ -200,7 +205,7 @@ def run_seed(app, client, seed: int, n: int, timeout_s: float) -> dict:
         "oracle": makespan(greedy(measured, HOSTS)),
         "bound": lower_bound(measured, HOSTS),
         "idle": capable_idle(runs, [h.name for h in HOSTS]),
-        "queues": {name: r.get(b"queue", b"").decode() for name, r in recs.items()},
+        "queues": {name: r.queue for name, r in recs.items()},
     }
 
 
@@ -212,16 +217,16 @@ def run_pool_seed(app, client, seed: int, n: int, timeout_s: float) -> pool_work
     )
     times = {
         name: pool_workload.Times(
-            r[b"worker"].decode(),
-            float(r[b"queued_at"]),
-            float(r[b"started_at"]),
-            float(r[b"finished_at"]),
+            r.worker,
+            r.queued_at,
+            r.started_at,
+            r.finished_at,
         )
         for name, r in recs.items()
     }
     fig = pool_workload.measure(seed, jobs, times, t0)
     print("\n" + "\n".join(pool_workload.report_lines(fig, jobs)))
-    queues = sorted({(j.kind, recs[j.name].get(b"queue", b"").decode()) for j in jobs})
+    queues = sorted({(j.kind, recs[j.name].queue) for j in jobs})
     print("  queues: " + ", ".join(f"{k}->{q}" for k, q in queues))
     return fig
 

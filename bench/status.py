@@ -28,6 +28,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from bench.timing import parse_args  # noqa: E402
 from core.ids import short_id  # noqa: E402
 from fleet.redis_server import RedisServer  # noqa: E402
+from state.jobrecord import job_key  # noqa: E402
 
 TAIL = [
     "epoch 1",
@@ -52,7 +53,7 @@ def populate(client, n: int) -> list[str]:
     now = time.time()
     pipe = client.pipeline(transaction=False)
     for i, jid in enumerate(ids):
-        key = C.JOB_KEY + jid
+        key = job_key(jid)
         if i % 1000 == 0:
             pipe.hset(
                 key,

@@ -10,6 +10,8 @@ TASK_NAME = "fleet.train"
 KEY_PREFIX = "fleet:"
 JOB_KEY = KEY_PREFIX + "job:"  # hash per job: fleet:job:<job_id>
 LEASE_KEY = KEY_PREFIX + "lease:"  # string with TTL: fleet:lease:<job_id>
+GANG_KEY = KEY_PREFIX + "gang:"  # hash per gang job (nodes = N): its members (state.gang)
+GANG_FORMING_ZSET = KEY_PREFIX + "gangs:forming"  # gangs forming, oldest (priority, age) first
 JOBS_INDEX = KEY_PREFIX + "jobs"  # zset job_id -> created time
 NAMES_INDEX = KEY_PREFIX + "names"  # hash job name -> job_id
 RUNNING_SET = KEY_PREFIX + "running"  # set of job ids in state running
@@ -20,9 +22,8 @@ REAPER_LOCK = KEY_PREFIX + "reaper-lock"
 SHORT_ID_CHARS = 12  # characters of a job ID or digest in logs and tables (core.ids)
 WAKE_KEY = KEY_PREFIX + "wake:"  # list per worker process: a release wakes its BRPOP
 WAKE_TTL_S = 60  # a dead worker's wake list is gone after this
-PREEMPT_LOCK_KEY = (
-    KEY_PREFIX + "preempt:"
-)  # string with TTL per urgent job: one host preempts for it
+# string with TTL per urgent job: one host preempts for it
+PREEMPT_LOCK_KEY = KEY_PREFIX + "preempt:"
 # kombu's Redis transport keeps delivered, unacked messages here (its default key names)
 KOMBU_UNACKED = "unacked"
 KOMBU_UNACKED_INDEX = "unacked_index"
@@ -58,6 +59,11 @@ MAX_RAM_GIB = 64 * 1024  # 64 TiB
 MAX_VRAM_GIB = 4 * 1024  # 4 TiB on one device
 MAX_CORES = 64 * 1024  # logical cores
 MAX_GPUS = 64  # GPUs one job may ask for on one host
+MAX_NODES = 64  # hosts one gang (`nodes = N`) may span
+GANG_FORM_TIMEOUT_S = 60.0  # a host holds a seat of a forming gang this long, then gives it back
+GANG_BEAT_TTL_S = 5.0  # a gang member silent this long is gone (the gang stops as one)
+GANG_HASH_TTL_S = 24 * 3600  # a gang's member hash expires this long after its last join
+GANG_OLDER_SCAN = 16  # forming gangs just ahead of its own a waiting member may yield to
 
 # --- artifacts --------------------------------------------------------------
 # Chosen by bench/bundle.py: level 3 keeps the multi-threaded compressor at the
@@ -71,7 +77,7 @@ PREEMPT_EVERY_S = 1.0  # how often a worker looks for an urgent job it could mak
 PREEMPT_HOLD_S = 120.0  # room freed by preemption is kept this long for the urgent job alone
 TAIL_LINES = 40  # output lines kept for progress and errors
 
-# --- data staged through the store (issue 8 item 1) --------------------------
+# --- data staged through the store ------------------------------------------
 DATA_DIR = "data"  # store key of staged data: <prefix>/data/<sha256>
 DATA_CACHE_DIR = "data-cache"  # under FLEET_WORK_DIR: the worker's digest cache
 DATA_CACHE_GIB = 20.0  # default bound of that cache (FLEET_DATA_CACHE_GIB), GiB
@@ -80,9 +86,8 @@ ENV_CACHE_GIB = 20.0  # default bound of that cache (FLEET_ENV_CACHE_GIB), GiB
 DATA_PROGRESS_MIN_BYTES = 32 << 20  # publish shows a progress bar for data this big or bigger
 
 # --- hardening: poison queue entries, job isolation, host enrollment --------
-DEAD_LETTER_KEY = (
-    KEY_PREFIX + "dead-letter"
-)  # list, newest first: JSON {at, reason, queue, list, worker, entry}
+# list, newest first: JSON {at, reason, queue, list, worker, entry}
+DEAD_LETTER_KEY = KEY_PREFIX + "dead-letter"
 DEAD_LETTER_MAX = 10_000  # entries kept; older ones are trimmed
 DEAD_LETTER_ENTRY_MAX_CHARS = 64 * 1024  # of each set-aside entry's raw text
 ENROLL_UNIT_NAME = "fleet-worker.service"
@@ -127,12 +132,10 @@ HOST_HEARTBEAT_EVERY_S = 5.0  # a worker rewrites its heartbeat this often
 HOST_POOL_REWRITE_S = 0.5  # and at once when a job takes or leaves its pool, this often at most
 HOST_TTL_S = 20.0  # a host silent this long is no longer live
 HOST_FORGET_S = 24 * 3600.0  # a lost or stopped host is listed this long after it went
-QUEUES_VERSION_KEY = (
-    KEY_PREFIX + "queues-version"
-)  # counter: publish bumps it when queues or config change
-QUEUE_WATCH_EVERY_S = (
-    0.5  # workers look at that counter this often (full refresh: QUEUE_REFRESH_EVERY_S)
-)
+# counter: publish bumps it when queues or config change
+QUEUES_VERSION_KEY = KEY_PREFIX + "queues-version"
+# workers look at that counter this often (full refresh: QUEUE_REFRESH_EVERY_S)
+QUEUE_WATCH_EVERY_S = 0.5
 PICKUP_WAIT_S = 5.0  # publish waits at most this long for live hosts to consume new queues
 
 # --- redis-server started by fleet (local fleet, tests, benches) ---------------
@@ -157,19 +160,17 @@ REDIS_RETRY_CAP_S = 2.0
 # the same run token: every record script answers a retry as it answered the first call)
 REDIS_SOCKET_TIMEOUT_S = 10.0
 
-# --- operator views: job output in Redis, status, job references (cliops) ---
+# --- operator views: job output in Redis, status, job references -----------
 JOB_LOG_KEY = KEY_PREFIX + "log:"  # stream per job: fleet:log:<job_id>, one entry per output line
 JOB_LOG_MAX_LINES = 10_000  # approximate cap per job (XADD MAXLEN ~)
 JOB_LOG_MAX_LINE_CHARS = 4_096  # a longer line is cut, marked with an ellipsis
 JOB_LOG_TTL_S = 7 * 24 * 3600  # the stream expires this long after its last write
 JOB_LOG_FLUSH_EVERY_S = 1.0  # a worker sends buffered lines in one round trip this often
 JOB_LOG_BUFFER_LINES = 50_000  # lines a worker holds while Redis is away (oldest dropped)
-METRICS_KEY = (
-    KEY_PREFIX + "metrics:"
-)  # list per job: fleet:metrics:<job_id>, one JSON point per metric line
-METRIC_HISTORY_MAX_POINTS = (
-    10_000  # points kept per job, the oldest trimmed; no TTL, like the record
-)
+# list per job: fleet:metrics:<job_id>, one JSON point per metric line
+METRICS_KEY = KEY_PREFIX + "metrics:"
+# points kept per job, the oldest trimmed; no TTL, like the record
+METRIC_HISTORY_MAX_POINTS = 10_000
 METRIC_STEP_KEYS = ("step", "epoch", "round")  # a metric line's step: the first it holds
 SEARCH_STEPS_MAX = 1_000  # steps kept per trial for its pruner (fleet:search:<id>:iv:<N>)
 SEARCH_DECIDE_EVERY_S = 0.2  # a trial's pruner decides at most this often (its latest step)
@@ -181,22 +182,19 @@ CONFIRM_ABOVE_JOBS = 20  # cancel/requeue of more jobs asks (tty) or needs --yes
 # --- fair share between owners (state/queues.py, state/fairshare.py, tasks/transport.py) ---
 # Each queue's messages wait in one list per owner and priority:
 # "<queue>\x06\x17<owner>\x06\x16<pri>".
-OWNER_LISTS_KEY = (
-    KEY_PREFIX + "owner-lists"
-)  # set of "<queue>\x06\x17<owner>" with a list that may hold messages
+# set of "<queue>\x06\x17<owner>" with a list that may hold messages
+OWNER_LISTS_KEY = KEY_PREFIX + "owner-lists"
 USAGE_KEY = KEY_PREFIX + "usage"  # hash owner -> "gpu_s core_s at": decayed usage as of at
 SHARES_KEY = KEY_PREFIX + "shares"  # hash owner -> weight (`fleet share set`); absent: 1
 USAGE_CHARGE_EVERY_S = 60.0  # a running job is charged to its owner this often (and when it ends)
-FAIRSHARE_REFRESH_S = (
-    2.0  # a worker recomputes its fair-share order (and prunes empty owner lists) this often
-)
+# a worker recomputes its fair-share order (and prunes empty owner lists) this often
+FAIRSHARE_REFRESH_S = 2.0
 
 # adaptive search ([jobs.search]; state/search/store.py, docs/search.md)
 SEARCH_KEY = KEY_PREFIX + "search:"  # hash per search: fleet:search:<id>; its trials under <id>:...
 SEARCHES_KEY = KEY_PREFIX + "searches"  # hash search name -> the id of its one search
-ACTIVE_SEARCHES_KEY = (
-    KEY_PREFIX + "searches:active"
-)  # set of ids with trials left or live (the sweep)
+# set of ids with trials left or live (the sweep)
+ACTIVE_SEARCHES_KEY = KEY_PREFIX + "searches:active"
 DEFAULT_MAX_FAILURES = 5  # consecutive failed trials that stop a search
 
 # --- defaults of settings (core.registry) not named above, with their units ----

@@ -94,3 +94,8 @@ class DataProblem(FleetError):
 
 class AmbiguousJob(JobNotFound):
     """Raised when an operator's job reference matches several jobs, or is too short to look up."""
+
+
+class UsageError(FleetError):
+    """Raised when a command line asks for what cannot be done as given (an option that names
+    nothing, options that conflict): nothing was done, and the CLI exits 2 as argparse does."""

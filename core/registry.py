@@ -273,6 +273,20 @@ FLEET_GPU_RESERVE_RAM_GIB: Setting[float | None] = Setting(
     example="8",
     default_doc="worked out per host",
 )
+FLEET_ADVERTISE_ADDR: Setting[str | None] = Setting(
+    "FLEET_ADVERTISE_ADDR",
+    TEXT,
+    None,
+    "the address other hosts reach this one at (a gang's MASTER_ADDR when it is rank 0)",
+    example="10.0.0.5",
+    default_doc="the local address this host uses to reach Redis",
+)
+FLEET_GANG_FORM_TIMEOUT_S: Setting[float] = Setting(
+    "FLEET_GANG_FORM_TIMEOUT_S",
+    SECONDS,
+    C.GANG_FORM_TIMEOUT_S,
+    "how long a host holds a seat of a forming gang (nodes = N) before it gives it back",
+)
 FLEET_SHARE_GPU_UNWATCHED: Setting[bool] = Setting(
     "FLEET_SHARE_GPU_UNWATCHED",
     BOOL,
@@ -361,6 +375,9 @@ FLEET_CORES: Setting[str | None] = _given(
 )
 FLEET_GPU_MEMORY_GIB: Setting[str | None] = _given(
     "FLEET_GPU_MEMORY_GIB", "its VRAM budget on a GPU it shares"
+)
+FLEET_NODES: Setting[str | None] = _given(
+    "FLEET_NODES", "how many hosts its gang spans (nodes = N; docs/gangs.md)"
 )
 FLEET_CPU_AFFINITY: Setting[str | None] = _given(
     "FLEET_CPU_AFFINITY", "the cores it is pinned to, e.g. 4,5"

@@ -14,11 +14,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from core import constants as C
-from core.constants import ENV_CACHE_GIB
+from core.constants import ENV_CACHE_GIB, GANG_FORM_TIMEOUT_S
 from core.errors import ConfigError
 from core.registry import (
+    FLEET_ADVERTISE_ADDR,
     FLEET_DATA_CACHE_GIB,
     FLEET_ENV_CACHE_GIB,
+    FLEET_GANG_FORM_TIMEOUT_S,
     FLEET_GPU_RESERVE_CORES,
     FLEET_GPU_RESERVE_RAM_GIB,
     FLEET_HOSTNAME,
@@ -145,6 +147,8 @@ class WorkerSettings:
     gpu_reserve_ram_gib: float | None = None
     yielding: YieldSettings = YieldSettings()
     share_gpu_unwatched: bool = False  # serve share_gpu jobs even if NVML cannot see ours
+    advertise_addr: str = ""  # "" : the local address of the connection to Redis
+    gang_form_timeout_s: float = GANG_FORM_TIMEOUT_S
 
     @classmethod
     def from_env(cls, env: Mapping[str, str] | None = None) -> WorkerSettings:
@@ -160,4 +164,6 @@ class WorkerSettings:
             gpu_reserve_ram_gib=FLEET_GPU_RESERVE_RAM_GIB.value(env),
             yielding=YieldSettings.from_env(env),
             share_gpu_unwatched=FLEET_SHARE_GPU_UNWATCHED.value(env),
+            advertise_addr=FLEET_ADVERTISE_ADDR.value(env) or "",
+            gang_form_timeout_s=FLEET_GANG_FORM_TIMEOUT_S.value(env),
         )

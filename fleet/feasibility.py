@@ -30,8 +30,15 @@ class Infeasible:
     jobs: tuple[str, ...]  # job names, in manifest order
     nearest: Verdict | None  # None: no live host at all
     missing: str | None = None  # what no live host has, for a multi-GPU queue
+    gang: bool = False  # hosts can serve the queue, but fewer than the gang's nodes
 
     def message(self, show: int = 3, dry_run: bool = False) -> str:
+        if self.gang:
+            return (
+                f"gang {self.jobs[0]} in queue {self.queue} cannot start yet: {self.missing}. "
+                f"{'Publishing would queue it' if dry_run else 'Queued'} anyway: "
+                "it starts when that many hosts are live"
+            )
         names = ", ".join(self.jobs[:show]) + (
             f" and {len(self.jobs) - show} more" if len(self.jobs) > show else ""
         )
@@ -55,6 +62,8 @@ class Infeasible:
             "nearest_host": self.nearest.hostname if self.nearest else None,
             "shortfall": list(self.nearest.reasons) if self.nearest else [],
         }
+        if self.gang:
+            return {**d, "gang_short_of_hosts": self.missing}
         return {**d, "no_live_host_has": self.missing} if self.missing else d
 
 
@@ -92,7 +101,25 @@ def infeasible(rows: Iterable, manifest: Manifest, hosts: list[HostFacts]) -> li
         Infeasible(q, tuple(names), nearest(verdicts[q]), _missing(facts[q][0].needs, caps))
         for q, names in stuck.items()
     ]
+    out += _short_gangs([r for r in rows if ok[r.queue]], verdicts)
     return sorted(out, key=lambda i: (-len(i.jobs), i.queue))
+
+
+def _short_gangs(rows, verdicts: dict) -> list[Infeasible]:
+    """Gangs (``nodes = N``) whose queue fewer than N distinct live hosts can serve: each
+    member needs a host of its own, so such a gang waits for more hosts."""
+    out = []
+    for row in rows:
+        if row.job.nodes <= 1:
+            continue
+        able = sorted({v.hostname for v in verdicts[row.queue] if v.ok})
+        if len(able) < row.job.nodes:
+            lack = (
+                f"only {len(able)} live host(s) qualify ({', '.join(able)}), "
+                f"and nodes = {row.job.nodes} needs that many distinct hosts"
+            )
+            out.append(Infeasible(row.queue, (row.job.name,), None, lack, gang=True))
+    return out
 
 
 def _missing(needs: Needs, caps: list) -> str | None:
@@ -146,7 +173,7 @@ def check(client: redis.Redis | None, rows, manifest: Manifest) -> list[Infeasib
 
 def messages(warnings: list[Infeasible], dry_run: bool = False) -> list[str]:
     """Lines for a human: one per stuck queue, or one in all when no worker is live."""
-    if warnings and all(w.nearest is None for w in warnings):
+    if warnings and all(w.nearest is None and not w.gang for w in warnings):
         jobs = sum(len(w.jobs) for w in warnings)
         queued = "would wait, once published," if dry_run else "queued wait"
         return [

@@ -26,7 +26,7 @@ from fleet import feasibility, localaddr
 from fleet.query import jobs as Q
 from fleet.rootlock import Holder, RootLock
 from manifest.schema import Manifest
-from state.records import JobState
+from state.jobrecord import JobState
 
 SIMULATED_HOSTS = {
     "local-cuda-large": {
@@ -322,7 +322,7 @@ def stuck(
     if not remaining or any(r.state is JobState.RUNNING for r in v.rows):
         return ()
     remaining |= {s.search_id for s in searches if any(t.job_id in remaining for t in s.trials)}
-    left = [dataclasses.replace(r, action="publish") for r in rows if r.job.job_id in remaining]
+    left = [dataclasses.replace(r, action="publish") for r in rows if r.ref in remaining]
     warnings = feasibility.check(client, left, manifest)
     blocked = {name for w in warnings for name in w.jobs}
     if {r.job.name for r in left} <= blocked:

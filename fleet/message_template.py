@@ -5,7 +5,7 @@ which dominates publishing a large sweep. Every message of one queue and priorit
 same text except for the job's ID, its name and its spec (the base64 body), so the factory
 builds one message for a probe job whose fields are sentinels, and each job's message is
 that text with the sentinels replaced. The result is byte-for-byte what the factory would
-build (tests/unit/test_message_template.py holds the two side by side).
+build (tests/integration/test_bulk_publish.py holds the two side by side).
 """
 
 from __future__ import annotations

@@ -48,8 +48,8 @@ class MessageFactory:
             kwargs={},
             argsrepr=f"({job.name!r})",
             kwargsrepr=owner_repr(owner),
-            shadow=job.name,
-        )  # the name Flower and worker logs show
+            shadow=job.name,  # the name Flower and worker logs show
+        )
         content_type, encoding, data = kombu_dumps(body, serializer="json")
         properties = dict(properties, delivery_mode=2, priority=pri)
         msg = self.channel.prepare_message(data, pri, content_type, encoding, headers, properties)

@@ -21,6 +21,7 @@ from dataclasses import dataclass
 
 from core.errors import FleetError
 from fleet.query.results import NOT_METRICS, Leaderboard, Trial
+from state.jobrecord import JobState
 
 JOB_TAG = "fleet.job_id"
 BATCH_METRICS = 1000  # MLflow takes at most this many metrics per log_batch
@@ -28,14 +29,14 @@ BATCH_PARAMS = 100  # and this many params
 # MLflow 3 opens an experiment without this tag on its GenAI (traces) overview
 EXPERIMENT_KIND = {"mlflow.experimentKind": "custom_model_development"}
 NOTE_TAG = "mlflow.note.content"  # the run's description, shown on its page (markdown)
-ENDED = frozenset({"FINISHED", "FAILED", "KILLED"})
-STATUS = {
-    "succeeded": "FINISHED",
-    "failed": "FAILED",
-    "cancelled": "KILLED",
-    "pruned": "KILLED",
-    "queued": "SCHEDULED",
-    "running": "RUNNING",
+ENDED = frozenset({"FINISHED", "FAILED", "KILLED"})  # MLflow's RunStatus names of an end
+STATUS = {  # a trial's state (a JobState's value: found by its equal member) as MLflow's
+    JobState.SUCCEEDED: "FINISHED",
+    JobState.FAILED: "FAILED",
+    JobState.CANCELLED: "KILLED",
+    JobState.PRUNED: "KILLED",
+    JobState.QUEUED: "SCHEDULED",
+    JobState.RUNNING: "RUNNING",
 }
 PARAM_MAX_CHARS = 6000  # MLflow's limit on a param's value
 

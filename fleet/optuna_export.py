@@ -19,18 +19,20 @@ from dataclasses import dataclass
 from datetime import datetime
 
 from core.errors import FleetError
-from fleet.query.results import Leaderboard, Trial
-from manifest.search.config import Dist
+from fleet.query.results import Leaderboard, Trial, as_direction
+from manifest.search.config import Direction, Dist
 from state import history
+from state.jobrecord import JobState
 
-# fleet's trial states as Optuna's (a failed or cancelled trial is Optuna's FAIL)
+# fleet's trial states as Optuna's TrialState names (a failed or cancelled trial is Optuna's
+# FAIL); a trial's state is its JobState's value, found by its equal member
 STATES = {
-    "succeeded": "COMPLETE",
-    "pruned": "PRUNED",
-    "failed": "FAIL",
-    "cancelled": "FAIL",
-    "running": "RUNNING",
-    "queued": "WAITING",
+    JobState.SUCCEEDED: "COMPLETE",
+    JobState.PRUNED: "PRUNED",
+    JobState.FAILED: "FAIL",
+    JobState.CANCELLED: "FAIL",
+    JobState.RUNNING: "RUNNING",
+    JobState.QUEUED: "WAITING",
 }
 
 
@@ -93,7 +95,11 @@ def frozen(t: Trial, points: list[dict], metric: str, distributions: dict):
 
 
 def write(
-    board: Leaderboard, space: Mapping[str, Dist], direction: str, name: str, storage_url: str
+    board: Leaderboard,
+    space: Mapping[str, Dist],
+    direction: Direction | str,
+    name: str,
+    storage_url: str,
 ):
     """Write ``board``'s trials (a search's, ``space`` its search space) as the study ``name``
     in ``storage_url`` (e.g. sqlite:///s.db), replacing an earlier export of it."""
@@ -109,7 +115,9 @@ def write(
     replaced = name in [s.study_name for s in optuna.study.get_all_study_summaries(storage)]
     if replaced:
         optuna.delete_study(study_name=name, storage=storage)
-    study = optuna.create_study(storage=storage, study_name=name, direction=direction)
+    study = optuna.create_study(
+        storage=storage, study_name=name, direction=as_direction(direction).value
+    )
     study.set_user_attr("fleet_search_id", next((t.search for t in trials if t.search), ""))
     study.set_user_attr("metric", board.objective.metric)
     study.add_trials(made)

@@ -11,6 +11,7 @@ from pathlib import Path
 
 from core.errors import FleetError
 from fleet.query.plotdata import PlotData
+from state.jobrecord import JobState
 
 FORMATS = (".png", ".svg", ".pdf")
 PANELS_PER_ROW = 3
@@ -48,8 +49,8 @@ def _curves(ax, data: PlotData) -> None:
                 color="tab:blue" if not c.dimmed else "grey",
                 alpha=DIM_ALPHA if c.dimmed else CURVE_ALPHA,
                 linewidth=1,
-                marker="." if len(c.steps) == 1 else None,
-            )  # a trial stopped at its first step
+                marker="." if len(c.steps) == 1 else None,  # a trial stopped at its first step
+            )
     ax.set(
         title=f"learning curves ({sum(c.dimmed for c in data.curves)} stopped short, faint)",
         xlabel="step",
@@ -67,7 +68,7 @@ def _best_so_far(ax, data: PlotData) -> None:
         ax.scatter(
             trials,
             values,
-            c=["grey" if s != "succeeded" else "tab:blue" for s in states],
+            c=["grey" if s != JobState.SUCCEEDED else "tab:blue" for s in states],
             s=12,
             alpha=0.6,
         )

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import json
 import time
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 
 import redis
 from celery import Celery
@@ -23,20 +23,31 @@ from fleet.pickup import announce
 from fleet.route_cache import RouteCache
 from manifest.schema import JobSpec, Manifest
 from state import events
-from state.records import JobState, PublishItem, Records
+from state.jobrecord import JobState
+from state.records import PublishItem, Records
 
 
 @dataclass(frozen=True)
 class PlanRow:
+    """What publishing does with one job, or with one search (``search_id``; ``job`` its base
+    job, whose trials are published as the search advances)."""
+
     job: JobSpec
     queue: str
     fallback_queue: str | None
     action: str  # publish | skip
     why: str
+    search_id: str | None = None
+
+    @property
+    def ref(self) -> str:
+        """The ID an operator uses for the row: the job's, or the search's."""
+        return self.search_id or self.job.job_id
 
     def to_dict(self) -> dict:
         return {
-            "job_id": self.job.job_id,
+            "job_id": None if self.search_id else self.job.job_id,
+            "search_id": self.search_id,
             "name": self.job.name,
             "queue": self.queue,
             "action": self.action,
@@ -146,9 +157,8 @@ def publish(
     known = set(client.hkeys(C.CQUEUES_KEY)) if cq else set()
     if cq:
         client.hset(C.CQUEUES_KEY, mapping=cq)
-    announce(
-        client, manifest, {q: v for q, v in cq.items() if q not in known}
-    )  # idle hosts see new queues first
+    # idle hosts see new queues first
+    announce(client, manifest, {q: v for q, v in cq.items() if q not in known})
     forced = [r for r in todo if r.why.startswith("--force")]
     # a re-run's reset reaches Flower before its message can reach a worker (state.events)
     events.announce_queued(
@@ -194,10 +204,8 @@ def offline_plan(manifest: Manifest, force: frozenset[str] = frozenset()) -> lis
 
 
 def _search_row(row: publish_search.SearchRow) -> PlanRow:
-    """A search as a plan row: its base job under the search's id."""
-    return PlanRow(
-        replace(row.spec.base, job_id=row.spec.search_id), row.queue, None, row.action, row.why
-    )
+    """A search as a plan row: its base job and the search's id."""
+    return PlanRow(row.spec.base, row.queue, None, row.action, row.why, row.spec.search_id)
 
 
 def record_fields(job: JobSpec, queue: str, owner: str) -> dict[str, str]:

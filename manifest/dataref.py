@@ -45,9 +45,8 @@ class PinnedWorkdir:
     """A job's workdir pinned to its content, with what its environment is defined by."""
 
     uri: str  # store+sha256://<hex>/workdir/
-    requirements: tuple[str, ...] | None = (
-        None  # the lines of a requirements file, if one was named
-    )
+    # the lines of a requirements file, if one was named
+    requirements: tuple[str, ...] | None = None
     lock: str | None = None  # sha256 of pyproject.toml + uv.lock, when both travel
 
 

@@ -136,9 +136,8 @@ def check_needs(p: Problems, path: tuple, table: dict) -> None:
     non_negative(p, path, table, NEED_BOUNDS)
     for key, (bound, what, unit) in NEED_BOUNDS.items():
         if key in table and table[key] > bound:
-            shown = (
-                f"{table[key]:g}" if isinstance(table[key], float) else table[key]
-            )  # 1e+308, not 308 digits
+            # 1e+308, not 308 digits
+            shown = f"{table[key]:g}" if isinstance(table[key], float) else table[key]
             p.add(
                 path + (key,),
                 f"{shown} is above {bound} {what}, more than any host has",

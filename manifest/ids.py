@@ -29,6 +29,7 @@ def canonical(
     seed: int,
     needs: Needs,
     own: dict[str, Any] | None = None,
+    nodes: int = 1,
 ) -> bytes:
     """``own``: the job's code and environment (workdir, requirements, lock, python, env),
     only the keys written, so a job without them keeps the ID it always had."""
@@ -52,6 +53,8 @@ def canonical(
         doc["needs"]["gpus"] = needs.gpu_count
     if needs.share_gpu:
         doc["needs"]["share_gpu"] = True
+    if nodes > 1:  # the world size changes the result; one host keeps the ID it had
+        doc["nodes"] = nodes
     doc.update({k: v for k, v in (own or {}).items() if v})
     return json.dumps(doc, sort_keys=True, separators=(",", ":"), ensure_ascii=False).encode()
 

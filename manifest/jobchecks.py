@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import re
 
-from core.constants import MAX_PRIORITY
+from core.constants import MAX_NODES, MAX_PRIORITY
 from manifest.checkpoint import checkpoint_problem
 from manifest.fields import MAX_SEED, check_needs, needs_cuda, non_negative
 from manifest.hyper import TRAINERS
@@ -45,6 +45,7 @@ JOB_FIELDS = {
     "preemptible": "bool",
     "search": "table",
     "owner": "str",
+    "nodes": "int",
 }
 ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 PYTHON_VERSION = re.compile(r"^3(\.\d{1,2}){0,2}$")
@@ -62,6 +63,7 @@ def job_problems(p: Problems, path: tuple, t: dict, written: set[str]) -> None:
     _cuda(p, path, t)
     _where(p, path, t)
     _own_code(p, path, t)
+    _gang(p, path, t)
 
 
 def _what_runs(p: Problems, path: tuple, t: dict, written: set[str]) -> None:
@@ -217,6 +219,47 @@ def _own_code(p: Problems, path: tuple, t: dict) -> None:
             p.add(
                 path + ("env", key), f"must be a string, got {value!r}", f'write {key} = "{value}"'
             )
+
+
+def _gang(p: Problems, path: tuple, t: dict) -> None:
+    """``nodes = N``: N distinct hosts, each meeting the job's needs (manifest.gangs)."""
+    if "nodes" not in t:
+        return
+    if not 2 <= t["nodes"] <= MAX_NODES:
+        p.add(
+            path + ("nodes",),
+            f"must be 2..{MAX_NODES}, got {t['nodes']}",
+            "leave nodes out for a job on one host",
+        )
+        return
+    for key, why, fix in _NOT_WITH_NODES:
+        if t.get(key):
+            p.add(path + (key,), f"{key} does not go with nodes: {why}", fix)
+
+
+# what a gang cannot be yet, with why and the fix (docs/gangs.md, limits)
+_NOT_WITH_NODES = (
+    (
+        "share_gpu",
+        "a gang's members hold whole hosts' GPUs and meet in collectives at full speed",
+        "drop share_gpu (set gpus per node), or drop nodes to share one GPU",
+    ),
+    (
+        "prefer_cuda",
+        "every member of a gang runs on the same kind of host",
+        "set require_cuda = true, or drop prefer_cuda to run on CPU hosts",
+    ),
+    (
+        "preemptible",
+        "a gang is not preempted (it would be stopped as a whole; not built yet)",
+        "drop preemptible",
+    ),
+    (
+        "search",
+        "a search's trials are one-host jobs for now",
+        "drop nodes, or run the gang as its own job",
+    ),
+)
 
 
 def unsupported_data(data: str | None) -> bool:

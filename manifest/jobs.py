@@ -266,6 +266,7 @@ def _build_job(
         seed=seed,
         needs=needs,
         own=own,
+        nodes=t.get("nodes", 1),
     )
     return JobSpec(
         name=name,
@@ -293,4 +294,5 @@ def _build_job(
         env=own["env"],
         preemptible=t.get("preemptible", False),
         owner=t.get("owner"),
+        nodes=t.get("nodes", 1),
     )

@@ -155,29 +155,31 @@ class JobSpec:
     timeout_s: float | None = None
     max_attempts: int | None = None
     line: int | None = None  # where the job starts in its manifest, for messages
-    checkpoint: str | None = (
-        None  # dir (relative to the job's work dir) synced to the store while it runs
-    )
-    workdir: str | None = (
-        None  # its code: a pinned store URI (manifest.dataref) copied in as its cwd
-    )
+    # dir (relative to the job's work dir) synced to the store while it runs
+    checkpoint: str | None = None
+    # its code: a pinned store URI (manifest.dataref) copied in as its cwd
+    workdir: str | None = None
     requirements: tuple[str, ...] = ()  # requirement lines of its own environment
-    env_lock: str | None = (
-        None  # sha256 of the workdir's pyproject.toml + uv.lock: `uv sync --frozen`
-    )
+    # sha256 of the workdir's pyproject.toml + uv.lock: `uv sync --frozen`
+    env_lock: str | None = None
     python: str | None = None  # the environment's Python version, e.g. "3.12"
     env: dict[str, str] = field(default_factory=dict)  # plain variables set for the job
-    preemptible: bool = (
-        False  # stopping it loses nothing: an urgent job may take its place (routing.preempt)
-    )
+    # stopping it loses nothing: an urgent job may take its place (routing.preempt)
+    preemptible: bool = False
     search: str | None = None  # a trial's search id (state.search); None for every other job
     trial: int | None = None  # a trial's number in its search
     owner: str | None = None  # who it belongs to, if its table says (else the publisher's --owner)
+    nodes: int = 1  # hosts it spans (a gang, tasks.gang); its needs are per host
 
     @property
     def own_env(self) -> bool:
         """Whether the job runs in an environment of its own, not the worker's."""
         return bool(self.requirements) or self.env_lock is not None
+
+    @property
+    def gang(self) -> bool:
+        """Whether it spans hosts: one member per host, started and stopped together."""
+        return self.nodes > 1
 
     @property
     def kind(self) -> str:
@@ -195,6 +197,8 @@ class JobSpec:
             del d["search"], d["trial"]
         if self.owner is None:
             del d["owner"]
+        if self.nodes == 1:
+            del d["nodes"]
         return d
 
     @classmethod

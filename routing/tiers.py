@@ -240,9 +240,8 @@ def route(job: JobSpec, tiers: Iterable[TierSpec], hosts: dict[str, HostPolicy])
     tiers = tuple(tiers)
     needs = job.needs
     if job.prefer_cuda and not needs.require_cuda:
-        needs = replace(
-            needs, min_vram_gib=0, gpus=0, share_gpu=False
-        )  # GPU needs matter on its GPU tier only
+        # GPU needs matter on its GPU tier only
+        needs = replace(needs, min_vram_gib=0, gpus=0, share_gpu=False)
     base = _target(job, needs, tiers, hosts)
     if base is None:
         return None

@@ -15,9 +15,8 @@ from dataclasses import dataclass, replace
 from core.constants import KILL_GRACE_S, YIELD_POLL_S, YIELD_RECLAIM_S
 from routing.pool import Demand, Grant, Pool, admit
 
-RECLAIM_AFTER_S = (
-    YIELD_RECLAIM_S  # the owner must leave the device alone this long (FLEET_YIELD_RECLAIM_S)
-)
+# the owner must leave the device alone this long (FLEET_YIELD_RECLAIM_S)
+RECLAIM_AFTER_S = YIELD_RECLAIM_S
 RUN_TICK_S = 1.0  # a run looks at hand-back requests this often (tasks.runner)
 # A job on a yielded device is told to stop within one poll and one run tick; its process
 # group then gets KILL_GRACE_S after SIGTERM. The device is free when the group is gone; the

@@ -15,8 +15,8 @@ from concurrent.futures import Future, ThreadPoolExecutor
 
 import redis
 
-from core import constants as C
 from state import scripts
+from state.jobrecord import job_key
 
 STATES_BATCH = 5000  # job IDs per states script call
 PUBLISH_BATCH = 500  # jobs per publish script call (a few MB of arguments; ~20 ms in Redis)
@@ -47,7 +47,7 @@ class Bulk:
         ids = list(job_ids)
         out: dict[str, str | None] = {}
         for chunk in _chunks(ids, batch):
-            res = scripts.read_only(self.r, script, [C.JOB_KEY + jid for jid in chunk])
+            res = scripts.read_only(self.r, script, [job_key(jid) for jid in chunk])
             out.update((jid, s or None) for jid, s in zip(chunk, res, strict=True))
         return out
 

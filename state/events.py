@@ -107,9 +107,8 @@ def announce_queued(
     reruns = [j.job_id for j in jobs if j.rerun]
     try:
         forget_results(app, reruns)
-    except (
-        Exception
-    ) as e:  # AsyncResult shows the old run's result; Flower still hears of the new one
+    # AsyncResult shows the old run's result; Flower still hears of the new one
+    except Exception as e:
         log.warning(
             "could not drop the earlier results of %d re-run(s) from the result backend: %s",
             len(reruns),

@@ -37,9 +37,8 @@ class JobState(str, Enum):
     SUCCEEDED = "succeeded"
     FAILED = "failed"
     CANCELLED = "cancelled"
-    PRUNED = (
-        "pruned"  # a search's pruner stopped the trial early; its outputs kept like a success's
-    )
+    # a search's pruner stopped the trial early; its outputs kept like a success's
+    PRUNED = "pruned"
 
     @property
     def terminal(self) -> bool:
@@ -119,9 +118,11 @@ class JobRecord:
     fallback_queue: str = ""  # prefer_cuda: the queue its other copy waits in
     fb_grace_s: float | None = None  # prefer_cuda: how long it waits before that copy is pushed
     pushes: int = 0  # messages pushed for it so far (each tagged <id>.<n>)
-    search: str = ""  # a search's trial: the search's id (state.search)
-    trial: int | None = None  # and its number there
+    gang_hosts: str = ""  # a gang's (nodes = N) members' hosts by rank, "a,b" (lua/gang.lua)
     copies: tuple[QueuedCopy, ...] = ()  # its messages as stored (only when read whole)
+    search: str = ""  # a search's trial: the search's id (state.search)
+    trial: int | None = None  # its number in that search, 0-based
+    params: dict | None = None  # the values its search chose for it
     problems: tuple[str, ...] = ()  # stored fields that did not decode (left at defaults)
 
     @classmethod
@@ -266,6 +267,7 @@ _DECODE: dict[str, Callable[[str], Any]] = {
             "search",
             "trained_host",
             "trained_dir",
+            "gang_hosts",
         ),
         str,
     ),
@@ -284,7 +286,16 @@ _DECODE: dict[str, Callable[[str], Any]] = {
     ),
     **dict.fromkeys(("attempts", "runs", "preemptions", "pushes", "cores", "trial"), int),
     **dict.fromkeys(
-        ("artifact", "progress", "result", "preempted_by", "preempted", "spec", "checkpoint"),
+        (
+            "artifact",
+            "progress",
+            "result",
+            "preempted_by",
+            "preempted",
+            "spec",
+            "checkpoint",
+            "params",
+        ),
         json.loads,
     ),
     "state": JobState,
@@ -292,7 +303,21 @@ _DECODE: dict[str, Callable[[str], Any]] = {
 }
 
 
+def _str(v: str | bytes) -> str:
+    """A reply as text: fleet's clients decode (``state.redis_conn``), kombu's give bytes."""
+    return v.decode() if isinstance(v, bytes) else v
+
+
 # --- reading Redis ------------------------------------------------------------------
+JOB_KEY_PREFIX = C.JOB_KEY  # for a Lua script that builds the keys of the jobs it walks
+
+
+def job_key(job_id: str) -> str:
+    """The job's hash. Only this module names it: everything else reads through ``fetch`` /
+    ``fetch_many`` and hands a Lua script ``job_key(id)`` (or ``JOB_KEY_PREFIX``)."""
+    return JOB_KEY_PREFIX + job_id
+
+
 def fetch(client, job_id: str, fields: Sequence[str] | None = None) -> JobRecord | None:
     """The job's record (whole, or only ``fields``), or None when it has none."""
     found = fetch_many(client, [job_id], fields)
@@ -310,13 +335,10 @@ def fetch_many(
     for start in range(0, len(ids), batch):
         pipe = client.pipeline(transaction=False)
         for jid in ids[start : start + batch]:
-            pipe.hgetall(C.JOB_KEY + jid) if names is None else pipe.hmget(C.JOB_KEY + jid, names)
+            pipe.hgetall(job_key(jid)) if names is None else pipe.hmget(job_key(jid), names)
         for reply in pipe.execute():
-            h = (
-                reply
-                if names is None
-                else {k: v for k, v in zip(names, reply, strict=True) if v is not None}
-            )
+            pairs = reply.items() if names is None else zip(names, reply, strict=True)
+            h = {_str(k): _str(v) for k, v in pairs if v is not None}
             if h.get("job_id"):
                 out.append(JobRecord.from_hash(h))
     bad = [r for r in out if r.problems]

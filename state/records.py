@@ -20,7 +20,7 @@ from core import constants as C
 from core.errors import JobNotFound
 from state import fairshare, queues, scripts
 from state.bulk import PUBLISH_BATCH, Bulk
-from state.jobrecord import JobRecord, JobState, fetch, fetch_many
+from state.jobrecord import JOB_KEY_PREFIX, JobRecord, JobState, fetch, fetch_many, job_key
 from state.redis_conn import decoding
 
 CHARGE_DUE_MAX = 10_000  # runs a Records remembers when to charge next
@@ -57,7 +57,7 @@ class Cancelled:
 
 def publish_call(it: PublishItem, force: bool, now: str) -> tuple[list[str], list[str]]:
     """lua/publish.lua's KEYS and ARGV for one job (a script that splices it in passes them)."""
-    keys = [C.JOB_KEY + it.job_id, C.JOBS_INDEX, C.NAMES_INDEX, C.FALLBACK_ZSET, C.OWNER_LISTS_KEY]
+    keys = [job_key(it.job_id), C.JOBS_INDEX, C.NAMES_INDEX, C.FALLBACK_ZSET, C.OWNER_LISTS_KEY]
     return keys, [
         it.job_id,
         it.name,
@@ -140,7 +140,7 @@ class Records:
             # the jobs index is declared only when adopting writes it: Redis refuses a script
             # whose declared keys its user may not write (a worker's ACL user may not write it)
             keys=[
-                C.JOB_KEY + job_id,
+                job_key(job_id),
                 C.LEASE_KEY + job_id,
                 C.RUNNING_SET,
                 C.FALLBACK_ZSET,
@@ -167,7 +167,7 @@ class Records:
         Every USAGE_CHARGE_EVERY_S it also charges the run so far to its owner (fair share
         counts a long run while it runs, not only at its end)."""
         res = self._heartbeat(
-            keys=[C.JOB_KEY + job_id, C.LEASE_KEY + job_id],
+            keys=[job_key(job_id), C.LEASE_KEY + job_id],
             args=[token, self.lease_ttl_ms, time.time(), *_flat(fields)],
         )
         if time.monotonic() >= self._charge_due.get(token, 0.0):
@@ -186,7 +186,7 @@ class Records:
         self._charge_due.pop(token, None)
         res = self._finish(
             keys=[
-                C.JOB_KEY + job_id,
+                job_key(job_id),
                 C.LEASE_KEY + job_id,
                 C.RUNNING_SET,
                 C.FALLBACK_ZSET,
@@ -201,14 +201,14 @@ class Records:
         returns the seconds charged (0: not its run, or charged already)."""
         return float(
             self._charge(
-                keys=[C.JOB_KEY + job_id, C.USAGE_KEY], args=[token, time.time(), self.half_life_s]
+                keys=[job_key(job_id), C.USAGE_KEY], args=[token, time.time(), self.half_life_s]
             )
         )
 
     def adopt(self, job_id: str, artifact: dict, result: dict) -> str:
         """Record a kept bundle, now stored, as the job's success (see lua/adopt.lua)."""
         return self._adopt(
-            keys=[C.JOB_KEY + job_id, C.LEASE_KEY + job_id, C.RUNNING_SET],
+            keys=[job_key(job_id), C.LEASE_KEY + job_id, C.RUNNING_SET],
             args=[job_id, time.time(), json.dumps(artifact), json.dumps(result)],
         )
 
@@ -221,7 +221,7 @@ class Records:
         """
         return (
             self._trained(
-                keys=[C.JOB_KEY + job_id, C.LEASE_KEY + job_id, C.RUNNING_SET],
+                keys=[job_key(job_id), C.LEASE_KEY + job_id, C.RUNNING_SET],
                 args=["mark", token, host, work_dir, time.time(), grace_s],
             )
             == "ok"
@@ -230,7 +230,7 @@ class Records:
     def resume_trained(self, job_id: str, token: str, host: str, work_dir: str) -> str:
         """A restarted worker takes back its dead run's trained job: 'ok', or the job's state."""
         return self._trained(
-            keys=[C.JOB_KEY + job_id, C.LEASE_KEY + job_id, C.RUNNING_SET],
+            keys=[job_key(job_id), C.LEASE_KEY + job_id, C.RUNNING_SET],
             args=["resume", token, host, work_dir, time.time(), self.lease_ttl_ms],
         )
 
@@ -244,21 +244,39 @@ class Records:
 
         Returns (recorded, the one it replaced).
         """
-        old = self._checkpoint(keys=[C.JOB_KEY + job_id], args=["record", token, json.dumps(value)])
+        old = self._checkpoint(keys=[job_key(job_id)], args=["record", token, json.dumps(value)])
         if old == "stale":
             return False, None
         return True, json.loads(old) if old else None
 
     def drop_checkpoint(self, job_id: str) -> dict | None:
         """Forget a succeeded job's checkpoint; returns it (for the caller to delete) or None."""
-        old = self._checkpoint(keys=[C.JOB_KEY + job_id], args=["drop", "", ""])
+        old = self._checkpoint(keys=[job_key(job_id)], args=["drop", "", ""])
         return json.loads(old) if old else None
 
     def reap(self) -> list[str]:
         """Requeue or fail jobs whose lease expired; apply prefer_cuda fallbacks."""
         return self._reap(
             keys=[C.RUNNING_SET, C.FALLBACK_ZSET, C.OWNER_LISTS_KEY, C.USAGE_KEY],
-            args=[time.time(), self.max_attempts, C.JOB_KEY, C.LEASE_KEY, self.half_life_s],
+            args=[time.time(), self.max_attempts, JOB_KEY_PREFIX, C.LEASE_KEY, self.half_life_s],
+        )
+
+    def reap_dead(self, runs: Iterable[tuple[str, str]]) -> list[str]:
+        """Hand on now the jobs of runs known dead ((job_id, token) pairs whose worker process
+        is gone), as the reaper would once their leases expired (see lua/reap.lua)."""
+        pairs = [v for run in runs for v in run]
+        if not pairs:
+            return []
+        return self._reap(
+            keys=[C.RUNNING_SET, C.FALLBACK_ZSET, C.OWNER_LISTS_KEY, C.USAGE_KEY],
+            args=[
+                time.time(),
+                self.max_attempts,
+                JOB_KEY_PREFIX,
+                C.LEASE_KEY,
+                self.half_life_s,
+                *pairs,
+            ],
         )
 
     def restore_unacked(
@@ -271,7 +289,7 @@ class Records:
         older_than_s = 2 * self.lease_ttl_ms / 1000 if older_than_s is None else older_than_s
         return self._restore(
             keys=[C.KOMBU_UNACKED, C.KOMBU_UNACKED_INDEX, C.OWNER_LISTS_KEY],
-            args=[time.time() - older_than_s, C.JOB_KEY, max_entries],
+            args=[time.time() - older_than_s, JOB_KEY_PREFIX, max_entries],
         )
 
     def reconcile_lost(self, chunk: int = C.RECONCILE_CHUNK) -> list[str]:
@@ -298,7 +316,7 @@ class Records:
         for ids in self._created_before(before, chunk):
             out += self._reconcile(
                 keys=[C.RECONCILE_SEEN_KEY, C.RECONCILE_KEY, C.KOMBU_UNACKED, C.OWNER_LISTS_KEY],
-                args=["jobs", C.JOB_KEY, *ids],
+                args=["jobs", JOB_KEY_PREFIX, *ids],
             )
         self.r.delete(C.RECONCILE_SEEN_KEY)
         self._reconcile(keys=[C.RECONCILE_KEY], args=["forget", *_flat(wanted)])
@@ -330,7 +348,7 @@ class Records:
     def cancel(self, job_id: str) -> Cancelled:
         """Cancel a queued or running job (lua/cancel.lua); a finished one is left as it is."""
         done, was = self._cancel(
-            keys=[C.JOB_KEY + job_id, C.LEASE_KEY + job_id, C.RUNNING_SET, C.FALLBACK_ZSET],
+            keys=[job_key(job_id), C.LEASE_KEY + job_id, C.RUNNING_SET, C.FALLBACK_ZSET],
             args=[job_id, time.time()],
         )
         if not was:

@@ -64,15 +64,14 @@ class CheckpointSync:
         self._stored = False  # the store holds a checkpoint of this job (restored or synced)
         self._stop = threading.Event()
         self._thread = threading.Thread(
-            target=self._loop, name=f"ckpt-{job.job_id[:8]}", daemon=True
+            target=self._loop, name=f"ckpt-{short_id(job.job_id)}", daemon=True
         )
 
     def __enter__(self) -> CheckpointSync:
         self.dir.mkdir(parents=True, exist_ok=True)
         self.restore()
-        isolation.hand_over(
-            self.dir, getattr(self.ctx, "job_user", None)
-        )  # FLEET_JOB_USER writes it
+        # FLEET_JOB_USER writes it
+        isolation.hand_over(self.dir, getattr(self.ctx, "job_user", None))
         self._synced = packer.fingerprint(self.dir)
         self.env[ENV_CHECKPOINT_DIR] = str(self.dir)
         self._thread.start()

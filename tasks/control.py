@@ -27,7 +27,8 @@ from kombu.utils.encoding import safe_repr
 
 from core import constants as C
 from core.ids import short_id
-from state.records import JobState
+from state import jobrecord
+from state.jobrecord import JobState
 from tasks.host import HostContext, context
 
 log = logging.getLogger("fleet.control")
@@ -79,10 +80,7 @@ def conf(state, with_defaults=False, **kwargs):
 
 def fleet_jobs(client: redis.Redis, ids: list[str]) -> set[str]:
     """Which of these task IDs are fleet jobs (have a record)."""
-    pipe = client.pipeline(transaction=False)
-    for jid in ids:
-        pipe.exists(C.JOB_KEY + jid)
-    return {jid for jid, n in zip(ids, pipe.execute(), strict=True) if n}
+    return {rec.job_id for rec in jobrecord.fetch_many(client, ids, ("job_id",))}
 
 
 @control_command(variadic="task_id", signature="[id1 [id2 [... [idN]]]]")
@@ -126,7 +124,9 @@ def _announce(state, jid: str) -> None:
     """One worker (the first to take the Redis marker) sends the job's ``task-revoked``."""
     ctx = context()
     try:
-        cancelled_at = ctx.redis.hget(C.JOB_KEY + jid, "finished_at") or ""  # one marker per cancel
+        # one marker per cancel: a cancelled job's end time tells its cancels apart
+        rec = jobrecord.fetch(ctx.redis, jid, ("finished_at",))
+        cancelled_at = repr(rec.finished_at) if rec and rec.finished_at else ""
         marker = C.FLOWER_REVOKED_KEY + jid + ":" + cancelled_at
         if not ctx.redis.set(marker, state.hostname, nx=True, ex=C.FLOWER_REVOKED_TTL_S):
             return

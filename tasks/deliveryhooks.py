@@ -21,7 +21,7 @@ import redis
 
 from core import constants as C
 from manifest.schema import Needs
-from state import deadletter, queues
+from state import deadletter, jobrecord, queues
 from tasks import admission, host, poison
 from tasks.fairorder import FairOrder
 from tasks.hooks import DELIVER, Delivery, TransportHook, Verdict
@@ -86,10 +86,8 @@ class FairShare(TransportHook):
         if not job_id:
             return None
         with self.acquire() as client:
-            owner = client.hget(C.JOB_KEY + job_id, "owner")
-        if isinstance(owner, bytes):  # the channel's client returns bytes
-            owner = owner.decode()
-        return owner or None
+            rec = jobrecord.fetch(client, job_id, ("owner",))
+        return rec.owner if rec and rec.owner else None
 
 
 class Admission(TransportHook):

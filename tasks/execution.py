@@ -26,11 +26,12 @@ from core.constants import DATA_CACHE_DIR, TAIL_LINES
 from core.ids import short_id
 from manifest.schema import JobSpec
 from state import deadletter
-from state.jobrecord import record_end
-from state.records import JobState
+from state.jobrecord import JobState, record_end
+from state.records import Claim
 from tasks import (
     checkpoint,
     events,
+    gang,
     isolation,
     runner,
     ticks,
@@ -83,14 +84,22 @@ def _execute(task, job: JobSpec) -> Ended:
         return Ended(Outcome.REDELIVER, "worker shutting down")
     queue = (task.request.delivery_info or {}).get("routing_key") or ""
     token = uuid.uuid4().hex
-    adopt = bool(ctx.app.conf.get("fleet_adopt_unpublished"))
-    claim = retry_redis(
-        lambda: ctx.records.claim(
-            job.job_id, ctx.hostname, token, job.to_dict(), queue, adopt=adopt
-        ),
-        what="claim",
-        stop=ctx.shutdown,
-    )
+    if job.gang:  # its members take seats first; the one that fills the last claims
+        formed = gang.form(ctx, job, queue, token)
+        if isinstance(formed, Ended):
+            return formed
+        claim = Claim(True, "gang", formed.attempts, formed.runs)
+        token, seat = formed.token, formed.seat
+    else:
+        adopt = bool(ctx.app.conf.get("fleet_adopt_unpublished"))
+        claim = retry_redis(
+            lambda: ctx.records.claim(
+                job.job_id, ctx.hostname, token, job.to_dict(), queue, adopt=adopt
+            ),
+            what="claim",
+            stop=ctx.shutdown,
+        )
+        seat = None
     if claim.reason == NO_RECORD:
         return _refuse_unpublished(task, ctx, job, queue)
     if not claim.run:
@@ -110,7 +119,9 @@ def _execute(task, job: JobSpec) -> Ended:
     try:
         with (
             LeaseKeeper(ctx.records, job.job_id, token) as lease,
-            JobLog(ctx.redis, job.job_id, run=claim.runs, worker=ctx.hostname) as output,
+            JobLog(
+                ctx.redis, gang.log_id(job.job_id, seat), run=claim.runs, worker=ctx.hostname
+            ) as output,
         ):
             ended = _with_grant(
                 task,
@@ -124,6 +135,7 @@ def _execute(task, job: JobSpec) -> Ended:
                     queue=queue,
                     output=output,
                     number=claim.runs,
+                    seat=seat,
                 ),
             )
             output.end(*run_end(ended, lease.reason, lease.record))
@@ -276,12 +288,14 @@ def _run(task, ctx: HostContext, run: Run) -> Ended:
         else None
     )
     try:
-        with workspace.prepared(
-            task, ctx, run
-        ) as python:  # its code copied in, its environment held
+        # its code copied in, its environment held
+        with workspace.prepared(task, ctx, run) as python:
             argv, env = _argv_env(job, work, data_path, run, ctx.job_user)
             argv = workspace.adapt(argv, env, job, python)
             env.update(workspace.job_variables(job, ctx))
+            if run.seat is not None:  # torch.distributed's variables; torchrun per GPU
+                env.update(run.seat.environment(job.needs.gpu_count))
+                argv = run.seat.argv(argv, job.needs.gpu_count, job.job_id)
             isolation.hand_over(work, ctx.job_user)  # the data pin lives in the cache, not in work
             outcome = _run_process(task, ctx, run, argv, env)
     except workspace.JobEnvFailed as e:  # the job's own requirements: no other host can do better
@@ -308,6 +322,10 @@ def _run(task, ctx: HostContext, run: Run) -> Ended:
         )
     if outcome.stopped is not None and outcome.stopped.record_decides:
         return _stopped(task, ctx, run, outcome.stopped)
+    if run.seat is not None:
+        ended = gang.settle(ctx, run, outcome)
+        if ended is not None:
+            return ended
     if outcome.stopped is Stop.TIMEOUT or outcome.returncode != 0:
         return _failed(ctx, run, outcome)
     trained.mark(ctx, run)
@@ -417,6 +435,8 @@ def _tick_loop(
         policies.append(ticks.VramBudget(watch, run))
     if pruning is not None:
         policies.append(pruning)
+    if run.seat is not None:
+        policies.append(gang.GangWatch(ctx, run.job, run.seat))
     policies += [ticks.LeaseStop(run.lease), ticks.HandBackAsked(ctx.runs, run.job.job_id)]
     return ticks.TickLoop(policies)
 
@@ -479,7 +499,7 @@ def _failed(
         and attempt < job.max_attempts
         and (outcome is None or outcome.stopped is not Stop.OVER_BUDGET)
     )
-    retry_redis(
+    owned = retry_redis(
         lambda: ctx.records.finish(
             job.job_id,
             run.token,
@@ -490,6 +510,8 @@ def _failed(
         what="record failure",
         stop=ctx.shutdown,
     )
+    if not owned and run.seat is not None:  # a partner in its gang recorded the run's end
+        return Ended(Outcome.STOPPED, "its gang's end was recorded by another member")
     left = f"; queued again, {job.max_attempts - attempt} attempt(s) left" if again else ""
     if again:
         return Ended(

@@ -18,6 +18,7 @@ from celery.worker import state as worker_state
 
 from core import constants as C
 from tasks import workspace
+from tasks.address import advertised_addr
 
 log = logging.getLogger("fleet.heartbeat")
 
@@ -39,6 +40,7 @@ def payload(
     return {
         "hostname": ctx.hostname,
         "nodename": ctx.nodename,
+        "addr": advertised_addr(ctx),
         "pid": os.getpid(),
         "state": state,
         "capability": ctx.capability.to_dict(),

@@ -29,8 +29,8 @@ from kombu.transport import redis as kombu_redis
 from kombu.utils.encoding import bytes_to_str
 from kombu.utils.json import dumps as kombu_json
 
-from core import constants as C
 from state import queues, scripts
+from state.jobrecord import JOB_KEY_PREFIX
 from tasks.hooks import Delivery, Hooks
 
 log = logging.getLogger("fleet.transport")
@@ -69,7 +69,8 @@ class SeamQoS(kombu_redis.QoS):
         with self.channel.conn_or_acquire() as client:
             ack = scripts.script(client, "ack")
             done = ack(
-                keys=[self.unacked_key, self.unacked_index_key], args=[delivery_tag, C.JOB_KEY]
+                keys=[self.unacked_key, self.unacked_index_key],
+                args=[delivery_tag, JOB_KEY_PREFIX],
             )
         if bytes_to_str(done) == "kept":
             log.warning(

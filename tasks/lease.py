@@ -27,7 +27,9 @@ class LeaseKeeper:
         self.record: JobState | None = None  # the state the record answered, when it did
         self._fields: dict = {}
         self._done = threading.Event()
-        self._thread = threading.Thread(target=self._loop, name=f"lease-{job_id[:8]}", daemon=True)
+        self._thread = threading.Thread(
+            target=self._loop, name=f"lease-{short_id(job_id)}", daemon=True
+        )
 
     def __enter__(self) -> LeaseKeeper:
         self._thread.start()

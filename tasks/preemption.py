@@ -32,7 +32,8 @@ from core.ids import short_id
 from manifest.schema import Needs
 from routing.preempt import PREEMPT_MARGIN, Running, Waiting, plan, reason
 from routing.yielding import withhold
-from state import queues
+from state import jobrecord, queues
+from state.jobrecord import JobState
 from tasks import events, joblog, poison
 from tasks.admission import Hold
 from tasks.deliveryhooks import NEED_FIELDS
@@ -121,10 +122,8 @@ class Preemptor:
             return None  # the transport sets it aside when it pops it
         job = poison.job_of(msg)
         jid = job.get("job_id") or ""
-        state, queued_at, created_at = self.ctx.redis.hmget(
-            C.JOB_KEY + jid, "state", "queued_at", "created_at"
-        )
-        if state != "queued":
+        rec = jobrecord.fetch(self.ctx.redis, jid, ("state", "queued_at", "created_at"))
+        if rec is None or rec.state is not JobState.QUEUED:
             return None  # cancelled, or a stale copy: dropped when popped
         try:
             needs = Needs(**{k: v for k, v in (job.get("needs") or {}).items() if k in NEED_FIELDS})
@@ -133,7 +132,7 @@ class Preemptor:
                 job.get("name") or short_id(jid),
                 int(job.get("priority", C.DEFAULT_PRIORITY)),
                 self.ctx.gate.demand(needs, queue),
-                float(queued_at or created_at or now),
+                rec.queued_at or rec.created_at or now,
                 key,
             )
         except (TypeError, ValueError, AttributeError):
@@ -146,10 +145,12 @@ class Preemptor:
             for r in self.ctx.runs.active()
             if r.grant is not None and self.ctx.runs.asked(r.job.job_id) is None
         ]
-        pipe = self.ctx.redis.pipeline(transaction=False)
-        for r in runs:
-            pipe.hget(C.JOB_KEY + r.job.job_id, "preemptions")
-        counts = pipe.execute() if runs else []
+        counts = {
+            rec.job_id: rec.preemptions
+            for rec in jobrecord.fetch_many(
+                self.ctx.redis, [r.job.job_id for r in runs], ("preemptions",)
+            )
+        }
         return [
             Running(
                 r.job.job_id,
@@ -157,9 +158,9 @@ class Preemptor:
                 r.grant,
                 r.started,
                 bool(r.job.checkpoint) or r.job.preemptible,
-                int(n or 0),
+                counts.get(r.job.job_id, 0),
             )
-            for r, n in zip(runs, counts, strict=True)
+            for r in runs
         ]
 
     # --- the preemption ---------------------------------------------------------------
@@ -222,9 +223,11 @@ class Preemptor:
 
     def _note(self, waiting: Waiting, took: list[dict]) -> None:
         """The urgent job's record, `fleet logs` and Flower say whom it displaces."""
-        key = C.JOB_KEY + waiting.job_id
-        earlier = json.loads(self.ctx.redis.hget(key, "preempted") or "[]")
-        self.ctx.redis.hset(key, "preempted", json.dumps(earlier + took))
+        rec = jobrecord.fetch(self.ctx.redis, waiting.job_id, ("preempted",))
+        earlier = (rec.preempted if rec else None) or []
+        self.ctx.redis.hset(
+            jobrecord.job_key(waiting.job_id), "preempted", json.dumps(earlier + took)
+        )
         text = (
             f"preempting {', '.join(t['name'] for t in took)} on {self.ctx.hostname} "
             "(checkpoint synced, handed back) to start here"
@@ -238,32 +241,32 @@ class Preemptor:
         """Whether the last preemption is over: the urgent job started here (its delay from the
         decision logged), runs elsewhere, or its hold ran out."""
         jid = d.waiting.job_id
-        state, worker, started_at = self.ctx.redis.hmget(
-            C.JOB_KEY + jid, "state", "worker", "started_at"
-        )
+        rec = jobrecord.fetch(self.ctx.redis, jid, ("state", "worker", "started_at"))
+        state = rec.state if rec else None
+        started_at = rec.started_at if rec else None
         held = self.ctx.gate.holding()
-        if held is not None and held.job_id == jid and state == "queued":
+        if held is not None and held.job_id == jid and state is JobState.QUEUED:
             return False  # the victims are still stopping, or the room waits for its delivery
-        if state == "queued" and now - d.at < C.PREEMPT_HOLD_S:
+        if state is JobState.QUEUED and now - d.at < C.PREEMPT_HOLD_S:
             return False  # delivered here, not yet claimed
         if (
-            state in ("running", "succeeded", "failed")
-            and worker == self.ctx.hostname
-            and started_at
+            state in (JobState.RUNNING, JobState.SUCCEEDED, JobState.FAILED)
+            and rec.worker == self.ctx.hostname
+            and started_at is not None
         ):
             log.warning(
                 "preemption: %s started on %s %.2fs after the decision to preempt %s",
                 d.waiting.name,
                 self.ctx.hostname,
-                float(started_at) - d.at,
+                started_at - d.at,
                 ", ".join(short_id(v.job_id) for v in d.victims),
             )
         else:
             log.warning(
                 "preemption for %s ended without it starting here (state %s on %s)",
                 d.waiting.name,
-                state,
-                worker or "no host",
+                state.value if state else "none",
+                (rec.worker if rec else "") or "no host",
             )
         self.ctx.gate.unhold(jid)
         self.ctx.redis.delete(C.PREEMPT_LOCK_KEY + jid)

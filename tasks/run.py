@@ -19,12 +19,15 @@ import time
 from dataclasses import dataclass, field
 from enum import Enum
 from pathlib import Path
-from typing import Protocol
+from typing import TYPE_CHECKING, Protocol
 
 from manifest.schema import JobSpec
 from routing.capability import CudaDevice
 from routing.pool import Grant
 from state.jobrecord import JobState, RunEnd
+
+if TYPE_CHECKING:
+    from tasks.seat import Seat
 
 
 class Stop(str, Enum):
@@ -36,12 +39,12 @@ class Stop(str, Enum):
     TIMEOUT = "timeout"  # past the job's timeout_s
     LOST = "lost"  # another run owns the job now
     OVER_BUDGET = "over its VRAM budget"  # a sharing job used more GPU memory than it declared
-    PREEMPTED = (
-        "preempted"  # a policy hands it back: an urgent job takes its place (tasks.handback)
-    )
+    # a policy hands it back: an urgent job takes its place (tasks.handback)
+    PREEMPTED = "preempted"
     YIELDED = "yielded"  # a policy hands it back: the host's owner wants its GPU (tasks.yieldwatch)
     CANCELLED = "cancelled"  # an operator cancelled the job (the record says cancelled)
     PRUNED = "pruned"  # its search's pruner stopped it (tasks.trial): ends pruned, outputs kept
+    GANG_LOST = "gang member lost"  # a partner of its gang went silent (tasks.gang): requeued
 
     @classmethod
     def heard(cls, answer: str) -> tuple[Stop, JobState | None]:
@@ -59,7 +62,7 @@ class Stop(str, Enum):
     def record_decides(self) -> bool:
         """The record already says what happened: the run ends without a result of its own."""
         return (
-            self not in (Stop.SHUTDOWN, Stop.TIMEOUT, Stop.OVER_BUDGET, Stop.PRUNED)
+            self not in (Stop.SHUTDOWN, Stop.TIMEOUT, Stop.OVER_BUDGET, Stop.PRUNED, Stop.GANG_LOST)
             and not self.by_policy
         )
 
@@ -106,6 +109,7 @@ class Outcome(str, Enum):
     DROPPED = "dropped"  # a duplicate delivery, or a job cancelled while queued
     REFUSED = "refused"  # no record: not published by fleet, set aside
     STOPPED = "stopped"  # cancelled or taken over while running
+    MEMBER = "member"  # a gang member other than rank 0 exited 0: rank 0 records the result
 
 
 # what a run that lost its job says about it, by the state the record answered its heartbeat
@@ -224,6 +228,7 @@ class Run:
     queue: str = ""
     output: Output = Discard()
     number: int = 0  # its run number, as `fleet logs` and the metric history say it
+    seat: Seat | None = None  # its place in its gang, for a job with nodes = N (tasks.gang)
 
     @property
     def gpu(self) -> CudaDevice | None:

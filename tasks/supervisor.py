@@ -147,9 +147,8 @@ def _record_exit(path: str, rc: int) -> None:
     tmp = f"{path}.tmp"  # by hand, not core.files.atomic_write: this script imports no fleet module
     try:
         with open(tmp, "w") as f:
-            f.write(
-                f'{{"returncode": {rc}, "at": {time.time()!r}}}'
-            )  # JSON, without importing json
+            # JSON, without importing json
+            f.write(f'{{"returncode": {rc}, "at": {time.time()!r}}}')
         os.replace(tmp, path)
     except OSError as e:  # the job's status stands; only a restart after a kill loses this hint
         print(

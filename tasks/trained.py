@@ -5,9 +5,11 @@ Two pieces of evidence survive a SIGKILL of the worker: the job's supervisor wri
 worker then marks the record ``trained`` (host, work dir; ``state/lua/trained.lua``), which
 keeps the job with that run for ``FLEET_TRAINED_GRACE_S`` after its last heartbeat.
 
-When the worker starts again on the same host, ``start`` looks at every dead run folder:
+When the worker dies, its watchman (``tasks.watchman``), or else the worker started again on
+the same host (``start``), looks at every dead run folder:
 one whose job exited 0 and whose record still belongs to that run is taken back under the
-dead run's token, bundled, uploaded and recorded like any run; every other one is removed.
+dead run's token, bundled, uploaded and recorded like any run; every other one is removed,
+and its job handed on at once (``hand_on``) instead of after its lease.
 If the host never comes back, the grace runs out and the reaper hands the job on: it is
 trained again elsewhere, which is the only way left to get its output.
 """
@@ -87,6 +89,10 @@ def start(ctx: HostContext) -> threading.Thread:
 
 
 def finish_dead_runs(ctx: HostContext) -> None:
+    """Finish what dead runs trained; hand on at once the jobs of those that had not (their
+    worker is gone, so their leases need not be waited out). Called by a starting worker and
+    by the watchman of a worker that died (tasks.watchman)."""
+    lost: list[tuple[str, str]] = []
     for dead in workdirs.dead(ctx.work_root):
         keep = False
         try:
@@ -94,6 +100,7 @@ def finish_dead_runs(ctx: HostContext) -> None:
                 _finish(ctx, dead)
             else:
                 log.info("removing %s: its run died before the job finished", dead.work.parent)
+                lost += _run_of(dead)
         except redis.RedisError as e:  # cannot tell whose the job is: the next start tries again
             log.warning("kept %s for the next start: Redis unavailable (%s)", dead.work.parent, e)
             keep = True
@@ -101,6 +108,30 @@ def finish_dead_runs(ctx: HostContext) -> None:
             log.exception("could not finish the trained output in %s", dead.work.parent)
         finally:
             (workdirs.release if keep else workdirs.remove)(dead.work)
+    hand_on(ctx, lost)
+
+
+def _run_of(dead: workdirs.DeadRun) -> list[tuple[str, str]]:
+    """(job id, token) of a dead run, or nothing where its run.json does not say."""
+    job_id, token = (dead.info.get("job") or {}).get("job_id"), dead.info.get("token")
+    return [(job_id, token)] if isinstance(job_id, str) and isinstance(token, str) else []
+
+
+def hand_on(ctx: HostContext, runs: list[tuple[str, str]]) -> None:
+    """End the leases of runs known dead and requeue their jobs now (lua/reap.lua); a run
+    that was already superseded is left alone. If Redis cannot be reached, the leases run
+    out and the reaper does the same later."""
+    if not runs:
+        return
+    try:
+        lines = retry_redis(
+            lambda: ctx.records.reap_dead(runs), what="hand on dead runs", stop=ctx.shutdown
+        )
+    except redis.RedisError as e:
+        log.warning("could not hand on %d dead run(s) now (%s); their leases will", len(runs), e)
+        return
+    for line in lines:
+        log.warning("a run's worker died: %s", line)
 
 
 def _finish(ctx: HostContext, dead: workdirs.DeadRun) -> None:
@@ -130,10 +161,8 @@ def _finish(ctx: HostContext, dead: workdirs.DeadRun) -> None:
                 job, token, int(dead.info.get("attempts") or 1), lease, dead.work, started=started
             )
             result = upload.store_result(ctx, run, outcome)
-    except (
-        RunStopped,
-        FleetError,
-    ) as e:  # taken over, cancelled, or the worker stopped while uploading
+    # taken over, cancelled, or the worker stopped while uploading
+    except (RunStopped, FleetError) as e:
         log.warning("did not finish %s from %s: %s", job.name, dead.work, e or type(e).__name__)
         return
     checkpoint.drop(ctx, job)

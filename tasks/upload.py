@@ -13,12 +13,16 @@ took it over during a partition) discards what it staged and reports no success.
 
 from __future__ import annotations
 
+import fcntl
 import json
 import logging
+import os
 import shutil
 import threading
 import time
 import uuid
+from collections.abc import Iterator
+from contextlib import contextmanager
 from datetime import UTC, datetime
 from pathlib import Path
 
@@ -28,8 +32,7 @@ from core.errors import DigestMismatch, StoreError
 from core.ids import short_id
 from manifest.schema import JobSpec
 from state import history
-from state.jobrecord import RunEnd, record_end
-from state.records import JobState
+from state.jobrecord import JobState, RunEnd, record_end
 from tasks import workdirs
 from tasks.host import HostContext
 from tasks.retry import UPLOAD_BACKOFF, retry, retry_redis
@@ -40,6 +43,8 @@ from trainers.protocol import METRICS_FILE, clip_metrics
 log = logging.getLogger("fleet.upload")
 PENDING_DIR = "pending"
 BUNDLE_FILE, META_FILE = "bundle.tar.zst", "meta.json"
+RANK_LOGS = "fleet-log-rank*.txt"  # a gang's other ranks' output, written by its rank 0
+LOCK_FILE = ".lock"  # flock'ed by the process working on a kept-bundle folder (held)
 SET_ASIDE = ".unreadable"  # suffix of kept-bundle folders upload_kept could not use
 
 
@@ -51,8 +56,10 @@ def files(job: JobSpec, work: Path) -> list[tuple[str, Path]]:
         found = bundler.collect(work / workdirs.OUT_DIR, [])
     # the job's output log and metric history go in once, even when an artifacts glob also
     # matches them; a job's own file of either name gives way to fleet's
-    ours = [workdirs.LOG_FILE] + (
-        [workdirs.HISTORY_FILE] if (work / workdirs.HISTORY_FILE).exists() else []
+    ours = (
+        [workdirs.LOG_FILE]
+        + sorted(p.name for p in work.glob(RANK_LOGS))  # a gang's other ranks (tasks.gang)
+        + ([workdirs.HISTORY_FILE] if (work / workdirs.HISTORY_FILE).exists() else [])
     )
     return [f for f in found if f[0] not in ours] + [(name, work / name) for name in ours]
 
@@ -82,7 +89,15 @@ def store_result(
         **({"bad_metric_lines": outcome.bad_lines} if outcome.bad_lines else {}),
     }
     pending = ctx.work_root / PENDING_DIR / job.job_id
-    pending.mkdir(parents=True, exist_ok=True)
+    with held(pending, wait=True):
+        return _keep_and_store(ctx, run, outcome, state, meta, pending)
+
+
+def _keep_and_store(
+    ctx: HostContext, run: Run, outcome: RunOutcome, state: JobState, meta: dict, pending: Path
+) -> dict:
+    """Bundle into ``pending`` (held), upload, record, then let the kept bundle go."""
+    job, metrics = run.job, meta["metrics"]
     result = bundler.bundle(files(job, run.work), meta, pending / BUNDLE_FILE)
     meta = {**meta, "sha256": result.sha256, "size": result.size, "files": result.files}
     atomic_write(pending / META_FILE, json.dumps(meta).encode())
@@ -216,12 +231,46 @@ def _settle(ctx: HostContext, token: str, kind: str, sha256: str, *, keep: bool)
         )
 
 
+@contextmanager
+def held(folder: Path, wait: bool) -> Iterator[bool]:
+    """Hold a kept-bundle folder (made if missing) while bundling, uploading or removing it:
+    a run and a start's ``upload_kept``, or a dead worker's watchman (tasks.watchman) and the
+    worker started again, never work on one folder at once. Yields False, holding nothing,
+    where ``wait`` is False and another process holds it (the kernel drops a dead one's lock)."""
+    while True:
+        folder.mkdir(parents=True, exist_ok=True)
+        fd = os.open(folder / LOCK_FILE, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX if wait else fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            os.close(fd)
+            yield False
+            return
+        if _same_file(fd, folder / LOCK_FILE):
+            break
+        os.close(fd)  # its holder removed the folder meanwhile: hold the new one
+    try:
+        yield True
+    finally:
+        os.close(fd)
+
+
+def _same_file(fd: int, path: Path) -> bool:
+    try:
+        return os.stat(path).st_ino == os.fstat(fd).st_ino
+    except FileNotFoundError:
+        return False
+
+
 def upload_kept(ctx: HostContext) -> None:
-    """Upload bundles kept on disk by an earlier run of this worker, before new work."""
+    """Upload bundles kept on disk by an earlier run of this worker, before new work; one
+    another live process is working on is left to it."""
     root = ctx.work_root / PENDING_DIR
     for folder in sorted(root.glob("*")) if root.exists() else []:
         if not folder.name.endswith(SET_ASIDE):
-            _upload_kept_one(ctx, folder)
+            with held(folder, wait=False) as mine:
+                if mine:
+                    _upload_kept_one(ctx, folder)
 
 
 def _upload_kept_one(ctx: HostContext, folder: Path) -> None:

@@ -58,9 +58,12 @@ def create(work_root: Path, job_id: str, info: dict) -> Path:
     runs.mkdir(parents=True, exist_ok=True)
     root = Path(tempfile.mkdtemp(prefix=f"{short_id(job_id)}-", dir=runs))
     os.chmod(root, 0o711)  # a job run as FLEET_JOB_USER reaches work/, which is handed over to it
-    fd = os.open(root / RUN_FILE, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600)
+    # locked before it bears its name: a run.json anyone can open is a live run's or a dead
+    # one's, never one being created (a dead one's job is handed on at once: tasks.trained)
+    fd = os.open(root / f"{RUN_FILE}.new", os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600)
     fcntl.flock(fd, fcntl.LOCK_EX)
     os.write(fd, json.dumps(info).encode())
+    os.rename(root / f"{RUN_FILE}.new", root / RUN_FILE)
     work = root / WORK
     work.mkdir(mode=0o700)
     _locks[work] = fd

@@ -31,6 +31,7 @@ from tasks import (
     strays,
     trained,
     upload,
+    watchman,
     yieldwatch,
 )
 from tasks.host import HostContext
@@ -92,6 +93,7 @@ def choose_queues(sender=None, instance=None, conf=None, options=None, **kw):
         log.warning("fleet: host %s: %s", ctx.hostname, warning)
     upload.upload_kept(ctx)  # what a previous run of this worker trained is stored before new work
     trained.start(ctx)  # dead runs: finish what they trained, remove the rest (tasks.trained)
+    watchman.start(ctx.work_root)  # if this process dies, its runs go on at once, not in a lease
 
 
 @signals.worker_ready.connect

@@ -159,7 +159,7 @@ def _preparing(task, ctx, run, digest: str) -> Iterator[None]:
             snap = {
                 "elapsed_s": round(elapsed, 1),
                 "metrics": {},
-                "tail": [f"preparing environment {digest[:6]}.., {elapsed:.0f} s"],
+                "tail": [f"preparing environment {short_id(digest)}.., {elapsed:.0f} s"],
             }
             run.lease.report(progress=snap)
             with contextlib.suppress(Exception):  # the result backend is down: best effort
@@ -173,7 +173,7 @@ def _preparing(task, ctx, run, digest: str) -> Iterator[None]:
                     },
                 )
 
-    ticker = threading.Thread(target=tick, name=f"preparing-{digest[:8]}", daemon=True)
+    ticker = threading.Thread(target=tick, name=f"preparing-{short_id(digest)}", daemon=True)
     ticker.start()
     try:
         yield

@@ -16,14 +16,20 @@ def wait_until(
     timeout_s: float = 30.0,
     detail: Callable[[], str] = lambda: "",
     every_s: float = POLL_S,
+    ignoring: tuple[type[BaseException], ...] = (),
 ) -> T:
     """The first truthy value of ``check()``, polled every ``every_s``; after ``timeout_s`` an
-    AssertionError says ``what`` never happened, its last value, and ``detail()`` (logs)."""
+    AssertionError says ``what`` never happened, its last value, and ``detail()`` (logs).
+    An error of a type in ``ignoring`` (a server the test restarts) counts as not yet."""
     deadline = time.monotonic() + timeout_s
     while True:
-        got = check()
-        if got:
-            return got
+        try:
+            got = check()
+        except ignoring as e:  # not yet; the timeout's message shows it as the last value
+            got = e
+        else:
+            if got:
+                return got
         if time.monotonic() >= deadline:
             raise AssertionError(f"{what}: not within {timeout_s:g} s (last: {got!r})\n{detail()}")
         time.sleep(every_s)

@@ -46,6 +46,8 @@ from trainers import data, distributed, protocol
 
 DEVICES = ("cpu", "cuda")
 VERSIONED_PACKAGES = ("numpy", "pandas", "pyarrow", "xgboost", "torch")
+# the same import under another distribution name: a CPU host's bootstrap installs xgboost-cpu
+DISTRIBUTIONS = {"xgboost": ("xgboost", "xgboost-cpu")}
 HASH_CHUNK_BYTES = 1 << 20
 
 
@@ -246,10 +248,13 @@ def sha256_file(path: Path) -> str:
 def _versions() -> dict[str, str | None]:
     found = {}
     for name in VERSIONED_PACKAGES:
-        try:
-            found[name] = metadata.version(name)
-        except metadata.PackageNotFoundError:
-            found[name] = None
+        found[name] = None
+        for dist in DISTRIBUTIONS.get(name, (name,)):
+            try:
+                found[name] = metadata.version(dist)
+                break
+            except metadata.PackageNotFoundError:
+                continue
     return found
 
 

@@ -11,7 +11,7 @@ import argparse
 import os
 import sys
 
-from core.errors import FleetError
+from core.errors import FleetError, ManifestError, UsageError
 from fleet.cli import (
     acl,
     artifacts,
@@ -30,7 +30,14 @@ from fleet.cli import (
     trainers,
     usage,
 )
-from fleet.cli.common import app, broker_problem, err, where  # noqa: F401  (app, where: re-exported)
+from fleet.cli.common import (  # noqa: F401  (app, where: re-exported)
+    EXIT_FAILED,
+    EXIT_USAGE,
+    app,
+    broker_problem,
+    say,
+    where,
+)
 
 VERB_MODULES = (
     publish,
@@ -81,16 +88,26 @@ def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     try:
         return args.fn(args)
+    except ManifestError as e:  # every problem, each with its line and fix
+        from fleet.cli.publish import print_problems
+
+        print_problems(
+            getattr(args, "manifest", "manifest"), e, as_json=getattr(args, "json", False)
+        )
+        return EXIT_USAGE
+    except UsageError as e:  # as argparse answers a bad command line
+        say(f"fleet: {e}")
+        return EXIT_USAGE
     except FleetError as e:
-        err.print(f"fleet: {e}", markup=False, highlight=False, soft_wrap=True)
-        return 1
+        say(f"fleet: {e}")
+        return EXIT_FAILED
     except BrokenPipeError:  # `fleet logs JOB | head`: the reader has all it wanted
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
         return 0
     except (redis.ConnectionError, redis.TimeoutError, redis.exceptions.NoPermissionError) as e:
         # a refused password is its own message: "authentication failed", not "cannot reach"
-        err.print(f"fleet: {broker_problem(e)}", markup=False, highlight=False, soft_wrap=True)
-        return 1
+        say(f"fleet: {broker_problem(e)}")
+        return EXIT_FAILED
 
 
 if __name__ == "__main__":

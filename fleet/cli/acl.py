@@ -35,13 +35,9 @@ def _db(env) -> int:
 
 def _show(env) -> None:
     for r in acl.rules(_db(env)):
-        console.print(
-            f"# {r.role.value}: password from {acl.PASSWORD_VARS[r.role].name}", markup=False
-        )
+        console.print(f"# {r.role.value}: password from {acl.PASSWORD_VARS[r.role].name}")
         console.print(
             "ACL SETUSER " + " ".join(r.setuser("***")),
-            markup=False,
-            highlight=False,
             soft_wrap=True,
         )
 
@@ -69,13 +65,10 @@ def _apply(env) -> None:
     for r in acl.rules():
         console.print(
             f"{r.user} ({r.role.value}): {where(acl.with_user(url, r.user, 'x'))}",
-            markup=False,
-            highlight=False,
         )
     console.print(
         "workers: `fleet enroll` with FLEET_ACL_WORKER_PASSWORD set writes the worker's URL; "
         "persist the users with ACL SAVE (aclfile) or CONFIG REWRITE",
-        markup=False,
     )
 
 
@@ -120,7 +113,7 @@ def _write_aclfile(path: Path, env) -> None:
     fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
     with os.fdopen(fd, "w") as f:
         f.write(text)
-    console.print(f"wrote {path}: start Redis with --aclfile {path}", markup=False, highlight=False)
+    console.print(f"wrote {path}: start Redis with --aclfile {path}")
 
 
 def cmd_acl(args) -> int:

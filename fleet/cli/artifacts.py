@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 import os
 import re
 import shutil
@@ -13,8 +12,18 @@ from rich.table import Table
 from rich.text import Text
 
 from core.errors import DigestMismatch, FleetError
+from core.ids import short_id
 from core.registry import FLEET_STORE_URL
-from fleet.cli.common import console, err, job_id_for, plain, records
+from fleet.cli.common import (
+    EXIT_FAILED,
+    console,
+    emit,
+    job_id_for,
+    json_option,
+    plain,
+    records,
+    say,
+)
 from fleet.query import artifacts as A
 
 
@@ -48,18 +57,18 @@ def cmd_artifacts(args) -> int:
 
     v = _current(A.listing(open_store_at(args.store), verify=args.verify))
     for w in v.warnings:
-        err.print(f"warning: {w}", markup=False, highlight=False, soft_wrap=True)
-    if args.json:
-        print(json.dumps(v.to_dict(), indent=2))
-        return 0 if v.ok else 1
-    console.print(artifacts_table(v, _store_name(args.store)))
-    if not args.verify:
-        console.print(
-            "not re-hashed (that reads every bundle); add --verify to check each sha256",
-            style="dim",
-            markup=False,
-        )
-    return 0 if v.ok else 1
+        say(f"warning: {w}")
+
+    def human() -> None:
+        console.print(artifacts_table(v, _store_name(args.store)))
+        if not args.verify:
+            console.print(
+                "not re-hashed (that reads every bundle); add --verify to check each sha256",
+                style="dim",
+            )
+
+    emit(args, v.to_dict, human)
+    return 0 if v.ok else EXIT_FAILED
 
 
 def artifacts_table(v: A.ArtifactsView, where: str) -> Table:
@@ -81,7 +90,9 @@ def artifacts_table(v: A.ArtifactsView, where: str) -> Table:
             None: Text("-"),
         }[r.current]
         table.add_row(
-            *plain(r.name or "?", r.kind, r.sha256[:16], "" if r.size is None else f"{r.size:,}"),
+            *plain(
+                r.name or "?", r.kind, short_id(r.sha256), "" if r.size is None else f"{r.size:,}"
+            ),
             verified,
             run,
             Text(r.uri),
@@ -143,22 +154,18 @@ def cmd_get(args) -> int:
         "extracted_to": str(target) if args.extract else None,
         "files": files,
     }
-    if args.json:
-        print(json.dumps(report, indent=2))
-        return 0
-    console.print(
-        f"{bundle} ({report['size']:,} bytes), sha256 {loc.sha256[:16]}… verified",
-        markup=False,
-        highlight=False,
-    )
-    if args.extract:
+
+    def human() -> None:
         console.print(
-            f"extracted {len(files)} file(s) to {target}/: {', '.join(files[:8])}"
-            + (" …" if len(files) > 8 else ""),
-            markup=False,
-            highlight=False,
+            f"{bundle} ({report['size']:,} bytes), sha256 {short_id(loc.sha256)}… verified"
         )
-    return 0
+        if args.extract:
+            console.print(
+                f"extracted {len(files)} file(s) to {target}/: {', '.join(files[:8])}"
+                + (" …" if len(files) > 8 else ""),
+            )
+
+    return emit(args, report, human)
 
 
 def register(sub) -> None:
@@ -168,7 +175,7 @@ def register(sub) -> None:
         "--verify", action="store_true", help="re-hash every bundle (on S3: downloads each)"
     )
     s.add_argument("--no-verify", dest="verify", action="store_false", help="the default")
-    s.add_argument("--json", action="store_true", help="the artifacts and any warnings as JSON")
+    json_option(s, "the artifacts and any warnings as JSON")
     s.set_defaults(fn=cmd_artifacts)
     s = sub.add_parser(
         "get", help="download a job's bundle, verify its sha256, optionally extract it"
@@ -180,9 +187,5 @@ def register(sub) -> None:
     s.add_argument(
         "--extract", "-x", action="store_true", help="also unpack it into DIR/<job name>/"
     )
-    s.add_argument(
-        "--json",
-        action="store_true",
-        help="where it went, its sha256 and the files extracted, as JSON",
-    )
+    json_option(s, "where it went, its sha256 and the files extracted, as JSON")
     s.set_defaults(fn=cmd_get)

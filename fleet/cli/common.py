@@ -1,18 +1,79 @@
-"""What every `fleet` verb shares: consoles, the app, Redis, records, cell helpers."""
+"""What every `fleet` verb shares: consoles, ``--json`` and its output, exit codes, the app,
+Redis, records, cell helpers.
+
+The consoles print text as written: job names like ``gbt[seed=1]`` are not rich markup, and
+nothing is coloured by guesswork. A line that styles itself builds a ``rich.text.Text``, so
+that the text it did not write is never read as markup.
+"""
 
 from __future__ import annotations
 
+import json
 import os
 import sys
+from collections.abc import Callable
+from typing import Any
 
 from rich.console import Console
 from rich.text import Text
 
+from state.jobrecord import JobState
+
 PIPE_WIDTH = 160  # into a pipe or a file, unless COLUMNS says otherwise
-console = Console(width=None if sys.stdout.isatty() or os.environ.get("COLUMNS") else PIPE_WIDTH)
-err = Console(
-    stderr=True, width=None if sys.stderr.isatty() or os.environ.get("COLUMNS") else PIPE_WIDTH
-)
+EXIT_FAILED = 1  # it ran and failed: a FleetError, Redis unreachable or refusing
+EXIT_USAGE = 2  # the command line or the manifest is wrong; nothing was done (argparse's code)
+
+
+def _console(stream) -> Console:
+    wide = stream.isatty() or os.environ.get("COLUMNS")
+    return Console(
+        stderr=stream is sys.stderr,
+        width=None if wide else PIPE_WIDTH,
+        markup=False,  # names like gbt[seed=1] print as written
+        highlight=False,
+    )
+
+
+console = _console(sys.stdout)
+err = _console(sys.stderr)
+
+STATE_STYLE = {
+    JobState.RUNNING: "bold cyan",
+    JobState.FAILED: "bold red",
+    JobState.QUEUED: "yellow",
+    JobState.CANCELLED: "magenta",
+    JobState.SUCCEEDED: "green",
+    JobState.PRUNED: "dim green",
+}
+
+
+def state_cell(state: JobState | str) -> Text:
+    """A job's state in a table, in its colour (one colour per state in every view)."""
+    try:
+        state = JobState(state)
+    except ValueError:
+        return Text(str(state))
+    return Text(state.value, style=STATE_STYLE[state])
+
+
+def json_option(parser, help: str = "machine-readable output") -> None:
+    """Every verb's ``--json``: what it prints for a person, as JSON for a script."""
+    parser.add_argument("--json", action="store_true", help=help)
+
+
+def emit(args, data: Any, human: Callable[[], object]) -> int:
+    """With ``--json``, ``data`` (or what it returns, when callable) as indented JSON on
+    stdout; else ``human()`` prints for a person. The verb's exit code: 0."""
+    if getattr(args, "json", False):
+        print(json.dumps(data() if callable(data) else data, indent=2, default=str))
+    else:
+        human()
+    return 0
+
+
+def say(text: str, *, to: Console | None = None, **kw) -> None:
+    """One message, wrapped by the terminal rather than cut (stderr unless ``to``)."""
+    (to or err).print(text, soft_wrap=True, **kw)
 
 
 def app():
@@ -72,7 +133,7 @@ def job_id_for(rec, ref: str, verb: str) -> str:
 
     picked = refs.pick(rec.r, ref, verb)
     if picked.note:
-        err.print(picked.note, markup=False, highlight=False, soft_wrap=True)
+        say(picked.note)
     return picked.job_id
 
 

@@ -2,12 +2,11 @@
 
 from __future__ import annotations
 
-import json
 import time
 
 from rich.table import Table
 
-from fleet.cli.common import console, plain, redis_client
+from fleet.cli.common import console, emit, json_option, plain, redis_client
 
 
 def cmd_dead_letter(args) -> int:
@@ -18,15 +17,17 @@ def cmd_dead_letter(args) -> int:
     rows = entries(client, limit=args.limit)
     if args.clear:
         client.delete(C.DEAD_LETTER_KEY)
-    if args.json:
-        print(json.dumps(rows, indent=2))
-        return 0
+    return emit(args, rows, lambda: print_entries(rows, args.clear))
+
+
+def print_entries(rows: list[dict], cleared: bool) -> None:
+    from core import constants as C
+
     if not rows:
         console.print(
             f"no entries in {C.DEAD_LETTER_KEY}: no worker has set a queue entry aside",
-            markup=False,
         )
-        return 0
+        return
     table = Table("set aside", "queue", "worker", "reason", "entry")
     for e in rows:
         at = time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(e["at"])) if e.get("at") else "?"
@@ -42,15 +43,13 @@ def cmd_dead_letter(args) -> int:
     console.print(table)
     console.print(
         f"{len(rows)} entr{'y' if len(rows) == 1 else 'ies'} in {C.DEAD_LETTER_KEY}"
-        + ("; cleared" if args.clear else ""),
-        markup=False,
+        + ("; cleared" if cleared else ""),
     )
-    return 0
 
 
 def register(sub) -> None:
     s = sub.add_parser("dead-letter", help="queue entries workers set aside instead of running")
     s.add_argument("--limit", type=int, default=100, help="newest entries to show (default 100)")
-    s.add_argument("--json", action="store_true", help="the entries as a JSON list")
+    json_option(s, "the entries as a JSON list")
     s.add_argument("--clear", action="store_true", help="empty the list after showing it")
     s.set_defaults(fn=cmd_dead_letter)

@@ -14,7 +14,7 @@ from urllib.parse import urlparse
 
 from core import constants as C
 from core.constants import YIELD_POLL_S, YIELD_RECLAIM_S
-from core.errors import FleetError, StoreError
+from core.errors import FleetError, StoreError, UsageError
 from core.files import atomic_write
 from core.registry import FLEET_BROKER_URL, FLEET_JOB_USER, FLEET_STORE_URL
 from core.settings import YieldSettings
@@ -23,29 +23,27 @@ from fleet.cli.common import console, err, where
 
 
 def _check_redis(var: str, url: str):
+    """A client for the Redis at ``url`` (read from ``var``) once it answered; else the error
+    as ``state.redis_conn.explain`` says it (a refused password is not "cannot reach")."""
     import redis
+    from redis.backoff import NoBackoff
+    from redis.retry import Retry
 
-    client = redis.Redis.from_url(
-        url, socket_connect_timeout=5, socket_timeout=10, decode_responses=True
+    from state.broker import parse
+    from state.redis_conn import connect, explain
+
+    settings = parse(url, var=var)
+    client = connect(
+        settings, socket_connect_timeout=5, socket_timeout=10, retry=Retry(NoBackoff(), 0)
     )
     try:
         client.ping()
-    except redis.AuthenticationError:
-        raise FleetError(
-            f"{var}: authentication failed at {where(url)}; check the user and password in {var}"
-        ) from None
+    except redis.exceptions.NoPermissionError as e:
+        raise FleetError(f"{var}: {explain(e, settings)}") from None
     except redis.ResponseError as e:
-        if "NOAUTH" in str(e) or "WRONGPASS" in str(e):
-            raise FleetError(
-                f"{var}: authentication failed at {where(url)}; put the password in {var} "
-                "(redis://:PASSWORD@host:6379/0)"
-            ) from None
-        raise FleetError(f"{var}: Redis at {where(url)} answered {e}") from None
+        raise FleetError(f"{var}: Redis at {settings.where} answered {e}") from None
     except redis.RedisError as e:
-        raise FleetError(
-            f"{var}: cannot reach Redis at {where(url)} ({e}); check the host, the port and "
-            "the firewall between this host and Redis"
-        ) from None
+        raise FleetError(f"{var}: {explain(e, settings)}") from None
     return client
 
 
@@ -123,7 +121,6 @@ def _login(env, client) -> enroll.Login:
             "warning: this host gets the default Redis user's password; "
             "give workers their own login "
             "with `fleet acl --apply` and FLEET_ACL_WORKER_PASSWORD",
-            markup=False,
         )
     return login
 
@@ -151,7 +148,6 @@ def _wsl_task(args, env) -> tuple[str, str]:
             f"warning: no NVML at {wsl.NVML_LIB}: "
             "install the NVIDIA driver on Windows (never inside WSL); "
             "until then this host serves CPU jobs only",
-            markup=False,
         )
     return script, info.distro
 
@@ -182,7 +178,7 @@ def cmd_enroll(args) -> int:
             f"Redis {where(FLEET_BROKER_URL.value(env))}: reachable; "
             f"store {where(store)}: reachable and writable"
         )
-        console.print(f"host {host} will serve: {', '.join(queues)}", markup=False, highlight=False)
+        console.print(f"host {host} will serve: {', '.join(queues)}")
     else:
         from routing.detect import detect
 
@@ -193,7 +189,6 @@ def cmd_enroll(args) -> int:
         err.print(
             "warning: FLEET_STORE_URL is a file:// store: "
             "other hosts cannot read what this one stores",
-            markup=False,
         )
     if args.yield_to_owner or args.yield_check or args.yield_idle_hint:
         values.update(
@@ -206,7 +201,7 @@ def cmd_enroll(args) -> int:
             )
         )
     elif args.yield_reclaim_s is not None or args.yield_poll_s is not None:
-        raise FleetError(
+        raise UsageError(
             "--yield-reclaim-s / --yield-poll-s tune yielding, which is off: add --yield "
             "(or --yield-check COMMAND)"
         )
@@ -251,10 +246,9 @@ def cmd_enroll(args) -> int:
         return 0
     _write(env_path, enroll.render_env(values), 0o600)
     _write(unit_path, unit, 0o644)
-    console.print(f"wrote {unit_path} and {env_path} (mode 0600)", markup=False, highlight=False)
+    console.print(f"wrote {unit_path} and {env_path} (mode 0600)")
     console.print(
         f"next: systemctl daemon-reload && systemctl enable --now {C.ENROLL_UNIT_NAME}",
-        markup=False,
     )
     if task:
         _wsl_written(script_path, *task)
@@ -268,8 +262,6 @@ def _wsl_written(path: Path, script: str, distro: str) -> None:
     console.print(
         f"wrote {path}: in Windows, in an elevated PowerShell, run once\n"
         f"  powershell -ExecutionPolicy Bypass -File {windows_path(distro, str(path.absolute()))}",
-        markup=False,
-        highlight=False,
         soft_wrap=True,
     )
 

@@ -4,9 +4,8 @@ search's name)."""
 
 from __future__ import annotations
 
-import json
-
-from fleet.cli.common import console, err, redis_client
+from core.errors import FleetError
+from fleet.cli.common import console, emit, json_option, redis_client
 from fleet.query import results as R
 
 
@@ -15,17 +14,15 @@ def cmd_export_mlflow(args) -> int:
 
     board = R.leaderboard(redis_client(), args.name, metric=args.metric)
     done = MlflowExport(args.tracking_uri).write(board, args.experiment)
-    if args.json:
-        print(json.dumps(done.to_dict(), indent=2))
-    else:
-        console.print(
+    return emit(
+        args,
+        done.to_dict,
+        lambda: console.print(
             f"{args.name}: {done.created} run(s) created, {done.updated} updated, "
             f"{done.unchanged} unchanged, {done.points} metric point(s) logged in experiment "
-            f"{done.experiment_id} at {args.tracking_uri}",
-            markup=False,
-            highlight=False,
-        )
-    return 0
+            f"{done.experiment_id} at {args.tracking_uri}"
+        ),
+    )
 
 
 def cmd_export_optuna(args) -> int:
@@ -38,8 +35,7 @@ def cmd_export_optuna(args) -> int:
     found = find_searches(client, args.name)
     search = read_search(client, found[0], trials=False) if found else None
     if search is None:
-        err.print(f"no search named {args.name!r}; `fleet status` lists searches", markup=False)
-        return 1
+        raise FleetError(f"no search named {args.name!r}; `fleet status` lists searches")
     board = R.leaderboard(client, args.name, metric=search.metric, direction=search.direction.value)
     # only this search's trials: jobs of other kinds may share its name
     board = replace(board, trials=[t for t in board.trials if t.search == search.search_id])
@@ -47,8 +43,6 @@ def cmd_export_optuna(args) -> int:
     console.print(
         f"wrote search {args.name} ({done.trials} trials) as Optuna study {args.name!r} to "
         f"{args.storage}" + (" (replacing the earlier export)" if done.replaced else ""),
-        markup=False,
-        highlight=False,
         soft_wrap=True,
     )
     return 0
@@ -75,7 +69,7 @@ def register(sub) -> None:
     m.add_argument(
         "--metric", help="the metric the runs are tagged with (default as in `fleet results`)"
     )
-    m.add_argument("--json", action="store_true", help="what was created and updated, as JSON")
+    json_option(m, "what was created and updated, as JSON")
     m.set_defaults(fn=cmd_export_mlflow)
     o = tools.add_parser("optuna", help="a search as an Optuna study (optuna-dashboard opens it)")
     o.add_argument("name", help="the search's name (its manifest job's name)")

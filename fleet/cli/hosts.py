@@ -4,7 +4,6 @@ host's verdict, and what a host that could run it lacks now)."""
 
 from __future__ import annotations
 
-import json
 from typing import TYPE_CHECKING
 
 from rich.console import Group
@@ -12,12 +11,14 @@ from rich.text import Text
 
 from core.constants import HOST_TTL_S
 from core.ids import short_id
-from fleet.cli.common import broker_problem, console, err, redis_client
+from fleet.cli.common import broker_problem, console, emit, json_option, redis_client, say
 from fleet.cli.tables import Layout
 from fleet.query.jobs import human_duration
 
 if TYPE_CHECKING:
     from fleet.query.hosts import HostView
+    from fleet.query.why import Capable, QueueReport, WhyReport
+    from manifest.schema import Needs
 
 
 def cmd_capability(args) -> int:
@@ -29,36 +30,34 @@ def cmd_capability(args) -> int:
     cap = detect()
     try:
         config, unread = read_config(redis_client()), None
-    except (
-        redis.RedisError
-    ) as e:  # no broker reachable: the default tiers still answer the question
+    # no broker reachable: the default tiers still answer the question
+    except redis.RedisError as e:
         config, unread = ClusterConfig(), f"{broker_problem(e)}; showing the default tiers"
     reasons = config.tier_reasons(cap)
     queues = config.queues(cap)
-    if args.json:
-        print(
-            json.dumps(
-                {
-                    "capability": config.effective(cap).to_dict(),
-                    "queues": queues,
-                    "tiers": reasons,
-                    "config_error": unread,
-                },
-                indent=2,
-            )
-        )
-        return 0
+    data = {
+        "capability": config.effective(cap).to_dict(),
+        "queues": queues,
+        "tiers": reasons,
+        "config_error": unread,
+    }
+    return emit(args, data, lambda: print_capability(cap, config, unread))
+
+
+def print_capability(cap, config, unread: str | None) -> None:
+    reasons, queues = config.tier_reasons(cap), config.queues(cap)
     if unread:
-        err.print(f"fleet: {unread}", markup=False, highlight=False, soft_wrap=True)
+        say(f"fleet: {unread}")
     for warning in cap.warnings:
-        err.print(
-            f"warning: {warning}", style="yellow", markup=False, highlight=False, soft_wrap=True
-        )
+        say(f"warning: {warning}", style="yellow")
     c = config.effective(cap)
     console.print(
-        f"[bold]{c.hostname}[/]: {c.cpu_cores} cores, {c.ram_total_gib:.1f} GiB RAM "
-        f"({c.ram_available_gib:.1f} available)"
-        + (f", overridden: {', '.join(c.overridden)}" if c.overridden else "")
+        Text.assemble(
+            (c.hostname, "bold"),
+            f": {c.cpu_cores} cores, {c.ram_total_gib:.1f} GiB RAM "
+            f"({c.ram_available_gib:.1f} available)"
+            + (f", overridden: {', '.join(c.overridden)}" if c.overridden else ""),
+        )
     )
     for d in c.cuda_devices:
         console.print(
@@ -69,27 +68,23 @@ def cmd_capability(args) -> int:
         console.print("  no CUDA devices")
     for tier, why in reasons.items():
         console.print(
-            f"  {'[green]yes[/]' if why is None else '[red]no[/] '} {tier}"
-            + (f": {why}" if why else "")
+            Text.assemble(
+                "  ",
+                ("yes", "green") if why is None else ("no ", "red"),
+                f" {tier}" + (f": {why}" if why else ""),
+            )
         )
     console.print(f"queues: {', '.join(queues) or 'none'}")
-    return 0
 
 
 def register(sub) -> None:
     s = sub.add_parser("capability", help="this host's capability and the queues it serves")
-    s.add_argument(
-        "--json", action="store_true", help="capability, queues and each tier's verdict as JSON"
-    )
+    json_option(s, "capability, queues and each tier's verdict as JSON")
     s.set_defaults(fn=cmd_capability)
     s = sub.add_parser(
         "hosts", help="live workers: free/total GPUs, cores and RAM, jobs, queues in serving order"
     )
-    s.add_argument(
-        "--json",
-        action="store_true",
-        help="every host with its capability and running jobs, as JSON",
-    )
+    json_option(s, "every host with its capability and running jobs, as JSON")
     s.add_argument(
         "--all", action="store_true", help="also hosts that stopped or went silent lately"
     )
@@ -105,9 +100,7 @@ def register(sub) -> None:
     s.add_argument(
         "job", help="job name, ID or ID prefix, or a sweep's base name (each of its jobs)"
     )
-    s.add_argument(
-        "--json", action="store_true", help="the explanation as JSON (a list for a sweep)"
-    )
+    json_option(s, "the explanation as JSON (a list for a sweep)")
     s.set_defaults(fn=cmd_why)
 
 
@@ -129,9 +122,20 @@ def _gib(x: float) -> str:
 
 
 HOSTS = Layout(
-    columns=("host", "state", "GPUs", "cores", "RAM GiB", "jobs", "GPU models", "queues", "seen"),
+    columns=(
+        "host",
+        "state",
+        "GPUs",
+        "cores",
+        "RAM GiB",
+        "jobs",
+        "GPU models",
+        "queues",
+        "seen",
+        "address",
+    ),
     always=("host", "state", "GPUs", "cores", "RAM GiB"),
-    optional=("jobs", "GPU models", "queues", "seen"),
+    optional=("jobs", "GPU models", "queues", "seen", "address"),
     shrinks={"jobs": 10, "GPU models": 10, "queues": 10},
     right=("GPUs", "cores", "RAM GiB"),
 )
@@ -176,6 +180,7 @@ def host_cells(v: HostView, now: float) -> dict:
         "GPU models": gpu_models(cap),
         "queues": ", ".join(v.queues) or "-",
         "seen": _ago(now - v.seen_at),
+        "address": v.addr or "-",
     }
 
 
@@ -243,17 +248,17 @@ def cmd_hosts(args) -> int:
 
     views = read_hosts(redis_client(), include_gone=args.all)
     now = time.time()
-    if args.json:
-        print(json.dumps([v.to_dict(now) for v in views], indent=2))
-        return 0
-    if not views:
-        console.print(
-            "no live workers (none has written a heartbeat in the last "
-            f"{HOST_TTL_S:g} s; start one with `celery -A tasks worker`)"
-        )
-        return 0
-    console.print(render_hosts(views, now, wide=args.wide))
-    return 0
+
+    def human() -> None:
+        if not views:
+            console.print(
+                "no live workers (none has written a heartbeat in the last "
+                f"{HOST_TTL_S:g} s; start one with `celery -A tasks worker`)"
+            )
+        else:
+            console.print(render_hosts(views, now, wide=args.wide))
+
+    return emit(args, lambda: [v.to_dict(now) for v in views], human)
 
 
 def cmd_why(args) -> int:
@@ -261,126 +266,115 @@ def cmd_why(args) -> int:
 
     sweep, reports, note = why_each(redis_client(), args.job)
     if note:
-        err.print(note, markup=False, highlight=False, soft_wrap=True)
-    if args.json:
-        print(json.dumps(reports if sweep else reports[0], indent=2))
-        return 0
-    if sweep:
-        console.print(
-            f"{args.job!r} is a sweep: why each of its jobs waits (at most {WHY_SWEEP_MAX}, "
-            "waiting ones first)",
-            markup=False,
-            highlight=False,
-        )
-    for report in reports:
-        print_why(report)
-    return 0
+        say(note)
+
+    def human() -> None:
+        if sweep:
+            console.print(
+                f"{args.job!r} is a sweep: why each of its jobs waits (at most {WHY_SWEEP_MAX}, "
+                "waiting ones first)"
+            )
+        for report in reports:
+            print_why(report)
+
+    data = [r.to_dict() for r in reports] if sweep else reports[0].to_dict()
+    return emit(args, data, human)
 
 
-def needs_text(n: dict) -> str:
+def needs_text(n: Needs) -> str:
     """What a host needs for a queue: ``CUDA, 2 GPUs, VRAM >= 24 GiB each, RAM >= 7 GiB``."""
-    gpus, v = n.get("gpus", 0), n["min_vram_gib"]
+    v = n.min_vram_gib
     vram = (
         f"{v:g} GiB of VRAM on a shared GPU"
-        if n.get("share_gpu")
-        else f"VRAM >= {v:g} GiB" + (" each" if gpus > 1 else "")
+        if n.share_gpu
+        else f"VRAM >= {v:g} GiB" + (" each" if n.gpus > 1 else "")
         if v
         else ""
     )
-    return (
-        ", ".join(
-            p
-            for p in (
-                "CUDA" if n["require_cuda"] else "",
-                f"{gpus} GPUs" if gpus > 1 else "",
-                vram,
-                f"RAM >= {n['min_ram_gib']:g} GiB" if n["min_ram_gib"] else "",
-                f"cores >= {n['min_cores']}" if n["min_cores"] else "",
-            )
-            if p
-        )
-        or "nothing"
+    parts = (
+        "CUDA" if n.require_cuda else "",
+        f"{n.gpus} GPUs" if n.gpus > 1 else "",
+        vram,
+        f"RAM >= {n.min_ram_gib:g} GiB" if n.min_ram_gib else "",
+        f"cores >= {n.min_cores}" if n.min_cores else "",
     )
+    return ", ".join(p for p in parts if p) or "nothing"
 
 
-def print_why(report: dict) -> None:
-    from rich.markup import escape
-
+def print_why(report: WhyReport) -> None:
     out = console.print
     out(
-        f"[bold]{escape(report['name'])}[/] ({short_id(report['job_id'])}): {report['state']}"
-        + (f" on {report['worker']}" if report["worker"] else "")
-        + (f", attempts {report['attempts']}" if report["attempts"] else ""),
-        markup=True,
-        highlight=False,
-    )
-    if report["last_error"]:
-        out(f"  last error: {report['last_error'].splitlines()[0]}", markup=False, highlight=False)
-    if search := report.get("search"):
-        out(f"  search: {search['summary']}", markup=False, highlight=False)
-        if search.get("trial_failed"):
-            out(
-                f"  failed for its search: {search['trial_failed']}",
-                markup=False,
-                highlight=False,
-            )
-    for i, q in enumerate(report["queues"]):
-        needs = needs_text(q["needs"])
-        label = "queue" if i == 0 else "fallback queue"
-        out(
-            f"{label} [bold]{escape(q['queue'])}[/] (tier {q['tier']}): a host needs {needs}"
-            + (
-                ""
-                if q["known"]
-                else "  [yellow](not in the current config: "
-                "tiers changed since it was published)[/]"
-            ),
-            highlight=False,
+        Text.assemble(
+            (report.name, "bold"),
+            f" ({short_id(report.job_id)}): {report.state.value}"
+            + (f" on {report.worker}" if report.worker else "")
+            + (f", attempts {report.attempts}" if report.attempts else ""),
         )
-        if q["allowed_hosts"] is not None or q["denied_hosts"]:
-            out(
-                f"  allowed hosts: {q['allowed_hosts'] or 'any'}; "
-                f"denied: {q['denied_hosts'] or 'none'}",
-                markup=False,
-                highlight=False,
-            )
-        pos = q.get("position")
-        if pos:
-            out(
-                f"  position: {pos['ahead']} message(s) ahead of it, "
-                f"{pos['waiting_in_queue']} waiting in {q['queue']}"
-                if pos["in_list"]
-                else f"  not waiting in {q['queue']} now "
-                f"({pos['waiting_in_queue']} message(s) there)",
-                markup=False,
-                highlight=False,
-            )
-        if pos and pos.get("fair_share"):
-            out(f"  fair share: {pos['fair_share']}", markup=False, highlight=False)
-        if not q["hosts"]:
-            out("  [red]no live hosts[/] (no worker heartbeat in Redis)")
-        lacking = {c["host"]: _capable_line(c) for c in q["capable"] if c.get("lacks_now")}
-        for h in q["hosts"]:
-            verdict = (
-                "[red]cannot[/]: " + escape("; ".join(h["reasons"]))
-                if not h["could_run"]
-                else "[yellow]qualifies, but cannot start it now[/]: " + escape(lacking[h["host"]])
-                if h["host"] in lacking
-                else "[green]could run it[/]"
-            )
-            out(f"  {escape(h['host'])}: {verdict}", highlight=False)
-        if q.get("no_live_host_has"):
-            out(f"  {q['no_live_host_has']}", markup=False, highlight=False)
-        for c in q["capable"]:
-            if c["host"] not in lacking:  # a host that lacks room said so on its own line
-                out("  " + _capable_line(c), markup=False, highlight=False)
+    )
+    if report.last_error:
+        out(f"  last error: {report.last_error.splitlines()[0]}")
+    if report.search is not None:
+        out(f"  search: {report.search.summary}")
+        if report.search.trial_failed:
+            out(f"  failed for its search: {report.search.trial_failed}")
+    if report.gang is not None:
+        from fleet.query.why import gang_line
+
+        out(f"  {gang_line(report.gang)}")
+    for i, q in enumerate(report.queues):
+        print_queue(q, "queue" if i == 0 else "fallback queue")
 
 
-def _capable_line(c: dict) -> str:
+def print_queue(q: QueueReport, label: str) -> None:
+    out, f = console.print, q.facts
+    out(
+        Text.assemble(
+            f"{label} ",
+            (f.name, "bold"),
+            f" (tier {f.tier}): a host needs {needs_text(f.needs)}",
+            ""
+            if f.known
+            else ("  (not in the current config: tiers changed since it was published)", "yellow"),
+        )
+    )
+    c = f.constraint
+    if c is not None and (c.allowed is not None or c.denied):
+        allowed = sorted(c.allowed) if c.allowed is not None else None
+        out(f"  allowed hosts: {allowed or 'any'}; denied: {sorted(c.denied) or 'none'}")
+    pos = q.position
+    if pos is not None:
+        out(
+            f"  position: {pos.ahead} message(s) ahead of it, "
+            f"{pos.waiting_in_queue} waiting in {f.name}"
+            if pos.in_list
+            else f"  not waiting in {f.name} now ({pos.waiting_in_queue} message(s) there)"
+        )
+        if pos.fair_share:
+            out(f"  fair share: {pos.fair_share}")
+    if not q.hosts:
+        out(Text.assemble("  ", ("no live hosts", "red"), " (no worker heartbeat in Redis)"))
+    lacking = {c.host: _capable_line(c) for c in q.capable if c.lacks_now}
+    for h in q.hosts:
+        verdict = (
+            (("cannot", "red"), ": " + "; ".join(h.reasons))
+            if not h.ok
+            else (("qualifies, but cannot start it now", "yellow"), ": " + lacking[h.hostname])
+            if h.hostname in lacking
+            else (("could run it", "green"),)
+        )
+        out(Text.assemble(f"  {h.hostname}: ", *verdict))
+    if q.no_live_host_has:
+        out(f"  {q.no_live_host_has}")
+    for c in q.capable:
+        if c.host not in lacking:  # a host that lacks room said so on its own line
+            out("  " + _capable_line(c))
+
+
+def _capable_line(c: Capable) -> str:
     """What a host that could run the job is doing: what the job lacks there now, or its jobs."""
-    ahead = c["waiting_in_queues_it_serves_first"]
+    ahead = c.waiting_first
     tail = f"; {ahead} message(s) wait in queues it serves first" if ahead else ""
-    if c.get("lacks_now"):
-        return c["lacks_now"] + tail
-    busy = "; ".join(f"{b['name']} ({b['queue']})" for b in c["busy_with"])
-    return f"{c['host']} " + (f"is busy with: {busy}" if busy else "is idle") + tail
+    if c.lacks_now:
+        return c.lacks_now + tail
+    busy = "; ".join(f"{b.name} ({b.queue})" for b in c.busy_with)
+    return f"{c.host} " + (f"is busy with: {busy}" if busy else "is idle") + tail

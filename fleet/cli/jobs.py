@@ -11,23 +11,26 @@ from rich.console import Group
 from rich.text import Text
 
 from core import constants as C
-from core.errors import FleetError
+from core.errors import UsageError
 from core.ids import short_id
-from fleet.cli.common import app, console, err, job_id_for, records, redis_client
+from fleet.cli.common import (
+    EXIT_FAILED,
+    app,
+    console,
+    emit,
+    err,
+    job_id_for,
+    json_option,
+    records,
+    redis_client,
+    state_cell,
+)
 from fleet.cli.tables import Layout
 from fleet.query import jobs as Q
 from fleet.query import refs
 from state import events
 from state.jobrecord import JobRecord, JobState
 
-STATE_STYLE = {
-    "running": "bold cyan",
-    "failed": "bold red",
-    "queued": "yellow",
-    "cancelled": "magenta",
-    "succeeded": "green",
-    "pruned": "dim green",
-}
 SHOW_ACTED = 20  # cancel/requeue list this many jobs by name, then count the rest
 
 
@@ -102,14 +105,15 @@ def unique_prefix_len(ids: list[str], least: int = ID_MIN_CHARS) -> int:
 def worker_cell(r: JobRecord) -> str:
     """The worker, and the GPUs a running job holds there: ``big4 (GPU 0-1)``."""
     held = Q.gpu_list([g.index for g in Q.parse_gpus(r.gpu)]) if r.state is JobState.RUNNING else ""
-    return f"{r.worker} (GPU {held})" if held else r.worker
+    where = " + ".join(r.gang_hosts.split(",")) if r.gang_hosts else r.worker  # a gang: each host
+    return f"{where} (GPU {held})" if held else where
 
 
 def _cells(r: JobRecord, now: float, id_len: int, text: str, compact: bool = False) -> dict:
     return {
         "job": Text(r.name),
         "id": r.job_id[:id_len],
-        "state": Text(r.state.value, style=STATE_STYLE[r.state.value]),
+        "state": state_cell(r.state),
         "queue": Text(r.queue),
         "tries": str(r.runs),
         "worker": Text(worker_cell(r)),
@@ -155,9 +159,8 @@ def render(
         cut = [r for r in v.rows if r not in errors and len(notes[r.job_id]) > room]
         if cut:
             errors += cut
-            kept = any(
-                notes[r.job_id] and r not in errors for r in v.rows
-            )  # else the column says nothing
+            # else the column says nothing
+            kept = any(notes[r.job_id] and r not in errors for r in v.rows)
             rows = [
                 _cells(r, v.now, id_len, "see below" if r in errors else notes[r.job_id], compact)
                 for r in v.rows
@@ -199,13 +202,13 @@ def cmd_status(args) -> int:
         return _watch(client, flt, args)
     limit = args.limit if args.limit is not None else (None if args.json else C.STATUS_MAX_ROWS)
     v = Q.status(client, flt, limit or None)
-    if args.json:
-        print(json.dumps({**v.to_dict(), "searches": [s.to_dict() for s in searches]}, indent=2))
-    else:
+
+    def human() -> None:
         console.print(render(v, wide=args.wide))
         for line in _search_lines(client, searches):
             console.print(line)
-    return 0
+
+    return emit(args, lambda: {**v.to_dict(), "searches": [s.to_dict() for s in searches]}, human)
 
 
 def _search_lines(client, searches=None) -> list[Text]:
@@ -251,9 +254,8 @@ def _frames(client, flt: Q.JobFilter, args):
         rows = args.limit or (
             max(5, console.size.height - 10) if console.is_terminal else C.STATUS_MAX_ROWS
         )
-        searches = (
-            [] if args.all else summaries(client)
-        )  # a search published since the last frame folds too
+        # a search published since the last frame folds too
+        searches = [] if args.all else summaries(client)
         flt = replace(flt, folded=frozenset(s.search_id for s in searches))
         v = Q.status(client, flt, rows)
         took = time.monotonic() - t0
@@ -275,11 +277,7 @@ def cmd_show(args) -> int:
 
     rec = records()
     view = Q.record_view(rec.get(job_id_for(rec, args.job, "show")).to_dict())
-    if args.json:
-        print(json.dumps(view, indent=2, default=str))
-    else:
-        console.print(render_show(view))
-    return 0
+    return emit(args, view, lambda: console.print(render_show(view)))
 
 
 # --- cancel / requeue ---------------------------------------------------------------
@@ -291,7 +289,7 @@ def _confirm(verb: str, m: refs.Matches, args) -> bool:
     if sys.stdin.isatty() and not args.json:
         answer = console.input(f"{verb} {n:,} jobs matched by {what}? [y/N] ")
         return answer.strip().lower() in ("y", "yes")
-    raise FleetError(
+    raise UsageError(
         f"{what} matches {n:,} jobs (more than {C.CONFIRM_ABOVE_JOBS}); add --yes to {verb} them "
         f"all, or --dry-run to list them first"
     )
@@ -303,10 +301,10 @@ def _act(verb: str, args, act, announce=None, *, before=None) -> int:
     rec = records()
     m = refs.match(rec.r, args.jobs)
     for r in m.unmatched:
-        err.print(f"{r.ref}: {r.note}", markup=False, highlight=False)
+        err.print(f"{r.ref}: {r.note}")
     if m.hits and not _confirm(verb, m, args):
-        err.print("nothing done", markup=False)
-        return 1
+        err.print("nothing done")
+        return EXIT_FAILED
     if before is not None and m.hits and not args.dry_run:
         before(rec, [h.job_id for h in m.hits])
     done, skipped = [], []
@@ -325,29 +323,24 @@ def _act(verb: str, args, act, announce=None, *, before=None) -> int:
         "skipped": skipped,
         "unmatched": [{"ref": r.ref, "why": r.note} for r in m.unmatched],
     }
-    if args.json:
-        print(json.dumps(report, indent=2))
-    else:
-        _print_report(verb, report)
-    return 0 if done and not m.unmatched else 1
+    emit(args, report, lambda: _print_report(verb, report))
+    return 0 if done and not m.unmatched else EXIT_FAILED
 
 
 def _print_report(verb: str, report: dict) -> None:
     past = {"cancel": "cancelled", "requeue": "requeued"}[verb]
     for r in report["matched"]:
         if r["how"] in ("sweep", "glob", "prefix") and r["jobs"]:
-            console.print(f"{r['ref']!r} matched {r['jobs']:,} job(s) by {r['how']}", markup=False)
+            console.print(f"{r['ref']!r} matched {r['jobs']:,} job(s) by {r['how']}")
     head = f"would {verb}" if report["dry_run"] else past
     for label, rows in ((head, report["done"]), ("skipped", report["skipped"])):
         if not rows:
             continue
-        console.print(f"{label} {len(rows):,}:", markup=False)
+        console.print(f"{label} {len(rows):,}:")
         for row in rows[:SHOW_ACTED]:
             console.print(
                 f"  {row['name']} ({short_id(row['job_id'])}) "
                 + (f"was {row['was']}" if "why" not in row else row["why"]),
-                markup=False,
-                highlight=False,
             )
         if len(rows) > SHOW_ACTED:
             by: dict[str, int] = {}
@@ -355,9 +348,7 @@ def _print_report(verb: str, report: dict) -> None:
                 by[row.get("why") or f"was {row['was']}"] = (
                     by.get(row.get("why") or f"was {row['was']}", 0) + 1
                 )
-            console.print(
-                "  and " + ", ".join(f"{n:,} more {k}" for k, n in by.items()), markup=False
-            )
+            console.print("  and " + ", ".join(f"{n:,} more {k}" for k, n in by.items()))
 
 
 def _announce_cancelled(rec, done: list[dict]) -> None:
@@ -444,9 +435,7 @@ def register(sub) -> None:
     s.add_argument(
         "--every", type=float, default=C.STATUS_WATCH_EVERY_S, help="--watch refresh, seconds"
     )
-    s.add_argument(
-        "--json", action="store_true", help="counts and rows as JSON (with --watch: one per line)"
-    )
+    json_option(s, "counts and rows as JSON (with --watch: one per line)")
     s.add_argument(
         "--wide",
         action="store_true",
@@ -465,7 +454,7 @@ def register(sub) -> None:
         "show", help="one job's record: state, where it ran, progress, error, artifact"
     )
     s.add_argument("job", help="job name, ID, or ID prefix (4+ characters)")
-    s.add_argument("--json", action="store_true", help="the whole record as JSON")
+    json_option(s, "the whole record as JSON")
     s.set_defaults(fn=cmd_show)
     for name, fn, text in (
         ("cancel", cmd_cancel, "cancel queued or running jobs"),
@@ -485,5 +474,5 @@ def register(sub) -> None:
             help=f"go ahead when more than {C.CONFIRM_ABOVE_JOBS} jobs match",
         )
         s.add_argument("--dry-run", action="store_true", help="list what would be done, do nothing")
-        s.add_argument("--json", action="store_true", help="what was done and skipped, as JSON")
+        json_option(s, "what was done and skipped, as JSON")
         s.set_defaults(fn=fn)

@@ -4,13 +4,13 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import textwrap
 from pathlib import Path
 
 from rich.console import Group
 from rich.live import Live
 from rich.text import Text
 
-from core.errors import ManifestError
 from core.secrets import masked
 from fleet.cli.common import console, err
 from fleet.local import DEFAULT_TIMEOUT_S, SIMULATED_HOSTS, Outcome, Waited
@@ -18,6 +18,7 @@ from fleet.local import DEFAULT_TIMEOUT_S, SIMULATED_HOSTS, Outcome, Waited
 DEFAULT_ROOT = ".fleet-local"
 DEFAULT_MANIFEST = "examples/manifest.toml"
 PROGRESS_LINES = 8  # running jobs shown under the counts while waiting
+HELP_COLUMNS = 79  # `fleet local --help` fits an 80-column terminal
 DESCRIPTION = f"""\
 Start a whole fleet on this machine and run a manifest on it: a Redis server (its data in
 DIR/redis, DIR being --root), a file:// store (DIR/store, unless FLEET_STORE_URL names
@@ -40,22 +41,16 @@ class ConsoleShow:
         if lock.took_over and lock.took_over.processes:
             console.print(
                 f"took over {fleet.root} from a fleet that is gone ({lock.took_over.describe()})",
-                markup=False,
-                highlight=False,
             )
         console.print(
             f"redis {masked(fleet.server.url)} (AOF in {fleet.server.data_dir}), "
             f"store {masked(fleet.store_url)}",
-            markup=False,
-            highlight=False,
         )
         for note in fleet.notes:
-            err.print(f"note: {note}", markup=False, highlight=False, soft_wrap=True)
+            err.print(f"note: {note}", soft_wrap=True)
         node = f"; nodes NAME@{fleet.node_host}, this folder's" if fleet.node_host else ""
         console.print(
             f"workers: {', '.join(fleet.workers)} (logs in {fleet.root / 'logs'}{node})",
-            markup=False,
-            highlight=False,
         )
 
     def published(self, rows, warnings) -> None:
@@ -64,9 +59,9 @@ class ConsoleShow:
 
         print_plan(rows, "published")
         sent = sum(r.action == "publish" for r in rows)
-        console.print(f"{sent} published, {len(rows) - sent} skipped", markup=False)
+        console.print(f"{sent} published, {len(rows) - sent} skipped")
         for line in feasibility.messages(warnings):
-            err.print(f"warning: {line}", markup=False, highlight=False)
+            err.print(f"warning: {line}")
 
     @contextlib.contextmanager
     def waiting(self):
@@ -82,13 +77,11 @@ class ConsoleShow:
 
         console.print(render(waited.view, title="jobs"))
         for search in waited.searches:
-            console.print(search.summary(console.width), markup=False, highlight=False)
+            console.print(search.summary(console.width))
         if waited.outcome in (Outcome.STUCK, Outcome.TIMED_OUT):
             what = "stopped waiting" if waited.outcome is Outcome.STUCK else "timed out"
             err.print(
                 f"{what}: " + "; ".join(waited.reasons),
-                markup=False,
-                highlight=False,
                 soft_wrap=True,
             )
         console.print(artifacts_table(artifacts, "the local store"))
@@ -130,7 +123,7 @@ class _Lines:
     def update(self, view) -> None:
         line = "waiting for jobs: " + view.summary().split(": ", 1)[-1]
         if line != self.last:
-            console.print(line, markup=False, highlight=False)
+            console.print(line)
             self.last = line
 
 
@@ -143,13 +136,7 @@ def cmd_local(args) -> int:
     from fleet.local import run_local
     from fleet.manifests import load
 
-    try:
-        manifest = load(args.manifest, DataResolver())
-    except ManifestError as e:
-        from fleet.cli.publish import print_problems
-
-        print_problems(args.manifest, e)
-        return 2
+    manifest = load(args.manifest, DataResolver())  # a ManifestError: fleet.cli.main says
     return run_local(
         manifest, ConsoleShow(), keep=args.keep, timeout_s=args.timeout, root=args.root
     )
@@ -159,7 +146,10 @@ def register(sub) -> None:
     s = sub.add_parser(
         "local",
         help="run a whole local fleet on embedded defaults",
-        description=DESCRIPTION,
+        # each paragraph wrapped for an 80-column terminal, the break between them kept
+        description="\n\n".join(
+            textwrap.fill(" ".join(p.split()), HELP_COLUMNS) for p in DESCRIPTION.split("\n\n")
+        ),
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     s.add_argument(

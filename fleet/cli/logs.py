@@ -6,8 +6,9 @@ import json
 
 from core import constants as C
 from core.ids import short_id
-from fleet.cli.common import console, err, job_id_for, records
+from fleet.cli.common import console, err, job_id_for, json_option, records
 from fleet.query import logs as L
+from state.gang import rank_log_id
 
 
 def _emit(entry: L.LogEntry, as_json: bool) -> None:
@@ -16,14 +17,15 @@ def _emit(entry: L.LogEntry, as_json: bool) -> None:
     elif entry.line is not None:
         print(entry.line, flush=True)
     else:
-        console.print(entry.text(), style="dim", markup=False, highlight=False)
+        console.print(entry.text(), style="dim")
 
 
 def cmd_logs(args) -> int:
     rec = records()
     jid = job_id_for(rec, args.job, "logs")
     job = rec.get(jid)
-    entries = L.read(rec.r, jid, tail=args.tail)
+    lid = rank_log_id(jid, args.rank)  # a gang member's own output (rank 0's is the job's)
+    entries = L.read(rec.r, lid, tail=args.tail)
     runs = L.Runs()
     for entry in runs.through(entries):
         _emit(entry, args.json)
@@ -37,19 +39,17 @@ def cmd_logs(args) -> int:
         )
         err.print(
             f"no output kept for {job.name} ({short_id(jid)}): {hint}",
-            markup=False,
-            highlight=False,
         )
     if args.follow:
-        after = entries[-1].id if entries else ("-" if args.tail is None else _now_id(rec.r, jid))
+        after = entries[-1].id if entries else ("-" if args.tail is None else _now_id(rec.r, lid))
         try:
-            for entry in L.follow(rec.r, jid, after, lambda: rec.states([jid])[jid], runs=runs):
+            for entry in L.follow(rec.r, lid, after, lambda: rec.states([jid])[jid], runs=runs):
                 _emit(entry, args.json)
         except KeyboardInterrupt:
             return 0
         final = rec.get(jid)
         if not args.json:
-            err.print(f"{final.name}: {final.state.value}", markup=False, highlight=False)
+            err.print(f"{final.name}: {final.state.value}")
     return 0
 
 
@@ -71,12 +71,18 @@ def register(sub) -> None:
     s.add_argument("job", help="job name, ID, or ID prefix (4+ characters)")
     s.add_argument("-f", "--follow", action="store_true", help="keep printing until the job ends")
     s.add_argument(
-        "--tail", "-n", type=int, default=None, metavar="N", help="only the last N lines"
+        "--rank",
+        type=int,
+        default=0,
+        metavar="N",
+        help="a gang's (nodes = N) member of node rank N; rank 0's is the default",
     )
     s.add_argument(
-        "--json",
-        action="store_true",
-        help="one JSON object per line or run mark "
+        "--tail", "-n", type=int, default=None, metavar="N", help="only the last N lines"
+    )
+    json_option(
+        s,
+        "one JSON object per line or run mark "
         "(a mark has event, run, worker; an end mark outcome and detail)",
     )
     s.set_defaults(fn=cmd_logs)

@@ -7,10 +7,19 @@ import json
 
 from rich.table import Table
 
-from core.errors import ManifestError
+from core.errors import ManifestError, UsageError
 from core.ids import short_id
 from fleet import feasibility
-from fleet.cli.common import app, broker_problem, console, err, plain, redis_client
+from fleet.cli.common import (
+    app,
+    broker_problem,
+    console,
+    emit,
+    err,
+    json_option,
+    plain,
+    redis_client,
+)
 from fleet.plan_summary import SUMMARY_ABOVE_ROWS, summarise
 
 
@@ -30,27 +39,14 @@ def cmd_publish(args) -> int:
     from fleet.publish import publish
 
     owner = resolve(args.owner)
-    try:
-        with _progress(args) as progress:
-            manifest = load(args.manifest, DataResolver(progress=progress))
-    except ManifestError as e:
-        if args.json:
-            print(
-                json.dumps(
-                    {"error": "invalid manifest", "problems": [p.as_dict() for p in e.problems]},
-                    indent=2,
-                )
-            )
-        else:
-            print_problems(args.manifest, e)
-        return 2
+    with _progress(args) as progress:  # a ManifestError: fleet.cli.main lists its problems
+        manifest = load(args.manifest, DataResolver(progress=progress))
     if not args.json:
         print_workdirs(manifest)
     names = {j.name for j in manifest.jobs} | {j.job_id for j in manifest.jobs}
     unknown = [n for n in args.force if n not in names]
     if unknown:
-        err.print(f"--force names no job in {args.manifest}: {', '.join(unknown)}", markup=False)
-        return 2
+        raise UsageError(f"--force names no job in {args.manifest}: {', '.join(unknown)}")
     offline = False
     try:
         with _progress(args) as progress:
@@ -71,19 +67,22 @@ def cmd_publish(args) -> int:
         # A plan is still useful offline: it shows routing and IDs, not what already ran.
         err.print(
             f"fleet: {broker_problem(e)}; the plan below assumes no job was published before",
-            markup=False,
-            highlight=False,
         )
         rows = offline_plan(manifest, frozenset(args.force))
         offline = True
     warnings = feasibility.check(None if offline else redis_client(), rows, manifest)
-    if args.json:
-        print(json.dumps(feasibility.annotate([r.to_dict() for r in rows], warnings), indent=2))
-        return 0
+    return emit(
+        args,
+        lambda: feasibility.annotate([r.to_dict() for r in rows], warnings),
+        lambda: print_published(args, manifest, rows, warnings),
+    )
+
+
+def print_published(args, manifest, rows, warnings) -> None:
     title = "plan (dry run: nothing sent)" if args.dry_run else f"published {args.manifest}"
     print_plan(rows, title)
     for search in manifest.searches:  # the space, the budget, how many at once
-        console.print("\n".join(search.describe()), markup=False, highlight=False)
+        console.print("\n".join(search.describe()))
     sent = sum(r.action == "publish" for r in rows)
     console.print(
         f"{sent} to publish, {len(rows) - sent} skipped"
@@ -91,8 +90,7 @@ def cmd_publish(args) -> int:
         else f"{sent} published, {len(rows) - sent} skipped"
     )
     for line in feasibility.messages(warnings, dry_run=args.dry_run):
-        err.print(f"warning: {line}", markup=False, highlight=False)
-    return 0
+        err.print(f"warning: {line}")
 
 
 def print_workdirs(manifest) -> None:
@@ -103,15 +101,18 @@ def print_workdirs(manifest) -> None:
             console.print(
                 f"workdir {src.path}: {len(src.files)} files, {size / 1024:.1f} KiB "
                 f"(tar {src.size / 1024:.1f} KiB), sha256 {short_id(src.sha256)}",
-                markup=False,
-                highlight=False,
             )
 
 
-def print_problems(path: str, e: ManifestError) -> None:
-    err.print(f"[bold red]{path}: {len(e.problems)} problem(s); nothing was published[/]")
+def print_problems(path: str, e: ManifestError, *, as_json: bool = False) -> None:
+    """Every problem in a manifest (``as_json``: on stdout, for a script)."""
+    if as_json:
+        problems = [p.as_dict() for p in e.problems]
+        print(json.dumps({"error": "invalid manifest", "problems": problems}, indent=2))
+        return
+    err.print(f"{path}: {len(e.problems)} problem(s); nothing was published", style="bold red")
     for p in e.problems:
-        err.print(f"  {p}", markup=False, highlight=False)
+        err.print(f"  {p}")
 
 
 def print_plan(rows, title: str) -> None:
@@ -127,7 +128,7 @@ def _rows_table(rows, title: str) -> Table:
     for col in ("job", "id", "queue", "action", "why"):
         table.add_column(col)
     for r in rows:
-        table.add_row(*plain(r.job.name, short_id(r.job.job_id), r.queue, r.action, r.why))
+        table.add_row(*plain(r.job.name, short_id(r.ref), r.queue, r.action, r.why))
     return table
 
 
@@ -153,14 +154,12 @@ def print_summary(s, title: str) -> None:
     """A long plan as counts per queue and per sweep, then its first rows."""
     console.print(
         f"{title}: {s.total:,} jobs, summarised (--json lists every one)",
-        markup=False,
-        highlight=False,
     )
     console.print(_groups_table("per queue", s.queues, s.more_queues, "queue"))
     console.print(_groups_table("per sweep", s.sweeps, s.more_sweeps, "sweep"))
     console.print(_rows_table(s.first, f"first {len(s.first)} jobs"))
     if s.more_rows:
-        console.print(f"... {s.more_rows:,} more; --json for all", markup=False, highlight=False)
+        console.print(f"... {s.more_rows:,} more; --json for all")
 
 
 def register(sub) -> None:
@@ -170,7 +169,7 @@ def register(sub) -> None:
         help="the manifest (TOML); every problem in it is listed before anything is sent",
     )
     s.add_argument("--dry-run", action="store_true", help="print the plan; send nothing")
-    s.add_argument("--json", action="store_true", help="machine-readable output")
+    json_option(s)
     s.add_argument(
         "--force",
         action="append",

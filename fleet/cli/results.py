@@ -10,7 +10,7 @@ from rich.console import Group
 from rich.table import Table
 from rich.text import Text
 
-from fleet.cli.common import console, redis_client
+from fleet.cli.common import console, emit, json_option, redis_client, state_cell
 from fleet.cli.tables import Layout
 from fleet.query import results as R
 
@@ -58,21 +58,11 @@ def usage(t: R.Trial) -> str:
     return f"{seconds / 1000:.1f}k {unit}" if seconds >= 10_000 else f"{seconds:.0f} {unit}"
 
 
-STATE_STYLE = {
-    "running": "cyan",
-    "failed": "red",
-    "queued": "yellow",
-    "cancelled": "magenta",
-    "succeeded": "green",
-    "pruned": "dim",
-}
-
-
 def _cells(t: R.Trial) -> dict:
     style = "bold" if t.best else ""
     return {
         "trial": Text(f"{t.trial}{BEST_MARK if t.best else ''}", style=style),
-        "state": Text(t.state, style=STATE_STYLE.get(t.state, "")),
+        "state": state_cell(t.state),
         "final": Text(R.short(t.value), style=style),
         "best": R.short(t.best_value),
         "steps": str(t.steps),
@@ -130,13 +120,10 @@ def write_csv(board: R.Leaderboard, out=None) -> None:
 
 def cmd_results(args) -> int:
     board = R.leaderboard(redis_client(), args.name, metric=args.metric, direction=args.direction)
-    if args.json:
-        print(json.dumps(board.to_list(), indent=2))
-    elif args.csv:
+    if args.csv:
         write_csv(board)
-    else:
-        console.print(render(board, wide=args.wide))
-    return 0
+        return 0
+    return emit(args, board.to_list, lambda: console.print(render(board, wide=args.wide)))
 
 
 def cmd_plot(args) -> int:
@@ -149,8 +136,6 @@ def cmd_plot(args) -> int:
     path = plot.save(plotdata.prepare(board, (search or {}).get("space")), args.output)
     console.print(
         f"wrote {path}: {len(board.trials)} trials, {board.objective.describe()}",
-        markup=False,
-        highlight=False,
     )
     return 0
 
@@ -177,7 +162,7 @@ def register(sub) -> None:
     )
     _objective_args(s)
     out = s.add_mutually_exclusive_group()
-    out.add_argument("--json", action="store_true", help="a list of trials, best first")
+    json_option(out, "a list of trials, best first")
     out.add_argument("--csv", action="store_true", help="one row per trial, best first")
     s.add_argument("--wide", action="store_true", help="every column, however wide the terminal")
     s.set_defaults(fn=cmd_results)

@@ -4,7 +4,6 @@ reference that docs/settings.md holds (a test keeps the two the same)."""
 
 from __future__ import annotations
 
-import json
 import os
 from collections.abc import Mapping
 from typing import Any
@@ -13,6 +12,7 @@ from core import registry
 from core.errors import ConfigError
 from core.secrets import MASK, masked, secret_name
 from core.setting import Scope, Setting, Source, text
+from fleet.cli.common import emit, json_option
 
 WIDTH = 80  # the table fits a terminal of this many columns
 SOURCE_WIDTH = 7  # "default"
@@ -105,11 +105,7 @@ def cmd_settings(args) -> int:
         print(markdown(), end="")
         return 0
     found = rows(os.environ)
-    if args.json:
-        print(json.dumps(as_json(found), indent=2))
-    else:
-        print("\n".join(table(found)))
-    return 0
+    return emit(args, lambda: as_json(found), lambda: print("\n".join(table(found))))
 
 
 def register(sub) -> None:
@@ -117,7 +113,7 @@ def register(sub) -> None:
         "settings",
         help="the FLEET_* settings in effect here and where each came from (secrets masked)",
     )
-    s.add_argument("--json", action="store_true", help="machine-readable output")
+    json_option(s)
     s.add_argument(
         "--markdown",
         action="store_true",

@@ -2,13 +2,11 @@
 
 from __future__ import annotations
 
-import json
-
 from rich.text import Text
 
 from core.errors import ConfigError
 from fleet import owners
-from fleet.cli.common import console, redis_client
+from fleet.cli.common import console, emit, json_option, redis_client
 from fleet.cli.tables import Layout
 from fleet.query import shares as S
 from fleet.query.jobs import human_hours, human_span
@@ -37,29 +35,25 @@ def cells(row: S.ShareRow) -> dict:
 def cmd_share_set(args) -> int:
     owner = owners.validate(args.name, source="fleet share set NAME")
     fairshare.set_share(redis_client(), owner, args.weight)
-    console.print(f"{owner}: share {args.weight:g}", markup=False, highlight=False)
+    console.print(f"{owner}: share {args.weight:g}")
     return 0
 
 
 def cmd_share_list(args) -> int:
     v = S.read_shares(redis_client())
-    if args.json:
-        print(json.dumps(v.to_dict(), indent=2))
-        return 0
+    return emit(args, v.to_dict, lambda: print_shares(v))
+
+
+def print_shares(v) -> None:
     if not v.rows:
-        console.print(
-            "no owner has usage, a share or jobs waiting yet", markup=False, highlight=False
-        )
-        return 0
+        console.print("no owner has usage, a share or jobs waiting yet")
+        return
     table, _ = SHARES.table([cells(r) for r in v.rows], console.width)
     console.print(table)
     console.print(
         f"usage halves every {human_span(v.half_life_s)}; standing: GPU-h per share, lowest "
         "served first",
-        markup=False,
-        highlight=False,
     )
-    return 0
 
 
 def _weight(text: str) -> float:
@@ -94,5 +88,5 @@ def register(sub) -> None:
     ls = verbs.add_parser(
         "list", help="owners, weight, decayed usage, standing (lowest served first)"
     )
-    ls.add_argument("--json", action="store_true", help="machine-readable output")
+    json_option(ls)
     ls.set_defaults(fn=cmd_share_list)

@@ -28,7 +28,13 @@ def _metrics(metrics: dict | None) -> str:
 def _where(v: dict) -> str:
     gpus = ", ".join(f"GPU {g['index']} {g['name']}".strip() for g in v.get("gpus") or [])
     cores = f"{v['cores']} cores" if v.get("cores") else ""
-    return ", ".join(p for p in (v.get("worker") or "", gpus, cores) if p)
+    hosts = v.get("gang_hosts") or ""
+    where = (  # a gang: every member's host, by rank
+        ", ".join(f"rank {r} {h}" for r, h in enumerate(hosts.split(",")))
+        if hosts
+        else v.get("worker") or ""
+    )
+    return ", ".join(p for p in (where, gpus, cores) if p)
 
 
 def _progress(v: dict) -> str:

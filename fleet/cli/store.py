@@ -16,8 +16,6 @@ def cmd_store_show(args) -> int:
         if url
         else "no store recorded yet: `fleet local`, `fleet enroll` or the first worker "
         f"records its {FLEET_STORE_URL.name}; or `fleet store set URL`",
-        markup=False,
-        highlight=False,
     )
     return 0
 
@@ -32,8 +30,6 @@ def cmd_store_set(args) -> int:
     console.print(
         f"the fleet's store: {masked(url)}{was}; publishers and workers that name no "
         f"store use it, and one whose {FLEET_STORE_URL.name} names another is refused",
-        markup=False,
-        highlight=False,
     )
     return 0
 

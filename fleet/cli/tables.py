@@ -19,9 +19,8 @@ class Layout:
     columns: tuple[str, ...]  # in display order
     always: tuple[str, ...]  # whole, whatever the width
     optional: tuple[str, ...]  # added in this order while they fit
-    shrinks: Mapping[str, int] = field(
-        default_factory=dict
-    )  # may be cut down to this many characters
+    # may be cut down to this many characters
+    shrinks: Mapping[str, int] = field(default_factory=dict)
     right: tuple[str, ...] = ()  # right-justified
 
     def fit(

@@ -5,12 +5,10 @@ Every hyperparameter of each trainer, with its type, range and default.
 
 from __future__ import annotations
 
-import json
-
 from rich.table import Table
 from rich.text import Text
 
-from fleet.cli.common import console, plain
+from fleet.cli.common import console, emit, json_option, plain
 
 
 def cmd_trainers(args) -> int:
@@ -21,16 +19,17 @@ def cmd_trainers(args) -> int:
         return 0
     rows = T.rows(args.trainer)
     if not rows:
-        from core.errors import FleetError
+        from core.errors import UsageError
         from manifest.hyper import TRAINERS
 
-        raise FleetError(
+        raise UsageError(
             f"no built-in trainer {args.trainer!r}; choose from {', '.join(TRAINERS)} "
             "(or give a job `command = [...]` instead of a model)"
         )
-    if args.json:
-        print(json.dumps([r.to_dict() for r in rows], indent=2))
-        return 0
+    return emit(args, lambda: [r.to_dict() for r in rows], lambda: print_trainers(rows))
+
+
+def print_trainers(rows) -> None:
     for trainer in dict.fromkeys(r.trainer for r in rows):
         table = Table(
             title=Text(
@@ -44,12 +43,11 @@ def cmd_trainers(args) -> int:
             if r.trainer == trainer:
                 table.add_row(*plain(r.name, r.type, repr(r.default), r.range, r.help))
         console.print(table)
-    return 0
 
 
 def register(sub) -> None:
     s = sub.add_parser("trainers", help="the built-in trainers and every hyperparameter they take")
     s.add_argument("trainer", nargs="?", help="only this trainer (gbt, mlp)")
-    s.add_argument("--json", action="store_true", help="one object per hyperparameter, as JSON")
+    json_option(s, "one object per hyperparameter, as JSON")
     s.add_argument("--markdown", action="store_true", help="the table docs/manifest.md shows")
     s.set_defaults(fn=cmd_trainers)

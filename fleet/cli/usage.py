@@ -2,11 +2,9 @@
 
 from __future__ import annotations
 
-import json
-
 from rich.table import Table
 
-from fleet.cli.common import console, plain, redis_client
+from fleet.cli.common import console, emit, json_option, plain, redis_client
 from fleet.query import usage as U
 from fleet.query.jobs import human_hours, human_span
 
@@ -35,18 +33,15 @@ def render(v: U.UsageView) -> Table:
 
 def cmd_usage(args) -> int:
     v = U.read_usage(redis_client(), U.parse_since(args.since))
-    if args.json:
-        print(json.dumps(v.to_dict(), indent=2))
-    elif not v.owners:
-        console.print(
-            f"no jobs published, running or ended in the last {human_span(v.since_s)}",
-            markup=False,
-            highlight=False,
-        )
+    return emit(args, v.to_dict, lambda: print_usage(v))
+
+
+def print_usage(v: U.UsageView) -> None:
+    if not v.owners:
+        console.print(f"no jobs published, running or ended in the last {human_span(v.since_s)}")
     else:
-        console.print(heading(v), markup=False, highlight=False)
+        console.print(heading(v))
         console.print(render(v))
-    return 0
 
 
 def register(sub) -> None:
@@ -57,5 +52,5 @@ def register(sub) -> None:
         metavar="AGE",
         help=f"the window: a number and m, h, d or w (default {U.DEFAULT_SINCE})",
     )
-    s.add_argument("--json", action="store_true", help="machine-readable output")
+    json_option(s)
     s.set_defaults(fn=cmd_usage)

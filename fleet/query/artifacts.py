@@ -127,6 +127,6 @@ def of_job(record) -> BundleLocation:
     if art.get("sha256") and art["sha256"] != loc.sha256:
         raise StoreError(
             f"job {record.name}: its record's sha256 {art['sha256'][:16]} differs from its URI's "
-            f"{loc.sha256[:16]}; the record was changed by hand"
+            f"{short_id(loc.sha256)}; the record was changed by hand"
         )
     return loc

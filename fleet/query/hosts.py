@@ -44,6 +44,7 @@ class HostView:
     envs: tuple[dict, ...] = ()  # the jobs' environments it holds (tasks.workspace.cached_envs)
     pool: dict | None = None  # free and held GPUs, cores and RAM (None: an older worker)
     warnings: tuple[str, ...] = ()  # what the worker could not detect or will not serve, and why
+    addr: str = ""  # the address it advertises (FLEET_ADVERTISE_ADDR; a gang's MASTER_ADDR)
     extra: dict = field(default_factory=dict)
 
     @property
@@ -73,9 +74,8 @@ class HostView:
         d["warnings"] = list(self.warnings)
         d["busy"] = self.busy
         pool = self.resources()
-        d["yielded"] = {
-            str(i): why for i, why in (pool.yielded() if pool else {}).items()
-        }  # to the host's owner
+        # to the host's owner
+        d["yielded"] = {str(i): why for i, why in (pool.yielded() if pool else {}).items()}
         d["seen_ago_s"] = round((time.time() if now is None else now) - self.seen_at, 1)
         return d
 
@@ -120,6 +120,7 @@ def read_hosts(client: redis.Redis, *, include_gone: bool = True) -> list[HostVi
                 envs=tuple(b.get("envs") or ()),
                 pool=b.get("pool"),
                 warnings=tuple(b.get("warnings") or ()),
+                addr=b.get("addr") or "",
             )
         if include_gone or view.live:
             out.append(view)

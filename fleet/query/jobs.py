@@ -27,6 +27,7 @@ FIELDS = (
     "queue",
     "attempts",
     "worker",
+    "gang_hosts",
     "gpu",
     "created_at",
     "queued_at",
@@ -85,6 +86,8 @@ def row_dict(row: JobRecord, now: float) -> dict:
     d.update({k: None if s is None else round(s, 1) for k, s in times(row, now).items()})
     d["error_line"] = row.reason if row.state is not JobState.SUCCEEDED else ""
     d["gpus"] = [asdict(g) for g in parse_gpus(row.gpu)]
+    if row.gang_hosts:  # a gang: every member's host, by rank
+        d["gang_hosts"] = row.gang_hosts.split(",")
     if row.problems:
         d["problems"] = list(row.problems)
     return d

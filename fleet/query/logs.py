@@ -14,7 +14,7 @@ from dataclasses import dataclass, replace
 from datetime import datetime
 
 from core import constants as C
-from state.records import JobState
+from state.jobrecord import JobState
 
 FOLLOW_BLOCK_MS = 1000
 READ_COUNT = 1000

@@ -15,8 +15,10 @@ from dataclasses import dataclass, field
 
 from fleet.query.results import Direction, Leaderboard
 from state import history
+from state.jobrecord import JobState
 
-DIMMED_STATES = frozenset({"pruned", "failed", "cancelled"})  # drawn faint: they stopped short
+# drawn faint: they stopped short (a trial's state is its JobState's value, equal to it)
+DIMMED_STATES = frozenset({JobState.PRUNED, JobState.FAILED, JobState.CANCELLED})
 LOG_SPAN = 100.0  # max/min of positive values from which the metric axis is logarithmic
 
 
@@ -75,7 +77,7 @@ def best_so_far(
     pick = min if direction is Direction.MINIMIZE else max
     out: list[tuple[int, float]] = []
     for trial, value, state in finals:
-        if state == "succeeded":
+        if state == JobState.SUCCEEDED:
             out.append((trial, value if not out else pick(out[-1][1], value)))
         elif out:
             out.append((trial, out[-1][1]))

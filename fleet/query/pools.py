@@ -78,9 +78,8 @@ class HostPool:
     cores_kept: int = 0  # free cores held back for idle GPUs (not for CPU jobs)
     ram_total_gib: float = 0.0
     ram_free_gib: float = 0.0
-    ram_kept_gib: float | None = (
-        None  # None: the heartbeat does not say (the default reserve applies)
-    )
+    # None: the heartbeat does not say (the default reserve applies)
+    ram_kept_gib: float | None = None
     jobs: Mapping[str, JobHold] = field(default_factory=dict)
 
     @classmethod

@@ -15,6 +15,7 @@ from core import constants as C
 from core.errors import AmbiguousJob, JobNotFound
 from core.ids import short_id
 from fleet.query.jobs import is_glob, name_matches
+from state.jobrecord import JOB_KEY_PREFIX, fetch, job_key
 
 HEX = re.compile(r"^[0-9a-f]+$")
 SHOW_CANDIDATES = 8
@@ -95,12 +96,12 @@ def names_index(client) -> dict[str, str]:
 def _prefix_hits(client, ref: str) -> list[str] | None:
     if not HEX.match(ref) or len(ref) < C.MIN_ID_PREFIX:
         return None
-    keys = client.scan_iter(match=C.JOB_KEY + ref + "*", count=5000)
-    return sorted({k[len(C.JOB_KEY) :] for k in keys})
+    keys = client.scan_iter(match=job_key(ref) + "*", count=5000)
+    return sorted({k[len(JOB_KEY_PREFIX) :] for k in keys})
 
 
 def lookup(client, ref: str, names: dict[str, str] | None = None) -> Resolution:
-    exists = bool(client.exists(C.JOB_KEY + ref))
+    exists = fetch(client, ref, ("job_id",)) is not None
     names = names_index(client) if names is None else names
     if exists or ref in names:
         return decide(ref, names, None, exists)

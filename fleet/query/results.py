@@ -23,11 +23,13 @@ from collections.abc import Iterable, Sequence
 from dataclasses import asdict, dataclass, field, replace
 from typing import Any
 
-from core import constants as C
 from core.errors import FleetError, JobNotFound
 from fleet.query import refs
 from manifest.search.config import Direction
 from state import history
+from state.jobrecord import JobState, fetch_many
+from state.search import view as searches
+from state.search.store import key
 
 FIELDS = (
     "job_id",
@@ -52,7 +54,7 @@ FIELDS = (
 READ_BATCH = 1000
 KEYS_SHOWN = 12  # reported keys named in an unknown --metric error
 DEFAULT_METRIC = "valid_loss"  # what the built-in trainers report each epoch
-ENDED = frozenset({"succeeded", "failed", "cancelled", "pruned"})
+ENDED = frozenset(s for s in JobState if s.terminal)  # a record's state string is in it too
 LABEL = re.compile(r"\[(?P<label>[^\[\]]*)\]$")
 
 
@@ -81,7 +83,7 @@ class Trial:
     trial: int  # the search's trial number, else its place in publish order
     name: str
     job_id: str
-    state: str  # a job state, or "pruned"
+    state: str  # a JobState's value: its record's, or its search's end (failed: no result)
     params: dict[str, Any]
     value: float | None  # its final value (docs/results.md): finite, or None
     best_value: float | None  # the best it reached at any step
@@ -186,7 +188,7 @@ def objective(
     points: Iterable[dict],
     *,
     metric: str | None = None,
-    direction: str | None = None,
+    direction: Direction | str | None = None,
     search: dict | None = None,
 ) -> Objective:
     """Which metric ranks and which way: given, else the search's, else the trainers' default
@@ -206,10 +208,15 @@ def objective(
                 else (keys[0], "first reported")
             )
     if direction:
-        return Objective(metric, Direction.parse(direction), source, "given")
+        return Objective(metric, as_direction(direction), source, "given")
     if search and search.get("direction") and source == "search":
-        return Objective(metric, Direction.parse(str(search["direction"])), source, "search")
+        return Objective(metric, as_direction(search["direction"]), source, "search")
     return Objective(metric, Direction.guess(metric), source, "guessed")
+
+
+def as_direction(d: Direction | str) -> Direction:
+    """A direction as given: the enum as is, a name (``--direction``) parsed."""
+    return d if isinstance(d, Direction) else Direction.parse(d)
 
 
 def _from_record(record: dict, metric: str) -> float | None:
@@ -251,9 +258,13 @@ def trial(record: dict, points: list[dict], obj: Objective, *, number: int, para
     best_value = pick(v for _, v in series) if series else value
     trial_no = record.get("trial")
     # a trial's state for its search: failed when its job succeeded without a result
-    state = (record.get("search_final") or {}).get("state") or record.get("state") or "queued"
+    state = (
+        (record.get("search_final") or {}).get("state")
+        or record.get("state")
+        or JobState.QUEUED.value
+    )
     return Trial(
-        trial=int(trial_no) if str(trial_no or "").lstrip("-").isdigit() else number,
+        trial=int(trial_no) if str(trial_no).lstrip("-").isdigit() else number,
         name=record.get("name") or record["job_id"],
         job_id=record["job_id"],
         state=state,
@@ -270,7 +281,7 @@ def trial(record: dict, points: list[dict], obj: Objective, *, number: int, para
         artifact=record.get("artifact"),
         search=record.get("search") or "",
         # a requeued job keeps its earlier run's times until it starts again
-        started_at=None if state == "queued" else _time(record.get("started_at")),
+        started_at=None if state == JobState.QUEUED else _time(record.get("started_at")),
         finished_at=_time(record.get("finished_at")) if state in ENDED else None,
         hyper=dict((record.get("spec") or {}).get("hyper") or {}),
         reason=reason,
@@ -296,7 +307,7 @@ def rank(trials: Iterable[Trial], direction: Direction) -> list[Trial]:
     sign = 1.0 if direction is Direction.MINIMIZE else -1.0
 
     def key(t: Trial) -> tuple:
-        tier = 2 if t.value is None else 0 if t.state == "succeeded" else 1
+        tier = 2 if t.value is None else 0 if t.state == JobState.SUCCEEDED else 1
         best = sign * t.best_value if t.best_value is not None else math.inf
         return tier, sign * t.value if t.value is not None else 0.0, best, t.trial
 
@@ -324,7 +335,7 @@ def build(
     histories: dict[str, list[dict]],
     *,
     metric: str | None = None,
-    direction: str | None = None,
+    direction: Direction | str | None = None,
     search: dict | None = None,
 ) -> Leaderboard:
     """The leaderboard of ``records`` (decoded record fields) and their folded histories. Pure."""
@@ -351,27 +362,13 @@ def build(
 
 
 # --- reading Redis ------------------------------------------------------------------
-def _decode(values: Sequence[str | None]) -> dict | None:
-    v = dict(zip(FIELDS, values, strict=True))
-    if not v.get("job_id"):
-        return None
-    for k in ("result", "progress", "spec", "artifact", "params"):
-        try:
-            v[k] = json.loads(v[k]) if v.get(k) else None
-        except ValueError:
-            v[k] = None
-    return v
-
-
 def read_records(client, ids: Sequence[str], batch: int = READ_BATCH) -> list[dict]:
-    """The fields a leaderboard needs of each job, in pipelined batches."""
-    out: list[dict] = []
-    for start in range(0, len(ids), batch):
-        pipe = client.pipeline(transaction=False)
-        for jid in ids[start : start + batch]:
-            pipe.hmget(C.JOB_KEY + jid, FIELDS)
-        out += [r for r in map(_decode, pipe.execute()) if r is not None]
-    return out
+    """The fields a leaderboard needs of each job (decoded by the record), in pipelined
+    batches."""
+    return [
+        {f: getattr(rec, f) for f in FIELDS} | {"state": rec.state.value}
+        for rec in fetch_many(client, ids, FIELDS, batch)
+    ]
 
 
 def job_ids(client, name: str) -> list[str]:
@@ -384,12 +381,7 @@ def job_ids(client, name: str) -> list[str]:
 
 def search_of(client, name: str, records: Sequence[dict]) -> dict | None:
     """The metric, direction and best of the search these jobs are trials of (the ``search``
-    field of their records, else the latest search called ``name``), or None: no search, or
-    a fleet without adaptive search (``state.search`` absent)."""
-    try:
-        from state.search import view as searches
-    except ImportError:
-        return None
+    field of their records, else the latest search called ``name``), or None: no search."""
     ids = sorted({r["search"] for r in records if r.get("search")}) or searches.find_searches(
         client, name
     )
@@ -398,7 +390,7 @@ def search_of(client, name: str, records: Sequence[dict]) -> dict | None:
         if view is not None:
             return {
                 "metric": view.metric,
-                "direction": view.direction.value,
+                "direction": view.direction,
                 "best_trial": view.best_trial,
                 "space": {k: v.to_dict() for k, v in view.config.space.items()},
             }
@@ -410,7 +402,6 @@ def with_search_finals(client, records: Sequence[dict], metric: str) -> list[dic
     (``search_final``: its state for the search, its final value and the reason it has none),
     written once, when its end was counted (lua/search_sync.lua); the one source of a trial's
     final value for `fleet results`, `plot` and the exports."""
-    from state.search.store import key
 
     trials = [r for r in records if r.get("search") and r.get("trial") not in (None, "")]
     pipe = client.pipeline(transaction=False)
@@ -437,7 +428,7 @@ def _text(v) -> str:
 
 
 def leaderboard(
-    client, name: str, *, metric: str | None = None, direction: str | None = None
+    client, name: str, *, metric: str | None = None, direction: Direction | str | None = None
 ) -> Leaderboard:
     """Read the jobs ``name`` names and rank them (see ``build``)."""
     records = read_records(client, job_ids(client, name))

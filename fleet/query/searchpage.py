@@ -37,12 +37,12 @@ def page(view: SearchView, board: R.Leaderboard | None) -> dict:
             "parallel": config.parallel,
             "issued": view.issued,
             "ended": view.ended,
-            "running": view.running - view.queued,
-            "queued": view.queued,
+            JobState.RUNNING.value: view.running - view.queued,
+            JobState.QUEUED.value: view.queued,
         },
         "counts": {s.value: n for s, n in view.counts.items()},
         "failures": {
-            "failed": view.counts.get(JobState.FAILED, 0),
+            JobState.FAILED.value: view.counts.get(JobState.FAILED, 0),
             "max": config.max_failures,
         },
         "stopped": view.stopped,
@@ -74,7 +74,7 @@ def leaderboard(client: redis.Redis, view: SearchView) -> R.Leaderboard | None:
     """The search's leaderboard, as `fleet results NAME` ranks it, of this search's trials only
     (jobs of other kinds may share its name)."""
     try:
-        board = R.leaderboard(client, view.name, metric=view.metric, direction=view.direction.value)
+        board = R.leaderboard(client, view.name, metric=view.metric, direction=view.direction)
     except JobNotFound:
         return None
     mine = [replace(t, best=False) for t in board.trials if t.search == view.search_id]

@@ -3,13 +3,14 @@
 I/O only: reads the record, the published config and the host heartbeats, then asks the
 pure ``routing.explain`` for verdicts; counts messages ahead in the queue's lists (kombu's
 plain ones, then each owner's in fair-share order: state.queues) and says when the job
-waits for fair share (``routing.fairshare.explain``).
+waits for fair share (``routing.fairshare.explain``). The answer is a ``WhyReport`` (frozen
+values); ``to_dict`` is `fleet why --json`.
 """
 
 from __future__ import annotations
 
 import time
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 
 import redis
 
@@ -17,7 +18,7 @@ from core import constants as C
 from fleet.messages import TAG_PLACEHOLDER
 from fleet.query.hosts import HostView, live_hosts
 from fleet.query.searches import of_job
-from manifest.schema import Needs
+from manifest.schema import Needs, TierSpec
 from routing import fairshare as F
 from routing.explain import (
     HostFacts,
@@ -34,10 +35,133 @@ from routing.yielding import yield_note
 from state import fairshare
 from state import queues as Q
 from state.cluster import ClusterConfig, read_config
-from state.jobrecord import JobRecord, fetch
+from state.gang import Gangs
+from state.jobrecord import JobRecord, JobState, fetch
 from state.records import Records
 
 PRIORITIES = Q.PRIORITY_STEPS  # kombu's priority_steps (celeryconfig): 0..9
+
+
+@dataclass(frozen=True)
+class Position:
+    """Where a waiting job's message is in its queue. ``ahead`` is None when its message is
+    in no list (a worker took it, or it waits as the other copy); ``fair_share`` says why
+    other owners' jobs go first, when they do."""
+
+    queue: str
+    in_list: bool
+    ahead: int | None
+    waiting_in_queue: int
+    fair_share: str | None = None
+
+    def to_dict(self) -> dict:
+        return asdict(self)
+
+
+@dataclass(frozen=True)
+class Busy:
+    """A job a capable host runs now."""
+
+    job_id: str
+    name: str
+    queue: str
+
+
+@dataclass(frozen=True)
+class Capable:
+    """A live host that could run the job: what it runs, what waits in the queues it serves
+    first, and what the job lacks there now (None: it would start now, or not waiting)."""
+
+    host: str
+    slots: int
+    busy_with: tuple[Busy, ...]
+    waiting_first: int
+    lacks_now: str | None
+
+    def to_dict(self) -> dict:
+        return {
+            "host": self.host,
+            "slots": self.slots,
+            "busy_with": [asdict(b) for b in self.busy_with],
+            "waiting_in_queues_it_serves_first": self.waiting_first,
+            "lacks_now": self.lacks_now,
+        }
+
+
+@dataclass(frozen=True)
+class QueueReport:
+    """One of the job's queues (its own, then its prefer_cuda fallback): what a host needs
+    for it, every live host's verdict, and, while the job waits, its position."""
+
+    facts: QueueFacts
+    floor: TierSpec | None
+    hosts: tuple[Verdict, ...]
+    capable: tuple[Capable, ...]
+    nearest: Verdict | None = None
+    no_live_host_has: str | None = None
+    position: Position | None = None
+
+    def to_dict(self) -> dict:
+        d = {
+            **self.facts.to_dict(),
+            "floor": None if self.floor is None else self.floor.to_dict(),
+            "hosts": [v.to_dict() for v in self.hosts],
+            "capable": [c.to_dict() for c in self.capable],
+            "nearest": None if self.nearest is None else self.nearest.to_dict(),
+            "no_live_host_has": self.no_live_host_has,
+        }
+        if self.position is not None:
+            d["position"] = self.position.to_dict()
+        return d
+
+
+@dataclass(frozen=True)
+class SearchNote:
+    """A trial's search: its one line, why it issues no more trials ('' while it may), its
+    last failed trial's reason, and why this trial failed for it though its job succeeded."""
+
+    search_id: str
+    summary: str
+    stopped: str
+    last_failure: str = ""
+    trial_failed: str = ""
+
+
+@dataclass(frozen=True)
+class WhyReport:
+    """`fleet why` of one job."""
+
+    job_id: str
+    name: str
+    state: JobState
+    worker: str
+    attempts: int
+    last_error: str
+    queues: tuple[QueueReport, ...]
+    search: SearchNote | None = None
+    gang: dict | None = None  # a gang's hosts and seats (gang_report), for nodes = N
+
+    def to_dict(self) -> dict:
+        d = {
+            "job_id": self.job_id,
+            "name": self.name,
+            "state": self.state.value,
+            "worker": self.worker,
+            "attempts": self.attempts,
+            "last_error": self.last_error,
+            "queues": [q.to_dict() for q in self.queues],
+        }
+        if self.search is not None:
+            d["search"] = {
+                "summary": self.search.summary,
+                "stopped": self.search.stopped,
+                "last_failure": self.search.last_failure,
+                "trial_failed": self.search.trial_failed,
+                "search_id": self.search.search_id,
+            }
+        if self.gang is not None:
+            d["gang"] = self.gang
+        return d
 
 
 def host_facts(view: HostView, config: ClusterConfig) -> HostFacts:
@@ -85,30 +209,31 @@ def _split_key(key: str) -> tuple[str, int]:
     return k.queue, k.wire_pri
 
 
-def position(client: redis.Redis, job_id: str, queue: str, depth: list[int]) -> dict:
+def position(client: redis.Redis, job_id: str, queue: str, depth: list[int]) -> Position:
     """Messages ahead of the job in ``queue``, in the order workers serve it (state.queues):
     kombu's plain lists, every owner's served before the job's own (fair share), its owner's
-    more urgent ones, and those nearer the tail of its own list (kombu pops with BRPOP).
-    ``ahead`` is None when its message is not in a list (a worker took it, or it waits as
-    the other copy); ``fair_share`` says when other owners' jobs go first."""
-    out = _position_in_lists(client, job_id, queue, depth, fetch(client, job_id))
-    key, ahead_own = out.pop("key", None), out.pop("ahead_in_owner", None)
-    owner = key and Q.parse(key).owner
-    if not owner:  # not waiting, or in kombu's plain lists: served before any owner's
-        out["ahead"] = ahead_own
-        return out
+    more urgent ones, and those nearer the tail of its own list (kombu pops with BRPOP)."""
+    found = _in_lists(client, job_id, queue, fetch(client, job_id))
+    here = Position(queue, found is not None, None, sum(depth))
+    if found is None:
+        return here
+    key, ahead_own = found
+    owner = Q.parse(key).owner
+    if not owner:  # in kombu's plain lists: served before any owner's
+        return Position(queue, True, ahead_own, sum(depth))
     per_owner = Q.owner_depths(client, queue)
     waiting = {o for o, n in per_owner.items() if o and n}
     view = fair_view(client, waiting | {owner})
     first = view.order[: view.order.index(owner)]
-    out["ahead"] = per_owner.get(None, 0) + sum(per_owner.get(o, 0) for o in first) + ahead_own
-    out["fair_share"] = view.explain(owner, set(first)) if first else None
-    return out
+    ahead = per_owner.get(None, 0) + sum(per_owner.get(o, 0) for o in first) + ahead_own
+    fair = view.explain(owner, set(first)) if first else None
+    return Position(queue, True, ahead, sum(depth), fair)
 
 
-def _position_in_lists(
-    client: redis.Redis, job_id: str, queue: str, depth: list[int], rec: JobRecord | None
-) -> dict:
+def _in_lists(
+    client: redis.Redis, job_id: str, queue: str, rec: JobRecord | None
+) -> tuple[str, int] | None:
+    """The list the job's message waits in, and how many its owner has ahead of it there."""
     found = None
     for copy in rec.copies if rec else ():
         key, msg = copy.key, copy.message
@@ -121,20 +246,14 @@ def _position_in_lists(
                 break
         if found:
             break
-    out = {
-        "queue": queue,
-        "in_list": found is not None,
-        "ahead": None,
-        "waiting_in_queue": sum(depth),
-    }
-    if found:
-        key, idx = found
-        pri = _split_key(key)[1]
-        pipe = client.pipeline(transaction=False)
-        for p in PRIORITIES[:pri]:
-            pipe.llen(_same_list(key, p))
-        out.update(key=key, ahead_in_owner=sum(pipe.execute()) + client.llen(key) - 1 - idx)
-    return out
+    if found is None:
+        return None
+    key, idx = found
+    pri = _split_key(key)[1]
+    pipe = client.pipeline(transaction=False)
+    for p in PRIORITIES[:pri]:
+        pipe.llen(_same_list(key, p))
+    return key, sum(pipe.execute()) + client.llen(key) - 1 - idx
 
 
 def _same_list(key: str, wire_pri: int) -> str:
@@ -143,7 +262,7 @@ def _same_list(key: str, wire_pri: int) -> str:
     return Q.owner_key(k.queue, k.owner, wire_pri)
 
 
-def why(client: redis.Redis, name_or_id: str) -> dict:
+def why(client: redis.Redis, name_or_id: str) -> WhyReport:
     from fleet.query.refs import resolve  # the resolver every verb uses
 
     rec = Records(client).get(resolve(client, name_or_id))
@@ -154,37 +273,40 @@ def why(client: redis.Redis, name_or_id: str) -> dict:
     model = spec.get("model") or "command"
     queues = _job_queues(client, rec)
     depth = depths(client, sorted({q for v in views for q in v.queues} | set(queues)))
-    out = {
-        "job_id": rec.job_id,
-        "name": rec.name,
-        "state": rec.state.value,
-        "worker": rec.worker,
-        "attempts": rec.attempts,
-        "last_error": rec.last_error,
-        "queues": [],
-    }
+    reports = []
     for queue in queues:
         q = queue_facts(queue, config.tiers, config.constraint_queues)
         verdicts = explain(q, model, facts.values(), config.hosts or {})
-        out["queues"].append(_queue_report(client, rec, q, config, verdicts, views, depth))
-    if (
-        search := of_job(client, rec.job_id)
-    ) is not None:  # a trial: its search's line, why it stopped
-        out["search"] = {
-            "summary": search.summary(),
-            "stopped": search.stopped,
-            "last_failure": search.last_failure,
-            "trial_failed": _trial_reason(client, search.search_id, rec),
-            "search_id": search.search_id,
-        }
-    return out
+        reports.append(_queue_report(client, rec, q, config, verdicts, views, depth))
+    gang = None
+    if int(spec.get("nodes") or 1) > 1 and reports:
+        capable = [c.to_dict() for c in reports[0].capable]
+        gang = gang_report(client, rec, int(spec["nodes"]), capable)
+    search = of_job(client, rec.job_id)  # a trial: its search's line, why it stopped
+    note = None
+    if search is not None:
+        failed = _trial_reason(client, search.search_id, rec)
+        note = SearchNote(
+            search.search_id, search.summary(), search.stopped, search.last_failure, failed
+        )
+    return WhyReport(
+        rec.job_id,
+        rec.name,
+        rec.state,
+        rec.worker,
+        rec.attempts,
+        rec.last_error,
+        tuple(reports),
+        note,
+        gang,
+    )
 
 
 def _trial_reason(client: redis.Redis, search_id: str, rec: JobRecord) -> str:
     """Why this trial failed for its search though its job succeeded ('' when it did not)."""
     from state.search.store import key
 
-    number = client.hget(C.JOB_KEY + rec.job_id, "trial")
+    number = rec.trial
     got = client.hget(key(search_id, "trial", number), "reason") if number is not None else None
     return got.decode() if isinstance(got, bytes) else got or ""
 
@@ -192,7 +314,7 @@ def _trial_reason(client: redis.Redis, search_id: str, rec: JobRecord) -> str:
 WHY_SWEEP_MAX = 20  # a sweep's base name explains this many of its jobs, waiting ones first
 
 
-def why_each(client: redis.Redis, ref: str) -> tuple[bool, list[dict], str | None]:
+def why_each(client: redis.Redis, ref: str) -> tuple[bool, list[WhyReport], str | None]:
     """``why`` for one job, or (True, ...) for each job of a sweep named by its base name (as
     cancel and requeue accept it), jobs that have not ended first; and the note on a name
     other jobs share (``fleet.query.refs.pick``)."""
@@ -203,8 +325,33 @@ def why_each(client: redis.Redis, ref: str) -> tuple[bool, list[dict], str | Non
         picked = pick(client, ref, "why")
         return False, [why(client, picked.job_id)], picked.note
     reports = [why(client, hit.job_id) for hit in res.hits]
-    reports.sort(key=lambda r: r["state"] in ("succeeded", "failed", "cancelled", "pruned"))
+    reports.sort(key=lambda r: r.state.terminal)
     return True, reports[:WHY_SWEEP_MAX], None
+
+
+def gang_report(client: redis.Redis, rec: JobRecord, nodes: int, capable: list[dict]) -> dict:
+    """A gang (``nodes = N``): how many live hosts qualify, which are busy and with what,
+    and which hold one of its seats now (state.gang)."""
+    seats = [m.host for m in Gangs(client, C.GANG_BEAT_TTL_S).members(rec.job_id)]
+    return {
+        "nodes": nodes,
+        "qualify": [c["host"] for c in capable],
+        "busy": {c["host"]: [j["name"] for j in c["busy_with"]] for c in capable if c["busy_with"]},
+        "seats": seats if rec.state.value == "queued" else [],
+        "hosts": rec.gang_hosts.split(",") if rec.gang_hosts else [],
+    }
+
+
+def gang_line(g: dict) -> str:
+    """`fleet why`'s line for a gang. Pure."""
+    busy = "; ".join(f"{h} busy with {', '.join(names)}" for h, names in g["busy"].items())
+    line = f"gang of {g['nodes']} hosts: {len(g['qualify'])} live host(s) qualify" + (
+        f" ({busy})" if busy else ""
+    )
+    if g["hosts"]:
+        return line + f"; running on {', '.join(g['hosts'])}"
+    held = ", ".join(g["seats"]) or "none"
+    return line + f"; {len(g['seats'])} of {g['nodes']} seats held now ({held})"
 
 
 def _job_queues(client: redis.Redis, rec: JobRecord) -> list[str]:
@@ -220,10 +367,10 @@ def _queue_report(
     verdicts: list[Verdict],
     views: list[HostView],
     depth: dict[str, list[int]],
-) -> dict:
+) -> QueueReport:
     tier = next((t for t in config.tiers if t.name == q.tier), None)
     by_name = {v.hostname: v for v in views}
-    waiting = rec.state.value == "queued"
+    waiting = rec.state is JobState.QUEUED
     capable = []
     for v in verdicts:
         if not v.ok:
@@ -231,34 +378,26 @@ def _queue_report(
         view = by_name[v.hostname]
         served_first = view.queues[: view.queues.index(q.name)] if q.name in view.queues else ()
         capable.append(
-            {
-                "host": v.hostname,
-                "slots": view.slots,
-                "busy_with": [
-                    {"job_id": r.job_id, "name": r.name, "queue": r.queue} for r in view.running
-                ],
-                "waiting_in_queues_it_serves_first": sum(
-                    sum(depth.get(s, ())) for s in served_first
-                ),
-                "lacks_now": lacks_now(rec, q, view) if waiting else None,
-            }
+            Capable(
+                v.hostname,
+                view.slots,
+                tuple(Busy(r.job_id, r.name, r.queue) for r in view.running),
+                sum(sum(depth.get(s, ())) for s in served_first),
+                lacks_now(rec, q, view) if waiting else None,
+            )
         )
-    report = {
-        **q.to_dict(),
-        "floor": None if tier is None else tier.to_dict(),
-        "hosts": [v.to_dict() for v in verdicts],
-        "capable": capable,
-        "nearest": None,
-        "no_live_host_has": None,
-    }
-    if not capable and verdicts:
-        report["nearest"] = nearest(verdicts).to_dict()
-        report["no_live_host_has"] = fleet_lacks(
-            q.needs, [c for c in (host_cap(v, config) for v in views) if c]
-        )
-    if waiting:
-        report["position"] = position(client, rec.job_id, q.name, depth[q.name])
-    return report
+    none_can = not capable and verdicts
+    return QueueReport(
+        q,
+        tier,
+        tuple(verdicts),
+        tuple(capable),
+        nearest(verdicts) if none_can else None,
+        fleet_lacks(q.needs, [c for c in (host_cap(v, config) for v in views) if c])
+        if none_can
+        else None,
+        position(client, rec.job_id, q.name, depth[q.name]) if waiting else None,
+    )
 
 
 def host_cap(view: HostView, config: ClusterConfig):

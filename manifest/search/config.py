@@ -170,7 +170,7 @@ class SearchConfig:
             space={k: dist_from_dict(v) for k, v in (d.get("space") or {}).items()},
             trials=int(d.get("trials", 20)),
             parallel=int(d.get("parallel", 4)),
-            direction=Direction(d.get("direction", "minimize")),
+            direction=Direction(d.get("direction", Direction.MINIMIZE)),
             sampler=component("sampler", "tpe"),
             pruner=component("pruner", "none"),
             seed=int(d.get("seed", 0)),

@@ -70,7 +70,7 @@ def read_config(p: Problems, path: tuple, t: dict) -> SearchConfig | None:
         space=space,
         trials=c["trials"],
         parallel=c["parallel"],
-        direction=Direction(c.get("direction", "minimize")),
+        direction=Direction(c.get("direction", Direction.MINIMIZE)),
         sampler=sampler,
         pruner=pruner,
         seed=c["seed"],

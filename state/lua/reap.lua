@@ -1,7 +1,13 @@
 -- Return jobs whose lease expired to their queue (or fail them after max attempts),
 -- and move prefer_cuda jobs whose grace ended to their CPU fallback queue.
 -- KEYS: running_set, fallback_zset, owner_lists, usage_hash
--- ARGV: now, default_max_attempts, job_prefix, lease_prefix, fairshare_half_life_s
+-- ARGV: now, default_max_attempts, job_prefix, lease_prefix, fairshare_half_life_s,
+--       then job_id/token pairs of runs known dead, if any
+-- Runs known dead: their worker process is gone, proved on its own host by the run folder's
+-- lock being free (tasks/workdirs.py, tasks/watchman.py). Their leases end now instead of
+-- after their TTL, and only those runs are looked at. A pair whose token no longer owns the
+-- job is left alone: that run was already superseded, and a live run never has its lease
+-- ended here (its folder stays locked while its worker lives).
 -- A lost run is charged to its owner up to its last heartbeat (lua/owned.lua).
 --@@OWNED@@
 -- a run whose trainer exited 0 keeps its job for trained_grace_s after its last heartbeat
@@ -16,7 +22,22 @@ local function lost(jk, state, why)
              'end', 'lost', 'end_reason', why, 'end_detail', '')
 end
 local out = {}
-for _, id in ipairs(redis.call('SMEMBERS', KEYS[1])) do
+local dead = #ARGV > 5
+local ids = {}
+if dead then
+  for i = 6, #ARGV, 2 do
+    local jk, lk = ARGV[3] .. ARGV[i], ARGV[4] .. ARGV[i]
+    local holder = redis.call('GET', lk)
+    if redis.call('HGET', jk, 'state') == 'running' and redis.call('HGET', jk, 'token') == ARGV[i + 1]
+       and (not holder or holder == ARGV[i + 1]) then
+      redis.call('DEL', lk)
+      table.insert(ids, ARGV[i])
+    end
+  end
+else
+  ids = redis.call('SMEMBERS', KEYS[1])
+end
+for _, id in ipairs(ids) do
   local jk = ARGV[3] .. id
   if redis.call('EXISTS', ARGV[4] .. id) == 0 and not trained_held(jk, tonumber(ARGV[1])) then
     redis.call('SREM', KEYS[1], id)
@@ -24,21 +45,21 @@ for _, id in ipairs(redis.call('SMEMBERS', KEYS[1])) do
       local attempts = tonumber(redis.call('HGET', jk, 'attempts') or '0')
       local max = tonumber(redis.call('HGET', jk, 'max_attempts') or ARGV[2])
       local who = redis.call('HGET', jk, 'worker') or '?'
+      local gone = (dead and 'worker died on ' or 'lease expired on ') .. who
       charge_run(jk, KEYS[4], redis.call('HGET', jk, 'token'),
                  tonumber(redis.call('HGET', jk, 'heartbeat_at') or ARGV[1]), tonumber(ARGV[1]), tonumber(ARGV[5]))
       redis.call('HDEL', jk, 'token')
       if not redis.call('HGET', jk, 'pri_msg') then
-        lost(jk, 'failed', 'lease expired on ' .. who
-             .. '; cannot requeue: it was not sent by fleet publish')
+        lost(jk, 'failed', gone .. '; cannot requeue: it was not sent by fleet publish')
         redis.call('HSET', jk, 'finished_at', ARGV[1])
         table.insert(out, id .. ' failed')
       elseif attempts >= max then
-        lost(jk, 'failed', 'lease expired on ' .. who .. '; gave up after ' .. attempts
+        lost(jk, 'failed', gone .. '; gave up after ' .. attempts
              .. ' attempt(s) (max_attempts=' .. max .. ')')
         redis.call('HSET', jk, 'finished_at', ARGV[1])
         table.insert(out, id .. ' failed')
       else
-        lost(jk, 'queued', 'lease expired on ' .. who .. ' (attempt ' .. attempts .. ')')
+        lost(jk, 'queued', gone .. ' (attempt ' .. attempts .. ')')
         redis.call('HSET', jk, 'queued_at', ARGV[1],
                    'cur_key', redis.call('HGET', jk, 'pri_key'), 'msg', redis.call('HGET', jk, 'pri_msg'),
                    'queue', redis.call('HGET', jk, 'pri_queue'))
@@ -53,6 +74,7 @@ for _, id in ipairs(redis.call('SMEMBERS', KEYS[1])) do
     end
   end
 end
+if dead then return out end
 for _, id in ipairs(redis.call('ZRANGEBYSCORE', KEYS[2], '-inf', ARGV[1])) do
   redis.call('ZREM', KEYS[2], id)
   local jk = ARGV[3] .. id

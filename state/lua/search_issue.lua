@@ -15,7 +15,6 @@ if redis.call('HGET', sk, 'stopped') then return {'stopped', ''} end
 if n >= tonumber(redis.call('HGET', sk, 'trials')) then return {'full', ''} end
 if redis.call('SCARD', KEYS[2]) >= tonumber(redis.call('HGET', sk, 'parallel')) then return {'busy', ''} end
 redis.call('HSET', sk, 'issued', n + 1)
-redis.call('HINCRBY', sk, 'v', 1)
 redis.call('HSET', KEYS[3], 'job_id', ARGV[6], 'params', ARGV[3], 'dists', ARGV[4], 'sys', ARGV[5],
            'issued_at', ARGV[2])
 redis.call('SADD', KEYS[2], n)

@@ -48,7 +48,7 @@ local function count_failure(jk, reason)
   redis.call('HSET', sk, 'last_failure', err)
   if fails >= max_failures and not redis.call('HGET', sk, 'stopped') then
     redis.call('HSET', sk, 'stopped', fails .. ' trials failed in a row (max_failures=' .. max_failures
-               .. '); the last: ' .. err, 'stopped_at', ARGV[2])
+               .. '); the last: ' .. err)
   end
 end
 
@@ -87,7 +87,6 @@ for _, n in ipairs(redis.call('SMEMBERS', KEYS[2])) do
     table.insert(out, n)
   end
 end
-if #out > 0 then redis.call('HINCRBY', sk, 'v', 1) end
 local no_more = redis.call('HGET', sk, 'stopped')
   or tonumber(redis.call('HGET', sk, 'issued') or '0') >= tonumber(redis.call('HGET', sk, 'trials') or '0')
 if no_more and redis.call('SCARD', KEYS[2]) == 0 then

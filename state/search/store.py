@@ -2,7 +2,7 @@
 
 Contract (read by ``fleet results`` / ``fleet plot`` as well as the search itself):
 
-- A trial is an ordinary job record (``fleet:job:<job_id>``) with three more fields:
+- A trial is an ordinary job record (``state.jobrecord``) with three more fields:
   ``search`` (the search's id), ``trial`` (its number, 0-based) and ``params`` (JSON object
   of the sampled values). Its name is ``NAME[trial=N]``, NAME being the manifest job's name.
 - ``fleet:search:<id>`` (hash): ``id``, ``name``, ``config`` (JSON: trials, parallel, metric,
@@ -45,7 +45,7 @@ import redis
 from core import constants as C
 from manifest.search.config import SearchConfig
 from state import scripts
-from state.jobrecord import JobState
+from state.jobrecord import JOB_KEY_PREFIX, JobState
 from state.redis_conn import decoding
 
 # a trial's ends, in the order a status line names them
@@ -146,7 +146,7 @@ class SearchStore:
         """Count the trials that ended since the last sync (lua/search_sync.lua); their numbers."""
         ended = self._sync(
             keys=[key(search_id), key(search_id, "live"), C.ACTIVE_SEARCHES_KEY],
-            args=[C.JOB_KEY, time.time(), C.DEFAULT_MAX_FAILURES],
+            args=[JOB_KEY_PREFIX, time.time(), C.DEFAULT_MAX_FAILURES],
         )
         return [int(n) for n in ended]
 

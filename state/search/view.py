@@ -10,7 +10,7 @@ import redis
 
 from core import constants as C
 from manifest.search.config import Direction, SearchConfig
-from state.jobrecord import JobState
+from state.jobrecord import JobState, fetch_many
 from state.redis_conn import decoding
 from state.search.store import ENDED, key
 
@@ -157,11 +157,14 @@ def _live_states(r: redis.Redis, search_id: str) -> list[str | None]:
     pipe = r.pipeline(transaction=False)
     for n in live:
         pipe.hget(key(search_id, "trial", n), "job_id")
-    ids = pipe.execute()
-    pipe = r.pipeline(transaction=False)
-    for jid in ids:
-        pipe.hget(C.JOB_KEY + (jid or ""), "state")
-    return pipe.execute()
+    return _states(r, pipe.execute())
+
+
+def _states(r: redis.Redis, job_ids: list[str | None]) -> list[str | None]:
+    """Each job's state (no such record: None), in the order of ``job_ids``."""
+    recs = fetch_many(r, filter(None, job_ids), ("state",))
+    found = {rec.job_id: rec.state.value for rec in recs}
+    return [found.get(jid or "") for jid in job_ids]
 
 
 def _trials(r: redis.Redis, search_id: str, issued: int) -> tuple[TrialView, ...]:
@@ -171,10 +174,7 @@ def _trials(r: redis.Redis, search_id: str, issued: int) -> tuple[TrialView, ...
         pipe.hgetall(key(search_id, "iv", n))
     got = pipe.execute()
     heads = [got[2 * n] for n in range(issued)]
-    pipe = r.pipeline(transaction=False)
-    for h in heads:
-        pipe.hget(C.JOB_KEY + h.get("job_id", ""), "state")
-    states = pipe.execute()
+    states = _states(r, [h.get("job_id") for h in heads])
     return tuple(
         TrialView(
             number=n,

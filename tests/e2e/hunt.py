@@ -38,9 +38,20 @@ def scan_memory(pid: int, needle: bytes) -> str:
     return "not found"
 
 
+def watchman_of(worker: int) -> int:
+    """The worker's watchman (tasks/watchman.py): its child running that script; 0 if none."""
+    for pid in filter(str.isdigit, os.listdir("/proc")):
+        stat = read(f"/proc/{pid}/stat")
+        if ")" in stat and stat.rsplit(")", 1)[1].split()[1] == str(worker):
+            if "watchman.py" in read(f"/proc/{pid}/cmdline"):
+                return int(pid)
+    return 0
+
+
 needle = sys.argv[1][::-1].encode()
 supervisor = os.getppid()
 worker = int(read(f"/proc/{supervisor}/stat").rsplit(")", 1)[1].split()[1])
+watchman = watchman_of(worker)
 found = {
     "uid": os.getuid(),
     "worker_pid": worker,
@@ -49,6 +60,10 @@ found = {
     "worker_environ": read(f"/proc/{worker}/environ"),
     "worker_cmdline": read(f"/proc/{worker}/cmdline"),
     "worker_memory": scan_memory(worker, needle),
+    "watchman_pid": watchman,
+    "watchman_environ": read(f"/proc/{watchman}/environ"),
+    "watchman_cmdline": read(f"/proc/{watchman}/cmdline"),
+    "watchman_memory": scan_memory(watchman, needle),
 }
 print(json.dumps(found))
 pathlib.Path("out").mkdir(exist_ok=True)

@@ -16,8 +16,9 @@ from fleet.local import start_worker, stop_worker
 from fleet.redis_server import RedisServer
 from state import acl
 from state.acl import Role
-from tests.e2e.conftest import CPU
-from tests.e2e.test_hardening import command_job
+from tests.harness.manifests import command_job
+from tests.harness.workers import CPU
+from tests.waiting import wait_until
 
 pytestmark = pytest.mark.e2e
 ADMIN = "acl-e2e-admin"
@@ -77,14 +78,12 @@ def site(tmp_path_factory):
 
 
 def wait_state(site: Site, name: str, state: str, timeout_s: float = 120) -> None:
-    deadline = time.monotonic() + timeout_s
-    while time.monotonic() < deadline:
+    def shown():
         out = site.cli(Role.READONLY, "show", name, "--json")
         assert out.returncode == 0, out.stderr
-        if f'"state": "{state}"' in out.stdout:
-            return
-        time.sleep(1)
-    raise AssertionError(f"{name} did not reach {state}:\n{out.stdout}\n{site.logs()}")
+        return f'"state": "{state}"' in out.stdout
+
+    wait_until(f"`fleet show {name}` says {state}", shown, timeout_s, site.logs, every_s=0.5)
 
 
 def test_a_worker_logged_in_as_the_worker_user_runs_a_job_end_to_end(site):
@@ -135,7 +134,7 @@ def up(w) -> bool:
 
 def test_flower_logged_in_as_the_read_only_user_shows_the_queues_and_the_jobs(site):
     from fleet.redis_server import free_port
-    from tests.e2e.test_flower import PASSWORD, USER, Watched, start_flower
+    from tests.harness.flower import PASSWORD, USER, Watched, start_flower
 
     port = free_port()
     env = dict(site.env(Role.READONLY), FLOWER_BASIC_AUTH=f"{USER}:{PASSWORD}")

@@ -6,167 +6,20 @@ counts trainer runs by a side effect (files the job appends to in COUNT_DIR).
 
 from __future__ import annotations
 
-import json
 import os
 import signal
-import subprocess
-import sys
 import threading
 import time
-import uuid
-from pathlib import Path
 
-import psutil
 import pytest
 
 from artifacts.stores import open_store_at
-from fleet.local import start_worker
 from fleet.redis_server import RedisServer
-from state.records import JobState, Records
-from tests.e2e.conftest import wait_for_workers
+from state.jobrecord import JobState
+from tests.harness.workers import CUDA
 from tests.waiting import wait_until
 
 pytestmark = pytest.mark.e2e
-SLEEPY = Path(__file__).with_name("sleepy.py")
-CPU = {"cuda_devices": [], "ram_total_gib": 8}
-CUDA = {"cuda_devices": [{"name": "sim-4080-16GB", "vram_total_gib": 16}], "ram_total_gib": 32}
-
-
-class Chaos:
-    def __init__(self, root: Path, env: dict, redis_server: RedisServer):
-        self.root, self.env, self.redis = root, env, redis_server
-        self.counts = root / "counts"
-        self.counts.mkdir()
-        self.env["COUNT_DIR"] = str(self.counts)
-        self.workers: dict[str, object] = {}
-        self.tag = uuid.uuid4().hex[:8]
-
-    def start(self, name: str, wait: bool = True, capability: dict = CPU, **extra_env) -> object:
-        env = dict(self.env, **extra_env)
-        self.workers[name] = start_worker(name, capability, env, self.root / "logs")
-        if wait:
-            wait_for_workers(env, [name])
-        return self.workers[name]
-
-    def manifest(self, jobs: dict[str, float], **job_keys) -> Path:
-        text = ""
-        for name, sleep_s in jobs.items():
-            text += (
-                f'[[jobs]]\nname = "{name}"\n'
-                f'command = ["{sys.executable}", "{SLEEPY}", "{sleep_s}", '
-                f'"{self.tag}", "{name}"]\n'
-                f'artifacts = ["out/*"]\n'
-                + "".join(f"{k} = {json.dumps(v)}\n" for k, v in job_keys.items())
-            )
-        path = self.root / f"m-{uuid.uuid4().hex[:6]}.toml"
-        path.write_text(text)
-        return path
-
-    def publish(self, path: Path) -> dict[str, str]:
-        from fleet.manifests import load
-        from fleet.publish import publish
-        from tasks import app
-
-        rows = publish(app, self.client(), load(path))
-        return {r.job.name: r.job.job_id for r in rows}
-
-    def fleet(self, *args: str) -> subprocess.CompletedProcess:
-        return subprocess.run(
-            [sys.executable, "-m", "fleet.cli", *args],
-            env=self.env,
-            capture_output=True,
-            text=True,
-            timeout=60,
-            check=True,
-        )
-
-    def client(self):
-        import redis
-
-        return redis.Redis.from_url(self.redis.url)
-
-    def records(self) -> Records:
-        return Records(self.client())
-
-    def runs(self, name: str, kind: str = "done") -> int:
-        f = self.counts / f"{name}.{kind}"
-        return len(f.read_text().split()) if f.exists() else 0
-
-    def wait(self, ids: dict[str, str], states=("succeeded",), timeout_s: float = 120) -> dict:
-        deadline = time.monotonic() + timeout_s
-        recs = {}
-        while time.monotonic() < deadline:
-            try:
-                recs = {n: self.records().get(j) for n, j in ids.items()}
-            except Exception:
-                time.sleep(0.3)
-                continue
-            if all(r.state.value in states for r in recs.values()):
-                return recs
-            time.sleep(0.3)
-        raise AssertionError(
-            f"timed out: {[(n, r.state.value, r.last_error) for n, r in recs.items()]}\n"
-            f"{self.logs()}"
-        )
-
-    def wait_running(self, job_id: str, timeout_s: float = 60):
-        deadline = time.monotonic() + timeout_s
-        while time.monotonic() < deadline:
-            rec = self.records().get(job_id)
-            if rec.state is JobState.RUNNING:
-                return rec
-            time.sleep(0.1)
-        raise AssertionError(f"{job_id} never ran\n{self.logs()}")
-
-    def job_processes(self) -> list[psutil.Process]:
-        out = []
-        for p in psutil.process_iter(["cmdline"]):
-            try:
-                if self.tag in " ".join(p.info["cmdline"] or []):
-                    out.append(p)
-            except (psutil.NoSuchProcess, psutil.AccessDenied):
-                pass
-        return out
-
-    def kill_all(self) -> None:
-        """SIGKILL every worker still running and every job process left."""
-        for w in self.workers.values():
-            if w.poll() is None:
-                os.killpg(w.pid, signal.SIGKILL)
-                w.wait()
-        for p in self.job_processes():
-            p.kill()
-
-    def logs(self) -> str:
-        return "\n".join(
-            f"--- {p.name}\n{p.read_text(errors='replace')[-3000:]}"
-            for p in (self.root / "logs").glob("*.log")
-        )
-
-
-@pytest.fixture
-def chaos(tmp_path, s3_server, monkeypatch):
-    server = RedisServer(tmp_path / "redis").start()
-    env = dict(
-        os.environ,
-        FLEET_BROKER_URL=server.url,
-        FLEET_STORE_URL=f"file://{tmp_path / 'store'}",
-        FLEET_LEASE_TTL_S="2",
-        **s3_server.env,
-    )
-    env.pop("FLEET_CAPABILITY", None)
-    monkeypatch.setenv("FLEET_BROKER_URL", server.url)
-    from tasks import app
-
-    app.conf.broker_url = app.conf.result_backend = server.url
-    app.pool.force_close_all()
-    c = Chaos(tmp_path, env, server)
-    try:
-        yield c
-    finally:
-        c.kill_all()
-        server.stop()
-        c.redis.stop()  # a test that restarts Redis leaves a new server here
 
 
 def test_kill_9_workers_mid_job_repeatedly_and_every_job_succeeds_exactly_once(chaos):
@@ -286,11 +139,8 @@ def test_cancel_stops_a_queued_job_from_starting_and_kills_a_running_one(chaos):
     chaos.wait_running(ids["run-me"])
     time.sleep(0.5)
     assert chaos.job_processes()
-    t0 = time.monotonic()
     chaos.records().cancel(ids["run-me"])
-    while chaos.job_processes() and time.monotonic() - t0 < 10:
-        time.sleep(0.1)
-    assert time.monotonic() - t0 < 5 and not chaos.job_processes()
+    wait_until("the cancelled job's processes end", lambda: not chaos.job_processes(), 5)
     time.sleep(2)
     assert chaos.runs("never", "start") == 0
     assert {n: chaos.records().get(j).state for n, j in ids.items()} == {
@@ -326,11 +176,8 @@ def test_fleet_cancel_and_requeue_do_what_they_say(chaos):
     ids.update(chaos.publish(chaos.manifest({"stop-me": 30})))
     chaos.wait_running(ids["stop-me"])
     time.sleep(0.5)
-    t0 = time.monotonic()
     chaos.fleet("cancel", "stop-me")
-    while chaos.job_processes() and time.monotonic() - t0 < 10:
-        time.sleep(0.1)
-    assert time.monotonic() - t0 < 5 and not chaos.job_processes()
+    wait_until("the cancelled job's processes end", lambda: not chaos.job_processes(), 5)
     chaos.fleet("requeue", "again")
     chaos.wait({"again": ids["again"]}, timeout_s=60)
     rec = chaos.records().get(ids["again"])
@@ -372,10 +219,7 @@ def test_a_worker_restarted_while_the_store_was_down_uploads_its_kept_bundle_wit
     )
     ids = chaos.publish(chaos.manifest({"kept": 0.5}))
     w = chaos.start("kept-w")  # the store is not up at all
-    deadline = time.monotonic() + 60
-    while "bundle kept" not in chaos.logs() and time.monotonic() < deadline:
-        time.sleep(0.2)
-    assert "bundle kept" in chaos.logs()
+    chaos.wait_log("bundle kept")
     w.send_signal(signal.SIGTERM)
     w.wait(30)
     assert chaos.records().get(ids["kept"]).state is JobState.RUNNING  # not re-queued to re-train
@@ -403,19 +247,19 @@ def test_a_killed_workers_job_restarts_on_another_host_within_two_lease_ttls(cha
     os.kill(victim.pid, signal.SIGKILL)
     victim.wait()
     killed_at = time.monotonic()
-    while time.monotonic() - killed_at < 30:
+
+    def on_b():
         rec = chaos.records().get(ids["orphan"])
-        if rec.state is JobState.RUNNING and rec.worker == "ttl-b":
-            break
-        time.sleep(0.1)
+        return rec.state is JobState.RUNNING and rec.worker == "ttl-b" and rec
+
+    rec = wait_until("the orphan runs on ttl-b", on_b, 30, chaos.logs)
     restarted_after = time.monotonic() - killed_at
     assert rec.worker == "ttl-b" and rec.attempts == 2
     assert restarted_after < 2 * 3, (
         f"restarted {restarted_after:.1f}s after the kill; lease TTL is 3s"
     )
-    deadline = time.monotonic() + 10
-    while chaos.runs("orphan", "start") < 2 and time.monotonic() < deadline:
-        time.sleep(0.1)  # claimed: its process starts a moment later
+    # claimed: its process starts a moment later
+    wait_until("the orphan's second start", lambda: chaos.runs("orphan", "start") >= 2, 10)
     assert chaos.runs("orphan", "start") == 2
 
 

@@ -1,4 +1,4 @@
-"""Checkpoint resume through real workers (issue 9 item 4): an ``mlp`` job with
+"""Checkpoint resume through real workers: an ``mlp`` job with
 ``checkpoint = "ckpt/"`` killed mid-training resumes on another host from its last synced
 epoch, and ends with the same weights as an uninterrupted run with the same seed."""
 
@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import signal
 import tarfile
-import time
 import uuid
 from pathlib import Path
 
@@ -15,8 +14,8 @@ import zstandard
 
 from artifacts.stores import open_store_at
 from core.constants import CHECKPOINTS_PREFIX
-from state.records import JobState
-from tests.e2e.test_chaos import chaos  # noqa: F401  (the fixture)
+from state.jobrecord import JobState
+from tests.waiting import wait_until
 
 torch = pytest.importorskip("torch")
 from tests.integration.test_checkpoint_resume import HYPER, MOONS, trainer, weights_digest  # noqa: E402
@@ -53,21 +52,18 @@ def interrupt_after(chaos, job_id: str, epoch: int, sig: int, resumed: bool = Fa
 
     Returns the epoch seen.
     """
-    deadline = time.monotonic() + 120
-    while time.monotonic() < deadline:
+
+    def past():
         rec = chaos.records().get(job_id)
-        if (
-            rec.state is JobState.RUNNING
-            and epoch_of(rec, resumed) >= epoch
-            and chaos.records().checkpoint(job_id)
-        ):
-            victim = chaos.workers[rec.worker]
-            victim.send_signal(sig)
-            victim.wait(30)
-            return epoch_of(rec, resumed)
         assert rec.state is not JobState.SUCCEEDED, "finished before it could be interrupted"
-        time.sleep(0.05)
-    raise AssertionError(f"never reached epoch {epoch}\n{chaos.logs()}")
+        at = rec.state is JobState.RUNNING and epoch_of(rec, resumed) >= epoch
+        return at and chaos.records().checkpoint(job_id) and rec
+
+    rec = wait_until(f"epoch {epoch} with a checkpoint", past, 120, chaos.logs, every_s=0.05)
+    victim = chaos.workers[rec.worker]
+    victim.send_signal(sig)
+    victim.wait(30)
+    return epoch_of(rec, resumed)
 
 
 def final_weights_and_metrics(chaos, rec) -> tuple[str, dict]:

@@ -15,9 +15,9 @@ import redis
 from fleet.local import start_worker, stop_worker
 from fleet.query import jobs as Q
 from fleet.redis_server import RedisServer
-from state.records import JobState
+from state.jobrecord import JobState
 from state.redis_conn import decoding
-from tests.e2e.conftest import CPU, wait_for_workers
+from tests.harness.workers import CPU, wait_for_workers
 
 pytestmark = pytest.mark.e2e
 HOST = "errors-cpu"

@@ -18,8 +18,10 @@ import redis
 from core import constants as C
 from fleet.local import start_worker, stop_worker
 from fleet.redis_server import RedisServer
-from state.records import JobState, Records
-from tests.e2e.conftest import wait_for_workers
+from state.jobrecord import JobState
+from state.records import Records
+from tests.harness.workers import wait_for_workers
+from tests.waiting import wait_until
 
 pytestmark = pytest.mark.e2e
 JOB = Path(__file__).with_name("pooljob.py")
@@ -76,15 +78,10 @@ class Shared:
         }
 
     def wait(self, names, timeout_s: float) -> None:
-        deadline = time.monotonic() + timeout_s
-        while time.monotonic() < deadline:
-            done = {r.name for r in self.records() if r.state.terminal}
-            if set(names) <= done:
-                return
-            time.sleep(0.3)
-        raise AssertionError(
-            f"not finished within {timeout_s}s: {sorted(set(names) - done)}\n{self.logs()}"
-        )
+        def ended():
+            return set(names) <= {r.name for r in self.records() if r.state.terminal}
+
+        wait_until(f"{sorted(names)} end", ended, timeout_s, self.logs, every_s=0.3)
 
     def logs(self) -> str:
         return "\n".join(

@@ -8,19 +8,19 @@ import json
 import shutil
 import subprocess
 import sys
-import tarfile
 import time
 import uuid
 from pathlib import Path
 
 import pytest
 
-from artifacts.stores import open_store, open_store_at
+from artifacts.stores import open_store_at
 from core.constants import TASK_NAME
-from core.settings import StoreSettings
 from fleet.local import start_worker
-from state.records import JobState, Records
-from tests.e2e.conftest import CPU, HOSTS, client_app
+from state.jobrecord import JobState
+from state.records import Records
+from tests.harness.fleet import HOSTS, fleet_store, open_bundle, staged_keys, wait_terminal
+from tests.harness.workers import CPU, client_app
 from tests.waiting import wait_until
 
 pytestmark = pytest.mark.e2e
@@ -68,16 +68,6 @@ QUALIFIED = {
 }
 
 
-def wait_terminal(records: Records, ids: set[str], timeout_s: float = 240) -> dict:
-    deadline = time.monotonic() + timeout_s
-    while time.monotonic() < deadline:
-        recs = {r.job_id: r for r in records.all() if r.job_id in ids}
-        if len(recs) == len(ids) and all(r.state.terminal for r in recs.values()):
-            return recs
-        time.sleep(0.5)
-    raise AssertionError(f"jobs not finished: {[(r.name, r.state.value) for r in records.all()]}")
-
-
 def test_workers_consume_exactly_the_queues_their_capability_qualifies_for(fleet):
     out = subprocess.run(
         [sys.executable, "-m", "celery", "-A", "tasks", "inspect", "active_queues", "--json"],
@@ -122,7 +112,7 @@ def test_each_job_runs_on_a_qualifying_host_and_its_artifact_verifies_and_loads(
         assert hashlib.sha256(path.read_bytes()).hexdigest() == art["sha256"]
         assert art["uri"].startswith(fleet.store_url)
         out = tmp_path / rec.name / "x"
-        with tarfile.open(path, "r:zst") if sys.version_info >= (3, 14) else _zst(path) as tar:
+        with open_bundle(path) as tar:
             tar.extractall(out)
         meta = json.loads((out / "meta.json").read_text())
         assert meta["job_id"] == jid and meta["worker"] == rec.worker
@@ -140,18 +130,6 @@ def test_each_job_runs_on_a_qualifying_host_and_its_artifact_verifies_and_loads(
             assert len(model.predict(data.drop(columns=["target"]).head(5))) == 5
         else:
             assert (out / "out" / "x.txt").read_text() == "hi"
-
-
-def _zst(path):
-    import io
-
-    import zstandard
-
-    return tarfile.open(
-        fileobj=io.BytesIO(
-            zstandard.ZstdDecompressor().decompressobj().decompress(path.read_bytes())
-        )
-    )
 
 
 def test_a_worker_asked_for_a_queue_its_host_does_not_qualify_for_refuses_to_start(fleet):
@@ -221,16 +199,6 @@ def data_project(root: Path) -> Path:
     return root / "m.toml"
 
 
-def fleet_store(fleet):
-    env = {k: v for k, v in fleet.env.items() if k.startswith(("AWS_", "FLEET_S3"))}
-    return open_store(StoreSettings.from_env(env, url=fleet.store_url))
-
-
-def staged_keys(fleet) -> set[str]:
-    store = fleet_store(fleet)
-    return set(store.keys(store.full_key("data/")))
-
-
 def test_workers_train_from_the_store_after_the_publishers_directory_is_deleted(fleet, tmp_path):
     manifest = data_project(tmp_path / "publisher")
     before = staged_keys(fleet)
@@ -248,7 +216,7 @@ def test_workers_train_from_the_store_after_the_publishers_directory_is_deleted(
     tree = next(r for r in recs.values() if r.name == "from-store-tree")
     store = fleet_store(fleet)
     bundle_path = store.get_bundle("command", tree.artifact["sha256"], tmp_path / "tree.tar.zst")
-    with _zst(bundle_path) as tar:
+    with open_bundle(bundle_path) as tar:
         seen = tar.extractfile("out/seen.txt").read().decode()
     assert seen == repr([("a.txt", "alpha"), ("sub/b.txt", "beta")])
 
@@ -284,7 +252,7 @@ def test_a_worker_given_q_serves_only_that_tier_and_the_constraint_queues_of_it_
     fleet, tmp_path
 ):
     from fleet.local import stop_worker
-    from tests.e2e.conftest import CUDA_LARGE, wait_for_workers
+    from tests.harness.workers import CUDA_LARGE, wait_for_workers
 
     manifest = tmp_path / "q.toml"
     manifest.write_text(

@@ -6,7 +6,6 @@ worker capability, Prometheus metrics, and Terminate followed by requeue running
 
 from __future__ import annotations
 
-import base64
 import json
 import os
 import shutil
@@ -19,24 +18,21 @@ import urllib.error
 import urllib.parse
 import urllib.request
 import uuid
-from dataclasses import dataclass
 from pathlib import Path
 
 import psutil
 import pytest
 import redis
 
-from core.ids import short_id
 from fleet.local import start_worker, stop_worker
 from fleet.redis_server import RedisServer
-from state.records import JobState, Records
-from tests.e2e.conftest import CPU, CUDA_LARGE, wait_for_workers
+from state.jobrecord import JobState
+from tests.harness.flower import PASSWORD, ROOT, USER, Watched, start_flower, stop_flower
+from tests.harness.workers import CPU, CUDA_LARGE, wait_for_workers
 from tests.needs import missing
+from tests.waiting import wait_until
 
 pytestmark = pytest.mark.e2e
-ROOT = Path(__file__).resolve().parents[2]
-SLEEPY = Path(__file__).with_name("sleepy.py")
-USER, PASSWORD = "ops", f"pw-{uuid.uuid4().hex[:12]}"
 GHOST = ["ghost-host"]  # allowed_hosts no worker has: the job waits in its queue
 
 
@@ -90,124 +86,6 @@ def run_browser(argv: list[str], timeout_s: float = 120) -> str:
     return out
 
 
-def start_flower(env: dict, port: int, log: Path) -> subprocess.Popen:
-    return subprocess.Popen(
-        [sys.executable, "-m", "celery", "-A", "tasks", "flower", f"--port={port}"],
-        cwd=ROOT,
-        env=env,
-        stdout=open(log, "ab"),
-        stderr=subprocess.STDOUT,
-        start_new_session=True,
-    )
-
-
-def stop_flower(proc: subprocess.Popen) -> None:
-    if proc.poll() is None:
-        os.killpg(proc.pid, signal.SIGTERM)
-        try:
-            proc.wait(10)
-        except subprocess.TimeoutExpired:
-            os.killpg(proc.pid, signal.SIGKILL)
-            proc.wait()
-
-
-@dataclass
-class Watched:
-    env: dict
-    url: str
-    root: Path
-    redis_url: str
-    flower_pid: int = 0
-
-    def http(self, path: str, *, auth: bool = True, method: str = "GET") -> tuple[int, str]:
-        req = urllib.request.Request(
-            self.url + path, method=method, data=b"" if method == "POST" else None
-        )
-        if auth:
-            req.add_header(
-                "Authorization", "Basic " + base64.b64encode(f"{USER}:{PASSWORD}".encode()).decode()
-            )
-        try:
-            with urllib.request.urlopen(req, timeout=10) as resp:
-                return resp.status, resp.read().decode()
-        except urllib.error.HTTPError as e:
-            return e.code, e.read().decode(errors="replace")
-
-    def task(self, job_id: str) -> dict | None:
-        code, body = self.http(f"/api/task/info/{job_id}")
-        return json.loads(body) if code == 200 else None
-
-    def wait_task(self, job_id: str, check, timeout_s: float = 60) -> dict:
-        deadline = time.monotonic() + timeout_s
-        task = None
-        while time.monotonic() < deadline:
-            task = self.task(job_id)
-            if task and check(task):
-                return task
-            time.sleep(0.3)
-        raise AssertionError(
-            f"Flower's task {short_id(job_id)} never matched; last seen: {task}\n{self.logs()}"
-        )
-
-    def fleet(self, *args: str) -> subprocess.CompletedProcess:
-        return subprocess.run(
-            [sys.executable, "-m", "fleet.cli", *args],
-            env=self.env,
-            capture_output=True,
-            text=True,
-            timeout=120,
-            cwd=ROOT,
-        )
-
-    def publish(self, jobs: dict[str, float], *flags: str, **keys) -> dict[str, str]:
-        text = ""
-        for name, sleep_s in jobs.items():
-            text += (
-                f'[[jobs]]\nname = "{name}"\n'
-                f'command = ["{sys.executable}", "{SLEEPY}", "{sleep_s}", "{name}"]\n'
-                'artifacts = ["out/*"]\n'
-                + "".join(f"{k} = {json.dumps(v)}\n" for k, v in keys.items())
-            )
-        return self.publish_text(text, *flags)
-
-    def publish_text(self, text: str, *flags: str) -> dict[str, str]:
-        path = self.root / f"m-{uuid.uuid4().hex[:6]}.toml"
-        path.write_text(text)
-        out = self.fleet("publish", str(path), "--json", *flags)
-        assert out.returncode == 0, out.stderr
-        return {row["name"]: row["job_id"] for row in json.loads(out.stdout)}
-
-    def records(self) -> Records:
-        return Records(redis.Redis.from_url(self.redis_url))
-
-    def wait_state(self, job_id: str, state: JobState, timeout_s: float = 90):
-        deadline = time.monotonic() + timeout_s
-        while time.monotonic() < deadline:
-            rec = self.records().get(job_id)
-            if rec.state is state:
-                return rec
-            time.sleep(0.2)
-        raise AssertionError(
-            f"{short_id(job_id)} is {rec.state.value}, never {state.value}\n{self.logs()}"
-        )
-
-    def runs(self, name: str, kind: str) -> int:
-        f = self.root / "counts" / f"{name}.{kind}"
-        return len(f.read_text().split()) if f.exists() else 0
-
-    def backend_state(self, job_id: str) -> str:
-        from celery import Celery
-
-        app = Celery("probe", broker=self.redis_url, backend=self.redis_url)
-        return app.AsyncResult(job_id).state
-
-    def logs(self) -> str:
-        return "\n".join(
-            f"--- {p.name}\n{p.read_text(errors='replace')[-3000:]}"
-            for p in (self.root / "logs").glob("*.log")
-        )
-
-
 @pytest.fixture(scope="module")
 def flower(tmp_path_factory):
     root = tmp_path_factory.mktemp("flower")
@@ -233,17 +111,15 @@ def flower(tmp_path_factory):
     w = Watched(env, f"http://127.0.0.1:{port}", root, server.url, proc.pid)
     try:
         wait_for_workers(env, workers)
-        deadline = time.monotonic() + 60
-        while w.http("/healthcheck", auth=False)[0] != 200:
-            assert proc.poll() is None and time.monotonic() < deadline, (
-                f"Flower did not start\n{w.logs()}"
-            )
-            time.sleep(0.3)
+
+        def healthy():
+            assert proc.poll() is None, f"Flower exited\n{w.logs()}"
+            return w.http("/healthcheck", auth=False)[0] == 200
+
+        wait_until("Flower starts", healthy, 60, w.logs, every_s=0.3)
         # Flower learns the workers (and their queues) from its first inspect round
-        deadline = time.monotonic() + 60
-        while '"fl-cpu@' not in w.http("/api/workers?refresh=1")[1]:
-            assert time.monotonic() < deadline, f"Flower never saw the workers\n{w.logs()}"
-            time.sleep(0.5)
+        saw = lambda: '"fl-cpu@' in w.http("/api/workers?refresh=1")[1]  # noqa: E731
+        wait_until("Flower sees the workers", saw, 60, w.logs, every_s=0.5)
         yield w
     finally:
         stop_flower(proc)

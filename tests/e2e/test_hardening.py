@@ -9,7 +9,6 @@ import shutil
 import subprocess
 import sys
 import tempfile
-import time
 import uuid
 from pathlib import Path
 
@@ -20,8 +19,10 @@ from core import constants as C
 from fleet.local import start_worker, stop_worker
 from fleet.redis_server import RedisServer
 from state.deadletter import entries
-from state.records import JobState, Records
-from tests.e2e.conftest import CPU, CUDA, CUDA_LARGE, wait_for_workers
+from state.jobrecord import JobState
+from state.records import Records
+from tests.harness.workers import CPU, CUDA, CUDA_LARGE, wait_for_workers
+from tests.waiting import wait_until
 
 pytestmark = pytest.mark.e2e
 HUNT = Path(__file__).with_name("hunt.py")
@@ -106,15 +107,11 @@ class Site:
         return {r.job.name: r.job.job_id for r in rows}
 
     def wait(self, ids: dict[str, str], timeout_s: float = 90) -> dict:
-        deadline, recs = time.monotonic() + timeout_s, {}
-        while time.monotonic() < deadline:
+        def ended():
             recs = {n: Records(self.client()).get(j) for n, j in ids.items()}
-            if all(r.state.terminal for r in recs.values()):
-                return recs
-            time.sleep(0.3)
-        raise AssertionError(
-            f"not finished: {[(n, r.state.value) for n, r in recs.items()]}\n{self.logs()}"
-        )
+            return all(r.state.terminal for r in recs.values()) and recs
+
+        return wait_until(f"{sorted(ids)} end", ended, timeout_s, self.logs, every_s=0.3)
 
     def logs(self) -> str:
         return "\n".join(
@@ -212,9 +209,7 @@ def test_poison_on_every_tier_queue_is_set_aside_and_every_worker_keeps_serving(
     assert {n: r.state for n, r in recs.items()} == {n: JobState.SUCCEEDED for n in ids}, (
         site.logs()
     )
-    deadline = time.monotonic() + 30
-    while client.llen(C.DEAD_LETTER_KEY) < len(pushed) and time.monotonic() < deadline:
-        time.sleep(0.2)
+    wait_until("the dead letters", lambda: client.llen(C.DEAD_LETTER_KEY) >= len(pushed), 30)
     dead = entries(client, limit=1000)
     got = sorted(
         (e["queue"], next((want for _, want in pushed if want in e["reason"]), e["reason"]))
@@ -242,7 +237,9 @@ def test_a_job_hunting_for_its_workers_secrets_finds_none(site, tmp_path):
     assert rec.state is JobState.SUCCEEDED, rec.last_error
     found = _found(site, rec, tmp_path)
     assert "PATH=" in found["worker_environ"]  # it did read the worker's environ...
-    for place in ("own_env", "supervisor_environ", "worker_environ", "worker_cmdline"):
+    assert found["watchman_pid"] and "PATH=" in found["watchman_environ"]  # ...and its watchman's
+    places = ("own_env", "supervisor_environ", "worker_environ", "worker_cmdline")
+    for place in (*places, "watchman_environ", "watchman_cmdline"):
         assert SECRET not in found[place] and BROKER_PASSWORD not in found[place], (
             place
         )  # ...and got no secret
@@ -344,6 +341,7 @@ def test_with_fleet_job_user_a_job_runs_as_that_user_and_cannot_read_the_worker(
         assert found["uid"] == pwd.getpwnam(job_user).pw_uid
         assert found["worker_environ"].startswith("<PermissionError")
         assert found["worker_memory"].startswith("<PermissionError")
+        assert found["watchman_memory"].startswith("<PermissionError")  # it holds the secrets
         assert SECRET not in found["own_env"] and "HOME=/nonexistent" in found["own_env"]
         _assert_nowhere(solo, rec, work)
     finally:
@@ -376,9 +374,7 @@ def test_a_delivery_a_real_worker_acks_without_running_stays_recoverable_not_str
     client = solo.client()
     _from_a_newer_fleet(client, ids["skewed"])
     w = solo.start("skew-w", FLEET_LEASE_TTL_S="1")
-    deadline = time.monotonic() + 60
-    while solo.logs().count("restored") < 2 and time.monotonic() < deadline:
-        time.sleep(0.5)
+    wait_until("two restores", lambda: solo.logs().count("restored") >= 2, 60, every_s=0.5)
     logs = solo.logs()
     assert logs.count("acked but its job never ran") >= 2, (
         logs

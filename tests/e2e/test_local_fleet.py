@@ -15,6 +15,7 @@ import psutil
 import pytest
 
 from fleet.rootlock import LOCK_FILE
+from tests.waiting import wait_until
 
 pytestmark = pytest.mark.e2e
 REPO = Path(__file__).resolve().parents[2]
@@ -68,16 +69,14 @@ def fleet_local(*args: str, **kw) -> subprocess.Popen:
 
 
 def wait_for_processes(root: Path, n: int, timeout_s: float = 90) -> dict:
-    deadline = time.monotonic() + timeout_s
-    while time.monotonic() < deadline:
+    def written():
         try:
             holder = json.loads((root / LOCK_FILE).read_text())
-            if len(holder.get("processes", ())) >= n:
-                return holder
-        except (FileNotFoundError, ValueError):
-            pass
-        time.sleep(0.3)
-    raise AssertionError("the first fleet never wrote its processes into its lock")
+        except (FileNotFoundError, ValueError):  # not yet, or half written
+            return None
+        return holder if len(holder.get("processes", ())) >= n else None
+
+    return wait_until("the first fleet writes its processes into its lock", written, timeout_s)
 
 
 def kill_all(holder: dict) -> None:

@@ -7,8 +7,7 @@ import pytest
 
 from core import constants as C
 from fleet.redis_server import RedisServer
-from state.records import JobState
-from tests.e2e.test_chaos import chaos  # noqa: F401  (the fixture)
+from state.jobrecord import JobState
 from tests.integration.test_lost_polls import lose_a_reply
 
 pytestmark = pytest.mark.e2e

@@ -13,7 +13,8 @@ import pytest
 
 from fleet.local import start_worker, stop_worker
 from fleet.redis_server import RedisServer
-from tests.e2e.conftest import CPU, wait_for_workers
+from tests.harness.workers import CPU, wait_for_workers
+from tests.waiting import wait_until
 
 pytestmark = pytest.mark.e2e
 
@@ -108,12 +109,11 @@ def backend_states(env, ids: list[str]) -> list[str]:
 
 
 def wait_backend(env, ids: list[str], ok, timeout_s: float = 30) -> list[str]:
-    deadline = time.monotonic() + timeout_s
-    while True:
+    def settled():
         states = backend_states(env, ids)
-        if ok(states) or time.monotonic() > deadline:
-            return states
-        time.sleep(0.5)
+        return states if ok(states) else None
+
+    return wait_until("the backend's states settle", settled, timeout_s, every_s=0.5)
 
 
 def test_cancel_by_sweep_name_revokes_every_point_running_or_queued_and_requeue_by_glob_runs_them_anew(  # noqa: E501

@@ -15,10 +15,11 @@ import pytest
 
 from fleet.local import stop_worker
 from fleet.redis_server import RedisServer
-from state.records import JobState, Records
-from tests.e2e.conftest import CPU, Fleet, wait_for_workers
-from tests.e2e.test_fleet import _zst, fleet_store, staged_keys, wait_terminal
+from state.jobrecord import JobState
+from state.records import Records
 from tests.fixtures.wheels import make_wheel, offline_index
+from tests.harness.fleet import Fleet, fleet_store, open_bundle, staged_keys, wait_terminal
+from tests.harness.workers import CPU, wait_for_workers
 
 pytestmark = pytest.mark.e2e
 EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "own-code"
@@ -104,7 +105,7 @@ def artifact_json(fleet, rec, tmp_path: Path, member: str) -> dict:
     bundle = fleet_store(fleet).get_bundle(
         "command", rec.artifact["sha256"], tmp_path / f"{rec.job_id[:8]}.tar.zst"
     )
-    with _zst(bundle) as tar:
+    with open_bundle(bundle) as tar:
         return json.loads(tar.extractfile(member).read())
 
 

@@ -25,14 +25,16 @@ from core.constants import JOB_KEY as C_JOB_KEY
 from fleet.local import stop_worker
 from fleet.redis_server import RedisServer
 from state import scripts
-from state.records import JobState
-from tests.e2e.test_chaos import Chaos
-from tests.e2e.test_durable import wait_for
+from state.jobrecord import JobState
 from tests.fixtures.netproxy import NetProxy
+from tests.harness.chaos import Chaos
+from tests.waiting import wait_until
 
 pytestmark = pytest.mark.e2e
 A, B, C = "part-a", "part-b", "part-c"
-LEASE_TTL_S = 8  # every blip below is shorter than this
+# every blip below is shorter than this; FLEET_PARTITION_LEASE_TTL_S measures what a shorter
+# lease would cost (docs/limits.md: a lease shorter than a blip plus a socket timeout re-runs)
+LEASE_TTL_S = float(os.environ.get("FLEET_PARTITION_LEASE_TTL_S", "8"))
 SOCKET_TIMEOUT_S = 1  # ... and longer than this: the worker's client retries on a lost reply
 BLIP_S = 2.5
 SCRIPTS = ("claim", "heartbeat", "trained", "finish", "charge", "ack")
@@ -110,10 +112,6 @@ def log_of(net: Net, worker: str) -> str:
     return (net.chaos.root / "logs" / f"{worker}.log").read_text(errors="replace")
 
 
-def wait_until(predicate, what: str, net: Net, timeout_s: float = 60):
-    return wait_for(predicate, timeout_s, what, net.chaos, every_s=0.2)
-
-
 def one_result(net: Net, name: str, job_id: str, worker: str, runs: int = 1):
     """Exactly one recorded, stored result, by ``worker``; nothing of the job left staged."""
     rec = net.chaos.wait({name: job_id}, timeout_s=90)[name]
@@ -123,13 +121,15 @@ def one_result(net: Net, name: str, job_id: str, worker: str, runs: int = 1):
     def listed():
         return [a for a in net.store.list_artifacts() if a.get("job_id") == job_id]
 
-    listed = wait_until(listed, f"{name}'s bundle to be listed", net)
+    listed = wait_until(f"{name}'s bundle to be listed", listed, 60, net.chaos.logs, 0.2)
     assert [a["sha256"] for a in listed] == [rec.artifact["sha256"]]
     assert net.store.verify("command", rec.artifact["sha256"])
     wait_until(
-        lambda: not [b for b in net.store.staged() if b.job_id == job_id],
         f"nothing of {name} left staged",
-        net,
+        lambda: not [b for b in net.store.staged() if b.job_id == job_id],
+        60,
+        net.chaos.logs,
+        0.2,
     )
     return rec
 
@@ -137,10 +137,11 @@ def one_result(net: Net, name: str, job_id: str, worker: str, runs: int = 1):
 def reported_success(net: Net, name: str, job_id: str) -> None:
     """A's delivery of the job ended with Celery's SUCCESS (its own record, not 'taken over')."""
     wait_until(
-        lambda: f"Task {name}[{job_id}] succeeded" in log_of(net, A),
         f"A to report {name} succeeded",
-        net,
-        timeout_s=30,
+        lambda: f"Task {name}[{job_id}] succeeded" in log_of(net, A),
+        30,
+        net.chaos.logs,
+        0.2,
     )
 
 
@@ -195,14 +196,29 @@ def test_a_partition_past_the_lease_leaves_one_result_and_the_cut_off_run_stores
     net.chaos.start(C)  # the host that takes the job over
     assert fired.wait(60), f"worker A never sent what starts the partition\n{net.chaos.logs()}"
     wait_until(
-        lambda: net.chaos.records().get(ids[name]).state is JobState.SUCCEEDED,
         "C to take the job over and record it",
-        net,
-        timeout_s=90,
+        lambda: net.chaos.records().get(ids[name]).state is JobState.SUCCEEDED,
+        90,
+        net.chaos.logs,
+        0.2,
+    )
+    # C records its result a moment before it promotes its bundle: then only A's is staged
+    wait_until(
+        "C's bundle to be listed",
+        lambda: any(a.get("job_id") == ids[name] for a in net.store.list_artifacts()),
+        30,
+        net.chaos.logs,
+        0.2,
     )
     assert [b.job_id for b in net.store.staged()] == ([ids[name]] if staged else [])
     net.proxy.heal()
-    wait_until(lambda: f"{name} {heard}" in log_of(net, A), "A to learn it lost the job", net)
+    wait_until(
+        "A to learn it lost the job",
+        lambda: f"{name} {heard}" in log_of(net, A),
+        60,
+        net.chaos.logs,
+        0.2,
+    )
     rec = one_result(net, name, ids[name], C, runs=2)
     assert net.store.verify("command", rec.artifact["sha256"])
     stop_worker(net.chaos.workers.pop(C))
@@ -235,7 +251,9 @@ def test_a_reset_that_loses_a_polls_reply_loses_no_job(net, monkeypatch):
     assert fired.wait(30), f"worker A never polled\n{net.chaos.logs()}"
     client = net.chaos.client()
     key = client.hget(C_JOB_KEY + ids[name], "cur_key")
-    wait_until(lambda: client.llen(key) == 0, "A's held poll to pop the job", net, timeout_s=10)
+    wait_until(
+        "A's held poll to pop the job", lambda: client.llen(key) == 0, 10, net.chaos.logs, 0.2
+    )
     net.proxy.reset()
     net.proxy.heal()
     assert one_result(net, name, ids[name], A).attempts == 1

@@ -17,9 +17,9 @@ import pytest
 
 from core.ids import short_id
 from routing.preempt import MAX_PREEMPTIONS
-from state.records import JobState
+from state.jobrecord import JobState
 from tests.e2e.ckptjob import chain
-from tests.e2e.test_pools import pools  # noqa: F401  (the fixture)
+from tests.waiting import wait_until
 
 pytestmark = pytest.mark.e2e
 JOB = Path(__file__).with_name("ckptjob.py")
@@ -45,7 +45,7 @@ def job(name: str, priority: int, steps: int, *, vram: int, extra: str = "") -> 
 
 
 @pytest.fixture
-def fleet(pools):  # noqa: F811
+def fleet(pools):
     pools.env.update(FLEET_CHECKPOINT_EVERY_S="0.5", FLEET_LEASE_TTL_S="5")
     pools.start("big", BIG)
     pools.start("small", SMALL)  # free, but too small for either job
@@ -54,15 +54,16 @@ def fleet(pools):  # noqa: F811
 
 def running_after(fleet, job_id: str, steps: int) -> None:
     """Wait until the job runs and has passed ``steps`` steps with a checkpoint synced."""
-    deadline = time.monotonic() + 60
-    while time.monotonic() < deadline:
+
+    def past():
         rec = fleet.records().get(job_id)
         tail = (rec.progress or {}).get("tail") or []
         done = max((int(line.split()[1]) for line in tail if line.startswith("step ")), default=0)
-        if rec.state is JobState.RUNNING and done >= steps and fleet.records().checkpoint(job_id):
-            return
-        time.sleep(0.1)
-    raise AssertionError(f"{short_id(job_id)} never ran past step {steps}\n{fleet.logs()}")
+        return (
+            rec.state is JobState.RUNNING and done >= steps and fleet.records().checkpoint(job_id)
+        )
+
+    wait_until(f"{short_id(job_id)} runs past step {steps}", past, 60, fleet.logs)
 
 
 def cli(fleet, *args: str) -> str:
@@ -138,26 +139,23 @@ def test_a_job_preempted_max_times_runs_to_its_end(fleet):
 
 
 def test_a_preemptible_job_without_checkpoint_is_handed_back_and_starts_over(fleet):
-    low = fleet.publish(job("scratch", 1, 12, vram=40, extra="preemptible = true"))
+    # STEPS (12 s): still running when the urgent job arrives, however busy the machine
+    low = fleet.publish(job("scratch", 1, STEPS, vram=40, extra="preemptible = true"))
     running_after_start(fleet, low["scratch"])
     urgent = fleet.publish(job("urgent4", 9, 1, vram=60))
     recs = fleet.wait({**low, **urgent}, timeout_s=120)
     seen = fleet.reports(["scratch", "urgent4"])
     assert [s["from_step"] for s in seen["scratch"]["starts"]] == [0, 0]
-    assert recs["scratch"].preemptions == 1 and seen["scratch"]["digest"] == chain(12)
+    assert recs["scratch"].preemptions == 1 and seen["scratch"]["digest"] == chain(STEPS)
 
 
 def running_after_start(fleet, job_id: str) -> None:
-    deadline = time.monotonic() + 60
-    while time.monotonic() < deadline:
-        if fleet.records().get(job_id).state is JobState.RUNNING:
-            time.sleep(1.5)
-            return
-        time.sleep(0.1)
-    raise AssertionError(f"{short_id(job_id)} never started\n{fleet.logs()}")
+    running = lambda: fleet.records().get(job_id).state is JobState.RUNNING  # noqa: E731
+    wait_until(f"{short_id(job_id)} starts", running, 60, fleet.logs)
+    time.sleep(1.5)
 
 
-def test_one_host_preempts_for_an_urgent_job_when_several_could(pools):  # noqa: F811
+def test_one_host_preempts_for_an_urgent_job_when_several_could(pools):
     pools.env.update(FLEET_CHECKPOINT_EVERY_S="0.5", FLEET_LEASE_TTL_S="5")
     pools.start("big1", BIG)
     pools.start("big2", BIG)

@@ -8,7 +8,6 @@ import io
 import json
 import os
 import tarfile
-import time
 import uuid
 
 import pytest
@@ -18,7 +17,8 @@ from artifacts.stores import open_store_at
 from fleet.local import start_worker, stop_worker
 from fleet.redis_server import RedisServer
 from state.records import Records
-from tests.e2e.conftest import CPU, Fleet, wait_for_workers
+from tests.harness.fleet import Fleet, wait_terminal
+from tests.harness.workers import CPU, wait_for_workers
 
 pytestmark = pytest.mark.e2e
 LRS = (0.1, 0.3, 0.5)
@@ -61,15 +61,9 @@ def one_worker(tmp_path_factory, s3_server):
 
 
 def wait_succeeded(fleet: Fleet, ids: set[str], timeout_s: float = 120) -> dict:
-    records = Records(fleet.client())
-    deadline = time.monotonic() + timeout_s
-    while time.monotonic() < deadline:
-        recs = {r.job_id: r for r in records.all() if r.job_id in ids}
-        if len(recs) == len(ids) and all(r.state.terminal for r in recs.values()):
-            assert {r.state.value for r in recs.values()} == {"succeeded"}, fleet.logs()
-            return recs
-        time.sleep(0.3)
-    raise AssertionError(f"sweep not finished: {fleet.logs()}")
+    recs = wait_terminal(Records(fleet.client()), ids, timeout_s)
+    assert {r.state.value for r in recs.values()} == {"succeeded"}, fleet.logs()
+    return recs
 
 
 def test_a_sweep_through_a_real_worker_is_ranked_drawn_exported_and_bundled_with_its_history(

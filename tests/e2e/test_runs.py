@@ -19,9 +19,9 @@ from fleet.local import start_worker, stop_worker
 from fleet.query import jobs as Q
 from fleet.redis_server import RedisServer
 from state.jobrecord import JobRecord, JobState
-from state.records import JobState
 from state.redis_conn import decoding
-from tests.e2e.conftest import CPU, wait_for_workers
+from tests.harness.workers import CPU, wait_for_workers
+from tests.waiting import wait_until
 
 pytestmark = pytest.mark.e2e
 HOST = "runs-cpu"
@@ -89,13 +89,14 @@ class Sampler(threading.Thread):
 
 def wait_row(env, job_id: str, ok, timeout_s: float = 60) -> JobRecord:
     client = decoding(redis.Redis.from_url(env["FLEET_BROKER_URL"]))
-    deadline = time.monotonic() + timeout_s
-    while True:
+
+    def matched():
         row = Q.read_rows(client, [job_id])[0]
-        if ok(row):
-            return row
-        assert time.monotonic() < deadline, f"gave up waiting; the job is {row}"
-        time.sleep(0.1)
+        return row if ok(row) else None
+
+    return wait_until(
+        "the job's row", matched, timeout_s, lambda: f"the job is {Q.read_rows(client, [job_id])}"
+    )
 
 
 def ticking(n: int):

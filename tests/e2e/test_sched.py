@@ -10,7 +10,9 @@ import time
 import pytest
 
 from fleet.query.refs import resolve
-from state.records import JobState, Records
+from state.jobrecord import JobState
+from state.records import Records
+from tests.waiting import wait_until
 
 pytestmark = pytest.mark.e2e
 
@@ -36,14 +38,16 @@ WAITING = [
 
 
 def wait_state(records: Records, name: str, states: set[JobState], timeout_s: float = 90):
-    deadline = time.monotonic() + timeout_s
-    while time.monotonic() < deadline:
-        recs = {r.name: r for r in records.all()}
-        if name in recs and recs[name].state in states:
-            return recs[name]
-        time.sleep(0.3)
-    raise AssertionError(
-        f"{name} never reached {states}: {[(r.name, r.state.value) for r in records.all()]}"
+    def reached():
+        rec = {r.name: r for r in records.all()}.get(name)
+        return rec if rec and rec.state in states else None
+
+    return wait_until(
+        f"{name} in {sorted(s.value for s in states)}",
+        reached,
+        timeout_s,
+        lambda: str([(r.name, r.state.value) for r in records.all()]),
+        every_s=0.3,
     )
 
 

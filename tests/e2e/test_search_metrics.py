@@ -13,7 +13,6 @@ from pathlib import Path
 import pytest
 
 from state.search.view import read_search
-from tests.e2e.test_chaos import chaos  # noqa: F401  (the fixture)
 from tests.waiting import wait_until
 
 pytestmark = pytest.mark.e2e

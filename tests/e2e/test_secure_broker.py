@@ -6,7 +6,6 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
-import time
 from pathlib import Path
 from urllib.parse import quote
 
@@ -14,9 +13,10 @@ import pytest
 
 from fleet.local import start_worker, stop_worker
 from fleet.redis_server import RedisServer, candidates, free_port
-from tests.e2e.conftest import CPU
-from tests.e2e.test_hardening import command_job
+from tests.harness.manifests import command_job
+from tests.harness.workers import CPU
 from tests.needs import missing
+from tests.waiting import wait_until
 
 pytestmark = pytest.mark.e2e
 PASSWORD = "tls-s3cr3t/p@ss"
@@ -199,15 +199,13 @@ def test_a_real_worker_runs_a_job_end_to_end_on_a_locked_broker(locked, kind):
     manifest.write_text(command_job(f"hello-{kind}", [sys.executable, "-c", f"print('ok {kind}')"]))
     published = locked.cli(env, "publish", str(manifest))
     assert published.returncode == 0, published.stderr
-    deadline = time.monotonic() + 120
-    while time.monotonic() < deadline:
+
+    def succeeded():
         status = locked.cli(env, "status", "--json")
         assert status.returncode == 0, status.stderr
-        if f"hello-{kind}" in status.stdout and '"succeeded"' in status.stdout:
-            break
-        time.sleep(1)
-    else:
-        raise AssertionError(f"hello-{kind} did not succeed:\n{status.stdout}\n{locked.logs()}")
+        return f"hello-{kind}" in status.stdout and '"succeeded"' in status.stdout
+
+    wait_until(f"hello-{kind} succeeds", succeeded, 120, locked.logs, every_s=0.5)
 
 
 def test_worker_and_cli_output_never_shows_the_password(locked):

@@ -8,7 +8,6 @@ import json
 import os
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import pytest
@@ -19,8 +18,9 @@ from fleet.redis_server import RedisServer, find_binary, free_port
 from state.broker import parse
 from state.records import Records
 from state.redis_conn import connect
-from tests.e2e.conftest import CPU
-from tests.e2e.test_hardening import command_job
+from tests.harness.manifests import command_job
+from tests.harness.workers import CPU
+from tests.waiting import wait_until
 
 pytestmark = pytest.mark.e2e
 MASTER = "fleetmaster"
@@ -48,17 +48,7 @@ def start_sentinel(d: Path, master_port: int) -> tuple[int, subprocess.Popen]:
     return port, proc
 
 
-def wait_until(what: str, check, timeout_s: float = 30.0):
-    deadline = time.monotonic() + timeout_s
-    while time.monotonic() < deadline:
-        try:
-            got = check()
-            if got:
-                return got
-        except redis.RedisError:
-            pass
-        time.sleep(0.2)
-    raise AssertionError(f"timed out waiting for {what}")
+REDIS_DOWN = (redis.RedisError,)  # a master the test kills, a failover under way
 
 
 @pytest.fixture
@@ -76,11 +66,15 @@ def ha(tmp_path):
             lambda: (
                 redis.Redis(port=replica.port).info("replication").get("master_link_status") == "up"
             ),
+            every_s=0.2,
+            ignoring=REDIS_DOWN,
         )
         for port, _ in sentinels:
             wait_until(
                 "the sentinels to see the replica",
                 lambda p=port: redis.Redis(port=p).sentinel_slaves(MASTER),
+                every_s=0.2,
+                ignoring=REDIS_DOWN,
             )
         yield tmp_path, master, replica, [p for p, _ in sentinels], workers
     finally:
@@ -137,7 +131,13 @@ def test_killing_the_master_mid_run_leaves_every_job_succeeded_exactly_once(ha):
     ids = [row["job_id"] for row in json.loads(published.stdout)]
     assert len(ids) == JOBS
 
-    wait_until("a job to start", lambda: any(runs.iterdir()), timeout_s=90)
+    wait_until(
+        "a job to start",
+        lambda: any(runs.iterdir()),
+        timeout_s=90,
+        every_s=0.2,
+        ignoring=REDIS_DOWN,
+    )
     master.stop(kill=True)
     wait_until(
         "a new master",
@@ -146,6 +146,8 @@ def test_killing_the_master_mid_run_leaves_every_job_succeeded_exactly_once(ha):
             == replica.port
         ),
         timeout_s=30,
+        every_s=0.2,
+        ignoring=REDIS_DOWN,
     )
 
     records = Records(connect(parse(url, environ=env)))
@@ -155,7 +157,9 @@ def test_killing_the_master_mid_run_leaves_every_job_succeeded_exactly_once(ha):
         return all(s is not None and s.terminal for s in states.values()) and states
 
     try:
-        states = wait_until("every job to finish", all_done, timeout_s=240)
+        states = wait_until(
+            "every job to finish", all_done, timeout_s=240, every_s=0.2, ignoring=REDIS_DOWN
+        )
     except AssertionError as e:
         new = redis.Redis(port=replica.port)
         dump = {k.decode(errors="replace"): new.type(k).decode() for k in new.keys("*")}

@@ -20,9 +20,10 @@ import redis
 from fleet.local import start_worker, stop_worker
 from fleet.redis_server import RedisServer
 from routing.yielding import HANDBACK_WITHIN_S
-from state.records import JobState, Records
-from tests.e2e.conftest import wait_for_workers
-from tests.e2e.test_durable import wait_for
+from state.jobrecord import JobState
+from state.records import Records
+from tests.harness.workers import wait_for_workers
+from tests.waiting import wait_until
 
 pytestmark = pytest.mark.e2e
 JOB = Path(__file__).with_name("yieldjob.py")
@@ -63,7 +64,7 @@ class Owner:
         return {r["name"]: r["job_id"] for r in json.loads(done.stdout)}
 
     def wait(self, what: str, until, timeout_s: float = 60, every_s: float = 0.05):
-        return wait_for(until, timeout_s, what, self, every_s)
+        return wait_until(what, until, timeout_s, self.logs, every_s)
 
     def job_step(self, job_id: str) -> int:
         rec = self.records().get(job_id)

@@ -1,4 +1,4 @@
-"""The GPU suite (issue 9 item 6): ``pytest -m gpu``, on a host with an NVIDIA GPU.
+"""The GPU suite: ``pytest -m gpu``, on a host with an NVIDIA GPU.
 
 Skipped, with the reason, where there is none (no nvidia-smi, or NVML cannot start): CI
 and most dev machines. Workers here detect the real GPUs (no simulated capability), run on
@@ -23,8 +23,7 @@ from pathlib import Path
 import pytest
 
 from routing.detect import detect_raw
-from state.records import JobState
-from tests.e2e.test_chaos import chaos  # noqa: F401  (the fixture: real Redis, file:// store)
+from state.jobrecord import JobState
 
 ROOT = Path(__file__).resolve().parents[2]
 CUDA_JOB = Path(__file__).with_name("cuda_job.py")

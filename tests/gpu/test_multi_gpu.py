@@ -14,8 +14,7 @@ import sys
 import pytest
 
 from routing.detect import detect_raw
-from state.records import JobState
-from tests.e2e.test_chaos import chaos  # noqa: F401  (the fixture: real Redis, file:// store)
+from state.jobrecord import JobState
 from tests.gpu import multi_gpu
 from tests.gpu.test_gpu import MOONS, NO_GPU, needs_whole_gpus, reports, torch_cuda
 

@@ -19,18 +19,13 @@ import pytest
 
 from routing.detect import detect_raw
 from routing.yielding import HANDBACK_WITHIN_S
-from state.records import JobState
-from tests.e2e.test_chaos import chaos  # noqa: F401  (the fixture: real Redis, file:// store)
-from tests.e2e.test_durable import wait_for
+from state.jobrecord import JobState
 from tests.gpu.test_gpu import NO_GPU, cuda_manifest, gpu_pids, needs_whole_gpus
+from tests.waiting import wait_until
 
 OWNER = Path(__file__).with_name("owner_cuda.py")
 RECLAIM_S = 3.0
 pytestmark = [pytest.mark.gpu, pytest.mark.skipif(NO_GPU is not None, reason=NO_GPU or "")]
-
-
-def wait_until(what: str, check, timeout_s: float, chaos):
-    return wait_for(check, timeout_s, what, chaos, every_s=0.02)
 
 
 def test_a_cuda_process_of_the_owners_makes_the_worker_hand_its_job_back_and_wait(chaos):
@@ -50,7 +45,7 @@ def test_a_cuda_process_of_the_owners_makes_the_worker_hand_its_job_back_and_wai
     )
     ids = chaos.publish(cuda_manifest(chaos, {"held": 20.0}))
     job = ids["held"]
-    fleet_pids = wait_until("the job on the GPU", lambda: gpu_pids(gpu.uuid), 120, chaos)
+    fleet_pids = wait_until("the job on the GPU", lambda: gpu_pids(gpu.uuid), 120, chaos.logs, 0.02)
     if not all(psutil.pid_exists(p) for p in fleet_pids):
         pytest.skip(
             f"NVML names pids {sorted(fleet_pids)} from another pid namespace (a container): "
@@ -72,7 +67,8 @@ def test_a_cuda_process_of_the_owners_makes_the_worker_hand_its_job_back_and_wai
             "the job's process off the GPU",
             lambda: not (gpu_pids(gpu.uuid) & fleet_pids),
             HANDBACK_WITHIN_S + 5,
-            chaos,
+            chaos.logs,
+            0.02,
         )
         freed_s = time.monotonic() - t0
         print(
@@ -84,7 +80,8 @@ def test_a_cuda_process_of_the_owners_makes_the_worker_hand_its_job_back_and_wai
             "the job back in its queue",
             lambda: (r := chaos.records().get(job)).state is JobState.QUEUED and r,
             30,
-            chaos,
+            chaos.logs,
+            0.02,
         )
         assert f"GPU 0 in use by pid {owner.pid}" in rec.last_error
         hosts = json.loads(chaos.fleet("hosts", "--json").stdout)

@@ -13,7 +13,8 @@ from core import constants as C
 from fleet import cli
 from state.acl import Role
 from state.broker import parse
-from state.records import JobState, Records
+from state.jobrecord import JobState
+from state.records import Records
 from state.redis_conn import connect
 
 pytestmark = pytest.mark.integration
@@ -26,6 +27,11 @@ command = ["true"]
 [[jobs]]
 name = "acl-b"
 command = ["true", "b"]
+
+[[jobs]]
+name = "acl-gang"
+command = ["true", "g"]
+nodes = 2
 """
 
 
@@ -217,3 +223,15 @@ def test_a_right_the_worker_role_lacks_fails_its_record_write_at_once_naming_the
     assert text.startswith("index: ") and "'fleet-worker' has the worker role" in text
     password = acl_redis.url(Role.WORKER).split("@")[0].rsplit(":", 1)[1]
     assert password not in text
+
+
+def test_a_worker_user_forms_a_gang_takes_its_seats_and_claims_it(published, acl_redis):
+    from state.gang import Answer, Gangs, Member
+
+    client = connect(parse(acl_redis.url(Role.WORKER)))
+    gangs, job_id = Gangs(client, beat_ttl_s=5), published["acl-gang"]
+    assert gangs.join(job_id, 2, Member(-1, "w1", "10.0.0.1", 1, "s1"))[0] is Answer.WAIT
+    assert gangs.join(job_id, 2, Member(-1, "w2", "10.0.0.2", 2, "s2"))[0] is Answer.COMPLETE
+    assert Records(client).claim(job_id, "w2", "s2", {"name": "acl-gang"}, "cpu").run
+    assert gangs.start(job_id, "s2")[0] is Answer.OK
+    assert gangs.beat(job_id, 0, "s1") == (Answer.FORMED, "s2")

@@ -4,9 +4,10 @@ import os
 import signal
 import subprocess
 import sys
-import time
 
 import pytest
+
+from tests.waiting import wait_until
 
 pytestmark = pytest.mark.integration
 
@@ -22,10 +23,12 @@ def test_watch_into_a_file_writes_whole_frames_while_it_runs(redis_url, tmp_path
             env=env,
         )
         try:
-            deadline = time.monotonic() + 30
-            while time.monotonic() < deadline and out.read_text().count("fleet status ·") < 2:
-                time.sleep(0.2)
-            frames = out.read_text().count("fleet status ·")
+            frames = wait_until(
+                "two frames",
+                lambda: (n := out.read_text().count("fleet status ·")) >= 2 and n,
+                30,
+                out.read_text,
+            )
             assert proc.poll() is None  # still running: the frames came while it watched
         finally:
             proc.send_signal(signal.SIGINT)

@@ -13,7 +13,8 @@ from kombu import Connection, Exchange, Queue
 from core import constants as C
 from routing.fairshare import HALF_LIFE_S
 from state import fairshare, queues
-from state.records import JobState, Records
+from state.jobrecord import JobState
+from state.records import Records
 
 pytestmark = pytest.mark.integration
 H = 3600.0

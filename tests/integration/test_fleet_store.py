@@ -5,13 +5,13 @@ is refused at once; the first worker records its store; `fleet store` shows and 
 from __future__ import annotations
 
 import os
-import time
 
 import pytest
 
 from core import constants as C
 from fleet.local import start_worker, stop_worker
 from state import fleetstore
+from tests.waiting import wait_until
 
 pytestmark = pytest.mark.integration
 
@@ -62,15 +62,6 @@ def test_a_publisher_that_names_another_store_is_refused_naming_both(
     assert not (tmp_path / "mine").exists() and not redis_client.exists(C.JOBS_INDEX)
 
 
-def wait_for(predicate, timeout_s: float = 60.0):
-    deadline = time.monotonic() + timeout_s
-    while time.monotonic() < deadline:
-        if value := predicate():
-            return value
-        time.sleep(0.2)
-    raise AssertionError("timed out")
-
-
 def test_the_first_worker_records_its_store_and_a_worker_with_another_is_refused_at_start(
     redis_url, redis_client, tmp_path
 ):
@@ -83,7 +74,10 @@ def test_the_first_worker_records_its_store_and_a_worker_with_another_is_refused
     cpu = {"cuda_devices": [], "ram_total_gib": 8}
     first = start_worker("store-first", cpu, env, tmp_path / "logs")
     try:
-        assert wait_for(lambda: fleetstore.recorded(redis_client)) == (tmp_path / "first").as_uri()
+        assert (
+            wait_until("the store recorded", lambda: fleetstore.recorded(redis_client))
+            == (tmp_path / "first").as_uri()
+        )
         other = (tmp_path / "other").as_uri()
         second = start_worker(
             "store-second", cpu, dict(env, FLEET_STORE_URL=other), tmp_path / "logs"

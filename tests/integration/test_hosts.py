@@ -101,9 +101,7 @@ def test_why_counts_more_urgent_and_earlier_messages_ahead_of_a_job(app, redis_c
         job("a") + job("b", seed=1) + job("c", seed=2) + job("urgent", priority=9, seed=3), "m.toml"
     )
     publish(app, redis_client, m)
-    ahead = {
-        n: why(redis_client, n)["queues"][0]["position"]["ahead"] for n in ("a", "c", "urgent")
-    }
+    ahead = {n: why(redis_client, n).queues[0].position.ahead for n in ("a", "c", "urgent")}
     assert ahead == {"a": 1, "c": 3, "urgent": 0}
 
 
@@ -113,11 +111,11 @@ def test_why_explains_each_live_hosts_verdict_for_a_need_queue(app, redis_client
     publish(
         app, redis_client, loads(job("ten", "require_cuda = true\nmin_vram_gib = 10"), "m.toml")
     )
-    q = why(redis_client, "ten")["queues"][0]
-    assert q["queue"] == "cuda.vram10" and q["needs"]["min_vram_gib"] == 10
-    assert {h["host"]: h["reasons"] for h in q["hosts"]} == {
-        "gpu16": [],
-        "gpu8": ["VRAM 8 < 10 GiB (largest device)"],
+    q = why(redis_client, "ten").queues[0]
+    assert q.facts.name == "cuda.vram10" and q.facts.needs.min_vram_gib == 10
+    assert {h.hostname: h.reasons for h in q.hosts} == {
+        "gpu16": (),
+        "gpu8": ("VRAM 8 < 10 GiB (largest device)",),
     }
 
 

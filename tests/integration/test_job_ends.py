@@ -4,10 +4,10 @@ heartbeat answer nobody knows is an error that is logged."""
 
 import logging
 import threading
-import time
 from types import SimpleNamespace
 
 import pytest
+import redis
 
 from core import constants as C
 from core.errors import JobNotFound
@@ -15,12 +15,13 @@ from fleet.cli.jobs import note
 from fleet.manifests import loads
 from fleet.publish import publish
 from fleet.query import jobs as Q
-from state.jobrecord import RunEnd, fetch_many
-from state.records import Cancelled, JobState, Records
+from state.jobrecord import JobState, RunEnd, fetch, fetch_many, job_key
+from state.records import Cancelled, Records
 from tasks.execution import _failed
 from tasks.lease import LeaseKeeper
 from tasks.run import Run, Stop
 from tasks.runner import RunOutcome
+from tests.waiting import wait_until
 
 pytestmark = pytest.mark.integration
 
@@ -46,13 +47,6 @@ def jobs(app, redis_client):
     manifest = loads(MANIFEST, "m.toml")
     publish(app, redis_client, manifest)
     return manifest.jobs
-
-
-def wait_until(ok, timeout_s: float = 10, what: str = "condition"):
-    deadline = time.monotonic() + timeout_s
-    while not ok():
-        assert time.monotonic() < deadline, f"timed out waiting for {what}"
-        time.sleep(0.01)
 
 
 def test_an_over_budget_vram_stop_shows_its_reason_in_status(jobs, redis_client, tmp_path):
@@ -97,7 +91,9 @@ def test_a_damaged_field_never_hides_the_job_from_a_listing(jobs, redis_client, 
 def test_the_reaper_records_a_lost_run_as_lost(jobs, redis_client):
     recs, jid = Records(redis_client, lease_ttl_s=0.05), jobs[0].job_id
     assert recs.claim(jid, "w1", "t1", {}, "cpu").run
-    wait_until(lambda: f"{jid} requeued" in recs.reap(), what="the reaper to requeue it")
+    wait_until(
+        "the reaper to requeue it", lambda: f"{jid} requeued" in recs.reap(), 10, every_s=0.01
+    )
     rec = recs.get(jid)
     assert rec.end is RunEnd.LOST and rec.reason == "lease expired on w1 (attempt 1)"
     assert recs.claim(jid, "w2", "t2", {}, "cpu").run
@@ -126,7 +122,9 @@ def test_a_heartbeat_answer_the_lease_does_not_know_is_logged_with_the_answer(
         caplog.at_level(logging.ERROR, "fleet.lease"),
         LeaseKeeper(recs, jid, "t1", every_s=0.02) as lease,
     ):
-        wait_until(lambda: lease.reason is not None, what="the lease to hear the answer")
+        wait_until(
+            "the lease to hear the answer", lambda: lease.reason is not None, 10, every_s=0.01
+        )
     assert lease.reason is Stop.LOST and lease.record is None
     [error] = [r for r in caplog.records if r.levelno == logging.ERROR][:1]
     assert "'paused'" in error.getMessage() and jid[:12] in error.getMessage()
@@ -135,3 +133,27 @@ def test_a_heartbeat_answer_the_lease_does_not_know_is_logged_with_the_answer(
 def test_fetch_many_reads_only_the_fields_asked_and_skips_jobs_with_no_record(jobs, redis_client):
     got = fetch_many(redis_client, [jobs[1].job_id, "missing", jobs[0].job_id], ("name", "state"))
     assert [r.name for r in got] == ["other", "shares"] and all(r.spec == {} for r in got)
+
+
+def test_a_client_that_returns_bytes_reads_the_same_record(jobs, redis_url, redis_client):
+    """kombu's connections give bytes (the transport's owner lookup reads through one)."""
+    raw = redis.Redis.from_url(redis_url)
+    as_bytes = fetch(raw, jobs[0].job_id, ("owner", "state", "created_at"))
+    assert as_bytes == fetch(redis_client, jobs[0].job_id, ("owner", "state", "created_at"))
+    assert as_bytes.state is JobState.QUEUED and as_bytes.owner and not as_bytes.problems
+
+
+def test_a_trial_reads_its_search_number_and_params_from_its_record(redis_client):
+    redis_client.hset(
+        job_key("7e1a1"),
+        mapping={
+            "job_id": "7e1a1",
+            "name": "tune[trial=0]",
+            "state": "queued",
+            "search": "5ea",
+            "trial": "0",
+            "params": '{"lr": 0.01}',
+        },
+    )
+    rec = fetch(redis_client, "7e1a1", ("search", "trial", "params"))
+    assert (rec.search, rec.trial, rec.params) == ("5ea", 0, {"lr": 0.01})

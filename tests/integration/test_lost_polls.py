@@ -14,7 +14,8 @@ from core import constants as C
 from fleet.manifests import loads
 from fleet.publish import publish
 from state import queues
-from state.records import JobState, Records, ask_reconcile
+from state.jobrecord import JobState
+from state.records import Records, ask_reconcile
 from state.redis_conn import decoding
 from tasks.lostpolls import LostPolls, LostQueues
 from tests.integration.test_records import MANIFEST, queued_messages, take_and_die

@@ -15,7 +15,8 @@ from fleet.publish import publish
 from fleet.query import results as R
 from manifest.schema import JobSpec
 from state import history
-from state.records import JobState, Records
+from state.jobrecord import JobState
+from state.records import Records
 from state.search import advance
 from state.search.store import SearchStore
 from state.search.study import Mirror
@@ -109,7 +110,7 @@ def test_a_trial_without_the_metric_fails_for_its_search_naming_what_it_printed(
     assert "no 'loss' in trial 1's metric lines; it printed valid_loss" in view.stopped
     from fleet.query.why import why
 
-    assert why(redis_client, "tune[trial=0]")["search"]["trial_failed"].startswith("no 'loss'")
+    assert why(redis_client, "tune[trial=0]").search.trial_failed.startswith("no 'loss'")
     board = R.leaderboard(redis_client, "tune")
     assert board.best is None and {t.state for t in board.trials[:2]} == {"failed"}
     assert fleet_cli(["results", "tune", "--metric", "valid_los"]) != 0

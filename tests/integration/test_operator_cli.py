@@ -18,10 +18,11 @@ from artifacts.bundle import bundle, sha256_file
 from artifacts.stores import FileStore
 from core import constants as C
 from fleet.query import logs as L
-from state.jobrecord import record_end
-from state.records import JobState, Records
+from state.jobrecord import JobState, record_end
+from state.records import Records
 from tasks.joblog import JobLog
 from tasks.run import RunEnd
+from tests.waiting import wait_until
 
 pytestmark = pytest.mark.integration
 
@@ -80,9 +81,7 @@ def test_lines_go_to_redis_in_a_batch_per_flush_not_one_round_trip_each(redis_cl
         for i in range(100):
             out.append(f"line {i}")
         assert redis_client.xlen(L.key("j2")) == 0  # nothing sent yet: buffered
-        deadline = time.monotonic() + 5
-        while redis_client.xlen(L.key("j2")) < 101 and time.monotonic() < deadline:
-            time.sleep(0.05)
+        wait_until("a flush", lambda: redis_client.xlen(L.key("j2")) >= 101, 5, every_s=0.05)
         assert redis_client.xlen(L.key("j2")) == 101  # start mark + 100 lines, at once
 
 
@@ -331,7 +330,7 @@ def test_show_of_an_ambiguous_prefix_lists_the_candidates(fleet_cli, redis_clien
 def test_cancel_of_a_sweep_above_the_threshold_needs_yes_when_not_interactive(
     fleet_cli, sweep, redis_client, capsys
 ):
-    assert fleet_cli(["cancel", "gbt-x"]) == 1
+    assert fleet_cli(["cancel", "gbt-x"]) == 2  # a usage error: nothing was done
     assert "'gbt-x' matches 25 jobs (more than 20); add --yes" in capsys.readouterr().err
     assert Records(redis_client).states(sweep.values()) == {
         j: JobState.QUEUED for j in sweep.values()

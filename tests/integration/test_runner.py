@@ -11,6 +11,7 @@ import psutil
 
 from tasks import runner
 from tasks.run import Stop
+from tests.waiting import wait_until
 
 
 def leftovers(marker: str) -> list:
@@ -86,16 +87,11 @@ def test_when_its_worker_dies_the_whole_job_group_goes_too(tmp_path):
     worker = psutil.Popen(
         [sys.executable, str(script)], cwd=str(Path(runner.__file__).parent.parent)
     )
-    deadline = time.monotonic() + 20
-    while len(leftovers(f"sleep {marker}")) < 4 and time.monotonic() < deadline:
-        time.sleep(0.05)
+    wait_until("the job's processes", lambda: len(leftovers(f"sleep {marker}")) >= 4, 20)
     assert len(leftovers(f"sleep {marker}")) == 4  # the supervisor, bash and two sleeps
     worker.kill()
     worker.wait()
-    deadline = time.monotonic() + 5
-    while leftovers(f"sleep {marker}") and time.monotonic() < deadline:
-        time.sleep(0.05)
-    assert not leftovers(f"sleep {marker}")
+    wait_until("the job's processes gone", lambda: not leftovers(f"sleep {marker}"), 5)
 
 
 def test_a_byte_on_the_wake_pipe_calls_on_tick_at_once_instead_of_a_tick_later():

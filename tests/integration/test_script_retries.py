@@ -12,7 +12,8 @@ import pytest
 
 from core import constants as C
 from state import fairshare, scripts
-from state.records import JobState, Records
+from state.jobrecord import JobState
+from state.records import Records
 
 pytestmark = pytest.mark.integration
 
@@ -83,6 +84,16 @@ def test_a_hand_back_retried_pushes_the_job_once(records, job, redis_client):
     assert hand_back() and hand_back()
     rec = records.get(job)
     assert rec.state is JobState.QUEUED and rec.attempts == 0
+    assert int(redis_client.hget(C.JOB_KEY + job, "pushes")) == pushes + 1
+
+
+def test_a_dead_runs_hand_on_retried_pushes_the_job_once(records, job, redis_client):
+    claimed(records, job)
+    pushes = int(redis_client.hget(C.JOB_KEY + job, "pushes"))
+    assert records.reap_dead([(job, "tok1")]) == [f"{job} requeued"]
+    assert records.reap_dead([(job, "tok1")]) == []  # the run no longer owns it: left alone
+    rec = records.get(job)
+    assert rec.state is JobState.QUEUED and rec.attempts == 1
     assert int(redis_client.hget(C.JOB_KEY + job, "pushes")) == pushes + 1
 
 

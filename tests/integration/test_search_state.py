@@ -8,7 +8,8 @@ import pytest
 from core import constants as C
 from fleet.manifests import loads
 from fleet.publish import publish
-from state.records import JobState, Records
+from state.jobrecord import JobState
+from state.records import Records
 from state.search import advance
 from state.search.store import SearchStore
 from state.search.study import Mirrors
@@ -153,7 +154,7 @@ def test_max_failures_failed_in_a_row_stop_the_search_and_say_why(app, redis_cli
     assert "stopped: 3 trials failed in a row" in read_search(redis_client, sid).summary()
     from fleet.query.why import why
 
-    assert why(redis_client, "tune[trial=0]")["search"]["stopped"].endswith("the last: boom")
+    assert why(redis_client, "tune[trial=0]").search.stopped.endswith("the last: boom")
 
 
 def test_a_grid_search_samples_each_point_of_its_grid(app, redis_client):

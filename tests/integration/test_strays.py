@@ -6,7 +6,8 @@ import pytest
 
 from artifacts.bundle import bundle, collect
 from artifacts.stores import FileStore
-from state.records import JobState, Records
+from state.jobrecord import JobState
+from state.records import Records
 from tasks import strays
 
 pytestmark = pytest.mark.integration

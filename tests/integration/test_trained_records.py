@@ -8,7 +8,8 @@ import time
 import pytest
 
 from core import constants as C
-from state.records import JobState, Records
+from state.jobrecord import JobState
+from state.records import Records
 
 pytestmark = pytest.mark.integration
 TTL_S = 0.3

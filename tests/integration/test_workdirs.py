@@ -116,3 +116,26 @@ def test_an_exit_status_that_cannot_be_written_does_not_change_the_jobs_outcome(
         exit_file=str(tmp_path / "missing" / "exit.json"),
     )
     assert out.returncode == 0 and any("cannot record the exit status" in line for line in out.tail)
+
+
+def test_a_kept_bundle_folder_is_worked_on_by_one_holder_at_a_time(tmp_path):
+    from tasks.upload import held
+
+    folder = tmp_path / "pending" / "job"
+    with held(folder, wait=True) as first:
+        assert first and folder.is_dir()
+        with held(folder, wait=False) as second:
+            assert not second  # upload_kept leaves it to the run working on it
+    with held(folder, wait=False) as again:
+        assert again
+
+
+def test_a_new_run_folder_bears_only_its_locked_run_json_and_its_work_dir(tmp_path):
+    work = workdirs.create(tmp_path, "ab" * 32, {"token": "t"})
+    root = work.parent
+    assert sorted(p.name for p in root.iterdir()) == [workdirs.RUN_FILE, workdirs.WORK]
+    assert list(workdirs.dead(tmp_path)) == []  # locked from before it bore its name
+    workdirs.release(work)
+    (dead,) = workdirs.dead(tmp_path)
+    assert dead.info == {"token": "t"}
+    workdirs.remove(dead.work)

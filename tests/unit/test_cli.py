@@ -36,6 +36,7 @@ def test_an_offline_dry_run_lists_a_search_as_a_row_beside_its_space(unreachable
     assert cli.main(["publish", tune, "--dry-run", "--json"]) == 0
     rows = json.loads(capsys.readouterr().out)
     assert [(r["name"], r["action"]) for r in rows] == [("tune-wine", "publish")]
+    assert rows[0]["job_id"] is None and len(rows[0]["search_id"]) == 64  # its own key
     assert cli.main(["publish", tune, "--dry-run"]) == 0
     out = capsys.readouterr().out
     assert (
@@ -153,3 +154,63 @@ def test_fleet_help_fits_80_columns_and_names_verbs_without_listing_them_in_the_
     assert out.splitlines()[0] == "usage: fleet [-h] [--version] VERB ..."
     assert max(len(line) for line in out.splitlines()) <= 80
     assert "    publish " in out and "    results " in out
+
+
+def test_a_force_that_names_no_job_is_a_usage_error_exit_2_and_nothing_is_sent(
+    unreachable_broker, capsys
+):
+    assert cli.main(["publish", EXAMPLE, "--force", "no-such-job"]) == cli.EXIT_USAGE == 2
+    assert "--force names no job in" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("as_json", [False, True])
+def test_a_broken_manifest_exits_2_with_each_problem_named(tmp_path, capsys, as_json):
+    path = tmp_path / "m.toml"
+    path.write_text('[[jobs]]\nname = "x[1]"\nmodle = "gbt"\n')
+    argv = ["publish", str(path), "--dry-run"] + (["--json"] if as_json else [])
+    assert cli.main(argv) == 2
+    out = capsys.readouterr()
+    if as_json:
+        problems = json.loads(out.out)["problems"]
+        assert any("modle" in json.dumps(p) for p in problems)
+    else:
+        assert f"{path}: " in out.err and "modle" in out.err and "nothing was published" in out.err
+
+
+def test_every_verb_declares_json_through_the_one_helper():
+    import ast
+
+    root = Path(cli.__file__).parent
+    declared = [
+        f"{p.name}:{n.lineno}"
+        for p in root.glob("*.py")
+        if p.name != "common.py"
+        for n in ast.walk(ast.parse(p.read_text()))
+        if isinstance(n, ast.Constant) and n.value == "--json"
+    ]
+    assert not declared, f"declare --json with fleet.cli.common.json_option, not at {declared}"
+
+
+def test_one_state_style_colours_each_state_in_every_view():
+    from fleet.cli.common import STATE_STYLE, state_cell
+    from state.jobrecord import JobState
+
+    assert set(STATE_STYLE) == set(JobState)
+    assert state_cell("pruned").style == state_cell(JobState.PRUNED).style == "dim green"
+    assert state_cell("odd").plain == "odd"
+
+
+def test_every_verbs_help_fits_80_columns(monkeypatch):
+    import argparse
+
+    from fleet.cli import build_parser
+
+    monkeypatch.setenv("COLUMNS", "80")
+    verbs = next(a for a in build_parser()._actions if isinstance(a, argparse._SubParsersAction))
+    wide = {
+        f"{name}: {line}"
+        for name, parser in verbs.choices.items()
+        for line in parser.format_help().splitlines()
+        if len(line) > 80
+    }
+    assert not wide, wide

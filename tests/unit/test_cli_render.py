@@ -62,6 +62,13 @@ def text_at(width: int, wide: bool = False) -> str:
     return console.export_text()
 
 
+def test_a_gangs_worker_cell_names_each_members_host():
+    from fleet.cli.jobs import worker_cell
+
+    row = JobRecord("a" * 12, "g", JobState.RUNNING, "cpu", 1, "ga", gang_hosts="ga,gb")
+    assert worker_cell(row) == "ga + gb"
+
+
 @pytest.mark.parametrize("width", [80, 100])
 def test_at_80_and_100_columns_names_hosts_and_states_stay_whole(width):
     text = text_at(width)

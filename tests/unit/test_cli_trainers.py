@@ -42,5 +42,5 @@ def test_the_manifest_pages_table_is_the_schema_as_fleet_trainers_prints_it():
 
 
 def test_an_unknown_trainer_is_named_with_the_choices(capsys):
-    assert cli.main(["trainers", "xgb"]) == 1
+    assert cli.main(["trainers", "xgb"]) == 2  # a usage error
     assert "no built-in trainer 'xgb'; choose from gbt, mlp" in capsys.readouterr().err

@@ -206,8 +206,9 @@ def test_wide_shows_gpu_models_queues_and_when_each_was_seen():
 )
 def test_why_says_what_a_host_needs_for_a_queue_gpu_count_and_sharing_included(needs, said):
     from fleet.cli.hosts import needs_text
+    from manifest.schema import Needs
 
-    assert needs_text(needs) == said
+    assert needs_text(Needs(**needs)) == said
 
 
 @pytest.mark.parametrize(

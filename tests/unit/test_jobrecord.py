@@ -42,6 +42,9 @@ FULL = JobRecord(
     fallback_queue="cuda",
     fb_grace_s=0.0,
     pushes=2,
+    search="5eac4",
+    trial=0,
+    params={"lr": 0.01, "layers": 3},
     copies=(QueuedCopy("cur", "fleet:q:cpu", "{}"), QueuedCopy("pri", "fleet:q:cpu", "{}")),
 )
 

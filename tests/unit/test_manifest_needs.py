@@ -81,10 +81,12 @@ def test_publishing_an_absurd_need_exits_2_naming_the_file_line_field_and_bound(
 
     path = write(tmp_path, GBT + "min_ram_gib = 1e308\n")
     assert main(["publish", str(path), "--dry-run"]) == 2
-    assert (
+    # the console wraps a line that a long temp path makes long: compare without the wrapping
+    err = "".join(capsys.readouterr().err.split())
+    said = (
         f"{path}:5: jobs[0].min_ram_gib: 1e+308 is above 65536 GiB of RAM, more than any host has"
-        in capsys.readouterr().err
     )
+    assert "".join(said.split()) in err
 
 
 def test_a_tier_floor_above_what_any_host_has_is_an_error_at_its_line(tmp_path):

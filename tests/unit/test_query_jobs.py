@@ -17,7 +17,6 @@ from fleet.query.jobs import (
     view,
 )
 from state.jobrecord import JobRecord, JobState, RunEnd
-from state.records import JobState
 
 NOW = 1_000_000.0
 

@@ -282,3 +282,35 @@ def test_csv_has_a_header_and_one_row_per_trial_best_first():
     assert len(rows) == 12 and list(rows[0]) == list(cli.CSV_COLUMNS)
     assert rows[0]["trial"] == "0" and json.loads(rows[0]["params"])["batch_size"] == 224
     assert rows[-1]["value"] == ""  # a failed trial without a value comes last, empty
+
+
+def test_json_and_csv_carry_the_states_and_direction_as_their_string_values():
+    """The code compares states and directions as enums; what users read stays the strings."""
+    records = [
+        {"job_id": f"j{n}", "name": f"t[trial={n}]", "state": s, "search": "s1", "trial": str(n)}
+        for n, s in enumerate(["succeeded", "pruned", "queued"])
+    ]
+    histories = {"j0": [{"step": 1, "f1": 0.5}], "j1": [{"step": 1, "f1": 0.9}]}
+    built = R.build("t", records, histories, search={"metric": "f1", "direction": MAX})
+    text = json.dumps(built.to_list())
+    assert "JobState" not in text and "Direction" not in text
+    items = json.loads(text)
+    assert [(i["trial"], i["state"], i["direction"]) for i in items] == [
+        (0, "succeeded", "maximize"),
+        (1, "pruned", "maximize"),
+        (2, "queued", "maximize"),
+    ]
+    assert items[2]["started_at"] is None  # queued: no run yet, by JobState.QUEUED
+    out = io.StringIO()
+    cli.write_csv(built, out)
+    assert [r["state"] for r in csv.DictReader(io.StringIO(out.getvalue()))] == [
+        "succeeded",
+        "pruned",
+        "queued",
+    ]
+
+
+@pytest.mark.parametrize("given", [MAX, "maximize", " MAXIMIZE "])
+def test_a_direction_is_taken_as_the_enum_or_its_name(given):
+    assert R.objective([], metric="loss", direction=given).direction is MAX
+    assert R.objective([], search={"metric": "loss", "direction": given}).direction is MAX

@@ -2,6 +2,8 @@
 failures and stop reason from its record, the leaderboard `fleet results` gives, and every
 trial's curve with pruned ones dimmed and the best marked."""
 
+import json
+
 from fleet.query import results as R
 from fleet.query import searchpage
 from manifest.search.config import SearchConfig
@@ -85,3 +87,19 @@ def test_every_trial_has_its_curve_pruned_and_failed_dimmed_the_best_marked():
 def test_a_search_with_no_trial_records_yet_has_an_empty_board():
     d = searchpage.page(view(issued=0, ended=0, running=0), None)
     assert d["leaderboard"] == [] and d["curves"] == [] and d["budget"]["issued"] == 0
+
+
+def test_the_pages_json_has_the_states_and_direction_as_strings():
+    """Keys and values the page's script reads are the JobState and Direction values."""
+    text = json.dumps(searchpage.page(view(), board()))
+    assert "JobState" not in text and "Direction" not in text
+    d = json.loads(text)
+    assert d["direction"] == "minimize" and set(d["budget"]) >= {"running", "queued"}
+    assert d["failures"] == {"failed": 1, "max": 3}
+    assert d["counts"] == {"succeeded": 1, "pruned": 1, "failed": 1}
+    assert {c["trial"]: c["state"] for c in d["curves"]} == {
+        0: "succeeded",
+        1: "pruned",
+        2: "failed",
+        3: "running",
+    }

@@ -37,6 +37,12 @@ def test_a_succeeded_jobs_progress_is_its_final_metrics_not_its_last_tick():
     assert rows(DONE)["progress"] == "train_loss=0.01235 valid_acc=0.97 epoch=400"
 
 
+def test_show_names_every_member_host_of_a_gang_by_rank():
+    assert rows({**DONE, "gang_hosts": "ga,gb", "gpus": []})["worker"] == (
+        "rank 0 ga, rank 1 gb, 4 cores"
+    )
+
+
 def test_show_names_where_it_ran_its_owner_artifact_and_spec():
     r = rows(DONE)
     assert r["worker"] == "big4, GPU 0 NVIDIA H100, 4 cores" and r["owner"] == "alice"

@@ -11,9 +11,9 @@ from pathlib import Path
 import pytest
 import redis
 
-from core import constants as C
 from routing.pool import Demand, Pool
 from state import deadletter, queues
+from state.jobrecord import job_key
 from tasks.admission import Gate
 from tasks.deliveryhooks import Admission, FairShare, PoisonCheck
 from tasks.fairorder import FairOrder
@@ -81,7 +81,7 @@ def test_poison_check_with_redis_down_still_refuses_the_entry():
 
 def test_fair_share_serves_plain_lists_then_owners_and_restores_to_the_owners_list(redis_client):
     queues.push(redis_client, queues.owner_key("cpu", "ann", 0), "m")
-    redis_client.hset(C.JOB_KEY + JOB_ID, "owner", "ann")
+    redis_client.hset(job_key(JOB_ID), mapping={"job_id": JOB_ID, "owner": "ann"})
     acquire = lambda: _client(redis_client)  # noqa: E731
     hook = FairShare(acquire, FairOrder(acquire, STEPS))
     assert hook.lists("cpu", ["ignored"]) == [

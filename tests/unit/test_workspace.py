@@ -114,6 +114,6 @@ def test_while_the_environment_is_prepared_the_record_and_flower_say_so():
     with workspace._preparing(task, SimpleNamespace(hostname="box"), run, "3f2a1b" + "0" * 58):
         time.sleep(1.3)
     [report] = lease.reports
-    assert report["progress"]["tail"] == ["preparing environment 3f2a1b.., 1 s"]
+    assert report["progress"]["tail"] == ["preparing environment 3f2a1b000000.., 1 s"]
     assert task.states[0][0] == "PROGRESS" and task.states[0][1]["worker"] == "box"
     assert not [t for t in threading.enumerate() if t.name.startswith("preparing-")]

@@ -1,0 +1,257 @@
+"""A worker's side of a gang (a job with ``nodes = N``): take a seat, wait for the others,
+start together, and stop together.
+
+Formation (``form``) happens before the run: the delivery's resources, reserved by the
+transport, are held while the member waits. A member waits at most
+``FLEET_GANG_FORM_TIMEOUT_S``, then gives its seat and its host back and says why. Once
+formed, every member runs the job's command with torch.distributed's variables
+(``Seat.environment``) and beats in the gang; ``GangWatch`` stops a member whose partner
+went silent, and the member that sees it first requeues the gang's one record.
+"""
+
+from __future__ import annotations
+
+import logging
+import socket
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+from core.constants import GANG_BEAT_TTL_S, HEARTBEAT_EVERY_S
+from core.ids import short_id
+from manifest.schema import JobSpec
+from state.gang import Answer, Gangs, Member, rank_log_id
+from state.jobrecord import JobState, RunEnd, fetch, record_end
+from tasks.address import advertised_addr
+from tasks.host import HostContext
+from tasks.joblog import log_key
+from tasks.retry import retry_redis
+from tasks.run import Ended, Outcome, Run, Stop
+from tasks.runner import RunOutcome
+from tasks.seat import Seat
+from tasks.ticks import Tick
+
+log = logging.getLogger("fleet.gang")
+
+WAIT_POLL_S = 0.2  # a waiting member beats and looks at its gang this often
+SAME_HOST_PAUSE_S = 0.5  # a host that holds a seat lets another host take the next copy
+RANK_LOG = "fleet-log-rank{rank}.txt"  # another rank's output, in rank 0's bundle
+
+
+@dataclass(frozen=True)
+class Formed:
+    """A gang that formed: the run's token (the gang's), its attempt and run numbers."""
+
+    token: str
+    attempts: int
+    runs: int
+    seat: Seat
+
+
+def gangs(ctx: HostContext) -> Gangs:
+    return Gangs(ctx.redis, GANG_BEAT_TTL_S)
+
+
+def free_port() -> int:
+    """A TCP port free on this host now, for the rendezvous when this member is rank 0."""
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        s.bind(("", 0))
+        return s.getsockname()[1]
+
+
+def form(ctx: HostContext, job: JobSpec, queue: str, token: str) -> Formed | Ended:
+    """Take a seat in ``job``'s gang and wait until all its members hold theirs; an ``Ended``
+    when this delivery does not run (dropped, or its seat given back)."""
+    g = gangs(ctx)
+    me = Member(-1, ctx.hostname, advertised_addr(ctx), free_port(), token)
+    answer, detail = _redis(
+        ctx, lambda: g.join(job.job_id, job.nodes, me, job.priority), "join gang"
+    )
+    if answer is Answer.DROP:
+        return Ended(Outcome.DROPPED, detail)
+    if answer is Answer.SAME_HOST:
+        time.sleep(SAME_HOST_PAUSE_S)
+        return Ended(Outcome.DROPPED, "this host holds a seat of the gang already")
+    rank = int(detail)
+    if answer is Answer.COMPLETE:
+        claim = _redis(
+            ctx,
+            lambda: ctx.records.claim(job.job_id, ctx.hostname, token, job.to_dict(), queue),
+            "claim",
+        )
+        if not claim.run:
+            return Ended(Outcome.DROPPED, claim.reason)
+        _redis(ctx, lambda: g.start(job.job_id, token), "start gang")
+        log.info("gang %s (%s) formed on %s", job.name, short_id(job.job_id), ctx.hostname)
+        return _formed(ctx, g, job, rank, token)
+    return _wait(ctx, g, job, rank, token)
+
+
+def _wait(ctx: HostContext, g: Gangs, job: JobSpec, rank: int, token: str) -> Formed | Ended:
+    deadline = time.monotonic() + ctx.settings.gang_form_timeout_s
+    while True:
+        answer, detail = _redis(ctx, lambda: g.beat(job.job_id, rank, token), "gang beat")
+        if answer is Answer.FORMED:
+            return _formed(ctx, g, job, rank, detail)
+        if answer in (Answer.GONE, Answer.EVICTED):
+            return Ended(Outcome.DROPPED, f"gang {answer.value}: {detail}".strip(": "))
+        if answer is Answer.YIELD or ctx.shutdown.is_set() or time.monotonic() >= deadline:
+            why = (
+                f"gave the host to older gang {short_id(detail)}, forming in the same queue"
+                if answer is Answer.YIELD
+                else "worker shutting down"
+                if ctx.shutdown.is_set()
+                else f"gang could not form in {ctx.settings.gang_form_timeout_s:g}s: "
+                f"{detail} of {job.nodes} hosts held a seat"
+            )
+            answer, detail = _redis(ctx, lambda: g.leave(job.job_id, rank, token), "leave gang")
+            if answer is Answer.FORMED:
+                return _formed(ctx, g, job, rank, detail)
+            log.warning("gave back a seat of %s (%s): %s", job.name, short_id(job.job_id), why)
+            return Ended(Outcome.RELEASED, why)
+        time.sleep(WAIT_POLL_S)
+
+
+def _formed(ctx: HostContext, g: Gangs, job: JobSpec, rank: int, token: str) -> Formed:
+    rec = fetch(ctx.redis, job.job_id, ("attempts", "runs"))
+    attempts, runs = (rec.attempts, rec.runs) if rec else (1, 1)
+    members = tuple(_redis(ctx, lambda: g.members(job.job_id), "gang members"))
+    return Formed(token, int(attempts or 1), int(runs or 1), Seat(rank, members))
+
+
+def _redis(ctx: HostContext, call, what: str):
+    return retry_redis(call, what=what, stop=ctx.shutdown)
+
+
+class GangWatch:
+    """A tick policy: beat in the gang, and stop when a partner went silent (its worker died,
+    its host was lost): a process blocked in a collective would wait for it forever."""
+
+    def __init__(self, ctx: HostContext, job: JobSpec, seat: Seat):
+        self.g, self.job, self.seat, self.token = gangs(ctx), job, seat, seat.token
+        self.why = ""
+        self._next = 0.0
+
+    def on_tick(self, tick: Tick) -> Stop | None:
+        if time.monotonic() < self._next:
+            return None
+        self._next = time.monotonic() + HEARTBEAT_EVERY_S / 2
+        answer, detail = self.g.beat(self.job.job_id, self.seat.rank, self.token)
+        if answer in (Answer.BROKEN, Answer.EVICTED):
+            self.why = f"gang member {detail} was lost" if detail else "gang member was lost"
+            return Stop.GANG_LOST
+        return None
+
+    def broken(self, wait_s: float = GANG_BEAT_TTL_S + 1.0) -> str:
+        """Why the gang broke, waiting up to ``wait_s`` for a partner's silence to show
+        (a process that failed because its partner died fails before the partner's beat is
+        old); "" when every partner still beats."""
+        deadline = time.monotonic() + wait_s
+        while True:
+            answer, detail = self.g.beat(self.job.job_id, self.seat.rank, self.token)
+            if answer in (Answer.BROKEN, Answer.EVICTED):
+                return f"gang member {detail} was lost"
+            if answer is not Answer.FORMED or time.monotonic() >= deadline:
+                return ""
+            time.sleep(WAIT_POLL_S)
+
+    def done(self) -> None:
+        self.g.done(self.job.job_id, self.seat.rank)
+
+
+def log_id(job_id: str, seat: Seat | None) -> str:
+    """Where a member's output goes for `fleet logs`: rank 0's is the job's own log, another
+    rank's is beside it (`fleet logs --rank N`)."""
+    return job_id if seat is None or seat.rank == 0 else rank_log_id(job_id, seat.rank)
+
+
+def settle(ctx: HostContext, run: Run, outcome: RunOutcome) -> Ended | None:
+    """How a member's run ends where a gang's differs from one job's; None: as one job's
+    (rank 0's success stores the result; a failure every partner saw alive is a failure).
+
+    A partner that went silent (its worker killed, its host lost) requeues the gang as a
+    whole, counting an attempt, whichever member saw it first; a member other than rank 0
+    that exited 0 leaves the result to rank 0."""
+    job, seat = run.job, run.seat
+    watch = GangWatch(ctx, job, seat)
+    if outcome.stopped is Stop.GANG_LOST:
+        return _requeue_gang(ctx, run, watch.why or "a gang member was lost")
+    if outcome.stopped is None and outcome.returncode != 0:
+        # its partner's death often fails this process first (a collective's peer closed)
+        why = _redis(ctx, watch.broken, "gang beat")
+        return _requeue_gang(ctx, run, why) if why else None
+    if outcome.stopped is None and outcome.returncode == 0:
+        _redis(ctx, watch.done, "gang done")
+        if seat.rank == 0:
+            rank_logs(ctx.redis, job.job_id, seat, run.number, run.work)
+        else:
+            return Ended(
+                Outcome.MEMBER,
+                "exited 0; rank 0 records the gang's result",
+                end=RunEnd.SUCCEEDED,
+                detail=f"rank {seat.rank}",
+            )
+    return None
+
+
+def rank_logs(
+    client, job_id: str, seat: Seat, number: int, work: Path, wait_s: float = GANG_BEAT_TTL_S
+) -> list[str]:
+    """Rank 0's bundle holds every rank's log: each other rank's output of this run, from
+    Redis, as ``fleet-log-rankN.txt`` in the work dir (waiting up to ``wait_s`` for each to
+    end its run: its last lines are sent as it ends). The names written."""
+    deadline = time.monotonic() + wait_s
+    written = []
+    for m in seat.members:
+        if m.rank == 0:
+            continue
+        key = log_key(rank_log_id(job_id, m.rank))
+        lines, ended = _run_lines(client.xrange(key), number)
+        while not ended and time.monotonic() < deadline:
+            time.sleep(WAIT_POLL_S)
+            lines, ended = _run_lines(client.xrange(key), number)
+        name = RANK_LOG.format(rank=m.rank)
+        (work / name).write_text("".join(line + "\n" for line in lines), encoding="utf-8")
+        written.append(name)
+    return written
+
+
+def _run_lines(entries, number: int) -> tuple[list[str], bool]:
+    """The output lines of run ``number`` in a log stream, and whether that run ended."""
+    lines, ours, ended = [], False, False
+    for _, fields in entries:
+        f = {_text(k): _text(v) for k, v in fields.items()}
+        if "ev" in f:
+            ours = f.get("run") == str(number)
+            ended = ended or (ours and f["ev"] == "end")
+        elif ours and "l" in f:
+            lines.append(f["l"])
+    return lines, ended
+
+
+def _text(v) -> str:
+    return v.decode("utf-8", "replace") if isinstance(v, bytes) else v
+
+
+def _requeue_gang(ctx: HostContext, run: Run, why: str) -> Ended:
+    """The gang's one record back to its queue (an attempt counted, as for a lost worker), or
+    failed once its attempts are spent; every partner hears it through its lease."""
+    job = run.job
+    limit = job.max_attempts or ctx.records.max_attempts
+    again = run.attempt < limit
+    reason = f"{why}; the gang runs again as a whole" if again else f"{why}; out of attempts"
+    owned = _redis(
+        ctx,
+        lambda: ctx.records.finish(
+            job.job_id,
+            run.token,
+            JobState.QUEUED if again else JobState.FAILED,
+            last_error=reason,
+            **record_end(RunEnd.LOST, reason),
+        ),
+        "requeue gang",
+    )
+    if not owned:  # a partner requeued it first, or it was cancelled: the record says
+        return Ended(Outcome.STOPPED, "the gang ended elsewhere")
+    log.warning("gang %s (%s): %s", job.name, short_id(job.job_id), reason)
+    return Ended(Outcome.RELEASED, reason, end=RunEnd.LOST, detail=why)

@@ -1,0 +1,281 @@
+"""Gangs (``nodes = N``) on real workers, one per simulated host on loopback: the members
+meet through torch.distributed (gloo), a member's death stops and re-runs the gang as a
+whole, and two gangs on three hosts both finish."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import tarfile
+import time
+import uuid
+from pathlib import Path
+
+import pytest
+import redis
+import zstandard
+
+from artifacts.stores import open_store_at
+from fleet.local import start_worker, stop_worker
+from fleet.redis_server import RedisServer
+from state.jobrecord import JobState
+from state.records import Records
+from tests.e2e.conftest import wait_for_workers
+from tests.waiting import wait_until
+
+pytestmark = pytest.mark.e2e
+JOB = Path(__file__).with_name("gangjob.py")
+SLEEPY = Path(__file__).with_name("sleepy.py")
+MOONS = Path(__file__).parents[2] / "examples" / "data" / "moons.csv"
+ONE_CORE = {"cuda_devices": [], "ram_total_gib": 8, "cpu_cores": 1}  # one job at a time
+HOSTS = ("ga", "gb", "gc")
+
+
+class Gangs:
+    def __init__(self, root: Path, env: dict):
+        self.root, self.env, self.workers = root, env, {}
+        self.counts = root / "counts"
+        self.counts.mkdir(exist_ok=True)
+
+    def start(self, *names: str) -> None:
+        for name in names:
+            self.workers[name] = start_worker(name, ONE_CORE, self.env, self.root / "logs")
+        wait_for_workers(self.env, names)
+
+    def publish(self, text: str) -> dict[str, str]:
+        path = self.root / f"m-{uuid.uuid4().hex[:6]}.toml"
+        path.write_text(text)
+        done = self.cli("publish", str(path), "--json")
+        return {r["name"]: r["job_id"] for r in json.loads(done.stdout)}
+
+    def cli(self, *args: str) -> subprocess.CompletedProcess:
+        done = subprocess.run(
+            [sys.executable, "-m", "fleet.cli", *args],
+            env=self.env,
+            capture_output=True,
+            text=True,
+            timeout=120,
+        )
+        assert done.returncode == 0, done.stdout + done.stderr
+        return done
+
+    def records(self) -> Records:
+        return Records(redis.Redis.from_url(self.env["FLEET_BROKER_URL"], decode_responses=True))
+
+    def wait(self, ids: dict[str, str], timeout_s: float = 150) -> dict:
+        def finished():
+            recs = {r.name: r for r in self.records().all() if r.job_id in ids.values()}
+            done = len(recs) == len(ids) and all(r.state.terminal for r in recs.values())
+            return recs if done else None
+
+        return wait_until("jobs finished", finished, timeout_s, detail=self.logs)
+
+    def run_one(self, text: str, state: JobState) -> tuple[dict[str, str], object]:
+        """Publish one job, wait for it, check it ended in ``state``: its IDs and record."""
+        ids = self.publish(text)
+        [rec] = self.wait(ids).values()
+        assert rec.state is state, self.logs()
+        return ids, rec
+
+    def reports(self, name: str) -> list[dict]:
+        return [json.loads(p.read_text()) for p in sorted(self.counts.glob(f"{name}-rank*.json"))]
+
+    def logs(self) -> str:
+        return "\n".join(
+            f"--- {p.name}\n{p.read_text(errors='replace')[-3000:]}"
+            for p in (self.root / "logs").glob("*.log")
+        )
+
+
+@pytest.fixture(scope="module")
+def gangs(tmp_path_factory):
+    root = tmp_path_factory.mktemp("gangs")
+    server = RedisServer(root / "redis").start()
+    env = dict(
+        os.environ,
+        FLEET_BROKER_URL=server.url,
+        FLEET_STORE_URL=f"file://{root / 'store'}",
+        FLEET_LEASE_TTL_S="5",
+        FLEET_GANG_FORM_TIMEOUT_S="4",
+        COUNT_DIR=str(root / "counts"),
+    )
+    env.pop("FLEET_CAPABILITY", None)
+    g = Gangs(root, env)
+    try:
+        g.start(*HOSTS)
+        yield g
+    finally:
+        for w in g.workers.values():
+            stop_worker(w)
+        server.stop()
+
+
+def host_of(cwd: str) -> str:
+    """The worker a run's folder belongs to: its work dir is <work dir>/runs/<run>/work."""
+    parts = Path(cwd).parts
+    return parts[parts.index("runs") - 1]
+
+
+def bundle_files(gangs: Gangs, rec) -> dict[str, str]:
+    store = open_store_at(gangs.env["FLEET_STORE_URL"])
+    path = store.get_bundle(
+        rec.artifact.get("kind", "command"), rec.artifact["sha256"], gangs.root / "b.tar.zst"
+    )
+    with open(path, "rb") as raw, zstandard.ZstdDecompressor().stream_reader(raw) as stream:
+        with tarfile.open(fileobj=stream, mode="r|") as tar:
+            return {m.name: tar.extractfile(m).read().decode() for m in tar if m.isfile()}
+
+
+def gang(name: str, seconds: float, nodes: int = 2, extra: str = "") -> str:
+    return (
+        f'[[jobs]]\nname = "{name}"\ncommand = ["{sys.executable}", "{JOB}", "{seconds}"]\n'
+        f"nodes = {nodes}\n{extra}\n"
+    )
+
+
+def test_a_two_node_gang_meets_through_torch_distributed_on_two_hosts(gangs):
+    ids = gangs.publish(gang("pair", 0))
+    rec = gangs.wait(ids)["pair"]
+    assert rec.state is JobState.SUCCEEDED, gangs.logs()
+    seen = [r for r in gangs.reports("pair") if "sum" in r]
+    assert sorted(r["rank"] for r in seen) == [0, 1]
+    assert all(r["sum"] == 3.0 and r["world"] == 2 and r["nodes"] == "2" for r in seen)
+    # one member per host: each ran in its own worker's work dir
+    hosts = {host_of(r["cwd"]) for r in seen}
+    assert len(hosts) == 2, seen
+    # one record, rank 0's host as its worker, every member's host listed
+    raw = gangs.records().r.hgetall("fleet:job:" + ids["pair"])
+    assert raw["worker"] == raw["gang_hosts"].split(",")[0]
+    assert len(set(raw["gang_hosts"].split(","))) == 2
+    assert raw["attempts"] == "1" and raw["runs"] == "1"
+    h0, h1 = raw["gang_hosts"].split(",")
+    # rank 0's host is reached at the address it advertises (`fleet hosts` shows it)
+    hosts = {h["hostname"]: h for h in json.loads(gangs.cli("hosts", "--json").stdout)}
+    assert hosts[h0]["addr"] == "127.0.0.1"  # its way to Redis, on loopback
+    assert all(r["master"].split(":")[0] == hosts[h0]["addr"] for r in seen)
+    [row] = [
+        j for j in json.loads(gangs.cli("status", "--json").stdout)["jobs"] if j["name"] == "pair"
+    ]
+    assert row["gang_hosts"] == [h0, h1] and row["worker"] == h0
+    assert f"rank 0 {h0}, rank 1 {h1}" in gangs.cli("show", ids["pair"]).stdout
+    # one bundle: rank 0's outputs, its log and rank 1's
+    files = bundle_files(gangs, gangs.records().get(ids["pair"]))
+    assert files["out/sum.txt"] == "3.0"
+    assert "rank 0 of 2: all_reduce sum 3.0" in files["fleet-log.txt"]
+    assert "rank 1 of 2: all_reduce sum 3.0" in files["fleet-log-rank1.txt"]
+
+
+def test_two_gangs_on_three_hosts_both_finish(gangs):
+    ids = gangs.publish(gang("left", 2) + gang("right", 2, extra="seed = 1"))
+    recs = gangs.wait(ids)
+    assert all(r.state is JobState.SUCCEEDED for r in recs.values()), gangs.logs()
+
+
+def test_two_gangs_published_together_on_two_hosts_both_finish_the_older_first(gangs):
+    both = 'allowed_hosts = ["ga", "gb"]\n'
+    ids = gangs.publish(
+        gang("first", 1, extra=both + "seed = 4\npriority = 6")
+        + gang("second", 1, extra=both + "seed = 5")
+    )
+    recs = gangs.wait(ids)
+    assert all(r.state is JobState.SUCCEEDED for r in recs.values()), gangs.logs()
+    assert recs["first"].started_at < recs["second"].started_at
+    assert all(set(r.gang_hosts.split(",")) == {"ga", "gb"} for r in recs.values())
+
+
+def test_a_gang_beside_a_stream_of_one_host_jobs_starts_and_so_do_they(gangs):
+    small = "".join(
+        f'[[jobs]]\nname = "s{i}"\ncommand = ["{sys.executable}", "{SLEEPY}", "0.5"]\nseed = {i}\n'
+        for i in range(8)
+    )
+    ids = gangs.publish(
+        small[: len(small) // 2] + gang("among", 1, extra="seed = 3") + small[len(small) // 2 :]
+    )
+    recs = gangs.wait(ids)
+    assert all(r.state is JobState.SUCCEEDED for r in recs.values()), gangs.logs()
+    assert len([p for p in gangs.reports("among") if "sum" in p]) == 2
+
+
+def test_the_mlp_trainer_trains_as_a_two_node_gang_with_rank_0_storing_the_model(gangs):
+    ids, rec = gangs.run_one(
+        f'[[jobs]]\nname = "mlp2"\nmodel = "mlp"\ndata = "{MOONS}"\nnodes = 2\n'
+        "hyper = { epochs = 4, batch_size = 32 }\n",
+        JobState.SUCCEEDED,
+    )
+    raw = gangs.records().r.hgetall("fleet:job:" + ids["mlp2"])
+    assert len(set(raw["gang_hosts"].split(","))) == 2
+    assert rec.artifact and rec.artifact["sha256"]  # rank 0's outputs, one bundle
+    # one world of two processes, one per host, rank 0 reporting (`fleet logs`: rank 0's)
+    assert "on cpu x 2 processes" in gangs.cli("logs", ids["mlp2"]).stdout
+    # each rank's output is its own: rank 1 ran the trainer too and ended well
+    rank1 = gangs.cli("logs", ids["mlp2"], "--rank", "1", "--json").stdout.splitlines()
+    ends = [json.loads(x) for x in rank1 if '"event"' in x]
+    assert any(e.get("outcome") == "succeeded" for e in ends), rank1
+
+
+def test_a_gang_whose_members_fail_is_recorded_failed_once_not_rerun(gangs):
+    _, rec = gangs.run_one(
+        f'[[jobs]]\nname = "bad"\ncommand = ["{sys.executable}", "-c", '
+        "\"import sys; print('bad input'); sys.exit(3)\"]\nnodes = 2\n",
+        JobState.FAILED,
+    )
+    assert rec.runs == 1 and rec.end_reason.startswith("exit 3"), rec
+
+
+def test_why_explains_a_gang_that_cannot_form_and_its_hosts_give_their_seats_back(gangs):
+    ids = gangs.publish(gang("four", 0, nodes=4, extra="seed = 6"))
+    jid = ids["four"]
+    r = gangs.records().r
+    wait_until("a seat held", lambda: r.hlen("fleet:gang:" + jid) > 4, 30)
+    why = gangs.cli("why", jid).stdout
+    assert "gang of 4 hosts: 3 live host(s) qualify" in why, why
+    seats = json.loads(gangs.cli("why", jid, "--json").stdout)["gang"]["seats"]
+    assert 1 <= len(seats) <= 3
+    # a seat is held at most FLEET_GANG_FORM_TIMEOUT_S (4 s here), then given back, saying why
+    wait_until("a seat given back", lambda: "gang could not form in 4s" in gangs.logs(), 20)
+    gangs.cli("cancel", jid, "--yes")
+    # its members go home at once: the hosts serve other work
+    small = f'[[jobs]]\nname = "after"\ncommand = ["{sys.executable}", "{SLEEPY}", "0"]\n'
+    ids = gangs.publish(small)
+    assert gangs.wait(ids, 30)["after"].state is JobState.SUCCEEDED
+
+
+def test_a_member_killed_mid_run_stops_its_partner_and_the_gang_runs_again_whole(gangs):
+    ids = gangs.publish(gang("kill", 8, extra="seed = 2"))
+    jid = ids["kill"]
+    r = gangs.records().r
+    wait_until(
+        "the gang running",
+        lambda: (
+            r.hget("fleet:job:" + jid, "state") == "running"
+            and len([p for p in gangs.reports("kill") if "sum" not in p]) >= 2
+        ),
+        60,
+    )
+    first = r.hget("fleet:job:" + jid, "gang_hosts").split(",")
+    victim = first[1]
+    os.killpg(gangs.workers[victim].pid, signal.SIGKILL)
+    killed_at = time.monotonic()
+    # the partner hears within seconds: the record goes back to its queue for the gang
+    wait_until(
+        "the gang requeued",
+        lambda: (
+            r.hget("fleet:job:" + jid, "runs") == "2"
+            or r.hget("fleet:job:" + jid, "state") == "queued"
+        ),
+        30,
+    )
+    assert time.monotonic() - killed_at < 15
+    try:
+        rec = gangs.wait(ids, 150)["kill"]
+        assert rec.state is JobState.SUCCEEDED, gangs.logs()
+        raw = r.hgetall("fleet:job:" + jid)
+        assert raw["runs"] == "2" and raw["attempts"] == "2", raw
+        assert victim not in raw["gang_hosts"].split(",")
+        assert len([p for p in gangs.reports("kill") if "sum" in p]) == 2  # the second run only
+    finally:
+        gangs.workers[victim].wait()
+        gangs.start(victim)
