@@ -1,9 +1,11 @@
 """The Lua script registry (state.scripts): every script under state/lua resolves, parts are
-not scripts of their own, a bad include names its line, and no other module reads a script."""
+not scripts of their own, a bad include names its line, and no other module reads, loads or
+runs a script."""
 
 from __future__ import annotations
 
 import ast
+import re
 from pathlib import Path
 
 import pytest
@@ -94,6 +96,60 @@ def test_no_module_but_the_registry_reads_a_lua_script():
         for line, text in _lua_paths(ast.parse(p.read_text(), str(p)))
     ]
     assert found == [], "run scripts through state.scripts (script/get), not by reading lua/"
+
+
+# redis-py's ways to run or load a script: only state/scripts.py calls them
+SCRIPT_CALLS = ("eval", "eval_ro", "evalsha", "evalsha_ro", "register_script", "script_load")
+
+
+def _script_calls(tree: ast.AST) -> list[tuple[int, str]]:
+    """Calls of ``x.eval(...)`` and its kin, with arguments (torch's ``net.eval()`` has none);
+    ``super().evalsha`` (an override that adds to EVALSHA, state/redis_conn.py) is no way of
+    its own to run a script."""
+    return [
+        (node.lineno, node.func.attr)
+        for node in ast.walk(tree)
+        if isinstance(node, ast.Call)
+        and isinstance(node.func, ast.Attribute)
+        and node.func.attr in SCRIPT_CALLS
+        and (node.args or node.keywords)
+        and not (
+            isinstance(node.func.value, ast.Call)
+            and isinstance(node.func.value.func, ast.Name)
+            and node.func.value.func.id == "super"
+        )
+    ]
+
+
+def test_no_module_but_the_registry_runs_or_loads_a_script():
+    # the code only: a test may load a script's text to check that Redis compiles it
+    files = [p for top in CODE for p in (ROOT / top).rglob("*.py")] + [ROOT / "celeryconfig.py"]
+    found = [
+        f"{p.relative_to(ROOT)}:{line}: .{call}("
+        for p in files
+        if p != ROOT / "state" / "scripts.py"
+        for line, call in _script_calls(ast.parse(p.read_text(), str(p)))
+    ]
+    assert found == [], "run scripts by name through state.scripts (script/read_only)"
+
+
+def test_the_scan_would_see_a_script_run_another_way():
+    code = "c.eval(T, 0)\nc.register_script(T)\nsuper().evalsha(s)\nnet.eval()"
+    assert _script_calls(ast.parse(code)) == [(1, "eval"), (2, "register_script")]
+
+
+READS = {"GET", "HGET", "HMGET", "EXISTS", "HEXISTS", "SMEMBERS", "SISMEMBER", "SCARD", "LLEN"}
+READS |= {"LRANGE", "LPOS", "ZRANGE", "ZRANK", "ZRANGEBYSCORE"}
+
+
+def test_the_scripts_that_only_read_are_the_ones_run_as_evalsha_ro():
+    # a read-only ACL user (fleet-readonly) may run EVALSHA_RO, and only a script that writes
+    # nothing: bulk.py's states and names (tests/integration/test_scripts.py sees them run so)
+    called = {
+        n: set(re.findall(r"redis\.call\('([A-Z]+)'", s.text)) for n, s in scripts.SCRIPTS.items()
+    }
+    assert all(called.values()), "a script calls Redis as redis.call('CMD', ...)"
+    assert {n for n, cmds in called.items() if cmds <= READS} == {"states", "names"}
 
 
 def test_the_scan_would_see_a_read_of_a_lua_file():
