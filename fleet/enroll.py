@@ -13,6 +13,12 @@ from pathlib import PurePosixPath
 from core import constants as C
 from core.errors import ConfigError
 from core.registry import (
+    FLEET_BROKER_URL,
+    FLEET_JOB_USER,
+    FLEET_RESULT_BACKEND,
+    FLEET_STORE_URL,
+    FLEET_SUPERVISOR_PARENT,
+    FLEET_WORK_DIR,
     FLEET_YIELD,
     FLEET_YIELD_CHECK,
     FLEET_YIELD_IDLE_HINT,
@@ -25,10 +31,10 @@ from state import acl
 ENV_PREFIXES = ("FLEET_", "AWS_")
 ENV_EXTRA = ("REQUESTS_CA_BUNDLE", "SSL_CERT_FILE", "NVIDIA_VISIBLE_DEVICES")
 # set by the unit itself, or meaningless in a service
-ENV_LEFT_OUT = ("FLEET_WORK_DIR", "FLEET_JOB_USER", "FLEET_SUPERVISOR_PARENT")
+ENV_LEFT_OUT = tuple(s.name for s in (FLEET_WORK_DIR, FLEET_JOB_USER, FLEET_SUPERVISOR_PARENT))
 ENV_LEFT_OUT_PREFIXES = ("FLEET_ACL_",)  # the roles' passwords: a worker gets its own login only
-REDIS_URL_VARS = ("FLEET_BROKER_URL", "FLEET_RESULT_BACKEND")
-REQUIRED = ("FLEET_BROKER_URL", "FLEET_STORE_URL")
+REDIS_URL_VARS = (FLEET_BROKER_URL.name, FLEET_RESULT_BACKEND.name)
+REQUIRED = (FLEET_BROKER_URL.name, FLEET_STORE_URL.name)
 # What a worker running as root needs to start jobs as FLEET_JOB_USER, hand them their
 # work directory, stop them, and read and remove what they wrote.
 JOB_USER_CAPABILITIES = (
@@ -197,7 +203,7 @@ def render_unit(plan: UnitPlan) -> str:
     celery, code = _path(plan.celery, "celery executable"), _path(plan.code_dir, "code directory")
     env_file = _path(plan.env_file, "environment file")
     work = (
-        _path(plan.work_dir, "FLEET_WORK_DIR")
+        _path(plan.work_dir, FLEET_WORK_DIR.name)
         if plan.work_dir
         else f"/var/lib/{C.ENROLL_STATE_DIR}"
     )

@@ -16,7 +16,12 @@ from core import constants as C
 from core.constants import YIELD_POLL_S, YIELD_RECLAIM_S
 from core.errors import FleetError, StoreError, UsageError
 from core.files import atomic_write
-from core.registry import FLEET_BROKER_URL, FLEET_JOB_USER, FLEET_STORE_URL
+from core.registry import (
+    FLEET_BROKER_URL,
+    FLEET_JOB_USER,
+    FLEET_RESULT_BACKEND,
+    FLEET_STORE_URL,
+)
 from core.settings import YieldSettings
 from fleet import enroll
 from fleet.cli.common import console, err, where
@@ -163,14 +168,14 @@ def cmd_enroll(args) -> int:
     values = enroll.settings(env)
     task = _wsl_task(args, env) if args.wsl else None
     if not args.skip_checks:
-        client = _check_redis("FLEET_BROKER_URL", FLEET_BROKER_URL.value(env))
+        client = _check_redis(FLEET_BROKER_URL.name, FLEET_BROKER_URL.value(env))
         login = _login(env, client)
         values.update(login.urls)
         # the worker's own login works too
-        if login.urls["FLEET_BROKER_URL"] != FLEET_BROKER_URL.value(env):
-            client = _check_redis("FLEET_BROKER_URL", login.urls["FLEET_BROKER_URL"])
-        if login.urls.get("FLEET_RESULT_BACKEND"):
-            _check_redis("FLEET_RESULT_BACKEND", login.urls["FLEET_RESULT_BACKEND"])
+        if login.urls[FLEET_BROKER_URL.name] != FLEET_BROKER_URL.value(env):
+            client = _check_redis(FLEET_BROKER_URL.name, login.urls[FLEET_BROKER_URL.name])
+        if login.urls.get(FLEET_RESULT_BACKEND.name):
+            _check_redis(FLEET_RESULT_BACKEND.name, login.urls[FLEET_RESULT_BACKEND.name])
         store = _check_store(env)
         _record_store(client, store, FLEET_BROKER_URL.value(env))
         queues, gpu, host = _queues(client)
