@@ -15,10 +15,10 @@ import zstandard
 from artifacts.stores import open_store_at
 from core.constants import CHECKPOINTS_PREFIX
 from state.jobrecord import JobState
+from tests.harness.trainers import HYPER, MOONS, trainer, weights_digest
 from tests.waiting import wait_until
 
 torch = pytest.importorskip("torch")
-from tests.integration.test_checkpoint_resume import HYPER, MOONS, trainer, weights_digest  # noqa: E402
 
 # long enough (tens of seconds here) for a kill to land mid-training, progress lags a second or two
 EPOCHS = 120

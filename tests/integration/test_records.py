@@ -11,27 +11,10 @@ from fleet.publish import publish
 from state import queues
 from state.jobrecord import JobState
 from state.records import Cancelled, Records
+from tests.harness.deliveries import MANIFEST, queued_messages, take_and_die
 from tests.waiting import wait_until
 
 pytestmark = pytest.mark.integration
-
-MANIFEST = """
-[[jobs]]
-name = "a"
-command = ["true"]
-priority = 9
-
-[[jobs]]
-name = "b"
-command = ["false"]
-max_attempts = 2
-
-[[jobs]]
-name = "c"
-command = ["true", "c"]
-prefer_cuda = true
-prefer_cuda_grace_s = 0
-"""
 
 
 @pytest.fixture
@@ -46,12 +29,6 @@ def app(redis_url):
 @pytest.fixture
 def manifest():
     return loads(MANIFEST, "m.toml")
-
-
-def queued_messages(client, queue):
-    return sum(
-        client.llen(k) for k in client.keys(queue + "*") if client.type(k) in ("list", b"list")
-    )
 
 
 def test_publish_writes_one_record_and_one_message_per_job(app, redis_client, manifest):
@@ -247,27 +224,6 @@ def test_a_job_sent_without_fleet_publish_fails_clearly_when_its_worker_is_lost(
     rec = recs.get("adopted")
     assert rec.state is JobState.FAILED and "not sent by fleet publish" in rec.last_error
     assert not redis_client.smembers(C.RUNNING_SET)
-
-
-TAKE_AND_DIE = """
-import os, sys
-from kombu import Connection
-with Connection(sys.argv[1], transport="tasks.transport:Transport",
-                transport_options={"visibility_timeout": 3600}) as conn:
-    message = conn.default_channel.basic_get("cpu", no_ack=False)
-    print(message.headers["id"], flush=True)
-    os._exit(0)   # like a SIGKILL between kombu's pop and the claim: no ack, no restore
-"""
-
-
-def take_and_die(redis_url: str) -> str:
-    """A real kombu consumer takes one message from 'cpu' and dies; returns its task id."""
-    import subprocess
-    import sys
-
-    return subprocess.run(
-        [sys.executable, "-c", TAKE_AND_DIE, redis_url], capture_output=True, text=True, check=True
-    ).stdout.strip()
 
 
 def took_deliveries_ago(client, seconds: float) -> None:
