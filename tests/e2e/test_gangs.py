@@ -24,6 +24,7 @@ from fleet.redis_server import RedisServer
 from state.jobrecord import JobState
 from state.records import Records
 from tests.e2e.conftest import wait_for_workers
+from tests.harness.cli import fleet_cli
 from tests.waiting import wait_until
 
 pytestmark = pytest.mark.e2e
@@ -52,15 +53,7 @@ class Gangs:
         return {r["name"]: r["job_id"] for r in json.loads(done.stdout)}
 
     def cli(self, *args: str) -> subprocess.CompletedProcess:
-        done = subprocess.run(
-            [sys.executable, "-m", "fleet.cli", *args],
-            env=self.env,
-            capture_output=True,
-            text=True,
-            timeout=120,
-        )
-        assert done.returncode == 0, done.stdout + done.stderr
-        return done
+        return fleet_cli(self.env, *args, ok=True)
 
     def records(self) -> Records:
         return Records(redis.Redis.from_url(self.env["FLEET_BROKER_URL"], decode_responses=True))

@@ -13,6 +13,7 @@ import pytest
 
 from fleet.local import start_worker, stop_worker
 from fleet.redis_server import RedisServer
+from tests.harness.cli import fleet_cli
 from tests.harness.workers import CPU, wait_for_workers
 from tests.waiting import wait_until
 
@@ -41,14 +42,7 @@ def one_host(tmp_path_factory):
 
 
 def fleet(env, *args, **kw) -> subprocess.CompletedProcess:
-    return subprocess.run(
-        [sys.executable, "-m", "fleet.cli", *args],
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=120,
-        **kw,
-    )
+    return fleet_cli(env, *args, **kw)
 
 
 def test_logs_follow_a_running_job_from_queued_to_its_end_then_get_brings_back_its_files(

@@ -89,9 +89,8 @@ def test_each_job_gets_a_gpu_of_its_own_through_cuda_visible_devices(chaos):
 
 
 def test_a_cuda_tier_job_runs_end_to_end_on_the_gpu_through_a_real_worker(chaos, monkeypatch):
-    monkeypatch.setenv(
-        "FLEET_STORE_URL", chaos.env["FLEET_STORE_URL"]
-    )  # publish stages the data there
+    # publish stages the data there
+    monkeypatch.setenv("FLEET_STORE_URL", chaos.env["FLEET_STORE_URL"])
     model = "gbt" if xgboost_cuda() else "mlp" if torch_cuda() else None
     if model is None:
         pytest.skip("neither xgboost nor torch here can train on cuda")
@@ -121,9 +120,8 @@ def test_gpu_idle_time_between_two_back_to_back_jobs(chaos):
     needs_whole_gpus()
     first = detect_raw().cuda_devices[0]
     one_gpu = {k: v for k, v in asdict(first).items() if k != "index"}
-    chaos.start(
-        "gpu-idle", capability={"cuda_devices": [one_gpu]}
-    )  # one GPU: the jobs queue for it
+    # one GPU: the jobs queue for it
+    chaos.start("gpu-idle", capability={"cuda_devices": [one_gpu]})
     names = ["busy1", "busy2"]
     ids = chaos.publish(cuda_manifest(chaos, {n: 3.0 for n in names}))
     chaos.wait(ids, timeout_s=300)

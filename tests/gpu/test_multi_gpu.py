@@ -39,9 +39,8 @@ def test_a_2_gpu_mlp_job_trains_with_ddp_over_both_gpus_through_a_real_worker(ch
     if not torch_cuda():
         pytest.skip("torch here is a CPU build: scripts/test-gpu installs the CUDA one")
     needs_whole_gpus()
-    monkeypatch.setenv(
-        "FLEET_STORE_URL", chaos.env["FLEET_STORE_URL"]
-    )  # publish stages the data there
+    # publish stages the data there
+    monkeypatch.setenv("FLEET_STORE_URL", chaos.env["FLEET_STORE_URL"])
     chaos.start("gpu-ddp", capability={})
     path = chaos.root / "ddp.toml"
     path.write_text(

@@ -257,9 +257,8 @@ def test_a_dead_workers_leftover_message_is_dropped_not_restored_once_the_job_mo
     recs = Records(client, lease_ttl_s=1)
     assert recs.claim(taken, "w", "t", {}, "cpu").run  # another copy ran it
     took_deliveries_ago(client, 2.1)
-    assert (
-        recs.restore_unacked() == [] and client.hlen(C.KOMBU_UNACKED) == 1
-    )  # running: its own message
+    # running: its own message
+    assert recs.restore_unacked() == [] and client.hlen(C.KOMBU_UNACKED) == 1
     assert recs.finish(taken, "t", JobState.SUCCEEDED)
     assert recs.restore_unacked() == [] and client.hlen(C.KOMBU_UNACKED) == 0  # finished: dropped
     assert queued_messages(client, "cpu") == 1
