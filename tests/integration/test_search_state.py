@@ -576,3 +576,42 @@ def test_a_trial_that_reaches_its_last_step_while_a_prune_verdict_is_pending_com
     mirror = MIRRORS.get(redis_client, sid, config)
     frozen = mirror.study.get_trials(deepcopy=False)[5]
     assert (frozen.state.name, frozen.value) == ("COMPLETE", 0.1)
+
+
+def test_why_of_a_searchs_name_explains_the_search_not_a_sweep_of_its_trials(
+    app, redis_client, fleet_cli, capsys, monkeypatch
+):
+    import json
+
+    from fleet.cli.common import console
+
+    monkeypatch.setattr(console, "width", 80)
+    m = manifest(trials=6, parallel=2, max_failures=2)
+    publish(app, redis_client, m)
+    sid, records = m.searches[0].search_id, Records(redis_client)
+    assert fleet_cli(["why", "tune"]) == 0
+    out = capsys.readouterr().out
+    assert "is a sweep" not in out
+    assert out.startswith("tune: search running, 0 of 6 trials ended (2 at once)")
+    assert "0 running, 2 queued" in out and "4 more trial(s) to issue" in out
+    assert "fleet why 'tune[trial=0]': why its trials wait" in out
+    for _ in range(2):
+        t = live_jobs(read_search(redis_client, sid))[0]
+        end(records, t.job_id, JobState.FAILED)
+        advance.advance(redis_client, sid)
+    view = read_search(redis_client, sid)
+    assert fleet_cli(["why", "tune"]) == 0
+    out = capsys.readouterr().out
+    assert out.startswith("tune: search stopping, 2 of 6 trials ended")
+    assert f"stopped: {view.stopped}" in " ".join(out.split())
+    assert "fleet logs 'tune[trial=1]'" in out and "publish the search under a new name" in out
+    assert all(len(line) <= 80 for line in out.splitlines())
+    assert fleet_cli(["why", "tune", "--json"]) == 0
+    data = json.loads(capsys.readouterr().out)
+    assert (data["state"], data["ended"], data["queued"], data["running"]) == (
+        "stopping",
+        view.ended,
+        view.queued,
+        view.running - view.queued,
+    )
+    assert data["counts"]["failed"] == 2 and data["stopped"] == view.stopped
