@@ -319,8 +319,8 @@ def print_why(report: WhyReport) -> None:
             + (f", attempts {report.attempts}" if report.attempts else ""),
         )
     )
-    if report.last_error:
-        out(f"  last error: {report.last_error.splitlines()[0]}")
+    if report.last_error:  # its end's reason: the error's first line only introduces its output
+        out(f"  last error: {report.reason or report.last_error.splitlines()[0]}")
     if report.search is not None:
         out(f"  search: {report.search.summary}")
         if report.search.trial_failed:

@@ -77,12 +77,12 @@ def todo(v: SearchView, state: SearchState) -> tuple[str, ...]:
             f"under '{name}' is refused)"
         )
     if v.ended:
-        out.append(f"fleet results {name}: its trials ranked; fleet plot {name}: its curves")
+        out += [f"fleet results {name}: its trials ranked", f"fleet plot {name}: their curves"]
     if state is SearchState.FINISHED or state is SearchState.STOPPED:
-        out.append(
-            f"fleet export optuna {name} --storage sqlite:///{name}.db (or export mlflow): "
-            "the trials, for other tools"
-        )
+        out += [
+            f"fleet export optuna {name} --storage sqlite:///{name}.db",
+            f"fleet export mlflow {name} --tracking-uri sqlite:///mlflow.db",
+        ]
     return tuple(out)
 
 
