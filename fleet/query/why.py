@@ -310,6 +310,8 @@ def _trial_reason(client: redis.Redis, search_id: str, rec: JobRecord) -> str:
     from state.search.store import key
 
     number = rec.trial
+    if rec.state is JobState.FAILED:  # its job's own end reason says why
+        return ""
     got = client.hget(key(search_id, "trial", number), "reason") if number is not None else None
     return got.decode() if isinstance(got, bytes) else got or ""
 

@@ -59,9 +59,8 @@ local function job_failure(n, jk)
   return why
 end
 
-local function count_failure(n, jk, reason)
+local function count_failure(err)
   local fails = redis.call('HINCRBY', sk, 'fails', 1)
-  local err = reason or job_failure(n, jk)
   redis.call('HSET', sk, 'last_failure', err)
   if fails >= max_failures and not redis.call('HGET', sk, 'stopped') then
     redis.call('HSET', sk, 'stopped', fails .. ' trials failed in a row (max_failures=' .. max_failures
@@ -88,13 +87,14 @@ for _, n in ipairs(redis.call('SMEMBERS', KEYS[2])) do
       reason = why_no_result(n, tk, value)
     end
     if reason then state, value = 'failed', nil end   -- for the search; the job did succeed
+    if state == 'failed' and not reason then reason = job_failure(n, jk) end
     redis.call('HSET', tk, 'state', state, 'ended_at', ARGV[2])
     if value then redis.call('HSET', tk, 'value', value) else redis.call('HDEL', tk, 'value') end
     if reason then redis.call('HSET', tk, 'reason', reason) else redis.call('HDEL', tk, 'reason') end
     redis.call('HINCRBY', sk, 'ended', 1)
     redis.call('HINCRBY', sk, state, 1)
     if state == 'failed' then
-      count_failure(n, jk, reason)
+      count_failure(reason)
     elseif state ~= 'cancelled' then
       redis.call('HSET', sk, 'fails', 0)
     end

@@ -1,9 +1,11 @@
 """A search's fenced core on a real Redis, without workers: publish issues the first
 ``parallel`` trials; each end advances once; races, budgets and re-publishing."""
 
+import io
 import threading
 
 import pytest
+from rich.console import Console
 
 from core import constants as C
 from fleet.manifests import loads
@@ -188,6 +190,17 @@ def test_a_failed_trial_says_what_its_output_said_in_one_bounded_line(
     else:
         assert view.last_failure == shown
     assert view.last_failure in view.summary()
+    assert view.trials[0].reason == view.last_failure  # `fleet results` says it under its table
+    from fleet.cli.results import render
+    from fleet.query.results import leaderboard
+
+    board = leaderboard(redis_client, "tune")
+    assert [t.reason for t in board.trials if t.trial == 0] == [view.last_failure]
+    console = Console(width=80, record=True, file=io.StringIO(), markup=False)
+    console.print(render(board, width=80))
+    text = console.export_text()
+    assert max(len(line) for line in text.splitlines()) <= 80
+    assert "failed:" + "".join(view.last_failure.split()) in "".join(text.split())
 
 
 def test_a_grid_search_samples_each_point_of_its_grid(app, redis_client):
