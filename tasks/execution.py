@@ -328,10 +328,8 @@ def _run(task, ctx: HostContext, run: Run) -> Ended:
         ended = gang.settle(ctx, run, outcome)
         if ended is not None:
             return ended
-    # a trial stopped after it had reported its last step: its whole budget ran, a success
-    # though the stop killed its process on its way out
-    stopped_at_end = outcome.stopped is Stop.PRUNED and ran_to_end
-    if outcome.stopped is Stop.TIMEOUT or (outcome.returncode != 0 and not stopped_at_end):
+    at_end = trial.stopped_at_end(outcome.stopped, ran_to_end)  # a success, though killed
+    if outcome.stopped is Stop.TIMEOUT or (outcome.returncode != 0 and not at_end):
         return _failed(ctx, run, outcome)
     trained.mark(ctx, run)
     result = upload.store_result(ctx, run, outcome)

@@ -49,6 +49,12 @@ def stopped_early(stopped: Stop | None, returncode: int | None, ran_to_end: bool
     return stopped is Stop.PRUNED and returncode != 0 and not ran_to_end
 
 
+def stopped_at_end(stopped: Stop | None, ran_to_end: bool) -> bool:
+    """Whether the pruner's stop killed a run only after it had reported its last step: its
+    whole budget ran, so it succeeded, whatever status the kill left it."""
+    return stopped is Stop.PRUNED and ran_to_end
+
+
 def trial_budget(job: JobSpec, config: SearchConfig) -> int | None:
     """The step trial ``job`` reports last: its search's fixed budget, else its own (a budget
     the space samples, e.g. ``epochs``, read from the trial's values); None when unknown."""
