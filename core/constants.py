@@ -61,6 +61,8 @@ MAX_GPUS = 64  # GPUs one job may ask for on one host
 MAX_NODES = 64  # hosts one gang (`nodes = N`) may span
 GANG_FORM_TIMEOUT_S = 60.0  # a host holds a seat of a forming gang this long, then gives it back
 GANG_BEAT_TTL_S = 5.0  # a gang member silent this long is gone (the gang stops as one)
+# a host that gave its seat to an older gang asks only for that gang's seats this long
+GANG_YIELD_HOLD_S = 2.0
 
 # --- artifacts --------------------------------------------------------------
 # Chosen by bench/bundle.py: level 3 keeps the multi-threaded compressor at the

@@ -9,7 +9,8 @@ from __future__ import annotations
 import functools
 import json
 import time
-from dataclasses import dataclass
+from collections.abc import Iterable
+from dataclasses import dataclass, field
 from enum import Enum
 
 import redis
@@ -34,7 +35,8 @@ class Answer(str, Enum):
     GONE = "gone"  # the job left the queue (cancelled, failed) while the gang formed
     EVICTED = "evicted"  # this member's seat was given to another (it stopped beating)
     LEFT = "left"  # the seat is given back
-    YIELD = "yield"  # an older gang of the same queue is forming: give this host to it
+    YIELD = "yield"  # an older gang is forming on a queue this host serves: give the host to it
+    HALT = "halt"  # a policy on one member's host stops the whole gang (detail: a ``Halt``)
     OK = "ok"
     STALE = "stale"
 
@@ -58,6 +60,28 @@ class Member:
     def from_json(cls, rank: int, raw: str) -> Member:
         d = json.loads(raw)
         return cls(rank, d["host"], d["addr"], int(d["port"]), d["seat"])
+
+
+@dataclass(frozen=True)
+class Halt:
+    """A request to stop a running gang as a whole and put it back uncounted: ``stop`` is the
+    policy's (``tasks.run.Stop`` value: preempted, yielded), ``fields`` go to the record with
+    the requeue (``preempted_by``, ``preemptions``), ``host`` is where it was decided."""
+
+    stop: str
+    why: str
+    host: str
+    fields: dict = field(default_factory=dict)
+
+    def to_json(self) -> str:
+        return json.dumps(
+            {"stop": self.stop, "why": self.why, "host": self.host, "fields": self.fields}
+        )
+
+    @classmethod
+    def from_json(cls, raw: str) -> Halt:
+        d = json.loads(raw)
+        return cls(d["stop"], d["why"], d["host"], dict(d.get("fields") or {}))
 
 
 @functools.cache
@@ -87,9 +111,12 @@ class Gangs:
         """Take a seat (the rank is the detail of WAIT and COMPLETE)."""
         return self._call(job_id, "join", nodes, member.host, member.to_json(), priority)
 
-    def beat(self, job_id: str, rank: int, seat: str) -> tuple[Answer, str]:
-        """This member is alive; how the gang stands."""
-        return self._call(job_id, "beat", rank, seat)
+    def beat(
+        self, job_id: str, rank: int, seat: str, queues: Iterable[str] = ()
+    ) -> tuple[Answer, str]:
+        """This member is alive; how the gang stands. ``queues``: those its host serves (a
+        waiting member yields to an older gang forming on any of them; none: its gang's own)."""
+        return self._call(job_id, "beat", rank, seat, ",".join(queues))
 
     def leave(self, job_id: str, rank: int, seat: str) -> tuple[Answer, str]:
         """Give the seat back while the gang forms (FORMED: too late, it started)."""
@@ -102,6 +129,11 @@ class Gangs:
     def start(self, job_id: str, token: str) -> tuple[Answer, str]:
         """The run started: the record names rank 0's host and every member's."""
         return self._call(job_id, "start", token)
+
+    def halt(self, job_id: str, token: str, request: Halt) -> bool:
+        """Stop the gang running under ``token`` as a whole (every member's next beat hears
+        it); False when that run is over. The first request stands."""
+        return self._call(job_id, "halt", token, request.to_json())[0] is Answer.OK
 
     def members(self, job_id: str) -> list[Member]:
         """The members, by rank."""

@@ -250,9 +250,15 @@ def _handed_back(task, ctx: HostContext, run: Run, asked: HandBack) -> Ended:
     """A policy handed the run back (tasks.handback): its checkpoint is synced, the job goes
     back to its queue with this attempt uncounted and the policy's fields recorded."""
     job = run.job
-    owned = _requeue_uncounted(
-        ctx, run, f"handed back: {asked.why}", asked.why, asked.fields, what="hand back"
-    )
+    if run.seat is not None and run.seat.rank != 0:  # rank 0 syncs and requeues the gang
+        log.warning("stopped %s (gang rank %d): %s", job.name, run.seat.rank, asked.why)
+        return _requeued(task, run, asked.why)
+    why = asked.why
+    if run.seat is not None:
+        why += f"; the whole gang of {run.seat.nodes} stopped" + (
+            ", rank 0's checkpoint synced" if job.checkpoint else ""
+        )
+    owned = _requeue_uncounted(ctx, run, f"handed back: {why}", why, asked.fields, what="hand back")
     if not owned:  # cancelled or taken over meanwhile: the record says what happened
         return _stopped(task, ctx, run, run.lease.reason or Stop.LOST)
     log.warning("handed %s back to its queue: %s", job.name, asked.why)
@@ -326,6 +332,8 @@ def _run(task, ctx: HostContext, run: Run) -> Ended:
         ended = gang.settle(ctx, run, outcome)
         if ended is not None:
             return ended
+        if (asked := ctx.runs.asked(job.job_id)) is not None:  # its gang was halted meanwhile
+            return _handed_back(task, ctx, run, asked)
     if outcome.stopped is Stop.TIMEOUT or outcome.returncode != 0:
         return _failed(ctx, run, outcome)
     trained.mark(ctx, run)
@@ -376,7 +384,7 @@ def _run_process(task, ctx: HostContext, run: Run, argv: list[str], env: dict) -
     pruning = trial.watch(ctx.redis, job, lambda: ctx.runs.wake(job.job_id))
     with (
         open(work / workdirs.LOG_FILE, "w", encoding="utf-8") as log_file,
-        checkpoint.syncing(ctx, job, run.token, work, env) as ckpt,
+        checkpoint.syncing(ctx, job, run.token, work, env, uploads=run.uploads) as ckpt,
     ):
         on_tick = _tick_loop(task, ctx, run, flower, history, pruning)
         outcome = runner.run(

@@ -1,6 +1,8 @@
 """Gangs (``nodes = N``) on real workers, one per simulated host on loopback: the members
 meet through torch.distributed (gloo), a member's death stops and re-runs the gang as a
-whole, and two gangs on three hosts both finish."""
+whole, two gangs on three hosts both finish (also two of different queues on the same
+hosts), and a gang preempted on one member's host is handed back whole through rank 0's
+checkpoint and resumes from it."""
 
 from __future__ import annotations
 
@@ -23,11 +25,13 @@ from fleet.local import start_worker, stop_worker
 from fleet.redis_server import RedisServer
 from state.jobrecord import JobState
 from state.records import Records
+from tests.e2e.ckptjob import chain
 from tests.e2e.conftest import wait_for_workers
 from tests.waiting import wait_until
 
 pytestmark = pytest.mark.e2e
 JOB = Path(__file__).with_name("gangjob.py")
+CKPT_JOB = Path(__file__).with_name("gangckptjob.py")
 SLEEPY = Path(__file__).with_name("sleepy.py")
 MOONS = Path(__file__).parents[2] / "examples" / "data" / "moons.csv"
 ONE_CORE = {"cuda_devices": [], "ram_total_gib": 8, "cpu_cores": 1}  # one job at a time
@@ -50,6 +54,17 @@ class Gangs:
         path.write_text(text)
         done = self.cli("publish", str(path), "--json")
         return {r["name"]: r["job_id"] for r in json.loads(done.stdout)}
+
+    def publish_now(self, text: str) -> dict[str, str]:
+        """As ``publish``, in this process: no interpreter to start, for a test that times it."""
+        from fleet.manifests import loads
+        from fleet.publish import publish
+        from tasks import app
+
+        app.conf.broker_url = self.env["FLEET_BROKER_URL"]
+        app.pool.force_close_all()
+        client = redis.Redis.from_url(self.env["FLEET_BROKER_URL"])
+        return {r.job.name: r.job.job_id for r in publish(app, client, loads(text, "m.toml"))}
 
     def cli(self, *args: str) -> subprocess.CompletedProcess:
         done = subprocess.run(
@@ -99,7 +114,8 @@ def gangs(tmp_path_factory):
         FLEET_BROKER_URL=server.url,
         FLEET_STORE_URL=f"file://{root / 'store'}",
         FLEET_LEASE_TTL_S="5",
-        FLEET_GANG_FORM_TIMEOUT_S="4",
+        FLEET_GANG_FORM_TIMEOUT_S="6",
+        FLEET_CHECKPOINT_EVERY_S="0.5",
         COUNT_DIR=str(root / "counts"),
     )
     env.pop("FLEET_CAPABILITY", None)
@@ -234,8 +250,8 @@ def test_why_explains_a_gang_that_cannot_form_and_its_hosts_give_their_seats_bac
     assert "gang of 4 hosts: 3 live host(s) qualify" in why, why
     seats = json.loads(gangs.cli("why", jid, "--json").stdout)["gang"]["seats"]
     assert 1 <= len(seats) <= 3
-    # a seat is held at most FLEET_GANG_FORM_TIMEOUT_S (4 s here), then given back, saying why
-    wait_until("a seat given back", lambda: "gang could not form in 4s" in gangs.logs(), 20)
+    # a seat is held at most FLEET_GANG_FORM_TIMEOUT_S (6 s here), then given back, saying why
+    wait_until("a seat given back", lambda: "gang could not form in 6s" in gangs.logs(), 25)
     gangs.cli("cancel", jid, "--yes")
     # its members go home at once: the hosts serve other work
     small = f'[[jobs]]\nname = "after"\ncommand = ["{sys.executable}", "{SLEEPY}", "0"]\n'
@@ -279,3 +295,96 @@ def test_a_member_killed_mid_run_stops_its_partner_and_the_gang_runs_again_whole
     finally:
         gangs.workers[victim].wait()
         gangs.start(victim)
+
+
+def test_two_gangs_of_different_queues_holding_a_host_each_both_finish_the_older_first(gangs):
+    # gb busy: the older gang takes a seat on ga; the younger one, on a queue gb serves first
+    # (more demanding), takes gb's once it frees: each gang holds one of the two hosts
+    r = gangs.records().r
+    both = 'allowed_hosts = ["ga", "gb"]\n'
+    # the younger gang's queue exists and is served before gb frees (as a queue in use is)
+    warm = f'[[jobs]]\nname = "warm{{}}"\ncommand = ["{sys.executable}", "{SLEEPY}", "0"]\n'
+    gangs.wait(
+        gangs.publish(warm.format(1) + both + "min_ram_gib = 4\n" + warm.format(2) + both), 30
+    )
+    busy = gangs.publish(
+        f'[[jobs]]\nname = "busy-gb"\ncommand = ["{sys.executable}", "{SLEEPY}", "3"]\n'
+        'allowed_hosts = ["gb"]\nseed = 9\n'
+    )
+    wait_until("gb busy", lambda: r.hget("fleet:job:" + busy["busy-gb"], "state") == "running", 30)
+    ids = gangs.publish_now(gang("cpu-gang", 1, extra=both + "seed = 7\npriority = 6"))
+    wait_until("a seat held on ga", lambda: r.hlen("fleet:gang:" + ids["cpu-gang"]) > 4, 30)
+    ids |= gangs.publish_now(gang("ram-gang", 1, extra=both + "seed = 8\nmin_ram_gib = 4"))
+    queues = {n: gangs.records().get(j).pri_queue for n, j in ids.items()}
+    assert queues["cpu-gang"] != queues["ram-gang"], queues
+    recs = gangs.wait({**ids, **busy}, 90)
+    assert all(x.state is JobState.SUCCEEDED for x in recs.values()), gangs.logs()
+    assert recs["cpu-gang"].started_at < recs["ram-gang"].started_at  # the older one first
+    # the younger gang gave gb to the older one at once, which took it next
+    logs = "".join(p.read_text(errors="replace") for p in (gangs.root / "logs").glob("*.log"))
+    assert any(
+        "gave back a seat of ram-gang" in line and "forming on a queue it serves" in line
+        for line in logs.splitlines()
+    ), logs[-3000:]
+
+
+def test_a_gang_preempted_on_one_host_is_handed_back_whole_and_resumes_from_rank_0s_checkpoint(
+    gangs,
+):
+    steps = 30
+    ids = gangs.publish(
+        f'[[jobs]]\nname = "ckgang"\ncommand = ["{sys.executable}", "{CKPT_JOB}", "{steps}", '
+        '"0.3"]\nnodes = 2\npriority = 1\ncheckpoint = "ckpt"\nallowed_hosts = ["ga", "gb"]\n'
+    )
+    jid = ids["ckgang"]
+    r = gangs.records().r
+    key = "fleet:job:" + jid
+
+    def past(step: int) -> bool:
+        raw = r.hgetall(key)
+        return (
+            raw.get("state") == "running"
+            and bool(raw.get("checkpoint"))
+            and any(
+                f"step {n}" in line
+                for line in gangs.cli("logs", jid).stdout.splitlines()
+                for n in range(step, steps)
+            )
+        )
+
+    wait_until("the gang past step 5 with a checkpoint", lambda: past(5), 60, detail=gangs.logs)
+    first = r.hget(key, "gang_hosts").split(",")
+    target = first[1]  # the urgent job can run only on rank 1's host
+    urgent = gangs.publish(
+        f'[[jobs]]\nname = "urgent"\ncommand = ["{sys.executable}", "{SLEEPY}", "5"]\n'
+        f'priority = 9\nallowed_hosts = ["{target}"]\n'
+    )
+    # the whole gang goes back to its queue uncounted, saying by what
+    wait_until(
+        "the gang handed back",
+        lambda: r.hget(key, "state") == "queued" and r.hget(key, "preempted_by"),
+        30,
+        detail=gangs.logs,
+    )
+    why = gangs.cli("why", jid).stdout
+    assert "preempted by urgent (priority 9)" in why and "the whole gang of 2 stopped" in why, why
+    by = json.loads(r.hget(key, "preempted_by"))
+    assert (by["name"], by["host"]) == ("urgent", target)
+    recs = gangs.wait({**ids, **urgent}, 120)
+    assert all(x.state is JobState.SUCCEEDED for x in recs.values()), gangs.logs()
+    raw = r.hgetall(key)
+    # a second run, not a second attempt; the urgent job ran while the gang waited
+    assert (raw["runs"], raw["attempts"], raw["preemptions"]) == ("2", "1", "1"), raw
+    assert recs["urgent"].started_at < recs["ckgang"].started_at
+    assert [
+        t["job_id"] for t in json.loads(r.hget("fleet:job:" + urgent["urgent"], "preempted"))
+    ] == [jid]
+    # both ranks stopped and both resumed from rank 0's last checkpoint, mid-way
+    reports = {
+        rank: json.loads((gangs.counts / f"ckgang-rank{rank}.json").read_text()) for rank in (0, 1)
+    }
+    for rank, report in reports.items():
+        assert len(report["starts"]) == 2, (rank, report)
+    resumed = {report["starts"][1]["from_step"] for report in reports.values()}
+    assert len(resumed) == 1 and 5 <= resumed.pop() < steps, reports
+    assert reports[0]["digest"] == chain(steps)  # as if never interrupted

@@ -8,6 +8,7 @@ import pytest
 from fleet.manifests import loads
 from fleet.publish import publish
 from state.gang import Answer, Gangs, Member
+from state.jobrecord import JobState
 from state.records import Records
 
 
@@ -121,3 +122,92 @@ def test_a_gang_cancelled_while_it_forms_sends_its_waiting_members_home(redis_cl
     Records(redis_client).cancel(gang)
     assert g.beat(gang, 0, "seat-a") == (Answer.GONE, "cancelled")
     assert g.join(gang, 3, member("b")) == (Answer.DROP, "cancelled")
+
+
+def formed(redis_client, jid: str, hosts: str, nodes: int) -> Gangs:
+    """Every member of ``jid``'s gang joined on ``hosts``, the last claimed and started it."""
+    g = Gangs(redis_client, beat_ttl_s=5)
+    for host in hosts:
+        redis_client.rpop(queue(redis_client, jid))
+        g.join(jid, nodes, member(host))
+    assert Records(redis_client).claim(jid, hosts[-1], f"seat-{hosts[-1]}", {}, "cpu").run
+    assert g.start(jid, f"seat-{hosts[-1]}")[0] is Answer.OK
+    return g
+
+
+def test_a_gang_run_is_charged_for_every_member_and_the_cli_shows_what_the_records_say(
+    redis_url, redis_client, fleet_cli, capsys, tmp_path
+):
+    import json
+    import time
+
+    from core import constants as C
+    from state import fairshare
+    from state.jobrecord import JobState
+
+    path = tmp_path / "g.toml"
+    path.write_text('[[jobs]]\nname = "g"\ncommand = ["true"]\nnodes = 3\nmin_cores = 2\n')
+    assert fleet_cli(["publish", str(path), "--json", "--owner", "erin"]) == 0
+    [jid] = [r["job_id"] for r in json.loads(capsys.readouterr().out)]
+    formed(redis_client, jid, "abc", 3)
+    records = Records(redis_client)
+    redis_client.hset(C.JOB_KEY + jid, "started_at", time.time() - 2 * 3600)
+    # every member reports what it holds: the record keeps one member's (each holds as much)
+    for _ in range(3):
+        assert records.heartbeat(jid, "seat-c", cores=2, gpu="0:A") == "ok"
+    assert records.finish(jid, "seat-c", JobState.SUCCEEDED)
+    # three hosts, each 2 cores and one GPU, for two hours
+    u = fairshare.read_usage(redis_client)["erin"]
+    assert u.gpu_s == pytest.approx(3 * 2 * 3600, rel=1e-3)
+    assert u.core_s == pytest.approx(3 * 2 * 2 * 3600, rel=1e-3)
+    raw = redis_client.hgetall(C.JOB_KEY + jid)
+    assert float(raw["core_s"]) == pytest.approx(u.core_s, rel=1e-6)
+    # `fleet usage` (from the records) and `fleet share list` (fair share's usage) agree
+    assert fleet_cli(["usage", "--json"]) == 0
+    [row] = json.loads(capsys.readouterr().out)["owners"]
+    assert row["owner"] == "erin"
+    assert row["gpu_hours"] == pytest.approx(6.0, abs=0.01)
+    assert row["core_hours"] == pytest.approx(12.0, abs=0.01)
+    assert fleet_cli(["share", "list", "--json"]) == 0
+    [share] = [r for r in json.loads(capsys.readouterr().out)["owners"] if r["owner"] == "erin"]
+    assert share["gpu_hours"] == pytest.approx(6.0, abs=0.01)
+    assert share["core_hours"] == pytest.approx(12.0, abs=0.01)
+
+
+def test_a_gang_yields_to_an_older_one_of_another_queue_only_where_its_host_serves_that_queue(
+    redis_url, redis_client
+):
+    young, old = published(
+        redis_url,
+        redis_client,
+        '[[jobs]]\nname = "young"\ncommand = ["true"]\nnodes = 2\nmin_ram_gib = 4\n'
+        '[[jobs]]\nname = "old"\ncommand = ["true"]\nnodes = 2\npriority = 7\n',
+    )
+    q_young, q_old = (redis_client.hget("fleet:job:" + j, "pri_queue") for j in (young, old))
+    assert q_young != q_old  # cpu.ram4 and cpu
+    g = Gangs(redis_client, beat_ttl_s=5)
+    assert g.join(young, 2, member("b"))[0] is Answer.WAIT
+    assert g.join(old, 2, member("a"))[0] is Answer.WAIT
+    # a host serving both queues gives its seat to the older gang; one serving only the
+    # younger gang's queue never sees the older one's seats, so it keeps its own
+    assert g.beat(young, 0, "seat-b", [q_young, q_old]) == (Answer.YIELD, old)
+    assert g.beat(young, 0, "seat-b", [q_young])[0] is Answer.WAIT
+
+
+def test_a_halt_reaches_every_member_of_the_running_gang_and_only_that_run(redis_client, gang):
+    from state.gang import Halt
+
+    g = formed(redis_client, gang, "abc", 3)
+    request = Halt("preempted", "preempted by urgent (priority 9)", "b", {"preemptions": 1})
+    assert not g.halt(gang, "seat-a", request)  # not the run's token: stale
+    assert g.beat(gang, 0, "seat-a") == (Answer.FORMED, "seat-c")
+    assert g.halt(gang, "seat-c", request)
+    assert g.halt(gang, "seat-c", Halt("yielded", "later", "a"))  # the first request stands
+    for rank, seat in ((0, "seat-a"), (2, "seat-c")):
+        answer, detail = g.beat(gang, rank, seat)
+        assert answer is Answer.HALT and Halt.from_json(detail) == request
+    # requeued: the next formation starts with no halt
+    assert Records(redis_client).finish(gang, "seat-c", JobState.QUEUED, count_attempt=False)
+    redis_client.rpop(queue(redis_client, gang))
+    assert g.join(gang, 3, member("a"))[0] is Answer.WAIT
+    assert redis_client.hget("fleet:gang:" + gang, "halt") is None
