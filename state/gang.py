@@ -21,6 +21,7 @@ from state.jobrecord import job_key
 from state.redis_conn import decoding
 
 GANG_KEY, FORMING_ZSET = C.GANG_KEY, C.GANG_FORMING_ZSET
+OLDER_LOOKED_AT = 16  # a waiting member yields to one of this many gangs before its own
 
 
 class Answer(str, Enum):
@@ -134,6 +135,14 @@ class Gangs:
         """Stop the gang running under ``token`` as a whole (every member's next beat hears
         it); False when that run is over. The first request stands."""
         return self._call(job_id, "halt", token, request.to_json())[0] is Answer.OK
+
+    def forming_before(self, job_id: str, limit: int = OLDER_LOOKED_AT) -> list[str]:
+        """The gangs ordered before ``job_id`` in the forming zset (older first), as many as
+        a waiting member looks at (lua/gang.lua ``older``); read only."""
+        rank = self.r.zrank(FORMING_ZSET, job_id)
+        if not rank:
+            return []
+        return list(self.r.zrange(FORMING_ZSET, max(0, rank - limit), rank - 1))
 
     def members(self, job_id: str) -> list[Member]:
         """The members, by rank."""

@@ -174,15 +174,22 @@ def test_a_gang_run_is_charged_for_every_member_and_the_cli_shows_what_the_recor
     assert share["core_hours"] == pytest.approx(12.0, abs=0.01)
 
 
-def test_a_gang_yields_to_an_older_one_of_another_queue_only_where_its_host_serves_that_queue(
-    redis_url, redis_client
-):
+@pytest.fixture
+def two_queues(redis_url, redis_client) -> tuple[str, str]:
+    """A younger gang on cpu.ram4 and an older one (priority 7) on cpu: their job IDs."""
     young, old = published(
         redis_url,
         redis_client,
         '[[jobs]]\nname = "young"\ncommand = ["true"]\nnodes = 2\nmin_ram_gib = 4\n'
         '[[jobs]]\nname = "old"\ncommand = ["true"]\nnodes = 2\npriority = 7\n',
     )
+    return young, old
+
+
+def test_a_gang_yields_to_an_older_one_of_another_queue_only_where_its_host_serves_that_queue(
+    redis_client, two_queues
+):
+    young, old = two_queues
     q_young, q_old = (redis_client.hget("fleet:job:" + j, "pri_queue") for j in (young, old))
     assert q_young != q_old  # cpu.ram4 and cpu
     g = Gangs(redis_client, beat_ttl_s=5)
@@ -211,3 +218,49 @@ def test_a_halt_reaches_every_member_of_the_running_gang_and_only_that_run(redis
     redis_client.rpop(queue(redis_client, gang))
     assert g.join(gang, 3, member("a"))[0] is Answer.WAIT
     assert redis_client.hget("fleet:gang:" + gang, "halt") is None
+
+
+def live(client, name: str, queues: tuple[str, ...]) -> None:
+    """A live CPU host serving ``queues``, as its worker's heartbeat shows it."""
+    import time
+    from pathlib import Path
+    from types import SimpleNamespace
+
+    from routing.capability import Capability
+    from routing.pool import GpuReserve
+    from tasks import heartbeat
+    from tasks.admission import Gate, pool_for
+
+    cap = Capability(name, 2, 8.0, 8.0, ())
+    ctx = SimpleNamespace(
+        hostname=name,
+        nodename=f"{name}@x",
+        capability=cap,
+        detected=cap,
+        queues=list(queues),
+        asked=(),
+        work_root=Path("/nonexistent") / name,
+        gate=Gate(pool_for(cap, GpuReserve()), lambda q: None),
+        warnings=(),
+        app=SimpleNamespace(conf=SimpleNamespace(worker_concurrency=1)),
+    )
+    heartbeat.beat(client, heartbeat.payload(ctx, started_at=time.time()))
+
+
+def test_why_names_the_older_gang_of_another_queue_a_waiting_gang_gives_its_hosts_to(
+    redis_client, two_queues
+):
+    from fleet.query.why import gang_line, why
+
+    young, old = two_queues
+    for name in ("a", "b"):
+        live(redis_client, name, ("cpu.ram4", "cpu"))
+    g = Gangs(redis_client, beat_ttl_s=5)
+    g.join(old, 2, member("a"))
+    g.join(young, 2, member("b"))
+    report = why(redis_client, young).gang
+    assert report["older"] == [{"job_id": old, "name": "old", "seats": 1, "nodes": 2}]
+    assert gang_line(report).endswith(
+        "older gang(s) forming first on its hosts: old (1 of 2 seats)"
+    )
+    assert why(redis_client, old).gang["older"] == []  # the older one waits for nobody
