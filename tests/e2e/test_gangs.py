@@ -366,6 +366,10 @@ def test_a_gang_preempted_on_one_host_is_handed_back_whole_and_resumes_from_rank
         30,
         detail=gangs.logs,
     )
+    first_run = r.hgetall(key)
+    upto = float(first_run["charged"].split()[1])
+    held = 2 * int(first_run["cores"]) * (upto - float(first_run["started_at"]))
+    assert float(first_run["core_s"]) == pytest.approx(held, rel=1e-6), first_run
     why = gangs.cli("why", jid).stdout
     assert "preempted by urgent (priority 9)" in why and "the whole gang of 2 stopped" in why, why
     by = json.loads(r.hget(key, "preempted_by"))
@@ -375,6 +379,8 @@ def test_a_gang_preempted_on_one_host_is_handed_back_whole_and_resumes_from_rank
     raw = r.hgetall(key)
     # a second run, not a second attempt; the urgent job ran while the gang waited
     assert (raw["runs"], raw["attempts"], raw["preemptions"]) == ("2", "1", "1"), raw
+    # fair share charged each run for both members' cores: the first up to its hand-back
+    assert float(raw["core_s"]) > float(first_run["core_s"]) > 0
     assert recs["urgent"].started_at < recs["ckgang"].started_at
     assert [
         t["job_id"] for t in json.loads(r.hget("fleet:job:" + urgent["urgent"], "preempted"))
