@@ -444,7 +444,7 @@ def _tick_loop(
     if pruning is not None:
         policies.append(pruning)
     if run.seat is not None:
-        policies.append(gang.GangWatch(ctx, run.job, run.seat))
+        policies.append(gang.GangWatch(ctx, run.job, run.seat, run.token))
     policies += [ticks.LeaseStop(run.lease), ticks.HandBackAsked(ctx.runs, run.job.job_id)]
     return ticks.TickLoop(policies)
 

@@ -157,8 +157,9 @@ class GangWatch:
     hears of a halt decided on another member's host asks its own run back with the same
     request, so every member stops, rank 0 syncs its checkpoint and requeues it uncounted."""
 
-    def __init__(self, ctx: HostContext, job: JobSpec, seat: Seat):
+    def __init__(self, ctx: HostContext, job: JobSpec, seat: Seat, run_token: str):
         self.g, self.job, self.seat, self.token = gangs(ctx), job, seat, seat.token
+        self.run_token = run_token  # the gang's (the record's), not this member's seat
         self.runs, self.host = ctx.runs, ctx.hostname
         self.why = ""
         self._next = 0.0
@@ -171,7 +172,7 @@ class GangWatch:
                 self._halted = True
                 self.g.halt(
                     self.job.job_id,
-                    self.token,
+                    self.run_token,
                     Halt(asked.stop.value, asked.why, self.host, asked.fields),
                 )
             return asked.stop
@@ -228,7 +229,7 @@ def settle(ctx: HostContext, run: Run, outcome: RunOutcome) -> Ended | None:
     whole, counting an attempt, whichever member saw it first; a member other than rank 0
     that exited 0 leaves the result to rank 0."""
     job, seat = run.job, run.seat
-    watch = GangWatch(ctx, job, seat)
+    watch = GangWatch(ctx, job, seat, run.token)
     if outcome.stopped is Stop.GANG_LOST:
         return _requeue_gang(ctx, run, watch.why or "a gang member was lost")
     if outcome.stopped is None and outcome.returncode != 0:

@@ -328,15 +328,32 @@ def test_two_gangs_of_different_queues_holding_a_host_each_both_finish_the_older
     ), logs[-3000:]
 
 
+def partner_host(r, job_id: str, completer: bool) -> str:
+    """The host of a member other than rank 0: the one that filled the gang's last seat (its
+    seat is the run's token) or one that did not (its seat is not the record's token)."""
+    token = r.hget("fleet:job:" + job_id, "token")
+    for field, raw in sorted(r.hgetall("fleet:gang:" + job_id).items()):
+        m = json.loads(raw) if field.startswith("m:") and field != "m:0" else None
+        if m and (m["seat"] == token) is completer:
+            return m["host"]
+    raise AssertionError(f"no such member of {job_id}")
+
+
+@pytest.mark.parametrize(
+    ("nodes", "completer"), [(2, True), (3, False)], ids=["last-joiner", "middle-member"]
+)
 def test_a_gang_preempted_on_one_host_is_handed_back_whole_and_resumes_from_rank_0s_checkpoint(
-    gangs,
+    gangs, nodes, completer
 ):
-    steps = 30
+    # on the host of rank 1 that filled the last seat (the run's token is its own seat), and
+    # of a member that did not (it halts the gang under the run's token, not its seat's)
+    steps, name, urgent_name = 30, f"ck{nodes}", f"urgent{nodes}"
+    hosts = json.dumps(list(HOSTS[:nodes]))
     ids = gangs.publish(
-        f'[[jobs]]\nname = "ckgang"\ncommand = ["{sys.executable}", "{CKPT_JOB}", "{steps}", '
-        '"0.3"]\nnodes = 2\npriority = 1\ncheckpoint = "ckpt"\nallowed_hosts = ["ga", "gb"]\n'
+        f'[[jobs]]\nname = "{name}"\ncommand = ["{sys.executable}", "{CKPT_JOB}", "{steps}", '
+        f'"0.3"]\nnodes = {nodes}\npriority = 1\ncheckpoint = "ckpt"\nallowed_hosts = {hosts}\n'
     )
-    jid = ids["ckgang"]
+    jid = ids[name]
     r = gangs.records().r
     key = "fleet:job:" + jid
 
@@ -353,11 +370,10 @@ def test_a_gang_preempted_on_one_host_is_handed_back_whole_and_resumes_from_rank
         )
 
     wait_until("the gang past step 5 with a checkpoint", lambda: past(5), 60, detail=gangs.logs)
-    first = r.hget(key, "gang_hosts").split(",")
-    target = first[1]  # the urgent job can run only on rank 1's host
+    target = partner_host(r, jid, completer)  # the urgent job can run only there
     urgent = gangs.publish(
-        f'[[jobs]]\nname = "urgent"\ncommand = ["{sys.executable}", "{SLEEPY}", "5"]\n'
-        f'priority = 9\nallowed_hosts = ["{target}"]\n'
+        f'[[jobs]]\nname = "{urgent_name}"\ncommand = ["{sys.executable}", "{SLEEPY}", "5"]\n'
+        f'priority = 9\nallowed_hosts = ["{target}"]\nseed = {30 + nodes}\n'
     )
     # the whole gang goes back to its queue uncounted, saying by what
     wait_until(
@@ -368,12 +384,13 @@ def test_a_gang_preempted_on_one_host_is_handed_back_whole_and_resumes_from_rank
     )
     first_run = r.hgetall(key)
     upto = float(first_run["charged"].split()[1])
-    held = 2 * int(first_run["cores"]) * (upto - float(first_run["started_at"]))
+    held = nodes * int(first_run["cores"]) * (upto - float(first_run["started_at"]))
     assert float(first_run["core_s"]) == pytest.approx(held, rel=1e-6), first_run
     why = gangs.cli("why", jid).stdout
-    assert "preempted by urgent (priority 9)" in why and "the whole gang of 2 stopped" in why, why
+    assert f"preempted by {urgent_name} (priority 9)" in why, why
+    assert f"the whole gang of {nodes} stopped, rank 0's checkpoint synced" in why, why
     by = json.loads(r.hget(key, "preempted_by"))
-    assert (by["name"], by["host"]) == ("urgent", target)
+    assert (by["name"], by["host"]) == (urgent_name, target)
     recs = gangs.wait({**ids, **urgent}, 120)
     assert all(x.state is JobState.SUCCEEDED for x in recs.values()), gangs.logs()
     raw = r.hgetall(key)
@@ -381,13 +398,13 @@ def test_a_gang_preempted_on_one_host_is_handed_back_whole_and_resumes_from_rank
     assert (raw["runs"], raw["attempts"], raw["preemptions"]) == ("2", "1", "1"), raw
     # fair share charged each run for both members' cores: the first up to its hand-back
     assert float(raw["core_s"]) > float(first_run["core_s"]) > 0
-    assert recs["urgent"].started_at < recs["ckgang"].started_at
-    assert [
-        t["job_id"] for t in json.loads(r.hget("fleet:job:" + urgent["urgent"], "preempted"))
-    ] == [jid]
-    # both ranks stopped and both resumed from rank 0's last checkpoint, mid-way
+    assert recs[urgent_name].started_at < recs[name].started_at
+    took = json.loads(r.hget("fleet:job:" + urgent[urgent_name], "preempted"))
+    assert [t["job_id"] for t in took] == [jid]
+    # every rank stopped and every one resumed from rank 0's last checkpoint, mid-way
     reports = {
-        rank: json.loads((gangs.counts / f"ckgang-rank{rank}.json").read_text()) for rank in (0, 1)
+        rank: json.loads((gangs.counts / f"{name}-rank{rank}.json").read_text())
+        for rank in range(nodes)
     }
     for rank, report in reports.items():
         assert len(report["starts"]) == 2, (rank, report)
