@@ -347,7 +347,8 @@ def test_a_gang_preempted_on_one_host_is_handed_back_whole_and_resumes_from_rank
 ):
     # on the host of rank 1 that filled the last seat (the run's token is its own seat), and
     # of a member that did not (it halts the gang under the run's token, not its seat's)
-    steps, name, urgent_name = 30, f"ck{nodes}", f"urgent{nodes}"
+    # 60 steps of 0.3 s: still running when the urgent job, published past step 5, displaces it
+    steps, name, urgent_name = 60, f"ck{nodes}", f"urgent{nodes}"
     hosts = json.dumps(list(HOSTS[:nodes]))
     ids = gangs.publish(
         f'[[jobs]]\nname = "{name}"\ncommand = ["{sys.executable}", "{CKPT_JOB}", "{steps}", '
