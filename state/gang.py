@@ -6,7 +6,6 @@ The job record stays the one record of the job; this hash only says who its memb
 
 from __future__ import annotations
 
-import functools
 import json
 import time
 from collections.abc import Iterable
@@ -16,12 +15,13 @@ from enum import Enum
 import redis
 
 from core import constants as C
-from state import fairshare
+from state import scripts
 from state.jobrecord import job_key
 from state.redis_conn import decoding
 
 GANG_KEY, FORMING_ZSET = C.GANG_KEY, C.GANG_FORMING_ZSET
-OLDER_LOOKED_AT = 16  # a waiting member yields to one of this many gangs before its own
+# lua/gang.lua's last three ARGV, after each op's own
+_LIMITS = (C.GANG_HASH_TTL_S, C.MAX_PRIORITY, C.GANG_OLDER_SCAN)
 
 
 class Answer(str, Enum):
@@ -85,11 +85,6 @@ class Halt:
         return cls(d["stop"], d["why"], d["host"], dict(d.get("fields") or {}))
 
 
-@functools.cache
-def _source() -> str:
-    return fairshare.lua("gang")
-
-
 class Gangs:
     """Gang membership on one Redis connection; ``beat_ttl_s``: a member silent that long is
     gone."""
@@ -97,12 +92,12 @@ class Gangs:
     def __init__(self, client: redis.Redis, beat_ttl_s: float):
         self.r = decoding(client)
         self.ttl_ms = int(beat_ttl_s * 1000)
-        self._script = self.r.register_script(_source())
+        self._script = scripts.script(self.r, "gang")
 
     def _call(self, job_id: str, op: str, *args) -> tuple[Answer, str]:
         answer, detail = self._script(
             keys=[job_key(job_id), GANG_KEY + job_id, C.OWNER_LISTS_KEY, FORMING_ZSET],
-            args=[op, int(time.time() * 1000), self.ttl_ms, *args],
+            args=[op, int(time.time() * 1000), self.ttl_ms, *args, *_LIMITS],
         )
         return Answer(answer), str(detail)
 
@@ -136,7 +131,7 @@ class Gangs:
         it); False when that run is over. The first request stands."""
         return self._call(job_id, "halt", token, request.to_json())[0] is Answer.OK
 
-    def forming_before(self, job_id: str, limit: int = OLDER_LOOKED_AT) -> list[str]:
+    def forming_before(self, job_id: str, limit: int = C.GANG_OLDER_SCAN) -> list[str]:
         """The gangs ordered before ``job_id`` in the forming zset (older first), as many as
         a waiting member looks at (lua/gang.lua ``older``); read only."""
         rank = self.r.zrank(FORMING_ZSET, job_id)

@@ -34,10 +34,14 @@
 --   done:  rank                              -> {'ok', ''}
 --   start: token                             -> {'ok', hosts} | {'stale', ''}
 --   halt:  token, request_json               -> {'ok', ''} | {'stale', ''} (the first stands)
+-- and after every op's own, always the last three (core.constants): hash_ttl_s (a gang hash
+-- outlives its last join this long), max_priority, older_scan (forming gangs ahead of this
+-- one a waiting member looks at). Last, not fourth: each op has its own number of ARGV.
 --@@OWNED@@
 local op, now, ttl = ARGV[1], tonumber(ARGV[2]), tonumber(ARGV[3])
 local jk, gk = KEYS[1], KEYS[2]
-local GANG_TTL_S = 86400
+local GANG_TTL_S, MAX_PRIORITY, OLDER_SCAN =
+  tonumber(ARGV[#ARGV - 2]), tonumber(ARGV[#ARGV - 1]), tonumber(ARGV[#ARGV])
 
 local function push(cmd)
   local id = redis.call('HGET', jk, 'job_id')
@@ -101,7 +105,7 @@ local function older(served)
   local queues = {}
   if served == nil or served == '' then served = redis.call('HGET', jk, 'pri_queue') or '' end
   for q in string.gmatch(served, '[^,]+') do queues[q] = true end
-  for _, other in ipairs(redis.call('ZRANGE', KEYS[4], math.max(0, mine - 16), mine - 1)) do
+  for _, other in ipairs(redis.call('ZRANGE', KEYS[4], math.max(0, mine - OLDER_SCAN), mine - 1)) do
     local ojk, ogk = JOB_PREFIX .. other, GANG_PREFIX .. other
     local n = tonumber(redis.call('HGET', ogk, 'n') or '0')
     if redis.call('HGET', ojk, 'state') ~= 'queued' or n == 0 then
@@ -170,7 +174,7 @@ if op == 'join' then
   if alive == 0 then redis.call('HSET', gk, 'since', ARGV[2]) end
   -- its place among forming gangs: higher priority first, then published first
   local created = tonumber(redis.call('HGET', jk, 'created_at') or '0') or 0
-  redis.call('ZADD', KEYS[4], 'NX', (9 - tonumber(ARGV[7])) * 1e13 + math.floor(created * 1000),
+  redis.call('ZADD', KEYS[4], 'NX', (MAX_PRIORITY - tonumber(ARGV[7])) * 1e13 + math.floor(created * 1000),
              redis.call('HGET', jk, 'job_id'))
   alive = alive + 1
   top_up(alive, n)
