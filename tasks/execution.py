@@ -373,7 +373,8 @@ def _run_process(task, ctx: HostContext, run: Run, argv: list[str], env: dict) -
     where = ctx.hostname + (f" GPU {','.join(str(d.index) for d in run.gpus)}" if run.gpus else "")
     flower = events.ProgressEvents(task, where, run.attempt, gpus=tuple(d.index for d in run.gpus))
     history = MetricHistory(ctx.redis, job.job_id, run.number)
-    pruning = trial.watch(ctx.redis, job, lambda: ctx.runs.wake(job.job_id))
+    lead = gang.lead(run.seat)  # a gang's other ranks: their metric lines stay in their logs
+    pruning = trial.watch(ctx.redis, job, lambda: ctx.runs.wake(job.job_id)) if lead else None
     with (
         open(work / workdirs.LOG_FILE, "w", encoding="utf-8") as log_file,
         checkpoint.syncing(ctx, job, run.token, work, env) as ckpt,
@@ -391,7 +392,7 @@ def _run_process(task, ctx: HostContext, run: Run, argv: list[str], env: dict) -
             python=ctx.job_user.python if ctx.job_user else None,
             exit_file=workdirs.exit_file(work),
             wake_fd=ctx.runs.wake_fd(job.job_id),
-            on_metric=_each(history.record, pruning),
+            on_metric=_each(history.record if lead else None, pruning),
         )
         _flush_history(ctx, history)
         if pruning is not None:  # its last value reaches its search before its end is recorded
@@ -424,8 +425,9 @@ def _tick_loop(
 ) -> ticks.TickLoop:
     """Progress reported (lease, metric history, Celery, Flower), then each reason to stop
     (tasks.ticks): over its VRAM budget, pruned by its search, the lease's answer, a hand-back."""
+    lead = gang.lead(run.seat)
     policies = [
-        ticks.Heartbeat(run.lease),
+        *([ticks.Heartbeat(run.lease)] if lead else []),  # the record's progress: rank 0's
         ticks.EachTick(history.flush),
         ticks.TaskProgress(task, run, ctx.hostname),
         ticks.FlowerProgress(flower),
@@ -434,7 +436,7 @@ def _tick_loop(
     if watch is not None:
         policies.append(ticks.VramBudget(watch, run))
     if pruning is not None:
-        policies.append(pruning)
+        policies.append(pruning if run.seat is None else gang.PrunedTrial(ctx, run.job, pruning))
     if run.seat is not None:
         policies.append(gang.GangWatch(ctx, run.job, run.seat))
     policies += [ticks.LeaseStop(run.lease), ticks.HandBackAsked(ctx.runs, run.job.job_id)]

@@ -159,6 +159,29 @@ class GangWatch:
         self.g.done(self.job.job_id, self.seat.rank)
 
 
+class PrunedTrial:
+    """Rank 0's pruning policy when a search's trial is a gang (``tasks.trial.TrialWatch``
+    hears rank 0's metric lines only): before rank 0's process is stopped, the gang hears it
+    was pruned, so a partner whose collective fails as rank 0 stops records no failure, and
+    rank 0's silence from then on is no loss. The partners stop through the lease once rank 0
+    records the trial pruned, as a cancel stops them."""
+
+    def __init__(self, ctx: HostContext, job: JobSpec, pruning):
+        self.g, self.job, self.pruning = gangs(ctx), job, pruning
+
+    def on_tick(self, tick: Tick) -> Stop | None:
+        stop = self.pruning.on_tick(tick)
+        if stop is Stop.PRUNED:
+            self.g.pruned(self.job.job_id)
+        return stop
+
+
+def lead(seat: Seat | None) -> bool:
+    """Whether this run speaks for its job: a one-host job's, or a gang's rank 0 (its metric
+    lines are the trial's, its progress the record's; another rank's are in its own log)."""
+    return seat is None or seat.rank == 0
+
+
 def log_id(job_id: str, seat: Seat | None) -> str:
     """Where a member's output goes for `fleet logs`: rank 0's is the job's own log, another
     rank's is beside it (`fleet logs --rank N`)."""
@@ -177,6 +200,9 @@ def settle(ctx: HostContext, run: Run, outcome: RunOutcome) -> Ended | None:
     if outcome.stopped is Stop.GANG_LOST:
         return _requeue_gang(ctx, run, watch.why or "a gang member was lost")
     if outcome.stopped is None and outcome.returncode != 0:
+        if seat.rank != 0 and _redis(ctx, lambda: watch.g.was_pruned(job.job_id), "gang read"):
+            # rank 0 stopped for its search's pruner, and this process's collective failed
+            return Ended(Outcome.STOPPED, "its gang's trial was pruned; rank 0 records it")
         # its partner's death often fails this process first (a collective's peer closed)
         why = _redis(ctx, watch.broken, "gang beat")
         return _requeue_gang(ctx, run, why) if why else None

@@ -24,7 +24,7 @@
 --                                               | {'broken', 'rank R on HOST'} | {'gone', state}
 --                                               | {'evicted', ''} | {'yield', older job_id}
 --   leave: rank, seat                        -> {'left', ''} | {'formed', token}
---   done:  rank                              -> {'ok', ''}
+--   done:  rank[, why]                       -> {'ok', ''}  (why: 'pruned', its trial stopped)
 --   start: token                             -> {'ok', hosts} | {'stale', ''}
 --@@OWNED@@
 local op, now, ttl = ARGV[1], tonumber(ARGV[2]), tonumber(ARGV[3])
@@ -110,7 +110,7 @@ local function formed()
 end
 
 if op == 'done' then
-  redis.call('HSET', gk, 'done:' .. ARGV[4], '1')
+  redis.call('HSET', gk, 'done:' .. ARGV[4], ARGV[5] or '1')
   return {'ok', ''}
 end
 
