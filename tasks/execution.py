@@ -85,8 +85,10 @@ def _execute(task, job: JobSpec) -> Ended:
     queue = (task.request.delivery_info or {}).get("routing_key") or ""
     token = uuid.uuid4().hex
     if job.gang:  # its members take seats first; the one that fills the last claims
-        formed = gang.form(ctx, job, queue, token)
+        formed = gang.form(ctx, job, queue, token, lambda why: events.forming(task, why))
         if isinstance(formed, Ended):
+            if formed.outcome is Outcome.RELEASED:  # its seat given back: queued, as Flower says
+                events.requeued(task, formed.why)
             return formed
         claim = Claim(True, "gang", formed.attempts, formed.runs)
         token, seat = formed.token, formed.seat
@@ -325,6 +327,8 @@ def _run(task, ctx: HostContext, run: Run) -> Ended:
     if run.seat is not None:
         ended = gang.settle(ctx, run, outcome)
         if ended is not None:
+            if ended.outcome is Outcome.RELEASED:  # the gang runs again as a whole: queued
+                events.requeued(task, ended.why)
             return ended
     if outcome.stopped is Stop.TIMEOUT or outcome.returncode != 0:
         return _failed(ctx, run, outcome)
@@ -370,8 +374,12 @@ def _run_process(task, ctx: HostContext, run: Run, argv: list[str], env: dict) -
     """Run the job's process, reporting its progress to the lease, Flower and `fleet logs`."""
     job, work = run.job, run.work
     # Flower's Result cell says where it runs and on which GPUs
-    where = ctx.hostname + (f" GPU {','.join(str(d.index) for d in run.gpus)}" if run.gpus else "")
-    flower = events.ProgressEvents(task, where, run.attempt, gpus=tuple(d.index for d in run.gpus))
+    hosts = tuple(m.host for m in run.seat.members) if run.seat else ()
+    where = " + ".join(hosts) or ctx.hostname  # a gang: every member's host
+    where += f" GPU {','.join(str(d.index) for d in run.gpus)}" if run.gpus else ""
+    flower = events.ProgressEvents(
+        task, where, run.attempt, gpus=tuple(d.index for d in run.gpus), gang_hosts=hosts
+    )
     history = MetricHistory(ctx.redis, job.job_id, run.number)
     lead = gang.lead(run.seat)  # a gang's other ranks: their metric lines stay in their logs
     pruning = trial.watch(ctx.redis, job, lambda: ctx.runs.wake(job.job_id)) if lead else None
@@ -429,9 +437,9 @@ def _tick_loop(
     policies = [
         *([ticks.Heartbeat(run.lease)] if lead else []),  # the record's progress: rank 0's
         ticks.EachTick(history.flush),
-        ticks.TaskProgress(task, run, ctx.hostname),
-        ticks.FlowerProgress(flower),
     ]
+    if lead:  # one task for a gang in Flower and the result backend: rank 0 reports for it
+        policies += [ticks.TaskProgress(task, run, ctx.hostname), ticks.FlowerProgress(flower)]
     watch = _vram_watch(run)
     if watch is not None:
         policies.append(ticks.VramBudget(watch, run))

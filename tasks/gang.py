@@ -14,6 +14,7 @@ from __future__ import annotations
 import logging
 import socket
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -59,9 +60,17 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
-def form(ctx: HostContext, job: JobSpec, queue: str, token: str) -> Formed | Ended:
+def form(
+    ctx: HostContext,
+    job: JobSpec,
+    queue: str,
+    token: str,
+    waiting: Callable[[str], None] = lambda why: None,
+) -> Formed | Ended:
     """Take a seat in ``job``'s gang and wait until all its members hold theirs; an ``Ended``
-    when this delivery does not run (dropped, or its seat given back)."""
+    when this delivery does not run (dropped, or its seat given back). ``waiting`` hears why
+    the job is not started yet while this host holds a seat or another copy came to it
+    (Flower shows the job queued, not started)."""
     g = gangs(ctx)
     me = Member(-1, ctx.hostname, advertised_addr(ctx), free_port(), token)
     answer, detail = _redis(
@@ -70,6 +79,7 @@ def form(ctx: HostContext, job: JobSpec, queue: str, token: str) -> Formed | End
     if answer is Answer.DROP:
         return Ended(Outcome.DROPPED, detail)
     if answer is Answer.SAME_HOST:
+        waiting(f"gang forming: {ctx.hostname} holds a seat; {job.nodes} hosts needed")
         time.sleep(SAME_HOST_PAUSE_S)
         return Ended(Outcome.DROPPED, "this host holds a seat of the gang already")
     rank = int(detail)
@@ -84,6 +94,7 @@ def form(ctx: HostContext, job: JobSpec, queue: str, token: str) -> Formed | End
         _redis(ctx, lambda: g.start(job.job_id, token), "start gang")
         log.info("gang %s (%s) formed on %s", job.name, short_id(job.job_id), ctx.hostname)
         return _formed(ctx, g, job, rank, token)
+    waiting(f"gang forming: {ctx.hostname} holds a seat; {job.nodes} hosts needed")
     return _wait(ctx, g, job, rank, token)
 
 
@@ -280,4 +291,5 @@ def _requeue_gang(ctx: HostContext, run: Run, why: str) -> Ended:
     if not owned:  # a partner requeued it first, or it was cancelled: the record says
         return Ended(Outcome.STOPPED, "the gang ended elsewhere")
     log.warning("gang %s (%s): %s", job.name, short_id(job.job_id), reason)
-    return Ended(Outcome.RELEASED, reason, end=RunEnd.LOST, detail=why)
+    outcome = Outcome.RELEASED if again else Outcome.FAILED
+    return Ended(outcome, reason, end=RunEnd.LOST, detail=why)
