@@ -4,13 +4,25 @@ Flat and free of side effects. Every FLEET_* variable is declared in ``core.regi
 and read through it; a bad value raises ConfigError naming the variable.
 """
 
-from core import registry as _settings
+from core.registry import (
+    FLEET_ADOPT_UNPUBLISHED,
+    FLEET_BROKER_URL,
+    FLEET_CHECKPOINT_EVERY_S,
+    FLEET_LEASE_TTL_S,
+    FLEET_REDIS_SOCKET_TIMEOUT_S,
+    FLEET_RESULT_BACKEND,
+    FLEET_STAGED_GRACE_S,
+    FLEET_STRAY_SWEEP_EVERY_S,
+    FLEET_TRAINED_GRACE_S,
+    FLEET_UNACKED_RESTORE_INTERVAL_S,
+    FLEET_VISIBILITY_TIMEOUT_S,
+)
 from state import broker as _broker
 
 # redis://, rediss:// (TLS, FLEET_REDIS_CA_FILE) or sentinel:// (FLEET_SENTINEL_MASTER):
 # state.broker
-_broker_at = _broker.from_env("FLEET_BROKER_URL")
-_results_at = _broker.from_env("FLEET_RESULT_BACKEND", _broker_at.url)
+_broker_at = _broker.from_env(FLEET_BROKER_URL)
+_results_at = _broker.from_env(FLEET_RESULT_BACKEND, _broker_at.url)
 broker_url = _broker_at.url
 result_backend = _results_at.url
 broker_use_ssl = _broker_at.ssl or False
@@ -38,14 +50,14 @@ worker_hijack_root_logger = False
 # Redis redelivers an unacked message after visibility_timeout; set it above the longest
 # job so it stays a backstop (leases and the reaper are the mechanism). kombu reads it
 # from the broker and the result backend transport options.
-fleet_lease_ttl_s = _settings.value("FLEET_LEASE_TTL_S")
+fleet_lease_ttl_s = FLEET_LEASE_TTL_S.value()
 # how long a worker's own Redis client waits for a reply before it retries the command
-fleet_redis_socket_timeout_s = _settings.value("FLEET_REDIS_SOCKET_TIMEOUT_S")
-visibility_timeout = _settings.value("FLEET_VISIBILITY_TIMEOUT_S")
+fleet_redis_socket_timeout_s = FLEET_REDIS_SOCKET_TIMEOUT_S.value()
+visibility_timeout = FLEET_VISIBILITY_TIMEOUT_S.value()
 # How often kombu looks for unacked messages older than visibility_timeout (about
 # interval x throttle seconds; kombu's default is 10 x 10).
-unacked_restore_interval = _settings.value("FLEET_UNACKED_RESTORE_INTERVAL_S")
-_restore_given = _settings.source("FLEET_UNACKED_RESTORE_INTERVAL_S") == "env"
+unacked_restore_interval = FLEET_UNACKED_RESTORE_INTERVAL_S.value()
+_restore_given = FLEET_UNACKED_RESTORE_INTERVAL_S.source() == "env"
 broker_transport_options = {
     "visibility_timeout": visibility_timeout,
     "unacked_restore_interval": unacked_restore_interval,
@@ -81,7 +93,7 @@ result_expires = 30 * 24 * 3600
 
 # A message for a job with no record (sent with apply_async, not `fleet publish`) is set
 # aside in the dead-letter list, not run, unless this is on.
-fleet_adopt_unpublished = _settings.value("FLEET_ADOPT_UNPUBLISHED")
+fleet_adopt_unpublished = FLEET_ADOPT_UNPUBLISHED.value()
 
 task_create_missing_queues = True
 task_default_queue = "cpu"
@@ -89,10 +101,10 @@ task_routes = ("tasks.router.route_task",)
 
 # Durable trained output (tasks.trained) and checkpoint sync (tasks.checkpoint): how long a
 # trained run waits for its host to come back, how often a checkpoint dir is synced.
-fleet_trained_grace_s = _settings.value("FLEET_TRAINED_GRACE_S")
-fleet_checkpoint_every_s = _settings.value("FLEET_CHECKPOINT_EVERY_S")
+fleet_trained_grace_s = FLEET_TRAINED_GRACE_S.value()
+fleet_checkpoint_every_s = FLEET_CHECKPOINT_EVERY_S.value()
 
 # Staged bundles (tasks.strays): one no record names is deleted once this old; how often
 # one worker sweeps them.
-fleet_staged_grace_s = _settings.value("FLEET_STAGED_GRACE_S")
-fleet_stray_sweep_every_s = _settings.value("FLEET_STRAY_SWEEP_EVERY_S")
+fleet_staged_grace_s = FLEET_STAGED_GRACE_S.value()
+fleet_stray_sweep_every_s = FLEET_STRAY_SWEEP_EVERY_S.value()

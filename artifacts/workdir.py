@@ -18,9 +18,8 @@ from pathlib import Path
 import pathspec
 
 from core.errors import DataProblem
-from core.registry import value
+from core.registry import FLEET_WORKDIR_MAX_MIB
 
-WORKDIR_MAX_ENV = "FLEET_WORKDIR_MAX_MIB"  # a bigger workdir is refused at publish
 IGNORE_FILES = (".gitignore",)
 FLEETIGNORE = ".fleetignore"  # top level only: what the publisher wants left behind
 ALWAYS_LEFT_OUT = (
@@ -122,7 +121,7 @@ def select(root: Path, leave_out: Iterable[Path] = ()) -> Selection:
 
 def max_bytes(env: Mapping[str, str] | None = None) -> int:
     """The workdir bound from FLEET_WORKDIR_MAX_MIB (MiB); a bad value is a ConfigError."""
-    return int(value(WORKDIR_MAX_ENV, env) * (1 << 20))
+    return int(FLEET_WORKDIR_MAX_MIB.value(env) * (1 << 20))
 
 
 def check_size(sel: Selection, limit: int) -> None:
@@ -134,7 +133,7 @@ def check_size(sel: Selection, limit: int) -> None:
         f"workdir {str(sel.root)!r} is {_mib(sel.total_bytes)}, over the "
         f"{_mib(limit)} limit; largest files: {biggest}",
         f"leave data and environments out with a {FLEETIGNORE} (gitignore syntax) "
-        f"and ship data with `data = ...`, or raise {WORKDIR_MAX_ENV}",
+        f"and ship data with `data = ...`, or raise {FLEET_WORKDIR_MAX_MIB.name}",
     )
 
 

@@ -34,6 +34,7 @@ RECONCILE_KEY = KEY_PREFIX + "reconcile"  # hash: queue -> time of the lost poll
 RECONCILE_SEEN_KEY = KEY_PREFIX + "reconcile-seen"  # set: delivery tags found in their lists
 RECONCILE_CHUNK = 1000  # list entries or job records per reconcile script call
 RECONCILE_SKEW_S = 60.0  # jobs created up to this long after a lost poll count (clock skew)
+RECONCILE_SEEN_TTL_MS = 600_000  # the seen set outlives a reaper that died mid-pass this long
 
 LEASE_TTL_S = 60.0
 HEARTBEAT_EVERY_S = 1.0  # how often a running job checks its record (cancel) and renews
@@ -61,6 +62,8 @@ MAX_GPUS = 64  # GPUs one job may ask for on one host
 MAX_NODES = 64  # hosts one gang (`nodes = N`) may span
 GANG_FORM_TIMEOUT_S = 60.0  # a host holds a seat of a forming gang this long, then gives it back
 GANG_BEAT_TTL_S = 5.0  # a gang member silent this long is gone (the gang stops as one)
+GANG_HASH_TTL_S = 24 * 3600  # a gang's member hash expires this long after its last join
+GANG_OLDER_SCAN = 16  # forming gangs just ahead of its own a waiting member may yield to
 
 # --- artifacts --------------------------------------------------------------
 # Chosen by bench/bundle.py: level 3 keeps the multi-threaded compressor at the
@@ -193,3 +196,29 @@ SEARCHES_KEY = KEY_PREFIX + "searches"  # hash search name -> the id of its one 
 # set of ids with trials left or live (the sweep)
 ACTIVE_SEARCHES_KEY = KEY_PREFIX + "searches:active"
 DEFAULT_MAX_FAILURES = 5  # consecutive failed trials that stop a search
+
+# --- defaults of settings (core.registry) not named above, with their units ----
+UNACKED_RESTORE_INTERVAL_S = 10.0  # kombu's own default
+FAIRSHARE_HALF_LIFE_S = 7 * 24 * 3600.0  # usage a week old counts half
+WORKDIR_MAX_MIB = 200.0  # a bigger workdir is refused at publish
+YIELD_POLL_S = 2.0  # how often the owner's activity is looked at
+YIELD_RECLAIM_S = 300.0  # a yielded device is left alone this long before it is taken back
+YIELD_CHECK_TIMEOUT_S = 5.0  # a busy check that runs longer counts as "not busy" (and is logged)
+# the desktop itself: display servers and compositors hold a graphics context on the GPU
+# that drives a screen all the time, owner present or not
+YIELD_IGNORE = (
+    "Xorg",
+    "X",
+    "Xwayland",
+    "gnome-shell",
+    "kwin_x11",
+    "kwin_wayland",
+    "plasmashell",
+    "sway",
+    "mutter",
+    "cinnamon",
+    "xfwm4",
+    "gdm-x-session",
+)
+DEFAULT_STORE_DIR = ".fleet-local/store"  # relative to the working directory
+DEFAULT_WORK_DIR = "~/.cache/fleet"

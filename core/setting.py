@@ -1,6 +1,10 @@
 """One environment variable fleet reads: its name, its kind, its default, its doc, whether it
 is a secret; and the kinds, each one parser used for every variable of that kind.
 
+Code reads a variable by its declaration, typed by its kind: ``FLEET_LEASE_TTL_S.value()``
+is a float (``from core.registry import FLEET_LEASE_TTL_S``: a misspelt name fails at
+import), ``.value(env)`` reads another environment, ``.name`` is the variable's name.
+
 An empty value counts as unset (``FLEET_X=`` gives the default). A bad value raises
 ConfigError naming the variable, the value and the fix:
 ``FLEET_YIELD='maybe': expected 1 or 0 (yes/no, true/false, on/off), e.g. FLEET_YIELD=1``.
@@ -9,15 +13,17 @@ Declarations live in ``core.registry``; this module holds no variable of its own
 
 from __future__ import annotations
 
+import os
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from enum import Enum
-from typing import Any
+from typing import Any, Generic, TypeVar
 
 from core.errors import ConfigError
 
 TRUE_WORDS = ("1", "true", "yes", "on")
 FALSE_WORDS = ("0", "false", "no", "off")
+T = TypeVar("T")
 
 
 class Source(str, Enum):
@@ -36,12 +42,12 @@ class Scope(str, Enum):
 
 
 @dataclass(frozen=True)
-class Kind:
+class Kind(Generic[T]):
     """A type of value: ``convert`` turns the text into it or raises ValueError; ``expected``
     says what is accepted, for the error and the doc."""
 
     name: str
-    convert: Callable[[str], Any]
+    convert: Callable[[str], T]
     expected: str
 
 
@@ -76,17 +82,21 @@ def _names(raw: str) -> tuple[str, ...]:
     return tuple(n.strip() for n in raw.split(",") if n.strip())
 
 
-BOOL = Kind("bool", _bool, "1 or 0 (yes/no, true/false, on/off)")
-SECONDS = Kind("seconds", _number(float, least=0, above=True), "a number of seconds > 0")
-SECONDS_OR_ZERO = Kind("seconds", _number(float, least=0, above=False), "a number of seconds >= 0")
-GIB = Kind("GiB", _number(float, least=0, above=True), "a number of GiB > 0")
-MIB = Kind("MiB", _number(float, least=0, above=True), "a number of MiB > 0")
-GIB_OR_ZERO = Kind("GiB", _number(float, least=0, above=False), "a number of GiB >= 0")
-COUNT = Kind("count", _number(int, least=0, above=False), "a whole number >= 0")
-URL = Kind("URL", _url, "a URL, scheme://...")
-TEXT = Kind("text", str.strip, "text")
-PATH = Kind("path", str.strip, "a path")
-NAMES = Kind("names", _names, "comma-separated names")
+BOOL: Kind[bool] = Kind("bool", _bool, "1 or 0 (yes/no, true/false, on/off)")
+SECONDS: Kind[float] = Kind(
+    "seconds", _number(float, least=0, above=True), "a number of seconds > 0"
+)
+SECONDS_OR_ZERO: Kind[float] = Kind(
+    "seconds", _number(float, least=0, above=False), "a number of seconds >= 0"
+)
+GIB: Kind[float] = Kind("GiB", _number(float, least=0, above=True), "a number of GiB > 0")
+MIB: Kind[float] = Kind("MiB", _number(float, least=0, above=True), "a number of MiB > 0")
+GIB_OR_ZERO: Kind[float] = Kind("GiB", _number(float, least=0, above=False), "a number of GiB >= 0")
+COUNT: Kind[int] = Kind("count", _number(int, least=0, above=False), "a whole number >= 0")
+URL: Kind[str] = Kind("URL", _url, "a URL, scheme://...")
+TEXT: Kind[str] = Kind("text", str.strip, "text")
+PATH: Kind[str] = Kind("path", str.strip, "a path")
+NAMES: Kind[tuple[str, ...]] = Kind("names", _names, "comma-separated names")
 
 
 def text(value: Any) -> str:
@@ -99,20 +109,21 @@ def text(value: Any) -> str:
 
 
 @dataclass(frozen=True)
-class Setting:
-    """One variable. ``default`` is the value when unset (a named constant with its unit);
-    ``default_doc`` says it in words where it is worked out at run time (the host's name)."""
+class Setting(Generic[T]):
+    """One variable. ``default`` is the value when unset (a named constant with its unit;
+    None where there is none, and the declaration's type says ``| None``); ``default_doc``
+    says it in words where it is worked out at run time (the host's name)."""
 
     name: str
     kind: Kind
-    default: Any
+    default: T
     doc: str
     secret: bool = False
     scope: Scope = Scope.FLEET
     example: str = ""
     default_doc: str = ""
 
-    def parse(self, raw: str) -> Any:
+    def parse(self, raw: str) -> T:
         """``raw`` as this setting's kind; ConfigError naming the variable and the fix."""
         try:
             return self.kind.convert(raw)
@@ -124,7 +135,15 @@ class Setting:
                 f"({self.default_text})"
             ) from None
 
-    def read(self, env: Mapping[str, str]) -> tuple[Any, Source]:
+    def value(self, env: Mapping[str, str] | None = None) -> T:
+        """The effective value in ``env`` (default: this process's environment)."""
+        return self.read(os.environ if env is None else env)[0]
+
+    def source(self, env: Mapping[str, str] | None = None) -> Source:
+        """Whether it was set in ``env`` or falls back to its default."""
+        return self.read(os.environ if env is None else env)[1]
+
+    def read(self, env: Mapping[str, str]) -> tuple[T, Source]:
         """The effective value in ``env`` and where it came from."""
         raw = env.get(self.name, "")
         if not raw.strip():

@@ -12,16 +12,29 @@ from pathlib import PurePosixPath
 
 from core import constants as C
 from core.errors import ConfigError
+from core.registry import (
+    FLEET_BROKER_URL,
+    FLEET_JOB_USER,
+    FLEET_RESULT_BACKEND,
+    FLEET_STORE_URL,
+    FLEET_SUPERVISOR_PARENT,
+    FLEET_WORK_DIR,
+    FLEET_YIELD,
+    FLEET_YIELD_CHECK,
+    FLEET_YIELD_IDLE_HINT,
+    FLEET_YIELD_POLL_S,
+    FLEET_YIELD_RECLAIM_S,
+)
 from state import acl
 
 # Settings the worker reads from its environment, carried into the EnvironmentFile.
 ENV_PREFIXES = ("FLEET_", "AWS_")
 ENV_EXTRA = ("REQUESTS_CA_BUNDLE", "SSL_CERT_FILE", "NVIDIA_VISIBLE_DEVICES")
 # set by the unit itself, or meaningless in a service
-ENV_LEFT_OUT = ("FLEET_WORK_DIR", "FLEET_JOB_USER", "FLEET_SUPERVISOR_PARENT")
+ENV_LEFT_OUT = tuple(s.name for s in (FLEET_WORK_DIR, FLEET_JOB_USER, FLEET_SUPERVISOR_PARENT))
 ENV_LEFT_OUT_PREFIXES = ("FLEET_ACL_",)  # the roles' passwords: a worker gets its own login only
-REDIS_URL_VARS = ("FLEET_BROKER_URL", "FLEET_RESULT_BACKEND")
-REQUIRED = ("FLEET_BROKER_URL", "FLEET_STORE_URL")
+REDIS_URL_VARS = (FLEET_BROKER_URL.name, FLEET_RESULT_BACKEND.name)
+REQUIRED = (FLEET_BROKER_URL.name, FLEET_STORE_URL.name)
 # What a worker running as root needs to start jobs as FLEET_JOB_USER, hand them their
 # work directory, stop them, and read and remove what they wrote.
 JOB_USER_CAPABILITIES = (
@@ -99,15 +112,15 @@ def yield_values(
     read them (so a bad value fails here, naming its variable)."""
     from core import settings as S
 
-    out = {S.YIELD_ENV: "1" if enabled else "0"}
+    out = {FLEET_YIELD.name: "1" if enabled else "0"}
     if check is not None:
-        out[S.YIELD_CHECK_ENV] = check
+        out[FLEET_YIELD_CHECK.name] = check
     if idle_hint:
-        out[S.YIELD_IDLE_HINT_ENV] = "1"
+        out[FLEET_YIELD_IDLE_HINT.name] = "1"
     if reclaim_s is not None:
-        out[S.YIELD_RECLAIM_ENV] = f"{reclaim_s:g}"
+        out[FLEET_YIELD_RECLAIM_S.name] = f"{reclaim_s:g}"
     if poll_s is not None:
-        out[S.YIELD_POLL_ENV] = f"{poll_s:g}"
+        out[FLEET_YIELD_POLL_S.name] = f"{poll_s:g}"
     for name, value in out.items():
         if "\n" in value or "\r" in value:
             raise ConfigError(
@@ -136,7 +149,7 @@ def worker_login(env: Mapping[str, str]) -> Login:
     """The worker role's login for the Redis URLs in ``env``: with FLEET_ACL_WORKER_PASSWORD
     set, each URL logs in as the worker user; a URL already naming it is kept; another role's
     login is refused (an operator's or a dashboard's password never lands on a worker)."""
-    password = env.get(acl.PASSWORD_VARS[acl.Role.WORKER])
+    password = acl.PASSWORD_VARS[acl.Role.WORKER].value(env)
     worker = acl.USERS[acl.Role.WORKER]
     urls, as_admin = {}, False
     for var in REDIS_URL_VARS:
@@ -149,8 +162,8 @@ def worker_login(env: Mapping[str, str]) -> Login:
         elif role not in (None, acl.Role.WORKER):
             raise ConfigError(
                 f"{var} logs in as {_username(url)!r} ({role.value} role): a worker logs in as "
-                f"{worker}; set {acl.PASSWORD_VARS[acl.Role.WORKER]} to its password (`fleet acl`) "
-                "and run `fleet enroll` again"
+                f"{worker}; set {acl.PASSWORD_VARS[acl.Role.WORKER].name} to its password "
+                "(`fleet acl`) and run `fleet enroll` again"
             )
         elif role is None:
             as_admin = True
@@ -190,7 +203,7 @@ def render_unit(plan: UnitPlan) -> str:
     celery, code = _path(plan.celery, "celery executable"), _path(plan.code_dir, "code directory")
     env_file = _path(plan.env_file, "environment file")
     work = (
-        _path(plan.work_dir, "FLEET_WORK_DIR")
+        _path(plan.work_dir, FLEET_WORK_DIR.name)
         if plan.work_dir
         else f"/var/lib/{C.ENROLL_STATE_DIR}"
     )

@@ -31,7 +31,7 @@ import redis
 
 from core import constants as C
 from core.errors import ConfigError
-from core.registry import value
+from core.registry import FLEET_BROKER_URL
 from fleet import flower_view as view
 from fleet.query import searchpage
 from fleet.query.hosts import live_hosts
@@ -75,7 +75,7 @@ def settings(env: Mapping[str, str], argv: Sequence[str]) -> dict:
             "FLOWER_BASIC_AUTH=user:password (or --basic-auth=user:password), "
             "or FLOWER_UNAUTHENTICATED=1 for a local try on 127.0.0.1"
         )
-    if _read_only(value("FLEET_BROKER_URL", env)):
+    if _read_only(FLEET_BROKER_URL.value(env)):
         out["enable_events"] = False
     return out
 

@@ -20,6 +20,7 @@ from pathlib import Path
 import psutil
 
 from core.errors import FleetError
+from core.registry import FLEET_BROKER_URL, FLEET_S3_ENDPOINT_URL, FLEET_STORE_URL
 from fleet.rootlock import clear_stopped
 from fleet.rootlock import live as _live
 
@@ -27,7 +28,8 @@ STATE_FILE = "fleet.json"
 STOP_WAIT_S = 30.0
 FLOWER_PORT = 5555  # Flower's own default
 REPO = Path(__file__).resolve().parents[1]  # where flowerconfig.py is: Flower reads it from the cwd
-EXPORTED = ("FLEET_BROKER_URL", "FLEET_STORE_URL", "FLEET_S3_ENDPOINT_URL")  # never credentials
+# never credentials
+EXPORTED = tuple(s.name for s in (FLEET_BROKER_URL, FLEET_STORE_URL, FLEET_S3_ENDPOINT_URL))
 
 
 def _fleet_command() -> str:
@@ -60,7 +62,7 @@ def flower_line(state: dict, port: int = FLOWER_PORT) -> str:
     ``flowerconfig.py``; on loopback, so a local try needs no password."""
     beside = Path(sys.executable).with_name("celery")
     celery = str(beside) if beside.exists() else "celery"
-    broker = shlex.quote(state["env"].get("FLEET_BROKER_URL", ""))
+    broker = shlex.quote(state["env"].get(FLEET_BROKER_URL.name, ""))
     return (
         f"cd {shlex.quote(str(REPO))} && FLEET_BROKER_URL={broker} FLOWER_UNAUTHENTICATED=1 "
         f"{celery} -A tasks flower --port={port}"

@@ -21,7 +21,7 @@ from enum import Enum
 from pathlib import Path
 from typing import Protocol
 
-from core.registry import value
+from core.registry import FLEET_STORE_URL
 from fleet import feasibility, localaddr
 from fleet.query import jobs as Q
 from fleet.rootlock import Holder, RootLock
@@ -191,7 +191,7 @@ def start(root: Path, lock: RootLock, *, kept: bool = False) -> Fleet:
     )
     server = RedisServer(root / "redis", port=port, pass_fds=(lock.fd,)).start()
     localaddr.remember(root, server.port)
-    store_url = value("FLEET_STORE_URL") or f"file://{root / 'store'}"
+    store_url = FLEET_STORE_URL.value() or f"file://{root / 'store'}"
     env = dict(os.environ, FLEET_BROKER_URL=server.url, FLEET_STORE_URL=store_url)
     # one uv cache for the simulated hosts of one disk: a job's environment costs its size once
     env.setdefault("UV_CACHE_DIR", str(root / "uv-cache"))

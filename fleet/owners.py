@@ -12,17 +12,17 @@ import socket
 from collections.abc import Mapping
 
 from core.errors import ConfigError
-from core.registry import value
+from core.registry import FLEET_OWNER
 from manifest.owner import OWNER_RULE, owner_ok
-
-OWNER_ENV = "FLEET_OWNER"
 
 
 def validate(name: str, *, source: str = "--owner") -> str:
     """``name`` if it is a short printable token (letters, digits, ``. _ @ + -``), else an
     error naming where it came from and how to fix it."""
     if not owner_ok(name):
-        raise ConfigError(f"{source} {name!r}: {OWNER_RULE}; pass --owner NAME or set {OWNER_ENV}")
+        raise ConfigError(
+            f"{source} {name!r}: {OWNER_RULE}; pass --owner NAME or set {FLEET_OWNER.name}"
+        )
     return name
 
 
@@ -35,9 +35,10 @@ def resolve(flag: str | None, env: Mapping[str, str] | None = None) -> str:
     """The owner for a publish: the flag, else FLEET_OWNER, else ``user@host``; validated."""
     if flag is not None:
         return validate(flag)
-    given = value(OWNER_ENV, env)
+    given = FLEET_OWNER.value(env)
     if given:
-        return validate(given, source=OWNER_ENV)
+        return validate(given, source=FLEET_OWNER.name)
     return validate(
-        default_owner(), source=f"the default owner (user@host; set {OWNER_ENV} or pass --owner)"
+        default_owner(),
+        source=f"the default owner (user@host; set {FLEET_OWNER.name} or pass --owner)",
     )

@@ -17,8 +17,8 @@ from artifacts.identity import Progress, write_dir_tar, write_files_tar
 from artifacts.stores import Store, open_store
 from core.constants import DATA_PROGRESS_MIN_BYTES
 from core.errors import DigestMismatch
-from core.registry import value
-from core.settings import STORE_URL_ENV, StoreSettings
+from core.registry import FLEET_STORE_URL
+from core.settings import StoreSettings
 from manifest import dataref
 from manifest.dataref import DIR, DataSource
 from manifest.schema import JobSpec, Manifest
@@ -49,7 +49,7 @@ def fleet_store(client, broker_url: str, env: Mapping[str, str] | None = None) -
     (FLEET_STORE_URL, else ./.fleet-local/store) while none is recorded; refused at once when
     it names another than the fleet's."""
     url = fleetstore.settle(
-        client, value(STORE_URL_ENV, env), StoreSettings.from_env(env).url, "publisher", broker_url
+        client, FLEET_STORE_URL.value(env), StoreSettings.from_env(env).url, "publisher", broker_url
     )
     return open_store(StoreSettings.from_env(env, url=url))
 

@@ -7,7 +7,7 @@ from dataclasses import asdict, dataclass, field, replace
 from typing import Any
 
 from core.errors import CapabilityError
-from core.registry import value
+from core.registry import FLEET_CAPABILITY, FLEET_HOSTNAME
 
 OVERRIDE_KEYS = ("hostname", "cpu_cores", "ram_total_gib", "ram_available_gib", "cuda_devices")
 
@@ -176,7 +176,7 @@ def restrict(cap: Capability, declared: dict[str, Any]) -> Capability:
 
 def from_environment(cap: Capability, env: dict[str, str] | None = None) -> Capability:
     """Apply FLEET_CAPABILITY then FLEET_HOSTNAME from the environment."""
-    override, hostname = value("FLEET_CAPABILITY", env), value("FLEET_HOSTNAME", env)
+    override, hostname = FLEET_CAPABILITY.value(env), FLEET_HOSTNAME.value(env)
     if override:
         cap = apply_override(cap, parse_override(override))
     if hostname:

@@ -12,7 +12,7 @@ import math
 from collections.abc import Mapping
 from dataclasses import dataclass
 
-from core.registry import FAIRSHARE_HALF_LIFE_S as HALF_LIFE_S  # FLEET_FAIRSHARE_HALF_LIFE_S
+from core.constants import FAIRSHARE_HALF_LIFE_S as HALF_LIFE_S  # FLEET_FAIRSHARE_HALF_LIFE_S
 
 CORE_HOUR_WEIGHT = 1 / 16  # sixteen core-hours weigh as much as one GPU-hour
 DEFAULT_SHARE = 1.0

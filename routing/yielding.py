@@ -12,8 +12,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, replace
 
-from core.constants import KILL_GRACE_S
-from core.settings import YIELD_POLL_S, YIELD_RECLAIM_S
+from core.constants import KILL_GRACE_S, YIELD_POLL_S, YIELD_RECLAIM_S
 from routing.pool import Demand, Grant, Pool, admit
 
 # the owner must leave the device alone this long (FLEET_YIELD_RECLAIM_S)

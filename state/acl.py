@@ -28,6 +28,12 @@ from enum import Enum
 
 from core import constants as C
 from core.errors import ConfigError
+from core.registry import (
+    FLEET_ACL_ADMIN_PASSWORD,
+    FLEET_ACL_OPERATOR_PASSWORD,
+    FLEET_ACL_READONLY_PASSWORD,
+    FLEET_ACL_WORKER_PASSWORD,
+)
 
 
 class Role(str, Enum):
@@ -44,11 +50,11 @@ USERS = {
 # where `fleet acl` and `fleet enroll` read each role's password
 # (never written to a worker's env file)
 PASSWORD_VARS = {
-    Role.WORKER: "FLEET_ACL_WORKER_PASSWORD",
-    Role.OPERATOR: "FLEET_ACL_OPERATOR_PASSWORD",
-    Role.READONLY: "FLEET_ACL_READONLY_PASSWORD",
+    Role.WORKER: FLEET_ACL_WORKER_PASSWORD,
+    Role.OPERATOR: FLEET_ACL_OPERATOR_PASSWORD,
+    Role.READONLY: FLEET_ACL_READONLY_PASSWORD,
 }
-ADMIN_PASSWORD_VAR = "FLEET_ACL_ADMIN_PASSWORD"  # the default user's, in an aclfile
+ADMIN_PASSWORD_VAR = FLEET_ACL_ADMIN_PASSWORD  # the default user's, in an aclfile
 # Keys only operators write: what publish, requeue and a change of the fleet's tiers touch.
 # fair-share weights are the operators' to set (`fleet share set`); workers only read them
 OPERATOR_KEYS = (

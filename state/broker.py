@@ -25,14 +25,23 @@ from urllib.parse import unquote, urlsplit
 
 from core import constants as C
 from core.errors import ConfigError
-from core.registry import value
+from core.registry import (
+    FLEET_BROKER_URL,
+    FLEET_REDIS_CA_FILE,
+    FLEET_REDIS_CERT_FILE,
+    FLEET_REDIS_KEY_FILE,
+    FLEET_REDIS_WAIT_REPLICAS,
+    FLEET_SENTINEL_MASTER,
+    FLEET_SENTINEL_PASSWORD,
+)
 from core.secrets import masked
+from core.setting import Setting
 
 SCHEMES = ("redis", "rediss", "sentinel")
 TLS_FILE_VARS = {
-    "ssl_ca_certs": "FLEET_REDIS_CA_FILE",
-    "ssl_certfile": "FLEET_REDIS_CERT_FILE",
-    "ssl_keyfile": "FLEET_REDIS_KEY_FILE",
+    "ssl_ca_certs": FLEET_REDIS_CA_FILE,
+    "ssl_certfile": FLEET_REDIS_CERT_FILE,
+    "ssl_keyfile": FLEET_REDIS_KEY_FILE,
 }
 
 
@@ -90,7 +99,7 @@ class BrokerSettings:
 
 
 def parse(
-    url: str, *, var: str = "FLEET_BROKER_URL", environ: Mapping[str, str] | None = None
+    url: str, *, var: str = FLEET_BROKER_URL.name, environ: Mapping[str, str] | None = None
 ) -> BrokerSettings:
     """Validate ``url`` (read from ``var``) and the FLEET_REDIS_* / FLEET_SENTINEL_* variables."""
     env = os.environ if environ is None else environ
@@ -110,14 +119,14 @@ def parse(
     tls = _tls(scheme, env)
     master = sentinel_pw = None
     if scheme == "sentinel":
-        master = value("FLEET_SENTINEL_MASTER", env)
+        master = FLEET_SENTINEL_MASTER.value(env)
         if not master:
             raise ConfigError(
                 f"{var} is a sentinel:// URL: set FLEET_SENTINEL_MASTER to the master "
                 "name the sentinels monitor "
                 "(the <name> of `sentinel monitor <name> host port quorum`)"
             )
-        sentinel_pw = value("FLEET_SENTINEL_PASSWORD", env)
+        sentinel_pw = FLEET_SENTINEL_PASSWORD.value(env)
     return BrokerSettings(
         url,
         var,
@@ -134,16 +143,18 @@ def parse(
 
 
 def from_env(
-    var: str, default: str | None = None, environ: Mapping[str, str] | None = None
+    var: Setting[str] | Setting[str | None],
+    default: str | None = None,
+    environ: Mapping[str, str] | None = None,
 ) -> BrokerSettings:
-    """The Redis URL in ``var`` (core.registry's default, else ``default``), validated."""
+    """The Redis URL in ``var`` (its default, else ``default``), validated."""
     env = os.environ if environ is None else environ
-    return parse(value(var, env) or default, var=var, environ=env)
+    return parse(var.value(env) or default, var=var.name, environ=env)
 
 
 def from_conf(conf) -> BrokerSettings:
     """The broker a Celery app is configured for (tests may have changed ``broker_url``)."""
-    return parse(conf.broker_url, var="FLEET_BROKER_URL")
+    return parse(conf.broker_url, var=FLEET_BROKER_URL.name)
 
 
 # --- validation helpers ------------------------------------------------------------
@@ -175,11 +186,11 @@ def _db(path: str, var: str, url: str) -> int:
 
 
 def _tls(scheme: str, env: Mapping[str, str]) -> dict | None:
-    files = {key: value(name, env) for key, name in TLS_FILE_VARS.items()}
+    files = {key: var.value(env) for key, var in TLS_FILE_VARS.items()}
     given = {k: v for k, v in files.items() if v}
     if scheme != "rediss":
         if given:
-            names = ", ".join(TLS_FILE_VARS[k] for k in given)
+            names = ", ".join(TLS_FILE_VARS[k].name for k in given)
             raise ConfigError(
                 f"{names} set, but FLEET_BROKER_URL is not a rediss:// URL: use rediss:// "
                 "for TLS, or unset them"
@@ -187,7 +198,7 @@ def _tls(scheme: str, env: Mapping[str, str]) -> dict | None:
         return None
     for key, path in given.items():
         if not Path(path).is_file():
-            raise ConfigError(f"{TLS_FILE_VARS[key]}={path!r}: no such file")
+            raise ConfigError(f"{TLS_FILE_VARS[key].name}={path!r}: no such file")
     if ("ssl_certfile" in given) != ("ssl_keyfile" in given):
         raise ConfigError(
             "FLEET_REDIS_CERT_FILE and FLEET_REDIS_KEY_FILE go together (a client certificate "
@@ -198,7 +209,7 @@ def _tls(scheme: str, env: Mapping[str, str]) -> dict | None:
 
 
 def _wait_replicas(scheme: str, env: Mapping[str, str]) -> int:
-    replicas = value("FLEET_REDIS_WAIT_REPLICAS", env)
+    replicas = FLEET_REDIS_WAIT_REPLICAS.value(env)
     if replicas is None:
         return C.SENTINEL_WAIT_REPLICAS if scheme == "sentinel" else 0
     return replicas

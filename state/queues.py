@@ -14,11 +14,11 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 from dataclasses import dataclass
-from importlib import resources
 
 import redis
 
 from core import constants as C
+from state import scripts
 
 PRIORITY_SEP = "\x06\x16"  # kombu's Channel.sep
 OWNER_SEP = "\x06\x17"
@@ -95,12 +95,11 @@ def registered(client: redis.Redis) -> dict[str, list[str]]:
     return owners_by_queue(_text(m) for m in client.smembers(C.OWNER_LISTS_KEY))
 
 
-_PRUNE = resources.files("state").joinpath("lua/prune_owners.lua").read_text()
-
-
 def live(client: redis.Redis) -> dict[str, list[str]]:
     """Like ``registered``, forgetting owner lists that are empty now (one script call)."""
-    members = client.eval(_PRUNE, 1, C.OWNER_LISTS_KEY, *PRIORITY_STEPS)
+    members = scripts.script(client, "prune_owners")(
+        keys=[C.OWNER_LISTS_KEY], args=list(PRIORITY_STEPS)
+    )
     return owners_by_queue(_text(m) for m in members)
 
 

@@ -18,7 +18,7 @@ import redis
 
 from core import constants as C
 from core.errors import JobNotFound
-from state import fairshare, queues
+from state import fairshare, queues, scripts
 from state.bulk import PUBLISH_BATCH, Bulk
 from state.jobrecord import JOB_KEY_PREFIX, JobRecord, JobState, fetch, fetch_many, job_key
 from state.redis_conn import decoding
@@ -53,10 +53,6 @@ class Cancelled:
 
     done: bool
     was: JobState
-
-
-def _script(name: str) -> str:
-    return fairshare.lua(name)  # with lua/owned.lua's shared functions where a script asks for them
 
 
 def publish_call(it: PublishItem, force: bool, now: str) -> tuple[list[str], list[str]]:
@@ -102,17 +98,17 @@ class Records:
         self.half_life_s = fairshare.half_life_s() if half_life_s is None else half_life_s
         self.lease_ttl_ms = int(lease_ttl_s * 1000)
         self.max_attempts = max_attempts
-        self._claim = client.register_script(_script("claim"))
-        self._heartbeat = client.register_script(_script("heartbeat"))
-        self._finish = client.register_script(_script("finish"))
-        self._reap = client.register_script(_script("reap"))
-        self._cancel = client.register_script(_script("cancel"))
-        self._adopt = client.register_script(_script("adopt"))
-        self._restore = client.register_script(_script("restore"))
-        self._trained = client.register_script(_script("trained"))
-        self._checkpoint = client.register_script(_script("checkpoint"))
-        self._charge = client.register_script(_script("charge"))
-        self._reconcile = client.register_script(_script("reconcile"))
+        self._claim = scripts.script(client, "claim")
+        self._heartbeat = scripts.script(client, "heartbeat")
+        self._finish = scripts.script(client, "finish")
+        self._reap = scripts.script(client, "reap")
+        self._cancel = scripts.script(client, "cancel")
+        self._adopt = scripts.script(client, "adopt")
+        self._restore = scripts.script(client, "restore")
+        self._trained = scripts.script(client, "trained")
+        self._checkpoint = scripts.script(client, "checkpoint")
+        self._charge = scripts.script(client, "charge")
+        self._reconcile = scripts.script(client, "reconcile")
         self._charge_due: dict[str, float] = {}  # run token -> when to charge it next (heartbeat)
 
     # --- publishing ---------------------------------------------------------
@@ -312,7 +308,8 @@ class Records:
             seen = chunk
             while seen == chunk:
                 seen = self._reconcile(
-                    keys=[C.RECONCILE_SEEN_KEY], args=["seen", key, start, chunk]
+                    keys=[C.RECONCILE_SEEN_KEY],
+                    args=["seen", key, start, chunk, C.RECONCILE_SEEN_TTL_MS],
                 )
                 start += chunk
         out: list[str] = []

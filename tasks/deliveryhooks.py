@@ -1,4 +1,5 @@
-"""fleet's three consuming policies, each a ``tasks.hooks.TransportHook``.
+"""Three of fleet's consuming policies, each a ``tasks.hooks.TransportHook`` (the fourth,
+``LostPolls``, is in ``tasks.lostpolls``).
 
 - ``PoisonCheck``: an entry the worker cannot use (``tasks.poison``) is set aside in the
   dead letters (``state.deadletter``) instead of raising in the event loop.

@@ -1,14 +1,19 @@
 """Plain hooks around the worker's transport: each consuming policy is one small class.
 
 dramatiq's middleware is the model: a policy overrides only the hooks it needs, and the
-transport (``tasks.transport``) calls ``Hooks`` and nothing else. fleet's are poison checks
-(``tasks.poison.PoisonCheck``), fair share (``tasks.fairorder.FairShare``) and admission
-(``tasks.admission.Admission``). No hook knows kombu.
+kombu seam (``tasks.kombu_seam``) calls ``Hooks`` directly, nothing in between. fleet's
+policies are ``PoisonCheck``, ``FairShare`` and ``Admission`` (``tasks.deliveryhooks``, on
+``tasks.poison``, ``tasks.fairorder`` and ``tasks.admission``) and ``LostPolls``
+(``tasks.lostpolls``); ``tasks.transport`` puts them in order. No hook knows kombu: a
+hook sees queue names, list keys, decoded messages and Redis clients, and imports nothing
+of kombu (tests/unit/test_transport_hooks.py checks the imports).
 
-One BRPOP: ``consumable`` narrows the worker's queues (in its order), ``lists`` gives each
-queue's lists in serving order, ``polled`` edits the whole key list. One popped entry:
+One BRPOP: ``before_poll`` first, then ``consumable`` narrows the worker's queues (in its
+order), ``lists`` gives each queue's lists in serving order, ``polled`` edits the whole key
+list; ``poll_lost``: the BRPOP failed with its reply maybe lost. One popped entry:
 ``is_delivery`` (False: a wake-up, not a message), then ``before_deliver`` in hook order,
-the first verdict that does not deliver winning. ``ended``: a delivery was acked or rejected.
+the first verdict that does not deliver winning. ``ended``: a delivery was acked or
+rejected. ``restore_key``: the list a message kombu gives back goes to.
 """
 
 from __future__ import annotations
@@ -44,6 +49,9 @@ DELIVER = Verdict()
 class TransportHook:
     """Every hook, each a no-op: a policy overrides the ones it needs."""
 
+    def before_poll(self) -> None:
+        return None
+
     def consumable(self, queues: list[str]) -> list[str]:
         return queues
 
@@ -65,6 +73,9 @@ class TransportHook:
     def idle(self) -> None:
         return None
 
+    def poll_lost(self, keys: list[str]) -> None:
+        return None
+
     def ended(self, tag: str) -> None:
         return None
 
@@ -77,6 +88,8 @@ class Hooks:
 
     def poll_keys(self, queues: list[str], plain: Callable[[str], list[str]]) -> list[str]:
         """The lists one BRPOP asks for; ``plain(queue)``: kombu's lists of ``queue``."""
+        for hook in self.hooks:
+            hook.before_poll()
         for hook in self.hooks:
             queues = hook.consumable(queues)
         keys = [key for queue in queues for key in self.lists(queue, plain(queue))]
@@ -105,6 +118,12 @@ class Hooks:
     def idle(self) -> None:
         for hook in self.hooks:
             hook.idle()
+
+    def poll_lost(self, keys: list[str]) -> None:
+        """A BRPOP on ``keys`` failed with a connection error: Redis may have popped an entry
+        whose reply never arrived (kombu: lost, it is not in ``unacked`` yet)."""
+        for hook in self.hooks:
+            hook.poll_lost(keys)
 
     def ended(self, tag: str) -> None:
         for hook in self.hooks:

@@ -12,9 +12,9 @@ import redis
 from artifacts.stores import Store, open_store
 from core import constants as C
 from core.errors import ConfigError
-from core.registry import value
+from core.registry import FLEET_STORE_URL, FLEET_WORK_DIR
 from core.secrets import masked
-from core.settings import STORE_URL_ENV, WORK_DIR_ENV, WorkerSettings
+from core.settings import WorkerSettings
 from routing.capability import Capability
 from routing.detect import detect
 from state.cluster import ClusterConfig, read_config
@@ -151,7 +151,7 @@ def _fleet_store(client: redis.Redis, settings: WorkerSettings, broker_url: str)
     when none is; a worker that names another is refused at start."""
     from state import fleetstore
 
-    given = settings.store.url if value(STORE_URL_ENV) else None
+    given = settings.store.url if FLEET_STORE_URL.value() else None
     try:
         url = fleetstore.settle(
             client, given, settings.store.url, "worker", broker_url, record_it=True
@@ -220,7 +220,7 @@ def _make_work_dir(work_dir: Path) -> None:
         work_dir.mkdir(parents=True, exist_ok=True)
     except OSError as e:
         raise ConfigError(
-            f"{WORK_DIR_ENV}={str(work_dir)!r}: cannot create it ({e.strerror}); "
+            f"{FLEET_WORK_DIR.name}={str(work_dir)!r}: cannot create it ({e.strerror}); "
             "point it at a writable directory"
         ) from e
 

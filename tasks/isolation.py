@@ -29,8 +29,8 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 
 from core.errors import ConfigError
+from core.registry import FLEET_JOB_USER, FLEET_WORK_DIR
 from core.secrets import is_secret, secret_values
-from core.settings import JOB_USER_ENV, WORK_DIR_ENV
 
 PR_SET_DUMPABLE = 4
 
@@ -91,17 +91,17 @@ def job_user(name: str) -> JobUser | None:
         pw = pwd.getpwnam(name)
     except KeyError:
         raise ConfigError(
-            f"{JOB_USER_ENV}={name!r}: no such user on this host; create it "
-            f"(useradd --system --create-home {name}) or unset {JOB_USER_ENV}"
+            f"{FLEET_JOB_USER.name}={name!r}: no such user on this host; create it "
+            f"(useradd --system --create-home {name}) or unset {FLEET_JOB_USER.name}"
         ) from None
     if pw.pw_uid == 0:
         raise ConfigError(
-            f"{JOB_USER_ENV}={name!r} is root: jobs would keep every right of the worker; "
+            f"{FLEET_JOB_USER.name}={name!r} is root: jobs would keep every right of the worker; "
             "name an unprivileged user"
         )
     if os.geteuid() != 0:
         raise ConfigError(
-            f"{JOB_USER_ENV}={name!r} needs the worker to run as root to start jobs as "
+            f"{FLEET_JOB_USER.name}={name!r} needs the worker to run as root to start jobs as "
             f"another user (it runs as uid {os.geteuid()}); unset it to run jobs as the "
             "worker's own user"
         )
@@ -133,7 +133,8 @@ def probe_job_user(user: JobUser, work_root: Path, supervisor: str) -> JobUser:
             return replace(user, python=python)
         errors.append(f"{python}: exit {res.returncode} {res.stderr.strip()[-200:]}")
     raise ConfigError(
-        f"{JOB_USER_ENV}={user.name!r} cannot start a job in {WORK_DIR_ENV}={str(work_root)!r} "
+        f"{FLEET_JOB_USER.name}={user.name!r} cannot start a job in "
+        f"{FLEET_WORK_DIR.name}={str(work_root)!r} "
         f"({'; '.join(errors)}); make the work directory, fleet's code ({supervisor}) and a "
         f"Python readable and executable by {user.name}"
     )

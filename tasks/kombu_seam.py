@@ -4,10 +4,10 @@ fleet changes five things about how kombu's Redis channel consumes: which lists 
 asks for (queue order, fair share, admission), what happens to a popped entry before
 Celery sees it (poison, reservation), where a restored message goes back (its owner's
 list), what an ack removes (state/lua/ack.lua), and who hears of a BRPOP whose reply was
-lost. Each override below is kombu's own method with one call out to a plain method of the
-channel (``poll_keys``, ``receive``, ``idle``, ``poll_lost``, ``lists``, ``all_lists``,
-``restore_key``, ``ack_entry``, ``ended``), which
-``tasks.transport`` fills in without touching kombu.
+lost. Each override below is kombu's own method with its one change: a call to the
+channel's ``hooks`` (``tasks.hooks.Hooks``, which the channel class's ``make_hooks``
+builds; ``tasks.transport`` gives fleet's), or, for the lists themselves, to
+``state.queues`` and the ack script.
 
 Every kombu private this module overrides or calls is listed in ``TOUCHED``; the pin test
 (tests/unit/test_kombu_seam.py) holds a hash of each one's source for the kombu version
@@ -23,10 +23,15 @@ parameters, so the restore still reaches Redis and the reset stays a reconnect.
 from __future__ import annotations
 
 import logging
+from collections.abc import Callable
 
 from kombu.transport import redis as kombu_redis
 from kombu.utils.encoding import bytes_to_str
 from kombu.utils.json import dumps as kombu_json
+
+from state import queues, scripts
+from state.jobrecord import JOB_KEY_PREFIX
+from tasks.hooks import Delivery, Hooks
 
 log = logging.getLogger("fleet.transport")
 
@@ -59,71 +64,79 @@ Empty = kombu_redis.Empty
 
 class SeamQoS(kombu_redis.QoS):
     def ack(self, delivery_tag):
-        # kombu's ZREM+HDEL replaced by the channel's ack_entry (one script)
+        # kombu's ZREM+HDEL replaced by one script: a delivery of a job that never ran keeps
+        # its unacked entry, so the reaper gives the job back (state/lua/ack.lua)
         with self.channel.conn_or_acquire() as client:
-            self.channel.ack_entry(client, self.unacked_key, self.unacked_index_key, delivery_tag)
+            ack = scripts.script(client, "ack")
+            done = ack(
+                keys=[self.unacked_key, self.unacked_index_key],
+                args=[delivery_tag, JOB_KEY_PREFIX],
+            )
+        if bytes_to_str(done) == "kept":
+            log.warning(
+                "delivery %s was acked but its job never ran; the reaper gives it back "
+                "within two lease TTLs",
+                bytes_to_str(delivery_tag),
+            )
         super(kombu_redis.QoS, self).ack(delivery_tag)
-        self.channel.ended(bytes_to_str(delivery_tag))
+        self.channel.hooks.ended(bytes_to_str(delivery_tag))
 
     def reject(self, delivery_tag, requeue=False):
         super().reject(delivery_tag, requeue=requeue)
-        self.channel.ended(bytes_to_str(delivery_tag))
+        self.channel.hooks.ended(bytes_to_str(delivery_tag))
 
 
 class SeamChannelMixin:
-    """kombu's private methods, each calling one plain method that tasks.transport defines."""
+    """kombu's private methods, each calling the channel's hooks where fleet changes it."""
 
     QoS = SeamQoS
+    make_hooks: Callable[[SeamChannelMixin], Hooks] = staticmethod(lambda channel: Hooks([]))
+    _hooks: Hooks | None = None
+    _plain: dict[str, list[str]] | None = None
     _last_brpop: tuple[list, object] = ([], None)
     _last_connparams: dict[bool, dict] = {}
 
-    # -- the plain methods tasks.transport fills in (stock kombu's behaviour here) --
+    @property
+    def hooks(self) -> Hooks:
+        if self._hooks is None:
+            self._hooks = self.make_hooks(self)
+        return self._hooks
 
-    def poll_keys(self, queues: list[str]) -> list[str]:
-        """The lists one BRPOP asks for, in serving order (``queues`` in the worker's order)."""
-        return [self._q_for_pri(q, pri) for q in queues for pri in self.priority_steps]
+    def _plain_lists(self, queue: str) -> list[str]:
+        # kombu's own lists of a queue, asked on every poll: built once
+        if self._plain is None:
+            self._plain = {}
+        got = self._plain.get(queue)
+        if got is None:
+            got = self._plain[queue] = queues.keys_of(queue, (), self.priority_steps)
+        return got
 
-    def receive(self, key: str, item: bytes) -> tuple[dict | None, str | None]:
+    def _every_list(self, client, queue: str) -> list[str]:
+        # queue_declare's message count and `celery purge`: every owner's lists too
+        return queues.keys_of(queue, queues.registered(client).get(queue, ()), self.priority_steps)
+
+    def _popped(self, key: str, item: bytes) -> tuple[dict | None, str | None]:
         """(message, queue) of an entry popped from ``key``: no message, nothing to hand to
         Celery; no queue, the entry was no queue's (e.g. a wake-up)."""
-        return kombu_redis.loads(bytes_to_str(item)), self.queue_of(key)
-
-    def idle(self) -> None:
-        """A BRPOP timed out with nothing popped."""
-
-    def poll_lost(self, keys: list[str]) -> None:
-        """A BRPOP on ``keys`` failed with a connection error: Redis may have popped an entry
-        whose reply never arrived (kombu: lost, it is not in ``unacked`` yet)."""
-
-    def lists(self, queue: str) -> list[str]:
-        return self.poll_keys([queue])
-
-    def all_lists(self, client, queue: str) -> list[str]:
-        return self.lists(queue)
-
-    def restore_key(self, payload: dict, queue: str, wire_pri: int) -> str | None:
-        """The list a restored message goes back to (None: kombu's own)."""
-        return None
-
-    def ack_entry(self, client, unacked_key: str, index_key: str, tag) -> None:
-        client.pipeline().zrem(index_key, tag).hdel(unacked_key, tag).execute()
-
-    def ended(self, tag: str) -> None:
-        """A delivery was acked or rejected."""
-
-    def queue_of(self, key: str) -> str:
-        return key.rpartition(self.sep)[0] if self.sep in key else key
+        if not self.hooks.is_delivery(key):
+            return None, None
+        delivery = Delivery(key, queues.queue_of(key), item)
+        if not self.hooks.before_deliver(delivery).delivers:
+            return None, delivery.queue
+        if delivery.message is None:  # no hook decoded it: kombu's own decoding
+            delivery.message = kombu_redis.loads(bytes_to_str(item))
+        return delivery.message, delivery.queue
 
     # -- kombu's privates --
 
     def _brpop_start(self, timeout=None):
-        # kombu's own, with the key list from poll_keys (kombu: every queue's priority 0, ...)
+        # kombu's own, with the key list from the hooks (kombu: every queue's priority 0, ...)
         if timeout is None:
             timeout = self.brpop_timeout
-        queues = self._queue_cycle.consume(len(self.active_queues))
-        if not queues:
+        names = self._queue_cycle.consume(len(self.active_queues))
+        if not names:
             return
-        keys = self.poll_keys(list(queues)) + [timeout or 0]
+        keys = self.hooks.poll_keys(list(names), self._plain_lists) + [timeout or 0]
         self._in_poll = self.client.connection
         self._brpop_sent_at = kombu_redis.monotonic()
         command_args = ["BRPOP", *keys]
@@ -141,19 +154,19 @@ class SeamChannelMixin:
         return packed
 
     def _brpop_read(self, **options):
-        # kombu's own, with the popped entry going through receive (None: poll again)
+        # kombu's own, with the popped entry going through the hooks (None: poll again)
         try:
             try:
                 dest__item = self.client.parse_response(self.client.connection, "BRPOP", **options)
             except self.connection_errors:
                 self.client.connection.disconnect()
-                self.poll_lost(self._last_brpop[0][1:-1])
+                self.hooks.poll_lost(self._last_brpop[0][1:-1])
                 raise
             if not dest__item:
-                self.idle()
+                self.hooks.idle()
                 raise Empty()
             key, item = dest__item
-            message, dest = self.receive(bytes_to_str(key), item)
+            message, dest = self._popped(bytes_to_str(key), item)
             if dest is not None:
                 self._queue_cycle.rotate(dest)
             if message is None:
@@ -169,7 +182,7 @@ class SeamChannelMixin:
     def _get(self, queue):
         # basic_get (kombu's polling path): the same lists and order as BRPOP
         with self.conn_or_acquire() as client:
-            for key in self.lists(queue):
+            for key in self.hooks.lists(queue, self._plain_lists(queue)):
                 item = client.rpop(key)
                 if item:
                     return kombu_redis.loads(bytes_to_str(item))
@@ -178,23 +191,23 @@ class SeamChannelMixin:
     def _size(self, queue):
         with self.conn_or_acquire() as client:
             pipe = client.pipeline(transaction=False)
-            for key in self.all_lists(client, queue):
+            for key in self._every_list(client, queue):
                 pipe.llen(key)
             return sum(pipe.execute())
 
     def _purge(self, queue):
         with self.conn_or_acquire() as client:
             with client.pipeline() as pipe:
-                for key in self.all_lists(client, queue):
+                for key in self._every_list(client, queue):
                     pipe.llen(key).delete(key)
                 return sum(pipe.execute()[::2])
 
     def _do_restore_message(self, payload, exchange, routing_key, pipe, leftmost=False):
-        # kombu's own, except that restore_key may name the list (in kombu's transaction;
-        # a Redis error in restore_key aborts it: nothing lost)
+        # kombu's own, except that a hook may name the list (in kombu's transaction; a Redis
+        # error in restore_key aborts it: nothing lost)
         pri = self._get_message_priority(payload, reverse=False)
         routed = self._lookup(exchange, routing_key)
-        targets = [(q, self.restore_key(payload, q, pri)) for q in routed]
+        targets = [(q, self.hooks.restore_key(payload, q, pri)) for q in routed]
         if not any(key for _, key in targets):
             return super()._do_restore_message(payload, exchange, routing_key, pipe, leftmost)
         try:
@@ -204,10 +217,7 @@ class SeamChannelMixin:
             pass
         for queue, key in targets:
             key = key or self._q_for_pri(queue, pri)
-            self.push_restored(pipe, key, kombu_json(payload), leftmost)
-
-    def push_restored(self, pipe, key: str, message: str, leftmost: bool) -> None:
-        (pipe.lpush if leftmost else pipe.rpush)(key, message)
+            queues.push_in(pipe, key, kombu_json(payload), leftmost)  # registers an owner's list
 
     def _connparams(self, asynchronous=False):
         # a reset can close the kombu connection (its transport's client set to None) while

@@ -7,6 +7,7 @@ import sys
 from dataclasses import dataclass
 
 from state.gang import Member
+from trainers.protocol import ENV_NODES
 
 
 @dataclass(frozen=True)
@@ -30,7 +31,7 @@ class Seat:
             "WORLD_SIZE": str(self.nodes * per_node),
             "LOCAL_WORLD_SIZE": str(per_node),
             "NODE_RANK": str(self.rank),
-            "FLEET_NODES": str(self.nodes),
+            ENV_NODES: str(self.nodes),
         }
         if per_node == 1:
             env.update(RANK=str(self.rank), LOCAL_RANK="0")

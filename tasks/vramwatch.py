@@ -19,7 +19,7 @@ import logging
 import os
 from collections.abc import Callable, Mapping
 
-from core.settings import SHARE_GPU_UNWATCHED_ENV as UNWATCHED_ENV
+from core.registry import FLEET_SHARE_GPU_UNWATCHED
 
 log = logging.getLogger("fleet.vramwatch")
 GIB = 1 << 30
@@ -85,14 +85,14 @@ def accounting_problem(real_gpus: bool, status: str, unwatched: bool) -> str | N
         return None
     if unwatched:
         return (
-            f"share_gpu jobs run unwatched ({UNWATCHED_ENV}=1): this worker's PID namespace "
-            "hides its processes from NVML, so their VRAM budgets are not enforced"
+            f"share_gpu jobs run unwatched ({FLEET_SHARE_GPU_UNWATCHED.name}=1): this worker's "
+            "PID namespace hides its processes from NVML, so their VRAM budgets are not enforced"
         )
     return (
         "serves no share_gpu job: this worker runs in its own PID namespace, so NVML's "
         "per-process GPU accounting cannot see its processes and no budget could be held; "
-        f"run it in the host's PID namespace (compose: pid: host), or set {UNWATCHED_ENV}=1 "
-        "to serve them unwatched"
+        "run it in the host's PID namespace (compose: pid: host), or set "
+        f"{FLEET_SHARE_GPU_UNWATCHED.name}=1 to serve them unwatched"
     )
 
 

@@ -30,7 +30,8 @@ import psutil
 
 from core.errors import ConfigError
 from core.ids import short_id
-from core.settings import YIELD_CHECK_ENV, YieldSettings
+from core.registry import FLEET_YIELD_CHECK
+from core.settings import YieldSettings
 from routing import yielding
 from routing.capability import CudaDevice
 from routing.yielding import DeviceYield
@@ -170,11 +171,14 @@ def run_check(argv: tuple[str, ...], timeout_s: float) -> bool:
         )
     except subprocess.TimeoutExpired:
         log.warning(
-            "%s=%s ran past %gs; counted as not busy", YIELD_CHECK_ENV, " ".join(argv), timeout_s
+            "%s=%s ran past %gs; counted as not busy",
+            FLEET_YIELD_CHECK.name,
+            " ".join(argv),
+            timeout_s,
         )
     except OSError as e:
         log.warning(
-            "%s=%s cannot run (%s); counted as not busy", YIELD_CHECK_ENV, " ".join(argv), e
+            "%s=%s cannot run (%s); counted as not busy", FLEET_YIELD_CHECK.name, " ".join(argv), e
         )
     return False
 
@@ -237,7 +241,7 @@ def validate(settings: YieldSettings) -> None:
     """Refuse a busy check that cannot run, at start rather than silently at every poll."""
     if settings.enabled and settings.check and shutil.which(settings.check[0]) is None:
         raise ConfigError(
-            f"{YIELD_CHECK_ENV}={settings.check_name!r}: {settings.check[0]!r} is not an "
+            f"{FLEET_YIELD_CHECK.name}={settings.check_name!r}: {settings.check[0]!r} is not an "
             "executable on PATH; give its absolute path or install it"
         )
 

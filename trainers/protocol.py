@@ -27,6 +27,7 @@ ENV_GPUS = "FLEET_GPUS"  # how many GPUs the job holds (CUDA_VISIBLE_DEVICES lis
 ENV_CORES = "FLEET_CORES"  # how many cores it holds: use that many threads
 ENV_GPU_MEMORY_GIB = "FLEET_GPU_MEMORY_GIB"  # its VRAM budget on a GPU it shares (share_gpu)
 ENV_CPU_AFFINITY = "FLEET_CPU_AFFINITY"  # the cores it is pinned to, e.g. "4,5" (Linux)
+ENV_NODES = "FLEET_NODES"  # how many hosts its gang spans (nodes = N), beside torch's variables
 # thread pools of numeric libraries, each told the job's cores
 THREAD_VARS = (
     "OMP_NUM_THREADS",

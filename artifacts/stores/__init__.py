@@ -7,8 +7,9 @@ from pathlib import Path
 from urllib.parse import ParseResult, unquote, urlparse
 
 from core.errors import StoreError
+from core.registry import FLEET_STORE_URL
 from core.secrets import masked
-from core.settings import STORE_URL_ENV, StoreSettings
+from core.settings import StoreSettings
 
 from .base import StagedBundle, Store, StoredArtifact, atomic_write
 from .file import FileStore
@@ -37,7 +38,8 @@ def _file_root(parsed: ParseResult) -> Path:
     if parsed.netloc in (".", ".."):
         return Path(parsed.netloc + unquote(parsed.path)).resolve()
     raise StoreError(
-        f"{STORE_URL_ENV}: {masked(parsed.geturl())!r} names a remote host; use {ACCEPTED_FORMS}"
+        f"{FLEET_STORE_URL.name}: {masked(parsed.geturl())!r} names a remote host; "
+        f"use {ACCEPTED_FORMS}"
     )
 
 
@@ -49,13 +51,14 @@ def open_store(settings: StoreSettings | None = None) -> Store:
         return FileStore(_file_root(parsed))
     if parsed.scheme == "s3" and "@" in parsed.netloc:  # every later message would show it
         raise StoreError(
-            f"{STORE_URL_ENV}: {masked(settings.url)!r} carries credentials; give them as "
+            f"{FLEET_STORE_URL.name}: {masked(settings.url)!r} carries credentials; give them as "
             "AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY, and the store as s3://bucket/prefix"
         )
     if parsed.scheme == "s3" and parsed.netloc:
         return S3Store(parsed.netloc, parsed.path.strip("/"), s3_client(settings))
     raise StoreError(
-        f"{STORE_URL_ENV}: cannot use {masked(settings.url)!r}; accepted forms: {ACCEPTED_FORMS}"
+        f"{FLEET_STORE_URL.name}: cannot use {masked(settings.url)!r}; "
+        f"accepted forms: {ACCEPTED_FORMS}"
     )
 
 

@@ -13,7 +13,7 @@ from pathlib import Path
 
 from core.constants import META_NAME
 from core.errors import StoreError
-from core.settings import STORE_URL_ENV
+from core.registry import FLEET_STORE_URL
 
 from ..bundle import sha256_file
 from .base import (
@@ -122,12 +122,12 @@ class FileStore(Store):
         except OSError as e:
             raise StoreError(
                 f"store {self.root.as_uri()}: cannot create it: {e}; "
-                f"set {STORE_URL_ENV} to a writable directory"
+                f"set {FLEET_STORE_URL.name} to a writable directory"
             ) from e
         if not os.access(self.root, os.W_OK):
             raise StoreError(
                 f"store {self.root.as_uri()}: not writable; "
-                f"set {STORE_URL_ENV} to a writable directory"
+                f"set {FLEET_STORE_URL.name} to a writable directory"
             )
 
     def delete_file(self, key: str) -> None:

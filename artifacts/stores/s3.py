@@ -17,7 +17,8 @@ from pathlib import Path
 from core.constants import META_NAME
 from core.errors import DigestMismatch, StoreError
 from core.files import PRIVATE, atomic_file
-from core.settings import DEFAULT_REGION, S3_ENDPOINT_ENV, StoreSettings
+from core.registry import FLEET_S3_ENDPOINT_URL
+from core.settings import DEFAULT_REGION, StoreSettings
 
 from ..bundle import CHUNK_BYTES, sha256_file
 from .base import (
@@ -307,7 +308,7 @@ class S3Store(Store):
         except BotoCoreError as e:
             raise StoreError(
                 f"{action} {where} at {self.endpoint}: {e}; is the endpoint "
-                f"right ({S3_ENDPOINT_ENV}) and the server up?"
+                f"right ({FLEET_S3_ENDPOINT_URL.name}) and the server up?"
             ) from e
 
     def _client_error(self, action: str, where: str, e) -> StoreError:

@@ -11,31 +11,31 @@ import os
 from pathlib import Path
 
 from core.errors import ConfigError
-from core.registry import value
+from core.registry import FLEET_BROKER_URL
 from fleet.cli.common import console, redis_client, where
 from state import acl
 
 
 def _passwords(env) -> dict[acl.Role, str]:
-    missing = [v for v in acl.PASSWORD_VARS.values() if not value(v, env)]
+    missing = [v.name for v in acl.PASSWORD_VARS.values() if not v.value(env)]
     if missing:
         raise ConfigError(
             f"{', '.join(missing)} not set: give each role its own password (e.g. "
             "export FLEET_ACL_WORKER_PASSWORD=$(openssl rand -hex 24)) and run `fleet acl` again"
         )
-    return {r: value(v, env) for r, v in acl.PASSWORD_VARS.items()}
+    return {r: v.value(env) for r, v in acl.PASSWORD_VARS.items()}
 
 
 def _db(env) -> int:
     """The broker's database: the channels Celery uses are named after it."""
     from state.broker import parse
 
-    return parse(value("FLEET_BROKER_URL", env)).db
+    return parse(FLEET_BROKER_URL.value(env)).db
 
 
 def _show(env) -> None:
     for r in acl.rules(_db(env)):
-        console.print(f"# {r.role.value}: password from {acl.PASSWORD_VARS[r.role]}")
+        console.print(f"# {r.role.value}: password from {acl.PASSWORD_VARS[r.role].name}")
         console.print(
             "ACL SETUSER " + " ".join(r.setuser("***")),
             soft_wrap=True,
@@ -55,13 +55,13 @@ def _apply(env) -> None:
     except redis.exceptions.NoPermissionError:
         raise ConfigError(
             f"FLEET_BROKER_URL logs in as a user that may not change ACL users at "
-            f"{where(value('FLEET_BROKER_URL', env))}: run `fleet acl --apply` "
+            f"{where(FLEET_BROKER_URL.value(env))}: run `fleet acl --apply` "
             "with the administrator's "
             "login (the default user, redis://:ADMIN_PASSWORD@host:6379/0)"
         ) from None
     except redis.exceptions.ResponseError as e:
         raise ConfigError(_refused(client, env, e)) from None
-    url = value("FLEET_BROKER_URL", env)
+    url = FLEET_BROKER_URL.value(env)
     for r in acl.rules():
         console.print(
             f"{r.user} ({r.role.value}): {where(acl.with_user(url, r.user, 'x'))}",
@@ -78,7 +78,7 @@ def _too_old(client, env) -> str:
     if not version or int(version.split(".")[0]) >= 7:
         return ""
     return (
-        f"the Redis at {where(value('FLEET_BROKER_URL', env))} is {version}: fleet's ACL "
+        f"the Redis at {where(FLEET_BROKER_URL.value(env))} is {version}: fleet's ACL "
         "users need Redis >= 7 (key selectors); upgrade it, or run Valkey >= 7.2 (the server "
         "`fleet local` starts)"
     )
@@ -87,7 +87,7 @@ def _too_old(client, env) -> str:
 def _refused(client, env, error) -> str:
     return (
         _too_old(client, env)
-        or f"the Redis at {where(value('FLEET_BROKER_URL', env))} refused an ACL rule: {error}"
+        or f"the Redis at {where(FLEET_BROKER_URL.value(env))} refused an ACL rule: {error}"
     )
 
 
@@ -102,10 +102,10 @@ def server_version(client) -> str:
 
 
 def _write_aclfile(path: Path, env) -> None:
-    admin = value(acl.ADMIN_PASSWORD_VAR, env)
+    admin = acl.ADMIN_PASSWORD_VAR.value(env)
     if not admin:
         raise ConfigError(
-            f"{acl.ADMIN_PASSWORD_VAR} not set: the aclfile defines the default user too "
+            f"{acl.ADMIN_PASSWORD_VAR.name} not set: the aclfile defines the default user too "
             "(the administrator), and it needs a password"
         )
     text = acl.aclfile(_passwords(env), admin, _db(env))

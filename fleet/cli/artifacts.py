@@ -13,6 +13,7 @@ from rich.text import Text
 
 from core.errors import DigestMismatch, FleetError
 from core.ids import short_id
+from core.registry import FLEET_STORE_URL
 from fleet.cli.common import (
     EXIT_FAILED,
     console,
@@ -45,11 +46,10 @@ def _current(v: A.ArtifactsView) -> A.ArtifactsView:
 
 
 def _store_name(url: str | None) -> str:
-    from core.registry import value
-    from core.settings import DEFAULT_STORE_DIR, STORE_URL_ENV
+    from core.constants import DEFAULT_STORE_DIR
 
     default = f"{Path(DEFAULT_STORE_DIR).resolve().as_uri()} (the default)"
-    return url or value(STORE_URL_ENV) or default
+    return url or FLEET_STORE_URL.value() or default
 
 
 def cmd_artifacts(args) -> int:

@@ -13,10 +13,16 @@ from pathlib import Path
 from urllib.parse import urlparse
 
 from core import constants as C
+from core.constants import YIELD_POLL_S, YIELD_RECLAIM_S
 from core.errors import FleetError, StoreError, UsageError
 from core.files import atomic_write
-from core.registry import value
-from core.settings import YIELD_POLL_S, YIELD_RECLAIM_S, YieldSettings
+from core.registry import (
+    FLEET_BROKER_URL,
+    FLEET_JOB_USER,
+    FLEET_RESULT_BACKEND,
+    FLEET_STORE_URL,
+)
+from core.settings import YieldSettings
 from fleet import enroll
 from fleet.cli.common import console, err, where
 
@@ -50,7 +56,7 @@ def _check_store(env) -> str:
     from artifacts.stores import open_store
     from core.settings import StoreSettings
 
-    url = value("FLEET_STORE_URL", env)
+    url = FLEET_STORE_URL.value(env)
     try:
         open_store(StoreSettings.from_env(env)).ping()
     except StoreError as e:
@@ -162,19 +168,19 @@ def cmd_enroll(args) -> int:
     values = enroll.settings(env)
     task = _wsl_task(args, env) if args.wsl else None
     if not args.skip_checks:
-        client = _check_redis("FLEET_BROKER_URL", value("FLEET_BROKER_URL", env))
+        client = _check_redis(FLEET_BROKER_URL.name, FLEET_BROKER_URL.value(env))
         login = _login(env, client)
         values.update(login.urls)
         # the worker's own login works too
-        if login.urls["FLEET_BROKER_URL"] != value("FLEET_BROKER_URL", env):
-            client = _check_redis("FLEET_BROKER_URL", login.urls["FLEET_BROKER_URL"])
-        if login.urls.get("FLEET_RESULT_BACKEND"):
-            _check_redis("FLEET_RESULT_BACKEND", login.urls["FLEET_RESULT_BACKEND"])
+        if login.urls[FLEET_BROKER_URL.name] != FLEET_BROKER_URL.value(env):
+            client = _check_redis(FLEET_BROKER_URL.name, login.urls[FLEET_BROKER_URL.name])
+        if login.urls.get(FLEET_RESULT_BACKEND.name):
+            _check_redis(FLEET_RESULT_BACKEND.name, login.urls[FLEET_RESULT_BACKEND.name])
         store = _check_store(env)
-        _record_store(client, store, value("FLEET_BROKER_URL", env))
+        _record_store(client, store, FLEET_BROKER_URL.value(env))
         queues, gpu, host = _queues(client)
         console.print(
-            f"Redis {where(value('FLEET_BROKER_URL', env))}: reachable; "
+            f"Redis {where(FLEET_BROKER_URL.value(env))}: reachable; "
             f"store {where(store)}: reachable and writable"
         )
         console.print(f"host {host} will serve: {', '.join(queues)}")
@@ -183,7 +189,7 @@ def cmd_enroll(args) -> int:
 
         values.update(_login(env, None).urls)
         gpu = bool(detect().cuda_devices)
-    store_url = urlparse(value("FLEET_STORE_URL", env))
+    store_url = urlparse(FLEET_STORE_URL.value(env))
     if store_url.scheme == "file":
         err.print(
             "warning: FLEET_STORE_URL is a file:// store: "
@@ -204,7 +210,7 @@ def cmd_enroll(args) -> int:
             "--yield-reclaim-s / --yield-poll-s tune yielding, which is off: add --yield "
             "(or --yield-check COMMAND)"
         )
-    job_user = args.job_user or value("FLEET_JOB_USER", env) or None
+    job_user = args.job_user or FLEET_JOB_USER.value(env) or None
     if not args.dry_run:
         for flag, name in (("--job-user", job_user), ("--user", None if job_user else args.user)):
             if name and not _exists(name):

@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
+from core.registry import FLEET_STORE_URL
 from core.secrets import masked
-from core.settings import STORE_URL_ENV
 from fleet.cli.common import console, redis_client
 
 
@@ -15,7 +15,7 @@ def cmd_store_show(args) -> int:
         f"the fleet's store: {masked(url)}"
         if url
         else "no store recorded yet: `fleet local`, `fleet enroll` or the first worker "
-        f"records its {STORE_URL_ENV}; or `fleet store set URL`",
+        f"records its {FLEET_STORE_URL.name}; or `fleet store set URL`",
     )
     return 0
 
@@ -29,7 +29,7 @@ def cmd_store_set(args) -> int:
     was = f" (was {masked(before)})" if before and not fleetstore.same(before, url) else ""
     console.print(
         f"the fleet's store: {masked(url)}{was}; publishers and workers that name no "
-        f"store use it, and one whose {STORE_URL_ENV} names another is refused",
+        f"store use it, and one whose {FLEET_STORE_URL.name} names another is refused",
     )
     return 0
 

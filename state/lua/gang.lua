@@ -24,12 +24,16 @@
 --                                               | {'broken', 'rank R on HOST'} | {'gone', state}
 --                                               | {'evicted', ''} | {'yield', older job_id}
 --   leave: rank, seat                        -> {'left', ''} | {'formed', token}
---   done:  rank[, why]                       -> {'ok', ''}  (why: 'pruned', its trial stopped)
+--   done:  rank, why                         -> {'ok', ''}  (why: '1', or 'pruned': its trial)
 --   start: token                             -> {'ok', hosts} | {'stale', ''}
+-- and after every op's own, always the last three (core.constants): hash_ttl_s (a gang hash
+-- outlives its last join this long), max_priority, older_scan (forming gangs ahead of this
+-- one a waiting member looks at). Last, not fourth: each op has its own number of ARGV.
 --@@OWNED@@
 local op, now, ttl = ARGV[1], tonumber(ARGV[2]), tonumber(ARGV[3])
 local jk, gk = KEYS[1], KEYS[2]
-local GANG_TTL_S = 86400
+local GANG_TTL_S, MAX_PRIORITY, OLDER_SCAN =
+  tonumber(ARGV[#ARGV - 2]), tonumber(ARGV[#ARGV - 1]), tonumber(ARGV[#ARGV])
 
 local function push(cmd)
   local id = redis.call('HGET', jk, 'job_id')
@@ -90,7 +94,7 @@ local function older()
   local mine = redis.call('ZRANK', KEYS[4], id)  -- ties (one publish) go by job ID
   if not mine or mine == 0 then return nil end
   local queue = redis.call('HGET', jk, 'pri_queue')  -- its queue, whatever its priority
-  for _, other in ipairs(redis.call('ZRANGE', KEYS[4], math.max(0, mine - 16), mine - 1)) do
+  for _, other in ipairs(redis.call('ZRANGE', KEYS[4], math.max(0, mine - OLDER_SCAN), mine - 1)) do
     local ojk, ogk = JOB_PREFIX .. other, GANG_PREFIX .. other
     local n = tonumber(redis.call('HGET', ogk, 'n') or '0')
     if redis.call('HGET', ojk, 'state') ~= 'queued' or n == 0 then
@@ -110,7 +114,7 @@ local function formed()
 end
 
 if op == 'done' then
-  redis.call('HSET', gk, 'done:' .. ARGV[4], ARGV[5] or '1')
+  redis.call('HSET', gk, 'done:' .. ARGV[4], ARGV[5])
   return {'ok', ''}
 end
 
@@ -151,7 +155,7 @@ if op == 'join' then
   if alive == 0 then redis.call('HSET', gk, 'since', ARGV[2]) end
   -- its place among forming gangs: higher priority first, then published first
   local created = tonumber(redis.call('HGET', jk, 'created_at') or '0') or 0
-  redis.call('ZADD', KEYS[4], 'NX', (9 - tonumber(ARGV[7])) * 1e13 + math.floor(created * 1000),
+  redis.call('ZADD', KEYS[4], 'NX', (MAX_PRIORITY - tonumber(ARGV[7])) * 1e13 + math.floor(created * 1000),
              redis.call('HGET', jk, 'job_id'))
   alive = alive + 1
   top_up(alive, n)

@@ -1,5 +1,5 @@
 -- Shared by the scripts that push a job's message or end its run (spliced in at load time
--- where a script has the line --@@OWNED@@; see state/queues.py and state/fairshare.py).
+-- where a script has the line --@@OWNED@@; see state/scripts.py).
 
 -- Push a message; a list that belongs to an owner ('<queue>\6\23<owner>\6\22<pri>') is
 -- registered in the owner-lists set, so workers know to ask for it (tasks/transport.py).

@@ -1,7 +1,7 @@
 -- Run publish.lua once per job, for a batch of jobs, in one script call.
 -- Each job stays one atomic step (the whole batch is, in fact), and a batch costs one
 -- round trip and one command instead of one per job. publish.lua's text is spliced in
--- below at load time (state/bulk.py), so the per-job logic lives in one place.
+-- below at load time (state/scripts.py), so the per-job logic lives in one place.
 -- ARGV[1]: JSON list of [keys, argv] pairs, exactly publish.lua's KEYS and ARGV per job.
 --@@OWNED@@
 local function publish_one(KEYS, ARGV)

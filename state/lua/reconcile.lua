@@ -2,7 +2,7 @@
 -- never received it (Redis restarted, the connection reset mid-reply), so it is in no list
 -- and not in kombu's unacked hash, and nothing else would ever push it again. Run in chunks
 -- (state.records.Records.reconcile_lost), only for the queues of a poll that failed:
---   'seen'  ARGV: mode, list_key, start, count    KEYS: seen_set
+--   'seen'  ARGV: mode, list_key, start, count, seen_ttl_ms    KEYS: seen_set
 --           the delivery tags of list entries start..start+count-1 go into seen_set;
 --           returns how many entries were read (fewer than count: the list's end)
 --   'jobs'  ARGV: mode, job_prefix, then job ids
@@ -27,7 +27,7 @@ if mode == 'seen' then
     local tag = string.match(item, '"delivery_tag": *"(%x+%.%d+)"')
     if tag then redis.call('SADD', KEYS[1], tag) end
   end
-  redis.call('PEXPIRE', KEYS[1], 600000)
+  redis.call('PEXPIRE', KEYS[1], ARGV[5])
   return #items
 elseif mode == 'forget' then
   for i = 2, #ARGV, 2 do

@@ -2,10 +2,11 @@
 -- leaves the live set in the same step that counts its end, so two processes that saw the
 -- same end (its worker, the sweep) never count it twice. Updates the counters, the best,
 -- the run of failures (and stops the search at max_failures), and retires a finished search.
--- KEYS: search_key, live_set, active_searches   ARGV: job_prefix, now
+-- KEYS: search_key, live_set, active_searches
+-- ARGV: job_prefix, now, default max_failures (core.constants, for a search that has none)
 local sk = KEYS[1]
 local metric, dir = redis.call('HGET', sk, 'metric'), redis.call('HGET', sk, 'direction')
-local max_failures = tonumber(redis.call('HGET', sk, 'max_failures') or '5')
+local max_failures = tonumber(redis.call('HGET', sk, 'max_failures') or ARGV[3])
 local ENDED = {succeeded = true, failed = true, cancelled = true, pruned = true}
 
 -- The trial's final value, written here once, when its end is counted: its metric at its

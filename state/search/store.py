@@ -44,7 +44,7 @@ import redis
 
 from core import constants as C
 from manifest.search.config import SearchConfig
-from state.fairshare import lua
+from state import scripts
 from state.jobrecord import JOB_KEY_PREFIX, JobState
 from state.redis_conn import decoding
 
@@ -84,15 +84,6 @@ class Requeued(str, Enum):
     MISSING = "missing"  # no such search or trial: its job was requeued as any job
 
 
-def _with_publish(name: str) -> str:
-    """lua/<name>.lua with lua/publish.lua spliced in: a trial is published exactly as
-    `fleet publish` publishes a job (its record, its message on its owner's list)."""
-    from importlib import resources
-
-    text = resources.files("state").joinpath("lua/publish.lua").read_text()
-    return lua(name).replace("--@@PUBLISH@@", text)
-
-
 @dataclass(frozen=True)
 class Template:
     """What a trial's job is made of: the base spec, and the message's text with slots
@@ -126,10 +117,10 @@ class SearchStore:
 
     def __init__(self, client: redis.Redis):
         self.r = decoding(client)
-        self._create = self.r.register_script(lua("search_create"))
-        self._sync = self.r.register_script(lua("search_sync"))
-        self._requeue = self.r.register_script(_with_publish("search_requeue"))
-        self._issue = self.r.register_script(_with_publish("search_issue"))
+        self._create = scripts.script(self.r, "search_create")
+        self._sync = scripts.script(self.r, "search_sync")
+        self._requeue = scripts.script(self.r, "search_requeue")
+        self._issue = scripts.script(self.r, "search_issue")
 
     def create(
         self, search_id: str, name: str, config: SearchConfig, template: Template
@@ -155,7 +146,7 @@ class SearchStore:
         """Count the trials that ended since the last sync (lua/search_sync.lua); their numbers."""
         ended = self._sync(
             keys=[key(search_id), key(search_id, "live"), C.ACTIVE_SEARCHES_KEY],
-            args=[JOB_KEY_PREFIX, time.time()],
+            args=[JOB_KEY_PREFIX, time.time(), C.DEFAULT_MAX_FAILURES],
         )
         return [int(n) for n in ended]
 

@@ -33,7 +33,7 @@ class Site:
             os.environ,
             FLEET_STORE_URL=f"file://{root / 'store'}",
             FLEET_LEASE_TTL_S="5",
-            **{acl.PASSWORD_VARS[r]: p for r, p in PASSWORDS.items()},
+            **{acl.PASSWORD_VARS[r].name: p for r, p in PASSWORDS.items()},
         )
         for k in ("FLEET_CAPABILITY", "FLEET_RESULT_BACKEND", "FLEET_SENTINEL_MASTER"):
             self.base.pop(k, None)

@@ -3,7 +3,7 @@ it (blackhole), deliver what it held in order (heal), or reset every connection.
 
 Worker A talks to Redis only through the proxy; worker B (and C, in the long partition)
 talk to it directly. A blackhole starts the moment A sends the script of the step under
-test (``NetProxy.blackhole_after`` on the script's SHA, or on the ack script's text): that
+test (``NetProxy.blackhole_after`` on the script's SHA): that
 request reaches Redis and runs, and its reply is the first thing held, which is the lost
 reply a real partition makes. Each test ends with exactly one recorded result, stored and
 listed once, nothing left staged, the job trained once per run the record counts, and both
@@ -12,12 +12,10 @@ workers still serving.
 
 from __future__ import annotations
 
-import hashlib
 import os
 import time
 import uuid
 from dataclasses import dataclass
-from importlib import resources
 
 import pytest
 import redis
@@ -26,7 +24,7 @@ from artifacts.stores import Store, open_store_at
 from core.constants import JOB_KEY as C_JOB_KEY
 from fleet.local import stop_worker
 from fleet.redis_server import RedisServer
-from state import fairshare
+from state import scripts
 from state.jobrecord import JobState
 from tests.fixtures.netproxy import NetProxy
 from tests.harness.chaos import Chaos
@@ -39,21 +37,20 @@ A, B, C = "part-a", "part-b", "part-c"
 LEASE_TTL_S = float(os.environ.get("FLEET_PARTITION_LEASE_TTL_S", "8"))
 SOCKET_TIMEOUT_S = 1  # ... and longer than this: the worker's client retries on a lost reply
 BLIP_S = 2.5
-SCRIPTS = ("claim", "heartbeat", "trained", "finish", "charge")
+SCRIPTS = ("claim", "heartbeat", "trained", "finish", "charge", "ack")
 
 
 def sha(script: str) -> bytes:
-    return hashlib.sha1(fairshare.lua(script).encode()).hexdigest().encode()
+    return scripts.get(script).sha.encode()
 
 
-# what each step sends first: its script's SHA (EVALSHA), or the ack script's first words (EVAL)
-ACK_TEXT = resources.files("state").joinpath("lua/ack.lua").read_text()[:40].encode()
+# what each step sends first: its script's SHA (EVALSHA)
 STEPS = {
     "claim": sha("claim"),
     "heartbeat": sha("heartbeat"),
     "trained mark": sha("trained"),
     "finish": sha("finish"),
-    "ack": ACK_TEXT,
+    "ack": sha("ack"),
 }
 
 
@@ -73,7 +70,7 @@ def net(tmp_path_factory, s3_server):
     server = RedisServer(root / "redis").start()
     loader = redis.Redis.from_url(server.url)
     for script in SCRIPTS:  # loaded now: a held NOSCRIPT reply is not the lost reply under test
-        loader.script_load(fairshare.lua(script))
+        loader.script_load(scripts.get(script).text)
     proxy = NetProxy("127.0.0.1", server.port).start()
     env = dict(
         os.environ,

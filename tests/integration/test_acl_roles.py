@@ -160,8 +160,8 @@ def test_redis_starts_from_the_aclfile_fleet_acl_writes_and_each_role_logs_in(
     from state import acl
 
     env = {
-        acl.ADMIN_PASSWORD_VAR: "adm-pw",
-        **{v: f"{r.value}-pw" for r, v in acl.PASSWORD_VARS.items()},
+        acl.ADMIN_PASSWORD_VAR.name: "adm-pw",
+        **{v.name: f"{r.value}-pw" for r, v in acl.PASSWORD_VARS.items()},
     }
     for k, v in env.items():
         monkeypatch.setenv(k, v)

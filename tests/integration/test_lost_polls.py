@@ -1,11 +1,14 @@
 """A BRPOP whose reply was lost took a message nobody received: the lists of that poll are
-reconciled (state/lua/reconcile.lua), on a real Redis, with Redis's own pop as the lost one."""
+reconciled (state/lua/reconcile.lua), on a real Redis, with Redis's own pop as the lost one;
+the worker transport's LostPolls hook tells Redis which queues, from the next poll."""
 
 import contextlib
+import socket
 import time
 
 import pytest
 import redis as redis_lib
+from kombu import Connection, Consumer, Exchange, Queue
 
 from core import constants as C
 from fleet.manifests import loads
@@ -14,10 +17,11 @@ from state import queues
 from state.jobrecord import JobState
 from state.records import Records, ask_reconcile
 from state.redis_conn import decoding
-from tasks.lostpolls import LostPolls
+from tasks.lostpolls import LostPolls, LostQueues
 from tests.integration.test_records import MANIFEST, queued_messages, take_and_die
 
 pytestmark = pytest.mark.integration
+OPTS = {"queue_order_strategy": "priority", "priority_steps": list(range(10))}  # celeryconfig's
 
 
 @pytest.fixture
@@ -97,10 +101,45 @@ def test_a_poll_that_came_later_is_reconciled_again(published):
 
 
 def test_lost_polls_are_kept_until_redis_takes_them(redis_url):
-    lost = LostPolls()
+    lost = LostQueues()
     lost.add(["q1", "q2"], at=5.0)
     dead = redis_lib.Redis(port=1, socket_connect_timeout=0.2)
-    lost.report(lambda: contextlib.nullcontext(dead))
+    LostPolls(lambda: contextlib.nullcontext(dead), lost).before_poll()
     client = redis_lib.Redis.from_url(redis_url, decode_responses=True)
-    lost.report(lambda: contextlib.nullcontext(client))
+    LostPolls(lambda: contextlib.nullcontext(client), lost).before_poll()
     assert client.hgetall(C.RECONCILE_KEY) == {"q1": "5.0", "q2": "5.0"}
+
+
+def test_the_lost_polls_hook_notes_queues_not_wake_up_lists(redis_client):
+    lost = LostQueues()
+    hook = LostPolls(lambda: contextlib.nullcontext(redis_client), lost)
+    keys = [queues.list_key("cpu", 3), queues.owner_key("gpu", "ann", 0), C.WAKE_KEY + "w1"]
+    hook.poll_lost(keys)
+    assert redis_client.exists(C.RECONCILE_KEY) == 0  # noted, told at the next poll
+    hook.before_poll()
+    assert set(redis_client.hgetall(C.RECONCILE_KEY)) == {"cpu", "gpu"}
+
+
+def _consuming(redis_url: str, queue: str):
+    conn = Connection(redis_url, transport="tasks.transport:Transport", transport_options=OPTS)
+    chan = conn.channel()
+    Consumer(chan, [Queue(queue, Exchange(queue), queue)], accept=["json"]).consume()
+    return conn
+
+
+def test_a_poll_cut_by_a_reset_is_reported_by_the_next_poll_of_a_new_channel(
+    redis_url, redis_client
+):
+    conn = _consuming(redis_url, "lostq")
+    with pytest.raises(socket.timeout):
+        conn.drain_events(timeout=0.3)  # nothing to pop: the BRPOP stays in flight
+    redis_client.client_kill_filter(_type="normal", skipme=True)  # the reset
+    with pytest.raises(conn.connection_errors):
+        conn.drain_events(timeout=5)
+    assert redis_client.hget(C.RECONCILE_KEY, "lostq") is None  # Redis was not asked yet
+    conn.release()
+    conn = _consuming(redis_url, "lostq")  # celery's new connection and channel
+    with pytest.raises(socket.timeout):
+        conn.drain_events(timeout=0.3)
+    assert redis_client.hget(C.RECONCILE_KEY, "lostq") is not None
+    conn.release()

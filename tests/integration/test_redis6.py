@@ -43,7 +43,7 @@ def test_fleet_acl_apply_on_redis_6_says_so_in_one_line_and_applies_nothing(serv
 
     env = {k: v for k, v in os.environ.items() if not k.startswith("FLEET_")}
     env.update(
-        {v: f"pw-{r.value}-123456" for r, v in acl.PASSWORD_VARS.items()},
+        {v.name: f"pw-{r.value}-123456" for r, v in acl.PASSWORD_VARS.items()},
         FLEET_BROKER_URL=server6.url,
     )
     out = subprocess.run(

@@ -7,17 +7,15 @@ Redis and asserts the second answer means what the first meant, with nothing don
 """
 
 import json
-from importlib import resources
 
 import pytest
 
 from core import constants as C
-from state import fairshare
+from state import fairshare, scripts
 from state.jobrecord import JobState
 from state.records import Records
 
 pytestmark = pytest.mark.integration
-ACK_LUA = resources.files("state").joinpath("lua/ack.lua").read_text()
 
 
 @pytest.fixture
@@ -147,7 +145,9 @@ def test_an_ack_retried_gives_the_same_answer(records, job, redis_client, ended)
         records.finish(job, "tok1", JobState.SUCCEEDED)
 
     def ack():
-        return redis_client.eval(ACK_LUA, 2, C.KOMBU_UNACKED, C.KOMBU_UNACKED_INDEX, tag, C.JOB_KEY)
+        return scripts.script(redis_client, "ack")(
+            keys=[C.KOMBU_UNACKED, C.KOMBU_UNACKED_INDEX], args=[tag, C.JOB_KEY]
+        )
 
     first = ack()
     assert first == ("acked" if ended else "kept") and ack() == first

@@ -288,7 +288,7 @@ def test_each_service_logs_in_to_redis_as_its_role_with_the_password_the_aclfile
 ):
     from state.acl import PASSWORD_VARS, USERS, Role
 
-    password = environment(services["redis-acl"])[PASSWORD_VARS[Role(role)]]
+    password = environment(services["redis-acl"])[PASSWORD_VARS[Role(role)].name]
     assert INTERPOLATION.match(password), f"{role}'s password must come from the environment"
     env = environment(services[name])
     for key in ("FLEET_BROKER_URL", "FLEET_RESULT_BACKEND"):

@@ -4,6 +4,7 @@ the half-life setting and `fleet share list`'s table."""
 import pytest
 
 from core.errors import ConfigError
+from core.registry import FLEET_FAIRSHARE_HALF_LIFE_S
 from routing.fairshare import HALF_LIFE_S
 from state import fairshare, queues
 from tasks.fairorder import ranked
@@ -74,7 +75,7 @@ def test_stored_usage_parses_and_a_garbled_entry_counts_nothing():
 
 @pytest.mark.parametrize("raw, want", [("", HALF_LIFE_S), ("3600", 3600.0), (" 86400 ", 86400.0)])
 def test_the_half_life_comes_from_the_environment(raw, want):
-    assert fairshare.half_life_s({fairshare.HALF_LIFE_ENV: raw}) == want
+    assert fairshare.half_life_s({FLEET_FAIRSHARE_HALF_LIFE_S.name: raw}) == want
 
 
 @pytest.mark.parametrize("raw", ["0", "-5", "week"])
@@ -82,7 +83,7 @@ def test_a_bad_half_life_names_the_variable_and_the_fix(raw):
     with pytest.raises(
         ConfigError, match="FLEET_FAIRSHARE_HALF_LIFE_S=.*: expected a number of seconds > 0"
     ):
-        fairshare.half_life_s({fairshare.HALF_LIFE_ENV: raw})
+        fairshare.half_life_s({FLEET_FAIRSHARE_HALF_LIFE_S.name: raw})
 
 
 @pytest.mark.parametrize("weight", [0, -1, 1e7])

@@ -128,3 +128,15 @@ def test_a_channel_whose_connection_closed_reconnects_with_its_last_settings():
 def test_a_channel_that_never_connected_still_fails_as_kombu_does():
     with pytest.raises(AttributeError):  # nothing to reuse: kombu's own error, unchanged
         _closed_channel()._connparams()
+
+
+def test_the_seam_overrides_no_kombu_attribute_it_does_not_list():
+    # a helper named like one of kombu's (Channel._receive is its pub/sub reader) would
+    # replace it silently: every name the seam defines is new to kombu, or pinned in TOUCHED
+    channel = set(dir(kombu_redis.Channel)) | set(dir(kombu_redis.SentinelChannel))
+    touched = {name.rpartition(".")[2] for name in kombu_seam.TOUCHED}
+    pairs = ((kombu_seam.SeamChannelMixin, channel), (kombu_seam.SeamQoS, dir(kombu_redis.QoS)))
+    for cls, kombus in pairs:
+        ours = {n for n in vars(cls) if not n.startswith("__") and n != "QoS"}
+        shadowed = ours & set(kombus)
+        assert shadowed <= touched, f"{cls.__name__} overrides kombu's {sorted(shadowed - touched)}"

@@ -1,10 +1,14 @@
-"""The worker transport's consuming hooks (tasks.hooks, tasks.deliveryhooks), each on its own."""
+"""The worker transport's consuming hooks (tasks.hooks, tasks.deliveryhooks), each on its own,
+and the order tasks.transport runs them in."""
 
 from __future__ import annotations
 
+import ast
 import json
 from contextlib import contextmanager
+from pathlib import Path
 
+import pytest
 import redis
 
 from routing.pool import Demand, Pool
@@ -16,6 +20,7 @@ from tasks.fairorder import FairOrder
 from tasks.hooks import DELIVER, Delivery, Hooks, TransportHook, Verdict
 from tests.unit.test_poison import JOB_ID, entry
 
+ROOT = Path(__file__).resolve().parents[2]
 STEPS = (0, 1)
 WAKE = "fleet:wake:test"
 
@@ -126,3 +131,32 @@ def _acquire(fail):
         yield
 
     return acquire
+
+
+@pytest.mark.parametrize(
+    "module", ["hooks", "deliveryhooks", "lostpolls", "fairorder", "admission", "poison"]
+)
+def test_no_hook_module_imports_kombu(module):
+    tree = ast.parse((ROOT / "tasks" / f"{module}.py").read_text())
+    imported = [
+        alias.name if isinstance(node, ast.Import) else node.module
+        for node in ast.walk(tree)
+        if isinstance(node, ast.Import | ast.ImportFrom)
+        for alias in node.names
+    ]
+    assert not [m for m in imported if m and m.split(".")[0] == "kombu"]
+
+
+def test_the_transport_runs_fleets_hooks_lost_polls_first():
+    from tasks import transport
+    from tasks.lostpolls import LostPolls
+
+    class Chan:
+        priority_steps = STEPS
+
+        def conn_or_acquire(self):
+            raise AssertionError("no Redis is asked while the hooks are built")
+
+    kinds = [type(h) for h in transport.fleet_hooks(Chan()).hooks]
+    assert kinds == [LostPolls, PoisonCheck, FairShare, Admission]
+    assert transport.Channel.make_hooks is transport.SentinelChannel.make_hooks

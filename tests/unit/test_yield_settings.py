@@ -7,8 +7,9 @@ from pathlib import Path
 
 import pytest
 
+from core.constants import YIELD_IGNORE, YIELD_POLL_S, YIELD_RECLAIM_S
 from core.errors import ConfigError
-from core.settings import YIELD_IGNORE, YIELD_POLL_S, YIELD_RECLAIM_S, WorkerSettings, YieldSettings
+from core.settings import WorkerSettings, YieldSettings
 from fleet.enroll import UnitPlan, render_unit, yield_values
 
 PLAN = UnitPlan(
