@@ -349,3 +349,13 @@ def test_a_search_of_gangs_counts_rank_0_prunes_every_member_and_fails_a_trial_o
     best = next(t for t in board if t["best"])
     assert best["trial"] == 0 and best["value"] == 0.5 and " + " in best["host"], best
     assert "gtune" in gangs.cli("results", "gtune", "--csv").stdout
+    plotted = gangs.cli("plot", "gtune", "-o", str(gangs.root / "gtune.png")).stdout
+    assert "3 trials" in plotted and (gangs.root / "gtune.png").stat().st_size > 0
+    # the Optuna export: one trial per gang, each with rank 0's steps only
+    optuna = pytest.importorskip("optuna")
+    db = f"sqlite:///{gangs.root / 'study.db'}"
+    assert "(3 trials)" in gangs.cli("export", "optuna", "gtune", "--storage", db).stdout
+    study = optuna.load_study(study_name="gtune", storage=db)
+    assert [t.state.name for t in study.trials] == ["COMPLETE", "PRUNED", "FAIL"]
+    assert study.best_value == 0.5
+    assert all(v > 0 for t in study.trials for v in t.intermediate_values.values())
