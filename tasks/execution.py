@@ -299,7 +299,13 @@ def _run(task, ctx: HostContext, run: Run) -> Ended:
                 env.update(run.seat.environment(job.needs.gpu_count))
                 argv = run.seat.argv(argv, job.needs.gpu_count, job.job_id)
             isolation.hand_over(work, ctx.job_user)  # the data pin lives in the cache, not in work
-            outcome = _run_process(task, ctx, run, argv, env)
+            # a gang's rank 0 alone speaks for its trial: another rank's lines stay in its log
+            pruning = (
+                trial.watch(ctx.redis, job, lambda: ctx.runs.wake(job.job_id))
+                if gang.lead(run.seat)
+                else None
+            )
+            outcome = _run_process(task, ctx, run, argv, env, pruning)
     except workspace.JobEnvFailed as e:  # the job's own requirements: no other host can do better
         return _failed(ctx, replace(run, job=replace(job, max_attempts=None)), None, error=str(e))
     except EnvBuildFailed:
@@ -308,7 +314,8 @@ def _run(task, ctx: HostContext, run: Run) -> Ended:
         raise
     if outcome.stopped is Stop.SHUTDOWN:
         return _release(task, ctx, run, "worker shutting down")
-    if trial.stopped_early(outcome.stopped, outcome.returncode):  # outputs kept as a success's
+    ran_to_end = pruning is not None and pruning.ran_to_end()
+    if trial.stopped_early(outcome.stopped, outcome.returncode, ran_to_end):  # outputs kept
         result = upload.store_result(ctx, run, outcome, JobState.PRUNED)
         checkpoint.drop(ctx, job)
         events.pruned(task, result)
@@ -330,7 +337,8 @@ def _run(task, ctx: HostContext, run: Run) -> Ended:
             if ended.outcome is Outcome.RELEASED:  # the gang runs again as a whole: queued
                 events.requeued(task, ended.why)
             return ended
-    if outcome.stopped is Stop.TIMEOUT or outcome.returncode != 0:
+    at_end = trial.stopped_at_end(outcome.stopped, ran_to_end)  # a success, though killed
+    if outcome.stopped is Stop.TIMEOUT or (outcome.returncode != 0 and not at_end):
         return _failed(ctx, run, outcome)
     trained.mark(ctx, run)
     result = upload.store_result(ctx, run, outcome)
@@ -370,8 +378,11 @@ def _argv_env(
     return argv, env
 
 
-def _run_process(task, ctx: HostContext, run: Run, argv: list[str], env: dict) -> runner.RunOutcome:
-    """Run the job's process, reporting its progress to the lease, Flower and `fleet logs`."""
+def _run_process(
+    task, ctx: HostContext, run: Run, argv: list[str], env: dict, pruning: trial.TrialWatch | None
+) -> runner.RunOutcome:
+    """Run the job's process, reporting its progress to the lease, Flower and `fleet logs`;
+    ``pruning``: a trial's hook to its search."""
     job, work = run.job, run.work
     # Flower's Result cell says where it runs and on which GPUs
     hosts = tuple(m.host for m in run.seat.members) if run.seat else ()
@@ -382,7 +393,6 @@ def _run_process(task, ctx: HostContext, run: Run, argv: list[str], env: dict) -
     )
     history = MetricHistory(ctx.redis, job.job_id, run.number)
     lead = gang.lead(run.seat)  # a gang's other ranks: their metric lines stay in their logs
-    pruning = trial.watch(ctx.redis, job, lambda: ctx.runs.wake(job.job_id)) if lead else None
     with (
         open(work / workdirs.LOG_FILE, "w", encoding="utf-8") as log_file,
         checkpoint.syncing(ctx, job, run.token, work, env) as ckpt,

@@ -101,7 +101,7 @@ class Trial:
     started_at: float | None = None  # its latest run's start and end, as its record says
     finished_at: float | None = None
     hyper: dict[str, Any] = field(default_factory=dict)  # all its hyperparameters, fixed too
-    reason: str = ""  # why it has no value: "no 'loss' in ...", "ended with loss=nan, ..."
+    reason: str = ""  # why it has no value: "no 'loss' in ...", "trial 3 exit 1: ValueError..."
 
     def to_dict(self) -> dict:
         return asdict(self)

@@ -515,7 +515,9 @@ def test_the_live_search_page_draws_the_searchs_records_and_its_new_lines(flower
     assert 'class="fleet-curve dimmed" data-trial="1"' in page
     assert 'class="fleet-curve dimmed dot" data-trial="3"' in page  # one step: a dot
     assert data["summary"] in page.replace("&amp;", "&")
-    assert 'data-fact="failures">1 failed (the search stops after 3)' in page
+    assert 'data-fact="failures">1 failed (the search stops after 3 in a row)' in page
+    # params as `fleet results` writes them (4 digits), not a float's 17
+    assert ">lr=0.03<" in page and "0.030000000000000002" not in page
     rows = page.split("<tbody>", 1)[1].split("</tbody>", 1)[0]
     assert [int(r.split('data-trial="', 1)[1].split('"', 1)[0]) for r in rows.split("<tr")[1:]] == [
         t.trial for t in board.trials
