@@ -254,11 +254,6 @@ _NOT_WITH_NODES = (
         "a gang is not preempted (it would be stopped as a whole; not built yet)",
         "drop preemptible",
     ),
-    (
-        "search",
-        "a search's trials are one-host jobs for now",
-        "drop nodes, or run the gang as its own job",
-    ),
 )
 
 

@@ -24,7 +24,7 @@
 --                                               | {'broken', 'rank R on HOST'} | {'gone', state}
 --                                               | {'evicted', ''} | {'yield', older job_id}
 --   leave: rank, seat                        -> {'left', ''} | {'formed', token}
---   done:  rank                              -> {'ok', ''}
+--   done:  rank, why                         -> {'ok', ''}  (why: '1', or 'pruned': its trial)
 --   start: token                             -> {'ok', hosts} | {'stale', ''}
 -- and after every op's own, always the last three (core.constants): hash_ttl_s (a gang hash
 -- outlives its last join this long), max_priority, older_scan (forming gangs ahead of this
@@ -114,7 +114,7 @@ local function formed()
 end
 
 if op == 'done' then
-  redis.call('HSET', gk, 'done:' .. ARGV[4], '1')
+  redis.call('HSET', gk, 'done:' .. ARGV[4], ARGV[5])
   return {'ok', ''}
 end
 
