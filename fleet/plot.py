@@ -10,7 +10,7 @@ import math
 from pathlib import Path
 
 from core.errors import FleetError
-from fleet.query.plotdata import PlotData
+from fleet.query.plotdata import PlotData, curves_title
 from state.jobrecord import JobState
 
 FORMATS = (".png", ".svg", ".pdf")
@@ -52,14 +52,22 @@ def _curves(ax, data: PlotData) -> None:
                 marker="." if len(c.steps) == 1 else None,  # a trial stopped at its first step
             )
     ax.set(
-        title=f"learning curves ({sum(c.dimmed for c in data.curves)} stopped short, faint)",
+        title=curves_title(data.curves),
         xlabel="step",
         ylabel=data.metric,
     )
+    _whole_numbers(ax)
     if data.log_y:
         ax.set_yscale("log")
     if any(c.best and c.steps for c in data.curves):
         ax.legend(loc="best")
+
+
+def _whole_numbers(ax) -> None:
+    """Steps and trial numbers are whole: no tick at 1.5."""
+    from matplotlib.ticker import MaxNLocator
+
+    ax.xaxis.set_major_locator(MaxNLocator(integer=True))
 
 
 def _best_so_far(ax, data: PlotData) -> None:
@@ -75,6 +83,7 @@ def _best_so_far(ax, data: PlotData) -> None:
     if data.best_so_far:
         ax.step(*zip(*data.best_so_far, strict=True), where="post", color=BEST_COLOR, linewidth=2)
     ax.set(title=f"best so far ({data.direction.value})", xlabel="trial", ylabel=data.metric)
+    _whole_numbers(ax)
     if data.log_y:
         ax.set_yscale("log")
 

@@ -249,11 +249,6 @@ _NOT_WITH_NODES = (
         "every member of a gang runs on the same kind of host",
         "set require_cuda = true, or drop prefer_cuda to run on CPU hosts",
     ),
-    (
-        "search",
-        "a search's trials are one-host jobs for now",
-        "drop nodes, or run the gang as its own job",
-    ),
 )
 
 

@@ -20,6 +20,8 @@ from state.jobrecord import job_key
 from state.redis_conn import decoding
 
 GANG_KEY, FORMING_ZSET = C.GANG_KEY, C.GANG_FORMING_ZSET
+DONE = "1"  # a member's done mark: its process exited 0
+PRUNED = "pruned"  # rank 0's done mark when its search's pruner stopped the gang's trial
 # lua/gang.lua's last three ARGV, after each op's own
 _LIMITS = (C.GANG_HASH_TTL_S, C.MAX_PRIORITY, C.GANG_OLDER_SCAN)
 
@@ -120,7 +122,16 @@ class Gangs:
 
     def done(self, job_id: str, rank: int) -> None:
         """This member's process exited 0: its silence from now on is not a loss."""
-        self._call(job_id, "done", rank)
+        self._call(job_id, "done", rank, DONE)
+
+    def pruned(self, job_id: str) -> None:
+        """Rank 0 stops the gang's trial, its search's pruner said so: its silence is no loss,
+        and a partner whose process fails as rank 0's stops ends without a record of its own."""
+        self._call(job_id, "done", 0, PRUNED)
+
+    def was_pruned(self, job_id: str) -> bool:
+        """Whether rank 0 stopped the gang's trial for its pruner (``pruned``)."""
+        return self.r.hget(GANG_KEY + job_id, "done:0") == PRUNED
 
     def start(self, job_id: str, token: str) -> tuple[Answer, str]:
         """The run started: the record names rank 0's host and every member's."""

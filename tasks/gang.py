@@ -14,6 +14,7 @@ from __future__ import annotations
 import logging
 import socket
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -60,9 +61,17 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
-def form(ctx: HostContext, job: JobSpec, queue: str, token: str) -> Formed | Ended:
+def form(
+    ctx: HostContext,
+    job: JobSpec,
+    queue: str,
+    token: str,
+    waiting: Callable[[str], None] = lambda why: None,
+) -> Formed | Ended:
     """Take a seat in ``job``'s gang and wait until all its members hold theirs; an ``Ended``
-    when this delivery does not run (dropped, or its seat given back)."""
+    when this delivery does not run (dropped, or its seat given back). ``waiting`` hears why
+    the job is not started yet while this host holds a seat or another copy came to it
+    (Flower shows the job queued, not started)."""
     g = gangs(ctx)
     me = Member(-1, ctx.hostname, advertised_addr(ctx), free_port(), token)
     answer, detail = _redis(
@@ -71,6 +80,7 @@ def form(ctx: HostContext, job: JobSpec, queue: str, token: str) -> Formed | End
     if answer is Answer.DROP:
         return Ended(Outcome.DROPPED, detail)
     if answer is Answer.SAME_HOST:
+        waiting(f"gang forming: {ctx.hostname} holds a seat; {job.nodes} hosts needed")
         time.sleep(SAME_HOST_PAUSE_S)
         return Ended(Outcome.DROPPED, "this host holds a seat of the gang already")
     rank = int(detail)
@@ -85,6 +95,7 @@ def form(ctx: HostContext, job: JobSpec, queue: str, token: str) -> Formed | End
         _redis(ctx, lambda: g.start(job.job_id, token), "start gang")
         log.info("gang %s (%s) formed on %s", job.name, short_id(job.job_id), ctx.hostname)
         return _formed(ctx, g, job, rank, token)
+    waiting(f"gang forming: {ctx.hostname} holds a seat; {job.nodes} hosts needed")
     return _wait(ctx, g, job, rank, token)
 
 
@@ -215,6 +226,29 @@ class GangWatch:
         self.g.done(self.job.job_id, self.seat.rank)
 
 
+class PrunedTrial:
+    """Rank 0's pruning policy when a search's trial is a gang (``tasks.trial.TrialWatch``
+    hears rank 0's metric lines only): before rank 0's process is stopped, the gang hears it
+    was pruned, so a partner whose collective fails as rank 0 stops records no failure, and
+    rank 0's silence from then on is no loss. The partners stop through the lease once rank 0
+    records the trial pruned, as a cancel stops them."""
+
+    def __init__(self, ctx: HostContext, job: JobSpec, pruning):
+        self.g, self.job, self.pruning = gangs(ctx), job, pruning
+
+    def on_tick(self, tick: Tick) -> Stop | None:
+        stop = self.pruning.on_tick(tick)
+        if stop is Stop.PRUNED:
+            self.g.pruned(self.job.job_id)
+        return stop
+
+
+def lead(seat: Seat | None) -> bool:
+    """Whether this run speaks for its job: a one-host job's, or a gang's rank 0 (its metric
+    lines are the trial's, its progress the record's; another rank's are in its own log)."""
+    return seat is None or seat.rank == 0
+
+
 def log_id(job_id: str, seat: Seat | None) -> str:
     """Where a member's output goes for `fleet logs`: rank 0's is the job's own log, another
     rank's is beside it (`fleet logs --rank N`)."""
@@ -233,6 +267,9 @@ def settle(ctx: HostContext, run: Run, outcome: RunOutcome) -> Ended | None:
     if outcome.stopped is Stop.GANG_LOST:
         return _requeue_gang(ctx, run, watch.why or "a gang member was lost")
     if outcome.stopped is None and outcome.returncode != 0:
+        if seat.rank != 0 and _redis(ctx, lambda: watch.g.was_pruned(job.job_id), "gang read"):
+            # rank 0 stopped for its search's pruner, and this process's collective failed
+            return Ended(Outcome.STOPPED, "its gang's trial was pruned; rank 0 records it")
         # its partner's death often fails this process first (a collective's peer closed), and
         # so does a partner stopped by a halt (then this run is asked back: tasks.execution)
         why = _redis(ctx, watch.broken, "gang beat")
@@ -311,4 +348,5 @@ def _requeue_gang(ctx: HostContext, run: Run, why: str) -> Ended:
     if not owned:  # a partner requeued it first, or it was cancelled: the record says
         return Ended(Outcome.STOPPED, "the gang ended elsewhere")
     log.warning("gang %s (%s): %s", job.name, short_id(job.job_id), reason)
-    return Ended(Outcome.RELEASED, reason, end=RunEnd.LOST, detail=why)
+    outcome = Outcome.RELEASED if again else Outcome.FAILED
+    return Ended(outcome, reason, end=RunEnd.LOST, detail=why)

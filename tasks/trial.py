@@ -26,6 +26,7 @@ from core import constants as C
 from core.ids import short_id
 from manifest.schema import JobSpec
 from manifest.search.config import SearchConfig
+from manifest.search.parse import budget
 from state.search import advance
 from state.search.store import SearchStore
 from state.search.study import MIRRORS
@@ -38,11 +39,28 @@ DECIDE_COST_SHARE = 0.1  # the decider waits so that it takes at most this share
 KEYS_MAX = 20  # keys named in "it printed ..."
 
 
-def stopped_early(stopped: Stop | None, returncode: int | None) -> bool:
-    """Whether a run its pruner stopped ends pruned: not when its process exited 0 by itself
-    before the stop landed (it ran to its end: a success). A process the runner stops never
-    exits 0: its supervisor takes the group down with SIGKILL (tasks.supervisor)."""
-    return stopped is Stop.PRUNED and returncode != 0
+def stopped_early(stopped: Stop | None, returncode: int | None, ran_to_end: bool) -> bool:
+    """Whether a run its pruner stopped ends pruned, judged by what the run did, not by the
+    verdict alone: a verdict lands a decision late, after the run may have finished. Not pruned
+    when its process exited 0 by itself before the stop landed, nor when it had reported its
+    last step (``TrialWatch.ran_to_end``): either ran its whole budget, a success. A process
+    the runner stops never exits 0: its supervisor takes the group down with SIGKILL
+    (tasks.supervisor)."""
+    return stopped is Stop.PRUNED and returncode != 0 and not ran_to_end
+
+
+def stopped_at_end(stopped: Stop | None, ran_to_end: bool) -> bool:
+    """Whether the pruner's stop killed a run only after it had reported its last step: its
+    whole budget ran, so it succeeded, whatever status the kill left it."""
+    return stopped is Stop.PRUNED and ran_to_end
+
+
+def trial_budget(job: JobSpec, config: SearchConfig) -> int | None:
+    """The step trial ``job`` reports last: its search's fixed budget, else its own (a budget
+    the space samples, e.g. ``epochs``, read from the trial's values); None when unknown."""
+    if config.last_step is not None:
+        return config.last_step
+    return budget({"model": job.model, "hyper": job.hyper})
 
 
 class TrialWatch:
@@ -63,6 +81,8 @@ class TrialWatch:
         self.store = SearchStore(client)
         self.pruned = threading.Event()
         self.pruned_at: int | None = None  # the step it was pruned at
+        self.budget = trial_budget(job, config)
+        self.greatest: int | None = None  # the greatest step heard with the metric
         self._lock = threading.Lock()  # the notes, between the reader and the decider
         self._flushing = threading.Lock()  # one send at a time
         self._new = threading.Event()
@@ -78,13 +98,18 @@ class TrialWatch:
         self._read_top = False
 
     def on_tick(self, tick) -> Stop | None:
-        """A tick policy (tasks.ticks): stop the run once its search pruned it."""
-        return Stop.PRUNED if self.pruned.is_set() else None
+        """A tick policy (tasks.ticks): stop the run once its search pruned it, unless it has
+        meanwhile reported its last step (then it is let finish)."""
+        return Stop.PRUNED if self.pruned.is_set() and not self.ran_to_end() else None
+
+    def ran_to_end(self) -> bool:
+        """Whether the run reported the metric at its last step (its whole budget)."""
+        return self.greatest is not None and self.at_last_step(self.greatest)
 
     def __call__(self, p: Point) -> None:
-        """A metric line's point, from the output reader's thread: noted, never waited on."""
-        if self.pruned.is_set():
-            return  # lines printed while it stops came after its verdict
+        """A metric line's point, from the output reader's thread: noted, never waited on.
+        Lines after a prune verdict are kept too: the run did reach them, and its last value
+        is its final value."""
         with self._lock:
             if len(self._keys) < KEYS_MAX:
                 self._keys.update({k: None for k in p.values if k not in C.METRIC_STEP_KEYS})
@@ -100,6 +125,8 @@ class TrialWatch:
                         del self._steps[next(iter(self._steps))]
                 if self._last is None or p.step >= self._last[0]:
                     self._last = (p.step, value)
+                if self.greatest is None or p.step > self.greatest:
+                    self.greatest = p.step
         if self._thread is None:
             self._thread = threading.Thread(
                 target=self._decide_loop, name=f"trial-{self.number}", daemon=True
@@ -175,8 +202,8 @@ class TrialWatch:
         return next(reversed(steps.items())) if steps else None
 
     def at_last_step(self, step: int) -> bool:
-        """Whether ``step`` is the search's last (its fixed budget, when it has one)."""
-        return self.config.last_step is not None and step >= self.config.last_step
+        """Whether ``step`` is the trial's last (its budget, when it has one)."""
+        return self.budget is not None and step >= self.budget
 
     def _decide(self, step: int, value: float) -> None:
         mirror = MIRRORS.get(self.client, self.search, self.config)
@@ -188,8 +215,6 @@ class TrialWatch:
         if prune and not self.at_last_step(step):
             self.pruned_at = step
             self.pruned.set()
-            with self._lock:  # the value it was judged by stays its last: not later lines
-                self._steps, self._last = {}, None
             self.wake()  # the runner ticks now, not up to a second later
 
     def _warn(self, e: Exception) -> None:

@@ -95,10 +95,14 @@ def register(sub) -> None:
     )
     s.set_defaults(fn=cmd_hosts)
     s = sub.add_parser(
-        "why", help="why a job waits: its queue, each live host's verdict, its position"
+        "why",
+        help="why a job waits (its queue, each live host's verdict, its position), or where a "
+        "search stands",
     )
     s.add_argument(
-        "job", help="job name, ID or ID prefix, or a sweep's base name (each of its jobs)"
+        "job",
+        help="job name, ID or ID prefix, a search's name, or a sweep's base name "
+        "(each of its jobs)",
     )
     json_option(s, "the explanation as JSON (a list for a sweep)")
     s.set_defaults(fn=cmd_why)
@@ -262,8 +266,12 @@ def cmd_hosts(args) -> int:
 
 
 def cmd_why(args) -> int:
+    from fleet.query.searchwhy import lines, search_why
     from fleet.query.why import WHY_SWEEP_MAX, why_each
 
+    found = search_why(redis_client(), args.job)
+    if found is not None:  # a search, not its trials as a sweep
+        return emit(args, found.to_dict(), lambda: [console.print(Text(ln)) for ln in lines(found)])
     sweep, reports, note = why_each(redis_client(), args.job)
     if note:
         say(note)
@@ -311,8 +319,8 @@ def print_why(report: WhyReport) -> None:
             + (f", attempts {report.attempts}" if report.attempts else ""),
         )
     )
-    if report.last_error:
-        out(f"  last error: {report.last_error.splitlines()[0]}")
+    if report.last_error:  # its end's reason: the error's first line only introduces its output
+        out(f"  last error: {report.reason or report.last_error.splitlines()[0]}")
     if report.search is not None:
         out(f"  search: {report.search.summary}")
         if report.search.trial_failed:

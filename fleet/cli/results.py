@@ -84,6 +84,9 @@ def render(board: R.Leaderboard, *, width: int | None = None, wide: bool = False
     ]
     if "params" not in widths and any(t.params for t in board.trials):
         parts += [Text("params:", style="dim"), _params_below(board)]
+    reasons = [t.reason for t in board.trials if t.reason]
+    if reasons:  # a failed trial's row has no value: say why under the table
+        parts += [Text("failed:", style="dim"), *(Text("  " + r) for r in reasons)]
     return Group(*parts)
 
 

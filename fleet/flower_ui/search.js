@@ -35,7 +35,7 @@
             ['ended', ['succeeded', 'pruned', 'failed', 'cancelled'].map(function (s) {
                 return (d.counts[s] || 0) + ' ' + s;
             }).join(', ')],
-            ['failures', f.failed + ' failed' + (f.max !== null && f.max !== undefined ? ' (the search stops after ' + f.max + ')' : '')],
+            ['failures', f.failed + ' failed' + (f.max !== null && f.max !== undefined ? ' (the search stops after ' + f.max + ' in a row)' : '')],
             ['stop', stop],
             ['metric', d.metric + ' (' + d.direction + ')'],
         ].forEach(function (row) {
@@ -56,7 +56,9 @@
         d.leaderboard.forEach(function (t, i) {
             var row = el('tr', {'data-trial': t.trial, 'class': 'state-' + t.state + (t.best ? ' best' : '')});
             var params = Object.keys(t.params || {}).map(function (k) {
-                return k + '=' + (typeof t.params[k] === 'string' ? t.params[k] : JSON.stringify(t.params[k]));
+                var p = t.params[k];  // a float as `fleet results` writes it (4 digits)
+                return k + '=' + (typeof p === 'string' ? p
+                    : (typeof p === 'number' && !Number.isInteger(p)) ? short(p) : JSON.stringify(p));
             }).join(', ');
             [i + 1, t.trial, t.state, short(t.value), short(t.best_value), t.steps, t.host, params].forEach(function (v) {
                 row.appendChild(el('td', {}, v));

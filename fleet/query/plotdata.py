@@ -11,6 +11,7 @@ this, not the pixels.
 from __future__ import annotations
 
 import json
+from collections import Counter
 from dataclasses import dataclass, field
 
 from fleet.query.results import Direction, Leaderboard
@@ -67,6 +68,16 @@ def _numeric(v) -> bool:
 
 def _label(v) -> str:
     return v if isinstance(v, str) else json.dumps(v, separators=(",", ":"))
+
+
+def curves_title(curves: list[Curve]) -> str:
+    """The learning curves' title: how many of those drawn are faint, and why (a trial that
+    failed before its first step draws no curve and is not counted). Pure."""
+    faint = Counter(c.state for c in curves if c.dimmed and c.steps)
+    if not faint:
+        return "learning curves"
+    ends = ", ".join(f"{n} {state}" for state, n in sorted(faint.items()))
+    return f"learning curves ({ends}: faint)"
 
 
 def best_so_far(

@@ -140,6 +140,7 @@ class WhyReport:
     queues: tuple[QueueReport, ...]
     search: SearchNote | None = None
     gang: dict | None = None  # a gang's hosts and seats (gang_report), for nodes = N
+    reason: str = ""  # how its last run ended, in one line (JobRecord.reason)
 
     def to_dict(self) -> dict:
         d = {
@@ -149,6 +150,7 @@ class WhyReport:
             "worker": self.worker,
             "attempts": self.attempts,
             "last_error": self.last_error,
+            "reason": self.reason,
             "queues": [q.to_dict() for q in self.queues],
         }
         if self.search is not None:
@@ -300,6 +302,7 @@ def why(client: redis.Redis, name_or_id: str) -> WhyReport:
         tuple(reports),
         note,
         gang,
+        rec.reason,
     )
 
 
@@ -308,6 +311,8 @@ def _trial_reason(client: redis.Redis, search_id: str, rec: JobRecord) -> str:
     from state.search.store import key
 
     number = rec.trial
+    if rec.state is JobState.FAILED:  # its job's own end reason says why
+        return ""
     got = client.hget(key(search_id, "trial", number), "reason") if number is not None else None
     return got.decode() if isinstance(got, bytes) else got or ""
 

@@ -31,7 +31,7 @@
 --                                               | {'evicted', ''} | {'yield', older job_id}
 --                                               | {'halt', request_json}
 --   leave: rank, seat                        -> {'left', ''} | {'formed', token}
---   done:  rank                              -> {'ok', ''}
+--   done:  rank, why                         -> {'ok', ''}  (why: '1', or 'pruned': its trial)
 --   start: token                             -> {'ok', hosts} | {'stale', ''}
 --   halt:  token, request_json               -> {'ok', ''} | {'stale', ''} (the first stands)
 -- and after every op's own, always the last three (core.constants): hash_ttl_s (a gang hash
@@ -125,7 +125,7 @@ local function formed()
 end
 
 if op == 'done' then
-  redis.call('HSET', gk, 'done:' .. ARGV[4], '1')
+  redis.call('HSET', gk, 'done:' .. ARGV[4], ARGV[5])
   return {'ok', ''}
 end
 

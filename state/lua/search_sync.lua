@@ -42,9 +42,26 @@ local function why_no_result(n, tk, value)
   return nil
 end
 
-local function count_failure(jk, reason)
+-- Why a trial's job failed, in one bounded line: its run's end reason (the output line that
+-- says what went wrong, tasks/run.py failure_reason), else its error's first line and, when
+-- that only introduces the output below it, the last line of that output.
+local REASON_MAX = 300
+local function job_failure(n, jk)
+  local why = redis.call('HGET', jk, 'end_reason')
+  if not why or why == '' then
+    local err = redis.call('HGET', jk, 'last_error') or ''
+    why = string.match(err, '[^\n]*')
+    local last = string.match(err, '\n%s*([^\n]-)%s*$')
+    if last and last ~= '' and last ~= why then why = why .. ' ' .. last end
+  end
+  if why == '' then why = 'failed (no reason recorded)' end
+  why = 'trial ' .. n .. ' ' .. why
+  if #why > REASON_MAX then why = string.sub(why, 1, REASON_MAX - 3) .. '...' end
+  return why
+end
+
+local function count_failure(err)
   local fails = redis.call('HINCRBY', sk, 'fails', 1)
-  local err = reason or string.match(redis.call('HGET', jk, 'last_error') or '', '[^\n]*')
   redis.call('HSET', sk, 'last_failure', err)
   if fails >= max_failures and not redis.call('HGET', sk, 'stopped') then
     redis.call('HSET', sk, 'stopped', fails .. ' trials failed in a row (max_failures=' .. max_failures
@@ -71,13 +88,14 @@ for _, n in ipairs(redis.call('SMEMBERS', KEYS[2])) do
       reason = why_no_result(n, tk, value)
     end
     if reason then state, value = 'failed', nil end   -- for the search; the job did succeed
+    if state == 'failed' and not reason then reason = job_failure(n, jk) end
     redis.call('HSET', tk, 'state', state, 'ended_at', ARGV[2])
     if value then redis.call('HSET', tk, 'value', value) else redis.call('HDEL', tk, 'value') end
     if reason then redis.call('HSET', tk, 'reason', reason) else redis.call('HDEL', tk, 'reason') end
     redis.call('HINCRBY', sk, 'ended', 1)
     redis.call('HINCRBY', sk, state, 1)
     if state == 'failed' then
-      count_failure(jk, reason)
+      count_failure(reason)
     elseif state ~= 'cancelled' then
       redis.call('HSET', sk, 'fails', 0)
     end

@@ -25,7 +25,7 @@ class TrialView:
     state: JobState  # queued/running (from the job record) until ended, then its end
     value: float | None  # its final metric value (the last step's), once ended
     steps: dict[int, float] = field(default_factory=dict)  # intermediate values by step
-    reason: str = ""  # why it failed for the search though its job succeeded (no result)
+    reason: str = ""  # why it failed: its job's end reason, or no result though it succeeded
 
     def to_dict(self) -> dict:
         return {

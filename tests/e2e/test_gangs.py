@@ -6,6 +6,7 @@ checkpoint and resumes from it."""
 
 from __future__ import annotations
 
+import glob
 import json
 import os
 import signal
@@ -16,6 +17,7 @@ import time
 import uuid
 from pathlib import Path
 
+import psutil
 import pytest
 import redis
 import zstandard
@@ -25,6 +27,7 @@ from fleet.local import start_worker, stop_worker
 from fleet.redis_server import RedisServer
 from state.jobrecord import JobState
 from state.records import Records
+from state.search.view import read_search
 from tests.e2e.ckptjob import chain
 from tests.e2e.conftest import wait_for_workers
 from tests.waiting import wait_until
@@ -32,6 +35,7 @@ from tests.waiting import wait_until
 pytestmark = pytest.mark.e2e
 JOB = Path(__file__).with_name("gangjob.py")
 CKPT_JOB = Path(__file__).with_name("gangckptjob.py")
+TRIAL = Path(__file__).with_name("gangtrial.py")
 SLEEPY = Path(__file__).with_name("sleepy.py")
 MOONS = Path(__file__).parents[2] / "examples" / "data" / "moons.csv"
 ONE_CORE = {"cuda_devices": [], "ram_total_gib": 8, "cpu_cores": 1}  # one job at a time
@@ -53,7 +57,7 @@ class Gangs:
         path = self.root / f"m-{uuid.uuid4().hex[:6]}.toml"
         path.write_text(text)
         done = self.cli("publish", str(path), "--json")
-        return {r["name"]: r["job_id"] for r in json.loads(done.stdout)}
+        return {r["name"]: r["job_id"] or r["search_id"] for r in json.loads(done.stdout)}
 
     def publish_now(self, text: str) -> dict[str, str]:
         """As ``publish``, in this process: no interpreter to start, for a test that times it."""
@@ -96,7 +100,8 @@ class Gangs:
         return ids, rec
 
     def reports(self, name: str) -> list[dict]:
-        return [json.loads(p.read_text()) for p in sorted(self.counts.glob(f"{name}-rank*.json"))]
+        found = self.counts.glob(f"{glob.escape(name)}-rank*.json")
+        return [json.loads(p.read_text()) for p in sorted(found)]
 
     def logs(self) -> str:
         return "\n".join(
@@ -412,3 +417,78 @@ def test_a_gang_preempted_on_one_host_is_handed_back_whole_and_resumes_from_rank
     resumed = {report["starts"][1]["from_step"] for report in reports.values()}
     assert len(resumed) == 1 and 5 <= resumed.pop() < steps, reports
     assert reports[0]["digest"] == chain(steps)  # as if never interrupted
+
+
+def test_a_sweep_of_gangs_runs_each_point_as_a_gang_of_its_own(gangs):
+    ids = gangs.publish(gang("swept", 0, extra="[jobs.sweep]\nseed = [7, 8]"))
+    recs = gangs.wait(ids)
+    assert len(recs) == 2 and all(r.state is JobState.SUCCEEDED for r in recs.values())
+    assert all(len(set(r.gang_hosts.split(","))) == 2 for r in recs.values()), recs
+    for name in ids:
+        assert len([p for p in gangs.reports(name) if p.get("sum") == 3.0]) == 2
+
+
+SEARCH = f"""[[jobs]]
+name = "gtune"
+command = ["{sys.executable}", "{TRIAL}", "8", "0.3"]
+nodes = 2
+env = {{ FAIL_TRIAL = "2" }}
+[jobs.search]
+trials = 3
+parallel = 1
+metric = "loss"
+sampler = "random"
+pruner = {{ name = "median", n_startup_trials = 1, n_warmup_steps = 1 }}
+last_step = 7
+[jobs.search.space]
+x = {{ low = 0.0, high = 1.0 }}
+"""
+
+
+def alive(pid: int) -> bool:
+    try:
+        return psutil.Process(pid).status() != psutil.STATUS_ZOMBIE
+    except psutil.NoSuchProcess:
+        return False
+
+
+def test_a_search_of_gangs_counts_rank_0_prunes_every_member_and_fails_a_trial_once(gangs):
+    sid = gangs.publish(SEARCH)["gtune"]
+    r = gangs.records().r
+    done = wait_until(
+        "the search ends",
+        lambda: (v := read_search(r, sid)) and v.done and v,
+        150,
+        detail=gangs.logs,
+    )
+    states = [t.state for t in done.trials]
+    # trial 0 completes; trial 1, worse at every step, is pruned; trial 2's rank 1 exits 3
+    assert states == [JobState.SUCCEEDED, JobState.PRUNED, JobState.FAILED], gangs.logs()
+    assert done.counts[JobState.FAILED] == 1 and not done.stopped
+    # the trial's values are rank 0's: rank 1 printed -1000 at every step
+    assert done.trials[0].value == 0.5 and done.best_value == 0.5
+    assert all(v > 0 for t in done.trials for v in t.steps.values()), done.trials
+    recs = [gangs.records().get(t.job_id) for t in done.trials]
+    assert all(len(set(rec.gang_hosts.split(","))) == 2 for rec in recs[:2]), recs
+    assert recs[2].runs == 1 and recs[2].end_reason.startswith("exit"), recs[2]  # once
+    # no member of the pruned trial is left running: rank 0 stopped it, rank 1 heard it
+    found = gangs.counts.glob(glob.escape("gtune[trial=1]") + "-rank*.pid")
+    pids = [int(p.read_text()) for p in found]
+    assert len(pids) == 2
+    wait_until("the pruned gang's members exited", lambda: not any(map(alive, pids)), 15)
+    # results, one row per trial, each on both of its hosts
+    board = json.loads(gangs.cli("results", "gtune", "--json").stdout)
+    assert sorted(t["trial"] for t in board) == [0, 1, 2]
+    best = next(t for t in board if t["best"])
+    assert best["trial"] == 0 and best["value"] == 0.5 and " + " in best["host"], best
+    assert "gtune" in gangs.cli("results", "gtune", "--csv").stdout
+    plotted = gangs.cli("plot", "gtune", "-o", str(gangs.root / "gtune.png")).stdout
+    assert "3 trials" in plotted and (gangs.root / "gtune.png").stat().st_size > 0
+    # the Optuna export: one trial per gang, each with rank 0's steps only
+    optuna = pytest.importorskip("optuna")
+    db = f"sqlite:///{gangs.root / 'study.db'}"
+    assert "(3 trials)" in gangs.cli("export", "optuna", "gtune", "--storage", db).stdout
+    study = optuna.load_study(study_name="gtune", storage=db)
+    assert [t.state.name for t in study.trials] == ["COMPLETE", "PRUNED", "FAIL"]
+    assert study.best_value == 0.5
+    assert all(v > 0 for t in study.trials for v in t.intermediate_values.values())

@@ -3,6 +3,8 @@ match its free seats, one host holds one seat, a seat given back goes behind the
 
 from __future__ import annotations
 
+import time
+
 import pytest
 
 from fleet.manifests import loads
@@ -264,3 +266,18 @@ def test_why_names_the_older_gang_of_another_queue_a_waiting_gang_gives_its_host
         "older gang(s) forming first on its hosts: old (1 of 2 seats)"
     )
     assert why(redis_client, old).gang["older"] == []  # the older one waits for nobody
+
+
+def test_a_gang_whose_rank_0_was_pruned_hears_no_loss_of_it_and_says_so(redis_client, gang):
+    g = Gangs(redis_client, beat_ttl_s=0.3)
+    for host in "abc":
+        redis_client.rpop(queue(redis_client, gang))
+        g.join(gang, 3, member(host))
+    assert Records(redis_client).claim(gang, "c", "seat-c", {}, "cpu").run
+    g.start(gang, "seat-c")
+    assert not g.was_pruned(gang)
+    g.pruned(gang)  # rank 0 stops for its search's pruner: its silence is no loss
+    g.done(gang, 2)
+    time.sleep(0.4)  # past the beat TTL: rank 0 is silent, and not lost
+    assert g.beat(gang, 1, "seat-b") == (Answer.FORMED, "seat-c")
+    assert g.was_pruned(gang)

@@ -1,9 +1,11 @@
 """A search's fenced core on a real Redis, without workers: publish issues the first
 ``parallel`` trials; each end advances once; races, budgets and re-publishing."""
 
+import io
 import threading
 
 import pytest
+from rich.console import Console
 
 from core import constants as C
 from fleet.manifests import loads
@@ -154,7 +156,51 @@ def test_max_failures_failed_in_a_row_stop_the_search_and_say_why(app, redis_cli
     assert "stopped: 3 trials failed in a row" in read_search(redis_client, sid).summary()
     from fleet.query.why import why
 
-    assert why(redis_client, "tune[trial=0]").search.stopped.endswith("the last: boom")
+    assert why(redis_client, "tune[trial=0]").search.stopped.endswith("the last: trial 2 boom")
+
+
+@pytest.mark.parametrize(
+    "fields, shown",
+    [
+        (  # as a worker records a failed run: the reason line its end names
+            {"end_reason": "exited with status 1: ZeroDivisionError: division by zero"},
+            "trial 0 exited with status 1: ZeroDivisionError: division by zero",
+        ),
+        ({}, "trial 0 job tune exited with status 1; last output: ZeroDivisionError: x"),
+        ({"end_reason": "exited with status 1: " + "x" * 900}, None),
+    ],
+)
+def test_a_failed_trial_says_what_its_output_said_in_one_bounded_line(
+    app, redis_client, fields, shown
+):
+    """Its error puts the output after a newline: the line the status shows is never the
+    bare 'last output:' with nothing after it."""
+    m = manifest(trials=4, parallel=1)
+    publish(app, redis_client, m)
+    sid, records = m.searches[0].search_id, Records(redis_client)
+    t = live_jobs(read_search(redis_client, sid))[0]
+    assert records.claim(t.job_id, "w", "tok", {}, "cpu").run
+    error = "job tune exited with status 1; last output:\nTraceback\nZeroDivisionError: x\n"
+    assert records.finish(t.job_id, "tok", JobState.FAILED, last_error=error, **fields)
+    advance.advance(redis_client, sid)
+    view = read_search(redis_client, sid)
+    assert not view.last_failure.endswith("last output:")
+    if shown is None:
+        assert len(view.last_failure) == 300 and view.last_failure.endswith("xx...")
+    else:
+        assert view.last_failure == shown
+    assert view.last_failure in view.summary()
+    assert view.trials[0].reason == view.last_failure  # `fleet results` says it under its table
+    from fleet.cli.results import render
+    from fleet.query.results import leaderboard
+
+    board = leaderboard(redis_client, "tune")
+    assert [t.reason for t in board.trials if t.trial == 0] == [view.last_failure]
+    console = Console(width=80, record=True, file=io.StringIO(), markup=False)
+    console.print(render(board, width=80))
+    text = console.export_text()
+    assert max(len(line) for line in text.splitlines()) <= 80
+    assert "failed:" + "".join(view.last_failure.split()) in "".join(text.split())
 
 
 def test_a_grid_search_samples_each_point_of_its_grid(app, redis_client):
@@ -488,3 +534,97 @@ def test_cancelling_a_trial_advances_its_search_at_once(app, redis_client):
     assert res.done and not_advanced == ""
     view = read_search(redis_client, sid)  # its end counted and the next trial issued
     assert (view.counts[JobState.CANCELLED], view.issued, view.running) == (1, 3, 2)
+
+
+def test_a_trial_that_reaches_its_last_step_while_a_prune_verdict_is_pending_completes(
+    app, redis_client
+):
+    """The race an operator saw: the pruner says stop at step 2 while the run, a fast one,
+    already printed its steps 3 and 4 (its last) and is exiting. It ran its whole budget: it
+    is complete, not pruned, its final value is its step-4 value (not the one it was judged
+    by), and Optuna is told COMPLETE."""
+    from manifest.schema import JobSpec
+    from state.search.study import MIRRORS
+    from tasks.run import Stop
+    from tasks.trial import TrialWatch, stopped_early
+    from trainers.protocol import point_of
+
+    m = search(
+        "race",
+        'pruner = { name = "asha", min_resource = 2, reduction_factor = 2 }\nlast_step = 4',
+        "x = { low = 0.0, high = 1.0 }",
+        trials=8,
+    )
+    publish(app, redis_client, m)
+    sid, records = m.searches[0].search_id, Records(redis_client)
+    view, config = read_search(redis_client, sid), SearchStore(redis_client).config(sid)
+
+    def watch_of(n: int) -> TrialWatch:
+        job = JobSpec(name=f"race[trial={n}]", job_id=view.trials[n].job_id, search=sid, trial=n)
+        return TrialWatch(redis_client, job, config, lambda: None)
+
+    for t in view.trials[:5]:
+        good = watch_of(t.number)
+        for step in range(1, 5):
+            hear(good, {"epoch": step, "loss": 1.0 / step})
+        good.close()
+        end(records, t.job_id, JobState.SUCCEEDED)
+        advance.advance(redis_client, sid)
+    late = watch_of(5)
+    hear(late, {"epoch": 1, "loss": 50.0})
+    hear(late, {"epoch": 2, "loss": 40.0})  # at its rung, far behind: stop
+    assert late.pruned.is_set() and late.pruned_at == 2 and not late.ran_to_end()
+    assert late.on_tick(None) is Stop.PRUNED
+    # the run printed its last steps before the runner's tick took the verdict up
+    late(point_of({"epoch": 3, "loss": 0.3}, 3))
+    late(point_of({"epoch": 4, "loss": 0.1}, 4))
+    assert late.ran_to_end() and late.on_tick(None) is None  # the stop is withdrawn
+    late.close()
+    # the runner's kill landed as the process was exiting: what the run did decides
+    assert not stopped_early(Stop.PRUNED, -9, late.ran_to_end())
+    end(records, view.trials[5].job_id, JobState.SUCCEEDED)
+    advance.advance(redis_client, sid)
+    t5 = read_search(redis_client, sid).trials[5]
+    assert (t5.state, t5.value) == ("succeeded", 0.1)
+    mirror = MIRRORS.get(redis_client, sid, config)
+    frozen = mirror.study.get_trials(deepcopy=False)[5]
+    assert (frozen.state.name, frozen.value) == ("COMPLETE", 0.1)
+
+
+def test_why_of_a_searchs_name_explains_the_search_not_a_sweep_of_its_trials(
+    app, redis_client, fleet_cli, capsys, monkeypatch
+):
+    import json
+
+    from fleet.cli.common import console
+
+    monkeypatch.setattr(console, "width", 80)
+    m = manifest(trials=6, parallel=2, max_failures=2)
+    publish(app, redis_client, m)
+    sid, records = m.searches[0].search_id, Records(redis_client)
+    assert fleet_cli(["why", "tune"]) == 0
+    out = capsys.readouterr().out
+    assert "is a sweep" not in out
+    assert out.startswith("tune: search running, 0 of 6 trials ended (2 at once)")
+    assert "0 running, 2 queued" in out and "4 more trial(s) to issue" in out
+    assert "fleet why 'tune[trial=0]': why its trials wait" in out
+    for _ in range(2):
+        t = live_jobs(read_search(redis_client, sid))[0]
+        end(records, t.job_id, JobState.FAILED)
+        advance.advance(redis_client, sid)
+    view = read_search(redis_client, sid)
+    assert fleet_cli(["why", "tune"]) == 0
+    out = capsys.readouterr().out
+    assert out.startswith("tune: search stopping, 2 of 6 trials ended")
+    assert f"stopped: {view.stopped}" in " ".join(out.split())
+    assert "fleet logs 'tune[trial=1]'" in out and "publish the search under a new name" in out
+    assert all(len(line) <= 80 for line in out.splitlines())
+    assert fleet_cli(["why", "tune", "--json"]) == 0
+    data = json.loads(capsys.readouterr().out)
+    assert (data["state"], data["ended"], data["queued"], data["running"]) == (
+        "stopping",
+        view.ended,
+        view.queued,
+        view.running - view.queued,
+    )
+    assert data["counts"]["failed"] == 2 and data["stopped"] == view.stopped

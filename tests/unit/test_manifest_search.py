@@ -2,6 +2,8 @@
 space normalised, its id from its content; and the pure parts of a search (trial seeds, the
 status line, the step of a metric line)."""
 
+import dataclasses
+
 import pytest
 
 from manifest.loader import load
@@ -11,7 +13,7 @@ from state.jobrecord import JobState
 from state.search.study import trial_seed
 from state.search.view import SearchView
 from tasks.run import Stop
-from tasks.trial import stopped_early
+from tasks.trial import stopped_at_end, stopped_early, trial_budget
 from tests.unit.manifest_cases import COMMAND, only_problem, problems, write
 
 MLP = '[[jobs]]\nname = "t"\nmodel = "mlp"\ndata = "d.csv"\nhyper = { epochs = 4 }\n'
@@ -223,15 +225,29 @@ def test_a_search_shows_as_one_status_line_with_its_best_and_why_it_stopped():
 
 
 @pytest.mark.parametrize(
-    "stopped, returncode, pruned",
+    "stopped, returncode, ran_to_end, pruned, killed_at_end",
     [
-        (Stop.PRUNED, -9, True),  # the runner stopped it: its supervisor took the group down
-        (Stop.PRUNED, 0, False),  # it exited by itself before the stop landed: it ran to its end
-        (None, 0, False),
-        (Stop.TIMEOUT, -9, False),
+        (Stop.PRUNED, -9, False, True, False),  # the runner stopped it: its supervisor's kill
+        (Stop.PRUNED, 0, False, False, False),  # it exited by itself before the stop landed
+        (Stop.PRUNED, -9, True, False, True),  # killed after it reported its last step: complete
+        (None, 0, False, False, False),
+        (None, 1, True, False, False),  # it crashed by itself after its last step: a failure
+        (Stop.TIMEOUT, -9, True, False, False),
     ],
 )
-def test_a_run_is_pruned_only_when_its_pruner_stopped_it_before_it_exited(
-    stopped, returncode, pruned
+def test_a_run_is_pruned_only_when_its_pruner_stopped_it_before_it_exited_or_ended(
+    stopped, returncode, ran_to_end, pruned, killed_at_end
 ):
-    assert stopped_early(stopped, returncode) is pruned
+    assert stopped_early(stopped, returncode, ran_to_end) is pruned
+    assert stopped_at_end(stopped, ran_to_end) is killed_at_end
+
+
+def test_a_trial_whose_space_samples_its_budget_is_judged_by_its_own_last_step():
+    from manifest.schema import JobSpec
+
+    job = JobSpec(
+        name="m[trial=0]", job_id="j", model="mlp", hyper={"epochs": 6}, search="s", trial=0
+    )
+    config = SearchConfig(metric="val_loss", space={}, trials=2, parallel=1)
+    assert trial_budget(job, config) == 6
+    assert trial_budget(job, dataclasses.replace(config, last_step=9)) == 9

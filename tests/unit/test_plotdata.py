@@ -195,3 +195,26 @@ def test_the_picture_of_a_search_with_pruned_trials_and_a_log_axis_is_drawn(tmp_
     opt = axes[-1]
     assert [t.get_text() for t in opt.get_xticklabels()] == ["sgd", "adam"]
     plot.save(data, tmp_path / "s.png")
+
+
+def test_the_curves_title_counts_only_the_faint_curves_drawn_by_their_end():
+    curve = plotdata.Curve
+    curves = [
+        curve(0, "t0", "succeeded", [1, 2], [1.0, 0.5]),
+        curve(1, "t1", "pruned", [1], [2.0], dimmed=True),
+        curve(2, "t2", "failed", [], [], dimmed=True),  # failed before its first step: no curve
+        curve(3, "t3", "failed", [1, 2], [3.0, 2.0], dimmed=True),
+    ]
+    assert plotdata.curves_title(curves) == "learning curves (1 failed, 1 pruned: faint)"
+    assert plotdata.curves_title(curves[:1] + curves[2:3]) == "learning curves"
+
+
+def test_steps_and_trial_numbers_are_ticked_as_whole_numbers():
+    pytest.importorskip("matplotlib")
+    from fleet import plot
+
+    data = plotdata.prepare(leaderboard())
+    curves, best = plot.figure(data).get_axes()[:2]
+    assert curves.get_title() == plotdata.curves_title(data.curves)
+    for ax in (curves, best):
+        assert all(float(t).is_integer() for t in ax.get_xticks())

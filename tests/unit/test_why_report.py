@@ -79,3 +79,17 @@ def test_why_prints_names_and_reasons_as_written_within_80_columns(screen):
         "  big4 is busy with: d[1] (cuda); 3 message(s) wait in queues it serves first",
     ):
         assert said in text, said
+
+
+def test_why_of_a_failed_job_prints_its_end_reason_not_the_line_that_introduces_its_output(
+    screen,
+):
+    from dataclasses import replace
+
+    error = "job tune[trial=3] (aaaa) exited with status 1; last output:\nTraceback\nValueError: x"
+    failed = replace(REPORT, last_error=error, reason="exit 1: ValueError: x")
+    cli_hosts.print_why(failed)
+    text = screen.export_text()
+    assert "  last error: exit 1: ValueError: x" in text.splitlines()
+    assert "last output:" not in text
+    assert failed.to_dict()["reason"] == "exit 1: ValueError: x"
