@@ -252,9 +252,15 @@ def _handed_back(task, ctx: HostContext, run: Run, asked: HandBack) -> Ended:
     """A policy handed the run back (tasks.handback): its checkpoint is synced, the job goes
     back to its queue with this attempt uncounted and the policy's fields recorded."""
     job = run.job
-    owned = _requeue_uncounted(
-        ctx, run, f"handed back: {asked.why}", asked.why, asked.fields, what="hand back"
-    )
+    if run.seat is not None and run.seat.rank != 0:  # rank 0 syncs and requeues the gang
+        log.warning("stopped %s (gang rank %d): %s", job.name, run.seat.rank, asked.why)
+        return _requeued(task, run, asked.why)
+    why = asked.why
+    if run.seat is not None:
+        why += f"; the whole gang of {run.seat.nodes} stopped" + (
+            ", rank 0's checkpoint synced" if job.checkpoint else ""
+        )
+    owned = _requeue_uncounted(ctx, run, f"handed back: {why}", why, asked.fields, what="hand back")
     if not owned:  # cancelled or taken over meanwhile: the record says what happened
         return _stopped(task, ctx, run, run.lease.reason or Stop.LOST)
     log.warning("handed %s back to its queue: %s", job.name, asked.why)
@@ -337,6 +343,8 @@ def _run(task, ctx: HostContext, run: Run) -> Ended:
             if ended.outcome is Outcome.RELEASED:  # the gang runs again as a whole: queued
                 events.requeued(task, ended.why)
             return ended
+        if (asked := ctx.runs.asked(job.job_id)) is not None:  # its gang was halted meanwhile
+            return _handed_back(task, ctx, run, asked)
     at_end = trial.stopped_at_end(outcome.stopped, ran_to_end)  # a success, though killed
     if outcome.stopped is Stop.TIMEOUT or (outcome.returncode != 0 and not at_end):
         return _failed(ctx, run, outcome)
@@ -395,7 +403,7 @@ def _run_process(
     lead = gang.lead(run.seat)  # a gang's other ranks: their metric lines stay in their logs
     with (
         open(work / workdirs.LOG_FILE, "w", encoding="utf-8") as log_file,
-        checkpoint.syncing(ctx, job, run.token, work, env) as ckpt,
+        checkpoint.syncing(ctx, job, run.token, work, env, uploads=run.uploads) as ckpt,
     ):
         on_tick = _tick_loop(task, ctx, run, flower, history, pruning)
         outcome = runner.run(
@@ -456,7 +464,7 @@ def _tick_loop(
     if pruning is not None:
         policies.append(pruning if run.seat is None else gang.PrunedTrial(ctx, run.job, pruning))
     if run.seat is not None:
-        policies.append(gang.GangWatch(ctx, run.job, run.seat))
+        policies.append(gang.GangWatch(ctx, run.job, run.seat, run.token))
     policies += [ticks.LeaseStop(run.lease), ticks.HandBackAsked(ctx.runs, run.job.job_id)]
     return ticks.TickLoop(policies)
 

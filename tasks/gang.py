@@ -18,12 +18,13 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
-from core.constants import GANG_BEAT_TTL_S, HEARTBEAT_EVERY_S
+from core.constants import GANG_BEAT_TTL_S, GANG_YIELD_HOLD_S, HEARTBEAT_EVERY_S
 from core.ids import short_id
 from manifest.schema import JobSpec
-from state.gang import Answer, Gangs, Member, rank_log_id
+from state.gang import Answer, Gangs, Halt, Member, rank_log_id
 from state.jobrecord import JobState, RunEnd, fetch, record_end
 from tasks.address import advertised_addr
+from tasks.admission import Hold
 from tasks.host import HostContext
 from tasks.joblog import log_key
 from tasks.retry import retry_redis
@@ -101,26 +102,50 @@ def form(
 def _wait(ctx: HostContext, g: Gangs, job: JobSpec, rank: int, token: str) -> Formed | Ended:
     deadline = time.monotonic() + ctx.settings.gang_form_timeout_s
     while True:
-        answer, detail = _redis(ctx, lambda: g.beat(job.job_id, rank, token), "gang beat")
+        answer, detail = _redis(
+            ctx, lambda: g.beat(job.job_id, rank, token, ctx.queues), "gang beat"
+        )
         if answer is Answer.FORMED:
             return _formed(ctx, g, job, rank, detail)
         if answer in (Answer.GONE, Answer.EVICTED):
             return Ended(Outcome.DROPPED, f"gang {answer.value}: {detail}".strip(": "))
         if answer is Answer.YIELD or ctx.shutdown.is_set() or time.monotonic() >= deadline:
             why = (
-                f"gave the host to older gang {short_id(detail)}, forming in the same queue"
+                f"gave the host to older gang {short_id(detail)}, forming on a queue it serves"
                 if answer is Answer.YIELD
                 else "worker shutting down"
                 if ctx.shutdown.is_set()
                 else f"gang could not form in {ctx.settings.gang_form_timeout_s:g}s: "
                 f"{detail} of {job.nodes} hosts held a seat"
             )
+            older = detail if answer is Answer.YIELD else ""
             answer, detail = _redis(ctx, lambda: g.leave(job.job_id, rank, token), "leave gang")
             if answer is Answer.FORMED:
                 return _formed(ctx, g, job, rank, detail)
+            if older:
+                _hold_for(ctx, older)
             log.warning("gave back a seat of %s (%s): %s", job.name, short_id(job.job_id), why)
             return Ended(Outcome.RELEASED, why)
         time.sleep(WAIT_POLL_S)
+
+
+def _hold_for(ctx: HostContext, job_id: str) -> None:
+    """Keep this host for the older gang ``job_id`` a moment: it asks only for that gang's
+    list, so it takes one of its seats next, even from a queue it serves after its own (a
+    host serves its most demanding queues first). Not over a preemption's hold."""
+    if ctx.gate.holding() is not None:
+        return
+    rec = fetch(ctx.redis, job_id, ("pri_queue", "cur_key", "msg", "spec"))
+    seat = rec.copy("cur") if rec else None
+    if rec is None or seat is None or not rec.spec:
+        return  # gone meanwhile: nothing to keep the host for
+    try:
+        needs = JobSpec.from_dict(rec.spec).needs
+    except (TypeError, ValueError, KeyError):
+        return  # its own execution refuses it loudly
+    until = time.monotonic() + GANG_YIELD_HOLD_S
+    demand = ctx.gate.demand(needs, rec.pri_queue)
+    ctx.gate.hold(Hold(job_id, rec.pri_queue, demand, until, (seat.key,)))
 
 
 def _formed(ctx: HostContext, g: Gangs, job: JobSpec, rank: int, token: str) -> Formed:
@@ -136,22 +161,50 @@ def _redis(ctx: HostContext, call, what: str):
 
 class GangWatch:
     """A tick policy: beat in the gang, and stop when a partner went silent (its worker died,
-    its host was lost): a process blocked in a collective would wait for it forever."""
+    its host was lost): a process blocked in a collective would wait for it forever.
 
-    def __init__(self, ctx: HostContext, job: JobSpec, seat: Seat):
+    A gang is handed back as a whole: a policy that asks this member back (preemption, a GPU
+    yielded to its owner: ``tasks.handback``) halts the gang (state.gang), and a member that
+    hears of a halt decided on another member's host asks its own run back with the same
+    request, so every member stops, rank 0 syncs its checkpoint and requeues it uncounted."""
+
+    def __init__(self, ctx: HostContext, job: JobSpec, seat: Seat, run_token: str):
         self.g, self.job, self.seat, self.token = gangs(ctx), job, seat, seat.token
+        self.run_token = run_token  # the gang's (the record's), not this member's seat
+        self.runs, self.host = ctx.runs, ctx.hostname
         self.why = ""
         self._next = 0.0
+        self._halted = False
 
     def on_tick(self, tick: Tick) -> Stop | None:
+        asked = self.runs.asked(self.job.job_id)
+        if asked is not None:
+            if not self._halted:  # asked here: every other member stops with it
+                self._halted = True
+                self.g.halt(
+                    self.job.job_id,
+                    self.run_token,
+                    Halt(asked.stop.value, asked.why, self.host, asked.fields),
+                )
+            return asked.stop
         if time.monotonic() < self._next:
             return None
         self._next = time.monotonic() + HEARTBEAT_EVERY_S / 2
         answer, detail = self.g.beat(self.job.job_id, self.seat.rank, self.token)
+        if answer is Answer.HALT:
+            return self._heard(Halt.from_json(detail))
         if answer in (Answer.BROKEN, Answer.EVICTED):
             self.why = f"gang member {detail} was lost" if detail else "gang member was lost"
             return Stop.GANG_LOST
         return None
+
+    def _heard(self, request: Halt) -> Stop:
+        """A halt decided on another member's host: this member's run is asked back alike."""
+        self._halted = True
+        stop = Stop(request.stop)
+        why = f"{request.why} (on {request.host}, a member's host)"
+        self.runs.hand_back(self.job.job_id, stop, why, **request.fields)
+        return stop
 
     def broken(self, wait_s: float = GANG_BEAT_TTL_S + 1.0) -> str:
         """Why the gang broke, waiting up to ``wait_s`` for a partner's silence to show
@@ -160,6 +213,9 @@ class GangWatch:
         deadline = time.monotonic() + wait_s
         while True:
             answer, detail = self.g.beat(self.job.job_id, self.seat.rank, self.token)
+            if answer is Answer.HALT:  # its process failed as its partners were stopped
+                self._heard(Halt.from_json(detail))
+                return ""
             if answer in (Answer.BROKEN, Answer.EVICTED):
                 return f"gang member {detail} was lost"
             if answer is not Answer.FORMED or time.monotonic() >= deadline:
@@ -207,14 +263,15 @@ def settle(ctx: HostContext, run: Run, outcome: RunOutcome) -> Ended | None:
     whole, counting an attempt, whichever member saw it first; a member other than rank 0
     that exited 0 leaves the result to rank 0."""
     job, seat = run.job, run.seat
-    watch = GangWatch(ctx, job, seat)
+    watch = GangWatch(ctx, job, seat, run.token)
     if outcome.stopped is Stop.GANG_LOST:
         return _requeue_gang(ctx, run, watch.why or "a gang member was lost")
     if outcome.stopped is None and outcome.returncode != 0:
         if seat.rank != 0 and _redis(ctx, lambda: watch.g.was_pruned(job.job_id), "gang read"):
             # rank 0 stopped for its search's pruner, and this process's collective failed
             return Ended(Outcome.STOPPED, "its gang's trial was pruned; rank 0 records it")
-        # its partner's death often fails this process first (a collective's peer closed)
+        # its partner's death often fails this process first (a collective's peer closed), and
+        # so does a partner stopped by a halt (then this run is asked back: tasks.execution)
         why = _redis(ctx, watch.broken, "gang beat")
         return _requeue_gang(ctx, run, why) if why else None
     if outcome.stopped is None and outcome.returncode == 0:

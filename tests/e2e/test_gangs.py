@@ -1,6 +1,8 @@
 """Gangs (``nodes = N``) on real workers, one per simulated host on loopback: the members
 meet through torch.distributed (gloo), a member's death stops and re-runs the gang as a
-whole, and two gangs on three hosts both finish."""
+whole, two gangs on three hosts both finish (also two of different queues on the same
+hosts), and a gang preempted on one member's host is handed back whole through rank 0's
+checkpoint and resumes from it."""
 
 from __future__ import annotations
 
@@ -26,11 +28,13 @@ from fleet.redis_server import RedisServer
 from state.jobrecord import JobState
 from state.records import Records
 from state.search.view import read_search
+from tests.e2e.ckptjob import chain
 from tests.e2e.conftest import wait_for_workers
 from tests.waiting import wait_until
 
 pytestmark = pytest.mark.e2e
 JOB = Path(__file__).with_name("gangjob.py")
+CKPT_JOB = Path(__file__).with_name("gangckptjob.py")
 TRIAL = Path(__file__).with_name("gangtrial.py")
 SLEEPY = Path(__file__).with_name("sleepy.py")
 MOONS = Path(__file__).parents[2] / "examples" / "data" / "moons.csv"
@@ -54,6 +58,17 @@ class Gangs:
         path.write_text(text)
         done = self.cli("publish", str(path), "--json")
         return {r["name"]: r["job_id"] or r["search_id"] for r in json.loads(done.stdout)}
+
+    def publish_now(self, text: str) -> dict[str, str]:
+        """As ``publish``, in this process: no interpreter to start, for a test that times it."""
+        from fleet.manifests import loads
+        from fleet.publish import publish
+        from tasks import app
+
+        app.conf.broker_url = self.env["FLEET_BROKER_URL"]
+        app.pool.force_close_all()
+        client = redis.Redis.from_url(self.env["FLEET_BROKER_URL"])
+        return {r.job.name: r.job.job_id for r in publish(app, client, loads(text, "m.toml"))}
 
     def cli(self, *args: str) -> subprocess.CompletedProcess:
         done = subprocess.run(
@@ -104,7 +119,8 @@ def gangs(tmp_path_factory):
         FLEET_BROKER_URL=server.url,
         FLEET_STORE_URL=f"file://{root / 'store'}",
         FLEET_LEASE_TTL_S="5",
-        FLEET_GANG_FORM_TIMEOUT_S="4",
+        FLEET_GANG_FORM_TIMEOUT_S="6",
+        FLEET_CHECKPOINT_EVERY_S="0.5",
         COUNT_DIR=str(root / "counts"),
     )
     env.pop("FLEET_CAPABILITY", None)
@@ -239,8 +255,8 @@ def test_why_explains_a_gang_that_cannot_form_and_its_hosts_give_their_seats_bac
     assert "gang of 4 hosts: 3 live host(s) qualify" in why, why
     seats = json.loads(gangs.cli("why", jid, "--json").stdout)["gang"]["seats"]
     assert 1 <= len(seats) <= 3
-    # a seat is held at most FLEET_GANG_FORM_TIMEOUT_S (4 s here), then given back, saying why
-    wait_until("a seat given back", lambda: "gang could not form in 4s" in gangs.logs(), 20)
+    # a seat is held at most FLEET_GANG_FORM_TIMEOUT_S (6 s here), then given back, saying why
+    wait_until("a seat given back", lambda: "gang could not form in 6s" in gangs.logs(), 25)
     gangs.cli("cancel", jid, "--yes")
     # its members go home at once: the hosts serve other work
     small = f'[[jobs]]\nname = "after"\ncommand = ["{sys.executable}", "{SLEEPY}", "0"]\n'
@@ -284,6 +300,123 @@ def test_a_member_killed_mid_run_stops_its_partner_and_the_gang_runs_again_whole
     finally:
         gangs.workers[victim].wait()
         gangs.start(victim)
+
+
+def test_two_gangs_of_different_queues_holding_a_host_each_both_finish_the_older_first(gangs):
+    # gb busy: the older gang takes a seat on ga; the younger one, on a queue gb serves first
+    # (more demanding), takes gb's once it frees: each gang holds one of the two hosts
+    r = gangs.records().r
+    both = 'allowed_hosts = ["ga", "gb"]\n'
+    # the younger gang's queue exists and is served before gb frees (as a queue in use is)
+    warm = f'[[jobs]]\nname = "warm{{}}"\ncommand = ["{sys.executable}", "{SLEEPY}", "0"]\n'
+    gangs.wait(
+        gangs.publish(warm.format(1) + both + "min_ram_gib = 4\n" + warm.format(2) + both), 30
+    )
+    busy = gangs.publish(
+        f'[[jobs]]\nname = "busy-gb"\ncommand = ["{sys.executable}", "{SLEEPY}", "3"]\n'
+        'allowed_hosts = ["gb"]\nseed = 9\n'
+    )
+    wait_until("gb busy", lambda: r.hget("fleet:job:" + busy["busy-gb"], "state") == "running", 30)
+    ids = gangs.publish_now(gang("cpu-gang", 1, extra=both + "seed = 7\npriority = 6"))
+    wait_until("a seat held on ga", lambda: r.hlen("fleet:gang:" + ids["cpu-gang"]) > 4, 30)
+    ids |= gangs.publish_now(gang("ram-gang", 1, extra=both + "seed = 8\nmin_ram_gib = 4"))
+    queues = {n: gangs.records().get(j).pri_queue for n, j in ids.items()}
+    assert queues["cpu-gang"] != queues["ram-gang"], queues
+    recs = gangs.wait({**ids, **busy}, 90)
+    assert all(x.state is JobState.SUCCEEDED for x in recs.values()), gangs.logs()
+    assert recs["cpu-gang"].started_at < recs["ram-gang"].started_at  # the older one first
+    # the younger gang gave gb to the older one at once, which took it next
+    logs = "".join(p.read_text(errors="replace") for p in (gangs.root / "logs").glob("*.log"))
+    assert any(
+        "gave back a seat of ram-gang" in line and "forming on a queue it serves" in line
+        for line in logs.splitlines()
+    ), logs[-3000:]
+
+
+def partner_host(r, job_id: str, completer: bool) -> str:
+    """The host of a member other than rank 0: the one that filled the gang's last seat (its
+    seat is the run's token) or one that did not (its seat is not the record's token)."""
+    token = r.hget("fleet:job:" + job_id, "token")
+    for field, raw in sorted(r.hgetall("fleet:gang:" + job_id).items()):
+        m = json.loads(raw) if field.startswith("m:") and field != "m:0" else None
+        if m and (m["seat"] == token) is completer:
+            return m["host"]
+    raise AssertionError(f"no such member of {job_id}")
+
+
+@pytest.mark.parametrize(
+    ("nodes", "completer"), [(2, True), (3, False)], ids=["last-joiner", "middle-member"]
+)
+def test_a_gang_preempted_on_one_host_is_handed_back_whole_and_resumes_from_rank_0s_checkpoint(
+    gangs, nodes, completer
+):
+    # on the host of rank 1 that filled the last seat (the run's token is its own seat), and
+    # of a member that did not (it halts the gang under the run's token, not its seat's)
+    # 60 steps of 0.3 s: still running when the urgent job, published past step 5, displaces it
+    steps, name, urgent_name = 60, f"ck{nodes}", f"urgent{nodes}"
+    hosts = json.dumps(list(HOSTS[:nodes]))
+    ids = gangs.publish(
+        f'[[jobs]]\nname = "{name}"\ncommand = ["{sys.executable}", "{CKPT_JOB}", "{steps}", '
+        f'"0.3"]\nnodes = {nodes}\npriority = 1\ncheckpoint = "ckpt"\nallowed_hosts = {hosts}\n'
+    )
+    jid = ids[name]
+    r = gangs.records().r
+    key = "fleet:job:" + jid
+
+    def past(step: int) -> bool:
+        raw = r.hgetall(key)
+        return (
+            raw.get("state") == "running"
+            and bool(raw.get("checkpoint"))
+            and any(
+                f"step {n}" in line
+                for line in gangs.cli("logs", jid).stdout.splitlines()
+                for n in range(step, steps)
+            )
+        )
+
+    wait_until("the gang past step 5 with a checkpoint", lambda: past(5), 60, detail=gangs.logs)
+    target = partner_host(r, jid, completer)  # the urgent job can run only there
+    urgent = gangs.publish(
+        f'[[jobs]]\nname = "{urgent_name}"\ncommand = ["{sys.executable}", "{SLEEPY}", "5"]\n'
+        f'priority = 9\nallowed_hosts = ["{target}"]\nseed = {30 + nodes}\n'
+    )
+    # the whole gang goes back to its queue uncounted, saying by what
+    wait_until(
+        "the gang handed back",
+        lambda: r.hget(key, "state") == "queued" and r.hget(key, "preempted_by"),
+        30,
+        detail=gangs.logs,
+    )
+    first_run = r.hgetall(key)
+    upto = float(first_run["charged"].split()[1])
+    held = nodes * int(first_run["cores"]) * (upto - float(first_run["started_at"]))
+    assert float(first_run["core_s"]) == pytest.approx(held, rel=1e-6), first_run
+    why = gangs.cli("why", jid).stdout
+    assert f"preempted by {urgent_name} (priority 9)" in why, why
+    assert f"the whole gang of {nodes} stopped, rank 0's checkpoint synced" in why, why
+    by = json.loads(r.hget(key, "preempted_by"))
+    assert (by["name"], by["host"]) == (urgent_name, target)
+    recs = gangs.wait({**ids, **urgent}, 120)
+    assert all(x.state is JobState.SUCCEEDED for x in recs.values()), gangs.logs()
+    raw = r.hgetall(key)
+    # a second run, not a second attempt; the urgent job ran while the gang waited
+    assert (raw["runs"], raw["attempts"], raw["preemptions"]) == ("2", "1", "1"), raw
+    # fair share charged each run for both members' cores: the first up to its hand-back
+    assert float(raw["core_s"]) > float(first_run["core_s"]) > 0
+    assert recs[urgent_name].started_at < recs[name].started_at
+    took = json.loads(r.hget("fleet:job:" + urgent[urgent_name], "preempted"))
+    assert [t["job_id"] for t in took] == [jid]
+    # every rank stopped and every one resumed from rank 0's last checkpoint, mid-way
+    reports = {
+        rank: json.loads((gangs.counts / f"{name}-rank{rank}.json").read_text())
+        for rank in range(nodes)
+    }
+    for rank, report in reports.items():
+        assert len(report["starts"]) == 2, (rank, report)
+    resumed = {report["starts"][1]["from_step"] for report in reports.values()}
+    assert len(resumed) == 1 and 5 <= resumed.pop() < steps, reports
+    assert reports[0]["digest"] == chain(steps)  # as if never interrupted
 
 
 def test_a_sweep_of_gangs_runs_each_point_as_a_gang_of_its_own(gangs):

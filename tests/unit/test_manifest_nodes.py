@@ -54,12 +54,6 @@ def test_nodes_is_part_of_the_job_id_and_round_trips():
             "prefer_cuda does not go with nodes",
             "set require_cuda = true",
         ),
-        (
-            "nodes = 2\npreemptible = true\n",
-            "jobs[0].preemptible",
-            "preemptible does not go with nodes",
-            "drop preemptible",
-        ),
     ],
 )
 def test_a_gang_that_makes_no_sense_is_refused_at_its_line_with_the_fix(extra, where, said, fix):
@@ -69,6 +63,11 @@ def test_a_gang_that_makes_no_sense_is_refused_at_its_line_with_the_fix(extra, w
     # the job's keys start at line 2; the bad one is on line 4 or later
     assert f"m.toml:4: {where}" in text or f"m.toml:5: {where}" in text or where in text
     assert said in text and fix in text
+
+
+def test_a_gang_may_be_preemptible_it_is_handed_back_as_a_whole():
+    job = loads(JOB + "nodes = 2\npreemptible = true\n", "m.toml").jobs[0]
+    assert job.gang and job.preemptible
 
 
 def test_a_bad_nodes_value_is_named_at_its_own_line():
