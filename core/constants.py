@@ -64,6 +64,8 @@ GANG_FORM_TIMEOUT_S = 60.0  # a host holds a seat of a forming gang this long, t
 GANG_BEAT_TTL_S = 5.0  # a gang member silent this long is gone (the gang stops as one)
 GANG_HASH_TTL_S = 24 * 3600  # a gang's member hash expires this long after its last join
 GANG_OLDER_SCAN = 16  # forming gangs just ahead of its own a waiting member may yield to
+# a host that gave its seat to an older gang asks only for that gang's seats this long
+GANG_YIELD_HOLD_S = 2.0
 
 # --- artifacts --------------------------------------------------------------
 # Chosen by bench/bundle.py: level 3 keeps the multi-threaded compressor at the

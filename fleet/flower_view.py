@@ -1,8 +1,9 @@
 """What Flower's pages show of fleet, as plain values: pure, tested without Flower.
 
 ``fleet.flower_extras`` hands these to Flower: ``format_task`` (Flower's option of that name)
-adds a task's owner and the GPUs it holds as columns of the Tasks page, and drops the worker
-of a job that is queued again; ``worker_resources`` is the one line of GPUs and cores the
+adds a task's owner and the GPUs it holds as columns of the Tasks page, drops the worker
+of a job that is queued again, and names every member's host of a gang (one task: its
+members deliver the same message); ``worker_resources`` is the one line of GPUs and cores the
 Workers page shows under each worker (from the heartbeat ``fleet hosts`` reads); ``PAGE_STYLE``
 and ``PAGE_SCRIPT`` go into every page (a short ID; no pool controls, which mean nothing for
 fleet's thread pool whose size is the host's resources). ``task_fields`` is a job's record as
@@ -22,7 +23,7 @@ from typing import Any
 from urllib.parse import quote
 
 from celery import states
-from celery.events.state import Task
+from celery.events.state import Task, Worker
 
 from state.events import owner_repr
 from state.jobrecord import JobRecord, JobState
@@ -101,6 +102,8 @@ def task_fields(rec: JobRecord) -> dict[str, Any]:
     if state in QUEUED:
         return out
     out.update(received=rec.started_at, started=rec.started_at, gpus=gpu_indices(rec.gpu))
+    if rec.gang_hosts:
+        out["gang_hosts"] = rec.gang_hosts.split(",")
     if state == states.STARTED:
         return out
     out[ENDED_AT[state]] = rec.finished_at
@@ -127,8 +130,8 @@ class FleetTask(Task):
     say beyond Celery's own is kept, copied (Flower copies a task before formatting it, and a
     copy keeps only ``_fields``) and exported."""
 
-    owner = gpus = None
-    _fields = Task._fields + tuple(TASK_COLUMNS)
+    owner = gpus = gang_hosts = None
+    _fields = Task._fields + tuple(TASK_COLUMNS) + ("gang_hosts",)
 
 
 def format_task(task):
@@ -141,7 +144,19 @@ def format_task(task):
     task.gpus = "" if queued else gpus_text(getattr(task, "gpus", None))
     if queued:
         task.worker = None
+    elif hosts := hosts_text(getattr(task, "gang_hosts", None)):
+        # a gang's members each deliver the one task: the last to send an event is no more
+        # its worker than the others (fleet status says the same)
+        task.worker = Worker(hostname=hosts)
     return task
+
+
+def hosts_text(gang_hosts: Any) -> str:
+    """A gang's members' hosts by rank as `fleet status` shows them, ``ga + gb``; '' for
+    anything else (a one-host job has none)."""
+    if not isinstance(gang_hosts, (list, tuple)) or not gang_hosts:
+        return ""
+    return " + ".join(str(h) for h in gang_hosts)
 
 
 def worker_resources(heartbeat: Mapping[str, Any] | None) -> str:

@@ -249,16 +249,6 @@ _NOT_WITH_NODES = (
         "every member of a gang runs on the same kind of host",
         "set require_cuda = true, or drop prefer_cuda to run on CPU hosts",
     ),
-    (
-        "preemptible",
-        "a gang is not preempted (it would be stopped as a whole; not built yet)",
-        "drop preemptible",
-    ),
-    (
-        "search",
-        "a search's trials are one-host jobs for now",
-        "drop nodes, or run the gang as its own job",
-    ),
 )
 
 

@@ -142,6 +142,7 @@ def _search(
             seed=base.seed,
             needs=base.needs,
             own=own_code(t, pins[1]),
+            nodes=base.nodes,  # a search of gangs is not the same search on one host
         ),
         config,
     )

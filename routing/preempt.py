@@ -8,11 +8,13 @@ only if each displaced job:
   stopped, or ``preemptible = true``);
 * has been preempted fewer than ``MAX_PREEMPTIONS`` times (nobody starves).
 
-Fewest jobs first, lowest priority first, the most recently started first (least progress
-since it began). A waiting job displaces anyone only after it waited ``PREEMPT_GRACE_S``
-(every host that could start it at once pops it within a BRPOP round trip, so one still
-waiting then found no capable free host). Pure: the worker asks it with its pool and its
-running jobs (``tasks.preemption``).
+Lowest priority first, then the cheapest (a gang of N members costs N hosts' work: handing
+one member back stops the whole gang, ``tasks.gang``, though it frees only this host's
+share), the most recently started first (least progress since it began); then any chosen
+job the others free enough without is spared, the costliest first. A waiting job displaces
+anyone only after it waited ``PREEMPT_GRACE_S`` (every host that could start it at once pops
+it within a BRPOP round trip, so one still waiting then found no capable free host). Pure:
+the worker asks it with its pool and its running jobs (``tasks.preemption``).
 """
 
 from __future__ import annotations
@@ -49,6 +51,12 @@ class Running:
     started_at: float
     handback: bool  # checkpoint or preemptible: stopping it loses no work
     preempted: int = 0
+    nodes: int = 1  # a gang's member: stopping it stops the gang's N hosts
+
+    @property
+    def cost(self) -> int:
+        """Hosts whose work stops with it: 1, or a gang's N (it is handed back as a whole)."""
+        return max(1, self.nodes)
 
 
 def eligible(
@@ -80,7 +88,7 @@ def victims(
             for r in running
             if eligible(r, priority, margin=margin, max_preemptions=max_preemptions)
         ),
-        key=lambda r: (r.priority, -r.started_at, r.job_id),
+        key=lambda r: (r.priority, r.cost, -r.started_at, r.job_id),
     )
     chosen: list[Running] = []
     freed = pool
@@ -93,9 +101,11 @@ def victims(
 
 
 def _pruned(pool: Pool, demand: Demand, chosen: list[Running]) -> list[Running]:
-    """Drop any chosen job the others free enough without (last chosen kept longest)."""
+    """Drop any chosen job the others free enough without: the costliest first, then in the
+    order chosen (the last chosen kept longest)."""
     keep = list(chosen)
-    for r in list(chosen[:-1]):
+    order = sorted(range(len(chosen)), key=lambda i: (-chosen[i].cost, i))
+    for r in [chosen[i] for i in order]:
         trial = [x for x in keep if x is not r]
         freed = pool
         for x in trial:

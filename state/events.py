@@ -45,6 +45,7 @@ RUN_FIELDS = (
     "exception",
     "traceback",
     "gpus",
+    "gang_hosts",
 )
 
 

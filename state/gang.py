@@ -8,7 +8,8 @@ from __future__ import annotations
 
 import json
 import time
-from dataclasses import dataclass
+from collections.abc import Iterable
+from dataclasses import dataclass, field
 from enum import Enum
 
 import redis
@@ -19,6 +20,8 @@ from state.jobrecord import job_key
 from state.redis_conn import decoding
 
 GANG_KEY, FORMING_ZSET = C.GANG_KEY, C.GANG_FORMING_ZSET
+DONE = "1"  # a member's done mark: its process exited 0
+PRUNED = "pruned"  # rank 0's done mark when its search's pruner stopped the gang's trial
 # lua/gang.lua's last three ARGV, after each op's own
 _LIMITS = (C.GANG_HASH_TTL_S, C.MAX_PRIORITY, C.GANG_OLDER_SCAN)
 
@@ -35,7 +38,8 @@ class Answer(str, Enum):
     GONE = "gone"  # the job left the queue (cancelled, failed) while the gang formed
     EVICTED = "evicted"  # this member's seat was given to another (it stopped beating)
     LEFT = "left"  # the seat is given back
-    YIELD = "yield"  # an older gang of the same queue is forming: give this host to it
+    YIELD = "yield"  # an older gang is forming on a queue this host serves: give the host to it
+    HALT = "halt"  # a policy on one member's host stops the whole gang (detail: a ``Halt``)
     OK = "ok"
     STALE = "stale"
 
@@ -61,6 +65,28 @@ class Member:
         return cls(rank, d["host"], d["addr"], int(d["port"]), d["seat"])
 
 
+@dataclass(frozen=True)
+class Halt:
+    """A request to stop a running gang as a whole and put it back uncounted: ``stop`` is the
+    policy's (``tasks.run.Stop`` value: preempted, yielded), ``fields`` go to the record with
+    the requeue (``preempted_by``, ``preemptions``), ``host`` is where it was decided."""
+
+    stop: str
+    why: str
+    host: str
+    fields: dict = field(default_factory=dict)
+
+    def to_json(self) -> str:
+        return json.dumps(
+            {"stop": self.stop, "why": self.why, "host": self.host, "fields": self.fields}
+        )
+
+    @classmethod
+    def from_json(cls, raw: str) -> Halt:
+        d = json.loads(raw)
+        return cls(d["stop"], d["why"], d["host"], dict(d.get("fields") or {}))
+
+
 class Gangs:
     """Gang membership on one Redis connection; ``beat_ttl_s``: a member silent that long is
     gone."""
@@ -83,9 +109,12 @@ class Gangs:
         """Take a seat (the rank is the detail of WAIT and COMPLETE)."""
         return self._call(job_id, "join", nodes, member.host, member.to_json(), priority)
 
-    def beat(self, job_id: str, rank: int, seat: str) -> tuple[Answer, str]:
-        """This member is alive; how the gang stands."""
-        return self._call(job_id, "beat", rank, seat)
+    def beat(
+        self, job_id: str, rank: int, seat: str, queues: Iterable[str] = ()
+    ) -> tuple[Answer, str]:
+        """This member is alive; how the gang stands. ``queues``: those its host serves (a
+        waiting member yields to an older gang forming on any of them; none: its gang's own)."""
+        return self._call(job_id, "beat", rank, seat, ",".join(queues))
 
     def leave(self, job_id: str, rank: int, seat: str) -> tuple[Answer, str]:
         """Give the seat back while the gang forms (FORMED: too late, it started)."""
@@ -93,11 +122,33 @@ class Gangs:
 
     def done(self, job_id: str, rank: int) -> None:
         """This member's process exited 0: its silence from now on is not a loss."""
-        self._call(job_id, "done", rank)
+        self._call(job_id, "done", rank, DONE)
+
+    def pruned(self, job_id: str) -> None:
+        """Rank 0 stops the gang's trial, its search's pruner said so: its silence is no loss,
+        and a partner whose process fails as rank 0's stops ends without a record of its own."""
+        self._call(job_id, "done", 0, PRUNED)
+
+    def was_pruned(self, job_id: str) -> bool:
+        """Whether rank 0 stopped the gang's trial for its pruner (``pruned``)."""
+        return self.r.hget(GANG_KEY + job_id, "done:0") == PRUNED
 
     def start(self, job_id: str, token: str) -> tuple[Answer, str]:
         """The run started: the record names rank 0's host and every member's."""
         return self._call(job_id, "start", token)
+
+    def halt(self, job_id: str, token: str, request: Halt) -> bool:
+        """Stop the gang running under ``token`` as a whole (every member's next beat hears
+        it); False when that run is over. The first request stands."""
+        return self._call(job_id, "halt", token, request.to_json())[0] is Answer.OK
+
+    def forming_before(self, job_id: str, limit: int = C.GANG_OLDER_SCAN) -> list[str]:
+        """The gangs ordered before ``job_id`` in the forming zset (older first), as many as
+        a waiting member looks at (lua/gang.lua ``older``); read only."""
+        rank = self.r.zrank(FORMING_ZSET, job_id)
+        if not rank:
+            return []
+        return list(self.r.zrange(FORMING_ZSET, max(0, rank - limit), rank - 1))
 
     def members(self, job_id: str) -> list[Member]:
         """The members, by rank."""

@@ -54,8 +54,8 @@ class CheckpointSync:
     """``with`` it around the job's run: restores on enter, syncs in the background, and
     syncs once more on exit when the run was handed back or failed (see ``ended``)."""
 
-    def __init__(self, ctx, job: JobSpec, token: str, work: Path, env: dict):
-        self.ctx, self.job, self.token = ctx, job, token
+    def __init__(self, ctx, job: JobSpec, token: str, work: Path, env: dict, uploads: bool = True):
+        self.ctx, self.job, self.token, self.uploads = ctx, job, token, uploads
         self.dir = Path(work) / job.checkpoint
         self.archive = Path(work).parent / ARCHIVE
         self.every_s = float(ctx.app.conf.fleet_checkpoint_every_s)
@@ -74,7 +74,8 @@ class CheckpointSync:
         isolation.hand_over(self.dir, getattr(self.ctx, "job_user", None))
         self._synced = packer.fingerprint(self.dir)
         self.env[ENV_CHECKPOINT_DIR] = str(self.dir)
-        self._thread.start()
+        if self.uploads:
+            self._thread.start()
         return self
 
     def ended(self, outcome):
@@ -83,6 +84,8 @@ class CheckpointSync:
         return outcome
 
     def __exit__(self, *exc) -> None:
+        if not self.uploads:  # restored only (a gang's rank other than 0)
+            return
         self._stop.set()
         self._thread.join()
         o = self.outcome
@@ -180,9 +183,13 @@ class CheckpointSync:
             self.archive.unlink(missing_ok=True)
 
 
-def syncing(ctx, job: JobSpec, token: str, work: Path, env: dict):
-    """The checkpoint context for one run; ``env`` gets FLEET_CHECKPOINT_DIR on enter."""
-    return CheckpointSync(ctx, job, token, work, env) if job.checkpoint else NoCheckpoint()
+def syncing(ctx, job: JobSpec, token: str, work: Path, env: dict, uploads: bool = True):
+    """The checkpoint context for one run; ``env`` gets FLEET_CHECKPOINT_DIR on enter.
+    ``uploads``: False for a run that restores the checkpoint but never syncs it (a gang's
+    rank other than 0)."""
+    if not job.checkpoint:
+        return NoCheckpoint()
+    return CheckpointSync(ctx, job, token, work, env, uploads)
 
 
 def drop(ctx, job: JobSpec) -> None:

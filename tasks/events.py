@@ -56,6 +56,7 @@ class ProgressEvents:
         every_s: float = PROGRESS_EVENT_EVERY_S,
         started: float | None = None,
         gpus: tuple[int, ...] = (),
+        gang_hosts: tuple[str, ...] = (),
     ):
         self.task, self.worker, self.every_s = task, worker, every_s
         # A later attempt's progress also says STARTED and clears the earlier failure: that
@@ -63,6 +64,8 @@ class ProgressEvents:
         self.fields = {} if attempt <= 1 else restart_fields(0, attempt)
         self.fields["started"] = time.time() if started is None else started
         self.fields["gpus"] = list(gpus)  # Flower's GPUs column (fleet.flower_view)
+        if gang_hosts:  # a gang's every member's host, by rank: Flower's Worker column
+            self.fields["gang_hosts"] = list(gang_hosts)
         self._last = 0.0
 
     def tick(self, snap: dict) -> None:
@@ -103,12 +106,19 @@ def requeued(task, why: str) -> None:
     _send(task, QUEUED_AGAIN_EVENT, **queued_again_fields(why))
 
 
-def queued_again_fields(why: str) -> dict:
-    """Queued again, held by no worker: Flower would still show the one that handed it back."""
+def forming(task, why: str) -> None:
+    """A gang's member holds a seat and waits for the others (tasks.gang): the job is still
+    queued, not started, whatever Celery's own task-started of this delivery said."""
+    _send(task, QUEUED_AGAIN_EVENT, **queued_again_fields(why, queued=False))
+
+
+def queued_again_fields(why: str, queued: bool = True) -> dict:
+    """Queued again, held by no worker: Flower would still show the one that handed it back
+    (``queued``: the result says "queued again: WHY", else only WHY)."""
     return {
         **dict.fromkeys(RUN_FIELDS),
         "state": states.PENDING,
-        "result": f"queued again: {why}",
+        "result": f"queued again: {why}" if queued else why,
         "worker": None,
     }
 

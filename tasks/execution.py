@@ -85,8 +85,10 @@ def _execute(task, job: JobSpec) -> Ended:
     queue = (task.request.delivery_info or {}).get("routing_key") or ""
     token = uuid.uuid4().hex
     if job.gang:  # its members take seats first; the one that fills the last claims
-        formed = gang.form(ctx, job, queue, token)
+        formed = gang.form(ctx, job, queue, token, lambda why: events.forming(task, why))
         if isinstance(formed, Ended):
+            if formed.outcome is Outcome.RELEASED:  # its seat given back: queued, as Flower says
+                events.requeued(task, formed.why)
             return formed
         claim = Claim(True, "gang", formed.attempts, formed.runs)
         token, seat = formed.token, formed.seat
@@ -250,9 +252,15 @@ def _handed_back(task, ctx: HostContext, run: Run, asked: HandBack) -> Ended:
     """A policy handed the run back (tasks.handback): its checkpoint is synced, the job goes
     back to its queue with this attempt uncounted and the policy's fields recorded."""
     job = run.job
-    owned = _requeue_uncounted(
-        ctx, run, f"handed back: {asked.why}", asked.why, asked.fields, what="hand back"
-    )
+    if run.seat is not None and run.seat.rank != 0:  # rank 0 syncs and requeues the gang
+        log.warning("stopped %s (gang rank %d): %s", job.name, run.seat.rank, asked.why)
+        return _requeued(task, run, asked.why)
+    why = asked.why
+    if run.seat is not None:
+        why += f"; the whole gang of {run.seat.nodes} stopped" + (
+            ", rank 0's checkpoint synced" if job.checkpoint else ""
+        )
+    owned = _requeue_uncounted(ctx, run, f"handed back: {why}", why, asked.fields, what="hand back")
     if not owned:  # cancelled or taken over meanwhile: the record says what happened
         return _stopped(task, ctx, run, run.lease.reason or Stop.LOST)
     log.warning("handed %s back to its queue: %s", job.name, asked.why)
@@ -297,7 +305,12 @@ def _run(task, ctx: HostContext, run: Run) -> Ended:
                 env.update(run.seat.environment(job.needs.gpu_count))
                 argv = run.seat.argv(argv, job.needs.gpu_count, job.job_id)
             isolation.hand_over(work, ctx.job_user)  # the data pin lives in the cache, not in work
-            pruning = trial.watch(ctx.redis, job, lambda: ctx.runs.wake(job.job_id))
+            # a gang's rank 0 alone speaks for its trial: another rank's lines stay in its log
+            pruning = (
+                trial.watch(ctx.redis, job, lambda: ctx.runs.wake(job.job_id))
+                if gang.lead(run.seat)
+                else None
+            )
             outcome = _run_process(task, ctx, run, argv, env, pruning)
     except workspace.JobEnvFailed as e:  # the job's own requirements: no other host can do better
         return _failed(ctx, replace(run, job=replace(job, max_attempts=None)), None, error=str(e))
@@ -327,7 +340,11 @@ def _run(task, ctx: HostContext, run: Run) -> Ended:
     if run.seat is not None:
         ended = gang.settle(ctx, run, outcome)
         if ended is not None:
+            if ended.outcome is Outcome.RELEASED:  # the gang runs again as a whole: queued
+                events.requeued(task, ended.why)
             return ended
+        if (asked := ctx.runs.asked(job.job_id)) is not None:  # its gang was halted meanwhile
+            return _handed_back(task, ctx, run, asked)
     at_end = trial.stopped_at_end(outcome.stopped, ran_to_end)  # a success, though killed
     if outcome.stopped is Stop.TIMEOUT or (outcome.returncode != 0 and not at_end):
         return _failed(ctx, run, outcome)
@@ -376,12 +393,17 @@ def _run_process(
     ``pruning``: a trial's hook to its search."""
     job, work = run.job, run.work
     # Flower's Result cell says where it runs and on which GPUs
-    where = ctx.hostname + (f" GPU {','.join(str(d.index) for d in run.gpus)}" if run.gpus else "")
-    flower = events.ProgressEvents(task, where, run.attempt, gpus=tuple(d.index for d in run.gpus))
+    hosts = tuple(m.host for m in run.seat.members) if run.seat else ()
+    where = " + ".join(hosts) or ctx.hostname  # a gang: every member's host
+    where += f" GPU {','.join(str(d.index) for d in run.gpus)}" if run.gpus else ""
+    flower = events.ProgressEvents(
+        task, where, run.attempt, gpus=tuple(d.index for d in run.gpus), gang_hosts=hosts
+    )
     history = MetricHistory(ctx.redis, job.job_id, run.number)
+    lead = gang.lead(run.seat)  # a gang's other ranks: their metric lines stay in their logs
     with (
         open(work / workdirs.LOG_FILE, "w", encoding="utf-8") as log_file,
-        checkpoint.syncing(ctx, job, run.token, work, env) as ckpt,
+        checkpoint.syncing(ctx, job, run.token, work, env, uploads=run.uploads) as ckpt,
     ):
         on_tick = _tick_loop(task, ctx, run, flower, history, pruning)
         outcome = runner.run(
@@ -396,7 +418,7 @@ def _run_process(
             python=ctx.job_user.python if ctx.job_user else None,
             exit_file=workdirs.exit_file(work),
             wake_fd=ctx.runs.wake_fd(job.job_id),
-            on_metric=_each(history.record, pruning),
+            on_metric=_each(history.record if lead else None, pruning),
         )
         _flush_history(ctx, history)
         if pruning is not None:  # its last value reaches its search before its end is recorded
@@ -429,19 +451,20 @@ def _tick_loop(
 ) -> ticks.TickLoop:
     """Progress reported (lease, metric history, Celery, Flower), then each reason to stop
     (tasks.ticks): over its VRAM budget, pruned by its search, the lease's answer, a hand-back."""
+    lead = gang.lead(run.seat)
     policies = [
-        ticks.Heartbeat(run.lease),
+        *([ticks.Heartbeat(run.lease)] if lead else []),  # the record's progress: rank 0's
         ticks.EachTick(history.flush),
-        ticks.TaskProgress(task, run, ctx.hostname),
-        ticks.FlowerProgress(flower),
     ]
+    if lead:  # one task for a gang in Flower and the result backend: rank 0 reports for it
+        policies += [ticks.TaskProgress(task, run, ctx.hostname), ticks.FlowerProgress(flower)]
     watch = _vram_watch(run)
     if watch is not None:
         policies.append(ticks.VramBudget(watch, run))
     if pruning is not None:
-        policies.append(pruning)
+        policies.append(pruning if run.seat is None else gang.PrunedTrial(ctx, run.job, pruning))
     if run.seat is not None:
-        policies.append(gang.GangWatch(ctx, run.job, run.seat))
+        policies.append(gang.GangWatch(ctx, run.job, run.seat, run.token))
     policies += [ticks.LeaseStop(run.lease), ticks.HandBackAsked(ctx.runs, run.job.job_id)]
     return ticks.TickLoop(policies)
 

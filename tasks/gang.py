@@ -14,15 +14,17 @@ from __future__ import annotations
 import logging
 import socket
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
-from core.constants import GANG_BEAT_TTL_S, HEARTBEAT_EVERY_S
+from core.constants import GANG_BEAT_TTL_S, GANG_YIELD_HOLD_S, HEARTBEAT_EVERY_S
 from core.ids import short_id
 from manifest.schema import JobSpec
-from state.gang import Answer, Gangs, Member, rank_log_id
+from state.gang import Answer, Gangs, Halt, Member, rank_log_id
 from state.jobrecord import JobState, RunEnd, fetch, record_end
 from tasks.address import advertised_addr
+from tasks.admission import Hold
 from tasks.host import HostContext
 from tasks.joblog import log_key
 from tasks.retry import retry_redis
@@ -59,9 +61,17 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
-def form(ctx: HostContext, job: JobSpec, queue: str, token: str) -> Formed | Ended:
+def form(
+    ctx: HostContext,
+    job: JobSpec,
+    queue: str,
+    token: str,
+    waiting: Callable[[str], None] = lambda why: None,
+) -> Formed | Ended:
     """Take a seat in ``job``'s gang and wait until all its members hold theirs; an ``Ended``
-    when this delivery does not run (dropped, or its seat given back)."""
+    when this delivery does not run (dropped, or its seat given back). ``waiting`` hears why
+    the job is not started yet while this host holds a seat or another copy came to it
+    (Flower shows the job queued, not started)."""
     g = gangs(ctx)
     me = Member(-1, ctx.hostname, advertised_addr(ctx), free_port(), token)
     answer, detail = _redis(
@@ -70,6 +80,7 @@ def form(ctx: HostContext, job: JobSpec, queue: str, token: str) -> Formed | End
     if answer is Answer.DROP:
         return Ended(Outcome.DROPPED, detail)
     if answer is Answer.SAME_HOST:
+        waiting(f"gang forming: {ctx.hostname} holds a seat; {job.nodes} hosts needed")
         time.sleep(SAME_HOST_PAUSE_S)
         return Ended(Outcome.DROPPED, "this host holds a seat of the gang already")
     rank = int(detail)
@@ -84,32 +95,57 @@ def form(ctx: HostContext, job: JobSpec, queue: str, token: str) -> Formed | End
         _redis(ctx, lambda: g.start(job.job_id, token), "start gang")
         log.info("gang %s (%s) formed on %s", job.name, short_id(job.job_id), ctx.hostname)
         return _formed(ctx, g, job, rank, token)
+    waiting(f"gang forming: {ctx.hostname} holds a seat; {job.nodes} hosts needed")
     return _wait(ctx, g, job, rank, token)
 
 
 def _wait(ctx: HostContext, g: Gangs, job: JobSpec, rank: int, token: str) -> Formed | Ended:
     deadline = time.monotonic() + ctx.settings.gang_form_timeout_s
     while True:
-        answer, detail = _redis(ctx, lambda: g.beat(job.job_id, rank, token), "gang beat")
+        answer, detail = _redis(
+            ctx, lambda: g.beat(job.job_id, rank, token, ctx.queues), "gang beat"
+        )
         if answer is Answer.FORMED:
             return _formed(ctx, g, job, rank, detail)
         if answer in (Answer.GONE, Answer.EVICTED):
             return Ended(Outcome.DROPPED, f"gang {answer.value}: {detail}".strip(": "))
         if answer is Answer.YIELD or ctx.shutdown.is_set() or time.monotonic() >= deadline:
             why = (
-                f"gave the host to older gang {short_id(detail)}, forming in the same queue"
+                f"gave the host to older gang {short_id(detail)}, forming on a queue it serves"
                 if answer is Answer.YIELD
                 else "worker shutting down"
                 if ctx.shutdown.is_set()
                 else f"gang could not form in {ctx.settings.gang_form_timeout_s:g}s: "
                 f"{detail} of {job.nodes} hosts held a seat"
             )
+            older = detail if answer is Answer.YIELD else ""
             answer, detail = _redis(ctx, lambda: g.leave(job.job_id, rank, token), "leave gang")
             if answer is Answer.FORMED:
                 return _formed(ctx, g, job, rank, detail)
+            if older:
+                _hold_for(ctx, older)
             log.warning("gave back a seat of %s (%s): %s", job.name, short_id(job.job_id), why)
             return Ended(Outcome.RELEASED, why)
         time.sleep(WAIT_POLL_S)
+
+
+def _hold_for(ctx: HostContext, job_id: str) -> None:
+    """Keep this host for the older gang ``job_id`` a moment: it asks only for that gang's
+    list, so it takes one of its seats next, even from a queue it serves after its own (a
+    host serves its most demanding queues first). Not over a preemption's hold."""
+    if ctx.gate.holding() is not None:
+        return
+    rec = fetch(ctx.redis, job_id, ("pri_queue", "cur_key", "msg", "spec"))
+    seat = rec.copy("cur") if rec else None
+    if rec is None or seat is None or not rec.spec:
+        return  # gone meanwhile: nothing to keep the host for
+    try:
+        needs = JobSpec.from_dict(rec.spec).needs
+    except (TypeError, ValueError, KeyError):
+        return  # its own execution refuses it loudly
+    until = time.monotonic() + GANG_YIELD_HOLD_S
+    demand = ctx.gate.demand(needs, rec.pri_queue)
+    ctx.gate.hold(Hold(job_id, rec.pri_queue, demand, until, (seat.key,)))
 
 
 def _formed(ctx: HostContext, g: Gangs, job: JobSpec, rank: int, token: str) -> Formed:
@@ -125,22 +161,50 @@ def _redis(ctx: HostContext, call, what: str):
 
 class GangWatch:
     """A tick policy: beat in the gang, and stop when a partner went silent (its worker died,
-    its host was lost): a process blocked in a collective would wait for it forever."""
+    its host was lost): a process blocked in a collective would wait for it forever.
 
-    def __init__(self, ctx: HostContext, job: JobSpec, seat: Seat):
+    A gang is handed back as a whole: a policy that asks this member back (preemption, a GPU
+    yielded to its owner: ``tasks.handback``) halts the gang (state.gang), and a member that
+    hears of a halt decided on another member's host asks its own run back with the same
+    request, so every member stops, rank 0 syncs its checkpoint and requeues it uncounted."""
+
+    def __init__(self, ctx: HostContext, job: JobSpec, seat: Seat, run_token: str):
         self.g, self.job, self.seat, self.token = gangs(ctx), job, seat, seat.token
+        self.run_token = run_token  # the gang's (the record's), not this member's seat
+        self.runs, self.host = ctx.runs, ctx.hostname
         self.why = ""
         self._next = 0.0
+        self._halted = False
 
     def on_tick(self, tick: Tick) -> Stop | None:
+        asked = self.runs.asked(self.job.job_id)
+        if asked is not None:
+            if not self._halted:  # asked here: every other member stops with it
+                self._halted = True
+                self.g.halt(
+                    self.job.job_id,
+                    self.run_token,
+                    Halt(asked.stop.value, asked.why, self.host, asked.fields),
+                )
+            return asked.stop
         if time.monotonic() < self._next:
             return None
         self._next = time.monotonic() + HEARTBEAT_EVERY_S / 2
         answer, detail = self.g.beat(self.job.job_id, self.seat.rank, self.token)
+        if answer is Answer.HALT:
+            return self._heard(Halt.from_json(detail))
         if answer in (Answer.BROKEN, Answer.EVICTED):
             self.why = f"gang member {detail} was lost" if detail else "gang member was lost"
             return Stop.GANG_LOST
         return None
+
+    def _heard(self, request: Halt) -> Stop:
+        """A halt decided on another member's host: this member's run is asked back alike."""
+        self._halted = True
+        stop = Stop(request.stop)
+        why = f"{request.why} (on {request.host}, a member's host)"
+        self.runs.hand_back(self.job.job_id, stop, why, **request.fields)
+        return stop
 
     def broken(self, wait_s: float = GANG_BEAT_TTL_S + 1.0) -> str:
         """Why the gang broke, waiting up to ``wait_s`` for a partner's silence to show
@@ -149,6 +213,9 @@ class GangWatch:
         deadline = time.monotonic() + wait_s
         while True:
             answer, detail = self.g.beat(self.job.job_id, self.seat.rank, self.token)
+            if answer is Answer.HALT:  # its process failed as its partners were stopped
+                self._heard(Halt.from_json(detail))
+                return ""
             if answer in (Answer.BROKEN, Answer.EVICTED):
                 return f"gang member {detail} was lost"
             if answer is not Answer.FORMED or time.monotonic() >= deadline:
@@ -157,6 +224,29 @@ class GangWatch:
 
     def done(self) -> None:
         self.g.done(self.job.job_id, self.seat.rank)
+
+
+class PrunedTrial:
+    """Rank 0's pruning policy when a search's trial is a gang (``tasks.trial.TrialWatch``
+    hears rank 0's metric lines only): before rank 0's process is stopped, the gang hears it
+    was pruned, so a partner whose collective fails as rank 0 stops records no failure, and
+    rank 0's silence from then on is no loss. The partners stop through the lease once rank 0
+    records the trial pruned, as a cancel stops them."""
+
+    def __init__(self, ctx: HostContext, job: JobSpec, pruning):
+        self.g, self.job, self.pruning = gangs(ctx), job, pruning
+
+    def on_tick(self, tick: Tick) -> Stop | None:
+        stop = self.pruning.on_tick(tick)
+        if stop is Stop.PRUNED:
+            self.g.pruned(self.job.job_id)
+        return stop
+
+
+def lead(seat: Seat | None) -> bool:
+    """Whether this run speaks for its job: a one-host job's, or a gang's rank 0 (its metric
+    lines are the trial's, its progress the record's; another rank's are in its own log)."""
+    return seat is None or seat.rank == 0
 
 
 def log_id(job_id: str, seat: Seat | None) -> str:
@@ -173,11 +263,15 @@ def settle(ctx: HostContext, run: Run, outcome: RunOutcome) -> Ended | None:
     whole, counting an attempt, whichever member saw it first; a member other than rank 0
     that exited 0 leaves the result to rank 0."""
     job, seat = run.job, run.seat
-    watch = GangWatch(ctx, job, seat)
+    watch = GangWatch(ctx, job, seat, run.token)
     if outcome.stopped is Stop.GANG_LOST:
         return _requeue_gang(ctx, run, watch.why or "a gang member was lost")
     if outcome.stopped is None and outcome.returncode != 0:
-        # its partner's death often fails this process first (a collective's peer closed)
+        if seat.rank != 0 and _redis(ctx, lambda: watch.g.was_pruned(job.job_id), "gang read"):
+            # rank 0 stopped for its search's pruner, and this process's collective failed
+            return Ended(Outcome.STOPPED, "its gang's trial was pruned; rank 0 records it")
+        # its partner's death often fails this process first (a collective's peer closed), and
+        # so does a partner stopped by a halt (then this run is asked back: tasks.execution)
         why = _redis(ctx, watch.broken, "gang beat")
         return _requeue_gang(ctx, run, why) if why else None
     if outcome.stopped is None and outcome.returncode == 0:
@@ -254,4 +348,5 @@ def _requeue_gang(ctx: HostContext, run: Run, why: str) -> Ended:
     if not owned:  # a partner requeued it first, or it was cancelled: the record says
         return Ended(Outcome.STOPPED, "the gang ended elsewhere")
     log.warning("gang %s (%s): %s", job.name, short_id(job.job_id), reason)
-    return Ended(Outcome.RELEASED, reason, end=RunEnd.LOST, detail=why)
+    outcome = Outcome.RELEASED if again else Outcome.FAILED
+    return Ended(outcome, reason, end=RunEnd.LOST, detail=why)

@@ -12,7 +12,9 @@ grace, so no capable host was free), the worker
 3. hands the victims back (``tasks.handback``, ``Stop.PREEMPTED``): each process group stopped,
    its checkpoint synced once more, the job queued again with the attempt uncounted, its
    record saying ``preempted_by`` and ``preemptions``; only then is its grant released, so the
-   urgent job starts after the sync;
+   urgent job starts after the sync. A gang's member is handed back as its whole gang
+   (``tasks.gang.GangWatch``: every member stopped, rank 0's checkpoint synced, the gang
+   requeued uncounted), and the plan counts it as costing its N hosts' work;
 4. notes on the urgent job's record (``preempted``), in `fleet logs` and in Flower whom it
    displaced, and logs the time from this decision to the urgent job's start.
 """
@@ -159,6 +161,7 @@ class Preemptor:
                 r.started,
                 bool(r.job.checkpoint) or r.job.preemptible,
                 counts.get(r.job.job_id, 0),
+                r.seat.nodes if r.seat is not None else 1,
             )
             for r in runs
         ]

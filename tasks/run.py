@@ -231,6 +231,12 @@ class Run:
     seat: Seat | None = None  # its place in its gang, for a job with nodes = N (tasks.gang)
 
     @property
+    def uploads(self) -> bool:
+        """Whether this run syncs the job's checkpoint: a gang's rank 0 only (every member
+        restores it; one writer keeps the record's one checkpoint rank 0's)."""
+        return self.seat is None or self.seat.rank == 0
+
+    @property
     def gpu(self) -> CudaDevice | None:
         """Its first GPU (the one a single-GPU job holds)."""
         return self.gpus[0] if self.gpus else None

@@ -329,6 +329,11 @@ def print_why(report: WhyReport) -> None:
         from fleet.query.why import gang_line
 
         out(f"  {gang_line(report.gang)}")
+    if report.state.terminal:  # hosts' verdicts are about running it, which is over
+        ref = short_id(report.job_id)
+        out("  it has ended; no host runs it now")
+        out(f"  its runs: fleet show {ref}; to run it again: fleet requeue {ref}")
+        return
     for i, q in enumerate(report.queues):
         print_queue(q, "queue" if i == 0 else "fallback queue")
 

@@ -3,7 +3,8 @@
    heartbeat the worker keeps in Redis (the ``fleet_resources`` field fleet adds to the rows),
    and a worker's own page the same line under its name;
    a task's page shows its exception with its own line breaks (the job's last output lines);
-   the navigation bar links to fleet's searches. */
+   the navigation bar links to fleet's searches;
+   a gang's Worker cell (every member's host, "ga + gb") is plain text, not one worker's link. */
 (function ($) {
     'use strict';
     $(function () {   // fleet's page of searches (fleet/flower_extras.py), beside Tasks and Broker
@@ -46,5 +47,21 @@
                 }
             });
         });
+    });
+    function unlinkGangs(root) {   // a gang's hosts ("ga + gb") are no one worker's page
+        root.find('a[href*="/worker/"]').filter(function () {
+            return $(this).text().indexOf(' + ') >= 0 || ($(this).attr('title') || '').indexOf(' + ') >= 0;
+        }).each(function () {
+            var hosts = $(this).attr('title') || $(this).text().trim();
+            $(this).replaceWith($('<span class="fleet-gang-hosts"></span>').text(hosts));
+        });
+    }
+    $(function () {
+        var table = $('#tasks-table');
+        if (table.length) {
+            table.on('draw.dt', function () { unlinkGangs(table); });
+        } else {
+            unlinkGangs($('main, body').first());   // a task's own page
+        }
     });
 }(jQuery));

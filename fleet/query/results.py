@@ -36,6 +36,7 @@ FIELDS = (
     "name",
     "state",
     "worker",
+    "gang_hosts",
     "gpu",
     "gpu_s",
     "core_s",
@@ -147,6 +148,13 @@ class Leaderboard:
 
 
 # --- pure parts -------------------------------------------------------------------
+def hosts_of(record: dict) -> str:
+    """Where it ran: its worker, or a gang's every member's host (``ga + gb``, by rank), as
+    `fleet status` says it."""
+    gang = record.get("gang_hosts") or ""
+    return " + ".join(gang.split(",")) if gang else record.get("worker") or ""
+
+
 def short(v: float | None) -> str:
     return "" if v is None else f"{v:.4g}"
 
@@ -272,7 +280,7 @@ def trial(record: dict, points: list[dict], obj: Objective, *, number: int, para
         value=value,
         best_value=best_value,
         steps=len(points),
-        host=record.get("worker") or "",
+        host=hosts_of(record),
         gpu_s=_float(record.get("gpu_s")),
         core_s=_float(record.get("core_s")),
         label=label_of(record.get("name") or ""),

@@ -6,6 +6,8 @@ That run counts for the part of it inside the window, up to now while it still r
 job's earlier runs (preempted, handed back, retried) count in full when the job is in the
 window at all: the record keeps only their totals (``gpu_s``, ``core_s``: what every run was
 charged for fair share, ``state/lua/owned.lua``), less what its latest run was charged.
+A gang's record (``gang_hosts``: its N members' hosts) holds one member's ``gpu`` and
+``cores``; each member holds as much, so its run counts N times that, as fair share charges it.
 ``usage`` is pure (records and ``now`` in, rows out); ``read_usage`` reads Redis.
 """
 
@@ -34,6 +36,7 @@ FIELDS = (
     "charged",
     "gpu_s",
     "core_s",
+    "gang_hosts",
 )
 DEFAULT_SINCE = "7d"
 NO_OWNER = "(none)"  # records published before jobs had owners
@@ -121,7 +124,8 @@ def one_job(record: JobRecord, start: float, now: float) -> OwnerUsage:
     if not active:
         return OwnerUsage(owner)
     failed = state is JobState.FAILED and ended is not None and ended >= start
-    cores, gpus = record.cores or 0, len(parse_gpus(record.gpu))
+    members = max(1, len([h for h in record.gang_hosts.split(",") if h]))  # a gang: N hosts
+    cores, gpus = (record.cores or 0) * members, len(parse_gpus(record.gpu)) * members
     before_gpu, before_core = earlier_runs(record, gpus, cores)
     return OwnerUsage(owner, 1, int(failed), hours * gpus + before_gpu, hours * cores + before_core)
 

@@ -283,7 +283,8 @@ def why(client: redis.Redis, name_or_id: str) -> WhyReport:
     gang = None
     if int(spec.get("nodes") or 1) > 1 and reports:
         capable = [c.to_dict() for c in reports[0].capable]
-        gang = gang_report(client, rec, int(spec["nodes"]), capable)
+        served = {q for v in views if v.hostname in {c["host"] for c in capable} for q in v.queues}
+        gang = gang_report(client, rec, int(spec["nodes"]), capable, served)
     search = of_job(client, rec.job_id)  # a trial: its search's line, why it stopped
     note = None
     if search is not None:
@@ -334,17 +335,40 @@ def why_each(client: redis.Redis, ref: str) -> tuple[bool, list[WhyReport], str 
     return True, reports[:WHY_SWEEP_MAX], None
 
 
-def gang_report(client: redis.Redis, rec: JobRecord, nodes: int, capable: list[dict]) -> dict:
+def gang_report(
+    client: redis.Redis, rec: JobRecord, nodes: int, capable: list[dict], served: set[str]
+) -> dict:
     """A gang (``nodes = N``): how many live hosts qualify, which are busy and with what,
-    and which hold one of its seats now (state.gang)."""
-    seats = [m.host for m in Gangs(client, C.GANG_BEAT_TTL_S).members(rec.job_id)]
+    which hold one of its seats now (state.gang), and the older gangs forming on a queue
+    its hosts (``served``: their queues) serve, which its members give their hosts to."""
+    gangs = Gangs(client, C.GANG_BEAT_TTL_S)
+    waiting = rec.state is JobState.QUEUED
+    seats = [m.host for m in gangs.members(rec.job_id)] if waiting else []
     return {
         "nodes": nodes,
         "qualify": [c["host"] for c in capable],
         "busy": {c["host"]: [j["name"] for j in c["busy_with"]] for c in capable if c["busy_with"]},
-        "seats": seats if rec.state.value == "queued" else [],
-        "hosts": rec.gang_hosts.split(",") if rec.gang_hosts else [],
+        "seats": seats,
+        # a requeued gang's record keeps its last run's hosts: not where it runs now
+        "hosts": rec.gang_hosts.split(",") if rec.gang_hosts and not waiting else [],
+        "ended": rec.state.terminal,
+        "older": _older_gangs(client, gangs, rec.job_id, served) if waiting else [],
     }
+
+
+def _older_gangs(client: redis.Redis, gangs: Gangs, job_id: str, served: set[str]) -> list[dict]:
+    """Gangs before ``job_id`` in the forming order, still forming on a queue of ``served``
+    and holding a seat: the ones its waiting members yield to (lua/gang.lua)."""
+    out = []
+    for older in gangs.forming_before(job_id):
+        rec = fetch(client, older, ("name", "state", "pri_queue", "spec"))
+        if rec is None or rec.state is not JobState.QUEUED or rec.pri_queue not in served:
+            continue
+        held = len(gangs.members(older))
+        nodes = int((rec.spec or {}).get("nodes") or 0)
+        if 0 < held < nodes:
+            out.append({"job_id": older, "name": rec.name, "seats": held, "nodes": nodes})
+    return out
 
 
 def gang_line(g: dict) -> str:
@@ -354,9 +378,13 @@ def gang_line(g: dict) -> str:
         f" ({busy})" if busy else ""
     )
     if g["hosts"]:
-        return line + f"; running on {', '.join(g['hosts'])}"
+        return line + f"; {'ran' if g.get('ended') else 'running'} on {', '.join(g['hosts'])}"
     held = ", ".join(g["seats"]) or "none"
-    return line + f"; {len(g['seats'])} of {g['nodes']} seats held now ({held})"
+    line += f"; {len(g['seats'])} of {g['nodes']} seats held now ({held})"
+    older = ", ".join(
+        f"{o['name']} ({o['seats']} of {o['nodes']} seats)" for o in g.get("older") or []
+    )
+    return line + (f"; older gang(s) forming first on its hosts: {older}" if older else "")
 
 
 def _job_queues(client: redis.Redis, rec: JobRecord) -> list[str]:

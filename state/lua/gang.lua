@@ -11,21 +11,29 @@
 -- gang full, or the job running, and is dropped).
 --
 -- Two gangs that each hold some of the hosts they both want would wait for each other: the
--- older one (higher priority, then published first) wins. Forming gangs are listed in the
--- forming zset by that order; a waiting member whose gang has an older gang of the same
--- queue forming (holding at least one host, short of its N) before it yields its seat at
--- once, so its host takes the older gang's seat next.
+-- older one (higher priority, then published first) wins. Forming gangs of every queue are
+-- listed in one forming zset by that order; a waiting member whose gang has an older gang
+-- forming (holding at least one host, short of its N) before it, on a queue its host serves,
+-- yields its seat at once, so its host can take the older gang's seat next. A gang of a
+-- queue the host does not serve is no reason to yield: its seats never come to this host.
+--
+-- A running gang is stopped as a whole by 'halt' (a policy on one member's host: preemption,
+-- a GPU yielded to its owner): every member's next beat answers 'halt' with the request, each
+-- stops its process, and rank 0 syncs its checkpoint and puts the record back uncounted.
 --
 -- KEYS: job_key, gang_key, owner_lists, forming_zset
--- ARGV: op ('join' | 'beat' | 'leave' | 'done' | 'start'), now_ms, beat_ttl_ms, then per op:
+-- ARGV: op ('join' | 'beat' | 'leave' | 'done' | 'start' | 'halt'), now_ms, beat_ttl_ms, then:
 --   join:  nodes, host, member_json, priority -> {'wait'|'complete', rank} | {'drop', why}
 --                                               | {'same_host', ''}
---   beat:  rank, seat                        -> {'wait', alive} | {'formed', token}
+--   beat:  rank, seat, queues ('a,b': the queues its host serves; '' = its gang's own)
+--                                            -> {'wait', alive} | {'formed', token}
 --                                               | {'broken', 'rank R on HOST'} | {'gone', state}
 --                                               | {'evicted', ''} | {'yield', older job_id}
+--                                               | {'halt', request_json}
 --   leave: rank, seat                        -> {'left', ''} | {'formed', token}
---   done:  rank                              -> {'ok', ''}
+--   done:  rank, why                         -> {'ok', ''}  (why: '1', or 'pruned': its trial)
 --   start: token                             -> {'ok', hosts} | {'stale', ''}
+--   halt:  token, request_json               -> {'ok', ''} | {'stale', ''} (the first stands)
 -- and after every op's own, always the last three (core.constants): hash_ttl_s (a gang hash
 -- outlives its last join this long), max_priority, older_scan (forming gangs ahead of this
 -- one a waiting member looks at). Last, not fourth: each op has its own number of ARGV.
@@ -88,18 +96,21 @@ local function alive_in(other_gk, n)
   return alive
 end
 
--- An older gang of this queue, forming and holding a host, that this one should yield to.
-local function older()
+-- An older gang, forming and holding a host, on one of ``served`` (the queues this member's
+-- host serves, 'a,b'; '' = this gang's own), that this one should yield to.
+local function older(served)
   local id = redis.call('HGET', jk, 'job_id')
   local mine = redis.call('ZRANK', KEYS[4], id)  -- ties (one publish) go by job ID
   if not mine or mine == 0 then return nil end
-  local queue = redis.call('HGET', jk, 'pri_queue')  -- its queue, whatever its priority
+  local queues = {}
+  if served == nil or served == '' then served = redis.call('HGET', jk, 'pri_queue') or '' end
+  for q in string.gmatch(served, '[^,]+') do queues[q] = true end
   for _, other in ipairs(redis.call('ZRANGE', KEYS[4], math.max(0, mine - OLDER_SCAN), mine - 1)) do
     local ojk, ogk = JOB_PREFIX .. other, GANG_PREFIX .. other
     local n = tonumber(redis.call('HGET', ogk, 'n') or '0')
     if redis.call('HGET', ojk, 'state') ~= 'queued' or n == 0 then
       redis.call('ZREM', KEYS[4], other)  -- started, ended or gone: no longer forming
-    elseif redis.call('HGET', ojk, 'pri_queue') == queue then
+    elseif queues[redis.call('HGET', ojk, 'pri_queue') or ''] then  -- its queue, any priority
       local alive = alive_in(ogk, n)
       if alive > 0 and alive < n then return other end
     end
@@ -114,7 +125,15 @@ local function formed()
 end
 
 if op == 'done' then
-  redis.call('HSET', gk, 'done:' .. ARGV[4], '1')
+  redis.call('HSET', gk, 'done:' .. ARGV[4], ARGV[5])
+  return {'ok', ''}
+end
+
+if op == 'halt' then
+  if redis.call('HGET', jk, 'token') ~= ARGV[4] or redis.call('HGET', jk, 'state') ~= 'running' then
+    return {'stale', ''}
+  end
+  redis.call('HSETNX', gk, 'halt', ARGV[5])
   return {'ok', ''}
 end
 
@@ -190,6 +209,8 @@ end
 -- beat
 redis.call('HSET', gk, 'beat:' .. rank, ARGV[2])
 if token then
+  local halt = redis.call('HGET', gk, 'halt')
+  if halt then return {'halt', halt} end
   for r = 0, tonumber(redis.call('HGET', gk, 'n')) - 1 do
     if tostring(r) ~= rank and not redis.call('HGET', gk, 'done:' .. r) then
       local beat = tonumber(redis.call('HGET', gk, 'beat:' .. r) or '0')
@@ -206,7 +227,7 @@ if past or state ~= 'queued' then return {'gone', state or 'no record'} end
 local alive, _, _, n = census(nil)
 top_up(alive, n)
 if alive < n then
-  local first = older()
+  local first = older(ARGV[6])
   if first then return {'yield', first} end
 end
 return {'wait', tostring(alive)}

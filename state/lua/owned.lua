@@ -13,6 +13,8 @@ end
 -- since started_at) up to upto, into a usage decayed with a half-life ('gpu_s core_s at' per
 -- owner in usage_key). The record remembers how far its run was charged ('charged': token
 -- and time), so a running job charged now and then, then at its end, counts each second once.
+-- A gang's record holds one member's resources ('gpu', 'cores': each member holds the same
+-- per-host needs) and every member's host ('gang_hosts'): its run is charged for all of them.
 local function charge_run(jk, usage_key, token, upto, now, half_life)
   if not token then return 0 end
   local started = tonumber(redis.call('HGET', jk, 'started_at') or '')
@@ -27,6 +29,11 @@ local function charge_run(jk, usage_key, token, upto, now, half_life)
   local gpus = 0
   for _ in string.gmatch(redis.call('HGET', jk, 'gpu') or '', '[^,]+') do gpus = gpus + 1 end
   local cores = tonumber(redis.call('HGET', jk, 'cores') or '0') or 0
+  local members = 0
+  for _ in string.gmatch(redis.call('HGET', jk, 'gang_hosts') or '', '[^,]+') do
+    members = members + 1
+  end
+  gpus, cores = gpus * math.max(1, members), cores * math.max(1, members)
   local g, c, last = 0, 0, now
   local old = redis.call('HGET', usage_key, owner)
   if old then

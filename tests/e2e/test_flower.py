@@ -573,3 +573,28 @@ def test_a_flower_started_after_the_jobs_lists_them_from_their_records(flower, t
         assert (states.count("SUCCESS"), states.count("PRUNED")) == (2, 1), states
     finally:
         stop_flower(proc)
+
+
+def test_a_gang_is_one_row_on_every_members_host_in_its_true_state_in_a_browser(flower, tmp_path):
+    name = "pair[seed=8]"
+    jid = flower.publish({name: 8}, nodes=2)[name]
+    running = flower.wait_task(
+        jid, lambda t: t.get("state") == "STARTED" and t.get("gang_hosts"), timeout_s=90
+    )
+    rec = flower.records().get(jid)
+    hosts = rec.gang_hosts.split(",")  # by rank, as `fleet status` lists them
+    assert rec.state is JobState.RUNNING and sorted(hosts) == ["fl-cpu", "fl-large"], rec
+    assert running["gang_hosts"] == hosts and "running" in running["result"]
+    both = " + ".join(hosts)
+    [row] = [r for r in datatable(flower, name) if r["uuid"] == jid]  # one row for the gang
+    assert (row["state"], row["worker"]) == ("STARTED", both), row
+    authed = flower.url.replace("http://", f"http://{USER}:{PASSWORD}@")
+    listing = chromium(f"{authed}/tasks", tmp_path / "flower-gang-tasks.png")
+    cell = listing.split(f'id="{jid}"', 1)[1].split("</tr>", 1)[0]
+    assert f'<span class="fleet-gang-hosts">{both}</span>' in cell and "STARTED" in cell
+    page = chromium(f"{authed}/task/{jid}", tmp_path / "flower-gang-task.png")
+    assert f'<span class="fleet-gang-hosts">{both}</span>' in page and name in page
+    flower.wait_state(jid, JobState.SUCCEEDED)
+    done = flower.wait_task(jid, lambda t: t.get("state") == "SUCCESS")
+    [row] = [r for r in datatable(flower, name) if r["uuid"] == jid]
+    assert (row["state"], row["worker"], done["gang_hosts"]) == ("SUCCESS", both, hosts), row

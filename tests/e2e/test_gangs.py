@@ -1,9 +1,12 @@
 """Gangs (``nodes = N``) on real workers, one per simulated host on loopback: the members
 meet through torch.distributed (gloo), a member's death stops and re-runs the gang as a
-whole, and two gangs on three hosts both finish."""
+whole, two gangs on three hosts both finish (also two of different queues on the same
+hosts), and a gang preempted on one member's host is handed back whole through rank 0's
+checkpoint and resumes from it."""
 
 from __future__ import annotations
 
+import glob
 import json
 import os
 import signal
@@ -14,6 +17,7 @@ import time
 import uuid
 from pathlib import Path
 
+import psutil
 import pytest
 import redis
 import zstandard
@@ -23,12 +27,16 @@ from fleet.local import start_worker, stop_worker
 from fleet.redis_server import RedisServer
 from state.jobrecord import JobState
 from state.records import Records
+from state.search.view import read_search
+from tests.e2e.ckptjob import chain
 from tests.e2e.conftest import wait_for_workers
 from tests.harness.cli import fleet_cli
 from tests.waiting import wait_until
 
 pytestmark = pytest.mark.e2e
 JOB = Path(__file__).with_name("gangjob.py")
+CKPT_JOB = Path(__file__).with_name("gangckptjob.py")
+TRIAL = Path(__file__).with_name("gangtrial.py")
 SLEEPY = Path(__file__).with_name("sleepy.py")
 MOONS = Path(__file__).parents[2] / "examples" / "data" / "moons.csv"
 ONE_CORE = {"cuda_devices": [], "ram_total_gib": 8, "cpu_cores": 1}  # one job at a time
@@ -50,7 +58,18 @@ class Gangs:
         path = self.root / f"m-{uuid.uuid4().hex[:6]}.toml"
         path.write_text(text)
         done = self.cli("publish", str(path), "--json")
-        return {r["name"]: r["job_id"] for r in json.loads(done.stdout)}
+        return {r["name"]: r["job_id"] or r["search_id"] for r in json.loads(done.stdout)}
+
+    def publish_now(self, text: str) -> dict[str, str]:
+        """As ``publish``, in this process: no interpreter to start, for a test that times it."""
+        from fleet.manifests import loads
+        from fleet.publish import publish
+        from tasks import app
+
+        app.conf.broker_url = self.env["FLEET_BROKER_URL"]
+        app.pool.force_close_all()
+        client = redis.Redis.from_url(self.env["FLEET_BROKER_URL"])
+        return {r.job.name: r.job.job_id for r in publish(app, client, loads(text, "m.toml"))}
 
     def cli(self, *args: str) -> subprocess.CompletedProcess:
         return fleet_cli(self.env, *args, ok=True)
@@ -74,7 +93,8 @@ class Gangs:
         return ids, rec
 
     def reports(self, name: str) -> list[dict]:
-        return [json.loads(p.read_text()) for p in sorted(self.counts.glob(f"{name}-rank*.json"))]
+        found = self.counts.glob(f"{glob.escape(name)}-rank*.json")
+        return [json.loads(p.read_text()) for p in sorted(found)]
 
     def logs(self) -> str:
         return "\n".join(
@@ -92,7 +112,8 @@ def gangs(tmp_path_factory):
         FLEET_BROKER_URL=server.url,
         FLEET_STORE_URL=f"file://{root / 'store'}",
         FLEET_LEASE_TTL_S="5",
-        FLEET_GANG_FORM_TIMEOUT_S="4",
+        FLEET_GANG_FORM_TIMEOUT_S="6",
+        FLEET_CHECKPOINT_EVERY_S="0.5",
         COUNT_DIR=str(root / "counts"),
     )
     env.pop("FLEET_CAPABILITY", None)
@@ -227,8 +248,8 @@ def test_why_explains_a_gang_that_cannot_form_and_its_hosts_give_their_seats_bac
     assert "gang of 4 hosts: 3 live host(s) qualify" in why, why
     seats = json.loads(gangs.cli("why", jid, "--json").stdout)["gang"]["seats"]
     assert 1 <= len(seats) <= 3
-    # a seat is held at most FLEET_GANG_FORM_TIMEOUT_S (4 s here), then given back, saying why
-    wait_until("a seat given back", lambda: "gang could not form in 4s" in gangs.logs(), 20)
+    # a seat is held at most FLEET_GANG_FORM_TIMEOUT_S (6 s here), then given back, saying why
+    wait_until("a seat given back", lambda: "gang could not form in 6s" in gangs.logs(), 25)
     gangs.cli("cancel", jid, "--yes")
     # its members go home at once: the hosts serve other work
     small = f'[[jobs]]\nname = "after"\ncommand = ["{sys.executable}", "{SLEEPY}", "0"]\n'
@@ -272,3 +293,195 @@ def test_a_member_killed_mid_run_stops_its_partner_and_the_gang_runs_again_whole
     finally:
         gangs.workers[victim].wait()
         gangs.start(victim)
+
+
+def test_two_gangs_of_different_queues_holding_a_host_each_both_finish_the_older_first(gangs):
+    # gb busy: the older gang takes a seat on ga; the younger one, on a queue gb serves first
+    # (more demanding), takes gb's once it frees: each gang holds one of the two hosts
+    r = gangs.records().r
+    both = 'allowed_hosts = ["ga", "gb"]\n'
+    # the younger gang's queue exists and is served before gb frees (as a queue in use is)
+    warm = f'[[jobs]]\nname = "warm{{}}"\ncommand = ["{sys.executable}", "{SLEEPY}", "0"]\n'
+    gangs.wait(
+        gangs.publish(warm.format(1) + both + "min_ram_gib = 4\n" + warm.format(2) + both), 30
+    )
+    busy = gangs.publish(
+        f'[[jobs]]\nname = "busy-gb"\ncommand = ["{sys.executable}", "{SLEEPY}", "3"]\n'
+        'allowed_hosts = ["gb"]\nseed = 9\n'
+    )
+    wait_until("gb busy", lambda: r.hget("fleet:job:" + busy["busy-gb"], "state") == "running", 30)
+    ids = gangs.publish_now(gang("cpu-gang", 1, extra=both + "seed = 7\npriority = 6"))
+    wait_until("a seat held on ga", lambda: r.hlen("fleet:gang:" + ids["cpu-gang"]) > 4, 30)
+    ids |= gangs.publish_now(gang("ram-gang", 1, extra=both + "seed = 8\nmin_ram_gib = 4"))
+    queues = {n: gangs.records().get(j).pri_queue for n, j in ids.items()}
+    assert queues["cpu-gang"] != queues["ram-gang"], queues
+    recs = gangs.wait({**ids, **busy}, 90)
+    assert all(x.state is JobState.SUCCEEDED for x in recs.values()), gangs.logs()
+    assert recs["cpu-gang"].started_at < recs["ram-gang"].started_at  # the older one first
+    # the younger gang gave gb to the older one at once, which took it next
+    logs = "".join(p.read_text(errors="replace") for p in (gangs.root / "logs").glob("*.log"))
+    assert any(
+        "gave back a seat of ram-gang" in line and "forming on a queue it serves" in line
+        for line in logs.splitlines()
+    ), logs[-3000:]
+
+
+def partner_host(r, job_id: str, completer: bool) -> str:
+    """The host of a member other than rank 0: the one that filled the gang's last seat (its
+    seat is the run's token) or one that did not (its seat is not the record's token)."""
+    token = r.hget("fleet:job:" + job_id, "token")
+    for field, raw in sorted(r.hgetall("fleet:gang:" + job_id).items()):
+        m = json.loads(raw) if field.startswith("m:") and field != "m:0" else None
+        if m and (m["seat"] == token) is completer:
+            return m["host"]
+    raise AssertionError(f"no such member of {job_id}")
+
+
+@pytest.mark.parametrize(
+    ("nodes", "completer"), [(2, True), (3, False)], ids=["last-joiner", "middle-member"]
+)
+def test_a_gang_preempted_on_one_host_is_handed_back_whole_and_resumes_from_rank_0s_checkpoint(
+    gangs, nodes, completer
+):
+    # on the host of rank 1 that filled the last seat (the run's token is its own seat), and
+    # of a member that did not (it halts the gang under the run's token, not its seat's)
+    # 60 steps of 0.3 s: still running when the urgent job, published past step 5, displaces it
+    steps, name, urgent_name = 60, f"ck{nodes}", f"urgent{nodes}"
+    hosts = json.dumps(list(HOSTS[:nodes]))
+    ids = gangs.publish(
+        f'[[jobs]]\nname = "{name}"\ncommand = ["{sys.executable}", "{CKPT_JOB}", "{steps}", '
+        f'"0.3"]\nnodes = {nodes}\npriority = 1\ncheckpoint = "ckpt"\nallowed_hosts = {hosts}\n'
+    )
+    jid = ids[name]
+    r = gangs.records().r
+    key = "fleet:job:" + jid
+
+    def past(step: int) -> bool:
+        raw = r.hgetall(key)
+        return (
+            raw.get("state") == "running"
+            and bool(raw.get("checkpoint"))
+            and any(
+                f"step {n}" in line
+                for line in gangs.cli("logs", jid).stdout.splitlines()
+                for n in range(step, steps)
+            )
+        )
+
+    wait_until("the gang past step 5 with a checkpoint", lambda: past(5), 60, detail=gangs.logs)
+    target = partner_host(r, jid, completer)  # the urgent job can run only there
+    urgent = gangs.publish(
+        f'[[jobs]]\nname = "{urgent_name}"\ncommand = ["{sys.executable}", "{SLEEPY}", "5"]\n'
+        f'priority = 9\nallowed_hosts = ["{target}"]\nseed = {30 + nodes}\n'
+    )
+    # the whole gang goes back to its queue uncounted, saying by what
+    wait_until(
+        "the gang handed back",
+        lambda: r.hget(key, "state") == "queued" and r.hget(key, "preempted_by"),
+        30,
+        detail=gangs.logs,
+    )
+    first_run = r.hgetall(key)
+    upto = float(first_run["charged"].split()[1])
+    held = nodes * int(first_run["cores"]) * (upto - float(first_run["started_at"]))
+    assert float(first_run["core_s"]) == pytest.approx(held, rel=1e-6), first_run
+    why = gangs.cli("why", jid).stdout
+    assert f"preempted by {urgent_name} (priority 9)" in why, why
+    assert f"the whole gang of {nodes} stopped, rank 0's checkpoint synced" in why, why
+    by = json.loads(r.hget(key, "preempted_by"))
+    assert (by["name"], by["host"]) == (urgent_name, target)
+    recs = gangs.wait({**ids, **urgent}, 120)
+    assert all(x.state is JobState.SUCCEEDED for x in recs.values()), gangs.logs()
+    raw = r.hgetall(key)
+    # a second run, not a second attempt; the urgent job ran while the gang waited
+    assert (raw["runs"], raw["attempts"], raw["preemptions"]) == ("2", "1", "1"), raw
+    # fair share charged each run for both members' cores: the first up to its hand-back
+    assert float(raw["core_s"]) > float(first_run["core_s"]) > 0
+    assert recs[urgent_name].started_at < recs[name].started_at
+    took = json.loads(r.hget("fleet:job:" + urgent[urgent_name], "preempted"))
+    assert [t["job_id"] for t in took] == [jid]
+    # every rank stopped and every one resumed from rank 0's last checkpoint, mid-way
+    reports = {
+        rank: json.loads((gangs.counts / f"{name}-rank{rank}.json").read_text())
+        for rank in range(nodes)
+    }
+    for rank, report in reports.items():
+        assert len(report["starts"]) == 2, (rank, report)
+    resumed = {report["starts"][1]["from_step"] for report in reports.values()}
+    assert len(resumed) == 1 and 5 <= resumed.pop() < steps, reports
+    assert reports[0]["digest"] == chain(steps)  # as if never interrupted
+
+
+def test_a_sweep_of_gangs_runs_each_point_as_a_gang_of_its_own(gangs):
+    ids = gangs.publish(gang("swept", 0, extra="[jobs.sweep]\nseed = [7, 8]"))
+    recs = gangs.wait(ids)
+    assert len(recs) == 2 and all(r.state is JobState.SUCCEEDED for r in recs.values())
+    assert all(len(set(r.gang_hosts.split(","))) == 2 for r in recs.values()), recs
+    for name in ids:
+        assert len([p for p in gangs.reports(name) if p.get("sum") == 3.0]) == 2
+
+
+SEARCH = f"""[[jobs]]
+name = "gtune"
+command = ["{sys.executable}", "{TRIAL}", "8", "0.3"]
+nodes = 2
+env = {{ FAIL_TRIAL = "2" }}
+[jobs.search]
+trials = 3
+parallel = 1
+metric = "loss"
+sampler = "random"
+pruner = {{ name = "median", n_startup_trials = 1, n_warmup_steps = 1 }}
+last_step = 7
+[jobs.search.space]
+x = {{ low = 0.0, high = 1.0 }}
+"""
+
+
+def alive(pid: int) -> bool:
+    try:
+        return psutil.Process(pid).status() != psutil.STATUS_ZOMBIE
+    except psutil.NoSuchProcess:
+        return False
+
+
+def test_a_search_of_gangs_counts_rank_0_prunes_every_member_and_fails_a_trial_once(gangs):
+    sid = gangs.publish(SEARCH)["gtune"]
+    r = gangs.records().r
+    done = wait_until(
+        "the search ends",
+        lambda: (v := read_search(r, sid)) and v.done and v,
+        150,
+        detail=gangs.logs,
+    )
+    states = [t.state for t in done.trials]
+    # trial 0 completes; trial 1, worse at every step, is pruned; trial 2's rank 1 exits 3
+    assert states == [JobState.SUCCEEDED, JobState.PRUNED, JobState.FAILED], gangs.logs()
+    assert done.counts[JobState.FAILED] == 1 and not done.stopped
+    # the trial's values are rank 0's: rank 1 printed -1000 at every step
+    assert done.trials[0].value == 0.5 and done.best_value == 0.5
+    assert all(v > 0 for t in done.trials for v in t.steps.values()), done.trials
+    recs = [gangs.records().get(t.job_id) for t in done.trials]
+    assert all(len(set(rec.gang_hosts.split(","))) == 2 for rec in recs[:2]), recs
+    assert recs[2].runs == 1 and recs[2].end_reason.startswith("exit"), recs[2]  # once
+    # no member of the pruned trial is left running: rank 0 stopped it, rank 1 heard it
+    found = gangs.counts.glob(glob.escape("gtune[trial=1]") + "-rank*.pid")
+    pids = [int(p.read_text()) for p in found]
+    assert len(pids) == 2
+    wait_until("the pruned gang's members exited", lambda: not any(map(alive, pids)), 15)
+    # results, one row per trial, each on both of its hosts
+    board = json.loads(gangs.cli("results", "gtune", "--json").stdout)
+    assert sorted(t["trial"] for t in board) == [0, 1, 2]
+    best = next(t for t in board if t["best"])
+    assert best["trial"] == 0 and best["value"] == 0.5 and " + " in best["host"], best
+    assert "gtune" in gangs.cli("results", "gtune", "--csv").stdout
+    plotted = gangs.cli("plot", "gtune", "-o", str(gangs.root / "gtune.png")).stdout
+    assert "3 trials" in plotted and (gangs.root / "gtune.png").stat().st_size > 0
+    # the Optuna export: one trial per gang, each with rank 0's steps only
+    optuna = pytest.importorskip("optuna")
+    db = f"sqlite:///{gangs.root / 'study.db'}"
+    assert "(3 trials)" in gangs.cli("export", "optuna", "gtune", "--storage", db).stdout
+    study = optuna.load_study(study_name="gtune", storage=db)
+    assert [t.state.name for t in study.trials] == ["COMPLETE", "PRUNED", "FAIL"]
+    assert study.best_value == 0.5
+    assert all(v > 0 for t in study.trials for v in t.intermediate_values.values())

@@ -82,6 +82,48 @@ def test_a_queued_tasks_row_names_no_worker_and_no_gpus():
     assert (row["state"], row["worker"], row["gpus"], row["owner"]) == ("PENDING", None, "", "al")
 
 
+def test_a_gangs_members_deliveries_are_one_row_on_every_members_host_with_rank_0s_state():
+    gang = ["ga", "gb"]
+    task = task_after(
+        ("task-received", {"hostname": "ga@h1", "name": "ddp"}),
+        ("task-started", {"hostname": "ga@h1"}),
+        ("task-pending", {"hostname": "ga@h1", "state": "PENDING", "result": "gang forming"}),
+        ("task-received", {"hostname": "gb@h2", "name": "ddp"}),
+        ("task-started", {"hostname": "gb@h2"}),
+        ("task-STARTED", {"hostname": "ga@h1", "gang_hosts": gang, "result": "running 1s"}),
+        ("task-started", {"hostname": "gc@h3"}),  # a spare copy, dropped: the gang runs
+    )
+    row = view.format_task(task).as_dict()
+    assert (row["state"], row["worker"].hostname) == ("STARTED", "ga + gb")
+    assert row["result"] == "running 1s"
+    done = task_after(
+        ("task-STARTED", {"hostname": "ga@h1", "gang_hosts": gang}),
+        ("task-succeeded", {"hostname": "ga@h1", "result": "{}"}),
+        ("task-started", {"hostname": "gc@h3"}),
+    )
+    assert (view.format_task(done).state, view.format_task(done).worker.hostname) == (
+        "SUCCESS",
+        "ga + gb",
+    )
+
+
+def test_a_gang_member_waiting_for_its_partners_shows_the_job_queued_not_started():
+    task = task_after(
+        ("task-received", {"hostname": "ga@h1", "name": "ddp"}),
+        ("task-started", {"hostname": "ga@h1"}),
+        ("task-pending", {"hostname": "ga@h1", "state": "PENDING", "result": "gang forming"}),
+    )
+    row = view.format_task(task).as_dict()
+    assert (row["state"], row["worker"], row["result"]) == ("PENDING", None, "gang forming")
+
+
+@pytest.mark.parametrize(
+    "hosts, text", [(["ga", "gb", "gc"], "ga + gb + gc"), ([], ""), (None, ""), ("ga", "")]
+)
+def test_a_gangs_hosts_read_as_fleet_status_shows_them(hosts, text):
+    assert view.hosts_text(hosts) == text
+
+
 def test_the_tasks_page_columns_are_flowers_own_or_fleets_and_leave_out_the_long_ones():
     from flower.views.tasks import TASK_COLUMNS
 
@@ -190,6 +232,8 @@ def test_a_record_is_flowers_task_as_its_events_would_have_made_it():
     failed = view.task_fields(record(JobState.FAILED, **ran, end_detail="exit 1: boom"))
     assert failed["state"] == "FAILURE" and failed["exception"] == "exit 1: boom"
     assert view.task_fields(record(JobState.CANCELLED, **ran))["revoked"] == 150.0
+    gang = view.task_fields(record(JobState.RUNNING, started_at=110.0, gang_hosts="ga,gb"))
+    assert gang["gang_hosts"] == ["ga", "gb"]
 
 
 def test_a_queued_job_sorts_first_by_time_received_newest_first():

@@ -62,3 +62,22 @@ def test_why_says_how_many_hosts_qualify_which_are_busy_and_which_hold_a_seat():
     )
     running = {**waiting, "busy": {}, "seats": [], "hosts": ["ga", "gb", "gc"]}
     assert gang_line(running) == "gang of 3 hosts: 2 live host(s) qualify; running on ga, gb, gc"
+
+
+def test_why_names_the_older_gangs_a_waiting_gang_gives_its_hosts_to_and_where_one_ran():
+    from fleet.query.why import gang_line
+
+    waiting = {
+        "nodes": 2,
+        "qualify": ["ga", "gb"],
+        "busy": {},
+        "seats": ["gb"],
+        "hosts": [],
+        "older": [{"job_id": "o", "name": "cpu-gang", "seats": 1, "nodes": 2}],
+    }
+    assert gang_line(waiting) == (
+        "gang of 2 hosts: 2 live host(s) qualify; 1 of 2 seats held now (gb); "
+        "older gang(s) forming first on its hosts: cpu-gang (1 of 2 seats)"
+    )
+    ended = {**waiting, "seats": [], "older": [], "hosts": ["ga", "gb"], "ended": True}
+    assert gang_line(ended) == "gang of 2 hosts: 2 live host(s) qualify; ran on ga, gb"

@@ -7,10 +7,11 @@ import pytest
 from core.errors import ManifestError
 from fleet.feasibility import infeasible, messages
 from fleet.manifests import loads
-from fleet.publish import plan
+from fleet.publish import offline_plan, plan
 from manifest.schema import JobSpec
 from routing.capability import Capability
 from routing.explain import HostFacts
+from state.search.advance import trial_spec
 
 JOB = '[[jobs]]\nname = "g"\ncommand = ["true"]\n'
 
@@ -53,12 +54,6 @@ def test_nodes_is_part_of_the_job_id_and_round_trips():
             "prefer_cuda does not go with nodes",
             "set require_cuda = true",
         ),
-        (
-            "nodes = 2\npreemptible = true\n",
-            "jobs[0].preemptible",
-            "preemptible does not go with nodes",
-            "drop preemptible",
-        ),
     ],
 )
 def test_a_gang_that_makes_no_sense_is_refused_at_its_line_with_the_fix(extra, where, said, fix):
@@ -68,6 +63,11 @@ def test_a_gang_that_makes_no_sense_is_refused_at_its_line_with_the_fix(extra, w
     # the job's keys start at line 2; the bad one is on line 4 or later
     assert f"m.toml:4: {where}" in text or f"m.toml:5: {where}" in text or where in text
     assert said in text and fix in text
+
+
+def test_a_gang_may_be_preemptible_it_is_handed_back_as_a_whole():
+    job = loads(JOB + "nodes = 2\npreemptible = true\n", "m.toml").jobs[0]
+    assert job.gang and job.preemptible
 
 
 def test_a_bad_nodes_value_is_named_at_its_own_line():
@@ -101,11 +101,32 @@ def test_every_point_of_a_sweep_may_be_a_gang():
     assert [j.nodes for j in jobs] == [2, 2, 2] and len({j.job_id for j in jobs}) == 3
 
 
-def test_a_search_is_not_a_gang_yet_and_says_so():
+def test_every_trial_of_a_search_may_be_a_gang():
     text = (
         JOB + 'nodes = 2\n[jobs.search]\nmetric = "loss"\ntrials = 4\n'
         "[jobs.search.space]\nlr = { low = 0.001, high = 0.1 }\n"
     )
-    with pytest.raises(ManifestError) as e:
-        loads(text, "m.toml")
-    assert "search does not go with nodes" in str(e.value)
+    [search] = loads(text, "m.toml").searches
+    assert search.base.nodes == 2
+    spec = trial_spec(search.search_id, 3, search.base.to_dict(), {"lr": 0.01})
+    trial = JobSpec.from_dict(spec)
+    assert (trial.nodes, trial.gang, trial.trial) == (2, True, 3)
+
+
+def test_a_search_of_gangs_is_a_search_of_its_own_not_the_one_host_searchs():
+    search = (
+        '[jobs.search]\nmetric = "loss"\ntrials = 4\n'
+        "[jobs.search.space]\nlr = { choices = [1, 2] }\n"
+    )
+    one, two = (loads(JOB + n + search, "m.toml").searches[0] for n in ("", "nodes = 2\n"))
+    assert one.search_id != two.search_id
+
+
+def test_a_search_of_gangs_with_fewer_qualifying_live_hosts_than_nodes_is_warned_about():
+    m = loads(
+        JOB + 'nodes = 3\n[jobs.search]\nmetric = "loss"\ntrials = 4\n'
+        "[jobs.search.space]\nlr = { low = 0.001, high = 0.1 }\n",
+        "m.toml",
+    )
+    [w] = infeasible(offline_plan(m, frozenset()), m, [cpu_host("a"), cpu_host("b")])
+    assert w.gang and w.jobs == ("g",)

@@ -59,6 +59,38 @@ def test_only_the_jobs_needed_are_displaced_lowest_priority_first():
     assert [r.job_id for r in victims(pool, 9, Demand(gpus=1, cores=1), running)] == ["gpu"]
 
 
+def test_a_gang_member_costs_its_gangs_hosts_so_a_one_host_job_of_equal_priority_goes_first():
+    # equal priority, the gang started last (least progress): its 3 hosts' work still weighs more
+    pool, running = host_running(
+        ("single", 1, Demand(cores=3), True),
+        ("gang", 1, Demand(cores=3), True, 0, 3),
+    )
+    assert [r.job_id for r in victims(pool, 9, Demand(cores=3), running)] == ["single"]
+
+
+def test_a_gang_of_lower_priority_still_goes_before_a_higher_one_host_job():
+    pool, running = host_running(
+        ("single", 2, Demand(cores=3), True),
+        ("gang", 1, Demand(cores=3), True, 0, 2),
+    )
+    assert [r.job_id for r in victims(pool, 9, Demand(cores=3), running)] == ["gang"]
+
+
+def test_a_gang_chosen_on_the_way_is_spared_when_the_others_free_enough():
+    # 7 cores for CPU jobs: the gang (lowest priority) frees 2, too few alone; the single
+    # job's 5 are enough without it
+    pool, running = host_running(
+        ("gang", 1, Demand(cores=2), True, 0, 2),
+        ("single", 2, Demand(cores=5), True),
+    )
+    assert [r.job_id for r in victims(pool, 9, Demand(cores=5), running)] == ["single"]
+
+
+def test_a_gang_that_would_lose_work_is_never_displaced():
+    pool, running = host_running(("gang", 1, Demand(cores=7), False, 0, 2))
+    assert victims(pool, 9, Demand(cores=7), running) is None
+
+
 def waiting(priority=9, demand=Demand(gpus=1), queued_at=0.0):
     return Waiting("urgent", "urgent-x", priority, demand, queued_at)
 

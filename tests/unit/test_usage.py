@@ -135,3 +135,22 @@ def test_json_rounds_hours():
     assert v.to_dict()["owners"] == [
         {"owner": "alice", "jobs": 1, "failures": 0, "gpu_hours": 0.333, "core_hours": 0.667}
     ]
+
+
+def test_a_gangs_run_counts_every_members_resources():
+    # the record keeps one member's GPU and cores; each of its 3 hosts held as much
+    gang = JobRecord.from_hash(
+        {
+            "job_id": "g",
+            "owner": "alice",
+            "state": "succeeded",
+            "created_at": str(NOW - 2 * H),
+            "started_at": str(NOW - H),
+            "finished_at": str(NOW),
+            "gpu": "0:A",
+            "cores": "2",
+            "gang_hosts": "a,b,c",
+        }
+    )
+    (u,) = U.usage([gang], since_s=7 * DAY, now=NOW)
+    assert u.gpu_hours == pytest.approx(3.0) and u.core_hours == pytest.approx(6.0)

@@ -93,3 +93,17 @@ def test_why_of_a_failed_job_prints_its_end_reason_not_the_line_that_introduces_
     assert "  last error: exit 1: ValueError: x" in text.splitlines()
     assert "last output:" not in text
     assert failed.to_dict()["reason"] == "exit 1: ValueError: x"
+
+
+@pytest.mark.parametrize("state", [s for s in JobState if s.terminal])
+def test_why_of_an_ended_job_says_it_ended_and_what_to_do_not_which_hosts_could_run_it(
+    screen, state
+):
+    from dataclasses import replace
+
+    cli_hosts.print_why(replace(REPORT, state=state))
+    text = screen.export_text()
+    assert f"): {state.value}, attempts 1" in text.splitlines()[0]
+    assert f"to run it again: fleet requeue {'a' * 12}" in text
+    assert "could run it" not in text and "position:" not in text and "big4" not in text
+    assert max(len(line) for line in text.splitlines()) <= 80
