@@ -33,6 +33,7 @@ sys.path.insert(0, str(ROOT))
 
 import redis  # noqa: E402
 
+from bench.cli import publish  # noqa: E402
 from bench.timing import parse_args  # noqa: E402
 from fleet.local import start_worker, stop_worker  # noqa: E402
 from fleet.redis_server import RedisServer  # noqa: E402
@@ -63,20 +64,6 @@ def small(name: str, seed: int) -> str:
         f'[[jobs]]\nname = "{name}"\ncommand = ["{sys.executable}", "{SLEEPY}", "0.5"]\n'
         f"seed = {seed}\n"
     )
-
-
-def publish(env: dict, root: Path, text: str) -> dict[str, str]:
-    path = root / f"m-{time.monotonic_ns()}.toml"
-    path.write_text(text)
-    done = subprocess.run(
-        [sys.executable, "-m", "fleet.cli", "publish", str(path), "--json"],
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=120,
-        check=True,
-    )
-    return {r["name"]: r["job_id"] for r in json.loads(done.stdout)}
 
 
 def wait_done(records: Records, ids: dict[str, str], timeout_s: float = 120) -> None:

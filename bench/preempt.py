@@ -22,7 +22,6 @@ import argparse
 import json
 import os
 import statistics
-import subprocess
 import sys
 import tempfile
 import time
@@ -33,6 +32,7 @@ sys.path.insert(0, str(ROOT))
 
 import redis  # noqa: E402
 
+from bench.cli import fleet_cli, publish  # noqa: E402
 from bench.timing import parse_args  # noqa: E402
 from core.ids import short_id  # noqa: E402
 from fleet.local import start_worker, stop_worker  # noqa: E402
@@ -55,18 +55,9 @@ def manifest(name: str, priority: int, steps: int, seed: int, extra: str = "") -
     )
 
 
-def publish(env: dict, root: Path, text: str) -> str:
-    path = root / f"m-{time.monotonic_ns()}.toml"
-    path.write_text(text)
-    done = subprocess.run(
-        [sys.executable, "-m", "fleet.cli", "publish", str(path), "--json"],
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=120,
-        check=True,
-    )
-    return json.loads(done.stdout)[0]["job_id"]
+def publish_one(env: dict, root: Path, text: str) -> str:
+    (job_id,) = publish(env, root, text).values()
+    return job_id
 
 
 def wait(records: Records, job_id: str, ok, timeout_s: float = 90):
@@ -82,22 +73,17 @@ def wait(records: Records, job_id: str, ok, timeout_s: float = 90):
 
 
 def one_round(env: dict, root: Path, records: Records, i: int) -> dict:
-    low = publish(env, root, manifest(f"low{i}", 1, 400, i, 'checkpoint = "ckpt/"'))
+    low = publish_one(env, root, manifest(f"low{i}", 1, 400, i, 'checkpoint = "ckpt/"'))
     wait(records, low, lambda r: r.state is JobState.RUNNING and r.checkpoint is not None)
     published = time.time()
-    urgent = publish(env, root, manifest(f"urgent{i}", 9, 1, i))
+    urgent = publish_one(env, root, manifest(f"urgent{i}", 9, 1, i))
     wait(records, urgent, lambda r: r.state is not JobState.QUEUED)
     # the GPU is the urgent job's: low cannot resume yet
     synced = records.checkpoint(low)["synced_at"]
     rec = wait(records, urgent, lambda r: r.state is JobState.SUCCEEDED)
     decided = rec.preempted[0]["at"]
     report = json.loads((Path(env["COUNT_DIR"]) / f"urgent{i}.json").read_text())
-    subprocess.run(
-        [sys.executable, "-m", "fleet.cli", "cancel", low, "--yes"],
-        env=env,
-        capture_output=True,
-        timeout=60,
-    )
+    fleet_cli(env, "cancel", low, "--yes", timeout_s=60)
     wait(records, low, lambda r: r.state is JobState.CANCELLED)
     return {
         "decision->claim": rec.started_at - decided,

@@ -16,6 +16,7 @@ from fleet.local import start_worker, stop_worker
 from fleet.redis_server import RedisServer
 from state import acl
 from state.acl import Role
+from tests.harness.cli import fleet_cli
 from tests.harness.manifests import command_job
 from tests.harness.workers import CPU
 from tests.waiting import wait_until
@@ -48,13 +49,7 @@ class Site:
         return dict(self.base, FLEET_BROKER_URL=url)
 
     def cli(self, role: Role | None, *args: str) -> subprocess.CompletedProcess:
-        return subprocess.run(
-            [sys.executable, "-m", "fleet.cli", *args],
-            env=self.env(role),
-            capture_output=True,
-            text=True,
-            timeout=120,
-        )
+        return fleet_cli(self.env(role), *args)
 
     def logs(self) -> str:
         return "\n".join(

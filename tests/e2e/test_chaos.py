@@ -50,9 +50,8 @@ def test_kill_9_workers_mid_job_repeatedly_and_every_job_succeeds_exactly_once(c
     recs = chaos.wait(ids, timeout_s=120)
     assert all(r.state is JobState.SUCCEEDED for r in recs.values())
     assert {n: chaos.runs(n) for n in ids} == {n: 1 for n in ids}
-    assert all(
-        r.attempts == 2 for r in recs.values() if r.job_id in killed
-    )  # each killed run came back once
+    # each killed run came back once
+    assert all(r.attempts == 2 for r in recs.values() if r.job_id in killed)
     store = open_store_at(chaos.env["FLEET_STORE_URL"])
     names = [a["name"] for a in store.list_artifacts()]
     assert sorted(names) == sorted(ids)
@@ -68,9 +67,8 @@ def test_a_job_that_outlives_the_visibility_timeout_runs_once(chaos):
     recs = chaos.wait(ids, timeout_s=90)
     assert recs["long"].state is JobState.SUCCEEDED
     assert chaos.runs("long", "start") == 1
-    assert (
-        "dropping delivery of long" in chaos.logs()
-    )  # Redis did redeliver it, and the copy was dropped
+    # Redis did redeliver it, and the copy was dropped
+    assert "dropping delivery of long" in chaos.logs()
 
 
 def test_redis_restarted_during_a_run_loses_nothing(chaos):

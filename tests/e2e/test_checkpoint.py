@@ -15,13 +15,14 @@ import zstandard
 from artifacts.stores import open_store_at
 from core.constants import CHECKPOINTS_PREFIX
 from state.jobrecord import JobState
+from tests.harness.trainers import HYPER, MOONS, trainer, weights_digest
 from tests.waiting import wait_until
 
 torch = pytest.importorskip("torch")
-from tests.integration.test_checkpoint_resume import HYPER, MOONS, trainer, weights_digest  # noqa: E402
 
-# long enough (tens of seconds here) for a kill to land mid-training, progress lags a second or two
-EPOCHS = 120
+# long enough (ten seconds or more here) for a kill to land mid-training while progress lags a
+# second or two, and short enough that the three runs of this file stay under a minute each
+EPOCHS = 60
 E2E_HYPER = {**HYPER, "epochs": EPOCHS, "batch_size": 16}
 
 pytestmark = pytest.mark.e2e
@@ -88,9 +89,8 @@ def uninterrupted(tmp_path_factory) -> str:
 @pytest.fixture
 def ckpt_chaos(chaos, monkeypatch):
     chaos.env.update(FLEET_CHECKPOINT_EVERY_S="0.5")
-    monkeypatch.setenv(
-        "FLEET_STORE_URL", chaos.env["FLEET_STORE_URL"]
-    )  # publish stages the data there
+    # publish stages the data there
+    monkeypatch.setenv("FLEET_STORE_URL", chaos.env["FLEET_STORE_URL"])
     return chaos
 
 

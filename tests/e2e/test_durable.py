@@ -11,57 +11,20 @@ from __future__ import annotations
 import json
 import os
 import signal
-import sys
 import time
-import uuid
-from pathlib import Path
 
 import pytest
 
 from artifacts.stores import open_store_at
-from core.constants import RUNS_DIR
 from state import queues
 from state.jobrecord import JobState
+from tests.harness.durable import big_manifest, run_dirs, wait_trained
 from tests.waiting import wait_until
 
 pytestmark = pytest.mark.e2e
-BIGOUT = Path(__file__).with_name("bigout.py")
 LATE_KILLS = int(os.environ.get("FLEET_LATE_KILLS", "5"))
 OUTPUT_MIB = 48
 FAST_S = 0.01  # how often a wait looks: a late kill has a short window to hit
-
-
-def big_manifest(chaos, jobs: dict[str, tuple[int, float]]) -> Path:
-    """Command jobs writing ``mib`` MiB of output after ``sleep_s``."""
-    text = ""
-    for name, (mib, sleep_s) in jobs.items():
-        text += (
-            f'[[jobs]]\nname = "{name}"\n'
-            f'command = ["{sys.executable}", "{BIGOUT}", "{mib}", "{sleep_s}", '
-            f'"{chaos.tag}", "{name}"]\n'
-            'artifacts = ["out/*"]\n'
-        )
-    path = chaos.root / f"m-{uuid.uuid4().hex[:6]}.toml"
-    path.write_text(text)
-    return path
-
-
-def run_dirs(chaos, host: str) -> list[Path]:
-    runs = chaos.root / "work" / host / RUNS_DIR  # fleet.local.start_worker's FLEET_WORK_DIR
-    return sorted(runs.iterdir()) if runs.exists() else []
-
-
-def wait_trained(chaos, job_id: str):
-    """The record once it says trained, while the run is still bundling or uploading."""
-
-    def trained_running():
-        rec = chaos.records().get(job_id)
-        assert rec.state is not JobState.SUCCEEDED, (
-            "finished before the test saw it trained: output too small"
-        )
-        return rec.trained and rec.state is JobState.RUNNING and rec
-
-    return wait_until("the record to say trained", trained_running, 60, chaos.logs, FAST_S)
 
 
 def kill(chaos, name: str) -> None:

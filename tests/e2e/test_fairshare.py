@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import json
 import os
-import subprocess
 import sys
 import time
 from pathlib import Path
@@ -20,6 +19,7 @@ from fleet.local import start_worker, stop_worker
 from fleet.redis_server import RedisServer
 from state.jobrecord import JobState
 from state.records import Records
+from tests.harness.cli import fleet_cli
 from tests.harness.workers import wait_for_workers
 from tests.waiting import wait_until
 
@@ -46,15 +46,7 @@ class Shared:
         self.counts.mkdir()
 
     def fleet(self, *args: str) -> str:
-        done = subprocess.run(
-            [sys.executable, "-m", "fleet.cli", *args],
-            env=self.env,
-            capture_output=True,
-            text=True,
-            timeout=120,
-        )
-        assert done.returncode == 0, done.stdout + done.stderr
-        return done.stdout
+        return fleet_cli(self.env, *args, ok=True).stdout
 
     def publish(self, owner: str, text: str) -> dict[str, str]:
         path = self.root / f"{owner}.toml"
@@ -143,9 +135,8 @@ def test_a_second_owners_jobs_start_within_two_job_lengths_not_after_a_40_job_sw
     usage = {u["owner"]: u for u in json.loads(shared.fleet("usage", "--json"))["owners"]}
     shares = {s["owner"]: s for s in json.loads(shared.fleet("share", "list", "--json"))["owners"]}
     for owner, names in (("alice", alice), ("bob", bob)):
-        measured_h = (
-            sum(reports[n]["end"] - reports[n]["start"] for n in names) / 3600
-        )  # one core each
+        # one core each
+        measured_h = sum(reports[n]["end"] - reports[n]["start"] for n in names) / 3600
         # a run as recorded (claim to finish) holds its job a little longer than the job's own clock
         slack_h = len(names) * 1.0 / 3600
         assert measured_h <= usage[owner]["core_hours"] + 0.002 <= measured_h + slack_h + 0.002, (

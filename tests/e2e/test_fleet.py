@@ -222,9 +222,8 @@ def test_workers_train_from_the_store_after_the_publishers_directory_is_deleted(
 
     # the same manifest from a copy: same IDs, nothing published, nothing sent to the store
     keys = staged_keys(fleet)
-    assert (
-        len(keys - before) >= 1 and len(keys) - len(before) <= 2
-    )  # moons.csv may be there already
+    # moons.csv may be there already
+    assert len(keys - before) >= 1 and len(keys) - len(before) <= 2
     again = json.loads(
         fleet.fleet("publish", str(data_project(tmp_path / "copy")), "--json", check=True).stdout
     )

@@ -200,7 +200,9 @@ def test_flowers_revoke_button_cancels_a_queued_fleet_job(flower):
 
 def test_terminate_then_requeue_runs_the_job_once_all_the_way_with_its_name_and_progress(flower):
     name = "term[seed=2]"
-    jid = flower.publish({name: 6})[name]
+    # long enough to be still running when `celery control`, slow to start on a loaded machine,
+    # terminates it: the job's length is not what this test is about
+    jid = flower.publish({name: 15})[name]
     running = flower.wait_task(
         jid, lambda t: t.get("state") == "STARTED" and "running" in str(t.get("result"))
     )

@@ -30,6 +30,7 @@ from state.records import Records
 from state.search.view import read_search
 from tests.e2e.ckptjob import chain
 from tests.e2e.conftest import wait_for_workers
+from tests.harness.cli import fleet_cli
 from tests.waiting import wait_until
 
 pytestmark = pytest.mark.e2e
@@ -71,15 +72,7 @@ class Gangs:
         return {r.job.name: r.job.job_id for r in publish(app, client, loads(text, "m.toml"))}
 
     def cli(self, *args: str) -> subprocess.CompletedProcess:
-        done = subprocess.run(
-            [sys.executable, "-m", "fleet.cli", *args],
-            env=self.env,
-            capture_output=True,
-            text=True,
-            timeout=120,
-        )
-        assert done.returncode == 0, done.stdout + done.stderr
-        return done
+        return fleet_cli(self.env, *args, ok=True)
 
     def records(self) -> Records:
         return Records(redis.Redis.from_url(self.env["FLEET_BROKER_URL"], decode_responses=True))

@@ -240,9 +240,8 @@ def test_a_job_hunting_for_its_workers_secrets_finds_none(site, tmp_path):
     assert found["watchman_pid"] and "PATH=" in found["watchman_environ"]  # ...and its watchman's
     places = ("own_env", "supervisor_environ", "worker_environ", "worker_cmdline")
     for place in (*places, "watchman_environ", "watchman_cmdline"):
-        assert SECRET not in found[place] and BROKER_PASSWORD not in found[place], (
-            place
-        )  # ...and got no secret
+        # ...and got no secret
+        assert SECRET not in found[place] and BROKER_PASSWORD not in found[place], place
     _assert_nowhere(site, rec, tmp_path)
 
 
@@ -325,9 +324,8 @@ def job_user():
 
 
 def test_with_fleet_job_user_a_job_runs_as_that_user_and_cannot_read_the_worker(solo, job_user):
-    work = Path(
-        tempfile.mkdtemp(prefix="fleet-jobuser-")
-    )  # reachable by the job user, unlike pytest's tmp
+    # reachable by the job user, unlike pytest's tmp
+    work = Path(tempfile.mkdtemp(prefix="fleet-jobuser-"))
     work.chmod(0o755)
     try:
         solo.start("as-user", FLEET_JOB_USER=job_user, FLEET_WORK_DIR=str(work / "work"))
@@ -376,12 +374,10 @@ def test_a_delivery_a_real_worker_acks_without_running_stays_recoverable_not_str
     w = solo.start("skew-w", FLEET_LEASE_TTL_S="1")
     wait_until("two restores", lambda: solo.logs().count("restored") >= 2, 60, every_s=0.5)
     logs = solo.logs()
-    assert logs.count("acked but its job never ran") >= 2, (
-        logs
-    )  # taken, failed before its claim, acked...
-    assert logs.count(f"{ids['skewed']} restored") >= 2, (
-        logs
-    )  # ...and given back by the reaper, each time
+    # taken, failed before its claim, acked...
+    assert logs.count("acked but its job never ran") >= 2, logs
+    # ...and given back by the reaper, each time
+    assert logs.count(f"{ids['skewed']} restored") >= 2, logs
     rec = Records(client).get(ids["skewed"])
     assert rec.state is JobState.QUEUED and rec.attempts == 0
     assert w.poll() is None

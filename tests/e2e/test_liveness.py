@@ -17,7 +17,7 @@ import pytest
 
 from artifacts.stores import open_store_at
 from state.jobrecord import JobState
-from tests.e2e.test_durable import big_manifest, run_dirs, wait_trained
+from tests.harness.durable import big_manifest, run_dirs, wait_trained
 from tests.waiting import wait_until
 
 pytestmark = pytest.mark.e2e

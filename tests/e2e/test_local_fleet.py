@@ -109,9 +109,8 @@ def test_a_second_fleet_on_one_folder_refuses_and_after_kill_9_the_next_takes_ov
         first.send_signal(signal.SIGKILL)
         first.wait(10)
         orphans = [p["pid"] for p in holder["processes"]]
-        assert any(
-            psutil.pid_exists(pid) for pid in orphans
-        )  # kill -9 left Redis and workers behind
+        # kill -9 left Redis and workers behind
+        assert any(psutil.pid_exists(pid) for pid in orphans)
         third = subprocess.run(
             [
                 sys.executable,

@@ -8,7 +8,7 @@ import pytest
 from core import constants as C
 from fleet.redis_server import RedisServer
 from state.jobrecord import JobState
-from tests.integration.test_lost_polls import lose_a_reply
+from tests.harness.deliveries import lose_a_reply
 
 pytestmark = pytest.mark.e2e
 BOUND_S = 30  # the reaper reconciles within a few of its passes (lease TTL 2 s: every 0.5 s)

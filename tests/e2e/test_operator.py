@@ -8,21 +8,34 @@ import os
 import subprocess
 import sys
 import time
+from pathlib import Path
 
 import pytest
 
 from fleet.local import start_worker, stop_worker
 from fleet.redis_server import RedisServer
+from tests.harness.cli import fleet_cli
 from tests.harness.workers import CPU, wait_for_workers
 from tests.waiting import wait_until
 
 pytestmark = pytest.mark.e2e
 
-JOB = """
-[[jobs]]
-name = "chatty"
-command = ["python", "-c", "import time, pathlib\\nfor i in range(6):\\n    print('tick', i, flush=True); time.sleep(0.5)\\npathlib.Path('out').mkdir(exist_ok=True); pathlib.Path('out/done.txt').write_text('ok')"]
-"""  # noqa: E501
+# three ticks, then it waits for GO (the test saw it running), then three more: the test
+# catches it running however slowly this machine starts the CLI
+CHATTY = """\
+import pathlib, sys, time
+for i in range(6):
+    print("tick", i, flush=True)
+    time.sleep(0.2)
+    while i == 2 and not pathlib.Path(sys.argv[1]).exists():
+        time.sleep(0.05)
+pathlib.Path("out").mkdir(exist_ok=True)
+pathlib.Path("out/done.txt").write_text("ok")
+"""
+
+
+def chatty_job(go: Path) -> str:
+    return f'[[jobs]]\nname = "chatty"\ncommand = ["python", "-c", {json.dumps(CHATTY)}, "{go}"]\n'
 
 
 @pytest.fixture(scope="module")
@@ -41,14 +54,7 @@ def one_host(tmp_path_factory):
 
 
 def fleet(env, *args, **kw) -> subprocess.CompletedProcess:
-    return subprocess.run(
-        [sys.executable, "-m", "fleet.cli", *args],
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=120,
-        **kw,
-    )
+    return fleet_cli(env, *args, **kw)
 
 
 def test_logs_follow_a_running_job_from_queued_to_its_end_then_get_brings_back_its_files(
@@ -56,7 +62,8 @@ def test_logs_follow_a_running_job_from_queued_to_its_end_then_get_brings_back_i
 ):
     env, root = one_host
     manifest = tmp_path / "m.toml"
-    manifest.write_text(JOB)
+    go = tmp_path / "go"
+    manifest.write_text(chatty_job(go))
     assert fleet(env, "publish", str(manifest), "--json").returncode == 0
     follower = subprocess.Popen(
         [sys.executable, "-m", "fleet.cli", "logs", "chatty", "-f"],
@@ -72,6 +79,8 @@ def test_logs_follow_a_running_job_from_queued_to_its_end_then_get_brings_back_i
         seen_running |= (
             status["counts"]["running"] == 1 and status["jobs"][0]["ran_for_s"] is not None
         )
+        if seen_running:
+            go.touch()
         time.sleep(0.3)
     out, err = follower.communicate(timeout=30)
     assert follower.returncode == 0, err

@@ -8,7 +8,6 @@ room, only one does."""
 from __future__ import annotations
 
 import json
-import subprocess
 import sys
 import time
 from pathlib import Path
@@ -19,6 +18,7 @@ from core.ids import short_id
 from routing.preempt import MAX_PREEMPTIONS
 from state.jobrecord import JobState
 from tests.e2e.ckptjob import chain
+from tests.harness.cli import fleet_cli
 from tests.waiting import wait_until
 
 pytestmark = pytest.mark.e2e
@@ -67,15 +67,7 @@ def running_after(fleet, job_id: str, steps: int) -> None:
 
 
 def cli(fleet, *args: str) -> str:
-    done = subprocess.run(
-        [sys.executable, "-m", "fleet.cli", *args],
-        env=fleet.env,
-        capture_output=True,
-        text=True,
-        timeout=60,
-    )
-    assert done.returncode == 0, done.stderr
-    return done.stdout
+    return fleet_cli(fleet.env, *args, timeout_s=60, ok=True).stdout
 
 
 def show(fleet, name: str) -> dict:

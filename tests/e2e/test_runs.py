@@ -20,6 +20,7 @@ from fleet.query import jobs as Q
 from fleet.redis_server import RedisServer
 from state.jobrecord import JobRecord, JobState
 from state.redis_conn import decoding
+from tests.harness.cli import fleet_cli
 from tests.harness.workers import CPU, wait_for_workers
 from tests.waiting import wait_until
 
@@ -58,15 +59,7 @@ def host(tmp_path):
 
 
 def fleet(env, *args: str) -> subprocess.CompletedProcess:
-    done = subprocess.run(
-        [sys.executable, "-m", "fleet.cli", *args],
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
-    assert done.returncode == 0, done.stderr
-    return done
+    return fleet_cli(env, *args, ok=True)
 
 
 class Sampler(threading.Thread):
@@ -138,9 +131,8 @@ def test_a_job_failed_handed_back_cancelled_and_requeued_shows_each_run_its_numb
         fleet(env, "cancel", "again")  # run 3: cancelled
         followed, _ = follower.communicate(timeout=60)
         fleet(env, "requeue", "again")  # requeue 2
-        assert (
-            wait_row(env, jid, lambda r: r.state is JobState.SUCCEEDED).runs == 4
-        )  # run 4: succeeded
+        # run 4: succeeded
+        assert wait_row(env, jid, lambda r: r.state is JobState.SUCCEEDED).runs == 4
     finally:
         sampler.done.set()
         stop_worker(worker)

@@ -28,9 +28,8 @@ seed = {seed}
 """  # noqa: E501
 
 
-HOG = sleeper(
-    "hog", 45, "require_cuda = true\nmin_vram_gib = 24"
-)  # cuda-large: only the 80 GiB host
+# cuda-large: only the 80 GiB host
+HOG = sleeper("hog", 45, "require_cuda = true\nmin_vram_gib = 24")
 TEN = sleeper("ten-gib", 1, "require_cuda = true\nmin_vram_gib = 10")  # cuda.vram10
 WAITING = [
     sleeper(f"large-{i}", 1, "require_cuda = true\nmin_vram_gib = 24", seed=i) for i in (1, 2)
@@ -130,13 +129,14 @@ def test_fleet_why_gives_each_hosts_verdict_the_position_and_what_the_capable_ho
         "e2e-cuda": (False, ["VRAM 16 < 24 GiB (largest device)"]),
         "e2e-cpu": (False, ["no CUDA device", "RAM 8 < 14 GiB"]),
     }
+    # one owner: nobody goes first by fair share
     assert q["position"] == {
         "queue": "cuda-large",
         "in_list": True,
         "ahead": 1,
         "waiting_in_queue": 2,
         "fair_share": None,
-    }  # one owner: nobody goes first by fair share
+    }
     assert [b["name"] for b in q["capable"][0]["busy_with"]] == ["hog"]
     text = fleet.fleet("why", "large-2", check=True).stdout
     assert "e2e-cuda: cannot: VRAM 16 < 24 GiB" in text and "1 message(s) ahead" in text

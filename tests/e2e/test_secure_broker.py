@@ -13,6 +13,7 @@ import pytest
 
 from fleet.local import start_worker, stop_worker
 from fleet.redis_server import RedisServer, candidates, free_port
+from tests.harness.cli import fleet_cli
 from tests.harness.manifests import command_job
 from tests.harness.workers import CPU
 from tests.needs import missing
@@ -160,13 +161,7 @@ class Locked:
         return dict(env, FLEET_BROKER_URL=f"redis://:{pw}@127.0.0.1:{self.server.port}/0")
 
     def cli(self, env: dict, *args: str) -> subprocess.CompletedProcess:
-        return subprocess.run(
-            [sys.executable, "-m", "fleet.cli", *args],
-            env=env,
-            capture_output=True,
-            text=True,
-            timeout=120,
-        )
+        return fleet_cli(env, *args)
 
     def logs(self) -> str:
         return "\n".join(

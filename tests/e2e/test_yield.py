@@ -22,6 +22,7 @@ from fleet.redis_server import RedisServer
 from routing.yielding import HANDBACK_WITHIN_S
 from state.jobrecord import JobState
 from state.records import Records
+from tests.harness.cli import fleet_cli
 from tests.harness.workers import wait_for_workers
 from tests.waiting import wait_until
 
@@ -45,13 +46,7 @@ class Owner:
         self.procs, self.game = root / "gpu-procs.json", root / "game-running"
 
     def fleet(self, *args: str, **env) -> subprocess.CompletedProcess:
-        return subprocess.run(
-            [sys.executable, "-m", "fleet.cli", *args],
-            env=dict(self.env, **env),
-            capture_output=True,
-            text=True,
-            timeout=60,
-        )
+        return fleet_cli(dict(self.env, **env), *args, timeout_s=60)
 
     def records(self) -> Records:
         return Records(redis.Redis.from_url(self.env["FLEET_BROKER_URL"], decode_responses=True))
@@ -220,9 +215,8 @@ def test_a_yielding_host_hands_its_job_back_to_a_foreign_gpu_process_and_to_a_ga
     report = json.loads((owner.root / "report.json").read_text())
     assert report["total"] == STEPS * (STEPS + 1) // 2 and report["step"] == STEPS
     starts = report["starts"]
-    assert len(starts) == 3 and starts[0] == 0 < starts[1] < starts[2], (
-        starts
-    )  # each run resumed where the last left off
+    # each run resumed where the last left off
+    assert len(starts) == 3 and starts[0] == 0 < starts[1] < starts[2], starts
     assert rec.attempts == 1 and rec.runs == 3  # handed back, not failed
     log = owner.fleet("logs", "train").stdout
     assert log.count("handed back (yielded to the host's owner") == 2, log

@@ -15,8 +15,7 @@ import pytest
 
 from routing.detect import detect_raw
 from state.jobrecord import JobState
-from tests.gpu.test_gpu import needs_whole_gpus, torch_cuda
-from tests.gpu.test_multi_gpu import TOO_FEW
+from tests.harness.gpus import TOO_FEW, needs_whole_gpus, torch_cuda
 
 JOB = __import__("pathlib").Path(__file__).parents[1] / "e2e" / "gangjob.py"
 pytestmark = [pytest.mark.gpu, pytest.mark.skipif(TOO_FEW is not None, reason=TOO_FEW or "")]

@@ -10,197 +10,24 @@ command installs the CUDA build of torch where bootstrap put the CPU one, and ru
 
 from __future__ import annotations
 
-import json
-import os
-import shutil
-import subprocess
-import sys
-import time
-import uuid
 from dataclasses import asdict
-from pathlib import Path
 
 import pytest
 
 from routing.detect import detect_raw
 from state.jobrecord import JobState
-
-ROOT = Path(__file__).resolve().parents[2]
-CUDA_JOB = Path(__file__).with_name("cuda_job.py")
-OWNER_CUDA = Path(__file__).with_name("owner_cuda.py")
-NVML_LISTS_WITHIN_S = 10.0
-MOONS = ROOT / "examples" / "data" / "moons.csv"
-
-
-def no_gpu_reason() -> str | None:
-    """Why this host cannot run the GPU suite, or None when it can."""
-    if shutil.which("nvidia-smi") is None:
-        return "no NVIDIA GPU: nvidia-smi is not on PATH"
-    try:
-        import pynvml
-
-        pynvml.nvmlInit()
-        try:
-            count = pynvml.nvmlDeviceGetCount()
-        finally:
-            pynvml.nvmlShutdown()
-    except Exception as e:  # no driver, no library
-        return f"no NVIDIA GPU: NVML does not start ({e})"
-    return None if count else "no NVIDIA GPU: NVML sees none"
-
-
-NO_GPU = no_gpu_reason()
-pytestmark = [pytest.mark.gpu, pytest.mark.skipif(NO_GPU is not None, reason=NO_GPU or "")]
-
-
-def smi(*fields: str) -> list[list[str]]:
-    """One row per GPU of ``nvidia-smi --query-gpu=FIELDS``."""
-    out = subprocess.run(
-        ["nvidia-smi", f"--query-gpu={','.join(fields)}", "--format=csv,noheader,nounits"],
-        capture_output=True,
-        text=True,
-        timeout=60,
-        check=True,
-    ).stdout
-    return [[cell.strip() for cell in line.split(",")] for line in out.strip().splitlines()]
-
-
-def mig_enabled() -> bool:
-    import pynvml
-
-    pynvml.nvmlInit()
-    try:
-        for i in range(pynvml.nvmlDeviceGetCount()):
-            try:
-                current, _ = pynvml.nvmlDeviceGetMigMode(pynvml.nvmlDeviceGetHandleByIndex(i))
-            except pynvml.NVMLError:  # a GPU without MIG support
-                continue
-            if current:
-                return True
-        return False
-    finally:
-        pynvml.nvmlShutdown()
-
-
-def needs_whole_gpus() -> None:
-    if mig_enabled():
-        pytest.skip(
-            "a GPU is in MIG mode: fleet hands out whole GPUs (CUDA_VISIBLE_DEVICES=GPU-uuid)"
-        )
-
-
-def gpu_pids(uuid: str) -> set[int]:
-    """The pids NVML lists on the GPU with this UUID (compute processes)."""
-    import pynvml
-
-    pynvml.nvmlInit()
-    try:
-        h = pynvml.nvmlDeviceGetHandleByUUID(uuid)
-        return {p.pid for p in pynvml.nvmlDeviceGetComputeRunningProcesses(h)}
-    finally:
-        pynvml.nvmlShutdown()
-
-
-def nvml_hides_our_pids(uuid: str) -> str | None:
-    """Why NVML's process list on this GPU cannot be matched to our pids, or None when it can:
-    a CUDA process of the test's own must show there under its pid. In a container without
-    the host's PID namespace NVML names the host's pids, so no VRAM budget can be watched."""
-    proc = subprocess.Popen(
-        [sys.executable, str(OWNER_CUDA), "60"],
-        stdout=subprocess.PIPE,
-        text=True,
-        env={**os.environ, "CUDA_VISIBLE_DEVICES": uuid},
-    )
-    try:
-        assert proc.stdout.readline().strip() == "ready", "the probe CUDA process did not start"
-        deadline = time.monotonic() + NVML_LISTS_WITHIN_S
-        while proc.pid not in (pids := gpu_pids(uuid)):
-            if time.monotonic() > deadline:
-                return (
-                    f"NVML lists pids {sorted(pids)} on {uuid}, "
-                    f"not our CUDA process's {proc.pid}: this "
-                    "PID namespace is not the host's, "
-                    "so VRAM budgets cannot be watched (docs/limits.md)"
-                )
-            time.sleep(0.1)
-        return None
-    finally:
-        proc.kill()
-        proc.wait()
-
-
-def needs_visible_pids(uuid: str) -> None:
-    hidden = nvml_hides_our_pids(uuid)
-    if hidden:
-        pytest.skip(hidden)
-
-
-def torch_cuda() -> bool:
-    try:
-        import torch
-    except ImportError:
-        return False
-    return torch.version.cuda is not None and torch.cuda.is_available()
-
-
-def xgboost_cuda() -> bool:
-    try:
-        from trainers.gbt import cuda_usable
-    except ImportError:
-        return False
-    return cuda_usable()
-
-
-def run_trainer(tmp_path: Path, model: str, hyper: dict, visible: str = "0") -> dict:
-    spec = tmp_path / f"{model}.json"
-    spec.write_text(
-        json.dumps(
-            {
-                "model": model,
-                "hyper": hyper,
-                "seed": 0,
-                "data": MOONS.name,
-                "job_id": "gpu",
-                "name": f"{model}-gpu",
-            }
-        )
-    )
-    env = {
-        **os.environ,
-        "FLEET_JOB_SPEC": str(spec),
-        "FLEET_DATA_PATH": str(MOONS),
-        "FLEET_OUTPUT_DIR": str(tmp_path / model),
-        "FLEET_DEVICE": "cuda",
-        "CUDA_VISIBLE_DEVICES": visible,
-    }
-    done = subprocess.run(
-        [sys.executable, "-m", "trainers.run"],
-        env=env,
-        cwd=ROOT,
-        capture_output=True,
-        text=True,
-        timeout=600,
-    )
-    assert done.returncode == 0, done.stdout + done.stderr
-    return json.loads((tmp_path / model / "metrics.json").read_text())
-
-
-def cuda_manifest(chaos, jobs: dict[str, float], needs: str = "require_cuda = true\n") -> Path:
-    text = ""
-    for seed, (name, hold_s) in enumerate(jobs.items()):  # a seed each: jobs that differ only
-        # in name are one job to the manifest (same content, same ID)
-        text += (
-            f'[[jobs]]\nname = "{name}"\n'
-            f'command = ["{sys.executable}", "{CUDA_JOB}", "{hold_s}", "{chaos.tag}"]\n'
-            f'artifacts = ["out/*"]\n{needs}seed = {seed}\n'
-        )
-    path = chaos.root / f"m-{uuid.uuid4().hex[:6]}.toml"
-    path.write_text(text)
-    return path
-
-
-def reports(chaos, names) -> dict[str, dict]:
-    return {n: json.loads((chaos.counts / f"{n}.json").read_text()) for n in names}
+from tests.harness.gpus import (
+    MOONS,
+    SHARING,
+    cuda_manifest,
+    needs_visible_pids,
+    needs_whole_gpus,
+    reports,
+    run_trainer,
+    smi,
+    torch_cuda,
+    xgboost_cuda,
+)
 
 
 def test_nvml_detection_matches_nvidia_smi():
@@ -262,9 +89,8 @@ def test_each_job_gets_a_gpu_of_its_own_through_cuda_visible_devices(chaos):
 
 
 def test_a_cuda_tier_job_runs_end_to_end_on_the_gpu_through_a_real_worker(chaos, monkeypatch):
-    monkeypatch.setenv(
-        "FLEET_STORE_URL", chaos.env["FLEET_STORE_URL"]
-    )  # publish stages the data there
+    # publish stages the data there
+    monkeypatch.setenv("FLEET_STORE_URL", chaos.env["FLEET_STORE_URL"])
     model = "gbt" if xgboost_cuda() else "mlp" if torch_cuda() else None
     if model is None:
         pytest.skip("neither xgboost nor torch here can train on cuda")
@@ -294,9 +120,8 @@ def test_gpu_idle_time_between_two_back_to_back_jobs(chaos):
     needs_whole_gpus()
     first = detect_raw().cuda_devices[0]
     one_gpu = {k: v for k, v in asdict(first).items() if k != "index"}
-    chaos.start(
-        "gpu-idle", capability={"cuda_devices": [one_gpu]}
-    )  # one GPU: the jobs queue for it
+    # one GPU: the jobs queue for it
+    chaos.start("gpu-idle", capability={"cuda_devices": [one_gpu]})
     names = ["busy1", "busy2"]
     ids = chaos.publish(cuda_manifest(chaos, {n: 3.0 for n in names}))
     chaos.wait(ids, timeout_s=300)
@@ -310,9 +135,6 @@ def test_gpu_idle_time_between_two_back_to_back_jobs(chaos):
         f"({process_gap:.2f} s from exit to the next process start)"
     )
     assert gpu_gap < 60  # a sanity bound, not a speed goal
-
-
-SHARING = "require_cuda = true\nshare_gpu = true\nmin_vram_gib = 2\n"
 
 
 def test_two_jobs_share_one_real_gpu_within_their_vram_budgets(chaos):

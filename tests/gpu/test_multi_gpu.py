@@ -16,19 +16,11 @@ import pytest
 from routing.detect import detect_raw
 from state.jobrecord import JobState
 from tests.gpu import multi_gpu
-from tests.gpu.test_gpu import MOONS, NO_GPU, needs_whole_gpus, reports, torch_cuda
+from tests.harness.gpus import MOONS, TOO_FEW, needs_whole_gpus, reports, torch_cuda
 
 CORES = 2
 
 
-def fewer_than_two_gpus() -> str | None:
-    if NO_GPU is not None:
-        return NO_GPU
-    count = len(detect_raw().cuda_devices)
-    return None if count >= 2 else f"needs 2 GPUs: this host has {count}"
-
-
-TOO_FEW = fewer_than_two_gpus()
 pytestmark = [pytest.mark.gpu, pytest.mark.skipif(TOO_FEW is not None, reason=TOO_FEW or "")]
 
 
@@ -47,9 +39,8 @@ def test_a_2_gpu_mlp_job_trains_with_ddp_over_both_gpus_through_a_real_worker(ch
     if not torch_cuda():
         pytest.skip("torch here is a CPU build: scripts/test-gpu installs the CUDA one")
     needs_whole_gpus()
-    monkeypatch.setenv(
-        "FLEET_STORE_URL", chaos.env["FLEET_STORE_URL"]
-    )  # publish stages the data there
+    # publish stages the data there
+    monkeypatch.setenv("FLEET_STORE_URL", chaos.env["FLEET_STORE_URL"])
     chaos.start("gpu-ddp", capability={})
     path = chaos.root / "ddp.toml"
     path.write_text(

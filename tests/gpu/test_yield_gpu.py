@@ -20,7 +20,7 @@ import pytest
 from routing.detect import detect_raw
 from routing.yielding import HANDBACK_WITHIN_S
 from state.jobrecord import JobState
-from tests.gpu.test_gpu import NO_GPU, cuda_manifest, gpu_pids, needs_whole_gpus
+from tests.harness.gpus import NO_GPU, cuda_manifest, gpu_pids, needs_whole_gpus
 from tests.waiting import wait_until
 
 OWNER = Path(__file__).with_name("owner_cuda.py")

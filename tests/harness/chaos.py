@@ -21,6 +21,7 @@ from fleet.local import start_worker
 from fleet.redis_server import RedisServer
 from state.jobrecord import JobState
 from state.records import Records
+from tests.harness.cli import fleet_cli
 from tests.harness.workers import CPU, tail_logs, wait_for_workers
 from tests.waiting import wait_until
 
@@ -67,14 +68,7 @@ class Chaos:
         return {r.job.name: r.ref for r in rows}  # a search: its id
 
     def fleet(self, *args: str) -> subprocess.CompletedProcess:
-        return subprocess.run(
-            [sys.executable, "-m", "fleet.cli", *args],
-            env=self.env,
-            capture_output=True,
-            text=True,
-            timeout=60,
-            check=True,
-        )
+        return fleet_cli(self.env, *args, timeout_s=60, check=True)
 
     def client(self):
         import redis

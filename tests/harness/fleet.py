@@ -12,6 +12,7 @@ from pathlib import Path
 import redis
 
 from state.records import Records
+from tests.harness.cli import fleet_cli
 from tests.harness.workers import CPU, CUDA, CUDA_LARGE, tail_logs
 from tests.waiting import wait_until
 
@@ -30,14 +31,7 @@ class Fleet:
         return redis.Redis.from_url(self.redis.url)
 
     def fleet(self, *args: str, check: bool = False) -> subprocess.CompletedProcess:
-        return subprocess.run(
-            [sys.executable, "-m", "fleet.cli", *args],
-            env=self.env,
-            capture_output=True,
-            text=True,
-            timeout=120,
-            check=check,
-        )
+        return fleet_cli(self.env, *args, check=check)
 
     def logs(self) -> str:
         return tail_logs(self.log_dir, 4000)

@@ -20,6 +20,7 @@ import redis
 from core.ids import short_id
 from state.jobrecord import JobState
 from state.records import Records
+from tests.harness.cli import fleet_cli
 from tests.harness.workers import tail_logs
 from tests.waiting import wait_until
 
@@ -93,14 +94,7 @@ class Watched:
         )
 
     def fleet(self, *args: str) -> subprocess.CompletedProcess:
-        return subprocess.run(
-            [sys.executable, "-m", "fleet.cli", *args],
-            env=self.env,
-            capture_output=True,
-            text=True,
-            timeout=120,
-            cwd=ROOT,
-        )
+        return fleet_cli(self.env, *args)
 
     def publish(self, jobs: dict[str, float], *flags: str, **keys) -> dict[str, str]:
         text = ""

@@ -6,8 +6,6 @@ from __future__ import annotations
 
 import json
 import os
-import subprocess
-import sys
 import uuid
 from pathlib import Path
 
@@ -16,6 +14,7 @@ import pytest
 from fleet.local import start_worker, stop_worker
 from fleet.redis_server import RedisServer
 from state.records import Records
+from tests.harness.cli import fleet_cli
 from tests.harness.workers import tail_logs, wait_for_workers
 from tests.waiting import wait_until
 
@@ -45,14 +44,7 @@ class Pools:
     def publish(self, text: str) -> dict[str, str]:
         path = self.root / f"m-{uuid.uuid4().hex[:6]}.toml"
         path.write_text(text)
-        done = subprocess.run(
-            [sys.executable, "-m", "fleet.cli", "publish", str(path), "--json"],
-            env=self.env,
-            capture_output=True,
-            text=True,
-            timeout=120,
-        )
-        assert done.returncode == 0, done.stdout + done.stderr
+        done = fleet_cli(self.env, "publish", str(path), "--json", ok=True)
         return {r["name"]: r["job_id"] for r in json.loads(done.stdout)}
 
     def records(self) -> Records:

@@ -129,9 +129,8 @@ def test_a_lost_run_is_charged_up_to_its_last_heartbeat_by_the_reaper(
     time.sleep(0.1)
     assert records.reap() == [f"{jid} requeued"]
     assert used(redis_client, "bob").gpu_s == pytest.approx(H, rel=1e-3)
-    assert (
-        redis_client.llen(queues.owner_key("cpu", "bob", 4)) == 2
-    )  # the original and the requeued copy
+    # the original and the requeued copy
+    assert redis_client.llen(queues.owner_key("cpu", "bob", 4)) == 2
 
 
 def test_concurrent_workers_never_lose_a_charge(

@@ -85,9 +85,8 @@ def test_a_persistent_flower_takes_the_end_of_a_job_that_ended_while_it_was_down
     seed(redis_client)
     state = flower_state()
     seed_tasks(state, redis_client, 100)
-    redis_client.hset(
-        C.JOB_KEY + jid(1), mapping={"state": "succeeded", "finished_at": "400"}
-    )  # the running one ended
+    # the running one ended
+    redis_client.hset(C.JOB_KEY + jid(1), mapping={"state": "succeeded", "finished_at": "400"})
     assert seed_tasks(state, redis_client, 100) == 1
     assert (state.tasks[jid(1)].state, state.tasks[jid(1)].succeeded) == ("SUCCESS", 400.0)
 

@@ -61,9 +61,8 @@ def test_a_child_of_the_session_is_found_whatever_its_environment():
 
 
 def test_a_process_from_outside_the_session_is_never_counted(detached):
-    users_own = detached(
-        {k: v for k, v in os.environ.items() if k != TOKEN_VAR}
-    )  # e.g. the user's Redis
+    # e.g. the user's Redis
+    users_own = detached({k: v for k, v in os.environ.items() if k != TOKEN_VAR})
     other_run = detached(dict(os.environ, **{TOKEN_VAR: "another-session"}))  # a second test run
     assert not {users_own, other_run} & found()
 

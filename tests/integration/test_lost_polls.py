@@ -16,9 +16,8 @@ from fleet.publish import publish
 from state import queues
 from state.jobrecord import JobState
 from state.records import Records, ask_reconcile
-from state.redis_conn import decoding
 from tasks.lostpolls import LostPolls, LostQueues
-from tests.integration.test_records import MANIFEST, queued_messages, take_and_die
+from tests.harness.deliveries import MANIFEST, lose_a_reply, queued_messages, take_and_die
 
 pytestmark = pytest.mark.integration
 OPTS = {"queue_order_strategy": "priority", "priority_steps": list(range(10))}  # celeryconfig's
@@ -33,15 +32,6 @@ def published(redis_url) -> tuple[redis_lib.Redis, dict[str, str]]:
     client = redis_lib.Redis.from_url(redis_url, decode_responses=True)
     rows = publish(app, client, loads(MANIFEST, "m.toml"))
     return client, {r.job.name: r.job.job_id for r in rows}
-
-
-def lose_a_reply(client, job_id: str) -> str:
-    """Pop the job's message as a BRPOP would whose reply never arrived; returns its queue."""
-    client = decoding(client)
-    key = client.hget(C.JOB_KEY + job_id, "cur_key")
-    entry = next(e for e in client.lrange(key, 0, -1) if job_id in e)
-    assert client.lrem(key, 1, entry) == 1
-    return queues.queue_of(key)
 
 
 def test_a_message_a_lost_poll_reply_took_is_pushed_again_once(published):

@@ -42,9 +42,8 @@ def run(
     """A run of ``hours`` that held ``gpu`` and ``cores``, as a worker records it."""
     token += job_id
     assert records.claim(job_id, "gpu-host", token, {}, "cuda").run
-    records.r.hset(
-        C.JOB_KEY + job_id, "started_at", time.time() - hours * H
-    )  # it began that long ago
+    # it began that long ago
+    records.r.hset(C.JOB_KEY + job_id, "started_at", time.time() - hours * H)
     fields = {"cores": cores, **({"gpu": gpu} if gpu else {})}
     assert records.heartbeat(job_id, token, **fields) == "ok"
     if state is not JobState.RUNNING:
@@ -81,10 +80,8 @@ def test_two_owners_are_filtered_apart_and_their_usage_is_summed(
 
     assert fleet_cli(["usage", "--since", "7d", "--json"]) == 0
     got = {u["owner"]: u for u in json.loads(capsys.readouterr().out)["owners"]}
-    assert (got["alice"]["jobs"], got["alice"]["failures"]) == (
-        3,
-        1,
-    )  # a2 is queued: a job, no hours
+    # a2 is queued: a job, no hours
+    assert (got["alice"]["jobs"], got["alice"]["failures"]) == (3, 1)
     assert got["alice"]["gpu_hours"] == pytest.approx(5.0, abs=0.01)
     assert got["alice"]["core_hours"] == pytest.approx(20.0, abs=0.01)
     assert (got["bob"]["jobs"], got["bob"]["failures"]) == (2, 0)
@@ -108,9 +105,8 @@ def test_usage_counts_every_run_of_a_job_handed_back_before_it_ran_to_its_end(
         pytest.approx(1.0, abs=0.01),
         pytest.approx(4.0, abs=0.01),
     )
-    run(
-        records, jid, JobState.SUCCEEDED, 2.0, "0:H100,1:H100", 8, token="tok2-"
-    )  # then 2 h on 2 GPUs
+    # then 2 h on 2 GPUs
+    run(records, jid, JobState.SUCCEEDED, 2.0, "0:H100,1:H100", 8, token="tok2-")
     assert fleet_cli(["usage", "--json"]) == 0
     got = {u["owner"]: u for u in json.loads(capsys.readouterr().out)["owners"]}["erin"]
     assert got["jobs"] == 1

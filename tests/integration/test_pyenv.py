@@ -177,9 +177,8 @@ def test_the_listing_names_each_finished_environment_with_its_size_cheaply(cache
         pass
     [entry] = cache.listing()
     assert entry["digest"] == TOY.digest()[:12]
-    assert (
-        0.9 * cache.sizes()[TOY.digest()] < entry["bytes"] <= cache.sizes()[TOY.digest()]
-    )  # less its marker
+    # less its marker
+    assert 0.9 * cache.sizes()[TOY.digest()] < entry["bytes"] <= cache.sizes()[TOY.digest()]
 
 
 def test_an_unreachable_index_is_a_failure_worth_retrying(tmp_path):

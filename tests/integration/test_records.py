@@ -11,27 +11,10 @@ from fleet.publish import publish
 from state import queues
 from state.jobrecord import JobState
 from state.records import Cancelled, Records
+from tests.harness.deliveries import MANIFEST, queued_messages, take_and_die
 from tests.waiting import wait_until
 
 pytestmark = pytest.mark.integration
-
-MANIFEST = """
-[[jobs]]
-name = "a"
-command = ["true"]
-priority = 9
-
-[[jobs]]
-name = "b"
-command = ["false"]
-max_attempts = 2
-
-[[jobs]]
-name = "c"
-command = ["true", "c"]
-prefer_cuda = true
-prefer_cuda_grace_s = 0
-"""
 
 
 @pytest.fixture
@@ -46,12 +29,6 @@ def app(redis_url):
 @pytest.fixture
 def manifest():
     return loads(MANIFEST, "m.toml")
-
-
-def queued_messages(client, queue):
-    return sum(
-        client.llen(k) for k in client.keys(queue + "*") if client.type(k) in ("list", b"list")
-    )
 
 
 def test_publish_writes_one_record_and_one_message_per_job(app, redis_client, manifest):
@@ -249,27 +226,6 @@ def test_a_job_sent_without_fleet_publish_fails_clearly_when_its_worker_is_lost(
     assert not redis_client.smembers(C.RUNNING_SET)
 
 
-TAKE_AND_DIE = """
-import os, sys
-from kombu import Connection
-with Connection(sys.argv[1], transport="tasks.transport:Transport",
-                transport_options={"visibility_timeout": 3600}) as conn:
-    message = conn.default_channel.basic_get("cpu", no_ack=False)
-    print(message.headers["id"], flush=True)
-    os._exit(0)   # like a SIGKILL between kombu's pop and the claim: no ack, no restore
-"""
-
-
-def take_and_die(redis_url: str) -> str:
-    """A real kombu consumer takes one message from 'cpu' and dies; returns its task id."""
-    import subprocess
-    import sys
-
-    return subprocess.run(
-        [sys.executable, "-c", TAKE_AND_DIE, redis_url], capture_output=True, text=True, check=True
-    ).stdout.strip()
-
-
 def took_deliveries_ago(client, seconds: float) -> None:
     """Every unacked delivery as if taken ``seconds`` earlier: kombu's index holds when each
     was taken, which is the only clock restore_unacked reads (no sleeping through TTLs)."""
@@ -301,9 +257,8 @@ def test_a_dead_workers_leftover_message_is_dropped_not_restored_once_the_job_mo
     recs = Records(client, lease_ttl_s=1)
     assert recs.claim(taken, "w", "t", {}, "cpu").run  # another copy ran it
     took_deliveries_ago(client, 2.1)
-    assert (
-        recs.restore_unacked() == [] and client.hlen(C.KOMBU_UNACKED) == 1
-    )  # running: its own message
+    # running: its own message
+    assert recs.restore_unacked() == [] and client.hlen(C.KOMBU_UNACKED) == 1
     assert recs.finish(taken, "t", JobState.SUCCEEDED)
     assert recs.restore_unacked() == [] and client.hlen(C.KOMBU_UNACKED) == 0  # finished: dropped
     assert queued_messages(client, "cpu") == 1

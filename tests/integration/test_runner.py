@@ -67,9 +67,8 @@ def test_a_command_that_cannot_start_fails_with_127_and_says_why():
 
 
 def test_a_job_killed_by_a_signal_fails_and_a_job_sees_the_default_sigpipe():
-    assert (
-        run(["bash", "-c", "kill -KILL $$"]).returncode == 256 - 9
-    )  # the supervisor's exit status: -9 & 0xFF
+    # the supervisor's exit status: -9 & 0xFF
+    assert run(["bash", "-c", "kill -KILL $$"]).returncode == 256 - 9
     # Python ignores SIGPIPE; a job must not inherit that (`yes | head` would never end)
     out = run(["bash", "-c", "yes | head -1; echo ${PIPESTATUS[0]}"], timeout_s=10)
     assert out.stopped is None and out.tail == ["y", str(128 + 13)]

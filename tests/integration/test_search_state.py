@@ -246,9 +246,8 @@ def test_a_trial_far_behind_the_finished_ones_is_pruned_by_the_search_pruner(
         job = JobSpec(name=f"p[trial={n}]", job_id=view.trials[n].job_id, search=sid, trial=n)
         return TrialWatch(redis_client, job, config, lambda: woken.append(n))
 
-    for t in view.trials[
-        :5
-    ]:  # five trials with good curves, one after another, as a worker hears them
+    # five trials with good curves, one after another, as a worker hears them
+    for t in view.trials[:5]:
         good = watch_of(t.number)
         for step in range(10):
             hear(good, {"epoch": step, "loss": 1.0 / (step + 1)})
@@ -271,9 +270,8 @@ def test_the_sweep_issues_the_first_trials_of_a_search_whose_publisher_died_and_
     app, redis_client, monkeypatch
 ):
     m = manifest(trials=4, parallel=2)
-    monkeypatch.setattr(
-        advance, "advance", lambda *a, **k: []
-    )  # the publisher dies after the record
+    # the publisher dies after the record
+    monkeypatch.setattr(advance, "advance", lambda *a, **k: [])
     publish(app, redis_client, m)
     monkeypatch.undo()
     sid = m.searches[0].search_id

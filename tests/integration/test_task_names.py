@@ -46,12 +46,13 @@ def test_a_job_sent_with_apply_async_is_named_the_same_way(app, redis_client):
 
     job = loads(MANIFEST, "m.toml").jobs[0]
     with app.connection_for_write() as conn, conn.Producer() as producer:
+        # (the app may still point at an earlier test's backend)
         train.apply_async(
             args=(job.to_dict(),),
             task_id=job.job_id,
             queue="cpu",
             producer=producer,
             ignore_result=True,
-        )  # (the app may still point at an earlier test's backend)
+        )
     [headers] = queued_headers(redis_client)
     assert headers["shadow"] == "named[seed=1]"

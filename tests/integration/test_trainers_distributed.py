@@ -14,7 +14,7 @@ import pytest
 
 pytest.importorskip("torch")
 
-from tests.integration.test_trainers_run import DATA, assert_trained, metric_reports, run_trainer  # noqa: E402
+from tests.harness.trainers import DATA, assert_trained, metric_reports, run_trainer
 from trainers.distributed import World, shard  # noqa: E402
 
 

@@ -4,10 +4,6 @@ from __future__ import annotations
 
 import hashlib
 import json
-import os
-import subprocess
-import sys
-from pathlib import Path
 
 import pytest
 
@@ -15,63 +11,8 @@ pytest.importorskip("xgboost")
 pytest.importorskip("torch")
 pd = pytest.importorskip("pandas")
 
+from tests.harness.trainers import DATA, assert_trained, metric_reports, run_trainer  # noqa: E402
 from trainers.models import load_model  # noqa: E402
-from trainers.protocol import parse_metric_line  # noqa: E402
-
-ROOT = Path(__file__).resolve().parents[2]
-DATA = ROOT / "examples" / "data"
-RUN_TIMEOUT_S = 120
-
-
-def run_trainer(
-    tmp_path: Path,
-    model: str,
-    hyper: dict,
-    data: Path,
-    *,
-    device: str = "cpu",
-    seed: int = 7,
-    out: str = "out",
-) -> tuple[subprocess.CompletedProcess, Path]:
-    spec = {
-        "model": model,
-        "hyper": hyper,
-        "seed": seed,
-        "data": f"s3://bucket/{data.name}",
-        "job_id": "job-1",
-        "name": f"{model}-test",
-    }
-    spec_path = tmp_path / f"{out}-spec.json"
-    spec_path.write_text(json.dumps(spec))
-    output_dir = tmp_path / out
-    env = {
-        **os.environ,
-        "FLEET_JOB_SPEC": str(spec_path),
-        "FLEET_DATA_PATH": str(data),
-        "FLEET_OUTPUT_DIR": str(output_dir),
-        "FLEET_DEVICE": device,
-        "PYTHONPATH": os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")])),
-    }
-    done = subprocess.run(
-        [sys.executable, "-m", "trainers.run"],
-        env=env,
-        cwd=ROOT,
-        capture_output=True,
-        text=True,
-        timeout=RUN_TIMEOUT_S,
-    )
-    return done, output_dir
-
-
-def metric_reports(stdout: str) -> list[dict]:
-    return [r for r in map(parse_metric_line, stdout.splitlines()) if r is not None]
-
-
-def assert_trained(done: subprocess.CompletedProcess, output_dir: Path, model_file: str) -> dict:
-    assert done.returncode == 0, done.stderr
-    for name in (model_file, "metrics.json", "checkpoint.json"):
-        assert (output_dir / name).is_file(), name
-    return json.loads((output_dir / "metrics.json").read_text())
 
 
 def test_gbt_trains_a_classifier_on_moons_csv_and_the_model_loads(tmp_path):

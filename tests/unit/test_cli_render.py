@@ -86,9 +86,8 @@ def test_ids_are_the_shortest_unique_prefix_and_errors_have_their_own_line(width
     assert (
         "\ngbt-breast-cancer[max_depth=2,seed=0]: exit 1: ValueError: learning_rate must be" in text
     )
-    assert (
-        "\nmlp-diabetes-large: train_loss=0.5123 epoch=3" in text
-    )  # too narrow for a notes column
+    # too narrow for a notes column
+    assert "\nmlp-diabetes-large: train_loss=0.5123 epoch=3" in text
 
 
 def test_a_terminal_of_120_columns_shows_notes_it_would_cut_and_the_error_below_it():

@@ -61,9 +61,8 @@ def test_with_a_job_user_the_worker_is_root_with_only_the_capabilities_it_needs(
         "CAP_DAC_OVERRIDE",
         "CAP_DAC_READ_SEARCH",
     }
-    assert (
-        d["StateDirectoryMode"] == "0711" and d["UMask"] == "0022"
-    )  # the job user enters it, reads data
+    # the job user enters it, reads data
+    assert d["StateDirectoryMode"] == "0711" and d["UMask"] == "0022"
     plain = directives(render_unit(PLAN))
     assert (
         plain["CapabilityBoundingSet"] == ""

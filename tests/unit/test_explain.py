@@ -106,10 +106,11 @@ def test_hosts_that_could_run_it_come_first_and_the_nearest_has_the_fewest_short
 @pytest.mark.parametrize(
     "hosts, name",
     [
+        # a GPU short of VRAM beats no GPU
         (
             [cap("cpu", ram=64, cores=64), cap("gpu", vram=[16])],
             "gpu",
-        ),  # a GPU short of VRAM beats no GPU
+        ),
         ([cap("a", vram=[16]), cap("b", vram=[40])], "b"),
         ([cap("a", vram=[80], ram=4), cap("b", vram=[40])], "b"),  # 36 GiB RAM short is further
     ],

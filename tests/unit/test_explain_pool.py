@@ -85,11 +85,12 @@ def test_the_nearest_host_for_a_4_gpu_job_is_the_one_with_the_most_gpus_that_fit
         ),
         (Needs(min_cores=64), [cap("a", cores=16)], "no live host has 64 cores (most: 16 on a)"),
         (Needs(True, 24, gpus=2), [cap("big2", vram=[80, 80])], None),
+        # no one has both
         (
             Needs(True, 24, min_cores=64),
             [cap("gpu", vram=[80]), cap("cpu64", cores=64)],
             None,
-        ),  # no one has both
+        ),
         (Needs(True), [], None),
     ],
 )

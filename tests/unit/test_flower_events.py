@@ -55,9 +55,8 @@ def test_a_published_job_is_listed_pending_with_its_name_and_queue_before_any_wo
         **sent_fields(QueuedJob("j1", "gbt[seed=1]", "cpu")),
     )
     assert (task.state, task.name, task.routing_key) == ("PENDING", "gbt[seed=1]", "cpu")
-    assert (
-        WORKER not in state.workers and "fleet@box" not in state.workers
-    )  # the client is no worker
+    # the client is no worker
+    assert WORKER not in state.workers and "fleet@box" not in state.workers
 
 
 def test_progress_keeps_the_task_started_so_flower_still_offers_terminate_and_shows_the_progress():
@@ -120,9 +119,8 @@ def test_a_retry_that_began_before_the_previous_failure_reached_flower_still_sho
     state = State()
     feed(state, "task-received", name="gbt[seed=1]")
     feed(state, "task-started")
-    feed(
-        state, PROGRESS_EVENT, **restart_fields(time.time(), attempt=2), result=None
-    )  # attempt 2 began
+    # attempt 2 began
+    feed(state, PROGRESS_EVENT, **restart_fields(time.time(), attempt=2), result=None)
     feed(state, "task-failed", exception="TrainingFailed('exit 1')")  # attempt 1's, late
     fields = restart_fields(0, attempt=2)
     fields.pop("started")
@@ -184,9 +182,8 @@ def test_a_job_handed_back_late_is_lifted_back_to_started_by_its_next_runs_progr
     feed(state, "task-started")
     feed(state, "task-received", hostname="other@box", name="gbt[seed=1]")  # the next run began...
     feed(state, "task-started", hostname="other@box")
-    feed(
-        state, QUEUED_AGAIN_EVENT, **queued_again_fields("worker shutting down")
-    )  # ...before this arrived
+    # ...before this arrived
+    feed(state, QUEUED_AGAIN_EVENT, **queued_again_fields("worker shutting down"))
     task = feed(
         state, PROGRESS_EVENT, hostname="other@box", started=time.time(), result="running 2s"
     )

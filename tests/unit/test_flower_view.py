@@ -72,11 +72,12 @@ def test_a_pruned_trial_shows_pruned_not_success_and_counts_no_success():
 
 
 def test_a_queued_tasks_row_names_no_worker_and_no_gpus():
+    # a requeue
     task = task_after(
         ("task-received", {"hostname": "w@h", "name": "j", "kwargs": "{'owner': 'al'}"}),
         ("task-STARTED", {"hostname": "w@h", "gpus": [2]}),
         ("task-sent", {"hostname": "fleet@h", "state": "PENDING"}),
-    )  # a requeue
+    )
     row = view.format_task(task).as_dict()
     assert (row["state"], row["worker"], row["gpus"], row["owner"]) == ("PENDING", None, "", "al")
 
@@ -129,9 +130,8 @@ def test_the_tasks_page_columns_are_flowers_own_or_fleets_and_leave_out_the_long
     columns = view.TASKS_COLUMNS.split(",")
     assert set(columns) <= set(TASK_COLUMNS) | set(view.TASK_COLUMNS)
     assert {"owner", "gpus", "uuid", "runtime", "worker"} <= set(columns)
-    assert not {"args", "kwargs", "result"} & set(
-        columns
-    )  # the owner column says who; no raw dicts
+    # the owner column says who; no raw dicts
+    assert not {"args", "kwargs", "result"} & set(columns)
 
 
 def capability(devices, ram_gib, cores) -> dict:

@@ -7,7 +7,7 @@ from types import SimpleNamespace
 import pytest
 
 from fleet.manifests import load
-from tests.gpu.test_gpu import cuda_manifest
+from tests.harness.gpus import SHARING, cuda_manifest
 
 
 def test_back_to_back_gpu_jobs_that_differ_only_in_name_are_distinct_jobs(tmp_path):
@@ -19,7 +19,6 @@ def test_back_to_back_gpu_jobs_that_differ_only_in_name_are_distinct_jobs(tmp_pa
 
 def test_the_gpu_suites_sharing_jobs_load_as_two_budgeted_jobs_in_a_share_queue(tmp_path):
     from routing.tiers import DEFAULT_TIERS, route
-    from tests.gpu.test_gpu import SHARING
 
     chaos = SimpleNamespace(root=tmp_path, tag="t")
     manifest = load(cuda_manifest(chaos, {"share1": 6.0, "share2": 6.0}, SHARING))

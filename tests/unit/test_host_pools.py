@@ -109,10 +109,11 @@ def test_a_heartbeat_pool_reads_as_free_and_held_gpus_cores_and_ram():
         (Demand(gpus=2, vram_gib=24), "needs 2 free GPUs with >= 24 GiB; 1 free"),
         (Demand(gpus=1, vram_gib=24), None),
         (Demand(gpus=1, vram_gib=75, share_gpu=True), None),  # the free GPU takes it
+        # kept for the idle GPU
         (
             Demand(cores=25),
             "needs 25 free cores; 24 free for CPU jobs (26 free, 2 kept for idle GPUs)",
-        ),  # kept for the idle GPU
+        ),
         (Demand(cores=24), None),
     ],
 )
@@ -215,18 +216,20 @@ def test_why_says_what_a_host_needs_for_a_queue_gpu_count_and_sharing_included(n
     "cores_kept, ram_kept, said",
     [
         (0, None, None),  # -Q cpu: nothing kept
+        # the default reserve
         (
             1,
             None,
             "needs 60 GiB free RAM; "
             "56 GiB free for CPU jobs (64 GiB free, 8 GiB kept for idle GPUs)",
-        ),  # the default reserve
+        ),
+        # as the heartbeat says
         (
             1,
             14.0,
             "needs 60 GiB free RAM; "
             "50 GiB free for CPU jobs (64 GiB free, 14 GiB kept for idle GPUs)",
-        ),  # as the heartbeat says
+        ),
     ],
 )
 def test_what_idle_gpus_keep_back_from_cpu_jobs_comes_from_the_heartbeat(

@@ -18,12 +18,13 @@ from tests.unit.manifest_cases import COMMAND, only_problem
         ("hyper = { a = 1", 4, "inline table", "}"),
         ('artifacts = """out/*\n\n', 4, "multi-line string", '"""'),
         ("artifacts = '''out/*\n", 4, "multi-line string", "'''"),
+        # brackets in strings do not count
         (
             '[jobs.sweep]\nseed = [0, "[", "#", 1\n',
             5,
             "array",
             "]",
-        ),  # brackets in strings do not count
+        ),
     ],
 )
 def test_a_construct_left_open_at_the_end_of_the_file_is_named_at_the_line_it_began(
@@ -119,9 +120,8 @@ def test_a_bracket_inside_a_string_does_not_hide_the_lines_after_it(tmp_path):
 def test_keys_after_a_multi_line_array_keep_their_lines():
     lines = LineMap('[[jobs]]\nname = "a"\ncommand = [\n  "x",\n  "y = 1",\n]\nseed = 3\n')
     assert lines.line("jobs", 0, "seed") == 7
-    assert (
-        lines.line("jobs", 0, "y") == 1
-    )  # a string inside the array is not a key: falls back to the job
+    # a string inside the array is not a key: falls back to the job
+    assert lines.line("jobs", 0, "y") == 1
 
 
 def test_the_scan_of_a_closed_document_finds_nothing_open():

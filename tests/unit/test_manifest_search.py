@@ -33,19 +33,21 @@ def test_a_search_is_its_base_job_and_a_normalised_space(tmp_path):
         "hidden_sizes = { choices = [[64], [128, 64]] }\n",
     )
     assert s.name == "t" and s.base.hyper["epochs"] == 4 and s.base.search == s.search_id
+    # layer lists read as the trainer's text
     assert s.config.space == {
         "learning_rate": Range(1e-4, 0.1, log=True),
         "batch_size": Range(32, 256, step=32, integer=True),
         "hidden_sizes": Choices(("64", "128,64")),
-    }  # layer lists read as the trainer's text
+    }
     c = s.config
+    # the last step: the mlp's fixed epochs
     assert (c.trials, c.parallel, c.sampler.name, c.max_failures, c.last_step) == (
         20,
         4,
         "tpe",
         5,
         4,
-    )  # the last step: the mlp's fixed epochs
+    )
     assert SearchConfig.from_dict(c.to_dict()) == c
     assert s.trial_name(3) == trial_name("t", 3) == "t[trial=3]"
     assert any("log-uniform in [0.0001, 0.1]" in line for line in s.describe())

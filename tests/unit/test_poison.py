@@ -5,35 +5,8 @@ import json
 
 import pytest
 
-from core.constants import TASK_NAME
 from tasks.poison import inspect
-
-JOB_ID = "ab" * 32
-
-
-def entry(**over) -> dict:
-    body = [[{"job_id": JOB_ID, "name": "x", "command": ["true"]}], {}, {}]
-    msg = {
-        "body": base64.b64encode(json.dumps(body).encode()).decode(),
-        "content-encoding": "utf-8",
-        "content-type": "application/json",
-        "headers": {"task": TASK_NAME, "id": JOB_ID},
-        "properties": {
-            "delivery_tag": f"{JOB_ID}.1",
-            "body_encoding": "base64",
-            "delivery_info": {},
-        },
-    }
-    for key, value in over.items():
-        path = key.split("__")
-        target = msg
-        for p in path[:-1]:
-            target = target[p]
-        if value is None:
-            target.pop(path[-1], None)
-        else:
-            target[path[-1]] = value
-    return msg
+from tests.harness.deliveries import entry
 
 
 def b64(obj) -> str:

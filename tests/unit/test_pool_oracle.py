@@ -41,10 +41,11 @@ def test_a_job_no_host_can_ever_run_is_an_error():
 
 
 def test_capable_idle_counts_idle_gpus_and_free_cores_while_a_fitting_job_waited():
+    # waited 10 s beside 6 free cores
     runs = [
         PoolRun("a", "cpu8", 0, 0, 10, Demand(cores=2)),
         PoolRun("b", "cpu8", 0, 10, 12, Demand(cores=2)),
-    ]  # waited 10 s beside 6 free cores
+    ]
     idle = capable_idle(runs, [CPU8])
     assert idle["cpu8"] == (0.0, 60.0)
 

@@ -213,9 +213,8 @@ def test_a_summary_says_how_many_trials_are_folded_into_search_lines_even_when_a
             {"queued_for_s": 90, "ran_for_s": None, "finished_ago_s": None},
         ),
         (
-            row(
-                "q", "queued", created_at=NOW - 90, queued_at=NOW - 30, started_at=NOW - 60
-            ),  # requeued
+            # requeued
+            row("q", "queued", created_at=NOW - 90, queued_at=NOW - 30, started_at=NOW - 60),
             {"queued_for_s": 30, "ran_for_s": None, "finished_ago_s": None},
         ),
         (

@@ -133,9 +133,8 @@ def test_build_takes_the_records_trial_and_params_when_a_search_wrote_them():
     by_id = {t.job_id: t for t in board.trials}
     assert board.kind == "search"
     assert by_id[f"{1:064x}"].trial == 7 and by_id[f"{1:064x}"].params == {"lr": 0.1}
-    assert by_id[f"{2:064x}"].trial == 0 and by_id[f"{2:064x}"].params == {
-        "lr": 0.2
-    }  # publish order
+    # publish order
+    assert by_id[f"{2:064x}"].trial == 0 and by_id[f"{2:064x}"].params == {"lr": 0.2}
 
 
 def test_build_takes_final_and_best_values_and_steps_from_the_history():

@@ -170,10 +170,11 @@ CUDA = dict(require_cuda=True)
         (dict(**CUDA, min_vram_gib=15.5), "cuda.vram15.5"),
         (dict(**CUDA, min_vram_gib=24), "cuda-large"),  # cuda-large's floor is what it states
         (dict(**CUDA, min_vram_gib=24, min_ram_gib=14), "cuda-large"),
+        # a 24 GiB, 12 GiB RAM host fits
         (
             dict(**CUDA, min_vram_gib=24, min_ram_gib=8),
             "cuda.vram24.ram8",
-        ),  # a 24 GiB, 12 GiB RAM host fits
+        ),
         (dict(**CUDA, min_vram_gib=24, min_ram_gib=32), "cuda-large.ram32"),
         (dict(**CUDA, min_vram_gib=40), "cuda.vram40"),
         (dict(min_vram_gib=10), "cuda.vram10"),  # VRAM implies CUDA
@@ -269,10 +270,11 @@ NEED_QUEUES = _need_queues(
             ["cuda.vram10", "cuda", "cpu.ram20.cores8", "cpu.ram4", "cpu"],
         ),
         (cap(vram=[8], ram=16, cores=4), ["cuda", "cpu.ram4", "cpu"]),
+        # one device must fit
         (
             cap(vram=[8, 16], ram=16),
             ["cuda.vram10", "cuda", "cpu.ram4", "cpu"],
-        ),  # one device must fit
+        ),
         (cap(ram=8, cores=2), ["cpu.ram4", "cpu"]),
         (cap(ram=3, cores=2), ["cpu"]),
     ],

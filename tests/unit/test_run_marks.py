@@ -185,10 +185,11 @@ def mark(event: str, run: int, worker: str = "w1", **fields) -> LogEntry:
     "entry, expected",
     [
         (mark("start", 3), "--- attempt 3 on w1 started {when} ---"),
+        # a mark written before outcomes were
         (
             mark("end", 3),
             "--- attempt 3 on w1 ended {when} ---",
-        ),  # a mark written before outcomes were
+        ),
         (mark("end", 3, outcome="succeeded"), "--- attempt 3 on w1 ended {when}: succeeded ---"),
         (
             mark("end", 1, outcome="failed", detail="exit 1"),

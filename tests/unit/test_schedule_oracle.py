@@ -73,11 +73,12 @@ def test_the_oracle_refuses_a_job_no_host_can_run():
     [
         ([Job("a", 3, ANY)], HOSTS, 3),  # the longest job
         ([Job(f"j{i}", 2, ANY) for i in range(8)], HOSTS, 4),  # all work over all hosts
+        # only big runs x
         (
             [Job(f"x{i}", 2, V40) for i in range(3)] + [Job("c", 1, ANY)],
             HOSTS,
             6,
-        ),  # only big runs x
+        ),
         (
             [Job(f"g{i}", 3, GPU) for i in range(3)] + [Job(f"c{i}", 1, ANY) for i in range(3)],
             HOSTS,
@@ -126,9 +127,8 @@ def test_an_idle_host_counts_capable_idle_only_while_a_job_it_could_run_waits():
     both, cpu_only = frozenset({"gpu", "cpu"}), frozenset({"cpu"})
     runs = [
         Run("a", "gpu", queued=0, started=0, finished=4, capable=both),
-        Run(
-            "b", "gpu", queued=0, started=4, finished=6, capable=both
-        ),  # waited 4 s; cpu idle all along
+        # waited 4 s; cpu idle all along
+        Run("b", "gpu", queued=0, started=4, finished=6, capable=both),
         Run("c", "cpu", queued=5, started=5, finished=6, capable=cpu_only),  # queued late: no wait
     ]
     idle = capable_idle(runs, ["gpu", "cpu"])

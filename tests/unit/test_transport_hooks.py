@@ -18,7 +18,7 @@ from tasks.admission import Gate
 from tasks.deliveryhooks import Admission, FairShare, PoisonCheck
 from tasks.fairorder import FairOrder
 from tasks.hooks import DELIVER, Delivery, Hooks, TransportHook, Verdict
-from tests.unit.test_poison import JOB_ID, entry
+from tests.harness.deliveries import JOB_ID, entry
 
 ROOT = Path(__file__).resolve().parents[2]
 STEPS = (0, 1)

@@ -53,9 +53,8 @@ def test_the_owners_busy_check_or_console_yields_every_device_and_names_itself()
     assert host_busy(True, "pgrep -x steam") == "owner busy (pgrep -x steam succeeded)"
     assert host_busy(False, console_active=True) == "owner busy (console active)"
     assert host_busy(False, "pgrep -x steam") is None
-    assert (
-        busy_reason(0, {7}, check_busy=True) == "GPU 0 in use by pid 7 (not fleet)"
-    )  # the process is named first
+    # the process is named first
+    assert busy_reason(0, {7}, check_busy=True) == "GPU 0 in use by pid 7 (not fleet)"
 
 
 def test_every_device_steps_on_its_own():
@@ -78,9 +77,8 @@ def test_a_yielded_device_takes_no_job_whole_or_shared():
 def test_a_yielded_device_keeps_no_cores_back_from_cpu_jobs():
     pool = Pool.of([24], cores=4, ram_gib=32, reserve=GpuReserve(2, 8.0))
     assert admit_yielding(pool, Demand(cores=4), set()) is None  # two cores kept for the idle GPU
-    assert (
-        admit_yielding(pool, Demand(cores=4), {0}) is not None
-    )  # the owner has it: CPU jobs go on
+    # the owner has it: CPU jobs go on
+    assert admit_yielding(pool, Demand(cores=4), {0}) is not None
     assert withhold(pool, ()) is pool
 
 

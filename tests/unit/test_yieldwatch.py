@@ -56,9 +56,8 @@ def test_a_process_in_a_running_jobs_group_is_fleets_and_any_other_is_not(sleepe
     groups = frozenset({sleeper.pid})
     assert yieldwatch.fleet_pid(sleeper.pid, lambda: groups)
     assert not yieldwatch.fleet_pid(os.getpid(), lambda: groups)
-    assert not yieldwatch.fleet_pid(
-        sleeper.pid, runner.running_groups
-    )  # no job runs in this process
+    # no job runs in this process
+    assert not yieldwatch.fleet_pid(sleeper.pid, runner.running_groups)
     assert not yieldwatch.fleet_pid(2**22 + 1, lambda: groups)  # gone, or never was
 
 
@@ -90,9 +89,8 @@ def test_a_busy_check_that_cannot_run_refuses_the_start():
     with pytest.raises(ConfigError, match="FLEET_YIELD_CHECK='no-such-game-check -x'"):
         yieldwatch.validate(YieldSettings(enabled=True, check=("no-such-game-check", "-x")))
     yieldwatch.validate(YieldSettings(enabled=True, check=("pgrep", "-x", "steam")))
-    yieldwatch.validate(
-        YieldSettings(enabled=False, check=("no-such-game-check",))
-    )  # yielding is off
+    # yielding is off
+    yieldwatch.validate(YieldSettings(enabled=False, check=("no-such-game-check",)))
 
 
 def test_a_simulated_process_list_reads_as_nvmls_would(tmp_path):
@@ -111,9 +109,8 @@ def test_a_foreign_gpu_process_yields_its_device_hands_its_jobs_back_and_the_dev
     w, gate, procs, clock = watch(tmp_path, handed)
     gate.take("t0", Demand(gpus=1), "job-on-0")
     gate.take("t1", Demand(gpus=1), "job-on-1")
-    procs.write_text(
-        json.dumps({"0": [os.getpid()]})
-    )  # the test runner: not fleet's, not the desktop's
+    # the test runner: not fleet's, not the desktop's
+    procs.write_text(json.dumps({"0": [os.getpid()]}))
     assert w.poll() == {0: f"GPU 0 in use by pid {os.getpid()} (not fleet)"}
     assert handed == [
         ("job-on-0", f"yielded to the host's owner (GPU 0 in use by pid {os.getpid()})")
@@ -124,9 +121,8 @@ def test_a_foreign_gpu_process_yields_its_device_hands_its_jobs_back_and_the_dev
     assert gate.take("t2", Demand(gpus=2), "two") is None  # but not both
     procs.write_text(json.dumps({"0": []}))  # the owner is done
     clock.now = 5.0
-    assert w.poll() == {
-        0: f"GPU 0 in use by pid {os.getpid()} (not fleet)"
-    }  # not yet left alone long enough
+    # not yet left alone long enough
+    assert w.poll() == {0: f"GPU 0 in use by pid {os.getpid()} (not fleet)"}
     clock.now = 15.0
     assert w.poll() == {} and gate.yielded() == {}
     assert gate.take("t2", Demand(gpus=2), "two") is not None
@@ -161,19 +157,22 @@ def test_a_change_of_yielded_devices_wakes_the_consumer(tmp_path):
     "shown, busy",
     [
         ("Type=wayland\nRemote=no\nActive=yes\nIdleHint=no\n", True),
+        # the desktop says the owner is away
         (
             "Type=x11\nRemote=no\nActive=yes\nIdleHint=yes\n",
             False,
-        ),  # the desktop says the owner is away
+        ),
+        # text consoles never report idleness
         (
             "Type=tty\nRemote=no\nActive=yes\nIdleHint=no\n",
             False,
-        ),  # text consoles never report idleness
+        ),
         ("Type=x11\nRemote=yes\nActive=yes\nIdleHint=no\n", False),  # not at the console
+        # another seat user switched away
         (
             "Type=wayland\nRemote=no\nActive=no\nIdleHint=no\n",
             False,
-        ),  # another seat user switched away
+        ),
     ],
 )
 def test_only_an_active_local_graphical_session_that_is_not_idle_is_the_owner_at_the_console(
