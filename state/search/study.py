@@ -163,12 +163,16 @@ class Mirror:
         optuna = _optuna()
         self.search_id, self.config = search_id, config
         self.lock = threading.RLock()
+        # the mirror keeps its storage: it reads and writes trials through the storage's
+        # public interface (BaseStorage), never through the study's private attributes
+        self.storage = optuna.storages.InMemoryStorage()
         self.study = optuna.create_study(
-            storage=optuna.storages.InMemoryStorage(),
+            storage=self.storage,
             study_name=search_id,
             direction=config.direction.value,
             pruner=pruner(config),
         )
+        self._study_id = self.storage.get_study_id_from_name(search_id)
         self.count = 0  # trials mirrored: numbers 0..count-1
         self.live: set[int] = set()
         self._ids: list[int] = []  # Optuna's trial id by trial number
@@ -200,7 +204,7 @@ class Mirror:
 
     def _apply(self, n: int, h: dict, steps: dict) -> None:
         optuna = _optuna()
-        storage, state = self.study._storage, h.get("state")
+        storage, state = self.storage, h.get("state")
         if n >= self.count:  # a new trial: whole, as it is now (an ended one in its final state)
             final, value = (
                 _final(state, h.get("value")) if state else (optuna.trial.TrialState.RUNNING, None)
@@ -213,7 +217,7 @@ class Mirror:
                 intermediate_values=steps,
                 system_attrs=json.loads(h.get("sys") or "{}"),
             )
-            self._ids.append(storage.create_new_trial(self.study._study_id, template_trial=trial))
+            self._ids.append(storage.create_new_trial(self._study_id, template_trial=trial))
             self.count = n + 1
             if not state:
                 self.live = self.live | {n}
@@ -241,8 +245,9 @@ class Mirror:
             raise Stale(f"asked for trial {number}, the mirror's next is {self.count}")
         self.study.sampler = sampler(self.config, number)
         trial = self.study.ask(fixed_distributions=distributions(self.config.space))
-        frozen = self.study._storage.get_trial(trial._trial_id)
-        self._ids.append(trial._trial_id)
+        tid = self.storage.get_trial_id_from_study_id_trial_number(self._study_id, trial.number)
+        frozen = self.storage.get_trial(tid)
+        self._ids.append(tid)
         self.count, self.live = number + 1, self.live | {number}
         return {
             "params": frozen.params,
@@ -256,7 +261,7 @@ class Mirror:
     def should_prune(self, number: int, step: int, value: float) -> tuple[bool, dict]:
         """The pruner's verdict on trial ``number`` after its metric at ``step``, and the
         trial's system attrs after it (a rung reached is written there, to keep)."""
-        storage, tid = self.study._storage, self._ids[number]
+        storage, tid = self.storage, self._ids[number]
         storage.set_trial_intermediate_value(tid, step, value)
         prune = self.study.pruner.prune(self.study, storage.get_trial(tid))
         return prune, storage.get_trial_system_attrs(tid)
