@@ -22,7 +22,7 @@ torch = pytest.importorskip("torch")
 
 # long enough (ten seconds or more here) for a kill to land mid-training while progress lags a
 # second or two, and short enough that the three runs of this file stay under a minute each
-EPOCHS = 60
+EPOCHS = 120  # long enough that a kill under load still lands mid-run (60 ended first once)
 E2E_HYPER = {**HYPER, "epochs": EPOCHS, "batch_size": 16}
 
 pytestmark = pytest.mark.e2e

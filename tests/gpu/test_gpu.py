@@ -18,6 +18,7 @@ from routing.detect import detect_raw
 from state.jobrecord import JobState
 from tests.harness.gpus import (
     MOONS,
+    NO_GPU,
     SHARING,
     cuda_manifest,
     needs_visible_pids,
@@ -28,6 +29,8 @@ from tests.harness.gpus import (
     torch_cuda,
     xgboost_cuda,
 )
+
+pytestmark = [pytest.mark.gpu, pytest.mark.skipif(NO_GPU is not None, reason=NO_GPU or "")]
 
 
 def test_nvml_detection_matches_nvidia_smi():

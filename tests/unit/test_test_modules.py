@@ -47,3 +47,15 @@ def test_the_check_sees_each_way_of_importing_a_test_module(tmp_path):
         assert any(map(is_test_module, imported_modules(bad))), line
     bad.write_text("from tests.harness.chaos import Chaos\nimport tests.waiting\n")
     assert not any(map(is_test_module, imported_modules(bad)))
+
+
+def test_every_gpu_test_module_skips_where_there_is_no_gpu():
+    # CI has no GPU: a GPU module without its skip mark fails there (one lost it in a move)
+    import importlib
+
+    for path in sorted((TESTS / "gpu").glob("test_*.py")):
+        module = importlib.import_module(f"tests.gpu.{path.stem}")
+        marks = getattr(module, "pytestmark", [])
+        marks = marks if isinstance(marks, list) else [marks]
+        assert any(m.name == "gpu" for m in marks), f"{path.name}: no pytest.mark.gpu"
+        assert any(m.name == "skipif" for m in marks), f"{path.name}: no skipif without a GPU"
