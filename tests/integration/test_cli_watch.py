@@ -32,7 +32,9 @@ def test_watch_into_a_file_writes_whole_frames_while_it_runs(redis_url, tmp_path
             assert proc.poll() is None  # still running: the frames came while it watched
         finally:
             proc.send_signal(signal.SIGINT)
-            proc.wait(10)
+            # 30 s, not 10: whole-suite runs under load (never alone) overran 10 s; cause not
+            # found yet; a child that ignores Ctrl+C still fails here
+            proc.wait(30)
     assert frames >= 2, out.read_text()
     assert "0 jobs: none" in out.read_text() and max(map(len, out.read_text().splitlines())) <= 80
 

@@ -73,8 +73,16 @@ def test_stopping_a_multi_process_job_ends_every_process(tmp_path):
         assert time.monotonic() < deadline, "torchrun did not start two ranks"
         time.sleep(0.2)
     group = [proc.pid] + [c.pid for c in psutil.Process(proc.pid).children(recursive=True)]
-    os.killpg(proc.pid, signal.SIGTERM)  # what a worker does to a job's process group
-    proc.wait(timeout=30)
+    # what the job's supervisor does (tasks/supervisor.py _kill_group): SIGTERM the group,
+    # wait for the launcher (torchrun) to end, then SIGKILL the group, so a rank still blocked
+    # in a collective (its partner gone) cannot outlive the job; a full-suite run caught two
+    # ranks alive 15 s after a SIGTERM alone
+    os.killpg(proc.pid, signal.SIGTERM)
+    proc.wait(timeout=30)  # the launcher itself ends on SIGTERM
+    try:
+        os.killpg(proc.pid, signal.SIGKILL)
+    except ProcessLookupError:
+        pass
     gone, alive = psutil.wait_procs(
         [psutil.Process(p) for p in group if psutil.pid_exists(p)], timeout=15
     )
