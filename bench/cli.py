@@ -9,6 +9,17 @@ import time
 from pathlib import Path
 
 
+def local_env(broker_url: str, root: Path, **extra: str) -> dict:
+    """The bench's fleet env: this process's, on ``broker_url`` with a local store under
+    ``root``, plus ``extra``; simulated hosts' capability is never inherited."""
+    import os
+
+    env = dict(os.environ, FLEET_BROKER_URL=broker_url, FLEET_STORE_URL=f"file://{root / 'store'}")
+    env.update(extra)
+    env.pop("FLEET_CAPABILITY", None)
+    return env
+
+
 def fleet_cli(env: dict, *args: str, timeout_s: float = 120) -> subprocess.CompletedProcess:
     """Run ``fleet ARGS``; a non-zero exit raises (CalledProcessError), so a bench never times
     a command that failed."""

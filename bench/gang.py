@@ -20,7 +20,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import statistics
 import subprocess
 import sys
@@ -33,7 +32,7 @@ sys.path.insert(0, str(ROOT))
 
 import redis  # noqa: E402
 
-from bench.cli import publish  # noqa: E402
+from bench.cli import local_env, publish  # noqa: E402
 from bench.timing import parse_args  # noqa: E402
 from fleet.local import start_worker, stop_worker  # noqa: E402
 from fleet.redis_server import RedisServer  # noqa: E402
@@ -133,13 +132,7 @@ def main() -> None:
         root = Path(tmp)
         (root / "counts").mkdir()
         server = RedisServer(root / "redis").start()
-        env = dict(
-            os.environ,
-            FLEET_BROKER_URL=server.url,
-            FLEET_STORE_URL=f"file://{root / 'store'}",
-            COUNT_DIR=str(root / "counts"),
-        )
-        env.pop("FLEET_CAPABILITY", None)
+        env = local_env(server.url, root, COUNT_DIR=str(root / "counts"))
         workers = [start_worker(h, host(args.cores), env, root / "logs") for h in HOSTS]
         try:
             records = Records(redis.Redis.from_url(server.url, decode_responses=True))

@@ -20,7 +20,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import statistics
 import sys
 import tempfile
@@ -32,7 +31,7 @@ sys.path.insert(0, str(ROOT))
 
 import redis  # noqa: E402
 
-from bench.cli import fleet_cli, publish  # noqa: E402
+from bench.cli import fleet_cli, local_env, publish  # noqa: E402
 from bench.timing import parse_args  # noqa: E402
 from core.ids import short_id  # noqa: E402
 from fleet.local import start_worker, stop_worker  # noqa: E402
@@ -101,14 +100,9 @@ def main() -> None:
         root = Path(tmp)
         (root / "counts").mkdir()
         server = RedisServer(root / "redis").start()
-        env = dict(
-            os.environ,
-            FLEET_BROKER_URL=server.url,
-            FLEET_STORE_URL=f"file://{root / 'store'}",
-            FLEET_CHECKPOINT_EVERY_S="0.5",
-            COUNT_DIR=str(root / "counts"),
+        env = local_env(
+            server.url, root, FLEET_CHECKPOINT_EVERY_S="0.5", COUNT_DIR=str(root / "counts")
         )
-        env.pop("FLEET_CAPABILITY", None)
         worker = start_worker("big", BIG, env, root / "logs")
         try:
             records = Records(redis.Redis.from_url(server.url, decode_responses=True))

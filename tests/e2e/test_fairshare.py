@@ -6,7 +6,6 @@ jobs measured themselves."""
 from __future__ import annotations
 
 import json
-import os
 import sys
 import time
 from pathlib import Path
@@ -20,7 +19,7 @@ from fleet.redis_server import RedisServer
 from state.jobrecord import JobState
 from state.records import Records
 from tests.harness.cli import fleet_cli
-from tests.harness.workers import wait_for_workers
+from tests.harness.workers import local_env, wait_for_workers
 from tests.waiting import wait_until
 
 pytestmark = pytest.mark.e2e
@@ -85,14 +84,7 @@ class Shared:
 @pytest.fixture
 def shared(tmp_path):
     server = RedisServer(tmp_path / "redis").start()
-    env = dict(
-        os.environ,
-        FLEET_BROKER_URL=server.url,
-        FLEET_STORE_URL=f"file://{tmp_path / 'store'}",
-        FLEET_LEASE_TTL_S="5",
-        COUNT_DIR=str(tmp_path / "counts"),
-    )
-    env.pop("FLEET_CAPABILITY", None)
+    env = local_env(server.url, tmp_path, FLEET_LEASE_TTL_S="5", COUNT_DIR=str(tmp_path / "counts"))
     worker = start_worker("shared", HOST, env, tmp_path / "logs")
     try:
         wait_for_workers(env, ["shared"])

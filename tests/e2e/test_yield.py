@@ -23,7 +23,7 @@ from routing.yielding import HANDBACK_WITHIN_S
 from state.jobrecord import JobState
 from state.records import Records
 from tests.harness.cli import fleet_cli
-from tests.harness.workers import wait_for_workers
+from tests.harness.workers import local_env, wait_for_workers
 from tests.waiting import wait_until
 
 pytestmark = pytest.mark.e2e
@@ -90,16 +90,14 @@ def gone(pid: int) -> bool:
 @pytest.fixture
 def owner(tmp_path):
     server = RedisServer(tmp_path / "redis").start()
-    env = dict(
-        os.environ,
-        FLEET_BROKER_URL=server.url,
-        FLEET_STORE_URL=f"file://{tmp_path / 'store'}",
+    env = local_env(
+        server.url,
+        tmp_path,
         FLEET_LEASE_TTL_S="5",
         FLEET_CHECKPOINT_EVERY_S="1",
         YIELD_DIR=str(tmp_path),
         COUNT_DIR=str(tmp_path),
     )
-    env.pop("FLEET_CAPABILITY", None)
     o = Owner(tmp_path, env)
     wenv = dict(
         env,

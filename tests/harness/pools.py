@@ -5,7 +5,6 @@ they were given in ``COUNT_DIR``."""
 from __future__ import annotations
 
 import json
-import os
 import uuid
 from pathlib import Path
 
@@ -15,7 +14,7 @@ from fleet.local import start_worker, stop_worker
 from fleet.redis_server import RedisServer
 from state.records import Records
 from tests.harness.cli import fleet_cli
-from tests.harness.workers import tail_logs, wait_for_workers
+from tests.harness.workers import local_env, tail_logs, wait_for_workers
 from tests.waiting import wait_until
 
 JOB = Path(__file__).resolve().parents[1] / "e2e" / "pooljob.py"
@@ -77,14 +76,7 @@ class Pools:
 @pytest.fixture
 def pools(tmp_path):
     server = RedisServer(tmp_path / "redis").start()
-    env = dict(
-        os.environ,
-        FLEET_BROKER_URL=server.url,
-        FLEET_STORE_URL=f"file://{tmp_path / 'store'}",
-        FLEET_LEASE_TTL_S="5",
-        COUNT_DIR=str(tmp_path / "counts"),
-    )
-    env.pop("FLEET_CAPABILITY", None)
+    env = local_env(server.url, tmp_path, FLEET_LEASE_TTL_S="5", COUNT_DIR=str(tmp_path / "counts"))
     p = Pools(tmp_path, env)
     try:
         yield p

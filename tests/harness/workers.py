@@ -33,6 +33,17 @@ def answering(app) -> set[str]:
     return {list(r)[0].split("@")[0] for r in app.control.ping(timeout=PING_S) or []}
 
 
+def local_env(broker_url: str, root: Path, **extra: str) -> dict:
+    """This process's environment for a local fleet on ``broker_url`` with its store under
+    ``root``, plus ``extra``; a host's capability is detected (or simulated), never inherited."""
+    import os
+
+    env = dict(os.environ, FLEET_BROKER_URL=broker_url, FLEET_STORE_URL=f"file://{root / 'store'}")
+    env.update(extra)
+    env.pop("FLEET_CAPABILITY", None)
+    return env
+
+
 def wait_for_workers(env: dict, names: Iterable[str], timeout_s: float = 60) -> None:
     """Return once every worker in ``names`` answers a ping on ``env``'s broker."""
     app, want = client_app(env["FLEET_BROKER_URL"]), set(names)
