@@ -1,4 +1,12 @@
 import os
+import signal
+
+# A suite started in the background by a script (`scripts/test &`) starts with Ctrl+C ignored
+# (POSIX does that to a non-interactive shell's background jobs), and every process it starts
+# would inherit that: the tests that press Ctrl+C (`fleet status --watch`, `fleet local`) need it
+# back as a terminal has it.
+if signal.getsignal(signal.SIGINT) is signal.SIG_IGN:
+    signal.signal(signal.SIGINT, signal.default_int_handler)
 
 # pytest-xdist's test processes start with COLUMNS=80 whatever the terminal: `fleet`'s tables
 # (160 wide into a pipe unless COLUMNS says otherwise: fleet/cli/common.py) would wrap there

@@ -264,7 +264,7 @@ def _frames(client, flt: Q.JobFilter, args):
         stamp = time.strftime("%H:%M:%S")
         yield Group(
             render(
-                v, f"fleet status · {stamp} · every {pause:.0f}s · Ctrl+C to stop", wide=args.wide
+                v, f"fleet status · {stamp} · every {pause:.3g}s · Ctrl+C to stop", wide=args.wide
             ),
             *_search_lines(client, searches),
         )
