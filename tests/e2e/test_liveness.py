@@ -34,9 +34,9 @@ def ends_once(chaos, ids: dict[str, str], name: str, starts: int):
     """The job succeeded once: one finished training, one record result, one bundle."""
     rec = chaos.wait(ids, timeout_s=120)[name]
     assert chaos.runs(name, "start") == starts and chaos.runs(name, "done") == 1, chaos.logs()
-    store = open_store_at(chaos.env["FLEET_STORE_URL"])
-    assert [a["name"] for a in store.list_artifacts()] == [name]
-    assert rec.artifact and rec.artifact["sha256"] == store.list_artifacts()[0]["sha256"]
+    listed = chaos.listed([name])
+    assert [a["name"] for a in listed] == [name]
+    assert rec.artifact and rec.artifact["sha256"] == listed[0]["sha256"]
     return rec
 
 
@@ -84,7 +84,7 @@ def test_a_worker_killed_after_its_trainer_exited_keeps_the_result_without_a_res
     assert rec.worker == victim and rec.attempts == 1
     assert "finishing kept from the output" in chaos.logs()
     store = open_store_at(chaos.env["FLEET_STORE_URL"])
-    (bundle,) = store.list_artifacts()
+    (bundle,) = chaos.listed(["kept"])
     assert bundle["name"] == "kept" and rec.artifact["sha256"] == bundle["sha256"]
     assert store.verify("command", bundle["sha256"])
 

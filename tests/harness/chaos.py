@@ -17,6 +17,7 @@ from pathlib import Path
 import psutil
 import pytest
 
+from artifacts.stores import open_store_at
 from fleet.local import start_worker
 from fleet.redis_server import RedisServer
 from state.jobrecord import JobState
@@ -102,6 +103,19 @@ class Chaos:
             lambda: f"{[(n, r.state.value, r.last_error) for n, r in seen.items()]}\n{self.logs()}",
             every_s=0.2,
         )
+
+    def listed(self, names, timeout_s: float = 60) -> list[dict]:
+        """The store's listing once it lists a bundle of each job in ``names``. A run promotes
+        its staged bundle just after its record says succeeded, so under load the listing can
+        lag the record by a moment; a caller still asserts the listing is exactly what it
+        wants."""
+        store = open_store_at(self.env["FLEET_STORE_URL"])
+
+        def complete():
+            found = store.list_artifacts()
+            return set(names) <= {a.get("name") for a in found} and found
+
+        return wait_until(f"bundles of {sorted(names)} listed", complete, timeout_s, self.logs, 0.2)
 
     def wait_running(self, job_id: str, timeout_s: float = 60):
         def running():
