@@ -17,6 +17,12 @@ from trainers.protocol import parse_metric_line
 ROOT = Path(__file__).resolve().parents[2]
 DATA = ROOT / "examples" / "data"
 RUN_TIMEOUT_S = 120
+# A worker gives a job that names no cores one (routing/pool.py DEFAULT_JOB_CORES), and its
+# trainer runs that many threads; so do these runs unless the caller's environment says
+# otherwise. At torch's default (one thread per core) two threads spun against each other on a
+# busy 2-core box: the checkpoint e2e's uninterrupted run took 156 s where one thread takes 10,
+# with the same weights.
+AS_A_WORKER = {"FLEET_CORES": "1"}
 
 
 def run_trainer(
@@ -41,6 +47,7 @@ def run_trainer(
     spec_path.write_text(json.dumps(spec))
     output_dir = tmp_path / out
     env = {
+        **AS_A_WORKER,
         **os.environ,
         "FLEET_JOB_SPEC": str(spec_path),
         "FLEET_DATA_PATH": str(data),
@@ -108,6 +115,7 @@ def trainer(
         )
     )
     env = {
+        **AS_A_WORKER,
         **os.environ,
         "FLEET_JOB_SPEC": str(spec),
         "FLEET_DATA_PATH": str(MOONS),
