@@ -26,7 +26,7 @@ from celery import states
 from celery.events.state import Task, Worker
 
 from state.events import owner_repr
-from state.jobrecord import JobRecord, JobState
+from state.jobrecord import JobRecord, JobState, ran_on
 
 # the Tasks page's columns, in order: Flower's own slugs, and fleet's two (TASK_COLUMNS)
 TASKS_COLUMNS = "name,uuid,state,owner,gpus,received,runtime,worker"
@@ -154,9 +154,9 @@ def format_task(task):
 def hosts_text(gang_hosts: Any) -> str:
     """A gang's members' hosts by rank as `fleet status` shows them, ``ga + gb``; '' for
     anything else (a one-host job has none)."""
-    if not isinstance(gang_hosts, (list, tuple)) or not gang_hosts:
+    if not isinstance(gang_hosts, (list, tuple)):
         return ""
-    return " + ".join(str(h) for h in gang_hosts)
+    return ran_on(None, gang_hosts)
 
 
 def worker_resources(heartbeat: Mapping[str, Any] | None) -> str:

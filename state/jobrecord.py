@@ -303,6 +303,14 @@ _DECODE: dict[str, Callable[[str], Any]] = {
 }
 
 
+def ran_on(worker: str | None, gang_hosts: str | Sequence[str] | None) -> str:
+    """Where a run is or was, as `fleet status`, `fleet results` and Flower say it: its worker,
+    or a gang's every member's host by rank, ``ga + gb`` (``gang_hosts`` as the record keeps
+    it, "ga,gb", or as a list)."""
+    hosts = gang_hosts.split(",") if isinstance(gang_hosts, str) else (gang_hosts or ())
+    return " + ".join(str(h) for h in hosts if h) or (worker or "")
+
+
 def _str(v: str | bytes) -> str:
     """A reply as text: fleet's clients decode (``state.redis_conn``), kombu's give bytes."""
     return v.decode() if isinstance(v, bytes) else v

@@ -26,7 +26,7 @@ from core.constants import DATA_CACHE_DIR, TAIL_LINES
 from core.ids import short_id
 from manifest.schema import JobSpec
 from state import deadletter
-from state.jobrecord import JobState, record_end
+from state.jobrecord import JobState, ran_on, record_end
 from state.records import Claim
 from tasks import (
     checkpoint,
@@ -252,7 +252,7 @@ def _handed_back(task, ctx: HostContext, run: Run, asked: HandBack) -> Ended:
     """A policy handed the run back (tasks.handback): its checkpoint is synced, the job goes
     back to its queue with this attempt uncounted and the policy's fields recorded."""
     job = run.job
-    if run.seat is not None and run.seat.rank != 0:  # rank 0 syncs and requeues the gang
+    if not run.lead:  # a gang's other rank: rank 0 syncs and requeues the gang
         log.warning("stopped %s (gang rank %d): %s", job.name, run.seat.rank, asked.why)
         return _requeued(task, run, asked.why)
     why = asked.why
@@ -307,9 +307,7 @@ def _run(task, ctx: HostContext, run: Run) -> Ended:
             isolation.hand_over(work, ctx.job_user)  # the data pin lives in the cache, not in work
             # a gang's rank 0 alone speaks for its trial: another rank's lines stay in its log
             pruning = (
-                trial.watch(ctx.redis, job, lambda: ctx.runs.wake(job.job_id))
-                if gang.lead(run.seat)
-                else None
+                trial.watch(ctx.redis, job, lambda: ctx.runs.wake(job.job_id)) if run.lead else None
             )
             outcome = _run_process(task, ctx, run, argv, env, pruning)
     except workspace.JobEnvFailed as e:  # the job's own requirements: no other host can do better
@@ -394,16 +392,15 @@ def _run_process(
     job, work = run.job, run.work
     # Flower's Result cell says where it runs and on which GPUs
     hosts = tuple(m.host for m in run.seat.members) if run.seat else ()
-    where = " + ".join(hosts) or ctx.hostname  # a gang: every member's host
+    where = ran_on(ctx.hostname, hosts)  # a gang: every member's host
     where += f" GPU {','.join(str(d.index) for d in run.gpus)}" if run.gpus else ""
     flower = events.ProgressEvents(
         task, where, run.attempt, gpus=tuple(d.index for d in run.gpus), gang_hosts=hosts
     )
     history = MetricHistory(ctx.redis, job.job_id, run.number)
-    lead = gang.lead(run.seat)  # a gang's other ranks: their metric lines stay in their logs
     with (
         open(work / workdirs.LOG_FILE, "w", encoding="utf-8") as log_file,
-        checkpoint.syncing(ctx, job, run.token, work, env, uploads=run.uploads) as ckpt,
+        checkpoint.syncing(ctx, job, run.token, work, env, uploads=run.lead) as ckpt,
     ):
         on_tick = _tick_loop(task, ctx, run, flower, history, pruning)
         outcome = runner.run(
@@ -418,7 +415,7 @@ def _run_process(
             python=ctx.job_user.python if ctx.job_user else None,
             exit_file=workdirs.exit_file(work),
             wake_fd=ctx.runs.wake_fd(job.job_id),
-            on_metric=_each(history.record if lead else None, pruning),
+            on_metric=_each(history.record if run.lead else None, pruning),
         )
         _flush_history(ctx, history)
         if pruning is not None:  # its last value reaches its search before its end is recorded
@@ -451,12 +448,11 @@ def _tick_loop(
 ) -> ticks.TickLoop:
     """Progress reported (lease, metric history, Celery, Flower), then each reason to stop
     (tasks.ticks): over its VRAM budget, pruned by its search, the lease's answer, a hand-back."""
-    lead = gang.lead(run.seat)
     policies = [
-        *([ticks.Heartbeat(run.lease)] if lead else []),  # the record's progress: rank 0's
+        *([ticks.Heartbeat(run.lease)] if run.lead else []),  # the record's progress: rank 0's
         ticks.EachTick(history.flush),
     ]
-    if lead:  # one task for a gang in Flower and the result backend: rank 0 reports for it
+    if run.lead:  # one task for a gang in Flower and the result backend: rank 0 reports for it
         policies += [ticks.TaskProgress(task, run, ctx.hostname), ticks.FlowerProgress(flower)]
     watch = _vram_watch(run)
     if watch is not None:

@@ -243,12 +243,6 @@ class PrunedTrial:
         return stop
 
 
-def lead(seat: Seat | None) -> bool:
-    """Whether this run speaks for its job: a one-host job's, or a gang's rank 0 (its metric
-    lines are the trial's, its progress the record's; another rank's are in its own log)."""
-    return seat is None or seat.rank == 0
-
-
 def log_id(job_id: str, seat: Seat | None) -> str:
     """Where a member's output goes for `fleet logs`: rank 0's is the job's own log, another
     rank's is beside it (`fleet logs --rank N`)."""

@@ -231,9 +231,10 @@ class Run:
     seat: Seat | None = None  # its place in its gang, for a job with nodes = N (tasks.gang)
 
     @property
-    def uploads(self) -> bool:
-        """Whether this run syncs the job's checkpoint: a gang's rank 0 only (every member
-        restores it; one writer keeps the record's one checkpoint rank 0's)."""
+    def lead(self) -> bool:
+        """Whether this run speaks for its job: a one-host job's, or a gang's rank 0. Its metric
+        lines are the trial's, its progress the record's, and it alone syncs the checkpoint
+        (every member restores it); another rank's lines stay in its own log."""
         return self.seat is None or self.seat.rank == 0
 
     @property

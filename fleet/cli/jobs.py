@@ -29,7 +29,7 @@ from fleet.cli.tables import Layout
 from fleet.query import jobs as Q
 from fleet.query import refs
 from state import events
-from state.jobrecord import JobRecord, JobState
+from state.jobrecord import JobRecord, JobState, ran_on
 
 SHOW_ACTED = 20  # cancel/requeue list this many jobs by name, then count the rest
 
@@ -105,7 +105,7 @@ def unique_prefix_len(ids: list[str], least: int = ID_MIN_CHARS) -> int:
 def worker_cell(r: JobRecord) -> str:
     """The worker, and the GPUs a running job holds there: ``big4 (GPU 0-1)``."""
     held = Q.gpu_list([g.index for g in Q.parse_gpus(r.gpu)]) if r.state is JobState.RUNNING else ""
-    where = " + ".join(r.gang_hosts.split(",")) if r.gang_hosts else r.worker  # a gang: each host
+    where = ran_on(r.worker, r.gang_hosts)  # a gang: each member's host
     return f"{where} (GPU {held})" if held else where
 
 

@@ -27,7 +27,7 @@ from core.errors import FleetError, JobNotFound
 from fleet.query import refs
 from manifest.search.config import Direction
 from state import history
-from state.jobrecord import JobState, fetch_many
+from state.jobrecord import JobState, fetch_many, ran_on
 from state.search import view as searches
 from state.search.store import key
 
@@ -148,13 +148,6 @@ class Leaderboard:
 
 
 # --- pure parts -------------------------------------------------------------------
-def hosts_of(record: dict) -> str:
-    """Where it ran: its worker, or a gang's every member's host (``ga + gb``, by rank), as
-    `fleet status` says it."""
-    gang = record.get("gang_hosts") or ""
-    return " + ".join(gang.split(",")) if gang else record.get("worker") or ""
-
-
 def short(v: float | None) -> str:
     return "" if v is None else f"{v:.4g}"
 
@@ -280,7 +273,7 @@ def trial(record: dict, points: list[dict], obj: Objective, *, number: int, para
         value=value,
         best_value=best_value,
         steps=len(points),
-        host=hosts_of(record),
+        host=ran_on(record.get("worker"), record.get("gang_hosts")),
         gpu_s=_float(record.get("gpu_s")),
         core_s=_float(record.get("core_s")),
         label=label_of(record.get("name") or ""),
