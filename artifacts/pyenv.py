@@ -6,7 +6,8 @@ its digest names its folder under ``<FLEET_WORK_DIR>/envs/``. Builds are safe to
 to interrupt:
 
 * one build per digest at a time, across threads and worker processes (``flock`` on
-  ``locks/<digest>.lock``); the others wait and then reuse it;
+  ``locks/<digest>.build``); the others wait for that build, never for the jobs running in a
+  ready environment, and then reuse it;
 * a build goes into ``tmp/`` and is renamed into place with a ``.complete`` marker last, so a
   killed build leaves nothing a later job would use (its leftovers are removed by the next
   build of that digest);
@@ -178,8 +179,8 @@ class EnvCache:
         return (self.path(digest) / COMPLETE).is_file()
 
     @contextlib.contextmanager
-    def _lock(self, digest: str, mode: int) -> Iterator[None]:
-        with open(self.root / "locks" / f"{digest}.lock", "a+") as f:
+    def _lock(self, digest: str, mode: int, kind: str = "lock") -> Iterator[None]:
+        with open(self.root / "locks" / f"{digest}.{kind}", "a+") as f:
             fcntl.flock(f, mode)
             try:
                 yield
@@ -194,20 +195,26 @@ class EnvCache:
         workdir: Path | None = None,
         log: Callable[[str], None] = lambda line: None,
     ) -> Iterator[Path]:
-        """The environment's python, built if needed, held (not evicted) inside the block."""
+        """The environment's python, built if needed, held (not evicted) inside the block.
+
+        Two locks per digest: ``<digest>.lock``, held shared by every job that uses the
+        environment, for its whole run (eviction takes it exclusive, without waiting); and
+        ``<digest>.build``, held exclusive only while one process builds it. A job that finds
+        the environment ready takes no exclusive lock at all, so any number of jobs share one
+        environment at once; one that finds it missing waits for the build, not for the
+        jobs running in it."""
         digest = spec.digest()
-        with self._lock(digest, fcntl.LOCK_EX):
+        with self._lock(digest, fcntl.LOCK_SH):  # from here on it cannot be evicted
             if self.ready(digest):
                 log(f"environment {short_id(digest)} cached")
             else:
-                self._build(spec, digest, workdir, log)
-                self.evict(keep=digest)  # room for the new one, never itself
+                with self._lock(digest, fcntl.LOCK_EX, kind="build"):
+                    if self.ready(digest):  # another job built it while this one waited
+                        log(f"environment {short_id(digest)} cached")
+                    else:
+                        self._build(spec, digest, workdir, log)
+                        self.evict(keep=digest)  # room for the new one, never itself
             os.utime(self.path(digest) / COMPLETE)  # recently used: evicted last
-        with self._lock(digest, fcntl.LOCK_SH):
-            if not self.ready(digest):  # evicted between the two locks: build again
-                raise EnvBuildFailed(
-                    f"environment {short_id(digest)} was evicted before use; retry", permanent=False
-                )
             yield self.python(digest)
         self.evict()
 

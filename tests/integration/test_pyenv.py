@@ -76,6 +76,44 @@ def test_concurrent_jobs_share_one_build(cache):
     assert sum("building environment" in line for line in logs) == 1
 
 
+def test_jobs_sharing_a_ready_environment_run_in_it_at_once(cache):
+    # a job holds its environment for its whole run; a second job of the same environment
+    # must get in while the first still runs (it waited for the first to end: issue 35)
+    with cache.use(TOY):
+        pass  # built
+    inside, leave = threading.Event(), threading.Event()
+
+    def first():
+        with cache.use(TOY):
+            inside.set()
+            leave.wait(60)
+
+    holder = threading.Thread(target=first)
+    holder.start()
+    try:
+        assert inside.wait(30)
+        second_in = threading.Event()
+
+        def second():
+            with cache.use(TOY):
+                second_in.set()
+
+        t = threading.Thread(target=second, daemon=True)
+        t.start()
+        assert second_in.wait(30), "the second job waited for the first to end"
+        assert holder.is_alive()  # the first job was still inside when the second got in
+    finally:
+        leave.set()
+        holder.join()
+
+
+def test_a_job_waits_for_a_build_of_its_environment_not_for_jobs_in_another(cache):
+    other = EnvSpec(("othertoy==2.0",))
+    with cache.use(TOY):  # a job running in one environment while another is built
+        with cache.use(other) as python:
+            assert run_in(python, "import othertoy; print(othertoy.NAME)") == "other"
+
+
 def test_a_misspelled_requirement_fails_for_good_with_uvs_message(cache):
     with pytest.raises(EnvBuildFailed) as e:
         with cache.use(EnvSpec(("fleettoyy==1.0",))):
