@@ -100,7 +100,7 @@ def format_metric_line(report: dict) -> str:
 
 
 class LineError(str, Enum):
-    """Why a line that starts with ``FLEET_METRIC`` carries no report (docs/results.md)."""
+    """Why a line that holds ``FLEET_METRIC `` carries no report (docs/results.md)."""
 
     TOO_LONG = "longer than the limit"
     NOT_JSON = "not JSON"
@@ -134,10 +134,13 @@ class Point:
 
 def read_metric_line(line: str) -> MetricLine | None:
     """The report on a ``FLEET_METRIC`` line, or why it has none; None for any other line.
-    Never raises: a hostile line (megabytes, deep nesting, binary) is an error, not a crash."""
-    if not line.startswith(METRIC_PREFIX):
+    The line starts at the prefix, whatever came before it (a progress bar left open prints
+    its last state there). Never raises: a hostile line (megabytes, deep nesting, binary) is
+    an error, not a crash."""
+    at = line.find(METRIC_PREFIX)
+    if at < 0:
         return None
-    text = line[len(METRIC_PREFIX) :]
+    text = line[at + len(METRIC_PREFIX) :]
     if len(text) > MAX_METRIC_LINE_CHARS:
         return MetricLine(None, LineError.TOO_LONG)
     try:

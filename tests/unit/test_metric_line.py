@@ -25,6 +25,10 @@ NESTED = "[" * 5000 + "]" * 5000
         ("FLEET_METRIC " + "1" * 5000, None, P.LineError.NOT_JSON),  # more digits than int()
         ('FLEET_METRIC {"x": "' + "a" * 70_000 + '"}', None, P.LineError.TOO_LONG),
         ("FLEET_METRIC \x00\xff\ufffd", None, P.LineError.NOT_JSON),
+        # a progress bar left open prints its last state before the line
+        (' 45%|####5 | 45/100 [00:01<00:01]FLEET_METRIC {"loss": 1}', {"loss": 1}, None),
+        ("10%|#FLEET_METRIC {cut by a redraw", None, P.LineError.NOT_JSON),
+        ("FLEET_METRIC_NOT {}", None, None),
     ],
 )
 def test_each_kind_of_line_is_a_report_an_error_or_not_a_metric_line_and_never_raises(
