@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass, field
+from typing import NamedTuple
 
 from trainers.protocol import MAX_METRIC_LINE_CHARS, MAX_OUTPUT_LINE_CHARS, METRIC_PREFIX
 
@@ -37,8 +38,7 @@ def strip_ansi(text: str) -> str:
     return _ANSI.sub("", text) if "\x1b" in text else text
 
 
-@dataclass(frozen=True)
-class TermLine:
+class TermLine(NamedTuple):  # a tuple: one is made per line of output, at its speed
     """One line a terminal would show: ``shown`` (bounded, to the tail and the log) and, when
     it holds a metric prefix, ``metric``: its text from that prefix on (bounded)."""
 
@@ -75,22 +75,28 @@ class _Segment:
         else:
             self.scanned = joined[-(len(PREFIX) - 1) :]
 
-    def shown(self) -> str:
-        text = strip_ansi(self.head.decode("utf-8", "replace"))
-        if len(text) <= MAX_OUTPUT_LINE_CHARS and self.size == len(self.head):
-            return text
-        note = f"... [cut: the line had {self.size} bytes]"
-        return text[: MAX_OUTPUT_LINE_CHARS - len(note)] + note
-
     def blank(self) -> bool:
-        return not self.shown().strip()
+        return not _shown(self.head, self.size).strip()
 
     def line(self) -> TermLine:
-        metric = self.metric
-        return TermLine(
-            self.shown(),
-            None if metric is None else strip_ansi(metric.decode("utf-8", "replace")),
-        )
+        return _line(self.head, self.size, self.metric)
+
+
+def _shown(head: bytes, size: int) -> str:
+    text = strip_ansi(head.decode("utf-8", "replace"))
+    if len(text) <= MAX_OUTPUT_LINE_CHARS and size == len(head):
+        return text
+    note = f"... [cut: the line had {size} bytes]"
+    return text[: MAX_OUTPUT_LINE_CHARS - len(note)] + note
+
+
+def _line(head: bytes, size: int, metric: bytes | None) -> TermLine:
+    """The line a segment shows: ``head`` its first bytes of ``size``, ``metric`` its bytes
+    from its first prefix on."""
+    return TermLine(
+        _shown(head, size),
+        None if metric is None else strip_ansi(metric.decode("utf-8", "replace")),
+    )
 
 
 class Splitter:
@@ -106,6 +112,24 @@ class Splitter:
         self._said = False  # this line already gave a line (a metric segment)
 
     def feed(self, data: bytes) -> list[TermLine]:
+        if b"\r" in data:
+            return self._segments(data)
+        # no carriage return: the plain lines a job prints most, each its own segment whole
+        out: list[TermLine] = []
+        lines = data.split(b"\n")
+        rest = lines.pop()
+        if lines and (self._seg.size or self._last is not None or self._said):
+            out += self._segments(lines.pop(0) + b"\n")  # the end of a line begun before
+        for raw in lines:
+            if len(raw) > SHOWN_KEEP_BYTES:
+                out += self._segments(raw + b"\n")
+            else:
+                at = raw.find(PREFIX)
+                out.append(_line(raw, len(raw), None if at < 0 else raw[at:]))
+        self._seg.add(rest)
+        return out
+
+    def _segments(self, data: bytes) -> list[TermLine]:
         out: list[TermLine] = []
         start = 0
         for brk in _BREAK.finditer(data):

@@ -58,6 +58,16 @@ def test_chunks_of_any_size_give_the_same_lines(size):
     assert [line.metric for line in T.split(output) if line.metric] == [M, M]
 
 
+def test_a_line_begun_in_one_chunk_ends_in_the_next_and_a_long_plain_line_is_cut():
+    splitter = T.Splitter()
+    assert splitter.feed(f"\r{BAR}\r{BAR2}".encode()) == []
+    long = b"x" * (T.SHOWN_KEEP_BYTES + 10)
+    got = splitter.feed(b"\nplain\n" + long + f"\n{M}\nhalf".encode()) + splitter.finish()
+    assert [line.shown for line in got[:2]] == [BAR2, "plain"]
+    assert got[2].shown.endswith(f"[cut: the line had {len(long)} bytes]") and not got[2].metric
+    assert got[3:] == [L(M, M), L("half")]
+
+
 def test_a_huge_line_with_no_break_is_shown_bounded_and_its_metric_line_still_found():
     splitter = T.Splitter()
     chunk = b"." * 65_536
