@@ -21,13 +21,14 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from core.constants import KILL_GRACE_S, TAIL_LINES
-from tasks import supervisor
+from tasks import supervisor, termlines
 from tasks.run import Stop
 from trainers import protocol
 
 # Run by path, not `-m tasks.supervisor`: importing the tasks package builds the Celery app.
 SUPERVISOR = str(Path(__file__).with_name("supervisor.py"))
 _log = logging.getLogger("fleet.runner")
+READ_CHUNK_BYTES = 65_536  # read from the job's output at once, at most
 _groups: set[int] = set()  # the process groups of the jobs running now (tasks.yieldwatch)
 
 
@@ -89,27 +90,49 @@ def _reader(
     log: Callable[[str], None] | None,
     on_metric: Callable[[protocol.Point], None] | None = None,
 ) -> None:
-    """Read the job's output to its end. Nothing on a line stops it: a line that cannot be
-    read as a metric is counted, and a hook's error is logged once, not raised."""
-    hook_failed = False
-    for raw in iter(stream.readline, b""):
-        whole = raw.decode("utf-8", "replace").rstrip("\n")
-        line = protocol.clip_text(whole, protocol.MAX_OUTPUT_LINE_CHARS)  # the tail, the log
-        first_bad = not progress.bad
-        try:
-            point = progress.read(whole)
-            if point is not None and on_metric is not None:
-                on_metric(point)  # the history and a search's pruner (tasks.trial)
-        except Exception as e:
-            if not hook_failed:
-                _log.exception("a metric line's hook failed: %s", e)
-            hook_failed = True
-        progress.tail.append(line)
-        if log:
-            log(line)
-            if first_bad and progress.bad:
-                log(f"fleet: bad FLEET_METRIC line, not read (counted): {progress.bad['first']}")
+    """Read the job's output to its end, in chunks, as a terminal shows it (``termlines``:
+    a bar's last state; a metric line wherever a bar left it). Memory stays bounded whatever
+    the job prints, a line with no end included."""
+    splitter = termlines.Splitter()
+    take = _Lines(progress, log, on_metric)
+    for chunk in iter(lambda: stream.read1(READ_CHUNK_BYTES), b""):
+        take(splitter.feed(chunk))
+    take(splitter.finish())
     stream.close()
+
+
+@dataclass
+class _Lines:
+    """Where each shown line goes: the tail, the log, and its metric line to ``progress``.
+    Nothing on a line stops the reading: a line that cannot be read as a metric is counted,
+    and a hook's error is logged once, not raised."""
+
+    progress: Progress
+    log: Callable[[str], None] | None
+    on_metric: Callable[[protocol.Point], None] | None
+    hook_failed: bool = False
+
+    def __call__(self, lines: list[termlines.TermLine]) -> None:
+        for line in lines:
+            first_bad = not self.progress.bad
+            if line.metric is not None:
+                self._read(line.metric)
+            self.progress.tail.append(line.shown)
+            if self.log:
+                self.log(line.shown)
+                if first_bad and self.progress.bad:
+                    first = self.progress.bad["first"]
+                    self.log(f"fleet: bad FLEET_METRIC line, not read (counted): {first}")
+
+    def _read(self, metric: str) -> None:
+        try:
+            point = self.progress.read(metric)
+            if point is not None and self.on_metric is not None:
+                self.on_metric(point)  # the history and a search's pruner (tasks.trial)
+        except Exception as e:
+            if not self.hook_failed:
+                _log.exception("a metric line's hook failed: %s", e)
+            self.hook_failed = True
 
 
 def _stop_group(proc: subprocess.Popen) -> None:

@@ -53,6 +53,8 @@ MAX_METRIC_KEYS = 100  # keys kept of one report (and of a job's metrics)
 MAX_METRIC_KEY_CHARS = 100
 MAX_METRIC_TEXT_CHARS = 200  # a text value (or a list's JSON) is clipped to this
 MAX_OUTPUT_LINE_CHARS = 4_096  # an output line in a record's tail (as `fleet logs` clips)
+# a step past this is no longer exact as a float (JSON, plots) nor safe in an export's INTEGER
+MAX_STEP = 2**53
 CUT_KEY = "fleet_cut"  # set in a job's metrics when the bounds cut something
 
 
@@ -100,12 +102,13 @@ def format_metric_line(report: dict) -> str:
 
 
 class LineError(str, Enum):
-    """Why a line that starts with ``FLEET_METRIC`` carries no report (docs/results.md)."""
+    """Why a line that holds ``FLEET_METRIC `` carries no report (docs/results.md)."""
 
     TOO_LONG = "longer than the limit"
     NOT_JSON = "not JSON"
     NOT_OBJECT = "JSON but not an object"
     TOO_DEEP = "JSON nested too deeply"
+    BAD_STEP = "a step outside 0..2^53"
 
 
 @dataclass(frozen=True)
@@ -134,10 +137,13 @@ class Point:
 
 def read_metric_line(line: str) -> MetricLine | None:
     """The report on a ``FLEET_METRIC`` line, or why it has none; None for any other line.
-    Never raises: a hostile line (megabytes, deep nesting, binary) is an error, not a crash."""
-    if not line.startswith(METRIC_PREFIX):
+    The line starts at the prefix, whatever came before it (a progress bar left open prints
+    its last state there). Never raises: a hostile line (megabytes, deep nesting, binary) is
+    an error, not a crash."""
+    at = line.find(METRIC_PREFIX)
+    if at < 0:
         return None
-    text = line[len(METRIC_PREFIX) :]
+    text = line[at + len(METRIC_PREFIX) :]
     if len(text) > MAX_METRIC_LINE_CHARS:
         return MetricLine(None, LineError.TOO_LONG)
     try:
@@ -149,7 +155,23 @@ def read_metric_line(line: str) -> MetricLine | None:
     if not isinstance(report, dict):
         return MetricLine(None, LineError.NOT_OBJECT)
     clipped, cut = clip_report(report)
+    if not _step_in_range(clipped):
+        return MetricLine(None, LineError.BAD_STEP)
     return MetricLine(clipped, cut=cut)
+
+
+def _step_in_range(report: dict) -> bool:
+    """Whether the step ``step_of`` takes from ``report`` (when it names one) lies in
+    0..``MAX_STEP``: 1e20 would pass to every reader of the history, and an export fails."""
+    for k in C.METRIC_STEP_KEYS:
+        v = report.get(k)
+        if not _number(v) or v != v:  # not a number, or NaN: step_of looks further
+            continue
+        try:
+            return 0 <= math.floor(v) <= MAX_STEP
+        except OverflowError:  # an infinity
+            return False
+    return True
 
 
 def parse_metric_line(line: str) -> dict | None:

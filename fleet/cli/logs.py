@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 
 from core import constants as C
+from core.errors import UsageError
 from core.ids import short_id
 from fleet.cli.common import console, err, job_id_for, json_option, records
 from fleet.query import logs as L
@@ -24,6 +25,9 @@ def cmd_logs(args) -> int:
     rec = records()
     jid = job_id_for(rec, args.job, "logs")
     job = rec.get(jid)
+    problem = L.rank_problem(job.name, job.spec, args.rank)
+    if problem:
+        raise UsageError(problem)
     lid = rank_log_id(jid, args.rank)  # a gang member's own output (rank 0's is the job's)
     entries = L.read(rec.r, lid, tail=args.tail)
     runs = L.Runs()

@@ -98,6 +98,18 @@ def key(job_id: str) -> str:
     return C.JOB_LOG_KEY + job_id
 
 
+def rank_problem(name: str, spec: dict, rank: int) -> str | None:
+    """Why ``rank`` names no member of the job of ``spec`` (its gang's ranks are 0..nodes-1),
+    saying which ranks it has; None when it has it. A record without its spec: None. Pure."""
+    if not spec:
+        return None
+    nodes = int(spec.get("nodes") or 1)
+    if 0 <= rank < nodes:
+        return None
+    has = f"ranks 0..{nodes - 1} (nodes = {nodes})" if nodes > 1 else "rank 0 only (not a gang)"
+    return f"--rank {rank}: {name} has no rank {rank}; it has {has}"
+
+
 def read(client, job_id: str, after: str = "-", tail: int | None = None) -> list[LogEntry]:
     """Entries after stream ID ``after`` (exclusive), or only the last ``tail`` of them."""
     if tail is not None:

@@ -25,6 +25,17 @@ NESTED = "[" * 5000 + "]" * 5000
         ("FLEET_METRIC " + "1" * 5000, None, P.LineError.NOT_JSON),  # more digits than int()
         ('FLEET_METRIC {"x": "' + "a" * 70_000 + '"}', None, P.LineError.TOO_LONG),
         ("FLEET_METRIC \x00\xff\ufffd", None, P.LineError.NOT_JSON),
+        # a progress bar left open prints its last state before the line
+        (' 45%|####5 | 45/100 [00:01<00:01]FLEET_METRIC {"loss": 1}', {"loss": 1}, None),
+        ("10%|#FLEET_METRIC {cut by a redraw", None, P.LineError.NOT_JSON),
+        ("FLEET_METRIC_NOT {}", None, None),
+        # a step outside 0..2^53 is no step any reader can keep
+        ('FLEET_METRIC {"step": 1e20, "loss": 1}', None, P.LineError.BAD_STEP),
+        ('FLEET_METRIC {"step": 9007199254740993, "loss": 1}', None, P.LineError.BAD_STEP),
+        ('FLEET_METRIC {"epoch": -1, "loss": 1}', None, P.LineError.BAD_STEP),
+        ('FLEET_METRIC {"round": Infinity, "loss": 1}', None, P.LineError.BAD_STEP),
+        ('FLEET_METRIC {"step": 9007199254740992, "loss": 1}', {"step": 2**53, "loss": 1}, None),
+        ('FLEET_METRIC {"step": "1e20", "epoch": 3}', {"step": "1e20", "epoch": 3}, None),
     ],
 )
 def test_each_kind_of_line_is_a_report_an_error_or_not_a_metric_line_and_never_raises(
@@ -91,11 +102,12 @@ def test_the_reader_counts_bad_lines_quotes_the_first_and_numbers_only_good_ones
         "FLEET_METRIC " + NESTED,
         "FLEET_METRIC [1]",
         'FLEET_METRIC {"loss": 2}',
+        'FLEET_METRIC {"step": 1e20, "loss": 1}',
     ]
     points = [progress.read(line) for line in lines]
-    assert [p and p.step for p in points] == [1, None, None, 2]
-    assert progress.bad["count"] == 2 and progress.bad["first"].startswith("JSON nested too")
-    assert progress.snapshot()["bad_metric_lines"]["count"] == 2
+    assert [p and p.step for p in points] == [1, None, None, 2, None]
+    assert progress.bad["count"] == 3 and progress.bad["first"].startswith("JSON nested too")
+    assert progress.snapshot()["bad_metric_lines"]["count"] == 3
     assert progress.metrics == {"loss": 2}
 
 
