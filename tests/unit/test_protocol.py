@@ -23,11 +23,15 @@ def test_a_metric_line_round_trips():
         "FLEET_METRIC {not json",
         "FLEET_METRIC [1, 2]",
         'FLEET_METRIC "x"',
-        " FLEET_METRIC {}",
     ],
 )
 def test_any_other_line_is_no_report(line):
     assert protocol.parse_metric_line(line) is None
+
+
+def test_a_metric_line_is_read_whatever_came_before_it_on_the_line():
+    # a progress bar's last redraw, or any text a print left unfinished (issue 35 item 4)
+    assert protocol.parse_metric_line(' 45%|###  | 45/100 FLEET_METRIC {"loss": 1}') == {"loss": 1}
 
 
 def test_the_job_environment_names_every_variable_the_trainer_reads():
