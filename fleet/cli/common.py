@@ -76,10 +76,39 @@ def say(text: str, *, to: Console | None = None, **kw) -> None:
     (to or err).print(text, soft_wrap=True, **kw)
 
 
-def app():
-    from state.app import client_app, load_settings
+def settings():
+    """``celeryconfig``, which reads the environment once: a bad value ends the command with one
+    line naming the variable, not a traceback. It imports no Celery, so a verb that only reads
+    Redis never loads Celery and kombu (a third of a second, more than the rest of `status`)."""
+    from importlib import import_module
 
-    return client_app(load_settings("celeryconfig"))  # env errors surface here, named
+    from core.errors import ConfigError
+
+    try:
+        return import_module("celeryconfig")
+    except ConfigError as e:
+        raise SystemExit(f"fleet: {e}") from None
+
+
+_made_app = None  # the client app, once a verb (or a test) asked for it
+
+
+def app():
+    """The Celery client app: for the verbs that send messages, events or control commands."""
+    global _made_app
+    from state.app import client_app
+
+    _made_app = client_app(settings())
+    return _made_app
+
+
+def broker():
+    """The broker this command reads and writes: the client app's, once this process made one
+    (its ``broker_url`` is what it sends to, and what tests point elsewhere), else the
+    environment's, read without Celery."""
+    from state.broker import from_conf, parse
+
+    return from_conf(_made_app.conf) if _made_app is not None else parse(settings().broker_url)
 
 
 CONNECT_TIMEOUT_S = 5.0  # a host that answers nothing (packets dropped) gets this long
@@ -93,10 +122,11 @@ def redis_client():
     from redis.backoff import NoBackoff
     from redis.retry import Retry
 
-    from state.redis_conn import client_for
+    from state.redis_conn import connect
 
-    probe = client_for(
-        app(),
+    at = broker()
+    probe = connect(
+        at,
         socket_connect_timeout=CONNECT_TIMEOUT_S,
         socket_timeout=CONNECT_TIMEOUT_S,
         retry=Retry(NoBackoff(), 0),
@@ -105,19 +135,16 @@ def redis_client():
         probe.ping()
     finally:
         probe.close()
-    return client_for(
-        app(), socket_connect_timeout=CONNECT_TIMEOUT_S, socket_timeout=COMMAND_TIMEOUT_S
-    )
+    return connect(at, socket_connect_timeout=CONNECT_TIMEOUT_S, socket_timeout=COMMAND_TIMEOUT_S)
 
 
 def broker_problem(error) -> str:
     """What went wrong with Redis, in one line that names the variable and shows no secret."""
     import redis
 
-    from state.broker import from_conf
     from state.redis_conn import explain
 
-    line = explain(error, from_conf(app().conf))
+    line = explain(error, broker())
     if isinstance(error, redis.TimeoutError) or "timed out" in str(error).lower():
         line += (
             f" (no answer within {CONNECT_TIMEOUT_S:g} s: the host is up but silent, "
