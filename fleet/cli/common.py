@@ -9,6 +9,7 @@ that the text it did not write is never read as markup.
 from __future__ import annotations
 
 import json
+import math
 import os
 import sys
 from collections.abc import Callable
@@ -65,10 +66,34 @@ def emit(args, data: Any, human: Callable[[], object]) -> int:
     """With ``--json``, ``data`` (or what it returns, when callable) as indented JSON on
     stdout; else ``human()`` prints for a person. The verb's exit code: 0."""
     if getattr(args, "json", False):
-        print(json.dumps(data() if callable(data) else data, indent=2, default=str))
+        print(to_json(data() if callable(data) else data, indent=2))
     else:
         human()
     return 0
+
+
+def to_json(data: Any, indent: int | None = None) -> str:
+    """``data`` as standard JSON, the one writer of every verb's ``--json``: a NaN or an
+    infinity (a diverged loss, a failed trial's value) becomes ``null``, as standard JSON has
+    no such number and jq refuses a document holding one (docs/operating.md); where a verb
+    keeps a reason a value is missing (`fleet results`), the reason names the number.
+    ``allow_nan=False``: a non-finite number that got past :func:`finite` fails loudly instead
+    of writing ``NaN``."""
+    try:
+        return json.dumps(data, indent=indent, default=str, allow_nan=False)
+    except ValueError:  # only then walk the data: a big fleet's --json stays one pass in C
+        return json.dumps(finite(data), indent=indent, default=str, allow_nan=False)
+
+
+def finite(data: Any) -> Any:
+    """``data`` with every NaN and infinity in it, at any depth, replaced by None."""
+    if isinstance(data, float):
+        return data if math.isfinite(data) else None
+    if isinstance(data, dict):
+        return {k: finite(v) for k, v in data.items()}
+    if isinstance(data, (list, tuple)):
+        return [finite(v) for v in data]
+    return data
 
 
 def say(text: str, *, to: Console | None = None, **kw) -> None:

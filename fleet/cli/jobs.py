@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 import sys
 import time
 from dataclasses import replace
@@ -24,6 +23,7 @@ from fleet.cli.common import (
     records,
     redis_client,
     state_cell,
+    to_json,
 )
 from fleet.cli.tables import Layout
 from fleet.query import jobs as Q
@@ -228,7 +228,7 @@ def _watch(client, flt: Q.JobFilter, args) -> int:
         if args.json:  # one JSON object per refresh, for scripts
             while True:
                 print(
-                    json.dumps(Q.status(client, flt, args.limit or C.STATUS_MAX_ROWS).to_dict()),
+                    to_json(Q.status(client, flt, args.limit or C.STATUS_MAX_ROWS).to_dict()),
                     flush=True,
                 )
                 time.sleep(every)
