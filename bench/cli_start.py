@@ -82,6 +82,14 @@ def heaviest_imports(argv: list[str], env: dict) -> list[tuple[int, str]]:
     return sorted(rows, reverse=True)[:TOP_IMPORTS]
 
 
+# `fleet ARGS` as on a host without OpenTelemetry: redis-py then skips its SDK
+WITHOUT_OTEL = (
+    "import runpy, sys\n"
+    "sys.modules['opentelemetry'] = None\n"
+    "runpy.run_module('fleet.cli', run_name='__main__')\n"
+)
+
+
 def otel_installed() -> bool:
     """redis-py 8 imports the OpenTelemetry SDK when it is installed (mlflow-skinny brings it)."""
     from importlib.util import find_spec
@@ -106,11 +114,15 @@ def main() -> int:
                 f"[jobs.sweep]\nseed = [{seeds}]\n")  # fmt: skip
         commands = {
             "python -c pass": [sys.executable, "-c", "pass"],
+            # the floor of any verb that reads Redis: redis-py's own import
+            "import redis": [sys.executable, "-c", "import redis"],
             "fleet --version": [*fleet, "--version"],
             "fleet --help": [*fleet, "--help"],
             "fleet status": [*fleet, "status"],
             "fleet why": [*fleet, "why", "b[seed=0]"],
         }
+        if otel_installed():  # what a host without it (a plain install) pays
+            commands["status, no OTel"] = [sys.executable, "-c", WITHOUT_OTEL, "status"]
         load_before = os.getloadavg()
         figures = {name: measure(argv, env, args.runs) for name, argv in commands.items()}
         load_after = os.getloadavg()
@@ -130,7 +142,7 @@ def main() -> int:
             )
         if args.imports:
             for name, argv in commands.items():
-                if name.startswith("fleet"):
+                if name.startswith("fleet "):
                     tops = heaviest_imports(argv, env)
                     print(f"{name}: " + ", ".join(f"{m} {us / 1000:.0f} ms" for us, m in tops))
     return 0

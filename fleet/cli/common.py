@@ -103,8 +103,9 @@ def say(text: str, *, to: Console | None = None, **kw) -> None:
 
 def settings():
     """``celeryconfig``, which reads the environment once: a bad value ends the command with one
-    line naming the variable, not a traceback. It imports no Celery, so a verb that only reads
-    Redis never loads Celery and kombu (a third of a second, more than the rest of `status`)."""
+    line naming the variable, not a traceback. As ``state.app.load_settings`` does, but that
+    module imports Celery: here a verb that only reads Redis never loads Celery and kombu
+    (about a quarter of a second of CPU)."""
     from importlib import import_module
 
     from core.errors import ConfigError
