@@ -67,7 +67,10 @@ def test_every_verb_module_is_in_the_table():
 
     helpers = {"__init__", "__main__", "common", "tables", "verbs", "show"}  # no register()
     modules = {p.stem for p in Path(cli.__file__).parent.glob("*.py")} - helpers
-    assert modules == {v.module for v in VERBS}
+    assert modules == {v.module for v in VERBS}, (
+        "a module of fleet/cli/ that registers verbs is missing from fleet/cli/verbs.py (or one "
+        "that registers none belongs in this test's helpers)"
+    )
 
 
 def test_fleet_help_from_the_table_is_the_full_parsers_help(monkeypatch):
