@@ -17,8 +17,7 @@ from core.constants import MAX_PRIORITY, TASK_NAME
 from manifest.schema import JobSpec
 from state import queues
 from state.events import owner_repr
-
-TAG_PLACEHOLDER = "@@FLEET-TAG@@"
+from state.jobrecord import TAG_PLACEHOLDER
 
 
 def wire_priority(priority: int) -> int:

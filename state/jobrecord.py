@@ -68,6 +68,10 @@ def record_end(end: RunEnd, reason: str, detail: str = "") -> dict[str, str]:
 
 # a stored message's roles: (list field, message field), as lua/publish.lua writes them
 COPY_FIELDS = {"cur": ("cur_key", "msg"), "pri": ("pri_key", "pri_msg"), "fb": ("fb_key", "fb_msg")}
+# where a stored message's delivery tag goes: the scripts (lua/*.lua) put ``<job id>.<push>``
+# there as they push it; here, not beside the code that builds messages (fleet.messages, with
+# Celery), so that `fleet why` finds a pushed copy without loading Celery
+TAG_PLACEHOLDER = "@@FLEET-TAG@@"
 
 
 @dataclass(frozen=True)

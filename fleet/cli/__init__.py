@@ -1,8 +1,9 @@
 """The `fleet` command: publish manifests, watch jobs and hosts, cancel and requeue, run a
 local fleet.
 
-One module per verb group; each has ``register(subparsers)``. Add a verb group by adding
-its module to ``VERB_MODULES``.
+One module per verb group; each has ``register(subparsers)``. Add a verb by adding it to
+``fleet.cli.verbs.VERBS``: a command imports the module of the verb it runs and no other, so
+`fleet --version`, `fleet --help` and a light verb never pay for Celery or the exporters.
 """
 
 from __future__ import annotations
@@ -10,82 +11,90 @@ from __future__ import annotations
 import argparse
 import os
 import sys
+from importlib import import_module
 
-from core.errors import FleetError, ManifestError, UsageError
-from fleet.cli import (
-    acl,
-    artifacts,
-    deadletter,
-    enroll,
-    export,
-    hosts,
-    jobs,
-    local,
-    logs,
-    publish,
-    results,
-    settings,
-    share,
-    store,
-    trainers,
-    usage,
-)
-from fleet.cli.common import (  # noqa: F401  (app, where: re-exported)
-    EXIT_FAILED,
-    EXIT_USAGE,
-    app,
-    broker_problem,
-    say,
-    where,
-)
+from fleet.cli.verbs import BY_NAME, VERBS
 
-VERB_MODULES = (
-    publish,
-    jobs,
-    logs,
-    hosts,
-    artifacts,
-    local,
-    enroll,
-    deadletter,
-    trainers,
-    usage,
-    share,
-    acl,
-    settings,
-    store,
-    results,
-    export,
-)
+# what `fleet.cli.X` has long offered; each loads fleet.cli.common (rich) on first use
+FROM_COMMON = ("EXIT_FAILED", "EXIT_USAGE", "app", "broker_problem", "say", "where")
+
+
+def __getattr__(name: str):
+    if name in FROM_COMMON:
+        from fleet.cli import common
+
+        return getattr(common, name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 def version_line() -> str:
-    """``fleet 0.1.0 (Python 3.12.3)``: what an operator compares with a worker's versions."""
-    from importlib import metadata
+    """``fleet 0.1.0 (Python 3.12.3)``: what an operator compares with a worker's versions.
 
-    try:
-        version = metadata.version("fleet")
-    except metadata.PackageNotFoundError:  # run from a checkout that was never installed
-        version = "unknown (not installed)"
-    return f"fleet {version} (Python {sys.version.split()[0]})"
+    ``fleet.__version__`` rather than the installed metadata: importlib.metadata alone costs
+    more than the rest of `fleet --version` (a unit test keeps the two equal)."""
+    from fleet import __version__
+
+    return f"fleet {__version__} (Python {sys.version.split()[0]})"
 
 
-def build_parser() -> argparse.ArgumentParser:
+class _Version(argparse.Action):
+    """``--version``, its line built only when asked for."""
+
+    def __init__(self, option_strings, dest=argparse.SUPPRESS, **kw):
+        super().__init__(option_strings, dest, nargs=0, default=argparse.SUPPRESS, **kw)
+
+    def __call__(self, parser, namespace, values, option_string=None):
+        print(version_line())
+        parser.exit()
+
+
+ALL = "*"  # build_parser(ALL): every verb's real parser
+
+
+def verb_in(argv: list[str]) -> str | None:
+    """The verb a command line runs: its first word that is not an option (fleet's own options
+    take no value), if it names one."""
+    word = next((a for a in argv if not a.startswith("-")), None)
+    return word if word in BY_NAME else None
+
+
+def build_parser(verb: str | None = ALL) -> argparse.ArgumentParser:
+    """The parser: with ``verb`` (a name), that verb's module builds its own sub-parser and every
+    other verb is its name and help line only; ``None``, every verb is so (`fleet --help`);
+    ``ALL`` (the default: tests, docs), every module builds its verbs."""
     summary = " ".join(__doc__.split("\n\n")[0].split())
     p = argparse.ArgumentParser(prog="fleet", description=summary)
-    p.add_argument("--version", action="version", version=version_line())
+    p.add_argument("--version", action=_Version, help="show program's version number and exit")
     sub = p.add_subparsers(
         dest="cmd", required=True, metavar="VERB", title="verbs (`fleet VERB --help` explains each)"
     )
-    for module in VERB_MODULES:
-        module.register(sub)
+    wanted = {v.module for v in VERBS} if verb == ALL else {BY_NAME[verb].module} if verb else ()
+    built: set[str] = set()
+    for v in VERBS:
+        if v.module not in wanted:
+            sub.add_parser(v.name, help=v.help)
+        elif v.module not in built:  # it adds all its verbs, in the table's order
+            import_module(f"fleet.cli.{v.module}").register(sub)
+            built.add(v.module)
     return p
 
 
-def main(argv: list[str] | None = None) -> int:
-    import redis
+def _redis_problem(error: Exception) -> bool:
+    """Whether ``error`` is Redis unreachable or refusing; only a verb that loaded redis can
+    raise one, so a verb that did not is never made to import it."""
+    redis = sys.modules.get("redis")
+    return redis is not None and isinstance(
+        error, (redis.ConnectionError, redis.TimeoutError, redis.exceptions.NoPermissionError)
+    )
 
-    args = build_parser().parse_args(argv)
+
+def main(argv: list[str] | None = None) -> int:
+    from core.errors import FleetError, ManifestError, UsageError
+
+    argv = sys.argv[1:] if argv is None else argv
+    args = build_parser(verb_in(argv)).parse_args(argv)
+    from fleet.cli.common import EXIT_FAILED, EXIT_USAGE, broker_problem, say
+
     try:
         return args.fn(args)
     except ManifestError as e:  # every problem, each with its line and fix
@@ -104,7 +113,9 @@ def main(argv: list[str] | None = None) -> int:
     except BrokenPipeError:  # `fleet logs JOB | head`: the reader has all it wanted
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
         return 0
-    except (redis.ConnectionError, redis.TimeoutError, redis.exceptions.NoPermissionError) as e:
+    except Exception as e:
+        if not _redis_problem(e):
+            raise
         # a refused password is its own message: "authentication failed", not "cannot reach"
         say(f"fleet: {broker_problem(e)}")
         return EXIT_FAILED

@@ -9,6 +9,7 @@ that the text it did not write is never read as markup.
 from __future__ import annotations
 
 import json
+import math
 import os
 import sys
 from collections.abc import Callable
@@ -65,10 +66,34 @@ def emit(args, data: Any, human: Callable[[], object]) -> int:
     """With ``--json``, ``data`` (or what it returns, when callable) as indented JSON on
     stdout; else ``human()`` prints for a person. The verb's exit code: 0."""
     if getattr(args, "json", False):
-        print(json.dumps(data() if callable(data) else data, indent=2, default=str))
+        print(to_json(data() if callable(data) else data, indent=2))
     else:
         human()
     return 0
+
+
+def to_json(data: Any, indent: int | None = None) -> str:
+    """``data`` as standard JSON, the one writer of every verb's ``--json``: a NaN or an
+    infinity (a diverged loss, a failed trial's value) becomes ``null``, as standard JSON has
+    no such number and jq refuses a document holding one (docs/operating.md); where a verb
+    keeps a reason a value is missing (`fleet results`), the reason names the number.
+    ``allow_nan=False``: a non-finite number that got past :func:`finite` fails loudly instead
+    of writing ``NaN``."""
+    try:
+        return json.dumps(data, indent=indent, default=str, allow_nan=False)
+    except ValueError:  # only then walk the data: a big fleet's --json stays one pass in C
+        return json.dumps(finite(data), indent=indent, default=str, allow_nan=False)
+
+
+def finite(data: Any) -> Any:
+    """``data`` with every NaN and infinity in it, at any depth, replaced by None."""
+    if isinstance(data, float):
+        return data if math.isfinite(data) else None
+    if isinstance(data, dict):
+        return {k: finite(v) for k, v in data.items()}
+    if isinstance(data, (list, tuple)):
+        return [finite(v) for v in data]
+    return data
 
 
 def say(text: str, *, to: Console | None = None, **kw) -> None:
@@ -76,10 +101,40 @@ def say(text: str, *, to: Console | None = None, **kw) -> None:
     (to or err).print(text, soft_wrap=True, **kw)
 
 
-def app():
-    from state.app import client_app, load_settings
+def settings():
+    """``celeryconfig``, which reads the environment once: a bad value ends the command with one
+    line naming the variable, not a traceback. As ``state.app.load_settings`` does, but that
+    module imports Celery: here a verb that only reads Redis never loads Celery and kombu
+    (about a quarter of a second of CPU)."""
+    from importlib import import_module
 
-    return client_app(load_settings("celeryconfig"))  # env errors surface here, named
+    from core.errors import ConfigError
+
+    try:
+        return import_module("celeryconfig")
+    except ConfigError as e:
+        raise SystemExit(f"fleet: {e}") from None
+
+
+_made_app = None  # the client app, once a verb (or a test) asked for it
+
+
+def app():
+    """The Celery client app: for the verbs that send messages, events or control commands."""
+    global _made_app
+    from state.app import client_app
+
+    _made_app = client_app(settings())
+    return _made_app
+
+
+def broker():
+    """The broker this command reads and writes: the client app's, once this process made one
+    (its ``broker_url`` is what it sends to, and what tests point elsewhere), else the
+    environment's, read without Celery."""
+    from state.broker import from_conf, parse
+
+    return from_conf(_made_app.conf) if _made_app is not None else parse(settings().broker_url)
 
 
 CONNECT_TIMEOUT_S = 5.0  # a host that answers nothing (packets dropped) gets this long
@@ -93,10 +148,11 @@ def redis_client():
     from redis.backoff import NoBackoff
     from redis.retry import Retry
 
-    from state.redis_conn import client_for
+    from state.redis_conn import connect
 
-    probe = client_for(
-        app(),
+    at = broker()
+    probe = connect(
+        at,
         socket_connect_timeout=CONNECT_TIMEOUT_S,
         socket_timeout=CONNECT_TIMEOUT_S,
         retry=Retry(NoBackoff(), 0),
@@ -105,19 +161,16 @@ def redis_client():
         probe.ping()
     finally:
         probe.close()
-    return client_for(
-        app(), socket_connect_timeout=CONNECT_TIMEOUT_S, socket_timeout=COMMAND_TIMEOUT_S
-    )
+    return connect(at, socket_connect_timeout=CONNECT_TIMEOUT_S, socket_timeout=COMMAND_TIMEOUT_S)
 
 
 def broker_problem(error) -> str:
     """What went wrong with Redis, in one line that names the variable and shows no secret."""
     import redis
 
-    from state.broker import from_conf
     from state.redis_conn import explain
 
-    line = explain(error, from_conf(app().conf))
+    line = explain(error, broker())
     if isinstance(error, redis.TimeoutError) or "timed out" in str(error).lower():
         line += (
             f" (no answer within {CONNECT_TIMEOUT_S:g} s: the host is up but silent, "

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 import sys
 import time
 from dataclasses import replace
@@ -24,11 +23,11 @@ from fleet.cli.common import (
     records,
     redis_client,
     state_cell,
+    to_json,
 )
 from fleet.cli.tables import Layout
 from fleet.query import jobs as Q
 from fleet.query import refs
-from state import events
 from state.jobrecord import JobRecord, JobState, ran_on
 
 SHOW_ACTED = 20  # cancel/requeue list this many jobs by name, then count the rest
@@ -229,7 +228,7 @@ def _watch(client, flt: Q.JobFilter, args) -> int:
         if args.json:  # one JSON object per refresh, for scripts
             while True:
                 print(
-                    json.dumps(Q.status(client, flt, args.limit or C.STATUS_MAX_ROWS).to_dict()),
+                    to_json(Q.status(client, flt, args.limit or C.STATUS_MAX_ROWS).to_dict()),
                     flush=True,
                 )
                 time.sleep(every)
@@ -353,12 +352,16 @@ def _print_report(verb: str, report: dict) -> None:
 
 def _announce_cancelled(rec, done: list[dict]) -> None:
     """Flower shows each cancelled job REVOKED (a running job's worker says so when it stops it)."""
+    from state import events  # Celery: only the verbs that tell Flower load it
+
     events.announce_cancelled(app(), [d["job_id"] for d in done if d["was"] == "queued"])
 
 
 def _announce_reruns(rec, job_ids: list[str]) -> None:
     """Flower shows each requeued job's new run, not its old result: said before any message
     is pushed, so that no worker's event of the new run can reach Flower first."""
+    from state import events
+
     events.announce_reruns(app(), rec.r, job_ids)
 
 

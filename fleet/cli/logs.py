@@ -2,19 +2,17 @@
 
 from __future__ import annotations
 
-import json
-
 from core import constants as C
 from core.errors import UsageError
 from core.ids import short_id
-from fleet.cli.common import console, err, job_id_for, json_option, records
+from fleet.cli.common import console, err, job_id_for, json_option, records, to_json
 from fleet.query import logs as L
 from state.gang import rank_log_id
 
 
 def _emit(entry: L.LogEntry, as_json: bool) -> None:
     if as_json:
-        print(json.dumps(entry.to_dict()), flush=True)
+        print(to_json(entry.to_dict()), flush=True)
     elif entry.line is not None:
         print(entry.line, flush=True)
     else:

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import contextlib
-import json
 
 from rich.table import Table
 
@@ -19,6 +18,7 @@ from fleet.cli.common import (
     json_option,
     plain,
     redis_client,
+    to_json,
 )
 from fleet.plan_summary import SUMMARY_ABOVE_ROWS, summarise
 
@@ -108,7 +108,7 @@ def print_problems(path: str, e: ManifestError, *, as_json: bool = False) -> Non
     """Every problem in a manifest (``as_json``: on stdout, for a script)."""
     if as_json:
         problems = [p.as_dict() for p in e.problems]
-        print(json.dumps({"error": "invalid manifest", "problems": problems}, indent=2))
+        print(to_json({"error": "invalid manifest", "problems": problems}, indent=2))
         return
     err.print(f"{path}: {len(e.problems)} problem(s); nothing was published", style="bold red")
     for p in e.problems:

@@ -15,7 +15,6 @@ from dataclasses import asdict, dataclass
 import redis
 
 from core import constants as C
-from fleet.messages import TAG_PLACEHOLDER
 from fleet.query.hosts import HostView, live_hosts
 from fleet.query.searches import of_job
 from manifest.schema import Needs, TierSpec
@@ -36,7 +35,7 @@ from state import fairshare
 from state import queues as Q
 from state.cluster import ClusterConfig, read_config
 from state.gang import Gangs
-from state.jobrecord import JobRecord, JobState, fetch
+from state.jobrecord import TAG_PLACEHOLDER, JobRecord, JobState, fetch
 from state.records import Records
 
 PRIORITIES = Q.PRIORITY_STEPS  # kombu's priority_steps (celeryconfig): 0..9

@@ -29,3 +29,28 @@ def fleet_cli(
     )
     assert not ok or done.returncode == 0, f"fleet {' '.join(args)}: {done.stdout}{done.stderr}"
     return done
+
+
+# `fleet ARGS`, then the names of every module it loaded on stderr's last line (-X importtime
+# misses those importlib.import_module loads, as the CLI loads a verb's module)
+LOADED = (
+    "import atexit, runpy, sys\n"
+    "atexit.register(lambda: print('\\nloaded:', *sorted(sys.modules), file=sys.stderr))\n"
+    "runpy.run_module('fleet.cli', run_name='__main__')\n"
+)
+
+
+def imported(env: dict, *args: str, timeout_s: float = 120) -> tuple[set[str], str]:
+    """The modules ``fleet ARGS`` loads and its stdout; the command must exit 0."""
+    done = subprocess.run(
+        [sys.executable, "-c", LOADED, *args],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=timeout_s,
+        cwd=ROOT,
+    )
+    assert done.returncode == 0, f"fleet {' '.join(args)}: {done.stdout}{done.stderr[-3000:]}"
+    last = done.stderr.rstrip().rsplit("\n", 1)[-1].split()
+    assert last[:1] == ["loaded:"], done.stderr[-3000:]
+    return set(last[1:]), done.stdout
