@@ -308,13 +308,12 @@ def why(client: redis.Redis, name_or_id: str) -> WhyReport:
 
 def _trial_reason(client: redis.Redis, search_id: str, rec: JobRecord) -> str:
     """Why this trial failed for its search though its job succeeded ('' when it did not)."""
-    from state.search.store import key
+    from state.search import trial
 
-    number = rec.trial
-    if rec.state is JobState.FAILED:  # its job's own end reason says why
+    if rec.state is JobState.FAILED or rec.trial is None:  # its job's own end reason says why
         return ""
-    got = client.hget(key(search_id, "trial", number), "reason") if number is not None else None
-    return got.decode() if isinstance(got, bytes) else got or ""
+    got = trial.fetch(client, search_id, rec.trial, ("reason",))
+    return got.reason if got else ""
 
 
 WHY_SWEEP_MAX = 20  # a sweep's base name explains this many of its jobs, waiting ones first
