@@ -141,6 +141,8 @@ class WhyReport:
     search: SearchNote | None = None
     gang: dict | None = None  # a gang's hosts and seats (gang_report), for nodes = N
     reason: str = ""  # how its last run ended, in one line (JobRecord.reason)
+    runs: int = 0  # every run it had
+    rerun_reason: str = ""  # why its latest run is not its first (JobRecord.rerun_reason)
 
     def to_dict(self) -> dict:
         d = {
@@ -149,6 +151,8 @@ class WhyReport:
             "state": self.state.value,
             "worker": self.worker,
             "attempts": self.attempts,
+            "runs": self.runs,
+            "rerun_reason": self.rerun_reason,
             "last_error": self.last_error,
             "reason": self.reason,
             "queues": [q.to_dict() for q in self.queues],
@@ -303,6 +307,8 @@ def why(client: redis.Redis, name_or_id: str) -> WhyReport:
         note,
         gang,
         rec.reason,
+        rec.runs,
+        rec.rerun_reason,
     )
 
 
