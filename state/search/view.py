@@ -70,12 +70,13 @@ class SearchView:
     def done(self) -> bool:
         return self.running == 0 and (bool(self.stopped) or self.issued >= self.config.trials)
 
-    def summary(self, width: int | None = None) -> str:
+    def summary(self, width: int | None = None, *, named: bool = True) -> str:
         """``tune-mlp: search 37/64, 6 running, 2 queued, 12 pruned, best valid_loss=0.081
         (trial 23)``; within ``width`` columns when a shorter wording fits ("trial", then the
         best's metric name, left out), the stop's reason (else the last failure's) after it, on a
-        line of its own when it does not fit."""
-        parts = [f"{self.name}: search {self.ended}/{self.config.trials}"]
+        line of its own when it does not fit. Without its name when not ``named`` (a list that
+        shows the name beside it: ``search 37/64, ...``)."""
+        parts = [f"{self.name + ': ' if named else ''}search {self.ended}/{self.config.trials}"]
         for n, what in (
             (self.running - self.queued, "running"),
             (self.queued, "queued"),
