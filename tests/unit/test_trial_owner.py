@@ -7,34 +7,24 @@ from __future__ import annotations
 import ast
 from pathlib import Path
 
+from tests.harness.owners import called, raw_hash_reads
+
 ROOT = Path(__file__).resolve().parents[2]
 PACKAGES = ("state", "tasks", "fleet", "bench")
 OWNER = ROOT / "state" / "search" / "trial.py"
-HASH_READS = {"hget", "hmget", "hgetall", "hexists", "hkeys", "hvals", "hlen"}
 
 
-def names_a_trial_hash(arg: ast.expr) -> bool:
+def names_a_trial_hash(key: ast.expr) -> bool:
     """``key(sid, "trial", n)`` (state.search.store) or ``trial_key(sid, n)``."""
-    if not isinstance(arg, ast.Call):
-        return False
-    fn = getattr(arg.func, "id", getattr(arg.func, "attr", ""))
-    if fn == "trial_key":
-        return True
-    return fn == "key" and any(
-        isinstance(a, ast.Constant) and a.value == "trial" for a in arg.args[1:2]
+    fn = called(key)
+    return fn == "trial_key" or (
+        fn == "key"
+        and any(isinstance(a, ast.Constant) and a.value == "trial" for a in key.args[1:2])
     )
 
 
 def raw_trial_reads(tree: ast.AST) -> list[int]:
-    return [
-        node.lineno
-        for node in ast.walk(tree)
-        if isinstance(node, ast.Call)
-        and isinstance(node.func, ast.Attribute)
-        and node.func.attr in HASH_READS
-        and node.args
-        and names_a_trial_hash(node.args[0])
-    ]
+    return raw_hash_reads(tree, names_a_trial_hash)
 
 
 def test_only_the_trial_module_reads_a_trials_hash():
