@@ -45,7 +45,7 @@ from fleet.manifests import loads  # noqa: E402
 from fleet.redis_server import RedisServer  # noqa: E402
 from state.jobrecord import JobState, job_key  # noqa: E402
 from state.records import Records  # noqa: E402
-from state.search import advance  # noqa: E402
+from state.search import advance, trial  # noqa: E402
 from state.search.store import key  # noqa: E402
 from state.search.study import Mirrors  # noqa: E402
 from state.search.view import read_search  # noqa: E402
@@ -118,10 +118,12 @@ def run_search(client, app, root: Path, name: str, objective: str, run: str, a) 
 def measure(client, view, lines_dir: Path) -> dict:
     records = Records(client)
     recs = {t.number: records.get(t.job_id) for t in view.trials}
-    issued_at = {
-        t.number: float(client.hget(key(view.search_id, "trial", t.number), "issued_at"))
-        for t in view.trials
+    heads = {
+        t.number: t
+        for t in trial.fetch_many(client, [(view.search_id, v.number) for v in view.trials])
+        if t is not None
     }
+    issued_at = {n: t.issued_at for n, t in heads.items()}
     ends = sorted(r.finished_at for r in recs.values())
     advance_s = []
     for n, at in issued_at.items():
@@ -133,7 +135,7 @@ def measure(client, view, lines_dir: Path) -> dict:
         if t.state is JobState.PRUNED:
             seen = dict(line.split() for line in (lines_dir / t.job_id).read_text().splitlines())
             prune_s.append(recs[t.number].finished_at - float(seen[str(max(t.steps))]))
-            last = int(client.hget(key(view.search_id, "trial", t.number), "last_step"))
+            last = heads[t.number].last_step
             if last < view.config.last_step:
                 early += 1
             else:
@@ -158,10 +160,10 @@ def run_flood(client, app, root: Path, lines: int, timeout: float) -> dict:
         f'[[jobs]]\nname = "{{name}}"\ncommand = ["{sys.executable}", "{FLOOD_JOB}", "{lines}"]\n'
         f'artifacts = ["out/*"]\n'
     )
-    trial = '[jobs.search]\ntrials = 1\nparallel = 1\nmetric = "loss"\npruner = "median"\n'
-    trial += "[jobs.search.space]\nx = { low = 0.0, high = 1.0 }\n"
+    search = '[jobs.search]\ntrials = 1\nparallel = 1\nmetric = "loss"\npruner = "median"\n'
+    search += "[jobs.search.space]\nx = { low = 0.0, high = 1.0 }\n"
     took = {}
-    for kind, text in (("alone", job), ("trial", job + trial)):
+    for kind, text in (("alone", job), ("trial", job + search)):
         name = f"flood-{kind}"
         m = loads(text.replace("{name}", name), str(root / f"{name}.toml"))
         rows = publish(app, client, m)
@@ -186,7 +188,7 @@ def fill(client, sid: str, finished: int) -> None:
     from manifest.search.spec import trial_job_id
 
     pipe = client.pipeline(transaction=False)
-    first = json.loads(client.hget(key(sid, "trial", 0), "dists"))
+    first = trial.fetch(client, sid, 0, ("dists",)).dists
     for n in range(1, finished):
         jid = trial_job_id(sid, n)
         x, y = (n * 0.37) % 10 - 5, (n * 0.73) % 10 - 5
@@ -221,7 +223,7 @@ def advance_direct(client, app, root: Path, finished: int, rounds: int) -> dict:
     publish(app, client, m)
     sid = m.searches[0].search_id
     mirrors, took = Mirrors(), []
-    n_running, jid = 0, client.hget(key(sid, "trial", 0), "job_id")
+    n_running, jid = 0, trial.fetch(client, sid, 0, ("job_id",)).job_id
     fill(client, sid, finished)  # trial 0 is the one running; 1..finished-1 ended
     for _ in range(rounds):
         client.hset(key(sid, "trial", n_running), "last_value", "0.75")  # its worker heard it
@@ -229,7 +231,7 @@ def advance_direct(client, app, root: Path, finished: int, rounds: int) -> dict:
         t0 = time.perf_counter()
         (n_running,) = advance.advance(client, sid, mirrors=mirrors)
         took.append(time.perf_counter() - t0)
-        jid = client.hget(key(sid, "trial", n_running), "job_id")
+        jid = trial.fetch(client, sid, n_running, ("job_id",)).job_id
     return {"cold": took[0], "p50": pct(took[1:], 0.5), "p99": pct(took[1:], 0.99)}
 
 

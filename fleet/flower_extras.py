@@ -34,7 +34,7 @@ from core.errors import ConfigError
 from core.registry import FLEET_BROKER_URL
 from fleet import flower_view as view
 from fleet.query import searchpage
-from fleet.query.hosts import live_hosts
+from fleet.query.hosts import live_hosts, read_hosts
 from state import acl
 from state import queues as Q
 from state.cluster import read_config
@@ -229,6 +229,7 @@ def seed_tasks(state, client: redis.Redis, limit: int) -> int:
     from celery.events.state import Worker
 
     ids = client.zrevrange(C.JOBS_INDEX, 0, max(limit, 1) - 1)
+    nodes = {h.hostname: h.nodename for h in read_hosts(client) if h.nodename}
     changed = 0
     for rec in fetch_many(client, ids):
         fields = view.task_fields(rec)
@@ -239,7 +240,8 @@ def seed_tasks(state, client: redis.Redis, limit: int) -> int:
             continue  # Flower's own events know this one as well as the record
         task.__dict__.update(fields)
         if rec.worker and task.state not in view.QUEUED:
-            task.worker = Worker(hostname=rec.worker)  # a host, not one of Flower's workers
+            # named as Flower's own events name it (its node), not by the record's host
+            task.worker = Worker(hostname=view.worker_name(rec.worker, nodes))
         state.search_engine.upsert(task)
         changed += 1
     return changed

@@ -142,6 +142,9 @@ def format_task(task):
     queued = task.state in QUEUED
     task.owner = owner_of(task.kwargs)
     task.gpus = "" if queued else gpus_text(getattr(task, "gpus", None))
+    if task.state == PRUNED and task.runtime is None and task.started and task.succeeded:
+        # Celery times a run only on task-succeeded: a pruned trial ran as long all the same
+        task.runtime = max(task.succeeded - task.started, 0.0)
     if queued:
         task.worker = None
     elif hosts := hosts_text(getattr(task, "gang_hosts", None)):
@@ -149,6 +152,13 @@ def format_task(task):
         # its worker than the others (fleet status says the same)
         task.worker = Worker(hostname=hosts)
     return task
+
+
+def worker_name(host: str, nodes: Mapping[str, str]) -> str:
+    """The Worker cell of a job whose record names ``host``: the Celery node name its worker
+    runs as (``local-cpu@box``, as the tasks Flower saw run name it, and Flower's worker page
+    is keyed by), from ``nodes`` (host -> node name, its heartbeat's); the host when unknown."""
+    return nodes.get(host) or host
 
 
 def hosts_text(gang_hosts: Any) -> str:

@@ -13,7 +13,6 @@ Optuna is the optional ``search`` extra; without it the export says how to insta
 
 from __future__ import annotations
 
-import json
 from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import datetime
@@ -22,18 +21,6 @@ from core.errors import FleetError
 from fleet.query.results import Leaderboard, Trial, as_direction
 from manifest.search.config import Direction, Dist
 from state import history
-from state.jobrecord import JobState
-
-# fleet's trial states as Optuna's TrialState names (a failed or cancelled trial is Optuna's
-# FAIL); a trial's state is its JobState's value, found by its equal member
-STATES = {
-    JobState.SUCCEEDED: "COMPLETE",
-    JobState.PRUNED: "PRUNED",
-    JobState.FAILED: "FAIL",
-    JobState.CANCELLED: "FAIL",
-    JobState.RUNNING: "RUNNING",
-    JobState.QUEUED: "WAITING",
-}
 
 
 @dataclass(frozen=True)
@@ -62,20 +49,14 @@ def when(t: float | None) -> datetime | None:
     return None if t is None else datetime.fromtimestamp(t)
 
 
-def _param(v):
-    # Optuna's categorical choices are scalars: the search gave a list or table as its JSON
-    return v if v is None or isinstance(v, (bool, int, float, str)) else json.dumps(v)
-
-
 def frozen(t: Trial, points: list[dict], metric: str, distributions: dict):
     """Optuna's FrozenTrial of one leaderboard row, with its own times."""
+    from state.search.study import choice, optuna_end
+
     optuna = _optuna()
-    state = optuna.trial.TrialState[STATES.get(t.state, "RUNNING")]
+    state, value = optuna_end(t.state, t.value)  # the search's own study maps it so too
     ended = state.is_finished()
-    value = t.value if state in (state.COMPLETE, state.PRUNED) else None
-    if state is state.COMPLETE and value is None:  # ended without the metric: failed for Optuna
-        state = optuna.trial.TrialState.FAIL
-    params = {k: _param(v) for k, v in t.params.items() if k in distributions}
+    params = {k: choice(v) for k, v in t.params.items() if k in distributions}
     trial = optuna.trial.create_trial(
         state=state,
         value=value,

@@ -118,6 +118,8 @@ class JobRecord:
     end: RunEnd | None = None  # how its last run ended (None: not ended, or older code)
     end_reason: str = ""  # that, in one line: "exit 1: ValueError: ..."
     end_detail: str = ""  # the whole text: the output tail, the error
+    # why its latest run is not its first: "run 1 lost: gang member rank 1 on gb was lost; ..."
+    rerun_reason: str = ""  # (lua/claim.lua keeps the run before's end; a publish drops it)
     pri_queue: str = ""  # the queue it was published to (lua/publish.lua)
     fallback_queue: str = ""  # prefer_cuda: the queue its other copy waits in
     fb_grace_s: float | None = None  # prefer_cuda: how long it waits before that copy is pushed
@@ -266,6 +268,7 @@ _DECODE: dict[str, Callable[[str], Any]] = {
             "charged",
             "end_reason",
             "end_detail",
+            "rerun_reason",
             "pri_queue",
             "fallback_queue",
             "search",

@@ -9,6 +9,7 @@ a worker shutting down, an operator) pushes the very same task again.
 from __future__ import annotations
 
 import json
+import logging
 import time
 from collections.abc import Iterable
 from dataclasses import dataclass
@@ -22,6 +23,8 @@ from state import fairshare, queues, scripts
 from state.bulk import PUBLISH_BATCH, Bulk
 from state.jobrecord import JOB_KEY_PREFIX, JobRecord, JobState, fetch, fetch_many, job_key
 from state.redis_conn import decoding
+
+log = logging.getLogger("fleet.records")
 
 CHARGE_DUE_MAX = 10_000  # runs a Records remembers when to charge next
 
@@ -113,8 +116,34 @@ class Records:
 
     # --- publishing ---------------------------------------------------------
     def states(self, job_ids: Iterable[str]) -> dict[str, JobState | None]:
-        """Current state of each job (None: never published), a few thousand per script call."""
-        return {jid: JobState(s) if s else None for jid, s in Bulk(self.r).states(job_ids).items()}
+        """Current state of each job (None: never published), a few thousand per script call.
+
+        A stored state that is no JobState is read as the record's decoder reads it (left at
+        its default, ``queued``: the job is there, and a publish without --force leaves it be)
+        and logged, naming the jobs and the value, never raised: one bad record must not stop
+        a publish or a listing of thousands."""
+        out: dict[str, JobState | None] = {}
+        bad: dict[str, str] = {}
+        for jid, text in Bulk(self.r).states(job_ids).items():
+            if not text:
+                out[jid] = None
+                continue
+            rec = JobRecord.from_hash({"job_id": jid, "state": text})
+            out[jid] = rec.state
+            if rec.problems:
+                bad[jid] = text
+        if bad:
+            jid, text = next(iter(bad.items()))
+            log.warning(
+                "%d job record(s) have a state that is no job state, e.g. %s: state=%r "
+                "(read as queued; a state is one of %s): `fleet publish --force` of its manifest "
+                "writes it again",
+                len(bad),
+                jid,
+                text,
+                ", ".join(s.value for s in JobState),
+            )
+        return out
 
     def publish(
         self,

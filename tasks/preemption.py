@@ -34,7 +34,7 @@ from core.ids import short_id
 from manifest.schema import Needs
 from routing.preempt import PREEMPT_MARGIN, Running, Waiting, plan, reason
 from routing.yielding import withhold
-from state import jobrecord, queues
+from state import jobrecord, queues, scripts
 from state.jobrecord import JobState
 from tasks import events, joblog, poison
 from tasks.admission import Hold
@@ -51,6 +51,17 @@ def lists_at(queue: str, wire: int, owners: Iterable[str] = ()) -> list[str]:
     """Where ``queue``'s messages of one wire priority wait: kombu's plain list (an older
     publisher's), then each owner's (state.queues; fair share orders owners, not urgency)."""
     return queues.keys_of(queue, owners, (wire,))
+
+
+def note_preempted(client: redis.Redis, job_id: str, took: list[dict]) -> bool:
+    """Append ``took`` to the job's ``preempted`` list in one step (lua/preempted.lua): two
+    preemptors never lose each other's entries, and a deleted record stays deleted. False when
+    the job has no record."""
+    return bool(
+        scripts.script(client, "preempted")(
+            keys=[jobrecord.job_key(job_id)], args=[json.dumps(took)]
+        )
+    )
 
 
 @dataclass(frozen=True)
@@ -226,11 +237,7 @@ class Preemptor:
 
     def _note(self, waiting: Waiting, took: list[dict]) -> None:
         """The urgent job's record, `fleet logs` and Flower say whom it displaces."""
-        rec = jobrecord.fetch(self.ctx.redis, waiting.job_id, ("preempted",))
-        earlier = (rec.preempted if rec else None) or []
-        self.ctx.redis.hset(
-            jobrecord.job_key(waiting.job_id), "preempted", json.dumps(earlier + took)
-        )
+        note_preempted(self.ctx.redis, waiting.job_id, took)
         text = (
             f"preempting {', '.join(t['name'] for t in took)} on {self.ctx.hostname} "
             "(checkpoint synced, handed back) to start here"

@@ -316,9 +316,12 @@ def print_why(report: WhyReport) -> None:
             (report.name, "bold"),
             f" ({short_id(report.job_id)}): {report.state.value}"
             + (f" on {report.worker}" if report.worker else "")
-            + (f", attempts {report.attempts}" if report.attempts else ""),
+            + (f", attempts {report.attempts}" if report.attempts else "")
+            + (f", runs {report.runs}" if report.runs > 1 else ""),
         )
     )
+    if report.rerun_reason:  # a run that is not its first says why it ran again
+        out(f"  ran again: {report.rerun_reason}", markup=False)
     if report.last_error:  # its end's reason: the error's first line only introduces its output
         out(f"  last error: {report.reason or report.last_error.splitlines()[0]}")
     if report.search is not None:

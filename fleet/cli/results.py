@@ -135,7 +135,7 @@ def cmd_plot(args) -> int:
 
     client = redis_client()
     board = R.leaderboard(client, args.name, metric=args.metric, direction=args.direction)
-    search = R.search_of(client, args.name, [{"search": t.search} for t in board.trials])
+    search = R.search_of(client, args.name, [t.search for t in board.trials])
     path = plot.save(plotdata.prepare(board, (search or {}).get("space")), args.output)
     console.print(
         f"wrote {path}: {len(board.trials)} trials, {board.objective.describe()}",

@@ -71,6 +71,7 @@ def show_rows(v: dict) -> list[tuple[str, str]]:
         ("queue", v.get("queue") or ""),
         ("worker", _where(v)),
         ("runs", f"{v.get('runs', 0)} (attempts {v.get('attempts', 0)})" if v.get("runs") else ""),
+        ("ran again", v.get("rerun_reason") or ""),  # why its latest run is not its first
         ("created", v.get("created_at") or ""),
         ("started", v.get("started_at") or ""),
         ("finished", v.get("finished_at") or ""),

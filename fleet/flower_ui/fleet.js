@@ -2,7 +2,9 @@
    page): the Workers page shows each worker's GPUs and cores under its name, from the
    heartbeat the worker keeps in Redis (the ``fleet_resources`` field fleet adds to the rows),
    and a worker's own page the same line under its name;
-   a task's page shows its exception with its own line breaks (the job's last output lines);
+   a task's page shows its exception with its own line breaks (the job's last output lines),
+   and a pruned trial's end as "Pruned", not "Succeeded" (its task-pruned event sets the
+   time field Celery names succeeded: a search's pruner stopped it early);
    the navigation bar links to fleet's searches;
    a gang's Worker cell (every member's host, "ga + gb") is plain text, not one worker's link. */
 (function ($) {
@@ -21,6 +23,14 @@
         }).next('dd').each(function () {   // plain text: the template's indentation goes
             $(this).text($(this).text().trim()).css('white-space', 'pre-wrap');
         });
+    });
+    $(function () {
+        function term(label) {
+            return $('dt').filter(function () { return $(this).text().trim() === label; });
+        }
+        if (term('Status').next('dd').text().trim() === 'PRUNED') {
+            term('Succeeded').text('Pruned');
+        }
     });
     $(function () {
         var title = $('#workername');

@@ -19,7 +19,7 @@ import difflib
 import json
 import math
 import re
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import asdict, dataclass, field, replace
 from typing import Any
 
@@ -27,9 +27,10 @@ from core.errors import FleetError, JobNotFound
 from fleet.query import refs
 from manifest.search.config import Direction
 from state import history
-from state.jobrecord import JobState, fetch_many, ran_on
+from state.jobrecord import JobRecord, JobState, fetch_many, ran_on
+from state.search import trial as trial_record
 from state.search import view as searches
-from state.search.store import key
+from state.search.trial import TrialRecord
 
 FIELDS = (
     "job_id",
@@ -55,7 +56,6 @@ FIELDS = (
 READ_BATCH = 1000
 KEYS_SHOWN = 12  # reported keys named in an unknown --metric error
 DEFAULT_METRIC = "valid_loss"  # what the built-in trainers report each epoch
-ENDED = frozenset(s for s in JobState if s.terminal)  # a record's state string is in it too
 LABEL = re.compile(r"\[(?P<label>[^\[\]]*)\]$")
 
 
@@ -220,11 +220,11 @@ def as_direction(d: Direction | str) -> Direction:
     return d if isinstance(d, Direction) else Direction.parse(d)
 
 
-def _from_record(record: dict, metric: str) -> float | None:
+def _from_record(record: JobRecord, metric: str) -> float | None:
     """The metric from the record when there is no history: its result, else its progress
     (a NaN or infinity as the record keeps it: "nan", "inf", "-inf")."""
-    for part in ("result", "progress"):
-        v = ((record.get(part) or {}).get("metrics") or {}).get(metric)
+    for part in (record.result, record.progress):
+        v = ((part or {}).get("metrics") or {}).get(metric)
         if isinstance(v, str) and v in history.NON_FINITE:
             return history.NON_FINITE[v]
         if isinstance(v, (int, float)) and not isinstance(v, bool):
@@ -232,15 +232,16 @@ def _from_record(record: dict, metric: str) -> float | None:
     return None
 
 
-def final_value(record: dict, points: list[dict], metric: str) -> tuple[float | None, str]:
+def final_value(
+    record: JobRecord, points: list[dict], metric: str, final: TrialRecord | None = None
+) -> tuple[float | None, str]:
     """A job's final value and, when it has none, why (docs/results.md). A search's ended
-    trial has the one its search wrote when it counted its end (``search_final``, put in the
-    record by ``with_search_finals``); any other job the metric at its last step that
-    reported it, else its result's. A NaN or an infinity is no value: "ended with loss=nan".
-    Pure."""
-    if record.get("search_final") is not None and record.get("search_metric") == metric:
-        got = record["search_final"]
-        return got.get("value"), got.get("reason") or ""
+    trial has the one its search wrote when it counted its end (``final``, its trial record,
+    read by ``search_finals``; given only when ``metric`` is its search's); any other job the
+    metric at its last step that reported it, else its result's. A NaN or an infinity is no
+    value: "ended with loss=nan". Pure."""
+    if final is not None and final.ended:
+        return final.value, final.reason
     value = history.final(points, metric)
     if value is None:
         value = _from_record(record, metric)
@@ -251,54 +252,53 @@ def final_value(record: dict, points: list[dict], metric: str) -> tuple[float | 
     return value, ""
 
 
-def trial(record: dict, points: list[dict], obj: Objective, *, number: int, params: dict) -> Trial:
-    """One leaderboard row from a job's record fields and its folded history. Pure."""
+def trial(
+    record: JobRecord,
+    points: list[dict],
+    obj: Objective,
+    *,
+    number: int,
+    params: dict,
+    final: TrialRecord | None = None,
+    value_of_search: bool = True,
+) -> Trial:
+    """One leaderboard row from a job's record and its folded history; ``final``: its trial
+    record when it is a search's, whose end (a state, and a value when ``value_of_search``:
+    ``obj`` ranks by the search's metric) it takes. Pure."""
+    ended = final if final is not None and final.ended else None
     series = history.values(points, obj.metric)
-    value, reason = final_value(record, points, obj.metric)
+    value, reason = final_value(record, points, obj.metric, ended if value_of_search else None)
     pick = min if obj.direction is Direction.MINIMIZE else max
     best_value = pick(v for _, v in series) if series else value
-    trial_no = record.get("trial")
     # a trial's state for its search: failed when its job succeeded without a result
-    state = (
-        (record.get("search_final") or {}).get("state")
-        or record.get("state")
-        or JobState.QUEUED.value
-    )
+    state = ended.state if ended is not None else record.state
     return Trial(
-        trial=int(trial_no) if str(trial_no).lstrip("-").isdigit() else number,
-        name=record.get("name") or record["job_id"],
-        job_id=record["job_id"],
-        state=state,
+        trial=record.trial if record.trial is not None else number,
+        name=record.name or record.job_id,
+        job_id=record.job_id,
+        state=state.value,
         params=params,
         value=value,
         best_value=best_value,
         steps=len(points),
-        host=ran_on(record.get("worker"), record.get("gang_hosts")),
-        gpu_s=_float(record.get("gpu_s")),
-        core_s=_float(record.get("core_s")),
-        label=label_of(record.get("name") or ""),
-        owner=record.get("owner") or "",
-        gpus=record.get("gpu") or "",
-        artifact=record.get("artifact"),
-        search=record.get("search") or "",
+        host=ran_on(record.worker, record.gang_hosts),
+        gpu_s=record.gpu_s,
+        core_s=record.core_s,
+        label=label_of(record.name),
+        owner=record.owner,
+        gpus=record.gpu,
+        artifact=record.artifact,
+        search=record.search,
         # a requeued job keeps its earlier run's times until it starts again
-        started_at=None if state == JobState.QUEUED else _time(record.get("started_at")),
-        finished_at=_time(record.get("finished_at")) if state in ENDED else None,
-        hyper=dict((record.get("spec") or {}).get("hyper") or {}),
+        started_at=None if state is JobState.QUEUED else _time(record.started_at),
+        finished_at=_time(record.finished_at) if state.terminal else None,
+        hyper=dict((record.spec or {}).get("hyper") or {}),
         reason=reason,
     )
 
 
-def _time(v) -> float | None:
-    t = _float(v)
-    return t if t > 0 else None
-
-
-def _float(v) -> float:
-    try:
-        return float(v) if v not in (None, "") else 0.0
-    except (TypeError, ValueError):
-        return 0.0
+def _time(t: float | None) -> float | None:
+    return t if t is not None and t > 0 else None
 
 
 def rank(trials: Iterable[Trial], direction: Direction) -> list[Trial]:
@@ -322,40 +322,46 @@ def _marked(t: Trial) -> Trial:
     return replace(t, best=True)
 
 
-def kind_of(records: Sequence[dict]) -> str:
-    if any(r.get("search") for r in records):
+def kind_of(records: Sequence[JobRecord]) -> str:
+    if any(r.search for r in records):
         return "search"
-    if any(label_of(r.get("name") or "") for r in records):
+    if any(label_of(r.name) for r in records):
         return "sweep"
     return "jobs"
 
 
 def build(
     name: str,
-    records: Sequence[dict],
+    records: Sequence[JobRecord],
     histories: dict[str, list[dict]],
     *,
     metric: str | None = None,
     direction: Direction | str | None = None,
     search: dict | None = None,
+    finals: Mapping[str, TrialRecord] | None = None,
 ) -> Leaderboard:
-    """The leaderboard of ``records`` (decoded record fields) and their folded histories. Pure."""
-    records = sorted(records, key=lambda r: (_float(r.get("created_at")), r.get("name") or ""))
+    """The leaderboard of ``records`` and their folded histories; ``finals``: a search's
+    trials' records by job id (``search_finals``), whose ends a trial row takes. Pure."""
+    records = sorted(records, key=lambda r: (r.created_at or 0.0, r.name))
+    finals = finals or {}
     # a job with no history (yet) may still have a final metric in its record
     points = [
-        *(p for r in records for p in histories.get(r["job_id"], [])),
-        *(((r.get("result") or {}).get("metrics") or {}) for r in records),
+        *(p for r in records for p in histories.get(r.job_id, [])),
+        *(((r.result or {}).get("metrics") or {}) for r in records),
     ]
     obj = objective(points, metric=metric, direction=direction, search=search)
-    given = [r.get("params") if isinstance(r.get("params"), dict) else None for r in records]
-    varied = varied_params([r.get("spec") or {} for r in records])
+    # the value its search wrote is of the search's metric: another metric's is read here
+    of_search = bool(search) and search.get("metric") == obj.metric
+    varied = varied_params([r.spec for r in records])
     rows = [
         trial(
             r,
-            histories.get(r["job_id"], []),
+            histories.get(r.job_id, []),
             obj,
             number=i,
-            params=given[i] if given[i] is not None else varied[i],
+            params=r.params if isinstance(r.params, dict) else varied[i],
+            final=finals.get(r.job_id),
+            value_of_search=of_search,
         )
         for i, r in enumerate(records)
     ]
@@ -363,13 +369,9 @@ def build(
 
 
 # --- reading Redis ------------------------------------------------------------------
-def read_records(client, ids: Sequence[str], batch: int = READ_BATCH) -> list[dict]:
-    """The fields a leaderboard needs of each job (decoded by the record), in pipelined
-    batches."""
-    return [
-        {f: getattr(rec, f) for f in FIELDS} | {"state": rec.state.value}
-        for rec in fetch_many(client, ids, FIELDS, batch)
-    ]
+def read_records(client, ids: Sequence[str], batch: int = READ_BATCH) -> list[JobRecord]:
+    """The fields a leaderboard needs of each job's record, in pipelined batches."""
+    return fetch_many(client, ids, FIELDS, batch)
 
 
 def job_ids(client, name: str) -> list[str]:
@@ -380,12 +382,10 @@ def job_ids(client, name: str) -> list[str]:
     return [h.job_id for h in found.hits]
 
 
-def search_of(client, name: str, records: Sequence[dict]) -> dict | None:
-    """The metric, direction and best of the search these jobs are trials of (the ``search``
-    field of their records, else the latest search called ``name``), or None: no search."""
-    ids = sorted({r["search"] for r in records if r.get("search")}) or searches.find_searches(
-        client, name
-    )
+def search_of(client, name: str, search_ids: Iterable[str]) -> dict | None:
+    """The metric, direction and best of the search these jobs are trials of (``search_ids``,
+    their records' ``search``, else the latest search called ``name``), or None: no search."""
+    ids = sorted(set(filter(None, search_ids))) or searches.find_searches(client, name)
     for sid in ids:
         view = searches.read_search(client, sid, trials=False)
         if view is not None:
@@ -398,34 +398,16 @@ def search_of(client, name: str, records: Sequence[dict]) -> dict | None:
     return None
 
 
-def with_search_finals(client, records: Sequence[dict], metric: str) -> list[dict]:
-    """Each ended trial of a search with what its search recorded of its end
-    (``search_final``: its state for the search, its final value and the reason it has none),
-    written once, when its end was counted (lua/search_sync.lua); the one source of a trial's
-    final value for `fleet results`, `plot` and the exports."""
-
-    trials = [r for r in records if r.get("search") and r.get("trial") not in (None, "")]
-    pipe = client.pipeline(transaction=False)
-    for r in trials:
-        pipe.hmget(key(r["search"], "trial", r["trial"]), "state", "value", "reason")
-    got = {}
-    for r, (state, value, reason) in zip(trials, pipe.execute(), strict=True):
-        if state:  # ended, as its search counted it
-            got[r["job_id"]] = {
-                "state": _text(state),
-                "value": float(value) if value not in (None, b"", "") else None,
-                "reason": _text(reason) if reason else "",
-            }
-    return [
-        {**r, "search_final": got[r["job_id"]], "search_metric": metric}
-        if r["job_id"] in got
-        else r
-        for r in records
-    ]
-
-
-def _text(v) -> str:
-    return v.decode() if isinstance(v, bytes) else str(v)
+def search_finals(client, records: Sequence[JobRecord]) -> dict[str, TrialRecord]:
+    """Each search trial's trial record, by job id: what its search wrote of its end (its
+    state for the search, its final value and the reason it has none) once, when it counted
+    it (lua/search_sync.lua); the one source of a trial's final value for `fleet results`,
+    `plot` and the exports."""
+    trials = [r for r in records if r.search and r.trial is not None]
+    got = trial_record.fetch_many(
+        client, [(r.search, r.trial) for r in trials], ("state", "value", "reason")
+    )
+    return {r.job_id: t for r, t in zip(trials, got, strict=True) if t is not None}
 
 
 def leaderboard(
@@ -433,16 +415,17 @@ def leaderboard(
 ) -> Leaderboard:
     """Read the jobs ``name`` names and rank them (see ``build``)."""
     records = read_records(client, job_ids(client, name))
-    histories = history.read_many(client, [r["job_id"] for r in records])
-    search = search_of(client, name, records)
-    if search is not None:
-        records = with_search_finals(client, records, search["metric"])
-    board = build(name, records, histories, metric=metric, direction=direction, search=search)
+    histories = history.read_many(client, [r.job_id for r in records])
+    search = search_of(client, name, (r.search for r in records))
+    finals = search_finals(client, records) if search is not None else {}
+    board = build(
+        name, records, histories, metric=metric, direction=direction, search=search, finals=finals
+    )
     _check_metric(board, metric, records)
     return board
 
 
-def _check_metric(board: Leaderboard, metric: str | None, records: Sequence[dict]) -> None:
+def _check_metric(board: Leaderboard, metric: str | None, records: Sequence[JobRecord]) -> None:
     """``--metric X`` that no job reported, while they did report others: an error with a
     did-you-mean, not a board of empty columns."""
     if not metric:
@@ -450,7 +433,7 @@ def _check_metric(board: Leaderboard, metric: str | None, records: Sequence[dict
     keys = reported_keys(
         [
             *(p for pts in board.histories.values() for p in pts),
-            *(((r.get("result") or {}).get("metrics") or {}) for r in records),
+            *(((r.result or {}).get("metrics") or {}) for r in records),
         ]
     )
     if keys and metric not in keys:

@@ -92,4 +92,8 @@ def read(client: redis.Redis, name: str) -> dict | None:
 
 def index(client: redis.Redis) -> list[dict]:
     """Every search by name, one line each, for the page that links to them."""
-    return [{"name": v.name, "summary": v.summary(), "done": v.done} for v in summaries(client)]
+    # the page shows each name as its link: the line after it does not say it again
+    return [
+        {"name": v.name, "summary": v.summary(named=False), "done": v.done}
+        for v in summaries(client)
+    ]

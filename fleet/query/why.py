@@ -140,6 +140,8 @@ class WhyReport:
     search: SearchNote | None = None
     gang: dict | None = None  # a gang's hosts and seats (gang_report), for nodes = N
     reason: str = ""  # how its last run ended, in one line (JobRecord.reason)
+    runs: int = 0  # every run it had
+    rerun_reason: str = ""  # why its latest run is not its first (JobRecord.rerun_reason)
 
     def to_dict(self) -> dict:
         d = {
@@ -148,6 +150,8 @@ class WhyReport:
             "state": self.state.value,
             "worker": self.worker,
             "attempts": self.attempts,
+            "runs": self.runs,
+            "rerun_reason": self.rerun_reason,
             "last_error": self.last_error,
             "reason": self.reason,
             "queues": [q.to_dict() for q in self.queues],
@@ -302,18 +306,19 @@ def why(client: redis.Redis, name_or_id: str) -> WhyReport:
         note,
         gang,
         rec.reason,
+        rec.runs,
+        rec.rerun_reason,
     )
 
 
 def _trial_reason(client: redis.Redis, search_id: str, rec: JobRecord) -> str:
     """Why this trial failed for its search though its job succeeded ('' when it did not)."""
-    from state.search.store import key
+    from state.search import trial
 
-    number = rec.trial
-    if rec.state is JobState.FAILED:  # its job's own end reason says why
+    if rec.state is JobState.FAILED or rec.trial is None:  # its job's own end reason says why
         return ""
-    got = client.hget(key(search_id, "trial", number), "reason") if number is not None else None
-    return got.decode() if isinstance(got, bytes) else got or ""
+    got = trial.fetch(client, search_id, rec.trial, ("reason",))
+    return got.reason if got else ""
 
 
 WHY_SWEEP_MAX = 20  # a sweep's base name explains this many of its jobs, waiting ones first

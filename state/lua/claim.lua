@@ -44,6 +44,13 @@ attempts = redis.call('HINCRBY', KEYS[1], 'attempts', 1)
 local runs = redis.call('HINCRBY', KEYS[1], 'runs', 1)
 redis.call('HSET', KEYS[1], 'state', 'running', 'worker', ARGV[2], 'token', ARGV[3],
            'started_at', ARGV[5], 'heartbeat_at', ARGV[5], 'queue', ARGV[8])
+-- why this run is not its first: how the run before it ended, that put it back (lost, handed
+-- back, failed and retried), kept past this run's own end for `fleet show` and `fleet why`
+local prior = redis.call('HGET', KEYS[1], 'end_reason')
+if runs > 1 and prior and prior ~= '' then
+  redis.call('HSET', KEYS[1], 'rerun_reason',
+             'run ' .. (runs - 1) .. ' ' .. (redis.call('HGET', KEYS[1], 'end') or 'ended') .. ': ' .. prior)
+end
 redis.call('HDEL', KEYS[1], 'last_error', 'finished_at', 'end', 'end_reason', 'end_detail')
 -- the previous run's progress and GPU are not this run's: it reports its own
 redis.call('HDEL', KEYS[1], 'progress', 'gpu', 'cores')

@@ -11,7 +11,8 @@ for i = 8, #ARGV, 2 do redis.call('HSET', KEYS[1], ARGV[i], ARGV[i + 1]) end
 redis.call('HSET', KEYS[1], 'state', 'queued', 'queued_at', ARGV[3], 'cur_key', ARGV[5], 'msg', ARGV[6],
            'pri_key', ARGV[5], 'pri_msg', ARGV[6], 'pri_queue', redis.call('HGET', KEYS[1], 'queue') or '')
 redis.call('HDEL', KEYS[1], 'worker', 'token', 'gpu', 'cores', 'started_at', 'finished_at', 'last_error',
-           'artifact', 'result', 'heartbeat_at', 'end', 'end_reason', 'end_detail')
+           'artifact', 'result', 'heartbeat_at', 'end', 'end_reason', 'end_detail',
+           'rerun_reason')
 -- a new run from scratch: no trained output of an old run, no old checkpoint (tasks.checkpoint)
 redis.call('HDEL', KEYS[1], 'trained_at', 'trained_host', 'trained_dir', 'trained_grace_s', 'checkpoint')
 if not state then

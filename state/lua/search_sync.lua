@@ -29,11 +29,15 @@ local function final_value(tk, jk, state)
   return value or nil
 end
 
+-- Why a trial has no result ('' when it has one), and, when it printed other keys but never
+-- the metric, what it printed: then the manifest names a key no trial prints, not a trial's
+-- failure, and the search stops at once rather than run its failure budget of full trials.
 local function why_no_result(n, tk, value)
   if value == nil then
     local keys = redis.call('HGET', tk, 'keys')
     local printed = (keys and keys ~= '') and ('it printed ' .. keys) or 'it printed no numeric metric'
-    return "no '" .. metric .. "' in trial " .. n .. "'s metric lines; " .. printed
+    return "no '" .. metric .. "' in trial " .. n .. "'s metric lines; " .. printed,
+           (keys and keys ~= '') and keys or nil
   end
   local v = tonumber(value)
   if NON_FINITE[value] or v == nil or v ~= v or v == math.huge or v == -math.huge then
@@ -83,11 +87,16 @@ for _, n in ipairs(redis.call('SMEMBERS', KEYS[2])) do
   local state = redis.call('HGET', jk, 'state') or 'cancelled'   -- a record removed by hand: over
   if ENDED[state] then
     redis.call('SREM', KEYS[2], n)
-    local value, reason = final_value(tk, jk, state), nil
+    local value, reason, printed = final_value(tk, jk, state), nil, nil
     if state == 'succeeded' or (state == 'pruned' and value ~= nil) then
-      reason = why_no_result(n, tk, value)
+      reason, printed = why_no_result(n, tk, value)
     end
     if reason then state, value = 'failed', nil end   -- for the search; the job did succeed
+    if printed and not redis.call('HGET', sk, 'stopped') then
+      redis.call('HSET', sk, 'stopped', "metric '" .. metric .. "' is in no line trial " .. n
+                 .. ' printed (it printed ' .. printed .. '): fix the metric of the manifest\'s'
+                 .. ' [jobs.search] to one of those keys, or make the trials print it')
+    end
     if state == 'failed' and not reason then reason = job_failure(n, jk) end
     redis.call('HSET', tk, 'state', state, 'ended_at', ARGV[2])
     if value then redis.call('HSET', tk, 'value', value) else redis.call('HDEL', tk, 'value') end

@@ -28,7 +28,8 @@ Contract (read by ``fleet results`` / ``fleet plot`` as well as the search itsel
 - ``fleet:searches`` (hash): name -> id of the one search of that name (another search
   under a taken name is refused: lua/search_create.lua).
 
-``state.search.view`` reads it as plain data; ``lua/search_*.lua`` hold the fences (see
+``state.search.trial`` is the one decoder of a trial's hash (``TrialRecord``);
+``state.search.view`` reads a search as plain data; ``lua/search_*.lua`` hold the fences (see
 docs/search.md).
 """
 
@@ -47,6 +48,7 @@ from manifest.search.config import SearchConfig
 from state import scripts
 from state.jobrecord import JOB_KEY_PREFIX, JobState
 from state.redis_conn import decoding
+from state.search import trial
 
 # a trial's ends, in the order a status line names them
 ENDED = (JobState.SUCCEEDED, JobState.PRUNED, JobState.FAILED, JobState.CANCELLED)
@@ -239,11 +241,8 @@ class SearchStore:
     def last_step(self, search_id: str, number: int) -> tuple[int | None, int]:
         """The greatest step trial ``number`` reported (an earlier run's), and how many steps
         its pruner's store holds."""
-        pipe = self.r.pipeline(transaction=False)
-        pipe.hget(key(search_id, "trial", number), "last_step")
-        pipe.hlen(key(search_id, "iv", number))
-        step, held = pipe.execute()
-        return (int(step) if step not in (None, "") else None), int(held)
+        got = trial.fetch(self.r, search_id, number, ("last_step",))
+        return (got.last_step if got else None), int(self.r.hlen(key(search_id, "iv", number)))
 
     def save_sys(self, search_id: str, number: int, sys_attrs: dict) -> None:
         """The trial's Optuna system attrs (a pruner's rung values) after a decision."""

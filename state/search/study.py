@@ -25,14 +25,17 @@ from manifest.search.config import Choices, Dist, SearchConfig
 from manifest.search.knobs import Knob
 from state.jobrecord import JobState
 from state.redis_conn import decoding
+from state.search import trial as trial_record
 from state.search.store import key
 
-# a trial's end as Optuna's TrialState: a pruned trial is one its pruner stopped early only
-_STATES = {
+# a job state as Optuna's TrialState name (a failed or cancelled trial is Optuna's FAIL)
+OPTUNA_STATES = {
     JobState.SUCCEEDED: "COMPLETE",
     JobState.PRUNED: "PRUNED",
     JobState.FAILED: "FAIL",
     JobState.CANCELLED: "FAIL",
+    JobState.RUNNING: "RUNNING",
+    JobState.QUEUED: "WAITING",
 }
 
 
@@ -66,7 +69,7 @@ def distributions(space: Mapping[str, Dist]) -> dict:
     out = {}
     for name, s in space.items():
         if isinstance(s, Choices):
-            out[name] = d.CategoricalDistribution([_choice(c) for c in s.values])
+            out[name] = d.CategoricalDistribution([choice(c) for c in s.values])
         elif s.integer:
             out[name] = d.IntDistribution(int(s.low), int(s.high), log=s.log, step=int(s.step or 1))
         else:
@@ -74,8 +77,9 @@ def distributions(space: Mapping[str, Dist]) -> dict:
     return out
 
 
-def _choice(c: Any) -> Any:
-    # Optuna's choices are scalars: a list or table goes in as its JSON text
+def choice(c: Any) -> Any:
+    """A search's choice as Optuna keeps it: a scalar as it is, a list or table as its JSON
+    text (Optuna's categorical choices are scalars); ``decode_params`` reads it back."""
     return c if c is None or isinstance(c, (bool, int, float, str)) else json.dumps(c)
 
 
@@ -106,7 +110,7 @@ def sampler(config: SearchConfig, number: int):
             k: v.values if isinstance(v, Choices) else v.grid() for k, v in config.space.items()
         }
         # the grid's shuffle must be one order for the whole search: the search's own seed
-        return cls({k: [_choice(c) for c in vs] for k, vs in grid.items()}, seed=config.seed)
+        return cls({k: [choice(c) for c in vs] for k, vs in grid.items()}, seed=config.seed)
     return cls(seed=trial_seed(config.seed, number), **args)
 
 
@@ -135,15 +139,18 @@ def problems(config: SearchConfig) -> list[str]:
     return out
 
 
-def _final(state: str, value: str | None):
-    """Optuna's state and value for a trial that ended ``state`` (a success that never
-    reported the metric counts as failed)."""
+def optuna_end(state: JobState | str, value: float | None):
+    """Optuna's TrialState and value for a trial in ``state`` with final ``value``: the one map
+    the search's own study and ``fleet export optuna`` share. A complete trial needs a finite
+    value (a success that never reported the metric is Optuna's FAIL); a pruned one keeps its
+    metric at its last step, as Optuna's own ``Study.tell`` records a pruned trial's; a failed,
+    running or waiting one has none."""
     ts = _optuna().trial.TrialState
-    final = ts[_STATES[JobState(state)]]
-    number = float(value) if value not in (None, "") else None
-    if final is ts.COMPLETE and (number is None or not math.isfinite(number)):
+    final = ts[OPTUNA_STATES[JobState(state)]]
+    finite = value if value is not None and math.isfinite(value) else None
+    if final is ts.COMPLETE and finite is None:
         return ts.FAIL, None  # Optuna refuses a finished trial with NaN: not a result anyway
-    return final, number if final is ts.COMPLETE else None
+    return final, finite if final in (ts.COMPLETE, ts.PRUNED) else None
 
 
 @functools.lru_cache(maxsize=256)
@@ -151,9 +158,9 @@ def _distribution(text: str):
     return _optuna().distributions.json_to_distribution(text)
 
 
-def _distributions(raw: str) -> dict:
+def _distributions(dists: Mapping[str, str]) -> dict:
     # the trials of one search share their few distributions: each is parsed once
-    return {k: _distribution(v) for k, v in json.loads(raw).items()}
+    return {k: _distribution(v) for k, v in dists.items()}
 
 
 class Mirror:
@@ -193,29 +200,29 @@ class Mirror:
             raise Stale(f"search {short_id(self.search_id)}: an ended trial was requeued")
         self.reopened = reopened
         look = sorted(self.live | set(range(self.count, issued)))
+        heads = trial_record.fetch_many(r, [(self.search_id, n) for n in look])
         pipe = r.pipeline(transaction=False)
         for n in look:
-            pipe.hgetall(key(self.search_id, "trial", n))
             pipe.hgetall(key(self.search_id, "iv", n))
-        got = pipe.execute()
-        for i, n in enumerate(look):
-            self._apply(n, got[2 * i], {int(float(k)): float(v) for k, v in got[2 * i + 1].items()})
+        for n, t, iv in zip(look, heads, pipe.execute(), strict=True):
+            t = t or trial_record.TrialRecord(self.search_id, n)
+            self._apply(t, {int(float(k)): float(v) for k, v in iv.items()})
         return self
 
-    def _apply(self, n: int, h: dict, steps: dict) -> None:
+    def _apply(self, t: trial_record.TrialRecord, steps: dict) -> None:
         optuna = _optuna()
-        storage, state = self.storage, h.get("state")
+        storage, state, n = self.storage, t.state, t.number
         if n >= self.count:  # a new trial: whole, as it is now (an ended one in its final state)
             final, value = (
-                _final(state, h.get("value")) if state else (optuna.trial.TrialState.RUNNING, None)
+                optuna_end(state, t.value) if state else (optuna.trial.TrialState.RUNNING, None)
             )
             trial = optuna.trial.create_trial(
                 state=final,
                 value=value,
-                params=json.loads(h.get("params") or "{}"),
-                distributions=_distributions(h.get("dists") or "{}"),
+                params=t.params,
+                distributions=_distributions(t.dists),
                 intermediate_values=steps,
-                system_attrs=json.loads(h.get("sys") or "{}"),
+                system_attrs=t.sys,
             )
             self._ids.append(storage.create_new_trial(self._study_id, template_trial=trial))
             self.count = n + 1
@@ -229,10 +236,10 @@ class Mirror:
             if seen.get(step) != v:
                 storage.set_trial_intermediate_value(tid, step, v)
                 seen[step] = v
-        for k, v in json.loads(h.get("sys") or "{}").items():
+        for k, v in t.sys.items():
             storage.set_trial_system_attr(tid, k, v)
         if state:
-            final, value = _final(state, h.get("value"))
+            final, value = optuna_end(state, t.value)
             storage.set_trial_state_values(tid, final, None if value is None else [value])
             self.live.discard(n)
             self._steps.pop(n, None)

@@ -12,6 +12,7 @@ from core import constants as C
 from manifest.search.config import Direction, SearchConfig
 from state.jobrecord import JobState, fetch_many
 from state.redis_conn import decoding
+from state.search import trial
 from state.search.store import ENDED, key
 
 
@@ -69,12 +70,13 @@ class SearchView:
     def done(self) -> bool:
         return self.running == 0 and (bool(self.stopped) or self.issued >= self.config.trials)
 
-    def summary(self, width: int | None = None) -> str:
+    def summary(self, width: int | None = None, *, named: bool = True) -> str:
         """``tune-mlp: search 37/64, 6 running, 2 queued, 12 pruned, best valid_loss=0.081
         (trial 23)``; within ``width`` columns when a shorter wording fits ("trial", then the
         best's metric name, left out), the stop's reason (else the last failure's) after it, on a
-        line of its own when it does not fit."""
-        parts = [f"{self.name}: search {self.ended}/{self.config.trials}"]
+        line of its own when it does not fit. Without its name when not ``named`` (a list that
+        shows the name beside it: ``search 37/64, ...``)."""
+        parts = [f"{self.name + ': ' if named else ''}search {self.ended}/{self.config.trials}"]
         for n, what in (
             (self.running - self.queued, "running"),
             (self.queued, "queued"),
@@ -153,11 +155,9 @@ def read_search(client: redis.Redis, search_id: str, *, trials: bool = True) -> 
 
 def _live_states(r: redis.Redis, search_id: str) -> list[str | None]:
     """The job states of the search's live trials (a record not yet written: None)."""
-    live = sorted(r.smembers(key(search_id, "live")))
-    pipe = r.pipeline(transaction=False)
-    for n in live:
-        pipe.hget(key(search_id, "trial", n), "job_id")
-    return _states(r, pipe.execute())
+    live = sorted(int(n) for n in r.smembers(key(search_id, "live")))
+    heads = trial.fetch_many(r, [(search_id, n) for n in live], ("job_id",))
+    return _states(r, [t.job_id if t else None for t in heads])
 
 
 def _states(r: redis.Redis, job_ids: list[str | None]) -> list[str | None]:
@@ -168,24 +168,26 @@ def _states(r: redis.Redis, job_ids: list[str | None]) -> list[str | None]:
 
 
 def _trials(r: redis.Redis, search_id: str, issued: int) -> tuple[TrialView, ...]:
+    heads = [
+        t or trial.TrialRecord(search_id, n)
+        for n, t in enumerate(trial.fetch_many(r, [(search_id, n) for n in range(issued)]))
+    ]
     pipe = r.pipeline(transaction=False)
     for n in range(issued):
-        pipe.hgetall(key(search_id, "trial", n))
         pipe.hgetall(key(search_id, "iv", n))
-    got = pipe.execute()
-    heads = [got[2 * n] for n in range(issued)]
-    states = _states(r, [h.get("job_id") for h in heads])
+    steps = pipe.execute()
+    states = _states(r, [t.job_id for t in heads])
     return tuple(
         TrialView(
-            number=n,
-            job_id=h.get("job_id", ""),
-            params=json.loads(h.get("params") or "{}"),
-            state=JobState(h.get("state") or states[n] or JobState.QUEUED.value),
-            value=_num(h.get("value")),
-            steps=dict(sorted((int(float(k)), float(v)) for k, v in got[2 * n + 1].items())),
-            reason=h.get("reason", ""),
+            number=t.number,
+            job_id=t.job_id,
+            params=t.params,
+            state=t.state or JobState(states[t.number] or JobState.QUEUED.value),
+            value=t.value,
+            steps=dict(sorted((int(float(k)), float(v)) for k, v in steps[t.number].items())),
+            reason=t.reason,
         )
-        for n, h in enumerate(heads)
+        for t in heads
     )
 
 

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shutil
 import signal
 import socket
@@ -534,6 +535,7 @@ def test_the_live_search_page_draws_the_searchs_records_and_its_new_lines(flower
     assert 'data-trial="4" data-state="running"' in page
     listing = chromium(f"{authed}/fleet/searches", tmp_path / "flower-searches.png")
     assert 'href="/fleet/search/livetune"' in listing
+    assert ">livetune</a>: search 4/8" in listing and "livetune: search" not in listing
     tasks = chromium(f"{authed}/tasks", tmp_path / "flower-tasks-nav.png")
     assert 'href="/fleet/searches"' in tasks  # the navigation bar's link
 
@@ -569,8 +571,20 @@ def test_a_flower_started_after_the_jobs_lists_them_from_their_records(flower, t
         # newest received first (Flower's default order): the queued job is on page 1
         assert queued in [r["uuid"] for r in datatable(late, "", length=10)]
         # counts as `fleet status` gives them: a pruned trial is not a success
-        states = [r["state"] for r in datatable(late, "latetune", length=50)]
+        rows = datatable(late, "latetune", length=50)
+        states = [r["state"] for r in rows]
         assert (states.count("SUCCESS"), states.count("PRUNED")) == (2, 1), states
+        # one Worker column: the node name the tasks Flower saw run carry, not the bare host
+        from fleet.query.hosts import read_hosts
+
+        node = next(h.nodename for h in read_hosts(client) if h.hostname == "fl-cpu")
+        assert {r["worker"] for r in rows if r["worker"]} == {node}, rows
+        assert all(r["runtime"] for r in rows if r["state"] == "PRUNED"), rows
+        # a pruned trial's page says when it was pruned, not that it succeeded
+        authed = late.url.replace("http://", f"http://{USER}:{PASSWORD}@")
+        page = chromium(f"{authed}/task/{ids[1]}", tmp_path / "flower-pruned-task.png")
+        assert re.search(r"<dt>\s*Pruned\s*</dt>", page), page[-3000:]
+        assert not re.search(r"<dt>\s*Succeeded\s*</dt>", page)
     finally:
         stop_flower(proc)
 

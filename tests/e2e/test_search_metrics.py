@@ -1,5 +1,5 @@
 """Hostile metric lines against real workers: a search whose metric no trial prints stops
-within max_failures and says what they printed; a trial ending in NaN fails for its search
+when its first trial ends, saying what it printed; a trial ending in NaN fails for its search
 while the search goes on to its end; nested and huge lines among a flood neither hang a
 trial nor fill its record."""
 
@@ -50,16 +50,18 @@ def finished(chaos, sid: str, timeout_s: float = 120):
     )
 
 
-def test_a_search_whose_metric_no_trial_prints_stops_within_max_failures_saying_so(chaos):
+def test_a_search_whose_metric_no_trial_prints_stops_at_its_first_trial_naming_what_it_printed(
+    chaos,
+):
     chaos.start("m-a", capability=HOST)
     sid = chaos.publish(manifest(chaos, metric="val_loss", trials=12, max_failures=3))["tune"]
     done = finished(chaos, sid)
-    assert done.counts["succeeded"] == 0 and done.counts["failed"] >= 3
-    assert done.ended <= 3 + 1  # the failures in a row, and the one running beside the last
-    assert done.stopped.startswith("3 trials failed in a row (max_failures=3)")
-    assert "no 'val_loss' in trial" in done.stopped and "it printed loss" in done.stopped
+    assert done.counts["succeeded"] == 0 and done.counts["failed"] >= 1
+    assert done.ended <= 1 + 1  # the first to end, and the one running beside it
+    assert done.stopped.startswith("metric 'val_loss' is in no line trial")
+    assert "(it printed loss)" in done.stopped and "[jobs.search]" in done.stopped
     status = chaos.fleet("status").stdout
-    assert "no 'val_loss' in trial" in status and "it printed loss" in status, status
+    assert "metric 'val_loss' is in no line trial" in status and "printed loss" in status, status
     why = chaos.fleet("why", "tune[trial=0]").stdout
     assert "no 'val_loss' in trial 0's metric lines; it printed loss" in why, why
     shown = chaos.fleet("show", "tune[trial=0]")

@@ -4,6 +4,7 @@ status` counts it (a pruned trial PRUNED, not SUCCESS), and a persistent Flower 
 while a job ended takes its end."""
 
 import json
+import time
 
 import pytest
 
@@ -98,3 +99,18 @@ def test_only_the_newest_jobs_up_to_flowers_limit_are_listed(redis_client):
     state = flower_state()
     assert seed_tasks(state, redis_client, 2) == 2
     assert set(state.tasks.keys()) == {jid(4), jid(5)}
+
+
+def test_a_listed_jobs_worker_is_named_as_flowers_own_events_name_it(redis_client):
+    """One Worker column: a job Flower saw run names its worker's Celery node
+    (``host-1@box``), so a job listed from its record does too, not the record's ``host-1``."""
+    from fleet.flower_extras import seed_tasks
+
+    seed(redis_client)
+    beat = {"state": "up", "seen_at": time.time(), "nodename": "host-1@box"}
+    redis_client.set(C.HOST_KEY + "host-1", json.dumps(beat))
+    redis_client.zadd(C.HOSTS_INDEX, {"host-1": time.time()})
+    state = flower_state()
+    seed_tasks(state, redis_client, 100)
+    workers = {t.worker.hostname for t in state.tasks.values() if t.worker}
+    assert workers == {"host-1@box"}

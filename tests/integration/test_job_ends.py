@@ -157,3 +157,25 @@ def test_a_trial_reads_its_search_number_and_params_from_its_record(redis_client
     )
     rec = fetch(redis_client, "7e1a1", ("search", "trial", "params"))
     assert (rec.search, rec.trial, rec.params) == ("5ea", 0, {"lr": 0.01})
+
+
+def test_a_gang_that_ran_again_says_why_and_where_its_member_was_lost_after_it_succeeded(
+    app, jobs, redis_client
+):
+    from fleet.cli.show import show_rows
+    from fleet.query.why import why
+    from state.jobrecord import record_end
+
+    recs, jid = Records(redis_client), jobs[0].job_id
+    lost = "gang member rank 1 on gb was lost; the gang runs again as a whole"
+    assert recs.claim(jid, "ga", "t1", {}, "cpu").run
+    assert recs.finish(jid, "t1", JobState.QUEUED, last_error=lost, **record_end(RunEnd.LOST, lost))
+    assert recs.claim(jid, "ga", "t2", {}, "cpu").run
+    assert recs.finish(jid, "t2", JobState.SUCCEEDED, **record_end(RunEnd.SUCCEEDED, ""))
+    rec = recs.get(jid)
+    assert rec.runs == 2 and rec.rerun_reason == f"run 1 lost: {lost}"
+    assert ("ran again", f"run 1 lost: {lost}") in show_rows(rec.to_dict())
+    report = why(redis_client, jid)
+    assert report.rerun_reason == f"run 1 lost: {lost}" and report.runs == 2
+    publish(app, redis_client, loads(MANIFEST, "m.toml"), force=frozenset({jid}))
+    assert recs.get(jid).rerun_reason == ""  # a new publish starts its runs' story afresh

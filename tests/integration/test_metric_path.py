@@ -24,6 +24,7 @@ from state.search.view import read_search
 from tasks import runner
 from tasks.metrichistory import MetricHistory
 from tasks.trial import PENDING_STEPS_MAX, TrialWatch
+from tests.harness.records import job_record
 
 pytestmark = pytest.mark.integration
 
@@ -147,8 +148,8 @@ def test_a_plain_job_ending_in_nan_is_not_ranked_by_its_last_finite_value():
     board = R.build(
         "j",
         [
-            {"job_id": "a", "name": "j[a=1]", "state": "succeeded"},
-            {"job_id": "b", "name": "j[a=2]", "state": "succeeded"},
+            job_record(job_id="a", name="j[a=1]", state="succeeded"),
+            job_record(job_id="b", name="j[a=2]", state="succeeded"),
         ],
         {"a": points, "b": other},
         metric="loss",

@@ -69,3 +69,25 @@ def test_flower_shows_whom_a_queued_job_preempts(app, redis_client):
     state.event({**event, "local_received": time.time()})
     task = state.tasks["urgent-id"]
     assert task.state == "PENDING" and task.result.startswith("preempting low on big")
+
+
+def test_notes_of_two_preemptions_for_one_job_are_both_kept_with_their_times(redis_client):
+    from tasks.preemption import note_preempted
+
+    redis_client.hset(
+        C.JOB_KEY + "u2", mapping={"job_id": "u2", "name": "urgent", "state": "queued"}
+    )
+    first = {"job_id": "a", "name": "low-a", "priority": 1, "host": "h1", "at": 1764354561.123456}
+    second = {"job_id": "b", "name": "low-b", "priority": 2, "host": "h2", "at": 1764354562.654321}
+    assert note_preempted(redis_client, "u2", [first])
+    assert note_preempted(redis_client, "u2", [second])
+    assert Records(redis_client).get("u2").preempted == [first, second]
+
+
+def test_a_preemption_note_for_a_deleted_job_makes_no_record(redis_client):
+    """A bare HSET would make a stub hash of the deleted record, with no name or state."""
+    from tasks.preemption import note_preempted
+
+    took = [{"job_id": "a", "name": "low", "priority": 1, "host": "h1", "at": 1.5}]
+    assert note_preempted(redis_client, "gone", took) is False
+    assert not redis_client.exists(C.JOB_KEY + "gone")

@@ -387,3 +387,18 @@ def test_a_new_run_starts_without_the_previous_runs_progress_or_gpu(app, redis_c
     assert recs.claim(a, "w2", "t2", {}, "cpu").runs == 2
     rec = recs.get(a)
     assert (rec.progress, rec.gpu, rec.worker) == (None, "", "w2")
+
+
+def test_states_reports_a_bad_stored_state_instead_of_raising(redis_client, caplog):
+    redis_client.hset(
+        C.JOB_KEY + "odd", mapping={"job_id": "odd", "name": "odd", "state": "exploded"}
+    )
+    redis_client.hset(C.JOB_KEY + "ok", mapping={"job_id": "ok", "name": "ok", "state": "failed"})
+    with caplog.at_level("WARNING", logger="fleet.records"):
+        got = Records(redis_client).states(["odd", "ok", "none"])
+    assert got == {"odd": JobState.QUEUED, "ok": JobState.FAILED, "none": None}
+    assert (
+        "odd" in caplog.text
+        and "'exploded'" in caplog.text
+        and "fleet publish --force" in caplog.text
+    )

@@ -626,3 +626,71 @@ def test_why_of_a_searchs_name_explains_the_search_not_a_sweep_of_its_trials(
         view.running - view.queued,
     )
     assert data["counts"]["failed"] == 2 and data["stopped"] == view.stopped
+
+
+def test_a_trial_that_printed_other_keys_but_never_the_metric_stops_the_search_naming_them(
+    app, redis_client
+):
+    """A metric no trial prints is the manifest's mistake: one such trial stops the search,
+    not max_failures full trials."""
+    m = manifest(trials=20, parallel=2, max_failures=5)
+    publish(app, redis_client, m)
+    sid, records, store = m.searches[0].search_id, Records(redis_client), SearchStore(redis_client)
+    t = live_jobs(read_search(redis_client, sid))[0]
+    store.report(sid, t.number, {}, keys="valid_los, acc")
+    end(records, t.job_id, JobState.SUCCEEDED)
+    advance.advance(redis_client, sid)
+    view = read_search(redis_client, sid)
+    assert view.stopped.startswith(f"metric 'loss' is in no line trial {t.number} printed")
+    assert "(it printed valid_los, acc)" in view.stopped and "[jobs.search]" in view.stopped
+    assert view.issued == 2  # nothing issued after it; the other live trial finishes
+
+
+def test_a_trial_that_printed_no_metric_at_all_counts_as_a_failure_without_stopping(
+    app, redis_client
+):
+    m = manifest(trials=20, parallel=2, max_failures=5)
+    publish(app, redis_client, m)
+    sid, records = m.searches[0].search_id, Records(redis_client)
+    t = live_jobs(read_search(redis_client, sid))[0]
+    end(records, t.job_id, JobState.SUCCEEDED)  # it printed no metric line (a crash, say)
+    advance.advance(redis_client, sid)
+    view = read_search(redis_client, sid)
+    assert view.stopped == "" and view.counts[JobState.FAILED] == 1 and view.issued == 3
+
+
+def test_a_trial_field_that_does_not_decode_is_reported_not_raised(app, redis_client, caplog):
+    from state.search import trial
+
+    m = manifest()
+    publish(app, redis_client, m)
+    sid = m.searches[0].search_id
+    redis_client.hset(trial.trial_key(sid, 0), mapping={"value": "not-a-number", "state": "odd"})
+    with caplog.at_level("WARNING", logger="fleet.search"):
+        view = read_search(redis_client, sid)
+    assert view.trials[0].value is None and view.trials[0].state is JobState.QUEUED
+    assert trial.fetch(redis_client, sid, 0).problems == ("value", "state")
+    assert f"fleet:search:{sid}:trial:0: value, state" in caplog.text
+
+
+def test_a_pruned_trial_keeps_its_value_in_the_search_study_as_in_the_optuna_export(
+    app, redis_client
+):
+    """One map from a trial's end to Optuna's: a pruned trial's value is its metric at its
+    last step in both (as Optuna's own Study.tell records a pruned trial)."""
+    from fleet.optuna_export import frozen
+    from fleet.query.results import Trial
+    from state.search.study import Mirror, distributions
+
+    m = manifest(trials=2, parallel=2)
+    publish(app, redis_client, m)
+    sid, records, store = m.searches[0].search_id, Records(redis_client), SearchStore(redis_client)
+    t = read_search(redis_client, sid).trials[0]
+    end(records, t.job_id, JobState.PRUNED, store, sid, t.number, value=0.75)
+    advance.advance(redis_client, sid)
+    mirror = Mirror(sid, m.searches[0].config).refresh(redis_client)
+    mirrored = mirror.study.trials[0]
+    row = Trial(0, "tune[trial=0]", t.job_id, "pruned", t.params, 0.75, 0.75, 1, "h")
+    exported = frozen(row, [], "loss", distributions(m.searches[0].config.space))
+    assert (mirrored.state, mirrored.value) == (exported.state, exported.value)
+    assert mirrored.value == 0.75 and mirrored.state.name == "PRUNED"

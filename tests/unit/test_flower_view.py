@@ -71,6 +71,27 @@ def test_a_pruned_trial_shows_pruned_not_success_and_counts_no_success():
     assert view.format_task(task).state == "PRUNED" == view.TASK_STATES[JobState.PRUNED]
 
 
+def test_a_pruned_trials_row_has_its_runtime_from_its_start_to_its_prune():
+    """Celery times a task only on task-succeeded: a pruned one's Runtime was left empty."""
+    task = task_after(
+        ("task-received", {"hostname": "w@h", "name": "tune[trial=3]"}),
+        ("task-started", {"hostname": "w@h"}),
+        ("task-pruned", {"hostname": "w@h", "state": "PRUNED", "succeeded": 9.5, "result": "{}"}),
+    )
+    assert view.format_task(task).runtime == 9.5 - 2.0
+
+
+@pytest.mark.parametrize(
+    "host, nodes, shown",
+    [
+        ("local-cpu", {"local-cpu": "local-cpu@box-1a2b"}, "local-cpu@box-1a2b"),
+        ("gone", {"local-cpu": "local-cpu@box-1a2b"}, "gone"),  # no heartbeat names its node
+    ],
+)
+def test_a_records_worker_is_named_as_flowers_events_name_it(host, nodes, shown):
+    assert view.worker_name(host, nodes) == shown
+
+
 def test_a_queued_tasks_row_names_no_worker_and_no_gpus():
     # a requeue
     task = task_after(
@@ -259,11 +280,25 @@ def test_the_search_page_polls_its_searchs_json_and_escapes_the_name():
     assert 'data-url="/flower/fleet/api/search/tune%3Cx%3E"' in page
     assert "search tune&lt;x&gt;" in page and "<script>" in page and "XMLHttpRequest" in page
     assert "https://" not in page and "http://" not in page.replace("http://www.w3.org", "")
-    index = view.search_index([{"name": "tune", "summary": "tune: search 3/8"}], "")
-    assert '<a href="/fleet/search/tune">tune</a>: tune: search 3/8' in index
+    index = view.search_index([{"name": "tune", "summary": "search 3/8"}], "")
+    assert '<a href="/fleet/search/tune">tune</a>: search 3/8' in index
 
 
 def test_the_pages_json_has_no_nan_a_browser_cannot_parse():
     assert view.json_text({"v": float("nan"), "l": [float("inf"), 1.5]}) == (
         '{"v":null,"l":[null,1.5]}'
+    )
+
+
+def test_the_pruned_label_script_finds_the_terms_flowers_task_page_renders():
+    """fleet.js relabels a PRUNED task's "Succeeded" time as "Pruned": the terms it looks for
+    are the ones Flower's task template writes (its status row, its humanized time field)."""
+    from flower.utils.template import humanize
+
+    page = (FLOWER / "templates" / "task.html").read_text()
+    assert "<dt>Status</dt>" in page and "<dt>{{ humanize(name) }}</dt>" in page
+    assert humanize("succeeded") == "Succeeded"
+    assert (
+        "term('Status')" in view.PAGE_SCRIPT
+        and "term('Succeeded').text('Pruned')" in view.PAGE_SCRIPT
     )

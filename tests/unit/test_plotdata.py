@@ -5,6 +5,7 @@ import pytest
 
 from fleet.query import plotdata
 from fleet.query import results as R
+from tests.harness.records import job_record
 
 MIN = R.Direction.MINIMIZE
 
@@ -67,7 +68,9 @@ def leaderboard():
         "c" * 64: hist(0.9, 0.3, 0.2),
         "d" * 64: hist(0.8, 0.7, 0.4),
     }
-    return R.build("s", records, histories, metric="loss", direction="minimize")
+    return R.build(
+        "s", [job_record(**r) for r in records], histories, metric="loss", direction="minimize"
+    )
 
 
 def test_each_trial_has_its_curve_the_best_highlighted_and_the_pruned_dimmed():

@@ -6,11 +6,12 @@ from __future__ import annotations
 import ast
 from pathlib import Path
 
+from tests.harness.owners import called, raw_hash_reads
+
 ROOT = Path(__file__).resolve().parents[2]
 PACKAGES = ("core", "state", "tasks", "routing", "manifest", "artifacts", "fleet", "trainers")
 OWNER = ROOT / "state" / "jobrecord.py"
 CONSTANTS = ROOT / "core" / "constants.py"  # keeps the prefix among the other key prefixes
-HASH_READS = {"hget", "hmget", "hgetall", "hexists", "exists", "hkeys", "hvals"}
 
 
 def sources(*, with_tests: bool = False) -> list[Path]:
@@ -38,16 +39,7 @@ def key_namings(tree: ast.AST) -> list[int]:
 
 def raw_reads(tree: ast.AST) -> list[int]:
     """Lines that read a job's hash by hand: ``client.hget(job_key(id), ...)`` and the like."""
-    return [
-        node.lineno
-        for node in ast.walk(tree)
-        if isinstance(node, ast.Call)
-        and isinstance(node.func, ast.Attribute)
-        and node.func.attr in HASH_READS
-        and node.args
-        and isinstance(node.args[0], ast.Call)
-        and getattr(node.args[0].func, "id", getattr(node.args[0].func, "attr", "")) == "job_key"
-    ]
+    return raw_hash_reads(tree, lambda key: called(key) == "job_key")
 
 
 def test_only_the_record_module_names_a_jobs_hash_key():

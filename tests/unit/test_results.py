@@ -10,6 +10,7 @@ from rich.console import Console
 
 from fleet.cli import results as cli
 from fleet.query import results as R
+from tests.harness.records import job_record
 
 MIN, MAX = R.Direction.MINIMIZE, R.Direction.MAXIMIZE
 
@@ -112,16 +113,16 @@ def test_a_sweeps_params_are_the_values_that_differ_between_its_points():
 
 
 def record(n, *, created, hyper, state="succeeded", **kw):
-    return {
-        "job_id": f"{n:064x}",
-        "name": f"g[lr={hyper['lr']}]",
-        "state": state,
-        "worker": "w1",
-        "created_at": str(created),
-        "spec": {"hyper": hyper, "seed": 0},
-        "core_s": "12.5",
+    return job_record(
+        job_id=f"{n:064x}",
+        name=f"g[lr={hyper['lr']}]",
+        state=state,
+        worker="w1",
+        created_at=created,
+        spec={"hyper": hyper, "seed": 0},
+        core_s=12.5,
         **kw,
-    }
+    )
 
 
 def test_build_takes_the_records_trial_and_params_when_a_search_wrote_them():
@@ -286,7 +287,7 @@ def test_csv_has_a_header_and_one_row_per_trial_best_first():
 def test_json_and_csv_carry_the_states_and_direction_as_their_string_values():
     """The code compares states and directions as enums; what users read stays the strings."""
     records = [
-        {"job_id": f"j{n}", "name": f"t[trial={n}]", "state": s, "search": "s1", "trial": str(n)}
+        job_record(job_id=f"j{n}", name=f"t[trial={n}]", state=s, search="s1", trial=n)
         for n, s in enumerate(["succeeded", "pruned", "queued"])
     ]
     histories = {"j0": [{"step": 1, "f1": 0.5}], "j1": [{"step": 1, "f1": 0.9}]}

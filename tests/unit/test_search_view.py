@@ -50,3 +50,10 @@ def test_a_stopped_search_gives_its_reason_a_line_of_its_own_when_it_does_not_fi
     head, reason = a_search(why).summary(80).split("\n")
     assert len(head) <= 80 and reason == f"  stopped: {why}"
     assert a_search("budget").summary(200).endswith("(trial 23); stopped: budget")
+
+
+def test_a_search_line_without_its_name_for_a_list_that_shows_the_name_beside_it():
+    """The Searches page shows each name as its link: 'tune: tune: search ...' said it twice."""
+    assert a_search().summary(named=False) == (
+        "search 37/64, 6 running, 2 queued, 12 pruned, best valid_loss=0.081 (trial 23)"
+    )

@@ -9,6 +9,7 @@ from fleet.query import searchpage
 from manifest.search.config import SearchConfig
 from state.jobrecord import JobState
 from state.search.view import SearchView
+from tests.harness.records import job_record
 
 CONFIG = SearchConfig("loss", {}, trials=8, parallel=2, max_failures=3)
 
@@ -34,16 +35,16 @@ def board() -> R.Leaderboard:
     curves = {0: [0.5, 0.2], 1: [0.9], 2: [], 3: [0.6]}
     states = {0: "succeeded", 1: "pruned", 2: "failed", 3: "running"}
     records = [
-        {
-            "job_id": f"j{n}",
-            "name": f"tune[trial={n}]",
-            "state": states[n],
-            "search": "s1",
-            "trial": str(n),
-            "params": {"lr": 0.1 * (n + 1)},
-            "created_at": str(n),
-            "worker": "h",
-        }
+        job_record(
+            job_id=f"j{n}",
+            name=f"tune[trial={n}]",
+            state=states[n],
+            search="s1",
+            trial=n,
+            params={"lr": 0.1 * (n + 1)},
+            created_at=n,
+            worker="h",
+        )
         for n in curves
     ]
     histories = {
