@@ -338,7 +338,8 @@ class Records:
         those noted at the same push at least ``grace_s`` ago (``sweep_orphans`` paces it)."""
         queued: dict[str, str] = {}  # job id -> the list its latest message went to
         for ids in self._created_before(float("inf"), chunk):
-            flat = self._reconcile(args=["queued", JOB_KEY_PREFIX, *ids])
+            # only reads: no WAIT for replicas, and a read-only call runs on a demoted master
+            flat = scripts.read_only(self.r, "reconcile", [], ["queued", JOB_KEY_PREFIX, *ids])
             queued.update(zip(flat[::2], flat[1::2], strict=True))
         # a job noted earlier that is no longer queued is forgotten by the same call
         ids = list(dict.fromkeys([*queued, *self.r.hkeys(C.ORPHANS_KEY)]))
