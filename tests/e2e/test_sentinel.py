@@ -38,6 +38,8 @@ JOBS = 4  # per round
 JOB_S = 1.5
 ROUNDS = int(os.environ.get("FLEET_FAILOVER_ROUNDS", "2"))
 SEED = int(os.environ.get("FLEET_FAILOVER_SEED", str(time.time_ns() % 1_000_000)))
+DOWN_AFTER_MS = 4000
+FAILOVER_TIMEOUT_MS = 4000
 FINISH_S = 240  # a round's jobs, an orphan sweep's bound (two lease TTLs here) included
 
 
@@ -48,9 +50,11 @@ def start_sentinel(d: Path, master_port: int) -> tuple[int, subprocess.Popen]:
     conf.write_text(
         f"port {port}\nbind 127.0.0.1\ndir {d}\nlogfile {d / 'sentinel.log'}\n"
         f"sentinel monitor {MASTER} 127.0.0.1 {master_port} 2\n"
-        f"sentinel down-after-milliseconds {MASTER} 1000\n"
+        # a master that misses pings this long is down: above the stall of a loaded box's
+        # fork for a full sync, which at 1 s once got a live master failed over (split brain)
+        f"sentinel down-after-milliseconds {MASTER} {DOWN_AFTER_MS}\n"
         # a sentinel starts no second failover of a master within twice this: rounds come faster
-        f"sentinel failover-timeout {MASTER} 4000\n"
+        f"sentinel failover-timeout {MASTER} {FAILOVER_TIMEOUT_MS}\n"
         f"sentinel parallel-syncs {MASTER} 1\n"
     )
     proc = subprocess.Popen(
@@ -72,6 +76,7 @@ class HA:
     def __init__(self, root: Path, servers: list[RedisServer], sentinel_ports: list[int]):
         self.root, self.servers, self.sentinel_ports = root, servers, sentinel_ports
         self.url = ";".join(f"sentinel://127.0.0.1:{p}/0" for p in sentinel_ports)
+        self.failed_over_at = -1e9
 
     def master_port(self) -> int:
         return redis.Redis(port=self.sentinel_ports[0]).sentinel_get_master_addr_by_name(MASTER)[1]
@@ -94,6 +99,10 @@ class HA:
 
         # before the replica's first full sync, a failover would promote an empty server
         wait_until("a synced replica", ready, timeout_s=60, every_s=0.2, ignoring=REDIS_DOWN)
+        # a sentinel starts no failover of the same master name within twice the timeout
+        time.sleep(
+            max(0.0, self.failed_over_at + 2 * FAILOVER_TIMEOUT_MS / 1000 - time.monotonic())
+        )
 
     def fail_over(self) -> None:
         old = self.master_port()
@@ -106,6 +115,7 @@ class HA:
             every_s=0.2,
             ignoring=REDIS_DOWN,
         )
+        self.failed_over_at = time.monotonic()
         master.extra_args = ("--replicaof", "127.0.0.1", str(new))
         master.start()
 
