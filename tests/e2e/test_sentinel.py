@@ -14,6 +14,7 @@ from __future__ import annotations
 import json
 import os
 import random
+import signal
 import subprocess
 import sys
 import time
@@ -40,6 +41,7 @@ ROUNDS = int(os.environ.get("FLEET_FAILOVER_ROUNDS", "2"))
 SEED = int(os.environ.get("FLEET_FAILOVER_SEED", str(time.time_ns() % 1_000_000)))
 DOWN_AFTER_MS = 4000
 FAILOVER_TIMEOUT_MS = 4000
+PUBLISH_S = 120  # a publish's longest wait, Redis retries through a failover included
 FINISH_S = 240  # a round's jobs, an orphan sweep's bound (two lease TTLs here) included
 
 
@@ -168,7 +170,7 @@ def manifest(root: Path, runs: Path, name: str) -> Path:
 def start_publish(env: dict, path: Path) -> subprocess.Popen:
     return subprocess.Popen(
         [sys.executable, "-m", "fleet.cli", "publish", "--json", str(path)],
-        env=env,
+        env=dict(env, PYTHONFAULTHANDLER="1"),
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,
@@ -177,13 +179,19 @@ def start_publish(env: dict, path: Path) -> subprocess.Popen:
 
 def published_ids(proc: subprocess.Popen) -> list[str] | None:
     """The publish's job IDs, or None when it failed (it must say why)."""
-    out, err = proc.communicate(timeout=360)
+    try:
+        out, err = proc.communicate(timeout=PUBLISH_S)
+    except subprocess.TimeoutExpired:
+        proc.send_signal(signal.SIGABRT)  # PYTHONFAULTHANDLER: every thread's stack on stderr
+        out, err = proc.communicate(timeout=30)
+        raise AssertionError(f"a publish still ran after {PUBLISH_S} s:\n{err[-6000:]}") from None
     if proc.returncode != 0:
         assert err.strip(), f"a publish failed (exit {proc.returncode}) without a message"
         return None
     return [row["job_id"] for row in json.loads(out)]
 
 
+@pytest.mark.timeout(120 + 240 * ROUNDS)  # pyproject's 300 s is for one round or two
 def test_failovers_at_random_points_lose_no_job_and_run_none_twice(ha):
     cluster, workers = ha
     root = cluster.root
