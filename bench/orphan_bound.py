@@ -32,6 +32,7 @@ from bench.timing import parse_args  # noqa: E402
 from core import constants as C  # noqa: E402
 from fleet.local import start_worker, stop_worker  # noqa: E402
 from fleet.redis_server import RedisServer  # noqa: E402
+from state.jobrecord import fetch  # noqa: E402
 from state.records import Records  # noqa: E402
 from tests.harness.deliveries import lose_a_reply  # noqa: E402
 from tests.harness.workers import wait_for_workers  # noqa: E402
@@ -77,7 +78,7 @@ def main() -> int:
             lose_a_reply(client, job_id)
             lost = time.monotonic()
             wait_for(
-                lambda j=job_id: client.hget(C.JOB_KEY + j, "pushes") != "1",
+                lambda j=job_id: fetch(client, j, ("pushes",)).pushes > 1,
                 bound_s * 2 + 30,
                 "the sweep to push it",
             )
