@@ -35,6 +35,12 @@ RECONCILE_SEEN_KEY = KEY_PREFIX + "reconcile-seen"  # set: delivery tags found i
 RECONCILE_CHUNK = 1000  # list entries or job records per reconcile script call
 RECONCILE_SKEW_S = 60.0  # jobs created up to this long after a lost poll count (clock skew)
 RECONCILE_SEEN_TTL_MS = 600_000  # the seen set outlives a reaper that died mid-pass this long
+# Queued jobs whose latest message is nowhere, whatever lost it (a failover drops writes the
+# old master acknowledged), are pushed again by the reaper's orphan sweep (Records.sweep_orphans)
+ORPHANS_KEY = KEY_PREFIX + "orphans"  # hash: job id -> '<pushes>:<ms first found without one>'
+ORPHAN_SWEEP_KEY = KEY_PREFIX + "orphan-sweep"  # string with TTL: a sweep ran this recently
+ORPHAN_SEEN_KEY = KEY_PREFIX + "orphan-seen:"  # set per sweep: delivery tags in their lists
+ORPHAN_SWEEP_EVERY_S = 30.0  # at most; a lease TTL when that is shorter. Also the grace
 
 LEASE_TTL_S = 60.0
 HEARTBEAT_EVERY_S = 1.0  # how often a running job checks its record (cancel) and renews

@@ -8,12 +8,14 @@ from __future__ import annotations
 
 import json
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import redis
 from celery import Celery
 
 from core import constants as C
+from core.errors import FleetError
 from core.gcpause import gc_paused
 from fleet import owners, publish_search, staging
 from fleet.message_template import MessageTemplates
@@ -25,6 +27,9 @@ from manifest.schema import JobSpec, Manifest
 from state import events
 from state.jobrecord import JobState
 from state.records import PublishItem, Records
+
+# reads back and publishes again what a failover dropped during the publish, at most this often
+REPUBLISH_TRIES = 3
 
 
 @dataclass(frozen=True)
@@ -176,6 +181,14 @@ def publish(
         sent_at = time.time()
         # a generator: messages are built while Redis stores the previous batch
         results = records.publish((_item(factory, row, owner) for row in todo), force=forced_ids)
+        results = make_good(
+            records,
+            todo,
+            results,
+            lambda rows: records.publish(
+                (_item(factory, r, owner) for r in rows), force=forced_ids
+            ),
+        )
         publish_search.publish(client, factory, new_searches, owner, record_fields)
     events.announce_queued(
         app,
@@ -196,6 +209,31 @@ def publish(
             )
         out.append(row)
     return out + found_rows
+
+
+def make_good(
+    records: Records,
+    rows: list[PlanRow],
+    results: list[tuple[str, str]],
+    again: Callable[[list[PlanRow]], list[tuple[str, str]]],
+) -> list[tuple[str, str]]:
+    """``results`` of publishing ``rows``, once every row's job has a record on the master that
+    serves now. A failover during the publish drops the batches the old master acknowledged
+    but had not replicated; those rows are published ``again`` (idempotent: a job recorded
+    meanwhile is skipped), so a publish that returns leaves no job of it unrecorded."""
+    results = list(results)
+    for _ in range(REPUBLISH_TRIES):
+        states = records.states(row.job.job_id for row in rows)
+        lost = [i for i, row in enumerate(rows) if states[row.job.job_id] is None]
+        if not lost:
+            return results
+        for i, res in zip(lost, again([rows[i] for i in lost]), strict=True):
+            results[i] = res
+    raise FleetError(
+        f"publish: {len(lost)} job(s) (first: {rows[lost[0]].job.name!r}) still have no record "
+        f"after {REPUBLISH_TRIES} tries: the broker loses what it acknowledged (failovers "
+        "under way?); check its replicas, then publish again: it is idempotent"
+    )
 
 
 def offline_plan(manifest: Manifest, force: frozenset[str] = frozenset()) -> list[PlanRow]:

@@ -11,6 +11,7 @@ from __future__ import annotations
 import json
 import logging
 import time
+import uuid
 from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
@@ -100,6 +101,8 @@ class Records:
         self.r = client = decoding(client)
         self.half_life_s = fairshare.half_life_s() if half_life_s is None else half_life_s
         self.lease_ttl_ms = int(lease_ttl_s * 1000)
+        # a short lease (tests, small fleets) sweeps as often: the bound scales with it
+        self.orphan_every_s = min(C.ORPHAN_SWEEP_EVERY_S, lease_ttl_s)
         self.max_attempts = max_attempts
         self._claim = scripts.script(client, "claim")
         self._heartbeat = scripts.script(client, "heartbeat")
@@ -333,14 +336,7 @@ class Records:
         self.r.delete(C.RECONCILE_SEEN_KEY)
         owners = queues.registered(self.r)
         for key in (k for q in wanted for k in queues.keys_of(q, owners.get(q, ()))):
-            start = 0
-            seen = chunk
-            while seen == chunk:
-                seen = self._reconcile(
-                    keys=[C.RECONCILE_SEEN_KEY],
-                    args=["seen", key, start, chunk, C.RECONCILE_SEEN_TTL_MS],
-                )
-                start += chunk
+            self._read_tags(C.RECONCILE_SEEN_KEY, key, chunk)
         out: list[str] = []
         for ids in self._created_before(before, chunk):
             out += self._reconcile(
@@ -350,6 +346,68 @@ class Records:
         self.r.delete(C.RECONCILE_SEEN_KEY)
         self._reconcile(keys=[C.RECONCILE_KEY], args=["forget", *_flat(wanted)])
         return out
+
+    def sweep_orphans(self, chunk: int = C.RECONCILE_CHUNK) -> list[str]:
+        """Push again the queued jobs whose latest message is in no list, not in kombu's
+        unacked hash and not in the dead letter, found so by two sweeps at the same push
+        (lua/reconcile.lua 'orphans'). Needs no report of a loss: a failover drops writes
+        the old master acknowledged (a pop replicated, its unacked entry not) unseen.
+
+        At most one sweep per ``orphan_every_s`` in the whole fleet (a key with that TTL,
+        whichever reaper takes it); the push is fenced in Lua, so two sweeps at once, or one
+        retried, push a job once."""
+        every_ms = int(self.orphan_every_s * 1000)
+        if not self.r.set(C.ORPHAN_SWEEP_KEY, "1", nx=True, px=every_ms):
+            return []
+        # half the period: a sweep one period after the last is never a hair too early
+        return self.push_orphans(grace_s=self.orphan_every_s / 2, chunk=chunk)
+
+    def push_orphans(self, grace_s: float, chunk: int = C.RECONCILE_CHUNK) -> list[str]:
+        """One sweep, whenever called: note the queued jobs without a message, and push again
+        those noted at the same push at least ``grace_s`` ago (``sweep_orphans`` paces it)."""
+        queued: dict[str, str] = {}  # job id -> the list its latest message went to
+        for ids in self._created_before(float("inf"), chunk):
+            # only reads: no WAIT for replicas, and a read-only call runs on a demoted master
+            flat = scripts.read_only(self.r, "reconcile", [], ["queued", JOB_KEY_PREFIX, *ids])
+            queued.update(zip(flat[::2], flat[1::2], strict=True))
+        # a job noted earlier that is no longer queued is forgotten by the same call
+        ids = list(dict.fromkeys([*queued, *self.r.hkeys(C.ORPHANS_KEY)]))
+        if not ids:
+            return []
+        seen = C.ORPHAN_SEEN_KEY + uuid.uuid4().hex  # its own: two sweeps never share one
+        try:
+            for key in set(queued.values()):
+                self._read_tags(seen, key, chunk)
+            out: list[str] = []
+            for start in range(0, len(ids), chunk):
+                out += self._reconcile(
+                    keys=[
+                        seen,
+                        C.KOMBU_UNACKED,
+                        C.OWNER_LISTS_KEY,
+                        C.ORPHANS_KEY,
+                        C.DEAD_LETTER_KEY,
+                    ],
+                    args=[
+                        "orphans",
+                        JOB_KEY_PREFIX,
+                        int(grace_s * 1000),
+                        *ids[start : start + chunk],
+                    ],
+                )
+        finally:
+            self.r.delete(seen)
+        return out
+
+    def _read_tags(self, seen: str, key: str, chunk: int) -> None:
+        """Put the delivery tags of list ``key`` into set ``seen``, ``chunk`` entries a call
+        (read from the head: pushes there and pops at the tail skip no entry that stays)."""
+        start, got = 0, chunk
+        while got == chunk:
+            got = self._reconcile(
+                keys=[seen], args=["seen", key, start, chunk, C.RECONCILE_SEEN_TTL_MS]
+            )
+            start += chunk
 
     def _created_before(self, before: float, chunk: int) -> Iterable[list[str]]:
         """Job ids created up to ``before``, oldest first, ``chunk`` at a time."""

@@ -44,6 +44,7 @@ TOUCHED = (
     "kombu.transport.redis:Channel._purge",  # o: every owner's lists purged
     "kombu.transport.redis:Channel._do_restore_message",  # o: back to its owner's list
     "kombu.transport.redis:Channel._connparams",  # o: survives a closed connection
+    "kombu.transport.redis:SentinelChannel._sentinel_managed_pool",  # o: the same, sentinels
     "kombu.transport.redis:Channel._q_for_pri",  # c: kombu's list names
     "kombu.transport.redis:Channel._get_message_priority",  # c
     "kombu.transport.redis:Channel._restore",  # c: calls _do_restore_message
@@ -225,7 +226,8 @@ class SeamChannelMixin:
         # instead of raising AttributeError, which ends the worker (kombu 5.7)
         transport = getattr(self, "connection", None)
         last = self._last_connparams.get(asynchronous)
-        if (transport is None or transport.client is None) and last is not None:
+        client = None if transport is None else transport.client
+        if (client is None or isinstance(client, _LastSentinels)) and last is not None:
             log.warning(
                 "broker connection closed under a channel: reconnecting with its last settings"
             )
@@ -233,6 +235,38 @@ class SeamChannelMixin:
         params = super()._connparams(asynchronous=asynchronous)
         self._last_connparams = {**self._last_connparams, asynchronous: dict(params)}
         return params
+
+
+class _LastSentinels:
+    """Stands in for a closed kombu connection: its sentinels' URLs, all kombu reads of it."""
+
+    def __init__(self, alt: tuple[str, ...]):
+        self.alt = list(alt)
+
+
+class SeamSentinelChannelMixin(SeamChannelMixin):
+    """The Sentinel channel's one more private: its pool is built from the connection's
+    sentinel URLs, which a closed connection no longer has."""
+
+    _last_alt: tuple[str, ...] = ()
+
+    def _sentinel_managed_pool(self, asynchronous=False):
+        # A failover resets the connection under a channel that still restores its unacked
+        # (prefetched) messages; kombu then reads connection.client.alt of a closed
+        # connection, fails with "'NoneType' object has no attribute 'alt'", and the worker
+        # exits (issue 36: a failover took both test workers down). Lend it the last URLs.
+        transport = getattr(self, "connection", None)
+        client = transport.client if transport is not None else None
+        if client is not None or not self._last_alt:
+            if client is not None:
+                self._last_alt = tuple(client.alt)
+            return super()._sentinel_managed_pool(asynchronous)  # none to lend: kombu's error
+        log.warning("broker connection closed under a channel: asking its last sentinels")
+        transport.client = _LastSentinels(self._last_alt)
+        try:
+            return super()._sentinel_managed_pool(asynchronous)
+        finally:
+            transport.client = None
 
 
 # what tasks.transport builds its channels and transports on (with SeamChannelMixin first)

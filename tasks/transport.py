@@ -50,7 +50,7 @@ class Transport(seam.RedisTransport):
     Channel = Channel
 
 
-class SentinelChannel(seam.SeamChannelMixin, seam.SentinelChannel):
+class SentinelChannel(seam.SeamSentinelChannelMixin, seam.SentinelChannel):
     """sentinel://: the master is asked of the sentinels on every (re)connection."""
 
     make_hooks = staticmethod(fleet_hooks)

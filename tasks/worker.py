@@ -140,8 +140,9 @@ def _reaper_loop(ctx: HostContext) -> None:
             me = ctx.nodename or ctx.hostname
             if not ctx.redis.set(C.REAPER_LOCK, me, nx=True, px=int(every * 1000)):
                 continue
-            # a poll whose reply was lost (a Redis restart above all) needs no lease to pass
-            for line in ctx.records.reconcile_lost():
+            # a poll whose reply was lost (a Redis restart above all) needs no lease to pass;
+            # nor do messages that vanished unreported (a failover dropping acknowledged writes)
+            for line in ctx.records.reconcile_lost() + ctx.records.sweep_orphans():
                 log.warning("fleet reaper: %s", line)
             # Leases expire by the clock even while Redis is down; right after a restart give
             # running jobs one TTL to heartbeat again before calling them lost.

@@ -28,6 +28,7 @@ SOURCE_HASHES = {
     "kombu.transport.redis:Channel._purge": "221e37da7c172561",
     "kombu.transport.redis:Channel._do_restore_message": "8b430df94e45b5b0",
     "kombu.transport.redis:Channel._connparams": "e9a4295085a8fb90",
+    "kombu.transport.redis:SentinelChannel._sentinel_managed_pool": "bde54a2d6e93ac13",
     "kombu.transport.redis:Channel._q_for_pri": "f3997660680dd00f",
     "kombu.transport.redis:Channel._get_message_priority": "07faea72a3d7025f",
     "kombu.transport.redis:Channel._restore": "92e63e38835b6592",
@@ -128,6 +129,35 @@ def test_a_channel_whose_connection_closed_reconnects_with_its_last_settings():
 def test_a_channel_that_never_connected_still_fails_as_kombu_does():
     with pytest.raises(AttributeError):  # nothing to reuse: kombu's own error, unchanged
         _closed_channel()._connparams()
+
+
+class _SentinelChannel(kombu_seam.SeamSentinelChannelMixin, kombu_redis.SentinelChannel):
+    master_name = "fleetmaster"
+
+
+def test_a_sentinel_channel_whose_connection_closed_asks_its_last_sentinels():
+    # a failover closed the connection while the channel restored its unacked messages: the
+    # worker exited ('NoneType' object has no attribute 'alt') instead of reconnecting
+    chan = _SentinelChannel.__new__(_SentinelChannel)
+    chan.connection = _ClosedTransport()
+    chan._last_connparams = {False: {"host": "127.0.0.1", "port": 26399, "db": 0}}
+    chan._last_alt = ("sentinel://127.0.0.1:26399/0", "sentinel://127.0.0.1:26400/0")
+    pool = chan._sentinel_managed_pool()  # builds the pool; connects on first use only
+    assert [
+        s.connection_pool.connection_kwargs["port"] for s in pool.sentinel_manager.sentinels
+    ] == [
+        26399,
+        26400,
+    ]
+    assert chan.connection.client is None  # the stand-in lent, then taken back
+
+
+def test_a_sentinel_channel_that_never_connected_still_fails_as_kombu_does():
+    chan = _SentinelChannel.__new__(_SentinelChannel)
+    chan.connection = _ClosedTransport()
+    chan._last_connparams = {False: {"host": "127.0.0.1", "port": 26399, "db": 0}}
+    with pytest.raises(AttributeError):
+        chan._sentinel_managed_pool()
 
 
 def test_the_seam_overrides_no_kombu_attribute_it_does_not_list():
