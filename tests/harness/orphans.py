@@ -28,11 +28,11 @@ GONE_WITHIN_S = 10.0  # the issue's goal: nothing of a stopped job survives this
 JOB = Path(__file__).with_name("orphanjob.py")
 
 
-def job_argv(pid_file: Path | str) -> list[str]:
-    return [sys.executable, str(JOB), str(pid_file)]
+def job_argv(pid_file: Path | str, python: str = sys.executable) -> list[str]:
+    return [python, str(JOB), str(pid_file)]
 
 
-def started(pid_file: Path, timeout_s: float = 60, detail=None) -> list[int]:
+def started(pid_file: Path, timeout_s: float = 60, detail=lambda: "") -> list[int]:
     """The pids the job wrote, once all ``PIDS`` are there."""
 
     def written():
@@ -61,7 +61,7 @@ def alive(pids: list[int]) -> list[int]:
     return out
 
 
-def all_gone(pids: list[int], detail=None, timeout_s: float = GONE_WITHIN_S) -> None:
+def all_gone(pids: list[int], detail=lambda: "", timeout_s: float = GONE_WITHIN_S) -> None:
     """Fail unless every one of ``pids`` is gone within ``timeout_s``."""
     wait_until(f"the job's processes {pids} gone", lambda: not alive(pids), timeout_s, detail, 0.1)
 

@@ -6,18 +6,23 @@ lets a worker make one, and by its mark in /proc alone (FLEET_RUN_CGROUPS=0)."""
 from __future__ import annotations
 
 import os
+import pwd
+import shutil
+import signal
 import subprocess
 import sys
 import textwrap
 import threading
+import uuid
 from pathlib import Path
 
 import psutil
 import pytest
 
-from tasks import runner, runscope, trained, workdirs, yieldwatch
+from tasks import isolation, runner, runscope, trained, workdirs, yieldwatch
 from tasks.run import Stop
 from tests.harness import orphans
+from tests.harness.users import reachable_dir, system_python
 
 pytestmark = pytest.mark.integration
 ROOT = Path(__file__).resolve().parents[2]
@@ -52,7 +57,19 @@ def run(pid_file: Path, cgroup: bool, **kw) -> runner.RunOutcome:
     )
 
 
-def stop_once_started(pid_file: Path, seen: dict):
+def assert_none_left(out: runner.RunOutcome, why: Stop | None, pid_file: Path) -> list[int]:
+    """The run ended for ``why`` with every orphan started, and none is alive the moment
+    ``run`` returned; the orphans' pids."""
+    pids = orphans.read_pids(pid_file)
+    try:
+        assert out.stopped is why and len(pids) == orphans.PIDS, out.tail
+        assert not orphans.alive(pids)
+    finally:
+        orphans.kill(pids)
+    return pids
+
+
+def stop_once_started(pid_file: Path, seen: dict, why: Stop = Stop.CANCELLED):
     """An on_tick that stops the run once every orphan wrote its pid, noting which run each
     belonged to meanwhile (by cgroup or mark) and whether the yield watch calls it fleet's."""
 
@@ -61,34 +78,25 @@ def stop_once_started(pid_file: Path, seen: dict):
         if len(pids) < orphans.PIDS:
             return None
         seen.update({p: (runscope.scope_of(p), yieldwatch.fleet_pid(p)) for p in pids})
-        return Stop.CANCELLED
+        return why
 
     return tick
 
 
-def test_a_stopped_job_leaves_no_process_in_any_session(tmp_path, cgroup):
-    pid_file, seen, scope = tmp_path / "pids", {}, "stop-" + tmp_path.name
-    out = run(pid_file, cgroup, on_tick=stop_once_started(pid_file, seen), scope=scope)
-    pids = orphans.read_pids(pid_file)
-    try:
-        assert out.stopped is Stop.CANCELLED and len(pids) == orphans.PIDS
-        assert not orphans.alive(pids)  # gone when run returns, not some time later
-        # each was the run's (and so fleet's, not the host owner's) in its own session
-        assert seen == {p: (scope, True) for p in pids}
-        assert runscope.cgroup_of(scope) is None  # removed with its run
-    finally:
-        orphans.kill(pids)
+@pytest.mark.parametrize("why", [Stop.CANCELLED, Stop.PREEMPTED, Stop.PRUNED, Stop.YIELDED])
+def test_a_stopped_job_leaves_no_process_in_any_session(tmp_path, cgroup, why):
+    pid_file, seen, scope = tmp_path / "pids", {}, f"stop-{uuid.uuid4().hex}"
+    out = run(pid_file, cgroup, on_tick=stop_once_started(pid_file, seen, why), scope=scope)
+    pids = assert_none_left(out, why, pid_file)
+    # each was the run's (and so fleet's, not the host owner's) in its own session
+    assert seen == {p: (scope, True) for p in pids}
+    assert runscope.cgroup_of(scope) is None  # removed with its run
 
 
 def test_a_timed_out_job_leaves_no_process_in_any_session(tmp_path, cgroup):
     pid_file = tmp_path / "pids"
     out = run(pid_file, cgroup, timeout_s=8)
-    pids = orphans.read_pids(pid_file)
-    try:
-        assert out.stopped is Stop.TIMEOUT and len(pids) == orphans.PIDS, out.tail
-        assert not orphans.alive(pids)
-    finally:
-        orphans.kill(pids)
+    assert_none_left(out, Stop.TIMEOUT, pid_file)
 
 
 def test_a_job_that_exits_leaves_no_daemon_behind(tmp_path, cgroup):
@@ -98,25 +106,26 @@ def test_a_job_that_exits_leaves_no_daemon_behind(tmp_path, cgroup):
     )
     argv = ["bash", "-c", f"({' '.join(orphans.job_argv(pid_file))} &); {wait_for_orphans}; exit 0"]
     out = run(pid_file, cgroup, argv=argv)
-    pids = orphans.read_pids(pid_file)
-    try:
-        assert out.returncode == 0 and len(pids) == orphans.PIDS, out.tail
-        assert not orphans.alive(pids)
-    finally:
-        orphans.kill(pids)
+    assert_none_left(out, None, pid_file)
+    assert out.returncode == 0, out.tail
 
 
-def a_worker(tmp_path: Path, pid_file: Path, cgroup: bool) -> subprocess.Popen:
-    """A process that runs the orphan job as a worker does, in a run folder of its own."""
+def a_worker(tmp_path: Path, pid_file: Path, cgroup: bool, user: str = "") -> subprocess.Popen:
+    """A process that runs the orphan job as a worker does, in a run folder of its own
+    (as ``user``, if named)."""
     code = textwrap.dedent(f"""
         import sys, threading
         sys.path.insert(0, {str(ROOT)!r})
-        from tasks import runner, workdirs
+        from tasks import isolation, runner, workdirs
         from tests.harness import orphans
+        user = isolation.job_user({user!r})
         work = workdirs.create({str(tmp_path)!r}, "ab" * 32, {{"token": "t"}})
-        runner.run(orphans.job_argv({str(pid_file)!r}), env={{"PATH": "/usr/bin:/bin"}},
-                   cwd=str(work), timeout_s=None, on_tick=lambda p: None,
-                   stop=threading.Event(), scope=workdirs.scope(work), cgroup={cgroup})
+        isolation.hand_over(work, user)
+        runner.run(orphans.job_argv({str(pid_file)!r}, {system_python()!r}),
+                   env={{"PATH": "/usr/bin:/bin"}}, cwd=str(work), timeout_s=None,
+                   on_tick=lambda p: None, stop=threading.Event(),
+                   scope=workdirs.scope(work), cgroup={cgroup},
+                   run_as=isolation.popen_user(user), python={system_python()!r})
     """)
     return subprocess.Popen([sys.executable, "-c", code], start_new_session=True)
 
@@ -149,7 +158,10 @@ def test_what_a_dead_run_left_is_killed_before_its_job_is_handed_on(tmp_path, cg
     worker = a_worker(tmp_path, pid_file, cgroup)
     pids = orphans.started(pid_file)
     try:
-        supervisor_of(pid_file).kill()  # its supervisor first: no one is left to stop the job
+        # the worker and the job's supervisor both die, neither seeing the other go: no one
+        # is left to stop the job (a stopped worker cannot clean up after its supervisor)
+        os.kill(worker.pid, signal.SIGSTOP)
+        supervisor_of(pid_file).kill()
         worker.kill()
         worker.wait()
         (dead,) = list(workdirs.dead(tmp_path))  # its lock went with the worker
@@ -160,3 +172,39 @@ def test_what_a_dead_run_left_is_killed_before_its_job_is_handed_on(tmp_path, cg
         workdirs.remove(dead.work)
     finally:
         orphans.kill(pids)
+
+
+def test_a_job_users_processes_in_other_sessions_go_with_its_stop(cgroup, job_user):
+    where = reachable_dir()
+    pid_file, seen = where / "pids", {}
+    user = isolation.job_user(job_user)
+    out = run(
+        pid_file,
+        cgroup,
+        argv=orphans.job_argv(pid_file, system_python()),
+        on_tick=stop_once_started(pid_file, seen),
+        run_as=isolation.popen_user(user),
+        python=system_python(),
+    )
+    try:
+        assert_none_left(out, Stop.CANCELLED, pid_file)
+    finally:
+        shutil.rmtree(where, ignore_errors=True)
+
+
+def test_a_job_users_processes_go_with_its_killed_worker(cgroup, job_user):
+    where = reachable_dir()
+    pid_file = where / "pids"
+    worker = a_worker(where, pid_file, cgroup, job_user)
+    pids = orphans.started(pid_file)
+    try:
+        assert {psutil.Process(p).uids().real for p in pids} == {pwd.getpwnam(job_user).pw_uid}
+        worker.kill()  # its supervisor, the job user's, kills what it can read and signal
+        worker.wait()
+        orphans.all_gone(pids)
+    finally:
+        orphans.kill(pids)
+        for dead in workdirs.dead(where):
+            assert trained.processes_ended(dead)
+            workdirs.remove(dead.work)
+        shutil.rmtree(where, ignore_errors=True)
