@@ -1,6 +1,7 @@
 """The job of tests/harness/orphans.py: a setsid'd daemon and children in sessions of their
-own, all ignoring SIGTERM, each writing its pid to the file named by argv[1]. Standard
-library only: it runs as a job."""
+own, all ignoring SIGTERM, each writing its pid to the file named by argv[1]. With
+``--rank PID_FILE``, one of torchrun's ranks instead: a SIGTERM handler that does not exit
+(as Lightning's, or a rank stuck in a collective). Standard library only: it runs as a job."""
 
 from __future__ import annotations
 
@@ -40,5 +41,13 @@ def main(pid_file: str) -> None:
     time.sleep(600)
 
 
+def rank(pid_file: str) -> None:
+    signal.signal(signal.SIGTERM, lambda signum, frame: print("rank: SIGTERM ignored", flush=True))
+    with open(pid_file, "a") as f:
+        f.write(f"{os.getpid()}\n")
+    while True:
+        time.sleep(1)
+
+
 if __name__ == "__main__":
-    main(sys.argv[1])
+    rank(sys.argv[2]) if sys.argv[1] == "--rank" else main(sys.argv[1])

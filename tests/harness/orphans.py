@@ -28,16 +28,36 @@ GONE_WITHIN_S = 10.0  # the issue's goal: nothing of a stopped job survives this
 JOB = Path(__file__).with_name("orphanjob.py")
 
 
+RANKS = 2  # torchrun_argv's
+
+
 def job_argv(pid_file: Path | str, python: str = sys.executable) -> list[str]:
     return [python, str(JOB), str(pid_file)]
 
 
-def started(pid_file: Path, timeout_s: float = 60, detail=lambda: "") -> list[int]:
-    """The pids the job wrote, once all ``PIDS`` are there."""
+def torchrun_argv(pid_file: Path | str) -> list[str]:
+    """torchrun (``torch.distributed.run --standalone``) starting ``RANKS`` ranks, each in a
+    session of its own, each with a SIGTERM handler that does not exit."""
+    return [
+        sys.executable,
+        "-m",
+        "torch.distributed.run",
+        "--standalone",
+        f"--nproc_per_node={RANKS}",
+        str(JOB),
+        "--rank",
+        str(pid_file),
+    ]
+
+
+def started(
+    pid_file: Path, timeout_s: float = 60, detail=lambda: "", count: int = PIDS
+) -> list[int]:
+    """The pids the job wrote, once all ``count`` are there."""
 
     def written():
         pids = read_pids(pid_file)
-        return len(pids) >= PIDS and pids
+        return len(pids) >= count and pids
 
     return wait_until("the job's orphans started", written, timeout_s, detail)
 

@@ -110,9 +110,9 @@ def test_a_job_that_exits_leaves_no_daemon_behind(tmp_path, cgroup):
     assert out.returncode == 0, out.tail
 
 
-def a_worker(tmp_path: Path, pid_file: Path, cgroup: bool, user: str = "") -> subprocess.Popen:
-    """A process that runs the orphan job as a worker does, in a run folder of its own
-    (as ``user``, if named)."""
+def a_worker(tmp_path: Path, argv: list[str], cgroup: bool, user: str = "") -> subprocess.Popen:
+    """A process that runs ``argv`` as a worker does, in a run folder of its own (as
+    ``user``, if named)."""
     code = textwrap.dedent(f"""
         import sys, threading
         sys.path.insert(0, {str(ROOT)!r})
@@ -121,7 +121,7 @@ def a_worker(tmp_path: Path, pid_file: Path, cgroup: bool, user: str = "") -> su
         user = isolation.job_user({user!r})
         work = workdirs.create({str(tmp_path)!r}, "ab" * 32, {{"token": "t"}})
         isolation.hand_over(work, user)
-        runner.run(orphans.job_argv({str(pid_file)!r}, {system_python()!r}),
+        runner.run({argv!r},
                    env={{"PATH": "/usr/bin:/bin"}}, cwd=str(work), timeout_s=None,
                    on_tick=lambda p: None, stop=threading.Event(),
                    scope=workdirs.scope(work), cgroup={cgroup},
@@ -140,7 +140,7 @@ def supervisor_of(pid_file: Path) -> psutil.Process:
 
 def test_a_worker_killed_9_takes_every_process_of_its_job_with_it(tmp_path, cgroup):
     pid_file = tmp_path / "pids"
-    worker = a_worker(tmp_path, pid_file, cgroup)
+    worker = a_worker(tmp_path, orphans.job_argv(pid_file, system_python()), cgroup)
     pids = orphans.started(pid_file)
     try:
         worker.kill()  # its job's supervisor notices through its pidfd
@@ -155,7 +155,7 @@ def test_a_worker_killed_9_takes_every_process_of_its_job_with_it(tmp_path, cgro
 
 def test_what_a_dead_run_left_is_killed_before_its_job_is_handed_on(tmp_path, cgroup):
     pid_file = tmp_path / "pids"
-    worker = a_worker(tmp_path, pid_file, cgroup)
+    worker = a_worker(tmp_path, orphans.job_argv(pid_file, system_python()), cgroup)
     pids = orphans.started(pid_file)
     try:
         # the worker and the job's supervisor both die, neither seeing the other go: no one
@@ -195,7 +195,7 @@ def test_a_job_users_processes_in_other_sessions_go_with_its_stop(cgroup, job_us
 def test_a_job_users_processes_go_with_its_killed_worker(cgroup, job_user):
     where = reachable_dir()
     pid_file = where / "pids"
-    worker = a_worker(where, pid_file, cgroup, job_user)
+    worker = a_worker(where, orphans.job_argv(pid_file, system_python()), cgroup, job_user)
     pids = orphans.started(pid_file)
     try:
         assert {psutil.Process(p).uids().real for p in pids} == {pwd.getpwnam(job_user).pw_uid}
@@ -208,3 +208,40 @@ def test_a_job_users_processes_go_with_its_killed_worker(cgroup, job_user):
             assert trained.processes_ended(dead)
             workdirs.remove(dead.work)
         shutil.rmtree(where, ignore_errors=True)
+
+
+def test_a_stopped_torchrun_jobs_ranks_in_sessions_of_their_own_are_gone(tmp_path, cgroup):
+    pytest.importorskip("torch")
+    pid_file, sessions = tmp_path / "pids", {}
+
+    def stop_once_ranks_run(progress):
+        pids = orphans.read_pids(pid_file)
+        if len(pids) < orphans.RANKS:
+            return None
+        sessions.update({p: os.getsid(p) == p for p in pids})
+        return Stop.CANCELLED
+
+    out = run(pid_file, cgroup, argv=orphans.torchrun_argv(pid_file), on_tick=stop_once_ranks_run)
+    pids = orphans.read_pids(pid_file)
+    try:
+        assert out.stopped is Stop.CANCELLED and len(pids) == orphans.RANKS, out.tail
+        assert sessions == {p: True for p in pids}  # each rank led a session of its own
+        assert not orphans.alive(pids)
+    finally:
+        orphans.kill(pids)
+
+
+def test_a_killed_workers_torchrun_ranks_are_gone_within_10_s(tmp_path, cgroup):
+    pytest.importorskip("torch")
+    pid_file = tmp_path / "pids"
+    worker = a_worker(tmp_path, orphans.torchrun_argv(pid_file), cgroup)
+    pids = orphans.started(pid_file, count=orphans.RANKS)
+    try:
+        worker.kill()
+        worker.wait()
+        orphans.all_gone(pids)
+    finally:
+        orphans.kill(pids)
+        for dead in workdirs.dead(tmp_path):
+            assert trained.processes_ended(dead)
+            workdirs.remove(dead.work)
