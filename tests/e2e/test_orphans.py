@@ -49,9 +49,10 @@ def test_a_timed_out_jobs_processes_in_other_sessions_are_gone_within_10_s(chaos
         orphans.kill(pids)
 
 
-def test_a_killed_workers_job_leaves_no_process_and_goes_on_only_once_none_is_left(chaos):
+@pytest.mark.parametrize("cgroups", ["1", "0"], ids=["cgroup-if-allowed", "proc-scan"])
+def test_a_killed_workers_job_leaves_no_process_and_goes_on_only_once_none_is_left(chaos, cgroups):
     chaos.env["FLEET_LEASE_TTL_S"] = "60"  # only the watchman hands the job on this soon
-    victim = chaos.start("orphans-k")
+    victim = chaos.start("orphans-k", FLEET_RUN_CGROUPS=cgroups)
     ids, pid_file = publish(chaos, "orphaned")
     pids = orphans.started(pid_file, detail=chaos.logs)
     try:

@@ -130,6 +130,20 @@ def a_worker(tmp_path: Path, argv: list[str], cgroup: bool, user: str = "") -> s
     return subprocess.Popen([sys.executable, "-c", code], start_new_session=True)
 
 
+def dies_leaving_none(worker: subprocess.Popen, pids: list[int], work_root: Path) -> None:
+    """Kill -9 the worker: every one of ``pids`` is gone within 10 s (its job's supervisor
+    notices through its pidfd); then the watchman's part, which removes the run's cgroup."""
+    try:
+        worker.kill()
+        worker.wait()
+        orphans.all_gone(pids)
+    finally:
+        orphans.kill(pids)
+        for dead in workdirs.dead(work_root):
+            assert trained.processes_ended(dead)
+            workdirs.remove(dead.work)
+
+
 def supervisor_of(pid_file: Path) -> psutil.Process:
     for p in psutil.process_iter(["cmdline"]):
         cmd = " ".join(p.info["cmdline"] or [])
@@ -141,16 +155,7 @@ def supervisor_of(pid_file: Path) -> psutil.Process:
 def test_a_worker_killed_9_takes_every_process_of_its_job_with_it(tmp_path, cgroup):
     pid_file = tmp_path / "pids"
     worker = a_worker(tmp_path, orphans.job_argv(pid_file, system_python()), cgroup)
-    pids = orphans.started(pid_file)
-    try:
-        worker.kill()  # its job's supervisor notices through its pidfd
-        worker.wait()
-        orphans.all_gone(pids)
-    finally:
-        orphans.kill(pids)
-        for dead in workdirs.dead(tmp_path):  # the watchman's part: the run's empty cgroup
-            assert trained.processes_ended(dead)
-            workdirs.remove(dead.work)
+    dies_leaving_none(worker, orphans.started(pid_file), tmp_path)
 
 
 def test_what_a_dead_run_left_is_killed_before_its_job_is_handed_on(tmp_path, cgroup):
@@ -199,14 +204,9 @@ def test_a_job_users_processes_go_with_its_killed_worker(cgroup, job_user):
     pids = orphans.started(pid_file)
     try:
         assert {psutil.Process(p).uids().real for p in pids} == {pwd.getpwnam(job_user).pw_uid}
-        worker.kill()  # its supervisor, the job user's, kills what it can read and signal
-        worker.wait()
-        orphans.all_gone(pids)
+        dies_leaving_none(worker, pids, where)  # its supervisor is the job user's
     finally:
         orphans.kill(pids)
-        for dead in workdirs.dead(where):
-            assert trained.processes_ended(dead)
-            workdirs.remove(dead.work)
         shutil.rmtree(where, ignore_errors=True)
 
 
@@ -235,13 +235,4 @@ def test_a_killed_workers_torchrun_ranks_are_gone_within_10_s(tmp_path, cgroup):
     pytest.importorskip("torch")
     pid_file = tmp_path / "pids"
     worker = a_worker(tmp_path, orphans.torchrun_argv(pid_file), cgroup)
-    pids = orphans.started(pid_file, count=orphans.RANKS)
-    try:
-        worker.kill()
-        worker.wait()
-        orphans.all_gone(pids)
-    finally:
-        orphans.kill(pids)
-        for dead in workdirs.dead(tmp_path):
-            assert trained.processes_ended(dead)
-            workdirs.remove(dead.work)
+    dies_leaving_none(worker, orphans.started(pid_file, count=orphans.RANKS), tmp_path)
