@@ -253,6 +253,7 @@ def run(
     if exit_file:  # the supervisor records the job's exit status there (tasks.workdirs)
         env[supervisor.EXIT_ENV] = str(exit_file)
     group = _cgroup(scope) if cgroup else None
+    env.pop(runscope.CGROUP_ENV, None)  # a worker itself inside a run: not that run's cgroup
     if group:
         env[runscope.CGROUP_ENV] = group
     try:

@@ -127,11 +127,11 @@ def _kill_run() -> None:
     if left:
         print(f"fleet: could not kill the job's processes {left}", file=sys.stderr, flush=True)
     if _cgroup:
-        try:
-            with open(os.path.join(_cgroup, "cgroup.kill"), "w") as f:
-                f.write("1")
-        except OSError:
-            pass  # a job user's supervisor may not: the worker or its watchman will
+        try:  # out of the run's cgroup first, so that it can be emptied and removed from here
+            runscope.enter(os.path.dirname(_cgroup), os.getpid())
+            runscope.kill_cgroup(_cgroup, time.monotonic() + END_TIMEOUT_S)
+        except OSError:  # a job user's supervisor may not: the worker or its watchman will
+            pass
 
 
 def _running(pid: int) -> bool:
