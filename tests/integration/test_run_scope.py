@@ -19,7 +19,7 @@ from pathlib import Path
 import psutil
 import pytest
 
-from tasks import isolation, runner, runscope, trained, workdirs, yieldwatch
+from tasks import isolation, runner, runscope, trained, vramwatch, workdirs, yieldwatch
 from tasks.run import Stop
 from tests.harness import orphans
 from tests.harness.users import reachable_dir, system_python
@@ -71,13 +71,15 @@ def assert_none_left(out: runner.RunOutcome, why: Stop | None, pid_file: Path) -
 
 def stop_once_started(pid_file: Path, seen: dict, why: Stop = Stop.CANCELLED):
     """An on_tick that stops the run once every orphan wrote its pid, noting which run each
-    belonged to meanwhile (by cgroup or mark) and whether the yield watch calls it fleet's."""
+    belonged to meanwhile (by cgroup or mark), whether the yield watch calls it fleet's and
+    the VRAM watch the job's."""
 
     def tick(progress):
         pids = orphans.read_pids(pid_file)
         if len(pids) < orphans.PIDS:
             return None
-        seen.update({p: (runscope.scope_of(p), yieldwatch.fleet_pid(p)) for p in pids})
+        job = vramwatch.in_group(progress.pgid)
+        seen.update({p: (runscope.scope_of(p), yieldwatch.fleet_pid(p), job(p)) for p in pids})
         return why
 
     return tick
@@ -88,8 +90,9 @@ def test_a_stopped_job_leaves_no_process_in_any_session(tmp_path, cgroup, why):
     pid_file, seen, scope = tmp_path / "pids", {}, f"stop-{uuid.uuid4().hex}"
     out = run(pid_file, cgroup, on_tick=stop_once_started(pid_file, seen, why), scope=scope)
     pids = assert_none_left(out, why, pid_file)
-    # each was the run's (and so fleet's, not the host owner's) in its own session
-    assert seen == {p: (scope, True) for p in pids}
+    # each was the run's in its own session: fleet's (not the host owner's, for the yield
+    # watch) and the job's (its VRAM counts against the job's budget)
+    assert seen == {p: (scope, True, True) for p in pids}
     assert runscope.cgroup_of(scope) is None  # removed with its run
 
 
