@@ -287,6 +287,14 @@ FLEET_GANG_FORM_TIMEOUT_S: Setting[float] = Setting(
     C.GANG_FORM_TIMEOUT_S,
     "how long a host holds a seat of a forming gang (nodes = N) before it gives it back",
 )
+FLEET_RUN_CGROUPS: Setting[bool] = Setting(
+    "FLEET_RUN_CGROUPS",
+    BOOL,
+    True,
+    "give each run a cgroup v2 of its own where the worker may make one, so that no process "
+    "of a stopped job survives it; 0: find a run's processes by their mark in /proc alone "
+    "(docs/limits.md)",
+)
 FLEET_SHARE_GPU_UNWATCHED: Setting[bool] = Setting(
     "FLEET_SHARE_GPU_UNWATCHED",
     BOOL,
@@ -387,6 +395,12 @@ FLEET_SUPERVISOR_PARENT: Setting[str | None] = _given(
 )
 FLEET_SUPERVISOR_EXIT_FILE: Setting[str | None] = _given(
     "FLEET_SUPERVISOR_EXIT_FILE", "where the supervisor writes the exit status", PATH
+)
+FLEET_RUN_SCOPE: Setting[str | None] = _given(
+    "FLEET_RUN_SCOPE", "the run's mark: every process carrying it is killed when the run stops"
+)
+FLEET_RUN_CGROUP: Setting[str | None] = _given(
+    "FLEET_RUN_CGROUP", "the run's own cgroup, for the supervisor (where it has one)", PATH
 )
 
 

@@ -25,6 +25,7 @@ from core.registry import (
     FLEET_GPU_RESERVE_RAM_GIB,
     FLEET_HOSTNAME,
     FLEET_JOB_USER,
+    FLEET_RUN_CGROUPS,
     FLEET_S3_ENDPOINT_URL,
     FLEET_SHARE_GPU_UNWATCHED,
     FLEET_SIM_GPU_PROCESSES,
@@ -149,6 +150,7 @@ class WorkerSettings:
     share_gpu_unwatched: bool = False  # serve share_gpu jobs even if NVML cannot see ours
     advertise_addr: str = ""  # "" : the local address of the connection to Redis
     gang_form_timeout_s: float = GANG_FORM_TIMEOUT_S
+    run_cgroups: bool = True  # a cgroup per run where the host allows (tasks.runscope)
 
     @classmethod
     def from_env(cls, env: Mapping[str, str] | None = None) -> WorkerSettings:
@@ -166,4 +168,5 @@ class WorkerSettings:
             share_gpu_unwatched=FLEET_SHARE_GPU_UNWATCHED.value(env),
             advertise_addr=FLEET_ADVERTISE_ADDR.value(env) or "",
             gang_form_timeout_s=FLEET_GANG_FORM_TIMEOUT_S.value(env),
+            run_cgroups=FLEET_RUN_CGROUPS.value(env),
         )

@@ -416,6 +416,8 @@ def _run_process(
             exit_file=workdirs.exit_file(work),
             wake_fd=ctx.runs.wake_fd(job.job_id),
             on_metric=_each(history.record if run.lead else None, pruning),
+            scope=workdirs.scope(work),  # a dead run's processes are found by its folder
+            cgroup=ctx.settings.run_cgroups,
         )
         _flush_history(ctx, history)
         if pruning is not None:  # its last value reaches its search before its end is recorded

@@ -2,7 +2,8 @@
 
 The runner knows nothing of Celery or Redis: it calls ``on_tick`` about once a second
 with what it has seen, and stops the group when ``on_tick`` returns a reason, when the
-time limit passes, or when ``stop`` is set.
+time limit passes, or when ``stop`` is set. However the job ends, no process of it is left
+when ``run`` returns: in any session, by the run's cgroup and its mark (tasks.runscope).
 """
 
 from __future__ import annotations
@@ -15,13 +16,14 @@ import subprocess
 import sys
 import threading
 import time
+import uuid
 from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from core.constants import KILL_GRACE_S, TAIL_LINES
-from tasks import supervisor, termlines
+from tasks import runscope, supervisor, termlines
 from tasks.run import Stop
 from trainers import protocol
 
@@ -30,11 +32,18 @@ SUPERVISOR = str(Path(__file__).with_name("supervisor.py"))
 _log = logging.getLogger("fleet.runner")
 READ_CHUNK_BYTES = 65_536  # read from the job's output at once, at most
 _groups: set[int] = set()  # the process groups of the jobs running now (tasks.yieldwatch)
+_scopes: set[str] = set()  # their marks (tasks.runscope): their processes in other groups
 
 
 def running_groups() -> frozenset[int]:
     """The process group ids of the jobs this worker runs now: any process in one is fleet's."""
     return frozenset(_groups)
+
+
+def running_scopes() -> frozenset[str]:
+    """The marks of the jobs this worker runs now (tasks.runscope): a process that carries
+    one is fleet's, in whatever process group or session."""
+    return frozenset(_scopes)
 
 
 @dataclass
@@ -152,6 +161,54 @@ def _stop_group(proc: subprocess.Popen) -> None:
             continue
 
 
+def _cgroup(scope: str) -> str | None:
+    """The run's own cgroup, or None (said once) where the host lets the worker make none."""
+    path, why = runscope.make_cgroup(scope)
+    if why and not _said_no_cgroup:
+        _said_no_cgroup.append(why)
+        _log.warning(
+            "jobs get no cgroup of their own (%s): their processes are found by their mark in "
+            "/proc, which misses one that clears its environment (docs/limits.md)",
+            why,
+        )
+    return path
+
+
+_said_no_cgroup: list[str] = []
+
+
+def _enter(group: str, proc: subprocess.Popen) -> str | None:
+    """Move the supervisor into the run's cgroup, then let it start the job (closing its
+    stdin); the cgroup, or None if the supervisor could not be moved."""
+    try:
+        runscope.enter(group, proc.pid)
+    except OSError as e:
+        _log.warning("cannot move the job into its cgroup %s (%s); its mark will do", group, e)
+        _remove_cgroup(group)
+        group = None
+    proc.stdin.close()
+    return group
+
+
+def _remove_cgroup(group: str) -> None:
+    try:
+        os.rmdir(group)
+    except OSError:
+        pass  # a process got in after all: _end_run kills it and removes the cgroup
+
+
+def _end_run(scope: str, group: str | None) -> None:
+    """No process of the run outlives it, in whatever session, wherever re-parented."""
+    left = runscope.end(scope, group)
+    if left:
+        _log.error(
+            "processes %s of a stopped job are still alive after %gs of SIGKILL (another "
+            "user's, or unkillable in the kernel)",
+            left,
+            runscope.END_TIMEOUT_S,
+        )
+
+
 def _pidfd(pid: int) -> int | None:
     try:
         return os.pidfd_open(pid)
@@ -201,29 +258,47 @@ def run(
     exit_file: str | None = None,
     wake_fd: int | None = None,
     on_metric: Callable[[protocol.Point], None] | None = None,
+    scope: str | None = None,
+    cgroup: bool = True,
 ) -> RunOutcome:
     """``run_as``: Popen's user/group/extra_groups, to start the group as another user;
     ``python``: the interpreter for the supervisor (default: this one); ``wake_fd``: a
     non-blocking pipe end whose byte calls ``on_tick`` at once (a hand-back was asked);
     ``on_metric``: called with the point of each FLEET_METRIC line as it is read
-    (``protocol.point_of``); it must not block, or the job's output waits."""
+    (``protocol.point_of``); it must not block, or the job's output waits. ``scope``: the
+    run's mark, unique on this host (default: a new one; a caller that must find the run's
+    processes after a crash names it); ``cgroup``: give the run a cgroup of its own where
+    the host allows (False: the mark alone)."""
     started = time.monotonic()
     progress = Progress(started, deque(maxlen=TAIL_LINES), {})
-    env = dict(env, **{supervisor.PARENT_ENV: str(os.getpid())})
+    scope = scope or uuid.uuid4().hex
+    env = dict(env, **{supervisor.PARENT_ENV: str(os.getpid()), runscope.ENV: scope})
     if exit_file:  # the supervisor records the job's exit status there (tasks.workdirs)
         env[supervisor.EXIT_ENV] = str(exit_file)
-    proc = subprocess.Popen(
-        supervisor.command(python or sys.executable, SUPERVISOR, argv),
-        env=env,
-        cwd=cwd,
-        stdin=subprocess.DEVNULL,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.STDOUT,
-        start_new_session=True,
-        **(run_as or {}),
-    )
+    group = _cgroup(scope) if cgroup else None
+    env.pop(runscope.CGROUP_ENV, None)  # a worker itself inside a run: not that run's cgroup
+    if group:
+        env[runscope.CGROUP_ENV] = group
+    try:
+        proc = subprocess.Popen(
+            supervisor.command(python or sys.executable, SUPERVISOR, argv),
+            env=env,
+            cwd=cwd,
+            stdin=subprocess.PIPE if group else subprocess.DEVNULL,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+            **(run_as or {}),
+        )
+    except BaseException:
+        if group:
+            _remove_cgroup(group)
+        raise
+    if group:
+        group = _enter(group, proc)
     progress.pgid = proc.pid
     _groups.add(proc.pid)
+    _scopes.add(scope)
     reader = threading.Thread(
         target=_reader, args=(proc.stdout, progress, log, on_metric), daemon=True
     )
@@ -248,7 +323,9 @@ def run(
         os.killpg(proc.pid, signal.SIGKILL)
     except ProcessLookupError:
         pass
+    _end_run(scope, group)
     _groups.discard(proc.pid)
+    _scopes.discard(scope)
     reader.join(5)
     if pidfd is not None:
         os.close(pidfd)

@@ -1,9 +1,17 @@
 """Leader of a job's process group: ``python tasks/supervisor.py -- ARGV...``.
 
-It runs the job in its own session, and takes the whole group down when asked
-(SIGTERM) or when its worker dies, even by SIGKILL (it watches the worker through a
-pidfd, or where there is none, Linux's parent-death signal), so no trainer or grandchild
-outlives the worker that started it.
+It runs the job in its own session, and takes the job down when asked (SIGTERM) or when
+its worker dies, even by SIGKILL (it watches the worker through a pidfd, or where there is
+none, Linux's parent-death signal): SIGTERM to its group, then, after ``GRACE_S``, SIGKILL
+to every process of the run in any session (``tasks/runscope.py``: the run's cgroup where
+it has one and may write its ``cgroup.kill``, and the run's mark in ``/proc``). A process
+that left the group and cleared its environment, on a host with no cgroup for the run, or
+one of another uid, can still outlive it (docs/limits.md); the worker, or its watchman
+when the worker died, kills what is left before the job goes on (``tasks.runner``,
+``tasks.trained``).
+
+Where the run has a cgroup (``FLEET_RUN_CGROUP``), the worker moves this process into it
+and then closes its stdin: the job starts only after that, so all of it is inside.
 
 It starts on every job, so it starts light: run with ``FLAGS`` (no site-packages, no
 PYTHON* variables: it needs the standard library only), it imports no json, re,
@@ -27,6 +35,8 @@ PARENT_ENV = "FLEET_SUPERVISOR_PARENT"
 # where to record the job's exit status (tasks.workdirs): on disk before the worker hears of it
 EXIT_ENV = "FLEET_SUPERVISOR_EXIT_FILE"
 AFFINITY_ENV = "FLEET_CPU_AFFINITY"  # the job's own cores (trainers.protocol.ENV_CPU_AFFINITY)
+SCOPE_ENV, CGROUP_ENV = "FLEET_RUN_SCOPE", "FLEET_RUN_CGROUP"  # tasks.runscope.ENV, CGROUP_ENV
+END_TIMEOUT_S = 5.0  # how long killing the run's other processes may take here
 # the interpreter's flags: isolated (-I) and without the site module (-S), which in a venv
 # with editable installs costs more than the rest of the start-up together
 FLAGS = ("-I", "-S")
@@ -97,7 +107,31 @@ def _kill_group(signum, frame) -> None:
     deadline = time.monotonic() + GRACE_S
     while time.monotonic() < deadline and _child is not None and _running(_child):
         time.sleep(POLL_S)
-    os.killpg(pgid, signal.SIGKILL)  # takes this process too: nothing of the job survives
+    try:
+        _kill_run()
+    finally:
+        os.killpg(pgid, signal.SIGKILL)  # takes this process too
+
+
+def _kill_run() -> None:
+    """SIGKILL the run's processes outside this group too (other sessions, re-parented),
+    this process last: its cgroup's ``cgroup.kill`` takes it as well."""
+    mark = os.environ.get(SCOPE_ENV)
+    if not mark:
+        return
+    # by path: the tasks package is not importable here (-I), nor wanted (it builds Celery)
+    sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+    import runscope
+
+    left = runscope.kill_marked(mark, frozenset({os.getpid()}), time.monotonic() + END_TIMEOUT_S)
+    if left:
+        print(f"fleet: could not kill the job's processes {left}", file=sys.stderr, flush=True)
+    if _cgroup:
+        try:  # out of the run's cgroup first, so that it can be emptied and removed from here
+            runscope.enter(os.path.dirname(_cgroup), os.getpid())
+            runscope.kill_cgroup(_cgroup, time.monotonic() + END_TIMEOUT_S)
+        except OSError:  # a job user's supervisor may not: the worker or its watchman will
+            pass
 
 
 def _running(pid: int) -> bool:
@@ -108,16 +142,30 @@ def _running(pid: int) -> bool:
 
 
 _child: int | None = None
+_cgroup: str | None = None  # the run's cgroup, where it has one
+
+
+def _moved() -> None:
+    """Wait until the worker has moved this process into the run's cgroup: it closes our
+    stdin then (or dies). The job gets /dev/null as its stdin, as it would have."""
+    while os.read(0, 4096):
+        pass
+    null = os.open(os.devnull, os.O_RDONLY)
+    os.dup2(null, 0)
+    os.close(null)
 
 
 def main(argv: list[str]) -> int:
-    global _child
+    global _child, _cgroup
     if argv and argv[0] == "--":
         argv = argv[1:]
     # The worker's pid comes from the worker itself: reading getppid() here, after Python
     # started, would miss a worker that died in those first milliseconds (we'd read 1).
     parent = int(os.environ.pop(PARENT_ENV, os.getppid()))
     exit_file = os.environ.pop(EXIT_ENV, None)
+    _cgroup = os.environ.pop(CGROUP_ENV, None)
+    if _cgroup:
+        _moved()
     parent_fd = _watch(parent)
     if parent_fd is None:
         _die_with_parent()

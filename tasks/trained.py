@@ -25,7 +25,7 @@ import redis
 from core.constants import TAIL_LINES
 from core.errors import FleetError
 from manifest.schema import JobSpec
-from tasks import checkpoint, joblog, metrichistory, runner, upload, workdirs
+from tasks import checkpoint, joblog, metrichistory, runner, runscope, supervisor, upload, workdirs
 from tasks.host import HostContext
 from tasks.lease import LeaseKeeper
 from tasks.retry import Backoff, retry_redis
@@ -35,6 +35,9 @@ from trainers.protocol import parse_metric_line
 log = logging.getLogger("fleet.trained")
 # about 6 s of Redis retries; .fleet-exit.json on disk covers a longer outage
 MARK_BACKOFF = Backoff.doubling(0.2, 5.0, tries=6)
+# a dead run's supervisor may be stopping its job still (SIGTERM, then SIGKILL after its
+# GRACE_S): a trainer that checkpoints on SIGTERM gets that long before it is killed here
+DEAD_RUN_GRACE_S = supervisor.GRACE_S + 1.0
 
 
 def run_info(job: JobSpec, token: str, attempts: int, host: str, runs: int = 0) -> dict:
@@ -94,6 +97,9 @@ def finish_dead_runs(ctx: HostContext) -> None:
     by the watchman of a worker that died (tasks.watchman)."""
     lost: list[tuple[str, str]] = []
     for dead in workdirs.dead(ctx.work_root):
+        if not processes_ended(dead):  # not handed on while it runs: its lease decides
+            workdirs.release(dead.work)
+            continue
         keep = False
         try:
             if dead.returncode == 0 and dead.info.get("job"):
@@ -109,6 +115,20 @@ def finish_dead_runs(ctx: HostContext) -> None:
         finally:
             (workdirs.release if keep else workdirs.remove)(dead.work)
     hand_on(ctx, lost)
+
+
+def processes_ended(dead: workdirs.DeadRun) -> bool:
+    """No process of the dead run is left: those its supervisor is still stopping get its
+    grace first, then all of them SIGKILL (tasks.runscope); False if one would not die."""
+    scope = workdirs.scope(dead.work)
+    left = runscope.end(scope, runscope.cgroup_of(scope), grace_s=DEAD_RUN_GRACE_S)
+    if left:
+        log.error(
+            "processes %s of the dead run in %s would not die; its job waits for its lease",
+            left,
+            dead.work.parent,
+        )
+    return not left
 
 
 def _run_of(dead: workdirs.DeadRun) -> list[tuple[str, str]]:

@@ -1,7 +1,8 @@
 """A job sharing a GPU stays within its VRAM budget, or is stopped.
 
 NVML lists the processes using a device with the GPU memory each holds; the watch sums it
-over the job's process group (the supervisor's session) and compares it with the budget the
+over the job's processes (its supervisor's group, and those of its run in other sessions,
+such as torchrun's ranks: tasks.runscope) and compares it with the budget the
 job declared (``min_vram_gib`` with ``share_gpu``). A job over its budget is stopped and
 fails with a message naming the budget, so one job never starves the others on the device.
 Simulated devices (no NVML) are not watched.
@@ -20,6 +21,7 @@ import os
 from collections.abc import Callable, Mapping
 
 from core.registry import FLEET_SHARE_GPU_UNWATCHED
+from tasks import runscope
 
 log = logging.getLogger("fleet.vramwatch")
 GIB = 1 << 30
@@ -97,11 +99,17 @@ def accounting_problem(real_gpus: bool, status: str, unwatched: bool) -> str | N
 
 
 def in_group(pgid: int) -> Callable[[int], bool]:
+    """Whether a pid is the job's: in its supervisor's group, or, having left it (a session of
+    its own), of the same run as the supervisor, by cgroup or mark."""
+    run = runscope.scope_of(pgid)  # the supervisor's pid is its group's id
+
     def member(pid: int) -> bool:
         try:
-            return os.getpgid(pid) == pgid
+            if os.getpgid(pid) == pgid:
+                return True
         except (ProcessLookupError, PermissionError):
             return False
+        return run is not None and runscope.scope_of(pid) == run
 
     return member
 

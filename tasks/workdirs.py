@@ -70,6 +70,12 @@ def create(work_root: Path, job_id: str, info: dict) -> Path:
     return work
 
 
+def scope(work: Path) -> str:
+    """The run's mark on its processes (tasks.runscope): its folder's name, unique on this
+    host, so that whoever finds the folder of a dead run finds its processes too."""
+    return Path(work).parent.name
+
+
 def exit_file(work: Path) -> Path:
     """Where the supervisor records the job's exit status."""
     return Path(work) / EXIT_FILE

@@ -35,7 +35,7 @@ from core.settings import YieldSettings
 from routing import yielding
 from routing.capability import CudaDevice
 from routing.yielding import DeviceYield
-from tasks import runner
+from tasks import runner, runscope
 from tasks.run import Stop
 
 log = logging.getLogger("fleet.yield")
@@ -111,14 +111,22 @@ def file_processes(path: Path) -> GpuProcesses:
     return read
 
 
-def fleet_pid(pid: int, groups: Callable[[], frozenset[int]] = runner.running_groups) -> bool:
+def fleet_pid(
+    pid: int,
+    groups: Callable[[], frozenset[int]] = runner.running_groups,
+    scopes: Callable[[], frozenset[str]] = runner.running_scopes,
+) -> bool:
     """Whether ``pid`` is in one of this worker's jobs: each runs in its own process group
     (its supervisor's), which tasks.runner lists while the job runs. getpgid needs no /proc,
-    so this holds under ProtectProc= and for jobs run as FLEET_JOB_USER."""
+    so this holds under ProtectProc= and for jobs run as FLEET_JOB_USER. A process that left
+    its job's group (torchrun's ranks each have a session) is known by its run's cgroup or
+    mark (tasks.runscope)."""
     try:
-        return os.getpgid(pid) in groups()
+        if os.getpgid(pid) in groups():
+            return True
     except (ProcessLookupError, PermissionError):
         return False
+    return runscope.scope_of(pid) in scopes()
 
 
 def process_name(pid: int) -> str:

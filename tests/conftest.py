@@ -27,4 +27,5 @@ pytest_plugins = [
     "tests.fixtures.parallel",  # which tests share a process in a parallel run
     "tests.harness.chaos",  # the `chaos` fixture
     "tests.harness.pools",  # the `pools` fixture
+    "tests.harness.users",  # the `job_user` fixture
 ]

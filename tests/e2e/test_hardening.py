@@ -307,22 +307,6 @@ def test_a_worker_whose_job_user_does_not_exist_refuses_to_start(solo):
     assert "Traceback" not in log
 
 
-@pytest.fixture
-def job_user():
-    if os.geteuid() != 0:
-        pytest.skip(f"FLEET_JOB_USER needs a root worker; this test runs as uid {os.geteuid()}")
-    if not shutil.which("useradd"):
-        pytest.skip("useradd is not installed: cannot make a job user")
-    name = f"fjob{uuid.uuid4().hex[:6]}"
-    subprocess.run(
-        ["useradd", "--system", "--no-create-home", "--home-dir", "/nonexistent", name], check=True
-    )
-    try:
-        yield name
-    finally:
-        subprocess.run(["userdel", name], check=False)
-
-
 def test_with_fleet_job_user_a_job_runs_as_that_user_and_cannot_read_the_worker(solo, job_user):
     # reachable by the job user, unlike pytest's tmp
     work = Path(tempfile.mkdtemp(prefix="fleet-jobuser-"))

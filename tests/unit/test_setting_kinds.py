@@ -131,10 +131,12 @@ def test_check_reports_every_bad_value_not_only_the_first():
 def test_the_variables_given_to_jobs_are_the_ones_the_trainers_and_the_supervisor_read():
     # trainers.protocol (the trainers' side of the contract) and tasks.supervisor (standard
     # library only) keep these names as plain strings: the registry declares exactly those
-    from tasks import supervisor
+    from tasks import runscope, supervisor
     from trainers import protocol
 
     given = {s.name for s in registry.SETTINGS if s.scope is Scope.JOB}
     named = {v for k, v in vars(protocol).items() if k.startswith("ENV_") and isinstance(v, str)}
     named |= {supervisor.PARENT_ENV, supervisor.EXIT_ENV, supervisor.AFFINITY_ENV}
+    named |= {supervisor.SCOPE_ENV, supervisor.CGROUP_ENV}
     assert given == named
+    assert (runscope.ENV, runscope.CGROUP_ENV) == (supervisor.SCOPE_ENV, supervisor.CGROUP_ENV)
