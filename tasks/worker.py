@@ -95,7 +95,10 @@ def choose_queues(sender=None, instance=None, conf=None, options=None, **kw):
     upload.upload_kept(ctx)  # what a previous run of this worker trained is stored before new work
     trained.start(ctx)  # dead runs: finish what they trained, remove the rest (tasks.trained)
     # if this process dies, its runs go on at once, not in a lease; kept alive while it lives
-    threading.Thread(target=_keep_watchman, args=(ctx,), name="fleet-watchman", daemon=True).start()
+    first = watchman.start(ctx.work_root)  # before any job is consumed
+    threading.Thread(
+        target=_keep_watchman, args=(ctx, first), name="fleet-watchman", daemon=True
+    ).start()
 
 
 @signals.worker_ready.connect
@@ -133,12 +136,11 @@ class FleetWorker(CeleryWorker):
             time.sleep(0.1)
 
 
-def _keep_watchman(ctx: HostContext) -> None:
-    """Start this worker's watchman, and start another whenever it exits while the worker
-    lives (killed by hand, the OOM killer): without one, a worker killed later would leave its
-    jobs to their leases."""
+def _keep_watchman(ctx: HostContext, proc) -> None:
+    """Start another watchman whenever this worker's exits while the worker lives (killed by
+    hand, the OOM killer): without one, a worker killed later would leave its jobs to their
+    leases."""
     while True:
-        proc = watchman.start(ctx.work_root)
         proc.wait()
         if ctx.shutdown.wait(WATCHMAN_RESTART_S):  # a stopping worker's watchman is done
             return
@@ -148,6 +150,7 @@ def _keep_watchman(ctx: HostContext) -> None:
             proc.pid,
             proc.returncode,
         )
+        proc = watchman.start(ctx.work_root)
 
 
 def _reaper_loop(ctx: HostContext) -> None:

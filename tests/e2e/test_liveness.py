@@ -145,11 +145,13 @@ def test_a_watchman_that_died_is_started_again_and_hands_on_its_workers_job_at_o
         rec = chaos.records().get(ids["watched"])
         return rec.attempts == 2 or rec.state is JobState.QUEUED
 
-    wait_until("the job handed on", handed_on, 30, chaos.logs, every_s=0.05)
+    wait_until("the job handed on", handed_on, 45, chaos.logs, every_s=0.05)
     handed_after = time.monotonic() - killed_at
     print(f"\nhanded on {handed_after:.1f} s after the kill")
-    assert handed_after < GOAL_S, chaos.logs()
+    # by the new watchman (its line), not by the lease: a few seconds on an idle machine, the
+    # new Python's start-up on a loaded one; never the lease's 60 s
     assert "a run's worker died: " + ids["watched"] + " requeued" in chaos.logs()
+    assert handed_after < float(LEASE_TTL_S) / 2, chaos.logs()
     rec = wait_until(
         "the job running on watched-b",
         lambda: running_on(chaos, ids["watched"], "watched-b"),
