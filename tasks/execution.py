@@ -307,7 +307,9 @@ def _run(task, ctx: HostContext, run: Run) -> Ended:
             isolation.hand_over(work, ctx.job_user)  # the data pin lives in the cache, not in work
             # a gang's rank 0 alone speaks for its trial: another rank's lines stay in its log
             pruning = (
-                trial.watch(ctx.redis, job, lambda: ctx.runs.wake(job.job_id)) if run.lead else None
+                trial.watch(ctx.redis, job, run.token, lambda: ctx.runs.wake(job.job_id))
+                if run.lead
+                else None
             )
             outcome = _run_process(task, ctx, run, argv, env, pruning)
     except workspace.JobEnvFailed as e:  # the job's own requirements: no other host can do better
