@@ -105,6 +105,18 @@ class LeaseStop:
         return self.lease.reason
 
 
+class WhileRedisAnswers:
+    """A policy that talks to Redis (the task's progress, Flower's events, the metric history,
+    a gang's beat), skipped while the run's lease renewals go unanswered: a tick never waits
+    out Redis's retries then, so the lease's own stop (``LeaseStop``) comes on time."""
+
+    def __init__(self, policy: TickPolicy, lease: Lease):
+        self.policy, self.lease = policy, lease
+
+    def on_tick(self, tick: Tick) -> Stop | None:
+        return self.policy.on_tick(tick) if self.lease.answering else None
+
+
 class HandBackAsked:
     """A policy asked for the run back (preemption, yielding to the host's owner:
     tasks.handback)."""
