@@ -314,6 +314,9 @@ def _run(task, ctx: HostContext, run: Run) -> Ended:
                 else None
             )
             outcome = _run_process(task, ctx, run, argv, env, pruning)
+            if outcome.stopped is None and outcome.returncode != 0 and run.lease.cut_off_s:
+                # stopped by its lapsing lease while its tick waited on the unreachable Redis
+                outcome = replace(outcome, stopped=Stop.LOST)
     except workspace.JobEnvFailed as e:  # the job's own requirements: no other host can do better
         return _failed(ctx, replace(run, job=replace(job, max_attempts=None)), None, error=str(e))
     except EnvBuildFailed:
@@ -455,6 +458,7 @@ def _tick_loop(
     (tasks.ticks): over its VRAM budget, pruned by its search, the lease's answer, a hand-back."""
     lease = run.lease
     policies = [
+        ticks.LeaseStop(lease),
         *([ticks.Heartbeat(lease)] if run.lead else []),  # the record's progress: rank 0's
         ticks.WhileRedisAnswers(ticks.EachTick(history.flush), lease),
     ]
@@ -472,7 +476,7 @@ def _tick_loop(
         policies.append(
             ticks.WhileRedisAnswers(gang.GangWatch(ctx, run.job, run.seat, run.token), lease)
         )
-    policies += [ticks.LeaseStop(lease), ticks.HandBackAsked(ctx.runs, run.job.job_id)]
+    policies.append(ticks.HandBackAsked(ctx.runs, run.job.job_id))
     return ticks.TickLoop(policies)
 
 

@@ -10,6 +10,8 @@ renewal was sent) is told to stop as a lost run, before another host can take th
 from __future__ import annotations
 
 import logging
+import os
+import signal
 import threading
 import time
 from collections.abc import Iterator
@@ -17,13 +19,14 @@ from contextlib import contextmanager
 
 import redis
 
-from core.constants import HEARTBEAT_EVERY_S, LEASE_FENCE_MARGIN_S
+from core.constants import HEARTBEAT_EVERY_S, KILL_GRACE_S, LEASE_FENCE_MARGIN_S
 from core.ids import short_id
 from state.jobrecord import JobState
 from state.records import Records
 from tasks.run import Stop, UnknownAnswer
 
 log = logging.getLogger("fleet.lease")
+FENCE_WATCH_EVERY_S = 0.25  # how often a fencing lease looks at its clock
 
 
 def fence_after_s(ttl_s: float, margin_s: float = LEASE_FENCE_MARGIN_S) -> float:
@@ -47,6 +50,7 @@ class LeaseKeeper:
         # the claim set the lease a moment ago (a lost claim reply retried renews it too)
         self._renewed = time.monotonic()
         self._fencing = False
+        self._pgid: int | None = None
         self._failing = False  # the last renewal failed: Redis did not answer
         self._in_flight: float | None = None  # when the renewal waiting for its answer was sent
         self._lock = threading.Lock()
@@ -83,11 +87,43 @@ class LeaseKeeper:
     def fencing(self) -> Iterator[LeaseKeeper]:
         """While the job's process runs: a lapsing lease stops it (a trained run's upload is
         fenced by the record and the store instead, and its output is kept)."""
+        over = threading.Event()
+        watch = threading.Thread(
+            target=self._watch, args=(over,), name=f"fence-{short_id(self.job_id)}", daemon=True
+        )
         self._fencing = True
+        watch.start()
         try:
             yield self
         finally:
             self._fencing = False
+            over.set()
+
+    def guard(self, pgid: int) -> None:
+        """The job's process group (its supervisor's pid), which the lease stops itself once it
+        lapses: the run's own tick may be waiting on the unreachable Redis meanwhile."""
+        self._pgid = pgid
+
+    def _watch(self, over: threading.Event) -> None:
+        while not over.wait(FENCE_WATCH_EVERY_S):
+            if self.reason is not None and self.cut_off_s is not None:
+                self._stop_group(over)
+                return
+
+    def _stop_group(self, over: threading.Event) -> None:
+        """SIGTERM to the job's supervisor, which takes its group down (tasks.supervisor);
+        SIGKILL to the group if it is still there KILL_GRACE_S later. The runner's tick, once
+        it returns, finds the lease's Stop.LOST and does the same to what is left."""
+        pgid = self._pgid
+        if pgid is None:  # no tick yet: the tick's first look finds the stop
+            return
+        for sig, wait_s in ((signal.SIGTERM, KILL_GRACE_S), (signal.SIGKILL, 0)):
+            try:
+                os.killpg(pgid, sig)
+            except (ProcessLookupError, PermissionError):
+                return
+            if over.wait(wait_s):  # the runner saw it exit
+                return
         self._failing = False  # the last renewal failed: Redis did not answer
         self._in_flight: float | None = None  # when the renewal waiting for its answer was sent
 

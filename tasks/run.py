@@ -218,6 +218,9 @@ class Lease(Protocol):
     def fencing(self) -> AbstractContextManager:
         """Around the job's process: a lease gone unrenewed too long stops it (Stop.LOST)."""
 
+    def guard(self, pgid: int) -> None:
+        """The job's process group, stopped by the lease itself when it lapses."""
+
 
 @dataclass(frozen=True)
 class Run:
