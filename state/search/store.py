@@ -17,8 +17,8 @@ Contract (read by ``fleet results`` / ``fleet plot`` as well as the search itsel
   distribution JSON per param), ``sys`` (Optuna system attrs), ``issued_at``; while it runs
   ``last_step``/``last_value`` (the metric at its greatest step, nan or inf as such) and
   ``keys`` (the numeric keys it printed), written, like ``sys`` and the ``iv`` steps, only by
-  the run that owns the trial's job (its claim's token: lua/search_report.lua); once ended also ``state`` (succeeded | pruned |
-  failed | cancelled), ``value`` (its final value, finite: written once, by
+  the run that owns the trial's job (its claim's token: lua/search_report.lua); once ended
+  also ``state`` (succeeded | pruned | failed | cancelled), ``value`` (its final value, finite: written once, by
   lua/search_sync.lua, and read by `fleet results`, `plot` and the exports), ``reason`` (why
   a trial that succeeded as a job failed for the search) and ``ended_at``.
 - ``fleet:search:<id>:iv:<N>`` (hash): step -> the metric's finite value at that step, as its
