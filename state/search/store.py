@@ -18,8 +18,9 @@ Contract (read by ``fleet results`` / ``fleet plot`` as well as the search itsel
   ``last_step``/``last_value`` (the metric at its greatest step, nan or inf as such) and
   ``keys`` (the numeric keys it printed), written, like ``sys`` and the ``iv`` steps, only by
   the run that owns the trial's job (its claim's token: lua/search_report.lua); once ended
-  also ``state`` (succeeded | pruned | failed | cancelled), ``value`` (its final value, finite: written once, by
-  lua/search_sync.lua, and read by `fleet results`, `plot` and the exports), ``reason`` (why
+  also ``state`` (succeeded | pruned | failed | cancelled), ``value`` (its final value,
+  finite: written once, by lua/search_sync.lua, and read by `fleet results`, `plot` and the
+  exports), ``reason`` (why
   a trial that succeeded as a job failed for the search) and ``ended_at``.
 - ``fleet:search:<id>:iv:<N>`` (hash): step -> the metric's finite value at that step, as its
   pruner heard it: the last value of a replayed step wins, at most ``SEARCH_STEPS_MAX`` steps
