@@ -20,8 +20,8 @@ Contract (read by ``fleet results`` / ``fleet plot`` as well as the search itsel
   the run that owns the trial's job (its claim's token: lua/search_report.lua); once ended
   also ``state`` (succeeded | pruned | failed | cancelled), ``value`` (its final value,
   finite: written once, by lua/search_sync.lua, and read by `fleet results`, `plot` and the
-  exports), ``reason`` (why
-  a trial that succeeded as a job failed for the search) and ``ended_at``.
+  exports), ``reason`` (why a trial that succeeded as a job failed for the search) and
+  ``ended_at``.
 - ``fleet:search:<id>:iv:<N>`` (hash): step -> the metric's finite value at that step, as its
   pruner heard it: the last value of a replayed step wins, at most ``SEARCH_STEPS_MAX`` steps
   (a trial printing faster than its pruner decides keeps the latest step of each decision).
