@@ -2,9 +2,10 @@
 
 The lease's TTL runs on Redis's clock; a worker cut off from Redis (a partition, a restart)
 cannot tell whether it still holds the job. So it fences itself: while the job's process
-runs (``fencing``), a run whose lease has gone unrenewed for ``fence_after_s(ttl)`` (the TTL
-less a margin, on this host's monotonic clock, counted from the moment its last successful
-renewal was sent) is told to stop as a lost run, before another host can take the job.
+runs (``fencing``), a run whose renewals go unanswered (failed, or waiting on a reply) and
+whose lease has gone unrenewed for ``fence_after_s(ttl)`` (the TTL less a margin, on this
+host's monotonic clock, counted from the moment its last successful renewal was sent) stops
+as a lost run, before another host can take the job.
 """
 
 from __future__ import annotations
@@ -133,7 +134,8 @@ class LeaseKeeper:
 
     def _fence(self) -> None:
         silent_s = time.monotonic() - self._renewed
-        if silent_s < self.fence_after_s:
+        # a renewal merely late (this process busy) is not a lost Redis: it goes out and renews
+        if silent_s < self.fence_after_s or self.answering:
             return
         with self._lock:
             if self._reason is not None:
