@@ -454,8 +454,10 @@ def _tick_loop(
     history: MetricHistory,
     pruning: trial.TrialWatch | None,
 ) -> ticks.TickLoop:
-    """Progress reported (lease, metric history, Celery, Flower), then each reason to stop
-    (tasks.ticks): over its VRAM budget, pruned by its search, the lease's answer, a hand-back."""
+    """The lease's answer first (a run that lost its job reports nothing more), then progress
+    reported (lease, metric history, Celery, Flower: skipped while Redis does not answer), then
+    each other reason to stop (tasks.ticks): over its VRAM budget, pruned by its search, a
+    hand-back."""
     lease = run.lease
     policies = [
         ticks.LeaseStop(lease),
