@@ -44,6 +44,10 @@ ORPHAN_SWEEP_EVERY_S = 30.0  # at most; a lease TTL when that is shorter. Also t
 
 LEASE_TTL_S = 60.0
 HEARTBEAT_EVERY_S = 1.0  # how often a running job checks its record (cancel) and renews
+# A run that has not renewed its lease for its TTL less this (a quarter of the TTL at most)
+# stops its process: a tick (1 s), KILL_GRACE_S and a second to spare, so it is gone before
+# the TTL lapses and another host may take the job (tasks.lease)
+LEASE_FENCE_MARGIN_S = 6.0
 REAPER_EVERY_S = 5.0
 DEFAULT_MAX_ATTEMPTS = 3
 PREFER_CUDA_GRACE_S = 300.0

@@ -47,7 +47,7 @@ from tasks.host import HostContext, context
 from tasks.joblog import JobLog
 from tasks.lease import LeaseKeeper
 from tasks.metrichistory import MetricHistory
-from tasks.retry import retry_redis
+from tasks.retry import Backoff, retry_redis
 from tasks.run import (
     Ended,
     Outcome,
@@ -67,6 +67,8 @@ log = logging.getLogger("fleet.execution")
 # delivery ends REVOKED (tasks.events).
 REQUEUED_STATE = "REQUEUED"
 NO_RECORD = "no record"  # the claim's answer for a message `fleet publish` never recorded
+# a run that stopped itself, cut off from Redis, waits this way for Redis to answer again
+UNTIL_REDIS_ANSWERS = Backoff.doubling(0.2, 5.0)
 
 
 def execute(task, job: JobSpec) -> Ended:
@@ -307,9 +309,14 @@ def _run(task, ctx: HostContext, run: Run) -> Ended:
             isolation.hand_over(work, ctx.job_user)  # the data pin lives in the cache, not in work
             # a gang's rank 0 alone speaks for its trial: another rank's lines stay in its log
             pruning = (
-                trial.watch(ctx.redis, job, lambda: ctx.runs.wake(job.job_id)) if run.lead else None
+                trial.watch(ctx.redis, job, run.token, lambda: ctx.runs.wake(job.job_id))
+                if run.lead
+                else None
             )
             outcome = _run_process(task, ctx, run, argv, env, pruning)
+            if outcome.stopped is None and outcome.returncode != 0 and run.lease.cut_off_s:
+                # stopped by its lapsing lease while its tick waited on the unreachable Redis
+                outcome = replace(outcome, stopped=Stop.LOST)
     except workspace.JobEnvFailed as e:  # the job's own requirements: no other host can do better
         return _failed(ctx, replace(run, job=replace(job, max_attempts=None)), None, error=str(e))
     except EnvBuildFailed:
@@ -403,22 +410,23 @@ def _run_process(
         checkpoint.syncing(ctx, job, run.token, work, env, uploads=run.lead) as ckpt,
     ):
         on_tick = _tick_loop(task, ctx, run, flower, history, pruning)
-        outcome = runner.run(
-            argv,
-            env=env,
-            cwd=str(work),
-            timeout_s=job.timeout_s,
-            on_tick=on_tick,
-            stop=ctx.shutdown,
-            log=lambda line: (log_file.write(line + "\n"), run.output.append(line)),
-            run_as=isolation.popen_user(ctx.job_user),
-            python=ctx.job_user.python if ctx.job_user else None,
-            exit_file=workdirs.exit_file(work),
-            wake_fd=ctx.runs.wake_fd(job.job_id),
-            on_metric=_each(history.record if run.lead else None, pruning),
-            scope=workdirs.scope(work),  # a dead run's processes are found by its folder
-            cgroup=ctx.settings.run_cgroups,
-        )
+        with run.lease.fencing():  # cut off from Redis too long: it stops before its TTL lapses
+            outcome = runner.run(
+                argv,
+                env=env,
+                cwd=str(work),
+                timeout_s=job.timeout_s,
+                on_tick=on_tick,
+                stop=ctx.shutdown,
+                log=lambda line: (log_file.write(line + "\n"), run.output.append(line)),
+                run_as=isolation.popen_user(ctx.job_user),
+                python=ctx.job_user.python if ctx.job_user else None,
+                exit_file=workdirs.exit_file(work),
+                wake_fd=ctx.runs.wake_fd(job.job_id),
+                on_metric=_each(history.record if run.lead else None, pruning),
+                scope=workdirs.scope(work),  # a dead run's processes are found by its folder
+                cgroup=ctx.settings.run_cgroups,
+            )
         _flush_history(ctx, history)
         if pruning is not None:  # its last value reaches its search before its end is recorded
             pruning.close()
@@ -448,22 +456,31 @@ def _tick_loop(
     history: MetricHistory,
     pruning: trial.TrialWatch | None,
 ) -> ticks.TickLoop:
-    """Progress reported (lease, metric history, Celery, Flower), then each reason to stop
-    (tasks.ticks): over its VRAM budget, pruned by its search, the lease's answer, a hand-back."""
+    """The lease's answer first (a run that lost its job reports nothing more), then progress
+    reported (lease, metric history, Celery, Flower: skipped while Redis does not answer), then
+    each other reason to stop (tasks.ticks): over its VRAM budget, pruned by its search, a
+    hand-back."""
+    lease = run.lease
     policies = [
-        *([ticks.Heartbeat(run.lease)] if run.lead else []),  # the record's progress: rank 0's
-        ticks.EachTick(history.flush),
+        ticks.LeaseStop(lease),
+        *([ticks.Heartbeat(lease)] if run.lead else []),  # the record's progress: rank 0's
+        ticks.WhileRedisAnswers(ticks.EachTick(history.flush), lease),
     ]
     if run.lead:  # one task for a gang in Flower and the result backend: rank 0 reports for it
-        policies += [ticks.TaskProgress(task, run, ctx.hostname), ticks.FlowerProgress(flower)]
+        policies += [
+            ticks.WhileRedisAnswers(ticks.TaskProgress(task, run, ctx.hostname), lease),
+            ticks.WhileRedisAnswers(ticks.FlowerProgress(flower), lease),
+        ]
     watch = _vram_watch(run)
     if watch is not None:
         policies.append(ticks.VramBudget(watch, run))
     if pruning is not None:
         policies.append(pruning if run.seat is None else gang.PrunedTrial(ctx, run.job, pruning))
     if run.seat is not None:
-        policies.append(gang.GangWatch(ctx, run.job, run.seat, run.token))
-    policies += [ticks.LeaseStop(run.lease), ticks.HandBackAsked(ctx.runs, run.job.job_id)]
+        policies.append(
+            ticks.WhileRedisAnswers(gang.GangWatch(ctx, run.job, run.seat, run.token), lease)
+        )
+    policies.append(ticks.HandBackAsked(ctx.runs, run.job.job_id))
     return ticks.TickLoop(policies)
 
 
@@ -479,7 +496,10 @@ def _vram_watch(run: Run) -> vramwatch.VramWatch | None:
 
 def _stopped(task, ctx: HostContext, run: Run, why: Stop) -> Ended:
     """The record already says what happened (cancelled, or another run owns the job):
-    this run stops without a result of its own."""
+    this run stops without a result of its own. A run that stopped itself, cut off from Redis
+    past its lease, learns what happened once Redis answers (``_cut_off``)."""
+    if run.lease.cut_off_s is not None:
+        return _cut_off(ctx, run)
     log.warning("stopped %s: %s", run.job.name, why.value)
     if (
         why is Stop.CANCELLED
@@ -492,6 +512,50 @@ def _stopped(task, ctx: HostContext, run: Run, why: Stop) -> Ended:
     ):
         events.revoked(task, "cancelled by operator")  # unless already requeued: the new run shows
     return Ended(Outcome.STOPPED, why.value)
+
+
+def _cut_off(ctx: HostContext, run: Run) -> Ended:
+    """The run stopped itself: its lease went unrenewed too long (tasks.lease). Once Redis
+    answers again (waited for as long as it takes, unless the worker stops), its checkpoint
+    is synced if the job is still its own, and the job goes back to its queue uncounted:
+    a Redis outage is no fault of the job's. Taken over meanwhile (a partition), both writes
+    are refused by its token. The end mark in `fleet logs` says why it stopped."""
+    job, lease = run.job, run.lease
+    why = (
+        f"lost its lease: {ctx.hostname} could not reach Redis for {lease.cut_off_s:.0f} s "
+        f"(lease TTL {ctx.records.lease_ttl_ms / 1000:g} s), so the run stopped before "
+        "another host could take the job"
+    )
+    log.warning("stopped %s (%s): %s; waiting for Redis", job.name, short_id(job.job_id), why)
+    if run.seat is not None:  # a gang goes back as a whole: its watch and lease see to it
+        return Ended(Outcome.STOPPED, why, end=RunEnd.LOST, detail=why)
+    try:
+        state = retry_redis(
+            lambda: ctx.records.states([job.job_id])[job.job_id],
+            what="read a cut-off run's job",
+            stop=ctx.shutdown,
+            backoff=UNTIL_REDIS_ANSWERS,
+        )
+        if state is JobState.RUNNING and job.checkpoint:
+            checkpoint.CheckpointSync(ctx, job, run.token, run.work, {}).sync()
+        handed = retry_redis(
+            lambda: ctx.records.finish(
+                job.job_id,
+                run.token,
+                JobState.QUEUED,
+                count_attempt=False,
+                last_error=why,
+                **record_end(RunEnd.LOST, why),
+            ),
+            what="hand back a cut-off run",
+            stop=ctx.shutdown,
+        )
+    except redis.RedisError as e:  # the worker is stopping: the lease hands the job on
+        log.warning("%s: Redis still unreachable (%s); its lease hands the job on", job.name, e)
+        return Ended(Outcome.STOPPED, why, end=RunEnd.LOST, detail=why)
+    now = "went back to its queue" if handed else "was no longer this run's"
+    log.warning("Redis answers again: %s %s", job.name, now)
+    return Ended(Outcome.STOPPED, why, end=RunEnd.LOST, detail=why)
 
 
 def _failed(

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import re
 import time
+from contextlib import AbstractContextManager
 from dataclasses import dataclass, field
 from enum import Enum
 from pathlib import Path
@@ -208,9 +209,17 @@ class Lease(Protocol):
 
     reason: Stop | None  # why the run must stop, once it must
     record: JobState | None  # the state the record answered then, when it answered one
+    cut_off_s: float | None  # unrenewed this long when it stopped its own run (else None)
+    answering: bool  # whether Redis answers its renewals now
 
     def report(self, **fields) -> None:
         """Fields written to the record with the next heartbeat."""
+
+    def fencing(self) -> AbstractContextManager:
+        """Around the job's process: a lease gone unrenewed too long stops it (Stop.LOST)."""
+
+    def guard(self, pgid: int) -> None:
+        """The job's process group, stopped by the lease itself when it lapses."""
 
 
 @dataclass(frozen=True)

@@ -3,7 +3,8 @@
 ``tasks.runner`` calls ``on_tick`` about once a second while the job's process runs. Each
 policy below has one hook, ``on_tick(tick) -> Stop | None``; ``TickLoop`` runs them in
 order and the first that answers a ``Stop`` ends the run (the ones after it wait for the
-next tick). Reporting comes first, so a stopping run's last progress is still reported.
+next tick). Reporting comes first, so a stopping run's last progress is still reported; only
+the lease's stop comes before it: a run that lost its job reports nothing more.
 """
 
 from __future__ import annotations
@@ -96,13 +97,29 @@ class VramBudget:
 
 
 class LeaseStop:
-    """What the heartbeat heard: cancelled, or the claim lost."""
+    """What the heartbeat heard: cancelled, or the claim lost; or the lease lapsed, cut off
+    from Redis (tasks.lease). First in the loop: it hands the lease the job's process group,
+    which the lease stops itself if a later policy's tick waits on an unreachable Redis."""
 
     def __init__(self, lease: Lease):
         self.lease = lease
 
     def on_tick(self, tick: Tick) -> Stop | None:
+        if tick.progress.pgid:
+            self.lease.guard(tick.progress.pgid)
         return self.lease.reason
+
+
+class WhileRedisAnswers:
+    """A policy that talks to Redis (the task's progress, Flower's events, the metric history,
+    a gang's beat), skipped while the run's lease renewals go unanswered: a tick never waits
+    out Redis's retries then, so the lease's own stop (``LeaseStop``) comes on time."""
+
+    def __init__(self, policy: TickPolicy, lease: Lease):
+        self.policy, self.lease = policy, lease
+
+    def on_tick(self, tick: Tick) -> Stop | None:
+        return self.policy.on_tick(tick) if self.lease.answering else None
 
 
 class HandBackAsked:

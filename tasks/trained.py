@@ -9,7 +9,10 @@ When the worker dies, its watchman (``tasks.watchman``), or else the worker star
 the same host (``start``), looks at every dead run folder:
 one whose job exited 0 and whose record still belongs to that run is taken back under the
 dead run's token, bundled, uploaded and recorded like any run; every other one is removed,
-and its job handed on at once (``hand_on``) instead of after its lease.
+and its job handed on at once (``hand_on``) instead of after its lease. A trained run that
+cannot be finished here (an I/O or store error while bundling, not a Redis outage) keeps its
+folder for the next try and its job is handed on at once, uncounted: the next try still
+finishes it if nobody claimed the job meanwhile.
 If the host never comes back, the grace runs out and the reaper hands the job on: it is
 trained again elsewhere, which is the only way left to get its output.
 """
@@ -23,8 +26,8 @@ import time
 import redis
 
 from core.constants import TAIL_LINES
-from core.errors import FleetError
 from manifest.schema import JobSpec
+from state.jobrecord import JobState, record_end
 from tasks import checkpoint, joblog, metrichistory, runner, runscope, supervisor, upload, workdirs
 from tasks.host import HostContext
 from tasks.lease import LeaseKeeper
@@ -110,8 +113,13 @@ def finish_dead_runs(ctx: HostContext) -> None:
         except redis.RedisError as e:  # cannot tell whose the job is: the next start tries again
             log.warning("kept %s for the next start: Redis unavailable (%s)", dead.work.parent, e)
             keep = True
-        except Exception:  # one bad folder never stops the worker: it is removed all the same
+        except Exception as e:
+            # The folder is the only trained copy: kept, so the next start (or watchman) can
+            # finish it while the job waits unclaimed; the job is handed on now rather than
+            # held for the trained grace and then trained again anyway.
             log.exception("could not finish the trained output in %s", dead.work.parent)
+            keep = True
+            _hand_on_unfinished(ctx, dead, f"{type(e).__name__}: {e}")
         finally:
             (workdirs.release if keep else workdirs.remove)(dead.work)
     hand_on(ctx, lost)
@@ -129,6 +137,36 @@ def processes_ended(dead: workdirs.DeadRun) -> bool:
             dead.work.parent,
         )
     return not left
+
+
+def _hand_on_unfinished(ctx: HostContext, dead: workdirs.DeadRun, error: str) -> None:
+    """Back to its queue, uncounted, the job of a dead run whose trained output could not be
+    finished here (the trainer did its part; storing it failed on this host). Its trained
+    marker stays, so while nobody has claimed the job, this host's next try still finishes it
+    from the kept folder (lua/trained.lua's 'resume'); a claim elsewhere clears the marker."""
+    runs = _run_of(dead)
+    if not runs:  # its run.json does not say whose it was: its lease hands it on
+        return
+    ((job_id, token),) = runs
+    why = f"handed on: its trained output could not be finished on {ctx.hostname}: {error}"
+    try:
+        handed = retry_redis(
+            lambda: ctx.records.finish(
+                job_id,
+                token,
+                JobState.QUEUED,
+                count_attempt=False,
+                last_error=why,
+                **record_end(RunEnd.HANDED_BACK, why),
+            ),
+            what="hand on an unfinished trained run",
+            stop=ctx.shutdown,
+        )
+    except redis.RedisError as e:
+        log.warning("could not hand on %s now (%s); its trained grace will", job_id, e)
+        return
+    if handed:
+        log.warning("%s %s; %s is kept for the next try", job_id, why, dead.work)
 
 
 def _run_of(dead: workdirs.DeadRun) -> list[tuple[str, str]]:
@@ -181,8 +219,8 @@ def _finish(ctx: HostContext, dead: workdirs.DeadRun) -> None:
                 job, token, int(dead.info.get("attempts") or 1), lease, dead.work, started=started
             )
             result = upload.store_result(ctx, run, outcome)
-    # taken over, cancelled, or the worker stopped while uploading
-    except (RunStopped, FleetError) as e:
+    # taken over, cancelled, or the worker stopped while uploading (its bundle kept in pending/)
+    except RunStopped as e:
         log.warning("did not finish %s from %s: %s", job.name, dead.work, e or type(e).__name__)
         return
     checkpoint.drop(ctx, job)

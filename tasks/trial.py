@@ -28,7 +28,7 @@ from manifest.schema import JobSpec
 from manifest.search.config import SearchConfig
 from manifest.search.parse import budget
 from state.search import advance
-from state.search.store import SearchStore
+from state.search.store import RunToken, SearchStore
 from state.search.study import MIRRORS
 from tasks.run import Stop
 from trainers.protocol import Point
@@ -74,9 +74,13 @@ class TrialWatch:
         config: SearchConfig,
         wake: Callable[[], None],
         *,
+        token: str,
         every_s: float = C.SEARCH_DECIDE_EVERY_S,
     ):
         self.client, self.search, self.number = client, job.search, job.trial
+        # its writes count only while its run owns the trial's job (lua/search_report.lua)
+        self.run = RunToken(job.job_id, token)
+        self.superseded = False  # a write was refused: the job is no longer this run's
         self.config, self.metric, self.wake, self.every_s = config, config.metric, wake, every_s
         self.store = SearchStore(client)
         self.pruned = threading.Event()
@@ -188,14 +192,18 @@ class TrialWatch:
         steps, last, keys = self._take()
         if last is not None and self._top is not None and last[0] < self._top:
             last = None  # a replay below an earlier run's greatest step: that one stays last
-        self.store.report(
+        kept = self.store.report(
             self.search,
             self.number,
             steps,
+            run=self.run,
             last=last,
             keys=keys,
             room=C.SEARCH_STEPS_MAX - self._held,
         )
+        if not kept:
+            self._refused()
+            return None
         self._held += len(steps)
         if last is not None:
             self._top = last[0]
@@ -209,13 +217,26 @@ class TrialWatch:
         mirror = MIRRORS.get(self.client, self.search, self.config)
         with mirror.lock:
             prune, sys_attrs = mirror.should_prune(self.number, step, value)
-        self.store.save_sys(self.search, self.number, sys_attrs)
+        if not self.store.save_sys(self.search, self.number, sys_attrs, run=self.run):
+            self._refused()
+            return
         # a trial at its last step ran its whole budget: it completes, whatever its rung says
         # (the rung value is kept above, so later trials are judged against it all the same)
         if prune and not self.at_last_step(step):
             self.pruned_at = step
             self.pruned.set()
             self.wake()  # the runner ticks now, not up to a second later
+
+    def _refused(self) -> None:
+        """Its search refused a write: another run owns the trial's job (taken over) or it
+        ended. Said once; the lease stops the run."""
+        if not self.superseded:
+            log.warning(
+                "trial %s of search %s: this run no longer owns its job; its metric is not kept",
+                self.number,
+                short_id(self.search),
+            )
+        self.superseded = True
 
     def _warn(self, e: Exception) -> None:
         log.warning(
@@ -226,12 +247,15 @@ class TrialWatch:
         )
 
 
-def watch(client: redis.Redis, job: JobSpec, wake: Callable[[], None]) -> TrialWatch | None:
-    """The hook for ``job``'s run when it is a trial of a search still on record, else None."""
+def watch(
+    client: redis.Redis, job: JobSpec, token: str, wake: Callable[[], None]
+) -> TrialWatch | None:
+    """The hook for ``job``'s run (``token``: its claim) when it is a trial of a search still on
+    record, else None."""
     if job.search is None or job.trial is None:
         return None
     config = SearchStore(client).config(job.search)
-    return TrialWatch(client, job, config, wake) if config else None
+    return TrialWatch(client, job, config, wake, token=token) if config else None
 
 
 def ended(client: redis.Redis, job: JobSpec) -> None:

@@ -37,6 +37,7 @@ from tasks import (
 from tasks.host import HostContext
 
 log = logging.getLogger("fleet.worker")
+WATCHMAN_RESTART_S = 1.0  # a watchman that keeps dying at once is started again this often
 
 
 @signals.celeryd_init.connect
@@ -93,7 +94,11 @@ def choose_queues(sender=None, instance=None, conf=None, options=None, **kw):
         log.warning("fleet: host %s: %s", ctx.hostname, warning)
     upload.upload_kept(ctx)  # what a previous run of this worker trained is stored before new work
     trained.start(ctx)  # dead runs: finish what they trained, remove the rest (tasks.trained)
-    watchman.start(ctx.work_root)  # if this process dies, its runs go on at once, not in a lease
+    # if this process dies, its runs go on at once, not in a lease; kept alive while it lives
+    first = watchman.start(ctx.work_root)  # before any job is consumed
+    threading.Thread(
+        target=_keep_watchman, args=(ctx, first), name="fleet-watchman", daemon=True
+    ).start()
 
 
 @signals.worker_ready.connect
@@ -129,6 +134,23 @@ class FleetWorker(CeleryWorker):
         deadline = time.monotonic() + self.app.conf.worker_soft_shutdown_timeout
         while worker_state.active_requests and time.monotonic() < deadline:
             time.sleep(0.1)
+
+
+def _keep_watchman(ctx: HostContext, proc) -> None:
+    """Start another watchman whenever this worker's exits while the worker lives (killed by
+    hand, the OOM killer): without one, a worker killed later would leave its jobs to their
+    leases."""
+    while True:
+        proc.wait()
+        if ctx.shutdown.wait(WATCHMAN_RESTART_S):  # a stopping worker's watchman is done
+            return
+        log.warning(
+            "fleet: the watchman (pid %d) exited with status %s while its worker lives; "
+            "starting another",
+            proc.pid,
+            proc.returncode,
+        )
+        proc = watchman.start(ctx.work_root)
 
 
 def _reaper_loop(ctx: HostContext) -> None:

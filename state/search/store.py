@@ -16,10 +16,12 @@ Contract (read by ``fleet results`` / ``fleet plot`` as well as the search itsel
 - ``fleet:search:<id>:trial:<N>`` (hash): ``job_id``, ``params``, ``dists`` (Optuna's
   distribution JSON per param), ``sys`` (Optuna system attrs), ``issued_at``; while it runs
   ``last_step``/``last_value`` (the metric at its greatest step, nan or inf as such) and
-  ``keys`` (the numeric keys it printed); once ended also ``state`` (succeeded | pruned |
-  failed | cancelled), ``value`` (its final value, finite: written once, by
-  lua/search_sync.lua, and read by `fleet results`, `plot` and the exports), ``reason`` (why
-  a trial that succeeded as a job failed for the search) and ``ended_at``.
+  ``keys`` (the numeric keys it printed), written, like ``sys`` and the ``iv`` steps, only by
+  the run that owns the trial's job (its claim's token: lua/search_report.lua); once ended
+  also ``state`` (succeeded | pruned | failed | cancelled), ``value`` (its final value,
+  finite: written once, by lua/search_sync.lua, and read by `fleet results`, `plot` and the
+  exports), ``reason`` (why a trial that succeeded as a job failed for the search) and
+  ``ended_at``.
 - ``fleet:search:<id>:iv:<N>`` (hash): step -> the metric's finite value at that step, as its
   pruner heard it: the last value of a replayed step wins, at most ``SEARCH_STEPS_MAX`` steps
   (a trial printing faster than its pruner decides keeps the latest step of each decision).
@@ -46,7 +48,7 @@ import redis
 from core import constants as C
 from manifest.search.config import SearchConfig
 from state import scripts
-from state.jobrecord import JOB_KEY_PREFIX, JobState
+from state.jobrecord import JOB_KEY_PREFIX, JobState, job_key
 from state.redis_conn import decoding
 from state.search import trial
 
@@ -87,6 +89,15 @@ class Requeued(str, Enum):
 
 
 @dataclass(frozen=True)
+class RunToken:
+    """The run that reports for a trial: its job, and the token its claim holds on the job's
+    record. A trial's metric writes are fenced by it, as the record's are."""
+
+    job_id: str
+    token: str
+
+
+@dataclass(frozen=True)
 class Template:
     """What a trial's job is made of: the base spec, and the message's text with slots
     (``fleet.message_template``), its list and the record's fields."""
@@ -123,6 +134,7 @@ class SearchStore:
         self._sync = scripts.script(self.r, "search_sync")
         self._requeue = scripts.script(self.r, "search_requeue")
         self._issue = scripts.script(self.r, "search_issue")
+        self._report = scripts.script(self.r, "search_report")
 
     def create(
         self, search_id: str, name: str, config: SearchConfig, template: Template
@@ -216,27 +228,28 @@ class SearchStore:
         number: int,
         steps: dict[int, float],
         *,
+        run: RunToken,
         last: tuple[int, float] | None = None,
         keys: str | None = None,
         room: int = C.SEARCH_STEPS_MAX,
-    ) -> None:
+    ) -> bool:
         """Keep trial ``number``'s metric at ``steps`` (finite values; a replayed step's last
         value wins), at most ``room`` new steps; ``last``: its step and value at the greatest
         step so far (the trial's final value once it ends, nan and infinities included);
-        ``keys``: the numeric keys its lines printed (for "no 'loss' in its lines"). One
-        round trip."""
-        pipe = self.r.pipeline(transaction=False)
-        if steps and room > 0:
-            kept = dict(list(steps.items())[-room:])
-            pipe.hset(key(search_id, "iv", number), mapping={s: repr(v) for s, v in kept.items()})
-        head = {}
+        ``keys``: the numeric keys its lines printed (for "no 'loss' in its lines"). Written
+        only while ``run`` owns the trial's job (lua/search_report.lua): False, nothing
+        written, for a run superseded or ended. One round trip."""
+        kept = dict(list(steps.items())[-room:]) if steps and room > 0 else {}
+        head: dict[str, Any] = {}
         if last is not None:
             head.update(last_step=last[0], last_value=repr(float(last[1])))
         if keys is not None:
             head["keys"] = keys
-        if head:
-            pipe.hset(key(search_id, "trial", number), mapping=head)
-        pipe.execute()
+        if not kept and not head:
+            return True
+        return self._fenced(
+            search_id, number, run, [x for s, v in kept.items() for x in (s, repr(v))], head
+        )
 
     def last_step(self, search_id: str, number: int) -> tuple[int | None, int]:
         """The greatest step trial ``number`` reported (an earlier run's), and how many steps
@@ -244,6 +257,20 @@ class SearchStore:
         got = trial.fetch(self.r, search_id, number, ("last_step",))
         return (got.last_step if got else None), int(self.r.hlen(key(search_id, "iv", number)))
 
-    def save_sys(self, search_id: str, number: int, sys_attrs: dict) -> None:
-        """The trial's Optuna system attrs (a pruner's rung values) after a decision."""
-        self.r.hset(key(search_id, "trial", number), "sys", json.dumps(sys_attrs))
+    def save_sys(self, search_id: str, number: int, sys_attrs: dict, *, run: RunToken) -> bool:
+        """The trial's Optuna system attrs (a pruner's rung values) after a decision; written
+        only while ``run`` owns the trial's job (False: superseded, nothing written)."""
+        return self._fenced(search_id, number, run, [], {"sys": json.dumps(sys_attrs)})
+
+    def _fenced(
+        self, search_id: str, number: int, run: RunToken, steps: list, head: dict[str, Any]
+    ) -> bool:
+        answer = self._report(
+            keys=[
+                job_key(run.job_id),
+                key(search_id, "trial", number),
+                key(search_id, "iv", number),
+            ],
+            args=[run.token, len(steps) // 2, *steps, *(x for kv in head.items() for x in kv)],
+        )
+        return answer == "ok"

@@ -30,6 +30,18 @@ def running_on(chaos, job_id: str, host: str):
     return rec.state is JobState.RUNNING and rec.worker == host and rec
 
 
+def watchmen(worker) -> list[psutil.Process]:
+    """The worker's live watchman processes (one, but for a moment after one died)."""
+    found = []
+    for p in psutil.Process(worker.pid).children():
+        try:
+            if "watchman.py" in " ".join(p.cmdline()) and p.status() != psutil.STATUS_ZOMBIE:
+                found.append(p)
+        except psutil.NoSuchProcess:
+            pass
+    return found
+
+
 def ends_once(chaos, ids: dict[str, str], name: str, starts: int):
     """The job succeeded once: one finished training, one record result, one bundle."""
     rec = chaos.wait(ids, timeout_s=120)[name]
@@ -46,9 +58,7 @@ def test_a_worker_killed_mid_job_has_its_job_running_on_another_host_within_10_s
     victim = chaos.start("live-a")
     chaos.wait_running(ids["orphan"])
     wait_until("the job's start", lambda: chaos.runs("orphan", "start") == 1, 30, chaos.logs)
-    (watchman,) = (
-        p for p in psutil.Process(victim.pid).children() if "watchman.py" in " ".join(p.cmdline())
-    )
+    (watchman,) = watchmen(victim)
     chaos.start("live-b")
     os.kill(victim.pid, signal.SIGKILL)  # the worker process only: its job and watchman live
     victim.wait()
@@ -110,3 +120,42 @@ def test_a_worker_restarted_under_the_same_host_name_takes_its_job_back_at_once(
     assert time.monotonic() - started_at < GOAL_S
     assert rec.state is JobState.RUNNING and rec.attempts == 2
     ends_once(chaos, ids, "again", starts=2)
+
+
+def test_a_watchman_that_died_is_started_again_and_hands_on_its_workers_job_at_once(chaos):
+    chaos.env["FLEET_LEASE_TTL_S"] = LEASE_TTL_S
+    victim = chaos.start("watched-a")
+    (first,) = wait_until("the watchman", lambda: watchmen(victim), 30, chaos.logs)
+    first.kill()  # the watchman alone, by hand or the OOM killer: its worker lives on
+    (second,) = wait_until(
+        "another watchman", lambda: [w for w in watchmen(victim) if w.pid != first.pid], 30
+    )
+    assert "exited with status -9 while its worker lives" in chaos.logs()
+    # long enough to outlive the start of watched-b on a busy machine: killed while it runs
+    ids = chaos.publish(chaos.manifest({"watched": 60}))
+    chaos.wait_running(ids["watched"])
+    wait_until("the job's start", lambda: chaos.runs("watched", "start") == 1, 30, chaos.logs)
+    chaos.start("watched-b")
+    os.kill(victim.pid, signal.SIGKILL)
+    victim.wait()
+    killed_at = time.monotonic()
+    assert chaos.records().get(ids["watched"]).state is JobState.RUNNING, "killed too late"
+
+    def handed_on():
+        rec = chaos.records().get(ids["watched"])
+        return rec.attempts == 2 or rec.state is JobState.QUEUED
+
+    wait_until("the job handed on", handed_on, 45, chaos.logs, every_s=0.05)
+    handed_after = time.monotonic() - killed_at
+    print(f"\nhanded on {handed_after:.1f} s after the kill")
+    # by the new watchman (its line), not by the lease: a few seconds on an idle machine, the
+    # new Python's start-up on a loaded one; never the lease's 60 s
+    assert "a run's worker died: " + ids["watched"] + " requeued" in chaos.logs()
+    assert handed_after < float(LEASE_TTL_S) / 2, chaos.logs()
+    rec = wait_until(
+        "the job running on watched-b",
+        lambda: running_on(chaos, ids["watched"], "watched-b"),
+        30,
+        chaos.logs,
+    )
+    assert rec.attempts == 2

@@ -18,7 +18,7 @@ from state import history
 from state.jobrecord import JobState
 from state.records import Records
 from state.search import advance
-from state.search.store import SearchStore
+from state.search.store import RunToken, SearchStore
 from state.search.study import Mirror
 from state.search.view import read_search
 from tasks import runner
@@ -48,7 +48,9 @@ def run_trial(redis_client, sid, config, number, script: str):
     jid = view.trials[number].job_id
     job = JobSpec(name=f"tune[trial={number}]", job_id=jid, search=sid, trial=number)
     writer = MetricHistory(redis_client, jid, run=1)
-    watch = TrialWatch(redis_client, job, config, lambda: None)
+    records = Records(redis_client)
+    assert records.claim(jid, "w", "tok", {}, "cpu").run
+    watch = TrialWatch(redis_client, job, config, lambda: None, token="tok")
     out = runner.run(
         [sys.executable, "-c", script],
         env={"PATH": "/usr/bin:/bin"},
@@ -61,8 +63,6 @@ def run_trial(redis_client, sid, config, number, script: str):
     )
     writer.flush()
     watch.close()
-    records = Records(redis_client)
-    assert records.claim(jid, "w", "tok", {}, "cpu").run
     assert records.finish(jid, "tok", JobState.SUCCEEDED, last_error="")
     advance.advance(redis_client, sid)
     return out
@@ -164,10 +164,10 @@ def test_a_pruned_trials_final_value_is_the_one_it_was_judged_by(app, redis_clie
     sid, config = published(app, redis_client)
     store = SearchStore(redis_client)
     jid = read_search(redis_client, sid).trials[0].job_id
-    store.report(sid, 0, {4: 0.9}, last=(4, 0.9))  # judged at step 4, then stopped
-    history.append(redis_client, jid, [{"step": 4, "loss": 0.9}, {"step": 5, "loss": 0.2}])
     records = Records(redis_client)
     assert records.claim(jid, "w", "tok", {}, "cpu").run
+    assert store.report(sid, 0, {4: 0.9}, run=RunToken(jid, "tok"), last=(4, 0.9))  # then stopped
+    history.append(redis_client, jid, [{"step": 4, "loss": 0.9}, {"step": 5, "loss": 0.2}])
     assert records.finish(jid, "tok", JobState.PRUNED, last_error="")
     advance.advance(redis_client, sid)
     assert read_search(redis_client, sid).trials[0].value == 0.9
@@ -189,7 +189,8 @@ def test_nan_and_infinite_steps_never_reach_the_pruner_and_the_last_finite_one_d
     config = SearchStore(redis_client).config(sid)
     view = read_search(redis_client, sid)
     job = JobSpec(name="p[trial=0]", job_id=view.trials[0].job_id, search=sid, trial=0)
-    watch = TrialWatch(redis_client, job, config, lambda: None)
+    assert Records(redis_client).claim(job.job_id, "w", "tok", {}, "cpu").run
+    watch = TrialWatch(redis_client, job, config, lambda: None, token="tok")
     from trainers.protocol import parse_metric_line, point_of
 
     for i, text in enumerate(["3.0", "NaN", "Infinity", "-Infinity", "2.0"], start=1):
@@ -213,7 +214,7 @@ def test_a_trials_lines_never_wait_on_its_search_even_with_redis_away(app, redis
     view = read_search(redis_client, sid)
     away = redis.Redis(port=1, socket_connect_timeout=0.5)
     job = JobSpec(name="tune[trial=0]", job_id=view.trials[0].job_id, search=sid, trial=0)
-    watch = TrialWatch(away, job, config, lambda: None)
+    watch = TrialWatch(away, job, config, lambda: None, token="tok")
     points = [point_of({"step": i, "loss": 1.0 / (i + 1)}, i) for i in range(50_000)]
     started = time.perf_counter()
     for p in points:

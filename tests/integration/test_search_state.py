@@ -13,7 +13,7 @@ from fleet.publish import publish
 from state.jobrecord import JobState
 from state.records import Records
 from state.search import advance
-from state.search.store import SearchStore
+from state.search.store import RunToken, SearchStore
 from state.search.study import Mirrors
 from state.search.view import find_searches, read_search
 
@@ -56,10 +56,17 @@ def end(
     """Run the trial's job to ``state`` the way a worker does (claim, then finish)."""
     assert records.claim(job_id, "w", "tok-" + job_id, {}, "cpu").run
     if value is not None:
-        store.report(sid, trial, {5: value}, last=(5, value))
+        assert store.report(
+            sid, trial, {5: value}, run=RunToken(job_id, "tok-" + job_id), last=(5, value)
+        )
     assert records.finish(
         job_id, "tok-" + job_id, state, last_error="boom" if state is JobState.FAILED else ""
     )
+
+
+def claimed(records: Records, job_id: str) -> None:
+    """The trial's job claimed as a worker claims it (its metric writes need the claim)."""
+    assert records.claim(job_id, "w", "tok-" + job_id, {}, "cpu").run
 
 
 def hear(watch, report: dict) -> None:
@@ -216,10 +223,11 @@ def test_a_grid_search_samples_each_point_of_its_grid(app, redis_client):
     ]
 
 
-def test_a_replayed_step_keeps_its_last_value_as_the_history_does(redis_client):
-    store = SearchStore(redis_client)
-    store.report("s", 0, {3: 0.5}, last=(3, 0.5))
-    store.report("s", 0, {3: 0.9}, last=(3, 0.9))  # a resumed run replays step 3
+def test_a_replayed_step_keeps_its_last_value_as_the_history_does(redis_client, job):
+    store, run = SearchStore(redis_client), RunToken(job, "tok")
+    assert Records(redis_client).claim(job, "w", "tok", {}, "cpu").run
+    assert store.report("s", 0, {3: 0.5}, run=run, last=(3, 0.5))
+    assert store.report("s", 0, {3: 0.9}, run=run, last=(3, 0.9))  # a resumed run replays step 3
     assert redis_client.hgetall(C.SEARCH_KEY + "s:iv:0") == {"3": "0.9"}
     assert redis_client.hget(C.SEARCH_KEY + "s:trial:0", "last_value") == "0.9"
     assert store.last_step("s", 0) == (3, 1)
@@ -244,7 +252,10 @@ def test_a_trial_far_behind_the_finished_ones_is_pruned_by_the_search_pruner(
 
     def watch_of(n: int) -> TrialWatch:
         job = JobSpec(name=f"p[trial={n}]", job_id=view.trials[n].job_id, search=sid, trial=n)
-        return TrialWatch(redis_client, job, config, lambda: woken.append(n))
+        claimed(records, job.job_id)
+        return TrialWatch(
+            redis_client, job, config, lambda: woken.append(n), token="tok-" + job.job_id
+        )
 
     # five trials with good curves, one after another, as a worker hears them
     for t in view.trials[:5]:
@@ -341,7 +352,8 @@ def test_a_requeued_trial_that_ended_runs_again_and_its_search_counts_its_new_en
     )
     assert "search 1/3, 2 queued, best loss=0.9 (trial 1)" in view.summary()
     assert records.claim(first.job_id, "w", "tok-again", {}, "cpu").run
-    store.report(sid, 0, {6: 0.25}, last=(6, 0.25))  # the new run reports one more step
+    # the new run reports one more step
+    assert store.report(sid, 0, {6: 0.25}, run=RunToken(first.job_id, "tok-again"), last=(6, 0.25))
     assert records.finish(first.job_id, "tok-again", JobState.SUCCEEDED, last_error="")
     for _ in range(2):  # its worker and the sweep both see the new end
         advance.advance(redis_client, sid)
@@ -488,7 +500,8 @@ def test_a_trial_at_its_searchs_last_step_completes_though_its_rung_would_prune_
 
     def watch_of(n: int) -> TrialWatch:
         job = JobSpec(name=f"r[trial={n}]", job_id=view.trials[n].job_id, search=sid, trial=n)
-        return TrialWatch(redis_client, job, config, lambda: None)
+        claimed(records, job.job_id)
+        return TrialWatch(redis_client, job, config, lambda: None, token="tok-" + job.job_id)
 
     def feed(w: TrialWatch, value) -> None:
         for step in range(1, 5):
@@ -559,7 +572,8 @@ def test_a_trial_that_reaches_its_last_step_while_a_prune_verdict_is_pending_com
 
     def watch_of(n: int) -> TrialWatch:
         job = JobSpec(name=f"race[trial={n}]", job_id=view.trials[n].job_id, search=sid, trial=n)
-        return TrialWatch(redis_client, job, config, lambda: None)
+        claimed(records, job.job_id)
+        return TrialWatch(redis_client, job, config, lambda: None, token="tok-" + job.job_id)
 
     for t in view.trials[:5]:
         good = watch_of(t.number)
@@ -637,8 +651,10 @@ def test_a_trial_that_printed_other_keys_but_never_the_metric_stops_the_search_n
     publish(app, redis_client, m)
     sid, records, store = m.searches[0].search_id, Records(redis_client), SearchStore(redis_client)
     t = live_jobs(read_search(redis_client, sid))[0]
-    store.report(sid, t.number, {}, keys="valid_los, acc")
-    end(records, t.job_id, JobState.SUCCEEDED)
+    claimed(records, t.job_id)
+    run = RunToken(t.job_id, "tok-" + t.job_id)
+    assert store.report(sid, t.number, {}, run=run, keys="valid_los, acc")
+    assert records.finish(t.job_id, run.token, JobState.SUCCEEDED, last_error="")
     advance.advance(redis_client, sid)
     view = read_search(redis_client, sid)
     assert view.stopped.startswith(f"metric 'loss' is in no line trial {t.number} printed")
@@ -694,3 +710,28 @@ def test_a_pruned_trial_keeps_its_value_in_the_search_study_as_in_the_optuna_exp
     exported = frozen(row, [], "loss", distributions(m.searches[0].config.space))
     assert (mirrored.state, mirrored.value) == (exported.state, exported.value)
     assert mirrored.value == 0.75 and mirrored.state.name == "PRUNED"
+
+
+def test_a_run_taken_over_cannot_set_its_trials_metric_or_final_value(app, redis_client):
+    m = manifest(trials=2, parallel=2)
+    publish(app, redis_client, m)
+    sid, records, store = m.searches[0].search_id, Records(redis_client), SearchStore(redis_client)
+    jid = read_search(redis_client, sid).trials[0].job_id
+    old, new = RunToken(jid, "tok-old"), RunToken(jid, "tok-new")
+    assert records.claim(jid, "cut-off", old.token, {}, "cpu").run
+    assert store.report(sid, 0, {3: 0.5}, run=old, last=(3, 0.5))
+    # cut off from Redis past its lease: another host takes the job over
+    redis_client.delete(C.LEASE_KEY + jid)
+    assert records.claim(jid, "other", new.token, {}, "cpu").run
+    assert store.report(sid, 0, {3: 0.4, 4: 0.25}, run=new, last=(4, 0.25))
+    # the old run, still training, reaches Redis again: every write of its is refused
+    assert not store.report(sid, 0, {9: 0.9}, run=old, last=(9, 0.9), keys="loss, junk")
+    assert not store.save_sys(sid, 0, {"rung": 0.9}, run=old)
+    trial_key = C.SEARCH_KEY + sid + ":trial:0"
+    assert redis_client.hgetall(C.SEARCH_KEY + sid + ":iv:0") == {"3": "0.4", "4": "0.25"}
+    assert redis_client.hmget(trial_key, "last_step", "last_value", "keys") == ["4", "0.25", None]
+    assert "rung" not in redis_client.hget(trial_key, "sys")
+    assert records.finish(jid, new.token, JobState.SUCCEEDED, last_error="")
+    advance.advance(redis_client, sid)
+    assert read_search(redis_client, sid).trials[0].value == 0.25  # the run that owned it
+    assert not store.report(sid, 0, {5: 0.1}, run=new, last=(5, 0.1))  # ended: nothing more

@@ -18,6 +18,10 @@ from tasks.runner import Progress
 class Lease:
     def __init__(self, reason: Stop | None = None):
         self.reason, self.fields = reason, {}
+        self.guarded: int | None = None
+
+    def guard(self, pgid: int) -> None:
+        self.guarded = pgid
 
     def report(self, **fields) -> None:
         self.fields.update(fields)
@@ -82,3 +86,25 @@ def test_the_loop_reports_first_and_stops_at_the_first_stop():
     loop = ticks.TickLoop([ticks.Heartbeat(lease), ticks.LeaseStop(lease), ticks.LeaseStop(later)])
     assert loop(Progress(started=0.0, tail=deque(), metrics={})) is Stop.CANCELLED
     assert "progress" in lease.fields
+
+
+def test_the_lease_stop_hands_the_lease_the_jobs_process_group_and_answers_its_reason():
+    lease = Lease(Stop.LOST)
+    assert ticks.LeaseStop(lease).on_tick(a_tick(pgid=4242)) is Stop.LOST
+    assert lease.guarded == 4242
+
+
+def test_a_policy_that_talks_to_redis_is_skipped_while_the_lease_goes_unanswered():
+    class Counting:
+        calls = 0
+
+        def on_tick(self, tick):
+            self.calls += 1
+
+    lease, policy = Lease(), Counting()
+    guarded = ticks.WhileRedisAnswers(policy, lease)
+    lease.answering = True
+    guarded.on_tick(a_tick())
+    lease.answering = False  # the lease's last renewal failed: the tick waits on nothing
+    guarded.on_tick(a_tick())
+    assert policy.calls == 1
