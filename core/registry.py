@@ -28,11 +28,13 @@ from core.setting import (
     MIB,
     NAMES,
     PATH,
+    PORTS,
     SECONDS,
     SECONDS_OR_ZERO,
     TEXT,
     URL,
     Kind,
+    PortRange,
     Scope,
     Setting,
     Source,
@@ -286,6 +288,15 @@ FLEET_GANG_FORM_TIMEOUT_S: Setting[float] = Setting(
     SECONDS,
     C.GANG_FORM_TIMEOUT_S,
     "how long a host holds a seat of a forming gang (nodes = N) before it gives it back",
+)
+FLEET_GANG_PORTS: Setting[PortRange | None] = Setting(
+    "FLEET_GANG_PORTS",
+    PORTS,
+    None,
+    "the ports a gang's rank 0 may serve its rendezvous on, for a firewall between hosts "
+    "(a port taken before the gang starts starts it again on another)",
+    example="29500-29599",
+    default_doc="any free port the system gives",
 )
 FLEET_SHARE_GPU_UNWATCHED: Setting[bool] = Setting(
     "FLEET_SHARE_GPU_UNWATCHED",

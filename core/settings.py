@@ -21,6 +21,7 @@ from core.registry import (
     FLEET_DATA_CACHE_GIB,
     FLEET_ENV_CACHE_GIB,
     FLEET_GANG_FORM_TIMEOUT_S,
+    FLEET_GANG_PORTS,
     FLEET_GPU_RESERVE_CORES,
     FLEET_GPU_RESERVE_RAM_GIB,
     FLEET_HOSTNAME,
@@ -38,6 +39,7 @@ from core.registry import (
     FLEET_YIELD_POLL_S,
     FLEET_YIELD_RECLAIM_S,
 )
+from core.setting import PortRange
 
 DEFAULT_REGION = "us-east-1"
 GIB = 1 << 30
@@ -149,6 +151,7 @@ class WorkerSettings:
     share_gpu_unwatched: bool = False  # serve share_gpu jobs even if NVML cannot see ours
     advertise_addr: str = ""  # "" : the local address of the connection to Redis
     gang_form_timeout_s: float = GANG_FORM_TIMEOUT_S
+    gang_ports: PortRange | None = None  # None: any free port the system gives
 
     @classmethod
     def from_env(cls, env: Mapping[str, str] | None = None) -> WorkerSettings:
@@ -166,4 +169,5 @@ class WorkerSettings:
             share_gpu_unwatched=FLEET_SHARE_GPU_UNWATCHED.value(env),
             advertise_addr=FLEET_ADVERTISE_ADDR.value(env) or "",
             gang_form_timeout_s=FLEET_GANG_FORM_TIMEOUT_S.value(env),
+            gang_ports=FLEET_GANG_PORTS.value(env),
         )
