@@ -293,8 +293,8 @@ FLEET_GANG_PORTS: Setting[PortRange | None] = Setting(
     "FLEET_GANG_PORTS",
     PORTS,
     None,
-    "the ports a gang's rank 0 may serve its rendezvous on, for a firewall between hosts "
-    "(a port taken before the gang starts starts it again on another)",
+    "the ports a gang's rank 0 may serve its rendezvous on (MASTER_PORT): a range the "
+    "firewall between the hosts opens (docs/gangs.md)",
     example="29500-29599",
     default_doc="any free port the system gives",
 )
