@@ -28,11 +28,13 @@ from core.setting import (
     MIB,
     NAMES,
     PATH,
+    PORTS,
     SECONDS,
     SECONDS_OR_ZERO,
     TEXT,
     URL,
     Kind,
+    PortRange,
     Scope,
     Setting,
     Source,
@@ -294,6 +296,15 @@ FLEET_RUN_CGROUPS: Setting[bool] = Setting(
     "give each run a cgroup v2 of its own where the worker may make one, so that no process "
     "of a stopped job survives it; 0: find a run's processes by their mark in /proc alone "
     "(docs/limits.md)",
+)
+FLEET_GANG_PORTS: Setting[PortRange | None] = Setting(
+    "FLEET_GANG_PORTS",
+    PORTS,
+    None,
+    "the ports a gang's rank 0 may serve its rendezvous on (MASTER_PORT): a range the "
+    "firewall between the hosts opens (docs/gangs.md)",
+    example="29500-29599",
+    default_doc="any free port the system gives",
 )
 FLEET_SHARE_GPU_UNWATCHED: Setting[bool] = Setting(
     "FLEET_SHARE_GPU_UNWATCHED",

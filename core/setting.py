@@ -82,6 +82,29 @@ def _names(raw: str) -> tuple[str, ...]:
     return tuple(n.strip() for n in raw.split(",") if n.strip())
 
 
+@dataclass(frozen=True)
+class PortRange:
+    """TCP ports ``first`` to ``last``, both included; written ``first-last``."""
+
+    first: int
+    last: int
+
+    def __str__(self) -> str:
+        return f"{self.first}-{self.last}"
+
+    @property
+    def ports(self) -> range:
+        return range(self.first, self.last + 1)
+
+
+def _ports(raw: str) -> PortRange:
+    first, sep, last = raw.strip().partition("-")
+    ports = PortRange(int(first), int(last) if sep else int(first))
+    if not 1 <= ports.first <= ports.last <= 65535:
+        raise ValueError(raw)
+    return ports
+
+
 BOOL: Kind[bool] = Kind("bool", _bool, "1 or 0 (yes/no, true/false, on/off)")
 SECONDS: Kind[float] = Kind(
     "seconds", _number(float, least=0, above=True), "a number of seconds > 0"
@@ -97,6 +120,9 @@ URL: Kind[str] = Kind("URL", _url, "a URL, scheme://...")
 TEXT: Kind[str] = Kind("text", str.strip, "text")
 PATH: Kind[str] = Kind("path", str.strip, "a path")
 NAMES: Kind[tuple[str, ...]] = Kind("names", _names, "comma-separated names")
+PORTS: Kind[PortRange] = Kind(
+    "ports", _ports, "a TCP port range FIRST-LAST (or one port) within 1-65535"
+)
 
 
 def text(value: Any) -> str:

@@ -21,6 +21,7 @@ from core.registry import (
     FLEET_DATA_CACHE_GIB,
     FLEET_ENV_CACHE_GIB,
     FLEET_GANG_FORM_TIMEOUT_S,
+    FLEET_GANG_PORTS,
     FLEET_GPU_RESERVE_CORES,
     FLEET_GPU_RESERVE_RAM_GIB,
     FLEET_HOSTNAME,
@@ -39,6 +40,7 @@ from core.registry import (
     FLEET_YIELD_POLL_S,
     FLEET_YIELD_RECLAIM_S,
 )
+from core.setting import PortRange
 
 DEFAULT_REGION = "us-east-1"
 GIB = 1 << 30
@@ -151,6 +153,7 @@ class WorkerSettings:
     advertise_addr: str = ""  # "" : the local address of the connection to Redis
     gang_form_timeout_s: float = GANG_FORM_TIMEOUT_S
     run_cgroups: bool = True  # a cgroup per run where the host allows (tasks.runscope)
+    gang_ports: PortRange | None = None  # None: any free port the system gives
 
     @classmethod
     def from_env(cls, env: Mapping[str, str] | None = None) -> WorkerSettings:
@@ -169,4 +172,5 @@ class WorkerSettings:
             advertise_addr=FLEET_ADVERTISE_ADDR.value(env) or "",
             gang_form_timeout_s=FLEET_GANG_FORM_TIMEOUT_S.value(env),
             run_cgroups=FLEET_RUN_CGROUPS.value(env),
+            gang_ports=FLEET_GANG_PORTS.value(env),
         )

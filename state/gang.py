@@ -7,7 +7,6 @@ The job record stays the one record of the job; this hash only says who its memb
 from __future__ import annotations
 
 import json
-import time
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from enum import Enum
@@ -89,7 +88,8 @@ class Halt:
 
 class Gangs:
     """Gang membership on one Redis connection; ``beat_ttl_s``: a member silent that long is
-    gone."""
+    gone, by Redis's clock (lua/gang.lua reads TIME), so hosts whose clocks disagree agree on
+    who beats."""
 
     def __init__(self, client: redis.Redis, beat_ttl_s: float):
         self.r = decoding(client)
@@ -99,7 +99,7 @@ class Gangs:
     def _call(self, job_id: str, op: str, *args) -> tuple[Answer, str]:
         answer, detail = self._script(
             keys=[job_key(job_id), GANG_KEY + job_id, C.OWNER_LISTS_KEY, FORMING_ZSET],
-            args=[op, int(time.time() * 1000), self.ttl_ms, *args, *_LIMITS],
+            args=[op, self.ttl_ms, *args, *_LIMITS],
         )
         return Answer(answer), str(detail)
 

@@ -33,6 +33,7 @@ from tasks import (
     events,
     gang,
     isolation,
+    rendezvous,
     runner,
     ticks,
     trained,
@@ -304,6 +305,10 @@ def _run(task, ctx: HostContext, run: Run) -> Ended:
             argv = workspace.adapt(argv, env, job, python)
             env.update(workspace.job_variables(job, ctx))
             if run.seat is not None:  # torch.distributed's variables; torchrun per GPU
+                # rank 0's port taken since it joined: a retried start, not a failure (its
+                # partners hear it through the lease)
+                if taken := rendezvous.port_taken(ctx.settings, run.seat):
+                    return _release(task, ctx, run, taken)
                 env.update(run.seat.environment(job.needs.gpu_count))
                 argv = run.seat.argv(argv, job.needs.gpu_count, job.job_id)
             isolation.hand_over(work, ctx.job_user)  # the data pin lives in the cache, not in work

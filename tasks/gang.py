@@ -12,7 +12,6 @@ went silent, and the member that sees it first requeues the gang's one record.
 from __future__ import annotations
 
 import logging
-import socket
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -27,6 +26,7 @@ from tasks.address import advertised_addr
 from tasks.admission import Hold
 from tasks.host import HostContext
 from tasks.joblog import log_key
+from tasks.rendezvous import free_port
 from tasks.retry import retry_redis
 from tasks.run import Ended, Outcome, Run, Stop
 from tasks.runner import RunOutcome
@@ -54,13 +54,6 @@ def gangs(ctx: HostContext) -> Gangs:
     return Gangs(ctx.redis, GANG_BEAT_TTL_S)
 
 
-def free_port() -> int:
-    """A TCP port free on this host now, for the rendezvous when this member is rank 0."""
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
-        s.bind(("", 0))
-        return s.getsockname()[1]
-
-
 def form(
     ctx: HostContext,
     job: JobSpec,
@@ -73,7 +66,10 @@ def form(
     the job is not started yet while this host holds a seat or another copy came to it
     (Flower shows the job queued, not started)."""
     g = gangs(ctx)
-    me = Member(-1, ctx.hostname, advertised_addr(ctx), free_port(), token)
+    port = free_port(ctx.settings.gang_ports)
+    if not port:
+        log.warning("no port of FLEET_GANG_PORTS=%s is free here", ctx.settings.gang_ports)
+    me = Member(-1, ctx.hostname, advertised_addr(ctx), port, token)
     answer, detail = _redis(
         ctx, lambda: g.join(job.job_id, job.nodes, me, job.priority), "join gang"
     )

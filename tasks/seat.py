@@ -1,5 +1,12 @@
 """A gang member's place in its formed gang, and how its process is launched there:
-torch.distributed's variables, and torchrun's argv for a node with more than one GPU."""
+torch.distributed's variables, and torchrun's argv for a node with more than one GPU.
+
+torchrun meets its nodes through a static rendezvous: fleet's node rank is torchrun's
+``--node_rank``, and rank 0's host serves the store at the address and port it advertised.
+torchrun's c10d rendezvous would order the nodes itself (by host name and pid), so torch's
+rank 0 could run on a host whose output fleet neither reads nor uploads, and it picks the
+host that serves its store by matching host names, which fails where a host name resolves
+to a loopback address (Debian's 127.0.1.1)."""
 
 from __future__ import annotations
 
@@ -38,7 +45,8 @@ class Seat:
         return env
 
     def argv(self, argv: list[str], gpus: int, rdzv_id: str) -> list[str]:
-        """The job's argv, under torchrun when the node runs one process per GPU."""
+        """The job's argv, under torchrun when the node runs one process per GPU: node rank R
+        runs global ranks R*gpus .. R*gpus+gpus-1, so rank 0 runs on fleet's rank 0 host."""
         if gpus <= 1:
             return argv
         master = self.members[0]
@@ -49,8 +57,9 @@ class Seat:
             f"--nnodes={self.nodes}",
             f"--node_rank={self.rank}",
             f"--nproc_per_node={gpus}",
-            "--rdzv_backend=c10d",
-            f"--rdzv_endpoint={master.addr}:{master.port}",
+            "--rdzv_backend=static",
+            f"--master_addr={master.addr}",
+            f"--master_port={master.port}",
             f"--rdzv_id={rdzv_id}",
             "--no-python",
             *argv,

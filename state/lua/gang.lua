@@ -22,7 +22,10 @@
 -- stops its process, and rank 0 syncs its checkpoint and puts the record back uncounted.
 --
 -- KEYS: job_key, gang_key, owner_lists, forming_zset
--- ARGV: op ('join' | 'beat' | 'leave' | 'done' | 'start' | 'halt'), now_ms, beat_ttl_ms, then:
+-- A beat's time is Redis's (TIME), never a host's: members' clocks may disagree by more than
+-- the beat TTL, and a member ahead would find its partners' beats old and break the gang.
+--
+-- ARGV: op ('join' | 'beat' | 'leave' | 'done' | 'start' | 'halt'), beat_ttl_ms, then:
 --   join:  nodes, host, member_json, priority -> {'wait'|'complete', rank} | {'drop', why}
 --                                               | {'same_host', ''}
 --   beat:  rank, seat, queues ('a,b': the queues its host serves; '' = its gang's own)
@@ -36,9 +39,11 @@
 --   halt:  token, request_json               -> {'ok', ''} | {'stale', ''} (the first stands)
 -- and after every op's own, always the last three (core.constants): hash_ttl_s (a gang hash
 -- outlives its last join this long), max_priority, older_scan (forming gangs ahead of this
--- one a waiting member looks at). Last, not fourth: each op has its own number of ARGV.
+-- one a waiting member looks at). Last, not third: each op has its own number of ARGV.
 --@@OWNED@@
-local op, now, ttl = ARGV[1], tonumber(ARGV[2]), tonumber(ARGV[3])
+local op, ttl = ARGV[1], tonumber(ARGV[2])
+local clock = redis.call('TIME')
+local now = tonumber(clock[1]) * 1000 + math.floor(tonumber(clock[2]) / 1000)
 local jk, gk = KEYS[1], KEYS[2]
 local GANG_TTL_S, MAX_PRIORITY, OLDER_SCAN =
   tonumber(ARGV[#ARGV - 2]), tonumber(ARGV[#ARGV - 1]), tonumber(ARGV[#ARGV])
@@ -125,20 +130,20 @@ local function formed()
 end
 
 if op == 'done' then
-  redis.call('HSET', gk, 'done:' .. ARGV[4], ARGV[5])
+  redis.call('HSET', gk, 'done:' .. ARGV[3], ARGV[4])
   return {'ok', ''}
 end
 
 if op == 'halt' then
-  if redis.call('HGET', jk, 'token') ~= ARGV[4] or redis.call('HGET', jk, 'state') ~= 'running' then
+  if redis.call('HGET', jk, 'token') ~= ARGV[3] or redis.call('HGET', jk, 'state') ~= 'running' then
     return {'stale', ''}
   end
-  redis.call('HSETNX', gk, 'halt', ARGV[5])
+  redis.call('HSETNX', gk, 'halt', ARGV[4])
   return {'ok', ''}
 end
 
 if op == 'start' then
-  if redis.call('HGET', jk, 'token') ~= ARGV[4] then return {'stale', ''} end
+  if redis.call('HGET', jk, 'token') ~= ARGV[3] then return {'stale', ''} end
   redis.call('ZREM', KEYS[4], redis.call('HGET', jk, 'job_id'))
   local hosts = {}
   for r = 0, tonumber(redis.call('HGET', gk, 'n')) - 1 do
@@ -159,10 +164,10 @@ if op == 'join' then
   local runs = redis.call('HGET', jk, 'runs') or '0'
   if redis.call('HGET', gk, 'runs') ~= runs then
     redis.call('DEL', gk)
-    redis.call('HSET', gk, 'runs', runs, 'n', ARGV[4], 'out', 1)
+    redis.call('HSET', gk, 'runs', runs, 'n', ARGV[3], 'out', 1)
   end
   redis.call('EXPIRE', gk, GANG_TTL_S)
-  local alive, free, mine, n = census(ARGV[5])
+  local alive, free, mine, n = census(ARGV[4])
   if mine then  -- one member per host: this copy is another host's seat
     redis.call('HINCRBY', gk, 'out', -1)
     push('LPUSH')
@@ -170,23 +175,23 @@ if op == 'join' then
   end
   redis.call('HINCRBY', gk, 'out', -1)
   if not free then return {'drop', 'gang full'} end
-  redis.call('HSET', gk, 'm:' .. free, ARGV[6], 'beat:' .. free, ARGV[2])
-  if alive == 0 then redis.call('HSET', gk, 'since', ARGV[2]) end
+  redis.call('HSET', gk, 'm:' .. free, ARGV[5], 'beat:' .. free, now)
+  if alive == 0 then redis.call('HSET', gk, 'since', now) end
   -- its place among forming gangs: higher priority first, then published first
   local created = tonumber(redis.call('HGET', jk, 'created_at') or '0') or 0
-  redis.call('ZADD', KEYS[4], 'NX', (MAX_PRIORITY - tonumber(ARGV[7])) * 1e13 + math.floor(created * 1000),
+  redis.call('ZADD', KEYS[4], 'NX', (MAX_PRIORITY - tonumber(ARGV[6])) * 1e13 + math.floor(created * 1000),
              redis.call('HGET', jk, 'job_id'))
   alive = alive + 1
   top_up(alive, n)
   if alive == n then
-    redis.call('HSET', gk, 'token', cjson.decode(ARGV[6]).seat)
+    redis.call('HSET', gk, 'token', cjson.decode(ARGV[5]).seat)
     return {'complete', free}
   end
   return {'wait', free}
 end
 
 -- beat and leave: this member's seat, still its own?
-local rank, seat = ARGV[4], ARGV[5]
+local rank, seat = ARGV[3], ARGV[4]
 local m = redis.call('HGET', gk, 'm:' .. rank)
 if not m or cjson.decode(m).seat ~= seat then
   if op == 'leave' then return {'left', ''} end
@@ -207,7 +212,7 @@ if op == 'leave' then
 end
 
 -- beat
-redis.call('HSET', gk, 'beat:' .. rank, ARGV[2])
+redis.call('HSET', gk, 'beat:' .. rank, now)
 if token then
   local halt = redis.call('HGET', gk, 'halt')
   if halt then return {'halt', halt} end
@@ -227,7 +232,7 @@ if past or state ~= 'queued' then return {'gone', state or 'no record'} end
 local alive, _, _, n = census(nil)
 top_up(alive, n)
 if alive < n then
-  local first = older(ARGV[6])
+  local first = older(ARGV[5])
   if first then return {'yield', first} end
 end
 return {'wait', tostring(alive)}

@@ -3,6 +3,7 @@ match its free seats, one host holds one seat, a seat given back goes behind the
 
 from __future__ import annotations
 
+import contextlib
 import time
 
 import pytest
@@ -96,6 +97,37 @@ def test_a_formed_gang_hears_of_a_silent_member(redis_client, gang):
     g.done(gang, 2)  # c exited 0: its silence is no loss
     assert g.beat(gang, 0, "seat-a") == (Answer.BROKEN, "rank 1 on b")
     assert records.get(gang).worker == "a"
+
+
+def test_members_whose_clocks_are_10s_apart_form_and_run_the_gang_unbroken(
+    redis_client, gang, monkeypatch
+):
+    # a beat is timed by Redis, not by the member's host: with the hosts' own clocks, c (10 s
+    # ahead) would find a's and b's fresh beats 10 s old, past the 5 s TTL, and evict them,
+    # and a (10 s behind) would look silent to its partners once the gang runs
+    g = Gangs(redis_client, beat_ttl_s=5)
+    real = time.time
+
+    @contextlib.contextmanager
+    def skewed(offset_s: float):  # this member's host clock, offset_s from the others'
+        with monkeypatch.context() as m:
+            m.setattr(time, "time", lambda: real() + offset_s)
+            yield
+
+    for host in "ab":
+        redis_client.rpop(queue(redis_client, gang))
+        g.join(gang, 3, member(host))
+    redis_client.rpop(queue(redis_client, gang))
+    with skewed(10):
+        assert g.join(gang, 3, member("c")) == (Answer.COMPLETE, "2")
+    assert Records(redis_client).claim(gang, "c", "seat-c", {}, "cpu").run
+    assert g.start(gang, "seat-c")[0] is Answer.OK
+    with skewed(-10):
+        assert g.beat(gang, 0, "seat-a") == (Answer.FORMED, "seat-c")
+    with skewed(10):
+        assert g.beat(gang, 2, "seat-c") == (Answer.FORMED, "seat-c")
+    assert g.beat(gang, 1, "seat-b") == (Answer.FORMED, "seat-c")
+    assert [m.host for m in g.members(gang)] == ["a", "b", "c"]
 
 
 def test_a_gang_gives_its_host_to_one_of_higher_priority_forming_in_its_queue(

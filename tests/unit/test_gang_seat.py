@@ -33,7 +33,11 @@ def test_two_gpus_on_two_nodes_is_four_processes_under_torchrun():
     argv = seat.argv(["python", "train.py"], gpus=2, rdzv_id="abc")
     assert argv[:3] == [sys.executable, "-m", "torch.distributed.run"]
     assert "--nnodes=2" in argv and "--node_rank=1" in argv and "--nproc_per_node=2" in argv
-    assert "--rdzv_backend=c10d" in argv and "--rdzv_endpoint=10.0.0.1:29500" in argv
+    # a static rendezvous: torchrun's node rank is fleet's, rank 0's host serves the store at
+    # the address it advertised (c10d would order the nodes by host name and pid)
+    assert "--rdzv_backend=static" in argv
+    assert "--master_addr=10.0.0.1" in argv and "--master_port=29500" in argv
+    assert not any(a.startswith("--rdzv_endpoint") for a in argv)
     assert argv[-3:] == ["--no-python", "python", "train.py"]
 
 

@@ -6,7 +6,7 @@ import pytest
 from core import registry
 from core.errors import ConfigError
 from core.registry import FLEET_ADOPT_UNPUBLISHED, FLEET_BROKER_URL, FLEET_LEASE_TTL_S, FLEET_YIELD
-from core.setting import BOOL, Scope, Setting, Source
+from core.setting import BOOL, PortRange, Scope, Setting, Source
 
 TRUE_SPELLINGS = ["1", "true", "yes", "on", "TRUE", "Yes", "ON", " on "]
 FALSE_SPELLINGS = ["0", "false", "no", "off", "FALSE", "No", "Off"]
@@ -47,6 +47,8 @@ def test_adopt_unpublished_and_yield_accept_the_same_spellings():
         (registry.FLEET_STORE_URL, "s3://bucket/prefix", "s3://bucket/prefix"),
         (registry.FLEET_YIELD_IGNORE, "Xorg, gnome-shell", ("Xorg", "gnome-shell")),
         (registry.FLEET_OWNER, " alice ", "alice"),
+        (registry.FLEET_GANG_PORTS, "29500-29599", PortRange(29500, 29599)),
+        (registry.FLEET_GANG_PORTS, " 29500 ", PortRange(29500, 29500)),
     ],
 )
 def test_a_good_value_parses_to_its_kind(setting, raw, want):
@@ -68,6 +70,10 @@ def test_a_good_value_parses_to_its_kind(setting, raw, want):
         (registry.FLEET_REDIS_WAIT_REPLICAS, "1.5", "whole number"),
         (registry.FLEET_GPU_RESERVE_CORES, "-1", "whole number"),
         (registry.FLEET_STORE_URL, "bucket/prefix", "URL"),
+        (registry.FLEET_GANG_PORTS, "29599-29500", "port range FIRST-LAST"),
+        (registry.FLEET_GANG_PORTS, "0-100", "within 1-65535"),
+        (registry.FLEET_GANG_PORTS, "65000-70000", "within 1-65535"),
+        (registry.FLEET_GANG_PORTS, "many", "port range"),
     ],
 )
 def test_a_bad_value_is_an_error_naming_the_variable_the_value_and_the_fix(setting, raw, expected):
