@@ -292,6 +292,8 @@ def main() -> None:
         ddp_rank(epochs, pause)
         return
     truth = Truth.begin()
+    if truth:  # what this run found to resume from: files its checkpoint dir held
+        truth.note(resumed_from=sum(1 for p in CKPT.rglob("*") if p.is_file()))
     result = ddp(epochs, pause) if stack == "ddp" else STACKS[stack](epochs, pause)
     if truth and stack != "ddp":  # the ranks noted theirs
         truth.note(result=result, rank=0, **threads())
