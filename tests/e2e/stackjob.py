@@ -9,8 +9,10 @@ data made here, the same every run.
 What its processes did goes to TRUTH_FILE (tests/harness/truth.py): start, PIDs, end, the
 threads each process used, and ``result``, a loss on fixed data after training that a resumed
 run must match. A search's trial N adds 10 * N to its reported loss (so a median pruner that
-saw trial 0 prunes it) and pauses N + 1 times as long (so it is still running when trial 0
-ends).
+saw trial 0 prunes it) and, past its first epoch, waits for trial 0 to end (so it is still
+running when trial 0 ends, however long each took to import its stack). With STACK_GATE=hold,
+a first run stops moving past its first epoch (checkpointed) until it is stopped: a test
+preempts or cancels it mid-training without racing a short run.
 """
 
 import os
@@ -29,6 +31,28 @@ NAME = os.environ.get("FLEET_JOB_NAME", "local")
 TRIAL = int(m.group(1)) if (m := re.search(r"\[trial=(\d+)\]", NAME)) else 0
 OFFSET = 10.0 * TRIAL
 CKPT = Path(os.environ.get("FLEET_CHECKPOINT_DIR") or "ckpt-local")
+# files its checkpoint dir held at the start: a resumed run's are there
+RESUMED_FROM = sum(1 for p in CKPT.rglob("*") if p.is_file())
+
+
+def trial_0_ended() -> bool:
+    first = NAME.replace(f"[trial={TRIAL}]", "[trial=0]")
+    path = Path(os.environ.get("TRUTH_FILE", "/nonexistent"))
+    return path.exists() and any(
+        f'"job": "{first}", "event": "end"' in line for line in path.read_text().splitlines()
+    )
+
+
+def pace(pause: float, epoch: int) -> None:
+    """A step's pause, and the gates of the module docstring from ``epoch`` 1 on."""
+    time.sleep(pause)
+    if epoch < 1:
+        return
+    if os.environ.get("STACK_GATE") == "hold" and not RESUMED_FROM:
+        while True:
+            time.sleep(0.1)
+    while TRIAL and not trial_0_ended():
+        time.sleep(0.1)
 
 
 def threads() -> dict:
@@ -85,7 +109,7 @@ def lightning(epochs: int, pause: float) -> float:
             self.net = torch.nn.Linear(8, 1)
 
         def training_step(self, batch, _):
-            time.sleep(pause)
+            pace(pause, self.current_epoch)
             loss = F.mse_loss(self.net(batch[0]), batch[1])
             self.log("loss", loss.detach() + OFFSET, on_step=False, on_epoch=True)
             return loss
@@ -143,7 +167,7 @@ def hf(epochs: int, pause: float) -> float:
 
     class Pace(TrainerCallback):
         def on_step_end(self, args, state, control, **kw):
-            time.sleep(pause)
+            pace(pause, (state.global_step - 1) // 4)  # 4 steps an epoch
 
         def on_log(self, args, state, control, logs=None, **kw):
             if logs and "loss" in logs:  # before FleetMetrics prints it: a trial's offset
@@ -205,7 +229,7 @@ def ddp_rank(epochs: int, pause: float) -> None:
         epochs_bar = tqdm(epochs_bar, initial=start, total=epochs)
     for epoch in epochs_bar:
         for i in range(0, 32, 16):
-            time.sleep(pause)
+            pace(pause, epoch)
             opt.zero_grad()
             loss = F.mse_loss(model(x[mine][i : i + 16]), y[mine][i : i + 16])
             loss.backward()
@@ -246,7 +270,7 @@ def sklearn(epochs: int, pause: float) -> float:
     )
     start = len(getattr(forest, "estimators_", ())) // 4
     for epoch in tqdm(range(start, epochs), initial=start, total=epochs):
-        time.sleep(pause)
+        pace(pause, epoch)
         forest.n_estimators = 4 * (epoch + 1)  # warm start: 4 trees more an epoch
         forest.fit(X, y)
         save(path, lambda p: joblib.dump(forest, p))
@@ -271,7 +295,7 @@ def xgboost(epochs: int, pause: float) -> float:
     booster = xgb.Booster(model_file=str(path)) if path.exists() else None
     start = booster.num_boosted_rounds() // 4 if booster else 0
     for epoch in tqdm(range(start, epochs), initial=start, total=epochs):
-        time.sleep(pause)
+        pace(pause, epoch)
         booster = xgb.train(params, dtrain, num_boost_round=4, xgb_model=booster)
         save(path, lambda p, b=booster: b.save_model(str(p)))
         rmse = float(booster.eval(dtrain).split(":")[1])
@@ -287,13 +311,12 @@ def main() -> None:
 
     stack, pause = sys.argv[1], float(sys.argv[2])
     epochs = int(json.loads(os.environ.get("FLEET_HYPER") or "{}").get("epochs", 4))
-    pause *= TRIAL + 1
     if stack == "ddp-rank":
         ddp_rank(epochs, pause)
         return
     truth = Truth.begin()
-    if truth:  # what this run found to resume from: files its checkpoint dir held
-        truth.note(resumed_from=sum(1 for p in CKPT.rglob("*") if p.is_file()))
+    if truth:
+        truth.note(resumed_from=RESUMED_FROM)
     result = ddp(epochs, pause) if stack == "ddp" else STACKS[stack](epochs, pause)
     if truth and stack != "ddp":  # the ranks noted theirs
         truth.note(result=result, rank=0, **threads())

@@ -4,7 +4,8 @@ bar on and fleet's glue (trainers/report.py, trainers/lightning.py, trainers/hf.
 simulated 2-core host of one fleet. For each stack, one scenario (``ran``) runs once:
 
 * a search of two trials with its own requirements (one environment, shared): both start at
-  once; trial 0 runs to its end, trial 1 (worse at every step, and slower) is pruned;
+  once; trial 0 runs to its end, trial 1 (worse at every step, and waiting for trial 0 to end
+  after its first epoch) is pruned;
 * a checkpointed job preempted by an urgent one, which resumes from the stack's own
   checkpoint, and a job cancelled while it trains.
 
@@ -36,8 +37,9 @@ pytestmark = pytest.mark.e2e
 JOB = Path(__file__).with_name("stackjob.py")
 HOST = {"cuda_devices": [], "ram_total_gib": 8, "cpu_cores": 2}
 EPOCHS = 5
-# seconds a step: an epoch takes about a second, long enough to preempt or cancel mid-run
-PAUSE = {"lightning": 0.25, "hf": 0.25, "ddp": 0.5, "sklearn": 1.0, "xgboost": 1.0}
+# seconds a step: an epoch takes about a quarter of a second (jobs hold at a gate, stackjob.py,
+# where a test must stop them mid-training)
+PAUSE = {"lightning": 0.05, "hf": 0.05, "ddp": 0.1, "sklearn": 0.2, "xgboost": 0.2}
 STACKS = tuple(PAUSE)
 BATCHES = {"lightning": 4, "hf": 4}  # these report the global step; the others the epoch
 REQUIREMENTS = ["fleettoy==1.0"]  # a job environment of its own, shared by every stack job
@@ -54,10 +56,12 @@ def argv(stack: str) -> list[str]:
     return ["python", str(JOB), stack, str(PAUSE[stack])]
 
 
-def stack_job(stack: str, name: str, env: dict, **keys) -> str:
+def stack_job(stack: str, name: str, env: dict, gate: str = "", **keys) -> str:
+    """``gate="hold"``: the job's first run holds after its first epoch until it is stopped."""
     truth_file = json.dumps(env["TRUTH_FILE"])  # inline tables: TOML's, not JSON's
     return command_job(name, argv(stack), requirements=REQUIREMENTS, **keys) + (
-        f"hyper = {{ epochs = {EPOCHS} }}\nenv = {{ TRUTH_FILE = {truth_file} }}\n"
+        f"hyper = {{ epochs = {EPOCHS} }}\n"
+        f'env = {{ TRUTH_FILE = {truth_file}, STACK_GATE = "{gate}" }}\n'
     )
 
 
@@ -146,8 +150,8 @@ def ran(request, fleet) -> Ran:
     # a checkpointed job preempted, and a job cancelled, side by side
     ids = publish(
         chaos,
-        stack_job(stack, f"{stack}-victim", env, checkpoint="ckpt/", priority=1)
-        + stack_job(stack, f"{stack}-doomed", env, priority=5, seed=1),
+        stack_job(stack, f"{stack}-victim", env, "hold", checkpoint="ckpt/", priority=1)
+        + stack_job(stack, f"{stack}-doomed", env, "hold", priority=5, seed=1),
     )
     victim, doomed = ids[f"{stack}-victim"], ids[f"{stack}-doomed"]
     wait_for(
