@@ -1,10 +1,10 @@
-"""A job on a real training stack, for tests/e2e/test_stacks.py: ``stackjob.py STACK PAUSE``
+"""A job on a real training stack, for tests/e2e/test_stacks*.py: ``stackjob.py STACK PAUSE``
 trains a tiny model of ``lightning``, ``hf`` (a transformers Trainer), ``ddp`` (torchrun, two
-ranks on gloo), ``sklearn`` (n_jobs=-1) or ``xgboost`` for ``hyper.epochs`` epochs, PAUSE
-seconds a step, with its progress bar on, reporting through fleet's glue (trainers/report.py,
-trainers/lightning.py, trainers/hf.py) and checkpointing in the stack's own way into
-FLEET_CHECKPOINT_DIR, from which a rerun resumes. Nothing is downloaded: models from configs,
-data made here, the same every run.
+ranks on gloo), ``sklearn`` (n_jobs=-1), ``xgboost`` or ``plain`` (no stack) for
+``hyper.epochs`` epochs, PAUSE seconds a step, with its progress bar on, reporting through
+fleet's glue (trainers/report.py, trainers/lightning.py, trainers/hf.py) and checkpointing
+in the stack's own way into FLEET_CHECKPOINT_DIR, from which a rerun resumes. Nothing is
+downloaded: models from configs, data made here, the same every run.
 
 What its processes did goes to TRUTH_FILE (tests/harness/truth.py): start, PIDs, end, the
 threads each process used, and ``result``, a loss on fixed data after training that a resumed
@@ -303,7 +303,18 @@ def xgboost(epochs: int, pause: float) -> float:
     return float(booster.eval(dtrain).split(":")[1])
 
 
-STACKS = {"lightning": lightning, "hf": hf, "sklearn": sklearn, "xgboost": xgboost}
+def plain(epochs: int, pause: float) -> float:
+    """No stack: a metric line an epoch; its result is its data's bytes, or 1 / epochs."""
+    data = Path(os.environ.get("FLEET_DATA_PATH") or "/nonexistent")
+    files = [data] if data.is_file() else [p for p in data.rglob("*") if p.is_file()]
+    size = sum(p.stat().st_size for p in files)
+    for epoch in range(epochs):
+        pace(pause, epoch)
+        report({"epoch": epoch, "loss": 1 / (epoch + 1) + OFFSET})
+    return size or 1 / epochs
+
+
+STACKS = {"plain": plain, "lightning": lightning, "hf": hf, "sklearn": sklearn, "xgboost": xgboost}
 
 
 def main() -> None:
