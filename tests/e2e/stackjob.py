@@ -9,8 +9,9 @@ downloaded: models from configs, data made here, the same every run.
 What its processes did goes to TRUTH_FILE (tests/harness/truth.py): start, PIDs, end, the
 threads each process used, and ``result``, a loss on fixed data after training that a resumed
 run must match. A search's trial N adds 10 * N to its reported loss (so a median pruner that
-saw trial 0 prunes it) and, past its first epoch, waits for trial 0 to end (so it is still
-running when trial 0 ends, however long each took to import its stack). With STACK_GATE=hold,
+saw trial 0 prunes it) and, past its first epoch, waits for trial 0 to end and then steps
+slowly (so it is still running when the search records trial 0's end, however long each
+took to import its stack). With STACK_GATE=hold,
 a first run stops moving past its first epoch (checkpointed) until it is stopped: a test
 preempts or cancels it mid-training without racing a short run.
 """
@@ -31,6 +32,7 @@ NAME = os.environ.get("FLEET_JOB_NAME", "local")
 TRIAL = int(m.group(1)) if (m := re.search(r"\[trial=(\d+)\]", NAME)) else 0
 OFFSET = 10.0 * TRIAL
 CKPT = Path(os.environ.get("FLEET_CHECKPOINT_DIR") or "ckpt-local")
+LATE_TRIAL_STEP_S = 2.0
 # files its checkpoint dir held at the start: a resumed run's are there
 RESUMED_FROM = sum(1 for p in CKPT.rglob("*") if p.is_file())
 
@@ -53,6 +55,8 @@ def pace(pause: float, epoch: int) -> None:
             time.sleep(0.1)
     while TRIAL and not trial_0_ended():
         time.sleep(0.1)
+    if TRIAL:  # slow, so that the search hears of trial 0's end while this one still runs
+        time.sleep(LATE_TRIAL_STEP_S)
 
 
 def threads() -> dict:

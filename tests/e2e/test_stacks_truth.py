@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import socket
+import sys
 from datetime import datetime
 from pathlib import Path
 
@@ -38,8 +39,10 @@ PARALLEL = 2
 
 
 def job(name: str, *extra: str, env: dict, **keys) -> str:
+    # "python" is the job environment's; without one, a command names its interpreter
+    python = "python" if "requirements" in keys else sys.executable
     text = (
-        f'[[jobs]]\nname = "{name}"\ncommand = ["python", "{JOB}", "plain", "{PAUSE}"]\n'
+        f'[[jobs]]\nname = "{name}"\ncommand = ["{python}", "{JOB}", "plain", "{PAUSE}"]\n'
         f"hyper = {{ epochs = {EPOCHS} }}\n"
         f"env = {{ TRUTH_FILE = {json.dumps(env['TRUTH_FILE'])} }}\n"
     )
