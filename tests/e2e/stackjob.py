@@ -318,7 +318,27 @@ def plain(epochs: int, pause: float) -> float:
     return size or 1 / epochs
 
 
-STACKS = {"plain": plain, "lightning": lightning, "hf": hf, "sklearn": sklearn, "xgboost": xgboost}
+def barred(epochs: int, pause: float) -> float:
+    """A bar on stdout, as Lightning draws it, and metric lines printed plainly behind it, as
+    a job without fleet's glue prints them: each starts on the bar's unfinished line."""
+    from tqdm import tqdm
+
+    from trainers.protocol import format_metric_line
+
+    for epoch in tqdm(range(epochs), file=sys.stdout):
+        pace(pause, epoch)
+        print(format_metric_line({"epoch": epoch, "loss": 1 / (epoch + 1)}), flush=True)
+    return 1 / epochs
+
+
+STACKS = {
+    "plain": plain,
+    "barred": barred,
+    "lightning": lightning,
+    "hf": hf,
+    "sklearn": sklearn,
+    "xgboost": xgboost,
+}
 
 
 def main() -> None:

@@ -10,13 +10,15 @@ from __future__ import annotations
 import json
 import socket
 import sys
+from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
 
 import pytest
 
 from fleet.local import start_worker
-from state.jobrecord import JobState
+from state import history
+from state.jobrecord import JobRecord, JobState
 from state.search.view import read_search
 from tests.fixtures.wheels import make_wheel, offline_index
 from tests.harness import truth
@@ -38,11 +40,11 @@ EPOCHS, PAUSE = 6, 0.3  # about 2 s a job
 PARALLEL = 2
 
 
-def job(name: str, *extra: str, env: dict, **keys) -> str:
+def job(name: str, *extra: str, env: dict, stack: str = "plain", **keys) -> str:
     # "python" is the job environment's; without one, a command names its interpreter
     python = "python" if "requirements" in keys else sys.executable
     text = (
-        f'[[jobs]]\nname = "{name}"\ncommand = ["{python}", "{JOB}", "plain", "{PAUSE}"]\n'
+        f'[[jobs]]\nname = "{name}"\ncommand = ["{python}", "{JOB}", "{stack}", "{PAUSE}"]\n'
         f"hyper = {{ epochs = {EPOCHS} }}\n"
         f"env = {{ TRUTH_FILE = {json.dumps(env['TRUTH_FILE'])} }}\n"
     )
@@ -57,6 +59,7 @@ def workload(env: dict) -> str:
         + job("data-a", env=env, data="data.csv")
         + job("data-b", env=env, data="data.csv", seed=1)
         + job("gpu", env=env, require_cuda=True, min_vram_gib=8)
+        + job("barred", env=env, stack="barred")
         + job(
             "tune",
             f'[jobs.search]\ntrials = 4\nparallel = {PARALLEL}\nmetric = "loss"\n'
@@ -65,6 +68,18 @@ def workload(env: dict) -> str:
             **own,
         )
     )
+
+
+@dataclass(frozen=True)
+class Mixed:
+    """The workload, ended: each job's record, what its processes recorded, `fleet status
+    --json`, Flower's task, by job name; and the fleet's Redis."""
+
+    recs: dict[str, JobRecord]
+    seen: dict[str, truth.Seen]
+    status: dict
+    tasks: dict[str, dict]
+    client: object
 
 
 def free_port() -> int:
@@ -113,31 +128,28 @@ def ran(tmp_path_factory, s3_server):
             recs = chaos.wait(ids, timeout_s=180)
             status = json.loads(fleet_cli(env, "status", "--json", ok=True).stdout)
             tasks = {n: w.wait_task(j, lambda t: t.get("succeeded")) for n, j in ids.items()}
-            yield recs, truth.read(root / "truth.jsonl"), status, tasks
+            yield Mixed(recs, truth.read(root / "truth.jsonl"), status, tasks, chaos.client())
         finally:
             stop_flower(flower)
 
 
 def test_every_job_of_the_mixed_workload_succeeds_with_its_process_recorded(ran):
-    recs, seen, _, _ = ran
-    assert all(r.state is JobState.SUCCEEDED for r in recs.values()), recs
-    assert all(len(seen[n].starts) == 1 == len(seen[n].ends) for n in recs), seen
+    assert all(r.state is JobState.SUCCEEDED for r in ran.recs.values()), ran.recs
+    assert all(len(ran.seen[n].starts) == 1 == len(ran.seen[n].ends) for n in ran.recs)
 
 
 def test_the_records_start_and_end_when_the_processes_did(ran):
-    recs, seen, _, _ = ran
     gaps = {
-        n: (r.started_at - seen[n].starts[0], r.finished_at - seen[n].ends[0])
-        for n, r in recs.items()
+        n: (r.started_at - ran.seen[n].starts[0], r.finished_at - ran.seen[n].ends[0])
+        for n, r in ran.recs.items()
     }
     print(f"\nrecord - process (start, end) s: {gaps}")
     assert all(abs(g) <= SLACK_S for pair in gaps.values() for g in pair), gaps
 
 
 def test_core_seconds_are_the_cores_times_how_long_the_processes_ran(ran):
-    recs, seen, _, _ = ran
-    for n, r in recs.items():
-        ran_s = seen[n].ends[0] - seen[n].starts[0]
+    for n, r in ran.recs.items():
+        ran_s = ran.seen[n].ends[0] - ran.seen[n].starts[0]
         assert abs(r.core_s - r.cores * ran_s) <= r.cores * SLACK_S, (n, r.core_s, r.cores, ran_s)
 
 
@@ -145,23 +157,21 @@ def iso(text: str) -> float:
     return datetime.fromisoformat(text).timestamp()
 
 
-def test_fleet_status_and_flower_say_when_each_job_started(ran):
-    recs, seen, status, tasks = ran
-    rows = {row["name"]: row for row in status["jobs"]}
-    for n in recs:
-        assert abs(iso(rows[n]["started_at"]) - seen[n].starts[0]) <= SLACK_S, rows[n]
-        assert abs(iso(rows[n]["finished_at"]) - seen[n].ends[0]) <= SLACK_S, rows[n]
-        assert abs(tasks[n]["started"] - seen[n].starts[0]) <= SLACK_S, (n, tasks[n])
+def test_fleet_status_and_flower_say_when_each_job_started_and_ended(ran):
+    rows = {row["name"]: row for row in ran.status["jobs"]}
+    for n in ran.recs:
+        seen = ran.seen[n]
+        assert abs(iso(rows[n]["started_at"]) - seen.starts[0]) <= SLACK_S, rows[n]
+        assert abs(iso(rows[n]["finished_at"]) - seen.ends[0]) <= SLACK_S, rows[n]
+        assert abs(ran.tasks[n]["started"] - seen.starts[0]) <= SLACK_S, (n, ran.tasks[n])
 
 
 def test_jobs_sharing_an_environment_start_within_a_second_of_each_other(ran):
-    _, seen, _, _ = ran
-    assert abs(seen["env-a"].starts[0] - seen["env-b"].starts[0]) <= SLACK_S
+    assert abs(ran.seen["env-a"].starts[0] - ran.seen["env-b"].starts[0]) <= SLACK_S
 
 
 def test_a_search_with_its_own_requirements_runs_parallel_trials_at_once(ran):
-    _, seen, _, _ = ran
-    trials = [s for n, s in seen.items() if n.startswith("tune[")]
+    trials = [s for n, s in ran.seen.items() if n.startswith("tune[")]
     edges = sorted([(s.starts[0], 1) for s in trials] + [(s.ends[0], -1) for s in trials])
     now = peak = 0
     for _, d in edges:
@@ -171,11 +181,14 @@ def test_a_search_with_its_own_requirements_runs_parallel_trials_at_once(ran):
 
 
 def test_no_process_of_any_job_is_left_after_its_end(ran):
-    recs, seen, _, _ = ran
-    assert {n: seen[n].alive() for n in recs} == {n: [] for n in recs}
+    assert {n: ran.seen[n].alive() for n in ran.recs} == {n: [] for n in ran.recs}
 
 
 def test_jobs_sharing_a_dataset_both_read_it(ran):
-    _, seen, _, _ = ran
-    size = seen["data-a"].note("result")
-    assert size == seen["data-b"].note("result") and size > 100  # data.csv's bytes
+    size = ran.seen["data-a"].note("result")
+    assert size == ran.seen["data-b"].note("result") and size > 100  # data.csv's bytes
+
+
+def test_metric_lines_printed_plainly_behind_a_tqdm_bar_all_arrive(ran):
+    points = history.by_step(history.read(ran.client, ran.recs["barred"].job_id))
+    assert [p["step"] for p in points] == list(range(EPOCHS)), points
