@@ -149,21 +149,32 @@ def test_the_records_start_and_end_when_the_processes_did(ran):
 
 def test_core_seconds_are_the_cores_times_how_long_the_processes_ran(ran):
     for n, r in ran.recs.items():
+        held_s = r.finished_at - r.started_at
         ran_s = ran.seen[n].ends[0] - ran.seen[n].starts[0]
-        assert abs(r.core_s - r.cores * ran_s) <= r.cores * SLACK_S, (n, r.core_s, r.cores, ran_s)
+        assert abs(r.core_s - r.cores * held_s) <= r.cores * SLACK_S, (n, r.core_s, held_s)
+        # the record's start and end may each be SLACK_S from the process's
+        assert abs(r.core_s - r.cores * ran_s) <= r.cores * 2 * SLACK_S, (n, r.core_s, ran_s)
 
 
 def iso(text: str) -> float:
     return datetime.fromisoformat(text).timestamp()
 
 
-def test_fleet_status_and_flower_say_when_each_job_started_and_ended(ran):
+def test_fleet_status_says_when_each_job_started_and_ended(ran):
     rows = {row["name"]: row for row in ran.status["jobs"]}
     for n in ran.recs:
         seen = ran.seen[n]
-        assert abs(iso(rows[n]["started_at"]) - seen.starts[0]) <= SLACK_S, rows[n]
-        assert abs(iso(rows[n]["finished_at"]) - seen.ends[0]) <= SLACK_S, rows[n]
-        assert abs(ran.tasks[n]["started"] - seen.starts[0]) <= SLACK_S, (n, ran.tasks[n])
+        # its ISO times are whole seconds, cut down: up to 1 s before the record's
+        for shown, did in (
+            (rows[n]["started_at"], seen.starts[0]),
+            (rows[n]["finished_at"], seen.ends[0]),
+        ):
+            assert -SLACK_S <= did - iso(shown) < 1 + SLACK_S, (n, shown, did)
+
+
+def test_flowers_started_time_is_when_each_process_started(ran):
+    for n in ran.recs:
+        assert abs(ran.tasks[n]["started"] - ran.seen[n].starts[0]) <= SLACK_S, (n, ran.tasks[n])
 
 
 def test_jobs_sharing_an_environment_start_within_a_second_of_each_other(ran):
