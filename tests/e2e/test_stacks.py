@@ -89,6 +89,12 @@ class Ran:
     def of(self, rec: JobRecord) -> truth.Seen:
         return self.seen[rec.name]
 
+    def ended(self, rec: JobRecord) -> float:
+        """When the last run's process of ``rec`` exited."""
+        at = self.chaos.exits.ended(self.of(rec))[-1]
+        assert at is not None, f"{rec.name}'s process was not seen to end"
+        return at
+
 
 @pytest.fixture(scope="module")
 def fleet(tmp_path_factory, s3_server):
@@ -99,6 +105,7 @@ def fleet(tmp_path_factory, s3_server):
         chaos.env.update(offline_index(wheels), FLEET_CHECKPOINT_EVERY_S="0.5")
         chaos.env["TRUTH_FILE"] = str(root / "truth.jsonl")
         chaos.start("stacks", capability=HOST)
+        chaos.exits = truth.Exits(Path(chaos.env["TRUTH_FILE"]))
         # build the shared environment once, so that no stack job waits for uv
         warm = root / "warm.toml"
         warm.write_text(
@@ -106,6 +113,7 @@ def fleet(tmp_path_factory, s3_server):
         )
         chaos.wait(chaos.publish(warm), timeout_s=180)
         yield chaos
+        chaos.exits.stop()
 
 
 def publish(chaos: Chaos, text: str) -> dict[str, str]:
@@ -235,7 +243,7 @@ def test_two_jobs_sharing_an_environment_start_at_once_and_when_their_records_sa
     a, b = ran.trials
     sa, sb = ran.of(a).starts[0], ran.of(b).starts[0]
     assert abs(sa - sb) <= SLACK_S, (sa, sb)
-    assert sb < ran.of(a).ends[0], "the two trials ran at the same time"
+    assert sb < ran.ended(a), "the two trials ran at the same time"
     for rec in ran.trials:
         assert abs(rec.started_at - ran.of(rec).starts[0]) <= SLACK_S, rec.name
 
@@ -244,12 +252,16 @@ def test_what_the_records_say_matches_what_the_processes_did(ran):
     gaps = {}
     for rec in (ran.trials[0], ran.victim):
         seen = ran.of(rec)
-        gaps[rec.name] = (rec.started_at - seen.starts[-1], rec.finished_at - seen.ends[-1])
+        gaps[rec.name] = (rec.started_at - seen.starts[-1], rec.finished_at - ran.ended(rec))
     whole = ran.trials[0]
-    ran_s = ran.of(whole).ends[0] - ran.of(whole).starts[0]
+    ran_s = ran.ended(whole) - ran.of(whole).starts[0]
     print(
         f"\n{ran.stack}: record - process (start, end) s: {gaps}; core_s {whole.core_s:.2f}"
         f" for {ran_s:.2f} s on {whole.cores} core(s)"
     )
     assert all(abs(g) <= SLACK_S for pair in gaps.values() for g in pair), gaps
-    assert abs(whole.core_s - whole.cores * ran_s) <= whole.cores * SLACK_S, (whole.core_s, ran_s)
+    # the record's start and end may each be SLACK_S from the process's
+    assert abs(whole.core_s - whole.cores * ran_s) <= 2 * whole.cores * SLACK_S, (
+        whole.core_s,
+        ran_s,
+    )

@@ -6,8 +6,11 @@ Inside a job: ``Truth.begin(path)`` appends a ``start`` line to ``path`` (JSON l
 test names the file in the job's ``env``), watches the process's descendants every
 ``EVERY_S`` in a thread and appends a ``pids`` line for each one new, and an ``end`` line
 when the process exits normally (a killed job has none: its pids say what to look for).
-In the test: ``read(path)`` gives one ``Seen`` per job, by name. Standard library and
-psutil only: it runs under whatever Python the job's environment has.
+In the test: ``read(path)`` gives one ``Seen`` per job, by name, and ``Exits`` (a thread in
+the test's process) notes when each job's process is gone: a process ends after its atexit
+handlers, once the interpreter has torn down its modules, seconds later with torch loaded
+(7.5 s under load), and no code of its own runs that late. Standard library and psutil only:
+it runs under whatever Python the job's environment has.
 """
 
 from __future__ import annotations
@@ -100,6 +103,7 @@ class Seen:
     starts: list[float] = field(default_factory=list)  # each run's process start time
     ends: list[float] = field(default_factory=list)
     pids: set[int] = field(default_factory=set)
+    mains: list[int] = field(default_factory=list)  # each run's own process
     notes: list[dict] = field(default_factory=list)
 
     def alive(self) -> list[int]:
@@ -130,6 +134,7 @@ def read(path: Path) -> dict[str, Seen]:
         if kind == "start":
             seen.starts.append(line["started"])
             seen.pids.add(line["pid"])
+            seen.mains.append(line["pid"])
             seen.notes.append({"affinity": line["affinity"], "cores": line["cores"]})
         elif kind == "pids":
             seen.pids.update(line["pids"])
@@ -138,3 +143,46 @@ def read(path: Path) -> dict[str, Seen]:
         else:
             seen.notes.append(line)
     return jobs
+
+
+def _alive(pid: int) -> bool:
+    try:
+        return psutil.Process(pid).status() != psutil.STATUS_ZOMBIE
+    except psutil.Error:
+        return False
+
+
+class Exits:
+    """When each job process named in ``path`` exited, watched from the test's process every
+    ``EVERY_S``; start it before the jobs start, ``stop()`` it after."""
+
+    def __init__(self, path: Path):
+        self.path, self.at, self.offset = Path(path), {}, 0
+        self.watching: set[int] = set()
+        self.done = threading.Event()
+        self.thread = threading.Thread(target=self._run, name="exits", daemon=True)
+        self.thread.start()
+
+    def _run(self) -> None:
+        while not self.done.wait(EVERY_S):
+            if self.path.exists():
+                with open(self.path, "rb") as f:
+                    f.seek(self.offset)
+                    data = f.read()
+                complete = data[: data.rfind(b"\n") + 1]  # a line being written: next time
+                self.offset += len(complete)
+                for line in complete.decode().splitlines():
+                    if '"event": "start"' in line:
+                        self.watching.add(json.loads(line)["pid"])
+            now = time.time()
+            for pid in [p for p in self.watching if not _alive(p)]:
+                self.watching.discard(pid)
+                self.at[pid] = now
+
+    def stop(self) -> None:
+        self.done.set()
+        self.thread.join(5)
+
+    def ended(self, seen: Seen) -> list[float | None]:
+        """When each run of the job ended (None: not seen to end), by its process's exit."""
+        return [self.at.get(pid) for pid in seen.mains]
