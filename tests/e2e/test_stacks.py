@@ -85,13 +85,14 @@ class Ran:
     doomed: JobRecord  # cancelled while it trained
     seen: dict[str, truth.Seen]
     left: dict[str, list[int]]  # the processes of each stopped run still alive after it ended
+    exits: truth.Exits  # when each job's processes exited
 
     def of(self, rec: JobRecord) -> truth.Seen:
         return self.seen[rec.name]
 
     def ended(self, rec: JobRecord) -> float:
         """When the last run's process of ``rec`` exited."""
-        at = self.chaos.exits.ended(self.of(rec))[-1]
+        at = self.exits.ended(self.of(rec))[-1]
         assert at is not None, f"{rec.name}'s process was not seen to end"
         return at
 
@@ -105,15 +106,15 @@ def fleet(tmp_path_factory, s3_server):
         chaos.env.update(offline_index(wheels), FLEET_CHECKPOINT_EVERY_S="0.5")
         chaos.env["TRUTH_FILE"] = str(root / "truth.jsonl")
         chaos.start("stacks", capability=HOST)
-        chaos.exits = truth.Exits(Path(chaos.env["TRUTH_FILE"]))
+        exits = truth.Exits(Path(chaos.env["TRUTH_FILE"]))
         # build the shared environment once, so that no stack job waits for uv
         warm = root / "warm.toml"
         warm.write_text(
             command_job("warm", ["python", "-c", "print(1)"], requirements=REQUIREMENTS)
         )
         chaos.wait(chaos.publish(warm), timeout_s=180)
-        yield chaos
-        chaos.exits.stop()
+        yield chaos, exits
+        exits.stop()
 
 
 def publish(chaos: Chaos, text: str) -> dict[str, str]:
@@ -146,7 +147,7 @@ def wait_for(chaos: Chaos, what: str, check, timeout_s: float = 180):
 
 @pytest.fixture(scope="module", params=STACKS)
 def ran(request, fleet) -> Ran:
-    stack, chaos, left = request.param, fleet, {}
+    (chaos, exits), stack, left = fleet, request.param, {}
     env = chaos.env
     # a search: two trials at once in one environment, the slower worse one pruned
     sid = publish(chaos, search(stack, env))[f"{stack}-tune"]
@@ -198,6 +199,7 @@ def ran(request, fleet) -> Ran:
         record(chaos, doomed),
         truth.read(Path(env["TRUTH_FILE"])),
         left,
+        exits,
     )
 
 
