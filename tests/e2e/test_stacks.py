@@ -181,7 +181,8 @@ def ran(request, fleet) -> Ran:
     wait_for(chaos, "the victim has a checkpoint", checkpointed)
     urgent = command_job(
         f"{stack}-urgent",
-        [sys.executable, "-c", "import time; time.sleep(3)"],
+        # the stack in its argv: a job's ID is its content, not its name
+        [sys.executable, "-c", "import time; time.sleep(3)", stack],
         priority=9,
         min_cores=2,
     )
