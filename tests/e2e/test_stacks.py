@@ -33,7 +33,8 @@ from tests.harness.chaos import Chaos, chaos_fleet
 from tests.harness.manifests import command_job
 from tests.waiting import wait_until
 
-pytestmark = pytest.mark.e2e
+# a stack's scenario runs in its first test's set-up: a few minutes on a loaded 2-core box
+pytestmark = [pytest.mark.e2e, pytest.mark.timeout(600)]
 JOB = Path(__file__).with_name("stackjob.py")
 HOST = {"cuda_devices": [], "ram_total_gib": 8, "cpu_cores": 2}
 EPOCHS = 5
