@@ -146,7 +146,11 @@ def wait_for(chaos: Chaos, what: str, check, timeout_s: float = 180):
     return wait_until(what, check, timeout_s, chaos.logs, every_s=0.2)
 
 
-@pytest.fixture(scope="module", params=STACKS)
+# each stack a group of its own: the test processes share them out, each starting the fleet once
+@pytest.fixture(
+    scope="module",
+    params=[pytest.param(s, marks=pytest.mark.xdist_group(f"stacks-{s}")) for s in STACKS],
+)
 def ran(request, fleet) -> Ran:
     (chaos, exits), stack, left = fleet, request.param, {}
     env = chaos.env
