@@ -266,10 +266,10 @@ def test_show_prints_iso_times_and_no_kept_folder_once_the_bundle_is_uploaded():
         }
     )
     assert (
-        d["created_at"] == "1970-01-01T00:00:00+00:00"
-        and d["finished_at"] == "1970-01-01T00:01:00+00:00"
+        d["created_at"] == "1970-01-01T00:00:00.000+00:00"
+        and d["finished_at"] == "1970-01-01T00:01:00.500+00:00"  # to the millisecond
     )
-    assert d["trained"] == {"at": "1970-01-01T00:00:30+00:00", "host": "h", "dir": None}
+    assert d["trained"] == {"at": "1970-01-01T00:00:30.000+00:00", "host": "h", "dir": None}
     running = record_view(
         {"state": "running", "started_at": None, "trained": {"at": 1.0, "host": "h", "dir": "/k"}}
     )
@@ -308,5 +308,9 @@ def test_show_gives_who_preempted_whom_with_iso_times_like_every_other_time():
             "preempted": [{"name": "six-hours", "at": 0.0}],
         }
     )
-    assert d["preempted_by"] == {"name": "urgent", "priority": 9, "at": "1970-01-01T00:01:00+00:00"}
-    assert d["preempted"] == [{"name": "six-hours", "at": "1970-01-01T00:00:00+00:00"}]
+    assert d["preempted_by"] == {
+        "name": "urgent",
+        "priority": 9,
+        "at": "1970-01-01T00:01:00.000+00:00",
+    }
+    assert d["preempted"] == [{"name": "six-hours", "at": "1970-01-01T00:00:00.000+00:00"}]
