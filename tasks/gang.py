@@ -255,7 +255,9 @@ def settle(ctx: HostContext, run: Run, outcome: RunOutcome) -> Ended | None:
     job, seat = run.job, run.seat
     watch = GangWatch(ctx, job, seat, run.token)
     if outcome.stopped is Stop.GANG_LOST:
-        return _requeue_gang(ctx, run, watch.why or "a gang member was lost")
+        # the watch that stopped the run knew which member; this one asks the gang again
+        why = _redis(ctx, lambda: watch.broken(wait_s=0), "gang beat")
+        return _requeue_gang(ctx, run, why or "a gang member was lost")
     if outcome.stopped is None and outcome.returncode != 0:
         if seat.rank != 0 and _redis(ctx, lambda: watch.g.was_pruned(job.job_id), "gang read"):
             # rank 0 stopped for its search's pruner, and this process's collective failed

@@ -290,7 +290,10 @@ def test_a_member_killed_mid_run_stops_its_partner_and_the_gang_runs_again_whole
         assert raw["runs"] == "2" and raw["attempts"] == "2", raw
         assert victim not in raw["gang_hosts"].split(",")
         # after its success it still says why it ran again, naming the lost member's host
-        assert rec.rerun_reason.startswith(f"run 1 lost: gang member rank 1 on {victim}"), rec
+        assert rec.rerun_reason.startswith(f"run 1 lost: gang member rank 1 on {victim}"), (
+            rec.rerun_reason,
+            victim,
+        )
         assert len([p for p in gangs.reports("kill") if "sum" in p]) == 2  # the second run only
     finally:
         gangs.workers[victim].wait()
