@@ -363,8 +363,8 @@ def test_prometheus_metrics_need_the_password_and_count_events_by_job_name(flowe
 def test_an_operator_sees_the_running_jobs_name_owner_progress_and_terminate_button_in_a_browser(
     flower, tmp_path
 ):
-    name = "shown[seed=3]"
-    jid = flower.publish({name: 8}, "--owner", "carol")[name]
+    name, gate = "shown[seed=3]", tmp_path / "gate"
+    jid = flower.publish({name: f"until:{gate}"}, "--owner", "carol")[name]
     flower.wait_task(
         jid, lambda t: t.get("state") == "STARTED" and "running" in str(t.get("result"))
     )
@@ -385,6 +385,7 @@ def test_an_operator_sees_the_running_jobs_name_owner_progress_and_terminate_but
     assert "fleet_capability" in worker and "sim-A100-80GB" in worker
     assert "1 GPU (sim-A100-80GB 80 GiB)" in worker  # under its name, not only in the Config tab
     assert ".worker-controls-panel" in worker  # Grow, Shrink and Autoscale are hidden
+    gate.touch()  # seen running in every page: now it may end
     flower.wait_state(jid, JobState.SUCCEEDED)
 
 
@@ -590,8 +591,8 @@ def test_a_flower_started_after_the_jobs_lists_them_from_their_records(flower, t
 
 
 def test_a_gang_is_one_row_on_every_members_host_in_its_true_state_in_a_browser(flower, tmp_path):
-    name = "pair[seed=8]"
-    jid = flower.publish({name: 8}, nodes=2)[name]
+    name, gate = "pair[seed=8]", tmp_path / "gate"
+    jid = flower.publish({name: f"until:{gate}"}, nodes=2)[name]
     running = flower.wait_task(
         jid, lambda t: t.get("state") == "STARTED" and t.get("gang_hosts"), timeout_s=90
     )
@@ -608,6 +609,7 @@ def test_a_gang_is_one_row_on_every_members_host_in_its_true_state_in_a_browser(
     assert f'<span class="fleet-gang-hosts">{both}</span>' in cell and "STARTED" in cell
     page = chromium(f"{authed}/task/{jid}", tmp_path / "flower-gang-task.png")
     assert f'<span class="fleet-gang-hosts">{both}</span>' in page and name in page
+    gate.touch()  # seen running: now it may end
     flower.wait_state(jid, JobState.SUCCEEDED)
     done = flower.wait_task(jid, lambda t: t.get("state") == "SUCCESS")
     [row] = [r for r in datatable(flower, name) if r["uuid"] == jid]
