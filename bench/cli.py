@@ -5,7 +5,9 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
+import tempfile
 import time
+from dataclasses import dataclass
 from pathlib import Path
 
 
@@ -18,6 +20,38 @@ def local_env(broker_url: str, root: Path, **extra: str) -> dict:
     env.update(extra)
     env.pop("FLEET_CAPABILITY", None)
     return env
+
+
+@dataclass
+class BenchFleet:
+    """A bench's own fleet: its folder, Redis server, the env its workers get, and this
+    process's client (its Celery app pointed at the same server)."""
+
+    root: Path
+    server: object  # fleet.redis_server.RedisServer
+    env: dict
+    client: object  # redis.Redis
+    records: object  # state.records.Records
+
+
+def bench_fleet(prefix: str, lease_ttl_s: float, *, decode_responses: bool = False) -> BenchFleet:
+    """A fresh folder and Redis server, a local store under it, ``FLEET_LEASE_TTL_S``, and
+    this process's app on that server (stop it with ``.server.stop()``)."""
+    import os
+
+    import redis
+
+    from fleet.redis_server import RedisServer
+    from state.records import Records
+    from tasks import app
+
+    root = Path(tempfile.mkdtemp(prefix=prefix))
+    server = RedisServer(root / "redis").start()
+    env = local_env(server.url, root, FLEET_LEASE_TTL_S=repr(lease_ttl_s))
+    os.environ["FLEET_BROKER_URL"] = server.url
+    app.conf.broker_url = app.conf.result_backend = server.url
+    client = redis.Redis.from_url(server.url, decode_responses=decode_responses)
+    return BenchFleet(root, server, env, client, Records(client))
 
 
 def fleet_cli(env: dict, *args: str, timeout_s: float = 120) -> subprocess.CompletedProcess:

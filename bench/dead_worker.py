@@ -22,19 +22,16 @@ import os
 import signal
 import statistics
 import sys
-import tempfile
 import time
 from pathlib import Path
-
-import redis
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
+from bench.cli import bench_fleet  # noqa: E402
 from bench.late_kill import wait_for  # noqa: E402
 from bench.timing import parse_args  # noqa: E402
 from fleet.local import start_worker, stop_worker  # noqa: E402
-from fleet.redis_server import RedisServer  # noqa: E402
 from state.jobrecord import JobState  # noqa: E402
 from state.records import Records  # noqa: E402
 from tests.e2e.conftest import wait_for_workers  # noqa: E402
@@ -49,22 +46,12 @@ def main() -> int:
     ap.add_argument("--kills", type=int, default=3, help="rounds; each kills both ways")
     ap.add_argument("--lease-ttl-s", type=float, default=60.0, help="FLEET_LEASE_TTL_S")
     args = parse_args(ap, kills=1, lease_ttl_s=3.0)
-    root = Path(tempfile.mkdtemp(prefix="dead-worker-"))
-    server = RedisServer(root / "redis").start()
-    env = dict(
-        os.environ,
-        FLEET_BROKER_URL=server.url,
-        FLEET_STORE_URL=f"file://{root / 'store'}",
-        FLEET_LEASE_TTL_S=repr(args.lease_ttl_s),
-    )
-    os.environ["FLEET_BROKER_URL"] = server.url
+    bf = bench_fleet("dead-worker-", args.lease_ttl_s)
+    root, server, env, client, records = bf.root, bf.server, bf.env, bf.client, bf.records
     from fleet.manifests import load
     from fleet.publish import publish
     from tasks import app
 
-    app.conf.broker_url = app.conf.result_backend = server.url
-    client = redis.Redis.from_url(server.url)
-    records = Records(client)
     workers = {h: start_worker(h, CPU, env, root / "logs") for h in HOSTS}
     waits: dict[str, list[float]] = {way: [] for way in WAYS}
     try:

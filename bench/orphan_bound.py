@@ -14,26 +14,21 @@ against the bound docs/exactly-once.md states (two sweep periods and two reaper 
 from __future__ import annotations
 
 import argparse
-import os
 import random
 import statistics
 import sys
-import tempfile
 import time
 from pathlib import Path
-
-import redis
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
+from bench.cli import bench_fleet  # noqa: E402
 from bench.late_kill import wait_for  # noqa: E402
 from bench.timing import parse_args  # noqa: E402
 from core import constants as C  # noqa: E402
 from fleet.local import start_worker, stop_worker  # noqa: E402
-from fleet.redis_server import RedisServer  # noqa: E402
 from state.jobrecord import fetch  # noqa: E402
-from state.records import Records  # noqa: E402
 from tests.harness.deliveries import lose_a_reply  # noqa: E402
 from tests.harness.workers import wait_for_workers  # noqa: E402
 
@@ -47,22 +42,12 @@ def main() -> int:
     args = parse_args(ap, rounds=1, lease_ttl_s=2.0)
     period_s = min(C.ORPHAN_SWEEP_EVERY_S, args.lease_ttl_s)
     bound_s = 2 * period_s + 2 * min(C.REAPER_EVERY_S, args.lease_ttl_s / 4)
-    root = Path(tempfile.mkdtemp(prefix="orphan-bound-"))
-    server = RedisServer(root / "redis").start()
-    env = dict(
-        os.environ,
-        FLEET_BROKER_URL=server.url,
-        FLEET_STORE_URL=f"file://{root / 'store'}",
-        FLEET_LEASE_TTL_S=repr(args.lease_ttl_s),
-    )
-    os.environ["FLEET_BROKER_URL"] = server.url
+    bf = bench_fleet("orphan-bound-", args.lease_ttl_s, decode_responses=True)
+    root, server, env, client, records = bf.root, bf.server, bf.env, bf.client, bf.records
     from fleet.manifests import load
     from fleet.publish import publish
     from tasks import app
 
-    app.conf.broker_url = app.conf.result_backend = server.url
-    client = redis.Redis.from_url(server.url, decode_responses=True)
-    records = Records(client)
     worker = start_worker("orphan-a", CPU, env, root / "logs")
     waits: list[float] = []
     try:

@@ -92,3 +92,19 @@ def entry(**over) -> dict:
         else:
             target[path[-1]] = value
     return msg
+
+
+def published(redis_url: str):
+    """``MANIFEST`` published on ``redis_url`` by this process's app: a decoding client, and
+    each job's name -> its ID."""
+    import redis as redis_lib
+
+    from fleet.manifests import loads
+    from fleet.publish import publish
+    from tasks import app
+
+    app.conf.broker_url = redis_url
+    app.pool.force_close_all()
+    client = redis_lib.Redis.from_url(redis_url, decode_responses=True)
+    rows = publish(app, client, loads(MANIFEST, "m.toml"))
+    return client, {r.job.name: r.job.job_id for r in rows}

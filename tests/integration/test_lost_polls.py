@@ -11,13 +11,12 @@ import redis as redis_lib
 from kombu import Connection, Consumer, Exchange, Queue
 
 from core import constants as C
-from fleet.manifests import loads
-from fleet.publish import publish
 from state import queues
 from state.jobrecord import JobState
 from state.records import Records, ask_reconcile
 from tasks.lostpolls import LostPolls, LostQueues
-from tests.harness.deliveries import MANIFEST, lose_a_reply, queued_messages, take_and_die
+from tests.harness.deliveries import lose_a_reply, queued_messages, take_and_die
+from tests.harness.deliveries import published as published_manifest
 
 pytestmark = pytest.mark.integration
 OPTS = {"queue_order_strategy": "priority", "priority_steps": list(range(10))}  # celeryconfig's
@@ -25,13 +24,7 @@ OPTS = {"queue_order_strategy": "priority", "priority_steps": list(range(10))}  
 
 @pytest.fixture
 def published(redis_url) -> tuple[redis_lib.Redis, dict[str, str]]:
-    from tasks import app
-
-    app.conf.broker_url = redis_url
-    app.pool.force_close_all()
-    client = redis_lib.Redis.from_url(redis_url, decode_responses=True)
-    rows = publish(app, client, loads(MANIFEST, "m.toml"))
-    return client, {r.job.name: r.job.job_id for r in rows}
+    return published_manifest(redis_url)
 
 
 def test_a_message_a_lost_poll_reply_took_is_pushed_again_once(published):

@@ -11,11 +11,10 @@ import pytest
 import redis as redis_lib
 
 from core import constants as C
-from fleet.manifests import loads
-from fleet.publish import publish
 from state import deadletter
 from state.records import Records
-from tests.harness.deliveries import MANIFEST, lose_a_reply, queued_messages, take_and_die
+from tests.harness.deliveries import lose_a_reply, queued_messages, take_and_die
+from tests.harness.deliveries import published as published_manifest
 from tests.waiting import wait_until
 
 pytestmark = pytest.mark.integration
@@ -24,13 +23,7 @@ GRACE_S = 0.3
 
 @pytest.fixture
 def published(redis_url) -> tuple[redis_lib.Redis, dict[str, str]]:
-    from tasks import app
-
-    app.conf.broker_url = redis_url
-    app.pool.force_close_all()
-    client = redis_lib.Redis.from_url(redis_url, decode_responses=True)
-    rows = publish(app, client, loads(MANIFEST, "m.toml"))
-    return client, {r.job.name: r.job.job_id for r in rows}
+    return published_manifest(redis_url)
 
 
 def pushed(lines: list[str]) -> list[str]:
