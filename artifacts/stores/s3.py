@@ -186,7 +186,14 @@ class S3Store(Store):
 
     def verify(self, kind: str, sha256: str) -> bool:
         def matches(key: str) -> bool:
-            return self._head(key) is not None and self._hash_object(key) == sha256
+            if self._head(key) is None:
+                return False
+            try:
+                return self._hash_object(key) == sha256
+            except StoreError:
+                if self._head(key) is None:  # promoted (moved away) between the head and the read
+                    return False
+                raise
 
         # a second look: a promotion may have moved the staged copy away meanwhile
         return matches(self.readable_key(kind, sha256)) or matches(self.readable_key(kind, sha256))
