@@ -151,9 +151,11 @@ def test_one_host_preempts_for_an_urgent_job_when_several_could(pools):
     pools.env.update(FLEET_CHECKPOINT_EVERY_S="0.5", FLEET_LEASE_TTL_S="5")
     pools.start("big1", BIG)
     pools.start("big2", BIG)
+    # 48 steps, not 16: at 16 both lows ended before the preemption loop acted in 2 of 5
+    # whole-suite runs (a window, not yet a condition: issue 36 item 6)
     lows = pools.publish(
-        job("low-a", 1, 16, vram=40, extra='checkpoint = "ckpt/"')
-        + job("low-b", 1, 16, vram=40, extra='checkpoint = "ckpt/"\nseed = 1')
+        job("low-a", 1, 48, vram=40, extra='checkpoint = "ckpt/"')
+        + job("low-b", 1, 48, vram=40, extra='checkpoint = "ckpt/"\nseed = 1')
     )
     for jid in lows.values():
         running_after(pools, jid, 2)
