@@ -92,7 +92,12 @@ def main(argv: list[str] | None = None) -> int:
     from core.errors import FleetError, ManifestError, UsageError
 
     argv = sys.argv[1:] if argv is None else argv
-    args = build_parser(verb_in(argv)).parse_args(argv)
+    verb = verb_in(argv)
+    if verb is not None:  # a verb may read Redis: redis-py, when it loads, without OpenTelemetry
+        from fleet.cli import redis_import
+
+        redis_import.install()
+    args = build_parser(verb).parse_args(argv)
     from fleet.cli.common import EXIT_FAILED, EXIT_USAGE, broker_problem, say
 
     try:
