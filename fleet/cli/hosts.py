@@ -266,13 +266,19 @@ def cmd_hosts(args) -> int:
 
 
 def cmd_why(args) -> int:
-    from fleet.query.searchwhy import lines, search_why
     from fleet.query.why import WHY_SWEEP_MAX, why_each
+    from state.search.index import find_searches
 
-    found = search_why(redis_client(), args.job)
-    if found is not None:  # a search, not its trials as a sweep
-        return emit(args, found.to_dict(), lambda: [console.print(Text(ln)) for ln in lines(found)])
-    sweep, reports, note = why_each(redis_client(), args.job)
+    client = redis_client()
+    if find_searches(client, args.job):  # only a search's name loads the search explainer
+        from fleet.query.searchwhy import lines, search_why
+
+        found = search_why(client, args.job)
+        if found is not None:  # a search, not its trials as a sweep
+            return emit(
+                args, found.to_dict(), lambda: [console.print(Text(ln)) for ln in lines(found)]
+            )
+    sweep, reports, note = why_each(client, args.job)
     if note:
         say(note)
 

@@ -8,11 +8,13 @@ from dataclasses import dataclass, field
 
 import redis
 
-from core import constants as C
 from manifest.search.config import Direction, SearchConfig
 from state.jobrecord import JobState, fetch_many
 from state.redis_conn import decoding
 from state.search import trial
+
+# the callers that load a search anyway find it by name here too (publish, results, export)
+from state.search.index import all_searches, find_searches  # noqa: F401
 from state.search.store import ENDED, key
 
 
@@ -189,14 +191,3 @@ def _trials(r: redis.Redis, search_id: str, issued: int) -> tuple[TrialView, ...
         )
         for t in heads
     )
-
-
-def find_searches(client: redis.Redis, name: str) -> list[str]:
-    """Ids of the searches called ``name`` (one at most; empty when none)."""
-    sid = decoding(client).hget(C.SEARCHES_KEY, name)
-    return [sid] if sid else []
-
-
-def all_searches(client: redis.Redis) -> dict[str, str]:
-    """Search name -> the id of its search."""
-    return decoding(client).hgetall(C.SEARCHES_KEY)
