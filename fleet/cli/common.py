@@ -1,9 +1,9 @@
 """What every `fleet` verb shares: consoles, ``--json`` and its output, exit codes, the app,
 Redis, records, cell helpers.
 
-The consoles print text as written: job names like ``gbt[seed=1]`` are not rich markup, and
-nothing is coloured by guesswork. A line that styles itself builds a ``rich.text.Text``, so
-that the text it did not write is never read as markup.
+The consoles print text as written: job names like ``gbt[seed=1]`` are not rich markup,
+``:rocket:`` is not an emoji code, and nothing is coloured by guesswork. A line that styles
+itself builds a ``rich.text.Text``, so that the text it did not write is never read as markup.
 """
 
 from __future__ import annotations
@@ -31,6 +31,7 @@ def _console(stream) -> Console:
         stderr=stream is sys.stderr,
         width=None if wide else PIPE_WIDTH,
         markup=False,  # names like gbt[seed=1] print as written
+        emoji=False,  # and a name or a log line with ":rocket:" in it
         highlight=False,
     )
 

@@ -263,3 +263,15 @@ def test_at_80_columns_a_time_that_would_be_cut_shows_its_short_form_whole():
     wide.print(render(Q.view(rows, now=NOW, limit=None), width=140))
     text = wide.export_text()
     assert "ran 4s, 4m12s ago" in text and "running 4m16s" in text
+
+
+def test_a_job_name_with_an_emoji_code_prints_as_written(monkeypatch):
+    """rich would print ':rocket:' as the emoji in a plain line (`fleet cancel`'s report, an
+    error naming the job); fleet's consoles print names as they are written."""
+    from fleet.cli import common
+
+    out = io.StringIO()
+    monkeypatch.setattr(common.console, "file", out)
+    common.console.print("  ship:rocket: (b0f99a) was queued")
+    common.say("no job named 'ship:fire:'", to=common.console)
+    assert out.getvalue() == "  ship:rocket: (b0f99a) was queued\nno job named 'ship:fire:'\n"
