@@ -28,6 +28,7 @@ import redis
 from fleet.local import start_worker, stop_worker
 from fleet.redis_server import RedisServer
 from state.jobrecord import JobState
+from tests.harness.cli import CLI_HANG_S
 from tests.harness.flower import PASSWORD, ROOT, USER, Watched, start_flower, stop_flower
 from tests.harness.workers import CPU, CUDA_LARGE, wait_for_workers
 from tests.needs import missing
@@ -137,7 +138,7 @@ def test_flower_refuses_to_start_without_a_password(tmp_path):
         env=env,
         capture_output=True,
         text=True,
-        timeout=60,
+        timeout=CLI_HANG_S,
     )
     assert out.returncode != 0
     assert "refusing to start Flower without authentication" in out.stderr + out.stdout
@@ -214,7 +215,7 @@ def test_terminate_then_requeue_runs_the_job_once_all_the_way_with_its_name_and_
         env=flower.env,
         capture_output=True,
         text=True,
-        timeout=60,
+        timeout=CLI_HANG_S,
         cwd=ROOT,
     )
     assert out.returncode == 0, out.stderr
@@ -263,7 +264,7 @@ def test_publish_force_shows_the_new_run_not_the_old_success(flower):
     jid = flower.publish({name: 3})[name]
     flower.wait_task(jid, lambda t: t.get("state") == "SUCCESS")
     assert flower.publish({name: 3}, "--force", name)[name] == jid
-    rerun = flower.wait_task(jid, lambda t: t.get("state") != "SUCCESS", timeout_s=10)
+    rerun = flower.wait_task(jid, lambda t: t.get("state") != "SUCCESS", timeout_s=60)
     assert rerun["state"] in ("PENDING", "RECEIVED", "STARTED")
     assert rerun.get("result") is None or rerun["result"].startswith("running")  # not the old run's
     done = flower.wait_task(jid, lambda t: t.get("state") == "SUCCESS")
@@ -305,7 +306,7 @@ def test_each_workers_capability_is_readable_from_celery_inspect_and_from_flower
         env=flower.env,
         capture_output=True,
         text=True,
-        timeout=60,
+        timeout=CLI_HANG_S,
         cwd=ROOT,
     )
     assert out.returncode == 0, out.stderr
