@@ -1,7 +1,11 @@
 """A checkpointing command job for the preemption tests: STEPS steps of STEP_S seconds, each
 folding its number into a sha256 chain saved to FLEET_CHECKPOINT_DIR, so a run resumed from
 its checkpoint ends with the same digest as one that was never interrupted. Reports its
-starts and its result to COUNT_DIR/<name>.json."""
+starts and its result to COUNT_DIR/<name>.json.
+
+Usage: ckptjob.py STEPS STEP_S [HOLD_AT GATE]: given HOLD_AT and GATE, a run that reaches step
+HOLD_AT stays there (checkpoint written) until the file GATE exists (``gate.py``), so a test
+preempts or kills it while it surely runs, however busy the machine."""
 
 import hashlib
 import json
@@ -17,7 +21,11 @@ def chain(steps: int, digest: str = "", start: int = 0) -> str:
     return digest
 
 
-def main(steps: int, step_s: float) -> None:
+def main(steps: int, step_s: float, hold_at: int = -1, gate: str = "") -> None:
+    # here, not at the top: tests import chain() as tests.e2e.ckptjob, where gate is not a
+    # top-level module; the script runs with its own folder on its path
+    from gate import held
+
     report_path = pathlib.Path(os.environ["COUNT_DIR"]) / f"{os.environ['FLEET_JOB_NAME']}.json"
     report = json.loads(report_path.read_text()) if report_path.exists() else {"starts": []}
     ckpt_dir = os.environ.get("FLEET_CHECKPOINT_DIR")
@@ -37,9 +45,12 @@ def main(steps: int, step_s: float) -> None:
             tmp.write_text(json.dumps(state))
             tmp.replace(pathlib.Path(ckpt_dir) / "state.json")
         print(f"step {state['step']}", flush=True)
+        if state["step"] == hold_at:
+            held(gate)
     report["digest"], report["end"] = state["digest"], time.time()
     report_path.write_text(json.dumps(report))
 
 
 if __name__ == "__main__":
-    main(int(sys.argv[1]), float(sys.argv[2]))
+    hold = (int(sys.argv[3]), sys.argv[4]) if len(sys.argv) > 3 else ()
+    main(int(sys.argv[1]), float(sys.argv[2]), *hold)

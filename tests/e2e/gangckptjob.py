@@ -5,7 +5,9 @@ resumes from the checkpoint it finds there, so a gang resumed after a preemption
 digest of one never interrupted. Each rank reports its starts, and rank 0 its result, to
 COUNT_DIR/<name>-rank<R>.json.
 
-Usage: gangckptjob.py STEPS STEP_S
+Usage: gangckptjob.py STEPS STEP_S [HOLD_AT GATE]: every rank that reaches step HOLD_AT stays
+there (rank 0's checkpoint written) until the file GATE exists (``gate.py``), so the test
+preempts a gang that surely runs, however busy the machine.
 """
 
 import datetime
@@ -18,9 +20,10 @@ import time
 import torch
 import torch.distributed as dist
 from ckptjob import chain  # beside this file: the script's own folder is on its path
+from gate import held
 
 
-def main(steps: int, step_s: float) -> None:
+def main(steps: int, step_s: float, hold_at: int = -1, gate: str = "") -> None:
     rank = int(os.environ["RANK"])
     report_path = (
         pathlib.Path(os.environ["COUNT_DIR"]) / f"{os.environ['FLEET_JOB_NAME']}-rank{rank}.json"
@@ -44,10 +47,13 @@ def main(steps: int, step_s: float) -> None:
             (ckpt / "state.tmp").write_text(json.dumps(state))
             (ckpt / "state.tmp").replace(ckpt / "state.json")
         print(f"step {state['step']}", flush=True)
+        if state["step"] == hold_at:  # every rank, so the next all_reduce waits for none long
+            held(gate)
     report["digest"], report["end"] = state["digest"], time.time()
     report_path.write_text(json.dumps(report))
     dist.destroy_process_group()
 
 
 if __name__ == "__main__":
-    main(int(sys.argv[1]), float(sys.argv[2]))
+    hold = (int(sys.argv[3]), sys.argv[4]) if len(sys.argv) > 3 else ()
+    main(int(sys.argv[1]), float(sys.argv[2]), *hold)

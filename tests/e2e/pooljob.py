@@ -1,10 +1,14 @@
-"""A job for the resource-pool tests: records when it started and what it was given, then sleeps."""
+"""A job for the resource-pool tests: records when it started and what it was given, then sleeps
+SECONDS, or with ``until:PATH`` runs until that file exists (``gate.py``): a test that must see
+jobs running together holds them on a condition it sets, not on a length."""
 
 import json
 import os
 import pathlib
 import sys
 import time
+
+from gate import held  # beside this file: the script's own folder is on its path
 
 start = time.time()
 report = {
@@ -17,6 +21,9 @@ report = {
     "budget": os.environ.get("FLEET_GPU_MEMORY_GIB"),
 }
 out = pathlib.Path(os.environ["COUNT_DIR"]) / f"{os.environ['FLEET_JOB_NAME']}.json"
-time.sleep(float(sys.argv[1]))
+if sys.argv[1].startswith("until:"):
+    held(sys.argv[1][len("until:") :])
+else:
+    time.sleep(float(sys.argv[1]))
 report["end"] = time.time()
 out.write_text(json.dumps(report))

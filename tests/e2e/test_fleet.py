@@ -19,6 +19,7 @@ from core.constants import TASK_NAME
 from fleet.local import start_worker
 from state.jobrecord import JobState
 from state.records import Records
+from tests.harness.cli import CLI_HANG_S
 from tests.harness.fleet import HOSTS, fleet_store, open_bundle, staged_keys, wait_terminal
 from tests.harness.workers import CPU, client_app
 from tests.waiting import wait_until
@@ -74,7 +75,7 @@ def test_workers_consume_exactly_the_queues_their_capability_qualifies_for(fleet
         env=fleet.env,
         capture_output=True,
         text=True,
-        timeout=60,
+        timeout=CLI_HANG_S,
     )
     replies = json.loads(out.stdout)
     got = {node.split("@")[0]: [q["name"] for q in queues] for node, queues in replies.items()}

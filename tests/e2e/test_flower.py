@@ -28,6 +28,7 @@ import redis
 from fleet.local import start_worker, stop_worker
 from fleet.redis_server import RedisServer
 from state.jobrecord import JobState
+from tests.harness.cli import CLI_HANG_S
 from tests.harness.flower import PASSWORD, ROOT, USER, Watched, start_flower, stop_flower
 from tests.harness.workers import CPU, CUDA_LARGE, wait_for_workers
 from tests.needs import missing
@@ -137,7 +138,7 @@ def test_flower_refuses_to_start_without_a_password(tmp_path):
         env=env,
         capture_output=True,
         text=True,
-        timeout=60,
+        timeout=CLI_HANG_S,
     )
     assert out.returncode != 0
     assert "refusing to start Flower without authentication" in out.stderr + out.stdout
@@ -199,11 +200,13 @@ def test_flowers_revoke_button_cancels_a_queued_fleet_job(flower):
     flower.wait_task(jid, lambda t: t.get("state") == "REVOKED")
 
 
-def test_terminate_then_requeue_runs_the_job_once_all_the_way_with_its_name_and_progress(flower):
-    name = "term[seed=2]"
-    # long enough to be still running when `celery control`, slow to start on a loaded machine,
-    # terminates it: the job's length is not what this test is about
-    jid = flower.publish({name: 15})[name]
+def test_terminate_then_requeue_runs_the_job_once_all_the_way_with_its_name_and_progress(
+    flower, tmp_path
+):
+    name, gate = "term[seed=2]", tmp_path / "gate"
+    # held until requeued: still running when `celery control`, slow to start on a loaded
+    # machine, terminates it; the job's length is not what this test is about
+    jid = flower.publish({name: f"until:{gate}"})[name]
     running = flower.wait_task(
         jid, lambda t: t.get("state") == "STARTED" and "running" in str(t.get("result"))
     )
@@ -214,22 +217,23 @@ def test_terminate_then_requeue_runs_the_job_once_all_the_way_with_its_name_and_
         env=flower.env,
         capture_output=True,
         text=True,
-        timeout=60,
+        timeout=CLI_HANG_S,
         cwd=ROOT,
     )
     assert out.returncode == 0, out.stderr
-    flower.wait_state(jid, JobState.CANCELLED, timeout_s=15)
-    flower.wait_task(jid, lambda t: t.get("state") == "REVOKED", timeout_s=15)
+    flower.wait_state(jid, JobState.CANCELLED, timeout_s=60)
+    flower.wait_task(jid, lambda t: t.get("state") == "REVOKED", timeout_s=60)
     assert flower.backend_state(jid) == "REVOKED"
     assert flower.runs(name, "done") == 0
 
     out = flower.fleet("requeue", jid)
     assert out.returncode == 0, out.stderr
-    assert flower.wait_task(jid, lambda t: t.get("state") != "REVOKED", timeout_s=15)["state"] in (
+    assert flower.wait_task(jid, lambda t: t.get("state") != "REVOKED", timeout_s=60)["state"] in (
         "PENDING",
         "RECEIVED",
         "STARTED",
     )
+    gate.touch()
     rec = flower.wait_state(jid, JobState.SUCCEEDED, timeout_s=90)
     assert rec.attempts == 1
     done = flower.wait_task(jid, lambda t: t.get("state") == "SUCCESS")
@@ -240,32 +244,38 @@ def test_terminate_then_requeue_runs_the_job_once_all_the_way_with_its_name_and_
 
 
 def test_a_requeued_job_an_idle_worker_takes_at_once_shows_started_then_success_with_its_times(
-    flower,
+    flower, tmp_path
 ):
-    name = "again[seed=5]"
-    jid = flower.publish({name: 5})[name]
+    name, gate = "again[seed=5]", tmp_path / "gate"
+    gate.touch()  # the first run ends at once; the second holds until it was seen running
+    jid = flower.publish({name: f"until:{gate}"})[name]
     first = flower.wait_task(jid, lambda t: t.get("state") == "SUCCESS")
+    gate.unlink()
     out = flower.fleet("requeue", jid)  # the workers idle on their queues: one takes it at once
     assert out.returncode == 0, out.stderr
     running = flower.wait_task(
         jid,
         lambda t: t.get("state") == "STARTED" and "running" in str(t.get("result")),
-        timeout_s=30,
+        timeout_s=60,
     )
     assert running["started"] and running["started"] > first["started"]
+    gate.touch()
     done = flower.wait_task(jid, lambda t: t.get("state") == "SUCCESS")
     assert done["received"] and done["started"] and done["started"] > first["started"]
     assert (flower.runs(name, "done"), flower.records().get(jid).attempts) == (2, 1)
 
 
-def test_publish_force_shows_the_new_run_not_the_old_success(flower):
-    name = "forced[seed=4]"
-    jid = flower.publish({name: 3})[name]
+def test_publish_force_shows_the_new_run_not_the_old_success(flower, tmp_path):
+    name, gate = "forced[seed=4]", tmp_path / "gate"
+    gate.touch()  # the first run ends at once; the forced one holds until it was seen
+    jid = flower.publish({name: f"until:{gate}"})[name]
     flower.wait_task(jid, lambda t: t.get("state") == "SUCCESS")
-    assert flower.publish({name: 3}, "--force", name)[name] == jid
-    rerun = flower.wait_task(jid, lambda t: t.get("state") != "SUCCESS", timeout_s=10)
+    gate.unlink()
+    assert flower.publish({name: f"until:{gate}"}, "--force", name)[name] == jid
+    rerun = flower.wait_task(jid, lambda t: t.get("state") != "SUCCESS", timeout_s=60)
     assert rerun["state"] in ("PENDING", "RECEIVED", "STARTED")
     assert rerun.get("result") is None or rerun["result"].startswith("running")  # not the old run's
+    gate.touch()
     done = flower.wait_task(jid, lambda t: t.get("state") == "SUCCESS")
     assert done["received"] and done["started"]  # the new run's, not cleared by a late reset
     assert (flower.runs(name, "done"), flower.records().get(jid).state) == (2, JobState.SUCCEEDED)
@@ -305,7 +315,7 @@ def test_each_workers_capability_is_readable_from_celery_inspect_and_from_flower
         env=flower.env,
         capture_output=True,
         text=True,
-        timeout=60,
+        timeout=CLI_HANG_S,
         cwd=ROOT,
     )
     assert out.returncode == 0, out.stderr
@@ -335,9 +345,9 @@ def datatable(flower, search: str, length: int = 50) -> list[dict]:
     return json.loads(body)["data"]
 
 
-def test_the_tasks_page_rows_carry_the_owner_and_the_gpus_a_running_job_holds(flower):
-    name = "owned[seed=6]"
-    jid = flower.publish({name: 6}, "--owner", "erin", require_cuda=True)[name]
+def test_the_tasks_page_rows_carry_the_owner_and_the_gpus_a_running_job_holds(flower, tmp_path):
+    name, gate = "owned[seed=6]", tmp_path / "gate"  # held until its row was read
+    jid = flower.publish({name: f"until:{gate}"}, "--owner", "erin", require_cuda=True)[name]
     flower.wait_task(
         jid, lambda t: t.get("state") == "STARTED" and "running" in str(t.get("result"))
     )
@@ -347,6 +357,7 @@ def test_the_tasks_page_rows_carry_the_owner_and_the_gpus_a_running_job_holds(fl
         "GPU 0",
         "fl-large",
     ), row
+    gate.touch()
     flower.wait_task(jid, lambda t: t.get("state") == "SUCCESS")
 
 

@@ -350,12 +350,15 @@ def test_a_gang_preempted_on_one_host_is_handed_back_whole_and_resumes_from_rank
 ):
     # on the host of rank 1 that filled the last seat (the run's token is its own seat), and
     # of a member that did not (it halts the gang under the run's token, not its seat's)
-    # 60 steps of 0.3 s: still running when the urgent job, published past step 5, displaces it
-    steps, name, urgent_name = 60, f"ck{nodes}", f"urgent{nodes}"
+    # every rank holds at step 5 until the gate opens, once the gang was handed back: still
+    # running when the urgent job arrives, however long a busy machine takes to get there
+    steps, name, urgent_name = 12, f"ck{nodes}", f"urgent{nodes}"
+    gate = gangs.root / f"gate-{name}"
     hosts = json.dumps(list(HOSTS[:nodes]))
     ids = gangs.publish(
         f'[[jobs]]\nname = "{name}"\ncommand = ["{sys.executable}", "{CKPT_JOB}", "{steps}", '
-        f'"0.3"]\nnodes = {nodes}\npriority = 1\ncheckpoint = "ckpt"\nallowed_hosts = {hosts}\n'
+        f'"0.3", "5", "{gate}"]\nnodes = {nodes}\npriority = 1\ncheckpoint = "ckpt"\n'
+        f"allowed_hosts = {hosts}\n"
     )
     jid = ids[name]
     r = gangs.records().r
@@ -383,9 +386,10 @@ def test_a_gang_preempted_on_one_host_is_handed_back_whole_and_resumes_from_rank
     wait_until(
         "the gang handed back",
         lambda: r.hget(key, "state") == "queued" and r.hget(key, "preempted_by"),
-        30,
+        60,
         detail=gangs.logs,
     )
+    gate.touch()  # handed back: the resumed run may pass step 5
     first_run = r.hgetall(key)
     upto = float(first_run["charged"].split()[1])
     held = nodes * int(first_run["cores"]) * (upto - float(first_run["started_at"]))

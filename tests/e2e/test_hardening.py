@@ -21,6 +21,7 @@ from fleet.redis_server import RedisServer
 from state.deadletter import entries
 from state.jobrecord import JobState
 from state.records import Records
+from tests.harness.cli import CLI_HANG_S
 from tests.harness.workers import CPU, CUDA, CUDA_LARGE, wait_for_workers
 from tests.waiting import wait_until
 
@@ -225,7 +226,7 @@ def test_poison_on_every_tier_queue_is_set_aside_and_every_worker_keeps_serving(
         env=site.env,
         capture_output=True,
         text=True,
-        timeout=60,
+        timeout=CLI_HANG_S,
         check=True,
     )
     assert len(json.loads(shown.stdout)) == len(pushed)

@@ -1,5 +1,6 @@
 """A dead worker is noticed at once, not after a lease: kill -9 a real worker process (not
-its job) on a host that stays up, with a 60 s lease, and watch its job go on within 10 s.
+its job) on a host that stays up, with a 120 s lease, and watch its job go on long before it
+(by the watchman's own line; how soon is bench/dead_worker.py's figure: about a second).
 
 Its watchman (tasks/watchman.py) outlives it: it hands the job on under the dead run's own
 token, or stores what the run had trained. A worker restarted under the same host name, its
@@ -21,8 +22,8 @@ from tests.harness.durable import big_manifest, run_dirs, wait_trained
 from tests.waiting import wait_until
 
 pytestmark = pytest.mark.e2e
-LEASE_TTL_S = "60"  # far above the goal: only the watchman or a restart can be this quick
-GOAL_S = 10.0
+LEASE_TTL_S = "120"  # only the watchman or a restart can hand a job on before half of it
+BEFORE_LEASE_S = float(LEASE_TTL_S) / 2  # a bound that a busy machine's slowness never nears
 
 
 def running_on(chaos, job_id: str, host: str):
@@ -52,9 +53,12 @@ def ends_once(chaos, ids: dict[str, str], name: str, starts: int):
     return rec
 
 
-def test_a_worker_killed_mid_job_has_its_job_running_on_another_host_within_10_s(chaos):
+def test_a_worker_killed_mid_job_has_its_job_running_on_another_host_long_before_its_lease(
+    chaos,
+):
     chaos.env["FLEET_LEASE_TTL_S"] = LEASE_TTL_S
-    ids = chaos.publish(chaos.manifest({"orphan": 12}))
+    gate = chaos.root / "gate-orphan"  # held until it runs on live-b: killed mid-job
+    ids = chaos.publish(chaos.manifest({"orphan": f"until:{gate}"}))
     victim = chaos.start("live-a")
     chaos.wait_running(ids["orphan"])
     wait_until("the job's start", lambda: chaos.runs("orphan", "start") == 1, 30, chaos.logs)
@@ -66,14 +70,15 @@ def test_a_worker_killed_mid_job_has_its_job_running_on_another_host_within_10_s
     rec = wait_until(
         "the job running on live-b",
         lambda: running_on(chaos, ids["orphan"], "live-b"),
-        30,
+        BEFORE_LEASE_S,
         chaos.logs,
         every_s=0.05,
     )
     restarted_after = time.monotonic() - killed_at
     print(f"\nrunning again on another host {restarted_after:.1f} s after the kill")
-    assert restarted_after < GOAL_S, chaos.logs()
+    assert "a run's worker died: " + ids["orphan"] + " requeued" in chaos.logs()
     assert rec.attempts == 2  # the dead run's try counts, as a lost lease's does
+    gate.touch()
     rec = ends_once(chaos, ids, "orphan", starts=2)
     assert rec.worker == "live-b" and rec.attempts == 2
     wait_until("the watchman to exit", lambda: not watchman.is_running(), 30, chaos.logs)
@@ -101,24 +106,26 @@ def test_a_worker_killed_after_its_trainer_exited_keeps_the_result_without_a_res
 
 def test_a_worker_restarted_under_the_same_host_name_takes_its_job_back_at_once(chaos):
     chaos.env["FLEET_LEASE_TTL_S"] = LEASE_TTL_S
-    ids = chaos.publish(chaos.manifest({"again": 10}))
+    gate = chaos.root / "gate-again"  # held until it runs again: killed mid-job
+    ids = chaos.publish(chaos.manifest({"again": f"until:{gate}"}))
     victim = chaos.start("again")
     chaos.wait_running(ids["again"])
     wait_until("the job's start", lambda: chaos.runs("again", "start") == 1, 30, chaos.logs)
     os.killpg(victim.pid, signal.SIGKILL)  # the worker and its watchman: the host lives on
     victim.wait()
-    wait_until("the dead run's job to stop", lambda: not chaos.job_processes(), 10, chaos.logs)
+    wait_until("the dead run's job to stop", lambda: not chaos.job_processes(), 60, chaos.logs)
     assert chaos.records().get(ids["again"]).state is JobState.RUNNING  # the lease holds it
     chaos.start("again")
     started_at = time.monotonic()
     rec = wait_until(
         "the job running again",
         lambda: chaos.runs("again", "start") == 2 and chaos.records().get(ids["again"]),
-        30,
+        BEFORE_LEASE_S,
         chaos.logs,
     )
-    assert time.monotonic() - started_at < GOAL_S
+    print(f"\nrunning again {time.monotonic() - started_at:.1f} s after the restart")
     assert rec.state is JobState.RUNNING and rec.attempts == 2
+    gate.touch()
     ends_once(chaos, ids, "again", starts=2)
 
 

@@ -14,7 +14,7 @@ import pytest
 
 from fleet.local import start_worker, stop_worker
 from fleet.redis_server import RedisServer
-from tests.harness.cli import fleet_cli
+from tests.harness.cli import CLI_HANG_S, fleet_cli
 from tests.harness.workers import CPU, wait_for_workers
 from tests.waiting import wait_until
 
@@ -111,7 +111,11 @@ def backend_states(env, ids: list[str]) -> list[str]:
         "print(' '.join(app.AsyncResult(j).state for j in sys.argv[1:]))"
     )
     out = subprocess.run(
-        [sys.executable, "-c", code, *ids], env=env, capture_output=True, text=True, timeout=60
+        [sys.executable, "-c", code, *ids],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=CLI_HANG_S,
     )
     assert out.returncode == 0, out.stderr
     return out.stdout.split()

@@ -13,6 +13,7 @@ from pathlib import Path
 import pytest
 
 from state.search.view import read_search
+from tests.harness.cli import CLI_HANG_S
 from tests.waiting import wait_until
 
 pytestmark = pytest.mark.e2e
@@ -71,7 +72,7 @@ def test_a_search_whose_metric_no_trial_prints_stops_at_its_first_trial_naming_w
         env=chaos.env,
         capture_output=True,
         text=True,
-        timeout=60,
+        timeout=CLI_HANG_S,
     )
     assert wrong.returncode != 0 and "did you mean 'loss'?" in wrong.stderr, wrong
 

@@ -69,7 +69,7 @@ class Chaos:
         return {r.job.name: r.ref for r in rows}  # a search: its id
 
     def fleet(self, *args: str) -> subprocess.CompletedProcess:
-        return fleet_cli(self.env, *args, timeout_s=60, check=True)
+        return fleet_cli(self.env, *args, check=True)
 
     def client(self):
         import redis
@@ -127,6 +127,11 @@ class Chaos:
     def wait_log(self, text: str, timeout_s: float = 60) -> None:
         """Return once ``text`` is in a worker's log."""
         wait_until(f"{text!r} in a log", lambda: text in self.logs(), timeout_s, self.logs, 0.2)
+
+    def wait_job_processes(self, timeout_s: float = 60) -> list[psutil.Process]:
+        """The job processes once there are some: a record says running before its process
+        starts, and on a busy machine that can take seconds."""
+        return wait_until("a job's process", self.job_processes, timeout_s, self.logs)
 
     def job_processes(self) -> list[psutil.Process]:
         out = []

@@ -7,10 +7,20 @@ import sys
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
+# how long a CLI run may take before the test calls it hung: a guard, not a window. The run
+# ends by itself and the test waits for that; on a busy machine a verb that answers in a second
+# when idle took over 60 s (`fleet export mlflow` under a loaded suite). Under pytest-timeout's
+# 300 s per test, so a hung verb is named with its command rather than killed with the test.
+CLI_HANG_S = 240.0
 
 
 def fleet_cli(
-    env: dict, *args: str, timeout_s: float = 120, check: bool = False, ok: bool = False, **kw
+    env: dict,
+    *args: str,
+    timeout_s: float = CLI_HANG_S,
+    check: bool = False,
+    ok: bool = False,
+    **kw,
 ) -> subprocess.CompletedProcess:
     """Run ``fleet ARGS`` under ``env``.
 
@@ -40,7 +50,7 @@ LOADED = (
 )
 
 
-def imported(env: dict, *args: str, timeout_s: float = 120) -> tuple[set[str], str]:
+def imported(env: dict, *args: str, timeout_s: float = CLI_HANG_S) -> tuple[set[str], str]:
     """The modules ``fleet ARGS`` loads and its stdout; the command must exit 0."""
     done = subprocess.run(
         [sys.executable, "-c", LOADED, *args],

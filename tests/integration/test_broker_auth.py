@@ -12,6 +12,7 @@ from fleet.redis_server import RedisServer
 from state.broker import parse
 from state.records import Records
 from state.redis_conn import connect
+from tests.harness.cli import CLI_HANG_S
 
 PASSWORD = "s3cr3t-p@ss/word"
 
@@ -37,7 +38,7 @@ def test_a_wrong_password_says_authentication_failed_and_never_shows_the_passwor
         env=env,
         capture_output=True,
         text=True,
-        timeout=60,
+        timeout=CLI_HANG_S,
     )
     assert out.returncode == 1
     assert "authentication failed" in out.stderr and "FLEET_BROKER_URL" in out.stderr
@@ -53,7 +54,7 @@ def test_no_password_at_all_against_a_locked_server_says_authentication_failed(l
         env=env,
         capture_output=True,
         text=True,
-        timeout=60,
+        timeout=CLI_HANG_S,
     )
     assert out.returncode == 1 and "authentication failed" in out.stderr
 
@@ -85,7 +86,7 @@ def test_fleet_status_never_prints_a_secret_in_a_url_whatever_its_scheme(env, tm
         env={**env, "PATH": "/usr/bin:/bin", "HOME": str(tmp_path)},
         capture_output=True,
         text=True,
-        timeout=60,
+        timeout=CLI_HANG_S,
     )
     assert out.returncode == 1, out.stdout + out.stderr
     assert "FLEET_" in out.stderr
@@ -99,7 +100,7 @@ def test_a_user_alone_in_the_url_is_never_shown_when_the_server_refuses_it(locke
         "HOME": str(tmp_path),
     }
     out = subprocess.run(
-        [str(FLEET), "status"], env=env, capture_output=True, text=True, timeout=60
+        [str(FLEET), "status"], env=env, capture_output=True, text=True, timeout=CLI_HANG_S
     )
     assert out.returncode == 1
     assert "FLEET_BROKER_URL" in out.stderr

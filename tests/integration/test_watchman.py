@@ -41,13 +41,13 @@ def test_a_watchman_outlives_the_groups_signals_and_exits_quietly_after_a_clean_
         watchman = psutil.Process(int(worker.stdout.readline()))
         assert "watchman.py" in " ".join(watchman.cmdline())
         signals = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
-        wait_until("the watchman to start", lambda: all(_ignores(watchman, s) for s in signals), 10)
+        wait_until("the watchman to start", lambda: all(_ignores(watchman, s) for s in signals), 30)
         for sig in signals:
             os.kill(watchman.pid, sig)  # the group's Ctrl+C or stop is the worker's to handle
         assert watchman.is_running() and watchman.status() != psutil.STATUS_ZOMBIE
         worker.kill()  # no run folder: nothing to hand on
         worker.wait()
-        wait_until("the watchman to exit", lambda: not _alive(watchman), 10)
+        wait_until("the watchman to exit", lambda: not _alive(watchman), 30)
     finally:
         worker.kill()
 
@@ -59,7 +59,7 @@ def test_a_watchman_leaves_a_live_runs_folder_alone(tmp_path):
         watchman = psutil.Process(int(worker.stdout.readline()))
         worker.kill()
         worker.wait()
-        wait_until("the watchman to exit", lambda: not _alive(watchman), 10)
+        wait_until("the watchman to exit", lambda: not _alive(watchman), 30)
         assert work.is_dir() and not list(workdirs.dead(tmp_path))  # still this process's
     finally:
         workdirs.remove(work)
