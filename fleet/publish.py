@@ -23,6 +23,7 @@ from fleet.messages import MessageFactory
 from fleet.ordering import demanding_first
 from fleet.pickup import announce
 from fleet.route_cache import RouteCache
+from manifest import pipeline
 from manifest.schema import JobSpec, Manifest
 from state import events
 from state.jobrecord import JobState
@@ -263,6 +264,7 @@ def _item(factory: MessageTemplates, row: PlanRow, owner: str) -> PublishItem:
         "name": job.name,
         "spec": spec,
         **record_fields(job, row.queue, owner),
+        **pipeline.record_fields(job.after, job.inputs, job.params_from),
     }
     fallback_at = None
     if row.fallback_queue:

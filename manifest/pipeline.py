@@ -9,6 +9,7 @@ A sweep is not a kind: a sweep named in a manifest stands for its points, each a
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass
 from enum import Enum
 from typing import Any
@@ -75,3 +76,18 @@ class Input:
     @classmethod
     def from_dict(cls, d: dict[str, Any]) -> Input:
         return cls(d["name"], d["dir"], Kind(d["kind"]), d["id"])
+
+
+def record_fields(
+    after: tuple[Upstream, ...], inputs: tuple[Input, ...], params_from: str | None
+) -> dict[str, str]:
+    """A follower's edges as its record stores them (lua/publish.lua, lua/search_create.lua);
+    none for a job without edges: a record holding ``after`` is what makes it wait."""
+    if not after:
+        return {}
+    out = {"after": json.dumps([u.to_dict() for u in after])}
+    if inputs:
+        out["inputs"] = json.dumps([i.to_dict() for i in inputs])
+    if params_from:
+        out["params_from"] = params_from
+    return out
