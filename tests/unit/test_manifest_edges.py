@@ -165,3 +165,18 @@ def test_the_spec_carries_the_edges_and_reads_them_back():
     assert d["after"][0]["name"] == "prep" and d["inputs"][0]["dir"] == "prep"
     assert JobSpec.from_dict(d) == final
     assert "after" not in by_name(PREP)["prep"].to_dict()
+
+
+def test_a_follower_taking_more_bundles_than_a_job_may_fetch_is_refused(monkeypatch):
+    from manifest import edges
+
+    monkeypatch.setattr(edges, "MAX_INPUTS", 2)
+    sweep = job("prep", "[jobs.sweep]", "lr = [0.1, 0.2, 0.3]")
+    ((line, field, message, fix),) = problems(sweep + job("final", 'inputs = ["prep"]'))
+    assert (line, field) == (9, "jobs[1].inputs")
+    assert (
+        message
+        == "takes 3 bundles as inputs (a sweep gives one per point); a job may take at most 2"
+    )
+    assert "after" in fix
+    assert by_name(sweep + job("final", 'after = ["prep"]'))["final"].after  # after: no bound
