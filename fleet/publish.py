@@ -23,6 +23,7 @@ from fleet.messages import MessageFactory
 from fleet.ordering import demanding_first
 from fleet.pickup import announce
 from fleet.route_cache import RouteCache
+from manifest import pipeline
 from manifest.schema import JobSpec, Manifest
 from state import events
 from state.jobrecord import JobState
@@ -66,6 +67,8 @@ def _why_skip(state: JobState) -> str:
         return "already succeeded (use --force NAME to run it again)"
     if state in (JobState.FAILED, JobState.CANCELLED):
         return f"{state.value} earlier (use --force NAME or `fleet requeue` to run it again)"
+    if state is JobState.WAITING:
+        return "waiting for its upstreams (`fleet why NAME` says which)"
     return f"already {state.value}"
 
 
@@ -263,6 +266,7 @@ def _item(factory: MessageTemplates, row: PlanRow, owner: str) -> PublishItem:
         "name": job.name,
         "spec": spec,
         **record_fields(job, row.queue, owner),
+        **pipeline.record_fields(job.after, job.inputs, job.params_from),
     }
     fallback_at = None
     if row.fallback_queue:

@@ -19,6 +19,7 @@ from core.errors import SearchRefused
 from core.ids import short_id
 from fleet.message_template import MessageTemplates
 from fleet.route_cache import RouteCache
+from manifest import pipeline
 from manifest.schema import JobSpec, Manifest
 from manifest.search.spec import SearchSpec
 from state.search import advance, study
@@ -107,7 +108,10 @@ def publish(
             factory.list_key(row.queue, base.priority, who),
             fields(base, row.queue, who),
         )
-        created, holder = store.create(row.spec.search_id, base.name, row.spec.config, tpl)
+        edges = pipeline.record_fields(base.after, base.inputs, base.params_from)
+        created, holder = store.create(
+            row.spec.search_id, base.name, row.spec.config, tpl, edges=edges
+        )
         if created is Created.NAME_TAKEN:  # another publisher took the name since the plan
             raise SearchRefused(
                 name_taken(row.spec, read_search(client, holder, trials=False), holder)

@@ -46,6 +46,9 @@ JOB_FIELDS = {
     "search": "table",
     "owner": "str",
     "nodes": "int",
+    "after": "strs",  # a pipeline's edges (manifest.edges)
+    "inputs": "strs",
+    "params_from": "str",
 }
 ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 PYTHON_VERSION = re.compile(r"^3(\.\d{1,2}){0,2}$")

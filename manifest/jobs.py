@@ -11,6 +11,7 @@ from core.errors import DataProblem
 from manifest import ids
 from manifest.checkpoint import checkpoint_dir
 from manifest.dataref import PinnedWorkdir
+from manifest.edges import Published, Table, link, provisional
 from manifest.fields import check_table, read_needs
 from manifest.hooks import DataPinner, RouteCheck, Routes
 from manifest.hyper import resolve_hyper
@@ -61,6 +62,7 @@ class JobReading:
     pin_data: DataPinner
     routes: Routes | None = None
     check_route: RouteCheck | None = None
+    published: Published | None = None  # names already published, for edges to them
 
 
 class _Unique:
@@ -99,8 +101,7 @@ def read_jobs(
 ) -> tuple[tuple[JobSpec, ...], tuple[SearchSpec, ...]]:
     """Every job of every table, sweep points expanded; and the searches (a table with
     ``[jobs.search]`` is a search, whose trials are published as it runs)."""
-    out: list[JobSpec] = []
-    searches: list[SearchSpec] = []
+    tables: list[Table] = []
     unique = _Unique()
     for i, table in enumerate(raw or []):
         path = ("jobs", i)
@@ -118,10 +119,14 @@ def read_jobs(
             _routing_problems(p, path, t, reading)
         if "search" in t and t.get("name", "").strip():
             if config is not None and content_ok and not unique.name_taken(p, path, t["name"]):
-                searches.append(_search(t, config, (data, code), p.lines.line(*path)))
+                search = _search(t, config, (data, code), p.lines.line(*path))
+                tables.append(Table(i, t["name"], t, search=search))
+            elif t["name"] not in {x.name for x in tables}:  # reported; still a name edges know
+                tables.append(Table(i, t["name"], t))
         elif t.get("name", "").strip():
-            out.extend(_points(p, path, t, points, (data, code), unique, content_ok))
-    return tuple(out), tuple(searches)
+            jobs = _points(p, path, t, points, (data, code), unique, content_ok)
+            tables.append(Table(i, t["name"], t, tuple(jobs), sweep="sweep" in t))
+    return link(p, tables, reading.published)
 
 
 def _search(
@@ -141,7 +146,7 @@ def _search(
             hyper=base.hyper,
             seed=base.seed,
             needs=base.needs,
-            own=own_code(t, pins[1]),
+            own={**own_code(t, pins[1]), **provisional(t)},
             nodes=base.nodes,  # a search of gangs is not the same search on one host
         ),
         config,
@@ -255,6 +260,7 @@ def _build_job(
     data, code = pins
     own = own_code(t, code)
     needs = read_needs(t)
+    edges = provisional(t)  # made again once the edges are resolved (manifest.edges)
     hyper, seed = _point_hyper(t, point), point.get("seed", t.get("seed", 0))
     command = t.get("command")
     artifacts = list(t.get("artifacts", [])) if command else []
@@ -266,7 +272,7 @@ def _build_job(
         hyper=hyper,
         seed=seed,
         needs=needs,
-        own=own,
+        own={**own, **edges},
         nodes=t.get("nodes", 1),
     )
     return JobSpec(

@@ -11,6 +11,7 @@ import os
 from pathlib import Path
 
 from core.gcpause import gc_paused
+from manifest.edges import Published
 from manifest.fields import check_table
 from manifest.hooks import DataPinner, RouteCheck, Routes, Unpinned
 from manifest.hosts import read_hosts
@@ -31,11 +32,14 @@ def loads(
     *,
     pin_data: DataPinner | None = None,
     check_route: RouteCheck | None = None,
+    published: Published | None = None,
 ) -> Manifest:
     """Validate manifest text; raise ManifestError listing every problem.
 
     ``pin_data`` pins each job's data to its content (without it, data stays as written);
-    ``check_route`` reports jobs no tier or host can take (without it, none is checked).
+    ``check_route`` reports jobs no tier or host can take (without it, none is checked);
+    ``published`` resolves the names in after/inputs/params_from that the manifest does not
+    define (without it, such a name is unknown).
     """
     pinner = pin_data if pin_data is not None else Unpinned()
     lines = LineMap(text)
@@ -48,7 +52,7 @@ def loads(
     tiers, hosts, routes = _placement(p, doc)
     base_dir = Path(path).resolve().parent if path != NO_FILE else Path.cwd()
     jobs, searches = read_jobs(
-        p, doc.get("jobs", []), JobReading(base_dir, pinner, routes, check_route)
+        p, doc.get("jobs", []), JobReading(base_dir, pinner, routes, check_route, published)
     )
     p.raise_any()
     return Manifest(path, tiers, hosts, jobs, dict(pinner.sources), searches)
@@ -71,9 +75,10 @@ def load(
     *,
     pin_data: DataPinner | None = None,
     check_route: RouteCheck | None = None,
+    published: Published | None = None,
 ) -> Manifest:
     """Read and validate the manifest file at ``path`` (see ``loads``)."""
     path = str(path)
     text = read_text(path)
     with gc_paused():  # a large sweep's jobs are many small acyclic objects
-        return loads(text, path, pin_data=pin_data, check_route=check_route)
+        return loads(text, path, pin_data=pin_data, check_route=check_route, published=published)

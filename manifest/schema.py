@@ -11,6 +11,7 @@ from typing import Any
 
 from core.constants import DEFAULT_PRIORITY, PREFER_CUDA_GRACE_S
 from manifest.dataref import DataSource
+from manifest.pipeline import Input, Upstream
 
 
 @dataclass(frozen=True)
@@ -170,6 +171,11 @@ class JobSpec:
     trial: int | None = None  # a trial's number in its search
     owner: str | None = None  # who it belongs to, if its table says (else the publisher's --owner)
     nodes: int = 1  # hosts it spans (a gang, tasks.gang); its needs are per host
+    # a pipeline's follower (manifest.pipeline): every upstream it starts after (after, inputs
+    # and params_from together), the bundles it takes, the search whose best values it takes
+    after: tuple[Upstream, ...] = ()
+    inputs: tuple[Input, ...] = ()
+    params_from: str | None = None  # the search's id
 
     @property
     def own_env(self) -> bool:
@@ -199,6 +205,9 @@ class JobSpec:
             del d["owner"]
         if self.nodes == 1:
             del d["nodes"]
+        for k in ("after", "inputs", "params_from"):
+            if not d[k]:
+                del d[k]
         return d
 
     @classmethod
@@ -208,6 +217,8 @@ class JobSpec:
         d["command"] = tuple(d["command"]) if d.get("command") else None
         for k in ("artifacts", "allowed_hosts", "denied_hosts", "requirements"):
             d[k] = tuple(d.get(k) or ())
+        d["after"] = tuple(Upstream.from_dict(u) for u in d.get("after") or ())
+        d["inputs"] = tuple(Input.from_dict(i) for i in d.get("inputs") or ())
         return cls(**d)
 
 
@@ -221,7 +232,7 @@ def _plain(value: Any) -> Any:
     """A spec value as JSON-ready data: tuples become lists, dataclasses dicts, dicts copies."""
     if type(value) in _SCALARS:
         return value
-    if isinstance(value, Needs):
+    if isinstance(value, (Needs, Upstream, Input)):
         return value.to_dict()
     if isinstance(value, tuple):
         return [_plain(v) for v in value]

@@ -39,6 +39,9 @@ class JobState(str, Enum):
     CANCELLED = "cancelled"
     # a search's pruner stopped the trial early; its outputs kept like a success's
     PRUNED = "pruned"
+    # a pipeline's follower: recorded with its message, pushed when its last upstream succeeds
+    # (lua/release.lua)
+    WAITING = "waiting"
 
     @property
     def terminal(self) -> bool:
@@ -128,7 +131,17 @@ class JobRecord:
     copies: tuple[QueuedCopy, ...] = ()  # its messages as stored (only when read whole)
     search: str = ""  # a search's trial: the search's id (state.search)
     trial: int | None = None  # its number in that search, 0-based
-    params: dict | None = None  # the values its search chose for it
+    params: dict | None = None  # the values its search chose for it, or params_from's
+    # a pipeline's follower (state/pipeline.py): its upstreams [{kind, id, name}], its inputs
+    # [{name, dir, kind, id}] and params_from's search id, as published
+    after: list | None = None
+    inputs: list | None = None
+    params_from: str = ""
+    released_at: float | None = None  # when its last upstream's success queued it
+    released_by: str = ""  # that upstream, as a member ("job:<id>", "search:<id>")
+    input_jobs: list | None = None  # its inputs resolved at release: [{dir, job_id}]
+    # the upstream whose failure or cancel cancelled it: {kind, id, name, state, reason}
+    cancelled_by: dict | None = None
     problems: tuple[str, ...] = ()  # stored fields that did not decode (left at defaults)
 
     @classmethod
@@ -275,6 +288,8 @@ _DECODE: dict[str, Callable[[str], Any]] = {
             "trained_host",
             "trained_dir",
             "gang_hosts",
+            "params_from",
+            "released_by",
         ),
         str,
     ),
@@ -288,6 +303,7 @@ _DECODE: dict[str, Callable[[str], Any]] = {
             "fb_grace_s",
             "gpu_s",
             "core_s",
+            "released_at",
         ),
         float,
     ),
@@ -302,6 +318,10 @@ _DECODE: dict[str, Callable[[str], Any]] = {
             "spec",
             "checkpoint",
             "params",
+            "after",
+            "inputs",
+            "input_jobs",
+            "cancelled_by",
         ),
         json.loads,
     ),

@@ -46,6 +46,7 @@ STATE_STYLE = {
     JobState.CANCELLED: "magenta",
     JobState.SUCCEEDED: "green",
     JobState.PRUNED: "dim green",
+    JobState.WAITING: "dim yellow",  # queued once its upstreams succeed
 }
 
 

@@ -2,6 +2,8 @@
 -- now stored: record the job succeeded unless it already is. A run of it elsewhere
 -- sees 'succeeded' on its next heartbeat and stops, so the work is not done twice.
 -- KEYS: job_key, lease_key, running_set   ARGV: job_id, now, artifact_json, result_json
+-- Its pipeline's followers are released in the same step (lua/release.lua).
+--@@RELEASE@@
 local state = redis.call('HGET', KEYS[1], 'state')
 if not state then return 'missing' end
 -- the same adopt again (its reply was lost): the same answer
@@ -13,4 +15,5 @@ redis.call('HSET', KEYS[1], 'state', 'succeeded', 'finished_at', ARGV[2], 'artif
 redis.call('HDEL', KEYS[1], 'token')
 redis.call('DEL', KEYS[2])
 redis.call('SREM', KEYS[3], ARGV[1])
+pipe_job_ended(KEYS[1], 'succeeded', ARGV[2])
 return 'ok'

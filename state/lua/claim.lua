@@ -5,6 +5,8 @@
 -- KEYS: job_key, lease_key, running_set, fallback_zset, then jobs_index when adopting (only
 --       then written: a worker's ACL user may not write it, and Redis checks declared keys)
 -- ARGV: job_id, worker, token, ttl_ms, now, spec_json, default_max_attempts, queue, adopt ('1' or '0')
+-- A job whose attempts are spent fails here, and its pipeline's followers are cancelled.
+--@@RELEASE@@
 local state = redis.call('HGET', KEYS[1], 'state')
 if not state and ARGV[9] ~= '1' then return {'drop', 'no record'} end
 if not state then
@@ -38,6 +40,7 @@ if attempts >= max then
   redis.call('HSET', KEYS[1], 'state', 'failed', 'finished_at', ARGV[5], 'last_error', why,
              'end', 'lost', 'end_reason', why, 'end_detail', '')
   redis.call('SREM', KEYS[3], ARGV[1])
+  pipe_job_ended(KEYS[1], 'failed', ARGV[5])
   return {'drop', 'failed'}
 end
 attempts = redis.call('HINCRBY', KEYS[1], 'attempts', 1)

@@ -1,6 +1,6 @@
 -- End a run: succeeded, failed, or back to the queue (retry / release on shutdown).
 -- KEYS: job_key, lease_key, running_set, fallback_zset, owner_lists
---@@OWNED@@
+--@@RELEASE@@
 -- ARGV: token, new_state, now, count_attempt ('1' or '0'), then field/value pairs
 if redis.call('HGET', KEYS[1], 'token') ~= ARGV[1] then
   -- this run's own finish again (its reply was lost, the client retried): done already
@@ -19,6 +19,7 @@ if ARGV[2] == 'queued' and not redis.call('HGET', KEYS[1], 'pri_msg') then
     .. ' (cannot requeue: it was not sent by fleet publish)'
   redis.call('HSET', KEYS[1], 'state', 'failed', 'finished_at', ARGV[3], 'last_error', why,
              'end', 'failed', 'end_reason', why)
+  pipe_job_ended(KEYS[1], 'failed', ARGV[3])
 elseif ARGV[2] == 'queued' then
   if ARGV[4] == '0' then redis.call('HINCRBY', KEYS[1], 'attempts', -1) end
   local id = redis.call('HGET', KEYS[1], 'job_id')
@@ -34,5 +35,6 @@ elseif ARGV[2] == 'queued' then
              (string.gsub(redis.call('HGET', KEYS[1], 'msg'), '@@FLEET%-TAG@@', id .. '.' .. n)), KEYS[5])
 else
   redis.call('HSET', KEYS[1], 'state', ARGV[2], 'finished_at', ARGV[3])
+  pipe_job_ended(KEYS[1], ARGV[2], ARGV[3])
 end
 return 'ok'

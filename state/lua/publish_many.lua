@@ -3,7 +3,7 @@
 -- round trip and one command instead of one per job. publish.lua's text is spliced in
 -- below at load time (state/scripts.py), so the per-job logic lives in one place.
 -- ARGV[1]: JSON list of [keys, argv] pairs, exactly publish.lua's KEYS and ARGV per job.
---@@OWNED@@
+--@@RELEASE@@
 local function publish_one(KEYS, ARGV)
 --@@PUBLISH@@
 end

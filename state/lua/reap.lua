@@ -9,7 +9,7 @@
 -- job is left alone: that run was already superseded, and a live run never has its lease
 -- ended here (its folder stays locked while its worker lives).
 -- A lost run is charged to its owner up to its last heartbeat (lua/owned.lua).
---@@OWNED@@
+--@@RELEASE@@
 -- a run whose trainer exited 0 keeps its job for trained_grace_s after its last heartbeat
 -- (trained.lua): its host, restarted, uploads the output instead of a second training
 local function trained_held(jk, now)
@@ -52,11 +52,13 @@ for _, id in ipairs(ids) do
       if not redis.call('HGET', jk, 'pri_msg') then
         lost(jk, 'failed', gone .. '; cannot requeue: it was not sent by fleet publish')
         redis.call('HSET', jk, 'finished_at', ARGV[1])
+        pipe_job_ended(jk, 'failed', ARGV[1])
         table.insert(out, id .. ' failed')
       elseif attempts >= max then
         lost(jk, 'failed', gone .. '; gave up after ' .. attempts
              .. ' attempt(s) (max_attempts=' .. max .. ')')
         redis.call('HSET', jk, 'finished_at', ARGV[1])
+        pipe_job_ended(jk, 'failed', ARGV[1])
         table.insert(out, id .. ' failed')
       else
         lost(jk, 'queued', gone .. ' (attempt ' .. attempts .. ')')

@@ -7,7 +7,7 @@
 -- KEYS: search_key, live_set, trial_key, active_searches, then publish.lua's KEYS
 -- ARGV: N, then publish.lua's ARGV (job_id, name, now, force, ...)
 -- Returns {what, the job's state before}: what is requeued, not_ended, full or missing.
---@@OWNED@@
+--@@RELEASE@@
 local function publish_one(KEYS, ARGV)
 --@@PUBLISH@@
 end
@@ -33,6 +33,12 @@ if redis.call('SISMEMBER', KEYS[2], n) == 0 then
   end
   redis.call('SADD', KEYS[2], n)
   redis.call('SADD', KEYS[4], redis.call('HGET', sk, 'id'))
+  -- open again: no outcome until it is done again; the jobs after it that its failure
+  -- cancelled wait again (lua/release.lua)
+  if redis.call('HGET', sk, 'outcome') then
+    redis.call('HDEL', sk, 'outcome', 'outcome_reason', 'done_at')
+    pipe_rearm(pipe_keys(string.match(KEYS[5], '^(.*:)')), 'search:' .. redis.call('HGET', sk, 'id'), ARGV[4])
+  end
   redis.call('HINCRBY', sk, 'reopened', 1)   -- mirrors (state/search/study.py) rebuild: Optuna never reopens a trial
   if redis.call('HGET', sk, 'best_trial') == n then   -- the best again among the others that succeeded
     local maximize = redis.call('HGET', sk, 'direction') == 'maximize'

@@ -4,6 +4,10 @@
 -- the run of failures (and stops the search at max_failures), and retires a finished search.
 -- KEYS: search_key, live_set, active_searches
 -- ARGV: job_prefix, now, default max_failures (core.constants, for a search that has none)
+-- A search done (every trial it issued ended, no more to issue) records its outcome once, for
+-- the jobs after it: succeeded with a best trial, else failed (stopped on its failure budget or
+-- its metric, or no trial gave a value); they are released or cancelled in this same step.
+--@@RELEASE@@
 local sk = KEYS[1]
 local metric, dir = redis.call('HGET', sk, 'metric'), redis.call('HGET', sk, 'direction')
 local max_failures = tonumber(redis.call('HGET', sk, 'max_failures') or ARGV[3])
@@ -116,7 +120,19 @@ for _, n in ipairs(redis.call('SMEMBERS', KEYS[2])) do
 end
 local no_more = redis.call('HGET', sk, 'stopped')
   or tonumber(redis.call('HGET', sk, 'issued') or '0') >= tonumber(redis.call('HGET', sk, 'trials') or '0')
-if no_more and redis.call('SCARD', KEYS[2]) == 0 then
-  redis.call('SREM', KEYS[3], redis.call('HGET', sk, 'id'))
+if no_more and redis.call('SCARD', KEYS[2]) == 0 and not redis.call('HGET', sk, 'state') then
+  local id = redis.call('HGET', sk, 'id')
+  redis.call('SREM', KEYS[3], id)
+  if not redis.call('HGET', sk, 'outcome') then
+    local outcome, why = 'succeeded', ''
+    local stopped = redis.call('HGET', sk, 'stopped')
+    if stopped then
+      outcome, why = 'failed', 'stopped: ' .. stopped
+    elseif not redis.call('HGET', sk, 'best_trial') then
+      outcome, why = 'failed', 'no trial succeeded with a value of ' .. metric
+    end
+    redis.call('HSET', sk, 'outcome', outcome, 'outcome_reason', why, 'done_at', ARGV[2])
+    pipe_ended(pipe_keys(ARGV[1]), 'search:' .. id, outcome == 'succeeded', ARGV[2])
+  end
 end
 return out

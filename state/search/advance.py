@@ -37,10 +37,10 @@ log = logging.getLogger("fleet.search")
 def room(r: redis.Redis, search_id: str) -> int | None:
     """The next trial's number when the budget lets one more be issued now, else None."""
     pipe = r.pipeline(transaction=False)
-    pipe.hmget(key(search_id), "issued", "trials", "parallel", "stopped")
+    pipe.hmget(key(search_id), "issued", "trials", "parallel", "stopped", "state")
     pipe.scard(key(search_id, "live"))
-    (issued, trials, parallel, stopped), live = pipe.execute()
-    if issued is None or stopped or int(issued) >= int(trials) or live >= int(parallel):
+    (issued, trials, parallel, stopped, waiting), live = pipe.execute()
+    if issued is None or stopped or waiting or int(issued) >= int(trials) or live >= int(parallel):
         return None
     return int(issued)
 

@@ -77,6 +77,7 @@ class Issued(str, Enum):
     STOPPED = "stopped"  # the failure budget stopped the search
     FULL = "full"  # every trial of the budget was issued
     BUSY = "busy"  # `parallel` trials are live
+    WAITING = "waiting"  # a pipeline's search whose upstreams have not all succeeded
 
 
 class Requeued(str, Enum):
@@ -137,11 +138,18 @@ class SearchStore:
         self._report = scripts.script(self.r, "search_report")
 
     def create(
-        self, search_id: str, name: str, config: SearchConfig, template: Template
+        self,
+        search_id: str,
+        name: str,
+        config: SearchConfig,
+        template: Template,
+        edges: dict[str, str] | None = None,
     ) -> tuple[Created, str]:
         """Record the search unless it exists, or another search has its name (then nothing
-        is written); what it did, and the id the name holds afterwards."""
+        is written); what it did, and the id the name holds afterwards. ``edges``: a pipeline's
+        search's upstreams (``manifest.pipeline.record_fields``): it waits for them."""
         flat = {
+            **(edges or {}),
             "config": json.dumps(config.to_dict()),
             **template.to_fields(),
             "trials": str(config.trials),

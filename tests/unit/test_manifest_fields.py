@@ -43,7 +43,7 @@ def test_a_needs_table_says_needs_are_keys_of_the_job_not_a_spelling_of_seed(tmp
 
 def test_an_unknown_job_key_with_nothing_close_lists_the_known_keys(tmp_path):
     p = only_problem(tmp_path, GBT + "zzzz = 3\n")
-    assert p.fix.startswith("known keys: allowed_hosts, artifacts, checkpoint, command, data,")
+    assert p.fix.startswith("known keys: after, allowed_hosts, artifacts, checkpoint, command,")
 
 
 @pytest.mark.parametrize(

@@ -170,6 +170,7 @@ def test_a_capped_view_keeps_the_most_interesting_rows_and_counts_every_match():
         "cancelled": 1,
         "succeeded": 2,
         "pruned": 0,
+        "waiting": 0,
     }
     assert v.summary() == "8 jobs: 2 running, 1 failed, 2 queued, 1 cancelled, 2 succeeded"
 

@@ -1,0 +1,93 @@
+"""A pipeline's edges as values: what a job waits for (``after``), whose bundles it takes
+(``inputs``) and whose best values it trains with (``params_from``).
+
+An upstream is a job or a search, known by its ID. Redis keys and Lua name it by its
+*member* string, ``job:<id>`` or ``search:<id>``: one spelling for both kinds, so a follower's
+set of upstreams still awaited and an upstream's set of followers hold either kind.
+A sweep is not a kind: a sweep named in a manifest stands for its points, each a job.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from enum import Enum
+from typing import Any
+
+
+class Kind(str, Enum):
+    """What an upstream is."""
+
+    JOB = "job"
+    SEARCH = "search"  # done once every trial it issued ended; its best trial is its result
+
+
+def member(kind: Kind | str, ident: str) -> str:
+    """The upstream's or follower's name in Redis sets: ``job:<id>`` or ``search:<id>``."""
+    return f"{Kind(kind).value}:{ident}"
+
+
+def parse_member(text: str) -> tuple[Kind, str]:
+    """``member``'s inverse; a string that is not one raises ValueError naming it."""
+    kind, sep, ident = text.partition(":")
+    if not sep or not ident or kind not in Kind._value2member_map_:
+        raise ValueError(f"{text!r} is not a pipeline member (job:<id> or search:<id>)")
+    return Kind(kind), ident
+
+
+@dataclass(frozen=True)
+class Upstream:
+    """One job or search a follower starts after."""
+
+    kind: Kind
+    id: str
+    name: str  # as the manifest (or the names index) calls it, for messages and views
+
+    @property
+    def member(self) -> str:
+        return member(self.kind, self.id)
+
+    def to_dict(self) -> dict[str, str]:
+        return {"kind": self.kind.value, "id": self.id, "name": self.name}
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> Upstream:
+        return cls(Kind(d["kind"]), d["id"], d["name"])
+
+
+@dataclass(frozen=True)
+class Input:
+    """One upstream whose bundle the follower gets under ``$FLEET_INPUTS/<dir>/``: a job's own
+    bundle, a search's best trial's; a sweep gives one Input per point, ``dir`` its point
+    name (``prep[lr=0.1]``)."""
+
+    name: str  # as written in ``inputs``
+    dir: str
+    kind: Kind
+    id: str
+
+    @property
+    def member(self) -> str:
+        return member(self.kind, self.id)
+
+    def to_dict(self) -> dict[str, str]:
+        return {"name": self.name, "dir": self.dir, "kind": self.kind.value, "id": self.id}
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> Input:
+        return cls(d["name"], d["dir"], Kind(d["kind"]), d["id"])
+
+
+def record_fields(
+    after: tuple[Upstream, ...], inputs: tuple[Input, ...], params_from: str | None
+) -> dict[str, str]:
+    """A follower's edges as its record stores them (lua/publish.lua, lua/search_create.lua);
+    none for a job without edges: a record holding ``after`` is what makes it wait."""
+    if not after:
+        return {}
+    out = {"after": json.dumps([u.to_dict() for u in after])}
+    if inputs:
+        out["inputs"] = json.dumps([i.to_dict() for i in inputs])
+    if params_from:
+        out["params_from"] = params_from
+    return out
