@@ -2,7 +2,8 @@
 
 Layout under the cache root (``FLEET_WORK_DIR/data-cache``)::
 
-    entries/<key>/payload     the bytes (a file), or the unpacked tree (a directory)
+    entries/<key>/payload     the bytes (a file), or the unpacked tree (a directory: a data
+                              tar, or a pipeline input's bundle, kind ``BUNDLE``)
     entries/<key>/size        its size in bytes; the entry's mtime is its last use
     locks/<key>.lock          flock: one fill per key on the host, shared by threads and processes
     pins/<owner>/<name>       hard links a running job reads: eviction never pulls bytes
@@ -35,11 +36,14 @@ from core.errors import DigestMismatch
 from core.ids import short_id
 from manifest.dataref import DIR
 
-from . import safetar
+from . import bundle, safetar
 from .identity import CHUNK_BYTES, hash_file
 
 log = logging.getLogger("fleet.datacache")
 PAYLOAD, SIZE, OWNER = "payload", "size", ".owner"
+# an entry's kind beside manifest.dataref's FILE and DIR: a bundle (zstd tar), kept unpacked,
+# so every run that takes it as an input links its files instead of unpacking them again
+BUNDLE = "bundle"
 
 
 class DataCache:
@@ -126,8 +130,9 @@ class DataCache:
                     )
             staged = work / "entry"
             staged.mkdir()
-            if kind == DIR:
-                _unpack(raw, staged / PAYLOAD)
+            unpack = UNPACKED.get(kind)
+            if unpack is not None:
+                unpack(raw, staged / PAYLOAD)
                 size = sum(p.stat().st_size for p in (staged / PAYLOAD).rglob("*") if p.is_file())
             else:
                 raw.rename(staged / PAYLOAD)
@@ -194,6 +199,10 @@ def _unpack(tar_path: Path, dest: Path) -> None:
     dest.mkdir()
     with tarfile.open(tar_path, mode="r:", bufsize=CHUNK_BYTES) as tar:
         safetar.extract(tar, dest, what="data tar", directories=safetar.Directories.SKIP)
+
+
+# the kinds kept as an unpacked tree, and how each is unpacked into its new entry
+UNPACKED: dict[str, Callable[[Path, Path], object]] = {DIR: _unpack, BUNDLE: bundle.extract}
 
 
 def _read_only(path: Path) -> None:
