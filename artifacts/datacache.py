@@ -11,6 +11,7 @@ Layout under the cache root (``FLEET_WORK_DIR/data-cache``)::
                               <owner> is a digest of the job directory's full path: every
                               run's directory is named ``work``, so its name is no one's
     pins/<owner>/.owner       that job directory's path
+    pins/<owner>/<under>/<name>  a pin in a folder of pins only (a run's inputs)
     tmp/<key>.<random>/       a fill in progress (removed by eviction once its lock is free)
 
 An entry appears by rename only after its bytes were verified, so a reader never sees a
@@ -72,17 +73,19 @@ class DataCache:
         self.evict(keep=key)
         return entry / PAYLOAD
 
-    def pin(self, payload: Path, owner: Path, name: str) -> Path:
+    def pin(self, payload: Path, owner: Path, name: str, under: str = "") -> Path:
         """Hard-link ``payload`` as ``name`` for the job running in ``owner``; its path.
-        Safe to call for one payload from many threads and processes at once."""
+        ``under``: a folder of the owner's pins to put it in, holding pins only (a run's
+        inputs, as a job lists them). Safe to call for one payload from many threads and
+        processes at once."""
         self._drop_stale_pins()
         pin_dir = self.root / "pins" / owner_key(owner)
-        pin_dir.mkdir(parents=True, exist_ok=True)
+        (pin_dir / under).mkdir(parents=True, exist_ok=True)
         staged = pin_dir / f".{name}.{uuid.uuid4().hex}"
         try:
             where = str(Path(owner).absolute())
             _replace(staged, pin_dir / OWNER, lambda tmp: tmp.write_text(where))
-            target = pin_dir / name
+            target = pin_dir / under / name
             _replace(staged, target, lambda tmp: _link_tree(payload, tmp))
         finally:
             shutil.rmtree(staged, ignore_errors=True)

@@ -22,6 +22,7 @@ from .datacache import BUNDLE, DataCache
 from .stores import Store
 
 log = logging.getLogger("fleet.inputs")
+PINS_FOLDER = "inputs"  # the owner's pins holding its inputs, and nothing else: $FLEET_INPUTS
 CACHE_KEY_PREFIX = "bundle-"  # a bundle's cache key: apart from data of the same digest
 ESCAPED = {"%": "%25", "/": "%2F", "\0": "%00"}  # '%' first: the mapping stays one-to-one
 
@@ -44,7 +45,8 @@ class Wanted:
 def folder(name: str) -> str:
     """The folder under ``$FLEET_INPUTS`` for an input named ``name``: the name itself, with
     what a file name cannot hold escaped (a sweep point of a string value may have a '/').
-    A leading '.' is escaped too: the cache's own files in the folder start with one. Pure."""
+    A leading '.' is escaped too: '.' and '..' name no folder of their own, and the cache
+    makes each pin under a hidden name before renaming it. Pure."""
     out = "".join(ESCAPED.get(c, c) for c in name)
     return "%2E" + out[1:] if out.startswith(".") else out
 
@@ -61,7 +63,7 @@ def fetch(
     where = None
     for w in wanted:
         payload = _cached(cache, store, w)
-        where = cache.pin(payload, owner, w.folder).parent
+        where = cache.pin(payload, owner, w.folder, under=PINS_FOLDER).parent
         log.info("input %s: %s's bundle %s", w.folder, w.upstream, short_id(w.sha256))
     return where
 

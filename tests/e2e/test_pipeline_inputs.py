@@ -106,6 +106,7 @@ def test_final_reads_preps_files_read_only_under_fleet_inputs(ran):
     assert saw["rows"] == "x,y\n1,2\n3,4\n"
     assert saw["rows_mode"] & 0o222 == 0, oct(saw["rows_mode"])  # read-only: no write bit
     assert {"prep/out/rows.txt", "prep/meta.json"} <= set(saw["inputs"])
+    assert {f.split("/")[0] for f in saw["inputs"]} == {"prep"}  # one folder per input only
 
 
 def test_each_trial_of_the_search_reads_preps_files_too(ran):

@@ -127,6 +127,7 @@ def test_final_runs_with_the_best_trials_values_under_its_own_hyper(app, release
 
 def test_final_finds_preps_files_read_only_under_fleet_inputs_prep(app, released):
     started, lines = start(app, released)
+    assert os.listdir(started.inputs) == ["prep"]  # a folder per input, and nothing else
     got = started.inputs / "prep" / "out" / "rows.txt"
     assert got.read_bytes() == PREPARED
     assert got.stat().st_mode & 0o222 == 0  # no write bit: a job cannot edit the cached bytes
