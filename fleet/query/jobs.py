@@ -54,6 +54,7 @@ STATE_ORDER = {
     JobState.CANCELLED: 3,
     JobState.SUCCEEDED: 4,
     JobState.PRUNED: 5,
+    JobState.WAITING: 6,  # a pipeline's step whose upstreams have not all succeeded
 }
 
 
@@ -291,7 +292,7 @@ class JobFilter:
 
 def interest(row: JobRecord) -> tuple:
     """Sort key: running (longest first), failed (latest first), queued (oldest first),
-    cancelled, succeeded (latest first)."""
+    cancelled, succeeded (latest first), waiting."""
     rank = STATE_ORDER[row.state]
     if row.state is JobState.RUNNING:
         return rank, row.started_at or 0, row.name

@@ -14,28 +14,19 @@ from state import pipeline
 from state.jobrecord import JobState
 from state.records import Records
 from tests.harness.deliveries import queued_messages
+from tests.harness.manifests import command_job
 
 pytestmark = pytest.mark.integration
 
-PIPELINE = """
-[[jobs]]
-name = "a"
-command = ["true"]
-
-[[jobs]]
-name = "b"
-command = ["true", "b"]
-
-[[jobs]]
-name = "c"
-after = ["a", "b"]
-command = ["true", "c"]
-
-[[jobs]]
-name = "d"
-after = ["c"]
-command = ["true", "d"]
-"""
+# c after a and b, d after c
+PIPELINE = "\n".join(
+    (
+        command_job("a", ["true"]),
+        command_job("b", ["true", "b"]),
+        command_job("c", ["true", "c"], after=["a", "b"]),
+        command_job("d", ["true", "d"], after=["c"]),
+    )
+)
 
 
 @pytest.fixture
@@ -124,18 +115,31 @@ def test_requeue_of_the_failed_upstream_re_arms_the_followers_it_cancelled(redis
     assert recs.get(ids["c"]).state is JobState.QUEUED
 
 
-def test_a_follower_published_after_its_upstreams_succeeded_is_queued_at_once(app, redis_client):
+def publish_upstreams_then_pipeline(app, redis_client, a_ends: JobState) -> dict:
+    """a and b published and ended (b succeeded, a as ``a_ends``), then the whole pipeline."""
     recs = Records(redis_client)
-    first = loads('[[jobs]]\nname = "a"\ncommand = ["true"]\n', "m.toml")
+    first = loads(command_job("a", ["true"]) + command_job("b", ["true", "b"]), "m.toml")
     publish(app, redis_client, first)
-    run(recs, first.jobs[0].job_id, JobState.SUCCEEDED)
-    m = loads(PIPELINE.split('[[jobs]]\nname = "d"')[0], "m.toml")
+    a, b = (j.job_id for j in first.jobs)
+    run(recs, b, JobState.SUCCEEDED)
+    run(recs, a, a_ends, end_reason="exit 2")
+    m = loads(PIPELINE, "m.toml")
     publish(app, redis_client, m)
-    (c,) = [j for j in m.jobs if j.name == "c"]
-    assert recs.get(c.job_id).state is JobState.WAITING  # b is new: queued, not succeeded
-    (b,) = [j for j in m.jobs if j.name == "b"]
-    run(recs, b.job_id, JobState.SUCCEEDED)
-    assert recs.get(c.job_id).state is JobState.QUEUED
+    return {j.name: j.job_id for j in m.jobs}
+
+
+def test_a_follower_published_after_its_upstreams_succeeded_is_queued_at_once(app, redis_client):
+    ids = publish_upstreams_then_pipeline(app, redis_client, JobState.SUCCEEDED)
+    recs = Records(redis_client)
+    assert states(recs, ids)["c"] == "queued" and states(recs, ids)["d"] == "waiting"
+    assert recs.get(ids["c"]).pushes == 1
+
+
+def test_a_follower_published_after_an_upstream_failed_is_cancelled_at_once(app, redis_client):
+    ids = publish_upstreams_then_pipeline(app, redis_client, JobState.FAILED)
+    recs = Records(redis_client)
+    assert states(recs, ids)["c"] == "cancelled" and states(recs, ids)["d"] == "cancelled"
+    assert recs.get(ids["c"]).end_reason == "upstream a failed: exit 2"
 
 
 def test_republishing_the_same_pipeline_sends_nothing_new(app, redis_client, ids):
@@ -177,3 +181,20 @@ def test_a_released_followers_message_is_its_published_one_tagged_with_its_first
     pushed = [json.loads(m) for m in redis_client.lrange(key, 0, -1)]
     tags = [m["properties"]["delivery_tag"] for m in pushed]
     assert f"{ids['c']}.1" in tags
+
+
+def test_a_manifest_may_start_after_a_job_published_before_by_its_name(app, redis_client, ids):
+    from fleet.published import PublishedNames
+
+    later = loads(
+        command_job("e", ["true", "e"], after=["d"]),
+        "m.toml",
+        None,
+        PublishedNames(lambda: redis_client),
+    )
+    (e,) = later.jobs
+    assert [(u.kind.value, u.id) for u in e.after] == [("job", ids["d"])]
+    publish(app, redis_client, later)
+    recs = Records(redis_client)
+    assert recs.cancel(ids["a"]).done  # a's cancel reaches e through c and d
+    assert recs.get(e.job_id).end_reason.startswith("upstream d was cancelled: upstream c was")

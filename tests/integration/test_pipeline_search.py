@@ -70,9 +70,7 @@ def test_a_search_after_a_job_issues_no_trial_until_the_job_succeeded(redis_clie
         assert Records(redis_client).get(t.job_id).input_jobs == [{"dir": "prep", "job_id": prep}]
 
 
-def test_the_searchs_end_releases_final_with_the_best_values_and_bundles(
-    redis_client, published
-):
+def test_the_searchs_end_releases_final_with_the_best_values_and_bundles(redis_client, published):
     prep, sid, final = published
     recs, store = Records(redis_client), SearchStore(redis_client)
     end(recs, prep, JobState.SUCCEEDED)
@@ -94,9 +92,7 @@ def test_the_searchs_end_releases_final_with_the_best_values_and_bundles(
     assert recs.get(final).pushes == 1
 
 
-def test_a_search_stopped_on_its_failure_budget_cancels_final_with_the_reason(
-    app, redis_client
-):
+def test_a_search_stopped_on_its_failure_budget_cancels_final_with_the_reason(app, redis_client):
     m = pipeline(max_failures=1)
     publish(app, redis_client, m)
     recs = Records(redis_client)
