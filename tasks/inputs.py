@@ -53,6 +53,8 @@ def prepare(ctx: HostContext, run: Run) -> Started:
     wanted = inputplan.plan(
         job.name, [i.dir for i in job.inputs], rec.input_jobs or [], _upstreams(ctx, rec)
     )
+    if not wanted:  # a trial of a search without inputs: no store opened
+        return Started(replace(job, hyper=hyper))
     folder = fetched.fetch(
         wanted,
         ctx.work_root / DATA_CACHE_DIR,
