@@ -2,7 +2,8 @@
 
 Layout under the cache root (``FLEET_WORK_DIR/data-cache``)::
 
-    entries/<key>/payload     the bytes (a file), or the unpacked tree (a directory)
+    entries/<key>/payload     the bytes (a file), or the unpacked tree (a directory: a data
+                              tar, or a pipeline input's bundle, kind ``BUNDLE``)
     entries/<key>/size        its size in bytes; the entry's mtime is its last use
     locks/<key>.lock          flock: one fill per key on the host, shared by threads and processes
     pins/<owner>/<name>       hard links a running job reads: eviction never pulls bytes
@@ -10,6 +11,7 @@ Layout under the cache root (``FLEET_WORK_DIR/data-cache``)::
                               <owner> is a digest of the job directory's full path: every
                               run's directory is named ``work``, so its name is no one's
     pins/<owner>/.owner       that job directory's path
+    pins/<owner>/<under>/<name>  a pin in a folder of pins only (a run's inputs)
     tmp/<key>.<random>/       a fill in progress (removed by eviction once its lock is free)
 
 An entry appears by rename only after its bytes were verified, so a reader never sees a
@@ -35,11 +37,14 @@ from core.errors import DigestMismatch
 from core.ids import short_id
 from manifest.dataref import DIR
 
-from . import safetar
+from . import bundle, safetar
 from .identity import CHUNK_BYTES, hash_file
 
 log = logging.getLogger("fleet.datacache")
 PAYLOAD, SIZE, OWNER = "payload", "size", ".owner"
+# an entry's kind beside manifest.dataref's FILE and DIR: a bundle (zstd tar), kept unpacked,
+# so every run that takes it as an input links its files instead of unpacking them again
+BUNDLE = "bundle"
 
 
 class DataCache:
@@ -68,17 +73,19 @@ class DataCache:
         self.evict(keep=key)
         return entry / PAYLOAD
 
-    def pin(self, payload: Path, owner: Path, name: str) -> Path:
+    def pin(self, payload: Path, owner: Path, name: str, under: str = "") -> Path:
         """Hard-link ``payload`` as ``name`` for the job running in ``owner``; its path.
-        Safe to call for one payload from many threads and processes at once."""
+        ``under``: a folder of the owner's pins to put it in, holding pins only (a run's
+        inputs, as a job lists them). Safe to call for one payload from many threads and
+        processes at once."""
         self._drop_stale_pins()
         pin_dir = self.root / "pins" / owner_key(owner)
-        pin_dir.mkdir(parents=True, exist_ok=True)
+        (pin_dir / under).mkdir(parents=True, exist_ok=True)
         staged = pin_dir / f".{name}.{uuid.uuid4().hex}"
         try:
             where = str(Path(owner).absolute())
             _replace(staged, pin_dir / OWNER, lambda tmp: tmp.write_text(where))
-            target = pin_dir / name
+            target = pin_dir / under / name
             _replace(staged, target, lambda tmp: _link_tree(payload, tmp))
         finally:
             shutil.rmtree(staged, ignore_errors=True)
@@ -126,8 +133,9 @@ class DataCache:
                     )
             staged = work / "entry"
             staged.mkdir()
-            if kind == DIR:
-                _unpack(raw, staged / PAYLOAD)
+            unpack = UNPACKED.get(kind)
+            if unpack is not None:
+                unpack(raw, staged / PAYLOAD)
                 size = sum(p.stat().st_size for p in (staged / PAYLOAD).rglob("*") if p.is_file())
             else:
                 raw.rename(staged / PAYLOAD)
@@ -194,6 +202,10 @@ def _unpack(tar_path: Path, dest: Path) -> None:
     dest.mkdir()
     with tarfile.open(tar_path, mode="r:", bufsize=CHUNK_BYTES) as tar:
         safetar.extract(tar, dest, what="data tar", directories=safetar.Directories.SKIP)
+
+
+# the kinds kept as an unpacked tree, and how each is unpacked into its new entry
+UNPACKED: dict[str, Callable[[Path, Path], object]] = {DIR: _unpack, BUNDLE: bundle.extract}
 
 
 def _read_only(path: Path) -> None:

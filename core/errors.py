@@ -58,6 +58,12 @@ class DigestMismatch(StoreError):
     """Raised when stored bytes do not hash to the digest we computed."""
 
 
+class InputUnavailable(StoreError):
+    """Raised when a pipeline follower cannot get what its upstreams were to give it: a bundle
+    missing from the store or corrupt, an upstream that has not succeeded, or params_from's
+    values absent from its record; the message names the upstream and what to do."""
+
+
 class UnsafeArchive(StoreError):
     """Raised when a bundle or data tar holds a member that extraction refuses: a path that
     is absolute, has '..' or leads out through a link, anything but a regular file, a name

@@ -379,6 +379,11 @@ FLEET_JOB_SPEC: Setting[str | None] = _given(
 FLEET_DATA_PATH: Setting[str | None] = _given(
     "FLEET_DATA_PATH", "local path of the dataset, already fetched", PATH
 )
+FLEET_INPUTS: Setting[str | None] = _given(
+    "FLEET_INPUTS",
+    "a pipeline follower's inputs: one read-only folder per input, its bundle's files",
+    PATH,
+)
 FLEET_OUTPUT_DIR: Setting[str | None] = _given(
     "FLEET_OUTPUT_DIR", "the folder the job writes its outputs into", PATH
 )

@@ -32,6 +32,7 @@ from tasks import (
     checkpoint,
     events,
     gang,
+    inputs,
     isolation,
     rendezvous,
     runner,
@@ -298,10 +299,11 @@ def _run(task, ctx: HostContext, run: Run) -> Ended:
         if job.data
         else None
     )
+    started = inputs.prepare(ctx, run)  # a pipeline follower's: params_from's values, bundles
     try:
         # its code copied in, its environment held
         with workspace.prepared(task, ctx, run) as python:
-            argv, env = _argv_env(job, work, data_path, run, ctx.job_user)
+            argv, env = _argv_env(started, work, data_path, run, ctx.job_user)
             argv = workspace.adapt(argv, env, job, python)
             env.update(workspace.job_variables(job, ctx))
             if run.seat is not None:  # torch.distributed's variables; torchrun per GPU
@@ -365,12 +367,13 @@ def _run(task, ctx: HostContext, run: Run) -> Ended:
 
 
 def _argv_env(
-    job: JobSpec,
+    started: inputs.Started,
     work: Path,
     data_path: Path | None,
     run: Run,
     user: isolation.JobUser | None = None,
 ) -> tuple[list[str], dict]:
+    job = started.job  # its hyper with params_from's values: what the spec file says too
     out_dir = work / workdirs.OUT_DIR
     out_dir.mkdir(parents=True, exist_ok=True)
     spec_path = work / workdirs.SPEC_FILE
@@ -390,6 +393,7 @@ def _argv_env(
             gpu_ids=[d.uuid or str(d.index) for d in run.gpus],
             cores=grant.cores if grant else (),
             gpu_memory_gib=grant.shared_gib if grant else 0.0,
+            inputs=started.inputs,
         )
     )
     argv = list(job.command) if job.command else [sys.executable, "-m", "trainers.run"]

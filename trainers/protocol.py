@@ -20,6 +20,8 @@ ENV_HYPER = "FLEET_HYPER"  # its hyperparameters as JSON
 ENV_SEED = "FLEET_SEED"  # its seed, an integer
 ENV_JOB_SPEC = "FLEET_JOB_SPEC"  # path of a JSON file: model, hyper, seed, data, job_id, name
 ENV_DATA_PATH = "FLEET_DATA_PATH"  # local path of the dataset, already fetched
+# a pipeline follower's inputs: one folder per upstream, <dir>/ holding its bundle's files
+ENV_INPUTS = "FLEET_INPUTS"
 ENV_OUTPUT_DIR = "FLEET_OUTPUT_DIR"  # folder the trainer writes its outputs into
 ENV_DEVICE = "FLEET_DEVICE"  # "cuda" when the job holds a GPU, else "cpu"
 ENV_CHECKPOINT_DIR = "FLEET_CHECKPOINT_DIR"  # the job's checkpoint dir, last synced state restored
@@ -70,9 +72,11 @@ def job_environment(
     gpu_ids: Sequence[str] = (),
     cores: Sequence[int] = (),
     gpu_memory_gib: float = 0.0,
+    inputs: Path | None = None,
 ) -> dict[str, str]:
     """The variables a worker sets for a job: ``gpu_ids`` the GPUs it holds (UUIDs), ``cores``
-    the cores it is pinned to, ``gpu_memory_gib`` its budget on a shared GPU (0: whole GPUs)."""
+    the cores it is pinned to, ``gpu_memory_gib`` its budget on a shared GPU (0: whole GPUs),
+    ``inputs`` a pipeline follower's folder of upstream bundles (unset for other jobs)."""
     env = {
         ENV_JOB_ID: job_id,
         ENV_JOB_NAME: name,
@@ -93,6 +97,8 @@ def job_environment(
         env.update({var: str(len(cores)) for var in THREAD_VARS})
     if gpu_memory_gib > 0:
         env[ENV_GPU_MEMORY_GIB] = f"{gpu_memory_gib:g}"
+    if inputs is not None:
+        env[ENV_INPUTS] = str(inputs)
     return env
 
 

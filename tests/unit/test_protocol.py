@@ -100,3 +100,10 @@ def test_a_job_sharing_a_gpu_is_told_its_vram_budget():
         gpu_memory_gib=2.5,
     )
     assert env[protocol.ENV_GPU_MEMORY_GIB] == "2.5"
+
+
+def test_a_pipeline_follower_is_told_its_inputs_folder_and_any_other_job_none():
+    given = dict(job_id="j", name="a", spec=Path("s"), output_dir=Path("o"), hyper={}, seed=0)
+    follower = protocol.job_environment(**given, data_path=None, inputs=Path("/c/pins/k"))
+    assert follower[protocol.ENV_INPUTS] == "/c/pins/k"
+    assert protocol.ENV_INPUTS not in protocol.job_environment(**given, data_path=None)
