@@ -154,3 +154,38 @@ def test_show_of_a_released_follower_gives_its_resolved_inputs(
     out = cli_out(fleet_cli, capsys, "show", "train")
     assert f"prep/ <- {piped['prep'][:12]}" in out or f"prep/ <- {piped['prep'][:8]}" in out
     assert "released" in out and "by other" in out
+
+
+def test_flower_lists_a_waiting_follower_as_pending_with_what_it_waits_for(piped, redis_client):
+    from flower.events import EventsState
+
+    from fleet import flower_view as view
+    from fleet.flower_extras import seed_tasks
+
+    class State(EventsState):
+        Task = view.FleetTask  # as fleet.flower_extras installs it
+
+    run(Records(redis_client), piped["prep"], JobState.SUCCEEDED, "t1")
+    state = State(max_tasks_in_memory=100)
+    seed_tasks(state, redis_client, 100)
+    train = state.tasks[piped["train"]]
+    assert (train.state, train.waits) == ("PENDING", "other (queued)")
+    assert train.as_dict()["waits"] == "other (queued)"  # what the Tasks table sends the page
+    assert state.tasks[piped["final"]].waits == "train (waiting)"
+
+
+def test_flowers_waits_for_cell_follows_the_record_once_its_job_is_released(
+    piped, redis_client, monkeypatch
+):
+    from types import SimpleNamespace
+
+    from fleet import flower_extras
+
+    monkeypatch.setattr(flower_extras, "WAITS_EVERY_S", 0.0)  # read again at every draw
+    page = SimpleNamespace(_fleet_redis=redis_client)  # Flower's application, as _client reads it
+    recs = Records(redis_client)
+    assert flower_extras.waits_of(page, piped["train"]) == "prep (queued), other (queued)"
+    run(recs, piped["prep"], JobState.SUCCEEDED, "t1")
+    assert flower_extras.waits_of(page, piped["train"]) == "other (queued)"
+    run(recs, piped["other"], JobState.SUCCEEDED, "t2")
+    assert flower_extras.waits_of(page, piped["train"]) == ""  # queued now: it waits on nothing
