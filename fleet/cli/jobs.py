@@ -223,11 +223,22 @@ def cmd_status(args) -> int:
 
 def _search_lines(client, searches=None) -> list[Text]:
     """One line per search (its trials are folded into it; --all lists them as rows)."""
+    from fleet.query.pipeline import search_edges
     from fleet.query.searches import summaries
 
+    searches = summaries(client) if searches is None else searches
+    # a search that follows upstreams says what it still waits on before it issues a trial
+    waits = {
+        sid: wait_note(edges)
+        for sid, edges in search_edges(client, [s.search_id for s in searches]).items()
+        if any(e.awaited for e in edges)
+    }
     return [
-        Text(s.summary(console.width), style="red" if s.stopped else "")
-        for s in (summaries(client) if searches is None else searches)
+        Text(
+            s.summary(console.width) + (f"; {waits[s.search_id]}" if s.search_id in waits else ""),
+            style="red" if s.stopped else "",
+        )
+        for s in searches
     ]
 
 

@@ -162,19 +162,38 @@ def awaited(client: redis.Redis, follower_members: Sequence[str]) -> dict[str, s
 def edges_of(client: redis.Redis, rows: Sequence[JobRecord]) -> dict[str, tuple[Edge, ...]]:
     """Each follower's upstreams as they stand now, by the follower's job ID (rows without
     ``after`` are left out). Three pipelined reads for any number of rows."""
-    followers = [r for r in rows if _after(r.after)]
-    if not followers:
+    got = _edges(client, {member(Kind.JOB, r.job_id): _after(r.after) for r in rows})
+    return {parse_member(m)[1]: edges for m, edges in got.items()}
+
+
+def search_edges(client: redis.Redis, search_ids: Iterable[str]) -> dict[str, tuple[Edge, ...]]:
+    """The same for searches that follow upstreams of their own, by search ID."""
+    nodes = search_nodes(client, search_ids)
+    got = _edges(
+        client, {m: [_up(u, n.names.get(u, "")) for u in n.after] for m, n in nodes.items()}
+    )
+    return {parse_member(m)[1]: edges for m, edges in got.items()}
+
+
+def _up(m: str, name: str) -> dict:
+    kind, ident = parse_member(m)
+    return {"kind": kind.value, "id": ident, "name": name}
+
+
+def _edges(client: redis.Redis, after: dict[str, list[dict]]) -> dict[str, tuple[Edge, ...]]:
+    """Each follower member's upstreams (``after``: its {kind, id, name} list) as they stand."""
+    after = {m: ups for m, ups in after.items() if ups}
+    if not after:
         return {}
-    waits = awaited(client, [member(Kind.JOB, r.job_id) for r in followers])
-    ups = nodes_of(client, (member(u["kind"], u["id"]) for r in followers for u in _after(r.after)))
-    out = {}
-    for r in followers:
-        still = waits[member(Kind.JOB, r.job_id)]
-        out[r.job_id] = tuple(
-            _edge(u, ups.get(member(u["kind"], u["id"])), member(u["kind"], u["id"]) in still)
-            for u in _after(r.after)
+    waits = awaited(client, list(after))
+    nodes = nodes_of(client, (member(u["kind"], u["id"]) for ups in after.values() for u in ups))
+    return {
+        m: tuple(
+            _edge(u, nodes.get(member(u["kind"], u["id"])), member(u["kind"], u["id"]) in waits[m])
+            for u in ups
         )
-    return out
+        for m, ups in after.items()
+    }
 
 
 def _edge(u: dict, node: Node | None, still: bool) -> Edge:

@@ -189,3 +189,44 @@ def test_flowers_waits_for_cell_follows_the_record_once_its_job_is_released(
     assert flower_extras.waits_of(page, piped["train"]) == "other (queued)"
     run(recs, piped["other"], JobState.SUCCEEDED, "t2")
     assert flower_extras.waits_of(page, piped["train"]) == ""  # queued now: it waits on nothing
+
+
+SEARCH_PIPELINE = """
+[[jobs]]
+name = "sprep"
+command = ["true"]
+
+[[jobs]]
+name = "stune"
+after = ["sprep"]
+command = ["echo", "tune"]
+[jobs.search]
+trials = 2
+parallel = 1
+metric = "loss"
+direction = "minimize"
+[jobs.search.space]
+lr = { low = 0.001, high = 0.1, log = true }
+
+[[jobs]]
+name = "sfinal"
+params_from = "stune"
+command = ["echo", "final"]
+"""
+
+
+def test_a_search_that_follows_says_what_it_waits_on_and_its_follower_waits_on_it(
+    app, redis_client, fleet_cli, capsys
+):
+    manifest = loads(SEARCH_PIPELINE, "spipe.toml")
+    publish(app, redis_client, manifest)
+    out = cli_out(fleet_cli, capsys, "status", "--wide")
+    search_line = next(ln for ln in out.splitlines() if ln.startswith("stune"))
+    assert "waits on sprep (queued)" in search_line
+    final = next(ln for ln in out.splitlines() if ln.startswith("sfinal"))
+    assert "waits on stune (search waiting)" in final
+    tree = cli_out(fleet_cli, capsys, "status", "--tree")
+    lines = [ln.rstrip() for ln in tree.splitlines() if ln.strip()]
+    assert lines[0].startswith("sprep") and "queued" in lines[0], lines
+    assert lines[1].startswith("└─ stune (search)") and "waiting" in lines[1], lines
+    assert lines[2].startswith("   └─ sfinal") and "waiting" in lines[2], lines
