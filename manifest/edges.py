@@ -15,6 +15,7 @@ import difflib
 from dataclasses import dataclass, replace
 from typing import Protocol
 
+from core.constants import MAX_INPUTS
 from manifest import ids
 from manifest.hyper import TRAINERS
 from manifest.pipeline import Input, Kind, Upstream
@@ -174,6 +175,13 @@ def _linked(
             after.update((u.member, u) for u in ups)
             if key == "inputs":
                 inputs += ins
+    if len(inputs) > MAX_INPUTS:
+        p.add(
+            ("jobs", t.index, "inputs"),
+            f"takes {len(inputs):,} bundles as inputs (a sweep gives one per point); "
+            f"a job may take at most {MAX_INPUTS:,}",
+            "name fewer sweeps in inputs, or put those that need no files in after",
+        )
     params_from = _params_from(p, t, names.get("params_from", []), done, published)
     edges = (tuple(after.values()), tuple(inputs), params_from)
     if t.search is not None:

@@ -37,10 +37,13 @@ def cmd_publish(args) -> int:
     from fleet.manifests import load
     from fleet.owners import resolve
     from fleet.publish import publish
+    from fleet.published import PublishedNames
 
     owner = resolve(args.owner)
     with _progress(args) as progress:  # a ManifestError: fleet.cli.main lists its problems
-        manifest = load(args.manifest, DataResolver(progress=progress))
+        manifest = load(
+            args.manifest, DataResolver(progress=progress), PublishedNames(redis_client)
+        )
     if not args.json:
         print_workdirs(manifest)
     names = {j.name for j in manifest.jobs} | {j.job_id for j in manifest.jobs}

@@ -300,7 +300,7 @@ class JobFilter:
 
 def interest(row: JobRecord) -> tuple:
     """Sort key: running (longest first), failed (latest first), queued (oldest first),
-    cancelled, succeeded (latest first)."""
+    waiting (oldest first), cancelled, succeeded (latest first)."""
     rank = STATE_ORDER[row.state]
     if row.state is JobState.RUNNING:
         return rank, row.started_at or 0, row.name

@@ -57,6 +57,11 @@ class SearchView:
     best_trial: int | None = None
     trials: tuple[TrialView, ...] = ()
     last_failure: str = ""  # why the latest trial that failed did (its error, or no result)
+    # in a pipeline (lua/release.lua): "waiting" for its upstreams, "cancelled" by one; ""
+    # otherwise. Once done, its outcome for the jobs after it: succeeded | failed | cancelled
+    state: str = ""
+    outcome: str = ""
+    outcome_reason: str = ""
 
     @property
     def metric(self) -> str:
@@ -68,6 +73,8 @@ class SearchView:
 
     @property
     def done(self) -> bool:
+        if self.outcome:  # a search cancelled before its first trial is done too
+            return True
         return self.running == 0 and (bool(self.stopped) or self.issued >= self.config.trials)
 
     def summary(self, width: int | None = None, *, named: bool = True) -> str:
@@ -150,6 +157,9 @@ def read_search(client: redis.Redis, search_id: str, *, trials: bool = True) -> 
         best_trial=int(h["best_trial"]) if h.get("best_trial") else None,
         trials=_trials(r, search_id, issued) if trials else (),
         last_failure=h.get("last_failure", ""),
+        state=h.get("state", ""),
+        outcome=h.get("outcome", ""),
+        outcome_reason=h.get("outcome_reason", ""),
     )
 
 

@@ -262,3 +262,24 @@ def test_fleet_local_waits_for_a_search_until_it_is_done_then_lists_its_artifact
         assert "5/5" not in out and "0 artifact(s)" in out
     else:
         assert out.count("succeeded") >= 5 and "5 artifact(s) in the local store" in out
+
+
+def test_fleet_local_waits_for_a_whole_pipeline_a_search_after_a_job_then_a_job_after_it(
+    tmp_path,
+):
+    # prep -> quick-search (2 trials) -> final: a return before final ran would leave it
+    # waiting, not succeeded, and fleet local would exit 1
+    prep = f'[[jobs]]\nname = "prep"\ncommand = ["{sys.executable}", "-c", "pass"]\n'
+    search = SEARCH.replace("trials = 5", "trials = 2").replace(
+        'name = "quick-search"\n', 'name = "quick-search"\nafter = ["prep"]\n'
+    )
+    final = (
+        f'[[jobs]]\nname = "final"\ncommand = ["{sys.executable}", "-c", "pass", "final"]\n'
+        'after = ["quick-search"]\nparams_from = "quick-search"\n'
+    )
+    path = tmp_path / "pipeline.toml"
+    path.write_text(prep + search + final)
+    run = fleet_local(str(path), "--root", str(tmp_path / "root"), "--timeout", "600")
+    out, _ = run.communicate(timeout=400)
+    assert run.returncode == 0, out
+    assert "quick-search: search 2/2, best loss=" in out.replace("\n", " ")

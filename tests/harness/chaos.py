@@ -47,15 +47,20 @@ class Chaos:
 
     def manifest(self, jobs: dict[str, float], **job_keys) -> Path:
         """A manifest of sleepy jobs: ``name -> seconds``, each with ``job_keys``."""
-        text = ""
-        for name, sleep_s in jobs.items():
-            text += (
-                f'[[jobs]]\nname = "{name}"\n'
-                f'command = ["{sys.executable}", "{SLEEPY}", "{sleep_s}", '
-                f'"{self.tag}", "{name}"]\n'
-                f'artifacts = ["out/*"]\n'
-                + "".join(f"{k} = {json.dumps(v)}\n" for k, v in job_keys.items())
-            )
+        return self.write("".join(self.entry(n, s, **job_keys) for n, s in jobs.items()))
+
+    def entry(self, name: str, sleep_s: float | str, **job_keys) -> str:
+        """One sleepy job's ``[[jobs]]`` table (``sleep_s``: seconds, or ``until:PATH``)."""
+        return (
+            f'[[jobs]]\nname = "{name}"\n'
+            f'command = ["{sys.executable}", "{SLEEPY}", "{sleep_s}", '
+            f'"{self.tag}", "{name}"]\n'
+            f'artifacts = ["out/*"]\n'
+            + "".join(f"{k} = {json.dumps(v)}\n" for k, v in job_keys.items())
+        )
+
+    def write(self, text: str) -> Path:
+        """A manifest file of ``text`` in the fleet's folder."""
         path = self.root / f"m-{uuid.uuid4().hex[:6]}.toml"
         path.write_text(text)
         return path

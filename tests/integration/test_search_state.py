@@ -16,6 +16,7 @@ from state.search import advance
 from state.search.store import RunToken, SearchStore
 from state.search.study import Mirrors
 from state.search.view import find_searches, read_search
+from tests.harness.searches import end, live_jobs
 
 pytestmark = pytest.mark.integration
 
@@ -50,20 +51,6 @@ def search(name: str, setting: str, space: str, trials: int = 6):
     )
 
 
-def end(
-    records: Records, job_id: str, state: JobState, store=None, sid=None, trial=None, value=None
-):
-    """Run the trial's job to ``state`` the way a worker does (claim, then finish)."""
-    assert records.claim(job_id, "w", "tok-" + job_id, {}, "cpu").run
-    if value is not None:
-        assert store.report(
-            sid, trial, {5: value}, run=RunToken(job_id, "tok-" + job_id), last=(5, value)
-        )
-    assert records.finish(
-        job_id, "tok-" + job_id, state, last_error="boom" if state is JobState.FAILED else ""
-    )
-
-
 def claimed(records: Records, job_id: str) -> None:
     """The trial's job claimed as a worker claims it (its metric writes need the claim)."""
     assert records.claim(job_id, "w", "tok-" + job_id, {}, "cpu").run
@@ -75,10 +62,6 @@ def hear(watch, report: dict) -> None:
 
     watch(point_of(report, 1))
     watch.flush()
-
-
-def live_jobs(view):
-    return [t for t in view.trials if t.state in ("queued", "running")]
 
 
 def test_publish_queues_the_first_parallel_trials_with_their_values_in_hyper(app, redis_client):
