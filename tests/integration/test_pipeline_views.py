@@ -230,3 +230,20 @@ def test_a_search_that_follows_says_what_it_waits_on_and_its_follower_waits_on_i
     assert lines[0].startswith("sprep") and "queued" in lines[0], lines
     assert lines[1].startswith("└─ stune (search)") and "waiting" in lines[1], lines
     assert lines[2].startswith("   └─ sfinal") and "waiting" in lines[2], lines
+
+
+def test_why_of_a_following_search_says_what_it_waits_on_then_what_cancelled_it(
+    app, redis_client, fleet_cli, capsys
+):
+    manifest = loads(SEARCH_PIPELINE, "spipe.toml")
+    publish(app, redis_client, manifest)
+    out = cli_out(fleet_cli, capsys, "why", "stune")
+    assert "stune: search waiting" in out
+    assert "waits on sprep (queued): no trial is issued until every one succeeded" in out
+    assert json.loads(cli_out(fleet_cli, capsys, "why", "stune", "--json"))["waits_on"] == ["sprep"]
+    prep = next(j.job_id for j in manifest.jobs if j.name == "sprep")
+    Records(redis_client).cancel(prep)  # a cancelled upstream cancels what follows it
+    out = cli_out(fleet_cli, capsys, "why", "stune")
+    assert "stune: search cancelled" in out
+    assert "cancelled by its pipeline: upstream sprep was cancelled" in out
+    assert "fleet requeue sprep" in out
