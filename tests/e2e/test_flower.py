@@ -335,7 +335,7 @@ def datatable(flower, search: str, length: int = 50) -> list[dict]:
     return json.loads(body)["data"]
 
 
-def test_a_waiting_follower_is_pending_in_the_tasks_page_with_what_it_waits_for(flower):
+def test_a_waiting_follower_is_pending_in_the_tasks_page_with_what_it_waits_for(flower, tmp_path):
     # its upstream may run on no host (GHOST): the follower waits as long as the test looks
     ids = flower.publish_text(
         '[[jobs]]\nname = "pipe-up"\ncommand = ["true"]\nallowed_hosts = ["ghost-host"]\n'
@@ -346,6 +346,11 @@ def test_a_waiting_follower_is_pending_in_the_tasks_page_with_what_it_waits_for(
     assert (row["state"], row["waits"]) == ("PENDING", "pipe-up (queued)"), row
     code, page = flower.http(f"/task/{ids['pipe-down']}")
     assert code == 200 and "pipe-up (queued)" in page
+    authed = flower.url.replace("http://", f"http://{USER}:{PASSWORD}@")
+    listing = chromium(f"{authed}/tasks", tmp_path / "flower-waits.png")
+    assert "Waits for" in listing  # the column's header, as an operator sees the page
+    row = listing.split(f'id="{ids["pipe-down"]}"', 1)[1].split("</tr>", 1)[0]
+    assert "PENDING" in row and "pipe-up (queued)" in row, row
 
 
 def test_the_tasks_page_rows_carry_the_owner_and_the_gpus_a_running_job_holds(flower):
