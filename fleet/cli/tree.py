@@ -13,9 +13,9 @@ from rich.text import Text
 from core.ids import short_id
 from fleet.cli.common import STATE_STYLE, console, emit, redis_client
 from fleet.query import jobs as Q
-from fleet.query.pipeline import Graph, Node, graph, tree_lines
+from fleet.query.pipeline import UPSTREAM_FIELDS, Graph, Node, graph, tree_lines
 from manifest.pipeline import Kind, parse_member
-from state.jobrecord import JobState
+from state.jobrecord import JobState, fetch_many
 from state.search.view import all_searches
 
 ID_CHARS = 8  # a short ID that `fleet show`/`why` take (4+ characters), as status shows them
@@ -36,11 +36,10 @@ def node_text(node: Node, again: bool) -> tuple[str, str, str]:
 def tree_rows(g: Graph, width: int) -> list[tuple[str, str, str]]:
     """The drawing as (left, state, right) per line, within ``width`` columns: the prefix and
     name and the state stay whole; the ID and reason are cut to what is left. Pure."""
-    lines = tree_lines(g)
-    cells = [
-        (ln.prefix + node_text(ln.node, ln.again)[0], *node_text(ln.node, ln.again)[1:])
-        for ln in lines
-    ]
+    cells = []
+    for ln in tree_lines(g):
+        name, state, tail = node_text(ln.node, ln.again)
+        cells.append((ln.prefix + name, state, tail))
     left = max((len(c[0]) for c in cells), default=0)
     state = max((len(c[1]) for c in cells), default=0)
     room = width - left - state - 4
@@ -90,8 +89,10 @@ def render_tree(g: Graph, width: int | None = None) -> Group:
 
 
 def pipelines(client, flt: Q.JobFilter) -> Graph:
-    """Every pipeline; with a filter, those holding a step it matches."""
-    g = graph(client, Q.read_rows(client), all_searches(client).values())
+    """Every pipeline; with a filter, those holding a step it matches. Reads only the fields
+    a step's line needs of every job (its name, state, reason and upstreams)."""
+    rows = fetch_many(client, Q.job_ids(client), UPSTREAM_FIELDS)
+    g = graph(client, rows, all_searches(client).values())
     if not flt.describe():
         return g
     seeds = [
