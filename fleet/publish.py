@@ -67,6 +67,8 @@ def _why_skip(state: JobState) -> str:
         return "already succeeded (use --force NAME to run it again)"
     if state in (JobState.FAILED, JobState.CANCELLED):
         return f"{state.value} earlier (use --force NAME or `fleet requeue` to run it again)"
+    if state is JobState.WAITING:
+        return "waiting for its upstreams (`fleet why NAME` says which)"
     return f"already {state.value}"
 
 

@@ -56,8 +56,7 @@ local function pipe_best(K, sid)
 end
 
 -- inputs and params_from resolved, as the released follower's record keeps them
-local function pipe_resolve(K, rk)
-  local inputs, sid = unpack(redis.call('HMGET', rk, 'inputs', 'params_from'))
+local function pipe_resolve(K, rk, inputs, sid)
   if inputs and inputs ~= '' then
     local out = {}
     for _, i in ipairs(cjson.decode(inputs)) do
@@ -73,25 +72,27 @@ local function pipe_resolve(K, rk)
   end
 end
 
--- queue a waiting follower: its stored message pushed as publish.lua pushes it
+-- queue a waiting follower: its stored message pushed as publish.lua pushes it. One read and
+-- one write of its record: a fan-out releases a thousand followers in one script.
 local function pipe_release(K, fm, by, now)
   local kind, id = pipe_split(fm)
   local rk = pipe_record(K, fm)
-  if redis.call('HGET', rk, 'state') ~= 'waiting' then return false end
-  pipe_resolve(K, rk)
-  redis.call('HSET', rk, 'released_at', now, 'released_by', by)
-  if kind == 'search' then   -- the sweep (or the releasing worker) issues its trials
+  local state, inputs, sid, msg, key, grace, pushes = unpack(redis.call('HMGET', rk,
+    'state', 'inputs', 'params_from', 'msg', 'cur_key', 'fb_grace_s', 'pushes'))
+  if state ~= 'waiting' then return false end
+  pipe_resolve(K, rk, inputs, sid)
+  if kind == 'search' then   -- the workers' sweep issues its trials
     redis.call('HDEL', rk, 'state')
+    redis.call('HSET', rk, 'released_at', now, 'released_by', by)
     redis.call('SADD', K.active, id)
     return true
   end
-  redis.call('HSET', rk, 'state', 'queued', 'queued_at', now)
-  local n = redis.call('HINCRBY', rk, 'pushes', 1)
-  local msg = redis.call('HGET', rk, 'msg')
+  local n = (tonumber(pushes) or 0) + 1
+  redis.call('HSET', rk, 'state', 'queued', 'queued_at', now, 'released_at', now, 'released_by', by,
+             'pushes', n)
   local i, j = string.find(msg, '@@FLEET-TAG@@', 1, true)
   if i then msg = string.sub(msg, 1, i - 1) .. id .. '.' .. n .. string.sub(msg, j + 1) end
-  owned_push('LPUSH', redis.call('HGET', rk, 'cur_key'), msg, K.owner_lists)
-  local grace = redis.call('HGET', rk, 'fb_grace_s')
+  owned_push('LPUSH', key, msg, K.owner_lists)
   if grace then redis.call('ZADD', K.fallback, tonumber(now) + tonumber(grace), id) end
   return true
 end

@@ -235,3 +235,20 @@ def test_a_worker_user_forms_a_gang_takes_its_seats_and_claims_it(published, acl
     assert Records(client).claim(job_id, "w2", "s2", {"name": "acl-gang"}, "cpu").run
     assert gangs.start(job_id, "s2")[0] is Answer.OK
     assert gangs.beat(job_id, 0, "s1") == (Answer.FORMED, "s2")
+
+
+def test_a_worker_user_that_ends_an_upstream_releases_its_follower(as_role, tmp_path, acl_redis):
+    # the release runs inside the worker's finish script: Redis checks every key it touches
+    # (the followers and waits sets, the follower's record and list) against the worker's ACL
+    path = tmp_path / "pipeline.toml"
+    path.write_text(
+        '[[jobs]]\nname = "acl-up"\ncommand = ["true"]\n'
+        '[[jobs]]\nname = "acl-next"\ncommand = ["true", "next"]\nafter = ["acl-up"]\n'
+    )
+    rc, out, err = as_role(Role.OPERATOR, "publish", str(path), "--json")
+    assert rc == 0, err
+    ids = {r["name"]: r["job_id"] for r in json.loads(out)}
+    worker = records_as(acl_redis, Role.WORKER)
+    assert worker.claim(ids["acl-up"], "w", "t", {}, "cpu").run
+    assert worker.finish(ids["acl-up"], "t", JobState.SUCCEEDED)
+    assert worker.get(ids["acl-next"]).state is JobState.QUEUED
