@@ -35,14 +35,17 @@ from core.registry import FLEET_BROKER_URL
 from fleet import flower_view as view
 from fleet.query import searchpage
 from fleet.query.hosts import live_hosts, read_hosts
+from fleet.query.pipeline import edges_of
 from state import acl
 from state import queues as Q
 from state.cluster import read_config
-from state.jobrecord import fetch_many
+from state.jobrecord import JobState, fetch_many
 
 log = logging.getLogger("fleet.flower")
 DEFAULT_ADDRESS = "127.0.0.1"
 HEARTBEATS_EVERY_S = 1.0
+WAITS_EVERY_S = 1.0  # how long a waiting job's Waits for cell is reused before a new read
+WAITS_CACHE_MAX = 10_000  # cells kept at most (a page shows tens): then all are read again
 AUTH_OPTIONS = ("basic_auth", "auth")  # Flower's command-line options that turn auth on
 
 
@@ -151,6 +154,8 @@ def _install_pages() -> None:
     from flower.views.workers import WorkersView
 
     task_views.TASK_COLUMNS.update(view.TASK_COLUMNS)
+    for handler in (BaseHandler, task_views.TasksDataTable):
+        _fill_waits(handler)
     EventsState.Task = view.FleetTask  # before Flower makes its state: it keeps fleet's fields
     render_string = BaseHandler.render_string
     BaseHandler.render_string = lambda self, *a, **kw: view.with_page_extras(
@@ -166,6 +171,48 @@ def _install_pages() -> None:
         return out
 
     WorkersView._as_dict = _as_dict
+
+
+def _fill_waits(handler) -> None:
+    """A PENDING task's Waits for cell, filled from Redis as the page draws it: Flower knows a
+    waiting follower only by the ``task-sent`` its publish sent, not by what it waits on.
+    Wrapped around Flower's ``format_task`` (the Tasks table's and the task page's)."""
+    format_task = handler.format_task
+
+    def formatted(self, task):
+        out = format_task(self, task)
+        got = out[1] if isinstance(out, tuple) else out
+        if got is not None and got.state in view.QUEUED:
+            got.waits = waits_of(self.application, got.uuid)
+        return out
+
+    handler.format_task = formatted
+
+
+def waits_of(application, job_id: str) -> str:
+    """What the job waits on ('' when it does not wait), read at most once a second per job
+    (the Tasks page redraws every few seconds); '' when Redis cannot say."""
+    cache = application.__dict__.setdefault("_fleet_waits", {})
+    at, text = cache.get(job_id, (0.0, ""))
+    if time.monotonic() - at < WAITS_EVERY_S:
+        return text
+    try:
+        text = waits_texts(_client(application), [job_id]).get(job_id, "")
+    except redis.RedisError as e:
+        log.warning("Tasks page: cannot read what job %s waits on from Redis: %s", job_id, e)
+    if len(cache) > WAITS_CACHE_MAX:
+        cache.clear()
+    cache[job_id] = (time.monotonic(), text)
+    return text
+
+
+def waits_texts(client: redis.Redis, job_ids: Sequence[str]) -> dict[str, str]:
+    """What each waiting job of ``job_ids`` waits on, by ID (other jobs left out)."""
+    waiting = [
+        r for r in fetch_many(client, job_ids, ("state", "after")) if r.state is JobState.WAITING
+    ]
+    edges = edges_of(client, waiting)
+    return {r.job_id: view.waits_text(edges.get(r.job_id, ())) for r in waiting}
 
 
 def _heartbeats(application) -> dict[str, dict]:
@@ -231,8 +278,10 @@ def seed_tasks(state, client: redis.Redis, limit: int) -> int:
     ids = client.zrevrange(C.JOBS_INDEX, 0, max(limit, 1) - 1)
     nodes = {h.hostname: h.nodename for h in read_hosts(client) if h.nodename}
     changed = 0
-    for rec in fetch_many(client, ids):
-        fields = view.task_fields(rec)
+    recs = fetch_many(client, ids)
+    edges = edges_of(client, [r for r in recs if r.state is JobState.WAITING])
+    for rec in recs:
+        fields = view.task_fields(rec, edges.get(rec.job_id, ()))
         task = state.tasks.get(rec.job_id)
         if task is None:
             task = state.tasks[rec.job_id] = state.Task(rec.job_id, cluster_state=state)

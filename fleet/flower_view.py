@@ -25,17 +25,20 @@ from urllib.parse import quote
 from celery import states
 from celery.events.state import Task, Worker
 
+from fleet.query.pipeline import Edge
 from state.events import owner_repr
 from state.jobrecord import JobRecord, JobState, ran_on
 
 # the Tasks page's columns, in order: Flower's own slugs, and fleet's two (TASK_COLUMNS)
-TASKS_COLUMNS = "name,uuid,state,owner,gpus,received,runtime,worker"
-TASK_COLUMNS = {"owner": "Owner", "gpus": "GPUs"}
+TASKS_COLUMNS = "name,uuid,state,waits,owner,gpus,received,runtime,worker"
+# a pipeline's follower waits PENDING until its upstreams succeed: the column says on what
+TASK_COLUMNS = {"owner": "Owner", "gpus": "GPUs", "waits": "Waits for"}
 QUEUED = ("PENDING",)  # states of a job waiting in its queue: no worker holds it
 PRUNED = "PRUNED"  # a trial its search stopped early (tasks.events.pruned): not a SUCCESS
 # a job's state as Flower's task state (Celery's names; PRUNED is fleet's own)
 TASK_STATES = {
     JobState.QUEUED: states.PENDING,
+    JobState.WAITING: states.PENDING,  # no message pushed yet: Celery has no nearer state
     JobState.RUNNING: states.STARTED,
     JobState.SUCCEEDED: states.SUCCESS,
     JobState.FAILED: states.FAILURE,
@@ -85,9 +88,16 @@ def gpu_indices(gpu: str) -> list[int] | None:
         return None
 
 
-def task_fields(rec: JobRecord) -> dict[str, Any]:
+def waits_text(edges: Iterable[Edge]) -> str:
+    """The Waits for cell of a waiting follower: ``prep (running), tune (search running)``,
+    the upstreams it still waits on ('' for any other job)."""
+    return ", ".join(e.label() for e in edges if e.awaited)
+
+
+def task_fields(rec: JobRecord, edges: Iterable[Edge] = ()) -> dict[str, Any]:
     """A job's record as Flower's task fields (``Task(uuid, **fields)``): its name, state,
-    owner, queue, times and how it ended, as Flower would know them had it seen the events."""
+    owner, queue, times and how it ended, as Flower would know them had it seen the events;
+    a waiting follower's ``waits``, from its upstreams as they stand (``edges``)."""
     state = TASK_STATES[rec.state]
     out: dict[str, Any] = {
         "name": rec.name,
@@ -99,6 +109,8 @@ def task_fields(rec: JobRecord) -> dict[str, Any]:
         "timestamp": rec.finished_at or rec.started_at or rec.queued_at or rec.created_at,
         "retries": max(rec.runs - 1, 0),
     }
+    if rec.state is JobState.WAITING:
+        out["waits"] = waits_text(edges)
     if state in QUEUED:
         return out
     out.update(received=rec.started_at, started=rec.started_at, gpus=gpu_indices(rec.gpu))
@@ -130,7 +142,7 @@ class FleetTask(Task):
     say beyond Celery's own is kept, copied (Flower copies a task before formatting it, and a
     copy keeps only ``_fields``) and exported."""
 
-    owner = gpus = gang_hosts = None
+    owner = gpus = gang_hosts = waits = None
     _fields = Task._fields + tuple(TASK_COLUMNS) + ("gang_hosts",)
 
 
@@ -141,6 +153,8 @@ def format_task(task):
     (a requeued job's task still names the worker of the run that was cancelled)."""
     queued = task.state in QUEUED
     task.owner = owner_of(task.kwargs)
+    if not queued:  # what it waited on is over once a worker has it
+        task.waits = ""
     task.gpus = "" if queued else gpus_text(getattr(task, "gpus", None))
     if task.state == PRUNED and task.runtime is None and task.started and task.succeeded:
         # Celery times a run only on task-succeeded: a pruned trial ran as long all the same

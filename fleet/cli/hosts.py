@@ -338,6 +338,8 @@ def print_why(report: WhyReport) -> None:
         from fleet.query.why import gang_line
 
         out(f"  {gang_line(report.gang)}")
+    for line in pipeline_lines(report):
+        out(line, markup=False)
     if report.state.terminal:  # hosts' verdicts are about running it, which is over
         ref = short_id(report.job_id)
         out("  it has ended; no host runs it now")
@@ -345,6 +347,29 @@ def print_why(report: WhyReport) -> None:
         return
     for i, q in enumerate(report.queues):
         print_queue(q, "queue" if i == 0 else "fallback queue")
+
+
+def pipeline_lines(report: WhyReport) -> list[str]:
+    """A follower's part of `fleet why`: what it waits on, each upstream's state and reason,
+    or the upstream that cancelled it and how to re-arm it. Pure."""
+    from fleet.query.pipeline import cancel_note, wait_note
+    from state.jobrecord import JobState
+
+    if report.cancelled_by is not None:
+        up = report.cancelled_by
+        name = up.get("name") or up.get("id") or "the upstream"
+        return [
+            f"  cancelled by its pipeline: {cancel_note(up)}",
+            f"  once {name} is fixed: fleet requeue {name} (re-arms the jobs it cancelled)",
+        ]
+    if report.state is not JobState.WAITING:
+        return []
+    lines = [f"  {wait_note(report.upstreams)}: queued once every upstream succeeded"]
+    for e in report.upstreams:
+        mark = "waited on" if e.awaited else "done"
+        why = f": {e.reason}" if e.reason else ""
+        lines.append(f"  upstream {e.label()} [{mark}]{why}")
+    return lines
 
 
 def print_queue(q: QueueReport, label: str) -> None:

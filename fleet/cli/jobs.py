@@ -28,6 +28,7 @@ from fleet.cli.common import (
 from fleet.cli.tables import Layout
 from fleet.query import jobs as Q
 from fleet.query import refs
+from fleet.query.pipeline import Edge, wait_note
 from state.jobrecord import JobRecord, JobState, ran_on
 
 SHOW_ACTED = 20  # cancel/requeue list this many jobs by name, then count the rest
@@ -38,7 +39,7 @@ def when(row: JobRecord, now: float, compact: bool = False) -> str:
     """How long it waited or ran, and when it ended. ``compact`` (a narrow terminal) keeps the
     number the state column does not already say: a cut "ran 4s, 4m1…" told nothing."""
     t = Q.times(row, now)
-    if row.state is JobState.QUEUED:
+    if row.state in Q.WAITING_STATES:
         waited = Q.human_duration(t["queued_for_s"])
         return waited if compact else f"waiting {waited}"
     if row.state is JobState.RUNNING:
@@ -50,7 +51,11 @@ def when(row: JobRecord, now: float, compact: bool = False) -> str:
     return f"ran {Q.human_duration(t['ran_for_s'])}, {ended}"
 
 
-def note(row: JobRecord) -> str:
+def note(row: JobRecord, edges: tuple[Edge, ...] = ()) -> str:
+    """The row's progress, result or error in one line; a waiting follower's, what it waits on
+    (``edges``: its upstreams as they stand, fleet.query.pipeline)."""
+    if row.state is JobState.WAITING:
+        return wait_note(edges)
     if row.state is JobState.RUNNING and row.progress:
         metrics = Q.headline_metrics(row.progress.get("metrics"))
         if metrics:
@@ -129,7 +134,7 @@ def render(
     """The status table for a terminal ``width`` columns wide: names, IDs, states and hosts stay
     whole; lower-value columns go first; errors get their own line under the table."""
     id_len = unique_prefix_len([r.job_id for r in v.rows])
-    notes = {r.job_id: note(r) for r in v.rows}
+    notes = {r.job_id: note(r, v.edges.get(r.job_id, ())) for r in v.rows}
     errors = (
         []
         if wide
@@ -179,8 +184,8 @@ def render(
         parts.append(
             Text(
                 f"{len(v.rows):,} of {v.matched:,} shown, most interesting first (running, failed, "
-                f"queued, cancelled, succeeded); narrow with --state/--name/--host/--owner "
-                "or raise --limit",
+                "queued, waiting, cancelled, succeeded); narrow with "
+                "--state/--name/--host/--owner or raise --limit",
                 style="dim",
             )
         )
@@ -194,6 +199,12 @@ def _filter(args, folded: frozenset[str] = frozenset()) -> Q.JobFilter:
 def cmd_status(args) -> int:
     from fleet.query.searches import summaries
 
+    if args.tree:
+        from fleet.cli.tree import cmd_tree
+
+        if args.watch:
+            raise UsageError("--tree draws the pipelines once; leave out --watch (or --tree)")
+        return cmd_tree(args, _filter(args))
     client = redis_client()
     searches = summaries(client)
     flt = _filter(args, frozenset() if args.all else frozenset(s.search_id for s in searches))
@@ -212,11 +223,22 @@ def cmd_status(args) -> int:
 
 def _search_lines(client, searches=None) -> list[Text]:
     """One line per search (its trials are folded into it; --all lists them as rows)."""
+    from fleet.query.pipeline import search_edges
     from fleet.query.searches import summaries
 
+    searches = summaries(client) if searches is None else searches
+    # a search that follows upstreams says what it still waits on before it issues a trial
+    waits = {
+        sid: wait_note(edges)
+        for sid, edges in search_edges(client, [s.search_id for s in searches]).items()
+        if any(e.awaited for e in edges)
+    }
     return [
-        Text(s.summary(console.width), style="red" if s.stopped else "")
-        for s in (summaries(client) if searches is None else searches)
+        Text(
+            s.summary(console.width) + (f"; {waits[s.search_id]}" if s.search_id in waits else ""),
+            style="red" if s.stopped else "",
+        )
+        for s in searches
     ]
 
 
@@ -420,7 +442,10 @@ def register(sub) -> None:
         action="append",
         default=[],
         metavar="STATE[,STATE]",
-        help="only jobs in these states (queued, running, succeeded, failed, cancelled, pruned)",
+        help=(
+            "only jobs in these states (queued, waiting, running, succeeded, failed, "
+            "cancelled, pruned)"
+        ),
     )
     s.add_argument(
         "--name", metavar="GLOB", help="a job name, a sweep's base name, or a glob (* and ?)"
@@ -451,6 +476,12 @@ def register(sub) -> None:
         "--all",
         action="store_true",
         help="a search's trials as rows too (else one line per search)",
+    )
+    s.add_argument(
+        "--tree",
+        action="store_true",
+        help="draw each pipeline (after/inputs/params_from), upstream above follower, with "
+        "each step's state; --name/--state pick the pipelines holding a matching step",
     )
     s.set_defaults(fn=cmd_status)
     s = sub.add_parser(

@@ -13,6 +13,7 @@ from rich.table import Table
 from rich.text import Text
 
 from core.ids import short_id
+from fleet.query.pipeline import cancel_note
 
 
 def _first_line(text: str | None) -> str:
@@ -62,6 +63,48 @@ def _spec(spec: dict) -> str:
     return ", ".join(p for p in parts if p)
 
 
+def _after(v: dict) -> str:
+    """A follower's upstreams by name: ``prep, tune (search)``."""
+    ups = [u for u in v.get("after") or [] if isinstance(u, dict)]
+    return ", ".join(
+        f"{u.get('name') or short_id(u.get('id', ''))}"
+        + (" (search)" if u.get("kind") == "search" else "")
+        for u in ups
+    )
+
+
+def _released(v: dict) -> str:
+    """When its last upstream's success queued it, and which upstream that was."""
+    if not v.get("released_at"):
+        return ""
+    by = v.get("released_by") or ""
+    names = {f"{u.get('kind')}:{u.get('id')}": u.get("name") for u in v.get("after") or []}
+    return f"{v['released_at']}" + (f" by {names.get(by) or by}" if by else "")
+
+
+def _params(v: dict) -> str:
+    """The values it trains with beyond its own hyper: a trial's, or params_from's search's
+    best trial's (stored at release); its own hyper wins over these (docs/pipelines.md)."""
+    params = v.get("params")
+    if not isinstance(params, dict) or not params:
+        return ""
+    source = next(
+        (u.get("name") for u in v.get("after") or [] if u.get("id") == v.get("params_from")), ""
+    )
+    text = json.dumps(params, sort_keys=True)
+    return f"{text} (best of {source})" if source else text
+
+
+def _inputs(v: dict) -> str:
+    """Its inputs resolved at release: each folder under $FLEET_INPUTS and the job whose
+    bundle fills it; before release, the names it will take them from."""
+    resolved = [i for i in v.get("input_jobs") or [] if isinstance(i, dict)]
+    if resolved:
+        return ", ".join(f"{i.get('dir')}/ <- {short_id(i.get('job_id', ''))}" for i in resolved)
+    declared = [i for i in v.get("inputs") or [] if isinstance(i, dict)]
+    return ", ".join(f"{i.get('dir')}/ (at release)" for i in declared)
+
+
 def show_rows(v: dict) -> list[tuple[str, str]]:
     """The rows of `fleet show` for record view ``v``, empty ones left out."""
     artifact = v.get("artifact") or {}
@@ -72,6 +115,11 @@ def show_rows(v: dict) -> list[tuple[str, str]]:
         ("worker", _where(v)),
         ("runs", f"{v.get('runs', 0)} (attempts {v.get('attempts', 0)})" if v.get("runs") else ""),
         ("ran again", v.get("rerun_reason") or ""),  # why its latest run is not its first
+        ("after", _after(v)),  # a pipeline's follower: its upstreams
+        ("released", _released(v)),
+        ("cancelled by", cancel_note(v.get("cancelled_by"))),
+        ("params", _params(v)),
+        ("inputs", _inputs(v)),
         ("created", v.get("created_at") or ""),
         ("started", v.get("started_at") or ""),
         ("finished", v.get("finished_at") or ""),

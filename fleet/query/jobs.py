@@ -12,12 +12,13 @@ from __future__ import annotations
 import re
 import time
 from collections.abc import Iterable, Sequence
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from datetime import UTC, datetime
 from functools import lru_cache
 
 from core import constants as C
 from core.errors import FleetError
+from fleet.query.pipeline import Edge, edges_of
 from state.jobrecord import READ_BATCH, JobRecord, JobState, fetch_many
 
 # what a listing reads of each record (never the stored message, spec or output text)
@@ -44,6 +45,8 @@ FIELDS = (
     "end",
     "end_reason",
     "search",
+    "after",
+    "cancelled_by",
 )
 ROW_KEYS = ("job_id", *FIELDS)  # a row of `status --json`, before its times and GPUs
 # interest order: what an operator looks at first
@@ -51,11 +54,12 @@ STATE_ORDER = {
     JobState.RUNNING: 0,
     JobState.FAILED: 1,
     JobState.QUEUED: 2,
-    JobState.CANCELLED: 3,
-    JobState.SUCCEEDED: 4,
-    JobState.PRUNED: 5,
-    JobState.WAITING: 6,  # a pipeline's step whose upstreams have not all succeeded
+    JobState.WAITING: 3,  # after queued: it cannot start before its upstreams end
+    JobState.CANCELLED: 4,
+    JobState.SUCCEEDED: 5,
+    JobState.PRUNED: 6,
 }
+WAITING_STATES = (JobState.QUEUED, JobState.WAITING)  # published, not started: no run yet
 
 
 def times(row: JobRecord, now: float) -> dict[str, float | None]:
@@ -64,19 +68,20 @@ def times(row: JobRecord, now: float) -> dict[str, float | None]:
     ran_until = row.finished_at if row.state.terminal else now
     return {
         "queued_for_s": (
-            now - queued_since if row.state is JobState.QUEUED and queued_since else None
+            now - queued_since if row.state in WAITING_STATES and queued_since else None
         ),
         "ran_for_s": (
             ran_until - row.started_at
-            if row.started_at and ran_until and row.state is not JobState.QUEUED
+            if row.started_at and ran_until and row.state not in WAITING_STATES
             else None
         ),
         "finished_ago_s": now - row.finished_at if row.state.terminal and row.finished_at else None,
     }
 
 
-def row_dict(row: JobRecord, now: float) -> dict:
-    """One row of `status --json`: ISO times, seconds, how it ended in one line, its GPUs."""
+def row_dict(row: JobRecord, now: float, edges: tuple[Edge, ...] = ()) -> dict:
+    """One row of `status --json`: ISO times, seconds, how it ended in one line, its GPUs; a
+    pipeline's follower, its upstreams as they stand (``edges``) and what it waits on."""
     d = {k: getattr(row, k) for k in ROW_KEYS}
     d["state"] = row.state.value
     d["end"] = row.end.value if row.end else None
@@ -91,6 +96,9 @@ def row_dict(row: JobRecord, now: float) -> dict:
         d["gang_hosts"] = row.gang_hosts.split(",")
     if row.problems:
         d["problems"] = list(row.problems)
+    if edges:
+        d["after"] = [e.to_dict() for e in edges]
+        d["waits_on"] = [e.name for e in edges if e.awaited]
     return d
 
 
@@ -292,11 +300,11 @@ class JobFilter:
 
 def interest(row: JobRecord) -> tuple:
     """Sort key: running (longest first), failed (latest first), queued (oldest first),
-    cancelled, succeeded (latest first), waiting."""
+    waiting (oldest first), cancelled, succeeded (latest first)."""
     rank = STATE_ORDER[row.state]
     if row.state is JobState.RUNNING:
         return rank, row.started_at or 0, row.name
-    if row.state is JobState.QUEUED:
+    if row.state in WAITING_STATES:
         return rank, row.created_at or 0, row.name
     return rank, -(row.finished_at or 0), row.name
 
@@ -312,6 +320,8 @@ class JobsView:
     now: float
     filter: JobFilter = field(default_factory=JobFilter)
     folded: int = 0  # search trials that match, shown only in their search's line
+    # the shown followers' upstreams as they stand, by job ID (fleet.query.pipeline)
+    edges: dict[str, tuple[Edge, ...]] = field(default_factory=dict)
 
     @property
     def hidden(self) -> int:
@@ -343,7 +353,7 @@ class JobsView:
             "shown": len(self.rows),
             "hidden": self.hidden,
             "at": _iso(self.now),
-            "jobs": [row_dict(r, self.now) for r in self.rows],
+            "jobs": [row_dict(r, self.now, self.edges.get(r.job_id, ())) for r in self.rows],
         }
 
 
@@ -386,5 +396,7 @@ def read_rows(client, ids: Sequence[str] | None = None, batch: int = READ_BATCH)
 
 
 def status(client, flt: JobFilter = JobFilter(), limit: int | None = C.STATUS_MAX_ROWS) -> JobsView:
-    """The fleet's jobs as one view (the read is timed by the caller, not here)."""
-    return view(read_rows(client), flt, limit)
+    """The fleet's jobs as one view (the read is timed by the caller, not here), with the
+    upstreams of the followers it shows."""
+    v = view(read_rows(client), flt, limit)
+    return replace(v, edges=edges_of(client, v.rows))

@@ -4,11 +4,13 @@ The decisions are pure; ``search_why`` only reads the view."""
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass
 from enum import Enum
 
 import redis
 
+from fleet.query.pipeline import Edge, cancel_note, wait_note
 from manifest.search.spec import trial_name
 from state.jobrecord import JobState
 from state.search.view import SearchView, find_searches, read_search
@@ -30,6 +32,15 @@ class SearchWhy:
     view: SearchView
     state: SearchState
     todo: tuple[str, ...]  # what to do next, each a command with what it does
+    # a search that follows a pipeline's upstreams: each as it stands, and the one that
+    # cancelled it (fleet.query.pipeline)
+    upstreams: tuple[Edge, ...] = ()
+    cancelled_by: dict | None = None
+
+    @property
+    def waiting(self) -> bool:
+        """It waits on upstreams: no trial is issued until they all succeeded."""
+        return self.cancelled_by is None and any(e.awaited for e in self.upstreams)
 
     def to_dict(self) -> dict:
         v = self.view
@@ -49,6 +60,15 @@ class SearchWhy:
             "best_value": v.best_value,
             "best_trial": v.best_trial,
             "todo": list(self.todo),
+            **(
+                {
+                    "upstreams": [e.to_dict() for e in self.upstreams],
+                    "waits_on": [e.name for e in self.upstreams if e.awaited],
+                }
+                if self.upstreams
+                else {}
+            ),
+            **({"cancelled_by": self.cancelled_by} if self.cancelled_by else {}),
         }
 
 
@@ -86,19 +106,35 @@ def todo(v: SearchView, state: SearchState) -> tuple[str, ...]:
     return tuple(out)
 
 
-def explain(v: SearchView) -> SearchWhy:
-    """Search ``v`` explained. Pure."""
+def explain(
+    v: SearchView, upstreams: tuple[Edge, ...] = (), cancelled_by: dict | None = None
+) -> SearchWhy:
+    """Search ``v`` explained (with its pipeline upstreams, if it follows any). Pure."""
     state = search_state(v)
-    return SearchWhy(v, state, todo(v, state))
+    return SearchWhy(v, state, todo(v, state), upstreams, cancelled_by)
+
+
+def pipeline_lines(w: SearchWhy) -> list[str]:
+    """A following search's wait or cascade, and what to do about a cascade. Pure."""
+    if w.cancelled_by is not None:
+        name = w.cancelled_by.get("name") or w.cancelled_by.get("id") or "the upstream"
+        return [
+            f"  cancelled by its pipeline: {cancel_note(w.cancelled_by)}",
+            f"  next: once {name} is fixed, fleet requeue {name} (re-arms what it cancelled)",
+        ]
+    if w.waiting:
+        return [f"  {wait_note(w.upstreams)}: no trial is issued until every one succeeded"]
+    return []
 
 
 def lines(w: SearchWhy) -> list[str]:
     """`fleet why`'s lines for a search, each short enough for 80 columns but a reason or a
     command (which wrap). Pure."""
     v, c = w.view, w.view.config
+    state = "waiting" if w.waiting else "cancelled" if w.cancelled_by else w.state.value
     out = [
-        f"{v.name}: search {w.state.value}, {v.ended} of {c.trials} trials ended "
-        f"({c.parallel} at once)",
+        f"{v.name}: search {state}, {v.ended} of {c.trials} trials ended ({c.parallel} at once)",
+        *pipeline_lines(w),
         f"  trials: {v.running - v.queued} running, {v.queued} queued, "
         + ", ".join(f"{v.counts.get(s, 0)} {s.value}" for s in v.counts),
     ]
@@ -108,7 +144,7 @@ def lines(w: SearchWhy) -> list[str]:
         out.append(f"  stopped: {v.stopped}")
     elif v.last_failure:
         out.append(f"  last failure: {v.last_failure}")
-    if w.state is SearchState.RUNNING and v.issued < c.trials:
+    if w.state is SearchState.RUNNING and v.issued < c.trials and state == w.state.value:
         out.append(f"  {c.trials - v.issued} more trial(s) to issue as running ones end")
     out += [f"  next: {t}" for t in w.todo]
     return out
@@ -116,8 +152,17 @@ def lines(w: SearchWhy) -> list[str]:
 
 def search_why(client: redis.Redis, name: str) -> SearchWhy | None:
     """The search called ``name`` explained; None when no search has that name."""
+    from fleet.query.pipeline import search_edges
+    from state.redis_conn import decoding
+    from state.search.store import key
+
     for sid in find_searches(client, name):
         v = read_search(client, sid)
         if v is not None:
-            return explain(v)
+            by = decoding(client).hget(key(sid), "cancelled_by")
+            try:
+                cancelled_by = json.loads(by) if by else None
+            except ValueError:
+                cancelled_by = None
+            return explain(v, search_edges(client, [sid]).get(sid, ()), cancelled_by)
     return None

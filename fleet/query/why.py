@@ -16,6 +16,7 @@ import redis
 
 from core import constants as C
 from fleet.query.hosts import HostView, live_hosts
+from fleet.query.pipeline import Edge, edges_of
 from fleet.query.searches import of_job
 from manifest.schema import Needs, TierSpec
 from routing import fairshare as F
@@ -142,6 +143,9 @@ class WhyReport:
     reason: str = ""  # how its last run ended, in one line (JobRecord.reason)
     runs: int = 0  # every run it had
     rerun_reason: str = ""  # why its latest run is not its first (JobRecord.rerun_reason)
+    # a pipeline's follower: its upstreams as they stand, and the one that cancelled it
+    upstreams: tuple[Edge, ...] = ()
+    cancelled_by: dict | None = None
 
     def to_dict(self) -> dict:
         d = {
@@ -166,6 +170,11 @@ class WhyReport:
             }
         if self.gang is not None:
             d["gang"] = self.gang
+        if self.upstreams:
+            d["upstreams"] = [e.to_dict() for e in self.upstreams]
+            d["waits_on"] = [e.name for e in self.upstreams if e.awaited]
+        if self.cancelled_by is not None:
+            d["cancelled_by"] = self.cancelled_by
         return d
 
 
@@ -308,6 +317,8 @@ def why(client: redis.Redis, name_or_id: str) -> WhyReport:
         rec.reason,
         rec.runs,
         rec.rerun_reason,
+        edges_of(client, [rec]).get(rec.job_id, ()),
+        rec.cancelled_by if isinstance(rec.cancelled_by, dict) else None,
     )
 
 

@@ -345,6 +345,24 @@ def datatable(flower, search: str, length: int = 50) -> list[dict]:
     return json.loads(body)["data"]
 
 
+def test_a_waiting_follower_is_pending_in_the_tasks_page_with_what_it_waits_for(flower, tmp_path):
+    # its upstream may run on no host (GHOST): the follower waits as long as the test looks
+    ids = flower.publish_text(
+        '[[jobs]]\nname = "pipe-up"\ncommand = ["true"]\nallowed_hosts = ["ghost-host"]\n'
+        '[[jobs]]\nname = "pipe-down"\ncommand = ["echo", "down"]\nafter = ["pipe-up"]\n'
+    )
+    flower.wait_task(ids["pipe-down"], lambda t: t.get("name") == "pipe-down")
+    [row] = [r for r in datatable(flower, "pipe-down") if r["uuid"] == ids["pipe-down"]]
+    assert (row["state"], row["waits"]) == ("PENDING", "pipe-up (queued)"), row
+    code, page = flower.http(f"/task/{ids['pipe-down']}")
+    assert code == 200 and "pipe-up (queued)" in page
+    authed = flower.url.replace("http://", f"http://{USER}:{PASSWORD}@")
+    listing = chromium(f"{authed}/tasks", tmp_path / "flower-waits.png")
+    assert "Waits for" in listing  # the column's header, as an operator sees the page
+    row = listing.split(f'id="{ids["pipe-down"]}"', 1)[1].split("</tr>", 1)[0]
+    assert "PENDING" in row and "pipe-up (queued)" in row, row
+
+
 def test_the_tasks_page_rows_carry_the_owner_and_the_gpus_a_running_job_holds(flower, tmp_path):
     name, gate = "owned[seed=6]", tmp_path / "gate"  # held until its row was read
     jid = flower.publish({name: f"until:{gate}"}, "--owner", "erin", require_cuda=True)[name]

@@ -65,7 +65,16 @@ def _verbs_of_one(module: str) -> argparse._SubParsersAction:
 def test_every_verb_module_is_in_the_table():
     from pathlib import Path
 
-    helpers = {"__init__", "__main__", "common", "tables", "verbs", "show", "redis_import"}
+    helpers = {
+        "__init__",
+        "__main__",
+        "common",
+        "tables",
+        "verbs",
+        "show",
+        "redis_import",
+        "tree",
+    }  # no register()
     modules = {p.stem for p in Path(cli.__file__).parent.glob("*.py")} - helpers
     assert modules == {v.module for v in VERBS}, (
         "a module of fleet/cli/ that registers verbs is missing from fleet/cli/verbs.py (or one "
