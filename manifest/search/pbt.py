@@ -121,6 +121,7 @@ class Decision:
     old: Mapping[str, Any] = field(default_factory=dict)
     new: Mapping[str, Any] = field(default_factory=dict)
     resampled: tuple[str, ...] = ()
+    at: float | None = None  # when it was taken (unix time; the caller sets it)
 
     def to_dict(self) -> dict:
         d: dict[str, Any] = {
@@ -128,6 +129,7 @@ class Decision:
             "step": self.step,
             "kind": self.kind.value,
             "judged": self.judged,
+            "at": self.at,
         }
         if self.kind is Kind.EXPLOIT:
             d |= {
@@ -153,6 +155,7 @@ class Decision:
             old=dict(d.get("old") or {}),
             new=dict(d.get("new") or {}),
             resampled=tuple(d.get("resampled") or ()),
+            at=d.get("at"),
         )
 
 

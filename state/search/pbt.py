@@ -21,12 +21,25 @@ from __future__ import annotations
 
 import json
 import logging
+import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from enum import Enum
 from typing import Any
 
+import redis
+
 from core import constants as C
+from manifest.search.config import Choices, SearchConfig
+from manifest.search.pbt import Decision, Kind, Standing
+from manifest.search.spec import trial_job_id
+from state import jobrecord, scripts
+from state.redis_conn import decoding
+from state.search.advance import trial_spec
+from state.search.store import RunToken, Template
+from state.search.study import choice
+from state.search.trial import trial_key
+from state.templates import fill
 
 log = logging.getLogger("fleet.search")
 
@@ -192,3 +205,153 @@ def _decoded(reply):
     if isinstance(reply, dict):
         return {_str(k): _str(v) for k, v in reply.items()}
     return [_str(v) for v in reply]
+
+
+class Applied(str, Enum):
+    """What applying an exploit did (lua/search_pbt.lua ``apply``)."""
+
+    OK = "ok"  # applied now: the caller requeues the member's job
+    APPLIED = "applied"  # applied once already (a retry, a resumed run): nothing changed
+    UNDECIDED = "undecided"  # Redis holds no exploit at that step (lost in a restart)
+    STALE = "stale"  # the run no longer owns the member's job: nothing written
+
+
+@dataclass(frozen=True)
+class MemberJob:
+    """A member's job as an exploit requeues it: its spec, its message, its values as the
+    trial's params (Optuna's encoding) and as the job gets them."""
+
+    spec_json: str
+    message: str
+    params_json: str
+    values: Mapping[str, Any]
+
+
+def member_job(
+    search_id: str, number: int, config: SearchConfig, tpl: Template, values
+) -> MemberJob:
+    """Member ``number``'s job with ``values`` in its hyper: the spec and message an exploit
+    gives it (as ``advance.trial_job`` makes a trial's)."""
+    spec = trial_spec(search_id, number, tpl.base, dict(values))
+    spec_json = json.dumps(spec)
+    message = fill(tpl.text, tpl.before, tpl.after, spec["job_id"], spec["name"], spec_json)
+    params = {
+        k: choice(v) if isinstance(config.space.get(k), Choices) else v for k, v in values.items()
+    }
+    return MemberJob(spec_json, message, json.dumps(params), dict(values))
+
+
+class PbtStore:
+    """A PBT search's fenced steps on one Redis connection (lua/search_pbt.lua)."""
+
+    def __init__(self, client: redis.Redis, search_id: str):
+        self.r, self.search_id = decoding(client), search_id
+        self._pbt = scripts.script(self.r, "search_pbt")
+
+    def _keys(self, job_id: str, number: int) -> list[str]:
+        sid = self.search_id
+        return [
+            jobrecord.job_key(job_id),
+            key(sid, "member", number),
+            key(sid, "decided", number),
+            trial_key(sid, number),
+            key(sid, "bounds", number),
+            key(sid, "schedule", number),
+            key(sid, "exploits"),
+        ]
+
+    def _call(self, run: RunToken, number: int, op: str, *args: Any):
+        return self._pbt(
+            keys=self._keys(run.job_id, number), args=[op, run.token, repr(time.time()), *args]
+        )
+
+    def start(self, run: RunToken, number: int, values: Mapping) -> Decision | None | bool:
+        """A run of member ``number`` starts: the exploit it must apply first (decided by an
+        earlier run that stopped before applying it), None when there is none, False when the
+        run does not own the job."""
+        what, pending = self._call(run, number, "start", json.dumps(dict(values)))
+        if what == "stale":
+            return False
+        return Decision.from_dict(json.loads(pending)) if pending else None
+
+    def boundary(
+        self, run: RunToken, number: int, value: float, decision: Decision, values: Mapping
+    ) -> Decision | None:
+        """Record the member's ``value`` at ``decision.step`` and ``decision``, unless one was
+        recorded there before: the decision that stands (None: the run does not own the job)."""
+        what, got = self._call(
+            run,
+            number,
+            "boundary",
+            decision.step,
+            repr(float(value)),
+            json.dumps(decision.to_dict()),
+            "1" if decision.kind is Kind.EXPLOIT else "0",
+            json.dumps(dict(values)),
+        )
+        return None if what == "stale" else Decision.from_dict(json.loads(got))
+
+    def apply(
+        self,
+        run: RunToken,
+        decision: Decision,
+        job: MemberJob,
+        checkpoint: Mapping[str, Any],
+        exploit: Mapping[str, Any],
+    ) -> Applied:
+        """Apply ``decision`` (an exploit) to its member's job, once: its new spec, message
+        and values, ``checkpoint`` (the donor's, copied under the member's key), the exploit
+        and the schedule's new segment appended."""
+        now = time.time()
+        segment = Segment(
+            decision.step, job.values, decision.donor, checkpoint.get("step"), now
+        ).to_json()
+        return Applied(
+            self._call(
+                run,
+                decision.member,
+                "apply",
+                decision.step,
+                json.dumps({**exploit, "applied_at": now}),
+                json.dumps(dict(checkpoint)),
+                job.spec_json,
+                job.message,
+                job.params_json,
+                json.dumps(dict(job.values)),
+                segment,
+                checkpoint.get("step", decision.step),
+            )
+        )
+
+    def done(self, run: RunToken, number: int) -> bool:
+        """Member ``number`` reported its last step; False when the run does not own the job."""
+        return self._call(run, number, "done") == "ok"
+
+    def standings(self, config: SearchConfig) -> list[Standing]:
+        """Every member that recorded a boundary, as a decision sees it: its latest boundary and
+        value, its values, and the step of its job's last synced checkpoint."""
+        population = config.pbt.population if config.pbt else 0
+        pipe = self.r.pipeline(transaction=False)
+        for n in range(population):
+            pipe.hmget(key(self.search_id, "member", n), "step", "value", "values")
+        rows = pipe.execute()
+        ids = [trial_job_id(self.search_id, n) for n in range(population)]
+        ckpts = {
+            rec.job_id: (rec.checkpoint or {}).get("step")
+            for rec in jobrecord.fetch_many(self.r, ids, ("checkpoint",))
+        }
+        out = []
+        for n, (step, value, values) in enumerate(rows):
+            if step is None or value is None:
+                continue
+            ckpt = ckpts.get(ids[n])
+            out.append(
+                Standing(
+                    n,
+                    int(step),
+                    float(value),
+                    int(ckpt) if ckpt is not None else None,
+                    json.loads(values) if values else {},
+                )
+            )
+        return out

@@ -1,0 +1,266 @@
+"""A PBT search's member on this worker: at each boundary its checkpoint is synced, its metric
+and the decision recorded in one fenced step, and an exploit stops the run as a preemption
+does and puts the member back in its queue with the donor's checkpoint and its new values.
+
+The hook (``MemberWatch.__call__``) runs on the runner's output thread for each metric line
+and only notes a boundary; a thread of the member's does the rest, in order:
+
+1. sync the member's checkpoint (``tasks.checkpoint``), recorded at the boundary's step: from
+   then on another member may take it;
+2. read the population (``PbtStore.standings``) and decide (``manifest.search.exploit``, pure);
+3. record the metric and the decision, once (``PbtStore.boundary``): a replay gets the decision
+   first recorded back, so a resumed run never exploits twice at one step;
+4. an exploit hands the run back (``Runs.hand_back``, ``Stop.EXPLOITED``: SIGTERM, the process
+   group gone), then, before the requeue (``HandBack.prepare``), copies the donor's checkpoint
+   under the member's key and applies the exploit (``PbtStore.apply``); the requeue pushes the
+   member's new message (lua/finish.lua).
+
+A run that starts while an exploit decided by an earlier run is not applied (that run's worker
+died, or Redis lost the apply) applies it first (``PbtStore.start``). The job's convention,
+docs/search.md: it writes its checkpoint at least at every boundary, before printing that
+step's metric line.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import logging
+import queue
+import threading
+import time
+from collections.abc import Iterator
+
+import redis
+
+from artifacts.bundle import sha256_file
+from core.errors import FleetError
+from manifest.search.config import SearchConfig
+from manifest.search.exploit import decide
+from manifest.search.pbt import Decision, Kind, Standing
+from manifest.search.spec import trial_job_id
+from state.search.pbt import Applied, PbtStore, key, member_job
+from state.search.store import RunToken, SearchStore
+from tasks.checkpoint import CheckpointSync, key_for
+from tasks.run import Run, Stop
+from trainers.protocol import Point
+
+log = logging.getLogger("fleet.pbt")
+COPY_TRIES = 3  # a donor that syncs again meanwhile deletes the upload read: read again
+DONE = -1  # the queue's mark: the member reported its last step
+
+
+@contextlib.contextmanager
+def watching(ctx, run: Run, ckpt) -> Iterator[MemberWatch | None]:
+    """The member's hook while its process runs, when ``run`` is a PBT member's rank 0 with a
+    checkpoint; None otherwise."""
+    job = run.job
+    if (
+        job.search is None
+        or job.trial is None
+        or not run.lead
+        or not isinstance(ckpt, CheckpointSync)
+    ):
+        yield None
+        return
+    got = SearchStore(ctx.redis).template(job.search)
+    if got is None or got[0].pbt is None:
+        yield None
+        return
+    watch = MemberWatch(ctx, run, ckpt, *got)
+    watch.begin()
+    try:
+        yield watch
+    finally:
+        watch.close()
+
+
+class MemberWatch:
+    """One member's run: its boundaries, and its exploit."""
+
+    def __init__(self, ctx, run: Run, ckpt: CheckpointSync, config: SearchConfig, tpl):
+        self.ctx, self.run, self.ckpt, self.config, self.tpl = ctx, run, ckpt, config, tpl
+        self.pbt = config.pbt
+        self.number = run.job.trial
+        self.token = RunToken(run.job.job_id, run.token)
+        self.store = PbtStore(ctx.redis, run.job.search)
+        self.values = {k: run.job.hyper[k] for k in config.space if k in run.job.hyper}
+        self.exploiting: Decision | None = None
+        self._seen: set[int] = set()
+        self._boundaries: queue.Queue[tuple[int, float] | None] = queue.Queue()
+        self._thread = threading.Thread(target=self._loop, name=f"pbt-{self.number}", daemon=True)
+
+    # --- the run's start and end ------------------------------------------------------
+    def begin(self) -> None:
+        """Mark the member training, and apply first an exploit an earlier run decided."""
+        try:
+            pending = self.store.start(self.token, self.number, self.values)
+        except redis.RedisError as e:
+            log.warning("member %s: start not recorded (%s)", self.number, e)
+            pending = None
+        if isinstance(pending, Decision):
+            log.warning(
+                "member %s: applying the exploit decided at step %d by an earlier run",
+                self.number,
+                pending.step,
+            )
+            self._exploit(pending)
+        self._thread.start()
+
+    def close(self) -> None:
+        self._boundaries.put(None)
+        self._thread.join(30)
+
+    # --- the output thread ----------------------------------------------------------------
+    def __call__(self, p: Point) -> None:
+        value = p.value(self.config.metric)
+        if value is None or self.exploiting is not None:
+            return
+        step = p.step
+        last = self.config.last_step
+        self.ckpt.step = max(self.ckpt.step or 0, self.pbt.boundary_at_or_below(min(step, last)))
+        if self.pbt.is_boundary(step, last) and step not in self._seen:
+            self._seen.add(step)
+            self._boundaries.put((step, value))
+        elif last is not None and step >= last and DONE not in self._seen:
+            self._seen.add(DONE)
+            self._boundaries.put((DONE, value))
+
+    # --- the member's thread ----------------------------------------------------------------
+    def _loop(self) -> None:
+        while (item := self._boundaries.get()) is not None:
+            if self.exploiting is not None:
+                continue  # stopping: later boundaries are the next run's
+            step, value = item
+            try:
+                if step == DONE:
+                    self.store.done(self.token, self.number)
+                else:
+                    self.boundary(step, value)
+            except Exception as e:  # the bookkeeping never kills the run; a replay decides
+                log.warning("member %s: boundary %s not decided (%s)", self.number, step, e)
+
+    def boundary(self, step: int, value: float) -> Decision | None:
+        """Sync, decide and record the member's boundary ``step``; the decision that stands."""
+        self.ckpt.sync()  # the member's checkpoint at this step reaches the store first
+        others = [s for s in self.store.standings(self.config) if s.number != self.number]
+        me = Standing(self.number, step, value, self.ckpt.step, self.values)
+        decision = decide(
+            me,
+            others,
+            self.pbt,
+            self.config.space,
+            direction=self.config.direction,
+            seed=self.config.seed,
+        )
+        decision = dataclasses.replace(decision, at=time.time())
+        got = self.store.boundary(self.token, self.number, value, decision, self.values)
+        if got is not None and got.kind is Kind.EXPLOIT:
+            self._exploit(got)
+        return got
+
+    def _exploit(self, decision: Decision) -> None:
+        """Stop the run as a preemption does; the exploit is applied once its process is gone."""
+        self.exploiting = decision
+        why = (
+            f"exploited at step {decision.step}: takes member {decision.donor}'s checkpoint "
+            f"and values ({_changes(decision)})"
+        )
+        self.ctx.runs.hand_back(
+            self.run.job.job_id, Stop.EXPLOITED, why, prepare=lambda: self.apply(decision)
+        )
+
+    # --- the exploit, once the process is gone -------------------------------------------
+    def apply(self, decision: Decision) -> bool:
+        """Copy the donor's checkpoint and apply ``decision``; False when the run no longer
+        owns the job (the next run applies it). A donor checkpoint that cannot be had leaves
+        the member to go on from its own, the exploit still pending."""
+        ckpt = self._copy_donor(decision)
+        if ckpt is None:
+            return True
+        job = member_job(self.run.job.search, self.number, self.config, self.tpl, decision.new)
+        exploit = {
+            "member": self.number,
+            "step": decision.step,
+            "donor": decision.donor,
+            "checkpoint": {
+                "sha256": ckpt["sha256"],
+                "step": ckpt["step"],
+                "key": ckpt["key"],
+                "donor_key": ckpt["donor_key"],
+            },
+            "old": dict(decision.old),
+            "new": dict(decision.new),
+            "resampled": list(decision.resampled),
+            "member_value": self._value_at(decision.step),
+            "donor_value": decision.donor_value,
+            "decided_at": decision.at,
+        }
+        record = {k: v for k, v in ckpt.items() if k != "donor_key"}
+        got = self.store.apply(self.token, decision, job, record, exploit)
+        if got is Applied.UNDECIDED:  # Redis lost the decision: record the one acted on
+            self.store.boundary(
+                self.token, self.number, exploit["member_value"] or 0.0, decision, self.values
+            )
+            got = self.store.apply(self.token, decision, job, record, exploit)
+        log.warning(
+            "member %s: exploit at step %d from member %s %s (checkpoint step %s)",
+            self.number,
+            decision.step,
+            decision.donor,
+            got.value,
+            ckpt["step"],
+        )
+        return got is not Applied.STALE
+
+    def _value_at(self, step: int) -> float | None:
+        raw = self.ctx.redis.hget(key(self.run.job.search, "bounds", self.number), step)
+        return float(raw) if raw is not None else None
+
+    def _copy_donor(self, decision: Decision) -> dict | None:
+        """The donor's latest checkpoint (at or after the boundary) copied under this
+        member's job; the record it gets. None when there is none to copy."""
+        donor_job = trial_job_id(self.run.job.search, decision.donor)
+        tmp = self.run.work.parent / "donor.tar.zst"
+        store = self.ctx.open_store()
+        for _ in range(COPY_TRIES):
+            got = self.ctx.records.checkpoint(donor_job)
+            if not got or got.get("step") is None or int(got["step"]) < decision.step:
+                log.error(
+                    "member %s: member %s has no checkpoint at or after step %d to take (%s)",
+                    self.number,
+                    decision.donor,
+                    decision.step,
+                    got,
+                )
+                return None
+            try:
+                store.get_file(got["key"], tmp)
+                if sha256_file(tmp) != got["sha256"]:
+                    continue
+                mine = key_for(self.run.job.job_id, got["sha256"])
+                store.put_file(mine, tmp)
+            except (FleetError, OSError, KeyError) as e:  # synced again meanwhile: read again
+                log.info("member %s: donor checkpoint moved (%s); reading again", self.number, e)
+                continue
+            finally:
+                tmp.unlink(missing_ok=True)
+            return {
+                "key": mine,
+                "sha256": got["sha256"],
+                "size": got.get("size"),
+                "synced_at": time.time(),
+                "files": got.get("files"),
+                "step": int(got["step"]),
+                "donor": decision.donor,
+                "donor_step": int(got["step"]),
+                "donor_key": got["key"],
+            }
+        return None
+
+
+def _changes(d: Decision) -> str:
+    return ", ".join(
+        f"{k} {d.old.get(k)!r} -> {v!r}" + (" (resampled)" if k in d.resampled else "")
+        for k, v in d.new.items()
+    )
