@@ -164,6 +164,11 @@ class CheckpointSync:
                 return False
             return self._upload(seen, step)
 
+    @property
+    def recorded_step(self) -> int | None:
+        """The step the job's checkpoint record holds, as this run made or restored it."""
+        return self._recorded_step
+
     def _later(self, step: int | None) -> bool:
         return step is not None and (self._recorded_step is None or step > self._recorded_step)
 

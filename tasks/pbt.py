@@ -46,7 +46,8 @@ from tasks.run import Run, Stop
 from trainers.protocol import Point
 
 log = logging.getLogger("fleet.pbt")
-COPY_TRIES = 3  # a donor that syncs again meanwhile deletes the upload read: read again
+COPY_TRIES = 3
+SYNC_TRIES = 3  # a donor that syncs again meanwhile deletes the upload read: read again
 DONE = -1  # the queue's mark: the member reported its last step
 
 
@@ -142,9 +143,13 @@ class MemberWatch:
 
     def boundary(self, step: int, value: float) -> Decision | None:
         """Sync, decide and record the member's boundary ``step``; the decision that stands."""
-        self.ckpt.sync()  # the member's checkpoint at this step reaches the store first
+        # the member's checkpoint at this step reaches the store before anyone may copy it;
+        # a job writing as it is packed tears the copy: try again
+        for _ in range(SYNC_TRIES):
+            if self.ckpt.sync() or (self.ckpt.recorded_step or -1) >= step:
+                break
         others = [s for s in self.store.standings(self.config) if s.number != self.number]
-        me = Standing(self.number, step, value, self.ckpt.step, self.values)
+        me = Standing(self.number, step, value, self.ckpt.recorded_step, self.values)
         decision = decide(
             me,
             others,
