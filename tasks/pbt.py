@@ -210,11 +210,12 @@ class MemberWatch:
     # --- the exploit, once the process is gone -------------------------------------------
     def apply(self, decision: Decision) -> bool:
         """Copy the donor's checkpoint and apply ``decision``; False when the run no longer
-        owns the job (the next run applies it). A donor checkpoint that cannot be had leaves
-        the member to go on from its own, the exploit still pending."""
+        owns the job (the next run applies it). A donor checkpoint that cannot be had (the
+        donor ended, its checkpoint dropped) voids the exploit: the member goes on from its own."""
         ckpt = self._copy_donor(decision)
         if ckpt is None:
-            return True
+            why = f"member {decision.donor} has no checkpoint at or after step {decision.step}"
+            return self.store.void(self.token, self.number, decision.step, why)
         job = member_job(self.run.job.search, self.number, self.config, self.tpl, decision.new)
         exploit = {
             "member": self.number,
@@ -264,8 +265,9 @@ class MemberWatch:
         for _ in range(COPY_TRIES):
             got = self.ctx.records.checkpoint(donor_job)
             if not got or got.get("step") is None or int(got["step"]) < decision.step:
-                log.error(
-                    "member %s: member %s has no checkpoint at or after step %d to take (%s)",
+                log.warning(
+                    "member %s: member %s has no checkpoint at or after step %d to take (%s); "
+                    "the exploit is void, it goes on from its own",
                     self.number,
                     decision.donor,
                     decision.step,

@@ -212,6 +212,7 @@ class Applied(str, Enum):
 
     OK = "ok"  # applied now: the caller requeues the member's job
     APPLIED = "applied"  # applied once already (a retry, a resumed run): nothing changed
+    VOID = "void"  # voided: its donor's checkpoint was gone (``PbtStore.void``)
     UNDECIDED = "undecided"  # Redis holds no exploit at that step (lost in a restart)
     STALE = "stale"  # the run no longer owns the member's job: nothing written
 
@@ -330,6 +331,11 @@ class PbtStore:
                 list_key,
             )
         )
+
+    def void(self, run: RunToken, number: int, step: int, reason: str) -> bool:
+        """The exploit decided at ``step`` cannot be applied (``reason``): never applied, the
+        member goes on from its own checkpoint; False when the run does not own the job."""
+        return self._call(run, number, "void", step, reason) == "ok"
 
     def pause(self, run: RunToken, number: int, resume_step: int, list_key: str) -> bool:
         """Member ``number`` yields its host: its requeue goes to ``list_key``; False when the
