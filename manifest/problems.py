@@ -44,6 +44,9 @@ ALIASES = {
     "nodes": "allowed_hosts",
     "timeout": "timeout_s",
     "retries": "max_attempts",
+    # Ray's PBT arguments, where fleet's scheduler table names them shorter
+    "perturbation_interval": "interval",
+    "quantile_fraction": "quantile",
 }
 NEEDS_TABLES = frozenset({"needs", "requires", "require", "resources"})
 

@@ -60,6 +60,12 @@ class CheckpointSync:
         self.archive = Path(work).parent / ARCHIVE
         self.every_s = float(ctx.app.conf.fleet_checkpoint_every_s)
         self.env, self.outcome = env, None
+        # the step the dir is known to hold at least (a PBT member's latest boundary heard,
+        # tasks.pbt), recorded with each sync; read before the dir is
+        self.step: int | None = None
+        self._value: dict | None = None  # the record this run made or restored
+        self._recorded_step: int | None = None
+        self._lock = threading.Lock()  # the background loop and a PBT boundary's sync
         self._synced: tuple = ()
         self._stored = False  # the store holds a checkpoint of this job (restored or synced)
         self._stop = threading.Event()
@@ -90,9 +96,14 @@ class CheckpointSync:
         self._thread.join()
         o = self.outcome
         # handed back at shutdown, or failed (and maybe retried): the next run starts from here.
-        # Not when cancelled or lost: the job is not this run's to checkpoint any more.
+        # Not when cancelled or lost: the job is not this run's to checkpoint any more; nor when
+        # exploited: it goes on from the donor's checkpoint, put in place of its own (tasks.pbt).
         if o is not None and (
-            (o.stopped is not None and (o.stopped.hands_back or o.stopped is Stop.TIMEOUT))
+            (
+                o.stopped is not None
+                and o.stopped is not Stop.EXPLOITED
+                and (o.stopped.hands_back or o.stopped is Stop.TIMEOUT)
+            )
             or (o.stopped is None and o.returncode != 0)
         ):
             self.sync()
@@ -121,6 +132,7 @@ class CheckpointSync:
         finally:
             self.archive.unlink(missing_ok=True)
         self._stored = True
+        self._value, self._recorded_step = last, last.get("step")
         log.warning(
             "restored %s's checkpoint: %d file(s) synced at %s",
             self.job.name,
@@ -137,10 +149,44 @@ class CheckpointSync:
             self._stored = self.sync() or self._stored
 
     def sync(self) -> bool:
-        """Upload the dir if it changed since the last sync; True when a new one is recorded."""
-        seen = packer.fingerprint(self.dir)
-        if not seen or seen == self._synced:
+        """Upload the dir if it changed since the last sync; True when a new one is recorded.
+        Unchanged, but with a greater step heard since: the same upload recorded at that step."""
+        with self._lock:
+            step = self.step
+            seen = packer.fingerprint(self.dir)
+            if seen and seen == self._synced and self._value and self._later(step):
+                try:
+                    return self._record(dict(self._value, step=step), None)
+                except redis.RedisError as e:  # the next sync tries again
+                    log.warning("could not record %s's checkpoint: %s", self.job.name, e)
+                    return False
+            if not seen or seen == self._synced:
+                return False
+            return self._upload(seen, step)
+
+    @property
+    def recorded_step(self) -> int | None:
+        """The step the job's checkpoint record holds, as this run made or restored it."""
+        return self._recorded_step
+
+    def _later(self, step: int | None) -> bool:
+        return step is not None and (self._recorded_step is None or step > self._recorded_step)
+
+    def _record(self, value: dict, store) -> bool:
+        """Make ``value`` the job's checkpoint (only while this run owns the job); the upload
+        it replaced is deleted from ``store`` (None: the same upload, nothing to delete)."""
+        recorded, previous = self.ctx.records.record_checkpoint(self.job.job_id, self.token, value)
+        if not recorded:
+            log.warning(
+                "%s's checkpoint not recorded: this run no longer owns the job", self.job.name
+            )
             return False
+        self._value, self._recorded_step = value, value.get("step")
+        if store is not None and previous and previous.get("key") != value["key"]:
+            store.delete_file(previous["key"])
+        return True
+
+    def _upload(self, seen: tuple, step: int | None) -> bool:
         try:
             packed = packer.pack(
                 self.dir, self.archive, {"job_id": self.job.job_id, "name": self.job.name}
@@ -157,18 +203,11 @@ class CheckpointSync:
                 "size": packed.size,
                 "synced_at": time.time(),
                 "files": len(seen),
+                **({"step": step} if step is not None else {}),
             }
-            recorded, previous = self.ctx.records.record_checkpoint(
-                self.job.job_id, self.token, value
-            )
-            if not recorded:
-                log.warning(
-                    "%s's checkpoint not recorded: this run no longer owns the job", self.job.name
-                )
+            if not self._record(value, store):
                 return False
             self._synced = seen
-            if previous and previous.get("key") != key:
-                store.delete_file(previous["key"])
             log.info(
                 "synced %s's checkpoint: %d bytes (%s)",
                 self.job.name,

@@ -34,6 +34,7 @@ from tasks import (
     gang,
     inputs,
     isolation,
+    pbt,
     rendezvous,
     runner,
     ticks,
@@ -264,7 +265,9 @@ def _handed_back(task, ctx: HostContext, run: Run, asked: HandBack) -> Ended:
         why += f"; the whole gang of {run.seat.nodes} stopped" + (
             ", rank 0's checkpoint synced" if job.checkpoint else ""
         )
-    owned = _requeue_uncounted(ctx, run, f"handed back: {why}", why, asked.fields, what="hand back")
+    owned = (asked.prepare is None or asked.prepare()) and _requeue_uncounted(
+        ctx, run, f"handed back: {why}", why, asked.fields, what="hand back"
+    )
     if not owned:  # cancelled or taken over meanwhile: the record says what happened
         return _stopped(task, ctx, run, run.lease.reason or Stop.LOST)
     log.warning("handed %s back to its queue: %s", job.name, asked.why)
@@ -417,6 +420,7 @@ def _run_process(
     with (
         open(work / workdirs.LOG_FILE, "w", encoding="utf-8") as log_file,
         checkpoint.syncing(ctx, job, run.token, work, env, uploads=run.lead) as ckpt,
+        pbt.watching(ctx, run, ckpt) as member,  # a PBT search's member: its boundaries
     ):
         on_tick = _tick_loop(task, ctx, run, flower, history, pruning)
         with run.lease.fencing():  # cut off from Redis too long: it stops before its TTL lapses
@@ -432,7 +436,7 @@ def _run_process(
                 python=ctx.job_user.python if ctx.job_user else None,
                 exit_file=workdirs.exit_file(work),
                 wake_fd=ctx.runs.wake_fd(job.job_id),
-                on_metric=_each(history.record if run.lead else None, pruning),
+                on_metric=_each(history.record if run.lead else None, pruning, member),
                 scope=workdirs.scope(work),  # a dead run's processes are found by its folder
                 cgroup=ctx.settings.run_cgroups,
             )

@@ -17,7 +17,7 @@ from __future__ import annotations
 import os
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any
@@ -33,6 +33,9 @@ class HandBack:
     why: str  # its end mark and the record's last_error say this
     fields: dict[str, Any] = field(default_factory=dict)  # written to the record with the requeue
     asked_at: float = field(default_factory=time.time)
+    # run once the process is gone, before the requeue: what the job goes back with (a PBT
+    # exploit: the donor's checkpoint and new values); False: the run no longer owns the job
+    prepare: Callable[[], bool] | None = None
 
 
 class Runs:
@@ -75,7 +78,14 @@ class Runs:
         with self._lock:
             return list(self._runs.values())
 
-    def hand_back(self, job_id: str, stop: Stop, why: str, **fields: Any) -> threading.Event | None:
+    def hand_back(
+        self,
+        job_id: str,
+        stop: Stop,
+        why: str,
+        prepare: Callable[[], bool] | None = None,
+        **fields: Any,
+    ) -> threading.Event | None:
         """Ask the run of ``job_id`` to stop and go back to its queue; an event set once its
         run is over (checkpoint synced, record written, grant released), or None when no
         run of that job executes here. The first request stands."""
@@ -87,7 +97,7 @@ class Runs:
         with self._lock:
             if job_id not in self._runs:
                 return None
-            self._asked.setdefault(job_id, HandBack(stop, why, dict(fields)))
+            self._asked.setdefault(job_id, HandBack(stop, why, dict(fields), prepare=prepare))
             self._wake_locked(job_id)
             return self._ended[job_id]
 

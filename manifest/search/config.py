@@ -18,6 +18,7 @@ from typing import Any
 
 from core.errors import FleetError
 from manifest.search import knobs
+from manifest.search.pbt import PbtConfig
 
 # metrics that are better high: an accuracy, a score, a reward; anything else (a loss) low
 MAXIMIZED = re.compile(r"acc|auc|f1|score|r2|precision|recall|reward|return|map\b|iou|bleu", re.I)
@@ -134,6 +135,8 @@ class SearchConfig:
     # the step a trial that runs to its end reports last (its fixed budget, e.g. `epochs`);
     # None when the space samples the budget or the job's is unknown
     last_step: int | None = None
+    # population-based training (manifest.search.pbt): its trials are the members
+    pbt: PbtConfig | None = None
 
     def to_dict(self) -> dict:
         """JSON-ready; the search's id is a digest of it (``manifest.search.spec``)."""
@@ -148,6 +151,8 @@ class SearchConfig:
             "max_failures": self.max_failures,
             "last_step": self.last_step,
             "space": {k: v.to_dict() for k, v in self.space.items()},
+            # only when set: a search without PBT keeps the id it always had
+            **({"pbt": self.pbt.to_dict()} if self.pbt is not None else {}),
         }
 
     @classmethod
@@ -176,4 +181,5 @@ class SearchConfig:
             seed=int(d.get("seed", 0)),
             max_failures=int(d.get("max_failures", 5)),
             last_step=last_step,
+            pbt=PbtConfig.from_dict(d["pbt"]) if d.get("pbt") else None,
         )

@@ -8,13 +8,14 @@ The sampler and pruner are a name or a table of the Optuna class's own arguments
 
 from __future__ import annotations
 
+import math
 from typing import Any
 
 from core.constants import DEFAULT_MAX_FAILURES
 from manifest.fields import check_table, is_kind, wrong_kind
 from manifest.hyper import TRAINERS, check_hyper, unknown_key_fix
 from manifest.problems import Problems, suggest
-from manifest.search import knobs
+from manifest.search import knobs, pbt
 from manifest.search.config import Choices, Component, Direction, Dist, Range, SearchConfig
 
 SEARCH_FIELDS = {
@@ -27,6 +28,7 @@ SEARCH_FIELDS = {
     "space": "table",
     "min_resource": "int",
     "last_step": "int",
+    "population": "int",
 }
 RANGE_FIELDS = {"low": "num", "high": "num", "log": "bool", "step": "num"}
 DEFAULTS = {
@@ -52,14 +54,17 @@ def read_config(p: Problems, path: tuple, t: dict) -> SearchConfig | None:
     if not isinstance(raw, dict):
         p.add(path, *wrong_kind("search", raw, "table"))
         return None
-    s = check_table(
-        p, path, {k: v for k, v in raw.items() if k not in ("sampler", "pruner")}, SEARCH_FIELDS
-    )
+    own = ("sampler", "pruner", "scheduler")
+    s = check_table(p, path, {k: v for k, v in raw.items() if k not in own}, SEARCH_FIELDS)
     c = {**DEFAULTS, **s}
     _settings(p, path, raw, c)
     _refuse_mixes(p, path, t)
     last_step = c.get("last_step", budget(t))
-    sampler = _component(p, path, "sampler", raw.get("sampler", "tpe"), {}, last_step)
+    scheduler = _scheduler(p, path, raw, s, t, last_step)
+    if scheduler is not None:  # every member is queued at once: the budget is the population
+        c["trials"] = c["parallel"] = scheduler.population
+    default_sampler = "random" if scheduler is not None else "tpe"
+    sampler = _component(p, path, "sampler", raw.get("sampler", default_sampler), {}, last_step)
     first = {} if "min_resource" not in s else {"min_resource": s["min_resource"]}
     pruner = _component(p, path, "pruner", raw.get("pruner", "none"), first, last_step)
     space = _space(p, path + ("space",), s.get("space"), t, sampler)
@@ -76,6 +81,7 @@ def read_config(p: Problems, path: tuple, t: dict) -> SearchConfig | None:
         seed=c["seed"],
         max_failures=c["max_failures"],
         last_step=last_step,
+        pbt=scheduler,
     )
 
 
@@ -310,3 +316,143 @@ def _checked(p: Problems, path: tuple, model: str, name: str, values: list) -> b
             p.add(path, message, fix)
             return False
     return True
+
+
+def _scheduler(
+    p: Problems, path: tuple, raw: dict, s: dict, t: dict, last_step: int | None
+) -> pbt.PbtConfig | None:
+    """The ``scheduler`` table (population-based training) with its ``population``; None
+    when the search has neither, or either has a problem (each reported at its key)."""
+    table, population = raw.get("scheduler"), s.get("population")
+    if table is None and population is None:
+        return None
+    where, mark = path + ("scheduler",), len(p.paths)
+    example = (
+        '{ name = "pbt", interval = 10, quantile = 0.25, resample_probability = 0.25, '
+        "perturbation_factors = [0.8, 1.2] }"
+    )
+    if table is None:
+        p.add(
+            path + ("population",), "a population needs its scheduler", f"add scheduler = {example}"
+        )
+        return None
+    if not isinstance(table, dict):
+        p.add(where, f"must be a table, got {table!r}", f"write scheduler = {example}")
+        return None
+    given = check_table(
+        p, where, {k: v for k, v in table.items() if k != pbt.FACTORS_KEY}, pbt.SCHEDULER_FIELDS
+    )
+    _scheduler_values(p, where, table, given, last_step)
+    _pbt_job(p, path, raw, s, t, population, last_step)
+    if len(p.paths) > mark:
+        return None
+    return pbt.PbtConfig(
+        population=population,
+        interval=given["interval"],
+        quantile=float(given.get("quantile", pbt.DEFAULT_QUANTILE)),
+        resample_probability=float(
+            given.get("resample_probability", pbt.DEFAULT_RESAMPLE_PROBABILITY)
+        ),
+        perturbation_factors=tuple(
+            float(f) for f in table.get(pbt.FACTORS_KEY, pbt.DEFAULT_FACTORS)
+        ),
+    )
+
+
+def _scheduler_values(
+    p: Problems, where: tuple, table: dict, given: dict, last_step: int | None
+) -> None:
+    """Each of the scheduler's values in its range (their kinds were checked already)."""
+    name = given.get("name")
+    if "name" not in table:
+        p.add(where, "a scheduler table needs its name", f'add name = "{pbt.SCHEDULER}"')
+    elif isinstance(name, str) and name != pbt.SCHEDULER:
+        p.add(where + ("name",), f"unknown scheduler {name!r}", f'use name = "{pbt.SCHEDULER}"')
+    interval = given.get("interval")
+    if "interval" not in table:
+        p.add(
+            where,
+            "a pbt scheduler needs its interval",
+            "add interval = 10 (steps between boundaries)",
+        )
+    elif interval is not None and interval < 1:
+        p.add(where + ("interval",), f"must be >= 1, got {interval}", "use e.g. interval = 10")
+    elif interval is not None and last_step is not None and interval >= last_step:
+        p.add(
+            where + ("interval",),
+            f"interval {interval} leaves no boundary before last_step {last_step}",
+            f"use an interval below {last_step}",
+        )
+    q = given.get("quantile")
+    if q is not None and not 0 < q <= 0.5:
+        p.add(where + ("quantile",), f"must be in (0, 0.5], got {q}", "use e.g. quantile = 0.25")
+    rp = given.get("resample_probability")
+    if rp is not None and not 0 <= rp <= 1:
+        p.add(
+            where + ("resample_probability",),
+            f"must be in [0, 1], got {rp}",
+            "use e.g. resample_probability = 0.25",
+        )
+    if pbt.FACTORS_KEY in table:
+        f = table[pbt.FACTORS_KEY]
+        if not (
+            isinstance(f, list)
+            and f
+            and all(is_kind(x, "num") and math.isfinite(x) and x > 0 for x in f)
+        ):
+            p.add(
+                where + (pbt.FACTORS_KEY,),
+                f"must be a non-empty list of numbers > 0, got {f!r}",
+                "write e.g. perturbation_factors = [0.8, 1.2]",
+            )
+
+
+def _pbt_job(
+    p: Problems,
+    path: tuple,
+    raw: dict,
+    s: dict,
+    t: dict,
+    population: int | None,
+    last_step: int | None,
+) -> None:
+    """What a PBT search needs of its job and of the rest of its table."""
+    if population is None:
+        p.add(path, "a pbt scheduler needs its population", "add population = 8 (members)")
+    elif not pbt.MIN_POPULATION <= population <= pbt.MAX_POPULATION:
+        p.add(
+            path + ("population",),
+            f"must be {pbt.MIN_POPULATION}..{pbt.MAX_POPULATION}, got {population}",
+            f"use a population in {pbt.MIN_POPULATION}..{pbt.MAX_POPULATION}",
+        )
+    if last_step is None:
+        p.add(
+            path,
+            "a pbt search needs the step its members end at",
+            "add last_step = 100 (the step each member reports last)",
+        )
+    if not t.get("checkpoint"):
+        p.add(
+            path[:-1],
+            "a pbt search needs the job's checkpoint: a member takes another's to go on",
+            'add checkpoint = "ckpt/" and resume from $FLEET_CHECKPOINT_DIR in the job',
+        )
+    for key, why in (
+        ("trials", "the population is the budget"),
+        ("parallel", "every member is queued at once; the hosts bound how many run"),
+    ):
+        if key in s:
+            p.add(path + (key,), f"a pbt search takes no {key}: {why}", f"remove {key}")
+    pruner = raw.get("pruner", "none")
+    if (pruner.get("name") if isinstance(pruner, dict) else pruner) != "none":
+        p.add(
+            path + ("pruner",),
+            "a pbt search stops no member early: its bottom members take better ones' checkpoints",
+            "remove pruner",
+        )
+    if isinstance(t.get("nodes"), int) and t["nodes"] > 1:
+        p.add(
+            path[:-1] + ("nodes",),
+            "a pbt search's members cannot be gangs yet",
+            "remove nodes, or use a search without a scheduler",
+        )

@@ -56,5 +56,7 @@ class SearchSpec:
             f"  sampler {c.sampler.text()}",
             f"  pruner {c.pruner.text()}",
         ]
+        if c.pbt is not None:
+            lines.append(f"  scheduler {c.pbt.text()}")
         lines += [f"  {k}: {v.text()}" for k, v in c.space.items()]
         return lines
