@@ -4,11 +4,13 @@ The decisions are pure; ``search_why`` only reads the view."""
 
 from __future__ import annotations
 
+import time
 from dataclasses import dataclass
 from enum import Enum
 
 import redis
 
+from fleet.query import pbt
 from manifest.search.spec import trial_name
 from state.jobrecord import JobState
 from state.search.view import SearchView, find_searches, read_search
@@ -30,9 +32,12 @@ class SearchWhy:
     view: SearchView
     state: SearchState
     todo: tuple[str, ...]  # what to do next, each a command with what it does
+    population: pbt.Population | None = None  # a PBT search's members and exploits
+    at: float | None = None  # when it was read: how long a member has been in its phase
 
     def to_dict(self) -> dict:
         v = self.view
+        extra = {"population": pbt.to_dict(self.population, self.at)} if self.population else {}
         return {
             "search": v.name,
             "search_id": v.search_id,
@@ -49,6 +54,7 @@ class SearchWhy:
             "best_value": v.best_value,
             "best_trial": v.best_trial,
             "todo": list(self.todo),
+            **extra,
         }
 
 
@@ -86,10 +92,13 @@ def todo(v: SearchView, state: SearchState) -> tuple[str, ...]:
     return tuple(out)
 
 
-def explain(v: SearchView) -> SearchWhy:
-    """Search ``v`` explained. Pure."""
+def explain(
+    v: SearchView, population: pbt.Population | None = None, at: float | None = None
+) -> SearchWhy:
+    """Search ``v`` explained (``population``: its members, when it is a PBT search, as read
+    at ``at``). Pure."""
     state = search_state(v)
-    return SearchWhy(v, state, todo(v, state))
+    return SearchWhy(v, state, todo(v, state), population, at)
 
 
 def lines(w: SearchWhy) -> list[str]:
@@ -108,7 +117,9 @@ def lines(w: SearchWhy) -> list[str]:
         out.append(f"  stopped: {v.stopped}")
     elif v.last_failure:
         out.append(f"  last failure: {v.last_failure}")
-    if w.state is SearchState.RUNNING and v.issued < c.trials:
+    if w.population is not None:
+        out += pbt.why_lines(w.population, w.at)
+    elif w.state is SearchState.RUNNING and v.issued < c.trials:
         out.append(f"  {c.trials - v.issued} more trial(s) to issue as running ones end")
     out += [f"  next: {t}" for t in w.todo]
     return out
@@ -119,5 +130,5 @@ def search_why(client: redis.Redis, name: str) -> SearchWhy | None:
     for sid in find_searches(client, name):
         v = read_search(client, sid)
         if v is not None:
-            return explain(v)
+            return explain(v, pbt.read(client, sid, v.config), time.time())
     return None
