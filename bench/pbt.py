@@ -4,22 +4,26 @@ against random search with the same worker-seconds.
 A real redis-server, a local store and two real workers run examples/pbt/train.py (through
 bench/pbtjob.py, which notes each run's start and end): SGD on a noisy quadratic whose best
 learning rate changes while it trains (high early, low late), so no fixed value reaches what
-a falling schedule does. Four searches, one after the other, on the same space and seed:
+a falling schedule does. Each round (``--rounds``, 3: PBT's outcome is a draw, so one run
+proves little) runs three searches, one after the other, on the same space, its own seed:
 - ``population``: the same members without PBT (a random search of ``population`` trials,
   all at once): the baseline every ratio is against;
 - ``pbt``: the population under PBT;
 - ``random``: a random search given PBT's worker-seconds (trials = PBT's worker-seconds over
   a baseline trial's), ``population`` at once;
-- ``pbt+kill``: PBT again, one worker killed with -9 just after the first exploit and started
-  again: the search must finish by itself, with no exploit lost or applied twice.
+and last, once, ``pbt+kill``: PBT again, one worker killed with -9 just after the first exploit
+and started again: the search must finish by itself, with no exploit applied twice.
+The floor no fixed value can pass: the best final loss of 31 fixed learning rates on a log
+grid of the space, run without fleet.
 For each: the best value (the search's), its ratio to the baseline's, the worker-seconds
 (every run's start to end, as the member noted them) and their ratio; for the PBT runs the
 exploits, and each exploit's cost: from its decision at the boundary to the member running
 again from its new checkpoint (its next run's start), p50 and p99, with the decision to the
 apply (the stop, the donor's checkpoint copied) apart.
 
-Goals: PBT's best below the population's and random's at equal worker-seconds, with and
-without the kill; an exploit within a checkpoint sync plus 2 s (p99).
+Goals: PBT's median best below the population's and random's at equal worker-seconds (and
+below the fixed-lr floor), and through the kill; an exploit within a checkpoint sync plus 2 s
+(p99).
 
 Run from the repo root: `python bench/pbt.py [--population 8] [--smoke]`.
 """
@@ -31,6 +35,8 @@ import json
 import math
 import os
 import signal
+import statistics
+import subprocess
 import sys
 import time
 from pathlib import Path
@@ -43,10 +49,13 @@ from bench.search import ms, pct  # noqa: E402
 from bench.timing import parse_args  # noqa: E402
 from fleet.local import start_worker, stop_worker  # noqa: E402
 from fleet.manifests import loads  # noqa: E402
+from fleet.query import pbt as views  # noqa: E402
 from state.search import pbt  # noqa: E402
 from state.search.view import read_search  # noqa: E402
 
 JOB = ROOT / "bench" / "pbtjob.py"
+TRAIN = ROOT / "examples" / "pbt" / "train.py"
+FIXED_GRID = 31  # learning rates on a log grid of the space for the fixed-lr floor
 HOSTS = ("bench-p0", "bench-p1")
 SPACE = "lr = { low = 1e-3, high = 1.0, log = true }\n"
 LEASE_TTL_S = 5.0  # a killed worker's runs are handed on this soon
@@ -61,10 +70,11 @@ OPTIONS = (  # flag, kind, default, what it is
     ("--jitter", float, 0.5, "a step takes step-s times 1 +- this"),
     ("--seed", int, 0, "the searches' seed"),
     ("--timeout", float, 300.0, "seconds a search may take"),
+    ("--rounds", int, 3, "rounds of population, PBT and random, each on its own seeds"),
 )
 
 
-def manifest(name: str, a, *, pbt_on: bool, trials: int) -> str:
+def manifest(name: str, a, *, pbt_on: bool, trials: int, seed: int) -> str:
     """A search of examples/pbt/train.py: under PBT, or a random search of ``trials``."""
     command = f'["{sys.executable}", "{JOB}"]'
     head = (
@@ -74,7 +84,7 @@ def manifest(name: str, a, *, pbt_on: bool, trials: int) -> str:
         f"hyper = {{ last_step = {a.last_step}, step_s = {a.step_s}, "
         f'step_jitter = {a.jitter}, run = "{name}" }}\n'
         "[jobs.search]\n"
-        f'metric = "valid_loss"\ndirection = "minimize"\nsampler = "random"\nseed = {a.seed}\n'
+        f'metric = "valid_loss"\ndirection = "minimize"\nsampler = "random"\nseed = {seed}\n'
         f"last_step = {a.last_step}\n"
     )
     if pbt_on:
@@ -142,11 +152,14 @@ class Bench:
             stop_worker(w)
         self.fleet.server.stop()
 
-    def search(self, name: str, *, pbt_on: bool, trials: int = 0, kill: bool = False) -> dict:
+    def search(
+        self, name: str, *, pbt_on: bool, trials: int = 0, kill: bool = False, seed: int = 0
+    ) -> dict:
         from fleet.publish import publish
         from tasks import app
 
-        m = loads(manifest(name, self.a, pbt_on=pbt_on, trials=trials), f"{name}.toml")
+        text = manifest(name, self.a, pbt_on=pbt_on, trials=trials, seed=self.a.seed + seed)
+        m = loads(text, f"{name}.toml")
         publish(app, self.fleet.client, m)
         sid, r = m.searches[0].search_id, self.fleet.client
         deadline, killed = time.monotonic() + self.a.timeout, False
@@ -187,52 +200,98 @@ class Bench:
                 "unapplied": decided - len(set(applied)),
                 "costs": exploit_costs(exploits, runs),
                 "schedule": [(s.step, s.values["lr"]) for s in best.schedule] if best else [],
+                # as `fleet results` says it: the views read the records this run left
+                "lineage": views.lineages(views.read(r, sid, view.config)).get(view.best_trial),
             }
         print(f"{name}: {view.summary()}", flush=True)
         return got
 
 
-def report(got: dict, a) -> None:
-    base = got["population"]
-    print(
-        f"\n{a.population} members, {a.last_step} steps of {a.step_s}s, boundary every "
-        f"{a.interval}; best fixed lr reaches about 0.024; ratios against 'population' "
-        "(the same members without PBT), measured in this run"
+def fixed_best(a, points: int = FIXED_GRID) -> tuple[float, float]:
+    """The best final loss any fixed lr reaches, over a log grid of the space, run without
+    fleet (no pause): what no search of fixed values, however large, can beat."""
+    best = (math.inf, 0.0)
+    for i in range(points):
+        lr = 10 ** (-3 + 3 * i / (points - 1))
+        env = dict(os.environ, FLEET_HYPER=json.dumps({"lr": lr, "last_step": a.last_step}))
+        env.pop("FLEET_CHECKPOINT_DIR", None)
+        out = subprocess.run(
+            [sys.executable, str(TRAIN)], env=env, capture_output=True, text=True, check=True
+        ).stdout
+        loss = json.loads(out.strip().splitlines()[-1].split(" ", 1)[1])["valid_loss"]
+        best = min(best, (loss, lr))
+    return best
+
+
+def exploit_line(name: str, g: dict) -> str:
+    cost, stop = [c for c, _ in g["costs"]], [s for _, s in g["costs"]]
+    return (
+        f"{name}: {g['exploits']} exploits ({g['twice']} applied twice; {g['unapplied']} "
+        "decided, not applied)"
+        f"{', a worker killed with -9 after the first' if g['killed'] else ''}; "
+        f"decided -> running again from the new checkpoint ({len(cost)}): "
+        f"p50 {ms(pct(cost, 0.5))}, p99 {ms(pct(cost, 0.99))}; of it decided -> applied "
+        f"p50 {ms(pct(stop, 0.5))}, p99 {ms(pct(stop, 0.99))}"
     )
-    print(f"{'run':<11} {'best':>8} {'vs pop':>8} {'worker-s':>9} {'vs pop':>7} {'trials':>7}")
-    for name, g in got.items():
-        print(
-            f"{name:<11} {g['best']:>8.4f} {g['best'] / base['best']:>7.2f}x "
-            f"{g['worker_s']:>9.1f} {g['worker_s'] / base['worker_s']:>6.2f}x {g['trials']:>7}"
+
+
+def report(rounds: list[dict], kill: dict | None, a, fixed: tuple[float, float]) -> None:
+    """Each round's table against its own baseline, then the medians and the goals."""
+    print(
+        f"\n{a.population} members, {a.last_step} steps of {a.step_s}s (+-{a.jitter:.0%}), a "
+        f"boundary every {a.interval}, {len(rounds)} rounds (seeds {a.seed}, {a.seed + 10}, "
+        f"...); the best fixed lr ({fixed[1]:.3g}, of {FIXED_GRID} on a log grid, run without "
+        f"fleet) reaches {fixed[0]:.4f}; ratios against each round's 'population' (the same "
+        "members without PBT)"
+    )
+    print(
+        f"{'round':<6}{'run':<11}{'best':>8}{'vs pop':>8}{'worker-s':>9}{'vs pop':>8}{'trials':>7}"
+    )
+    for r, got in enumerate([*rounds, *([{"pbt+kill": kill}] if kill else [])]):
+        base = (rounds[r] if r < len(rounds) else rounds[0])["population"]
+        for name, g in got.items():
+            print(
+                f"{r:<6}{name:<11}{g['best']:>8.4f}{g['best'] / base['best']:>7.2f}x"
+                f"{g['worker_s']:>9.1f}{g['worker_s'] / base['worker_s']:>7.2f}x{g['trials']:>7}"
+            )
+    runs = [*(got["pbt"] for got in rounds), *([kill] if kill else [])]
+    pooled = {
+        "exploits": sum(g["exploits"] for g in runs), "twice": sum(g["twice"] for g in runs),
+        "unapplied": sum(g["unapplied"] for g in runs), "killed": False,
+        "costs": [c for g in rounds for c in g["pbt"]["costs"]],
+    }  # fmt: skip
+    print(exploit_line("pbt, every round", pooled))
+    if kill:
+        print(exploit_line("pbt+kill", kill))
+    best = min(runs, key=lambda g: g["best"])
+    lr = ", ".join(f"{s}: {v:.3g}" for s, v in best["schedule"])
+    print(f"the best PBT member's lr by step (the schedule PBT found): {lr}")
+    for line in best["lineage"] or ["(it kept its own values)"]:
+        print(f"  member {best['best_trial']}: {line}")
+    med = {k: statistics.median(got[k]["best"] for got in rounds) for k in rounds[0]}
+    wins = sum(
+        got["pbt"]["best"] < min(got["population"]["best"], got["random"]["best"]) for got in rounds
+    )
+    share = statistics.median(got["random"]["worker_s"] / got["pbt"]["worker_s"] for got in rounds)
+    p99 = pct([c for c, _ in pooled["costs"]], 0.99)
+    print(
+        f"median best: population {med['population']:.4f}, pbt {med['pbt']:.4f} "
+        f"({med['pbt'] / med['population']:.2f}x), random {med['random']:.4f} with "
+        f"{share:.0%} of PBT's worker-seconds"
+    )
+    print(
+        f"goals: PBT's median best below the population's and random's: "
+        f"{med['pbt'] < min(med['population'], med['random'])} (PBT best of the three in "
+        f"{wins} of {len(rounds)} rounds); below any fixed lr's: {med['pbt'] < fixed[0]}; no "
+        f"exploit applied twice: {pooled['twice'] == 0}; exploit p99 <= {EXPLOIT_GOAL_S:g} s: "
+        f"{p99 <= EXPLOIT_GOAL_S}"
+        + (
+            f"; through the kill: finished by itself {kill['finished']}, best below the "
+            f"first round's population {kill['best'] < rounds[0]['population']['best']}"
+            if kill
+            else ""
         )
-    for name in ("pbt", "pbt+kill"):
-        g = got.get(name)
-        if g is None:
-            continue
-        cost = [c for c, _ in g["costs"]]
-        stop = [s for _, s in g["costs"]]
-        print(
-            f"{name}: {g['exploits']} exploits ({g['twice']} applied twice; {g['unapplied']} "
-            "decided but not applied: no donor checkpoint at or after the boundary yet)"
-            f"{', a worker killed with -9 after the first' if g['killed'] else ''}; "
-            f"decided -> running again from the new checkpoint ({len(cost)}): "
-            f"p50 {ms(pct(cost, 0.5))}, p99 {ms(pct(cost, 0.99))}; of it decided -> applied "
-            f"p50 {ms(pct(stop, 0.5))}, p99 {ms(pct(stop, 0.99))}"
-        )
-        lr = ", ".join(f"{s}: {v:.3g}" for s, v in g["schedule"])
-        print(f"{name}: the best member's lr by step (the schedule PBT found): {lr}")
-    rand = got["random"]
-    for name in ("pbt", "pbt+kill"):
-        g = got.get(name)
-        if g is None:
-            continue
-        print(
-            f"goals, {name}: best below the population's: {g['best'] < base['best']}; below "
-            f"random's at {rand['worker_s'] / g['worker_s']:.0%} of its worker-seconds: "
-            f"{g['best'] < rand['best']}; no exploit applied twice: {g['twice'] == 0}; "
-            f"finished by itself: {g['finished']}; exploit p99 <= {EXPLOIT_GOAL_S:g} s: "
-            f"{bool(g['costs']) and pct([c for c, _ in g['costs']], 0.99) <= EXPLOIT_GOAL_S}"
-        )
+    )
 
 
 def main() -> None:
@@ -240,7 +299,16 @@ def main() -> None:
     for flag, kind, default, what in OPTIONS:
         ap.add_argument(flag, type=kind, default=default, help=what)
     ap.add_argument("--no-kill", action="store_true", help="leave out the run with a kill -9")
-    a = parse_args(ap, population=4, last_step=10, interval=5, step_s=0.01)
+    a = parse_args(
+        ap,
+        population=4,
+        last_step=20,
+        interval=5,
+        step_s=0.02,
+        timeout=20.0,
+        no_kill=True,
+        rounds=1,
+    )
     b = Bench(a)
     try:
         for h in HOSTS:
@@ -248,14 +316,22 @@ def main() -> None:
         from tests.harness.workers import wait_for_workers
 
         wait_for_workers(b.env, list(HOSTS))
-        got = {"population": b.search("b-population", pbt_on=False, trials=a.population)}
-        got["pbt"] = b.search("b-pbt", pbt_on=True)
-        per_trial = got["population"]["worker_s"] / a.population
-        trials = max(a.population, round(got["pbt"]["worker_s"] / per_trial))
-        got["random"] = b.search("b-random", pbt_on=False, trials=trials)
-        if not a.no_kill:
-            got["pbt+kill"] = b.search("b-pbt-kill", pbt_on=True, kill=True)
-        report(got, a)
+        rounds = []
+        for r in range(a.rounds):
+            seed = 10 * r
+            got = {
+                "population": b.search(
+                    f"b-population-{r}", pbt_on=False, trials=a.population, seed=seed
+                )
+            }
+            got["pbt"] = b.search(f"b-pbt-{r}", pbt_on=True, seed=seed)
+            per_trial = got["population"]["worker_s"] / a.population
+            trials = max(a.population, round(got["pbt"]["worker_s"] / per_trial))
+            # its own draws: the population's seed would draw the baseline's values again
+            got["random"] = b.search(f"b-random-{r}", pbt_on=False, trials=trials, seed=seed + 1)
+            rounds.append(got)
+        kill = None if a.no_kill else b.search("b-pbt-kill", pbt_on=True, kill=True)
+        report(rounds, kill, a, fixed_best(a))
     finally:
         b.stop()
 
