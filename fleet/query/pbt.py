@@ -9,7 +9,7 @@ tested by tables: an exploit's line (``lineage_line``), a member's lineage and w
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -17,6 +17,8 @@ import redis
 
 from manifest.search.config import SearchConfig
 from manifest.search.pbt import PbtConfig
+from manifest.search.spec import trial_job_id
+from state.jobrecord import JobState, fetch_many
 from state.search.pbt import Exploit, Member, Phase, Segment, fetch_exploits, fetch_members
 
 
@@ -30,6 +32,7 @@ class Population:
     pbt: PbtConfig
     members: tuple[Member, ...]
     exploits: tuple[Exploit, ...]
+    queued: frozenset[int] = frozenset()  # members whose job waits in a queue (not running)
 
     def member(self, number: int) -> Member | None:
         return next((m for m in self.members if m.number == number), None)
@@ -81,10 +84,12 @@ def doing(m: Member, pop: Population, now: float | None = None) -> str:
         return f"queued to resume at step {m.resume_step}{whose}" + (f" ({age[2:]})" if age else "")
     nxt = pop.pbt.boundary_at_or_below(m.step or 0) + pop.pbt.interval
     toward = nxt if nxt < pop.last_step else pop.last_step
+    # a queued member waits for a host: its first run, or its turn while the hosts are fewer
+    what = "queued to train" if m.number in pop.queued else "training"
     if m.step is None:
-        return f"training toward step {toward}"
+        return f"{what} toward step {toward}"
     value = "" if m.value is None else f": {pop.metric}={m.value:.4g}"
-    return f"training toward step {toward} (at step {m.step}{value})"
+    return f"{what} toward step {toward} (at step {m.step}{value})"
 
 
 def why_lines(pop: Population, now: float | None = None) -> list[str]:
@@ -169,8 +174,10 @@ def population(
     config: SearchConfig,
     members: Sequence[Member],
     exploits: Sequence[Exploit],
+    queued: Iterable[int] = (),
 ) -> Population | None:
-    """The population of a search with ``config`` (None: not a PBT search). Pure."""
+    """The population of a search with ``config`` (None: not a PBT search); ``queued``: the
+    members whose job is queued. Pure."""
     if config.pbt is None:
         return None
     return Population(
@@ -180,6 +187,7 @@ def population(
         config.pbt,
         tuple(members),
         tuple(exploits),
+        frozenset(queued),
     )
 
 
@@ -188,9 +196,12 @@ def read(client: redis.Redis, search_id: str, config: SearchConfig) -> Populatio
     """The population of search ``search_id`` (None: ``config`` is not a PBT search's)."""
     if config.pbt is None:
         return None
+    n = config.pbt.population
+    records = fetch_many(client, [trial_job_id(search_id, i) for i in range(n)], ("trial", "state"))
     return population(
         search_id,
         config,
-        fetch_members(client, search_id, config.pbt.population),
+        fetch_members(client, search_id, n),
         fetch_exploits(client, search_id),
+        (r.trial for r in records if r.state is JobState.QUEUED and r.trial is not None),
     )

@@ -135,6 +135,12 @@ def test_what_a_member_is_doing_is_said_from_its_phase(phase, pending, expected)
     assert pbt.doing(m, pop, now=60.0) == expected
 
 
+def test_a_member_whose_job_is_queued_says_it_waits_to_train():
+    pop = replace(population(), queued=frozenset({1}))
+    m = pop.members[1]
+    assert pbt.doing(m, pop) == "queued to train toward step 30 (at step 20: loss=0.8)"
+
+
 def test_a_member_with_no_boundary_yet_trains_toward_its_first():
     pop = population()
     m = replace(pop.members[2], phase=Phase.TRAINING, step=None, value=None)
