@@ -7,7 +7,8 @@ and only notes a boundary; a thread of the member's does the rest, in order:
 
 1. sync the member's checkpoint (``tasks.checkpoint``), recorded at the boundary's step: from
    then on another member may take it;
-2. read the population (``PbtStore.standings``) and decide (``manifest.search.exploit``, pure);
+2. record its metric there (``PbtStore.metric``), read the population (``PbtStore.standings``)
+   and decide (``manifest.search.exploit``, pure);
 3. record the metric and the decision, once (``PbtStore.boundary``): a replay gets the decision
    first recorded back, so a resumed run never exploits twice at one step;
 4. an exploit hands the run back (``Runs.hand_back``, ``Stop.EXPLOITED``: SIGTERM, the process
@@ -37,9 +38,9 @@ from artifacts.bundle import sha256_file
 from core.errors import FleetError
 from manifest.search.config import SearchConfig
 from manifest.search.exploit import decide
-from manifest.search.pbt import Decision, Kind, Standing
+from manifest.search.pbt import Decision, Kind, Standing, should_pause
 from manifest.search.spec import trial_job_id
-from state.search.pbt import Applied, PbtStore, key, member_job
+from state.search.pbt import Applied, PbtStore, key, member_job, member_list
 from state.search.store import RunToken, SearchStore
 from tasks.checkpoint import CheckpointSync, key_for
 from tasks.run import Run, Stop
@@ -86,7 +87,7 @@ class MemberWatch:
         self.token = RunToken(run.job.job_id, run.token)
         self.store = PbtStore(ctx.redis, run.job.search)
         self.values = {k: run.job.hyper[k] for k in config.space if k in run.job.hyper}
-        self.exploiting: Decision | None = None
+        self.stopping: Decision | None = None
         self._seen: set[int] = set()
         self._boundaries: queue.Queue[tuple[int, float] | None] = queue.Queue()
         self._thread = threading.Thread(target=self._loop, name=f"pbt-{self.number}", daemon=True)
@@ -115,7 +116,7 @@ class MemberWatch:
     # --- the output thread ----------------------------------------------------------------
     def __call__(self, p: Point) -> None:
         value = p.value(self.config.metric)
-        if value is None or self.exploiting is not None:
+        if value is None or self.stopping is not None:
             return
         step = p.step
         last = self.config.last_step
@@ -130,7 +131,7 @@ class MemberWatch:
     # --- the member's thread ----------------------------------------------------------------
     def _loop(self) -> None:
         while (item := self._boundaries.get()) is not None:
-            if self.exploiting is not None:
+            if self.stopping is not None:
                 continue  # stopping: later boundaries are the next run's
             step, value = item
             try:
@@ -148,6 +149,10 @@ class MemberWatch:
         for _ in range(SYNC_TRIES):
             if self.ckpt.sync() or (self.ckpt.recorded_step or -1) >= step:
                 break
+        # recorded before the population is read: of two members at a boundary at once, the
+        # later reader sees the other (they never both decide alone)
+        if not self.store.metric(self.token, self.number, step, value, self.values):
+            return None
         others = [s for s in self.store.standings(self.config) if s.number != self.number]
         me = Standing(self.number, step, value, self.ckpt.recorded_step, self.values)
         decision = decide(
@@ -160,13 +165,40 @@ class MemberWatch:
         )
         decision = dataclasses.replace(decision, at=time.time())
         got = self.store.boundary(self.token, self.number, value, decision, self.values)
+        if got is not None:
+            log.info(
+                "member %s at step %d (%s=%g): %s, judged among %d",
+                self.number,
+                step,
+                self.config.metric,
+                value,
+                got.kind.value,
+                got.judged,
+            )
         if got is not None and got.kind is Kind.EXPLOIT:
             self._exploit(got)
+        elif got is not None and should_pause(step, self.store.queued_steps(self.config)):
+            self._pause(step)
         return got
+
+    def _pause(self, step: int) -> None:
+        """Yield the host to a member behind: handed back as a preemption is (its checkpoint
+        synced once more), queued after the members behind it."""
+        self.stopping = Decision(
+            self.number, step, Kind.CONTINUE
+        )  # its later lines are the next run's
+        resume = self.ckpt.recorded_step or step
+        where = member_list(self.tpl.list_key, step, self.pbt.interval)
+        self.ctx.runs.hand_back(
+            self.run.job.job_id,
+            Stop.PAUSED,
+            f"paused at step {step}: members behind it run first",
+            prepare=lambda: self.store.pause(self.token, self.number, resume, where),
+        )
 
     def _exploit(self, decision: Decision) -> None:
         """Stop the run as a preemption does; the exploit is applied once its process is gone."""
-        self.exploiting = decision
+        self.stopping = decision
         why = (
             f"exploited at step {decision.step}: takes member {decision.donor}'s checkpoint "
             f"and values ({_changes(decision)})"
@@ -202,12 +234,13 @@ class MemberWatch:
             "decided_at": decision.at,
         }
         record = {k: v for k, v in ckpt.items() if k != "donor_key"}
-        got = self.store.apply(self.token, decision, job, record, exploit)
+        where = member_list(self.tpl.list_key, ckpt["step"], self.pbt.interval)
+        got = self.store.apply(self.token, decision, job, record, exploit, where)
         if got is Applied.UNDECIDED:  # Redis lost the decision: record the one acted on
             self.store.boundary(
                 self.token, self.number, exploit["member_value"] or 0.0, decision, self.values
             )
-            got = self.store.apply(self.token, decision, job, record, exploit)
+            got = self.store.apply(self.token, decision, job, record, exploit, where)
         log.warning(
             "member %s: exploit at step %d from member %s %s (checkpoint step %s)",
             self.number,

@@ -48,6 +48,7 @@ class Stop(str, Enum):
     GANG_LOST = "gang member lost"  # a partner of its gang went silent (tasks.gang): requeued
     # a policy hands it back: its PBT search gives it a better member's checkpoint (tasks.pbt)
     EXPLOITED = "exploited"
+    PAUSED = "paused"  # a policy hands it back: PBT members behind it run first (tasks.pbt)
 
     @classmethod
     def heard(cls, answer: str) -> tuple[Stop, JobState | None]:
@@ -82,7 +83,7 @@ class Stop(str, Enum):
 
 
 # the stops a host's policy asks for through tasks.handback
-POLICY_STOPS = frozenset({Stop.PREEMPTED, Stop.YIELDED, Stop.EXPLOITED})
+POLICY_STOPS = frozenset({Stop.PREEMPTED, Stop.YIELDED, Stop.EXPLOITED, Stop.PAUSED})
 
 
 class UnknownAnswer(ValueError):

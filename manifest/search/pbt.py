@@ -159,6 +159,20 @@ class Decision:
         )
 
 
+def should_pause(step: int, queued_steps: list[int]) -> bool:
+    """Whether a member that goes on at boundary ``step`` yields its host: a member waiting in
+    the queue is behind it (``queued_steps``: the latest boundary of each member queued, 0 for
+    one never started). Members behind run first when the population exceeds the hosts."""
+    return any(q < step for q in queued_steps)
+
+
+def requeue_wire(base: int, step: int, interval: int, lowest: int) -> int:
+    """The wire priority (0 is served first) a member goes back to its queue at, at ``step``:
+    its job's own (``base``, a member never started waits there) plus one per boundary it has
+    passed, at most ``lowest``: of the members waiting, those behind are taken first."""
+    return min(base + step // interval, max(base, lowest))
+
+
 def rng(seed: int, member: int, step: int) -> random.Random:
     """The draws of one member's decision at one boundary: the same on every replay."""
     digest = hashlib.sha256(f"pbt:{seed}:{member}:{step}".encode()).digest()

@@ -31,9 +31,9 @@ import redis
 
 from core import constants as C
 from manifest.search.config import Choices, SearchConfig
-from manifest.search.pbt import Decision, Kind, Standing
+from manifest.search.pbt import Decision, Kind, Standing, requeue_wire
 from manifest.search.spec import trial_job_id
-from state import jobrecord, scripts
+from state import jobrecord, queues, scripts
 from state.redis_conn import decoding
 from state.search.advance import trial_spec
 from state.search.store import RunToken, Template
@@ -274,6 +274,12 @@ class PbtStore:
             return False
         return Decision.from_dict(json.loads(pending)) if pending else None
 
+    def metric(self, run: RunToken, number: int, step: int, value: float, values: Mapping) -> bool:
+        """Record the member's ``value`` at boundary ``step`` before it decides there (so a
+        member deciding at once sees it); False when the run does not own the job."""
+        got = self._call(run, number, "metric", step, repr(float(value)), json.dumps(dict(values)))
+        return got == "ok"
+
     def boundary(
         self, run: RunToken, number: int, value: float, decision: Decision, values: Mapping
     ) -> Decision | None:
@@ -298,10 +304,11 @@ class PbtStore:
         job: MemberJob,
         checkpoint: Mapping[str, Any],
         exploit: Mapping[str, Any],
+        list_key: str,
     ) -> Applied:
         """Apply ``decision`` (an exploit) to its member's job, once: its new spec, message
         and values, ``checkpoint`` (the donor's, copied under the member's key), the exploit
-        and the schedule's new segment appended."""
+        and the schedule's new segment appended; its requeue goes to ``list_key``."""
         now = time.time()
         segment = Segment(
             decision.step, job.values, decision.donor, checkpoint.get("step"), now
@@ -320,8 +327,29 @@ class PbtStore:
                 json.dumps(dict(job.values)),
                 segment,
                 checkpoint.get("step", decision.step),
+                list_key,
             )
         )
+
+    def pause(self, run: RunToken, number: int, resume_step: int, list_key: str) -> bool:
+        """Member ``number`` yields its host: its requeue goes to ``list_key``; False when the
+        run no longer owns the job."""
+        return self._call(run, number, "pause", resume_step, list_key) == "ok"
+
+    def queued_steps(self, config: SearchConfig) -> list[int]:
+        """The latest boundary of each member whose job waits in its queue (0: never started)."""
+        population = config.pbt.population if config.pbt else 0
+        ids = [trial_job_id(self.search_id, n) for n in range(population)]
+        states = {r.job_id: r.state for r in jobrecord.fetch_many(self.r, ids, ("state",))}
+        pipe = self.r.pipeline(transaction=False)
+        for n in range(population):
+            pipe.hget(key(self.search_id, "member", n), "step")
+        steps = pipe.execute()
+        return [
+            int(steps[n] or 0)
+            for n in range(population)
+            if states.get(ids[n]) is jobrecord.JobState.QUEUED
+        ]
 
     def done(self, run: RunToken, number: int) -> bool:
         """Member ``number`` reported its last step; False when the run does not own the job."""
@@ -355,3 +383,11 @@ class PbtStore:
                 )
             )
         return out
+
+
+def member_list(base_key: str, step: int, interval: int) -> str:
+    """The list a member goes back to at ``step``: its job's own list (``base_key``, the
+    template's) at the priority of its step (``manifest.search.pbt.requeue_wire``)."""
+    k = queues.parse(base_key)
+    wire = requeue_wire(k.wire_pri, step, interval, queues.PRIORITY_STEPS[-1])
+    return queues.owner_key(k.queue, k.owner, wire)

@@ -11,6 +11,7 @@ from fleet.manifests import loads
 from fleet.publish import publish
 from manifest.search.pbt import Decision, Kind
 from manifest.search.spec import trial_job_id
+from state import queues
 from state.jobrecord import JobState
 from state.records import Records
 from state.search import pbt
@@ -19,6 +20,7 @@ from state.search.store import RunToken, SearchStore
 from state.search.view import read_search
 
 pytestmark = pytest.mark.integration
+LIST = "cpu"  # the list a requeue goes to (kombu's plain list of the cpu queue)
 
 MANIFEST = """[[jobs]]
 name = "pop"
@@ -107,8 +109,8 @@ def test_an_exploit_is_applied_once_and_its_requeue_carries_the_new_values(pop, 
     job = member_job(sid, 2, config, tpl, d.new)
     ckpt = {"key": "checkpoints/x/abc.tar.zst", "sha256": "abc", "step": 23, "donor": 0}
     entry = {"member": 2, "step": 20, "donor": 0, "checkpoint": {"sha256": "abc", "step": 23}}
-    assert store.apply(run, d, job, ckpt, entry) is Applied.OK
-    assert store.apply(run, d, job, ckpt, entry) is Applied.APPLIED  # a retry changes nothing
+    assert store.apply(run, d, job, ckpt, entry, LIST) is Applied.OK
+    assert store.apply(run, d, job, ckpt, entry, LIST) is Applied.APPLIED  # a retry changes nothing
     (ex,) = pbt.fetch_exploits(redis_client, sid)
     assert (ex.member, ex.step, ex.donor, ex.checkpoint_step) == (2, 20, 0, 23)
     member = pbt.fetch_members(redis_client, sid, 4)[2]
@@ -146,7 +148,35 @@ def test_an_exploit_whose_decision_redis_lost_is_recorded_again_then_applied(pop
     redis_client.delete(pbt.key(sid, "decided", 3))  # as a restart that lost the last second
     job = member_job(sid, 3, config, tpl, d.new)
     ckpt, entry = {"key": "k", "sha256": "s", "step": 10}, {"member": 3, "step": 10, "donor": 0}
-    assert store.apply(run, d, job, ckpt, entry) is Applied.UNDECIDED
+    assert store.apply(run, d, job, ckpt, entry, LIST) is Applied.UNDECIDED
     assert store.boundary(run, 3, 4.0, d, {"lr": 0.05}) == d
-    assert store.apply(run, d, job, ckpt, entry) is Applied.OK
+    assert store.apply(run, d, job, ckpt, entry, LIST) is Applied.OK
     assert len(pbt.fetch_exploits(redis_client, sid)) == 1
+
+
+def test_a_paused_member_goes_back_to_a_list_served_after_the_members_behind_it(pop, redis_client):
+    sid, config, tpl = pop
+    store, records = PbtStore(redis_client, sid), Records(redis_client)
+    run = run_of(records, sid, 0)
+    assert sorted(store.queued_steps(config)) == [0, 0, 0]  # the three others never started
+    later = pbt.member_list(tpl.list_key, 10, config.pbt.interval)
+    assert later != tpl.list_key
+    assert store.pause(run, 0, 10, later)
+    assert records.finish(run.job_id, run.token, JobState.QUEUED, count_attempt=False)
+    # the members behind wait where they were published (this claim took no message, as a
+    # worker's pop would: four), served before the paused member's list
+    assert redis_client.llen(later) == 1 and redis_client.llen(tpl.list_key) == 4
+    assert queues.parse(later).wire_pri > queues.parse(tpl.list_key).wire_pri
+    member = pbt.fetch_members(redis_client, sid, 4)[0]
+    assert (member.phase, member.resume_step) == (pbt.Phase.WAITING, 10)
+
+
+def test_a_members_metric_is_seen_by_the_others_before_it_decides(pop, redis_client):
+    sid, config, _ = pop
+    store, records = PbtStore(redis_client, sid), Records(redis_client)
+    a, b = run_of(records, sid, 0), run_of(records, sid, 1)
+    # both reach step 10 at once: each records its metric, then reads the population
+    assert store.metric(a, 0, 10, 2.0, {"lr": 0.01}) and store.metric(b, 1, 10, 1.0, {"lr": 0.1})
+    seen_by_a = {s.number: (s.step, s.value) for s in store.standings(config)}
+    assert seen_by_a == {0: (10, 2.0), 1: (10, 1.0)}
+    assert not store.metric(RunToken(a.job_id, "stale"), 0, 20, 0.5, {"lr": 0.01})

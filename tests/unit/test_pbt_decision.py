@@ -10,7 +10,7 @@ import pytest
 from manifest.loader import load
 from manifest.search.config import Choices, Direction, Range, SearchConfig
 from manifest.search.exploit import clamp, decide, explore, perturb, quantile_size, sample
-from manifest.search.pbt import Kind, PbtConfig, Standing
+from manifest.search.pbt import Kind, PbtConfig, Standing, requeue_wire, should_pause
 from tests.unit.manifest_cases import write
 
 PBT_JOB = """
@@ -322,3 +322,24 @@ def test_a_sample_is_inside_its_range_and_a_clamp_keeps_it_there():
     for _ in range(100):
         assert 0.001 <= sample(Range(0.001, 0.1, log=True), r) <= 0.1
     assert clamp(300.0, Range(32, 256, step=32, integer=True)) == 256
+
+
+@pytest.mark.parametrize(
+    ("step", "queued", "pause"),
+    [
+        (10, [], False),  # nobody waits
+        (10, [0], True),  # a member never started waits: it runs first
+        (10, [10, 20], False),  # those waiting are level or ahead
+        (20, [10], True),
+    ],
+)
+def test_a_member_yields_its_host_only_to_a_member_behind_it(step, queued, pause):
+    assert should_pause(step, queued) is pause
+
+
+@pytest.mark.parametrize(
+    ("base", "step", "wire"),
+    [(4, 0, 4), (4, 10, 5), (4, 25, 6), (4, 90, 9), (9, 30, 9), (0, 10, 1)],
+)
+def test_a_member_further_ahead_goes_back_to_a_list_served_later(base, step, wire):
+    assert requeue_wire(base, step, 10, 9) == wire
