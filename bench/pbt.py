@@ -66,6 +66,7 @@ OPTIONS = (  # flag, kind, default, what it is
     ("--population", int, 8, "members (the baselines run as many at once)"),
     ("--last-step", int, 80, "the step a member ends at"),
     ("--interval", int, 5, "steps between boundaries"),
+    ("--quantile", float, 0.25, "the scheduler's quantile (Ray's default 0.25)"),
     ("--step-s", float, 0.05, "seconds a member's step takes"),
     ("--jitter", float, 0.5, "a step takes step-s times 1 +- this"),
     ("--seed", int, 0, "the searches' seed"),
@@ -90,7 +91,7 @@ def manifest(name: str, a, *, pbt_on: bool, trials: int, seed: int) -> str:
     if pbt_on:
         head += (
             f"population = {a.population}\n"
-            f'scheduler = {{ name = "pbt", interval = {a.interval} }}\n'
+            f'scheduler = {{ name = "pbt", interval = {a.interval}, quantile = {a.quantile} }}\n'
         )
     else:
         head += f"trials = {trials}\nparallel = {a.population}\n"
@@ -186,18 +187,20 @@ class Bench:
         if pbt_on:
             exploits = pbt.fetch_exploits(r, sid)
             applied = [(e.member, e.step) for e in exploits]
-            decided = sum(
-                1
+            kinds = [
+                json.loads(d)["kind"]
                 for n in range(self.a.population)
                 for k, d in r.hgetall(pbt.key(sid, "decided", n)).items()
-                if ":" not in k and json.loads(d)["kind"] == "exploit"  # a step's, not a note
-            )
+                if ":" not in k  # a step's decision, not a note beside it
+            ]
+            decided = kinds.count("exploit")
             members = pbt.fetch_members(r, sid, self.a.population)
             best = members[view.best_trial] if view.best_trial is not None else None
             got |= {
                 "exploits": len(exploits),
                 "twice": len(applied) - len(set(applied)),
                 "unapplied": decided - len(set(applied)),
+                "kinds": {k: kinds.count(k) for k in ("continue", "exploit", "alone")},
                 "costs": exploit_costs(exploits, runs),
                 "schedule": [(s.step, s.values["lr"]) for s in best.schedule] if best else [],
                 # as `fleet results` says it: the views read the records this run left
@@ -227,7 +230,9 @@ def exploit_line(name: str, g: dict) -> str:
     cost, stop = [c for c, _ in g["costs"]], [s for _, s in g["costs"]]
     return (
         f"{name}: {g['exploits']} exploits ({g['twice']} applied twice; {g['unapplied']} "
-        "decided, not applied)"
+        "decided, not applied; decisions: "
+        + ", ".join(f"{n} {k}" for k, n in g["kinds"].items())
+        + ")"
         f"{', a worker killed with -9 after the first' if g['killed'] else ''}; "
         f"decided -> running again from the new checkpoint ({len(cost)}): "
         f"p50 {ms(pct(cost, 0.5))}, p99 {ms(pct(cost, 0.99))}; of it decided -> applied "
@@ -239,10 +244,10 @@ def report(rounds: list[dict], kill: dict | None, a, fixed: tuple[float, float])
     """Each round's table against its own baseline, then the medians and the goals."""
     print(
         f"\n{a.population} members, {a.last_step} steps of {a.step_s}s (+-{a.jitter:.0%}), a "
-        f"boundary every {a.interval}, {len(rounds)} rounds (seeds {a.seed}, {a.seed + 10}, "
-        f"...); the best fixed lr ({fixed[1]:.3g}, of {FIXED_GRID} on a log grid, run without "
-        f"fleet) reaches {fixed[0]:.4f}; ratios against each round's 'population' (the same "
-        "members without PBT)"
+        f"boundary every {a.interval}, quantile {a.quantile:g}, {len(rounds)} rounds (seeds "
+        f"{a.seed}, {a.seed + 10}, ...); the best fixed lr ({fixed[1]:.3g}, of {FIXED_GRID} on "
+        f"a log grid, run without fleet) reaches {fixed[0]:.4f}; ratios against each round's "
+        "'population' (the same members without PBT)"
     )
     print(
         f"{'round':<6}{'run':<11}{'best':>8}{'vs pop':>8}{'worker-s':>9}{'vs pop':>8}{'trials':>7}"
@@ -258,6 +263,7 @@ def report(rounds: list[dict], kill: dict | None, a, fixed: tuple[float, float])
     pooled = {
         "exploits": sum(g["exploits"] for g in runs), "twice": sum(g["twice"] for g in runs),
         "unapplied": sum(g["unapplied"] for g in runs), "killed": False,
+        "kinds": {k: sum(g["kinds"][k] for g in runs) for k in runs[0]["kinds"]},
         "costs": [c for g in rounds for c in g["pbt"]["costs"]],
     }  # fmt: skip
     print(exploit_line("pbt, every round", pooled))
