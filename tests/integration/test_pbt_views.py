@@ -21,7 +21,7 @@ from manifest.search.pbt import Decision, Kind
 from manifest.search.spec import trial_job_id
 from state import history
 from state.records import Records
-from state.search.pbt import PbtStore, member_job
+from state.search.pbt import PbtStore, member_job, member_list
 from state.search.store import RunToken, SearchStore
 from state.search.view import read_search
 from tests.harness.pbt import population_manifest
@@ -67,7 +67,8 @@ def pop(app, redis_client):
         "old": first[3], "new": new, "resampled": [], "member_value": LOSS[3] - 0.1,
         "donor_value": 0.9, "decided_at": 1010.0,
     }  # fmt: skip
-    store.apply(runs[3], d, member_job(sid, 3, config, tpl, new), ckpt, entry)
+    where = member_list(tpl.list_key, ckpt["step"], config.pbt.interval)  # as tasks/pbt.py
+    store.apply(runs[3], d, member_job(sid, 3, config, tpl, new), ckpt, entry, where)
     return sid, first, new
 
 
