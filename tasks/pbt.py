@@ -49,7 +49,10 @@ from trainers.protocol import Point
 log = logging.getLogger("fleet.pbt")
 COPY_TRIES = 3
 SYNC_TRIES = 3  # a donor that syncs again meanwhile deletes the upload read: read again
-DONE = -1  # the queue's mark: the member reported its last step
+# what the member's thread is asked: a boundary, its last step, or a boundary it was first at
+# judged again (at most every RETRY_S, as the run's lines come)
+BOUNDARY, DONE, RETRY = "boundary", "done", "retry"
+RETRY_S = 0.5
 
 
 @contextlib.contextmanager
@@ -88,8 +91,10 @@ class MemberWatch:
         self.store = PbtStore(ctx.redis, run.job.search)
         self.values = {k: run.job.hyper[k] for k in config.space if k in run.job.hyper}
         self.stopping: Decision | None = None
-        self._seen: set[int] = set()
-        self._boundaries: queue.Queue[tuple[int, float] | None] = queue.Queue()
+        self._seen: set[int | str] = set()
+        self._boundaries: queue.Queue[tuple[str, int, float] | None] = queue.Queue()
+        self._unjudged: tuple[int, float] | None = None  # a boundary it was first at
+        self._retry_at = 0.0
         self._thread = threading.Thread(target=self._loop, name=f"pbt-{self.number}", daemon=True)
 
     # --- the run's start and end ------------------------------------------------------
@@ -100,6 +105,9 @@ class MemberWatch:
         except redis.RedisError as e:
             log.warning("member %s: start not recorded (%s)", self.number, e)
             pending = None
+        last = self.config.last_step
+        if pending is None and last is not None and (self.ckpt.recorded_step or 0) >= last:
+            self.store.done(self.token, self.number)  # it resumes at its end: nothing to run
         if isinstance(pending, Decision):
             log.warning(
                 "member %s: applying the exploit decided at step %d by an earlier run",
@@ -123,27 +131,34 @@ class MemberWatch:
         self.ckpt.step = max(self.ckpt.step or 0, self.pbt.boundary_at_or_below(min(step, last)))
         if self.pbt.is_boundary(step, last) and step not in self._seen:
             self._seen.add(step)
-            self._boundaries.put((step, value))
+            self._boundaries.put((BOUNDARY, step, value))
         elif last is not None and step >= last and DONE not in self._seen:
             self._seen.add(DONE)
-            self._boundaries.put((DONE, value))
+            self._boundaries.put((DONE, step, value))
+        elif (at := self._unjudged) is not None and time.monotonic() >= self._retry_at:
+            self._retry_at = time.monotonic() + RETRY_S
+            self._boundaries.put((RETRY, *at))
 
     # --- the member's thread ----------------------------------------------------------------
     def _loop(self) -> None:
         while (item := self._boundaries.get()) is not None:
             if self.stopping is not None:
                 continue  # stopping: later boundaries are the next run's
-            step, value = item
+            kind, step, value = item
             try:
-                if step == DONE:
+                if kind == DONE:
+                    self._unjudged = None
                     self.store.done(self.token, self.number)
-                else:
+                elif kind == BOUNDARY:
                     self.boundary(step, value)
+                elif self._unjudged == (step, value):  # not judged meanwhile by a boundary
+                    self._judge(step, value, first=False)
             except Exception as e:  # the bookkeeping never kills the run; a replay decides
                 log.warning("member %s: boundary %s not decided (%s)", self.number, step, e)
 
     def boundary(self, step: int, value: float) -> Decision | None:
-        """Sync, decide and record the member's boundary ``step``; the decision that stands."""
+        """Sync, decide and record the member's boundary ``step``; the decision that stands
+        (``ALONE``, not recorded: asked again as the run's later lines come)."""
         # the member's checkpoint at this step reaches the store before anyone may copy it;
         # a job writing as it is packed tears the copy: try again
         for _ in range(SYNC_TRIES):
@@ -153,6 +168,11 @@ class MemberWatch:
         # later reader sees the other (they never both decide alone)
         if not self.store.metric(self.token, self.number, step, value, self.values):
             return None
+        return self._judge(step, value, first=True)
+
+    def _judge(self, step: int, value: float, *, first: bool) -> Decision | None:
+        """Decide boundary ``step`` against the population now and act on it; ``first``: at
+        the boundary itself (then a member behind may take the host), not a later ask."""
         others = [s for s in self.store.standings(self.config) if s.number != self.number]
         me = Standing(self.number, step, value, self.ckpt.recorded_step, self.values)
         decision = decide(
@@ -163,8 +183,13 @@ class MemberWatch:
             direction=self.config.direction,
             seed=self.config.seed,
         )
-        decision = dataclasses.replace(decision, at=time.time())
-        got = self.store.boundary(self.token, self.number, value, decision, self.values)
+        if decision.kind is Kind.ALONE:
+            self._unjudged = (step, value)  # first there: asked again once another arrives
+            got: Decision | None = decision
+        else:
+            self._unjudged = None
+            decision = dataclasses.replace(decision, at=time.time())
+            got = self.store.boundary(self.token, self.number, value, decision, self.values)
         if got is not None:
             log.info(
                 "member %s at step %d (%s=%g): %s, judged among %d",
@@ -177,7 +202,7 @@ class MemberWatch:
             )
         if got is not None and got.kind is Kind.EXPLOIT:
             self._exploit(got)
-        elif got is not None and should_pause(step, self.store.queued_steps(self.config)):
+        elif first and got is not None and should_pause(step, self.store.queued_steps(self.config)):
             self._pause(step)
         return got
 
@@ -210,11 +235,12 @@ class MemberWatch:
     # --- the exploit, once the process is gone -------------------------------------------
     def apply(self, decision: Decision) -> bool:
         """Copy the donor's checkpoint and apply ``decision``; False when the run no longer
-        owns the job (the next run applies it). A donor checkpoint that cannot be had leaves
-        the member to go on from its own, the exploit still pending."""
+        owns the job (the next run applies it). A donor checkpoint that cannot be had (the
+        donor ended, its checkpoint dropped) voids the exploit: the member goes on from its own."""
         ckpt = self._copy_donor(decision)
         if ckpt is None:
-            return True
+            why = f"member {decision.donor} has no checkpoint at or after step {decision.step}"
+            return self.store.void(self.token, self.number, decision.step, why)
         job = member_job(self.run.job.search, self.number, self.config, self.tpl, decision.new)
         exploit = {
             "member": self.number,
@@ -264,8 +290,9 @@ class MemberWatch:
         for _ in range(COPY_TRIES):
             got = self.ctx.records.checkpoint(donor_job)
             if not got or got.get("step") is None or int(got["step"]) < decision.step:
-                log.error(
-                    "member %s: member %s has no checkpoint at or after step %d to take (%s)",
+                log.warning(
+                    "member %s: member %s has no checkpoint at or after step %d to take (%s); "
+                    "the exploit is void, it goes on from its own",
                     self.number,
                     decision.donor,
                     decision.step,

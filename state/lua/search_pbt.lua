@@ -18,6 +18,9 @@
 --            the two leaves it running under a dead token, and whoever hands it on pushes the
 --            new message the same way. Returns 'ok', 'applied' (once already), 'undecided' (no
 --            exploit recorded at that step: Redis lost it) or 'stale'.
+-- 'void'     an exploit decided at `step` that cannot be applied (its donor's checkpoint is
+--            gone: the donor ended meanwhile): recorded as `<step>:void` -> the reason, and the
+--            member goes on from its own checkpoint; never applied later.
 -- 'pause'    the member yields its host to members behind it: the caller requeues it to
 --            `pri_key` (a list served after theirs); it waits to resume from `resume_step`.
 -- 'done'     the member reported its last step.
@@ -29,12 +32,14 @@
 --   apply:    step, exploit_json, checkpoint_json, spec_json, msg, params_json, values_json,
 --             segment_json, resume_step, pri_key
 --   pause:    resume_step, pri_key
+--   void:     step, reason
 --   done:     -
 local op, token, now = ARGV[1], ARGV[2], ARGV[3]
 local jk, mk, dk, tk = KEYS[1], KEYS[2], KEYS[3], KEYS[4]
 local owns = redis.call('HGET', jk, 'state') == 'running' and redis.call('HGET', jk, 'token') == token
 
 if op == 'apply' and redis.call('HEXISTS', dk, ARGV[4] .. ':applied') == 1 then return 'applied' end
+if op == 'apply' and redis.call('HEXISTS', dk, ARGV[4] .. ':void') == 1 then return 'void' end
 if not owns then
   if op == 'start' or op == 'boundary' then return {'stale', ''} end
   if op == 'metric' then return 'stale' end
@@ -98,6 +103,13 @@ if op == 'apply' then
   redis.call('RPUSH', KEYS[6], ARGV[11])
   redis.call('RPUSH', KEYS[7], ARGV[5])
   redis.call('HSET', dk, step .. ':applied', now)
+  return 'ok'
+end
+
+if op == 'void' then
+  redis.call('HSET', dk, ARGV[4] .. ':void', ARGV[5])
+  redis.call('HSET', mk, 'phase', 'training', 'since', now)
+  redis.call('HDEL', mk, 'pending')
   return 'ok'
 end
 

@@ -212,6 +212,7 @@ class Applied(str, Enum):
 
     OK = "ok"  # applied now: the caller requeues the member's job
     APPLIED = "applied"  # applied once already (a retry, a resumed run): nothing changed
+    VOID = "void"  # voided: its donor's checkpoint was gone (``PbtStore.void``)
     UNDECIDED = "undecided"  # Redis holds no exploit at that step (lost in a restart)
     STALE = "stale"  # the run no longer owns the member's job: nothing written
 
@@ -331,6 +332,11 @@ class PbtStore:
             )
         )
 
+    def void(self, run: RunToken, number: int, step: int, reason: str) -> bool:
+        """The exploit decided at ``step`` cannot be applied (``reason``): never applied, the
+        member goes on from its own checkpoint; False when the run does not own the job."""
+        return self._call(run, number, "void", step, reason) == "ok"
+
     def pause(self, run: RunToken, number: int, resume_step: int, list_key: str) -> bool:
         """Member ``number`` yields its host: its requeue goes to ``list_key``; False when the
         run no longer owns the job."""
@@ -356,12 +362,13 @@ class PbtStore:
         return self._call(run, number, "done") == "ok"
 
     def standings(self, config: SearchConfig) -> list[Standing]:
-        """Every member that recorded a boundary, as a decision sees it: its latest boundary and
-        value, its values, and the step of its job's last synced checkpoint."""
+        """Every member that recorded a boundary and has not ended, as a decision sees it: its
+        latest boundary and value, its values, and the step of its job's last synced
+        checkpoint."""
         population = config.pbt.population if config.pbt else 0
         pipe = self.r.pipeline(transaction=False)
         for n in range(population):
-            pipe.hmget(key(self.search_id, "member", n), "step", "value", "values")
+            pipe.hmget(key(self.search_id, "member", n), "step", "value", "values", "phase")
         rows = pipe.execute()
         ids = [trial_job_id(self.search_id, n) for n in range(population)]
         ckpts = {
@@ -369,9 +376,9 @@ class PbtStore:
             for rec in jobrecord.fetch_many(self.r, ids, ("checkpoint",))
         }
         out = []
-        for n, (step, value, values) in enumerate(rows):
-            if step is None or value is None:
-                continue
+        for n, (step, value, values, phase) in enumerate(rows):
+            if step is None or value is None or phase == Phase.DONE.value:
+                continue  # a member that ended is judged no more, nor copied (Ray's rule)
             ckpt = ckpts.get(ids[n])
             out.append(
                 Standing(

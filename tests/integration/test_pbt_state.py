@@ -180,3 +180,18 @@ def test_a_members_metric_is_seen_by_the_others_before_it_decides(pop, redis_cli
     seen_by_a = {s.number: (s.step, s.value) for s in store.standings(config)}
     assert seen_by_a == {0: (10, 2.0), 1: (10, 1.0)}
     assert not store.metric(RunToken(a.job_id, "stale"), 0, 20, 0.5, {"lr": 0.01})
+
+
+def test_an_exploit_whose_donor_ended_is_void_and_never_applied_later(pop, redis_client):
+    sid, config, tpl = pop
+    store, records = PbtStore(redis_client, sid), Records(redis_client)
+    run = run_of(records, sid, 1)
+    d = exploit(1, 20, 0, 0.05, 0.04)
+    store.boundary(run, 1, 4.0, d, {"lr": 0.05})
+    assert store.void(run, 1, 20, "member 0 has no checkpoint at or after step 20")
+    assert records.finish(run.job_id, run.token, JobState.QUEUED, count_attempt=False)
+    again = run_of(records, sid, 1, "again")
+    assert store.start(again, 1, {"lr": 0.05}) is None  # nothing pending: it trains on
+    job = member_job(sid, 1, config, tpl, d.new)
+    assert store.apply(again, d, job, {"step": 20}, {}, LIST) is Applied.VOID
+    assert pbt.fetch_exploits(redis_client, sid) == []
