@@ -187,19 +187,21 @@ class Bench:
         if pbt_on:
             exploits = pbt.fetch_exploits(r, sid)
             applied = [(e.member, e.step) for e in exploits]
-            kinds = [
-                json.loads(d)["kind"]
-                for n in range(self.a.population)
+            decisions = [
+                (k, d) for n in range(self.a.population)
                 for k, d in r.hgetall(pbt.key(sid, "decided", n)).items()
-                if ":" not in k  # a step's decision, not a note beside it
-            ]
+            ]  # fmt: skip
+            # a step's decision; beside it ``<step>:applied`` and ``<step>:void`` notes
+            kinds = [json.loads(d)["kind"] for k, d in decisions if ":" not in k]
+            voided = sum(k.endswith(":void") for k, _ in decisions)
             decided = kinds.count("exploit")
             members = pbt.fetch_members(r, sid, self.a.population)
             best = members[view.best_trial] if view.best_trial is not None else None
             got |= {
                 "exploits": len(exploits),
                 "twice": len(applied) - len(set(applied)),
-                "unapplied": decided - len(set(applied)),
+                "voided": voided,
+                "unapplied": decided - len(set(applied)) - voided,
                 "kinds": {k: kinds.count(k) for k in ("continue", "exploit", "alone")},
                 "costs": exploit_costs(exploits, runs),
                 "schedule": [(s.step, s.values["lr"]) for s in best.schedule] if best else [],
@@ -229,8 +231,8 @@ def fixed_best(a, points: int = FIXED_GRID) -> tuple[float, float]:
 def exploit_line(name: str, g: dict) -> str:
     cost, stop = [c for c, _ in g["costs"]], [s for _, s in g["costs"]]
     return (
-        f"{name}: {g['exploits']} exploits ({g['twice']} applied twice; {g['unapplied']} "
-        "decided, not applied; decisions: "
+        f"{name}: {g['exploits']} exploits ({g['twice']} applied twice; {g['voided']} voided: "
+        f"the donor ended first; {g['unapplied']} decided, not applied; decisions: "
         + ", ".join(f"{n} {k}" for k, n in g["kinds"].items())
         + ")"
         f"{', a worker killed with -9 after the first' if g['killed'] else ''}; "
@@ -263,6 +265,7 @@ def report(rounds: list[dict], kill: dict | None, a, fixed: tuple[float, float])
     pooled = {
         "exploits": sum(g["exploits"] for g in runs), "twice": sum(g["twice"] for g in runs),
         "unapplied": sum(g["unapplied"] for g in runs), "killed": False,
+        "voided": sum(g["voided"] for g in runs),
         "kinds": {k: sum(g["kinds"][k] for g in runs) for k in runs[0]["kinds"]},
         "costs": [c for g in rounds for c in g["pbt"]["costs"]],
     }  # fmt: skip
