@@ -232,7 +232,7 @@ def search_page(name: str, prefix: str) -> str:
         f'<main id="fleet-search" data-url="{url}"><h1>search {html.escape(name)}</h1>'
         '<p id="fleet-summary">loading...</p><p id="fleet-problem"></p>'
         '<div id="fleet-facts"></div><div id="fleet-chart"></div><p id="fleet-legend"></p>'
-        '<div id="fleet-board"></div></main>'
+        '<div id="fleet-board"></div><div id="fleet-pbt"></div></main>'
     )
     return _filled(
         SEARCH_PAGE,

@@ -11,17 +11,24 @@ the GenAI overview. Exporting again finds each run by its ``fleet.job_id`` tag a
 what is new: metric points it lacks, params it lacks, tags and status as they are now. No run
 is made twice, and the counts say which runs changed.
 
+A PBT search's member carries its schedule: MLflow's params cannot change once logged, so its
+params are its first values and each numeric value is a metric, ``pbt/<name>``, logged at step 0
+and every boundary to its end (``schedule_points``), the values in force there; the whole
+schedule (choices too, which no metric can hold) and its lineage are tags.
+
 MLflow is the optional ``mlflow`` extra; without it the export says how to install it.
 """
 
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from core.errors import FleetError
+from fleet.query import pbt
 from fleet.query.results import NOT_METRICS, Leaderboard, Trial
 from state.jobrecord import JobState
+from state.search.pbt import Member, Phase, values_at
 
 JOB_TAG = "fleet.job_id"
 BATCH_METRICS = 1000  # MLflow takes at most this many metrics per log_batch
@@ -39,6 +46,8 @@ STATUS = {  # a trial's state (a JobState's value: found by its equal member) as
     JobState.RUNNING: "RUNNING",
 }
 PARAM_MAX_CHARS = 6000  # MLflow's limit on a param's value
+TAG_MAX_CHARS = 8000  # and on a tag's
+SCHEDULE_PREFIX = "pbt/"  # a PBT member's value over the steps, as a metric
 
 
 @dataclass(frozen=True)
@@ -126,6 +135,34 @@ def points(history: list[dict]) -> list[tuple[str, float, int, int]]:
     return out
 
 
+def schedule_points(m: Member, pop: pbt.Population) -> list[tuple[str, float, int, int]]:
+    """``(pbt/<name>, value, timestamp_ms, step)`` of member ``m``'s numeric values at step 0
+    and each boundary up to where it is (``last_step`` once done): the values in force there,
+    so MLflow's chart of them is the schedule. Pure."""
+    end = pop.last_step if m.phase is Phase.DONE else max(m.step or 0, m.schedule[-1].step)
+    steps = [0, *range(pop.pbt.interval, end + 1, pop.pbt.interval)]
+    if m.phase is Phase.DONE and steps[-1] != pop.last_step:
+        steps.append(pop.last_step)
+    at = {s.step: s.at for s in m.schedule}
+    out = []
+    for step in steps:
+        for k, v in values_at(m.schedule, step).items():
+            if isinstance(v, (int, float)) and not isinstance(v, bool):
+                when = at.get(step) or at.get(0) or 0.0
+                out.append((SCHEDULE_PREFIX + k, float(v), ms(when), step))
+    return out
+
+
+def member_tags(m: Member, pop: pbt.Population) -> dict[str, str]:
+    """A PBT member's schedule (every value, choices too) and lineage as tags. Pure."""
+    lines = pbt.lineages(pop).get(m.number) or ["kept its own values"]
+    return {
+        "fleet.pbt.member": str(m.number),
+        "fleet.pbt.schedule": json.dumps(pbt.schedule_dict(m.schedule))[:TAG_MAX_CHARS],
+        "fleet.pbt.lineage": "\n".join(lines)[:TAG_MAX_CHARS],
+    }
+
+
 def _chunks(items: list, n: int):
     for i in range(0, len(items), n):
         yield items[i : i + n]
@@ -170,22 +207,31 @@ class MlflowExport:
     def write(self, board: Leaderboard, experiment: str | None = None) -> Exported:
         exp = self.experiment(experiment or board.name)
         runs = self.existing_runs(exp)
+        pop = board.population
+        members = {m.number: m for m in pop.members} if pop else {}
         created = updated = logged = 0
         for t in board.trials:
+            member = members.get(t.trial) if pop and t.search == pop.search_id else None
+            if member is not None and member.schedule:
+                first = dict(member.schedule[0].values)
+                t = replace(t, params={**t.params, **first})  # a param is logged once
+                extra = (schedule_points(member, pop), member_tags(member, pop))
+            else:
+                extra = ([], {})
             run_id = runs.get(t.job_id)
             if run_id is None:
                 run_id = self.client.create_run(
                     exp,
                     run_name=t.name,
                     start_time=ms(t.started_at),
-                    tags=tags(t, board.objective.metric),
+                    tags={**tags(t, board.objective.metric), **extra[1]},
                 ).info.run_id
                 created += 1
             n, changed = self._sync(
                 run_id,
                 t,
-                board.histories.get(t.job_id, []),
-                board.objective.metric,
+                points(board.histories.get(t.job_id, [])) + extra[0],
+                {**tags(t, board.objective.metric), **extra[1]},
                 fresh=t.job_id not in runs,
             )
             logged += n
@@ -193,13 +239,13 @@ class MlflowExport:
         return Exported(exp, created, updated, len(board.trials) - created - updated, logged)
 
     def _sync(
-        self, run_id: str, t: Trial, history: list[dict], metric: str, *, fresh: bool
+        self, run_id: str, t: Trial, todo: list[tuple], run_tags: dict[str, str], *, fresh: bool
     ) -> tuple[int, bool]:
-        """Bring one run up to date: the metric points logged, and whether anything changed."""
+        """Bring one run up to date with its points ``todo`` (``points``) and ``run_tags``:
+        the metric points logged, and whether anything changed."""
         run = self.client.get_run(run_id)
         have = run.data
         new_params = [self.Param(k, v) for k, v in params(t).items() if k not in have.params]
-        todo = points(history)
         if not fresh:  # one value per step (the history is folded): a logged step is done
             seen = {
                 (k, m.step) for k in have.metrics for m in self.client.get_metric_history(run_id, k)
@@ -211,7 +257,7 @@ class MlflowExport:
             [self.Metric(k, v, at, step) for k, v, at, step in todo], BATCH_METRICS
         ):
             self.client.log_batch(run_id, metrics=chunk)
-        new_tags = {k: v for k, v in tags(t, metric).items() if have.tags.get(k) != v}
+        new_tags = {k: v for k, v in run_tags.items() if have.tags.get(k) != v}
         for k, v in new_tags.items():
             self.client.set_tag(run_id, k, v)
         status = STATUS.get(t.state, "RUNNING")

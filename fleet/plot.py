@@ -1,5 +1,6 @@
 """Draw `fleet plot`'s picture from ``fleet.query.plotdata.PlotData`` with matplotlib (Agg,
-no display needed): learning curves on top, best-so-far and each parameter below.
+no display needed): learning curves on top (a PBT search's exploits crossed on them), then each
+value over the steps per member (PBT's schedule), best-so-far and each parameter.
 
 matplotlib is the optional ``plot`` extra; without it `fleet plot` says how to install it.
 """
@@ -51,6 +52,7 @@ def _curves(ax, data: PlotData) -> None:
                 linewidth=1,
                 marker="." if len(c.steps) == 1 else None,  # a trial stopped at its first step
             )
+    _marks(ax, data)
     ax.set(
         title=curves_title(data.curves),
         xlabel="step",
@@ -59,7 +61,46 @@ def _curves(ax, data: PlotData) -> None:
     _whole_numbers(ax)
     if data.log_y:
         ax.set_yscale("log")
-    if any(c.best and c.steps for c in data.curves):
+    if any(c.best and c.steps for c in data.curves) or data.marks:
+        ax.legend(loc="best")
+
+
+def _marks(ax, data: PlotData) -> None:
+    """A PBT search's exploits: a cross where each member took another's checkpoint."""
+    shown = [m for m in data.marks if m.value is not None]
+    if shown:
+        ax.scatter(
+            [m.step for m in shown],
+            [m.value for m in shown],
+            marker="x",
+            s=40,
+            c="black",
+            zorder=4,
+            label=f"exploit ({len(data.marks)}): took a better member's checkpoint",
+        )
+
+
+def _schedule(ax, s, data: PlotData) -> None:
+    """One value over the steps, per member (the schedule PBT found); the best member red."""
+    for member, (steps, values) in sorted(s.members.items()):
+        best = member == s.best
+        ax.step(
+            steps,
+            values,
+            where="post",
+            color=BEST_COLOR if best else "tab:blue",
+            alpha=1.0 if best else CURVE_ALPHA,
+            linewidth=2.5 if best else 1,
+            zorder=3 if best else 2,
+            label=f"best: member {member}" if best else None,
+        )
+    if s.numeric:
+        values = [v for _, vs in s.members.values() for v in vs]
+        if values and min(values) > 0 and max(values) / min(values) >= 100:
+            ax.set_yscale("log")
+    ax.set(title=f"{s.name} over the steps", xlabel="step", ylabel=s.name)
+    _whole_numbers(ax)
+    if s.best is not None and s.best in s.members:
         ax.legend(loc="best")
 
 
@@ -128,13 +169,15 @@ def _param(ax, p, data: PlotData) -> None:
 def figure(data: PlotData):
     """The matplotlib figure of ``data``."""
     plt = _pyplot()
-    below = 1 + len(data.params)
+    below = 1 + len(data.schedules) + len(data.params)
     rows = 1 + math.ceil(below / PANELS_PER_ROW)
     fig = plt.figure(figsize=(5 * PANELS_PER_ROW, 4 * rows), layout="constrained")
     grid = fig.add_gridspec(rows, PANELS_PER_ROW)
     _curves(fig.add_subplot(grid[0, :]), data)
-    panels = [lambda ax: _best_so_far(ax, data)] + [
-        lambda ax, p=p: _param(ax, p, data) for p in data.params
+    panels = [
+        *(lambda ax, s=s: _schedule(ax, s, data) for s in data.schedules),
+        lambda ax: _best_so_far(ax, data),
+        *(lambda ax, p=p: _param(ax, p, data) for p in data.params),
     ]
     for i, draw in enumerate(panels):
         draw(fig.add_subplot(grid[1 + i // PANELS_PER_ROW, i % PANELS_PER_ROW]))

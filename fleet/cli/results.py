@@ -12,6 +12,7 @@ from rich.text import Text
 
 from fleet.cli.common import console, emit, json_option, redis_client, state_cell
 from fleet.cli.tables import Layout
+from fleet.query import pbt
 from fleet.query import results as R
 
 BEST_MARK = "*"
@@ -84,6 +85,8 @@ def render(board: R.Leaderboard, *, width: int | None = None, wide: bool = False
     ]
     if "params" not in widths and any(t.params for t in board.trials):
         parts += [Text("params:", style="dim"), _params_below(board)]
+    if board.population is not None:
+        parts += _lineage(board)
     reasons = [t.reason for t in board.trials if t.reason]
     if reasons:  # a failed trial's row has no value: say why under the table
         parts += [Text("failed:", style="dim"), *(Text("  " + r) for r in reasons)]
@@ -98,6 +101,31 @@ def _params_below(board: R.Leaderboard) -> Table:
     for t in board.trials:
         grid.add_row(Text(f"{t.trial}{BEST_MARK if t.best else ''}"), Text(compact(t.params)))
     return grid
+
+
+def _lineage(board: R.Leaderboard) -> list:
+    """Each PBT member that took another's checkpoint: its first values, then each exploit in
+    order (``step 20: took member 3's checkpoint, lr 0.0012 -> 0.00144``), best first."""
+    pop = board.population
+    lines = pbt.lineages(pop)
+    members = {m.number: m for m in pop.members}
+    grid = Table.grid(padding=(0, 2), pad_edge=True)
+    grid.add_column(no_wrap=True, justify="right")
+    grid.add_column(overflow="fold")
+    for t in board.trials:
+        m = members.get(t.trial)
+        if m is None or not lines.get(m.number):
+            continue
+        first = m.schedule[0].values if m.schedule else {}
+        mark = f"{t.trial}{BEST_MARK if t.best else ''}"
+        grid.add_row(Text(mark), Text(f"step 0: {compact(dict(first))}"))
+        for line in lines[m.number]:
+            grid.add_row(Text(""), Text(line))
+    n = len(pop.exploits)
+    head = f"lineage: {n} exploit{'s' * (n != 1)}" + (
+        ", each member's in order" if n else "; every member kept its own values"
+    )
+    return [Text(head, style="dim"), grid] if n else [Text(head, style="dim")]
 
 
 def write_csv(board: R.Leaderboard, out=None) -> None:

@@ -1,7 +1,9 @@
 /* fleet's live search page in Flower (fleet/flower_extras.py serves it): polls the search's
    JSON (fleet/query/searchpage.py) and draws its budget, failures and stop reason, its
    leaderboard as `fleet results` ranks it, and every trial's learning curve as SVG paths
-   (pruned and failed trials faint, the best one red and on top). No library: plain DOM. */
+   (pruned and failed trials faint, the best one red and on top). A PBT search also gets its
+   exploits crossed on the curves, its population (each member's phase, what it is doing, its
+   lineage) and each value over the steps per member. No library: plain DOM. */
 (function () {
     'use strict';
     var EVERY_MS = 2000, W = 1340, H = 420, M = {left: 70, right: 20, top: 16, bottom: 40};
@@ -95,6 +97,26 @@
         return ticksOut;
     }
 
+    // a chart's axes over the points (xs, ys) in box f (its size and margins): the scales,
+    // a log metric axis when its values span decades, the lines and ticks drawn in box
+    function framed(box, xs, ys, f) {
+        var xlo = Math.min.apply(null, xs), xhi = Math.max.apply(null, xs);
+        var ylo = Math.min.apply(null, ys), yhi = Math.max.apply(null, ys);
+        var log = ylo > 0 && yhi / ylo >= 100;
+        var x = scale(xlo, xhi, f.left + f.pad, f.w - f.right, false);
+        var y = scale(ylo, yhi, f.h - f.bottom - f.padY, f.top + f.padY, log);
+        var axes = box.appendChild(svg('g', {'class': 'fleet-axes'}));
+        axes.appendChild(svg('line', {x1: f.left, y1: f.h - f.bottom, x2: f.w - f.right, y2: f.h - f.bottom}));
+        axes.appendChild(svg('line', {x1: f.left, y1: f.top, x2: f.left, y2: f.h - f.bottom}));
+        ticks(xlo, xhi, false).forEach(function (t) {
+            axes.appendChild(svg('text', {x: x(t), y: f.h - f.bottom + f.below, 'text-anchor': 'middle'}, short(t)));
+        });
+        ticks(ylo, yhi, log).forEach(function (t) {
+            axes.appendChild(svg('text', {x: f.left - 6, y: y(t) + 4, 'text-anchor': 'end'}, short(t)));
+        });
+        return {x: x, y: y, log: log, axes: axes};
+    }
+
     function chart(d) {
         var curves = d.curves.filter(function (c) { return c.steps.length; });
         var box = svg('svg', {width: W, height: H, viewBox: '0 0 ' + W + ' ' + H, 'class': 'fleet-chart'});
@@ -104,20 +126,9 @@
         }
         var xs = [], ys = [];
         curves.forEach(function (c) { xs = xs.concat(c.steps); ys = ys.concat(c.values); });
-        var xlo = Math.min.apply(null, xs), xhi = Math.max.apply(null, xs);
-        var ylo = Math.min.apply(null, ys), yhi = Math.max.apply(null, ys);
-        var log = ylo > 0 && yhi / ylo >= 100;  // values that span decades: a log axis
-        var x = scale(xlo, xhi, M.left + 8, W - M.right, false);
-        var y = scale(ylo, yhi, H - M.bottom - 6, M.top + 6, log);
-        var axes = box.appendChild(svg('g', {'class': 'fleet-axes'}));
-        axes.appendChild(svg('line', {x1: M.left, y1: H - M.bottom, x2: W - M.right, y2: H - M.bottom}));
-        axes.appendChild(svg('line', {x1: M.left, y1: M.top, x2: M.left, y2: H - M.bottom}));
-        ticks(xlo, xhi, false).forEach(function (t) {
-            axes.appendChild(svg('text', {x: x(t), y: H - M.bottom + 16, 'text-anchor': 'middle'}, short(t)));
-        });
-        ticks(ylo, yhi, log).forEach(function (t) {
-            axes.appendChild(svg('text', {x: M.left - 6, y: y(t) + 4, 'text-anchor': 'end'}, short(t)));
-        });
+        var frame = framed(box, xs, ys, {w: W, h: H, left: M.left, right: M.right, top: M.top,
+            bottom: M.bottom, pad: 8, padY: 6, below: 16});
+        var x = frame.x, y = frame.y, log = frame.log, axes = frame.axes;
         axes.appendChild(svg('text', {x: (W + M.left) / 2, y: H - 6, 'text-anchor': 'middle'}, 'step'));
         axes.appendChild(svg('text', {x: 14, y: M.top + 8, 'text-anchor': 'start'},
             d.metric + (log ? ' (log)' : '')));
@@ -136,7 +147,72 @@
                 'data-trial': c.trial, 'data-state': c.state}));
             p.appendChild(svg('title', {}, 'trial ' + c.trial + ' (' + c.state + ')'));
         });
+        ((d.pbt && d.pbt.marks) || []).forEach(function (m) {  // a PBT exploit: a cross
+            if (m.value === null || m.value === undefined) { return; }
+            var cx = x(m.step), cy = y(m.value), r = 5;
+            var mark = box.appendChild(svg('path', {'class': 'fleet-mark', 'data-member': m.trial,
+                d: 'M' + (cx - r) + ' ' + (cy - r) + ' L' + (cx + r) + ' ' + (cy + r)
+                    + ' M' + (cx - r) + ' ' + (cy + r) + ' L' + (cx + r) + ' ' + (cy - r)}));
+            mark.appendChild(svg('title', {}, 'step ' + m.step + ': member ' + m.trial
+                + ' took member ' + m.donor + "'s checkpoint"));
+        });
         return box;
+    }
+
+    // one value over the steps, per member: a step line each, the best member red
+    function scheduleChart(s) {
+        var w = 440, h = 220, m = {left: 60, right: 10, top: 22, bottom: 28};
+        var box = svg('svg', {width: w, height: h, viewBox: '0 0 ' + w + ' ' + h,
+            'class': 'fleet-chart', 'data-value': s.name});
+        box.appendChild(svg('text', {x: m.left, y: 14}, s.name + ' over the steps'));
+        if (!s.numeric) {
+            box.appendChild(svg('text', {x: m.left, y: h / 2}, 'choices: see each member\'s lineage'));
+            return box;
+        }
+        var xs = [], ys = [];
+        s.members.forEach(function (p) { xs = xs.concat(p.steps); ys = ys.concat(p.values); });
+        var frame = framed(box, xs, ys, {w: w, h: h, left: m.left, right: m.right, top: m.top,
+            bottom: m.bottom, pad: 0, padY: 0, below: 14});
+        var x = frame.x, y = frame.y;
+        s.members.slice().sort(function (a, b) { return (a.member === s.best) - (b.member === s.best); })
+            .forEach(function (p) {
+                var path = 'M' + x(p.steps[0]).toFixed(1) + ' ' + y(p.values[0]).toFixed(1);
+                for (var i = 1; i < p.steps.length; i++) {
+                    path += ' H' + x(p.steps[i]).toFixed(1) + ' V' + y(p.values[i]).toFixed(1);
+                }
+                var line = box.appendChild(svg('path', {d: path, 'data-member': p.member,
+                    'class': 'fleet-curve ' + (p.member === s.best ? 'best' : 'live')}));
+                line.appendChild(svg('title', {}, 'member ' + p.member));
+            });
+        return box;
+    }
+
+    function population(d) {
+        var part = el('div');
+        var p = d.pbt;
+        part.appendChild(el('h2', {}, 'population: ' + p.members.length + ' members, '
+            + p.exploits + ' exploit' + (p.exploits === 1 ? '' : 's')));
+        var charts = part.appendChild(el('div', {'class': 'fleet-schedules'}));
+        p.schedules.forEach(function (s) { charts.appendChild(scheduleChart(s)); });
+        var table = part.appendChild(el('table', {'class': 'table table-sm fleet-board fleet-pbt'}));
+        var head = el('tr');
+        ['member', 'phase', 'doing', 'values now', 'lineage'].forEach(function (h) {
+            head.appendChild(el('th', {}, h));
+        });
+        table.appendChild(el('thead')).appendChild(head);
+        var body = table.appendChild(el('tbody'));
+        p.members.forEach(function (m) {
+            var row = body.appendChild(el('tr', {'data-member': m.member, 'data-phase': m.phase}));
+            var values = Object.keys(m.values).map(function (k) {
+                var v = m.values[k];
+                return k + '=' + (typeof v === 'number' ? short(v) : JSON.stringify(v));
+            }).join(', ');
+            [m.member, m.phase, m.doing, values].forEach(function (v) { row.appendChild(el('td', {}, v)); });
+            var cell = row.appendChild(el('td', {'class': 'fleet-pbt-lineage'}));
+            if (!m.lineage.length) { cell.textContent = 'kept its own values'; }
+            m.lineage.forEach(function (e) { cell.appendChild(el('div', {}, e.text)); });
+        });
+        return part;
     }
 
     function render(d) {
@@ -144,9 +220,11 @@
         fill('fleet-facts', facts(d));
         fill('fleet-chart', chart(d));
         fill('fleet-board', board(d));
+        if (d.pbt) { fill('fleet-pbt', population(d)); }
         var best = d.curves.filter(function (c) { return c.best; })[0];
         document.getElementById('fleet-legend').textContent =
-            (best ? 'red: the best, trial ' + best.trial + '; ' : '') + 'blue: succeeded or running; grey: pruned, failed or cancelled';
+            (best ? 'red: the best, trial ' + best.trial + '; ' : '') + 'blue: succeeded or running; grey: pruned, failed or cancelled'
+            + (d.pbt ? '; a cross: an exploit (the member took a better member\'s checkpoint there)' : '');
         root.setAttribute('data-drawn', String(Date.now()));
     }
 

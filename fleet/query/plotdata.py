@@ -2,7 +2,9 @@
 far against the trial number, and each parameter against the final metric (pruned, failed
 and cancelled trials dimmed there too, the best marked; categories in the order the search's
 space declares them; a parameter no trial with a value has gets no panel). The metric axis is
-logarithmic when its values span two decades or more (``log_y``).
+logarithmic when its values span two decades or more (``log_y``). A PBT search's exploits are
+marked on its members' curves (``marks``), and each value is drawn over the steps, per member
+(``schedules``): the schedule PBT found.
 
 Pure (``prepare``): the picture is drawn from this by ``fleet.plot`` and the tests check
 this, not the pixels.
@@ -14,9 +16,11 @@ import json
 from collections import Counter
 from dataclasses import dataclass, field
 
+from fleet.query.pbt import Population
 from fleet.query.results import Direction, Leaderboard
 from state import history
 from state.jobrecord import JobState
+from state.search.pbt import Phase
 
 # drawn faint: they stopped short (a trial's state is its JobState's value, equal to it)
 DIMMED_STATES = frozenset({JobState.PRUNED, JobState.FAILED, JobState.CANCELLED})
@@ -51,6 +55,28 @@ class ParamSeries:
 
 
 @dataclass(frozen=True)
+class Mark:
+    """An exploit on a member's curve: at ``step`` member ``trial`` (its metric ``value``
+    there) took member ``donor``'s checkpoint."""
+
+    trial: int
+    step: int
+    value: float | None
+    donor: int
+
+
+@dataclass(frozen=True)
+class Schedule:
+    """One value of a PBT search over the steps, per member: the schedule PBT found.
+    ``members`` maps a member to its (steps, values), a step function from each step on."""
+
+    name: str
+    members: dict[int, tuple[list[int], list]]
+    best: int | None = None  # the leaderboard's best member: highlighted
+    numeric: bool = True
+
+
+@dataclass(frozen=True)
 class PlotData:
     name: str
     metric: str
@@ -60,6 +86,8 @@ class PlotData:
     best_so_far: list[tuple[int, float]]  # (trial, best succeeded value up to it), finished trials
     params: list[ParamSeries]
     log_y: bool = False  # the metric spans decades: every metric axis is logarithmic
+    marks: list[Mark] = field(default_factory=list)  # a PBT search's exploits, on the curves
+    schedules: list[Schedule] = field(default_factory=list)  # each value over the steps
 
 
 def _numeric(v) -> bool:
@@ -133,6 +161,36 @@ def param_series(board: Leaderboard, space: dict | None = None) -> list[ParamSer
     return out
 
 
+def marks(pop: Population | None) -> list[Mark]:
+    """Every exploit, where it happened on its member's curve. Pure."""
+    return [Mark(e.member, e.step, e.member_value, e.donor) for e in (pop.exploits if pop else ())]
+
+
+def schedules(pop: Population | None, best: int | None = None) -> list[Schedule]:
+    """Each value of the space over the steps, per member: from each segment's step to the
+    next, the last one to the member's end (``last_step`` once done, else its latest step).
+    Pure."""
+    if pop is None:
+        return []
+    keys = list(dict.fromkeys(k for m in pop.members for s in m.schedule for k in s.values))
+    out = []
+    for key in keys:
+        series: dict[int, tuple[list[int], list]] = {}
+        for m in pop.members:
+            segs = [s for s in m.schedule if key in s.values]
+            if not segs:
+                continue
+            end = pop.last_step if m.phase is Phase.DONE else max(m.step or 0, segs[-1].step)
+            steps = [s.step for s in segs] + [end]
+            values = [s.values[key] for s in segs]
+            series[m.number] = (steps, values + values[-1:])
+        numeric = all(_numeric(v) for _, vs in series.values() for v in vs)
+        if not numeric:
+            series = {n: (st, [_label(v) for v in vs]) for n, (st, vs) in series.items()}
+        out.append(Schedule(key, series, best, numeric))
+    return out
+
+
 def prepare(board: Leaderboard, space: dict | None = None) -> PlotData:
     """Everything the picture shows of a leaderboard (``space``: its search's, for the order
     of categories). Pure."""
@@ -165,4 +223,6 @@ def prepare(board: Leaderboard, space: dict | None = None) -> PlotData:
         best_so_far(finals, board.objective.direction),
         param_series(board, space),
         spans_decades([v for c in curves for v in c.values] + [v for _, v, _ in finals]),
+        marks(board.population),
+        schedules(board.population, board.best.trial if board.best else None),
     )

@@ -24,7 +24,7 @@ from dataclasses import asdict, dataclass, field, replace
 from typing import Any
 
 from core.errors import FleetError, JobNotFound
-from fleet.query import refs
+from fleet.query import pbt, refs
 from manifest.search.config import Direction
 from state import history
 from state.jobrecord import JobRecord, JobState, fetch_many, ran_on
@@ -116,6 +116,7 @@ class Leaderboard:
     objective: Objective
     trials: list[Trial]
     histories: dict[str, list[dict]] = field(default_factory=dict)  # job_id -> folded points
+    population: pbt.Population | None = None  # a PBT search's members: each trial's lineage
 
     @property
     def best(self) -> Trial | None:
@@ -137,11 +138,20 @@ class Leaderboard:
         return f"{self.name}: {len(self.trials)} {noun}{plural} ({states}){best_text}"
 
     def to_list(self) -> list[dict]:
+        """Each trial as a dict; a PBT member's also with its phase, schedule and lineage."""
+        members = {m.number: m for m in self.population.members} if self.population else {}
         return [
             {
                 **t.to_dict(),
                 "metric": self.objective.metric,
                 "direction": self.objective.direction.value,
+                **(
+                    {"member": pbt.member_dict(members[t.trial], self.population)}
+                    if self.population
+                    and t.search == self.population.search_id
+                    and t.trial in members
+                    else {}
+                ),
             }
             for t in self.trials
         ]
@@ -390,6 +400,8 @@ def search_of(client, name: str, search_ids: Iterable[str]) -> dict | None:
         view = searches.read_search(client, sid, trials=False)
         if view is not None:
             return {
+                "search_id": sid,
+                "config": view.config,
                 "metric": view.metric,
                 "direction": view.direction,
                 "best_trial": view.best_trial,
@@ -422,6 +434,8 @@ def leaderboard(
         name, records, histories, metric=metric, direction=direction, search=search, finals=finals
     )
     _check_metric(board, metric, records)
+    if search is not None:
+        board = replace(board, population=pbt.read(client, search["search_id"], search["config"]))
     return board
 
 

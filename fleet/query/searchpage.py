@@ -3,18 +3,21 @@
 One search: its budget (trials issued, ended, running, queued of its ``trials`` and
 ``parallel``), its failures against ``max_failures``, why it stopped, the leaderboard as
 `fleet results` gives it (``fleet.query.results``), and every trial's learning curve as
-`fleet plot` draws it (``fleet.query.plotdata``: pruned trials dimmed, the best marked). The
+`fleet plot` draws it (``fleet.query.plotdata``: pruned trials dimmed, the best marked). A PBT
+search's page also has its population (``fleet.query.pbt``: each member's phase, what it is
+doing, its lineage), its exploits marked on the curves and each value over the steps. The
 page shows only what these say; ``page`` is pure and tested against the records.
 """
 
 from __future__ import annotations
 
+import time
 from dataclasses import replace
 
 import redis
 
 from core.errors import JobNotFound
-from fleet.query import plotdata
+from fleet.query import pbt, plotdata
 from fleet.query import results as R
 from fleet.query.searches import summaries
 from state.jobrecord import JobState
@@ -23,8 +26,9 @@ from state.search.view import SearchView, find_searches, read_search
 ROW_FIELDS = ("trial", "name", "job_id", "state", "value", "best_value", "steps", "host", "best")
 
 
-def page(view: SearchView, board: R.Leaderboard | None) -> dict:
-    """The page's data for a search and its leaderboard (None: no trial has a record yet). Pure."""
+def page(view: SearchView, board: R.Leaderboard | None, now: float | None = None) -> dict:
+    """The page's data for a search and its leaderboard (None: no trial has a record yet), read
+    at ``now`` (how long a PBT member has been in its phase). Pure."""
     config = view.config
     out = {
         "name": view.name,
@@ -50,12 +54,14 @@ def page(view: SearchView, board: R.Leaderboard | None) -> dict:
         "best": {"trial": view.best_trial, "value": view.best_value},
         "leaderboard": [],
         "curves": [],
+        "pbt": None,
     }
     if board is None:
         return out
     out["leaderboard"] = [
         {**{k: getattr(t, k) for k in ROW_FIELDS}, "params": t.params} for t in board.trials
     ]
+    drawn = plotdata.prepare(board)
     out["curves"] = [
         {
             "trial": c.trial,
@@ -65,9 +71,35 @@ def page(view: SearchView, board: R.Leaderboard | None) -> dict:
             "steps": c.steps,
             "values": c.values,
         }
-        for c in plotdata.prepare(board).curves
+        for c in drawn.curves
     ]
+    if board.population is not None:
+        out["pbt"] = population(board.population, drawn, now)
     return out
+
+
+def population(pop: pbt.Population, drawn: plotdata.PlotData, now: float | None) -> dict:
+    """A PBT search's part of the page: its members (``pbt.to_dict``), its exploits where they
+    are on the curves, and each value over the steps per member. Pure."""
+    return {
+        **pbt.to_dict(pop, now),
+        "marks": [
+            {"trial": m.trial, "step": m.step, "value": m.value, "donor": m.donor}
+            for m in drawn.marks
+        ],
+        "schedules": [
+            {
+                "name": s.name,
+                "numeric": s.numeric,
+                "best": s.best,
+                "members": [
+                    {"member": n, "steps": steps, "values": values}
+                    for n, (steps, values) in sorted(s.members.items())
+                ],
+            }
+            for s in drawn.schedules
+        ],
+    }
 
 
 def leaderboard(client: redis.Redis, view: SearchView) -> R.Leaderboard | None:
@@ -87,7 +119,7 @@ def read(client: redis.Redis, name: str) -> dict | None:
     view = read_search(client, found[0], trials=False) if found else None
     if view is None:
         return None
-    return page(view, leaderboard(client, view))
+    return page(view, leaderboard(client, view), time.time())
 
 
 def index(client: redis.Redis) -> list[dict]:

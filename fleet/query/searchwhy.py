@@ -5,11 +5,13 @@ The decisions are pure; ``search_why`` only reads the view."""
 from __future__ import annotations
 
 import json
+import time
 from dataclasses import dataclass
 from enum import Enum
 
 import redis
 
+from fleet.query import pbt
 from fleet.query.pipeline import Edge, cancel_note, wait_note
 from manifest.search.spec import trial_name
 from state.jobrecord import JobState
@@ -37,6 +39,9 @@ class SearchWhy:
     upstreams: tuple[Edge, ...] = ()
     cancelled_by: dict | None = None
 
+    population: pbt.Population | None = None  # a PBT search's members and exploits
+    at: float | None = None  # when it was read: how long a member has been in its phase
+
     @property
     def waiting(self) -> bool:
         """It waits on upstreams: no trial is issued until they all succeeded."""
@@ -44,6 +49,7 @@ class SearchWhy:
 
     def to_dict(self) -> dict:
         v = self.view
+        extra = {"population": pbt.to_dict(self.population, self.at)} if self.population else {}
         return {
             "search": v.name,
             "search_id": v.search_id,
@@ -69,6 +75,7 @@ class SearchWhy:
                 else {}
             ),
             **({"cancelled_by": self.cancelled_by} if self.cancelled_by else {}),
+            **extra,
         }
 
 
@@ -107,11 +114,16 @@ def todo(v: SearchView, state: SearchState) -> tuple[str, ...]:
 
 
 def explain(
-    v: SearchView, upstreams: tuple[Edge, ...] = (), cancelled_by: dict | None = None
+    v: SearchView,
+    upstreams: tuple[Edge, ...] = (),
+    cancelled_by: dict | None = None,
+    population: pbt.Population | None = None,
+    at: float | None = None,
 ) -> SearchWhy:
-    """Search ``v`` explained (with its pipeline upstreams, if it follows any). Pure."""
+    """Search ``v`` explained (with its pipeline upstreams, if it follows any; ``population``:
+    its members, when it is a PBT search, as read at ``at``). Pure."""
     state = search_state(v)
-    return SearchWhy(v, state, todo(v, state), upstreams, cancelled_by)
+    return SearchWhy(v, state, todo(v, state), upstreams, cancelled_by, population, at)
 
 
 def pipeline_lines(w: SearchWhy) -> list[str]:
@@ -144,7 +156,9 @@ def lines(w: SearchWhy) -> list[str]:
         out.append(f"  stopped: {v.stopped}")
     elif v.last_failure:
         out.append(f"  last failure: {v.last_failure}")
-    if w.state is SearchState.RUNNING and v.issued < c.trials and state == w.state.value:
+    if w.population is not None:
+        out += pbt.why_lines(w.population, w.at)
+    elif w.state is SearchState.RUNNING and v.issued < c.trials and state == w.state.value:
         out.append(f"  {c.trials - v.issued} more trial(s) to issue as running ones end")
     out += [f"  next: {t}" for t in w.todo]
     return out
@@ -164,5 +178,6 @@ def search_why(client: redis.Redis, name: str) -> SearchWhy | None:
                 cancelled_by = json.loads(by) if by else None
             except ValueError:
                 cancelled_by = None
-            return explain(v, search_edges(client, [sid]).get(sid, ()), cancelled_by)
+            edges = search_edges(client, [sid]).get(sid, ())
+            return explain(v, edges, cancelled_by, pbt.read(client, sid, v.config), time.time())
     return None
