@@ -175,5 +175,5 @@ def requeue_wire(base: int, step: int, interval: int, lowest: int) -> int:
 
 def rng(seed: int, member: int, step: int) -> random.Random:
     """The draws of one member's decision at one boundary: the same on every replay."""
-    digest = hashlib.sha256(f"pbt:{seed}:{member}:{step}".encode()).digest()
-    return random.Random(int.from_bytes(digest[:8], "big"))
+    draws = hashlib.sha256(f"pbt:{seed}:{member}:{step}".encode()).digest()
+    return random.Random(int.from_bytes(draws[:8], "big"))

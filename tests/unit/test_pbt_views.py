@@ -150,7 +150,7 @@ def test_a_member_with_no_boundary_yet_trains_toward_its_first():
 def test_fleet_why_counts_the_exploits_and_says_what_each_member_does():
     pop = population()
     view = SearchView(search_id="s1", name="pop", config=CONFIG, issued=3, ended=1, running=2)
-    w = searchwhy.explain(view, pop, at=60.0)
+    w = searchwhy.explain(view, population=pop, at=60.0)
     text = searchwhy.lines(w)
     assert "  population: 3 members (1 training, 1 waiting, 1 done)" in text
     assert "  exploits: 2 applied (judged every 10 steps to 30)" in text

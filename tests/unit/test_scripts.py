@@ -121,13 +121,17 @@ def _script_calls(tree: ast.AST) -> list[tuple[int, str]]:
     ]
 
 
+# a bench's baseline that is no product script: the bare push a release is measured against
+BENCH_FLOORS = {"bench/pipeline.py"}
+
+
 def test_no_module_but_the_registry_runs_or_loads_a_script():
     # the code only: a test may load a script's text to check that Redis compiles it
     files = [p for top in CODE for p in (ROOT / top).rglob("*.py")] + [ROOT / "celeryconfig.py"]
     found = [
         f"{p.relative_to(ROOT)}:{line}: .{call}("
         for p in files
-        if p != ROOT / "state" / "scripts.py"
+        if p != ROOT / "state" / "scripts.py" and f"{p.relative_to(ROOT)}" not in BENCH_FLOORS
         for line, call in _script_calls(ast.parse(p.read_text(), str(p)))
     ]
     assert found == [], "run scripts by name through state.scripts (script/read_only)"
