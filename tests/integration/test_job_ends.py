@@ -17,9 +17,10 @@ from fleet.publish import publish
 from fleet.query import jobs as Q
 from state.jobrecord import JobState, RunEnd, fetch, fetch_many, job_key
 from state.records import Cancelled, Records
-from tasks.execution import _failed
+from tasks.execution import CARRY_OUT
 from tasks.lease import LeaseKeeper
 from tasks.run import Run, Stop
+from tasks.runend import Happened, Verdict, decide
 from tasks.runner import RunOutcome
 from tests.waiting import wait_until
 
@@ -55,7 +56,10 @@ def test_an_over_budget_vram_stop_shows_its_reason_in_status(jobs, redis_client,
     ctx = SimpleNamespace(records=recs, hostname="w1", shutdown=threading.Event())
     run = Run(job, "t1", 1, lease=None, work=tmp_path)
     outcome = RunOutcome(-15, Stop.OVER_BUDGET, 3.0, ["epoch 1", "Terminated", VERDICT])
-    _failed(ctx, run, outcome)
+    happened = Happened(outcome.returncode, outcome.stopped, max_attempts=job.max_attempts)
+    decision = decide(happened)
+    assert decision.verdict is Verdict.FAILED
+    CARRY_OUT[decision.verdict](None, ctx, run, outcome, decision, happened)
 
     [row] = [r for r in Q.status(redis_client).rows if r.job_id == job.job_id]
     assert row.state is JobState.FAILED  # over its budget: never retried
