@@ -204,6 +204,8 @@ def _gang(h: Happened, g: GangFacts, stop: Stop | None) -> Decision | None:
             return Decision(Verdict.LOOK, look=Look.WHY_IT_FAILED)
         if g.lost:
             return _gang_rerun(h, g.lost)
+        if h.asked is not None:  # it failed as its gang was halted: handed back, not failed
+            return _handed_back(h, h.asked)
     elif stop is None and g.rank != 0:  # exited 0
         return _done(
             h,
@@ -213,8 +215,6 @@ def _gang(h: Happened, g: GangFacts, stop: Stop | None) -> Decision | None:
                 detail=f"rank {g.rank}",
             ),
         )
-    if h.asked is not None:  # its gang was halted meanwhile
-        return _done(h, _handed_back(h, h.asked))
     return None
 
 
@@ -238,7 +238,7 @@ def _failed(h: Happened, retried: bool, error: str = "") -> Decision:
 
 def _done(h: Happened, d: Decision) -> Decision:
     """A gang member whose process exited 0 tells its gang first, and rank 0 gathers its
-    partners' logs, however its run then ends."""
+    partners' logs."""
     exited_0 = h.gang is not None and h.stopped is None and h.returncode == 0
     if not exited_0:
         return d
