@@ -366,16 +366,12 @@ def _end(
     return CARRY_OUT[d.verdict](task, ctx, run, outcome, d, h)
 
 
-def _taken(
-    task, ctx: HostContext, run: Run, outcome, d: Decision, h: runend.Happened
-) -> Ended | None:
+def _taken(task, ctx: HostContext, run: Run, outcome, h: runend.Happened) -> Ended:
     """Writing the run's end found the job no longer this run's: how it ends then, decided
-    again with what its lease says now; None when that ends it as written."""
+    again with what its lease says now (it writes nothing more)."""
     lease = run.lease
     h = replace(h, owned=False, lease_stop=lease.reason, cut_off=lease.cut_off_s is not None)
     taken = runend.decide(h)
-    if taken.verdict is d.verdict:
-        return None
     return CARRY_OUT[taken.verdict](task, ctx, run, outcome, taken, h)
 
 
@@ -390,7 +386,7 @@ def _handed_back(task, ctx: HostContext, run: Run, outcome, d: Decision, h) -> E
     if not _requeue_uncounted(
         ctx, run, f"handed back: {d.why}", d.why, back.fields, what="hand back"
     ):
-        return _taken(task, ctx, run, outcome, d, h)
+        return _taken(task, ctx, run, outcome, h)
     log.warning("handed %s back to its queue: %s", run.job.name, back.why)
     return _requeued(task, run, back.why)
 
@@ -420,7 +416,7 @@ def _gang_rerun(task, ctx: HostContext, run: Run, outcome, d: Decision, h) -> En
     """The gang's one record back to its queue (or failed, out of attempts); every partner
     hears it through its lease."""
     if not gang.requeue(ctx, run, d.why, again=d.again):
-        return _taken(task, ctx, run, outcome, d, h)
+        return _taken(task, ctx, run, outcome, h)
     if d.again:  # the gang runs again as a whole: queued, as Flower says
         events.requeued(task, d.why)
     return Ended(
@@ -649,8 +645,7 @@ def _failed(task, ctx: HostContext, run: Run, outcome, d: Decision, h) -> Ended:
     job, attempt = run.job, run.attempt
     message, end, detail, reason, text = _failure(ctx, run, outcome, d.why)
     if not record_failure(ctx, run, message, end, reason, text, again=d.again):
-        if (taken := _taken(task, ctx, run, outcome, d, h)) is not None:
-            return taken
+        return _taken(task, ctx, run, outcome, h)
     if d.again:
         left = f"; queued again, {job.max_attempts - attempt} attempt(s) left"
         return Ended(

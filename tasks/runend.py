@@ -232,6 +232,8 @@ def _failed(h: Happened, retried: bool, error: str = "") -> Decision:
     """Recorded failed, or queued again while the job's attempts remain."""
     if not h.owned and h.gang is not None:  # a partner in its gang recorded the run's end
         return Decision(Verdict.ENDED_ELSEWHERE, "its gang's end was recorded by another member")
+    if not h.owned:  # cancelled or taken over as it failed: the record says what happened
+        return _stopped(h, h.lease_stop or Stop.LOST)
     again = retried and h.max_attempts is not None and h.attempt < h.max_attempts
     return Decision(Verdict.FAILED, error, again=again)
 
