@@ -3,8 +3,10 @@
 The steps of one job, each in its own module: ``state.records`` decides who runs
 (the claim), ``tasks.lease`` keeps the claim alive, ``tasks.runner`` runs the process
 group, ``tasks.trained`` marks the output durable, ``tasks.upload`` bundles, stores and
-records it. Every way a delivery can end is an ``Outcome`` (``tasks.run``) handed back to
-``tasks.train``, the only place that speaks Celery's Ignore/Reject.
+records it. How a run ends is decided by ``tasks.runend`` over the facts gathered here, and
+carried out here (``CARRY_OUT``). Every way a delivery can end is an ``Outcome``
+(``tasks.run``) handed back to ``tasks.train``, the only place that speaks Celery's
+Ignore/Reject.
 """
 
 from __future__ import annotations
@@ -36,6 +38,7 @@ from tasks import (
     isolation,
     pbt,
     rendezvous,
+    runend,
     runner,
     ticks,
     trained,
@@ -45,7 +48,6 @@ from tasks import (
     workdirs,
     workspace,
 )
-from tasks.handback import HandBack
 from tasks.host import HostContext, context
 from tasks.joblog import JobLog
 from tasks.lease import LeaseKeeper
@@ -62,6 +64,7 @@ from tasks.run import (
     failure_reason,
     run_end,
 )
+from tasks.runend import Decision, Trouble, Verdict
 from trainers import protocol
 
 log = logging.getLogger("fleet.execution")
@@ -198,7 +201,13 @@ def _guarded(task, ctx: HostContext, run: Run) -> Ended:
             short_id(run.job.job_id),
             ctx.hostname,
         )
-        return _failed(ctx, run, None, error=f"{type(e).__name__}: {e}")
+        return _end(
+            task,
+            ctx,
+            run,
+            None,
+            _happened(ctx, run, Trouble.UNFORESEEN, f"{type(e).__name__}: {e}"),
+        )
 
 
 def _refuse_unpublished(task, ctx: HostContext, job: JobSpec, queue: str) -> Ended:
@@ -253,27 +262,6 @@ def _release(task, ctx: HostContext, run: Run, why: str) -> Ended:
     return _requeued(task, run, why)
 
 
-def _handed_back(task, ctx: HostContext, run: Run, asked: HandBack) -> Ended:
-    """A policy handed the run back (tasks.handback): its checkpoint is synced, the job goes
-    back to its queue with this attempt uncounted and the policy's fields recorded."""
-    job = run.job
-    if not run.lead:  # a gang's other rank: rank 0 syncs and requeues the gang
-        log.warning("stopped %s (gang rank %d): %s", job.name, run.seat.rank, asked.why)
-        return _requeued(task, run, asked.why)
-    why = asked.why
-    if run.seat is not None:
-        why += f"; the whole gang of {run.seat.nodes} stopped" + (
-            ", rank 0's checkpoint synced" if job.checkpoint else ""
-        )
-    owned = (asked.prepare is None or asked.prepare()) and _requeue_uncounted(
-        ctx, run, f"handed back: {why}", why, asked.fields, what="hand back"
-    )
-    if not owned:  # cancelled or taken over meanwhile: the record says what happened
-        return _stopped(task, ctx, run, run.lease.reason or Stop.LOST)
-    log.warning("handed %s back to its queue: %s", job.name, asked.why)
-    return _requeued(task, run, asked.why)
-
-
 def _requeued(task, run: Run, why: str) -> Ended:
     # the job will run again under this task id: no SUCCESS for this delivery, and no
     # PROGRESS left behind either
@@ -310,10 +298,12 @@ def _run(task, ctx: HostContext, run: Run) -> Ended:
             argv = workspace.adapt(argv, env, job, python)
             env.update(workspace.job_variables(job, ctx))
             if run.seat is not None:  # torch.distributed's variables; torchrun per GPU
-                # rank 0's port taken since it joined: a retried start, not a failure (its
-                # partners hear it through the lease)
+                # rank 0's port taken since it joined: its partners hear how it ended through
+                # the lease
                 if taken := rendezvous.port_taken(ctx.settings, run.seat):
-                    return _release(task, ctx, run, taken)
+                    return _end(
+                        task, ctx, run, None, _happened(ctx, run, Trouble.PORT_TAKEN, taken)
+                    )
                 env.update(run.seat.environment(job.needs.gpu_count))
                 argv = run.seat.argv(argv, job.needs.gpu_count, job.job_id)
             isolation.hand_over(work, ctx.job_user)  # the data pin lives in the cache, not in work
@@ -324,49 +314,127 @@ def _run(task, ctx: HostContext, run: Run) -> Ended:
                 else None
             )
             outcome = _run_process(task, ctx, run, argv, env, pruning)
-            if outcome.stopped is None and outcome.returncode != 0 and run.lease.cut_off_s:
-                # stopped by its lapsing lease while its tick waited on the unreachable Redis
-                outcome = replace(outcome, stopped=Stop.LOST)
-    except workspace.JobEnvFailed as e:  # the job's own requirements: no other host can do better
-        return _failed(ctx, replace(run, job=replace(job, max_attempts=None)), None, error=str(e))
-    except EnvBuildFailed:
-        if ctx.shutdown.is_set():
-            return _release(task, ctx, run, "worker shutting down")
-        raise
-    if outcome.stopped is Stop.SHUTDOWN:
-        return _release(task, ctx, run, "worker shutting down")
+    except workspace.JobEnvFailed as e:
+        return _end(task, ctx, run, None, _happened(ctx, run, Trouble.JOB_ENV, str(e)))
+    except EnvBuildFailed as e:
+        log.warning("the environment of %s could not be built here: %s", job.name, e)
+        error = f"{type(e).__name__}: {e}"
+        return _end(task, ctx, run, None, _happened(ctx, run, Trouble.ENV_BUILD, error))
     ran_to_end = pruning is not None and pruning.ran_to_end()
-    if trial.stopped_early(outcome.stopped, outcome.returncode, ran_to_end):  # outputs kept
-        result = upload.store_result(ctx, run, outcome, JobState.PRUNED)
-        checkpoint.drop(ctx, job)
-        events.pruned(task, result)
-        return Ended(
-            Outcome.SUCCEEDED, result=result, end=RunEnd.PRUNED, detail="by its search's pruner"
+    return _end(
+        task, ctx, run, outcome, _happened(ctx, run, outcome=outcome, ran_to_end=ran_to_end)
+    )
+
+
+def _happened(
+    ctx: HostContext,
+    run: Run,
+    trouble: runend.Trouble | None = None,
+    error: str = "",
+    *,
+    outcome: runner.RunOutcome | None = None,
+    ran_to_end: bool = False,
+) -> runend.Happened:
+    """What happened to ``run``, read where it is kept (its outcome, its lease, this host)."""
+    job, seat = run.job, run.seat
+    return runend.Happened(
+        returncode=outcome.returncode if outcome else None,
+        stopped=outcome.stopped if outcome else None,
+        trouble=trouble,
+        error=error,
+        ran_to_end=ran_to_end,
+        cut_off=run.lease.cut_off_s is not None,
+        lease_stop=run.lease.reason,
+        asked=ctx.runs.asked(job.job_id),
+        shutting_down=ctx.shutdown.is_set(),
+        attempt=run.attempt,
+        max_attempts=job.max_attempts,
+        gang_attempts=ctx.records.max_attempts,
+        checkpointed=bool(job.checkpoint),
+        gang=runend.GangFacts(seat.rank, seat.nodes) if seat is not None else None,
+    )
+
+
+def _end(
+    task, ctx: HostContext, run: Run, outcome: runner.RunOutcome | None, h: runend.Happened
+) -> Ended:
+    """Decide how the run ends (tasks.runend), asking its gang first where the decision
+    needs its answer, and carry the decision out."""
+    while (d := runend.decide(h)).verdict is Verdict.LOOK:
+        h = replace(
+            h, gang=gang.look(ctx, run, d.look, h.gang), asked=ctx.runs.asked(run.job.job_id)
         )
-    if outcome.stopped is not None and outcome.stopped.by_policy:
-        return _handed_back(
-            task,
-            ctx,
-            run,
-            ctx.runs.asked(job.job_id) or HandBack(outcome.stopped, outcome.stopped.value),
-        )
-    if outcome.stopped is not None and outcome.stopped.record_decides:
-        return _stopped(task, ctx, run, outcome.stopped)
-    if run.seat is not None:
-        ended = gang.settle(ctx, run, outcome)
-        if ended is not None:
-            if ended.outcome is Outcome.RELEASED:  # the gang runs again as a whole: queued
-                events.requeued(task, ended.why)
-            return ended
-        if (asked := ctx.runs.asked(job.job_id)) is not None:  # its gang was halted meanwhile
-            return _handed_back(task, ctx, run, asked)
-    at_end = trial.stopped_at_end(outcome.stopped, ran_to_end)  # a success, though killed
-    if outcome.stopped is Stop.TIMEOUT or (outcome.returncode != 0 and not at_end):
-        return _failed(ctx, run, outcome)
+    if d.gang_done:
+        gang.done(ctx, run, rank_logs=d.rank_logs)
+    return CARRY_OUT[d.verdict](task, ctx, run, outcome, d, h)
+
+
+def _taken(task, ctx: HostContext, run: Run, outcome, h: runend.Happened) -> Ended:
+    """Writing the run's end found the job no longer this run's: how it ends then, decided
+    again with what its lease says now (it writes nothing more)."""
+    lease = run.lease
+    h = replace(h, owned=False, lease_stop=lease.reason, cut_off=lease.cut_off_s is not None)
+    taken = runend.decide(h)
+    return CARRY_OUT[taken.verdict](task, ctx, run, outcome, taken, h)
+
+
+def _released(task, ctx: HostContext, run: Run, outcome, d: Decision, h) -> Ended:
+    return _release(task, ctx, run, d.why)
+
+
+def _handed_back(task, ctx: HostContext, run: Run, outcome, d: Decision, h) -> Ended:
+    """A policy handed the run back (tasks.handback): its checkpoint is synced, the job goes
+    back to its queue with this attempt uncounted and the policy's fields recorded."""
+    back = d.back
+    # what the job goes back with (a PBT exploit: the donor's checkpoint, new values) first
+    if not (back.prepare is None or back.prepare()) or not _requeue_uncounted(
+        ctx, run, f"handed back: {d.why}", d.why, back.fields, what="hand back"
+    ):
+        return _taken(task, ctx, run, outcome, h)
+    log.warning("handed %s back to its queue: %s", run.job.name, back.why)
+    return _requeued(task, run, back.why)
+
+
+def _rank_0_hands_back(task, ctx: HostContext, run: Run, outcome, d: Decision, h) -> Ended:
+    """A gang's other rank: rank 0 syncs and requeues the gang."""
+    log.warning("stopped %s (gang rank %d): %s", run.job.name, run.seat.rank, d.why)
+    return _requeued(task, run, d.why)
+
+
+def _pruned(task, ctx: HostContext, run: Run, outcome, d: Decision, h) -> Ended:
+    """Its search's pruner stopped it: its outputs are kept, the trial recorded pruned."""
+    result = upload.store_result(ctx, run, outcome, JobState.PRUNED)
+    checkpoint.drop(ctx, run.job)
+    events.pruned(task, result)
+    return Ended(Outcome.SUCCEEDED, result=result, end=RunEnd.PRUNED, detail=d.detail)
+
+
+def _succeeded(task, ctx: HostContext, run: Run, outcome, d: Decision, h) -> Ended:
     trained.mark(ctx, run)
     result = upload.store_result(ctx, run, outcome)
-    checkpoint.drop(ctx, job)
+    checkpoint.drop(ctx, run.job)
     return Ended(Outcome.SUCCEEDED, result=result)
+
+
+def _gang_rerun(task, ctx: HostContext, run: Run, outcome, d: Decision, h) -> Ended:
+    """The gang's one record back to its queue (or failed, out of attempts); every partner
+    hears it through its lease."""
+    if not gang.requeue(ctx, run, d.why, again=d.again):
+        return _taken(task, ctx, run, outcome, h)
+    if d.again:  # the gang runs again as a whole: queued, as Flower says
+        events.requeued(task, d.why)
+    return Ended(
+        Outcome.RELEASED if d.again else Outcome.FAILED, d.why, end=RunEnd.LOST, detail=d.detail
+    )
+
+
+def _ended_here(outcome_: Outcome):
+    """A verdict that ends the delivery as it is, writing nothing: the record says the rest."""
+    return lambda task, ctx, run, outcome, d, h: Ended(outcome_, d.why, detail=d.detail)
+
+
+def _member_done(task, ctx: HostContext, run: Run, outcome, d: Decision, h) -> Ended:
+    return Ended(Outcome.MEMBER, d.why, end=RunEnd.SUCCEEDED, detail=d.detail)
 
 
 def _argv_env(
@@ -507,12 +575,10 @@ def _vram_watch(run: Run) -> vramwatch.VramWatch | None:
     )
 
 
-def _stopped(task, ctx: HostContext, run: Run, why: Stop) -> Ended:
+def _stopped(task, ctx: HostContext, run: Run, outcome, d: Decision, h) -> Ended:
     """The record already says what happened (cancelled, or another run owns the job):
-    this run stops without a result of its own. A run that stopped itself, cut off from Redis
-    past its lease, learns what happened once Redis answers (``_cut_off``)."""
-    if run.lease.cut_off_s is not None:
-        return _cut_off(ctx, run)
+    this run stops without a result of its own."""
+    why = d.stop
     log.warning("stopped %s: %s", run.job.name, why.value)
     if (
         why is Stop.CANCELLED
@@ -527,21 +593,31 @@ def _stopped(task, ctx: HostContext, run: Run, why: Stop) -> Ended:
     return Ended(Outcome.STOPPED, why.value)
 
 
-def _cut_off(ctx: HostContext, run: Run) -> Ended:
+def _cut_off_why(ctx: HostContext, run: Run) -> str:
+    return (
+        f"lost its lease: {ctx.hostname} could not reach Redis for {run.lease.cut_off_s:.0f} s "
+        f"(lease TTL {ctx.records.lease_ttl_ms / 1000:g} s), so the run stopped before "
+        "another host could take the job"
+    )
+
+
+def _gang_cut_off(task, ctx: HostContext, run: Run, outcome, d: Decision, h) -> Ended:
+    """A gang member that stopped itself cut off from Redis: the gang goes back as a whole,
+    its watch and lease see to it."""
+    why = _cut_off_why(ctx, run)
+    log.warning("stopped %s (%s): %s", run.job.name, short_id(run.job.job_id), why)
+    return Ended(Outcome.STOPPED, why, end=RunEnd.LOST, detail=why)
+
+
+def _cut_off(task, ctx: HostContext, run: Run, outcome, d: Decision, h) -> Ended:
     """The run stopped itself: its lease went unrenewed too long (tasks.lease). Once Redis
     answers again (waited for as long as it takes, unless the worker stops), its checkpoint
     is synced if the job is still its own, and the job goes back to its queue uncounted:
     a Redis outage is no fault of the job's. Taken over meanwhile (a partition), both writes
     are refused by its token. The end mark in `fleet logs` says why it stopped."""
-    job, lease = run.job, run.lease
-    why = (
-        f"lost its lease: {ctx.hostname} could not reach Redis for {lease.cut_off_s:.0f} s "
-        f"(lease TTL {ctx.records.lease_ttl_ms / 1000:g} s), so the run stopped before "
-        "another host could take the job"
-    )
+    job = run.job
+    why = _cut_off_why(ctx, run)
     log.warning("stopped %s (%s): %s; waiting for Redis", job.name, short_id(job.job_id), why)
-    if run.seat is not None:  # a gang goes back as a whole: its watch and lease see to it
-        return Ended(Outcome.STOPPED, why, end=RunEnd.LOST, detail=why)
     try:
         state = retry_redis(
             lambda: ctx.records.states([job.job_id])[job.job_id],
@@ -571,40 +647,64 @@ def _cut_off(ctx: HostContext, run: Run) -> Ended:
     return Ended(Outcome.STOPPED, why, end=RunEnd.LOST, detail=why)
 
 
-def _failed(
-    ctx: HostContext, run: Run, outcome: runner.RunOutcome | None, error: str | None = None
-) -> Ended:
-    """Record the failure: queued again while attempts remain, else failed."""
+def _failed(task, ctx: HostContext, run: Run, outcome, d: Decision, h) -> Ended:
+    """Record the failure: queued again while attempts remain (``d.again``), else failed."""
     job, attempt = run.job, run.attempt
+    message, end, detail, reason, text = _failure(ctx, run, outcome, d.why)
+    if not record_failure(ctx, run, message, end, reason, text, again=d.again):
+        return _taken(task, ctx, run, outcome, h)
+    if d.again:
+        left = f"; queued again, {job.max_attempts - attempt} attempt(s) left"
+        return Ended(
+            Outcome.RETRYING,
+            message + f"\n(retrying: attempt {attempt} of {job.max_attempts})",
+            end=end,
+            detail=detail + left,
+        )
+    return Ended(Outcome.FAILED, message, end=end, detail=detail)
+
+
+def _failure(
+    ctx: HostContext, run: Run, outcome: runner.RunOutcome | None, error: str
+) -> tuple[str, RunEnd, str, str, str]:
+    """A failure in words: the record's message, its end and the few words its end mark adds,
+    its one line for `fleet status`, and the output kept; from its process's outcome, or the
+    error that ended it without one."""
+    job = run.job
     if outcome is None:
         message = f"job {job.name} ({short_id(job.job_id)}) failed on {ctx.hostname}: {error}"
-        end, detail = RunEnd.FAILED, error or ""
-        reason, text = failure_reason(end, "failed", (error or "").splitlines()[:1]), error or ""
-    else:
-        why = (
-            f"timed out after {job.timeout_s:g}s"
-            if outcome.stopped is Stop.TIMEOUT
-            else "was stopped: over its VRAM budget"
-            if outcome.stopped is Stop.OVER_BUDGET
-            else f"exited with status {outcome.returncode}"
+        return (
+            message,
+            RunEnd.FAILED,
+            error,
+            failure_reason(RunEnd.FAILED, "failed", error.splitlines()[:1]),
+            error,
         )
-        tail = "\n".join(outcome.tail[-TAIL_LINES:])
-        message = f"job {job.name} ({short_id(job.job_id)}) {why}; last output:\n{tail}"
-        end, detail = failure_end(outcome.stopped, outcome.returncode, job.timeout_s)
-        # over its budget, the watch's verdict (its output's last line) says why, not a traceback
-        reason = failure_reason(
-            end, detail, outcome.tail[-TAIL_LINES:], last=outcome.stopped is Stop.OVER_BUDGET
-        )
-        text = tail
-    # over its budget it would be again anywhere: not retried
-    again = (
-        job.max_attempts is not None
-        and attempt < job.max_attempts
-        and (outcome is None or outcome.stopped is not Stop.OVER_BUDGET)
+    why = (
+        f"timed out after {job.timeout_s:g}s"
+        if outcome.stopped is Stop.TIMEOUT
+        else "was stopped: over its VRAM budget"
+        if outcome.stopped is Stop.OVER_BUDGET
+        else f"exited with status {outcome.returncode}"
     )
-    owned = retry_redis(
+    tail = "\n".join(outcome.tail[-TAIL_LINES:])
+    message = f"job {job.name} ({short_id(job.job_id)}) {why}; last output:\n{tail}"
+    end, detail = failure_end(outcome.stopped, outcome.returncode, job.timeout_s)
+    # over its budget, the watch's verdict (its output's last line) says why, not a traceback
+    reason = failure_reason(
+        end, detail, outcome.tail[-TAIL_LINES:], last=outcome.stopped is Stop.OVER_BUDGET
+    )
+    return message, end, detail, reason, tail
+
+
+def record_failure(
+    ctx: HostContext, run: Run, message: str, end: RunEnd, reason: str, text: str, *, again: bool
+) -> bool:
+    """The run's failure in its job's record: queued again (``again``) or failed; False when
+    the job is no longer this run's."""
+    return retry_redis(
         lambda: ctx.records.finish(
-            job.job_id,
+            run.job.job_id,
             run.token,
             JobState.QUEUED if again else JobState.FAILED,
             last_error=message[-4000:],
@@ -613,14 +713,21 @@ def _failed(
         what="record failure",
         stop=ctx.shutdown,
     )
-    if not owned and run.seat is not None:  # a partner in its gang recorded the run's end
-        return Ended(Outcome.STOPPED, "its gang's end was recorded by another member")
-    left = f"; queued again, {job.max_attempts - attempt} attempt(s) left" if again else ""
-    if again:
-        return Ended(
-            Outcome.RETRYING,
-            message + f"\n(retrying: attempt {attempt} of {job.max_attempts})",
-            end=end,
-            detail=detail + left,
-        )
-    return Ended(Outcome.FAILED, message, end=end, detail=detail)
+
+
+# how each verdict is carried out (tasks.runend decides which)
+CARRY_OUT = {
+    Verdict.RELEASED: _released,
+    Verdict.HANDED_BACK: _handed_back,
+    Verdict.RANK_0_HANDS_BACK: _rank_0_hands_back,
+    Verdict.STOPPED: _stopped,
+    Verdict.CUT_OFF: _cut_off,
+    Verdict.GANG_CUT_OFF: _gang_cut_off,
+    Verdict.PRUNED: _pruned,
+    Verdict.GANG_PRUNED: _ended_here(Outcome.STOPPED),
+    Verdict.GANG_RERUN: _gang_rerun,
+    Verdict.ENDED_ELSEWHERE: _ended_here(Outcome.STOPPED),
+    Verdict.FAILED: _failed,
+    Verdict.MEMBER_DONE: _member_done,
+    Verdict.SUCCEEDED: _succeeded,
+}

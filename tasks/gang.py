@@ -6,7 +6,9 @@ transport, are held while the member waits. A member waits at most
 ``FLEET_GANG_FORM_TIMEOUT_S``, then gives its seat and its host back and says why. Once
 formed, every member runs the job's command with torch.distributed's variables
 (``Seat.environment``) and beats in the gang; ``GangWatch`` stops a member whose partner
-went silent, and the member that sees it first requeues the gang's one record.
+went silent, and the member that sees it first requeues the gang's one record. How a
+member's run ends is decided by ``tasks.runend``; what it asks of the gang first (``look``)
+and the gang's part of carrying it out are here.
 """
 
 from __future__ import annotations
@@ -14,7 +16,7 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 from core.constants import GANG_BEAT_TTL_S, GANG_YIELD_HOLD_S, HEARTBEAT_EVERY_S
@@ -29,7 +31,7 @@ from tasks.joblog import log_key
 from tasks.rendezvous import free_port
 from tasks.retry import retry_redis
 from tasks.run import Ended, Outcome, Run, Stop
-from tasks.runner import RunOutcome
+from tasks.runend import GangFacts, Look
 from tasks.seat import Seat
 from tasks.ticks import Tick
 
@@ -245,42 +247,56 @@ def log_id(job_id: str, seat: Seat | None) -> str:
     return job_id if seat is None or seat.rank == 0 else rank_log_id(job_id, seat.rank)
 
 
-def settle(ctx: HostContext, run: Run, outcome: RunOutcome) -> Ended | None:
-    """How a member's run ends where a gang's differs from one job's; None: as one job's
-    (rank 0's success stores the result; a failure every partner saw alive is a failure).
-
-    A partner that went silent (its worker killed, its host lost) requeues the gang as a
-    whole, counting an attempt, whichever member saw it first; a member other than rank 0
-    that exited 0 leaves the result to rank 0."""
-    job, seat = run.job, run.seat
-    watch = GangWatch(ctx, job, seat, run.token)
-    if outcome.stopped is Stop.GANG_LOST:
-        # the watch that stopped the run knew which member; this one asks the gang again
-        why = _redis(ctx, lambda: watch.broken(wait_s=0), "gang beat")
-        return _requeue_gang(ctx, run, why or "a gang member was lost")
-    if outcome.stopped is None and outcome.returncode != 0:
-        if seat.rank != 0 and _redis(ctx, lambda: watch.g.was_pruned(job.job_id), "gang read"):
-            # rank 0 stopped for its search's pruner, and this process's collective failed
-            return Ended(Outcome.STOPPED, "its gang's trial was pruned; rank 0 records it")
-        # its partner's death often fails this process first (a collective's peer closed), and
-        # so does a partner stopped by a halt (then this run is asked back: tasks.execution)
-        why = _redis(ctx, watch.broken, "gang beat")
-        return _requeue_gang(ctx, run, why) if why else None
-    if outcome.stopped is None and outcome.returncode == 0:
-        _redis(ctx, watch.done, "gang done")
-        if seat.rank == 0:
-            rank_logs(ctx.redis, job.job_id, seat, run.number, run.work)
-        else:
-            return Ended(
-                Outcome.MEMBER,
-                "exited 0; rank 0 records the gang's result",
-                end=RunEnd.SUCCEEDED,
-                detail=f"rank {seat.rank}",
-            )
-    return None
+def look(ctx: HostContext, run: Run, question: Look, facts: GangFacts) -> GangFacts:
+    """The gang's answer to what ``tasks.runend`` asks before it decides how a member's run
+    ends: ``facts`` with it. Hearing a halt meanwhile asks this member's run back."""
+    watch = GangWatch(ctx, run.job, run.seat, run.token)
+    if question is Look.WAS_PRUNED:
+        return replace(
+            facts, pruned=_redis(ctx, lambda: watch.g.was_pruned(run.job.job_id), "gang read")
+        )
+    wait_s = LOOK_WAIT_S[question]
+    return replace(facts, lost=_redis(ctx, lambda: watch.broken(wait_s), "gang beat"))
 
 
-def rank_logs(
+# how long a look waits for a partner's silence to show: its watch stopped the run because it
+# showed already; a process that failed as its partner died fails before the partner's beat
+# is old
+LOOK_WAIT_S = {Look.WHO_WAS_LOST: 0.0, Look.WHY_IT_FAILED: GANG_BEAT_TTL_S + 1.0}
+
+
+def done(ctx: HostContext, run: Run, *, rank_logs: bool) -> None:
+    """This member's process exited 0: its silence from now on is no loss. ``rank_logs``:
+    rank 0 gathers its partners' logs into its bundle."""
+    watch = GangWatch(ctx, run.job, run.seat, run.token)
+    _redis(ctx, watch.done, "gang done")
+    if rank_logs:
+        gather_rank_logs(ctx.redis, run.job.job_id, run.seat, run.number, run.work)
+
+
+def requeue(ctx: HostContext, run: Run, reason: str, *, again: bool) -> bool:
+    """The gang's one record back to its queue (``again``: an attempt counted, as for a lost
+    worker) or failed once its attempts are spent; every partner hears it through its lease.
+    False when the job is no longer this run's (a partner requeued it first, or it was
+    cancelled)."""
+    job = run.job
+    owned = _redis(
+        ctx,
+        lambda: ctx.records.finish(
+            job.job_id,
+            run.token,
+            JobState.QUEUED if again else JobState.FAILED,
+            last_error=reason,
+            **record_end(RunEnd.LOST, reason),
+        ),
+        "requeue gang",
+    )
+    if owned:
+        log.warning("gang %s (%s): %s", job.name, short_id(job.job_id), reason)
+    return owned
+
+
+def gather_rank_logs(
     client, job_id: str, seat: Seat, number: int, work: Path, wait_s: float = GANG_BEAT_TTL_S
 ) -> list[str]:
     """Rank 0's bundle holds every rank's log: each other rank's output of this run, from
@@ -317,28 +333,3 @@ def _run_lines(entries, number: int) -> tuple[list[str], bool]:
 
 def _text(v) -> str:
     return v.decode("utf-8", "replace") if isinstance(v, bytes) else v
-
-
-def _requeue_gang(ctx: HostContext, run: Run, why: str) -> Ended:
-    """The gang's one record back to its queue (an attempt counted, as for a lost worker), or
-    failed once its attempts are spent; every partner hears it through its lease."""
-    job = run.job
-    limit = job.max_attempts or ctx.records.max_attempts
-    again = run.attempt < limit
-    reason = f"{why}; the gang runs again as a whole" if again else f"{why}; out of attempts"
-    owned = _redis(
-        ctx,
-        lambda: ctx.records.finish(
-            job.job_id,
-            run.token,
-            JobState.QUEUED if again else JobState.FAILED,
-            last_error=reason,
-            **record_end(RunEnd.LOST, reason),
-        ),
-        "requeue gang",
-    )
-    if not owned:  # a partner requeued it first, or it was cancelled: the record says
-        return Ended(Outcome.STOPPED, "the gang ended elsewhere")
-    log.warning("gang %s (%s): %s", job.name, short_id(job.job_id), reason)
-    outcome = Outcome.RELEASED if again else Outcome.FAILED
-    return Ended(outcome, reason, end=RunEnd.LOST, detail=why)

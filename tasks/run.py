@@ -63,27 +63,55 @@ class Stop(str, Enum):
         return (Stop.CANCELLED if state is JobState.CANCELLED else Stop.LOST), state
 
     @property
+    def kind(self) -> StopKind:
+        """How this stop ends the run (``STOP_KINDS``; ``tasks.runend`` decides by it)."""
+        return STOP_KINDS[self]
+
+    @property
     def record_decides(self) -> bool:
         """The record already says what happened: the run ends without a result of its own."""
-        return (
-            self not in (Stop.SHUTDOWN, Stop.TIMEOUT, Stop.OVER_BUDGET, Stop.PRUNED, Stop.GANG_LOST)
-            and not self.by_policy
-        )
+        return self.kind is StopKind.RECORD
 
     @property
     def by_policy(self) -> bool:
         """A policy on this host hands the job back (tasks.handback): its checkpoint synced,
         it goes back to its queue with the attempt uncounted."""
-        return self in POLICY_STOPS
+        return self.kind is StopKind.HAND_BACK
 
     @property
     def hands_back(self) -> bool:
         """The job goes back to its queue uncounted: its checkpoint is synced once more."""
-        return self is Stop.SHUTDOWN or self.by_policy
+        return self.kind in (StopKind.RELEASE, StopKind.HAND_BACK)
 
 
-# the stops a host's policy asks for through tasks.handback
-POLICY_STOPS = frozenset({Stop.PREEMPTED, Stop.YIELDED, Stop.EXPLOITED, Stop.PAUSED})
+class StopKind(str, Enum):
+    """How a ``Stop`` ends the run (``tasks.runend.decide``): a new stop is one enum value
+    and one row of ``STOP_KINDS``."""
+
+    RELEASE = "release"  # back to its queue uncounted, as it is (the worker is stopping)
+    HAND_BACK = "hand back"  # a host policy asked it back (tasks.handback): synced, uncounted
+    RECORD = "record"  # the record already says what happened: no result of its own
+    PRUNE = "prune"  # its search's pruner: pruned, unless it had run its whole budget
+    FAIL = "fail"  # failed, whatever status its process was left with; retried as any failure
+    # failed and never retried: it would be again anywhere (unless its process exited 0
+    # before the stop landed)
+    FAIL_FOR_GOOD = "fail for good"
+    GANG = "gang"  # its gang broke: the gang runs again as a whole, counted
+
+
+STOP_KINDS: dict[Stop, StopKind] = {
+    Stop.SHUTDOWN: StopKind.RELEASE,
+    Stop.TIMEOUT: StopKind.FAIL,
+    Stop.LOST: StopKind.RECORD,
+    Stop.OVER_BUDGET: StopKind.FAIL_FOR_GOOD,
+    Stop.PREEMPTED: StopKind.HAND_BACK,
+    Stop.YIELDED: StopKind.HAND_BACK,
+    Stop.CANCELLED: StopKind.RECORD,
+    Stop.PRUNED: StopKind.PRUNE,
+    Stop.GANG_LOST: StopKind.GANG,
+    Stop.EXPLOITED: StopKind.HAND_BACK,  # tasks.pbt: back with a better member's checkpoint
+    Stop.PAUSED: StopKind.HAND_BACK,  # tasks.pbt: members behind it run first
+}
 
 
 class UnknownAnswer(ValueError):

@@ -39,22 +39,6 @@ DECIDE_COST_SHARE = 0.1  # the decider waits so that it takes at most this share
 KEYS_MAX = 20  # keys named in "it printed ..."
 
 
-def stopped_early(stopped: Stop | None, returncode: int | None, ran_to_end: bool) -> bool:
-    """Whether a run its pruner stopped ends pruned, judged by what the run did, not by the
-    verdict alone: a verdict lands a decision late, after the run may have finished. Not pruned
-    when its process exited 0 by itself before the stop landed, nor when it had reported its
-    last step (``TrialWatch.ran_to_end``): either ran its whole budget, a success. A process
-    the runner stops never exits 0: its supervisor takes the group down with SIGKILL
-    (tasks.supervisor)."""
-    return stopped is Stop.PRUNED and returncode != 0 and not ran_to_end
-
-
-def stopped_at_end(stopped: Stop | None, ran_to_end: bool) -> bool:
-    """Whether the pruner's stop killed a run only after it had reported its last step: its
-    whole budget ran, so it succeeded, whatever status the kill left it."""
-    return stopped is Stop.PRUNED and ran_to_end
-
-
 def trial_budget(job: JobSpec, config: SearchConfig) -> int | None:
     """The step trial ``job`` reports last: its search's fixed budget, else its own (a budget
     the space samples, e.g. ``epochs``, read from the trial's values); None when unknown."""

@@ -17,9 +17,10 @@ from fleet.publish import publish
 from fleet.query import jobs as Q
 from state.jobrecord import JobState, RunEnd, fetch, fetch_many, job_key
 from state.records import Cancelled, Records
-from tasks.execution import _failed
+from tasks.execution import CARRY_OUT
 from tasks.lease import LeaseKeeper
-from tasks.run import Run, Stop
+from tasks.run import Outcome, Run, Stop
+from tasks.runend import Happened, Verdict, decide
 from tasks.runner import RunOutcome
 from tests.waiting import wait_until
 
@@ -55,7 +56,10 @@ def test_an_over_budget_vram_stop_shows_its_reason_in_status(jobs, redis_client,
     ctx = SimpleNamespace(records=recs, hostname="w1", shutdown=threading.Event())
     run = Run(job, "t1", 1, lease=None, work=tmp_path)
     outcome = RunOutcome(-15, Stop.OVER_BUDGET, 3.0, ["epoch 1", "Terminated", VERDICT])
-    _failed(ctx, run, outcome)
+    happened = Happened(outcome.returncode, outcome.stopped, max_attempts=job.max_attempts)
+    decision = decide(happened)
+    assert decision.verdict is Verdict.FAILED
+    CARRY_OUT[decision.verdict](None, ctx, run, outcome, decision, happened)
 
     [row] = [r for r in Q.status(redis_client).rows if r.job_id == job.job_id]
     assert row.state is JobState.FAILED  # over its budget: never retried
@@ -179,3 +183,24 @@ def test_a_gang_that_ran_again_says_why_and_where_its_member_was_lost_after_it_s
     assert report.rerun_reason == f"run 1 lost: {lost}" and report.runs == 2
     publish(app, redis_client, loads(MANIFEST, "m.toml"), force=frozenset({jid}))
     assert recs.get(jid).rerun_reason == ""  # a new publish starts its runs' story afresh
+
+
+def test_a_failure_whose_job_was_cancelled_as_it_failed_stops_as_the_record_says(
+    jobs, redis_client, tmp_path
+):
+    # its process failed just as the operator cancelled, before its lease heard: the run
+    # neither says it failed nor that it was queued again, and the record stays cancelled
+    recs, job = Records(redis_client), jobs[0]  # max_attempts = 3
+    assert recs.claim(job.job_id, "w1", "t1", {}, "cpu").run
+    recs.cancel(job.job_id)
+    ctx = SimpleNamespace(records=recs, hostname="w1", shutdown=threading.Event())
+    lease = SimpleNamespace(reason=None, cut_off_s=None)
+    run = Run(job, "t1", 1, lease=lease, work=tmp_path)
+    outcome = RunOutcome(1, None, 3.0, ["Traceback", "ValueError: boom"])
+    happened = Happened(outcome.returncode, outcome.stopped, max_attempts=job.max_attempts)
+    decision = decide(happened)
+    assert decision.verdict is Verdict.FAILED and decision.again
+
+    ended = CARRY_OUT[decision.verdict](None, ctx, run, outcome, decision, happened)
+    assert (ended.outcome, ended.why) == (Outcome.STOPPED, Stop.LOST.value)
+    assert recs.get(job.job_id).state is JobState.CANCELLED

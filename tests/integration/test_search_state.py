@@ -540,7 +540,8 @@ def test_a_trial_that_reaches_its_last_step_while_a_prune_verdict_is_pending_com
     from manifest.schema import JobSpec
     from state.search.study import MIRRORS
     from tasks.run import Stop
-    from tasks.trial import TrialWatch, stopped_early
+    from tasks.runend import stopped_early
+    from tasks.trial import TrialWatch
     from trainers.protocol import point_of
 
     m = search(

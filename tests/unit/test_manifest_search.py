@@ -13,7 +13,8 @@ from state.jobrecord import JobState
 from state.search.study import trial_seed
 from state.search.view import SearchView
 from tasks.run import Stop
-from tasks.trial import stopped_at_end, stopped_early, trial_budget
+from tasks.runend import stopped_at_end, stopped_early
+from tasks.trial import trial_budget
 from tests.unit.manifest_cases import COMMAND, only_problem, problems, write
 
 MLP = '[[jobs]]\nname = "t"\nmodel = "mlp"\ndata = "d.csv"\nhyper = { epochs = 4 }\n'
