@@ -84,7 +84,7 @@ def plan(
         state = states.get(job.job_id)
         forced = job.name in force or job.job_id in force
         if state is None:
-            action, why = "publish", "new job"
+            action, why = "publish", "new job" + pipeline.waits_note(job.after)
         elif state is JobState.RUNNING:
             action, why = "skip", "running now (cancel it first to re-run)"
         elif forced:

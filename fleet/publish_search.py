@@ -70,7 +70,11 @@ def plan(client: redis.Redis | None, manifest: Manifest) -> list[SearchRow]:
         elif seen is None:
             rows.append(
                 SearchRow(
-                    s, r.queue, "publish", f"new search: {c.trials} trials, {c.parallel} at once"
+                    s,
+                    r.queue,
+                    "publish",
+                    f"new search: {c.trials} trials, {c.parallel} at once"
+                    + pipeline.waits_note(s.base.after),
                 )
             )
         else:

@@ -91,3 +91,13 @@ def record_fields(
     if params_from:
         out["params_from"] = params_from
     return out
+
+
+def waits_note(after: tuple[Upstream, ...]) -> str:
+    """What a follower's plan row adds: the upstreams it waits on (a sweep's points as one
+    name), so that a dry run shows the pipeline's order before anything is sent."""
+    names = list(dict.fromkeys(u.name.split("[", 1)[0] for u in after))
+    if not names:
+        return ""
+    shown = ", ".join(names[:3]) + (f" and {len(names) - 3} more" if len(names) > 3 else "")
+    return f"; waits on {shown}"

@@ -180,3 +180,16 @@ def test_a_follower_taking_more_bundles_than_a_job_may_fetch_is_refused(monkeypa
     )
     assert "after" in fix
     assert by_name(sweep + job("final", 'after = ["prep"]'))["final"].after  # after: no bound
+
+
+def test_a_dry_runs_plan_row_names_the_upstreams_a_follower_waits_on_once_each():
+    from manifest.pipeline import waits_note
+
+    def up(name: str, i: int) -> Upstream:
+        return Upstream(Kind.JOB, f"id{i}", name)
+
+    assert waits_note(()) == ""  # a job without edges: its row is as before
+    points = tuple(up(f"prep[lr={v}]", i) for i, v in enumerate((0.1, 0.2)))
+    assert waits_note(points + (up("tune", 9),)) == "; waits on prep, tune"  # a sweep is one name
+    many = tuple(up(n, i) for i, n in enumerate("abcde"))
+    assert waits_note(many) == "; waits on a, b, c and 2 more"
