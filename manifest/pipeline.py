@@ -11,28 +11,11 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass
-from enum import Enum
 from typing import Any
 
-
-class Kind(str, Enum):
-    """What an upstream is."""
-
-    JOB = "job"
-    SEARCH = "search"  # done once every trial it issued ended; its best trial is its result
-
-
-def member(kind: Kind | str, ident: str) -> str:
-    """The upstream's or follower's name in Redis sets: ``job:<id>`` or ``search:<id>``."""
-    return f"{Kind(kind).value}:{ident}"
-
-
-def parse_member(text: str) -> tuple[Kind, str]:
-    """``member``'s inverse; a string that is not one raises ValueError naming it."""
-    kind, sep, ident = text.partition(":")
-    if not sep or not ident or kind not in Kind._value2member_map_:
-        raise ValueError(f"{text!r} is not a pipeline member (job:<id> or search:<id>)")
-    return Kind(kind), ident
+# the members' spelling lives in core (fleet status reads it without the manifest); here too,
+# beside the values that use it
+from core.members import Kind, member, parse_member  # noqa: F401
 
 
 @dataclass(frozen=True)

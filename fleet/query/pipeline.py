@@ -15,7 +15,7 @@ from dataclasses import asdict, dataclass, field
 from typing import TYPE_CHECKING
 
 from core.ids import short_id
-from manifest.pipeline import Kind, member, parse_member
+from core.members import Kind, member, parse_member
 from state.jobrecord import JobRecord, JobState, fetch_many
 
 if TYPE_CHECKING:  # the readers import redis when called: `fleet status --help` loads none
@@ -101,10 +101,12 @@ class Node:
 
 def search_nodes(client: redis.Redis, ids: Iterable[str]) -> dict[str, Node]:
     """The searches ``ids`` as nodes (one pipelined read of their hashes)."""
+    ids = list(dict.fromkeys(ids))
+    if not ids:  # a fleet with no search loads nothing of a search's
+        return {}
     from state.redis_conn import decoding
     from state.search.store import key as search_key
 
-    ids = list(dict.fromkeys(ids))
     pipe = decoding(client).pipeline(transaction=False)
     for sid in ids:
         pipe.hmget(search_key(sid), SEARCH_FIELDS)
