@@ -177,10 +177,21 @@ def _with_grant(task, ctx: HostContext, run: Run) -> Ended:
     with ctx.runs.running(run):
         try:
             held = {"gpu": ",".join(f"{d.index}:{d.name}" for d in gpus)} if gpus else {}
-            run.lease.report(cores=len(grant.cores), **held)  # what `fleet usage` counts
+            _record_held(ctx, run, cores=len(grant.cores), **held)  # what `fleet usage` counts
             return _guarded(task, ctx, run)
         finally:
             ctx.gate.release(tag)
+
+
+def _record_held(ctx: HostContext, run: Run, **held) -> None:
+    """Write what the run holds to its record now, not with its next heartbeat: a run shorter
+    than one beat would otherwise end with no cores or GPUs on its record, and `fleet usage`
+    would not count them. The lease carries them too, in case Redis does not answer now."""
+    run.lease.report(**held)
+    try:
+        ctx.records.heartbeat(run.job.job_id, run.token, **held)  # fenced by the run's token
+    except redis.RedisError as e:
+        log.debug("held resources of %s go with its next heartbeat: %s", run.job.name, e)
 
 
 def _guarded(task, ctx: HostContext, run: Run) -> Ended:

@@ -58,7 +58,8 @@ def test_a_4_gpu_16_core_host_starts_a_2_gpu_job_two_1_gpu_jobs_and_six_cpu_jobs
     assert all(seen[f"cpu{i}"]["cores"] == "2" == seen[f"cpu{i}"]["omp"] for i in range(6))
     assert all(seen[f"cpu{i}"]["gpus"] == "0" for i in range(6))
     # what `fleet usage` counts: the record names the cores and GPUs each run held
-    assert all(recs[f"cpu{i}"].cores == 2 and not recs[f"cpu{i}"].gpu for i in range(6))
+    held = {i: (recs[f"cpu{i}"].cores, recs[f"cpu{i}"].gpu) for i in range(6)}
+    assert all(c == 2 and not g for c, g in held.values()), held
     assert recs["ddp"].cores and len(recs["ddp"].gpu.split(",")) == 2
 
 
