@@ -4,7 +4,6 @@ The decisions are pure; ``search_why`` only reads the view."""
 
 from __future__ import annotations
 
-import json
 import time
 from dataclasses import dataclass
 from enum import Enum
@@ -167,17 +166,10 @@ def lines(w: SearchWhy) -> list[str]:
 def search_why(client: redis.Redis, name: str) -> SearchWhy | None:
     """The search called ``name`` explained; None when no search has that name."""
     from fleet.query.pipeline import search_edges
-    from state.redis_conn import decoding
-    from state.search.store import key
 
     for sid in find_searches(client, name):
         v = read_search(client, sid)
         if v is not None:
-            by = decoding(client).hget(key(sid), "cancelled_by")
-            try:
-                cancelled_by = json.loads(by) if by else None
-            except ValueError:
-                cancelled_by = None
             edges = search_edges(client, [sid]).get(sid, ())
-            return explain(v, edges, cancelled_by, pbt.read(client, sid, v.config), time.time())
+            return explain(v, edges, v.cancelled_by, pbt.read(client, sid, v.config), time.time())
     return None

@@ -64,6 +64,7 @@ class SearchView:
     state: str = ""
     outcome: str = ""
     outcome_reason: str = ""
+    cancelled_by: dict | None = None  # the upstream that cancelled it: {kind, id, name, ...}
 
     @property
     def metric(self) -> str:
@@ -162,7 +163,17 @@ def read_search(client: redis.Redis, search_id: str, *, trials: bool = True) -> 
         state=h.get("state", ""),
         outcome=h.get("outcome", ""),
         outcome_reason=h.get("outcome_reason", ""),
+        cancelled_by=_json_dict(h.get("cancelled_by")),
     )
+
+
+def _json_dict(text: str | None) -> dict | None:
+    """A stored JSON object; None when there is none or it does not decode to one."""
+    try:
+        value = json.loads(text) if text else None
+    except ValueError:
+        return None
+    return value if isinstance(value, dict) else None
 
 
 def _live_states(r: redis.Redis, search_id: str) -> list[str | None]:
