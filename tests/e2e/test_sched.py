@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import time
+from pathlib import Path
 
 import pytest
 
@@ -28,8 +29,19 @@ seed = {seed}
 """  # noqa: E501
 
 
-# cuda-large: only the 80 GiB host
-HOG = sleeper("hog", 45, "require_cuda = true\nmin_vram_gib = 24")
+def hog(gate: Path) -> str:
+    """cuda-large (only the 80 GiB host): runs until ``gate`` exists (180 s at most), so the
+    host stays busy for the module's tests however long a busy machine makes them."""
+    return f"""
+[[jobs]]
+name = "hog"
+command = ["python", "-c", "import pathlib, time; g = pathlib.Path({str(gate)!r}); t = time.monotonic(); exec('while not g.exists() and time.monotonic() - t < 180: time.sleep(0.1)'); pathlib.Path('out').mkdir(exist_ok=True); pathlib.Path('out/done.txt').write_text('x')"]
+artifacts = ["out/*"]
+require_cuda = true
+min_vram_gib = 24
+"""  # noqa: E501
+
+
 TEN = sleeper("ten-gib", 1, "require_cuda = true\nmin_vram_gib = 10")  # cuda.vram10
 WAITING = [
     sleeper(f"large-{i}", 1, "require_cuda = true\nmin_vram_gib = 24", seed=i) for i in (1, 2)
@@ -54,13 +66,17 @@ def wait_state(records: Records, name: str, states: set[JobState], timeout_s: fl
 def hogged(fleet, tmp_path_factory):
     """The 80 GiB host busy with a long cuda-large job, the 10 GiB job published behind it."""
     d = tmp_path_factory.mktemp("sched")
+    gate = d / "gate"
     m = d / "m.toml"
-    m.write_text(HOG + TEN)
+    m.write_text(hog(gate) + TEN)
     fleet.fleet("publish", str(m), check=True)
     records = Records(fleet.client())
-    hog = wait_state(records, "hog", {JobState.RUNNING})
-    assert hog.worker == "e2e-large"
-    return records, d
+    running = wait_state(records, "hog", {JobState.RUNNING})
+    assert running.worker == "e2e-large"
+    try:
+        yield records, d
+    finally:
+        gate.touch()  # the host is free for whatever the fleet runs next
 
 
 def test_a_10_gib_job_runs_on_the_16_gib_host_while_the_80_gib_host_is_busy(fleet, hogged):
