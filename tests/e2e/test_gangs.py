@@ -310,16 +310,19 @@ def test_two_gangs_of_different_queues_holding_a_host_each_both_finish_the_older
     gangs.wait(
         gangs.publish(warm.format(1) + both + "min_ram_gib = 4\n" + warm.format(2) + both), 30
     )
+    # gb stays busy until both gangs are published (a gate, not a length a busy box eats)
+    gate = gangs.root / "busy-gb.gate"
     busy = gangs.publish(
-        f'[[jobs]]\nname = "busy-gb"\ncommand = ["{sys.executable}", "{SLEEPY}", "3"]\n'
+        f'[[jobs]]\nname = "busy-gb"\ncommand = ["{sys.executable}", "{SLEEPY}", "until:{gate}"]\n'
         'allowed_hosts = ["gb"]\nseed = 9\n'
     )
-    wait_until("gb busy", lambda: r.hget("fleet:job:" + busy["busy-gb"], "state") == "running", 30)
+    wait_until("gb busy", lambda: r.hget("fleet:job:" + busy["busy-gb"], "state") == "running", 120)
     ids = gangs.publish_now(gang("cpu-gang", 1, extra=both + "seed = 7\npriority = 6"))
-    wait_until("a seat held on ga", lambda: r.hlen("fleet:gang:" + ids["cpu-gang"]) > 4, 30)
+    wait_until("a seat held on ga", lambda: r.hlen("fleet:gang:" + ids["cpu-gang"]) > 4, 120)
     ids |= gangs.publish_now(gang("ram-gang", 1, extra=both + "seed = 8\nmin_ram_gib = 4"))
     queues = {n: gangs.records().get(j).pri_queue for n, j in ids.items()}
     assert queues["cpu-gang"] != queues["ram-gang"], queues
+    gate.touch()
     recs = gangs.wait({**ids, **busy}, 90)
     assert all(x.state is JobState.SUCCEEDED for x in recs.values()), gangs.logs()
     assert recs["cpu-gang"].started_at < recs["ram-gang"].started_at  # the older one first
