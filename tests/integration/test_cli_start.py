@@ -14,8 +14,8 @@ pytestmark = pytest.mark.integration
 # Celery and kombu (a third of a second); OpenTelemetry's SDK, which redis-py 8 imports when
 # it is installed (fleet.cli.redis_import hides it from redis-py); the store's and the
 # trainers' libraries; with no search published, the search view and the search config;
-# the results query and the exporters. redis-py's asyncio half is not among them: redis-py
-# 8's own client modules import it.
+# the results query and the exporters; redis-py's asyncio client and importlib.metadata, which
+# fleet.cli.redis_import defers (their names are bound, their code never runs).
 HEAVY = (
     "celery",
     "kombu",
@@ -35,6 +35,10 @@ HEAVY = (
     "fleet.query.results",
     "fleet.mlflow_export",
     "fleet.optuna_export",
+    "redis.asyncio.client",
+    "redis.asyncio.connection",
+    "redis.asyncio.cluster",
+    "importlib.metadata._meta",
 )
 
 

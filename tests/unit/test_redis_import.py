@@ -94,3 +94,97 @@ def test_a_package_that_imports_opentelemetry_outside_a_try_still_loads_with_it(
         PYTHONPATH=str(tmp_path),
     )
     assert got == {"has": "MeterProvider", "loader": "SourceFileLoader"}
+
+
+# redis-py's asyncio client and importlib.metadata are deferred: bound by name, run at first use
+DEFERRED_REPORT = """
+import json, sys
+print(json.dumps({
+    "deferred": sorted(n for n, m in sys.modules.items() if type(m).__name__ == "_Deferred"),
+    "ran": sorted(m for m in ("redis.asyncio.client", "redis.asyncio.connection",
+                              "importlib.metadata._meta") if m in sys.modules),
+    "finders": [type(f).__name__ for f in sys.meta_path],
+}))
+"""
+
+
+def test_redis_py_under_the_finder_runs_neither_its_asyncio_client_nor_importlib_metadata():
+    """What the synchronous client never uses stays unrun: if a redis-py upgrade used them as
+    it loads, it would load as it is, and this test says the deferral no longer pays."""
+    got = _run(
+        UNDER_THE_FINDER + "assert redis.Redis.ping and redis.ConnectionPool\n" + DEFERRED_REPORT
+    )
+    assert got["deferred"] == ["importlib.metadata", "redis.asyncio"]
+    assert got["ran"] == []
+    assert "_Deferrer" not in got["finders"] and "_Finder" not in got["finders"]
+
+
+def test_a_deferred_module_runs_at_its_first_use_and_is_then_the_real_module():
+    got = _run(
+        UNDER_THE_FINDER
+        + "import types\nfrom redis.asyncio import Redis\nimport importlib.metadata as md\n"
+        "assert Redis.__module__ == 'redis.asyncio.client'\n"
+        "assert type(redis.asyncio) is types.ModuleType and redis.asyncio.Redis is Redis\n"
+        "assert type(redis.asyncio.__loader__).__name__ == 'SourceFileLoader'\n"
+        "assert md.version('redis') == redis.__version__\n" + DEFERRED_REPORT
+    )
+    assert got["deferred"] == []
+    assert got["ran"] == [
+        "importlib.metadata._meta",
+        "redis.asyncio.client",
+        "redis.asyncio.connection",
+    ]
+
+
+def test_importing_a_submodule_of_a_deferred_package_later_runs_the_package_first():
+    """As an ordinary import does: the package's ``__init__`` before its submodule's code."""
+    got = _run(UNDER_THE_FINDER + "import redis.asyncio.lock\n" + DEFERRED_REPORT)
+    assert got["deferred"] == ["importlib.metadata"]
+    assert "redis.asyncio.client" in got["ran"]
+
+
+def _package(root, files: dict[str, str]) -> None:
+    for path, text in files.items():
+        (root / path).parent.mkdir(parents=True, exist_ok=True)
+        (root / path).write_text(text)
+
+
+def test_a_package_that_uses_a_deferred_package_while_it_loads_is_loaded_again_as_it_is(tmp_path):
+    """Run late, inside its parent's load, ``pkg.sub`` meets a half-loaded ``pkg.base`` that an
+    ordinary import order never shows it: the deferral does not apply, so the package is
+    loaded again from scratch, without it."""
+    _package(
+        tmp_path,
+        {
+            "pkg/__init__.py": "from pkg import sub\nfrom pkg.base import B\n",
+            "pkg/base.py": "from pkg.sub import S\nB = S + 1\n",
+            "pkg/sub/__init__.py": "S = 1\nfrom pkg.base import B\n",
+        },
+    )
+    got = _run(
+        "import json, sys, types\nfrom fleet.cli import redis_import\n"
+        "redis_import.install('pkg', deferred=('pkg.sub',))\nimport pkg\n"
+        "print(json.dumps({'B': pkg.B, 'sub': type(sys.modules['pkg.sub']).__name__, "
+        "'same': pkg.sub is sys.modules['pkg.sub'] and pkg.base.S is pkg.sub.S, "
+        "'finders': [type(f).__name__ for f in sys.meta_path]}))",
+        PYTHONPATH=str(tmp_path),
+    )
+    assert got["B"] == 2 and got["sub"] == "module" and got["same"] is True
+    assert "_Deferrer" not in got["finders"]
+
+
+def test_a_package_that_fails_by_itself_fails_once_with_its_own_error(tmp_path):
+    _package(tmp_path, {"bad/__init__.py": "open(__file__ + '.runs', 'a').write('x')\n1 / 0\n"})
+    done = subprocess.run(
+        [
+            sys.executable,
+            "-c",
+            "from fleet.cli import redis_import\nredis_import.install('bad')\nimport bad",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env={**os.environ, "PYTHONPATH": str(tmp_path)},
+    )
+    assert "ZeroDivisionError" in done.stderr
+    assert (tmp_path / "bad" / "__init__.py.runs").read_text() == "x"
