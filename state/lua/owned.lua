@@ -1,12 +1,35 @@
 -- Shared by the scripts that push a job's message or end its run (spliced in at load time
 -- where a script has the line --@@OWNED@@; see state/scripts.py).
 
--- Push a message; a list that belongs to an owner ('<queue>\6\23<owner>\6\22<pri>') is
--- registered in the owner-lists set, so workers know to ask for it (tasks/transport.py).
-local function owned_push(cmd, key, msg, owner_lists)
-  redis.call(cmd, key, msg)
+-- A list that belongs to an owner ('<queue>\6\23<owner>\6\22<pri>') is registered in the
+-- owner-lists set once pushed to, so workers know to ask for it (tasks/transport.py).
+local function owned_list(key, owner_lists)
   local member = string.match(key, '^(.-\6\23.+)\6\22%d+$')
   if member then redis.call('SADD', owner_lists, member) end
+end
+
+-- Push a message, its list registered if an owner's.
+local function owned_push(cmd, key, msg, owner_lists)
+  redis.call(cmd, key, msg)
+  owned_list(key, owner_lists)
+end
+
+-- Call cmd on key with many values, OWNED_CHUNK of them per command: each value is a Lua
+-- stack slot for unpack and an argument of redis.call, and both are bounded. Even, so a
+-- chunk of ZADD's score/member pairs splits no pair.
+local OWNED_CHUNK = 500
+local function owned_many(cmd, key, values)
+  for i = 1, #values, OWNED_CHUNK do
+    redis.call(cmd, key, unpack(values, i, math.min(i + OWNED_CHUNK - 1, #values)))
+  end
+end
+
+-- Push many messages to one list, in order: it ends as owned_push of each in turn leaves it
+-- (LPUSH k a b == LPUSH k a; LPUSH k b), at a fraction of the cost of one command each.
+local function owned_push_many(cmd, key, msgs, owner_lists)
+  if #msgs == 0 then return end
+  owned_many(cmd, key, msgs)
+  owned_list(key, owner_lists)
 end
 
 -- Charge a run's owner with the GPU- and core-seconds it held since it was last charged (or

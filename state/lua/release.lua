@@ -21,10 +21,13 @@ local function pipe_split(m)
 end
 
 -- the hash that holds a member's record: its job's, or its search's
-local function pipe_record(K, m)
-  local kind, id = pipe_split(m)
+local function pipe_hash(K, kind, id)
   if kind == 'search' then return K.search .. id end
   return K.job .. id
+end
+
+local function pipe_record(K, m)
+  return pipe_hash(K, pipe_split(m))
 end
 
 -- what an upstream is for its followers: 'ok', 'pending', or how it ended ('failed',
@@ -72,11 +75,24 @@ local function pipe_resolve(K, rk, inputs, sid)
   end
 end
 
--- queue a waiting follower: its stored message pushed as publish.lua pushes it. One read and
--- one write of its record: a fan-out releases a thousand followers in one script.
-local function pipe_release(K, fm, by, now)
+-- what a release pushes, gathered while its followers are released and pushed at its end
+-- (pipe_push): one LPUSH of many messages per list and one ZADD of every fallback deadline
+-- cost a fraction of a command per follower, and the script is one atomic step either way
+local function pipe_batch()
+  return {lists = {}, msgs = {}, fallback = {}}
+end
+
+local function pipe_push(K, batch)
+  for _, key in ipairs(batch.lists) do owned_push_many('LPUSH', key, batch.msgs[key], K.owner_lists) end
+  owned_many('ZADD', K.fallback, batch.fallback)
+end
+
+-- queue a waiting follower: its stored message, tagged as publish.lua tags it, into batch
+-- (pipe_push pushes it). One read and one write of its record: a fan-out releases a
+-- thousand followers in one script.
+local function pipe_release(K, fm, by, now, batch)
   local kind, id = pipe_split(fm)
-  local rk = pipe_record(K, fm)
+  local rk = pipe_hash(K, kind, id)
   local state, inputs, sid, msg, key, grace, pushes = unpack(redis.call('HMGET', rk,
     'state', 'inputs', 'params_from', 'msg', 'cur_key', 'fb_grace_s', 'pushes'))
   if state ~= 'waiting' then return false end
@@ -92,8 +108,17 @@ local function pipe_release(K, fm, by, now)
              'pushes', n)
   local i, j = string.find(msg, '@@FLEET-TAG@@', 1, true)
   if i then msg = string.sub(msg, 1, i - 1) .. id .. '.' .. n .. string.sub(msg, j + 1) end
-  owned_push('LPUSH', key, msg, K.owner_lists)
-  if grace then redis.call('ZADD', K.fallback, tonumber(now) + tonumber(grace), id) end
+  local msgs = batch.msgs[key]
+  if not msgs then
+    msgs = {}
+    batch.msgs[key] = msgs
+    table.insert(batch.lists, key)
+  end
+  msgs[#msgs + 1] = msg
+  if grace then
+    table.insert(batch.fallback, tonumber(now) + tonumber(grace))
+    table.insert(batch.fallback, id)
+  end
   return true
 end
 
@@ -146,10 +171,13 @@ local function pipe_ended(K, um, ok, now)
   local fk = K.followers .. um
   if redis.call('EXISTS', fk) == 0 then return end   -- most jobs: no follower, one lookup
   if not ok then return pipe_cascade(K, um, now) end
+  local batch = pipe_batch()
   for _, fm in ipairs(redis.call('SMEMBERS', fk)) do
-    redis.call('SREM', K.waits .. fm, um)
-    if redis.call('SCARD', K.waits .. fm) == 0 then pipe_release(K, fm, um, now) end
+    local wk = K.waits .. fm
+    redis.call('SREM', wk, um)
+    if redis.call('SCARD', wk) == 0 then pipe_release(K, fm, um, now, batch) end
   end
+  pipe_push(K, batch)
 end
 
 -- job_key's job has just been put in state (a terminal one): its followers released or cancelled
@@ -180,7 +208,9 @@ local function pipe_arm(K, fm, now)
     return 'cancelled'
   end
   if redis.call('SCARD', wk) == 0 then
-    pipe_release(K, fm, '', now)
+    local batch = pipe_batch()
+    pipe_release(K, fm, '', now, batch)
+    pipe_push(K, batch)
     return 'released'
   end
   return 'waiting'

@@ -3,15 +3,18 @@ by the script that records their last upstream's success, cancelled with the rea
 that records a failure, re-armed by a requeue; each exactly once."""
 
 import json
+import re
 import threading
+from collections import Counter
 
 import pytest
 import redis as redis_lib
 
+from core import constants as C
 from fleet.manifests import loads
 from fleet.publish import publish
-from state import pipeline
-from state.jobrecord import JobState
+from state import pipeline, scripts
+from state.jobrecord import JobState, fetch_many
 from state.records import Records
 from tests.harness.deliveries import queued_messages
 from tests.harness.manifests import command_job
@@ -198,3 +201,41 @@ def test_a_manifest_may_start_after_a_job_published_before_by_its_name(app, redi
     recs = Records(redis_client)
     assert recs.cancel(ids["a"]).done  # a's cancel reaches e through c and d
     assert recs.get(e.job_id).end_reason.startswith("upstream d was cancelled: upstream c was")
+
+
+def test_a_fan_out_wider_than_one_push_queues_each_follower_once_on_its_own_list(app, redis_client):
+    # release.lua pushes a fan-out's messages as one LPUSH per list of OWNED_CHUNK values at
+    # most: a sweep wider than that takes two commands, and followers with another priority
+    # or a prefer_cuda fallback go to lists (and a deadline) of their own
+    chunk = int(re.search(r"local OWNED_CHUNK = (\d+)", scripts.SOURCES["owned"]).group(1))
+    seeds = ", ".join(map(str, range(chunk + 20)))
+    m = loads(
+        command_job("up", ["true"])
+        + command_job("f", ["true", "f"], after=["up"])
+        + f"[jobs.sweep]\nseed = [{seeds}]\n"
+        + command_job("urgent", ["true", "u"], after=["up"], priority=9)
+        + command_job("either", ["true", "e"], after=["up"], prefer_cuda=True),
+        "m.toml",
+    )
+    publish(app, redis_client, m)
+    up, *followers = (j.job_id for j in m.jobs)
+    run(Records(redis_client), up, JobState.SUCCEEDED)
+
+    recs = fetch_many(redis_client, followers)
+    assert len(recs) == chunk + 22
+    assert all(r.state is JobState.QUEUED and r.pushes == 1 for r in recs)
+    keys = {r.copy("cur").key for r in recs}
+    assert len(keys) == 3  # the sweep's list, the urgent one's, the cuda one
+    tags = (
+        (key, json.loads(msg)["properties"]["delivery_tag"])
+        for key in keys
+        for msg in redis_client.lrange(key, 0, -1)
+    )
+    pushed = Counter(kt for kt in tags if kt[1].split(".")[0] != up)  # up's own is there too
+    assert pushed == Counter({(r.copy("cur").key, f"{r.job_id}.1"): 1 for r in recs})
+    owners = redis_client.smembers(C.OWNER_LISTS_KEY)
+    assert {k.rsplit("\x06\x16", 1)[0] for k in keys} <= owners
+    either = next(r for r in recs if r.name == "either")
+    assert redis_client.zscore(C.FALLBACK_ZSET, either.job_id) == pytest.approx(
+        either.released_at + either.fb_grace_s
+    )
