@@ -118,15 +118,6 @@ def refusals(site: Site, role: Role) -> list[dict]:
     return [e for e in entries if e.get("username") == acl.USERS[role]]
 
 
-def up(w) -> bool:
-    import urllib.error
-
-    try:
-        return w.http("/healthcheck", auth=False)[0] == 200
-    except urllib.error.URLError:
-        return False
-
-
 def test_flower_logged_in_as_the_read_only_user_shows_the_queues_and_the_jobs(site):
     from fleet.redis_server import free_port
     from tests.harness.flower import PASSWORD, USER, Watched, start_flower
@@ -139,7 +130,7 @@ def test_flower_logged_in_as_the_read_only_user_shows_the_queues_and_the_jobs(si
     w = Watched(env, f"http://127.0.0.1:{port}", site.root, site.server.url, proc.pid)
     try:
         deadline = time.monotonic() + 60
-        while not up(w):
+        while not w.up():
             assert proc.poll() is None and time.monotonic() < deadline, (
                 f"Flower did not start\n{site.logs()}"
             )

@@ -1,6 +1,10 @@
 """Checkpoint resume through real workers: an ``mlp`` job with
 ``checkpoint = "ckpt/"`` killed mid-training resumes on another host from its last synced
-epoch, and ends with the same weights as an uninterrupted run with the same seed."""
+epoch, and ends with the same weights as an uninterrupted run with the same seed.
+
+The run to interrupt is held at an epoch until the test has killed it (``held_trainer_env``:
+the built-in trainer itself, as a worker runs it, stopped after that epoch's report), so the
+kill lands mid-training however slowly the progress reaches the record."""
 
 from __future__ import annotations
 
@@ -15,17 +19,17 @@ import zstandard
 from artifacts.stores import open_store_at
 from core.constants import CHECKPOINTS_PREFIX
 from state.jobrecord import JobState
-from tests.harness.trainers import HYPER, MOONS, trainer, weights_digest
+from tests.harness.trainers import HYPER, MOONS, held_trainer_env, trainer, weights_digest
 from tests.waiting import wait_until
 
 torch = pytest.importorskip("torch")
 
-# long enough (ten seconds or more here) for a kill to land mid-training while progress lags a
-# second or two, and short enough that the three runs of this file stay under a minute each
-EPOCHS = 120  # long enough that a kill under load still lands mid-run (60 ended first once)
-E2E_HYPER = {**HYPER, "epochs": EPOCHS, "batch_size": 16}
+EPOCHS = 24  # the held runs are killed at an epoch, not raced: no length needed
+E2E_HYPER = {**HYPER, "epochs": EPOCHS}
 
-pytestmark = pytest.mark.e2e
+# three trainer starts a test (torch's import is most of each) and its workers: minutes on a
+# loaded 2-core box, where the module's uninterrupted run alone took over 300 s
+pytestmark = [pytest.mark.e2e, pytest.mark.timeout(900)]
 
 
 def mlp_manifest(chaos, name: str) -> Path:
@@ -48,8 +52,15 @@ def epoch_of(rec, resumed: bool) -> int:
     return int(metrics.get("epoch") or 0) if ("resumed_from_epoch" in metrics) == resumed else 0
 
 
+def start_held(chaos, name: str, epoch: int) -> None:
+    """Start worker ``name``, whose built-in trainer runs stay at ``epoch`` until the test's
+    end (the chaos root's gate file)."""
+    chaos.start(name, **held_trainer_env(chaos.env, epoch, chaos.root / "gate"))
+
+
 def interrupt_after(chaos, job_id: str, epoch: int, sig: int, resumed: bool = False) -> int:
-    """Once a checkpoint is synced and the run passed ``epoch``, signal its worker.
+    """Once a checkpoint is synced and the run reached ``epoch`` (where its worker holds it),
+    signal its worker.
 
     Returns the epoch seen.
     """
@@ -60,7 +71,9 @@ def interrupt_after(chaos, job_id: str, epoch: int, sig: int, resumed: bool = Fa
         at = rec.state is JobState.RUNNING and epoch_of(rec, resumed) >= epoch
         return at and chaos.records().checkpoint(job_id) and rec
 
-    rec = wait_until(f"epoch {epoch} with a checkpoint", past, 120, chaos.logs, every_s=0.05)
+    # a bound for a failure: a held run waits there, however long a loaded box takes to get
+    # it there (torch's import and the worker's start, minutes at worst)
+    rec = wait_until(f"epoch {epoch} with a checkpoint", past, 300, chaos.logs, every_s=0.2)
     victim = chaos.workers[rec.worker]
     victim.send_signal(sig)
     victim.wait(30)
@@ -91,18 +104,19 @@ def ckpt_chaos(chaos, monkeypatch):
     chaos.env.update(FLEET_CHECKPOINT_EVERY_S="0.5")
     # publish stages the data there
     monkeypatch.setenv("FLEET_STORE_URL", chaos.env["FLEET_STORE_URL"])
-    return chaos
+    yield chaos
+    (chaos.root / "gate").touch()  # a held run the test left goes on (and its worker stops it)
 
 
 def test_a_checkpointed_job_killed_mid_training_resumes_on_another_host_and_ends_with_the_same_model(  # noqa: E501
     ckpt_chaos, uninterrupted
 ):
     chaos = ckpt_chaos
-    chaos.start("ck-a")
+    start_held(chaos, "ck-a", EPOCHS // 3)
     ids = chaos.publish(mlp_manifest(chaos, "resume"))
     interrupt_after(chaos, ids["resume"], EPOCHS // 3, signal.SIGKILL)
     chaos.start("ck-b")
-    recs = chaos.wait(ids, timeout_s=180)
+    recs = chaos.wait(ids, timeout_s=300)
     assert recs["resume"].worker == "ck-b" and recs["resume"].attempts == 2
     digest, metrics = final_weights_and_metrics(chaos, recs["resume"])
     print(
@@ -126,16 +140,16 @@ def test_a_checkpointed_job_killed_twice_resumes_each_time_and_ends_with_the_sam
     # first a SIGKILL, then a warm shutdown (handed back at once, with a last sync)
     chaos = ckpt_chaos
     chaos.env["FLEET_LEASE_TTL_S"] = "2"
-    chaos.start("twice-a")
+    start_held(chaos, "twice-a", EPOCHS // 4)
     ids = chaos.publish(mlp_manifest(chaos, "twice"))
     interrupt_after(chaos, ids["twice"], EPOCHS // 4, signal.SIGKILL)
-    chaos.start("twice-b")
+    start_held(chaos, "twice-b", EPOCHS // 4 + 4)
     seen = interrupt_after(chaos, ids["twice"], EPOCHS // 4 + 4, signal.SIGTERM, resumed=True)
-    rec = chaos.wait(ids, states=("queued",), timeout_s=30)["twice"]
+    rec = chaos.wait(ids, states=("queued",), timeout_s=120)["twice"]
     assert "released" in rec.last_error
     synced_at_handback = chaos.records().checkpoint(ids["twice"])
     chaos.start("twice-c")
-    recs = chaos.wait(ids, timeout_s=180)
+    recs = chaos.wait(ids, timeout_s=300)
     digest, metrics = final_weights_and_metrics(chaos, recs["twice"])
     print(
         f"\nkilled, handed back after epoch {seen}; last run resumed from epoch "

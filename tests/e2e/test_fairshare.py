@@ -1,19 +1,18 @@
-"""Fair share with a real worker on a simulated 4-core host: alice publishes 40 short jobs,
-then bob 4 at the same priority; bob's first job starts within about two job lengths, not
-after all of alice's, and `fleet usage` and `fleet share list` add up to the run times the
-jobs measured themselves."""
+"""Fair share with a real worker on a simulated 4-core host: alice has run 4 short jobs and
+has a sweep of 40 waiting, then bob publishes 4 at the same priority; bob's first job starts
+within about two job lengths (no more than twice the host's cores of alice's jobs start
+between his publish and it), not after all of alice's, and `fleet usage` and `fleet share
+list` add up to the run times the jobs measured themselves."""
 
 from __future__ import annotations
 
 import json
 import sys
-import time
 from pathlib import Path
 
 import pytest
 import redis
 
-from core import constants as C
 from fleet.local import start_worker, stop_worker
 from fleet.redis_server import RedisServer
 from state.jobrecord import JobState
@@ -28,11 +27,12 @@ HOST = {"cuda_devices": [], "ram_total_gib": 16, "cpu_cores": 4}
 JOB_S = 2.0
 
 
-def manifest(prefix: str, n: int) -> str:
+def manifest(prefix: str, n: int, length: str = str(JOB_S)) -> str:
+    """``n`` one-core jobs of ``length`` (pooljob.py's: seconds, or ``until:PATH``)."""
     # the job ID is made of what the job runs, not its name: each owner's jobs get their own seeds
     base = sum(map(ord, prefix)) * 1000
     return "".join(
-        f'[[jobs]]\nname = "{prefix}{i}"\ncommand = ["{sys.executable}", "{JOB}", "{JOB_S}"]\n'
+        f'[[jobs]]\nname = "{prefix}{i}"\ncommand = ["{sys.executable}", "{JOB}", "{length}"]\n'
         f"seed = {base + i}\nmin_cores = 1\n"
         for i in range(n)
     )
@@ -95,27 +95,32 @@ def shared(tmp_path):
 
 
 def test_a_second_owners_jobs_start_within_two_job_lengths_not_after_a_40_job_sweep(shared):
-    alice = shared.publish("alice", manifest("a", 40))
-    deadline = time.monotonic() + 60
-    while (
-        sum(r.state is JobState.SUCCEEDED for r in shared.records()) < 4
-        and time.monotonic() < deadline
-    ):
-        time.sleep(0.2)  # alice's first runs ended: she has used the host, bob has not
-    t0 = time.time()
+    warm = shared.publish("alice", manifest("w", 4))
+    shared.wait(warm, timeout_s=120)  # alice has used the host, bob has not
+    # her sweep fills the host and waits, held, until bob's jobs are queued: however long a
+    # busy machine takes to publish them, her sweep cannot run out first
+    gate = shared.root / "gate"
+    alice = shared.publish("alice", manifest("a", 40, f"until:{gate}"))
     bob = shared.publish("bob", manifest("b", 4))
-    shared.wait(bob, timeout_s=60)
+    gate.touch()
+    shared.wait(bob, timeout_s=120)
+    # counted in starts, not seconds: the host starts at most its cores' worth of jobs in one
+    # job length
+    recs = {r.name: r for r in shared.records()}
+    queued = max(recs[n].queued_at for n in bob)  # bob's last job is in his list by then
+    bob_first = min(recs[n].started_at for n in bob)
+    alice_before = sum(queued < (recs[n].started_at or 1e18) < bob_first for n in alice)
     reports = {p.stem: json.loads(p.read_text()) for p in shared.counts.glob("*.json")}
-    bob_first = min(reports[n]["start"] for n in bob)
-    waited = bob_first - t0
-    assert waited < 2 * JOB_S + C.FAIRSHARE_REFRESH_S + 1.5, f"bob's first job waited {waited:.1f}s"
     alice_after = sum(
         reports.get(n, {"start": 1e18})["start"] > max(reports[b]["start"] for b in bob)
         for n in alice
     )
     print(
-        f"bob's first job started {waited:.1f}s after his publish; "
-        f"{alice_after} of alice's 40 started after his last"
+        f"{alice_before} of alice's jobs started between bob's publish and his first start "
+        f"({bob_first - queued:.1f}s); {alice_after} of alice's 40 started after his last"
+    )
+    assert alice_before <= 2 * HOST["cpu_cores"], (
+        f"{alice_before} of alice's jobs started before bob's first: more than two job lengths"
     )
     assert alice_after >= 20, (
         f"only {alice_after} of alice's jobs were left when bob's last started"
@@ -123,17 +128,29 @@ def test_a_second_owners_jobs_start_within_two_job_lengths_not_after_a_40_job_sw
 
     shared.wait(alice, timeout_s=120)
     reports = {p.stem: json.loads(p.read_text()) for p in shared.counts.glob("*.json")}
-    assert all(r.state is JobState.SUCCEEDED for r in shared.records()), shared.logs()
+    recs = {r.name: r for r in shared.records()}
+    assert all(r.state is JobState.SUCCEEDED for r in recs.values()), shared.logs()
     usage = {u["owner"]: u for u in json.loads(shared.fleet("usage", "--json"))["owners"]}
     shares = {s["owner"]: s for s in json.loads(shared.fleet("share", "list", "--json"))["owners"]}
-    for owner, names in (("alice", alice), ("bob", bob)):
-        # one core each
+    for owner, names in (("alice", {**warm, **alice}), ("bob", bob)):
+        # one core each; each job's own clock runs inside its recorded run (claim to finish),
+        # which is what usage adds up: measured <= usage <= recorded, however long a busy
+        # machine takes between a claim and the job's first line
+        for n in names:
+            assert recs[n].started_at <= reports[n]["start"], (n, recs[n], reports[n])
+            assert reports[n]["end"] <= recs[n].finished_at, (n, recs[n], reports[n])
         measured_h = sum(reports[n]["end"] - reports[n]["start"] for n in names) / 3600
-        # a run as recorded (claim to finish) holds its job a little longer than the job's own clock
-        slack_h = len(names) * 1.0 / 3600
-        assert measured_h <= usage[owner]["core_hours"] + 0.002 <= measured_h + slack_h + 0.002, (
+        recorded_h = sum(recs[n].finished_at - recs[n].started_at for n in names) / 3600
+        print(
+            f"{owner}: a run recorded {(recorded_h - measured_h) * 3600 / len(names):.2f}s "
+            "longer than the job measured, on average"
+        )
+        # usage is rounded to a thousandth of an hour
+        assert measured_h - 0.0005 <= usage[owner]["core_hours"] <= recorded_h + 0.0005, (
             owner,
             usage,
+            measured_h,
+            recorded_h,
         )
         assert shares[owner]["core_hours"] == pytest.approx(
             usage[owner]["core_hours"], rel=0.02, abs=0.002

@@ -272,7 +272,7 @@ def test_a_member_killed_mid_run_stops_its_partner_and_the_gang_runs_again_whole
     first = r.hget("fleet:job:" + jid, "gang_hosts").split(",")
     victim = first[1]
     os.killpg(gangs.workers[victim].pid, signal.SIGKILL)
-    killed_at = time.monotonic()
+    killed_at = time.time()
     # the partner hears within seconds: the record goes back to its queue for the gang
     wait_until(
         "the gang requeued",
@@ -280,9 +280,12 @@ def test_a_member_killed_mid_run_stops_its_partner_and_the_gang_runs_again_whole
             r.hget("fleet:job:" + jid, "runs") == "2"
             or r.hget("fleet:job:" + jid, "state") == "queued"
         ),
-        30,
+        60,
     )
-    assert time.monotonic() - killed_at < 15
+    # when, by the partner's own clock (its requeue's queued_at, kept by the next claim): a
+    # busy machine's late look at the record is not in it
+    requeued_at = float(r.hget("fleet:job:" + jid, "queued_at"))
+    assert killed_at < requeued_at < killed_at + 15, requeued_at - killed_at
     try:
         rec = gangs.wait(ids, 150)["kill"]
         assert rec.state is JobState.SUCCEEDED, gangs.logs()

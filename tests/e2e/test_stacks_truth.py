@@ -1,9 +1,16 @@
 """What fleet says, checked against what the processes did (tests/harness/truth.py), for a
 mixed workload on one host: two jobs sharing an environment, two sharing a dataset, one on a
-simulated GPU, and a search with its own requirements. For each job: its record's
-``started_at``, ``finished_at``, state and core-seconds, `fleet status --json` and Flower's
-Started time agree with its process's start and end within SLACK_S, and no process of it is
-left after its end."""
+simulated GPU, and a search with its own requirements. For each job: its record's run
+(``started_at`` to ``finished_at``) holds its process's whole life, starts at most SLACK_S
+before it and ends at most SLACK_S after it, its core-seconds are its cores times a time
+between the two, `fleet status --json` shows the record's times, Flower's Started time is
+within SLACK_S of the process's start, and no process of it is left after its end.
+
+SLACK_S is what fleet adds to a run on the worker: its claim to its fork, its process's exit
+to its finish. It is measured on the worker's and the kernel's clocks (a record's times, a
+process's start), and the exit is bounded by looks that only a late look can move the lenient
+way (``truth.Exits``): no test clock is in it, so a busy machine slows the jobs, not the
+check."""
 
 from __future__ import annotations
 
@@ -35,7 +42,8 @@ HOST = {
     "ram_total_gib": 16,
     "cpu_cores": 8,
 }
-SLACK_S = 1.0
+SLACK_S = 1.0  # the most a record's run may start before its process and end after it
+SHOWN_S = 0.001  # fleet status --json gives the record's times to the millisecond
 EPOCHS, PAUSE = 6, 0.3  # about 2 s a job
 PARALLEL = 2
 
@@ -80,7 +88,7 @@ class Mixed:
     status: dict
     tasks: dict[str, dict]
     client: object
-    ends: dict[str, float | None]  # when each job's process exited (truth.Exits)
+    windows: dict[str, truth.Window]  # each job's record against its process (truth.Exits)
 
 
 def free_port() -> int:
@@ -106,9 +114,7 @@ def ran(tmp_path_factory, s3_server):
             w = Watched(env, f"http://127.0.0.1:{port}", root, chaos.redis.url, flower.pid)
             chaos.workers["mixed"] = start_worker("mixed", HOST, env, root / "logs")
             wait_for_workers(env, ["mixed"])
-            wait_until(
-                "Flower starts", lambda: w.http("/healthcheck", auth=False)[0] == 200, 60, w.logs
-            )
+            wait_until("Flower starts", w.up, 120, w.logs)
             # the environment built once before: jobs that share it then start at once
             (root / "warm.toml").write_text(
                 '[[jobs]]\nname = "warm"\ncommand = ["python", "-c", "print(1)"]\n'
@@ -133,8 +139,10 @@ def ran(tmp_path_factory, s3_server):
             wait_until("every job's process exits", lambda: not exits.watching, 30)
             exits.stop()
             seen = truth.read(root / "truth.jsonl")
-            ends = {n: exits.ended(seen[n])[0] for n in recs}
-            yield Mixed(recs, seen, status, tasks, chaos.client(), ends)
+            windows = {
+                n: exits.window(seen[n], r.started_at, r.finished_at) for n, r in recs.items()
+            }
+            yield Mixed(recs, seen, status, tasks, chaos.client(), windows)
         finally:
             stop_flower(flower)
 
@@ -145,41 +153,40 @@ def test_every_job_of_the_mixed_workload_succeeds_with_its_process_recorded(ran)
 
 
 def test_the_records_start_and_end_when_the_processes_did(ran):
-    gaps = {
-        n: (r.started_at - ran.seen[n].starts[0], r.finished_at - ran.ends[n])
-        for n, r in ran.recs.items()
-    }
-    print(f"\nrecord - process (start, end) s: {gaps}")
-    assert all(abs(g) <= SLACK_S for pair in gaps.values() for g in pair), gaps
+    assert {n: w for n, w in ran.windows.items() if not w.covers()} == {}
+    lags = {n: tuple(round(g, 3) for g in w.lags()) for n, w in ran.windows.items()}
+    print(f"\nrecord before process start, after its exit (at least), s: {lags}")
+    assert all(g <= SLACK_S for pair in lags.values() for g in pair), lags
 
 
 def test_core_seconds_are_the_cores_times_how_long_the_processes_ran(ran):
     for n, r in ran.recs.items():
+        w = ran.windows[n]
+        # charged from the record's start to just before its finish, the process's life inside
+        # (how much before and after: the lags above)
         held_s = r.finished_at - r.started_at
-        ran_s = ran.ends[n] - ran.seen[n].starts[0]
-        assert abs(r.core_s - r.cores * held_s) <= r.cores * SLACK_S, (n, r.core_s, held_s)
-        # the record's start and end may each be SLACK_S from the process's
-        assert abs(r.core_s - r.cores * ran_s) <= r.cores * 2 * SLACK_S, (n, r.core_s, ran_s)
+        assert r.cores * (w.alive - w.start) <= r.core_s <= r.cores * held_s, (n, r.core_s, w)
 
 
 def iso(text: str) -> float:
     return datetime.fromisoformat(text).timestamp()
 
 
-def test_fleet_status_says_when_each_job_started_and_ended(ran):
+def test_fleet_status_shows_when_each_record_says_its_job_started_and_ended(ran):
     rows = {row["name"]: row for row in ran.status["jobs"]}
     assert set(ran.recs) - set(rows) == {n for n in ran.recs if n.startswith("tune[")}
     for n in rows.keys() & ran.recs.keys():  # a search's trials are its one row
-        seen = ran.seen[n]
-        # its ISO times keep the record's milliseconds: within SLACK_S of the process
-        for shown, did in (
-            (rows[n]["started_at"], seen.starts[0]),
-            (rows[n]["finished_at"], ran.ends[n]),
+        rec = ran.recs[n]
+        # the record's times, milliseconds kept (the record against the process: above)
+        for shown, recorded in (
+            (rows[n]["started_at"], rec.started_at),
+            (rows[n]["finished_at"], rec.finished_at),
         ):
-            assert abs(did - iso(shown)) <= SLACK_S, (n, shown, did)
+            assert abs(iso(shown) - recorded) <= SHOWN_S, (n, shown, recorded)
 
 
 def test_flowers_started_time_is_when_each_process_started(ran):
+    # the worker's clock (its task's started event) against the kernel's: no test clock
     for n in ran.recs:
         assert abs(ran.tasks[n]["started"] - ran.seen[n].starts[0]) <= SLACK_S, (n, ran.tasks[n])
 
@@ -190,7 +197,10 @@ def test_jobs_sharing_an_environment_start_within_a_second_of_each_other(ran):
 
 def test_a_search_with_its_own_requirements_runs_parallel_trials_at_once(ran):
     trials = [s for n, s in ran.seen.items() if n.startswith("tune[")]
-    edges = sorted([(s.starts[0], 1) for s in trials] + [(ran.ends[s.job], -1) for s in trials])
+    # each alive from its start to its last look (it ended after that): overlaps certain
+    edges = sorted(
+        [(s.starts[0], 1) for s in trials] + [(ran.windows[s.job].alive, -1) for s in trials]
+    )
     now = peak = 0
     for _, d in edges:
         now += d

@@ -73,6 +73,14 @@ class Watched:
         except urllib.error.HTTPError as e:
             return e.code, e.read().decode(errors="replace")
 
+    def up(self) -> bool:
+        """Flower answers its health check; False while it is still starting (its port refuses:
+        a loaded machine takes a while to import it, and may not have by the first look)."""
+        try:
+            return self.http("/healthcheck", auth=False)[0] == 200
+        except urllib.error.URLError:
+            return False
+
     def task(self, job_id: str) -> dict | None:
         code, body = self.http(f"/api/task/info/{job_id}")
         return json.loads(body) if code == 200 else None

@@ -1,6 +1,7 @@
 """``python -m trainers.run`` as a real subprocess, as a worker runs it: one run to its end
-(``run_trainer``), an ``mlp`` run that can be killed at an epoch (``trainer``), and the digest
-that says two saved models have the same weights."""
+(``run_trainer``), an ``mlp`` run that can be killed at an epoch (``trainer``), the digest
+that says two saved models have the same weights, and the worker variables that hold a
+worker's built-in trainer runs at an epoch (``held_trainer_env``)."""
 
 from __future__ import annotations
 
@@ -10,12 +11,14 @@ import os
 import signal
 import subprocess
 import sys
+from collections.abc import Mapping
 from pathlib import Path
 
 from trainers.protocol import parse_metric_line
 
 ROOT = Path(__file__).resolve().parents[2]
 DATA = ROOT / "examples" / "data"
+HELD_TRAINER = ROOT / "tests" / "e2e" / "heldtrainer"  # its sitecustomize.py holds the run
 RUN_TIMEOUT_S = 120
 # A worker gives a job that names no cores one (routing/pool.py DEFAULT_JOB_CORES), and its
 # trainer runs that many threads; so do these runs unless the caller's environment says
@@ -144,3 +147,11 @@ def trainer(
     proc.wait(120)
     assert proc.returncode == (-signal.SIGKILL if kill_after_epoch is not None else 0), reports
     return reports
+
+
+def held_trainer_env(env: Mapping[str, str], epoch: int, gate: Path) -> dict[str, str]:
+    """Variables for a worker (beside ``env``, its others) whose built-in trainer runs stay
+    at ``epoch`` until the file ``gate`` exists (``tests/e2e/heldtrainer/sitecustomize.py``);
+    a run resumed past ``epoch`` does not stop."""
+    path = os.pathsep.join(filter(None, [str(HELD_TRAINER), env.get("PYTHONPATH")]))
+    return {"PYTHONPATH": path, "FLEET_TEST_HOLD_AT": str(epoch), "FLEET_TEST_HOLD_GATE": str(gate)}

@@ -9,8 +9,9 @@ when the process exits normally (a killed job has none: its pids say what to loo
 In the test: ``read(path)`` gives one ``Seen`` per job, by name, and ``Exits`` (a thread in
 the test's process) notes when each job's process is gone: a process ends after its atexit
 handlers, once the interpreter has torn down its modules, seconds later with torch loaded
-(7.5 s under load), and no code of its own runs that late. Standard library and psutil only:
-it runs under whatever Python the job's environment has.
+(7.5 s under load), and no code of its own runs that late. ``Exits.window`` holds a record's
+run against a process by bounds that a busy machine cannot break (``Window``). Standard
+library and psutil only: it runs under whatever Python the job's environment has.
 """
 
 from __future__ import annotations
@@ -154,10 +155,15 @@ def _alive(pid: int) -> bool:
 
 class Exits:
     """When each job process named in ``path`` exited, watched from the test's process every
-    ``EVERY_S``; start it before the jobs start, ``stop()`` it after."""
+    ``EVERY_S``; start it before the jobs start, ``stop()`` it after.
+
+    A look is a bound, not a time: the process was alive when a look that found it alive
+    began, and gone when a look that found it gone ended. However late a busy machine runs
+    the looks, each exit lies between the two (``alive_until`` and ``ended``)."""
 
     def __init__(self, path: Path):
         self.path, self.at, self.offset = Path(path), {}, 0
+        self.alive_at: dict[int, float] = {}
         self.watching: set[int] = set()
         self.done = threading.Event()
         self.thread = threading.Thread(target=self._run, name="exits", daemon=True)
@@ -174,15 +180,56 @@ class Exits:
                 for line in complete.decode().splitlines():
                     if '"event": "start"' in line:
                         self.watching.add(json.loads(line)["pid"])
-            now = time.time()
-            for pid in [p for p in self.watching if not _alive(p)]:
-                self.watching.discard(pid)
-                self.at[pid] = now
+            for pid in list(self.watching):
+                before = time.time()
+                if _alive(pid):
+                    self.alive_at[pid] = before
+                else:
+                    self.watching.discard(pid)
+                    self.at[pid] = time.time()
 
     def stop(self) -> None:
         self.done.set()
         self.thread.join(5)
 
     def ended(self, seen: Seen) -> list[float | None]:
-        """When each run of the job ended (None: not seen to end), by its process's exit."""
+        """By when each run of the job had ended (None: not seen to end), by its process's
+        exit: at or after the exit, later by as long as the look was late."""
         return [self.at.get(pid) for pid in seen.mains]
+
+    def alive_until(self, seen: Seen) -> list[float]:
+        """When each run's process was last seen alive (its start if never looked at): it
+        exited after that."""
+        pairs = zip(seen.mains, seen.starts, strict=True)
+        return [self.alive_at.get(pid, start) for pid, start in pairs]
+
+    def window(self, seen: Seen, started_at: float, finished_at: float, run: int = 0) -> Window:
+        """A record's run window (its ``started_at``, ``finished_at``) against its ``run``-th
+        process; the process must have been seen to end."""
+        gone = self.ended(seen)[run]
+        assert gone is not None, f"{seen.job}'s process was not seen to end"
+        alive = self.alive_until(seen)[run]
+        return Window(started_at, finished_at, seen.starts[run], alive, gone)
+
+
+@dataclass(frozen=True)
+class Window:
+    """A record's run (``started_at`` to ``finished_at``) held against its process: its
+    kernel start, and its exit bounded by ``Exits`` (after ``alive``, by ``gone``)."""
+
+    started_at: float
+    finished_at: float
+    start: float
+    alive: float
+    gone: float
+
+    def covers(self) -> bool:
+        """The record said the run had started before its process did, and ended only after
+        the process was seen alive for the last time: exact, on any machine."""
+        return self.started_at <= self.start and self.alive < self.finished_at
+
+    def lags(self) -> tuple[float, float]:
+        """How long the record's start came before the process's, and at least how long its
+        end came after the exit: the worker's own clock against the kernel's (a late look
+        makes the second smaller, never larger)."""
+        return self.start - self.started_at, self.finished_at - self.gone
