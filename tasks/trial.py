@@ -78,6 +78,7 @@ class TrialWatch:
         self._steps: dict[int, float] = {}  # finite values heard since the last send
         self._last: tuple[int, float] | None = None  # at the greatest step, not yet sent
         self._top: int | None = None  # the greatest step sent (an earlier run's too)
+        self._earlier: int | None = None  # the greatest step an earlier run reported
         self._held = 0  # steps the store holds
         self._keys: dict[str, None] = {}  # in the order heard, steps' keys left out
         self._heard: set[str] = set()  # every key heard
@@ -172,6 +173,7 @@ class TrialWatch:
         step and value, for the pruner."""
         if not self._read_top:
             self._top, self._held = self.store.last_step(self.search, self.number)
+            self._earlier = self._top
             self._read_top = True
         steps, last, keys = self._take()
         if last is not None and self._top is not None and last[0] < self._top:
@@ -193,6 +195,10 @@ class TrialWatch:
             self._top = last[0]
         return next(reversed(steps.items())) if steps else None
 
+    def replayed(self, step: int) -> bool:
+        """Whether an earlier run of this trial already reported ``step`` or a later one."""
+        return self._earlier is not None and step <= self._earlier
+
     def at_last_step(self, step: int) -> bool:
         """Whether ``step`` is the trial's last (its budget, when it has one)."""
         return self.budget is not None and step >= self.budget
@@ -205,8 +211,11 @@ class TrialWatch:
             self._refused()
             return
         # a trial at its last step ran its whole budget: it completes, whatever its rung says
-        # (the rung value is kept above, so later trials are judged against it all the same)
-        if prune and not self.at_last_step(step):
+        # (the rung value is kept above, so later trials are judged against it all the same);
+        # a step an earlier run of the trial reported is a replay: that run was let past it, so
+        # the rerun is not stopped there by rungs filled since (nor at all once an earlier run
+        # reported the last step): pruned means stopped before a step the trial never reached
+        if prune and not self.at_last_step(step) and not self.replayed(step):
             self.pruned_at = step
             self.pruned.set()
             self.wake()  # the runner ticks now, not up to a second later

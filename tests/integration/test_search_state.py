@@ -587,6 +587,53 @@ def test_a_trial_that_reaches_its_last_step_while_a_prune_verdict_is_pending_com
     assert (frozen.state.name, frozen.value) == ("COMPLETE", 0.1)
 
 
+def test_a_rerun_trial_is_not_pruned_at_a_step_an_earlier_run_was_let_past(app, redis_client):
+    """A trial's run reached step 4, let past its pruner, then lost its job (cut off past its
+    lease); the rerun replays steps 1-4 after other trials reported far better values. Pruned means
+    stopped before a step the trial never reached: the replay is not judged again (seen under
+    load: a trial recorded pruned whose stored steps ran past its prune); a step past the
+    earlier run's is judged as ever."""
+    from manifest.schema import JobSpec
+    from tasks.trial import TrialWatch
+
+    m = search(
+        "rerun",
+        'pruner = "median"\nlast_step = 10',
+        "x = { low = 0.0, high = 1.0 }",
+        trials=8,
+    )
+    publish(app, redis_client, m)
+    sid, records = m.searches[0].search_id, Records(redis_client)
+    view, config = read_search(redis_client, sid), SearchStore(redis_client).config(sid)
+
+    def watch_of(n: int, token: str) -> TrialWatch:
+        job = JobSpec(name=f"rerun[trial={n}]", job_id=view.trials[n].job_id, search=sid, trial=n)
+        assert records.claim(job.job_id, "w", token, {}, "cpu").run
+        return TrialWatch(redis_client, job, config, lambda: None, token=token)
+
+    def feed(w: TrialWatch, steps, value) -> None:
+        for step in steps:
+            hear(w, {"epoch": step, "loss": value})
+
+    first = watch_of(5, "tok-first")
+    feed(first, range(1, 5), 0.5)  # the first trial to report: nothing to judge it against
+    assert not first.pruned.is_set()
+    first.close()
+    redis_client.delete(C.LEASE_KEY + view.trials[5].job_id)  # cut off: its lease lapsed
+    for t in view.trials[:5]:  # meanwhile five trials report far better values
+        good = watch_of(t.number, "tok-" + t.job_id)
+        feed(good, range(1, 9), 0.01)
+        good.close()
+        end(records, t.job_id, JobState.SUCCEEDED)
+        advance.advance(redis_client, sid)
+    rerun = watch_of(5, "tok-rerun")
+    feed(rerun, range(1, 5), 50.0)  # far behind the median at steps the first run passed
+    assert not rerun.pruned.is_set()
+    feed(rerun, range(5, 7), 50.0)  # step 5: never reached before, judged
+    assert rerun.pruned.is_set() and rerun.pruned_at == 5
+    rerun.close()
+
+
 def test_why_of_a_searchs_name_explains_the_search_not_a_sweep_of_its_trials(
     app, redis_client, fleet_cli, capsys, monkeypatch
 ):
