@@ -215,6 +215,14 @@ def test_a_trials_lines_never_wait_on_its_search_even_with_redis_away(app, redis
     sid, config = published(app, redis_client)
     view = read_search(redis_client, sid)
     away = redis.Redis(port=1, socket_connect_timeout=0.5)
+    # who asks the unreachable Redis for a connection: only the watch's own decider may
+    askers, get_connection = set(), away.connection_pool.get_connection
+
+    def asked(*args, **kw):
+        askers.add(threading.get_ident())
+        return get_connection(*args, **kw)
+
+    away.connection_pool.get_connection = asked
     job = JobSpec(name="tune[trial=0]", job_id=view.trials[0].job_id, search=sid, trial=0)
     watch = TrialWatch(away, job, config, lambda: None, token="tok")
     points = [point_of({"step": i, "loss": 1.0 / (i + 1)}, i) for i in range(50_000)]
@@ -222,6 +230,8 @@ def test_a_trials_lines_never_wait_on_its_search_even_with_redis_away(app, redis
     for p in points:
         watch(p)
     took = time.perf_counter() - started
-    assert took < 2.0, f"50,000 lines took {took:.2f} s to hand to the watch"
+    # the reader's thread never reached for Redis (each try would wait 0.5 s for a connection)
+    assert threading.get_ident() not in askers, "a line waited on the search's Redis"
+    assert took < 60, f"50,000 lines took {took:.2f} s to hand to the watch"  # a hang guard
     assert len(watch._steps) <= PENDING_STEPS_MAX  # what waits for a decision stays bounded
     watch.close(timeout_s=2.0)
