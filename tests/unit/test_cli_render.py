@@ -2,6 +2,7 @@
 unique prefixes, errors get their own line; --wide shows every column."""
 
 import io
+import sys
 
 import pytest
 from rich.console import Console
@@ -271,7 +272,10 @@ def test_a_job_name_with_an_emoji_code_prints_as_written(monkeypatch):
     from fleet.cli import common
 
     out = io.StringIO()
-    monkeypatch.setattr(common.console, "file", out)
+    # the console writes to whatever sys.stdout is (it holds no file of its own): patching its
+    # `file` would leave it holding this test's capture stream after the undo, and every later
+    # test in the process would print past its own capsys
+    monkeypatch.setattr(sys, "stdout", out)
     common.console.print("  ship:rocket: (b0f99a) was queued")
     common.say("no job named 'ship:fire:'", to=common.console)
     assert out.getvalue() == "  ship:rocket: (b0f99a) was queued\nno job named 'ship:fire:'\n"
