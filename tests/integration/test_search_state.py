@@ -56,6 +56,27 @@ def claimed(records: Records, job_id: str) -> None:
     assert records.claim(job_id, "w", "tok-" + job_id, {}, "cpu").run
 
 
+def watched_search(app, redis_client, name: str, setting: str):
+    """An 8-trial search over x in [0, 1] published with ``setting``; its ID, records, view and
+    config, and ``watch_of(n, token=None)``: trial n's job claimed (with ``token``, else
+    tok-<job id>) and its TrialWatch, as a worker's run holds them."""
+    from manifest.schema import JobSpec
+    from tasks.trial import TrialWatch
+
+    m = search(name, setting, "x = { low = 0.0, high = 1.0 }", trials=8)
+    publish(app, redis_client, m)
+    sid, records = m.searches[0].search_id, Records(redis_client)
+    view, config = read_search(redis_client, sid), SearchStore(redis_client).config(sid)
+
+    def watch_of(n: int, token: str | None = None) -> TrialWatch:
+        job = JobSpec(name=f"{name}[trial={n}]", job_id=view.trials[n].job_id, search=sid, trial=n)
+        token = token or "tok-" + job.job_id
+        assert records.claim(job.job_id, "w", token, {}, "cpu").run
+        return TrialWatch(redis_client, job, config, lambda: None, token=token)
+
+    return sid, records, view, config, watch_of
+
+
 def hear(watch, report: dict) -> None:
     """A metric line reaches a trial's watch, and its pruner decides (not waiting its pace)."""
     from trainers.protocol import point_of
@@ -466,27 +487,16 @@ def test_a_trial_at_its_searchs_last_step_completes_though_its_rung_would_prune_
 ):
     """ASHA's first rung is step 4: at a budget of 4 steps that is the trial's end, so it
     completes; at a budget of 10 it is stopped early there, and recorded pruned."""
-    from manifest.schema import JobSpec
-    from tasks.trial import TrialWatch
-
-    m = search(
+    sid, records, view, config, watch_of = watched_search(
+        app,
+        redis_client,
         "r",
         f'pruner = {{ name = "asha", min_resource = 4, reduction_factor = 2 }}\n'
         f"last_step = {last_step}",
-        "x = { low = 0.0, high = 1.0 }",
-        trials=8,
     )
-    publish(app, redis_client, m)
-    sid, records = m.searches[0].search_id, Records(redis_client)
-    view, config = read_search(redis_client, sid), SearchStore(redis_client).config(sid)
     assert config.last_step == last_step
 
-    def watch_of(n: int) -> TrialWatch:
-        job = JobSpec(name=f"r[trial={n}]", job_id=view.trials[n].job_id, search=sid, trial=n)
-        claimed(records, job.job_id)
-        return TrialWatch(redis_client, job, config, lambda: None, token="tok-" + job.job_id)
-
-    def feed(w: TrialWatch, value) -> None:
+    def feed(w, value) -> None:
         for step in range(1, 5):
             hear(w, {"epoch": step, "loss": value(step)})
         w.close()
@@ -537,27 +547,17 @@ def test_a_trial_that_reaches_its_last_step_while_a_prune_verdict_is_pending_com
     already printed its steps 3 and 4 (its last) and is exiting. It ran its whole budget: it
     is complete, not pruned, its final value is its step-4 value (not the one it was judged
     by), and Optuna is told COMPLETE."""
-    from manifest.schema import JobSpec
     from state.search.study import MIRRORS
     from tasks.run import Stop
     from tasks.runend import stopped_early
-    from tasks.trial import TrialWatch
     from trainers.protocol import point_of
 
-    m = search(
+    sid, records, view, config, watch_of = watched_search(
+        app,
+        redis_client,
         "race",
         'pruner = { name = "asha", min_resource = 2, reduction_factor = 2 }\nlast_step = 4',
-        "x = { low = 0.0, high = 1.0 }",
-        trials=8,
     )
-    publish(app, redis_client, m)
-    sid, records = m.searches[0].search_id, Records(redis_client)
-    view, config = read_search(redis_client, sid), SearchStore(redis_client).config(sid)
-
-    def watch_of(n: int) -> TrialWatch:
-        job = JobSpec(name=f"race[trial={n}]", job_id=view.trials[n].job_id, search=sid, trial=n)
-        claimed(records, job.job_id)
-        return TrialWatch(redis_client, job, config, lambda: None, token="tok-" + job.job_id)
 
     for t in view.trials[:5]:
         good = watch_of(t.number)
@@ -593,25 +593,11 @@ def test_a_rerun_trial_is_not_pruned_at_a_step_an_earlier_run_was_let_past(app, 
     stopped before a step the trial never reached: the replay is not judged again (seen under
     load: a trial recorded pruned whose stored steps ran past its prune); a step past the
     earlier run's is judged as ever."""
-    from manifest.schema import JobSpec
-    from tasks.trial import TrialWatch
-
-    m = search(
-        "rerun",
-        'pruner = "median"\nlast_step = 10',
-        "x = { low = 0.0, high = 1.0 }",
-        trials=8,
+    sid, records, view, _, watch_of = watched_search(
+        app, redis_client, "rerun", 'pruner = "median"\nlast_step = 10'
     )
-    publish(app, redis_client, m)
-    sid, records = m.searches[0].search_id, Records(redis_client)
-    view, config = read_search(redis_client, sid), SearchStore(redis_client).config(sid)
 
-    def watch_of(n: int, token: str) -> TrialWatch:
-        job = JobSpec(name=f"rerun[trial={n}]", job_id=view.trials[n].job_id, search=sid, trial=n)
-        assert records.claim(job.job_id, "w", token, {}, "cpu").run
-        return TrialWatch(redis_client, job, config, lambda: None, token=token)
-
-    def feed(w: TrialWatch, steps, value) -> None:
+    def feed(w, steps, value) -> None:
         for step in steps:
             hear(w, {"epoch": step, "loss": value})
 
@@ -621,7 +607,7 @@ def test_a_rerun_trial_is_not_pruned_at_a_step_an_earlier_run_was_let_past(app, 
     first.close()
     redis_client.delete(C.LEASE_KEY + view.trials[5].job_id)  # cut off: its lease lapsed
     for t in view.trials[:5]:  # meanwhile five trials report far better values
-        good = watch_of(t.number, "tok-" + t.job_id)
+        good = watch_of(t.number)
         feed(good, range(1, 9), 0.01)
         good.close()
         end(records, t.job_id, JobState.SUCCEEDED)
