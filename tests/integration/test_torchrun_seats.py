@@ -18,8 +18,10 @@ from tasks.seat import Seat
 WORKER = """
 import os, torch.distributed as dist
 dist.init_process_group("gloo")
-print("seen", os.environ["RANK"], os.environ["LOCAL_RANK"], os.environ["WORLD_SIZE"],
-      os.environ["HOST"], flush=True)
+# one write of the whole line: a node's two processes share one pipe, and print() writes
+# word by word where Python is unbuffered, so their lines interleave
+seen = [os.environ[k] for k in ("RANK", "LOCAL_RANK", "WORLD_SIZE", "HOST")]
+os.write(1, ("seen " + " ".join(seen) + "\\n").encode())
 dist.barrier()
 dist.destroy_process_group()
 """
