@@ -34,6 +34,19 @@ def end_marks(client, job_id: str) -> list[dict]:
     return [f for _, f in client.xrange(JOB_LOG_KEY + job_id) if f.get(b"ev") == b"end"]
 
 
+def end_mark_of(chaos, job_id: str, run: int) -> dict:
+    """Run ``run``'s end mark, once written: a run writes it after its record's last write,
+    so a test that saw the record end may look before it is there."""
+    return wait_until(
+        f"run {run}'s end mark",
+        lambda: next(
+            (m for m in end_marks(chaos.client(), job_id) if m[b"run"] == b"%d" % run), None
+        ),
+        30,
+        chaos.logs,
+    )
+
+
 def test_redis_down_past_the_lease_stops_each_run_in_time_and_runs_it_again_uncounted(chaos):
     chaos.env["FLEET_LEASE_TTL_S"] = str(TTL_S)
     ids = chaos.publish(chaos.manifest({"cut": JOB_S}))
@@ -55,7 +68,9 @@ def test_redis_down_past_the_lease_stops_each_run_in_time_and_runs_it_again_unco
     rec = chaos.wait(ids, timeout_s=120)["cut"]
     assert rec.attempts == 1 and rec.runs == 2  # the outage burnt no attempt
     assert chaos.runs("cut", "start") == 2 and chaos.runs("cut", "done") == 1
-    (first, _) = end_marks(chaos.client(), ids["cut"])
+    first = end_mark_of(chaos, ids["cut"], 1)
+    end_mark_of(chaos, ids["cut"], 2)
+    assert len(end_marks(chaos.client(), ids["cut"])) == 2
     assert first[b"outcome"].decode() == RunEnd.LOST.value
     assert b"lost its lease: fence-a could not reach Redis" in first[b"detail"], first
 
@@ -103,8 +118,8 @@ def test_a_worker_cut_off_from_redis_stops_its_run_before_another_host_takes_the
         60,
         chaos.logs,
     )
-    marks = end_marks(chaos.client(), ids["split"])
-    assert any(b"lost its lease: part-a could not reach Redis" in m[b"detail"] for m in marks)
+    a_end = end_mark_of(chaos, ids["split"], 1)  # A's run: B's is the second
+    assert b"lost its lease: part-a could not reach Redis" in a_end[b"detail"], a_end
     assert chaos.wait(ids, timeout_s=120)["split"].worker == "part-b"
     assert chaos.runs("split", "start") == 2 and chaos.runs("split", "done") == 1
     assert all(w.poll() is None for w in chaos.workers.values())  # both still serve
