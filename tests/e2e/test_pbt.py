@@ -161,12 +161,14 @@ def next_run(population, e) -> dict:
 
 
 def writers(population, member: int, before: float) -> set[int]:
-    """Whose bytes ``member``'s checkpoint may hold at ``before``: its own, or, through the
-    exploits applied to it earlier, its donors' (and theirs)."""
+    """Whose bytes ``member``'s checkpoint may hold when copied before ``before``: its own,
+    or, through the exploits applied to it earlier, its donors' (and theirs). An exploit
+    copies its donor's latest checkpoint between its decision and its applying, so a donor
+    exploited itself in that gap passes on what it took."""
     out = {member}
     for f in population.exploits:
         if f.member == member and f.applied_at < before:
-            out |= writers(population, f.donor, f.decided_at)
+            out |= writers(population, f.donor, f.applied_at)
     return out
 
 
@@ -178,7 +180,7 @@ def test_each_exploited_run_resumed_from_its_donors_checkpoint_at_or_after_the_b
         # the job's own checkpoint says its step and who wrote it: the donor (or a member
         # whose checkpoint the donor took), at or after the boundary
         assert run["resumed"]["step"] >= e.checkpoint_step >= e.step, (e, run)
-        assert run["resumed"]["member"] in writers(population, e.donor, e.decided_at), (e, run)
+        assert run["resumed"]["member"] in writers(population, e.donor, e.applied_at), (e, run)
         assert run["lr"] == pytest.approx(e.new["lr"])  # and it runs with its new values
         donor_job, own = (trial_job_id(population.sid, n) for n in (e.donor, e.member))
         assert e.checkpoint["donor_key"].startswith(f"checkpoints/{donor_job}/")
