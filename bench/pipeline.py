@@ -3,10 +3,12 @@
 Starts its own redis-server (temp dir, AOF on as in production) and publishes with
 `fleet.publish.publish`, then plays the worker's side with `state.records.Records` (claim,
 finish) as `tasks/` does:
-  - fan-out: one upstream and --fanout followers after it; its end (finish.lua, which releases
-    the followers in the same script) is timed from the call to the moment every follower is
-    queued. The script is one atomic step, so every follower of a run is queued at the same
-    instant: each run gives --fanout equal samples. --runs runs;
+  - fan-out: one upstream and --fanout followers after it; its end (finish.lua, which
+    releases the first slice of followers in the same script and leaves the rest to
+    release_rest.lua, a slice per call, as the worker calls it right after) is timed from
+    the call to the moment each follower is queued: a slice is one atomic step, so each
+    follower's sample is the time its slice returned. --runs runs; the whole release (its
+    last follower queued) is printed beside;
   - chain: --chain jobs, each after the one before; each link is timed from the end of a job
     to its follower queued (one sample per link);
   - baselines, in the same run: the same finish of a job that has no follower; and, for the
@@ -82,13 +84,25 @@ class Bench:
 
     def end(self, job_id: str) -> float:
         """Run ``job_id`` (claim) and end it succeeded; the seconds its end took (the release of
-        its followers happens in that same script)."""
+        its followers, one slice at most, happens in that same script)."""
+        return self.end_sliced(job_id, 0)[0]
+
+    def end_sliced(self, job_id: str, followers: int) -> list[float]:
+        """End ``job_id`` as ``end`` does, then finish its release a slice at a time, as
+        ``Records.finish`` does: the seconds until each of its ``followers`` was queued."""
         self.tokens += 1
         token = f"t{self.tokens}"
         assert self.records.claim(job_id, "bench", token, {}, QUEUE).run, f"{job_id} not claimed"
         start = time.perf_counter()
-        assert self.records.finish(job_id, token, JobState.SUCCEEDED), f"{job_id} not ended"
-        return time.perf_counter() - start
+        assert self.records.finish(job_id, token, JobState.SUCCEEDED, release_rest=False)
+        first = time.perf_counter() - start
+        slices = []
+        while True:
+            n, _, upstream = self.records.release_slice()
+            if not upstream:
+                break
+            slices += [time.perf_counter() - start] * n
+        return [first] * (followers - len(slices) if followers else 1) + slices
 
     def check_queued(self, ids: list[str]) -> None:
         """Every one of ``ids`` released once: queued, with one message pushed."""
@@ -102,7 +116,7 @@ def fan_out(b: Bench, n: int, runs: int) -> tuple[list[float], list[float], list
     the floor (the followers' messages pushed by a bare script)."""
     from state.jobrecord import job_key
 
-    samples, base, floor = [], [], []
+    samples, base, floor, whole = [], [], [], []
     for _ in range(runs):
         b.client.flushall()
         ids = b.published(job("up") + job("lone", seed=1) + job("f", after="up", sweep=n))
@@ -111,10 +125,15 @@ def fan_out(b: Bench, n: int, runs: int) -> tuple[list[float], list[float], list
         start = time.perf_counter()
         b.client.eval(FLOOR_LUA, n, *map(job_key, followers), "bench:floor")
         floor.append(time.perf_counter() - start)
-        took = b.end(ids["up"])
+        took = b.end_sliced(ids["up"], n)
         b.check_queued(followers)
-        samples += [took] * n  # one atomic script queued them all at once
+        samples += took
+        whole.append(max(took))
         base.append(b.end(ids["lone"]))
+    print(
+        f"fan-out of {n:,}: the whole release (its last follower queued) p50 "
+        f"{ms(pct(whole, 50))}, max {ms(max(whole))}"
+    )
     return samples, base, floor
 
 

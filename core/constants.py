@@ -213,6 +213,9 @@ DEFAULT_MAX_FAILURES = 5  # consecutive failed trials that stop a search
 # follower is a member string, "job:<id>" or "search:<id>".
 FOLLOWERS_KEY = KEY_PREFIX + "followers:"  # set per upstream member: its followers' members
 WAITS_KEY = KEY_PREFIX + "waits:"  # set per follower member: upstreams not yet succeeded
+# a large release's followers still to look at, per upstream member (lua/release_rest.lua)
+RELEASING_KEY = KEY_PREFIX + "releasing:"
+RELEASES_KEY = KEY_PREFIX + "releases"  # zset: upstream members with followers still to look at
 # bundles one follower may take as inputs: each is fetched, verified and unpacked before it
 # starts (a sweep of many points in `inputs` reaches it first; `after` fetches nothing)
 MAX_INPUTS = 1_000

@@ -20,7 +20,7 @@ import redis
 
 from core import constants as C
 from core.errors import JobNotFound
-from state import fairshare, queues, scripts
+from state import fairshare, pipeline, queues, scripts
 from state.bulk import PUBLISH_BATCH, Bulk
 from state.jobrecord import JOB_KEY_PREFIX, JobRecord, JobState, fetch, fetch_many, job_key
 from state.redis_conn import decoding
@@ -210,10 +210,20 @@ class Records:
         return res
 
     def finish(
-        self, job_id: str, token: str, state: JobState, *, count_attempt: bool = True, **fields: Any
+        self,
+        job_id: str,
+        token: str,
+        state: JobState,
+        *,
+        count_attempt: bool = True,
+        release_rest: bool = True,
+        **fields: Any,
     ) -> bool:
         """End a run owned by ``token``; False if the run no longer owns the job. The run's
-        owner is charged first with what it held (once per run, also when it was cancelled)."""
+        owner is charged first with what it held (once per run, also when it was cancelled).
+        The end releases its followers (lua/release.lua); a fan-out too large for one slice
+        is finished here (``release_rest``) unless the caller does it itself (a bench timing
+        each slice); the reaper finishes it if this process dies first."""
         self.charge(job_id, token)
         self._charge_due.pop(token, None)
         res = self._finish(
@@ -226,7 +236,17 @@ class Records:
             ],
             args=[token, state.value, time.time(), "1" if count_attempt else "0", *_flat(fields)],
         )
-        return res == "ok"
+        if res == "more" and release_rest:
+            self.release_rest()
+        return res in ("ok", "more")
+
+    def release_slice(self, upstream: str = "") -> tuple[int, int, str]:
+        """One slice of a release left to finish (``state.pipeline.release_slice``)."""
+        return pipeline.release_slice(self.r, upstream)
+
+    def release_rest(self) -> list[str]:
+        """Finish every release left (``state.pipeline.release_rest``)."""
+        return pipeline.release_rest(self.r)
 
     def charge(self, job_id: str, token: str) -> float:
         """Charge the run ``token`` owns to its owner's fair-share usage (lua/charge.lua);
@@ -239,10 +259,14 @@ class Records:
 
     def adopt(self, job_id: str, artifact: dict, result: dict) -> str:
         """Record a kept bundle, now stored, as the job's success (see lua/adopt.lua)."""
-        return self._adopt(
+        got = self._adopt(
             keys=[job_key(job_id), C.LEASE_KEY + job_id, C.RUNNING_SET],
             args=[job_id, time.time(), json.dumps(artifact), json.dumps(result)],
         )
+        if got == "more":  # a large fan-out's followers: the rest of its release
+            self.release_rest()
+            return "ok"
+        return got
 
     def mark_trained(
         self, job_id: str, token: str, host: str, work_dir: str, grace_s: float

@@ -166,6 +166,9 @@ def _reaper_loop(ctx: HostContext) -> None:
             # nor do messages that vanished unreported (a failover dropping acknowledged writes)
             for line in ctx.records.reconcile_lost() + ctx.records.sweep_orphans():
                 log.warning("fleet reaper: %s", line)
+            # a large release whose worker died between its slices (lua/release_rest.lua)
+            for line in ctx.records.release_rest():
+                log.warning("fleet reaper: %s", line)
             # Leases expire by the clock even while Redis is down; right after a restart give
             # running jobs one TTL to heartbeat again before calling them lost.
             if ctx.redis.info("server").get("uptime_in_seconds", ttl_s) >= ttl_s:

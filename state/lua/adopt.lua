@@ -16,4 +16,5 @@ redis.call('HDEL', KEYS[1], 'token')
 redis.call('DEL', KEYS[2])
 redis.call('SREM', KEYS[3], ARGV[1])
 pipe_job_ended(KEYS[1], 'succeeded', ARGV[2])
+if pipe_more then return 'more' end  -- the rest of a large release: release_rest.lua
 return 'ok'

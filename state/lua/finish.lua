@@ -37,4 +37,5 @@ else
   redis.call('HSET', KEYS[1], 'state', ARGV[2], 'finished_at', ARGV[3])
   pipe_job_ended(KEYS[1], ARGV[2], ARGV[3])
 end
+if pipe_more then return 'more' end  -- the rest of a large release: release_rest.lua
 return 'ok'

@@ -6,13 +6,22 @@
 -- An upstream or a follower is a member, 'job:<id>' or 'search:<id>' (state/pipeline.py):
 --   <root>followers:<member>  set: its followers (kept after release: a requeue re-arms them)
 --   <root>waits:<member>      set: a follower's upstreams not yet succeeded
+--   <root>releasing:<member>  set: followers of an upstream that succeeded, still to look at
+--   <root>releases            zset: upstream members with a releasing set, by when they ended
+-- A release looks at PIPE_SLICE followers in the end's own script; the rest go in its
+-- releasing set, in that same step, and release_rest.lua takes them a slice per call: the
+-- worker that recorded the end right away, the reaper after a crash. So a fan-out of
+-- thousands holds Redis a slice at a time, its first followers queue in milliseconds, and
+-- a follower is still released once: a slice is one atomic step that releases only what
+-- is 'waiting', and takes its members out of the set as it does.
 -- The key names come from the job prefix the including script has ('fleet:job:'); their
 -- suffixes are core.constants' (tests/unit/test_pipeline_lua.py holds them equal).
 --@@OWNED@@
 local function pipe_keys(job_prefix)
   local root = string.sub(job_prefix, 1, #job_prefix - #'job:')
   return {job = job_prefix, search = root .. 'search:', followers = root .. 'followers:',
-          waits = root .. 'waits:', owner_lists = root .. 'owner-lists',
+          waits = root .. 'waits:', releasing = root .. 'releasing:',
+          releases = root .. 'releases', owner_lists = root .. 'owner-lists',
           fallback = root .. 'fallback', active = root .. 'searches:active'}
 end
 
@@ -87,14 +96,22 @@ local function pipe_push(K, batch)
   owned_many('ZADD', K.fallback, batch.fallback)
 end
 
+-- what a release reads of a follower's record, in one HMGET (pipe_read); after_n is how
+-- many upstreams it was armed with (pipe_arm)
+local PIPE_READ = {'state', 'inputs', 'params_from', 'msg', 'cur_key', 'fb_grace_s', 'pushes',
+                   'after_n'}
+
+local function pipe_read(rk)
+  return redis.call('HMGET', rk, unpack(PIPE_READ))
+end
+
 -- queue a waiting follower: its stored message, tagged as publish.lua tags it, into batch
--- (pipe_push pushes it). One read and one write of its record: a fan-out releases a
--- thousand followers in one script.
-local function pipe_release(K, fm, by, now, batch)
+-- (pipe_push pushes it). f is its record as pipe_read read it. One read and one write of its
+-- record: a fan-out releases a thousand followers in one script.
+local function pipe_release(K, fm, by, now, batch, f)
   local kind, id = pipe_split(fm)
   local rk = pipe_hash(K, kind, id)
-  local state, inputs, sid, msg, key, grace, pushes = unpack(redis.call('HMGET', rk,
-    'state', 'inputs', 'params_from', 'msg', 'cur_key', 'fb_grace_s', 'pushes'))
+  local state, inputs, sid, msg, key, grace, pushes = unpack(f)
   if state ~= 'waiting' then return false end
   pipe_resolve(K, rk, inputs, sid)
   if kind == 'search' then   -- the workers' sweep issues its trials
@@ -166,18 +183,62 @@ local function pipe_cascade(K, um, now)
   end)
 end
 
--- upstream um has just ended (ok: succeeded); its followers released or cancelled
+local PIPE_SLICE = 100   -- followers looked at per script: the end's own, then release_rest's
+local pipe_more = false -- set when an end left followers in a releasing set (the script may say so)
+
+-- follower fm of um, which succeeded: um off its waits, and released into batch when that
+-- was its last upstream; false when it was not (or was no longer) waiting
+local function pipe_follow(K, um, fm, now, batch)
+  local f = pipe_read(pipe_record(K, fm))
+  if f[1] ~= 'waiting' then return false end  -- released or cancelled before: waits kept as is
+  local wk = K.waits .. fm
+  if f[8] == '1' then       -- um is its one upstream: its waits go at once (a fan-out's
+    redis.call('DEL', wk)   -- followers cost one call less each)
+  else
+    redis.call('SREM', wk, um)
+    if redis.call('SCARD', wk) > 0 then return false end
+  end
+  return pipe_release(K, fm, um, now, batch, f)
+end
+
+-- the followers fms of um looked at and their messages pushed; how many were released
+local function pipe_follow_all(K, um, fms, now)
+  local batch, n = pipe_batch(), 0
+  for _, fm in ipairs(fms) do
+    if pipe_follow(K, um, fm, now, batch) then n = n + 1 end
+  end
+  pipe_push(K, batch)
+  return n
+end
+
+-- upstream um has just ended (ok: succeeded); its followers released (the first PIPE_SLICE
+-- now, the rest left in its releasing set) or cancelled
 local function pipe_ended(K, um, ok, now)
   local fk = K.followers .. um
   if redis.call('EXISTS', fk) == 0 then return end   -- most jobs: no follower, one lookup
   if not ok then return pipe_cascade(K, um, now) end
-  local batch = pipe_batch()
-  for _, fm in ipairs(redis.call('SMEMBERS', fk)) do
-    local wk = K.waits .. fm
-    redis.call('SREM', wk, um)
-    if redis.call('SCARD', wk) == 0 then pipe_release(K, fm, um, now, batch) end
+  local fms = redis.call('SMEMBERS', fk)
+  if #fms <= PIPE_SLICE then return pipe_follow_all(K, um, fms, now) end
+  local rest = {}
+  for i = PIPE_SLICE + 1, #fms do
+    rest[#rest + 1] = fms[i]
+    fms[i] = nil
   end
-  pipe_push(K, batch)
+  owned_many('SADD', K.releasing .. um, rest)
+  redis.call('ZADD', K.releases, 'NX', now, um)
+  pipe_more = true
+  return pipe_follow_all(K, um, fms, now)
+end
+
+-- one slice of the oldest release left (or of um's, when given): {released, left, um}
+local function pipe_release_rest(K, um, now)
+  if not um or um == '' then um = redis.call('ZRANGE', K.releases, 0, 0)[1] end
+  if not um then return {0, 0, ''} end
+  local rk = K.releasing .. um
+  local n = pipe_follow_all(K, um, redis.call('SPOP', rk, PIPE_SLICE), now)
+  local left = redis.call('SCARD', rk)
+  if left == 0 then redis.call('ZREM', K.releases, um) end
+  return {n, left, um}
 end
 
 -- job_key's job has just been put in state (a terminal one): its followers released or cancelled
@@ -193,14 +254,15 @@ local function pipe_arm(K, fm, now)
   local wk = K.waits .. fm
   redis.call('DEL', wk)
   local failed = nil
-  for _, u in ipairs(cjson.decode(redis.call('HGET', rk, 'after'))) do
+  local after = cjson.decode(redis.call('HGET', rk, 'after'))
+  for _, u in ipairs(after) do
     local um = u.kind .. ':' .. u.id
     redis.call('SADD', K.followers .. um, fm)
     local state = pipe_status(K, um)
     if state == 'pending' then redis.call('SADD', wk, um)
     elseif state ~= 'ok' and not failed then failed = um end
   end
-  redis.call('HSET', rk, 'state', 'waiting')
+  redis.call('HSET', rk, 'state', 'waiting', 'after_n', #after)
   if failed then
     local state, name, why = pipe_status(K, failed)
     pipe_cancel(K, fm, failed, state, name, why, now)
@@ -209,7 +271,7 @@ local function pipe_arm(K, fm, now)
   end
   if redis.call('SCARD', wk) == 0 then
     local batch = pipe_batch()
-    pipe_release(K, fm, '', now, batch)
+    pipe_release(K, fm, '', now, batch, pipe_read(rk))
     pipe_push(K, batch)
     return 'released'
   end

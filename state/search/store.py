@@ -47,7 +47,7 @@ import redis
 
 from core import constants as C
 from manifest.search.config import SearchConfig
-from state import scripts
+from state import pipeline, scripts
 from state.jobrecord import JOB_KEY_PREFIX, JobState, job_key
 from state.redis_conn import decoding
 from state.search import trial
@@ -170,6 +170,8 @@ class SearchStore:
             keys=[key(search_id), key(search_id, "live"), C.ACTIVE_SEARCHES_KEY],
             args=[JOB_KEY_PREFIX, time.time(), C.DEFAULT_MAX_FAILURES],
         )
+        if ended and self.r.exists(C.RELEASES_KEY):  # the search ended with a wide fan-out
+            pipeline.release_rest(self.r)
         return [int(n) for n in ended]
 
     def issue(

@@ -7,6 +7,7 @@ effect, tests/e2e/sleepy.py)."""
 from __future__ import annotations
 
 import os
+import re
 import signal
 
 import pytest
@@ -119,3 +120,27 @@ def test_redis_restarted_as_the_last_upstream_ends_releases_each_follower_once(c
     chaos.redis.stop()  # SIGTERM: the AOF is flushed
     chaos.redis = RedisServer(data, port=port).start()
     assert_each_ran_once(chaos, ids)
+
+
+def test_a_release_cut_short_between_its_slices_is_finished_by_a_workers_reaper(chaos):
+    # the end's own script queues one slice and records the rest; its worker dies before it
+    # runs another (played here: the test ends up itself and runs none). A real worker's
+    # reaper round finishes the release. The jobs may only run on a host that never comes,
+    # so what is checked is the release itself: each follower queued, its message pushed once.
+    from state import scripts
+    from tests.harness.deliveries import released_once
+
+    width = 2 * int(re.search(r"local PIPE_SLICE = (\d+)", scripts.SOURCES["release"]).group(1))
+    elsewhere = {"allowed_hosts": ["a-host-never-started"]}
+    text = chaos.entry("up", 0.1, **elsewhere) + chaos.entry("f", 0.1, after=["up"], **elsewhere)
+    text += f"[jobs.sweep]\nseed = [{', '.join(map(str, range(width + 5)))}]\n"
+    ids = chaos.publish(chaos.write(text))
+    followers = [i for n, i in ids.items() if n.startswith("f[")]
+    recs = chaos.records()
+    assert recs.claim(ids["up"], "gone", "t", {}, "cpu").run
+    assert recs.finish(ids["up"], "t", JobState.SUCCEEDED, release_rest=False)
+    assert sum(r.state is JobState.QUEUED for r in recs.all()) == width // 2  # one slice
+    chaos.start("reaper-w")
+    line = f"fleet reaper: released {width + 5 - width // 2} follower(s) of job:{ids['up']}"
+    wait_until("the reaper to finish the release", lambda: line in chaos.logs(), 60, chaos.logs)
+    assert released_once(chaos.client(), followers) == []

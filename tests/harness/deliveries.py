@@ -8,10 +8,12 @@ import base64
 import json
 import subprocess
 import sys
+from collections import Counter
 
 from core import constants as C
 from core.constants import TASK_NAME
 from state import queues
+from state.jobrecord import JobState, fetch_many
 from state.redis_conn import decoding
 
 MANIFEST = """
@@ -37,6 +39,22 @@ def queued_messages(client, queue):
     return sum(
         client.llen(k) for k in client.keys(queue + "*") if client.type(k) in ("list", b"list")
     )
+
+
+def released_once(client, job_ids: list[str]) -> list[str]:
+    """The jobs of ``job_ids`` not queued with exactly one message pushed, their first (empty:
+    each was released once)."""
+    recs = fetch_many(client, job_ids)
+    tags = Counter(
+        json.loads(msg)["properties"]["delivery_tag"]
+        for key in {r.copy("cur").key for r in recs}
+        for msg in client.lrange(key, 0, -1)
+    )
+    return [
+        r.job_id
+        for r in recs
+        if r.state is not JobState.QUEUED or r.pushes != 1 or tags[f"{r.job_id}.1"] != 1
+    ] + [j for j in job_ids if j not in {r.job_id for r in recs}]
 
 
 TAKE_AND_DIE = """

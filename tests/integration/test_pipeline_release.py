@@ -16,7 +16,7 @@ from fleet.publish import publish
 from state import pipeline, scripts
 from state.jobrecord import JobState, fetch_many
 from state.records import Records
-from tests.harness.deliveries import queued_messages
+from tests.harness.deliveries import queued_messages, released_once
 from tests.harness.manifests import command_job
 
 pytestmark = pytest.mark.integration
@@ -205,8 +205,9 @@ def test_a_manifest_may_start_after_a_job_published_before_by_its_name(app, redi
 
 def test_a_fan_out_wider_than_one_push_queues_each_follower_once_on_its_own_list(app, redis_client):
     # release.lua pushes a fan-out's messages as one LPUSH per list of OWNED_CHUNK values at
-    # most: a sweep wider than that takes two commands, and followers with another priority
-    # or a prefer_cuda fallback go to lists (and a deadline) of their own
+    # most, in slices (release_rest.lua): a sweep wider than that takes many commands, and
+    # followers with another priority or a prefer_cuda fallback go to lists (and a deadline)
+    # of their own
     chunk = int(re.search(r"local OWNED_CHUNK = (\d+)", scripts.SOURCES["owned"]).group(1))
     seeds = ", ".join(map(str, range(chunk + 20)))
     m = loads(
@@ -239,3 +240,92 @@ def test_a_fan_out_wider_than_one_push_queues_each_follower_once_on_its_own_list
     assert redis_client.zscore(C.FALLBACK_ZSET, either.job_id) == pytest.approx(
         either.released_at + either.fb_grace_s
     )
+
+
+PIPE_SLICE = int(re.search(r"local PIPE_SLICE = (\d+)", scripts.SOURCES["release"]).group(1))
+
+
+def fan_out(app, redis_client, width: int, *, also_after: str = "") -> tuple[str, list[str]]:
+    """``up`` and a sweep of ``width`` followers after it (and after ``also_after``)."""
+    after = ["up", also_after] if also_after else ["up"]
+    text = command_job("up", ["true"]) + (command_job("other", ["true", "o"]) if also_after else "")
+    text += command_job("f", ["true", "f"], after=after)
+    text += f"[jobs.sweep]\nseed = [{', '.join(map(str, range(width)))}]\n"
+    m = loads(text, "m.toml")
+    publish(app, redis_client, m)
+    by = {j.name: j.job_id for j in m.jobs}
+    return by, [j.job_id for j in m.jobs if j.name.startswith("f[")]
+
+
+def test_an_end_queues_one_slice_and_leaves_the_rest_of_a_wide_fan_out_in_one_step(
+    app, redis_client
+):
+    by, followers = fan_out(app, redis_client, 3 * PIPE_SLICE + 7)
+    recs = Records(redis_client)
+    assert recs.claim(by["up"], "w", "t", {}, "cpu").run
+    # the worker dies right after the end's own script: nothing else runs
+    assert recs.finish(by["up"], "t", JobState.SUCCEEDED, release_rest=False)
+    got = Counter(r.state for r in fetch_many(redis_client, followers))
+    assert got == {JobState.QUEUED: PIPE_SLICE, JobState.WAITING: 2 * PIPE_SLICE + 7}
+    um = f"job:{by['up']}"
+    assert redis_client.scard(C.RELEASING_KEY + um) == 2 * PIPE_SLICE + 7
+    assert redis_client.zrange(C.RELEASES_KEY, 0, -1) == [um]
+    # whoever runs next (the reaper) finishes it: each follower once, the obligation gone
+    lines = Records(redis_client).release_rest()
+    assert lines == [f"released {2 * PIPE_SLICE + 7} follower(s) of {um}"]
+    assert released_once(redis_client, followers) == []
+    assert not redis_client.exists(C.RELEASING_KEY + um, C.RELEASES_KEY)
+    assert Records(redis_client).release_rest() == []  # nothing left: nothing again
+
+
+def test_two_processes_finishing_one_release_at_once_release_each_follower_once(
+    app, redis_url, redis_client
+):
+    by, followers = fan_out(app, redis_client, 6 * PIPE_SLICE)
+    recs = Records(redis_client)
+    assert recs.claim(by["up"], "w", "t", {}, "cpu").run
+    assert recs.finish(by["up"], "t", JobState.SUCCEEDED, release_rest=False)
+    barrier = threading.Barrier(3)
+    counts = []
+
+    def finish_it():
+        mine = Records(redis_lib.Redis.from_url(redis_url))
+        barrier.wait()
+        counts.append(sum(int(line.split()[1]) for line in mine.release_rest()))
+
+    threads = [threading.Thread(target=finish_it) for _ in range(3)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert sum(counts) == 5 * PIPE_SLICE  # shared out, none twice
+    assert released_once(redis_client, followers) == []
+
+
+def test_a_follower_cancelled_before_its_slice_is_not_pushed(app, redis_client):
+    by, followers = fan_out(app, redis_client, 2 * PIPE_SLICE)
+    recs = Records(redis_client)
+    assert recs.claim(by["up"], "w", "t", {}, "cpu").run
+    assert recs.finish(by["up"], "t", JobState.SUCCEEDED, release_rest=False)
+    waiting = [r.job_id for r in fetch_many(redis_client, followers) if r.state is JobState.WAITING]
+    assert len(waiting) == PIPE_SLICE and recs.cancel(waiting[0]).done
+    recs.release_rest()
+    assert recs.get(waiting[0]).state is JobState.CANCELLED
+    assert released_once(redis_client, [f for f in followers if f != waiting[0]]) == []
+    key = recs.get(waiting[1]).copy("cur").key  # the sweep's one list
+    tags = [json.loads(m)["properties"]["delivery_tag"] for m in redis_client.lrange(key, 0, -1)]
+    tags.remove(f"{by['up']}.1")  # up's own message: published there, claimed, never taken
+    assert len(tags) == 2 * PIPE_SLICE - 1 and f"{waiting[0]}.1" not in tags
+
+
+def test_followers_with_another_upstream_left_wait_for_it_through_the_slices(app, redis_client):
+    by, followers = fan_out(app, redis_client, 2 * PIPE_SLICE + 1, also_after="other")
+    recs = Records(redis_client)
+    run(recs, by["up"], JobState.SUCCEEDED)  # finish finishes the release itself
+    assert {r.state for r in fetch_many(redis_client, followers)} == {JobState.WAITING}
+    assert not redis_client.exists(C.RELEASES_KEY)
+    assert all(
+        pipeline.waits_on(redis_client, "job", f) == [f"job:{by['other']}"] for f in followers
+    )
+    run(recs, by["other"], JobState.SUCCEEDED, token="t2")
+    assert released_once(redis_client, followers) == []

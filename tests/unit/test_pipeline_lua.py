@@ -16,6 +16,8 @@ def test_every_key_release_lua_builds_is_the_one_core_constants_names():
         "search": C.SEARCH_KEY,
         "followers": C.FOLLOWERS_KEY,
         "waits": C.WAITS_KEY,
+        "releasing": C.RELEASING_KEY,
+        "releases": C.RELEASES_KEY,
         "owner_lists": C.OWNER_LISTS_KEY,
         "fallback": C.FALLBACK_ZSET,
         "active": C.ACTIVE_SEARCHES_KEY,
