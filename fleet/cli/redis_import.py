@@ -12,11 +12,15 @@ redis-py's ``__init__`` also runs its whole asyncio client (``from redis import 
 another quarter of its import), and its ``redis.utils`` imports ``importlib.metadata``, used
 only to read redis-py's version for a client given none (``state.redis_conn`` gives it). Both
 are bound by name there and used by nothing the synchronous client runs, so they are
-*deferred* (:data:`DEFERRED`): each is an empty module with its name and spec until the first
-use of it (any other attribute), which runs its code then, as its import would have; a later
-importer (Celery, a test) gets the real module. While redis-py loads, its own modules import
-submodules of a deferred package (``redis.asyncio.observability``) without running the
-package; after, importing one runs the package first, as an ordinary import does.
+*deferred* (:data:`DEFERRED`), and so is ``asyncio`` itself (some 30 modules, a tenth of
+`fleet status`'s CPU), which redis-py's parsers and events import for the asyncio client
+alone: the three names they take from it as they load are lent as stand-ins (:data:`LENT`)
+and become asyncio's own when it runs. Each deferred module is an empty module with its
+name and spec until the first use of it (any other attribute), which runs its code then, as
+its import would have; a later importer (Celery, a test) gets the real module. While
+redis-py loads, its own modules import submodules of a deferred package
+(``redis.asyncio.observability``) without running the package; after, importing one runs the
+package first, as an ordinary import does.
 
 :func:`install` puts a finder first on ``sys.meta_path`` that, when the command first imports
 ``redis``, runs redis-py's package with ``opentelemetry`` hidden (its ``sys.modules`` entry
@@ -38,7 +42,13 @@ import types
 HIDDEN = "opentelemetry"
 REDIS = "redis"
 # bound by redis-py's import, run by nothing its synchronous client does
-DEFERRED = ("redis.asyncio", "importlib.metadata")
+DEFERRED = ("redis.asyncio", "importlib.metadata", "asyncio")
+# names a deferred package lends while redis-py loads, without running, and the base of the
+# stand-in class it lends for each: redis-py's parsers do ``from asyncio import
+# IncompleteReadError, StreamReader`` for their asyncio client alone (an ``except`` clause and
+# an annotation). When the package runs, every module's binding of a stand-in becomes the
+# real object, so code that can only run after it (an event loop needs asyncio) sees that.
+LENT = {"asyncio": {"IncompleteReadError": EOFError, "StreamReader": object, "Lock": object}}
 
 # The finders and loaders follow importlib's protocols without its ABCs: importlib.abc
 # imports importlib.resources, tempfile and random (a tenth of `fleet status`'s own imports).
@@ -48,12 +58,32 @@ class _Later:
     """A deferred module's state: its own loader, and whether it runs, ran, or may still
     lend its ``__path__`` without running (while redis-py loads)."""
 
-    def __init__(self, loader):
+    def __init__(self, loader, lends: dict[str, type] | None = None):
         self.loader = loader
         self.lock = threading.RLock()  # a second thread waits for the first one's run
         self.running = False
         self.ran_early = False  # used while redis-py loaded: deferring it gained nothing
         self.lending_path = True
+        self.lends = lends or {}  # name -> the base of its stand-in (LENT)
+        self.lent: dict[str, type] = {}  # the stand-ins lent so far, by name
+
+    def stand_in(self, module: str, name: str) -> type:
+        if name not in self.lent:
+            doc = f"{module}.{name}, lent while redis-py loaded: replaced once {module} runs"
+            base = self.lends[name]
+            self.lent[name] = type(name, (base,), {"__module__": module, "__doc__": doc})
+        return self.lent[name]
+
+    def swap_stand_ins(self, real) -> None:
+        """Every module's binding of a stand-in lent, made the real object of ``real``."""
+        mine = {id(v): getattr(real, k) for k, v in self.lent.items()}
+        for module in list(sys.modules.values()):
+            names = getattr(module, "__dict__", None)
+            if type(names) is not dict:
+                continue
+            for k, v in list(names.items()):
+                if id(v) in mine and isinstance(v, type):
+                    names[k] = mine[id(v)]
 
 
 # what the import system reads of a module without using it: these never run a deferred one
@@ -71,6 +101,8 @@ class _Deferred(types.ModuleType):
         later = types.ModuleType.__getattribute__(self, "__spec__").loader_state
         if name in _MARKS or (name == "__path__" and later.lending_path):
             return types.ModuleType.__getattribute__(self, name)
+        if name in later.lends and later.lending_path and not later.running:
+            return later.stand_in(types.ModuleType.__getattribute__(self, "__name__"), name)
         with later.lock:
             if type(self) is _Deferred and not later.running:  # re-entered by its own run: as is
                 later.running = True
@@ -81,14 +113,16 @@ class _Deferred(types.ModuleType):
                     later.running = False
                 self.__class__ = types.ModuleType
                 self.__spec__.loader_state = None
+                if later.lent:
+                    later.swap_stand_ins(self)
         return types.ModuleType.__getattribute__(self, name)
 
 
 class _Deferring:
     """A deferred module's loader: makes the module, runs none of it."""
 
-    def __init__(self, loader):
-        self.later = _Later(loader)
+    def __init__(self, loader, lends: dict[str, type] | None = None):
+        self.later = _Later(loader, lends)
 
     def create_module(self, spec):
         return self.later.loader.create_module(spec)
@@ -120,7 +154,7 @@ class _Deferrer:
             return None
         if spec.loader is None or spec.submodule_search_locations is None:
             return spec  # a namespace or a plain module: imported as it is
-        spec.loader = _Deferring(spec.loader)
+        spec.loader = _Deferring(spec.loader, LENT.get(name))
         self.made.append(spec.loader.later)
         return spec
 

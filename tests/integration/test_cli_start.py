@@ -14,8 +14,9 @@ pytestmark = pytest.mark.integration
 # Celery and kombu (a third of a second); OpenTelemetry's SDK, which redis-py 8 imports when
 # it is installed (fleet.cli.redis_import hides it from redis-py); the store's and the
 # trainers' libraries; with no search published, the search view and the search config;
-# the results query and the exporters; redis-py's asyncio client and importlib.metadata, which
-# fleet.cli.redis_import defers (their names are bound, their code never runs).
+# the results query and the exporters; redis-py's asyncio client, asyncio itself and
+# importlib.metadata, which fleet.cli.redis_import defers (their names are bound, their code
+# never runs).
 HEAVY = (
     "celery",
     "kombu",
@@ -39,6 +40,7 @@ HEAVY = (
     "redis.asyncio.connection",
     "redis.asyncio.cluster",
     "importlib.metadata._meta",
+    "asyncio.base_events",
 )
 
 
@@ -60,3 +62,30 @@ def test_reading_verbs_load_none_of_the_heavy_modules(verb, redis_url, job):
 def test_status_of_a_fleet_with_no_search_loads_no_manifest_module(redis_url, job):
     modules, _ = imported(dict(os.environ, FLEET_BROKER_URL=redis_url), "status")
     assert not _loaded(modules, ("manifest",))
+
+
+def test_redis_pys_asyncio_client_works_under_the_deferral(redis_url):
+    """A process whose redis-py loaded with asyncio deferred (every `fleet` command) can still
+    use its asyncio client: asyncio runs at its first use and the names it lent are its own."""
+    import json
+    import subprocess
+    import sys
+
+    code = (
+        "import json, sys\n"
+        "from fleet.cli import redis_import\nredis_import.install()\nimport redis\n"
+        "deferred = type(sys.modules['asyncio']).__name__\n"
+        "import asyncio, redis.asyncio\n"
+        "async def main():\n"
+        "    r = redis.asyncio.from_url(sys.argv[1])\n"
+        "    await r.set('fleet-test:async', 'yes')\n"
+        "    got = await r.get('fleet-test:async')\n"
+        "    await r.aclose()\n"
+        "    return got.decode()\n"
+        "print(json.dumps([deferred, asyncio.run(main())]))\n"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", code, redis_url], capture_output=True, text=True, timeout=120
+    )
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert json.loads(done.stdout.strip().splitlines()[-1]) == ["_Deferred", "yes"]

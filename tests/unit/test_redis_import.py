@@ -114,9 +114,43 @@ def test_redis_py_under_the_finder_runs_neither_its_asyncio_client_nor_importlib
     got = _run(
         UNDER_THE_FINDER + "assert redis.Redis.ping and redis.ConnectionPool\n" + DEFERRED_REPORT
     )
-    assert got["deferred"] == ["importlib.metadata", "redis.asyncio"]
+    assert got["deferred"] == ["asyncio", "importlib.metadata", "redis.asyncio"]
     assert got["ran"] == []
     assert "_Deferrer" not in got["finders"] and "_Finder" not in got["finders"]
+
+
+SWAPPED = """
+import json, sys
+import redis._parsers.base as base, redis.event as event
+was = [type(sys.modules["asyncio"]).__name__, base.IncompleteReadError.__module__]
+lent = [base.IncompleteReadError]  # in a list: the swap replaces every module's binding
+try:
+    raise lent[0](b"", 1)
+except EOFError:  # a stand-in is still the kind of error it stands for
+    pass
+import asyncio
+asyncio.run(asyncio.sleep(0))  # asyncio's code runs at its first use
+print(json.dumps({
+    "was": was,
+    "now": type(sys.modules["asyncio"]).__name__,
+    "real": [base.IncompleteReadError is asyncio.IncompleteReadError,
+             base.StreamReader is asyncio.StreamReader, event.asyncio is asyncio],
+    "left": sorted(n for n, m in sys.modules.items()
+                   if any(v is lent[0] for v in list(vars(m).values()))),
+}))
+"""
+
+
+def test_the_names_asyncio_lends_redis_py_become_the_real_ones_when_asyncio_runs():
+    """redis-py's parsers bind ``IncompleteReadError`` and ``StreamReader`` from asyncio as they
+    load, for their asyncio client alone: lent as stand-ins, they are asyncio's own once asyncio
+    runs (an ``except IncompleteReadError`` in that client catches the real error), and no
+    module keeps a stand-in."""
+    got = _run(UNDER_THE_FINDER + SWAPPED)
+    assert got["was"] == ["_Deferred", "asyncio"]
+    assert got["now"] == "module"
+    assert got["real"] == [True, True, True]
+    assert got["left"] == []
 
 
 def test_a_deferred_module_runs_at_its_first_use_and_is_then_the_real_module():
@@ -139,7 +173,7 @@ def test_a_deferred_module_runs_at_its_first_use_and_is_then_the_real_module():
 def test_importing_a_submodule_of_a_deferred_package_later_runs_the_package_first():
     """As an ordinary import does: the package's ``__init__`` before its submodule's code."""
     got = _run(UNDER_THE_FINDER + "import redis.asyncio.lock\n" + DEFERRED_REPORT)
-    assert got["deferred"] == ["importlib.metadata"]
+    assert "redis.asyncio" not in got["deferred"]
     assert "redis.asyncio.client" in got["ran"]
 
 
