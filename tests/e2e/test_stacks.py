@@ -24,6 +24,7 @@ from pathlib import Path
 
 import pytest
 
+from core.constants import JOB_LOG_KEY
 from state import history
 from state.jobrecord import JobRecord, JobState
 from state.search.view import read_search
@@ -124,18 +125,27 @@ def publish(chaos: Chaos, text: str) -> dict[str, str]:
     return chaos.publish(path)
 
 
-def still_alive(chaos: Chaos, name: str, timeout_s: float = 5.0) -> list[int]:
-    """The processes of ``name`` seen so far that outlive its run by ``timeout_s``."""
+KILL_SETTLE_S = 2.0  # for the kernel to end processes a SIGKILL already reached
+
+
+def still_alive(chaos: Chaos, name: str, job_id: str) -> list[int]:
+    """The processes of ``name``'s first run still running once that run's end is in the job's
+    log. A run writes its end mark only after its process group is gone (SIGTERM, then SIGKILL
+    after KILL_GRACE_S, tasks/runner.py): whatever the machine's load, none may be left then.
+    (A window from the record's end would measure the worker's tick and the grace instead.)"""
     pids = truth.read(Path(chaos.env["TRUTH_FILE"]))[name]
-
-    def gone():
-        return not pids.alive()
-
+    wait_for(chaos, f"{name}'s first run's end mark", lambda: first_end(chaos, job_id))
     try:
-        wait_until(f"{name}'s processes end", gone, timeout_s)
+        wait_until(f"{name}'s processes end", lambda: not pids.alive(), KILL_SETTLE_S)
     except AssertionError:
         pass
     return pids.alive()
+
+
+def first_end(chaos: Chaos, job_id: str) -> dict | None:
+    """The end mark of the job's first run in its log, once written."""
+    marks = chaos.client().xrange(JOB_LOG_KEY + job_id)
+    return next((f for _, f in marks if f.get(b"ev") == b"end" and f.get(b"run") == b"1"), None)
 
 
 def record(chaos: Chaos, job_id: str) -> JobRecord:
@@ -160,7 +170,7 @@ def ran(request, fleet) -> Ran:
         chaos, "the search ends", lambda: (v := read_search(chaos.client(), sid)).done and v
     )
     trials = [record(chaos, t.job_id) for t in done.trials]
-    left[trials[1].name] = still_alive(chaos, trials[1].name)
+    left[trials[1].name] = still_alive(chaos, trials[1].name, trials[1].job_id)
     # a checkpointed job preempted, and a job cancelled, side by side
     ids = publish(
         chaos,
@@ -175,7 +185,7 @@ def ran(request, fleet) -> Ran:
     )
     chaos.fleet("cancel", doomed, "--yes")
     wait_for(chaos, "the doomed job is cancelled", lambda: record(chaos, doomed).state.terminal)
-    left[f"{stack}-doomed"] = still_alive(chaos, f"{stack}-doomed")
+    left[f"{stack}-doomed"] = still_alive(chaos, f"{stack}-doomed", doomed)
 
     def checkpointed():
         rec = record(chaos, victim)
@@ -193,7 +203,7 @@ def ran(request, fleet) -> Ran:
     )
     ids.update(publish(chaos, urgent))
     wait_for(chaos, "the victim is preempted", lambda: record(chaos, victim).preemptions >= 1)
-    left[f"{stack}-victim"] = still_alive(chaos, f"{stack}-victim")
+    left[f"{stack}-victim"] = still_alive(chaos, f"{stack}-victim", victim)
     chaos.wait(
         {f"{stack}-victim": victim, f"{stack}-urgent": ids[f"{stack}-urgent"]}, timeout_s=180
     )
