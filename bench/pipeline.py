@@ -98,7 +98,7 @@ class Bench:
         first = time.perf_counter() - start
         slices = []
         while True:
-            n, upstream = self.records.release_slice()
+            n, _, upstream = self.records.release_slice()
             if not upstream:
                 break
             slices += [time.perf_counter() - start] * n

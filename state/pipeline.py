@@ -60,11 +60,14 @@ def followers(client: redis.Redis, kind: Kind | str, ident: str) -> list[str]:
     return sorted(decoding(client).smembers(followers_key(kind, ident)))
 
 
-def release_slice(client: redis.Redis) -> tuple[int, str]:
-    """One slice of the release left waiting longest (lua/release_rest.lua): (released, its
-    upstream member); the upstream is "" when no release is left."""
-    n, um = scripts.script(decoding(client), "release_rest")(args=[JOB_KEY_PREFIX, time.time()])
-    return int(n), um
+def release_slice(client: redis.Redis, upstream: str = "") -> tuple[int, int, str]:
+    """One slice of a release left to finish (lua/release_rest.lua): of ``upstream``'s (a
+    member), or of the one waiting longest. (released, left, its upstream); the upstream is
+    "" when no release is left."""
+    n, left, um = scripts.script(decoding(client), "release_rest")(
+        args=[JOB_KEY_PREFIX, time.time(), upstream]
+    )
+    return int(n), int(left), um
 
 
 def release_rest(client: redis.Redis) -> list[str]:
@@ -72,7 +75,7 @@ def release_rest(client: redis.Redis) -> list[str]:
     releases each follower once); a line per upstream whose followers it released."""
     done: dict[str, int] = {}
     while True:
-        n, um = release_slice(client)
+        n, _, um = release_slice(client)
         if not um:
             return [f"released {k} follower(s) of {m}" for m, k in done.items() if k]
         done[um] = done.get(um, 0) + n

@@ -240,9 +240,9 @@ class Records:
             self.release_rest()
         return res in ("ok", "more")
 
-    def release_slice(self) -> tuple[int, str]:
+    def release_slice(self, upstream: str = "") -> tuple[int, int, str]:
         """One slice of a release left to finish (``state.pipeline.release_slice``)."""
-        return pipeline.release_slice(self.r)
+        return pipeline.release_slice(self.r, upstream)
 
     def release_rest(self) -> list[str]:
         """Finish every release left (``state.pipeline.release_rest``)."""

@@ -230,14 +230,15 @@ local function pipe_ended(K, um, ok, now)
   return pipe_follow_all(K, um, fms, now)
 end
 
--- one slice of the oldest release left: {released, its upstream member} ({0, ''}: none left)
-local function pipe_release_rest(K, now)
-  local um = redis.call('ZRANGE', K.releases, 0, 0)[1]
-  if not um then return {0, ''} end
+-- one slice of the oldest release left (or of um's, when given): {released, left, um}
+local function pipe_release_rest(K, um, now)
+  if not um or um == '' then um = redis.call('ZRANGE', K.releases, 0, 0)[1] end
+  if not um then return {0, 0, ''} end
   local rk = K.releasing .. um
   local n = pipe_follow_all(K, um, redis.call('SPOP', rk, PIPE_SLICE), now)
-  if redis.call('SCARD', rk) == 0 then redis.call('ZREM', K.releases, um) end
-  return {n, um}
+  local left = redis.call('SCARD', rk)
+  if left == 0 then redis.call('ZREM', K.releases, um) end
+  return {n, left, um}
 end
 
 -- job_key's job has just been put in state (a terminal one): its followers released or cancelled

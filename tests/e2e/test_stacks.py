@@ -24,6 +24,7 @@ from pathlib import Path
 
 import pytest
 
+from core.constants import JOB_LOG_KEY
 from state import history
 from state.jobrecord import JobRecord, JobState
 from state.search.view import read_search
@@ -133,12 +134,18 @@ def still_alive(chaos: Chaos, name: str, job_id: str) -> list[int]:
     after KILL_GRACE_S, tasks/runner.py): whatever the machine's load, none may be left then.
     (A window from the record's end would measure the worker's tick and the grace instead.)"""
     pids = truth.read(Path(chaos.env["TRUTH_FILE"]))[name]
-    wait_for(chaos, f"{name}'s first run's end mark", lambda: chaos.end_mark(job_id, 1))
+    wait_for(chaos, f"{name}'s first run's end mark", lambda: first_end(chaos, job_id))
     try:
         wait_until(f"{name}'s processes end", lambda: not pids.alive(), KILL_SETTLE_S)
     except AssertionError:
         pass
     return pids.alive()
+
+
+def first_end(chaos: Chaos, job_id: str) -> dict | None:
+    """The end mark of the job's first run in its log, once written."""
+    marks = chaos.client().xrange(JOB_LOG_KEY + job_id)
+    return next((f for _, f in marks if f.get(b"ev") == b"end" and f.get(b"run") == b"1"), None)
 
 
 def record(chaos: Chaos, job_id: str) -> JobRecord:

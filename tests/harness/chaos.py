@@ -84,18 +84,6 @@ class Chaos:
     def records(self) -> Records:
         return Records(self.client())
 
-    def end_marks(self, job_id: str) -> list:
-        """The end marks in the job's log (fleet.query.logs.LogEntry), oldest first."""
-        from fleet.query.logs import read
-        from state.redis_conn import decoding
-
-        return [e for e in read(decoding(self.client()), job_id) if e.event == "end"]
-
-    def end_mark(self, job_id: str, run: int):
-        """Run ``run``'s end mark, or None while it is not written (a run writes it after its
-        record's last write and after its process group is gone)."""
-        return next((e for e in self.end_marks(job_id) if e.run == run), None)
-
     def runs(self, name: str, kind: str = "done") -> int:
         """How many times job ``name`` reached ``kind`` (start or done)."""
         f = self.counts / f"{name}.{kind}"

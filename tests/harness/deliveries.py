@@ -50,12 +50,11 @@ def released_once(client, job_ids: list[str]) -> list[str]:
         for key in {r.copy("cur").key for r in recs}
         for msg in client.lrange(key, 0, -1)
     )
-    read = {r.job_id for r in recs}
     return [
         r.job_id
         for r in recs
         if r.state is not JobState.QUEUED or r.pushes != 1 or tags[f"{r.job_id}.1"] != 1
-    ] + [j for j in job_ids if j not in read]
+    ] + [j for j in job_ids if j not in {r.job_id for r in recs}]
 
 
 TAKE_AND_DIE = """
