@@ -1,6 +1,7 @@
-"""A job for the resource-pool tests: records when it started and what it was given, then sleeps
-SECONDS, or with ``until:PATH`` runs until that file exists (``gate.py``): a test that must see
-jobs running together holds them on a condition it sets, not on a length."""
+"""A job for the resource-pool tests: records when it started and what it was given, then runs
+its steps in order: SECONDS sleeps, ``until:PATH`` waits until that file exists (``gate.py``).
+A test that must see jobs running together holds them on a condition it sets, not on a
+length; ``until:PATH 2`` is a job held by its test that still takes 2 s once let go."""
 
 import json
 import os
@@ -21,9 +22,10 @@ report = {
     "budget": os.environ.get("FLEET_GPU_MEMORY_GIB"),
 }
 out = pathlib.Path(os.environ["COUNT_DIR"]) / f"{os.environ['FLEET_JOB_NAME']}.json"
-if sys.argv[1].startswith("until:"):
-    held(sys.argv[1][len("until:") :])
-else:
-    time.sleep(float(sys.argv[1]))
+for step in sys.argv[1:]:
+    if step.startswith("until:"):
+        held(step[len("until:") :])
+    else:
+        time.sleep(float(step))
 report["end"] = time.time()
 out.write_text(json.dumps(report))

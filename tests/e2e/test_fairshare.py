@@ -27,12 +27,14 @@ HOST = {"cuda_devices": [], "ram_total_gib": 16, "cpu_cores": 4}
 JOB_S = 2.0
 
 
-def manifest(prefix: str, n: int, length: str = str(JOB_S)) -> str:
-    """``n`` one-core jobs of ``length`` (pooljob.py's: seconds, or ``until:PATH``)."""
+def manifest(prefix: str, n: int, *steps: str) -> str:
+    """``n`` one-core jobs running pooljob.py's ``steps`` (seconds, or ``until:PATH``; JOB_S by
+    default)."""
+    args = "".join(f', "{s}"' for s in steps or (str(JOB_S),))
     # the job ID is made of what the job runs, not its name: each owner's jobs get their own seeds
     base = sum(map(ord, prefix)) * 1000
     return "".join(
-        f'[[jobs]]\nname = "{prefix}{i}"\ncommand = ["{sys.executable}", "{JOB}", "{length}"]\n'
+        f'[[jobs]]\nname = "{prefix}{i}"\ncommand = ["{sys.executable}", "{JOB}"{args}]\n'
         f"seed = {base + i}\nmin_cores = 1\n"
         for i in range(n)
     )
@@ -98,9 +100,12 @@ def test_a_second_owners_jobs_start_within_two_job_lengths_not_after_a_40_job_sw
     warm = shared.publish("alice", manifest("w", 4))
     shared.wait(warm, timeout_s=120)  # alice has used the host, bob has not
     # her sweep fills the host and waits, held, until bob's jobs are queued: however long a
-    # busy machine takes to publish them, her sweep cannot run out first
+    # busy machine takes to publish them, her sweep cannot run out first. Once let go each of
+    # her jobs still takes JOB_S: a job that ended at once would make "a job length" nothing,
+    # and the worker's fair-share order may be up to FAIRSHARE_REFRESH_S old when her first
+    # four end (a worker whose slots are full does not poll)
     gate = shared.root / "gate"
-    alice = shared.publish("alice", manifest("a", 40, f"until:{gate}"))
+    alice = shared.publish("alice", manifest("a", 40, f"until:{gate}", str(JOB_S)))
     bob = shared.publish("bob", manifest("b", 4))
     gate.touch()
     shared.wait(bob, timeout_s=120)
