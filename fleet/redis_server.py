@@ -55,6 +55,9 @@ def find_binary() -> str:
     )
 
 
+PORT_TRIES = 5  # ports picked free and then taken by another process before the server bound
+
+
 def free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
@@ -75,11 +78,13 @@ class RedisServer:
     ):
         self.binary = binary or find_binary()
         self.data_dir = Path(data_dir)
+        self._picked = not port  # a port picked here may be lost before the server binds it
         self.port = port or free_port()
         self.password = password  # requirepass: the default user's password
         self.extra_args = tuple(extra_args)
         self.pass_fds = tuple(pass_fds)  # a local fleet's folder lock, held while Redis runs
         self.proc: subprocess.Popen | None = None
+        self._log_from = 0  # where the log of the latest start begins
 
     @property
     def expect(self) -> str:
@@ -92,7 +97,35 @@ class RedisServer:
         return f"redis://{auth}127.0.0.1:{self.port}/0"
 
     def start(self, timeout_s: float = 10.0) -> RedisServer:
+        """Start the server and return once it answers. Only this process's answer counts: a
+        port picked free (``free_port``) can be taken by another process before the server
+        binds it, and another server's PONG on it would hand the caller a Redis that is not
+        its own (it closes the caller's connections when its owner stops it). A picked port
+        found taken is picked again; a port the caller chose is an error that names it."""
+        picked = self._picked
+        for _ in range(PORT_TRIES if picked else 1):
+            outcome = self._spawn(timeout_s)
+            if outcome == "up":
+                return self
+            if outcome != "taken" or not picked:
+                break
+            self.port = free_port()  # lost the port between picking and binding it
+        log = self.data_dir / "redis.log"
+        if outcome == "taken":
+            raise FleetError(
+                f"{self.expect} could not listen on port {self.port}: another process has it; "
+                f"choose a free port (see {log})"
+            )
+        why = "it exited" if outcome == "exited" else "it runs but does not answer"
+        raise FleetError(f"{self.expect} did not start on port {self.port}: {why}; see {log}")
+
+    def _spawn(self, timeout_s: float) -> str:
+        """Run the server on ``self.port``: "up" once it answers, "taken" when it exited for
+        want of the port, "exited" for another reason, "silent" when it neither answered nor
+        exited in ``timeout_s`` (then it is stopped)."""
         self.data_dir.mkdir(parents=True, exist_ok=True)
+        log = self.data_dir / "redis.log"
+        self._log_from = log.stat().st_size if log.exists() else 0  # this start's lines
         self.proc = subprocess.Popen(
             [
                 self.binary,
@@ -126,18 +159,38 @@ class RedisServer:
         )
         deadline = time.monotonic() + timeout_s
         client = redis.Redis(port=self.port, password=self.password, socket_connect_timeout=0.5)
-        while time.monotonic() < deadline:
-            try:
-                if client.ping():
-                    return self
-            except redis.RedisError:
+        try:
+            while time.monotonic() < deadline:
                 if self.proc.poll() is not None:
-                    break
+                    return "taken" if self._port_taken() else "exited"
+                try:
+                    if self._answers_as(client, self.proc):
+                        return "up"
+                except redis.RedisError:
+                    pass
                 time.sleep(0.05)
+        finally:
+            client.close()
         self.stop(kill=True)  # one that runs but never answered is not left behind
-        raise FleetError(
-            f"{self.expect} did not start on port {self.port}; see {self.data_dir / 'redis.log'}"
-        )
+        return "silent"
+
+    def _port_taken(self) -> bool:
+        """Whether this start's lines of the server's log say its port was in use (Redis and
+        Valkey say it alike)."""
+        try:
+            with open(self.data_dir / "redis.log", "rb") as f:
+                f.seek(self._log_from)
+                return b"Address already in use" in f.read()
+        except OSError:
+            return False
+
+    @staticmethod
+    def _answers_as(client: redis.Redis, proc: subprocess.Popen) -> bool:
+        """Whether the server on ``client``'s port is the process ``proc``."""
+        try:
+            return int(client.info("server")["process_id"]) == proc.pid
+        except redis.ResponseError:  # a user INFO is denied to: its answer, while proc runs
+            return bool(client.ping()) and proc.poll() is None
 
     def stop(self, kill: bool = False) -> None:
         if self.proc and self.proc.poll() is None:
