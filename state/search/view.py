@@ -141,11 +141,17 @@ def read_search(client: redis.Redis, search_id: str, *, trials: bool = True) -> 
     """The search ``search_id`` (None when there is none); with its trials unless ``trials``
     is False (a status line needs only the counters)."""
     r = decoding(client)
-    h = r.hgetall(key(search_id))
+    # the counters and the live set in one snapshot: a sync between two separate reads (it
+    # takes a trial out of `live` in the step that counts its end) would show a search with
+    # no trial live and one end uncounted, done with 3 of 4 ended
+    pipe = r.pipeline(transaction=True)
+    pipe.hgetall(key(search_id))
+    pipe.smembers(key(search_id, "live"))
+    h, members = pipe.execute()
     if not h:
         return None
     issued = int(h.get("issued") or 0)
-    live = _live_states(r, search_id)
+    live = _live_states(r, search_id, members)
     return SearchView(
         search_id=search_id,
         name=h.get("name", ""),
@@ -176,9 +182,10 @@ def _json_dict(text: str | None) -> dict | None:
     return value if isinstance(value, dict) else None
 
 
-def _live_states(r: redis.Redis, search_id: str) -> list[str | None]:
-    """The job states of the search's live trials (a record not yet written: None)."""
-    live = sorted(int(n) for n in r.smembers(key(search_id, "live")))
+def _live_states(r: redis.Redis, search_id: str, members: set[str]) -> list[str | None]:
+    """The job states of the search's live trials, ``members`` (a record not yet written:
+    None)."""
+    live = sorted(int(n) for n in members)
     heads = trial.fetch_many(r, [(search_id, n) for n in live], ("job_id",))
     return _states(r, [t.job_id if t else None for t in heads])
 
