@@ -13,7 +13,7 @@ from core.settings import StoreSettings
 
 from .base import StagedBundle, Store, StoredArtifact, atomic_write
 from .file import FileStore
-from .s3 import S3Store, object_identity, s3_client
+from .s3 import S3Store, object_identity, s3_client, shared_s3_client
 
 __all__ = [
     "FileStore",
@@ -26,6 +26,7 @@ __all__ = [
     "open_store",
     "open_store_at",
     "s3_client",
+    "shared_s3_client",
 ]
 
 ACCEPTED_FORMS = "file:///abs/dir, file://./rel/dir or s3://bucket/prefix"
@@ -55,7 +56,7 @@ def open_store(settings: StoreSettings | None = None) -> Store:
             "AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY, and the store as s3://bucket/prefix"
         )
     if parsed.scheme == "s3" and parsed.netloc:
-        return S3Store(parsed.netloc, parsed.path.strip("/"), s3_client(settings))
+        return S3Store(parsed.netloc, parsed.path.strip("/"), shared_s3_client(settings))
     raise StoreError(
         f"{FLEET_STORE_URL.name}: cannot use {masked(settings.url)!r}; "
         f"accepted forms: {ACCEPTED_FORMS}"

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import hashlib
 import os
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -334,6 +335,25 @@ def test_open_store_reads_an_s3_url_with_its_endpoint(s3_server):
         s3_server.endpoint_url,
     )
     store.ping()
+
+
+def test_stores_opened_again_share_one_s3_client_per_process_and_settings(s3_server):
+    """A worker opens its store for each checkpoint sync, upload and fetch; building an S3
+    client each time cost 0.2-0.5 s of CPU. One client per endpoint and credentials (any
+    bucket), in this process only."""
+    settings = StoreSettings.from_env(s3_server.env, url="s3://fleet-open/runs/x")
+    first, again = open_store(settings), open_store(replace(settings, url="s3://fleet-data/y"))
+    assert again._client is first._client and again.bucket == "fleet-data"
+    other_key = replace(settings, secret_access_key="another-secret")
+    assert open_store(other_key)._client is not first._client  # a client of its own
+    read, write = os.pipe()
+    child = os.fork()
+    if child == 0:  # a forked child never shares its parent's client (nor its sockets)
+        os.write(write, b"own" if open_store(settings)._client is not first._client else b"x")
+        os._exit(0)
+    os.waitpid(child, 0)
+    assert os.read(read, 8) == b"own"
+    first.ping()
 
 
 def test_open_store_rejects_an_unknown_scheme_naming_the_variable():
