@@ -33,6 +33,28 @@ def answering(app) -> set[str]:
     return {list(r)[0].split("@")[0] for r in app.control.ping(timeout=PING_S) or []}
 
 
+def answering_at(url: str):
+    """``answering`` on a client of ``url``, as a function of nothing. A ping whose connection
+    the server closed is no answer yet, and the next one goes on a new client: twice in
+    whole-suite runs beside two busy loops, the first ping after a worker started read
+    "Connection closed by server" from the test's own, running Redis (its log says nothing;
+    the cause is not found, and no fleet code pings)."""
+    import redis
+    from kombu.exceptions import OperationalError
+
+    app = [client_app(url)]
+
+    def now() -> set[str]:
+        try:
+            return answering(app[0])
+        except (redis.ConnectionError, OperationalError, ConnectionError) as e:
+            print(f"ping: {type(e).__name__}: {e}; pinging again on a new client")
+            app[0] = client_app(url)
+            return set()
+
+    return now
+
+
 def local_env(broker_url: str, root: Path, **extra: str) -> dict:
     """This process's environment for a local fleet on ``broker_url`` with its store under
     ``root``, plus ``extra``; a host's capability is detected (or simulated), never inherited."""
@@ -46,8 +68,8 @@ def local_env(broker_url: str, root: Path, **extra: str) -> dict:
 
 def wait_for_workers(env: dict, names: Iterable[str], timeout_s: float = 60) -> None:
     """Return once every worker in ``names`` answers a ping on ``env``'s broker."""
-    app, want = client_app(env["FLEET_BROKER_URL"]), set(names)
-    wait_until(f"workers {sorted(want)} answer a ping", lambda: want <= answering(app), timeout_s)
+    now, want = answering_at(env["FLEET_BROKER_URL"]), set(names)
+    wait_until(f"workers {sorted(want)} answer a ping", lambda: want <= now(), timeout_s)
 
 
 def tail_logs(log_dir: Path, chars: int = 3000) -> str:
