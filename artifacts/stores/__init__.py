@@ -26,7 +26,6 @@ __all__ = [
     "open_store",
     "open_store_at",
     "s3_client",
-    "shared_s3_client",
 ]
 
 ACCEPTED_FORMS = "file:///abs/dir, file://./rel/dir or s3://bucket/prefix"

@@ -9,11 +9,10 @@ from __future__ import annotations
 
 import base64
 import contextlib
+import functools
 import hashlib
 import json
 import os
-import threading
-from collections import OrderedDict
 from collections.abc import Iterator
 from dataclasses import replace
 from pathlib import Path
@@ -76,12 +75,6 @@ def s3_client(settings: StoreSettings):
     )
 
 
-# Clients kept per process (see shared_s3_client): a host's worker talks to one or two stores
-SHARED_CLIENTS_KEPT = 8
-_shared: OrderedDict[tuple[int, StoreSettings], object] = OrderedDict()
-_shared_lock = threading.Lock()
-
-
 def shared_s3_client(settings: StoreSettings):
     """``s3_client(settings)``, made once per process, endpoint and credentials, then shared
     (the store's URL is not the client's: one client serves every bucket).
@@ -90,16 +83,12 @@ def shared_s3_client(settings: StoreSettings):
     paid for every checkpoint sync (each FLEET_CHECKPOINT_EVERY_S of a checkpointing job),
     bundle upload and data fetch. boto3's clients are thread-safe; a forked child (its pid
     in the key) makes its own rather than share its parent's sockets."""
-    key = (os.getpid(), replace(settings, url=""))
-    with _shared_lock:
-        client = _shared.get(key)
-        if client is None:
-            client = _shared[key] = s3_client(settings)
-            while len(_shared) > SHARED_CLIENTS_KEPT:
-                _shared.popitem(last=False)
-        else:
-            _shared.move_to_end(key)
-        return client
+    return _client_of(os.getpid(), replace(settings, url=""))
+
+
+@functools.lru_cache(maxsize=8)  # a host's worker talks to one or two stores
+def _client_of(pid: int, settings: StoreSettings):
+    return s3_client(settings)
 
 
 def b64(hex_digest: str) -> str:
