@@ -201,17 +201,19 @@ def test_a_partition_past_the_lease_leaves_one_result_and_the_cut_off_run_stores
         # run never starts a trainer and stops for the lost lease, which test_fencing covers)
         wait_until("A's trainer to start", lambda: net.chaos.runs(name, "start") == 1, 60)
     fired = net.proxy.blackhole_after(trigger, after=past)
+    assert fired.wait(60), f"worker A never sent what starts the partition\n{net.chaos.logs()}"
+    # the trainer ends as soon as A is cut off: not after C's start, which takes seconds on
+    # a busy box and ran A's lease fence first (A stopped its run instead of training to the end)
+    gate.touch()
     net.chaos.start(C)  # the host that takes the job over
     try:
-        cut_off_run_stores_nothing(net, name, ids[name], fired, heard, staged, gate)
+        cut_off_run_stores_nothing(net, name, ids[name], heard, staged)
     finally:
         stop_worker(net.chaos.workers.pop(C))
     both_serve(net, name)
 
 
-def cut_off_run_stores_nothing(net, name, job_id, fired, heard, staged, gate) -> None:
-    assert fired.wait(60), f"worker A never sent what starts the partition\n{net.chaos.logs()}"
-    gate.touch()
+def cut_off_run_stores_nothing(net, name, job_id, heard, staged) -> None:
     ids = {name: job_id}
     wait_until(
         "C to take the job over and record it",
