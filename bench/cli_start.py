@@ -13,7 +13,7 @@ load average is printed beside the figures.
 The goals: at most 150 ms of CPU for `--version`, 300 ms for `status`, on a quiet machine.
 ``--imports`` also prints each command's heaviest imports (`python -X importtime`). Where
 OpenTelemetry is installed, the row `status, OTel as is` runs `fleet status` with redis-py
-imported as it is (fleet.cli.redis_import off): what hiding OpenTelemetry saves.
+imported as it is (core.redis_import off): what hiding OpenTelemetry saves.
 ``--against DIR`` times the `fleet` commands of another checkout's code too, in the same runs
 (say a copy of main made with `git archive main | tar -x -C DIR`): before and after a change.
 
@@ -117,10 +117,10 @@ def heaviest_imports(argv: list[str], env: dict) -> list[tuple[int, str]]:
 
 
 # `fleet ARGS` with redis-py imported as it is, OpenTelemetry's SDK and all: what
-# fleet.cli.redis_import saves a command
+# core.redis_import saves a command
 OTEL_AS_IS = (
     "import runpy\n"
-    "from fleet.cli import redis_import\n"
+    "from core import redis_import\n"
     "redis_import.install = lambda: None\n"
     "runpy.run_module('fleet.cli', run_name='__main__')\n"
 )

@@ -94,7 +94,7 @@ def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else argv
     verb = verb_in(argv)
     if verb is not None:  # a verb may read Redis: redis-py, when it loads, without OpenTelemetry
-        from fleet.cli import redis_import
+        from core import redis_import
 
         redis_import.install()
     args = build_parser(verb).parse_args(argv)

@@ -12,10 +12,10 @@ from tests.harness.cli import imported
 pytestmark = pytest.mark.integration
 
 # Celery and kombu (a third of a second); OpenTelemetry's SDK, which redis-py 8 imports when
-# it is installed (fleet.cli.redis_import hides it from redis-py); the store's and the
+# it is installed (core.redis_import hides it from redis-py); the store's and the
 # trainers' libraries; with no search published, the search view and the search config;
 # the results query and the exporters; redis-py's asyncio client, asyncio itself and
-# importlib.metadata, which fleet.cli.redis_import defers (their names are bound, their code
+# importlib.metadata, which core.redis_import defers (their names are bound, their code
 # never runs).
 HEAVY = (
     "celery",
@@ -73,7 +73,7 @@ def test_redis_pys_asyncio_client_works_under_the_deferral(redis_url):
 
     code = (
         "import json, sys\n"
-        "from fleet.cli import redis_import\nredis_import.install()\nimport redis\n"
+        "from core import redis_import\nredis_import.install()\nimport redis\n"
         "deferred = type(sys.modules['asyncio']).__name__\n"
         "import asyncio, redis.asyncio\n"
         "async def main():\n"

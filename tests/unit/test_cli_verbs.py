@@ -72,7 +72,6 @@ def test_every_verb_module_is_in_the_table():
         "tables",
         "verbs",
         "show",
-        "redis_import",
         "tree",
     }  # no register()
     modules = {p.stem for p in Path(cli.__file__).parent.glob("*.py")} - helpers

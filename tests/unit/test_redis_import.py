@@ -1,4 +1,4 @@
-"""fleet.cli.redis_import: a `fleet` command imports redis-py without OpenTelemetry's SDK, and
+"""core.redis_import: a `fleet` command imports redis-py without OpenTelemetry's SDK, and
 leaves OpenTelemetry to every later importer as it is. Each case runs in a fresh interpreter,
 where nothing has imported redis-py yet; the first pins what redis-py does when it cannot
 import OpenTelemetry (takes it as not installed), which a redis-py upgrade could change."""
@@ -36,7 +36,7 @@ def _run(code: str, **env) -> dict:
     return json.loads(done.stdout.strip().splitlines()[-1])
 
 
-UNDER_THE_FINDER = "from fleet.cli import redis_import\nredis_import.install()\nimport redis\n"
+UNDER_THE_FINDER = "from core import redis_import\nredis_import.install()\nimport redis\n"
 REPORT = """
 import json, sys
 import redis.observability.providers as p
@@ -70,7 +70,7 @@ def test_a_process_that_loaded_opentelemetry_first_gets_redis_py_as_it_is():
 
 def test_install_after_redis_py_is_loaded_adds_no_finder_and_twice_adds_one():
     got = _run(
-        "import json, sys\nimport redis\nfrom fleet.cli import redis_import\n"
+        "import json, sys\nimport redis\nfrom core import redis_import\n"
         "redis_import.install()\nafter_redis = [type(f).__name__ for f in sys.meta_path]\n"
         "redis_import.install('json_missing_pkg')\nredis_import.install('json_missing_pkg')\n"
         "print(json.dumps({'after_redis': after_redis, "
@@ -87,7 +87,7 @@ def test_a_package_that_imports_opentelemetry_outside_a_try_still_loads_with_it(
     pkg.mkdir()
     (pkg / "__init__.py").write_text("from opentelemetry.sdk.metrics import MeterProvider\n")
     got = _run(
-        "import json, sys\nfrom fleet.cli import redis_import\n"
+        "import json, sys\nfrom core import redis_import\n"
         "redis_import.install('needs_otel')\nimport needs_otel\n"
         "print(json.dumps({'has': needs_otel.MeterProvider.__name__, "
         "'loader': type(needs_otel.__loader__).__name__}))",
@@ -196,7 +196,7 @@ def test_a_package_that_uses_a_deferred_package_while_it_loads_is_loaded_again_a
         },
     )
     got = _run(
-        "import json, sys, types\nfrom fleet.cli import redis_import\n"
+        "import json, sys, types\nfrom core import redis_import\n"
         "redis_import.install('pkg', deferred=('pkg.sub',))\nimport pkg\n"
         "print(json.dumps({'B': pkg.B, 'sub': type(sys.modules['pkg.sub']).__name__, "
         "'same': pkg.sub is sys.modules['pkg.sub'] and pkg.base.S is pkg.sub.S, "
@@ -213,7 +213,7 @@ def test_a_package_that_fails_by_itself_fails_once_with_its_own_error(tmp_path):
         [
             sys.executable,
             "-c",
-            "from fleet.cli import redis_import\nredis_import.install('bad')\nimport bad",
+            "from core import redis_import\nredis_import.install('bad')\nimport bad",
         ],
         capture_output=True,
         text=True,

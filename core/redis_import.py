@@ -1,5 +1,5 @@
-"""redis-py, imported by a `fleet` command without OpenTelemetry's SDK and without the parts
-its synchronous client never runs.
+"""redis-py, imported by a `fleet` command or a worker (``tasks``) without OpenTelemetry's SDK
+and without the parts its synchronous client never runs.
 
 redis-py 7.2 and later import the OpenTelemetry metrics SDK from ``redis/__init__`` whenever
 it is installed (mlflow-skinny brings it), to offer metrics that only an explicit
