@@ -21,7 +21,7 @@ import psutil
 
 from core.errors import FleetError
 from core.registry import FLEET_BROKER_URL, FLEET_S3_ENDPOINT_URL, FLEET_STORE_URL
-from fleet.rootlock import clear_stopped
+from fleet.rootlock import WORKER_EXPECT, clear_stopped
 from fleet.rootlock import live as _live
 
 STATE_FILE = "fleet.json"
@@ -43,7 +43,7 @@ def save(root: Path, server, workers: dict, env: dict) -> dict:
         "started_at": time.time(),
         "env": {k: env[k] for k in EXPORTED if env.get(k)},
         "processes": [{"name": "redis", "pid": server.proc.pid, "expect": server.expect}]
-        + [{"name": n, "pid": p.pid, "expect": "celery"} for n, p in workers.items()],
+        + [{"name": n, "pid": p.pid, "expect": WORKER_EXPECT} for n, p in workers.items()],
     }
     (root / STATE_FILE).write_text(json.dumps(state, indent=2))
     return state

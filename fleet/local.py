@@ -24,7 +24,7 @@ from typing import Protocol
 from core.registry import FLEET_STORE_URL
 from fleet import feasibility, localaddr
 from fleet.query import jobs as Q
-from fleet.rootlock import Holder, RootLock
+from fleet.rootlock import WORKER_EXPECT, Holder, RootLock
 from manifest.schema import Manifest
 from state.jobrecord import JobState
 
@@ -69,9 +69,7 @@ def start_worker(
         [
             sys.executable,
             "-m",
-            "celery",
-            "-A",
-            "tasks",
+            "tasks",  # `celery -A tasks worker` without Celery's CLI plugins (tasks/__main__.py)
             "worker",
             "-n",
             f"{name}@{node_host}",
@@ -133,7 +131,9 @@ class Fleet:
     def processes(self) -> tuple[dict, ...]:
         return (
             ({"name": "redis", "pid": self.server.proc.pid, "expect": self.server.expect}),
-        ) + tuple({"name": n, "pid": p.pid, "expect": "celery"} for n, p in self.workers.items())
+        ) + tuple(
+            {"name": n, "pid": p.pid, "expect": WORKER_EXPECT} for n, p in self.workers.items()
+        )
 
 
 class Show(Protocol):

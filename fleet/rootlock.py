@@ -26,6 +26,11 @@ LOCK_FILE = "fleet.lock"
 TAKEOVER_WAIT_S = 30.0  # how long orphans of a dead `fleet local` get to stop
 
 
+# in the command line of a worker a fleet started (`python -m tasks worker` or `celery -A
+# tasks worker`): a process whose pid was reused is not taken for it
+WORKER_EXPECT = "tasks worker"
+
+
 @dataclass(frozen=True)
 class Holder:
     """Who holds (or held) a folder's lock, as its file says."""
