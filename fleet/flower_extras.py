@@ -19,6 +19,8 @@
 - Logged in as the read-only role's Redis user (``state.acl``), Flower may not send control
   commands: it does not ask workers to turn events on (they send them already) nor to send
   a heartbeat when it starts listening; workers' own heartbeats tell it who is up.
+- SIGTERM stops Flower wherever its main thread is (``stop_on_signal``), within
+  ``STOP_GRACE_S`` at most: Flower's own handler can be swallowed and leave it running.
 """
 
 from __future__ import annotations
@@ -46,6 +48,7 @@ DEFAULT_ADDRESS = "127.0.0.1"
 HEARTBEATS_EVERY_S = 1.0
 WAITS_EVERY_S = 1.0  # how long a waiting job's Waits for cell is reused before a new read
 WAITS_CACHE_MAX = 10_000  # cells kept at most (a page shows tens): then all are read again
+STOP_GRACE_S = 5.0  # after SIGTERM, Flower's process ends by this time whatever its threads do
 AUTH_OPTIONS = ("basic_auth", "auth")  # Flower's command-line options that turn auth on
 
 
@@ -121,8 +124,36 @@ def install() -> None:
 
     RedisBase.queues = queue_lengths
     _tolerate_no_wakeup()
+    _install_stop()
     Metrics.get = web.authenticated(Metrics.get)
     BaseHandler._fleet_installed = True
+
+
+def _install_stop() -> None:
+    """Flower's SIGTERM handler raises SystemExit wherever its main thread is. Raised inside a
+    finalizer (a weakref callback, a ``__del__``), Python prints "Exception ignored" and goes
+    on: Flower kept running, its events thread retrying a broker that was gone for good (a
+    whole-suite run on a busy machine). Its command installs ``flower.command.sigterm_handler``
+    when it runs, after this file: that name now stops Flower as below."""
+    import flower.command
+
+    flower.command.sigterm_handler = stop_on_signal
+
+
+def stop_on_signal(signum, _frame) -> None:
+    """Stop Flower's IOLoop, so its command returns and its exit hooks run; end the process
+    if it is still there ``STOP_GRACE_S`` later (a thread that does not stop)."""
+    import os
+    import threading
+
+    from tornado.ioloop import IOLoop
+
+    log.info("signal %s: Flower stops", signum)
+    loop = IOLoop.current()
+    loop.add_callback(loop.stop)
+    last_resort = threading.Timer(STOP_GRACE_S, os._exit, args=(0,))
+    last_resort.daemon = True  # a process that ends sooner does not wait for it
+    last_resort.start()
 
 
 async def queue_lengths(self, names) -> list[dict]:
