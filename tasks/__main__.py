@@ -1,10 +1,10 @@
-"""``python -m tasks worker ...``: the command ``celery -A tasks worker ...``, with a third less
+"""``python -m tasks worker ...``: the command ``celery -A tasks worker ...``, with a fifth less
 CPU to start.
 
 Celery's command line loads every installed plugin command when it is imported: Flower's
 (Tornado, its views and handlers) and, for its ``amqp`` shell, click-repl and prompt_toolkit.
-A worker runs none of them, and they are some 0.3 s of CPU of each worker's start (about
-1.1 s with them), which `fleet local` and the test suite's hundreds of workers pay each time.
+A worker runs none of them, and they are some 0.3 s of CPU of each worker's start (of 1.3-1.45 s
+with them), which `fleet local` and the test suite's hundreds of workers pay each time.
 This runs the very same Celery command group, options and worker with the ``celery.commands``
 plugins left out and the ``amqp`` shell's REPL not registered. Anything else (``inspect``,
 ``control``, ``flower``) goes through the ``celery`` command as usual.

@@ -42,14 +42,15 @@ def answering_at(url: str):
     import redis
     from kombu.exceptions import OperationalError
 
-    app = [client_app(url)]
+    app = client_app(url)
 
     def now() -> set[str]:
+        nonlocal app
         try:
-            return answering(app[0])
+            return answering(app)
         except (redis.ConnectionError, OperationalError, ConnectionError) as e:
             print(f"ping: {type(e).__name__}: {e}; pinging again on a new client")
-            app[0] = client_app(url)
+            app = client_app(url)
             return set()
 
     return now
