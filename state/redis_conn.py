@@ -54,7 +54,12 @@ OUTAGE_CODES = ("NOREPLICAS",)
 
 
 def outage(error: BaseException) -> bool:
-    """Whether ``error`` is what an outage or a failover raises, so trying again can succeed."""
+    """Whether ``error`` is what an outage or a failover raises, so trying again can succeed.
+    NOSCRIPT is one: a script never runs where Redis answers it, and redis-py has loaded it
+    and sent it again already, so its cache was emptied between the two (a restart or a
+    failover under the call); the next try loads it again."""
+    if isinstance(error, redis.exceptions.NoScriptError):
+        return True
     if isinstance(error, redis.ResponseError) and str(error).startswith(OUTAGE_CODES):
         return True
     return isinstance(error, OUTAGE) and not isinstance(error, NOT_RETRIED)
