@@ -14,9 +14,10 @@ from state.app import APP_NAME, load_settings  # noqa: E402
 
 load_settings("celeryconfig")  # a bad value ends `celery -A tasks ...` with one line
 
-from tasks import transport  # noqa: E402
+from tasks import results, transport  # noqa: E402
 
 transport.register()  # redis:// URLs get fleet's queue-ordered transport
+results.register()  # and results whose store waits out an outage
 
 
 class FleetApp(Celery):

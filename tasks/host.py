@@ -75,6 +75,11 @@ def context() -> HostContext:
     return _ctx
 
 
+def shutdown_event() -> threading.Event | None:
+    """The running worker's shutdown event; None before its context is built."""
+    return _ctx.shutdown if _ctx is not None else None
+
+
 def install(ctx: HostContext) -> HostContext:
     """Make ``ctx`` the worker's context (the start-up signal builds it)."""
     global _ctx
