@@ -154,21 +154,16 @@ def revoked(task, why: str) -> None:
 
 
 PRUNED = "PRUNED"  # a trial its search stopped early: neither a success nor a failure
-PRUNED_RETRY_S = (0.5, 1.0, 2.0, 4.0)  # waits between tries to store it: a Redis restart's length
 
 
 def pruned(task, result: dict) -> None:
     """A search's pruner stopped the trial: the delivery ends PRUNED (result backend and Flower,
-    a ``task-pruned`` event), not SUCCESS, so Flower counts it as `fleet status` does."""
-    for wait_s in (*PRUNED_RETRY_S, None):
-        try:
-            task.backend.store_result(task.request.id, result, PRUNED, request=task.request)
-            break
-        except Exception as e:  # a Redis restart: its last PROGRESS would show, a false state
-            if wait_s is None:
-                log.warning("%s: PRUNED not stored in the result backend (%s)", task.request.id, e)
-            else:
-                time.sleep(wait_s)
+    a ``task-pruned`` event), not SUCCESS, so Flower counts it as `fleet status` does. The
+    store waits out a Redis restart (tasks.results): else its last PROGRESS would show."""
+    try:
+        task.backend.store_result(task.request.id, result, PRUNED, request=task.request)
+    except Exception as e:  # an outage past its wait, or the worker stopping
+        log.warning("%s: PRUNED not stored in the result backend (%s)", task.request.id, e)
     _send(task, "task-pruned", state=PRUNED, succeeded=time.time(), result=repr(result))
 
 

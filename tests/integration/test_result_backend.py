@@ -6,9 +6,11 @@ two lease TTLs later). Each test runs its own Redis and restarts it under a stor
 from __future__ import annotations
 
 import threading
+from contextlib import contextmanager
 
 import pytest
 import redis
+from celery._state import _task_stack
 from celery.app.backends import by_url
 
 from fleet.redis_server import RedisServer
@@ -16,6 +18,7 @@ from state.redis_conn import outage
 from tasks import app
 from tasks.results import FleetRedisBackend, FleetSentinelBackend
 from tasks.retry import retry_redis
+from tasks.train import train
 
 pytestmark = pytest.mark.integration
 
@@ -28,6 +31,16 @@ def server(tmp_path):
 
 def backend_at(server) -> FleetRedisBackend:
     return FleetRedisBackend(app=app, url=server.url)
+
+
+@contextmanager
+def in_task():
+    """This thread runs a task, as Celery's trace pushes it around a task's states."""
+    _task_stack.push(train)
+    try:
+        yield
+    finally:
+        _task_stack.pop()
 
 
 def test_workers_store_results_with_the_backend_that_waits(server):
@@ -44,7 +57,8 @@ def test_a_started_state_stored_as_redis_restarts_lands_once_it_is_back(server):
 
     def store():
         try:
-            backend.store_result("t-started", {"pid": 1, "hostname": "w@h"}, "STARTED")
+            with in_task():
+                backend.store_result("t-started", {"pid": 1, "hostname": "w@h"}, "STARTED")
             done["ok"] = True
         except Exception as e:  # noqa: BLE001 - the test reports it
             done["error"] = e
@@ -66,7 +80,12 @@ def test_a_success_stored_as_redis_restarts_lands_and_is_not_a_failure(server):
     backend = backend_at(server)
     port, data = server.port, server.data_dir
     server.stop()
-    t = threading.Thread(target=lambda: backend.mark_as_done("t-done", {"job_id": "j"}))
+
+    def store():
+        with in_task():
+            backend.mark_as_done("t-done", {"job_id": "j"})
+
+    t = threading.Thread(target=store)
     t.start()
     back = RedisServer(data, port=port).start()
     try:
@@ -80,8 +99,17 @@ def test_a_success_stored_as_redis_restarts_lands_and_is_not_a_failure(server):
 def test_progress_is_tried_once_while_redis_is_down(server):
     backend = backend_at(server)
     server.stop()
-    with pytest.raises(redis.ConnectionError):
+    with in_task(), pytest.raises(redis.ConnectionError):
         backend.store_result("t-progress", {"epoch": 1}, "PROGRESS")
+
+
+def test_a_store_from_outside_a_task_is_tried_once(server):
+    # `fleet cancel` in a process that imported tasks, or a worker's control command: a
+    # REVOKED it cannot store is a warning there, not minutes of waiting
+    backend = backend_at(server)
+    server.stop()
+    with pytest.raises(redis.ConnectionError):
+        backend.mark_as_revoked("t-cancelled", reason="cancelled by operator")
 
 
 def test_noscript_is_an_outage_so_a_record_write_tries_again():
