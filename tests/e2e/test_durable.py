@@ -19,12 +19,12 @@ from artifacts.stores import open_store_at
 from core.constants import LEASE_KEY
 from state import queues
 from state.jobrecord import JobState
-from tests.harness.durable import big_manifest, run_dirs, wait_trained
+from tests.harness.durable import BIG_MIB, big_manifest, run_dirs, wait_trained
 from tests.waiting import wait_until
 
 pytestmark = pytest.mark.e2e
 LATE_KILLS = int(os.environ.get("FLEET_LATE_KILLS", "5"))
-OUTPUT_MIB = 48
+OUTPUT_MIB = BIG_MIB
 FAST_S = 0.01  # how often a wait looks: a late kill has a short window to hit
 
 
@@ -86,10 +86,11 @@ def test_a_worker_killed_just_after_its_trainer_exited_finishes_the_job_on_resta
         finished_from_disk += from_disk
         assert recs[name].worker == victim
         if from_disk:  # `fleet logs` shows the dead run ended, not an attempt left open
-            shown = chaos.fleet("logs", name).stdout.rstrip().splitlines()
-            assert shown[-1].endswith(
+            done = chaos.fleet("logs", name)
+            shown = done.stdout.rstrip().splitlines()
+            assert shown and shown[-1].endswith(
                 ": succeeded (finished from its output after the worker restarted) ---"
-            ), shown
+            ), (done.returncode, shown, done.stderr)
     print(
         f"\nlate kills: {LATE_KILLS}, re-trains: {sum(retrains.values())}, "
         f"finished from the dead run's work dir: {finished_from_disk}, "

@@ -18,7 +18,7 @@ import pytest
 
 from artifacts.stores import open_store_at
 from state.jobrecord import JobState
-from tests.harness.durable import big_manifest, run_dirs, wait_trained
+from tests.harness.durable import BIG_MIB, big_manifest, run_dirs, wait_trained
 from tests.waiting import wait_until
 
 pytestmark = pytest.mark.e2e
@@ -89,7 +89,7 @@ def test_a_worker_killed_after_its_trainer_exited_keeps_the_result_without_a_res
     chaos.env["FLEET_LEASE_TTL_S"] = LEASE_TTL_S
     chaos.start("kept-a")
     chaos.start("kept-b")  # serves all along: it must not train the job again
-    ids = chaos.publish(big_manifest(chaos, {"kept": (48, 0.3)}))
+    ids = chaos.publish(big_manifest(chaos, {"kept": (BIG_MIB, 0.3)}))
     victim = wait_trained(chaos, ids["kept"]).worker
     os.kill(chaos.workers[victim].pid, signal.SIGKILL)
     chaos.workers[victim].wait()

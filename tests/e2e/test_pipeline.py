@@ -13,7 +13,7 @@ import signal
 import pytest
 
 from state.jobrecord import JobState
-from tests.harness.durable import big_manifest, wait_trained
+from tests.harness.durable import BIG_MIB, big_manifest, wait_trained
 from tests.waiting import wait_until
 
 pytestmark = pytest.mark.e2e
@@ -89,7 +89,7 @@ def test_a_worker_killed_as_it_ends_the_last_upstream_still_releases_each_follow
     # end and the release are recorded, the worker dies before it acks or does anything else.
     for h in ("kill-a", "kill-b"):
         chaos.start(h)
-    up = big_manifest(chaos, {"up": (48, 0.3)}).read_text()
+    up = big_manifest(chaos, {"up": (BIG_MIB, 0.3)}).read_text()
     text = up + "".join(chaos.entry(f"f{i}", 0.1, after=["up"]) for i in range(FOLLOWERS))
     ids = chaos.publish(chaos.write(text))
     if moment == "trained":

@@ -12,6 +12,10 @@ from state.jobrecord import JobState
 from tests.waiting import wait_until
 
 FAST_S = 0.01  # how often a wait looks: a late kill has a short window to hit
+# MiB of output a late-kill job writes: bundling and storing it is the window in which its record
+# says trained while the run still uploads (48 MiB was once too short on a quiet box: the test's
+# polls missed it)
+BIG_MIB = 128
 BIGOUT = Path(__file__).resolve().parents[1] / "e2e" / "bigout.py"
 
 
