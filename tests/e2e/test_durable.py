@@ -25,6 +25,7 @@ from tests.waiting import wait_until
 pytestmark = pytest.mark.e2e
 LATE_KILLS = int(os.environ.get("FLEET_LATE_KILLS", "5"))
 OUTPUT_MIB = BIG_MIB
+FROM_DISK_END = ": succeeded (finished from its output after the worker restarted) ---"
 FAST_S = 0.01  # how often a wait looks: a late kill has a short window to hit
 
 
@@ -86,11 +87,16 @@ def test_a_worker_killed_just_after_its_trainer_exited_finishes_the_job_on_resta
         finished_from_disk += from_disk
         assert recs[name].worker == victim
         if from_disk:  # `fleet logs` shows the dead run ended, not an attempt left open
-            done = chaos.fleet("logs", name)
-            shown = done.stdout.rstrip().splitlines()
-            assert shown and shown[-1].endswith(
-                ": succeeded (finished from its output after the worker restarted) ---"
-            ), (done.returncode, shown, done.stderr)
+            # (the worker writes that end mark just after the record says succeeded)
+            def shown(name=name) -> list[str]:
+                return chaos.fleet("logs", name).stdout.rstrip().splitlines()
+
+            wait_until(
+                f"{name}'s end mark in fleet logs",
+                lambda: (lines := shown()) and lines[-1].endswith(FROM_DISK_END),
+                30,
+                lambda: "\n".join(shown()),
+            )
     print(
         f"\nlate kills: {LATE_KILLS}, re-trains: {sum(retrains.values())}, "
         f"finished from the dead run's work dir: {finished_from_disk}, "
