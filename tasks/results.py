@@ -18,10 +18,13 @@ a task (a control command in the worker's consumer, a client in a process that i
 from __future__ import annotations
 
 import threading
+from functools import partial
 
 from celery._state import get_current_task
 from celery.app.backends import BACKEND_ALIASES
 from celery.backends.redis import RedisBackend, SentinelBackend
+
+from tasks.retry import retry_redis
 
 BEST_EFFORT = frozenset({"PROGRESS"})  # sent on every tick; the next one carries the same
 _NEVER = threading.Event()  # a task run outside a worker (nothing to stop): the backoff's end
@@ -35,16 +38,10 @@ def _stopping() -> threading.Event:
 
 class _WaitsOutOutages:
     def store_result(self, task_id, result, state, traceback=None, request=None, **kwargs):
-        def store():
-            return super(_WaitsOutOutages, self).store_result(
-                task_id, result, state, traceback, request, **kwargs
-            )
-
+        store = partial(super().store_result, task_id, result, state, traceback, request, **kwargs)
         # Celery's trace pushes the task for this thread before STARTED, pops it after SUCCESS
         if state in BEST_EFFORT or get_current_task() is None:
             return store()
-        from tasks.retry import retry_redis
-
         return retry_redis(store, what=f"store task {task_id}'s {state}", stop=_stopping())
 
 

@@ -24,7 +24,6 @@ from tests.waiting import wait_until
 
 pytestmark = pytest.mark.e2e
 LATE_KILLS = int(os.environ.get("FLEET_LATE_KILLS", "5"))
-OUTPUT_MIB = BIG_MIB
 FROM_DISK_END = ": succeeded (finished from its output after the worker restarted) ---"
 FAST_S = 0.01  # how often a wait looks: a late kill has a short window to hit
 
@@ -58,7 +57,7 @@ def test_a_worker_killed_just_after_its_trainer_exited_finishes_the_job_on_resta
     retrains, finished_from_disk, gaps = {}, 0, 0
     for i in range(LATE_KILLS):
         name = f"late{i}"
-        ids = chaos.publish(big_manifest(chaos, {name: (OUTPUT_MIB, 0.3)}))
+        ids = chaos.publish(big_manifest(chaos, {name: (BIG_MIB, 0.3)}))
         job_id = ids[name]
         if i % 2 == 0:
             rec = wait_trained(chaos, job_id)
@@ -134,7 +133,7 @@ def test_a_trained_job_whose_host_never_comes_back_is_trained_again_elsewhere_af
 ):
     chaos.env["FLEET_TRAINED_GRACE_S"] = "3"
     chaos.start("lost-a")
-    ids = chaos.publish(big_manifest(chaos, {"lost": (OUTPUT_MIB, 0.3)}))
+    ids = chaos.publish(big_manifest(chaos, {"lost": (BIG_MIB, 0.3)}))
     rec = wait_trained(chaos, ids["lost"])
     assert rec.trained["host"] == "lost-a" and rec.trained["dir"].startswith(str(chaos.root))
     kill(chaos, "lost-a")
@@ -152,7 +151,7 @@ def test_a_run_that_was_only_marked_trained_is_not_re_run_by_a_duplicate_deliver
     # (here: a re-publish with --force would reset it, so the redelivery is simulated by
     # pushing the record's own message again) is dropped while the host may come back
     chaos.start("dup-a")
-    ids = chaos.publish(big_manifest(chaos, {"dup": (OUTPUT_MIB, 0.3)}))
+    ids = chaos.publish(big_manifest(chaos, {"dup": (BIG_MIB, 0.3)}))
     wait_trained(chaos, ids["dup"])
     kill(chaos, "dup-a")
     chaos.start("dup-b")
